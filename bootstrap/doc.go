@@ -1,0 +1,13 @@
+// Package bootstrap reads Envoy's v3 bootstrap file, as Envoy does: YAML or JSON chosen by the
+// file extension, `--config-yaml` merged over the file with protobuf MergeFrom semantics, a few
+// v2 spellings rewritten into their v3 form, strict decoding into go-control-plane's
+// envoy.config.bootstrap.v3.Bootstrap, and protoc-gen-validate rules checked on the result and
+// on every typed_config (Any) inside it.
+//
+// Every problem is reported as a FieldError naming the file, the field path and the rule, for
+// example `envoy.yaml: static_resources.clusters[0].connect_timeout: invalid duration "5x"`.
+//
+// Concurrency: the package has no state. Load and Parse may be called from any goroutine; the
+// only shared data is the protobuf type registry, filled at init by the imports in
+// extensions.go and read-only afterwards.
+package bootstrap

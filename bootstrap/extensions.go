@@ -1,0 +1,89 @@
+package bootstrap
+
+// The extensions Legate implements. Importing their packages registers their message types in
+// the protobuf registry, so a typed_config whose "@type" names one of them resolves; any other
+// "@type" is reported as unsupported. Keep this list in step with the filters, sinks, loggers
+// and cluster types Legate builds.
+
+import (
+	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
+	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
+	aggregatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/aggregate/v3"
+	healthcheckv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/health_check/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	tapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/tap/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	httpoptionsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+// typeURL returns the Any type URL of m's message type.
+func typeURL(m proto.Message) string {
+	return "type.googleapis.com/" + string(m.ProtoReflect().Descriptor().FullName())
+}
+
+// SupportedTypeURLs lists the typed_config types Legate registers, sorted as written here. It is
+// what an "unsupported @type" error suggests and what tests check registration against.
+func SupportedTypeURLs() []string {
+	return []string{
+		typeURL(&routerv3.Router{}),
+		typeURL(&healthcheckv3.HealthCheck{}),
+		typeURL(&tapv3.Tap{}),
+		typeURL(&hcmv3.HttpConnectionManager{}),
+		typeURL(&tcpproxyv3.TcpProxy{}),
+		typeURL(&metricsv3.HystrixSink{}),
+		typeURL(&tlsv3.UpstreamTlsContext{}),
+		typeURL(&tlsv3.DownstreamTlsContext{}),
+		typeURL(&httpoptionsv3.HttpProtocolOptions{}),
+		typeURL(&aggregatev3.ClusterConfig{}),
+		typeURL(&filev3.FileAccessLog{}),
+		typeURL(&grpcalsv3.HttpGrpcAccessLogConfig{}),
+		typeURL(&grpcalsv3.TcpGrpcAccessLogConfig{}),
+	}
+}
+
+// v2FilterType maps the extension names a v2 file uses with the untyped `config` form to the
+// v3 message that form stands for. Only these names are upgraded, and only when `config` is
+// empty (see walker.upgradeUntypedConfig).
+func v2FilterType(name string) (string, bool) {
+	switch name {
+	case "envoy.filters.http.router", "envoy.router":
+		return typeURL(&routerv3.Router{}), true
+	case "envoy.filters.http.health_check", "envoy.health_check":
+		return typeURL(&healthcheckv3.HealthCheck{}), true
+	case "envoy.filters.http.tap":
+		return typeURL(&tapv3.Tap{}), true
+	case "envoy.filters.network.http_connection_manager", "envoy.http_connection_manager":
+		return typeURL(&hcmv3.HttpConnectionManager{}), true
+	case "envoy.filters.network.tcp_proxy", "envoy.tcp_proxy":
+		return typeURL(&tcpproxyv3.TcpProxy{}), true
+	case "envoy.access_loggers.file", "envoy.file_access_log":
+		return typeURL(&filev3.FileAccessLog{}), true
+	case "envoy.stat_sinks.hystrix", "envoy.hystrix":
+		return typeURL(&metricsv3.HystrixSink{}), true
+	}
+	return "", false
+}
+
+// upstreamTLSURL and downstreamTLSURL are the typed_config types of the v2 tls_context upgrade.
+func upstreamTLSURL() string   { return typeURL(&tlsv3.UpstreamTlsContext{}) }
+func downstreamTLSURL() string { return typeURL(&tlsv3.DownstreamTlsContext{}) }
+
+// httpOptionsKey is the typed_extension_protocol_options key, and message, of the upstream HTTP
+// protocol options.
+func httpOptionsKey() string {
+	return string((&httpoptionsv3.HttpProtocolOptions{}).ProtoReflect().Descriptor().FullName())
+}
+
+// v2ProtocolOptionsKey maps a v2 extension_protocol_options key to its v3
+// typed_extension_protocol_options key and message type.
+func v2ProtocolOptionsKey(key string) (newKey, url string, ok bool) {
+	switch key {
+	case httpOptionsKey(), "envoy.filters.network.http_connection_manager", "envoy.http_connection_manager":
+		return httpOptionsKey(), typeURL(&httpoptionsv3.HttpProtocolOptions{}), true
+	}
+	return "", "", false
+}

@@ -1,0 +1,230 @@
+package bootstrap
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"sigs.k8s.io/yaml"
+)
+
+// Format is the syntax of a bootstrap source.
+type Format int
+
+const (
+	// FormatAuto tries JSON, then YAML: what Envoy does for a file with another extension.
+	FormatAuto Format = iota
+	FormatJSON
+	FormatYAML
+)
+
+func (f Format) String() string {
+	switch f {
+	case FormatJSON:
+		return "json"
+	case FormatYAML:
+		return "yaml"
+	}
+	return "auto"
+}
+
+// FormatOf picks the format from a file name as Envoy does: .yaml and .yml are YAML, .json is
+// JSON, anything else is FormatAuto.
+func FormatOf(path string) Format {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml":
+		return FormatYAML
+	case ".json":
+		return FormatJSON
+	}
+	return FormatAuto
+}
+
+// ConfigYAMLName is the file name errors use for the --config-yaml source.
+const ConfigYAMLName = "--config-yaml"
+
+// Source says where the bootstrap comes from: Envoy's --config-path (Path), --config-yaml (YAML)
+// and --allow-unknown-static-fields. At least one of Path and YAML must be set; when both are,
+// YAML is merged over the file.
+type Source struct {
+	Path                     string
+	YAML                     string
+	AllowUnknownStaticFields bool
+}
+
+// Loaded is a decoded and validated bootstrap. It is not modified after Load returns and may be
+// read from any goroutine.
+type Loaded struct {
+	Bootstrap *bootstrapv3.Bootstrap
+	// Warnings lists, one per field, the unknown fields dropped because
+	// AllowUnknownStaticFields was set; the server counts them in server.static_unknown_fields.
+	Warnings []string
+	// Upgraded lists, one per rewrite, the v2 spellings rewritten into their v3 form.
+	Upgraded []string
+}
+
+// Options tunes Parse.
+type Options struct {
+	// Name is the file name used in errors; "" means "bootstrap".
+	Name string
+	// AllowUnknownFields drops unknown fields with a warning instead of failing
+	// (Envoy's --allow-unknown-static-fields).
+	AllowUnknownFields bool
+}
+
+// Load reads, merges, upgrades, decodes and validates the bootstrap named by src, as Envoy's
+// server does at start. A problem in the configuration is returned as Errors; a file that
+// cannot be read as a wrapped os error.
+func Load(src Source) (*Loaded, error) {
+	if src.Path == "" && src.YAML == "" {
+		return nil, errors.New("no bootstrap: at least one of --config-path and --config-yaml must be set")
+	}
+	var (
+		out   Loaded
+		names []string
+	)
+	if src.Path != "" {
+		data, err := os.ReadFile(src.Path)
+		if err != nil {
+			return nil, fmt.Errorf("read bootstrap: %w", err)
+		}
+		b, err := decode(data, FormatOf(src.Path), Options{Name: src.Path, AllowUnknownFields: src.AllowUnknownStaticFields}, &out)
+		if err != nil {
+			return nil, err
+		}
+		out.Bootstrap = b
+		names = append(names, src.Path)
+	}
+	if src.YAML != "" {
+		b, err := decode([]byte(src.YAML), FormatYAML, Options{Name: ConfigYAMLName, AllowUnknownFields: src.AllowUnknownStaticFields}, &out)
+		if err != nil {
+			return nil, err
+		}
+		if out.Bootstrap == nil {
+			out.Bootstrap = b
+		} else {
+			// Envoy's MergeFrom: scalars set in the override replace, messages merge,
+			// repeated fields append, map entries replace.
+			proto.Merge(out.Bootstrap, b)
+		}
+		names = append(names, ConfigYAMLName)
+	}
+	p := &problems{file: strings.Join(names, " merged with ")}
+	validate(p, "", out.Bootstrap)
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Parse decodes and validates one bootstrap source held in memory.
+func Parse(data []byte, format Format, opts Options) (*Loaded, error) {
+	var out Loaded
+	b, err := decode(data, format, opts, &out)
+	if err != nil {
+		return nil, err
+	}
+	out.Bootstrap = b
+	p := &problems{file: name(opts)}
+	validate(p, "", b)
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func name(opts Options) string {
+	if opts.Name == "" {
+		return "bootstrap"
+	}
+	return opts.Name
+}
+
+// decode turns one source into a Bootstrap without protoc-gen-validate checks (those run after
+// merging), appending its warnings and upgrades to out.
+func decode(data []byte, format Format, opts Options, out *Loaded) (*bootstrapv3.Bootstrap, error) {
+	p := &problems{file: name(opts)}
+	tree, err := toTree(data, format)
+	if err != nil {
+		p.add("", err.Error())
+		return nil, p.err()
+	}
+	if tree == nil {
+		tree = map[string]any{} // an empty YAML document is an empty bootstrap
+	}
+	w := &walker{p: p, allowUnknown: opts.AllowUnknownFields}
+	b := &bootstrapv3.Bootstrap{}
+	w.message("", b.ProtoReflect().Descriptor(), tree, false)
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	canonical, err := json.Marshal(tree)
+	if err != nil {
+		p.add("", fmt.Sprintf("re-encoding: %v", err))
+		return nil, p.err()
+	}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: false}).Unmarshal(canonical, b); err != nil {
+		// The walk accepts only what protojson accepts, so this names a gap in the walk.
+		p.add("", fmt.Sprintf("decoding: %v", err))
+		return nil, p.err()
+	}
+	out.Warnings = append(out.Warnings, w.warnings...)
+	out.Upgraded = append(out.Upgraded, w.upgraded...)
+	return b, nil
+}
+
+// toTree parses data into a generic JSON tree whose numbers are json.Number, so that 64-bit
+// integers keep every digit.
+func toTree(data []byte, format Format) (any, error) {
+	switch format {
+	case FormatJSON:
+		return jsonTree(data)
+	case FormatYAML:
+		return yamlTree(data)
+	}
+	tree, jerr := jsonTree(data)
+	if jerr == nil {
+		return tree, nil
+	}
+	tree, yerr := yamlTree(data)
+	if yerr != nil {
+		return nil, fmt.Errorf("neither JSON (%v) nor YAML (%v)", jerr, yerr)
+	}
+	return tree, nil
+}
+
+func jsonTree(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var tree any
+	if err := dec.Decode(&tree); err != nil {
+		return nil, fmt.Errorf("invalid JSON: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("invalid JSON: data after the top-level value")
+	}
+	if _, ok := tree.(map[string]any); !ok && tree != nil {
+		return nil, fmt.Errorf("got %s at the top level; want an object", describe(tree))
+	}
+	return tree, nil
+}
+
+func yamlTree(data []byte) (any, error) {
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("invalid YAML: %v", err)
+	}
+	tree, err := jsonTree(j)
+	if err != nil {
+		return nil, fmt.Errorf("YAML %v", strings.TrimPrefix(err.Error(), "invalid JSON: "))
+	}
+	return tree, nil
+}
