@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/legateproxy/legate/bootstrap"
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/options"
+	"github.com/legateproxy/legate/server"
+)
+
+//go:embed default.yaml
+var defaultConfig string
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main without the process exit, so tests can call it.
+func run(args []string, stdout, stderr io.Writer) int {
+	opts, err := options.Parse(args)
+	switch {
+	case errors.Is(err, options.ErrHelp):
+		fmt.Fprint(stdout, options.Usage())
+		return 0
+	case errors.Is(err, options.ErrVersion):
+		fmt.Fprintf(stdout, "legate  version: %s\n", server.VersionString())
+		return 0
+	case err != nil:
+		fmt.Fprintf(stderr, "legate: %v\n", err)
+		return 1
+	}
+	for _, w := range opts.Warnings {
+		fmt.Fprintf(stderr, "legate: warning: %s\n", w)
+	}
+	if opts.HotRestartVersion {
+		if opts.DisableHotRestart {
+			fmt.Fprint(stdout, "disabled")
+		} else {
+			fmt.Fprint(stdout, server.HotRestartVersion)
+		}
+		return 0
+	}
+
+	src := bootstrap.Source{
+		Path:                     opts.ConfigPath,
+		YAML:                     opts.ConfigYAML,
+		AllowUnknownStaticFields: opts.AllowUnknownStaticFields,
+	}
+	configName := opts.ConfigPath
+	if src.Path == "" && src.YAML == "" {
+		src.YAML = defaultConfig
+		configName = "<embedded default>"
+	}
+	loaded, err := bootstrap.Load(src)
+	if err != nil {
+		fmt.Fprintf(stderr, "legate: invalid configuration: %v\n", err)
+		return 1
+	}
+	boot, err := config.FromBootstrap(loaded.Bootstrap, config.Limits{MaxObjNameLen: opts.MaxObjNameLen})
+	if err != nil {
+		fmt.Fprintf(stderr, "legate: invalid configuration: %s: %v\n", configName, err)
+		return 1
+	}
+	srv, err := server.New(opts, boot, loaded.Warnings)
+	if err != nil {
+		fmt.Fprintf(stderr, "legate: %v\n", err)
+		return 1
+	}
+	switch opts.Mode {
+	case options.ModeValidate:
+		fmt.Fprintf(stdout, "configuration '%s' OK\n", configName)
+		return 0
+	case options.ModeInitOnly:
+		if err := srv.InitOnly(context.Background()); err != nil {
+			fmt.Fprintf(stderr, "legate: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	if err := srv.Run(context.Background()); err != nil {
+		fmt.Fprintf(stderr, "legate: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,381 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/legateproxy/legate/admin"
+	"github.com/legateproxy/legate/admin/configdump"
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/logging"
+	"github.com/legateproxy/legate/options"
+	"github.com/legateproxy/legate/stats"
+)
+
+// State is the server state as /ready, /server_info and server.state report
+// it. The numbers are Envoy's (ServerInfo.State).
+type State int32
+
+const (
+	Live            State = 0
+	Draining        State = 1
+	PreInitializing State = 2
+	Initializing    State = 3
+)
+
+func (s State) String() string { return adminv3.ServerInfo_State(s).String() }
+
+// Server is one running Legate. Build it with New, then Run it.
+type Server struct {
+	opts  *options.Options
+	boot  *config.Bootstrap
+	start time.Time
+
+	logs    *logging.Registry
+	log     *logging.Logger
+	store   *stats.Store
+	stats   stats.ServerStats
+	admin   *admin.Server // nil when the bootstrap has no admin block
+	reg     *admin.Registry
+	dumps   *configdump.Registry
+	init    *Init
+	adminLF *reopenableFile // admin access log, nil when none
+
+	initialized  atomic.Bool // the init manager finished
+	healthFailed atomic.Bool // /healthcheck/fail in effect
+	quitOnce     sync.Once
+	quit         chan struct{}
+	bootLoadedAt time.Time
+}
+
+// New builds every component from the options and the validated bootstrap
+// without binding anything, so --mode validate can stop right after it.
+// warnings are the loader's notes (unknown fields ignored), logged and
+// counted in server.static_unknown_fields.
+func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Server, error) {
+	s := &Server{
+		opts:         opts,
+		boot:         boot,
+		start:        time.Now(),
+		reg:          admin.NewRegistry(),
+		dumps:        configdump.NewRegistry(),
+		init:         NewInit("Server"),
+		quit:         make(chan struct{}),
+		bootLoadedAt: time.Now(),
+	}
+	logs, err := logging.New(logging.Config{
+		Level:           opts.LogLevel,
+		ComponentLevels: opts.ComponentLogLevel,
+		Format:          opts.LogFormat,
+		Escaped:         opts.LogFormatEscaped,
+		Path:            opts.LogPath,
+		FineGrain:       opts.EnableFineGrainLogging,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.logs = logs
+	s.log = logs.Logger("main")
+
+	storeCfg, err := stats.ConfigFromBootstrap(boot.Proto, opts)
+	if err != nil {
+		return nil, err
+	}
+	if s.store, err = stats.New(storeCfg); err != nil {
+		return nil, err
+	}
+	s.store.Register("server.", &s.stats)
+	s.stats.Concurrency.Set(uint64(opts.Concurrency))
+	s.stats.Version.Set(versionNumber())
+	s.stats.HotRestartEpoch.Set(uint64(opts.RestartEpoch))
+	s.stats.State.Set(uint64(PreInitializing))
+	for _, w := range warnings {
+		s.log.Warnf("%s", w)
+		s.stats.StaticUnknownFields.Inc()
+	}
+
+	s.dumps.Add(configdump.Tracker{Key: "bootstrap", Dump: s.bootstrapDump})
+
+	if a := boot.Admin; a != nil {
+		var accessLog io.Writer
+		if a.AccessLogPath != "" {
+			f, err := openReopenable(a.AccessLogPath)
+			if err != nil {
+				return nil, fmt.Errorf("admin.access_log_path: %w", err)
+			}
+			s.adminLF = f
+			accessLog = f
+		}
+		adminLog := logs.Logger("admin")
+		s.admin = admin.New(admin.Config{
+			Address:   a.Address,
+			AccessLog: accessLog,
+			Warnf:     adminLog.Warnf,
+		}, s.reg)
+	}
+	if err := s.registerEndpoints(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) registerEndpoints() error {
+	var eps []admin.Endpoint
+	eps = append(eps, admin.HomeEndpoints(s.reg)...)
+	eps = append(eps, admin.ServerEndpoints(s)...)
+	eps = append(eps, admin.ConfigDumpEndpoint(s.dumps))
+	eps = append(eps, admin.StatsEndpoints(s.store)...)
+	eps = append(eps, admin.LoggingEndpoint(s.logs))
+	eps = append(eps, admin.HealthCheckEndpoints(&s.healthFailed, s.updateState)...)
+	for _, e := range eps {
+		if err := s.reg.Register(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Run serves until ctx is done, a SIGTERM/SIGINT arrives or /quitquitquit is
+// posted, then shuts down cleanly. It returns nil on a clean shutdown.
+func (s *Server) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+	defer signal.Stop(sigs)
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+
+	if s.admin != nil {
+		if err := s.admin.Listen(); err != nil {
+			return err
+		}
+		if p := s.opts.AdminAddressPath; p != "" {
+			if err := os.WriteFile(p, []byte(s.admin.Addr().String()), 0o644); err != nil {
+				s.admin.Shutdown(context.Background())
+				return fmt.Errorf("--admin-address-path %s: %w", p, err)
+			}
+		}
+		wg.Go(func() {
+			if err := s.admin.Serve(); err != nil {
+				s.log.Errorf("admin server: %v", err)
+			}
+		})
+		s.log.Infof("admin address: %s", s.admin.Addr())
+	}
+	wg.Go(func() { s.store.Run(ctx) })
+	s.store.AddFlushHook(s.refreshServerStats)
+
+	s.stats.State.Set(uint64(Initializing))
+	s.init.Start()
+	initStart := time.Now()
+	select {
+	case <-s.init.Done():
+		s.initialized.Store(true)
+		s.stats.InitializationTimeMs.Record(uint64(time.Since(initStart).Milliseconds()))
+		s.updateState()
+		s.log.Infof("all dependencies initialized. starting workers")
+	case <-ctx.Done():
+	case <-s.quit:
+	}
+
+	for running := true; running; {
+		select {
+		case <-ctx.Done():
+			running = false
+		case <-s.quit:
+			running = false
+		case sig := <-sigs:
+			switch sig {
+			case syscall.SIGUSR1:
+				if err := s.ReopenLogs(); err != nil {
+					s.log.Errorf("reopening logs: %v", err)
+				}
+			default:
+				s.log.Warnf("caught %v", sig)
+				running = false
+			}
+		}
+	}
+	s.log.Infof("shutting down server")
+	cancel()
+	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
+	defer done()
+	if s.admin != nil {
+		s.admin.Shutdown(shutdownCtx)
+	}
+	if s.adminLF != nil {
+		s.adminLF.Close()
+	}
+	return nil
+}
+
+// InitOnly runs initialization to completion and returns, for --mode init_only.
+func (s *Server) InitOnly(ctx context.Context) error {
+	s.init.Start()
+	select {
+	case <-s.init.Done():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Init is the server's init manager, for components to register targets.
+func (s *Server) Init() *Init { return s.init }
+
+// Stats is the server's stats store.
+func (s *Server) Stats() *stats.Store { return s.store }
+
+// AdminAddr is the bound admin address, or nil.
+func (s *Server) AdminAddr() string {
+	if s.admin == nil || s.admin.Addr() == nil {
+		return ""
+	}
+	return s.admin.Addr().String()
+}
+
+// State is the current server state.
+func (s *Server) State() State {
+	switch {
+	case !s.init.Started():
+		return PreInitializing
+	case !s.initialized.Load():
+		return Initializing
+	case s.healthFailed.Load():
+		return Draining
+	}
+	return Live
+}
+
+// updateState publishes the state to server.state and server.live.
+func (s *Server) updateState() {
+	st := s.State()
+	s.stats.State.Set(uint64(st))
+	if st == Live {
+		s.stats.Live.Set(1)
+	} else {
+		s.stats.Live.Set(0)
+	}
+}
+
+// refreshServerStats runs before every stats flush, as Envoy updates its
+// server gauges when it flushes.
+func (s *Server) refreshServerStats() {
+	s.updateState()
+	s.stats.Uptime.Set(uint64(time.Since(s.start).Seconds()))
+	m := admin.Memory()
+	s.stats.MemoryAllocated.Set(m.Allocated)
+	s.stats.MemoryHeapSize.Set(m.HeapSize)
+	s.stats.MemoryPhysicalSize.Set(m.TotalPhysicalBytes)
+}
+
+// Quit starts a clean shutdown (POST /quitquitquit).
+func (s *Server) Quit() { s.quitOnce.Do(func() { close(s.quit) }) }
+
+// ReopenLogs reopens the application log and the admin access log.
+func (s *Server) ReopenLogs() error {
+	var errs []error
+	if err := s.logs.Reopen(); err != nil {
+		errs = append(errs, err)
+	}
+	if s.adminLF != nil {
+		if err := s.adminLF.Reopen(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// HotRestartVersion is the /hot_restart_version body.
+func (s *Server) HotRestartVersion() string {
+	if s.opts.DisableHotRestart {
+		return "disabled"
+	}
+	return HotRestartVersion
+}
+
+// UnreadyTargets implements /init_dump. Envoy dumps listener init managers
+// only; Legate also lists the server's own manager while it is pending, so
+// a stuck start-up (a cluster warming, a first xDS fetch) is visible.
+func (s *Server) UnreadyTargets(mask string) *adminv3.UnreadyTargetsDumps {
+	out := &adminv3.UnreadyTargetsDumps{}
+	if mask != "" && mask != "listener" && mask != "server" {
+		return out
+	}
+	if mask != "listener" {
+		if pending := s.init.Unready(); len(pending) > 0 {
+			d := &adminv3.UnreadyTargetsDumps_UnreadyTargetsDump{Name: "init manager " + s.init.Name()}
+			for _, p := range pending {
+				d.TargetNames = append(d.TargetNames, "target "+p)
+			}
+			out.UnreadyTargetsDumps = append(out.UnreadyTargetsDumps, d)
+		}
+	}
+	return out
+}
+
+// ServerInfo implements /server_info.
+func (s *Server) ServerInfo() *adminv3.ServerInfo {
+	up := durationpb.New(time.Duration(time.Since(s.start).Seconds()) * time.Second)
+	return &adminv3.ServerInfo{
+		Version:            VersionString(),
+		State:              adminv3.ServerInfo_State(s.State()),
+		UptimeCurrentEpoch: up,
+		UptimeAllEpochs:    proto.Clone(up).(*durationpb.Duration),
+		HotRestartVersion:  s.HotRestartVersion(),
+		CommandLineOptions: s.opts.CommandLineOptions(),
+		Node:               s.Node(),
+	}
+}
+
+// Node is the effective local node: the bootstrap's, with the command line's
+// service cluster, node and zone winning, and Legate's user agent.
+func (s *Server) Node() *corev3.Node {
+	n := &corev3.Node{}
+	if s.boot.Proto.GetNode() != nil {
+		n = proto.Clone(s.boot.Proto.GetNode()).(*corev3.Node)
+	}
+	if s.opts.ServiceCluster != "" {
+		n.Cluster = s.opts.ServiceCluster
+	}
+	if s.opts.ServiceNode != "" {
+		n.Id = s.opts.ServiceNode
+	}
+	if s.opts.ServiceZone != "" {
+		if n.Locality == nil {
+			n.Locality = &corev3.Locality{}
+		}
+		n.Locality.Zone = s.opts.ServiceZone
+	}
+	n.UserAgentName = "envoy"
+	n.UserAgentVersionType = &corev3.Node_UserAgentBuildVersion{UserAgentBuildVersion: BuildVersion()}
+	n.Extensions = Extensions()
+	return n
+}
+
+// versionNumber is server.version: the first six hex digits of the revision,
+// as Envoy computes it.
+func versionNumber() uint64 {
+	v, err := strconv.ParseUint(revision[:6], 16, 64)
+	if err != nil {
+		return 0
+	}
+	return v
+}
