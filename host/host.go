@@ -1,0 +1,195 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+)
+
+// MaxWeight is the largest endpoint load_balancing_weight Envoy accepts in EDS.
+const MaxWeight = 128
+
+// ErrInvalid is wrapped by every validation error New returns.
+var ErrInvalid = errors.New("invalid host")
+
+// Locality is an endpoint's core.Locality. The zero value is the empty locality, which Envoy
+// treats as a locality of its own.
+type Locality struct {
+	Region  string
+	Zone    string
+	SubZone string
+}
+
+// String renders the locality as region/zone/sub_zone, for logs and errors.
+func (l Locality) String() string { return l.Region + "/" + l.Zone + "/" + l.SubZone }
+
+// Less orders localities by region, then zone, then sub-zone (Envoy's LocalityLess).
+func (l Locality) Less(o Locality) bool {
+	if l.Region != o.Region {
+		return l.Region < o.Region
+	}
+	if l.Zone != o.Zone {
+		return l.Zone < o.Zone
+	}
+	return l.SubZone < o.SubZone
+}
+
+// Config describes a host to create. Discovery fills it from an LbEndpoint.
+type Config struct {
+	// Address is the resolved "ip:port" (IPv6 as "[::1]:80"), as Envoy's Address::asString.
+	// Required.
+	Address string
+	// Hostname is the endpoint's hostname (Endpoint.hostname, or the DNS name for STRICT_DNS);
+	// may be empty.
+	Hostname string
+	// Weight is load_balancing_weight, 1..128. Zero means the default, 1.
+	Weight uint32
+	// Locality is the endpoint's locality (from its LocalityLbEndpoints).
+	Locality Locality
+	// Priority is the priority of its LocalityLbEndpoints; 0 is the highest.
+	Priority uint32
+	// Metadata holds the endpoint's filter metadata under the "envoy.lb" namespace (Envoy also
+	// accepts the older "proxy.lb"), each value stringified: strings as is, numbers in Go's %v
+	// form, booleans as "true"/"false". Subset load balancing and the "hash_key" override of
+	// consistent hashing read it. New copies the map.
+	Metadata map[string]string
+	// Canary marks a canary host (envoy.lb metadata "canary": true).
+	Canary bool
+	// Health is the initial set of health flags (for example PendingActiveHC when active health
+	// checking is configured, or FailedEDSHealth from EDS).
+	Health HealthFlag
+}
+
+// Host is one upstream endpoint.
+//
+// Identity fields are immutable after New. Health flags, weight and the active request count
+// are atomics: Host is safe for concurrent use, and its methods never block or allocate
+// (except HealthString).
+type Host struct {
+	address  string
+	hostname string
+	locality Locality
+	priority uint32
+	metadata map[string]string
+	canary   bool
+
+	weight atomic.Uint32
+	health atomic.Uint32
+
+	// activeRequests is the number of requests in flight to the host. Connection pools increment
+	// it when a request is assigned and decrement it when the request ends; the least-request
+	// balancer reads it. It is a raw atomic rather than a stat so that balancers need not depend
+	// on the stats package.
+	activeRequests atomic.Int64
+
+	// Per-host statistics (cx_total, rq_total, rq_success, rq_error, rq_timeout, cx_active,
+	// cx_connect_fail, rq_active, as printed by /clusters) are a field of this struct, created
+	// with the host once the stats package provides lock-free counters and gauges
+	// (DESIGN.md rule 5). Until then they are deliberately absent rather than stubbed.
+}
+
+// New validates cfg and creates a healthy-or-flagged host.
+func New(cfg Config) (*Host, error) {
+	if cfg.Address == "" {
+		return nil, fmt.Errorf("%w: address = %q; must not be empty", ErrInvalid, cfg.Address)
+	}
+	w := cfg.Weight
+	if w == 0 {
+		w = 1
+	}
+	if w > MaxWeight {
+		return nil, fmt.Errorf("%w: %s: load_balancing_weight = %d; must be in 1..%d",
+			ErrInvalid, cfg.Address, cfg.Weight, MaxWeight)
+	}
+	h := &Host{
+		address:  cfg.Address,
+		hostname: cfg.Hostname,
+		locality: cfg.Locality,
+		priority: cfg.Priority,
+		canary:   cfg.Canary,
+	}
+	if len(cfg.Metadata) > 0 {
+		h.metadata = make(map[string]string, len(cfg.Metadata))
+		for k, v := range cfg.Metadata {
+			h.metadata[k] = v
+		}
+	}
+	h.weight.Store(w)
+	h.health.Store(uint32(cfg.Health))
+	return h, nil
+}
+
+// Address returns the "ip:port" address string.
+func (h *Host) Address() string { return h.address }
+
+// Hostname returns the endpoint hostname, possibly empty.
+func (h *Host) Hostname() string { return h.hostname }
+
+// Locality returns the endpoint locality.
+func (h *Host) Locality() Locality { return h.locality }
+
+// Priority returns the endpoint priority.
+func (h *Host) Priority() uint32 { return h.priority }
+
+// Canary reports whether the host is a canary.
+func (h *Host) Canary() bool { return h.canary }
+
+// Metadata returns the stringified envoy.lb metadata value for key.
+func (h *Host) Metadata(key string) (string, bool) {
+	v, ok := h.metadata[key]
+	return v, ok
+}
+
+// MetadataLen returns the number of envoy.lb metadata keys.
+func (h *Host) MetadataLen() int { return len(h.metadata) }
+
+// Weight returns the current load balancing weight (1..128).
+func (h *Host) Weight() uint32 { return h.weight.Load() }
+
+// SetWeight changes the weight (EDS weight updates keep the host identity). Values outside 1..128
+// are clamped. Balancers read weights when a snapshot is built.
+func (h *Host) SetWeight(w uint32) {
+	h.weight.Store(min(max(w, 1), MaxWeight))
+}
+
+// HealthFlags returns the current flag set.
+func (h *Host) HealthFlags() HealthFlag { return HealthFlag(h.health.Load()) }
+
+// HasHealthFlag reports whether any of the given flags is set.
+func (h *Host) HasHealthFlag(f HealthFlag) bool { return h.HealthFlags()&f != 0 }
+
+// SetHealthFlag sets the given flags and returns the previous flag set.
+func (h *Host) SetHealthFlag(f HealthFlag) HealthFlag {
+	return HealthFlag(h.health.Or(uint32(f)))
+}
+
+// ClearHealthFlag clears the given flags and returns the previous flag set.
+func (h *Host) ClearHealthFlag(f HealthFlag) HealthFlag {
+	return HealthFlag(h.health.And(^uint32(f)))
+}
+
+// Health returns the coarse health computed from the current flags.
+func (h *Host) Health() Health { return h.HealthFlags().Coarse() }
+
+// Healthy reports whether no failure flag and no degraded flag is set.
+func (h *Host) Healthy() bool { return h.Health() == Healthy }
+
+// Degraded reports whether the host is degraded (and not unhealthy).
+func (h *Host) Degraded() bool { return h.Health() == Degraded }
+
+// Excluded reports whether the host is excluded from load balancing.
+func (h *Host) Excluded() bool { return h.HealthFlags().Excluded() }
+
+// HealthString renders the health flags as /clusters prints them ("healthy" or
+// "/failed_active_hc/…").
+func (h *Host) HealthString() string { return h.HealthFlags().String() }
+
+// ActiveRequests returns the number of requests in flight to the host.
+func (h *Host) ActiveRequests() int64 { return h.activeRequests.Load() }
+
+// AddActiveRequests adds delta (+1 when a request starts, -1 when it ends) and returns the new
+// count.
+func (h *Host) AddActiveRequests(delta int64) int64 { return h.activeRequests.Add(delta) }
+
+// String returns the address, for logs.
+func (h *Host) String() string { return h.address }

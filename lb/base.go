@@ -1,0 +1,229 @@
+package lb
+
+import (
+	"fmt"
+
+	"github.com/legateproxy/legate/host"
+)
+
+// SourceKind names which hosts of a priority level a pick draws from (Envoy's
+// HostsSource::SourceType).
+type SourceKind uint8
+
+// Source kinds.
+const (
+	AllHosts SourceKind = iota
+	HealthyHosts
+	DegradedHosts
+	LocalityHealthyHosts
+	LocalityDegradedHosts
+)
+
+// Source identifies the host list one pick draws from.
+type Source struct {
+	Priority int
+	Kind     SourceKind
+	Locality int
+}
+
+// Base is the policy-independent part of every balancer: priority load and spill-over, panic
+// mode, degraded hosts, locality-weighted picking and zone-aware routing. Policies embed it
+// and pick within the host list ChooseSource selects. Built once per snapshot; safe for
+// concurrent use; ChooseSource takes no lock and does not allocate.
+type Base struct {
+	sets []*host.Set
+	load PriorityLoad
+	rand func() uint64
+
+	localityWeighted   bool
+	failTrafficOnPanic bool
+	routingEnabled     uint64 // percent
+	zone               zoneState
+
+	// Per-priority locality schedules over effective locality weights (nil when the level
+	// has no locality weights or all are 0).
+	healthyLocality, degradedLocality []*Sequence
+}
+
+// NewBase validates cfg and computes the shared state for p.PrioritySet.
+func NewBase(p Params, cfg *Config) (*Base, error) {
+	if p.PrioritySet == nil {
+		return nil, fmt.Errorf("load balancer: nil priority set")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg == nil {
+		cfg = &Config{}
+	}
+	b := &Base{
+		sets:               p.PrioritySet.Sets(),
+		rand:               p.RandOrDefault(),
+		localityWeighted:   cfg.LocalityWeighted,
+		failTrafficOnPanic: cfg.ZoneAware.FailTrafficOnPanic,
+		routingEnabled:     DefaultRoutingEnabled,
+	}
+	threshold := cfg.PanicThreshold()
+	b.load = ComputePriorityLoad(b.sets, threshold)
+	if v := cfg.ZoneAware.RoutingEnabled; v != nil {
+		b.routingEnabled = uint64(*v)
+	}
+	minSize := uint64(DefaultMinClusterSize)
+	if v := cfg.ZoneAware.MinClusterSize; v != nil {
+		minSize = *v
+	}
+	if p.Local != nil && !cfg.LocalityWeighted {
+		b.zone = newZoneState(b.sets[0], p.Local.Sets()[0], minSize, threshold)
+	}
+	if cfg.LocalityWeighted {
+		b.healthyLocality = make([]*Sequence, len(b.sets))
+		b.degradedLocality = make([]*Sequence, len(b.sets))
+		for i, s := range b.sets {
+			if s.LocalityWeights() != nil {
+				b.healthyLocality[i] = NewFloatSequence(s.HealthyLocalityWeights(), b.rand())
+				b.degradedLocality[i] = NewFloatSequence(s.DegradedLocalityWeights(), b.rand())
+			}
+		}
+	}
+	return b, nil
+}
+
+// Sets returns the priority levels.
+func (b *Base) Sets() []*host.Set { return b.sets }
+
+// Load returns the computed priority load and panic state.
+func (b *Base) Load() *PriorityLoad { return &b.load }
+
+// Rand returns the random source.
+func (b *Base) Rand() func() uint64 { return b.rand }
+
+// LocalityWeighted reports whether locality weighted balancing is on.
+func (b *Base) LocalityWeighted() bool { return b.localityWeighted }
+
+// ChooseSource picks the host list for one request (Envoy's hostSourceToUse): priority by
+// priorityHash (a random number for most policies), all hosts in panic, else a locality by
+// weight (locality weighted) or by zone-aware routing at priority 0, else the healthy or
+// degraded hosts. ok is false when the request must fail (fail_traffic_on_panic).
+func (b *Base) ChooseSource(priorityHash uint64) (src Source, ok bool) {
+	prio, degraded := b.load.ChoosePriority(priorityHash)
+	src.Priority = prio
+	if b.load.Panic[prio] {
+		if b.failTrafficOnPanic {
+			return src, false
+		}
+		src.Kind = AllHosts
+		return src, true
+	}
+	plain, local := HealthyHosts, LocalityHealthyHosts
+	if degraded {
+		plain, local = DegradedHosts, LocalityDegradedHosts
+	}
+	if b.localityWeighted {
+		seqs := b.healthyLocality
+		if degraded {
+			seqs = b.degradedLocality
+		}
+		if seq := seqs[prio]; seq != nil {
+			src.Kind, src.Locality = local, seq.Next()
+			return src, true
+		}
+	}
+	src.Kind = plain
+	if prio != 0 || b.zone.routing == noLocalityRouting {
+		return src, true
+	}
+	if b.routingEnabled < 100 && b.rand()%100 >= b.routingEnabled {
+		return src, true
+	}
+	if b.zone.localPanic {
+		if b.failTrafficOnPanic {
+			return src, false
+		}
+		return src, true
+	}
+	src.Kind = local
+	src.Locality = b.zone.chooseLocality(b.rand, len(b.sets[0].HealthyHostsPerLocality()))
+	return src, true
+}
+
+// Hosts returns the host list of src.
+func (b *Base) Hosts(src Source) []*host.Host {
+	s := b.sets[src.Priority]
+	switch src.Kind {
+	case HealthyHosts:
+		return s.HealthyHosts()
+	case DegradedHosts:
+		return s.DegradedHosts()
+	case LocalityHealthyHosts:
+		return s.HealthyHostsPerLocality()[src.Locality]
+	case LocalityDegradedHosts:
+		if src.Locality < len(s.DegradedHostsPerLocality()) {
+			return s.DegradedHostsPerLocality()[src.Locality]
+		}
+		return nil
+	default:
+		return s.Hosts()
+	}
+}
+
+// SourceTable holds one precomputed value (a schedule, a table) per host list of every level,
+// so that a pick finds its structure by Source without a map lookup. Immutable once built.
+type SourceTable[T any] struct {
+	levels []sourceLevel[T]
+}
+
+type sourceLevel[T any] struct {
+	all, healthy, degraded  T
+	healthyLoc, degradedLoc []T
+}
+
+// NewSourceTable calls build for every host list of every level of b.
+func NewSourceTable[T any](b *Base, build func(hosts []*host.Host) T) *SourceTable[T] {
+	t := &SourceTable[T]{levels: make([]sourceLevel[T], len(b.sets))}
+	for i, s := range b.sets {
+		l := &t.levels[i]
+		l.all, l.healthy, l.degraded = build(s.Hosts()), build(s.HealthyHosts()), build(s.DegradedHosts())
+		for _, hs := range s.HealthyHostsPerLocality() {
+			l.healthyLoc = append(l.healthyLoc, build(hs))
+		}
+		for _, hs := range s.DegradedHostsPerLocality() {
+			l.degradedLoc = append(l.degradedLoc, build(hs))
+		}
+	}
+	return t
+}
+
+// Get returns the value for src.
+func (t *SourceTable[T]) Get(src Source) *T {
+	l := &t.levels[src.Priority]
+	switch src.Kind {
+	case HealthyHosts:
+		return &l.healthy
+	case DegradedHosts:
+		return &l.degraded
+	case LocalityHealthyHosts:
+		return &l.healthyLoc[src.Locality]
+	case LocalityDegradedHosts:
+		return &l.degradedLoc[src.Locality]
+	default:
+		return &l.all
+	}
+}
+
+// PickWithRetries calls pick up to ctx.MaxPicks() times, returning the first host not already
+// attempted, or the last host picked (Envoy's chooseHost retry loop). It returns
+// ErrNoHealthyHost when pick returns nil.
+func PickWithRetries(ctx *Context, pick func(attempt uint32) *host.Host) (*host.Host, error) {
+	var h *host.Host
+	n := ctx.MaxPicks()
+	for i := range n {
+		h = pick(i)
+		if h == nil {
+			return nil, ErrNoHealthyHost
+		}
+		if !ctx.Attempted(h) {
+			return h, nil
+		}
+	}
+	return h, nil
+}

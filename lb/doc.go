@@ -1,0 +1,13 @@
+// Package lb defines the load balancer contract (Balancer, Context, ErrNoHealthyHost), the
+// registry keyed by Envoy's LbPolicy names, and the logic every policy shares: priority load
+// with overprovisioning and spill-over, healthy panic threshold, degraded hosts,
+// locality-weighted picking, zone-aware routing and precomputed EDF schedules.
+//
+// Policies live in subpackages (roundrobin, leastrequest, random, ringhash, maglev, originaldst)
+// and subset wraps any of them.
+//
+// Concurrency: a Balancer is an immutable snapshot of one host.PrioritySet, built on the control
+// side whenever hosts or health change and published by the cluster manager. Pick may be called
+// from any number of goroutines; it takes no lock and allocates nothing. The only mutable state
+// touched by a pick is atomic (schedule counters, hosts' active request counts).
+package lb

@@ -1,0 +1,125 @@
+// Package lbtest holds test helpers shared by the balancer packages: host builders, a seeded
+// random source and a chi-square check. Test-only; not safe for concurrent use unless stated.
+package lbtest
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/lb"
+)
+
+// Host builds a host or fails the test.
+func Host(t testing.TB, cfg host.Config) *host.Host {
+	t.Helper()
+	h, err := host.New(cfg)
+	if err != nil {
+		t.Fatalf("host.New(%+v) = %v", cfg, err)
+	}
+	return h
+}
+
+// Hosts builds n hosts 10.0.x.y:80 with the given weights (cycled; nil means weight 1).
+func Hosts(t testing.TB, n int, weights ...uint32) []*host.Host {
+	t.Helper()
+	out := make([]*host.Host, n)
+	for i := range out {
+		w := uint32(1)
+		if len(weights) > 0 {
+			w = weights[i%len(weights)]
+		}
+		out[i] = Host(t, host.Config{Address: fmt.Sprintf("10.0.%d.%d:80", i/256, i%256), Weight: w})
+	}
+	return out
+}
+
+// PrioritySet builds a priority set from sets of hosts, level i from sets[i].
+func PrioritySet(t testing.TB, sets ...[]*host.Host) *host.PrioritySet {
+	t.Helper()
+	var ss []*host.Set
+	for i, hs := range sets {
+		s, err := host.NewSet(host.SetConfig{Priority: uint32(i), Hosts: hs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss = append(ss, s)
+	}
+	ps, err := host.NewPrioritySet(ss...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
+// Rand returns a deterministic random source seeded with seed, safe for concurrent use.
+func Rand(seed uint64) func() uint64 {
+	var mu sync.Mutex
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	return func() uint64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return r.Uint64()
+	}
+}
+
+// Fixed returns a random source that yields vals in order, then repeats them.
+func Fixed(vals ...uint64) func() uint64 {
+	i := 0
+	return func() uint64 {
+		v := vals[i%len(vals)]
+		i++
+		return v
+	}
+}
+
+// Count picks n times and counts picks per host.
+func Count(t testing.TB, b lb.Balancer, ctx *lb.Context, n int) map[*host.Host]int {
+	t.Helper()
+	counts := map[*host.Host]int{}
+	for range n {
+		h, err := b.Pick(ctx)
+		if err != nil {
+			t.Fatalf("Pick() error = %v", err)
+		}
+		counts[h]++
+	}
+	return counts
+}
+
+// ChiSquare checks that counts follow the expected proportions (weights, any scale) with a
+// chi-square test at roughly the 0.1% level; hosts with weight 0 must get no pick.
+func ChiSquare(t testing.TB, hosts []*host.Host, weights []float64, counts map[*host.Host]int) {
+	t.Helper()
+	var total, wsum float64
+	for i, h := range hosts {
+		total += float64(counts[h])
+		wsum += weights[i]
+	}
+	var chi float64
+	df := -1
+	for i, h := range hosts {
+		if weights[i] == 0 {
+			if counts[h] != 0 {
+				t.Errorf("host %s got %d picks; want 0", h, counts[h])
+			}
+			continue
+		}
+		df++
+		exp := total * weights[i] / wsum
+		d := float64(counts[h]) - exp
+		chi += d * d / exp
+	}
+	// Wilson–Hilferty approximation of the 99.9% quantile of chi-square with df degrees.
+	k := float64(max(df, 1))
+	z := 3.09
+	a := 2 / (9 * k)
+	q := 1 - a + z*math.Sqrt(a)
+	limit := k * q * q * q
+	if chi > limit {
+		t.Errorf("chi-square = %.1f with %d degrees of freedom; want <= %.1f (counts not proportional to weights)", chi, df, limit)
+	}
+}

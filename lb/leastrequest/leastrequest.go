@@ -1,0 +1,167 @@
+// Package leastrequest implements Envoy's LEAST_REQUEST policy.
+//
+// With equal host weights it is Envoy's power-of-choices pick: choice_count hosts are sampled
+// uniformly (with replacement) and the one with the fewest active requests wins, ties keeping
+// the first sampled. With unequal weights Envoy runs an EDF scheduler over the effective weight
+// weight / (active+1)^active_request_bias; a shared mutable scheduler needs a lock, so this
+// package keeps the same fixed point without one: choice_count candidates are sampled in
+// proportion to their static weight (Walker's alias table, O(1)), then one of them is chosen
+// with probability proportional to 1 / (active+1)^bias. Over many picks a host therefore
+// receives traffic in proportion to weight / (active+1)^bias, like Envoy; with no requests in
+// flight (or bias 0) the split is exactly the static weights.
+//
+// Concurrency: a Balancer is an immutable snapshot; Pick is lock-free and allocation-free and
+// reads hosts' atomic active request counts.
+package leastrequest
+
+import (
+	"math"
+
+	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/lb"
+	"github.com/legateproxy/legate/lb/roundrobin"
+)
+
+// Balancer is a LEAST_REQUEST snapshot. Safe for concurrent use.
+type Balancer struct {
+	base        *lb.Base
+	alias       *lb.SourceTable[*aliasTable]
+	choiceCount uint32
+	bias        float64
+}
+
+// New builds the balancer; cfg.LeastRequest supplies choice_count (default 2) and
+// active_request_bias (default 1.0).
+func New(p lb.Params, cfg *lb.Config) (*Balancer, error) {
+	base, err := lb.NewBase(p, cfg)
+	if err != nil {
+		return nil, err
+	}
+	b := &Balancer{base: base, choiceCount: cfg.ChoiceCount(), bias: cfg.ActiveRequestBias()}
+	b.alias = lb.NewSourceTable(base, func(hosts []*host.Host) *aliasTable {
+		return newAliasTable(roundrobin.Weights(hosts))
+	})
+	return b, nil
+}
+
+// Factory adapts New to lb.Factory.
+func Factory(p lb.Params, cfg *lb.Config) (lb.Balancer, error) { return New(p, cfg) }
+
+// Pick returns the least loaded of choice_count sampled hosts.
+func (b *Balancer) Pick(ctx *lb.Context) (*host.Host, error) {
+	return lb.PickWithRetries(ctx, b.pickOnce)
+}
+
+func (b *Balancer) pickOnce(uint32) *host.Host {
+	rnd := b.base.Rand()
+	src, ok := b.base.ChooseSource(rnd())
+	if !ok {
+		return nil
+	}
+	hosts := b.base.Hosts(src)
+	if len(hosts) == 0 {
+		return nil
+	}
+	if t := *b.alias.Get(src); t != nil {
+		return b.pickWeighted(hosts, t, rnd)
+	}
+	n := uint64(len(hosts))
+	best := hosts[rnd()%n]
+	for i := uint32(1); i < b.choiceCount; i++ {
+		c := hosts[rnd()%n]
+		if c.ActiveRequests() < best.ActiveRequests() {
+			best = c
+		}
+	}
+	return best
+}
+
+// pickWeighted samples candidates by static weight and keeps one with probability proportional
+// to 1/(active+1)^bias (weighted reservoir sampling: one random number per candidate).
+func (b *Balancer) pickWeighted(hosts []*host.Host, t *aliasTable, rnd func() uint64) *host.Host {
+	best := hosts[t.sample(rnd())]
+	if b.bias == 0 {
+		return best
+	}
+	total := b.loadFactor(best)
+	for i := uint32(1); i < b.choiceCount; i++ {
+		c := hosts[t.sample(rnd())]
+		f := b.loadFactor(c)
+		total += f
+		if float64(rnd()>>11)*(1.0/(1<<53))*total < f {
+			best = c
+		}
+	}
+	return best
+}
+
+// loadFactor is 1/(active+1)^bias.
+func (b *Balancer) loadFactor(h *host.Host) float64 {
+	a := float64(max(h.ActiveRequests(), 0)) + 1
+	if b.bias == 1 {
+		return 1 / a
+	}
+	return 1 / math.Pow(a, b.bias)
+}
+
+// aliasTable samples an index in proportion to integer weights in O(1) (Vose's alias method).
+type aliasTable struct {
+	prob  []uint64 // threshold scaled to 2^32
+	alias []uint32
+}
+
+// newAliasTable returns nil when all weights are equal (the unweighted path applies).
+func newAliasTable(ws []uint32) *aliasTable {
+	if len(ws) <= 1 {
+		return nil
+	}
+	equal := true
+	var total uint64
+	for _, w := range ws {
+		equal = equal && w == ws[0]
+		total += uint64(w)
+	}
+	if equal {
+		return nil
+	}
+	n := len(ws)
+	t := &aliasTable{prob: make([]uint64, n), alias: make([]uint32, n)}
+	scaled := make([]uint64, n) // weight * n, compared with total
+	var small, large []int
+	for i, w := range ws {
+		scaled[i] = uint64(w) * uint64(n)
+		if scaled[i] < total {
+			small = append(small, i)
+		} else {
+			large = append(large, i)
+		}
+	}
+	for len(small) > 0 && len(large) > 0 {
+		s, l := small[len(small)-1], large[len(large)-1]
+		small = small[:len(small)-1]
+		t.prob[s] = scaled[s] << 32 / total
+		t.alias[s] = uint32(l)
+		scaled[l] -= total - scaled[s]
+		if scaled[l] < total {
+			large = large[:len(large)-1]
+			small = append(small, l)
+		}
+	}
+	for _, i := range large {
+		t.prob[i] = 1 << 32
+	}
+	for _, i := range small {
+		t.prob[i] = 1 << 32
+	}
+	return t
+}
+
+// sample maps one random number to an index: the high bits choose a column, the low 32 bits
+// decide between the column and its alias.
+func (t *aliasTable) sample(r uint64) int {
+	col := (r >> 32) % uint64(len(t.prob))
+	if r&0xffffffff < t.prob[col] {
+		return int(col)
+	}
+	return int(t.alias[col])
+}

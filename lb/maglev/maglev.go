@@ -1,0 +1,131 @@
+// Package maglev implements Envoy's MAGLEV policy (Maglev consistent hashing, section 3.4 of
+// the Maglev paper) with Envoy's table construction, so the same hosts produce the same table:
+// hosts are sorted by hash key (envoy.lb hash_key metadata, hostname with
+// use_hostname_for_hashing, else the address); a host's permutation starts at
+// xxHash64(key, seed 0) mod M and steps by xxHash64(key, seed 1) mod (M−1) + 1; rounds fill the
+// table, a host taking a slot in a round only when round×weight reaches its running target
+// (which grows by the largest weight each time it takes one). A pick is table[hash mod M]; retry
+// attempt n first xors the hash with 2^64−n.
+//
+// Concurrency: a Balancer is an immutable snapshot; Pick is one lock-free, allocation-free
+// table lookup.
+package maglev
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/lb"
+)
+
+// Balancer is a MAGLEV snapshot: one table per priority level. Safe for concurrent use.
+type Balancer struct {
+	*lb.HashBalancer
+}
+
+// New builds the tables; cfg.Maglev.TableSize (default 65537, prime) sets their size.
+func New(p lb.Params, cfg *lb.Config) (*Balancer, error) {
+	if cfg == nil {
+		cfg = &lb.Config{}
+	}
+	size := cfg.MaglevTableSize()
+	hb, err := lb.NewHashBalancer(p, cfg, func(ws []lb.WeightedHost, _, maxW float64) lb.HashTable {
+		return NewTable(ws, maxW, size, cfg.UseHostnameForHashing)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Balancer{hb}, nil
+}
+
+// Factory adapts New to lb.Factory.
+func Factory(p lb.Params, cfg *lb.Config) (lb.Balancer, error) { return New(p, cfg) }
+
+// Table is one level's Maglev lookup table. Immutable.
+type Table struct {
+	slots []uint32
+	hosts []*host.Host
+	// MinEntriesPerHost and MaxEntriesPerHost are Envoy's maglev_lb.min/max_entries_per_host.
+	MinEntriesPerHost, MaxEntriesPerHost uint64
+}
+
+type buildEntry struct {
+	key            string
+	host           *host.Host
+	weight, target float64
+	offset, skip   uint64
+	next, count    uint64
+}
+
+// NewTable builds a table of size slots (a prime) from normalized weights.
+func NewTable(ws []lb.WeightedHost, maxW float64, size uint64, useHostname bool) *Table {
+	t := &Table{}
+	if len(ws) == 0 || size == 0 {
+		return t
+	}
+	es := make([]buildEntry, len(ws))
+	for i, wh := range ws {
+		es[i] = buildEntry{key: lb.HashKey(wh.Host, useHostname), host: wh.Host, weight: wh.Weight}
+	}
+	slices.SortStableFunc(es, func(a, b buildEntry) int { return strings.Compare(a.key, b.key) })
+	t.hosts = make([]*host.Host, len(es))
+	seeded := xxhash.NewWithSeed(1)
+	for i := range es {
+		e := &es[i]
+		t.hosts[i] = e.host
+		e.offset = xxhash.Sum64String(e.key) % size
+		seeded.ResetWithSeed(1)
+		_, _ = seeded.WriteString(e.key)
+		e.skip = seeded.Sum64()%(size-1) + 1
+	}
+	const empty = ^uint32(0)
+	t.slots = make([]uint32, size)
+	for i := range t.slots {
+		t.slots[i] = empty
+	}
+	var filled uint64
+	for round := uint64(1); filled < size; round++ {
+		for i := range es {
+			if filled >= size {
+				break
+			}
+			e := &es[i]
+			if float64(round)*e.weight < e.target {
+				continue
+			}
+			e.target += maxW
+			c := (e.offset + e.skip*e.next) % size
+			for t.slots[c] != empty {
+				e.next++
+				c = (e.offset + e.skip*e.next) % size
+			}
+			t.slots[c] = uint32(i)
+			e.next++
+			e.count++
+			filled++
+		}
+	}
+	t.MinEntriesPerHost = size
+	for _, e := range es {
+		t.MinEntriesPerHost = min(t.MinEntriesPerHost, e.count)
+		t.MaxEntriesPerHost = max(t.MaxEntriesPerHost, e.count)
+	}
+	return t
+}
+
+// Size returns the number of slots (0 for an empty table).
+func (t *Table) Size() int { return len(t.slots) }
+
+// Choose returns the slot owner for hash, perturbing the hash on retry attempts as Envoy does.
+func (t *Table) Choose(hash uint64, attempt uint32) *host.Host {
+	if len(t.slots) == 0 {
+		return nil
+	}
+	if attempt > 0 {
+		hash ^= ^uint64(0) - uint64(attempt) + 1
+	}
+	return t.hosts[t.slots[hash%uint64(len(t.slots))]]
+}
