@@ -1,0 +1,136 @@
+package stats
+
+import (
+	"sync/atomic"
+)
+
+// Kind is the type of a stat.
+type Kind uint8
+
+// The four stat kinds Envoy has.
+const (
+	KindCounter Kind = iota
+	KindGauge
+	KindHistogram
+	KindTextReadout
+)
+
+// String returns the lower-case kind name.
+func (k Kind) String() string {
+	switch k {
+	case KindCounter:
+		return "counter"
+	case KindGauge:
+		return "gauge"
+	case KindHistogram:
+		return "histogram"
+	case KindTextReadout:
+		return "text_readout"
+	}
+	return "unknown"
+}
+
+// ImportMode is Envoy's Gauge::ImportMode: what a hot-restarted child does with
+// the parent's value of a gauge. HiddenAccumulate gauges are hidden from /stats
+// unless hidden=include or hidden=only.
+type ImportMode uint8
+
+// Envoy's gauge import modes. The zero value is Accumulate.
+const (
+	Accumulate ImportMode = iota
+	NeverImport
+	HiddenAccumulate
+)
+
+// Counter is a monotonically increasing uint64 (Envoy's Counter). Embed it by
+// value in a component's stats struct; the zero value is a usable counter at 0.
+// Safe for concurrent use; Inc and Add take no lock and allocate nothing.
+//
+// /reset_counters (Store.ResetCounters) makes Value read 0 but does not
+// disturb the deltas sinks receive (Envoy keeps pending_increment_ apart from
+// value_ for the same reason).
+type Counter struct {
+	total atomic.Uint64 // every increment since creation
+	base  atomic.Uint64 // total at the last reset
+	latch atomic.Uint64 // total at the last flush; written only by the flusher
+}
+
+// Inc adds one.
+func (c *Counter) Inc() { c.total.Add(1) }
+
+// Add adds n.
+func (c *Counter) Add(n uint64) { c.total.Add(n) }
+
+// Value is the count since creation or since the last reset.
+func (c *Counter) Value() uint64 { return c.total.Load() - c.base.Load() }
+
+// Used reports whether the counter was ever incremented by a non-zero amount
+// (Envoy's usedonly rule). A reset does not clear it.
+func (c *Counter) Used() bool { return c.total.Load() != 0 }
+
+// reset makes Value read 0 (control path).
+func (c *Counter) reset() { c.base.Store(c.total.Load()) }
+
+// latchDelta returns the increments since the previous latch and moves the
+// latch; only the flusher calls it.
+func (c *Counter) latchDelta() uint64 {
+	t := c.total.Load()
+	return t - c.latch.Swap(t)
+}
+
+// Gauge is a uint64 that goes up and down (Envoy's Gauge). The zero value is a
+// usable gauge at 0. Its import mode comes from the struct tag
+// (`stat:"name,never_import"`, `stat:"name,hidden"`) or from Store.Gauge.
+// Safe for concurrent use; no method takes a lock or allocates.
+type Gauge struct {
+	v    atomic.Uint64
+	used atomic.Uint32
+}
+
+func (g *Gauge) markUsed() {
+	if g.used.Load() == 0 {
+		g.used.Store(1)
+	}
+}
+
+// Set stores v. Setting any value, including 0, marks the gauge used.
+func (g *Gauge) Set(v uint64) { g.v.Store(v); g.markUsed() }
+
+// Inc adds one.
+func (g *Gauge) Inc() { g.v.Add(1); g.markUsed() }
+
+// Dec subtracts one (wrapping below zero, which is a caller bug).
+func (g *Gauge) Dec() { g.v.Add(^uint64(0)); g.markUsed() }
+
+// Add adds n.
+func (g *Gauge) Add(n uint64) { g.v.Add(n); g.markUsed() }
+
+// Sub subtracts n.
+func (g *Gauge) Sub(n uint64) { g.v.Add(^(n - 1)); g.markUsed() }
+
+// Value returns the current value.
+func (g *Gauge) Value() uint64 { return g.v.Load() }
+
+// Used reports whether the gauge was ever written.
+func (g *Gauge) Used() bool { return g.used.Load() != 0 }
+
+// TextReadout holds a string (Envoy's TextReadout). The zero value is an unset
+// readout with the empty value. Safe for concurrent use. Set takes no lock but
+// allocates one small pointer; text readouts are not on request paths.
+type TextReadout struct {
+	p atomic.Pointer[string]
+}
+
+// Set stores s and marks the readout used.
+func (t *TextReadout) Set(s string) { t.p.Store(&s) }
+
+// Value returns the last value set, or "".
+func (t *TextReadout) Value() string {
+	if p := t.p.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Used reports whether Set was ever called.
+func (t *TextReadout) Used() bool { return t.p.Load() != nil }

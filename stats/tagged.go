@@ -1,0 +1,189 @@
+package stats
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/legateproxy/legate/stats/tags"
+)
+
+// regTags caches the tag extraction of a registration's fields: per field an
+// id into the store's table of tag-extracted names and an index into a short
+// list of distinct tag sets (a cluster's fields usually share one). About 5
+// bytes per stat, built the first time Prometheus output or a sink needs it.
+type regTags struct {
+	nameIDs []uint32
+	setIdx  []uint8
+	sets    [][]tags.Tag
+}
+
+// names interns tag-extracted names. It only grows: a name is shared by every
+// instance of a stat (the cluster name is a tag), so it stays small.
+type names struct {
+	mu  sync.Mutex // guards ids and all
+	ids map[string]uint32
+	all []string
+}
+
+func (n *names) id(s string) uint32 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if id, ok := n.ids[s]; ok {
+		return id
+	}
+	if n.ids == nil {
+		n.ids = make(map[string]uint32)
+	}
+	id := uint32(len(n.all))
+	n.ids[s] = id
+	n.all = append(n.all, s)
+	return id
+}
+
+func (n *names) name(id uint32) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.all[id]
+}
+
+func (n *names) snapshot() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.all[:len(n.all):len(n.all)]
+}
+
+func tagsEqual(a, b []tags.Tag) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// tagCache returns r's extraction cache, building it on first use. Racing
+// builders compute the same result; one wins.
+func (r *Registration) tagCache() *regTags {
+	if t := r.tags.Load(); t != nil {
+		return t
+	}
+	s := r.store
+	n := len(r.layout.fields)
+	t := &regTags{nameIDs: make([]uint32, n), setIdx: make([]uint8, n)}
+	var buf []tags.Tag
+	local := make(map[string]uint32)
+	for i := range r.layout.fields {
+		name := r.prefix + r.layout.fields[i].name
+		var extracted string
+		extracted, buf = s.tagger.Extract(name, buf[:0])
+		id, ok := local[extracted]
+		if !ok {
+			id = s.names.id(extracted)
+			local[extracted] = id
+		}
+		t.nameIDs[i] = id
+		set := -1
+		for j := range t.sets {
+			if tagsEqual(t.sets[j], buf) {
+				set = j
+				break
+			}
+		}
+		if set < 0 {
+			if len(t.sets) == 256 {
+				set = 255 // unreachable for real stats structs; keeps the index in range
+				t.sets[255] = append([]tags.Tag(nil), buf...)
+			} else {
+				set = len(t.sets)
+				t.sets = append(t.sets, append([]tags.Tag(nil), buf...))
+			}
+		}
+		t.setIdx[i] = uint8(set)
+	}
+	r.tags.CompareAndSwap(nil, t)
+	return r.tags.Load()
+}
+
+// TaggedStat is a Stat with its tag extraction, as EachTagged passes it.
+type TaggedStat struct {
+	Stat
+	// TagExtractedName is the name with the tag values cut out.
+	TagExtractedName string
+	// Tags are in extraction order (Prometheus label order).
+	Tags []tags.Tag
+}
+
+type taggedEntry struct {
+	reg int32
+	fi  int32
+}
+
+// EachTagged lists the stats of one kind for which keep returns true in
+// Envoy's Prometheus order: grouped by tag-extracted name, groups ordered by
+// comparing the names token by token, and inside a group by the full names
+// compared the same way. fn gets first=true for the first stat of each group
+// and returns false to stop. It holds no lock while reading stats.
+func (s *Store) EachTagged(kind Kind, keep func(st *Stat) bool, fn func(st *TaggedStat, first bool) bool) {
+	regs := s.snapshotRegs()
+	sort.SliceStable(regs, func(i, j int) bool {
+		return compareSplit(regs[i].prefix, "", regs[j].prefix, "", true) < 0
+	})
+	groups := make(map[uint32][]taggedEntry)
+	var st Stat
+	for ri, r := range regs {
+		l := r.layout
+		tokSorted := l.tokenOrder()
+		var cache *regTags
+		for _, fi32 := range tokSorted {
+			fi := int(fi32)
+			f := &l.fields[fi]
+			if f.kind != kind || !r.listed(fi) {
+				continue
+			}
+			st = Stat{reg: r, f: f, fi: fi}
+			if !keep(&st) {
+				continue
+			}
+			if cache == nil {
+				cache = r.tagCache()
+			}
+			id := cache.nameIDs[fi]
+			groups[id] = append(groups[id], taggedEntry{reg: int32(ri), fi: int32(fi)})
+		}
+	}
+	all := s.names.snapshot()
+	ids := make([]uint32, 0, len(groups))
+	for id := range groups {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return compareSplit(all[ids[i]], "", all[ids[j]], "", true) < 0 })
+	less := func(a, b taggedEntry) int {
+		ra, rb := regs[a.reg], regs[b.reg]
+		return compareSplit(ra.prefix, ra.layout.fields[a.fi].name, rb.prefix, rb.layout.fields[b.fi].name, true)
+	}
+	var ts TaggedStat
+	for _, id := range ids {
+		g := groups[id]
+		for i := 1; i < len(g); i++ {
+			if less(g[i-1], g[i]) > 0 {
+				sort.SliceStable(g, func(x, y int) bool { return less(g[x], g[y]) < 0 })
+				break
+			}
+		}
+		for i, e := range g {
+			r := regs[e.reg]
+			cache := r.tagCache()
+			ts = TaggedStat{
+				Stat:             Stat{reg: r, f: &r.layout.fields[e.fi], fi: int(e.fi)},
+				TagExtractedName: all[id],
+				Tags:             cache.sets[cache.setIdx[e.fi]],
+			}
+			if !fn(&ts, i == 0) {
+				return
+			}
+		}
+	}
+}
