@@ -34,11 +34,17 @@ var pow10f = [decades]float64{
 // bin holding m, for 1 <= m < 2^63 (and m == 2^63, which circllhist folds
 // into INT64_MAX's bin). It is int_scale_to_hist_bucket with scale 0: values
 // below 10 are multiplied by ten, larger ones divided down to two digits.
-// Divisions use constants so the compiler turns them into multiplications.
 func binOf(m uint64) (exp, idx int) {
+	if m < 10 {
+		return 0, int(m)*10 - 10
+	}
+	return binOfLarge(m)
+}
+
+// binOfLarge is binOf for m >= 10. Divisions use constants so the
+// compiler turns them into multiplications.
+func binOfLarge(m uint64) (exp, idx int) {
 	switch {
-	case m < 10:
-		return 0, int(m*10) - 10
 	case m < 100:
 		return 1, int(m) - 10
 	case m < 1e3:
@@ -77,7 +83,7 @@ func binOf(m uint64) (exp, idx int) {
 		return 18, int(m/1e17) - 10
 	default:
 		// Only 2^63 reaches here: circllhist turns INT64_MIN into INT64_MAX.
-		return binOf(math.MaxInt64)
+		return binOfLarge(math.MaxInt64)
 	}
 }
 

@@ -122,7 +122,14 @@ func (h *Histogram) Record(v uint64) {
 				procUnpin()
 				return
 			}
-			exp, idx := binOf(v)
+			// binOf, with the common two-digit case written out here
+			// because the compiler will not inline it.
+			exp, idx := 1, int(v)-10
+			if v < 10 {
+				exp, idx = 0, int(v)*10-10
+			} else if v >= 100 {
+				exp, idx = binOfLarge(v)
+			}
 			if d := s.decadeSet[exp].Load(); d != nil {
 				d[idx].Add(1)
 				procUnpin()
