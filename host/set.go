@@ -36,6 +36,7 @@ type SetConfig struct {
 // the Set is built; a health change is published by building a new Set.
 type Set struct {
 	priority               uint32
+	localLocality          *Locality
 	overprovisioningFactor uint32
 	weightedPriorityHealth bool
 
@@ -56,6 +57,10 @@ func NewSet(cfg SetConfig) (*Set, error) {
 		overprovisioningFactor: cfg.OverprovisioningFactor,
 		weightedPriorityHealth: cfg.WeightedPriorityHealth,
 		hosts:                  slices.Clip(slices.Clone(cfg.Hosts)),
+	}
+	if cfg.LocalLocality != nil {
+		l := *cfg.LocalLocality
+		s.localLocality = &l
 	}
 	if s.overprovisioningFactor == 0 {
 		s.overprovisioningFactor = DefaultOverprovisioningFactor
@@ -148,6 +153,41 @@ func (s *Set) effectiveLocalityWeights(eligible [][]*Host) []float64 {
 		out[i] = float64(s.localityWeights[i]) * min(1.0, float64(s.overprovisioningFactor)/100*ratio)
 	}
 	return out
+}
+
+// Filter builds the level restricted to the hosts keep accepts, with the same priority, local
+// locality and overprovisioning settings (subset load balancing). With keepLocalityWeights the
+// locality weights are kept; with scaleLocalityWeights as well, each is scaled by the share of
+// the locality's hosts that were kept (LbSubsetConfig.scale_locality_weight).
+func (s *Set) Filter(keep func(*Host) bool, keepLocalityWeights, scaleLocalityWeights bool) (*Set, error) {
+	cfg := SetConfig{
+		Priority:               s.priority,
+		LocalLocality:          s.localLocality,
+		OverprovisioningFactor: s.overprovisioningFactor,
+		WeightedPriorityHealth: s.weightedPriorityHealth,
+	}
+	for _, h := range s.hosts {
+		if keep(h) {
+			cfg.Hosts = append(cfg.Hosts, h)
+		}
+	}
+	if keepLocalityWeights && s.localityWeights != nil {
+		cfg.LocalityWeights = make(map[Locality]uint32, len(s.localities))
+		for i, l := range s.localities {
+			w := s.localityWeights[i]
+			if scaleLocalityWeights && len(s.perLocality[i]) > 0 {
+				kept := 0
+				for _, h := range s.perLocality[i] {
+					if keep(h) {
+						kept++
+					}
+				}
+				w = uint32(uint64(w) * uint64(kept) / uint64(len(s.perLocality[i])))
+			}
+			cfg.LocalityWeights[l] = w
+		}
+	}
+	return NewSet(cfg)
 }
 
 // Priority returns the level's priority.

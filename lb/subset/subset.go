@@ -1,0 +1,212 @@
+// Package subset implements Envoy's subset load balancing (Cluster.LbSubsetConfig) as a wrapper
+// around any policy: for every selector, hosts having all of its keys in their envoy.lb
+// metadata are grouped by their values, each group getting its own balancer of the cluster's
+// policy built over the group's hosts (same priorities and health). A request whose metadata
+// match criteria equal a group's keys and values picks from that group; otherwise the fallback
+// policy applies: NO_FALLBACK fails, ANY_ENDPOINT uses the whole cluster, DEFAULT_SUBSET uses the
+// hosts matching default_subset (none matching behaves like NO_FALLBACK), and panic_mode_any
+// falls back to the whole cluster when the default subset yields no host.
+//
+// Concurrency: a Balancer is an immutable snapshot; Pick hashes the criteria without
+// allocating, finds the group in a prebuilt map and delegates to the group's balancer.
+package subset
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/lb"
+)
+
+// FallbackPolicy is LbSubsetConfig.LbSubsetFallbackPolicy.
+type FallbackPolicy uint8
+
+// Fallback policies.
+const (
+	NoFallback FallbackPolicy = iota
+	AnyEndpoint
+	DefaultSubset
+)
+
+// Config is Cluster.LbSubsetConfig.
+type Config struct {
+	FallbackPolicy FallbackPolicy
+	// DefaultSubset is default_subset: the metadata a host must have to be in the default
+	// subset (values stringified as host.Config.Metadata).
+	DefaultSubset []lb.Criterion
+	// Selectors are subset_selectors: each a list of metadata keys.
+	Selectors [][]string
+	// LocalityWeightAware is locality_weight_aware: subsets keep locality weights.
+	LocalityWeightAware bool
+	// ScaleLocalityWeight is scale_locality_weight: with LocalityWeightAware, each locality
+	// weight is scaled by the share of its hosts in the subset.
+	ScaleLocalityWeight bool
+	// PanicModeAny is panic_mode_any.
+	PanicModeAny bool
+}
+
+// Balancer is a subset-aware snapshot. Safe for concurrent use.
+type Balancer struct {
+	subsets  map[uint64][]*entry
+	fallback lb.Balancer // nil with NO_FALLBACK or an empty default subset
+	panicAny lb.Balancer // whole-cluster balancer for panic_mode_any, nil otherwise
+}
+
+type entry struct {
+	criteria []lb.Criterion
+	balancer lb.Balancer
+}
+
+// New builds the subsets of p.PrioritySet with child (the cluster's policy factory) and cfg
+// (the cluster's balancer config, shared by the children).
+func New(p lb.Params, cfg *lb.Config, sc Config, child lb.Factory) (*Balancer, error) {
+	if p.PrioritySet == nil {
+		return nil, fmt.Errorf("load balancer: nil priority set")
+	}
+	for i, sel := range sc.Selectors {
+		if len(sel) == 0 {
+			return nil, fmt.Errorf("lb_subset_config.subset_selectors[%d].keys: must not be empty", i)
+		}
+	}
+	if sc.FallbackPolicy > DefaultSubset {
+		return nil, fmt.Errorf("lb_subset_config.fallback_policy = %d; must be NO_FALLBACK, ANY_ENDPOINT or DEFAULT_SUBSET", sc.FallbackPolicy)
+	}
+	b := &Balancer{subsets: map[uint64][]*entry{}}
+	build := func(keep func(*host.Host) bool) (lb.Balancer, bool, error) {
+		var sets []*host.Set
+		any := false
+		for _, s := range p.PrioritySet.Sets() {
+			fs, err := s.Filter(keep, sc.LocalityWeightAware, sc.ScaleLocalityWeight)
+			if err != nil {
+				return nil, false, err
+			}
+			any = any || len(fs.Hosts()) > 0
+			sets = append(sets, fs)
+		}
+		ps, err := host.NewPrioritySet(sets...)
+		if err != nil {
+			return nil, false, err
+		}
+		q := p
+		q.PrioritySet = ps
+		bal, err := child(q, cfg)
+		return bal, any, err
+	}
+	all, err := child(p, cfg)
+	if err != nil {
+		return nil, err
+	}
+	switch sc.FallbackPolicy {
+	case AnyEndpoint:
+		b.fallback = all
+	case DefaultSubset:
+		def := slices.Clone(sc.DefaultSubset)
+		lb.SortCriteria(def)
+		bal, nonEmpty, err := build(func(h *host.Host) bool { return matches(h, def) })
+		if err != nil {
+			return nil, err
+		}
+		if nonEmpty {
+			b.fallback = bal
+		}
+		if sc.PanicModeAny {
+			b.panicAny = all
+		}
+	}
+	for _, sel := range sc.Selectors {
+		keys := slices.Clone(sel)
+		slices.Sort(keys)
+		keys = slices.Compact(keys)
+		seen := map[string]bool{}
+		for _, s := range p.PrioritySet.Sets() {
+			for _, h := range s.Hosts() {
+				crit, ok := criteriaOf(h, keys)
+				if !ok {
+					continue
+				}
+				id := fmt.Sprint(crit)
+				if seen[id] {
+					continue
+				}
+				seen[id] = true
+				bal, _, err := build(func(h *host.Host) bool { return matches(h, crit) })
+				if err != nil {
+					return nil, err
+				}
+				k := hashCriteria(crit)
+				b.subsets[k] = append(b.subsets[k], &entry{criteria: crit, balancer: bal})
+			}
+		}
+	}
+	return b, nil
+}
+
+// criteriaOf returns h's values for keys (sorted), or false when a key is missing.
+func criteriaOf(h *host.Host, keys []string) ([]lb.Criterion, bool) {
+	out := make([]lb.Criterion, len(keys))
+	for i, k := range keys {
+		v, ok := h.Metadata(k)
+		if !ok {
+			return nil, false
+		}
+		out[i] = lb.Criterion{Name: k, Value: v}
+	}
+	return out, true
+}
+
+// matches reports whether h has every criterion (a subset holds every host with its values,
+// whatever the host's other keys).
+func matches(h *host.Host, crit []lb.Criterion) bool {
+	for _, c := range crit {
+		if v, ok := h.Metadata(c.Name); !ok || v != c.Value {
+			return false
+		}
+	}
+	return true
+}
+
+func hashCriteria(crit []lb.Criterion) uint64 {
+	var d xxhash.Digest
+	d.Reset()
+	for _, c := range crit {
+		_, _ = d.WriteString(c.Name)
+		_, _ = d.WriteString("\x00")
+		_, _ = d.WriteString(c.Value)
+		_, _ = d.WriteString("\x00")
+	}
+	return d.Sum64()
+}
+
+func equalCriteria(a, b []lb.Criterion) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Pick picks from the subset matching ctx.MetadataMatch, or applies the fallback policy.
+func (b *Balancer) Pick(ctx *lb.Context) (*host.Host, error) {
+	if ctx != nil && len(ctx.MetadataMatch) > 0 {
+		for _, e := range b.subsets[hashCriteria(ctx.MetadataMatch)] {
+			if equalCriteria(e.criteria, ctx.MetadataMatch) {
+				return e.balancer.Pick(ctx)
+			}
+		}
+	}
+	if b.fallback == nil {
+		return nil, lb.ErrNoHealthyHost
+	}
+	h, err := b.fallback.Pick(ctx)
+	if err == nil || b.panicAny == nil {
+		return h, err
+	}
+	return b.panicAny.Pick(ctx)
+}
