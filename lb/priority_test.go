@@ -44,38 +44,50 @@ func TestComputePriorityLoad(t *testing.T) {
 		{
 			// Envoy's priority-level table (arch overview): P1 takes what P0's health, times
 			// the 1.4 overprovisioning factor, leaves.
-			name:      "P0 100% healthy",
-			sets:      func(t *testing.T) []*host.Set { return []*host.Set{level(t, 0, 100, 0, 0, 0), level(t, 1, 100, 0, 0, 0)} },
+			name: "P0 100% healthy",
+			sets: func(t *testing.T) []*host.Set {
+				return []*host.Set{level(t, 0, 100, 0, 0, 0), level(t, 1, 100, 0, 0, 0)}
+			},
 			threshold: 50,
 			want:      lb.PriorityLoad{Healthy: []uint32{100, 0}, Degraded: []uint32{0, 0}, Panic: []bool{false, false}},
 		},
 		{
-			name:      "P0 72% healthy",
-			sets:      func(t *testing.T) []*host.Set { return []*host.Set{level(t, 0, 72, 0, 28, 0), level(t, 1, 100, 0, 0, 0)} },
+			name: "P0 72% healthy",
+			sets: func(t *testing.T) []*host.Set {
+				return []*host.Set{level(t, 0, 72, 0, 28, 0), level(t, 1, 100, 0, 0, 0)}
+			},
 			threshold: 50,
 			want:      lb.PriorityLoad{Healthy: []uint32{100, 0}, Degraded: []uint32{0, 0}, Panic: []bool{false, false}},
 		},
 		{
-			name:      "P0 71% healthy",
-			sets:      func(t *testing.T) []*host.Set { return []*host.Set{level(t, 0, 71, 0, 29, 0), level(t, 1, 100, 0, 0, 0)} },
+			name: "P0 71% healthy",
+			sets: func(t *testing.T) []*host.Set {
+				return []*host.Set{level(t, 0, 71, 0, 29, 0), level(t, 1, 100, 0, 0, 0)}
+			},
 			threshold: 50,
 			want:      lb.PriorityLoad{Healthy: []uint32{99, 1}, Degraded: []uint32{0, 0}, Panic: []bool{false, false}},
 		},
 		{
-			name:      "P0 50% healthy",
-			sets:      func(t *testing.T) []*host.Set { return []*host.Set{level(t, 0, 50, 0, 50, 0), level(t, 1, 100, 0, 0, 0)} },
+			name: "P0 50% healthy",
+			sets: func(t *testing.T) []*host.Set {
+				return []*host.Set{level(t, 0, 50, 0, 50, 0), level(t, 1, 100, 0, 0, 0)}
+			},
 			threshold: 50,
 			want:      lb.PriorityLoad{Healthy: []uint32{70, 30}, Degraded: []uint32{0, 0}, Panic: []bool{false, false}},
 		},
 		{
-			name:      "P0 25% healthy",
-			sets:      func(t *testing.T) []*host.Set { return []*host.Set{level(t, 0, 25, 0, 75, 0), level(t, 1, 100, 0, 0, 0)} },
+			name: "P0 25% healthy",
+			sets: func(t *testing.T) []*host.Set {
+				return []*host.Set{level(t, 0, 25, 0, 75, 0), level(t, 1, 100, 0, 0, 0)}
+			},
 			threshold: 50,
 			want:      lb.PriorityLoad{Healthy: []uint32{35, 65}, Degraded: []uint32{0, 0}, Panic: []bool{false, false}},
 		},
 		{
-			name:      "P0 0% healthy",
-			sets:      func(t *testing.T) []*host.Set { return []*host.Set{level(t, 0, 0, 0, 100, 0), level(t, 1, 100, 0, 0, 0)} },
+			name: "P0 0% healthy",
+			sets: func(t *testing.T) []*host.Set {
+				return []*host.Set{level(t, 0, 0, 0, 100, 0), level(t, 1, 100, 0, 0, 0)}
+			},
 			threshold: 50,
 			want:      lb.PriorityLoad{Healthy: []uint32{0, 100}, Degraded: []uint32{0, 0}, Panic: []bool{false, false}},
 		},

@@ -56,8 +56,8 @@ type buildEntry struct {
 	key            string
 	host           *host.Host
 	weight, target float64
-	offset, skip   uint64
-	next, count    uint64
+	skip           uint64
+	pos, count     uint64 // pos = (offset + skip×next) mod size, advanced without division
 }
 
 // NewTable builds a table of size slots (a prime) from normalized weights.
@@ -76,7 +76,7 @@ func NewTable(ws []lb.WeightedHost, maxW float64, size uint64, useHostname bool)
 	for i := range es {
 		e := &es[i]
 		t.hosts[i] = e.host
-		e.offset = xxhash.Sum64String(e.key) % size
+		e.pos = xxhash.Sum64String(e.key) % size
 		seeded.ResetWithSeed(1)
 		_, _ = seeded.WriteString(e.key)
 		e.skip = seeded.Sum64()%(size-1) + 1
@@ -97,13 +97,11 @@ func NewTable(ws []lb.WeightedHost, maxW float64, size uint64, useHostname bool)
 				continue
 			}
 			e.target += maxW
-			c := (e.offset + e.skip*e.next) % size
-			for t.slots[c] != empty {
-				e.next++
-				c = (e.offset + e.skip*e.next) % size
+			for t.slots[e.pos] != empty {
+				e.advance(size)
 			}
-			t.slots[c] = uint32(i)
-			e.next++
+			t.slots[e.pos] = uint32(i)
+			e.advance(size)
 			e.count++
 			filled++
 		}
@@ -114,6 +112,15 @@ func NewTable(ws []lb.WeightedHost, maxW float64, size uint64, useHostname bool)
 		t.MaxEntriesPerHost = max(t.MaxEntriesPerHost, e.count)
 	}
 	return t
+}
+
+// advance moves to the next slot of the entry's permutation (skip < size, so one subtraction
+// replaces the modulo).
+func (e *buildEntry) advance(size uint64) {
+	e.pos += e.skip
+	if e.pos >= size {
+		e.pos -= size
+	}
 }
 
 // Size returns the number of slots (0 for an empty table).

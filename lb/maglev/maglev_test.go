@@ -114,8 +114,22 @@ func TestPickDoesNotAllocate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := &lb.Context{HashKey: 42, HasHashKey: true}
-	if n := testing.AllocsPerRun(100, func() { _, _ = b.Pick(ctx) }); n != 0 {
-		t.Errorf("Pick() allocations = %v; want 0", n)
+	lbtest.NoAllocs(t, b, &lb.Context{HashKey: 42, HasHashKey: true})
+}
+
+func BenchmarkPick(b *testing.B) {
+	lbtest.BenchPick(b, func(p lb.Params) (lb.Balancer, error) { return New(p, nil) }, lbtest.HashContext)
+}
+
+func BenchmarkBuild(b *testing.B) {
+	hosts := lbtest.Hosts(b, 100)
+	ws := make([]lb.WeightedHost, len(hosts))
+	for i, h := range hosts {
+		ws[i] = lb.WeightedHost{Host: h, Weight: 0.01}
 	}
+	b.Run("hosts=100", func(b *testing.B) {
+		for b.Loop() {
+			NewTable(ws, 0.01, lb.DefaultMaglevTableSize, false)
+		}
+	})
 }

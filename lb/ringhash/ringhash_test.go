@@ -208,8 +208,32 @@ func TestPickDoesNotAllocate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := &lb.Context{HashKey: 42, HasHashKey: true}
-	if n := testing.AllocsPerRun(100, func() { _, _ = b.Pick(ctx) }); n != 0 {
-		t.Errorf("Pick() allocations = %v; want 0", n)
+	lbtest.NoAllocs(t, b, &lb.Context{HashKey: 42, HasHashKey: true})
+}
+
+func BenchmarkPick(b *testing.B) {
+	lbtest.BenchPick(b, func(p lb.Params) (lb.Balancer, error) { return New(p, nil) }, lbtest.HashContext)
+}
+
+func BenchmarkBuild(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		hosts int
+		size  uint64
+	}{
+		{"entries=65536", 64, 65536},
+		{"entries=8M", 1024, lb.MaxRingSize},
+	} {
+		ws := make([]lb.WeightedHost, tc.hosts)
+		for i, h := range lbtest.Hosts(b, tc.hosts) {
+			ws[i] = lb.WeightedHost{Host: h, Weight: 1 / float64(tc.hosts)}
+		}
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				if r := NewRing(ws, 1/float64(tc.hosts), tc.size, tc.size, lb.XXHash, false); r.Len() != int(tc.size) {
+					b.Fatalf("ring size = %d; want %d", r.Len(), tc.size)
+				}
+			}
+		})
 	}
 }

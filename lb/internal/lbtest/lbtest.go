@@ -123,3 +123,46 @@ func ChiSquare(t testing.TB, hosts []*host.Host, weights []float64, counts map[*
 		t.Errorf("chi-square = %.1f with %d degrees of freedom; want <= %.1f (counts not proportional to weights)", chi, df, limit)
 	}
 }
+
+// NoAllocs fails the test when b.Pick(ctx) allocates.
+func NoAllocs(t *testing.T, b lb.Balancer, ctx *lb.Context) {
+	t.Helper()
+	if n := testing.AllocsPerRun(200, func() { _, _ = b.Pick(ctx) }); n != 0 {
+		t.Errorf("Pick() allocations = %v; want 0", n)
+	}
+}
+
+// BenchPick benchmarks Pick over sizes of hosts with weights (nil: equal), serially and in
+// parallel.
+func BenchPick(b *testing.B, build func(lb.Params) (lb.Balancer, error), ctx func() *lb.Context, weights ...uint32) {
+	for _, n := range []int{10, 100, 10000} {
+		bal, err := build(lb.Params{PrioritySet: PrioritySet(b, Hosts(b, n, weights...))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
+			c := ctx()
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _ = bal.Pick(c)
+			}
+		})
+		b.Run(fmt.Sprintf("hosts=%d/parallel", n), func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				c := ctx()
+				for pb.Next() {
+					_, _ = bal.Pick(c)
+				}
+			})
+		})
+	}
+}
+
+// HashContext returns a context with a random hash key (for consistent-hashing benchmarks).
+func HashContext() *lb.Context {
+	return &lb.Context{HashKey: rand.Uint64(), HasHashKey: true}
+}
+
+// PlainContext returns an empty context.
+func PlainContext() *lb.Context { return &lb.Context{} }
