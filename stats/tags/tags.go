@@ -14,7 +14,14 @@ type Tag struct{ Name, Value string }
 type Spec struct {
 	// TagName is the tag's name. With neither Regex nor FixedValue set it
 	// selects the default extractors of that name (an error if there are
-	// none).
+	// none), even when UseAllDefaultTags is false.
+	//
+	// A regex entry named like a default tag does not remove the default:
+	// as in Envoy, both are registered and only the first of them that
+	// matches a name, in evaluation order, contributes the tag. A custom
+	// regex with a prefix token (such as `^cluster\.`) therefore runs after
+	// the default with that prefix and only applies where the default does
+	// not match; one without a prefix runs before all prefixed defaults.
 	TagName string
 	// Regex extracts the tag: capture group 1 is removed from the name, and
 	// the value is group 2 if the regex has one, else group 1. It is compiled
