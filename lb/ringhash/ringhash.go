@@ -15,6 +15,7 @@ package ringhash
 
 import (
 	"math"
+	mathbits "math/bits"
 	"slices"
 	"strconv"
 
@@ -50,9 +51,8 @@ func Factory(p lb.Params, cfg *lb.Config) (lb.Balancer, error) { return New(p, c
 
 // Ring is one level's sorted hash ring. Immutable.
 type Ring struct {
-	hashes []uint64
-	owners []uint32
-	hosts  []*host.Host
+	entries []entry // sorted by hash
+	hosts   []*host.Host
 	// MinHashesPerHost and MaxHashesPerHost are Envoy's ring_hash_lb.min/max_hashes_per_host.
 	MinHashesPerHost, MaxHashesPerHost uint64
 }
@@ -98,20 +98,16 @@ func NewRing(ws []lb.WeightedHost, minW float64, minSize, maxSize uint64, fn lb.
 		r.MaxHashesPerHost = max(r.MaxHashesPerHost, i)
 	}
 	sortEntries(entries)
-	r.hashes = make([]uint64, len(entries))
-	r.owners = make([]uint32, len(entries))
-	for i, e := range entries {
-		r.hashes[i], r.owners[i] = e.hash, e.owner
-	}
+	r.entries = entries
 	return r
 }
 
 // Len returns the number of ring entries.
-func (r *Ring) Len() int { return len(r.hashes) }
+func (r *Ring) Len() int { return len(r.entries) }
 
 // Choose returns the owner of the first entry whose hash is >= h (wrapping), moved by attempt.
 func (r *Ring) Choose(h uint64, attempt uint32) *host.Host {
-	n := len(r.hashes)
+	n := len(r.entries)
 	if n == 0 {
 		return nil
 	}
@@ -119,7 +115,7 @@ func (r *Ring) Choose(h uint64, attempt uint32) *host.Host {
 	lo, hi := 0, n
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
-		if r.hashes[mid] < h {
+		if r.entries[mid].hash < h {
 			lo = mid + 1
 		} else {
 			hi = mid
@@ -132,44 +128,56 @@ func (r *Ring) Choose(h uint64, attempt uint32) *host.Host {
 	if attempt > 0 {
 		i = (i + int(attempt)) % n
 	}
-	return r.hosts[r.owners[i]]
+	return r.hosts[r.entries[i].owner]
 }
 
-// sortEntries sorts by hash: a comparison sort for small rings, an LSD radix sort (four 16-bit
-// digits) for large ones, where it is several times faster.
+// sortEntries sorts by hash (ties by owner). Ring hashes are xxHash or MurmurHash2 outputs,
+// uniform over 64 bits, so large rings are bucket-sorted on their top bits (about four entries a
+// bucket, one counting pass and one scatter pass) and each bucket is then sorted in place; a
+// bucket that is unexpectedly large still sorts correctly, only slower.
 func sortEntries(es []entry) {
-	if len(es) < 1<<14 {
-		slices.SortFunc(es, func(a, b entry) int {
-			switch {
-			case a.hash < b.hash:
-				return -1
-			case a.hash > b.hash:
-				return 1
-			default:
-				return int(a.owner) - int(b.owner)
-			}
-		})
+	if len(es) < 1<<12 {
+		slices.SortFunc(es, compareEntries)
 		return
 	}
-	tmp := make([]entry, len(es))
-	src, dst := es, tmp
-	var counts [1 << 16]int
-	for shift := uint(0); shift < 64; shift += 16 {
-		clear(counts[:])
-		for _, e := range src {
-			counts[(e.hash>>shift)&0xffff]++
-		}
-		sum := 0
-		for i, c := range counts {
-			counts[i] = sum
-			sum += c
-		}
-		for _, e := range src {
-			d := (e.hash >> shift) & 0xffff
-			dst[counts[d]] = e
-			counts[d]++
-		}
-		src, dst = dst, src
+	bits := uint(mathbits.Len(uint(len(es)/4)) - 1)
+	shift := 64 - bits
+	starts := make([]int, 1<<bits+1)
+	for i := range es {
+		starts[es[i].hash>>shift+1]++
 	}
-	// Four passes: the sorted data is back in es.
+	for i := 1; i < len(starts); i++ {
+		starts[i] += starts[i-1]
+	}
+	out := make([]entry, len(es))
+	next := slices.Clone(starts[:len(starts)-1])
+	for i := range es {
+		b := es[i].hash >> shift
+		out[next[b]] = es[i]
+		next[b]++
+	}
+	for b := 0; b+1 < len(starts); b++ {
+		bucket := out[starts[b]:starts[b+1]]
+		if len(bucket) > 32 {
+			slices.SortFunc(bucket, compareEntries)
+			continue
+		}
+		for i := 1; i < len(bucket); i++ {
+			for j := i; j > 0 && compareEntries(bucket[j-1], bucket[j]) > 0; j-- {
+				bucket[j-1], bucket[j] = bucket[j], bucket[j-1]
+			}
+		}
+	}
+	copy(es, out)
+}
+
+func compareEntries(a, b entry) int {
+	switch {
+	case a.hash < b.hash:
+		return -1
+	case a.hash > b.hash:
+		return 1
+	default:
+		return int(a.owner) - int(b.owner)
+	}
 }

@@ -1,8 +1,10 @@
 package ringhash
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/legateproxy/legate/host"
@@ -69,8 +71,8 @@ func TestRingMatchesEnvoy(t *testing.T) {
 				t.Errorf("ring size, min, max = %d, %d, %d; want 12, 2, 2", r.Len(), r.MinHashesPerHost, r.MaxHashesPerHost)
 			}
 			for i, want := range tc.ring {
-				if r.hashes[i] != want {
-					t.Errorf("ring[%d] = %d; want %d", i, r.hashes[i], want)
+				if r.entries[i].hash != want {
+					t.Errorf("ring[%d] = %d; want %d", i, r.entries[i].hash, want)
 				}
 			}
 			for hash, want := range tc.picks {
@@ -191,6 +193,18 @@ func TestMurmurHash2(t *testing.T) {
 				t.Errorf("MurmurHash2(%q) = %d; want %d", tc.in, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestLargeRingIsSorted(t *testing.T) {
+	// Rings of 16384 entries and more take the radix sort path.
+	b, err := New(lb.Params{PrioritySet: lbtest.PrioritySet(t, lbtest.Hosts(t, 7))}, &lb.Config{RingHash: lb.RingHashConfig{MinimumRingSize: 1 << 15}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := b.Table(0).(*Ring)
+	if !slices.IsSortedFunc(r.entries, func(a, b entry) int { return cmp.Compare(a.hash, b.hash) }) {
+		t.Errorf("ring of %d entries is not sorted", r.Len())
 	}
 }
 
