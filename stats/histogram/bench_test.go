@@ -84,3 +84,18 @@ func BenchmarkCumulativeBuckets(b *testing.B) {
 		s.CumulativeBuckets(bounds)
 	}
 }
+
+// BenchmarkFootprint reports, as B/op, what a histogram costs in memory:
+// unused, and after one record (shard table, one shard, one decade).
+func BenchmarkFootprint(b *testing.B) {
+	b.Run("unused", func(b *testing.B) {
+		for b.Loop() {
+			New(Options{})
+		}
+	})
+	b.Run("one record", func(b *testing.B) {
+		for b.Loop() {
+			New(Options{}).Record(42)
+		}
+	})
+}
