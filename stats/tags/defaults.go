@@ -64,6 +64,9 @@ type regexDescriptor struct {
 	re       *regexp.Regexp
 	substr   string // Envoy's substring hint: skip unless the name contains it
 	negative string // a value equal to this is not a match
+	// fast, when set, is a hand-written matcher that gives exactly the
+	// regex's result (value, removed range) without the regex engine.
+	fast func(name string) (value string, lo, hi int, ok bool)
 }
 
 // tokenDescriptor is one of Envoy's default tokenized extractors.
@@ -97,14 +100,41 @@ func re2(name, expr, substr, negative string) regexDescriptor {
 	}
 }
 
+func withFast(d regexDescriptor, fast func(string) (string, int, int, bool)) regexDescriptor {
+	d.fast = fast
+	return d
+}
+
+// matchResponseCode is `_rq(_(\d{3}))$`: the name ends in "_rq_" and three
+// ASCII digits; "_" and the digits go, the digits are the value.
+func matchResponseCode(name string) (string, int, int, bool) {
+	n := len(name)
+	if n < 7 || name[n-7:n-3] != "_rq_" || !isDigit(name[n-3]) || !isDigit(name[n-2]) || !isDigit(name[n-1]) {
+		return "", 0, 0, false
+	}
+	return name[n-3:], n - 4, n, true
+}
+
+// matchResponseCodeClass is `_rq_((\d))xx$`: the name ends in "_rq_", one
+// ASCII digit and "xx"; the digit is both removed and the value.
+func matchResponseCodeClass(name string) (string, int, int, bool) {
+	n := len(name)
+	if n < 7 || name[n-7:n-3] != "_rq_" || !isDigit(name[n-3]) || name[n-2:] != "xx" {
+		return "", 0, 0, false
+	}
+	return name[n-3 : n-2], n - 3, n - 2, true
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
 // defaultRegexes are Envoy's RE2 extractors in registration order. The
 // compiled regexes are shared by every Producer; regexp.Regexp is safe for
 // concurrent use and nothing here is modified after package initialisation.
 var defaultRegexes = []regexDescriptor{
 	// <anything>_rq(_<code>)
-	re2(ResponseCode, `_rq(_(\d{3}))$`, "_rq_", ""),
+	withFast(re2(ResponseCode, `_rq(_(\d{3}))$`, "_rq_", ""), matchResponseCode),
 	// <anything>_rq_(<class>)xx
-	re2(ResponseCodeClass, `_rq_((\d))xx$`, "_rq_", ""),
+	withFast(re2(ResponseCodeClass, `_rq_((\d))xx$`, "_rq_", ""), matchResponseCodeClass),
 	// http.<prefix>.dynamodb.table.<table>.capacity.<op>(.__partition_id=<id>)
 	re2(DynamoPartitionID, `^http\.<TAG_VALUE>\.dynamodb\.table\.<TAG_VALUE>\.capacity\.<TAG_VALUE>(\.__partition_id=(\w{7}))$`, ".dynamodb.table.", ""),
 	// http.<prefix>.dynamodb.operation(.<op>).… or …table.<table>.capacity(.<op>)…

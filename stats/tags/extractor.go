@@ -43,9 +43,10 @@ type Extractor struct {
 
 	// Regex kinds.
 	re       *regexp.Regexp
-	groups   int    // number of capture groups in re
-	substr   string // Envoy's hint: the name must contain it
-	negative string // kindRE2: a value equal to this is no match
+	fast     func(name string) (value string, lo, hi int, ok bool) // replaces re when set
+	groups   int                                                   // number of capture groups in re
+	substr   string                                                // Envoy's hint: the name must contain it
+	negative string                                                // kindRE2: a value equal to this is no match
 	// Derived from re; purely a fast rejection, never changes a result.
 	mustStart   string // a match needs the name to start with this
 	mustContain string // a match needs the name to contain this
@@ -75,6 +76,7 @@ func newRE2Extractor(d regexDescriptor) *Extractor {
 		kind:     kindRE2,
 		prefix:   regexPrefix(d.re.String()),
 		re:       d.re,
+		fast:     d.fast,
 		groups:   d.re.NumSubexp(),
 		substr:   d.substr,
 		negative: d.negative,
@@ -222,6 +224,9 @@ func (e *Extractor) matchRegex(name string) (value string, lo, hi int, ok bool) 
 		e.mustStart != "" && !strings.HasPrefix(name, e.mustStart) ||
 		e.mustContain != "" && !strings.Contains(name, e.mustContain) {
 		return "", 0, 0, false
+	}
+	if e.fast != nil {
+		return e.fast(name)
 	}
 	if e.kind == kindRE2 && e.groups < 2 || e.groups < 1 {
 		return "", 0, 0, false

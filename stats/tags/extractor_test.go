@@ -145,3 +145,33 @@ func TestRE2NeedsTwoGroups(t *testing.T) {
 		t.Errorf("matchRegex with one capture group matched; want no match")
 	}
 }
+
+// checkFast reports where a default extractor's hand-written matcher and
+// its regex disagree on name.
+func checkFast(t *testing.T, name string) {
+	t.Helper()
+	for _, d := range defaultRegexes {
+		if d.fast == nil {
+			continue
+		}
+		e := newRE2Extractor(d)
+		slow := *e
+		slow.fast = nil
+		v1, lo1, hi1, ok1 := e.matchRegex(name)
+		v2, lo2, hi2, ok2 := slow.matchRegex(name)
+		if v1 != v2 || lo1 != lo2 || hi1 != hi2 || ok1 != ok2 {
+			t.Errorf("%s on %q: fast matcher = %q [%d,%d) %v; regex = %q [%d,%d) %v",
+				d.name, name, v1, lo1, hi1, ok1, v2, lo2, hi2, ok2)
+		}
+	}
+}
+
+func TestFastMatchersAgreeWithRegex(t *testing.T) {
+	for _, name := range []string{
+		"cluster.a.upstream_rq_200", "upstream_rq_2xx", "_rq_200", "_rq_2xx", "rq_200", "x_rq_20", "x_rq_2000",
+		"x_rq_x00", "x_rq_2x0", "x_rq_20x", "x_rq_2xy", "x_rq_22xx", "x_rq_200_rq_300", "x_rq_٢00", "_rq__rq_1xx",
+		"x_rq_200\n", "", "_rq_", "a_rq_1xx.b",
+	} {
+		checkFast(t, name)
+	}
+}

@@ -58,6 +58,7 @@ func FuzzExtract(f *testing.F) {
 		if !seen["region"] {
 			t.Errorf("Extract(%q) tags = %v; fixed tag missing", name, tags)
 		}
+		checkFast(t, name)
 		for _, e := range all {
 			if e.re == nil || e.re.FindStringIndex(name) == nil {
 				continue

@@ -24,7 +24,9 @@ type Spec struct {
 	// not match; one without a prefix runs before all prefixed defaults.
 	TagName string
 	// Regex extracts the tag: capture group 1 is removed from the name, and
-	// the value is group 2 if the regex has one, else group 1. It is compiled
+	// the value is group 2 if the regex has one, else group 1; a regex
+	// without capture groups never matches. The search is unanchored and
+	// sees the full name, not what other extractors left. It is compiled
 	// with Go's RE2 engine; Envoy uses std::regex (ECMAScript) here, so
 	// lookaheads and backreferences are rejected.
 	Regex string
