@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -24,6 +25,7 @@ import (
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/options"
 	"github.com/legateproxy/legate/stats"
+	"github.com/legateproxy/legate/stats/tags"
 )
 
 // State is the server state as /ready, /server_info and server.state report
@@ -91,9 +93,15 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 	s.logs = logs
 	s.log = logs.Logger("main")
 
-	storeCfg, err := stats.ConfigFromBootstrap(boot.Proto, opts)
+	storeCfg, err := stats.FromProto(boot.Proto.GetStatsConfig())
 	if err != nil {
 		return nil, err
+	}
+	storeCfg.FlushInterval = boot.StatsFlushInterval
+	storeCfg.FlushOnAdmin = boot.StatsFlushOnAdmin
+	storeCfg.FakeSymbolTable = opts.UseFakeSymbolTable
+	for _, t := range opts.StatsTags {
+		storeCfg.Tags.Fixed = append(storeCfg.Tags.Fixed, tags.Tag{Name: t.Name, Value: t.Value})
 	}
 	if s.store, err = stats.New(storeCfg); err != nil {
 		return nil, err
@@ -122,7 +130,7 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 		}
 		adminLog := logs.Logger("admin")
 		s.admin = admin.New(admin.Config{
-			Address:   a.Address,
+			Address:   net.JoinHostPort(a.Address, strconv.FormatUint(uint64(a.Port), 10)),
 			AccessLog: accessLog,
 			Warnf:     adminLog.Warnf,
 		}, s.reg)
@@ -180,7 +188,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.log.Infof("admin address: %s", s.admin.Addr())
 	}
 	wg.Go(func() { s.store.Run(ctx) })
-	s.store.AddFlushHook(s.refreshServerStats)
+	s.store.BeforeFlush(s.refreshServerStats)
 
 	s.stats.State.Set(uint64(Initializing))
 	s.init.Start()

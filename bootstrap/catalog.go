@@ -1,0 +1,46 @@
+package bootstrap
+
+import (
+	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
+	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
+	aggregatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/aggregate/v3"
+	healthcheckv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/health_check/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	tapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/tap/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	httpoptionsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+// Extension is one extension Legate implements, as node.extensions lists it.
+type Extension struct {
+	Name     string // e.g. envoy.filters.http.router
+	Category string // e.g. envoy.filters.http
+	TypeName string // the config message's full name
+}
+
+// Extensions lists every extension Legate registers, sorted by category then
+// name, as /server_info and the bootstrap dump report them in node.extensions.
+func Extensions() []Extension {
+	e := func(name, category string, m proto.Message) Extension {
+		return Extension{Name: name, Category: category, TypeName: string(m.ProtoReflect().Descriptor().FullName())}
+	}
+	return []Extension{
+		e("envoy.access_loggers.file", "envoy.access_loggers", &filev3.FileAccessLog{}),
+		e("envoy.access_loggers.http_grpc", "envoy.access_loggers", &grpcalsv3.HttpGrpcAccessLogConfig{}),
+		e("envoy.access_loggers.tcp_grpc", "envoy.access_loggers", &grpcalsv3.TcpGrpcAccessLogConfig{}),
+		e("envoy.clusters.aggregate", "envoy.clusters", &aggregatev3.ClusterConfig{}),
+		e("envoy.filters.http.health_check", "envoy.filters.http", &healthcheckv3.HealthCheck{}),
+		e("envoy.filters.http.router", "envoy.filters.http", &routerv3.Router{}),
+		e("envoy.filters.http.tap", "envoy.filters.http", &tapv3.Tap{}),
+		e("envoy.filters.network.http_connection_manager", "envoy.filters.network", &hcmv3.HttpConnectionManager{}),
+		e("envoy.filters.network.tcp_proxy", "envoy.filters.network", &tcpproxyv3.TcpProxy{}),
+		e("envoy.stat_sinks.hystrix", "envoy.stats_sinks", &metricsv3.HystrixSink{}),
+		e("envoy.transport_sockets.tls", "envoy.transport_sockets.downstream", &tlsv3.DownstreamTlsContext{}),
+		e("envoy.transport_sockets.tls", "envoy.transport_sockets.upstream", &tlsv3.UpstreamTlsContext{}),
+		e("envoy.upstreams.http.http_protocol_options", "envoy.upstream_options", &httpoptionsv3.HttpProtocolOptions{}),
+	}
+}
