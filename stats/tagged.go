@@ -2,7 +2,9 @@ package stats
 
 import (
 	"sort"
+	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/legateproxy/legate/stats/tags"
 )
@@ -74,13 +76,17 @@ func (r *Registration) tagCache() *regTags {
 	n := len(r.layout.fields)
 	t := &regTags{nameIDs: make([]uint32, n), setIdx: make([]uint8, n)}
 	var buf []tags.Tag
+	var name []byte
 	local := make(map[string]uint32)
 	for i := range r.layout.fields {
-		name := r.prefix + r.layout.fields[i].name
+		// name is reused; Extract's results may point into it, so anything
+		// kept is cloned.
+		name = append(append(name[:0], r.prefix...), r.layout.fields[i].name...)
 		var extracted string
-		extracted, buf = s.tagger.Extract(name, buf[:0])
+		extracted, buf = s.tagger.Extract(unsafe.String(unsafe.SliceData(name), len(name)), buf[:0])
 		id, ok := local[extracted]
 		if !ok {
+			extracted = strings.Clone(extracted)
 			id = s.names.id(extracted)
 			local[extracted] = id
 		}
@@ -93,12 +99,15 @@ func (r *Registration) tagCache() *regTags {
 			}
 		}
 		if set < 0 {
-			if len(t.sets) == 256 {
-				set = 255 // unreachable for real stats structs; keeps the index in range
-				t.sets[255] = append([]tags.Tag(nil), buf...)
+			kept := make([]tags.Tag, len(buf))
+			for k, tg := range buf {
+				kept[k] = tags.Tag{Name: strings.Clone(tg.Name), Value: strings.Clone(tg.Value)}
+			}
+			set = min(len(t.sets), 255) // more than 256 distinct tag sets in one struct does not happen
+			if set == len(t.sets) {
+				t.sets = append(t.sets, kept)
 			} else {
-				set = len(t.sets)
-				t.sets = append(t.sets, append([]tags.Tag(nil), buf...))
+				t.sets[set] = kept
 			}
 		}
 		t.setIdx[i] = uint8(set)
@@ -131,7 +140,7 @@ func (s *Store) EachTagged(kind Kind, keep func(st *Stat) bool, fn func(st *Tagg
 	sort.SliceStable(regs, func(i, j int) bool {
 		return compareSplit(regs[i].prefix, "", regs[j].prefix, "", true) < 0
 	})
-	groups := make(map[uint32][]taggedEntry)
+	var groups [][]taggedEntry // by name id
 	var st Stat
 	for ri, r := range regs {
 		l := r.layout
@@ -151,13 +160,18 @@ func (s *Store) EachTagged(kind Kind, keep func(st *Stat) bool, fn func(st *Tagg
 				cache = r.tagCache()
 			}
 			id := cache.nameIDs[fi]
+			if int(id) >= len(groups) {
+				groups = append(groups, make([][]taggedEntry, int(id)+1-len(groups))...)
+			}
 			groups[id] = append(groups[id], taggedEntry{reg: int32(ri), fi: int32(fi)})
 		}
 	}
 	all := s.names.snapshot()
-	ids := make([]uint32, 0, len(groups))
-	for id := range groups {
-		ids = append(ids, id)
+	var ids []uint32
+	for id, g := range groups {
+		if len(g) > 0 {
+			ids = append(ids, uint32(id))
+		}
 	}
 	sort.Slice(ids, func(i, j int) bool { return compareSplit(all[ids[i]], "", all[ids[j]], "", true) < 0 })
 	less := func(a, b taggedEntry) int {

@@ -96,13 +96,7 @@ func appendJSONHistogram(b []byte, name string, h *stats.Histogram, mode BucketM
 	b = appendJSONString(b, name)
 	switch mode {
 	case BucketsCumulative, BucketsDisjoint:
-		bounds := h.Bounds()
-		var ic, cc []uint64
-		if mode == BucketsCumulative {
-			ic, cc = iv.CumulativeBuckets(bounds), cu.CumulativeBuckets(bounds)
-		} else {
-			ic, cc = iv.DisjointBuckets(bounds), cu.DisjointBuckets(bounds)
-		}
+		bounds, ic, cc := bucketCounts(h, mode)
 		b = append(b, `,"buckets":[`...)
 		for i, bound := range bounds {
 			if i > 0 {

@@ -74,7 +74,12 @@ func appendG(b []byte, v float64, prec int) []byte {
 // each byte of invalid UTF-8; valid non-ASCII is written as is.
 func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
-	for i := 0; i < len(s); {
+	i := 0
+	for i < len(s) && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\' && s[i] < utf8.RuneSelf {
+		i++
+	}
+	b = append(b, s[:i]...)
+	for i < len(s) {
 		c := s[i]
 		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
 			b = append(b, c)

@@ -24,6 +24,19 @@ func WritePrometheus(w io.Writer, s *stats.Store, q Query) error {
 	sel := selector{q: &q}
 	keep := sel.keep
 	var b, metric []byte
+	// Series of one registration share one tag slice; render its labels once.
+	labelCache := make(map[*tags.Tag][]byte)
+	labelsOf := func(ts []tags.Tag) []byte {
+		if len(ts) == 0 {
+			return nil
+		}
+		l, ok := labelCache[&ts[0]]
+		if !ok {
+			l = appendLabels(nil, ts)
+			labelCache[&ts[0]] = l
+		}
+		return l
+	}
 	group := func(st *stats.TaggedStat, first bool, typ string) {
 		if first {
 			metric = appendSanitized(append(metric[:0], "envoy_"...), st.TagExtractedName)
@@ -42,7 +55,7 @@ func WritePrometheus(w io.Writer, s *stats.Store, q Query) error {
 			b = b[:0]
 			group(st, first, k.typ)
 			b = append(b, metric...)
-			b = appendLabels(append(b, '{'), st.Tags)
+			b = append(append(b, '{'), labelsOf(st.Tags)...)
 			b = append(b, "} "...)
 			b = strconv.AppendUint(b, st.Value(), 10)
 			b = append(b, '\n')
@@ -55,7 +68,7 @@ func WritePrometheus(w io.Writer, s *stats.Store, q Query) error {
 			b = b[:0]
 			group(st, first, "gauge")
 			b = append(b, metric...)
-			b = appendLabels(append(b, '{'), st.Tags)
+			b = append(append(b, '{'), labelsOf(st.Tags)...)
 			if len(st.Tags) > 0 {
 				b = append(b, ',')
 			}
@@ -71,11 +84,10 @@ func WritePrometheus(w io.Writer, s *stats.Store, q Query) error {
 	if summary {
 		typ = "summary"
 	}
-	var labels []byte
 	s.EachTagged(stats.KindHistogram, keep, func(st *stats.TaggedStat, first bool) bool {
 		b = b[:0]
 		group(st, first, typ)
-		labels = appendLabels(labels[:0], st.Tags)
+		labels := labelsOf(st.Tags)
 		h := st.Histogram()
 		iv, cu := h.Snapshots()
 		series := func(suffix string) {
@@ -105,6 +117,7 @@ func WritePrometheus(w io.Writer, s *stats.Store, q Query) error {
 		} else {
 			bounds := h.Bounds()
 			counts := data.CumulativeBuckets(bounds)
+
 			for i, bound := range bounds {
 				series("_bucket")
 				sep()

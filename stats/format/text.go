@@ -101,13 +101,7 @@ func appendTextHistogram(b []byte, h *stats.Histogram, mode BucketMode) []byte {
 	iv, cu := h.Snapshots()
 	switch mode {
 	case BucketsCumulative, BucketsDisjoint:
-		bounds := h.Bounds()
-		var ic, cc []uint64
-		if mode == BucketsCumulative {
-			ic, cc = iv.CumulativeBuckets(bounds), cu.CumulativeBuckets(bounds)
-		} else {
-			ic, cc = iv.DisjointBuckets(bounds), cu.DisjointBuckets(bounds)
-		}
+		bounds, ic, cc := bucketCounts(h, mode)
 		for i, bound := range bounds {
 			b = append(b, " B"...)
 			b = appendG(b, bound, 6)
@@ -160,4 +154,15 @@ func appendTextBins(b []byte, bins []histogram.Bin) []byte {
 		b = strconv.AppendUint(b, bin.Count, 10)
 	}
 	return b
+}
+
+// bucketCounts returns the bounds and the interval and cumulative counts of
+// h for the cumulative or disjoint mode.
+func bucketCounts(h *stats.Histogram, mode BucketMode) (bounds []float64, interval, cumulative []uint64) {
+	iv, cu := h.Snapshots()
+	bounds = h.Bounds()
+	if mode == BucketsCumulative {
+		return bounds, iv.CumulativeBuckets(bounds), cu.CumulativeBuckets(bounds)
+	}
+	return bounds, iv.DisjointBuckets(bounds), cu.DisjointBuckets(bounds)
 }
