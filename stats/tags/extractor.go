@@ -228,7 +228,7 @@ func (e *Extractor) matchRegex(name string) (value string, lo, hi int, ok bool) 
 	if e.fast != nil {
 		return e.fast(name)
 	}
-	if e.kind == kindRE2 && e.groups < 2 || e.groups < 1 {
+	if (e.kind == kindRE2 && e.groups < 2) || e.groups < 1 {
 		return "", 0, 0, false
 	}
 	// FindStringSubmatchIndex allocates only when it matches.
