@@ -1,0 +1,223 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+)
+
+const (
+	// DefaultMaxObjNameLen is Envoy's default --max-obj-name-len.
+	DefaultMaxObjNameLen = 60
+	// DefaultProfilePath is Envoy's default admin.profile_path.
+	DefaultProfilePath = "/var/log/envoy/envoy.prof"
+	// DefaultStatsFlushInterval is Envoy's default stats_flush_interval.
+	DefaultStatsFlushInterval = 5 * time.Second
+)
+
+// Limits are the command-line limits that Legate's rules depend on.
+type Limits struct {
+	// MaxObjNameLen is --max-obj-name-len, the longest cluster or listener name allowed.
+	// Zero means DefaultMaxObjNameLen.
+	MaxObjNameLen int
+}
+
+func (l Limits) maxObjNameLen() int {
+	if l.MaxObjNameLen <= 0 {
+		return DefaultMaxObjNameLen
+	}
+	return l.MaxObjNameLen
+}
+
+// Bootstrap is what the server needs from the bootstrap to start. It is immutable once built.
+type Bootstrap struct {
+	// Admin is the admin interface; nil when the bootstrap has no admin.address, in which case
+	// Envoy starts no admin server.
+	Admin *Admin
+	// Node is the bootstrap's node identity (Envoy's `node`).
+	Node Node
+	// StatsFlushInterval is stats_flush_interval, DefaultStatsFlushInterval when unset; it is
+	// zero when StatsFlushOnAdmin is set, since then no timer flushes.
+	StatsFlushInterval time.Duration
+	// StatsFlushOnAdmin is stats_flush_on_admin: flush only when the admin reads stats.
+	StatsFlushOnAdmin bool
+	// StatsServerVersionOverride is stats_server_version_override, the value of the
+	// server.version gauge, when HasStatsServerVersionOverride.
+	StatsServerVersionOverride    uint64
+	HasStatsServerVersionOverride bool
+	// ClusterNames and ListenerNames are the static_resources names, in file order.
+	ClusterNames  []string
+	ListenerNames []string
+	// Proto is the bootstrap as decoded, kept for /config_dump. Do not modify it.
+	Proto *bootstrapv3.Bootstrap
+}
+
+// Node is Envoy's bootstrap `node` (envoy.config.core.v3.Node), the fields Legate reports.
+type Node struct {
+	ID            string
+	Cluster       string
+	Locality      Locality
+	UserAgentName string
+}
+
+// Locality is envoy.config.core.v3.Locality.
+type Locality struct {
+	Region, Zone, SubZone string
+}
+
+// Admin is Envoy's bootstrap `admin`.
+type Admin struct {
+	// Address is the host of admin.address.socket_address (an IP address or host name).
+	Address string
+	// Port is its port_value; 0 asks the kernel for a free port.
+	Port uint32
+	// AccessLogPath is admin.access_log_path, or the path of the first file access logger in
+	// admin.access_log when that is unset; "" means no access log.
+	AccessLogPath string
+	// ProfilePath is admin.profile_path, DefaultProfilePath when unset.
+	ProfilePath string
+	// IgnoreGlobalConnLimit is admin.ignore_global_conn_limit.
+	IgnoreGlobalConnLimit bool
+}
+
+// FromBootstrap builds the Bootstrap structs from a decoded bootstrap and checks Legate's rules
+// on it. b must already have passed package bootstrap's checks. All broken rules are reported,
+// joined; each error names the resource, the field path, the value and the rule.
+func FromBootstrap(b *bootstrapv3.Bootstrap, lim Limits) (*Bootstrap, error) {
+	v := &validator{lim: lim}
+	out := &Bootstrap{
+		Proto: b,
+		Node: Node{
+			ID:            b.GetNode().GetId(),
+			Cluster:       b.GetNode().GetCluster(),
+			UserAgentName: b.GetNode().GetUserAgentName(),
+			Locality: Locality{
+				Region:  b.GetNode().GetLocality().GetRegion(),
+				Zone:    b.GetNode().GetLocality().GetZone(),
+				SubZone: b.GetNode().GetLocality().GetSubZone(),
+			},
+		},
+		StatsFlushOnAdmin: b.GetStatsFlushOnAdmin(),
+	}
+	if o := b.GetStatsServerVersionOverride(); o != nil {
+		out.StatsServerVersionOverride, out.HasStatsServerVersionOverride = o.GetValue(), true
+	}
+	out.StatsFlushInterval = v.statsFlush(b)
+	out.Admin = v.admin(b.GetAdmin())
+	out.ClusterNames = v.clusters(b.GetStaticResources().GetClusters())
+	out.ListenerNames = v.listeners(b.GetStaticResources().GetListeners())
+	if err := errors.Join(v.errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// validator collects broken rules.
+type validator struct {
+	lim  Limits
+	errs []error
+}
+
+func (v *validator) fail(format string, args ...any) {
+	v.errs = append(v.errs, fmt.Errorf(format, args...))
+}
+
+// statsFlush applies Envoy's rule that stats_flush_interval and stats_flush_on_admin exclude
+// each other, and the interval's default.
+func (v *validator) statsFlush(b *bootstrapv3.Bootstrap) time.Duration {
+	interval := b.GetStatsFlushInterval()
+	switch {
+	case interval != nil && b.GetStatsFlushOnAdmin():
+		v.fail("stats_flush_interval = %s and stats_flush_on_admin = true: set only one", interval.AsDuration())
+		return 0
+	case b.GetStatsFlushOnAdmin():
+		return 0
+	case interval != nil:
+		return interval.AsDuration()
+	}
+	return DefaultStatsFlushInterval
+}
+
+// admin builds Admin; nil when there is no admin address.
+func (v *validator) admin(a *bootstrapv3.Admin) *Admin {
+	if a.GetAddress() == nil {
+		return nil
+	}
+	out := &Admin{
+		AccessLogPath:         a.GetAccessLogPath(),
+		ProfilePath:           a.GetProfilePath(),
+		IgnoreGlobalConnLimit: a.GetIgnoreGlobalConnLimit(),
+	}
+	if out.ProfilePath == "" {
+		out.ProfilePath = DefaultProfilePath
+	}
+	if out.AccessLogPath == "" {
+		for _, l := range a.GetAccessLog() {
+			var file filev3.FileAccessLog
+			if tc := l.GetTypedConfig(); tc != nil && tc.UnmarshalTo(&file) == nil {
+				out.AccessLogPath = file.GetPath()
+				break
+			}
+		}
+	}
+	sa := a.GetAddress().GetSocketAddress()
+	switch {
+	case sa == nil:
+		v.fail("admin.address.%s is set: the admin address must be a socket_address", addressKind(a.GetAddress()))
+		return nil
+	case sa.GetNamedPort() != "":
+		v.fail("admin.address.socket_address.named_port = %q: must be a port_value", sa.GetNamedPort())
+		return nil
+	case sa.GetPortValue() > 65535:
+		v.fail("admin.address.socket_address.port_value = %d: must be in 0..65535", sa.GetPortValue())
+		return nil
+	case sa.GetAddress() == "":
+		v.fail("admin.address.socket_address.address = \"\": must name a host")
+		return nil
+	}
+	out.Address, out.Port = sa.GetAddress(), sa.GetPortValue()
+	return out
+}
+
+// addressKind names the member of an Address's oneof that is set.
+func addressKind(a *corev3.Address) string {
+	switch {
+	case a.GetPipe() != nil:
+		return "pipe"
+	case a.GetEnvoyInternalAddress() != nil:
+		return "envoy_internal_address"
+	}
+	return "address"
+}
+
+// names checks one kind of resource name for duplicates and length, returning the names.
+func (v *validator) names(path string, names []string) []string {
+	first := make(map[string]int, len(names))
+	for i, n := range names {
+		if n == "" {
+			continue // a required name is protoc-gen-validate's rule; Envoy names empty listeners itself
+		}
+		if j, dup := first[n]; dup {
+			v.fail("%s[%d].name = %q: duplicate of %s[%d]", path, i, n, lastSegment(path), j)
+		} else {
+			first[n] = i
+		}
+		if max := v.lim.maxObjNameLen(); len(n) > max {
+			v.fail("%s[%d].name = %q: %d characters, longer than the limit of %d (--max-obj-name-len)", path, i, n, len(n), max)
+		}
+	}
+	return names
+}
+
+func lastSegment(path string) string {
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i] == '.' {
+			return path[i+1:]
+		}
+	}
+	return path
+}

@@ -1,0 +1,432 @@
+package config
+
+import (
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Defaults of the Cluster fields, from the cluster configuration spec and Envoy's API.
+const (
+	DefaultConnectTimeout           = 5 * time.Second
+	DefaultPerConnectionBufferLimit = 1024 * 1024
+	DefaultDNSRefreshRate           = 5 * time.Second
+	DefaultCleanupInterval          = 5 * time.Second
+	DefaultUpdateMergeWindow        = time.Second
+	DefaultHealthyPanicThreshold    = 50
+	DefaultZoneRoutingEnabled       = 100
+	DefaultMinClusterSize           = 6
+	DefaultChoiceCount              = 2
+	DefaultMaglevTableSize          = 65537
+	MaxMaglevTableSize              = 5000011
+	DefaultOverprovisioningFactor   = 140
+	// Circuit-breaker defaults per priority (Envoy's 1024/1024/1024/3).
+	DefaultMaxConnections     = 1024
+	DefaultMaxPendingRequests = 1024
+	DefaultMaxRequests        = 1024
+	DefaultMaxRetries         = 3
+	// OriginalDstHeader is Envoy's original-destination override header; OriginalDstHeaderSpec
+	// is the spelling the spec uses. Both are honoured when use_http_header is set.
+	OriginalDstHeader     = "x-envoy-original-dst-host"
+	OriginalDstHeaderSpec = "x-proxy-original-dst-host"
+)
+
+// DiscoveryType is Cluster.DiscoveryType, or Custom for a cluster_type.
+type DiscoveryType uint8
+
+// Discovery types.
+const (
+	Static DiscoveryType = iota
+	StrictDNS
+	LogicalDNS
+	EDS
+	OriginalDst
+	Custom
+)
+
+var discoveryNames = [...]string{"STATIC", "STRICT_DNS", "LOGICAL_DNS", "EDS", "ORIGINAL_DST", "CUSTOM"}
+
+// String returns Envoy's enum name ("STATIC", …; "CUSTOM" for a cluster_type).
+func (t DiscoveryType) String() string {
+	if int(t) < len(discoveryNames) {
+		return discoveryNames[t]
+	}
+	return "UNKNOWN"
+}
+
+// DNSLookupFamily is Cluster.DnsLookupFamily.
+type DNSLookupFamily uint8
+
+// Lookup families. Auto asks for IPv6 first and falls back to IPv4.
+const (
+	Auto DNSLookupFamily = iota
+	V4Only
+	V6Only
+	V4Preferred
+	All
+)
+
+// Priority is a circuit-breaker RoutingPriority.
+type Priority uint8
+
+// Routing priorities.
+const (
+	PriorityDefault Priority = iota
+	PriorityHigh
+	NumPriorities
+)
+
+// ProtocolSelection is Cluster.ClusterProtocolSelection.
+type ProtocolSelection uint8
+
+// Protocol selections.
+const (
+	UseConfiguredProtocol ProtocolSelection = iota
+	UseDownstreamProtocol
+)
+
+// SubsetFallback is LbSubsetConfig.LbSubsetFallbackPolicy.
+type SubsetFallback uint8
+
+// Subset fallback policies.
+const (
+	NoFallback SubsetFallback = iota
+	AnyEndpoint
+	DefaultSubset
+)
+
+// HashFunction is RingHashLbConfig.HashFunction.
+type HashFunction uint8
+
+// Ring hash functions.
+const (
+	XXHash HashFunction = iota
+	MurmurHash2
+)
+
+// Cluster is one upstream cluster (envoy.config.cluster.v3.Cluster) with every default applied.
+// Built by ClusterFromProto; immutable afterwards and safe to share between goroutines.
+type Cluster struct {
+	// Name is the cluster name; StatName the name used in stats (alt_stat_name or name, each
+	// ':' replaced by '_').
+	Name        string
+	AltStatName string
+	StatName    string
+
+	// Type is the discovery type; CustomType is set when Type is Custom (cluster_type).
+	Type       DiscoveryType
+	CustomType *CustomClusterType
+	// EDS holds eds_cluster_config (only for Type EDS).
+	EDS *EDSConfig
+
+	ConnectTimeout                time.Duration
+	PerConnectionBufferLimitBytes uint32
+	// MaxRequestsPerConnection is max_requests_per_connection (or the
+	// common_http_protocol_options spelling); 0 means no limit.
+	MaxRequestsPerConnection uint32
+
+	// LbPolicy is Envoy's LbPolicy name: ROUND_ROBIN, LEAST_REQUEST, RING_HASH, RANDOM, MAGLEV,
+	// CLUSTER_PROVIDED (ORIGINAL_DST_LB in v2).
+	LbPolicy     string
+	RingHash     RingHashLbConfig
+	LeastRequest LeastRequestLbConfig
+	Maglev       MaglevLbConfig
+	OriginalDst  OriginalDstLbConfig
+	CommonLb     CommonLbConfig
+	// LbSubset is lb_subset_config; nil when unset (or without selectors).
+	LbSubset *LbSubsetConfig
+
+	// LoadAssignment is load_assignment (or the v2 hosts list upgraded by bootstrap).
+	LoadAssignment LoadAssignment
+
+	HealthChecks     []HealthCheck
+	OutlierDetection *OutlierDetection
+	CircuitBreakers  CircuitBreakers
+
+	// DNS settings (STRICT_DNS and LOGICAL_DNS only).
+	DNSRefreshRate        time.Duration
+	DNSFailureRefreshRate time.Duration // 0: use DNSRefreshRate
+	RespectDNSTTL         bool
+	DNSLookupFamily       DNSLookupFamily
+	DNSResolvers          []Address
+
+	// CleanupInterval is cleanup_interval (ORIGINAL_DST only).
+	CleanupInterval time.Duration
+
+	// TLS reports whether a TLS transport socket (or v2 tls_context) is configured;
+	// TransportSocket keeps the proto for the TLS package.
+	TLS             bool
+	TransportSocket *corev3.TransportSocket
+
+	// HTTP2 is set when http2_protocol_options is present (or the upstream options ask for
+	// HTTP/2): the upstream speaks HTTP/2 with prior knowledge.
+	HTTP2             bool
+	ProtocolSelection ProtocolSelection
+	// TypedExtensionProtocolOptions are typed_extension_protocol_options, by filter name,
+	// left opaque for the filters that read them.
+	TypedExtensionProtocolOptions map[string]*anypb.Any
+
+	// UpstreamBindAddress is upstream_bind_config.source_address; nil when unset.
+	UpstreamBindAddress *Address
+	// TCPKeepalive is upstream_connection_options.tcp_keepalive; nil when unset.
+	TCPKeepalive *TCPKeepalive
+
+	CloseConnectionsOnHostHealthFailure bool
+	// DrainConnectionsOnHostRemoval is v2's drain_connections_on_host_removal, v3's
+	// ignore_health_on_host_removal.
+	DrainConnectionsOnHostRemoval bool
+
+	// Metadata is the cluster's metadata, kept as the proto for filters and logging.
+	Metadata *corev3.Metadata
+
+	// Proto is the cluster as received, for /config_dump. Do not modify it.
+	Proto *clusterv3.Cluster
+}
+
+// CustomClusterType is Cluster.CustomClusterType.
+type CustomClusterType struct {
+	Name string
+	// Aggregate lists the clusters of an envoy.clusters.aggregate cluster, in priority order.
+	Aggregate []string
+	// Config is typed_config for types other than the aggregate.
+	Config *anypb.Any
+}
+
+// EDSConfig is Cluster.EdsClusterConfig.
+type EDSConfig struct {
+	// ServiceName is service_name; empty means the cluster name.
+	ServiceName string
+	// Source is eds_config, for the xDS client.
+	Source *corev3.ConfigSource
+}
+
+// RingHashLbConfig is Cluster.RingHashLbConfig with defaults (1024 and 8M).
+type RingHashLbConfig struct {
+	MinimumRingSize uint64
+	MaximumRingSize uint64
+	HashFunction    HashFunction
+}
+
+// LeastRequestLbConfig is Cluster.LeastRequestLbConfig with defaults.
+type LeastRequestLbConfig struct {
+	ChoiceCount       uint32  // default 2
+	ActiveRequestBias float64 // default 1.0
+}
+
+// MaglevLbConfig is Cluster.MaglevLbConfig.
+type MaglevLbConfig struct {
+	TableSize uint64 // default 65537
+}
+
+// OriginalDstLbConfig is Cluster.OriginalDstLbConfig.
+type OriginalDstLbConfig struct {
+	// UseHTTPHeader lets the x-envoy-original-dst-host (and x-proxy-original-dst-host) header
+	// override the destination. The header is not sanitised.
+	UseHTTPHeader bool
+	// HeaderNames are the headers read when UseHTTPHeader is set: http_header_name when
+	// configured, else OriginalDstHeader and OriginalDstHeaderSpec.
+	HeaderNames []string
+	// UpstreamPortOverride replaces the destination port when non-zero.
+	UpstreamPortOverride uint32
+}
+
+// CommonLbConfig is Cluster.CommonLbConfig with defaults.
+type CommonLbConfig struct {
+	// HealthyPanicThreshold in whole percent (truncated to 1%), default 50.
+	HealthyPanicThreshold uint32
+	// ZoneAware is zone_aware_lb_config; nil when unset (zone-aware routing then uses the
+	// defaults whenever a local cluster is configured).
+	ZoneAware *ZoneAwareLbConfig
+	// LocalityWeighted is locality_weighted_lb_config.
+	LocalityWeighted bool
+	// UpdateMergeWindow merges health, weight and metadata updates; default 1 s, 0 disables.
+	UpdateMergeWindow               time.Duration
+	IgnoreNewHostsUntilFirstHC      bool
+	CloseConnectionsOnHostSetChange bool
+	UseHostnameForHashing           bool
+}
+
+// ZoneAwareLbConfig is CommonLbConfig.ZoneAwareLbConfig with defaults.
+type ZoneAwareLbConfig struct {
+	RoutingEnabled     float64 // percent, default 100
+	MinClusterSize     uint64  // default 6
+	FailTrafficOnPanic bool
+}
+
+// LbSubsetConfig is Cluster.LbSubsetConfig. DefaultSubset values are stringified as endpoint
+// metadata is (see Endpoint.Metadata).
+type LbSubsetConfig struct {
+	FallbackPolicy      SubsetFallback
+	DefaultSubset       map[string]string
+	Selectors           [][]string
+	LocalityWeightAware bool
+	ScaleLocalityWeight bool
+	PanicModeAny        bool
+}
+
+// CircuitBreakers is cluster.CircuitBreakers: the effective thresholds of both routing
+// priorities (index PriorityDefault and PriorityHigh).
+type CircuitBreakers struct {
+	Thresholds [NumPriorities]Thresholds
+	// PerHostMaxConnections is per_host_thresholds.max_connections (0: unlimited).
+	PerHostMaxConnections uint32
+}
+
+// Thresholds is CircuitBreakers.Thresholds with Envoy's defaults.
+type Thresholds struct {
+	MaxConnections     uint32
+	MaxPendingRequests uint32
+	MaxRequests        uint32
+	MaxRetries         uint32
+	// MaxConnectionPools is max_connection_pools; 0 means unlimited.
+	MaxConnectionPools uint32
+	// TrackRemaining publishes remaining_* gauges.
+	TrackRemaining bool
+	// RetryBudget is retry_budget; nil when unset.
+	RetryBudget *RetryBudget
+}
+
+// RetryBudget is CircuitBreakers.Thresholds.RetryBudget with defaults (20%, 3).
+type RetryBudget struct {
+	BudgetPercent       float64
+	MinRetryConcurrency uint32
+}
+
+// DefaultThresholds returns the thresholds Envoy uses when none is configured.
+func DefaultThresholds() Thresholds {
+	return Thresholds{
+		MaxConnections:     DefaultMaxConnections,
+		MaxPendingRequests: DefaultMaxPendingRequests,
+		MaxRequests:        DefaultMaxRequests,
+		MaxRetries:         DefaultMaxRetries,
+	}
+}
+
+// OutlierDetection is cluster.OutlierDetection with Envoy's defaults, carried for the outlier
+// package.
+type OutlierDetection struct {
+	Consecutive5xx                         uint32
+	Interval                               time.Duration
+	BaseEjectionTime                       time.Duration
+	MaxEjectionTime                        time.Duration
+	MaxEjectionPercent                     uint32
+	EnforcingConsecutive5xx                uint32
+	EnforcingSuccessRate                   uint32
+	SuccessRateMinimumHosts                uint32
+	SuccessRateRequestVolume               uint32
+	SuccessRateStdevFactor                 uint32
+	ConsecutiveGatewayFailure              uint32
+	EnforcingConsecutiveGatewayFailure     uint32
+	SplitExternalLocalOriginErrors         bool
+	ConsecutiveLocalOriginFailure          uint32
+	EnforcingConsecutiveLocalOriginFailure uint32
+	EnforcingLocalOriginSuccessRate        uint32
+	FailurePercentageThreshold             uint32
+	EnforcingFailurePercentage             uint32
+	EnforcingFailurePercentageLocalOrigin  uint32
+	FailurePercentageMinimumHosts          uint32
+	FailurePercentageRequestVolume         uint32
+}
+
+// HealthCheck is core.HealthCheck, the parts the health package schedules on, with the proto
+// kept for the protocol-specific probers.
+type HealthCheck struct {
+	Timeout            time.Duration
+	Interval           time.Duration
+	IntervalJitter     time.Duration
+	UnhealthyThreshold uint32
+	HealthyThreshold   uint32
+	// NoTrafficInterval defaults to 60 s.
+	NoTrafficInterval time.Duration
+	// Kind is "http", "tcp", "grpc" or "custom".
+	Kind  string
+	Proto *corev3.HealthCheck
+}
+
+// AddressKind says which member of core.Address is set.
+type AddressKind uint8
+
+// Address kinds.
+const (
+	SocketAddress AddressKind = iota
+	PipeAddress
+	InternalAddress
+)
+
+// Address is core.Address.
+type Address struct {
+	Kind AddressKind
+	// Host is socket_address.address: an IP for static addresses, a DNS name for DNS clusters.
+	Host string
+	Port uint32
+	// UDP is set for protocol UDP.
+	UDP bool
+	// Path is the pipe path, or the server_listener_name of an internal address.
+	Path string
+	// EndpointID is envoy_internal_address.endpoint_id.
+	EndpointID string
+}
+
+// TCPKeepalive is core.TcpKeepalive; zero fields mean the system default.
+type TCPKeepalive struct {
+	Probes   uint32
+	Time     time.Duration
+	Interval time.Duration
+}
+
+// HealthStatus is core.HealthStatus, an endpoint's health as EDS reports it.
+type HealthStatus uint8
+
+// EDS health statuses.
+const (
+	HealthUnknown HealthStatus = iota
+	HealthHealthy
+	HealthUnhealthy
+	HealthDraining
+	HealthTimeout
+	HealthDegraded
+)
+
+// LoadAssignment is ClusterLoadAssignment, converted.
+type LoadAssignment struct {
+	// ClusterName is cluster_name (EDS service name).
+	ClusterName string
+	Localities  []LocalityEndpoints
+	// OverprovisioningFactor in percent; default 140.
+	OverprovisioningFactor uint32
+	WeightedPriorityHealth bool
+	DropOverloads          []DropOverload
+	// HasLocalityWeights is set when any LocalityLbEndpoints carries load_balancing_weight.
+	HasLocalityWeights bool
+}
+
+// LocalityEndpoints is LocalityLbEndpoints.
+type LocalityEndpoints struct {
+	Region, Zone, SubZone string
+	Priority              uint32
+	// Weight is load_balancing_weight; 0 when unset.
+	Weight    uint32
+	Endpoints []Endpoint
+}
+
+// Endpoint is LbEndpoint.
+type Endpoint struct {
+	Address  Address
+	Hostname string
+	// Weight is load_balancing_weight; 0 means 1.
+	Weight       uint32
+	HealthStatus HealthStatus
+	// Metadata is the endpoint's envoy.lb (or proxy.lb) filter metadata, values stringified:
+	// strings as is, numbers in Go's %v form, booleans "true"/"false".
+	Metadata map[string]string
+	// Canary is envoy.lb metadata "canary": true.
+	Canary bool
+}
+
+// DropOverload is ClusterLoadAssignment.Policy.DropOverload, the drop rate in parts per million.
+type DropOverload struct {
+	Category   string
+	PerMillion uint32
+}

@@ -1,0 +1,526 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	aggregatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/aggregate/v3"
+	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// upstreamHTTPOptionsKey is the typed_extension_protocol_options key of the upstream HTTP
+// protocol options (where v3 configures HTTP/2 upstreams).
+const upstreamHTTPOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+
+// ClusterFromProto converts c into a Cluster with every default applied and checks the rules of
+// the cluster configuration spec (its Errors and Limits tables). Errors name the cluster, the
+// field path, the value and the rule. c is kept as Cluster.Proto and must not be modified
+// afterwards.
+func ClusterFromProto(c *clusterv3.Cluster, lim Limits) (*Cluster, error) {
+	if c == nil {
+		return nil, fmt.Errorf("cluster: nil")
+	}
+	b := clusterBuilder{at: fmt.Sprintf("cluster %q", c.GetName())}
+	out := b.build(c, lim)
+	if b.err != nil {
+		return nil, b.err
+	}
+	return out, nil
+}
+
+// clusterBuilder keeps the first error met while converting.
+type clusterBuilder struct {
+	at  string
+	err error
+}
+
+func (b *clusterBuilder) fail(format string, args ...any) {
+	if b.err == nil {
+		b.err = fmt.Errorf("%s: %s", b.at, fmt.Sprintf(format, args...))
+	}
+}
+
+// StatName returns the name a cluster's stats use: alt_stat_name when set, else the name, with
+// each ':' replaced by '_' (Envoy's sanitising of stat names).
+func StatName(name, altStatName string) string {
+	if altStatName != "" {
+		name = altStatName
+	}
+	return strings.ReplaceAll(name, ":", "_")
+}
+
+func (b *clusterBuilder) build(c *clusterv3.Cluster, lim Limits) *Cluster {
+	out := &Cluster{
+		Name:                                c.GetName(),
+		AltStatName:                         c.GetAltStatName(),
+		StatName:                            StatName(c.GetName(), c.GetAltStatName()),
+		ConnectTimeout:                      durationOr(c.GetConnectTimeout(), DefaultConnectTimeout),
+		PerConnectionBufferLimitBytes:       u32Or(c.GetPerConnectionBufferLimitBytes(), DefaultPerConnectionBufferLimit),
+		MaxRequestsPerConnection:            u32Or(c.GetMaxRequestsPerConnection(), 0),
+		DNSRefreshRate:                      durationOr(c.GetDnsRefreshRate(), DefaultDNSRefreshRate),
+		RespectDNSTTL:                       c.GetRespectDnsTtl(),
+		DNSLookupFamily:                     DNSLookupFamily(c.GetDnsLookupFamily()),
+		CleanupInterval:                     durationOr(c.GetCleanupInterval(), DefaultCleanupInterval),
+		ProtocolSelection:                   ProtocolSelection(c.GetProtocolSelection()),
+		CloseConnectionsOnHostHealthFailure: c.GetCloseConnectionsOnHostHealthFailure(),
+		DrainConnectionsOnHostRemoval:       c.GetIgnoreHealthOnHostRemoval(),
+		Metadata:                            c.GetMetadata(),
+		TransportSocket:                     c.GetTransportSocket(),
+		TypedExtensionProtocolOptions:       c.GetTypedExtensionProtocolOptions(),
+		Proto:                               c,
+	}
+	if out.Name == "" {
+		b.fail("name is empty; every cluster needs a unique name")
+	}
+	if n := lim.maxObjNameLen(); len(out.Name) > n {
+		b.fail("name = %q is %d characters; must be at most %d (--max-obj-name-len)", out.Name, len(out.Name), n)
+	}
+	if r := c.GetDnsFailureRefreshRate(); r != nil {
+		out.DNSFailureRefreshRate = r.GetBaseInterval().AsDuration()
+	}
+	if out.DNSRefreshRate <= 0 {
+		b.fail("dns_refresh_rate = %v; must be > 0", out.DNSRefreshRate)
+	}
+	if out.CleanupInterval <= 0 {
+		b.fail("cleanup_interval = %v; must be > 0", out.CleanupInterval)
+	}
+	if out.DNSLookupFamily > All {
+		b.fail("dns_lookup_family = %d; not a DnsLookupFamily", c.GetDnsLookupFamily())
+	}
+	if mr := c.GetCommonHttpProtocolOptions().GetMaxRequestsPerConnection(); mr != nil && out.MaxRequestsPerConnection == 0 {
+		out.MaxRequestsPerConnection = mr.GetValue()
+	}
+	for i, a := range c.GetDnsResolvers() {
+		out.DNSResolvers = append(out.DNSResolvers, b.address(fmt.Sprintf("dns_resolvers[%d]", i), a))
+	}
+	b.discovery(c, out)
+	b.lbPolicy(c, out)
+	b.commonLb(c.GetCommonLbConfig(), out)
+	b.subset(c.GetLbSubsetConfig(), out)
+	b.circuitBreakers(c.GetCircuitBreakers(), out)
+	b.protocols(c, out)
+	out.OutlierDetection = outlierFromProto(c.GetOutlierDetection())
+	for i, hc := range c.GetHealthChecks() {
+		out.HealthChecks = append(out.HealthChecks, b.healthCheck(fmt.Sprintf("health_checks[%d]", i), hc))
+	}
+	if sa := c.GetUpstreamBindConfig().GetSourceAddress(); sa != nil {
+		a := b.address("upstream_bind_config.source_address", &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: sa}})
+		out.UpstreamBindAddress = &a
+	}
+	if ka := c.GetUpstreamConnectionOptions().GetTcpKeepalive(); ka != nil {
+		out.TCPKeepalive = &TCPKeepalive{
+			Probes:   u32Or(ka.GetKeepaliveProbes(), 0),
+			Time:     time.Duration(u32Or(ka.GetKeepaliveTime(), 0)) * time.Second,
+			Interval: time.Duration(u32Or(ka.GetKeepaliveInterval(), 0)) * time.Second,
+		}
+	}
+	if la := c.GetLoadAssignment(); la != nil {
+		assignment, err := LoadAssignmentFromProto(la)
+		if err != nil {
+			b.fail("load_assignment.%v", err)
+		}
+		out.LoadAssignment = assignment
+	} else {
+		out.LoadAssignment.OverprovisioningFactor = DefaultOverprovisioningFactor
+	}
+	b.endpointRules(out)
+	return out
+}
+
+// discovery sets the discovery type and checks the fields that depend on it.
+func (b *clusterBuilder) discovery(c *clusterv3.Cluster, out *Cluster) {
+	if ct := c.GetClusterType(); ct != nil {
+		out.Type = Custom
+		out.CustomType = &CustomClusterType{Name: ct.GetName(), Config: ct.GetTypedConfig()}
+		switch ct.GetName() {
+		case AggregateClusterType:
+			var agg aggregatev3.ClusterConfig
+			if ct.GetTypedConfig() == nil {
+				b.fail("cluster_type.typed_config is missing; %s needs a ClusterConfig listing its clusters", AggregateClusterType)
+				break
+			}
+			if err := ct.GetTypedConfig().UnmarshalTo(&agg); err != nil {
+				b.fail("cluster_type.typed_config: %v; %s needs an envoy.extensions.clusters.aggregate.v3.ClusterConfig", err, AggregateClusterType)
+				break
+			}
+			if len(agg.GetClusters()) == 0 {
+				b.fail("cluster_type.typed_config.clusters is empty; an aggregate cluster needs at least one cluster")
+			}
+			for i, name := range agg.GetClusters() {
+				if name == out.Name {
+					b.fail("cluster_type.typed_config.clusters[%d] = %q; an aggregate cluster cannot contain itself", i, name)
+				}
+			}
+			out.CustomType.Aggregate = agg.GetClusters()
+		default:
+			b.fail("cluster_type.name = %q; must match a supported cluster type (%s)", ct.GetName(), AggregateClusterType)
+		}
+	} else {
+		switch t := c.GetType(); t {
+		case clusterv3.Cluster_STATIC:
+			out.Type = Static
+		case clusterv3.Cluster_STRICT_DNS:
+			out.Type = StrictDNS
+		case clusterv3.Cluster_LOGICAL_DNS:
+			out.Type = LogicalDNS
+		case clusterv3.Cluster_EDS:
+			out.Type = EDS
+		case clusterv3.Cluster_ORIGINAL_DST:
+			out.Type = OriginalDst
+		default:
+			b.fail("type = %d; not a DiscoveryType", t)
+		}
+	}
+	if e := c.GetEdsClusterConfig(); e != nil {
+		if out.Type != EDS {
+			b.fail("eds_cluster_config is set, but type = %s; it is valid only for type EDS", out.Type)
+		}
+		out.EDS = &EDSConfig{ServiceName: e.GetServiceName(), Source: e.GetEdsConfig()}
+	} else if out.Type == EDS {
+		out.EDS = &EDSConfig{}
+	}
+}
+
+// lbPolicy converts lb_policy and its per-policy config.
+func (b *clusterBuilder) lbPolicy(c *clusterv3.Cluster, out *Cluster) {
+	policy := c.GetLbPolicy()
+	out.LbPolicy = policy.String()
+	if policy == clusterv3.Cluster_CLUSTER_PROVIDED || policy.String() == "ORIGINAL_DST_LB" {
+		out.LbPolicy = "CLUSTER_PROVIDED"
+	}
+	if _, ok := clusterv3.Cluster_LbPolicy_name[int32(policy)]; !ok {
+		b.fail("lb_policy = %d; not an LbPolicy", policy)
+	}
+	out.RingHash = RingHashLbConfig{MinimumRingSize: DefaultMinRingSize, MaximumRingSize: MaxRingSize}
+	out.LeastRequest = LeastRequestLbConfig{ChoiceCount: DefaultChoiceCount, ActiveRequestBias: 1}
+	out.Maglev = MaglevLbConfig{TableSize: DefaultMaglevTableSize}
+	if r := c.GetRingHashLbConfig(); r != nil {
+		if policy != clusterv3.Cluster_RING_HASH {
+			b.fail("ring_hash_lb_config is set, but lb_policy = %s; ring_hash_lb_config needs lb_policy RING_HASH", policy)
+		}
+		out.RingHash.MinimumRingSize = u64Or(r.GetMinimumRingSize(), DefaultMinRingSize)
+		out.RingHash.MaximumRingSize = u64Or(r.GetMaximumRingSize(), MaxRingSize)
+		out.RingHash.HashFunction = HashFunction(r.GetHashFunction())
+		switch {
+		case out.RingHash.MinimumRingSize > MaxRingSize:
+			b.fail("ring_hash_lb_config.minimum_ring_size = %d; must be <= %d", out.RingHash.MinimumRingSize, MaxRingSize)
+		case out.RingHash.MaximumRingSize > MaxRingSize:
+			b.fail("ring_hash_lb_config.maximum_ring_size = %d; must be <= %d", out.RingHash.MaximumRingSize, MaxRingSize)
+		case out.RingHash.MinimumRingSize > out.RingHash.MaximumRingSize:
+			b.fail("ring_hash_lb_config.minimum_ring_size = %d; must be <= maximum_ring_size (%d)", out.RingHash.MinimumRingSize, out.RingHash.MaximumRingSize)
+		case out.RingHash.HashFunction > MurmurHash2:
+			b.fail("ring_hash_lb_config.hash_function = %d; must be XX_HASH or MURMUR_HASH_2", r.GetHashFunction())
+		}
+	}
+	if l := c.GetLeastRequestLbConfig(); l != nil {
+		if policy != clusterv3.Cluster_LEAST_REQUEST {
+			b.fail("least_request_lb_config is set, but lb_policy = %s; least_request_lb_config needs lb_policy LEAST_REQUEST", policy)
+		}
+		out.LeastRequest.ChoiceCount = u32Or(l.GetChoiceCount(), DefaultChoiceCount)
+		if out.LeastRequest.ChoiceCount < 2 {
+			b.fail("least_request_lb_config.choice_count = %d; must be >= 2", out.LeastRequest.ChoiceCount)
+		}
+		if bias := l.GetActiveRequestBias(); bias != nil {
+			out.LeastRequest.ActiveRequestBias = bias.GetDefaultValue()
+			if v := out.LeastRequest.ActiveRequestBias; v < 0 || v != v {
+				b.fail("least_request_lb_config.active_request_bias = %v; must be >= 0", v)
+			}
+		}
+	}
+	if m := c.GetMaglevLbConfig(); m != nil {
+		if policy != clusterv3.Cluster_MAGLEV {
+			b.fail("maglev_lb_config is set, but lb_policy = %s; maglev_lb_config needs lb_policy MAGLEV", policy)
+		}
+		out.Maglev.TableSize = u64Or(m.GetTableSize(), DefaultMaglevTableSize)
+		if ts := out.Maglev.TableSize; ts > MaxMaglevTableSize || !prime(ts) {
+			b.fail("maglev_lb_config.table_size = %d; must be a prime <= %d", ts, MaxMaglevTableSize)
+		}
+	}
+	if o := c.GetOriginalDstLbConfig(); o != nil {
+		out.OriginalDst = OriginalDstLbConfig{
+			UseHTTPHeader:        o.GetUseHttpHeader(),
+			UpstreamPortOverride: u32Or(o.GetUpstreamPortOverride(), 0),
+		}
+		if out.OriginalDst.UpstreamPortOverride > 65535 {
+			b.fail("original_dst_lb_config.upstream_port_override = %d; must be <= 65535", out.OriginalDst.UpstreamPortOverride)
+		}
+		if o.GetUseHttpHeader() {
+			if name := o.GetHttpHeaderName(); name != "" {
+				out.OriginalDst.HeaderNames = []string{strings.ToLower(name)}
+			} else {
+				out.OriginalDst.HeaderNames = []string{OriginalDstHeader, OriginalDstHeaderSpec}
+			}
+		}
+	}
+	// ORIGINAL_DST clusters and the CLUSTER_PROVIDED policy go together, as Envoy requires.
+	switch {
+	case out.Type == OriginalDst && out.LbPolicy != "CLUSTER_PROVIDED":
+		b.fail("lb_policy = %s is not valid for type ORIGINAL_DST; only CLUSTER_PROVIDED (v2: ORIGINAL_DST_LB) is allowed", policy)
+	case out.Type != OriginalDst && out.Type != Custom && out.LbPolicy == "CLUSTER_PROVIDED":
+		b.fail("lb_policy = %s needs type ORIGINAL_DST, but type = %s", policy, out.Type)
+	case out.Type != OriginalDst && c.GetOriginalDstLbConfig() != nil:
+		b.fail("original_dst_lb_config is set, but type = %s; it is valid only for type ORIGINAL_DST", out.Type)
+	}
+}
+
+func prime(n uint64) bool {
+	if n < 2 {
+		return false
+	}
+	for d := uint64(2); d*d <= n; d++ {
+		if n%d == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *clusterBuilder) commonLb(c *clusterv3.Cluster_CommonLbConfig, out *Cluster) {
+	cl := &out.CommonLb
+	cl.HealthyPanicThreshold = DefaultHealthyPanicThreshold
+	cl.UpdateMergeWindow = DefaultUpdateMergeWindow
+	if c == nil {
+		return
+	}
+	if t := c.GetHealthyPanicThreshold(); t != nil {
+		v := t.GetValue()
+		if v < 0 || v > 100 || v != v {
+			b.fail("common_lb_config.healthy_panic_threshold.value = %g; must be in 0..100", v)
+		} else {
+			cl.HealthyPanicThreshold = uint32(v) // truncated to the nearest 1%
+		}
+	}
+	if z := c.GetZoneAwareLbConfig(); z != nil {
+		cl.ZoneAware = &ZoneAwareLbConfig{
+			RoutingEnabled:     DefaultZoneRoutingEnabled,
+			MinClusterSize:     u64Or(z.GetMinClusterSize(), DefaultMinClusterSize),
+			FailTrafficOnPanic: z.GetFailTrafficOnPanic(),
+		}
+		if r := z.GetRoutingEnabled(); r != nil {
+			if v := r.GetValue(); v < 0 || v > 100 || v != v {
+				b.fail("common_lb_config.zone_aware_lb_config.routing_enabled.value = %g; must be in 0..100", v)
+			} else {
+				cl.ZoneAware.RoutingEnabled = v
+			}
+		}
+	}
+	cl.LocalityWeighted = c.GetLocalityWeightedLbConfig() != nil
+	if w := c.GetUpdateMergeWindow(); w != nil {
+		cl.UpdateMergeWindow = w.AsDuration()
+		if cl.UpdateMergeWindow < 0 {
+			b.fail("common_lb_config.update_merge_window = %v; must be >= 0", cl.UpdateMergeWindow)
+		}
+	}
+	cl.IgnoreNewHostsUntilFirstHC = c.GetIgnoreNewHostsUntilFirstHc()
+	cl.CloseConnectionsOnHostSetChange = c.GetCloseConnectionsOnHostSetChange()
+	cl.UseHostnameForHashing = c.GetConsistentHashingLbConfig().GetUseHostnameForHashing()
+}
+
+func (b *clusterBuilder) subset(s *clusterv3.Cluster_LbSubsetConfig, out *Cluster) {
+	if s == nil || len(s.GetSubsetSelectors()) == 0 {
+		return
+	}
+	cfg := &LbSubsetConfig{
+		FallbackPolicy:      SubsetFallback(s.GetFallbackPolicy()),
+		LocalityWeightAware: s.GetLocalityWeightAware(),
+		ScaleLocalityWeight: s.GetScaleLocalityWeight(),
+		PanicModeAny:        s.GetPanicModeAny(),
+	}
+	if cfg.FallbackPolicy > DefaultSubset {
+		b.fail("lb_subset_config.fallback_policy = %d; not an LbSubsetFallbackPolicy", s.GetFallbackPolicy())
+	}
+	if d := s.GetDefaultSubset(); d != nil {
+		cfg.DefaultSubset = structStrings(d.GetFields())
+	}
+	for i, sel := range s.GetSubsetSelectors() {
+		if len(sel.GetKeys()) == 0 {
+			b.fail("lb_subset_config.subset_selectors[%d].keys is empty; a selector needs at least one key", i)
+		}
+		cfg.Selectors = append(cfg.Selectors, sel.GetKeys())
+	}
+	out.LbSubset = cfg
+}
+
+func (b *clusterBuilder) circuitBreakers(cb *clusterv3.CircuitBreakers, out *Cluster) {
+	for p := range out.CircuitBreakers.Thresholds {
+		out.CircuitBreakers.Thresholds[p] = DefaultThresholds()
+	}
+	seen := [NumPriorities]bool{}
+	for i, t := range cb.GetThresholds() {
+		p := Priority(t.GetPriority())
+		if p >= NumPriorities {
+			b.fail("circuit_breakers.thresholds[%d].priority = %d; must be DEFAULT or HIGH", i, t.GetPriority())
+			continue
+		}
+		if seen[p] {
+			// Envoy uses the last entry for a priority; so do we.
+			out.CircuitBreakers.Thresholds[p] = DefaultThresholds()
+		}
+		seen[p] = true
+		th := &out.CircuitBreakers.Thresholds[p]
+		th.MaxConnections = u32Or(t.GetMaxConnections(), DefaultMaxConnections)
+		th.MaxPendingRequests = u32Or(t.GetMaxPendingRequests(), DefaultMaxPendingRequests)
+		th.MaxRequests = u32Or(t.GetMaxRequests(), DefaultMaxRequests)
+		th.MaxRetries = u32Or(t.GetMaxRetries(), DefaultMaxRetries)
+		th.MaxConnectionPools = u32Or(t.GetMaxConnectionPools(), 0)
+		th.TrackRemaining = t.GetTrackRemaining()
+		if rb := t.GetRetryBudget(); rb != nil {
+			th.RetryBudget = &RetryBudget{BudgetPercent: 20, MinRetryConcurrency: u32Or(rb.GetMinRetryConcurrency(), 3)}
+			if bp := rb.GetBudgetPercent(); bp != nil {
+				th.RetryBudget.BudgetPercent = bp.GetValue()
+			}
+		}
+	}
+	for _, t := range cb.GetPerHostThresholds() {
+		if t.GetPriority() == corev3.RoutingPriority_DEFAULT {
+			out.CircuitBreakers.PerHostMaxConnections = u32Or(t.GetMaxConnections(), 0)
+		}
+	}
+}
+
+// protocols works out TLS and HTTP/2 from the v3 fields (v2's tls_context and
+// http2_protocol_options are upgraded by bootstrap into these).
+func (b *clusterBuilder) protocols(c *clusterv3.Cluster, out *Cluster) {
+	if ts := c.GetTransportSocket(); ts != nil {
+		out.TLS = ts.GetName() == "envoy.transport_sockets.tls" || ts.GetName() == "tls" ||
+			strings.HasSuffix(ts.GetTypedConfig().GetTypeUrl(), ".UpstreamTlsContext")
+	}
+	out.HTTP2 = c.GetHttp2ProtocolOptions() != nil
+	if a, ok := c.GetTypedExtensionProtocolOptions()[upstreamHTTPOptionsKey]; ok {
+		var opts upstreamhttpv3.HttpProtocolOptions
+		if err := a.UnmarshalTo(&opts); err != nil {
+			b.fail("typed_extension_protocol_options[%q]: %v", upstreamHTTPOptionsKey, err)
+			return
+		}
+		if opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions() != nil {
+			out.HTTP2 = true
+		}
+		if opts.GetUseDownstreamProtocolConfig() != nil {
+			out.ProtocolSelection = UseDownstreamProtocol
+		}
+		if mr := opts.GetCommonHttpProtocolOptions().GetMaxRequestsPerConnection(); mr != nil && out.MaxRequestsPerConnection == 0 {
+			out.MaxRequestsPerConnection = mr.GetValue()
+		}
+	}
+}
+
+// endpointRules checks the rules that tie endpoints to the discovery type.
+func (b *clusterBuilder) endpointRules(out *Cluster) {
+	n := 0
+	for li, l := range out.LoadAssignment.Localities {
+		for ei, e := range l.Endpoints {
+			n++
+			at := fmt.Sprintf("load_assignment.endpoints[%d].lb_endpoints[%d].endpoint.address", li, ei)
+			switch out.Type {
+			case Static, EDS:
+				if e.Address.Kind == SocketAddress && !isIP(e.Address.Host) {
+					b.fail("%s.socket_address.address = %q; a %s cluster needs an IP address (use STRICT_DNS or LOGICAL_DNS for names)", at, e.Address.Host, out.Type)
+				}
+			case StrictDNS, LogicalDNS:
+				if e.Address.Kind != SocketAddress {
+					b.fail("%s: type %s needs a socket_address", at, out.Type)
+				}
+			}
+		}
+	}
+	switch {
+	case out.Type == LogicalDNS && n != 1:
+		b.fail("load_assignment has %d endpoints; LOGICAL_DNS clusters must have exactly one", n)
+	case out.Type == OriginalDst && n != 0:
+		b.fail("load_assignment has %d endpoints; ORIGINAL_DST clusters create their hosts on demand and must have none", n)
+	}
+}
+
+func (b *clusterBuilder) healthCheck(at string, hc *corev3.HealthCheck) HealthCheck {
+	out := HealthCheck{
+		Timeout:            hc.GetTimeout().AsDuration(),
+		Interval:           hc.GetInterval().AsDuration(),
+		IntervalJitter:     hc.GetIntervalJitter().AsDuration(),
+		UnhealthyThreshold: u32Or(hc.GetUnhealthyThreshold(), 0),
+		HealthyThreshold:   u32Or(hc.GetHealthyThreshold(), 0),
+		NoTrafficInterval:  durationOr(hc.GetNoTrafficInterval(), 60*time.Second),
+		Proto:              hc,
+	}
+	switch {
+	case hc.GetHttpHealthCheck() != nil:
+		out.Kind = "http"
+	case hc.GetTcpHealthCheck() != nil:
+		out.Kind = "tcp"
+	case hc.GetGrpcHealthCheck() != nil:
+		out.Kind = "grpc"
+	case hc.GetCustomHealthCheck() != nil:
+		out.Kind = "custom"
+	default:
+		b.fail("%s: no health checker set; one of http_health_check, tcp_health_check, grpc_health_check, custom_health_check is required", at)
+	}
+	if out.Timeout <= 0 {
+		b.fail("%s.timeout = %v; must be > 0", at, out.Timeout)
+	}
+	if out.Interval <= 0 {
+		b.fail("%s.interval = %v; must be > 0", at, out.Interval)
+	}
+	return out
+}
+
+func (b *clusterBuilder) address(at string, a *corev3.Address) Address {
+	out, err := AddressFromProto(a)
+	if err != nil {
+		b.fail("%s: %v", at, err)
+	}
+	return out
+}
+
+func outlierFromProto(o *clusterv3.OutlierDetection) *OutlierDetection {
+	if o == nil {
+		return nil
+	}
+	return &OutlierDetection{
+		Consecutive5xx:                         u32Or(o.GetConsecutive_5Xx(), 5),
+		Interval:                               durationOr(o.GetInterval(), 10*time.Second),
+		BaseEjectionTime:                       durationOr(o.GetBaseEjectionTime(), 30*time.Second),
+		MaxEjectionTime:                        durationOr(o.GetMaxEjectionTime(), 300*time.Second),
+		MaxEjectionPercent:                     u32Or(o.GetMaxEjectionPercent(), 10),
+		EnforcingConsecutive5xx:                u32Or(o.GetEnforcingConsecutive_5Xx(), 100),
+		EnforcingSuccessRate:                   u32Or(o.GetEnforcingSuccessRate(), 100),
+		SuccessRateMinimumHosts:                u32Or(o.GetSuccessRateMinimumHosts(), 5),
+		SuccessRateRequestVolume:               u32Or(o.GetSuccessRateRequestVolume(), 100),
+		SuccessRateStdevFactor:                 u32Or(o.GetSuccessRateStdevFactor(), 1900),
+		ConsecutiveGatewayFailure:              u32Or(o.GetConsecutiveGatewayFailure(), 5),
+		EnforcingConsecutiveGatewayFailure:     u32Or(o.GetEnforcingConsecutiveGatewayFailure(), 0),
+		SplitExternalLocalOriginErrors:         o.GetSplitExternalLocalOriginErrors(),
+		ConsecutiveLocalOriginFailure:          u32Or(o.GetConsecutiveLocalOriginFailure(), 5),
+		EnforcingConsecutiveLocalOriginFailure: u32Or(o.GetEnforcingConsecutiveLocalOriginFailure(), 100),
+		EnforcingLocalOriginSuccessRate:        u32Or(o.GetEnforcingLocalOriginSuccessRate(), 100),
+		FailurePercentageThreshold:             u32Or(o.GetFailurePercentageThreshold(), 85),
+		EnforcingFailurePercentage:             u32Or(o.GetEnforcingFailurePercentage(), 0),
+		EnforcingFailurePercentageLocalOrigin:  u32Or(o.GetEnforcingFailurePercentageLocalOrigin(), 0),
+		FailurePercentageMinimumHosts:          u32Or(o.GetFailurePercentageMinimumHosts(), 5),
+		FailurePercentageRequestVolume:         u32Or(o.GetFailurePercentageRequestVolume(), 50),
+	}
+}
+
+func durationOr(d *durationpb.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return d.AsDuration()
+}
+
+func u32Or(v *wrapperspb.UInt32Value, def uint32) uint32 {
+	if v == nil {
+		return def
+	}
+	return v.GetValue()
+}
+
+func u64Or(v *wrapperspb.UInt64Value, def uint64) uint64 {
+	if v == nil {
+		return def
+	}
+	return v.GetValue()
+}
