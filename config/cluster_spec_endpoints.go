@@ -181,7 +181,7 @@ func (a Address) String() string {
 		return "envoy://" + a.Path + "/" + a.EndpointID
 	}
 	if ip, err := netip.ParseAddr(a.Host); err == nil {
-		return netip.AddrPortFrom(ip.Unmap(), uint16(a.Port)).String()
+		return netip.AddrPortFrom(ip, uint16(a.Port)).String()
 	}
 	return a.Host + ":" + strconv.FormatUint(uint64(a.Port), 10)
 }
