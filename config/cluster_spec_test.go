@@ -1,0 +1,331 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/encoding/protojson"
+	"sigs.k8s.io/yaml"
+
+	"github.com/legateproxy/legate/bootstrap"
+)
+
+// clusterYAML decodes one v3 Cluster from YAML, strictly.
+func clusterYAML(t testing.TB, y string) (*clusterv3.Cluster, error) {
+	t.Helper()
+	j, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatalf("YAMLToJSON: %v", err)
+	}
+	var c clusterv3.Cluster
+	return &c, protojson.Unmarshal(j, &c)
+}
+
+func mustCluster(t *testing.T, y string) *Cluster {
+	t.Helper()
+	pc, err := clusterYAML(t, y)
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	c, err := ClusterFromProto(pc, Limits{})
+	if err != nil {
+		t.Fatalf("ClusterFromProto: %v", err)
+	}
+	return c
+}
+
+func TestClusterDefaults(t *testing.T) {
+	c := mustCluster(t, `
+name: "web:80"
+load_assignment:
+  endpoints:
+  - lb_endpoints:
+    - endpoint: {address: {socket_address: {address: 10.0.0.1, port_value: 80}}}
+`)
+	want := &Cluster{
+		Name:                          "web:80",
+		StatName:                      "web_80",
+		Type:                          Static,
+		ConnectTimeout:                DefaultConnectTimeout,
+		PerConnectionBufferLimitBytes: 1 << 20,
+		LbPolicy:                      "ROUND_ROBIN",
+		RingHash:                      RingHashLbConfig{MinimumRingSize: 1024, MaximumRingSize: 8388608},
+		LeastRequest:                  LeastRequestLbConfig{ChoiceCount: 2, ActiveRequestBias: 1},
+		Maglev:                        MaglevLbConfig{TableSize: 65537},
+		CommonLb:                      CommonLbConfig{HealthyPanicThreshold: 50, UpdateMergeWindow: time.Second},
+		LoadAssignment: LoadAssignment{
+			OverprovisioningFactor: 140,
+			Localities: []LocalityEndpoints{{Endpoints: []Endpoint{{
+				Address: Address{Host: "10.0.0.1", Port: 80},
+			}}}},
+		},
+		CircuitBreakers: CircuitBreakers{Thresholds: [2]Thresholds{
+			{MaxConnections: 1024, MaxPendingRequests: 1024, MaxRequests: 1024, MaxRetries: 3},
+			{MaxConnections: 1024, MaxPendingRequests: 1024, MaxRequests: 1024, MaxRetries: 3},
+		}},
+		DNSRefreshRate:  5 * time.Second,
+		CleanupInterval: 5 * time.Second,
+	}
+	if diff := cmp.Diff(want, c, cmpopts.IgnoreFields(Cluster{}, "Proto")); diff != "" {
+		t.Errorf("ClusterFromProto() mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestClusterFields(t *testing.T) {
+	c := mustCluster(t, `
+name: dns
+alt_stat_name: "alt:name"
+type: STRICT_DNS
+dns_lookup_family: V4_ONLY
+dns_refresh_rate: 2s
+respect_dns_ttl: true
+dns_resolvers: [{socket_address: {address: 127.0.0.1, port_value: 53}}]
+lb_policy: RING_HASH
+ring_hash_lb_config: {minimum_ring_size: 64, maximum_ring_size: 128, hash_function: MURMUR_HASH_2}
+common_lb_config:
+  healthy_panic_threshold: {value: 33.9}
+  update_merge_window: 0s
+  zone_aware_lb_config: {min_cluster_size: 3}
+lb_subset_config:
+  fallback_policy: DEFAULT_SUBSET
+  default_subset: {version: v1, weight: 2, enabled: true}
+  subset_selectors: [{keys: [version]}]
+  panic_mode_any: true
+circuit_breakers:
+  thresholds:
+  - {priority: HIGH, max_connections: 7, track_remaining: true}
+outlier_detection: {consecutive_5xx: 9}
+health_checks:
+- timeout: 1s
+  interval: 2s
+  unhealthy_threshold: 2
+  healthy_threshold: 1
+  http_health_check: {path: /hc}
+load_assignment:
+  endpoints:
+  - locality: {region: r, zone: z}
+    priority: 1
+    load_balancing_weight: 3
+    lb_endpoints:
+    - endpoint: {address: {socket_address: {address: example.com, port_value: 80}}}
+      load_balancing_weight: 5
+      metadata: {filter_metadata: {envoy.lb: {canary: true, version: v1}}}
+`)
+	if c.StatName != "alt_name" {
+		t.Errorf("StatName = %q; want %q", c.StatName, "alt_name")
+	}
+	if c.CommonLb.HealthyPanicThreshold != 33 {
+		t.Errorf("HealthyPanicThreshold = %d; want 33 (truncated)", c.CommonLb.HealthyPanicThreshold)
+	}
+	if c.CommonLb.UpdateMergeWindow != 0 {
+		t.Errorf("UpdateMergeWindow = %v; want 0", c.CommonLb.UpdateMergeWindow)
+	}
+	if diff := cmp.Diff(&ZoneAwareLbConfig{RoutingEnabled: 100, MinClusterSize: 3}, c.CommonLb.ZoneAware); diff != "" {
+		t.Errorf("ZoneAware mismatch (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(&LbSubsetConfig{
+		FallbackPolicy: DefaultSubset, DefaultSubset: map[string]string{"version": "v1", "weight": "2", "enabled": "true"},
+		Selectors: [][]string{{"version"}}, PanicModeAny: true,
+	}, c.LbSubset); diff != "" {
+		t.Errorf("LbSubset mismatch (-want +got):\n%s", diff)
+	}
+	wantCB := [2]Thresholds{DefaultThresholds(), {MaxConnections: 7, MaxPendingRequests: 1024, MaxRequests: 1024, MaxRetries: 3, TrackRemaining: true}}
+	if diff := cmp.Diff(wantCB, c.CircuitBreakers.Thresholds); diff != "" {
+		t.Errorf("CircuitBreakers mismatch (-want +got):\n%s", diff)
+	}
+	if c.OutlierDetection == nil || c.OutlierDetection.Consecutive5xx != 9 || c.OutlierDetection.Interval != 10*time.Second {
+		t.Errorf("OutlierDetection = %+v; want consecutive_5xx 9 and interval 10s", c.OutlierDetection)
+	}
+	if len(c.HealthChecks) != 1 || c.HealthChecks[0].Kind != "http" || c.HealthChecks[0].NoTrafficInterval != time.Minute {
+		t.Errorf("HealthChecks = %+v; want one http check with no_traffic_interval 60s", c.HealthChecks)
+	}
+	if got, want := c.RingHash, (RingHashLbConfig{64, 128, MurmurHash2}); got != want {
+		t.Errorf("RingHash = %+v; want %+v", got, want)
+	}
+	if c.DNSLookupFamily != V4Only || c.DNSRefreshRate != 2*time.Second || !c.RespectDNSTTL || len(c.DNSResolvers) != 1 {
+		t.Errorf("DNS settings = %v %v %v %v; want V4_ONLY 2s true [127.0.0.1:53]", c.DNSLookupFamily, c.DNSRefreshRate, c.RespectDNSTTL, c.DNSResolvers)
+	}
+	wantLA := LoadAssignment{
+		OverprovisioningFactor: 140, HasLocalityWeights: true,
+		Localities: []LocalityEndpoints{{Region: "r", Zone: "z", Priority: 1, Weight: 3, Endpoints: []Endpoint{{
+			Address: Address{Host: "example.com", Port: 80}, Weight: 5,
+			Metadata: map[string]string{"canary": "true", "version": "v1"}, Canary: true,
+		}}}},
+	}
+	if diff := cmp.Diff(wantLA, c.LoadAssignment); diff != "" {
+		t.Errorf("LoadAssignment mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestClusterOriginalDstHeaders(t *testing.T) {
+	c := mustCluster(t, `
+name: odst
+type: ORIGINAL_DST
+lb_policy: CLUSTER_PROVIDED
+cleanup_interval: 1s
+original_dst_lb_config: {use_http_header: true}
+`)
+	want := []string{OriginalDstHeader, OriginalDstHeaderSpec}
+	if diff := cmp.Diff(want, c.OriginalDst.HeaderNames); diff != "" {
+		t.Errorf("HeaderNames mismatch (-want +got):\n%s", diff)
+	}
+	if c.CleanupInterval != time.Second {
+		t.Errorf("CleanupInterval = %v; want 1s", c.CleanupInterval)
+	}
+}
+
+func TestClusterAggregate(t *testing.T) {
+	c := mustCluster(t, `
+name: agg
+lb_policy: CLUSTER_PROVIDED
+cluster_type:
+  name: envoy.clusters.aggregate
+  typed_config:
+    "@type": type.googleapis.com/envoy.extensions.clusters.aggregate.v3.ClusterConfig
+    clusters: [a, b]
+`)
+	if c.Type != Custom || c.CustomType == nil || !cmp.Equal(c.CustomType.Aggregate, []string{"a", "b"}) {
+		t.Errorf("CustomType = %+v; want aggregate of [a b]", c.CustomType)
+	}
+}
+
+// TestClusterErrors covers every row of the spec's Errors table and the Limits table, and the
+// discovery-type rules Envoy enforces.
+func TestClusterErrors(t *testing.T) {
+	long := strings.Repeat("x", 61)
+	tests := []struct {
+		name, yaml, want string
+		decodeErr        bool
+	}{
+		{name: "ring hash config with other policy", yaml: "name: a\nlb_policy: ROUND_ROBIN\nring_hash_lb_config: {}", want: "ring_hash_lb_config is set, but lb_policy = ROUND_ROBIN"},
+		{name: "least request config with other policy", yaml: "name: a\nlb_policy: RANDOM\nleast_request_lb_config: {}", want: "least_request_lb_config is set, but lb_policy = RANDOM"},
+		{name: "maglev config with other policy", yaml: "name: a\nmaglev_lb_config: {}", want: "maglev_lb_config is set, but lb_policy = ROUND_ROBIN"},
+		{name: "two lb configs (oneof)", yaml: "name: a\nlb_policy: RING_HASH\nring_hash_lb_config: {}\nleast_request_lb_config: {}", decodeErr: true},
+		{name: "type and cluster_type (oneof)", yaml: "name: a\ntype: STATIC\ncluster_type: {name: envoy.clusters.aggregate}", decodeErr: true},
+		{name: "zone aware and locality weighted (oneof)", yaml: "name: a\ncommon_lb_config: {zone_aware_lb_config: {}, locality_weighted_lb_config: {}}", decodeErr: true},
+		{name: "empty name", yaml: "type: STATIC", want: "name is empty"},
+		{name: "name too long", yaml: "name: " + long, want: "is 61 characters; must be at most 60"},
+		{name: "minimum ring size", yaml: "name: a\nlb_policy: RING_HASH\nring_hash_lb_config: {minimum_ring_size: 8388609}", want: "minimum_ring_size = 8388609; must be <= 8388608"},
+		{name: "maximum ring size", yaml: "name: a\nlb_policy: RING_HASH\nring_hash_lb_config: {maximum_ring_size: 9000000}", want: "maximum_ring_size = 9000000; must be <= 8388608"},
+		{name: "min above max ring size", yaml: "name: a\nlb_policy: RING_HASH\nring_hash_lb_config: {minimum_ring_size: 10, maximum_ring_size: 5}", want: "minimum_ring_size = 10; must be <= maximum_ring_size (5)"},
+		{name: "panic threshold", yaml: "name: a\ncommon_lb_config: {healthy_panic_threshold: {value: 120}}", want: "healthy_panic_threshold.value = 120; must be in 0..100"},
+		{name: "choice count", yaml: "name: a\nlb_policy: LEAST_REQUEST\nleast_request_lb_config: {choice_count: 1}", want: "choice_count = 1; must be >= 2"},
+		{name: "maglev table size", yaml: "name: a\nlb_policy: MAGLEV\nmaglev_lb_config: {table_size: 100}", want: "table_size = 100; must be a prime"},
+		{name: "eds config on static", yaml: "name: a\neds_cluster_config: {service_name: s}", want: "eds_cluster_config is set, but type = STATIC"},
+		{name: "unknown cluster type", yaml: "name: a\ncluster_type: {name: envoy.clusters.redis}", want: `cluster_type.name = "envoy.clusters.redis"; must match a supported cluster type`},
+		{name: "aggregate without config", yaml: "name: a\ncluster_type: {name: envoy.clusters.aggregate}", want: "cluster_type.typed_config is missing"},
+		{name: "original dst with round robin", yaml: "name: a\ntype: ORIGINAL_DST", want: "lb_policy = ROUND_ROBIN is not valid for type ORIGINAL_DST"},
+		{name: "cluster provided without original dst", yaml: "name: a\nlb_policy: CLUSTER_PROVIDED", want: "lb_policy = CLUSTER_PROVIDED needs type ORIGINAL_DST"},
+		{name: "logical dns with two endpoints", yaml: "name: a\ntype: LOGICAL_DNS\nload_assignment: {endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: a, port_value: 1}}}}, {endpoint: {address: {socket_address: {address: b, port_value: 1}}}}]}]}", want: "LOGICAL_DNS clusters must have exactly one"},
+		{name: "static with a name", yaml: "name: a\nload_assignment: {endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: example.com, port_value: 1}}}}]}]}", want: `socket_address.address = "example.com"; a STATIC cluster needs an IP address`},
+		{name: "endpoint weight zero", yaml: "name: a\nload_assignment: {endpoints: [{lb_endpoints: [{load_balancing_weight: 0, endpoint: {address: {socket_address: {address: 1.2.3.4, port_value: 1}}}}]}]}", want: "lb_endpoints[0].load_balancing_weight = 0; must be >= 1"},
+		{name: "health check without checker", yaml: "name: a\nhealth_checks: [{timeout: 1s, interval: 1s}]", want: "health_checks[0]: no health checker set"},
+		{name: "subset selector without keys", yaml: "name: a\nlb_subset_config: {subset_selectors: [{keys: []}]}", want: "subset_selectors[0].keys is empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pc, err := clusterYAML(t, tt.yaml)
+			if tt.decodeErr {
+				if err == nil {
+					t.Fatalf("decode(%q) = nil error; want a oneof error", tt.yaml)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			_, err = ClusterFromProto(pc, Limits{})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ClusterFromProto() error = %v; want it to contain %q", err, tt.want)
+			}
+			if !strings.HasPrefix(err.Error(), "cluster ") {
+				t.Errorf("error %q does not name the cluster", err)
+			}
+		})
+	}
+}
+
+func TestClusterNameLimitRaised(t *testing.T) {
+	pc, err := clusterYAML(t, "name: "+strings.Repeat("x", 61))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ClusterFromProto(pc, Limits{MaxObjNameLen: 100}); err != nil {
+		t.Errorf("ClusterFromProto(MaxObjNameLen 100) = %v; want nil", err)
+	}
+}
+
+// TestClusterV2Spellings loads the spec's v2 spellings through bootstrap, which upgrades them.
+func TestClusterV2Spellings(t *testing.T) {
+	l, err := bootstrap.Parse([]byte(`
+static_resources:
+  clusters:
+  - name: v2
+    connect_timeout: 1s
+    type: STRICT_DNS
+    lb_policy: ROUND_ROBIN
+    drain_connections_on_host_removal: true
+    hosts: [{socket_address: {address: localhost, port_value: 80}}]
+  - name: odst
+    connect_timeout: 1s
+    type: ORIGINAL_DST
+    lb_policy: ORIGINAL_DST_LB
+`), bootstrap.FormatYAML, bootstrap.Options{Name: "v2.yaml"})
+	if err != nil {
+		t.Fatalf("bootstrap.Parse: %v", err)
+	}
+	cs := l.Bootstrap.GetStaticResources().GetClusters()
+	v2, err := ClusterFromProto(cs[0], Limits{})
+	if err != nil {
+		t.Fatalf("ClusterFromProto(v2): %v", err)
+	}
+	if !v2.DrainConnectionsOnHostRemoval || len(v2.LoadAssignment.Localities) != 1 {
+		t.Errorf("v2 cluster = drain %v, %d localities; want true, 1", v2.DrainConnectionsOnHostRemoval, len(v2.LoadAssignment.Localities))
+	}
+	odst, err := ClusterFromProto(cs[1], Limits{})
+	if err != nil {
+		t.Fatalf("ClusterFromProto(odst): %v", err)
+	}
+	if odst.LbPolicy != "CLUSTER_PROVIDED" {
+		t.Errorf("LbPolicy = %q; want CLUSTER_PROVIDED", odst.LbPolicy)
+	}
+}
+
+func TestAddressString(t *testing.T) {
+	tests := []struct {
+		name string
+		a    Address
+		want string
+	}{
+		{"ipv4", Address{Host: "10.0.0.1", Port: 80}, "10.0.0.1:80"},
+		{"ipv6", Address{Host: "::1", Port: 80}, "[::1]:80"},
+		{"pipe", Address{Kind: PipeAddress, Path: "/tmp/s"}, "/tmp/s"},
+		{"internal", Address{Kind: InternalAddress, Path: "l", EndpointID: "e"}, "envoy://l/e"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.a.String(); got != tt.want {
+				t.Errorf("String() = %q; want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzClusterFromProto(f *testing.F) {
+	f.Add([]byte(`{"name":"a","type":"STRICT_DNS","load_assignment":{"endpoints":[{"lb_endpoints":[{"endpoint":{"address":{"socket_address":{"address":"x","port_value":1}}}}]}]}}`))
+	f.Add([]byte(`{"name":"b","lb_policy":"RING_HASH","ring_hash_lb_config":{"minimum_ring_size":"3"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var c clusterv3.Cluster
+		if protojson.Unmarshal(data, &c) != nil {
+			return
+		}
+		out, err := ClusterFromProto(&c, Limits{})
+		if err == nil && out.Name == "" {
+			t.Errorf("ClusterFromProto accepted an empty name")
+		}
+	})
+}
