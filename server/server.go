@@ -149,6 +149,11 @@ func (s *Server) registerEndpoints() error {
 	eps = append(eps, admin.StatsEndpoints(s.store)...)
 	eps = append(eps, admin.LoggingEndpoint(s.logs))
 	eps = append(eps, admin.HealthCheckEndpoints(&s.healthFailed, s.updateState)...)
+	profilePath := config.DefaultProfilePath
+	if s.boot.Admin != nil {
+		profilePath = s.boot.Admin.ProfilePath
+	}
+	eps = append(eps, admin.NewProfiler(profilePath, s.opts.EnableMutexTracing).Endpoints()...)
 	for _, e := range eps {
 		if err := s.reg.Register(e); err != nil {
 			return err
