@@ -1,0 +1,148 @@
+package breaker
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/stats"
+)
+
+func gaugeValues(t *testing.T, store *stats.Store) map[string]uint64 {
+	t.Helper()
+	out := map[string]uint64{}
+	store.Each(stats.KindSet(stats.KindGauge), func(st *stats.Stat) bool {
+		out[st.Name()] = st.Value()
+		return true
+	})
+	return out
+}
+
+func TestResourceLimits(t *testing.T) {
+	store, err := stats.New(stats.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := config.CircuitBreakers{}
+	cb.Thresholds[0] = config.Thresholds{MaxConnections: 2, MaxPendingRequests: 1, MaxRequests: 1, MaxRetries: 1, TrackRemaining: true}
+	cb.Thresholds[1] = config.DefaultThresholds()
+	b := New(cb, store, "cluster.web.")
+	defer b.Close()
+	p := b.Priority(config.PriorityDefault)
+
+	for i := range 2 {
+		if err := p.Connections.TryAcquire(); err != nil {
+			t.Fatalf("TryAcquire #%d = %v; want nil", i, err)
+		}
+	}
+	if err := p.Connections.TryAcquire(); !errors.Is(err, ErrOverflow) {
+		t.Fatalf("TryAcquire over the limit = %v; want ErrOverflow", err)
+	}
+	g := gaugeValues(t, store)
+	if got := g["cluster.web.circuit_breakers.default.cx_open"]; got != 1 {
+		t.Errorf("cx_open = %d; want 1", got)
+	}
+	if got := g["cluster.web.circuit_breakers.default.remaining_cx"]; got != 0 {
+		t.Errorf("remaining_cx = %d; want 0", got)
+	}
+	if got, ok := g["cluster.web.circuit_breakers.high.remaining_cx"]; ok {
+		t.Errorf("high.remaining_cx = %d; want absent without track_remaining", got)
+	}
+	if got := g["cluster.web.circuit_breakers.default.remaining_rq"]; got != 1 {
+		t.Errorf("remaining_rq = %d; want 1", got)
+	}
+	p.Connections.Release()
+	g = gaugeValues(t, store)
+	if got := g["cluster.web.circuit_breakers.default.cx_open"]; got != 0 {
+		t.Errorf("cx_open after Release = %d; want 0", got)
+	}
+	if got := g["cluster.web.circuit_breakers.default.remaining_cx"]; got != 1 {
+		t.Errorf("remaining_cx after Release = %d; want 1", got)
+	}
+	p.Connections.Release()
+	p.Connections.Release() // extra release stays at zero
+	if got := p.Connections.Count(); got != 0 {
+		t.Errorf("Count() = %d; want 0", got)
+	}
+	b.Close()
+	if g := gaugeValues(t, store); len(g) != 0 {
+		t.Errorf("gauges after Close = %v; want none", g)
+	}
+}
+
+func TestRetryBudget(t *testing.T) {
+	cb := config.CircuitBreakers{}
+	cb.Thresholds[0] = config.DefaultThresholds()
+	cb.Thresholds[0].RetryBudget = &config.RetryBudget{BudgetPercent: 50, MinRetryConcurrency: 1}
+	b := New(cb, nil, "")
+	p := b.Priority(config.PriorityDefault)
+	tests := []struct {
+		name     string
+		requests int
+		want     uint64
+	}{
+		{"idle uses min concurrency", 0, 1},
+		{"four active allow two", 4, 2},
+		{"ten active allow five", 10, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for p.Requests.Count() < uint64(tt.requests) {
+				if err := p.Requests.TryAcquire(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := p.Retries.Max(); got != tt.want {
+				t.Errorf("Retries.Max() = %d; want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestConcurrentAcquireNeverExceeds(t *testing.T) {
+	cb := config.CircuitBreakers{}
+	cb.Thresholds[0] = config.Thresholds{MaxRequests: 10}
+	b := New(cb, nil, "")
+	r := &b.Priority(config.PriorityDefault).Requests
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	maxSeen := uint64(0)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 1000 {
+				if r.TryAcquire() == nil {
+					c := r.Count()
+					mu.Lock()
+					maxSeen = max(maxSeen, c)
+					mu.Unlock()
+					r.Release()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if maxSeen > 10 {
+		t.Errorf("max count seen = %d; want <= 10", maxSeen)
+	}
+	if got := r.Count(); got != 0 {
+		t.Errorf("Count() after all releases = %d; want 0", got)
+	}
+}
+
+func BenchmarkTryAcquireRelease(b *testing.B) {
+	cb := config.CircuitBreakers{}
+	cb.Thresholds[0] = config.DefaultThresholds()
+	br := New(cb, nil, "")
+	r := &br.Priority(config.PriorityDefault).Requests
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if r.TryAcquire() == nil {
+				r.Release()
+			}
+		}
+	})
+}
