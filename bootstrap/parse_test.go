@@ -142,27 +142,18 @@ func TestFieldErrorFormat(t *testing.T) {
 }
 
 func BenchmarkParse(b *testing.B) {
-	data, err := os.ReadFile(testdata("v3.yaml"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := Parse(data, FormatYAML, Options{}); err != nil {
+	for _, name := range []string{"v3.yaml", "v2.yaml"} {
+		data, err := os.ReadFile(testdata(name))
+		if err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-func BenchmarkParseV2(b *testing.B) {
-	data, err := os.ReadFile(testdata("v2.yaml"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := Parse(data, FormatYAML, Options{}); err != nil {
-			b.Fatal(err)
-		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Parse(data, FormatYAML, Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
