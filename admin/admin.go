@@ -57,13 +57,19 @@ func (s *Server) Listen() error {
 	if err != nil {
 		return fmt.Errorf("admin: cannot bind %s: %w", s.cfg.Address, err)
 	}
-	if host, _, err := net.SplitHostPort(s.cfg.Address); err == nil {
-		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-			s.cfg.Warnf("admin interface bound to non-loopback address %s: it allows destructive operations and exposes private information; bind it to 127.0.0.1 or a firewalled network", s.cfg.Address)
-		}
+	if !loopback(ln.Addr()) {
+		s.cfg.Warnf("admin interface bound to non-loopback address %s: it allows destructive operations and exposes private information; bind it to 127.0.0.1 or a firewalled network", ln.Addr())
 	}
 	s.listener = ln
 	return nil
+}
+
+// loopback reports whether a bound address can be reached only from this
+// host. The bound address is checked, not the configured one, so
+// "localhost" passes and "0.0.0.0" does not.
+func loopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
 
 // Addr is the bound address (the real port when the configured one was 0).

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -194,4 +195,56 @@ func TestHomePage(t *testing.T) {
 			t.Errorf("home page lacks %q", want)
 		}
 	}
+}
+
+func TestLoopbackWarning(t *testing.T) {
+	tests := []struct {
+		addr net.Addr
+		want bool
+	}{
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}, true},
+		{&net.TCPAddr{IP: net.IPv6loopback}, true},
+		{&net.TCPAddr{IP: net.IPv4zero}, false},
+		{&net.TCPAddr{IP: net.IPv4(192, 0, 2, 1)}, false},
+		{&net.UnixAddr{Name: "/tmp/x"}, false},
+	}
+	for _, tc := range tests {
+		if got := loopback(tc.addr); got != tc.want {
+			t.Errorf("loopback(%v) = %v, want %v", tc.addr, got, tc.want)
+		}
+	}
+	var warned []string
+	srv := New(Config{Address: "localhost:0", Warnf: func(f string, a ...any) { warned = append(warned, f) }}, NewRegistry())
+	if err := srv.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	if len(warned) != 0 {
+		t.Errorf("binding localhost warned: %v", warned)
+	}
+}
+
+// A slow handler must not delay /ready: every request has its own goroutine.
+func TestSlowHandlerDoesNotBlockReady(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	slow := Endpoint{Path: "/slow", Help: "blocks", Handle: func(w http.ResponseWriter, _ *http.Request, _ Query) {
+		close(entered)
+		<-release
+	}}
+	ready := Endpoint{Path: "/ready", Help: "ready", Handle: func(w http.ResponseWriter, _ *http.Request, _ Query) {
+		io.WriteString(w, "LIVE\n")
+	}}
+	srv, _ := testServer(t, slow, ready)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fetch(t, http.MethodGet, srv.URL+"/slow", "", "")
+	}()
+	<-entered
+	if code, _, body := fetch(t, http.MethodGet, srv.URL+"/ready", "", ""); code != 200 || body != "LIVE\n" {
+		t.Errorf("/ready while /slow runs = %d %q", code, body)
+	}
+	close(release)
+	<-done
 }

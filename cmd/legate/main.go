@@ -10,6 +10,7 @@ import (
 
 	"github.com/legateproxy/legate/bootstrap"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/options"
 	"github.com/legateproxy/legate/server"
 )
@@ -32,6 +33,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "legate  version: %s\n", server.VersionString())
 		return 0
 	case err != nil:
+		fmt.Fprintf(stderr, "legate: %v\n", err)
+		return 1
+	}
+	known := map[string]bool{}
+	for _, n := range logging.ComponentNames() {
+		known[n] = true
+	}
+	if err := opts.CheckComponents(func(n string) bool { return known[n] }); err != nil {
 		fmt.Fprintf(stderr, "legate: %v\n", err)
 		return 1
 	}
