@@ -357,3 +357,15 @@ func BenchmarkEnabledDefaultFormat(b *testing.B) {
 		lg.Infof("cluster %s added", "web")
 	}
 }
+
+func BenchmarkEnabledNoThreadID(b *testing.B) {
+	r, err := New(Config{Level: "info", Format: "[%Y-%m-%d %T.%e][%l][%n] [%g:%#] %v", Out: discard{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lg := r.Logger("upstream")
+	b.ReportAllocs()
+	for b.Loop() {
+		lg.Infof("cluster %s added", "web")
+	}
+}
