@@ -154,13 +154,15 @@ func (e *encoder) fields(m protoreflect.Message, first *bool) error {
 		last = fd.Number()
 		selected = append(selected, fd)
 	}
-	m.Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
-		if fd.IsExtension() {
-			selected = append(selected, fd)
-			sorted = false
-		}
-		return true
-	})
+	if m.Descriptor().ExtensionRanges().Len() > 0 {
+		m.Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+			if fd.IsExtension() {
+				selected = append(selected, fd)
+				sorted = false
+			}
+			return true
+		})
+	}
 	if !sorted {
 		slices.SortFunc(selected, func(a, b protoreflect.FieldDescriptor) int {
 			return int(a.Number()) - int(b.Number())

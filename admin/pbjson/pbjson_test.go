@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cncf/xds/go/udpa/annotations"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -108,6 +110,11 @@ func TestMarshal(t *testing.T) {
 			want: "{\n \"@type\": \"type.googleapis.com/google.protobuf.Any\",\n \"value\": {\n  \"@type\": \"type.googleapis.com/envoy.config.core.v3.Locality\",\n  \"zone\": \"z\"\n }\n}\n"},
 		{name: "any with custom host", msg: &anypb.Any{TypeUrl: "example.com/x/envoy.config.core.v3.Locality", Value: mustBytes(t, &corev3.Locality{Zone: "z"})},
 			want: "{\n \"@type\": \"example.com/x/envoy.config.core.v3.Locality\",\n \"zone\": \"z\"\n}\n"},
+		{name: "proto2 extension and explicit default", msg: func() proto.Message {
+			opts := &descriptorpb.FieldOptions{Deprecated: proto.Bool(false)}
+			proto.SetExtension(opts, annotations.E_Sensitive, true)
+			return opts
+		}(), want: "{\n \"deprecated\": false,\n \"[udpa.annotations.sensitive]\": true\n}\n"},
 		{name: "unknown enum number", msg: &corev3.HealthStatusSet{Statuses: []corev3.HealthStatus{corev3.HealthStatus_HEALTHY, 42}},
 			want: "{\n \"statuses\": [\n  \"HEALTHY\",\n  42\n ]\n}\n"},
 	}
