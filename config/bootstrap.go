@@ -49,6 +49,8 @@ type Bootstrap struct {
 	// server.version gauge, when HasStatsServerVersionOverride.
 	StatsServerVersionOverride    uint64
 	HasStatsServerVersionOverride bool
+	// Clusters are the static_resources clusters, converted by ClusterFromProto, in file order.
+	Clusters []*Cluster
 	// ClusterNames and ListenerNames are the static_resources names, in file order.
 	ClusterNames  []string
 	ListenerNames []string
@@ -85,8 +87,10 @@ type Admin struct {
 }
 
 // FromBootstrap builds the Bootstrap structs from a decoded bootstrap and checks Legate's rules
-// on it. b must already have passed package bootstrap's checks. All broken rules are reported,
-// joined; each error names the resource, the field path, the value and the rule.
+// on it: the bootstrap-level ones here, and each static cluster's through ClusterFromProto. b
+// must already have passed package bootstrap's checks. All broken rules are reported, joined
+// (for a cluster, the first of its own); each error names the resource, the field path, the
+// value and the rule, but not the file, which the caller adds.
 func FromBootstrap(b *bootstrapv3.Bootstrap, lim Limits) (*Bootstrap, error) {
 	v := &validator{lim: lim}
 	out := &Bootstrap{
@@ -108,7 +112,7 @@ func FromBootstrap(b *bootstrapv3.Bootstrap, lim Limits) (*Bootstrap, error) {
 	}
 	out.StatsFlushInterval = v.statsFlush(b)
 	out.Admin = v.admin(b.GetAdmin())
-	out.ClusterNames = v.clusters(b.GetStaticResources().GetClusters())
+	out.Clusters, out.ClusterNames = v.clusters(b.GetStaticResources().GetClusters())
 	out.ListenerNames = v.listeners(b.GetStaticResources().GetListeners())
 	if err := errors.Join(v.errs...); err != nil {
 		return nil, err
@@ -122,6 +126,7 @@ type validator struct {
 	errs []error
 }
 
+// fail records a broken rule; format may wrap an error with %w.
 func (v *validator) fail(format string, args ...any) {
 	v.errs = append(v.errs, fmt.Errorf(format, args...))
 }
@@ -192,25 +197,6 @@ func addressKind(a *corev3.Address) string {
 		return "envoy_internal_address"
 	}
 	return "address"
-}
-
-// names checks one kind of resource name for duplicates and length, returning the names.
-func (v *validator) names(path string, names []string) []string {
-	first := make(map[string]int, len(names))
-	for i, n := range names {
-		if n == "" {
-			continue // a required name is protoc-gen-validate's rule; Envoy names empty listeners itself
-		}
-		if j, dup := first[n]; dup {
-			v.fail("%s[%d].name = %q: duplicate of %s[%d]", path, i, n, lastSegment(path), j)
-		} else {
-			first[n] = i
-		}
-		if max := v.lim.maxObjNameLen(); len(n) > max {
-			v.fail("%s[%d].name = %q: %d characters, longer than the limit of %d (--max-obj-name-len)", path, i, n, len(n), max)
-		}
-	}
-	return names
 }
 
 func lastSegment(path string) string {

@@ -16,93 +16,59 @@ const (
 	AggregateClusterType = "envoy.clusters.aggregate"
 )
 
-// clusters checks Legate's rules on each static cluster and returns their names.
-func (v *validator) clusters(cs []*clusterv3.Cluster) []string {
-	var names []string
+// clusters builds each static cluster with ClusterFromProto (which checks the per-cluster
+// rules), then checks what concerns the set: unique names, and the load_assignment that STATIC
+// and STRICT_DNS clusters need at bootstrap (LOGICAL_DNS's is checked by ClusterFromProto).
+func (v *validator) clusters(cs []*clusterv3.Cluster) ([]*Cluster, []string) {
+	var (
+		built []*Cluster
+		names []string
+	)
 	for i, c := range cs {
 		names = append(names, c.GetName())
-		v.cluster(fmt.Sprintf("cluster %q: static_resources.clusters[%d]", c.GetName(), i), c)
+		path := fmt.Sprintf("static_resources.clusters[%d]", i)
+		if c.GetClusterType() == nil && c.GetLoadAssignment() == nil {
+			switch t := c.GetType(); t {
+			case clusterv3.Cluster_STATIC, clusterv3.Cluster_STRICT_DNS:
+				v.fail("%s: cluster %q: load_assignment is missing; type %s needs it to list the cluster's hosts", path, c.GetName(), t)
+				continue
+			}
+		}
+		cl, err := ClusterFromProto(c, v.lim)
+		if err != nil {
+			v.fail("%s: %w", path, err)
+			continue
+		}
+		built = append(built, cl)
 	}
-	return v.names("static_resources.clusters", names)
+	v.duplicates("static_resources.clusters", names)
+	return built, names
 }
 
 // listeners returns the static listener names after checking them.
 func (v *validator) listeners(ls []*listenerv3.Listener) []string {
 	var names []string
-	for _, l := range ls {
+	for i, l := range ls {
 		names = append(names, l.GetName())
+		if max := v.lim.maxObjNameLen(); len(l.GetName()) > max {
+			v.fail("static_resources.listeners[%d].name = %q: %d characters, longer than the limit of %d (--max-obj-name-len)", i, l.GetName(), len(l.GetName()), max)
+		}
 	}
-	return v.names("static_resources.listeners", names)
+	v.duplicates("static_resources.listeners", names)
+	return names
 }
 
-// cluster checks the rules Envoy applies to one cluster outside its proto annotations. at is
-// `cluster "name": <path>`, the prefix of every error.
-func (v *validator) cluster(at string, c *clusterv3.Cluster) {
-	v.discovery(at, c)
-	v.lbConfig(at, c)
-	if t := c.GetCommonLbConfig().GetHealthyPanicThreshold(); t != nil && (t.GetValue() < 0 || t.GetValue() > 100) {
-		v.fail("%s.common_lb_config.healthy_panic_threshold.value = %g: must be in 0..100", at, t.GetValue())
-	}
-}
-
-// discovery checks the discovery type against the fields that depend on it.
-func (v *validator) discovery(at string, c *clusterv3.Cluster) {
-	if ct := c.GetClusterType(); ct != nil {
-		if ct.GetName() != AggregateClusterType {
-			v.fail("%s.cluster_type.name = %q: unknown cluster type; Legate implements %s", at, ct.GetName(), AggregateClusterType)
+// duplicates reports each name that repeats an earlier one in the list at path.
+func (v *validator) duplicates(path string, names []string) {
+	first := make(map[string]int, len(names))
+	for i, n := range names {
+		if n == "" {
+			continue // a required name is protoc-gen-validate's rule; Envoy names empty listeners itself
 		}
-		if c.GetEdsClusterConfig() != nil {
-			v.fail("%s.eds_cluster_config is set, but the cluster has cluster_type %q; it applies only to type EDS", at, ct.GetName())
+		if j, dup := first[n]; dup {
+			v.fail("%s[%d].name = %q: duplicate of %s[%d]", path, i, n, lastSegment(path), j)
+			continue
 		}
-		return
-	}
-	t := c.GetType()
-	if c.GetEdsClusterConfig() != nil && t != clusterv3.Cluster_EDS {
-		v.fail("%s.eds_cluster_config is set, but type = %s; it applies only to type EDS", at, t)
-	}
-	switch t {
-	case clusterv3.Cluster_STATIC, clusterv3.Cluster_STRICT_DNS, clusterv3.Cluster_LOGICAL_DNS:
-		if c.GetLoadAssignment() == nil {
-			v.fail("%s.load_assignment is missing; type %s needs it to list the cluster's hosts", at, t)
-		}
-	}
-}
-
-// lbConfig checks that a policy-specific lb config matches lb_policy, and the ring sizes.
-func (v *validator) lbConfig(at string, c *clusterv3.Cluster) {
-	policy := c.GetLbPolicy()
-	checks := []struct {
-		field string
-		set   bool
-		want  clusterv3.Cluster_LbPolicy
-	}{
-		{"ring_hash_lb_config", c.GetRingHashLbConfig() != nil, clusterv3.Cluster_RING_HASH},
-		{"least_request_lb_config", c.GetLeastRequestLbConfig() != nil, clusterv3.Cluster_LEAST_REQUEST},
-		{"maglev_lb_config", c.GetMaglevLbConfig() != nil, clusterv3.Cluster_MAGLEV},
-	}
-	for _, ch := range checks {
-		if ch.set && policy != ch.want {
-			v.fail("%s.%s is set, but lb_policy = %s; %s applies only to lb_policy %s", at, ch.field, policy, ch.field, ch.want)
-		}
-	}
-	ring := c.GetRingHashLbConfig()
-	if ring == nil {
-		return
-	}
-	minSize, maxSize := uint64(DefaultMinRingSize), uint64(MaxRingSize)
-	if m := ring.GetMinimumRingSize(); m != nil {
-		minSize = m.GetValue()
-	}
-	if m := ring.GetMaximumRingSize(); m != nil {
-		maxSize = m.GetValue()
-	}
-	if minSize > MaxRingSize {
-		v.fail("%s.ring_hash_lb_config.minimum_ring_size = %d: must be <= %d", at, minSize, MaxRingSize)
-	}
-	if maxSize > MaxRingSize {
-		v.fail("%s.ring_hash_lb_config.maximum_ring_size = %d: must be <= %d", at, maxSize, MaxRingSize)
-	}
-	if minSize > maxSize {
-		v.fail("%s.ring_hash_lb_config.minimum_ring_size = %d: must be <= maximum_ring_size (%d)", at, minSize, maxSize)
+		first[n] = i
 	}
 }

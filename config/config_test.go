@@ -50,8 +50,18 @@ func TestFromBootstrapGood(t *testing.T) {
 		ClusterNames:                  []string{"web", "eds", "orig", "agg"},
 		ListenerNames:                 []string{"in", "out"},
 	}
-	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(Bootstrap{}, "Proto")); diff != "" {
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(Bootstrap{}, "Proto", "Clusters")); diff != "" {
 		t.Errorf("FromBootstrap(good.yaml) (-want +got):\n%s", diff)
+	}
+	var built []string
+	for _, c := range got.Clusters {
+		built = append(built, c.Name)
+	}
+	if diff := cmp.Diff(want.ClusterNames, built); diff != "" {
+		t.Errorf("names of Clusters (-want +got):\n%s", diff)
+	}
+	if got, want := got.Clusters[0].RingHash, (RingHashLbConfig{MinimumRingSize: 2048, MaximumRingSize: 4096}); got != want {
+		t.Errorf("Clusters[0].RingHash = %+v; want %+v", got, want)
 	}
 	if got.Proto == nil {
 		t.Error("Proto = nil; want the decoded bootstrap")
@@ -191,25 +201,25 @@ func TestBadConfigs(t *testing.T) {
 		{"duplicate listener names", "static_resources: {listeners: [{name: in, address: {socket_address: {address: 127.0.0.1, port_value: 1}}}, {name: in, address: {socket_address: {address: 127.0.0.1, port_value: 2}}}]}",
 			`static_resources.listeners[1].name = "in": duplicate of listeners[0]`},
 		{"cluster name too long", cluster("name: "+long, "connect_timeout: 1s", endpoints),
-			`static_resources.clusters[0].name = "` + long + `": 61 characters, longer than the limit of 60 (--max-obj-name-len)`},
+			`static_resources.clusters[0]: cluster "` + long + `": name = "` + long + `" is 61 characters; must be at most 60 (--max-obj-name-len)`},
 		{"listener name too long", "static_resources: {listeners: [{name: " + long + ", address: {socket_address: {address: 127.0.0.1, port_value: 1}}}]}",
 			`static_resources.listeners[0].name = "` + long + `": 61 characters, longer than the limit of 60`},
 		{"flush interval and flush on admin", "stats_flush_interval: 10s\nstats_flush_on_admin: true",
 			`stats_flush_interval = 10s and stats_flush_on_admin = true: set only one`},
 		{"ring hash config with round robin", webCluster("ring_hash_lb_config: {minimum_ring_size: 1024}"),
-			`cluster "web": static_resources.clusters[0].ring_hash_lb_config is set, but lb_policy = ROUND_ROBIN; ring_hash_lb_config applies only to lb_policy RING_HASH`},
+			`static_resources.clusters[0]: cluster "web": ring_hash_lb_config is set, but lb_policy = ROUND_ROBIN`},
 		{"least request config with random", webCluster("lb_policy: RANDOM", "least_request_lb_config: {choice_count: 3}"),
-			`least_request_lb_config is set, but lb_policy = RANDOM; least_request_lb_config applies only to lb_policy LEAST_REQUEST`},
+			`static_resources.clusters[0]: cluster "web": least_request_lb_config is set, but lb_policy = RANDOM`},
 		{"ring size over 8M", webCluster("lb_policy: RING_HASH", "ring_hash_lb_config: {minimum_ring_size: 9000000}"),
 			`static_resources.clusters[0].ring_hash_lb_config.minimum_ring_size: value must be less than or equal to 8388608`},
 		{"ring min over max", webCluster("lb_policy: RING_HASH", "ring_hash_lb_config: {minimum_ring_size: 4096, maximum_ring_size: 2048}"),
-			`cluster "web": static_resources.clusters[0].ring_hash_lb_config.minimum_ring_size = 4096: must be <= maximum_ring_size (2048)`},
+			`static_resources.clusters[0]: cluster "web": ring_hash_lb_config.minimum_ring_size = 4096; must be <= maximum_ring_size (2048)`},
 		{"eds config on static cluster", webCluster("eds_cluster_config: {service_name: web}"),
-			`static_resources.clusters[0].eds_cluster_config is set, but type = STATIC; it applies only to type EDS`},
+			`static_resources.clusters[0]: cluster "web": eds_cluster_config is set, but type = STATIC`},
 		{"strict dns without load_assignment", cluster("name: web", "connect_timeout: 1s", "type: STRICT_DNS"),
-			`cluster "web": static_resources.clusters[0].load_assignment is missing; type STRICT_DNS needs it`},
+			`static_resources.clusters[0]: cluster "web": load_assignment is missing; type STRICT_DNS needs it`},
 		{"unknown cluster_type", cluster("name: web", "connect_timeout: 1s", "cluster_type: {name: envoy.clusters.redis}"),
-			`static_resources.clusters[0].cluster_type.name = "envoy.clusters.redis": unknown cluster type; Legate implements envoy.clusters.aggregate`},
+			`static_resources.clusters[0]: cluster "web": cluster_type.name = "envoy.clusters.redis"; must match a supported cluster type (envoy.clusters.aggregate)`},
 		{"panic threshold over 100", webCluster("common_lb_config: {healthy_panic_threshold: {value: 150}}"),
 			`static_resources.clusters[0].common_lb_config.healthy_panic_threshold.value: value must be inside range [0, 100]`},
 		// v2 spellings that cannot be upgraded.
