@@ -24,6 +24,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/options"
+	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/stats/tags"
 )
@@ -47,15 +48,17 @@ type Server struct {
 	boot  *config.Bootstrap
 	start time.Time
 
-	logs    *logging.Registry
-	log     *logging.Logger
-	store   *stats.Store
-	stats   stats.ServerStats
-	admin   *admin.Server // nil when the bootstrap has no admin block
-	reg     *admin.Registry
-	dumps   *configdump.Registry
-	init    *Init
-	adminLF *reopenableFile // admin access log, nil when none
+	logs         *logging.Registry
+	log          *logging.Logger
+	store        *stats.Store
+	runtime      *runtime.Runtime
+	runtimeStats runtime.Stats
+	stats        stats.ServerStats
+	admin        *admin.Server // nil when the bootstrap has no admin block
+	reg          *admin.Registry
+	dumps        *configdump.Registry
+	init         *Init
+	adminLF      *reopenableFile // admin access log, nil when none
 
 	initialized  atomic.Bool // the init manager finished
 	healthFailed atomic.Bool // /healthcheck/fail in effect
@@ -116,6 +119,18 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 		s.stats.StaticUnknownFields.Inc()
 	}
 
+	rtCfg, err := runtime.ConfigFromProto(boot.Proto.GetLayeredRuntime())
+	if err != nil {
+		return nil, err
+	}
+	rtCfg.ServiceCluster = s.Node().GetCluster()
+	rtCfg.Stats = &s.runtimeStats
+	rtCfg.Log = logs.Logger("runtime")
+	s.store.Register("runtime.", &s.runtimeStats)
+	if s.runtime, err = runtime.New(rtCfg); err != nil {
+		return nil, err
+	}
+
 	s.dumps.Add(configdump.Tracker{Key: "bootstrap", Dump: s.bootstrapDump})
 
 	if a := boot.Admin; a != nil {
@@ -148,6 +163,7 @@ func (s *Server) registerEndpoints() error {
 	eps = append(eps, admin.ConfigDumpEndpoint(s.dumps))
 	eps = append(eps, admin.StatsEndpoints(s.store)...)
 	eps = append(eps, admin.LoggingEndpoint(s.logs))
+	eps = append(eps, admin.RuntimeEndpoints(s.runtime)...)
 	eps = append(eps, admin.HealthCheckEndpoints(&s.healthFailed, s.updateState)...)
 	profilePath := config.DefaultProfilePath
 	if s.boot.Admin != nil {
@@ -193,6 +209,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.log.Infof("admin address: %s", s.admin.Addr())
 	}
 	wg.Go(func() { s.store.Run(ctx) })
+	wg.Go(func() { s.runtime.Run(ctx) })
 	s.store.BeforeFlush(s.refreshServerStats)
 
 	s.stats.State.Set(uint64(Initializing))
