@@ -4,6 +4,11 @@
 // per level, fields in field-number order, 64-bit integers quoted, doubles in
 // %.15g/%.17g, Envoy's string escaping, well-known types in their JSON forms).
 //
+// Where the C++ printer's order is a hash-map accident (map fields, Struct
+// keys), keys are sorted: strings bytewise, numbers numerically, false
+// before true. An Any whose type cannot be resolved is an error, as in
+// Envoy.
+//
 // Go's protojson is not used because its output is deliberately unstable and
 // differs from the C++ printer in field order, number formatting and escaping.
 //

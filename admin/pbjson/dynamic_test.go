@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -220,5 +221,31 @@ func TestDynamicMessage(t *testing.T) {
 				t.Errorf("Marshal mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestPrinterResolver(t *testing.T) {
+	md := testDescriptor(t)
+	m := dynamicpb.NewMessage(md)
+	m.Set(md.Fields().ByName("late"), protoreflect.ValueOfInt32(3))
+	value, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &anypb.Any{TypeUrl: "type.googleapis.com/pbjsontest.Sample", Value: value}
+	var types protoregistry.Types
+	if err := types.RegisterMessage(dynamicpb.NewMessageType(md)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := pbjson.Printer{Resolver: &types}.Marshal(a)
+	if err != nil {
+		t.Fatalf("Printer{Resolver}.Marshal() error: %v", err)
+	}
+	want := "{\n \"@type\": \"type.googleapis.com/pbjsontest.Sample\",\n \"late\": 3\n}\n"
+	if string(got) != want {
+		t.Errorf("Printer{Resolver}.Marshal() = %q; want %q", got, want)
+	}
+	if _, err := pbjson.Marshal(a, pbjson.OmitDefaults); err == nil {
+		t.Errorf("Marshal() with the global registry = nil error; want the type to be unknown")
 	}
 }
