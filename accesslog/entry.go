@@ -1,0 +1,133 @@
+package accesslog
+
+import (
+	"net/http"
+	"time"
+)
+
+// Entry is what the proxy knows about one finished (or locally answered) request. The formatter
+// reads it and keeps nothing. Zero values mean "not known" and print as "-" unless noted.
+// An Entry is not safe for concurrent mutation while it is being formatted.
+type Entry struct {
+	// StartTime is when the first byte of the downstream request was received.
+	StartTime time.Time
+
+	// Method, Path, Authority and Scheme are the request pseudo-headers :method, :path
+	// (with the query), :authority and :scheme; %REQ(:PATH)% and friends read them.
+	Method, Path, Authority, Scheme string
+	// RequestHeaders, ResponseHeaders and ResponseTrailers are keyed in canonical MIME form
+	// (as net/http keeps them). Nil maps are empty.
+	RequestHeaders, ResponseHeaders, ResponseTrailers http.Header
+
+	// Protocol is the downstream protocol: "HTTP/1.0", "HTTP/1.1", "HTTP/2" or "HTTP/3".
+	Protocol string
+	// ResponseCode is the status sent downstream; 0 (no response) prints as 0, as in Envoy.
+	ResponseCode int
+	// ResponseCodeDetails is Envoy's response code details string ("via_upstream", …).
+	ResponseCodeDetails string
+	// ConnectionTerminationDetails explains why the proxy closed the connection, if it did.
+	ConnectionTerminationDetails string
+	// ResponseFlags are Envoy's response flags (UH, UF, NR, …).
+	ResponseFlags ResponseFlags
+	// BytesReceived and BytesSent are body bytes from and to downstream.
+	BytesReceived, BytesSent uint64
+
+	// Duration is the total time from StartTime to the last downstream byte sent.
+	// RequestDuration is from StartTime to the last downstream request byte received.
+	// ResponseDuration is from StartTime to the first upstream response byte received.
+	// ResponseTxDuration is from the first upstream response byte to the last downstream byte
+	// sent. Zero means not recorded and prints as "-"; they print in whole milliseconds.
+	Duration, RequestDuration, ResponseDuration, ResponseTxDuration time.Duration
+
+	// Addresses are "ip:port" strings ("[v6]:port" for IPv6); empty means unknown.
+	DownstreamRemoteAddress       string
+	DownstreamDirectRemoteAddress string
+	DownstreamLocalAddress        string
+	UpstreamHost                  string // the upstream host's address
+	UpstreamLocalAddress          string
+	// UpstreamCluster is the name of the upstream cluster (%UPSTREAM_CLUSTER%).
+	UpstreamCluster string
+	// UpstreamTransportFailureReason is why the upstream connection failed (TLS errors, …).
+	UpstreamTransportFailureReason string
+	// UpstreamRequestAttemptCount is how many upstream attempts were made (retries included).
+	UpstreamRequestAttemptCount uint32
+	// RequestedServerName is the downstream TLS SNI.
+	RequestedServerName string
+	// RouteName is the name of the matched route.
+	RouteName string
+	// VirtualClusterName is the name of the matched virtual cluster.
+	VirtualClusterName string
+	// ConnectionID is the downstream connection's id; 0 means unknown.
+	ConnectionID uint64
+}
+
+// ResponseFlags is Envoy's bit set of response flags. The bit order is Envoy's, which is also
+// the order in which %RESPONSE_FLAGS% lists them.
+type ResponseFlags uint64
+
+// The response flags, in Envoy's order.
+const (
+	FailedLocalHealthCheck ResponseFlags = 1 << iota
+	NoHealthyUpstream
+	UpstreamRequestTimeout
+	LocalReset
+	UpstreamRemoteReset
+	UpstreamConnectionFailure
+	UpstreamConnectionTermination
+	UpstreamOverflow
+	NoRouteFound
+	DelayInjected
+	FaultInjected
+	RateLimited
+	UnauthorizedExternalService
+	RateLimitServiceError
+	DownstreamConnectionTermination
+	UpstreamRetryLimitExceeded
+	StreamIdleTimeout
+	InvalidEnvoyRequestHeaders
+	DownstreamProtocolError
+	UpstreamMaxStreamDurationReached
+	ResponseFromCacheFilter
+	NoFilterConfigFound
+	DurationTimeout
+	UpstreamProtocolError
+	NoClusterFound
+	OverloadManager
+	DNSResolutionFailed
+	DropOverload
+	DownstreamRemoteReset
+	UnconditionalDropOverload
+	numResponseFlags = iota
+)
+
+// responseFlagNames are the short names, indexed by bit.
+var responseFlagNames = [numResponseFlags]string{
+	"LH", "UH", "UT", "LR", "UR", "UF", "UC", "UO", "NR", "DI", "FI", "RL", "UAEX", "RLSE",
+	"DC", "URX", "SI", "IH", "DPE", "UMSDR", "RFCF", "NFCF", "DT", "UPE", "NC", "OM", "DF",
+	"DO", "DR", "UDO",
+}
+
+// AppendShort appends the comma-separated short names of the set flags ("UH,UF"); nothing if
+// no flag is set.
+func (f ResponseFlags) AppendShort(dst []byte) []byte {
+	first := true
+	for i := range numResponseFlags {
+		if f&(1<<i) == 0 {
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = append(dst, responseFlagNames[i]...)
+	}
+	return dst
+}
+
+// String returns the short names, or "-" when no flag is set.
+func (f ResponseFlags) String() string {
+	if f == 0 {
+		return "-"
+	}
+	return string(f.AppendShort(nil))
+}
