@@ -153,7 +153,12 @@ func name(opts Options) string {
 func decode(data []byte, format Format, opts Options, out *Loaded) (*bootstrapv3.Bootstrap, error) {
 	p := &problems{file: name(opts)}
 	tree, err := toTree(data, format)
-	if err != nil {
+	var fe *FieldError
+	switch {
+	case errors.As(err, &fe):
+		p.add(fe.Path, fe.Rule)
+		return nil, p.err()
+	case err != nil:
 		p.add("", err.Error())
 		return nil, p.err()
 	}
@@ -191,8 +196,9 @@ func toTree(data []byte, format Format) (any, error) {
 		return yamlTree(data)
 	}
 	tree, jerr := jsonTree(data)
-	if jerr == nil {
-		return tree, nil
+	var fe *FieldError
+	if jerr == nil || errors.As(jerr, &fe) {
+		return tree, jerr // valid JSON syntax: its problem is not a reason to try YAML
 	}
 	tree, yerr := yamlTree(data)
 	if yerr != nil {
@@ -201,12 +207,16 @@ func toTree(data []byte, format Format) (any, error) {
 	return tree, nil
 }
 
+// maxDepth bounds the nesting of a bootstrap source; Envoy's own parsers stop far earlier than
+// any real configuration would reach.
+const maxDepth = 1000
+
 func jsonTree(data []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	var tree any
-	if err := dec.Decode(&tree); err != nil {
-		return nil, fmt.Errorf("invalid JSON: %v", err)
+	tree, err := readJSON(dec, "", 0)
+	if err != nil {
+		return nil, err
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("invalid JSON: data after the top-level value")
@@ -217,10 +227,65 @@ func jsonTree(data []byte) (any, error) {
 	return tree, nil
 }
 
-func yamlTree(data []byte) (any, error) {
-	j, err := yaml.YAMLToJSON(data)
+// readJSON reads one JSON value. Unlike json.Unmarshal into a map, it rejects a key repeated in
+// one object, which protojson and Envoy reject too, rather than keeping the last.
+func readJSON(dec *json.Decoder, path string, depth int) (any, error) {
+	if depth > maxDepth {
+		return nil, &FieldError{Path: path, Rule: fmt.Sprintf("nested more than %d levels deep", maxDepth)}
+	}
+	tok, err := dec.Token()
 	if err != nil {
-		return nil, fmt.Errorf("invalid YAML: %v", err)
+		return nil, fmt.Errorf("invalid JSON: %v", err)
+	}
+	delim, ok := tok.(json.Delim)
+	if !ok {
+		return tok, nil // string, json.Number, bool or nil
+	}
+	switch delim {
+	case '{':
+		obj := map[string]any{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil, fmt.Errorf("invalid JSON: %v", err)
+			}
+			key, _ := kt.(string)
+			kpath := joinPath(path, key)
+			if _, dup := obj[key]; dup {
+				return nil, &FieldError{Path: kpath, Rule: "key appears twice in one object"}
+			}
+			if obj[key], err = readJSON(dec, kpath, depth+1); err != nil {
+				return nil, err
+			}
+		}
+		_, err = dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("invalid JSON: %v", err)
+		}
+		return obj, nil
+	case '[':
+		list := []any{}
+		for i := 0; dec.More(); i++ {
+			v, err := readJSON(dec, fmt.Sprintf("%s[%d]", path, i), depth+1)
+			if err != nil {
+				return nil, err
+			}
+			list = append(list, v)
+		}
+		_, err = dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("invalid JSON: %v", err)
+		}
+		return list, nil
+	}
+	return nil, fmt.Errorf("invalid JSON: unexpected %v", delim)
+}
+
+func yamlTree(data []byte) (any, error) {
+	j, err := yaml.YAMLToJSONStrict(data) // strict: a repeated key is an error
+	if err != nil {
+		// yaml lists several problems on indented lines; keep each FieldError on one line.
+		return nil, fmt.Errorf("invalid YAML: %s", strings.ReplaceAll(err.Error(), "\n  ", " "))
 	}
 	tree, err := jsonTree(j)
 	if err != nil {

@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -43,13 +44,19 @@ func TestParseErrors(t *testing.T) {
 		{"json top-level string", `"envoy"`, FormatJSON,
 			[]string{`t.json: got a string ("envoy") at the top level; want an object`}},
 		{"neither json nor yaml", "{: [", FormatAuto,
-			[]string{"t.json: neither JSON (invalid JSON: invalid character ':' looking for beginning of object key string) nor YAML (invalid YAML: yaml: did not find expected node content)"}},
+			[]string{"t.json: neither JSON (invalid JSON: invalid character ':') nor YAML (invalid YAML: yaml: did not find expected node content)"}},
 		{"every error is reported", `{"colour": 1, "admin": {"profile_path": 5}, "stats_flush_interval": "soon"}`, FormatJSON,
 			[]string{
 				`t.json: admin.profile_path: got a number (5); want a string`,
 				`t.json: colour: unknown field (not in envoy.config.bootstrap.v3.Bootstrap)`,
 				`t.json: stats_flush_interval: invalid duration "soon"; want a duration string such as "5s" or "0.25s"`,
 			}},
+		{"repeated json key", `{"admin": {"profile_path": "a", "profile_path": "b"}}`, FormatAuto,
+			[]string{`t.json: admin.profile_path: key appears twice in one object`}},
+		{"repeated yaml key", "admin: {profile_path: a}\nadmin: {profile_path: b}", FormatYAML,
+			[]string{`t.json: invalid YAML: yaml: unmarshal errors: line 2: key "admin" already set in map`}},
+		{"too deep", strings.Repeat("[", maxDepth+2), FormatJSON,
+			[]string{`t.json: ` + strings.Repeat("[0]", maxDepth+1) + `: nested more than 1000 levels deep`}},
 		{"null in a list", `{"static_resources": {"clusters": [null]}}`, FormatJSON,
 			[]string{`t.json: static_resources.clusters[0]: null is not allowed in a list`}},
 		{"any of a well-known type with extra keys", `{"static_resources": {"clusters": [{"name": "c", "metadata": {"typed_filter_metadata": {"k": {"@type": "type.googleapis.com/google.protobuf.Struct", "value": {}, "x": 1}}}}]}}`, FormatJSON,
