@@ -1,15 +1,14 @@
 package bootstrap
 
-// The extensions Legate implements. Importing their packages registers their message types in
-// the protobuf registry, so a typed_config whose "@type" names one of them resolves; any other
-// "@type" is reported as unsupported. Keep this list in step with the filters, sinks, loggers
-// and cluster types Legate builds.
+// The extensions Legate implements, and the v2 names and keys that stand for them. Importing
+// their packages (here and in catalog.go, whose Extensions is the full list) registers their
+// message types in the protobuf registry, so a typed_config whose "@type" names one of them
+// resolves; any other "@type" is reported as unsupported. Keep catalog.go in step with the
+// filters, sinks, loggers and cluster types Legate builds.
 
 import (
 	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
-	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
-	aggregatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/aggregate/v3"
 	healthcheckv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/health_check/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	tapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/tap/v3"
@@ -25,24 +24,15 @@ func typeURL(m proto.Message) string {
 	return "type.googleapis.com/" + string(m.ProtoReflect().Descriptor().FullName())
 }
 
-// SupportedTypeURLs lists the typed_config types Legate registers, sorted as written here. It is
-// what an "unsupported @type" error suggests and what tests check registration against.
+// SupportedTypeURLs lists the typed_config types Legate registers: the config messages of
+// Extensions (catalog.go), in its order.
 func SupportedTypeURLs() []string {
-	return []string{
-		typeURL(&routerv3.Router{}),
-		typeURL(&healthcheckv3.HealthCheck{}),
-		typeURL(&tapv3.Tap{}),
-		typeURL(&hcmv3.HttpConnectionManager{}),
-		typeURL(&tcpproxyv3.TcpProxy{}),
-		typeURL(&metricsv3.HystrixSink{}),
-		typeURL(&tlsv3.UpstreamTlsContext{}),
-		typeURL(&tlsv3.DownstreamTlsContext{}),
-		typeURL(&httpoptionsv3.HttpProtocolOptions{}),
-		typeURL(&aggregatev3.ClusterConfig{}),
-		typeURL(&filev3.FileAccessLog{}),
-		typeURL(&grpcalsv3.HttpGrpcAccessLogConfig{}),
-		typeURL(&grpcalsv3.TcpGrpcAccessLogConfig{}),
+	exts := Extensions()
+	urls := make([]string, len(exts))
+	for i, e := range exts {
+		urls[i] = "type.googleapis.com/" + e.TypeName
 	}
+	return urls
 }
 
 // v2FilterType maps the extension names a v2 file uses with the untyped `config` form to the
