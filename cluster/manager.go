@@ -1,0 +1,504 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/legateproxy/legate/breaker"
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/lb"
+	"github.com/legateproxy/legate/lb/policies"
+	"github.com/legateproxy/legate/logging"
+	"github.com/legateproxy/legate/stats"
+)
+
+// Clock is the manager's time source: merge windows, DNS refresh and ORIGINAL_DST cleanup.
+// Implementations must be safe for concurrent use.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f on its own goroutine after d.
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer is a pending AfterFunc call.
+type Timer interface {
+	// Stop prevents the call; it reports whether the call was still pending.
+	Stop() bool
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+func (systemClock) AfterFunc(d time.Duration, f func()) Timer {
+	return time.AfterFunc(d, f)
+}
+
+// InitFunc registers a target with the server's init manager and returns the function that
+// marks it ready (server.Init.Add followed by Target.Ready).
+type InitFunc func(name string) (ready func(), err error)
+
+// InitTargetName is the name of the init target the manager registers for its static clusters.
+const InitTargetName = "cluster_manager"
+
+// ManagerConfig holds the Manager's dependencies. Stats is required; every other field has a
+// default stated in its comment.
+type ManagerConfig struct {
+	// Stats is the store the cluster_manager.* and cluster.<name>.* stats are registered in.
+	Stats *stats.Store
+	// Logger logs discovery failures; nil discards.
+	Logger *logging.Logger
+	// Clock; nil means the system clock.
+	Clock Clock
+	// Resolver resolves STRICT_DNS and LOGICAL_DNS names; nil means NewDNSResolver().
+	Resolver Resolver
+	// Init registers the manager's init target; nil means none (the server does not wait).
+	Init InitFunc
+	// LocalClusterName is cluster_manager.local_cluster_name (zone-aware routing); "" for none.
+	LocalClusterName string
+	// ServiceZone is --service-zone, the zone of this proxy's locality.
+	ServiceZone string
+	// LocalLocality is node.locality; ServiceZone overrides its zone. Nil with an empty
+	// ServiceZone means the locality is unknown.
+	LocalLocality *host.Locality
+	// Policies are the load balancing policies; nil means policies.Registry().
+	Policies *lb.Registry
+	// Rand is the balancers' random source; nil means math/rand/v2.
+	Rand func() uint64
+}
+
+// Manager is the cluster manager: clusters by name, their discovery and their snapshots.
+//
+// Concurrency: Get, Clusters and every Snapshot read are lock-free (an atomic pointer to an
+// immutable map). Adding, updating and removing clusters take mu, which guards the maps below
+// it; each cluster's host updates take that cluster's own mutex. Lock order: Manager.mu is
+// never acquired while a Cluster.mu is held.
+type Manager struct {
+	store         *stats.Store
+	log           *logging.Logger
+	clock         Clock
+	resolver      Resolver
+	policies      *lb.Registry
+	rand          func() uint64
+	localCluster  string
+	localLocality *host.Locality
+	stats         ManagerStats
+	statsReg      *stats.Registration
+	initFn        InitFunc
+	published     atomic.Pointer[map[string]*Cluster]
+	versionInfo   atomic.Pointer[string]
+
+	mu          sync.Mutex // guards the fields below
+	active      map[string]*Cluster
+	warming     map[string]*Cluster
+	statEntries map[string]*statsEntry
+	aggregates  map[string][]string // member name -> aggregate cluster names
+	runCtx      context.Context
+	wg          sync.WaitGroup
+	initReady   func()
+	initPending map[*Cluster]bool
+}
+
+// statsEntry is one cluster.<stat name>.* registration, shared by the clusters (old, warming
+// and aliased by alt_stat_name) that use the name.
+type statsEntry struct {
+	stats Stats
+	reg   *stats.Registration
+	refs  int
+}
+
+// NewManager builds an empty manager and registers the cluster_manager.* stats.
+func NewManager(cfg ManagerConfig) (*Manager, error) {
+	if cfg.Stats == nil {
+		return nil, errors.New("cluster manager: stats store is required")
+	}
+	m := &Manager{
+		store:        cfg.Stats,
+		log:          cfg.Logger,
+		clock:        cfg.Clock,
+		resolver:     cfg.Resolver,
+		policies:     cfg.Policies,
+		rand:         cfg.Rand,
+		localCluster: cfg.LocalClusterName,
+		initFn:       cfg.Init,
+		active:       map[string]*Cluster{},
+		warming:      map[string]*Cluster{},
+		statEntries:  map[string]*statsEntry{},
+		aggregates:   map[string][]string{},
+		initPending:  map[*Cluster]bool{},
+	}
+	if m.clock == nil {
+		m.clock = systemClock{}
+	}
+	if m.resolver == nil {
+		m.resolver = NewDNSResolver()
+	}
+	if m.policies == nil {
+		m.policies = policies.Registry()
+	}
+	if m.rand == nil {
+		m.rand = rand.Uint64
+	}
+	if cfg.LocalLocality != nil || cfg.ServiceZone != "" {
+		l := host.Locality{}
+		if cfg.LocalLocality != nil {
+			l = *cfg.LocalLocality
+		}
+		if cfg.ServiceZone != "" {
+			l.Zone = cfg.ServiceZone
+		}
+		m.localLocality = &l
+	}
+	empty := map[string]*Cluster{}
+	m.published.Store(&empty)
+	m.statsReg = m.store.Register("cluster_manager.", &m.stats)
+	return m, nil
+}
+
+// Stats returns the cluster_manager.* stats.
+func (m *Manager) Stats() *ManagerStats { return &m.stats }
+
+// Get returns the active (warm) cluster called name, or nil. Lock-free.
+func (m *Manager) Get(name string) *Cluster { return (*m.published.Load())[name] }
+
+// Snapshot returns the active clusters sorted by name, for the admin interface.
+func (m *Manager) Snapshot() []*Cluster {
+	p := *m.published.Load()
+	out := make([]*Cluster, 0, len(p))
+	for _, c := range p {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].cfg.Name < out[j].cfg.Name })
+	return out
+}
+
+// Warming returns the warming clusters sorted by name.
+func (m *Manager) Warming() []*Cluster {
+	m.mu.Lock()
+	out := make([]*Cluster, 0, len(m.warming))
+	for _, c := range m.warming {
+		out = append(out, c)
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].cfg.Name < out[j].cfg.Name })
+	return out
+}
+
+// VersionInfo returns the version of the last CDS update, or "static" without CDS.
+func (m *Manager) VersionInfo() string {
+	if v := m.versionInfo.Load(); v != nil {
+		return *v
+	}
+	return "static"
+}
+
+// SetVersionInfo records the version of an accepted CDS update.
+func (m *Manager) SetVersionInfo(v string) { m.versionInfo.Store(&v) }
+
+// AddStatic adds the bootstrap's static clusters. Names must be unique. With an init hook the
+// manager registers InitTargetName, ready once every one of these clusters is warm. Call it
+// once, before Run.
+func (m *Manager) AddStatic(cs []*config.Cluster) error {
+	m.mu.Lock()
+	seen := map[string]bool{}
+	var built []*Cluster
+	for _, cfg := range cs {
+		if seen[cfg.Name] || m.active[cfg.Name] != nil || m.warming[cfg.Name] != nil {
+			m.mu.Unlock()
+			return fmt.Errorf("cluster %q: name is not unique; cluster names must be unique", cfg.Name)
+		}
+		seen[cfg.Name] = true
+		c := m.newClusterLocked(cfg, false, "", nil)
+		built = append(built, c)
+		m.warming[cfg.Name] = c
+		m.initPending[c] = true
+	}
+	if m.initFn != nil {
+		ready, err := m.initFn(InitTargetName)
+		if err != nil {
+			m.mu.Unlock()
+			return fmt.Errorf("cluster manager: %w", err)
+		}
+		m.initReady = ready
+	}
+	m.stats.WarmingClusters.Set(uint64(len(m.warming)))
+	m.mu.Unlock()
+	for _, c := range built {
+		m.stats.ClusterAdded.Inc()
+		if err := m.startCluster(c); err != nil {
+			return err
+		}
+	}
+	m.checkInit()
+	return nil
+}
+
+// AddOrUpdate adds or replaces a CDS cluster (added_via_api). It returns false when an
+// identical cluster is already present. A replacement warms while the old cluster keeps
+// serving, then takes its place. Bootstrap clusters cannot be replaced.
+func (m *Manager) AddOrUpdate(cfg *config.Cluster, version string) (bool, error) {
+	m.mu.Lock()
+	old := m.active[cfg.Name]
+	if w := m.warming[cfg.Name]; w != nil {
+		old = w
+	}
+	if old != nil {
+		if !old.addedViaAPI {
+			m.mu.Unlock()
+			return false, fmt.Errorf("cluster %q: a static cluster cannot be updated through the API", cfg.Name)
+		}
+		if proto.Equal(old.cfg.Proto, cfg.Proto) {
+			m.mu.Unlock()
+			return false, nil
+		}
+	}
+	var reuse *breaker.Breaker
+	if a := m.active[cfg.Name]; a != nil && a.cfg.CircuitBreakers == cfg.CircuitBreakers && a.cfg.StatName == cfg.StatName {
+		reuse = a.breaker
+	}
+	if w := m.warming[cfg.Name]; w != nil {
+		delete(m.warming, cfg.Name)
+		m.releaseLocked(w, w.breaker != reuse && (m.active[cfg.Name] == nil || w.breaker != m.active[cfg.Name].breaker))
+	}
+	modified := m.active[cfg.Name] != nil || old != nil
+	c := m.newClusterLocked(cfg, true, version, reuse)
+	m.warming[cfg.Name] = c
+	m.stats.WarmingClusters.Set(uint64(len(m.warming)))
+	m.mu.Unlock()
+	if modified {
+		m.stats.ClusterModified.Inc()
+	} else {
+		m.stats.ClusterAdded.Inc()
+	}
+	return true, m.startCluster(c)
+}
+
+// Remove removes a CDS cluster. It returns false when no such API cluster exists.
+func (m *Manager) Remove(name string) bool {
+	m.mu.Lock()
+	a, w := m.active[name], m.warming[name]
+	if (a != nil && !a.addedViaAPI) || (a == nil && w == nil) {
+		m.mu.Unlock()
+		return false
+	}
+	if w != nil {
+		delete(m.warming, name)
+		m.releaseLocked(w, a == nil || w.breaker != a.breaker)
+	}
+	if a != nil {
+		delete(m.active, name)
+		m.releaseLocked(a, true)
+		m.publishLocked()
+	}
+	m.gaugesLocked()
+	m.mu.Unlock()
+	m.stats.ClusterRemoved.Inc()
+	m.memberChanged(name)
+	return true
+}
+
+// newClusterLocked builds a cluster and takes a reference on its stats entry.
+func (m *Manager) newClusterLocked(cfg *config.Cluster, api bool, version string, reuse *breaker.Breaker) *Cluster {
+	e := m.statEntries[cfg.StatName]
+	if e == nil {
+		e = &statsEntry{}
+		e.reg = m.store.Register("cluster."+cfg.StatName+".", &e.stats)
+		m.statEntries[cfg.StatName] = e
+	}
+	e.refs++
+	c := &Cluster{m: m, cfg: cfg, addedViaAPI: api, version: version, lastUpdated: m.clock.Now(), stats: e}
+	c.breaker = reuse
+	if c.breaker == nil {
+		c.breaker = breaker.New(cfg.CircuitBreakers, m.store, "cluster."+cfg.StatName+".")
+	}
+	e.stats.WarmingState.Set(1)
+	if cfg.Type == config.Custom {
+		for _, member := range cfg.CustomType.Aggregate {
+			m.aggregates[member] = append(m.aggregates[member], cfg.Name)
+		}
+	}
+	return c
+}
+
+// releaseLocked stops c and drops its stats reference; closeBreaker unregisters its breaker.
+func (m *Manager) releaseLocked(c *Cluster, closeBreaker bool) {
+	c.close()
+	if closeBreaker {
+		c.breaker.Close()
+	}
+	if c.cfg.Type == config.Custom {
+		for _, member := range c.cfg.CustomType.Aggregate {
+			list := m.aggregates[member]
+			for i, n := range list {
+				if n == c.cfg.Name {
+					m.aggregates[member] = append(list[:i:i], list[i+1:]...)
+					break
+				}
+			}
+		}
+	}
+	delete(m.initPending, c)
+	c.stats.refs--
+	if c.stats.refs == 0 {
+		c.stats.reg.Unregister()
+		delete(m.statEntries, c.cfg.StatName)
+	}
+}
+
+// startCluster publishes the first host set of clusters that have one at once and starts the
+// discovery of the others.
+func (m *Manager) startCluster(c *Cluster) error {
+	switch c.cfg.Type {
+	case config.Static:
+		return c.startStatic()
+	case config.StrictDNS, config.LogicalDNS:
+		c.disc = c.runDNS
+	case config.OriginalDst:
+		c.disc = c.runCleanup
+		if err := c.update(hostUpdate{settings: setSettings{overprovisioning: host.DefaultOverprovisioningFactor}}); err != nil {
+			return err
+		}
+	case config.Custom:
+		return c.update(hostUpdate{settings: setSettings{overprovisioning: host.DefaultOverprovisioningFactor}})
+	case config.EDS:
+		// Warming until the xDS client calls ApplyAssignment.
+	}
+	if c.disc != nil {
+		m.mu.Lock()
+		if m.runCtx != nil {
+			m.goLocked(c)
+		}
+		m.mu.Unlock()
+	}
+	return nil
+}
+
+// goLocked starts c's discovery goroutine under the Run context.
+func (m *Manager) goLocked(c *Cluster) {
+	ctx, cancel := context.WithCancel(m.runCtx)
+	c.mu.Lock()
+	if c.closed || c.cancel != nil {
+		c.mu.Unlock()
+		cancel()
+		return
+	}
+	c.cancel = cancel
+	c.mu.Unlock()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		c.disc(ctx)
+	}()
+}
+
+// Run owns the discovery goroutines (DNS refresh, ORIGINAL_DST cleanup) of current and future
+// clusters. It returns after ctx is cancelled and every goroutine has ended.
+func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.runCtx != nil {
+		m.mu.Unlock()
+		return errors.New("cluster manager: Run called twice")
+	}
+	m.runCtx = ctx
+	for _, set := range []map[string]*Cluster{m.active, m.warming} {
+		for _, c := range set {
+			if c.disc != nil {
+				m.goLocked(c)
+			}
+		}
+	}
+	m.mu.Unlock()
+	<-ctx.Done()
+	m.wg.Wait()
+	return nil
+}
+
+// clusterWarmed moves c from warming to active once its first host set is published.
+func (m *Manager) clusterWarmed(c *Cluster) {
+	m.mu.Lock()
+	if m.warming[c.cfg.Name] != c {
+		m.mu.Unlock()
+		return
+	}
+	delete(m.warming, c.cfg.Name)
+	if old := m.active[c.cfg.Name]; old != nil {
+		m.releaseLocked(old, old.breaker != c.breaker)
+	}
+	m.active[c.cfg.Name] = c
+	c.stats.stats.WarmingState.Set(0)
+	delete(m.initPending, c)
+	m.publishLocked()
+	m.gaugesLocked()
+	m.mu.Unlock()
+	m.checkInit()
+}
+
+// checkInit marks the init target ready once no static cluster is warming.
+func (m *Manager) checkInit() {
+	m.mu.Lock()
+	ready := m.initReady
+	if len(m.initPending) != 0 || ready == nil {
+		m.mu.Unlock()
+		return
+	}
+	m.initReady = nil
+	m.mu.Unlock()
+	ready()
+}
+
+func (m *Manager) gaugesLocked() {
+	m.stats.ActiveClusters.Set(uint64(len(m.active)))
+	m.stats.WarmingClusters.Set(uint64(len(m.warming)))
+}
+
+// publishLocked publishes a copy of the active map for lock-free Get.
+func (m *Manager) publishLocked() {
+	p := make(map[string]*Cluster, len(m.active))
+	for k, v := range m.active {
+		p[k] = v
+	}
+	m.published.Store(&p)
+}
+
+// memberChanged rebuilds the aggregate clusters that contain name.
+func (m *Manager) memberChanged(name string) {
+	m.mu.Lock()
+	aggs := append([]string(nil), m.aggregates[name]...)
+	var targets []*Cluster
+	for _, a := range aggs {
+		for _, c := range []*Cluster{m.active[a], m.warming[a]} {
+			if c != nil {
+				targets = append(targets, c)
+			}
+		}
+	}
+	m.mu.Unlock()
+	for _, c := range targets {
+		c.rebuild()
+	}
+}
+
+// rebuild republishes the snapshot with the current hosts (aggregate membership changes).
+func (c *Cluster) rebuild() {
+	c.mu.Lock()
+	if c.closed || !c.applied {
+		c.mu.Unlock()
+		return
+	}
+	snap, err := c.build(c.hosts, c.settings, c.hostStats)
+	if err == nil {
+		c.snap.Store(snap)
+	}
+	c.mu.Unlock()
+	if err != nil {
+		c.m.log.Errorf("%v", err)
+	}
+}

@@ -1,0 +1,122 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+
+	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/lb"
+)
+
+// OriginalDstHeaders returns the request headers that may override the destination of an
+// ORIGINAL_DST cluster (x-envoy-original-dst-host and x-proxy-original-dst-host, or the
+// configured http_header_name), or nil when use_http_header is off.
+func (c *Cluster) OriginalDstHeaders() []string { return c.cfg.OriginalDst.HeaderNames }
+
+// OriginalDestination returns the host address to put in lb.Context.OverrideHost for a
+// downstream original destination (or header value) addr, applying upstream_port_override.
+func (c *Cluster) OriginalDestination(addr string) string {
+	p := c.cfg.OriginalDst.UpstreamPortOverride
+	if p == 0 {
+		return addr
+	}
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return addr
+	}
+	return netip.AddrPortFrom(ap.Addr(), uint16(p)).String()
+}
+
+// addOriginalDst creates the host of a new original destination and publishes it at once (a
+// membership change). Invalid addresses count original_dst_host_invalid.
+func (c *Cluster) addOriginalDst(addr string) (*host.Host, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		c.stats.stats.OriginalDstHostInvalid.Inc()
+		return nil, fmt.Errorf("%w: original destination %q is not ip:port", lb.ErrNoHealthyHost, addr)
+	}
+	addr = ap.String()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, lb.ErrNoHealthyHost
+	}
+	if c.odst == nil {
+		c.odst = map[string]*host.Host{}
+	}
+	if h, ok := c.odst[addr]; ok {
+		c.mu.Unlock()
+		return h, nil
+	}
+	h, err := host.New(host.Config{Address: addr})
+	if err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	st := &HostStats{}
+	st.used.Store(true)
+	hostStats := maps.Clone(c.hostStats)
+	if hostStats == nil {
+		hostStats = map[*host.Host]*HostStats{}
+	}
+	hostStats[h] = st
+	c.pending = &pendingUpdate{hosts: append(slices.Clip(c.hosts), h), settings: c.settings, stats: hostStats}
+	warmedNow, err := c.schedule(c.pending, true)
+	if err == nil {
+		c.odst[addr] = h
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	c.afterApply(warmedNow, true)
+	return h, nil
+}
+
+// runCleanup is the discovery goroutine of ORIGINAL_DST clusters: every cleanup_interval it
+// removes the hosts no request picked since the previous sweep.
+func (c *Cluster) runCleanup(ctx context.Context) {
+	for {
+		tick := make(chan struct{}, 1)
+		t := c.m.clock.AfterFunc(c.cfg.CleanupInterval, func() { tick <- struct{}{} })
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-tick:
+		}
+		c.cleanup()
+	}
+}
+
+// cleanup removes unused ORIGINAL_DST hosts and clears the used marks of the others.
+func (c *Cluster) cleanup() {
+	c.mu.Lock()
+	var keep []*host.Host
+	for _, h := range c.hosts {
+		if st := c.hostStats[h]; st != nil && st.used.Swap(false) {
+			keep = append(keep, h)
+			continue
+		}
+		delete(c.odst, h.Address())
+	}
+	if len(keep) == len(c.hosts) || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	hostStats := make(map[*host.Host]*HostStats, len(keep))
+	for _, h := range keep {
+		hostStats[h] = c.hostStats[h]
+	}
+	c.pending = &pendingUpdate{hosts: keep, settings: c.settings, stats: hostStats}
+	warmedNow, err := c.schedule(c.pending, true)
+	c.mu.Unlock()
+	if err != nil {
+		c.m.log.Errorf("cluster %q: original destination cleanup: %v", c.cfg.Name, err)
+		return
+	}
+	c.afterApply(warmedNow, true)
+}

@@ -1,0 +1,85 @@
+package cluster
+
+import (
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/host"
+)
+
+// startStatic publishes a STATIC cluster's load_assignment at once: the cluster is warm as soon
+// as it is added.
+func (c *Cluster) startStatic() error {
+	u, err := assignmentUpdate(c.cfg.LoadAssignment)
+	if err != nil {
+		return err
+	}
+	st := &c.stats.stats
+	st.UpdateAttempt.Inc()
+	if err := c.update(u); err != nil {
+		st.UpdateFailure.Inc()
+		return err
+	}
+	st.UpdateSuccess.Inc()
+	return nil
+}
+
+// assignmentUpdate converts a load assignment whose addresses are IPs (STATIC, EDS) into a host
+// update.
+func assignmentUpdate(la config.LoadAssignment) (hostUpdate, error) {
+	u := hostUpdate{settings: assignmentSettings(la)}
+	for _, l := range la.Localities {
+		for _, e := range l.Endpoints {
+			u.hosts = append(u.hosts, endpointHost(l, e, e.Address.String()))
+		}
+	}
+	return u, nil
+}
+
+// assignmentSettings takes the assignment-wide settings of la.
+func assignmentSettings(la config.LoadAssignment) setSettings {
+	s := setSettings{
+		overprovisioning:       la.OverprovisioningFactor,
+		weightedPriorityHealth: la.WeightedPriorityHealth,
+		drops:                  la.DropOverloads,
+	}
+	if la.HasLocalityWeights {
+		s.localityWeights = map[uint32]map[host.Locality]uint32{}
+		for _, l := range la.Localities {
+			m := s.localityWeights[l.Priority]
+			if m == nil {
+				m = map[host.Locality]uint32{}
+				s.localityWeights[l.Priority] = m
+			}
+			m[host.Locality{Region: l.Region, Zone: l.Zone, SubZone: l.SubZone}] = l.Weight
+		}
+	}
+	return s
+}
+
+// endpointHost describes the host of endpoint e of locality l at address addr.
+func endpointHost(l config.LocalityEndpoints, e config.Endpoint, addr string) host.Config {
+	return host.Config{
+		Address:  addr,
+		Hostname: e.Hostname,
+		Weight:   e.Weight,
+		Locality: host.Locality{Region: l.Region, Zone: l.Zone, SubZone: l.SubZone},
+		Priority: l.Priority,
+		Metadata: e.Metadata,
+		Canary:   e.Canary,
+		Health:   edsHealthFlags(e.HealthStatus),
+	}
+}
+
+// edsHealthFlags maps an EDS health_status to host flags, as Envoy does: UNHEALTHY, DRAINING
+// and TIMEOUT fail the host (/failed_eds_health; DRAINING also sets /eds_status_draining),
+// DEGRADED degrades it, UNKNOWN and HEALTHY leave it healthy.
+func edsHealthFlags(s config.HealthStatus) host.HealthFlag {
+	switch s {
+	case config.HealthUnhealthy, config.HealthTimeout:
+		return host.FailedEDSHealth
+	case config.HealthDraining:
+		return host.FailedEDSHealth | host.EDSStatusDraining
+	case config.HealthDegraded:
+		return host.DegradedEDSHealth
+	}
+	return 0
+}

@@ -1,0 +1,146 @@
+package cluster
+
+import (
+	"sync/atomic"
+
+	"github.com/legateproxy/legate/stats"
+)
+
+// ManagerStats are the cluster_manager.* stats (Envoy's ClusterManagerStats).
+type ManagerStats struct {
+	ClusterAdded           stats.Counter `stat:"cluster_added"`
+	ClusterModified        stats.Counter `stat:"cluster_modified"`
+	ClusterRemoved         stats.Counter `stat:"cluster_removed"`
+	ClusterUpdated         stats.Counter `stat:"cluster_updated"`
+	ClusterUpdatedViaMerge stats.Counter `stat:"cluster_updated_via_merge"`
+	UpdateMergeCancelled   stats.Counter `stat:"update_merge_cancelled"`
+	UpdateOutOfMergeWindow stats.Counter `stat:"update_out_of_merge_window"`
+	ActiveClusters         stats.Gauge   `stat:"active_clusters,never_import"`
+	WarmingClusters        stats.Gauge   `stat:"warming_clusters,never_import"`
+}
+
+// Stats are the cluster.<name>.* stats of one cluster (Envoy's ClusterTrafficStats,
+// ClusterConfigUpdateStats, ClusterEndpointStats and ClusterLbStats). The data plane increments
+// the upstream_* fields; the manager maintains the update, membership and version fields.
+// Fields are atomics: safe for concurrent use without locks.
+type Stats struct {
+	// Traffic.
+	BindErrors                             stats.Counter   `stat:"bind_errors"`
+	OriginalDstHostInvalid                 stats.Counter   `stat:"original_dst_host_invalid"`
+	RetryOrShadowAbandoned                 stats.Counter   `stat:"retry_or_shadow_abandoned"`
+	UpstreamCxCloseNotify                  stats.Counter   `stat:"upstream_cx_close_notify"`
+	UpstreamCxConnectAttemptsExceeded      stats.Counter   `stat:"upstream_cx_connect_attempts_exceeded"`
+	UpstreamCxConnectFail                  stats.Counter   `stat:"upstream_cx_connect_fail"`
+	UpstreamCxConnectTimeout               stats.Counter   `stat:"upstream_cx_connect_timeout"`
+	UpstreamCxConnectWith0RTT              stats.Counter   `stat:"upstream_cx_connect_with_0_rtt"`
+	UpstreamCxDestroy                      stats.Counter   `stat:"upstream_cx_destroy"`
+	UpstreamCxDestroyLocal                 stats.Counter   `stat:"upstream_cx_destroy_local"`
+	UpstreamCxDestroyLocalWithActiveRq     stats.Counter   `stat:"upstream_cx_destroy_local_with_active_rq"`
+	UpstreamCxDestroyRemote                stats.Counter   `stat:"upstream_cx_destroy_remote"`
+	UpstreamCxDestroyRemoteWithActiveRq    stats.Counter   `stat:"upstream_cx_destroy_remote_with_active_rq"`
+	UpstreamCxDestroyWithActiveRq          stats.Counter   `stat:"upstream_cx_destroy_with_active_rq"`
+	UpstreamCxHTTP1Total                   stats.Counter   `stat:"upstream_cx_http1_total"`
+	UpstreamCxHTTP2Total                   stats.Counter   `stat:"upstream_cx_http2_total"`
+	UpstreamCxHTTP3Total                   stats.Counter   `stat:"upstream_cx_http3_total"`
+	UpstreamCxIdleTimeout                  stats.Counter   `stat:"upstream_cx_idle_timeout"`
+	UpstreamCxMaxDurationReached           stats.Counter   `stat:"upstream_cx_max_duration_reached"`
+	UpstreamCxMaxRequests                  stats.Counter   `stat:"upstream_cx_max_requests"`
+	UpstreamCxNoneHealthy                  stats.Counter   `stat:"upstream_cx_none_healthy"`
+	UpstreamCxOverflow                     stats.Counter   `stat:"upstream_cx_overflow"`
+	UpstreamCxPoolOverflow                 stats.Counter   `stat:"upstream_cx_pool_overflow"`
+	UpstreamCxProtocolError                stats.Counter   `stat:"upstream_cx_protocol_error"`
+	UpstreamCxRxBytesTotal                 stats.Counter   `stat:"upstream_cx_rx_bytes_total"`
+	UpstreamCxTotal                        stats.Counter   `stat:"upstream_cx_total"`
+	UpstreamCxTxBytesTotal                 stats.Counter   `stat:"upstream_cx_tx_bytes_total"`
+	UpstreamFlowControlBackedUpTotal       stats.Counter   `stat:"upstream_flow_control_backed_up_total"`
+	UpstreamFlowControlDrainedTotal        stats.Counter   `stat:"upstream_flow_control_drained_total"`
+	UpstreamFlowControlPausedReadingTotal  stats.Counter   `stat:"upstream_flow_control_paused_reading_total"`
+	UpstreamFlowControlResumedReadingTotal stats.Counter   `stat:"upstream_flow_control_resumed_reading_total"`
+	UpstreamInternalRedirectFailedTotal    stats.Counter   `stat:"upstream_internal_redirect_failed_total"`
+	UpstreamInternalRedirectSucceededTotal stats.Counter   `stat:"upstream_internal_redirect_succeeded_total"`
+	UpstreamRqCancelled                    stats.Counter   `stat:"upstream_rq_cancelled"`
+	UpstreamRqCompleted                    stats.Counter   `stat:"upstream_rq_completed"`
+	UpstreamRqMaintenanceMode              stats.Counter   `stat:"upstream_rq_maintenance_mode"`
+	UpstreamRqMaxDurationReached           stats.Counter   `stat:"upstream_rq_max_duration_reached"`
+	UpstreamRqPendingFailureEject          stats.Counter   `stat:"upstream_rq_pending_failure_eject"`
+	UpstreamRqPendingOverflow              stats.Counter   `stat:"upstream_rq_pending_overflow"`
+	UpstreamRqPendingTotal                 stats.Counter   `stat:"upstream_rq_pending_total"`
+	UpstreamRq0RTT                         stats.Counter   `stat:"upstream_rq_0rtt"`
+	UpstreamRqPerTryTimeout                stats.Counter   `stat:"upstream_rq_per_try_timeout"`
+	UpstreamRqPerTryIdleTimeout            stats.Counter   `stat:"upstream_rq_per_try_idle_timeout"`
+	UpstreamRqRetry                        stats.Counter   `stat:"upstream_rq_retry"`
+	UpstreamRqRetryBackoffExponential      stats.Counter   `stat:"upstream_rq_retry_backoff_exponential"`
+	UpstreamRqRetryBackoffRatelimited      stats.Counter   `stat:"upstream_rq_retry_backoff_ratelimited"`
+	UpstreamRqRetryLimitExceeded           stats.Counter   `stat:"upstream_rq_retry_limit_exceeded"`
+	UpstreamRqRetryOverflow                stats.Counter   `stat:"upstream_rq_retry_overflow"`
+	UpstreamRqRetrySuccess                 stats.Counter   `stat:"upstream_rq_retry_success"`
+	UpstreamRqRxReset                      stats.Counter   `stat:"upstream_rq_rx_reset"`
+	UpstreamRqTimeout                      stats.Counter   `stat:"upstream_rq_timeout"`
+	UpstreamRqTotal                        stats.Counter   `stat:"upstream_rq_total"`
+	UpstreamRqTxReset                      stats.Counter   `stat:"upstream_rq_tx_reset"`
+	UpstreamHTTP3Broken                    stats.Counter   `stat:"upstream_http3_broken"`
+	UpstreamCxActive                       stats.Gauge     `stat:"upstream_cx_active,accumulate"`
+	UpstreamCxRxBytesBuffered              stats.Gauge     `stat:"upstream_cx_rx_bytes_buffered,accumulate"`
+	UpstreamCxTxBytesBuffered              stats.Gauge     `stat:"upstream_cx_tx_bytes_buffered,accumulate"`
+	UpstreamRqActive                       stats.Gauge     `stat:"upstream_rq_active,accumulate"`
+	UpstreamRqPendingActive                stats.Gauge     `stat:"upstream_rq_pending_active,accumulate"`
+	UpstreamCxConnectMs                    stats.Histogram `stat:"upstream_cx_connect_ms,unit=ms"`
+	UpstreamCxLengthMs                     stats.Histogram `stat:"upstream_cx_length_ms,unit=ms"`
+	UpstreamRqPerCx                        stats.Histogram `stat:"upstream_rq_per_cx,unit=unspecified"`
+
+	// Configuration updates.
+	AssignmentStale           stats.Counter `stat:"assignment_stale"`
+	AssignmentTimeoutReceived stats.Counter `stat:"assignment_timeout_received"`
+	AssignmentUseCached       stats.Counter `stat:"assignment_use_cached"`
+	UpdateAttempt             stats.Counter `stat:"update_attempt"`
+	UpdateEmpty               stats.Counter `stat:"update_empty"`
+	UpdateFailure             stats.Counter `stat:"update_failure"`
+	UpdateNoRebuild           stats.Counter `stat:"update_no_rebuild"`
+	UpdateSuccess             stats.Counter `stat:"update_success"`
+	Version                   stats.Gauge   `stat:"version,never_import"`
+	WarmingState              stats.Gauge   `stat:"warming_state,never_import"`
+
+	// Membership.
+	MaxHostWeight      stats.Gauge   `stat:"max_host_weight,never_import"`
+	MembershipDegraded stats.Gauge   `stat:"membership_degraded,never_import"`
+	MembershipExcluded stats.Gauge   `stat:"membership_excluded,never_import"`
+	MembershipHealthy  stats.Gauge   `stat:"membership_healthy,never_import"`
+	MembershipTotal    stats.Gauge   `stat:"membership_total,never_import"`
+	MembershipChange   stats.Counter `stat:"membership_change"`
+
+	// Load balancing.
+	LbHealthyPanic              stats.Counter `stat:"lb_healthy_panic"`
+	LbLocalClusterNotOK         stats.Counter `stat:"lb_local_cluster_not_ok"`
+	LbRecalculateZoneStructures stats.Counter `stat:"lb_recalculate_zone_structures"`
+	LbSubsetsCreated            stats.Counter `stat:"lb_subsets_created"`
+	LbSubsetsFallback           stats.Counter `stat:"lb_subsets_fallback"`
+	LbSubsetsFallbackPanic      stats.Counter `stat:"lb_subsets_fallback_panic"`
+	LbSubsetsRemoved            stats.Counter `stat:"lb_subsets_removed"`
+	LbSubsetsSelected           stats.Counter `stat:"lb_subsets_selected"`
+	LbZoneClusterTooSmall       stats.Counter `stat:"lb_zone_cluster_too_small"`
+	LbZoneNoCapacityLeft        stats.Counter `stat:"lb_zone_no_capacity_left"`
+	LbZoneRoutingAllDirectly    stats.Counter `stat:"lb_zone_routing_all_directly"`
+	LbZoneRoutingCrossZone      stats.Counter `stat:"lb_zone_routing_cross_zone"`
+	LbZoneRoutingSampled        stats.Counter `stat:"lb_zone_routing_sampled"`
+	LbSubsetsActive             stats.Gauge   `stat:"lb_subsets_active,never_import"`
+
+	// Transport socket matches.
+	DefaultTotalMatchCount stats.Counter `stat:"default.total_match_count"`
+}
+
+// HostStats are the per-host statistics /clusters prints (cx_total, cx_active, …). They are not
+// in the stats store, as in Envoy. Connection pools and the router increment them; all fields
+// are atomics, safe for concurrent use.
+type HostStats struct {
+	CxTotal       atomic.Uint64
+	CxConnectFail atomic.Uint64
+	RqTotal       atomic.Uint64
+	RqTimeout     atomic.Uint64
+	RqSuccess     atomic.Uint64
+	RqError       atomic.Uint64
+	CxActive      atomic.Int64
+	RqActive      atomic.Int64
+
+	// used is set by picks on ORIGINAL_DST clusters and cleared by the cleanup timer.
+	used atomic.Bool
+}
