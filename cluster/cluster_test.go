@@ -217,15 +217,15 @@ func TestStaticClusters(t *testing.T) {
 		t.Errorf("HostStats(%v) = nil; want stats", h)
 	}
 	e.wantStats(t, map[string]uint64{
-		"cluster_manager.cluster_added":          2,
-		"cluster_manager.active_clusters":        2,
-		"cluster_manager.warming_clusters":       0,
-		"cluster.b.membership_total":             2,
-		"cluster.b.membership_healthy":           2,
-		"cluster.b.max_host_weight":              1,
-		"cluster.b.update_attempt":               1,
-		"cluster.b.update_success":               1,
-		"cluster.a_1.membership_total":           1,
+		"cluster_manager.cluster_added":              2,
+		"cluster_manager.active_clusters":            2,
+		"cluster_manager.warming_clusters":           0,
+		"cluster.b.membership_total":                 2,
+		"cluster.b.membership_healthy":               2,
+		"cluster.b.max_host_weight":                  1,
+		"cluster.b.update_attempt":                   1,
+		"cluster.b.update_success":                   1,
+		"cluster.a_1.membership_total":               1,
 		"cluster.b.circuit_breakers.default.rq_open": 0,
 	})
 	if err := e.m.AddStatic([]*config.Cluster{parseCluster(t, staticYAML("b", "10.0.0.9"))}); err == nil {

@@ -1,0 +1,228 @@
+package cluster
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/miekg/dns"
+
+	"github.com/legateproxy/legate/config"
+)
+
+// dnsServer is a real DNS server on 127.0.0.1 answering from a mutable table.
+type dnsServer struct {
+	mu      sync.Mutex
+	records map[string][]dns.RR // by "name type"
+	fail    bool
+	addr    string
+	srv     *dns.Server
+}
+
+func startDNS(t *testing.T) *dnsServer {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &dnsServer{records: map[string][]dns.RR{}, addr: pc.LocalAddr().String()}
+	started := make(chan struct{})
+	s.srv = &dns.Server{PacketConn: pc, Handler: s, NotifyStartedFunc: func() { close(started) }}
+	go s.srv.ActivateAndServe()
+	<-started
+	t.Cleanup(func() { s.srv.Shutdown() })
+	return s
+}
+
+func (s *dnsServer) set(name string, rrs ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.records {
+		if len(k) > len(name) && k[:len(name)+1] == name+" " {
+			delete(s.records, k)
+		}
+	}
+	for _, r := range rrs {
+		rr, err := dns.NewRR(r)
+		if err != nil {
+			panic(err)
+		}
+		key := name + " " + dns.TypeToString[rr.Header().Rrtype]
+		s.records[key] = append(s.records[key], rr)
+	}
+}
+
+func (s *dnsServer) setFail(f bool) { s.mu.Lock(); s.fail = f; s.mu.Unlock() }
+
+func (s *dnsServer) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := new(dns.Msg)
+	m.SetReply(r)
+	if s.fail {
+		m.Rcode = dns.RcodeServerFailure
+	} else {
+		q := r.Question[0]
+		m.Answer = s.records[q.Name+" "+dns.TypeToString[q.Qtype]]
+	}
+	w.WriteMsg(m)
+}
+
+func TestDNSResolverFamilies(t *testing.T) {
+	s := startDNS(t)
+	s.set("both.test.", "both.test. 30 IN A 10.0.0.1", "both.test. 20 IN AAAA ::1")
+	s.set("v4.test.", "v4.test. 60 IN A 10.0.0.2", "v4.test. 60 IN A 10.0.0.3")
+	r := &DNSResolver{Timeout: 2 * time.Second}
+	tests := []struct {
+		name    string
+		host    string
+		family  config.DNSLookupFamily
+		want    []string
+		wantTTL time.Duration
+	}{
+		{"auto prefers v6", "both.test", config.Auto, []string{"::1"}, 20 * time.Second},
+		{"auto falls back to v4", "v4.test", config.Auto, []string{"10.0.0.2", "10.0.0.3"}, time.Minute},
+		{"v4 only", "both.test", config.V4Only, []string{"10.0.0.1"}, 30 * time.Second},
+		{"v6 only", "both.test", config.V6Only, []string{"::1"}, 20 * time.Second},
+		{"all", "both.test", config.All, []string{"10.0.0.1", "::1"}, 20 * time.Second},
+		{"literal", "10.9.9.9", config.Auto, []string{"10.9.9.9"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addrs, ttl, err := r.Resolve(context.Background(), tt.host, tt.family, []string{s.addr})
+			if err != nil {
+				t.Fatalf("Resolve() error = %v", err)
+			}
+			var got []string
+			for _, a := range addrs {
+				got = append(got, a.String())
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Resolve() addresses (-want +got):\n%s", diff)
+			}
+			if ttl != tt.wantTTL {
+				t.Errorf("Resolve() ttl = %v; want %v", ttl, tt.wantTTL)
+			}
+		})
+	}
+	if _, _, err := r.Resolve(context.Background(), "v4.test", config.V6Only, []string{s.addr}); err == nil {
+		t.Errorf("Resolve(v6 only, no AAAA) = nil error; want an error")
+	}
+}
+
+func runManager(t *testing.T, e *testEnv) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- e.m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+func TestStrictDNS(t *testing.T) {
+	s := startDNS(t)
+	s.set("web.test.", "web.test. 3 IN A 10.0.0.1", "web.test. 3 IN A 10.0.0.2")
+	s.set("api.test.", "api.test. 3 IN A 10.0.0.9")
+	e := newEnv(t, nil)
+	cfg := parseCluster(t, `
+name: dns
+type: STRICT_DNS
+dns_lookup_family: V4_ONLY
+respect_dns_ttl: true
+dns_refresh_rate: 10s
+common_lb_config: {update_merge_window: 0s}
+dns_resolvers: [{socket_address: {address: 127.0.0.1, port_value: `+portOf(s.addr)+`}}]
+load_assignment:
+  endpoints:
+  - lb_endpoints:
+    - endpoint: {address: {socket_address: {address: web.test, port_value: 80}}}
+    - endpoint: {address: {socket_address: {address: api.test, port_value: 81}}}
+`)
+	ready := make(chan struct{})
+	e.m.initFn = func(string) (func(), error) { return func() { close(ready) }, nil }
+	if err := e.m.AddStatic([]*config.Cluster{cfg}); err != nil {
+		t.Fatal(err)
+	}
+	runManager(t, e)
+	e.clock.waitTimer(t) // first round done, next scheduled
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("init target not ready after the first resolution")
+	}
+	c := e.m.Get("dns")
+	want := []string{"p0 10.0.0.1:80 healthy w1", "p0 10.0.0.2:80 healthy w1", "p0 10.0.0.9:81 healthy w1"}
+	if diff := cmp.Diff(want, addresses(c.Snapshot().PrioritySet)); diff != "" {
+		t.Errorf("hosts (-want +got):\n%s", diff)
+	}
+	if h := c.Snapshot().PrioritySet.Sets()[0].Hosts()[0]; h.Hostname() != "web.test" {
+		t.Errorf("Hostname() = %q; want web.test", h.Hostname())
+	}
+
+	// respect_dns_ttl: the next round comes after 3s, not 10s.
+	s.set("web.test.", "web.test. 3 IN A 10.0.0.3")
+	e.clock.Advance(3 * time.Second)
+	e.clock.waitTimer(t)
+	want = []string{"p0 10.0.0.3:80 healthy w1", "p0 10.0.0.9:81 healthy w1"}
+	if diff := cmp.Diff(want, addresses(c.Snapshot().PrioritySet)); diff != "" {
+		t.Errorf("hosts after TTL refresh (-want +got):\n%s", diff)
+	}
+
+	// A failing server keeps the last good hosts.
+	s.setFail(true)
+	e.clock.Advance(3 * time.Second)
+	e.clock.waitTimer(t)
+	if diff := cmp.Diff(want, addresses(c.Snapshot().PrioritySet)); diff != "" {
+		t.Errorf("hosts after DNS failure (-want +got):\n%s", diff)
+	}
+	e.wantStats(t, map[string]uint64{"cluster.dns.update_failure": 1, "cluster.dns.update_success": 2, "cluster.dns.update_attempt": 3})
+}
+
+func TestLogicalDNS(t *testing.T) {
+	s := startDNS(t)
+	s.set("one.test.", "one.test. 30 IN A 10.0.0.1", "one.test. 30 IN A 10.0.0.2")
+	e := newEnv(t, nil)
+	cfg := parseCluster(t, `
+name: logical
+type: LOGICAL_DNS
+dns_lookup_family: V4_ONLY
+dns_refresh_rate: 1s
+dns_resolvers: [{socket_address: {address: 127.0.0.1, port_value: `+portOf(s.addr)+`}}]
+load_assignment:
+  endpoints:
+  - lb_endpoints:
+    - endpoint: {address: {socket_address: {address: one.test, port_value: 80}}}
+`)
+	if err := e.m.AddStatic([]*config.Cluster{cfg}); err != nil {
+		t.Fatal(err)
+	}
+	runManager(t, e)
+	e.clock.waitTimer(t)
+	c := e.m.Get("logical")
+	if diff := cmp.Diff([]string{"p0 10.0.0.1:80 healthy w1"}, addresses(c.Snapshot().PrioritySet)); diff != "" {
+		t.Fatalf("hosts (-want +got):\n%s", diff)
+	}
+	h := c.Snapshot().PrioritySet.Sets()[0].Hosts()[0]
+	c.Snapshot().HostStats(h).CxTotal.Add(4)
+	s.set("one.test.", "one.test. 30 IN A 10.0.0.7")
+	e.clock.Advance(time.Second)
+	e.clock.waitTimer(t)
+	h2 := c.Snapshot().PrioritySet.Sets()[0].Hosts()[0]
+	if h2.Address() != "10.0.0.7:80" {
+		t.Fatalf("address after change = %s; want 10.0.0.7:80", h2.Address())
+	}
+	if got := c.Snapshot().HostStats(h2).CxTotal.Load(); got != 4 {
+		t.Errorf("cx_total after address change = %d; want 4 (stats kept)", got)
+	}
+}
+
+func portOf(addr string) string {
+	ap := netip.MustParseAddrPort(addr)
+	return ap.String()[len(ap.Addr().String())+1:]
+}
