@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,8 +33,9 @@ type Config struct {
 type Server struct {
 	cfg      Config
 	registry *Registry
-	listener net.Listener
-	http     *http.Server
+	listener net.Listener // set by Listen, then read-only
+	http     *http.Server // set by Listen, then read-only
+	serving  atomic.Bool  // Serve has started; Shutdown waits for done
 
 	logMu sync.Mutex // serialises access-log writes
 	done  chan struct{}
@@ -61,6 +63,14 @@ func (s *Server) Listen() error {
 		s.cfg.Warnf("admin interface bound to non-loopback address %s: it allows destructive operations and exposes private information; bind it to 127.0.0.1 or a firewalled network", ln.Addr())
 	}
 	s.listener = ln
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	s.http = &http.Server{
+		Handler:           s,
+		Protocols:         protocols,
+		ReadHeaderTimeout: 30 * time.Second,
+	}
 	return nil
 }
 
@@ -85,14 +95,7 @@ func (s *Server) Serve() error {
 	if s.listener == nil {
 		return errors.New("admin: Serve before Listen")
 	}
-	protocols := new(http.Protocols)
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
-	s.http = &http.Server{
-		Handler:           s,
-		Protocols:         protocols,
-		ReadHeaderTimeout: 30 * time.Second,
-	}
+	s.serving.Store(true)
 	defer close(s.done)
 	err := s.http.Serve(s.listener)
 	if errors.Is(err, http.ErrServerClosed) {
@@ -104,17 +107,17 @@ func (s *Server) Serve() error {
 // Shutdown stops accepting, lets in-flight requests finish until ctx ends,
 // then closes what is left (long streams included).
 func (s *Server) Shutdown(ctx context.Context) error {
-	if s.http == nil {
-		if s.listener != nil {
-			return s.listener.Close()
-		}
+	if s.listener == nil {
 		return nil
 	}
 	err := s.http.Shutdown(ctx)
 	if err != nil {
 		s.http.Close()
 	}
-	<-s.done
+	s.listener.Close() // in case Serve never ran
+	if s.serving.Load() {
+		<-s.done
+	}
 	return err
 }
 
