@@ -131,7 +131,9 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 		return nil, err
 	}
 
-	s.dumps.Add(configdump.Tracker{Key: "bootstrap", Dump: s.bootstrapDump})
+	if err := s.addStaticDumps(); err != nil {
+		return nil, err
+	}
 
 	if a := boot.Admin; a != nil {
 		var accessLog io.Writer
