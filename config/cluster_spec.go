@@ -10,18 +10,18 @@ import (
 
 // Defaults of the Cluster fields, from the cluster configuration spec and Envoy's API.
 const (
-	DefaultConnectTimeout           = 5 * time.Second
-	DefaultPerConnectionBufferLimit = 1024 * 1024
-	DefaultDNSRefreshRate           = 5 * time.Second
-	DefaultCleanupInterval          = 5 * time.Second
-	DefaultUpdateMergeWindow        = time.Second
-	DefaultHealthyPanicThreshold    = 50
-	DefaultZoneRoutingEnabled       = 100
-	DefaultMinClusterSize           = 6
-	DefaultChoiceCount              = 2
-	DefaultMaglevTableSize          = 65537
-	MaxMaglevTableSize              = 5000011
-	DefaultOverprovisioningFactor   = 140
+	DefaultConnectTimeout         = 5 * time.Second
+	DefaultClusterBufferLimit     = 1024 * 1024
+	DefaultDNSRefreshRate         = 5 * time.Second
+	DefaultCleanupInterval        = 5 * time.Second
+	DefaultUpdateMergeWindow      = time.Second
+	DefaultHealthyPanicThreshold  = 50
+	DefaultZoneRoutingEnabled     = 100
+	DefaultMinClusterSize         = 6
+	DefaultChoiceCount            = 2
+	DefaultMaglevTableSize        = 65537
+	MaxMaglevTableSize            = 5000011
+	DefaultOverprovisioningFactor = 140
 	// Circuit-breaker defaults per priority (Envoy's 1024/1024/1024/3).
 	DefaultMaxConnections     = 1024
 	DefaultMaxPendingRequests = 1024

@@ -60,7 +60,7 @@ func (b *clusterBuilder) build(c *clusterv3.Cluster, lim Limits) *Cluster {
 		AltStatName:                         c.GetAltStatName(),
 		StatName:                            StatName(c.GetName(), c.GetAltStatName()),
 		ConnectTimeout:                      durationOr(c.GetConnectTimeout(), DefaultConnectTimeout),
-		PerConnectionBufferLimitBytes:       u32Or(c.GetPerConnectionBufferLimitBytes(), DefaultPerConnectionBufferLimit),
+		PerConnectionBufferLimitBytes:       u32Or(c.GetPerConnectionBufferLimitBytes(), DefaultClusterBufferLimit),
 		MaxRequestsPerConnection:            u32Or(c.GetMaxRequestsPerConnection(), 0),
 		DNSRefreshRate:                      durationOr(c.GetDnsRefreshRate(), DefaultDNSRefreshRate),
 		RespectDNSTTL:                       c.GetRespectDnsTtl(),

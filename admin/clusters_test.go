@@ -1,0 +1,205 @@
+package admin
+
+import (
+	"flag"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protojson"
+	"sigs.k8s.io/yaml"
+
+	"github.com/legateproxy/legate/admin/pbjson"
+	"github.com/legateproxy/legate/cluster"
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/stats"
+)
+
+var updateClusters = flag.Bool("update", false, "rewrite testdata golden files")
+
+func clusterConfig(t testing.TB, y string) *config.Cluster {
+	t.Helper()
+	j, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pc clusterv3.Cluster
+	if err := protojson.Unmarshal(j, &pc); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.ClusterFromProto(&pc, config.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// clustersFixture builds a manager with a static cluster, a static cluster with outlier
+// detection, alt_stat_name, localities, canary metadata and high-priority thresholds, and an
+// EDS cluster with a service name and EDS health statuses.
+func clustersFixture(t testing.TB) *cluster.Manager {
+	t.Helper()
+	store, err := stats.New(stats.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cluster.NewManager(cluster.ManagerConfig{Stats: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.AddStatic([]*config.Cluster{
+		clusterConfig(t, `
+name: service_a
+load_assignment:
+  endpoints:
+  - lb_endpoints:
+    - endpoint: {address: {socket_address: {address: 10.0.0.1, port_value: 8080}}}
+`),
+		clusterConfig(t, `
+name: "svc:b"
+alt_stat_name: svc_b_stats
+outlier_detection: {}
+circuit_breakers:
+  thresholds:
+  - {priority: HIGH, max_connections: 10, max_retries: 1}
+load_assignment:
+  endpoints:
+  - locality: {region: eu, zone: eu-1a, sub_zone: rack1}
+    lb_endpoints:
+    - endpoint:
+        address: {socket_address: {address: "::1", port_value: 9000}}
+        hostname: b1.example
+      load_balancing_weight: 3
+      metadata: {filter_metadata: {envoy.lb: {canary: true}}}
+  - priority: 1
+    lb_endpoints:
+    - endpoint: {address: {socket_address: {address: 10.0.0.2, port_value: 0}}}
+`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.AddOrUpdate(clusterConfig(t, "name: eds_cluster\ntype: EDS\neds_cluster_config: {service_name: eds_service_x}"), "3"); err != nil {
+		t.Fatal(err)
+	}
+	cla := &endpointv3.ClusterLoadAssignment{}
+	if err := protojson.Unmarshal([]byte(`{"cluster_name":"eds_service_x","endpoints":[{"lb_endpoints":[
+		{"endpoint":{"address":{"socket_address":{"address":"10.1.0.1","port_value":80}}},"health_status":"UNHEALTHY"},
+		{"endpoint":{"address":{"socket_address":{"address":"10.1.0.2","port_value":80}}},"health_status":"DRAINING"},
+		{"endpoint":{"address":{"socket_address":{"address":"10.1.0.3","port_value":80}}},"health_status":"DEGRADED"}]}]}`), cla); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Warming()[0].ApplyAssignment(cla); err != nil {
+		t.Fatal(err)
+	}
+	m.SetVersionInfo("3")
+	c := m.Get("service_a")
+	h := c.Snapshot().PrioritySet.Sets()[0].Hosts()[0]
+	hs := c.Snapshot().HostStats(h)
+	hs.CxTotal.Add(2)
+	hs.RqTotal.Add(5)
+	hs.RqSuccess.Add(5)
+	hs.RqActive.Add(1)
+	return m
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *updateClusters {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s mismatch (-want +got):\n%s", name, diff)
+	}
+}
+
+func serveClusters(t testing.TB, src ClusterSource, query string) *httptest.ResponseRecorder {
+	t.Helper()
+	e := ClustersEndpoint(src)
+	r := httptest.NewRequest("GET", "/clusters?"+query, nil)
+	w := httptest.NewRecorder()
+	e.Handle(w, r, ParseQuery(query))
+	return w
+}
+
+func TestClustersText(t *testing.T) {
+	m := clustersFixture(t)
+	for _, q := range []string{"", "format=text", "format=JSON"} {
+		t.Run("query "+q, func(t *testing.T) {
+			golden(t, "clusters.golden", serveClusters(t, m, q).Body.Bytes())
+		})
+	}
+	body := serveClusters(t, m, "").Body.String()
+	for _, want := range []string{
+		"version_info::3\n",
+		"eds_cluster::10.1.0.1:80::healthy::/failed_eds_health\n",
+		"service_a::10.0.0.1:8080::healthy::healthy\n",
+		"svc:b::observability_name::svc_b_stats\n",
+		"svc:b::outlier::success_rate_average::-1\n",
+		"svc:b::high_priority::max_connections::10\n",
+		"eds_cluster::eds_service_name::eds_service_x\n",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/clusters lacks %q", want)
+		}
+	}
+}
+
+func TestClustersJSON(t *testing.T) {
+	m := clustersFixture(t)
+	w := serveClusters(t, m, "format=json")
+	if got := w.Header().Get("Content-Type"); got != "application/json" {
+		t.Errorf("Content-Type = %q; want application/json", got)
+	}
+	golden(t, "clusters_json.golden", w.Body.Bytes())
+	var got adminv3.Clusters
+	if err := (protojson.UnmarshalOptions{}).Unmarshal(w.Body.Bytes(), &got); err != nil {
+		t.Fatalf("strict decode into adminv3.Clusters: %v", err)
+	}
+	if n := len(got.GetClusterStatuses()); n != 3 {
+		t.Fatalf("cluster_statuses = %d; want 3", n)
+	}
+	// Streaming must print exactly what printing the whole message prints.
+	whole := &adminv3.Clusters{}
+	for _, c := range m.Snapshot() {
+		whole.ClusterStatuses = append(whole.ClusterStatuses, clusterStatus(c))
+	}
+	b, err := marshalWhole(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(b), w.Body.String()); diff != "" {
+		t.Errorf("streamed JSON differs from the whole message (-whole +streamed):\n%s", diff)
+	}
+}
+
+func TestClustersEmpty(t *testing.T) {
+	store, _ := stats.New(stats.Config{})
+	m, err := cluster.NewManager(cluster.ManagerConfig{Stats: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := serveClusters(t, m, "format=json").Body.String(); got != "{}\n" {
+		t.Errorf("empty JSON = %q; want %q", got, "{}\n")
+	}
+	if got := serveClusters(t, m, "").Body.String(); got != "version_info::static\n" {
+		t.Errorf("empty text = %q; want %q", got, "version_info::static\n")
+	}
+}
+
+func marshalWhole(m *adminv3.Clusters) ([]byte, error) {
+	return pbjson.Marshal(m, pbjson.OmitDefaults)
+}
