@@ -1,0 +1,303 @@
+package tlsutil
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// state is what client and server contexts share: the current material,
+// how to load a new one, and the registry entry.
+type state struct {
+	load func() (*material, error)
+	reg  *Registry
+
+	mu  sync.Mutex // serialises reload so loads publish in call order
+	cur atomic.Pointer[material]
+}
+
+func newState(deps *Deps, load func() (*material, error)) (*state, error) {
+	s := &state{load: load, reg: deps.Registry}
+	m, err := load()
+	if err != nil {
+		return nil, err
+	}
+	s.cur.Store(m)
+	if s.reg != nil {
+		s.reg.add(s)
+	}
+	return s, nil
+}
+
+// reload builds new material and publishes it; on error the current
+// material stays.
+func (s *state) reload() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, err := s.load()
+	if err != nil {
+		return err
+	}
+	s.cur.Store(m)
+	return nil
+}
+
+func (s *state) close() {
+	if s.reg != nil {
+		s.reg.remove(s)
+	}
+}
+
+// ClientContext is a live UpstreamTlsContext: the *tls.Config the upstream
+// pools dial with. Safe for concurrent use.
+//
+// Peer verification happens only when the validation context has a
+// trusted_ca (or certificate pins), as the spec requires; otherwise any
+// server certificate is accepted.
+type ClientContext struct {
+	cfg   UpstreamConfig
+	st    *state
+	base  *tls.Config
+	hosts sync.Map // host name -> *tls.Config, for auto_host_sni
+}
+
+// NewClientContext loads cfg's certificates and secrets and returns the
+// context, registered in deps.Registry when that is set.
+func NewClientContext(cfg UpstreamConfig, deps Deps) (*ClientContext, error) {
+	c := &ClientContext{cfg: cfg}
+	st, err := newState(&deps, func() (*material, error) {
+		m, err := loadCommon(cfg.Path+".common_tls_context", &cfg.Common, &deps, x509.ExtKeyUsageServerAuth)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.MaxSessionKeys > 0 {
+			m.sessions = tls.NewLRUClientSessionCache(cfg.MaxSessionKeys)
+		}
+		return m, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.st = st
+	p := &cfg.Common.Params
+	c.base = &tls.Config{
+		ServerName:       cfg.SNI,
+		NextProtos:       cfg.Common.ALPN,
+		MinVersion:       p.MinVersion,
+		MaxVersion:       p.MaxVersion,
+		CipherSuites:     p.CipherSuites,
+		CurvePreferences: p.Curves,
+		// Go's own verification would also check the host name, which
+		// Envoy never does; VerifyConnection does Envoy's checks.
+		InsecureSkipVerify:   true,
+		VerifyConnection:     c.verifyConnection,
+		GetClientCertificate: c.clientCertificate,
+	}
+	if cfg.MaxSessionKeys > 0 {
+		c.base.ClientSessionCache = sessionCache{st}
+	}
+	return c, nil
+}
+
+// Config returns the context's client configuration. It is shared: Clone it
+// before changing anything. Its callbacks read the context's current
+// certificates, so it stays valid across Reload.
+func (c *ClientContext) Config() *tls.Config { return c.base }
+
+// ConfigForHost returns the configuration for a connection to host: with
+// auto_host_sni the host name is the SNI (and, with
+// auto_sni_san_validation, what the server's DNS SAN must match);
+// otherwise it is Config().
+func (c *ClientContext) ConfigForHost(host string) *tls.Config {
+	if !c.cfg.AutoHostSNI || host == "" {
+		return c.base
+	}
+	if v, ok := c.hosts.Load(host); ok {
+		return v.(*tls.Config)
+	}
+	cfg := c.base.Clone()
+	cfg.ServerName = host
+	v, _ := c.hosts.LoadOrStore(host, cfg)
+	return v.(*tls.Config)
+}
+
+// Reload re-reads the context's files and secrets and, if they load, makes
+// them the ones new handshakes use. Established connections are untouched.
+// On error the previous certificates stay in use.
+func (c *ClientContext) Reload() error { return c.st.reload() }
+
+// Close removes the context from its registry (/certs).
+func (c *ClientContext) Close() { c.st.close() }
+
+func (c *ClientContext) verifyConnection(cs tls.ConnectionState) error {
+	m := c.st.cur.Load()
+	if m.verify == nil {
+		return nil
+	}
+	sni := ""
+	if c.cfg.AutoSNISANValidation {
+		sni = cs.ServerName
+	}
+	return m.verify.verify(cs.PeerCertificates, sni)
+}
+
+func (c *ClientContext) clientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	m := c.st.cur.Load()
+	if len(m.certs) == 0 {
+		return &tls.Certificate{}, nil // send none
+	}
+	return &m.certs[0], nil
+}
+
+// sessionCache forwards to the current material's cache, so sessions made
+// with replaced certificates are not resumed after a Reload.
+type sessionCache struct{ st *state }
+
+func (s sessionCache) Get(key string) (*tls.ClientSessionState, bool) {
+	return s.st.cur.Load().sessions.Get(key)
+}
+
+func (s sessionCache) Put(key string, cs *tls.ClientSessionState) {
+	s.st.cur.Load().sessions.Put(key, cs)
+}
+
+// ServerContext is a live DownstreamTlsContext: the *tls.Config a listener
+// accepts with. Safe for concurrent use.
+type ServerContext struct {
+	cfg  DownstreamConfig
+	st   *state
+	base *tls.Config
+}
+
+// NewServerContext loads cfg's certificates, validation context and session
+// ticket keys and returns the context, registered in deps.Registry when that
+// is set.
+func NewServerContext(cfg DownstreamConfig, deps Deps) (*ServerContext, error) {
+	s := &ServerContext{cfg: cfg}
+	st, err := newState(&deps, func() (*material, error) { return loadServer(&cfg, &deps) })
+	if err != nil {
+		return nil, err
+	}
+	s.st = st
+	s.base = &tls.Config{
+		GetConfigForClient: s.configForClient,
+		// For callers such as http.Server.ServeTLS that insist on a
+		// certificate source in the outer config.
+		GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return s.st.cur.Load().handshake.GetCertificate(h)
+		},
+	}
+	return s, nil
+}
+
+// Config returns the listener configuration. It is shared and must not be
+// changed; GetConfigForClient hands each handshake the current state.
+func (s *ServerContext) Config() *tls.Config { return s.base }
+
+// Reload re-reads files and secrets; see ClientContext.Reload.
+func (s *ServerContext) Reload() error { return s.st.reload() }
+
+// Close removes the context from its registry (/certs).
+func (s *ServerContext) Close() { s.st.close() }
+
+func (s *ServerContext) configForClient(h *tls.ClientHelloInfo) (*tls.Config, error) {
+	if s.cfg.RequireSNI && h.ServerName == "" {
+		return nil, ErrNoSNI
+	}
+	return s.st.cur.Load().handshake, nil
+}
+
+func loadServer(cfg *DownstreamConfig, deps *Deps) (*material, error) {
+	path := cfg.Path
+	m, err := loadCommon(path+".common_tls_context", &cfg.Common, deps, x509.ExtKeyUsageClientAuth)
+	if err != nil {
+		return nil, err
+	}
+	if len(m.certs) == 0 {
+		return nil, fmt.Errorf("%s.common_tls_context: no certificate loaded; a server context needs one", path)
+	}
+	p := &cfg.Common.Params
+	h := &tls.Config{
+		NextProtos:             cfg.Common.ALPN,
+		MinVersion:             p.MinVersion,
+		MaxVersion:             p.MaxVersion,
+		CipherSuites:           p.CipherSuites,
+		CurvePreferences:       p.Curves,
+		SessionTicketsDisabled: cfg.DisableStatelessSessionResumption,
+		GetCertificate:         selectCertificate(m.certs),
+	}
+	switch {
+	case cfg.RequireClientCertificate:
+		h.ClientAuth = tls.RequireAnyClientCert
+	case m.verify != nil:
+		h.ClientAuth = tls.RequestClientCert
+	}
+	if v := m.verify; v != nil {
+		if v.roots != nil && !m.validation.SuppressClientCAList {
+			h.ClientCAs = v.roots
+		}
+		h.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return nil // not required, not sent
+			}
+			return v.verify(cs.PeerCertificates, "")
+		}
+	}
+	keys, err := serverTicketKeys(cfg, deps)
+	if err != nil {
+		return nil, err
+	}
+	h.SetSessionTicketKeys(keys)
+	m.handshake = h
+	return m, nil
+}
+
+// serverTicketKeys returns the configured keys, or one random key: like an
+// Envoy context, each load has its own, so tickets issued before a Reload
+// do not resume with replaced certificates.
+func serverTicketKeys(cfg *DownstreamConfig, deps *Deps) ([][32]byte, error) {
+	switch {
+	case len(cfg.SessionTicketKeys) > 0:
+		return readTicketKeys(cfg.Path+".session_ticket_keys", cfg.SessionTicketKeys, deps)
+	case cfg.SessionTicketKeysSecret != "":
+		p := cfg.Path + ".session_ticket_keys_sds_secret_config"
+		sec, err := deps.secret(p, cfg.SessionTicketKeysSecret, "session_ticket_keys", func(s Secret) bool { return len(s.SessionTicketKeys) > 0 })
+		if err != nil {
+			return nil, err
+		}
+		return readTicketKeys(fmt.Sprintf("%s (secret %q).session_ticket_keys", p, cfg.SessionTicketKeysSecret), sec.SessionTicketKeys, deps)
+	}
+	var k [32]byte
+	rand.Read(k[:])
+	return [][32]byte{k}, nil
+}
+
+func ticketKey(b []byte) [32]byte { return sha256.Sum256(b) }
+
+// selectCertificate picks, as Envoy does, a certificate whose names cover
+// the SNI and that the client can use, then any the client can use, then
+// the first.
+func selectCertificate(certs []tls.Certificate) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		if len(certs) == 1 {
+			return &certs[0], nil
+		}
+		if h.ServerName != "" {
+			for i := range certs {
+				if certs[i].Leaf.VerifyHostname(h.ServerName) == nil && h.SupportsCertificate(&certs[i]) == nil {
+					return &certs[i], nil
+				}
+			}
+		}
+		for i := range certs {
+			if h.SupportsCertificate(&certs[i]) == nil {
+				return &certs[i], nil
+			}
+		}
+		return &certs[0], nil
+	}
+}

@@ -1,0 +1,233 @@
+package tlsutil
+
+import (
+	"crypto/x509"
+	"encoding/asn1"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+)
+
+// SANType is the kind of subject alternative name a matcher applies to.
+type SANType uint8
+
+// The SAN types Legate matches (Envoy's SubjectAltNameMatcher.SanType less
+// OTHER_NAME).
+const (
+	SANDNS SANType = iota + 1
+	SANURI
+	SANEmail
+	SANIP
+)
+
+// StringMatchKind selects how a StringMatch compares.
+type StringMatchKind uint8
+
+// The match_pattern cases of envoy.type.matcher.v3.StringMatcher.
+const (
+	MatchExact StringMatchKind = iota
+	MatchPrefix
+	MatchSuffix
+	MatchContains
+	MatchRegex
+)
+
+// StringMatch is Envoy's StringMatcher for SAN values. Regex must match the
+// whole value; IgnoreCase does not apply to it.
+type StringMatch struct {
+	Kind       StringMatchKind
+	Value      string
+	Regex      *regexp.Regexp
+	IgnoreCase bool
+}
+
+// SANMatcher is one entry of match_typed_subject_alt_names. The legacy
+// match_subject_alt_names entries become one matcher per type (DNS, URI,
+// email, IP), as Envoy expands them. An exact matcher on a DNS SAN follows
+// DNS rules: case-insensitive, and a certificate SAN "*.example.com" matches
+// the value "a.example.com".
+type SANMatcher struct {
+	Type  SANType
+	Match StringMatch
+}
+
+// match reports whether value (a SAN of m.Type) satisfies the matcher.
+func (m *SANMatcher) match(value string) bool {
+	s := &m.Match
+	if m.Type == SANDNS && s.Kind == MatchExact {
+		return dnsNameMatch(s.Value, value)
+	}
+	if s.Kind == MatchRegex {
+		return s.Regex.MatchString(value)
+	}
+	want := s.Value
+	if s.IgnoreCase {
+		value, want = strings.ToLower(value), strings.ToLower(want)
+	}
+	switch s.Kind {
+	case MatchPrefix:
+		return strings.HasPrefix(value, want)
+	case MatchSuffix:
+		return strings.HasSuffix(value, want)
+	case MatchContains:
+		return strings.Contains(value, want)
+	}
+	return value == want
+}
+
+// dnsNameMatch reports whether name matches the certificate's DNS SAN
+// pattern, which may hold one '*' in its left-most label (not an A-label).
+func dnsNameMatch(name, pattern string) bool {
+	name, pattern = strings.ToLower(name), strings.ToLower(pattern)
+	if name == pattern {
+		return true
+	}
+	pLabel, pRest, ok1 := strings.Cut(pattern, ".")
+	nLabel, nRest, ok2 := strings.Cut(name, ".")
+	if !ok1 || !ok2 || !strings.Contains(pLabel, "*") || strings.Contains(pRest, "*") || strings.HasPrefix(pLabel, "xn--") {
+		return false
+	}
+	if pRest != nRest {
+		return false
+	}
+	if pLabel == "*" {
+		return true
+	}
+	if strings.Count(pLabel, "*") != 1 || len(pLabel) > len(nLabel)+1 {
+		return false
+	}
+	before, after, _ := strings.Cut(pLabel, "*")
+	return strings.HasPrefix(nLabel, before) && strings.HasSuffix(nLabel, after)
+}
+
+// sanMatchersFromProto converts match_typed_subject_alt_names and the legacy
+// match_subject_alt_names (which may not both be set). path names the
+// validation context.
+func sanMatchersFromProto(path string, pb *tlsv3.CertificateValidationContext) ([]SANMatcher, error) {
+	typed, legacy := pb.GetMatchTypedSubjectAltNames(), pb.GetMatchSubjectAltNames()
+	if len(typed) > 0 && len(legacy) > 0 {
+		return nil, fmt.Errorf("%s: match_typed_subject_alt_names and match_subject_alt_names are both set; only one may be", path)
+	}
+	var out []SANMatcher
+	for i, t := range typed {
+		p := fmt.Sprintf("%s.match_typed_subject_alt_names[%d]", path, i)
+		var typ SANType
+		switch t.GetSanType() {
+		case tlsv3.SubjectAltNameMatcher_DNS:
+			typ = SANDNS
+		case tlsv3.SubjectAltNameMatcher_URI:
+			typ = SANURI
+		case tlsv3.SubjectAltNameMatcher_EMAIL:
+			typ = SANEmail
+		case tlsv3.SubjectAltNameMatcher_IP_ADDRESS:
+			typ = SANIP
+		default:
+			return nil, fmt.Errorf("%s.san_type = %s; must be one of DNS, URI, EMAIL, IP_ADDRESS", p, t.GetSanType())
+		}
+		m, err := stringMatchFromProto(p+".matcher", t.GetMatcher())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, SANMatcher{Type: typ, Match: m})
+	}
+	for i, l := range legacy {
+		m, err := stringMatchFromProto(fmt.Sprintf("%s.match_subject_alt_names[%d]", path, i), l)
+		if err != nil {
+			return nil, err
+		}
+		for _, typ := range []SANType{SANDNS, SANURI, SANEmail, SANIP} {
+			out = append(out, SANMatcher{Type: typ, Match: m})
+		}
+	}
+	return out, nil
+}
+
+func stringMatchFromProto(path string, pb *matcherv3.StringMatcher) (StringMatch, error) {
+	m := StringMatch{IgnoreCase: pb.GetIgnoreCase()}
+	switch p := pb.GetMatchPattern().(type) {
+	case *matcherv3.StringMatcher_Exact:
+		m.Kind, m.Value = MatchExact, p.Exact
+	case *matcherv3.StringMatcher_Prefix:
+		m.Kind, m.Value = MatchPrefix, p.Prefix
+	case *matcherv3.StringMatcher_Suffix:
+		m.Kind, m.Value = MatchSuffix, p.Suffix
+	case *matcherv3.StringMatcher_Contains:
+		m.Kind, m.Value = MatchContains, p.Contains
+	case *matcherv3.StringMatcher_SafeRegex:
+		re, err := regexp.Compile(`^(?:` + p.SafeRegex.GetRegex() + `)$`)
+		if err != nil {
+			return m, fmt.Errorf("%s.safe_regex.regex = %q: invalid regex: %w", path, p.SafeRegex.GetRegex(), err)
+		}
+		m.Kind, m.Value, m.Regex = MatchRegex, p.SafeRegex.GetRegex(), re
+	default:
+		return m, fmt.Errorf("%s: no supported match_pattern; must be one of exact, prefix, suffix, contains, safe_regex", path)
+	}
+	if m.Kind != MatchExact && m.Kind != MatchRegex && m.Value == "" {
+		return m, fmt.Errorf("%s: empty pattern; prefix, suffix and contains must not be empty", path)
+	}
+	return m, nil
+}
+
+// SANs are a certificate's subject alternative names as written in it, in
+// certificate order within each kind.
+type SANs struct {
+	DNS, URI, Email, IP []string
+}
+
+var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
+
+// certificateSANs reads the SAN extension itself rather than Go's parsed
+// fields so URIs keep their exact spelling (url.URL.String may re-encode).
+// IP addresses print as Envoy prints them (IPv4-mapped IPv6 as ::ffff:a.b.c.d).
+func certificateSANs(c *x509.Certificate) SANs {
+	var out SANs
+	for _, ext := range c.Extensions {
+		if !ext.Id.Equal(oidSubjectAltName) {
+			continue
+		}
+		var seq asn1.RawValue
+		rest, err := asn1.Unmarshal(ext.Value, &seq)
+		if err != nil || len(rest) != 0 || !seq.IsCompound || seq.Tag != asn1.TagSequence {
+			return out
+		}
+		for b := seq.Bytes; len(b) > 0; {
+			var gn asn1.RawValue
+			if b, err = asn1.Unmarshal(b, &gn); err != nil {
+				return out
+			}
+			if gn.Class != asn1.ClassContextSpecific {
+				continue
+			}
+			switch gn.Tag {
+			case 1:
+				out.Email = append(out.Email, string(gn.Bytes))
+			case 2:
+				out.DNS = append(out.DNS, string(gn.Bytes))
+			case 6:
+				out.URI = append(out.URI, string(gn.Bytes))
+			case 7:
+				if a, ok := netip.AddrFromSlice(gn.Bytes); ok {
+					out.IP = append(out.IP, a.String())
+				}
+			}
+		}
+	}
+	return out
+}
+
+// of returns the SANs of one type.
+func (s *SANs) of(t SANType) []string {
+	switch t {
+	case SANDNS:
+		return s.DNS
+	case SANURI:
+		return s.URI
+	case SANEmail:
+		return s.Email
+	}
+	return s.IP
+}
