@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -32,6 +33,7 @@ const defaultVerifyDepth = 100
 // validator does. It is immutable.
 type verifier struct {
 	roots           *x509.CertPool // nil: no chain verification
+	rootCerts       []*x509.Certificate
 	crls            []*x509.RevocationList
 	onlyLeafCRL     bool
 	sans            []SANMatcher
@@ -70,7 +72,7 @@ func loadVerifier(path string, v *ValidationConfig, deps *Deps, usage x509.ExtKe
 		if err != nil {
 			return nil, nil, err
 		}
-		vf.roots = x509.NewCertPool()
+		vf.roots, vf.rootCerts = x509.NewCertPool(), certs
 		for _, c := range certs {
 			vf.roots.AddCert(c)
 		}
@@ -131,12 +133,13 @@ func (v *verifier) verifyChain(peer []*x509.Certificate) error {
 		opts.Intermediates.AddCert(c)
 	}
 	chains, err := leaf.Verify(opts)
-	var invalid x509.CertificateInvalidError
-	if err != nil && v.allowExpired && errors.As(err, &invalid) && invalid.Reason == x509.Expired {
-		// allow_expired_certificate: verify as of the moment the leaf
-		// was last valid.
-		opts.CurrentTime = leaf.NotAfter
-		chains, err = leaf.Verify(opts)
+	if err != nil && v.allowExpired {
+		// allow_expired_certificate: BoringSSL's callback ignores only
+		// validity-period errors; Go cannot, so build the chain by
+		// signatures alone.
+		if chain, ok := v.chainIgnoringTime(peer); ok {
+			chains, err = [][]*x509.Certificate{chain}, nil
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrVerifyChain, err)
@@ -152,6 +155,36 @@ func (v *verifier) verifyChain(peer []*x509.Certificate) error {
 		}
 	}
 	return last
+}
+
+// chainIgnoringTime links peer[0] to a trusted certificate through
+// signatures, using the peer's other certificates as intermediates, without
+// looking at validity periods.
+func (v *verifier) chainIgnoringTime(peer []*x509.Certificate) ([]*x509.Certificate, bool) {
+	chain := []*x509.Certificate{peer[0]}
+	for len(chain) <= v.maxDepth+1 {
+		cur := chain[len(chain)-1]
+		for _, r := range v.rootCerts {
+			if bytes.Equal(cur.Raw, r.Raw) {
+				return chain, true
+			}
+			if cur.CheckSignatureFrom(r) == nil {
+				return append(chain, r), true
+			}
+		}
+		next := -1
+		for i, c := range peer[1:] {
+			if !slices.Contains(chain, c) && cur.CheckSignatureFrom(c) == nil {
+				next = i + 1
+				break
+			}
+		}
+		if next < 0 {
+			return nil, false
+		}
+		chain = append(chain, peer[next])
+	}
+	return nil, false
 }
 
 // checkRevocation applies the CRLs to a verified chain (leaf first, trust
