@@ -2,6 +2,7 @@ package admin
 
 import (
 	"flag"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -203,3 +204,50 @@ func TestClustersEmpty(t *testing.T) {
 func marshalWhole(m *adminv3.Clusters) ([]byte, error) {
 	return pbjson.Marshal(m, pbjson.OmitDefaults)
 }
+
+// BenchmarkClustersText10k renders /clusters over 10,000 STATIC clusters of 10 hosts.
+func BenchmarkClustersText10k(b *testing.B) {
+	m := bigManager(b)
+	b.ResetTimer()
+	for range b.N {
+		var w countWriter
+		writeClustersText(&w, m)
+		b.SetBytes(int64(w))
+	}
+}
+
+// BenchmarkClustersJSON10k renders /clusters?format=json over the same clusters.
+func BenchmarkClustersJSON10k(b *testing.B) {
+	m := bigManager(b)
+	b.ResetTimer()
+	for range b.N {
+		var w countWriter
+		writeClustersJSON(&w, m)
+		b.SetBytes(int64(w))
+	}
+}
+
+func bigManager(b *testing.B) *cluster.Manager {
+	store, _ := stats.New(stats.Config{})
+	m, err := cluster.NewManager(cluster.ManagerConfig{Stats: store})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cfgs []*config.Cluster
+	for i := range 10000 {
+		y := fmt.Sprintf("name: cluster_%05d\nload_assignment:\n  endpoints:\n  - lb_endpoints:\n", i)
+		for j := range 10 {
+			y += fmt.Sprintf("    - endpoint: {address: {socket_address: {address: 10.%d.%d.%d, port_value: 80}}}\n", i/256, i%256, j+1)
+		}
+		cfgs = append(cfgs, clusterConfig(b, y))
+	}
+	if err := m.AddStatic(cfgs); err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+// countWriter discards what it is given, as a streaming client would consume it.
+type countWriter int
+
+func (w *countWriter) Write(p []byte) (int, error) { *w += countWriter(len(p)); return len(p), nil }

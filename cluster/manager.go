@@ -105,6 +105,8 @@ type Manager struct {
 	wg          sync.WaitGroup
 	initReady   func()
 	initPending map[*Cluster]bool
+	// batching defers publishing the active map while AddStatic starts many clusters.
+	batching bool
 }
 
 // statsEntry is one cluster.<stat name>.* registration, shared by the clusters (old, warming
@@ -230,11 +232,25 @@ func (m *Manager) AddStatic(cs []*config.Cluster) error {
 		m.initReady = ready
 	}
 	m.stats.WarmingClusters.Set(uint64(len(m.warming)))
+	m.batching = true
 	m.mu.Unlock()
+	var err error
 	for _, c := range built {
 		m.stats.ClusterAdded.Inc()
-		if err := m.startCluster(c); err != nil {
-			return err
+		if err = m.startCluster(c); err != nil {
+			break
+		}
+	}
+	m.mu.Lock()
+	m.batching = false
+	m.publishLocked()
+	m.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, c := range built {
+		if c.cfg.Type == config.Custom {
+			c.rebuild() // members were not published while batching
 		}
 	}
 	m.checkInit()
@@ -435,7 +451,9 @@ func (m *Manager) clusterWarmed(c *Cluster) {
 	m.active[c.cfg.Name] = c
 	c.stats.stats.WarmingState.Set(0)
 	delete(m.initPending, c)
-	m.publishLocked()
+	if !m.batching {
+		m.publishLocked()
+	}
 	m.gaugesLocked()
 	m.mu.Unlock()
 	m.checkInit()
@@ -445,7 +463,7 @@ func (m *Manager) clusterWarmed(c *Cluster) {
 func (m *Manager) checkInit() {
 	m.mu.Lock()
 	ready := m.initReady
-	if len(m.initPending) != 0 || ready == nil {
+	if len(m.initPending) != 0 || ready == nil || m.batching {
 		m.mu.Unlock()
 		return
 	}
