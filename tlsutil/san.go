@@ -158,9 +158,14 @@ func stringMatchFromProto(path string, pb *matcherv3.StringMatcher) (StringMatch
 	case *matcherv3.StringMatcher_Contains:
 		m.Kind, m.Value = MatchContains, p.Contains
 	case *matcherv3.StringMatcher_SafeRegex:
-		re, err := regexp.Compile(`^(?:` + p.SafeRegex.GetRegex() + `)$`)
+		expr := p.SafeRegex.GetRegex()
+		if _, err := regexp.Compile(expr); err != nil {
+			return m, fmt.Errorf("%s.safe_regex.regex = %q: invalid regex: %w", path, expr, err)
+		}
+		// Envoy's RE2 matcher must match the whole value.
+		re, err := regexp.Compile(`^(?:` + expr + `)$`)
 		if err != nil {
-			return m, fmt.Errorf("%s.safe_regex.regex = %q: invalid regex: %w", path, p.SafeRegex.GetRegex(), err)
+			return m, fmt.Errorf("%s.safe_regex.regex = %q: invalid regex: %w", path, expr, err)
 		}
 		m.Kind, m.Value, m.Regex = MatchRegex, p.SafeRegex.GetRegex(), re
 	default:
