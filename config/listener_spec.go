@@ -1,0 +1,154 @@
+package config
+
+import (
+	"net/netip"
+	"time"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Listener defaults, as Envoy documents them.
+const (
+	// DefaultPerConnectionBufferLimit is per_connection_buffer_limit_bytes when unset (1 MiB).
+	DefaultPerConnectionBufferLimit = 1 << 20
+	// DefaultListenerFiltersTimeout is listener_filters_timeout when unset.
+	DefaultListenerFiltersTimeout = 15 * time.Second
+)
+
+// Well-known names of the network and listener filters the listener manager knows.
+const (
+	HTTPConnectionManagerFilter = "envoy.filters.network.http_connection_manager"
+	TCPProxyFilter              = "envoy.filters.network.tcp_proxy"
+	TLSInspectorFilter          = "envoy.filters.listener.tls_inspector"
+)
+
+// TrafficDirection is core.TrafficDirection, a listener's traffic_direction.
+type TrafficDirection uint8
+
+// Traffic directions.
+const (
+	DirectionUnspecified TrafficDirection = iota
+	DirectionInbound
+	DirectionOutbound
+)
+
+// String returns the proto enum name.
+func (d TrafficDirection) String() string {
+	switch d {
+	case DirectionInbound:
+		return "INBOUND"
+	case DirectionOutbound:
+		return "OUTBOUND"
+	}
+	return "UNSPECIFIED"
+}
+
+// DrainType is Listener.DrainType.
+type DrainType uint8
+
+// Drain types.
+const (
+	// DrainDefault listeners drain on server drains (/healthcheck/fail, /drain_listeners,
+	// hot restart, shutdown) and when modified or removed.
+	DrainDefault DrainType = iota
+	// DrainModifyOnly listeners drain only when modified or removed.
+	DrainModifyOnly
+)
+
+// SourceType is FilterChainMatch.ConnectionSourceType.
+type SourceType uint8
+
+// Connection source types.
+const (
+	SourceAny SourceType = iota
+	// SourceSameIPOrLoopback matches connections from a loopback address or from the
+	// listener's own IP (Envoy's LOCAL / SAME_IP_OR_LOOPBACK).
+	SourceSameIPOrLoopback
+	// SourceExternal matches every other connection.
+	SourceExternal
+)
+
+// Listener is config.listener.v3.Listener for TCP socket and pipe listeners, with Envoy's
+// defaults applied. Values are immutable once built; share them freely.
+type Listener struct {
+	// Name is name; empty when the configuration names none (the listener manager then
+	// allocates one).
+	Name string
+	// Address is address; AdditionalAddresses is additional_addresses[*].address.
+	Address             Address
+	AdditionalAddresses []Address
+	// StatPrefix is stat_prefix; empty means the address.
+	StatPrefix       string
+	TrafficDirection TrafficDirection
+	DrainType        DrainType
+	// FilterChains is filter_chains, in order.
+	FilterChains []*FilterChain
+	// DefaultFilterChain is default_filter_chain, nil when unset.
+	DefaultFilterChain *FilterChain
+	// PerConnectionBufferLimitBytes is per_connection_buffer_limit_bytes (default 1 MiB).
+	PerConnectionBufferLimitBytes uint32
+	// ListenerFiltersTimeout is listener_filters_timeout (default 15 s; 0 means no timeout).
+	ListenerFiltersTimeout time.Duration
+	// ContinueOnListenerFiltersTimeout is continue_on_listener_filters_timeout.
+	ContinueOnListenerFiltersTimeout bool
+	// TLSInspector is set when listener_filters holds envoy.filters.listener.tls_inspector:
+	// the first bytes of each connection are read to detect TLS, SNI and ALPN.
+	TLSInspector bool
+	// BindToPort is bind_to_port (default true).
+	BindToPort bool
+	// IPv4Compat is address.socket_address.ipv4_compat: an IPv6 "::" listener also accepts
+	// IPv4 connections.
+	IPv4Compat bool
+	// Proto is the listener as configured, for /config_dump and change detection.
+	Proto *listenerv3.Listener
+}
+
+// FilterChain is config.listener.v3.FilterChain.
+type FilterChain struct {
+	// Name is name (may be empty; names that are set are unique within a listener).
+	Name  string
+	Match FilterChainMatch
+	// Filters is filters, in order; the last one is the terminal filter that serves the
+	// connection.
+	Filters []NetworkFilter
+	// TransportSocket is transport_socket's name, "" for plain TCP. Terminating TLS is the
+	// business of the chain's handler (tlsutil); the listener manager only passes it on.
+	TransportSocket string
+	// TransportSocketConfig is transport_socket.typed_config, nil when unset.
+	TransportSocketConfig *anypb.Any
+	// Proto is the filter chain as configured; two chains with equal protos are the same
+	// chain (Envoy's in-place filter chain update keeps them).
+	Proto *listenerv3.FilterChain
+}
+
+// NetworkFilter is config.listener.v3.Filter: a network filter's name and its typed
+// configuration. Handler factories convert TypedConfig with the config package.
+type NetworkFilter struct {
+	Name string
+	// TypedConfig is typed_config; nil for a filter configured by name alone.
+	TypedConfig *anypb.Any
+}
+
+// TypeURL returns typed_config's type URL, or "".
+func (f NetworkFilter) TypeURL() string { return f.TypedConfig.GetTypeUrl() }
+
+// FilterChainMatch is config.listener.v3.FilterChainMatch. Empty fields match anything.
+type FilterChainMatch struct {
+	// DestinationPort is destination_port; 0 means any.
+	DestinationPort uint32
+	// PrefixRanges is prefix_ranges (destination IP ranges), masked.
+	PrefixRanges []netip.Prefix
+	// DirectSourcePrefixRanges is direct_source_prefix_ranges, masked.
+	DirectSourcePrefixRanges []netip.Prefix
+	SourceType               SourceType
+	// SourcePrefixRanges is source_prefix_ranges, masked.
+	SourcePrefixRanges []netip.Prefix
+	SourcePorts        []uint32
+	// ServerNames is server_names, lower-cased: exact names and "*.suffix" wildcards.
+	ServerNames []string
+	// TransportProtocol is transport_protocol ("tls", "raw_buffer" or "").
+	TransportProtocol string
+	// ApplicationProtocols is application_protocols (ALPN names).
+	ApplicationProtocols []string
+}

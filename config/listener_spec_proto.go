@@ -1,0 +1,240 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+)
+
+// tlsInspectorTypeURL is the typed_config type of the TLS inspector listener filter.
+const tlsInspectorTypeURL = "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector"
+
+// ListenerFromProto converts l into a Listener with Envoy's defaults applied and checks the
+// rules the listener manager relies on. Errors name the listener, the field path, the value
+// and the rule. l is kept as Listener.Proto and must not be modified afterwards.
+//
+// Legate serves TCP socket and pipe listeners; UDP, internal and API listeners,
+// filter_chain_matcher, use_original_dst and listener filters other than the TLS inspector are
+// refused rather than silently ignored.
+func ListenerFromProto(l *listenerv3.Listener) (*Listener, error) {
+	if l == nil {
+		return nil, fmt.Errorf("listener: nil")
+	}
+	b := listenerBuilder{at: fmt.Sprintf("listener %q", l.GetName())}
+	out := b.build(l)
+	if b.err != nil {
+		return nil, b.err
+	}
+	return out, nil
+}
+
+type listenerBuilder struct {
+	at  string
+	err error
+}
+
+func (b *listenerBuilder) fail(format string, args ...any) {
+	if b.err == nil {
+		b.err = fmt.Errorf("%s: %s", b.at, fmt.Sprintf(format, args...))
+	}
+}
+
+func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
+	out := &Listener{
+		Name:                             l.GetName(),
+		StatPrefix:                       l.GetStatPrefix(),
+		PerConnectionBufferLimitBytes:    u32Or(l.GetPerConnectionBufferLimitBytes(), DefaultPerConnectionBufferLimit),
+		ListenerFiltersTimeout:           durationOr(l.GetListenerFiltersTimeout(), DefaultListenerFiltersTimeout),
+		ContinueOnListenerFiltersTimeout: l.GetContinueOnListenerFiltersTimeout(),
+		BindToPort:                       l.GetBindToPort() == nil || l.GetBindToPort().GetValue(),
+		Proto:                            l,
+	}
+	switch {
+	case l.GetApiListener() != nil:
+		b.fail("api_listener: API listeners are not supported")
+	case l.GetInternalListener() != nil:
+		b.fail("internal_listener: internal listeners are not supported")
+	case l.GetUdpListenerConfig() != nil:
+		b.fail("udp_listener_config: UDP listeners are not supported")
+	case l.GetFilterChainMatcher() != nil:
+		b.fail("filter_chain_matcher: the matcher API is not supported; use filter_chain_match")
+	case l.GetUseOriginalDst().GetValue():
+		b.fail("use_original_dst = true: original destination redirection is not supported")
+	}
+	out.Address, out.IPv4Compat = b.address("address", l.GetAddress())
+	for i, a := range l.GetAdditionalAddresses() {
+		addr, _ := b.address(fmt.Sprintf("additional_addresses[%d].address", i), a.GetAddress())
+		if addr.Kind != out.Address.Kind {
+			b.fail("additional_addresses[%d].address: %s; must be the same kind of address as address", i, addr)
+		}
+		out.AdditionalAddresses = append(out.AdditionalAddresses, addr)
+	}
+	switch l.GetTrafficDirection() {
+	case corev3.TrafficDirection_INBOUND:
+		out.TrafficDirection = DirectionInbound
+	case corev3.TrafficDirection_OUTBOUND:
+		out.TrafficDirection = DirectionOutbound
+	}
+	if l.GetDrainType() == listenerv3.Listener_MODIFY_ONLY {
+		out.DrainType = DrainModifyOnly
+	}
+	for i, f := range l.GetListenerFilters() {
+		if f.GetName() == TLSInspectorFilter || f.GetName() == "envoy.listener.tls_inspector" || f.GetTypedConfig().GetTypeUrl() == tlsInspectorTypeURL {
+			out.TLSInspector = true
+			continue
+		}
+		b.fail("listener_filters[%d].name = %q: unsupported listener filter; only %s is implemented", i, f.GetName(), TLSInspectorFilter)
+	}
+	names := map[string]int{}
+	for i, fc := range l.GetFilterChains() {
+		path := fmt.Sprintf("filter_chains[%d]", i)
+		c := b.chain(path, fc)
+		if c.Name != "" {
+			if j, dup := names[c.Name]; dup {
+				b.fail("%s.name = %q: duplicate of filter_chains[%d]; filter chain names must be unique", path, c.Name, j)
+			}
+			names[c.Name] = i
+		}
+		for j, prev := range out.FilterChains {
+			if c.Match.overlaps(&prev.Match) {
+				b.fail("%s.filter_chain_match: the same matching rules as filter_chains[%d]; multiple filter chains with the same matching rules are not allowed", path, j)
+			}
+		}
+		out.FilterChains = append(out.FilterChains, c)
+	}
+	if dc := l.GetDefaultFilterChain(); dc != nil {
+		out.DefaultFilterChain = b.chain("default_filter_chain", dc)
+	}
+	if len(out.FilterChains) == 0 && out.DefaultFilterChain == nil {
+		b.fail("filter_chains: empty and no default_filter_chain; a TCP listener needs at least one filter chain")
+	}
+	return out
+}
+
+// address converts a listener address: a socket address with an IP literal, or a pipe.
+func (b *listenerBuilder) address(path string, a *corev3.Address) (Address, bool) {
+	out, err := AddressFromProto(a)
+	if err != nil {
+		b.fail("%s: %v", path, err)
+		return out, false
+	}
+	switch out.Kind {
+	case InternalAddress:
+		b.fail("%s.envoy_internal_address: internal listeners are not supported", path)
+	case SocketAddress:
+		if out.UDP {
+			b.fail("%s.socket_address.protocol = UDP: UDP listeners are not supported", path)
+		}
+		if !isIP(out.Host) {
+			b.fail("%s.socket_address.address = %q: malformed IP address; listeners bind IP literals", path, out.Host)
+		}
+	}
+	return out, a.GetSocketAddress().GetIpv4Compat()
+}
+
+func (b *listenerBuilder) chain(path string, fc *listenerv3.FilterChain) *FilterChain {
+	out := &FilterChain{Name: fc.GetName(), Proto: fc}
+	if fc.GetUseProxyProto().GetValue() {
+		b.fail("%s.use_proxy_proto = true: the PROXY protocol is not supported", path)
+	}
+	if ts := fc.GetTransportSocket(); ts != nil {
+		out.TransportSocket = ts.GetName()
+		out.TransportSocketConfig = ts.GetTypedConfig()
+	}
+	for i, f := range fc.GetFilters() {
+		if f.GetName() == "" && f.GetTypedConfig() == nil {
+			b.fail("%s.filters[%d]: neither name nor typed_config is set", path, i)
+		}
+		out.Filters = append(out.Filters, NetworkFilter{Name: f.GetName(), TypedConfig: f.GetTypedConfig()})
+	}
+	out.Match = b.match(path+".filter_chain_match", fc.GetFilterChainMatch())
+	return out
+}
+
+func (b *listenerBuilder) match(path string, m *listenerv3.FilterChainMatch) FilterChainMatch {
+	out := FilterChainMatch{
+		TransportProtocol:    m.GetTransportProtocol(),
+		ApplicationProtocols: m.GetApplicationProtocols(),
+		SourcePorts:          m.GetSourcePorts(),
+	}
+	if dp := m.GetDestinationPort(); dp != nil {
+		out.DestinationPort = dp.GetValue()
+		if out.DestinationPort < 1 || out.DestinationPort > 65535 {
+			b.fail("%s.destination_port = %d; must be in [1, 65535]", path, out.DestinationPort)
+		}
+	}
+	for i, p := range m.GetSourcePorts() {
+		if p < 1 || p > 65535 {
+			b.fail("%s.source_ports[%d] = %d; must be in [1, 65535]", path, i, p)
+		}
+	}
+	out.PrefixRanges = b.cidrs(path+".prefix_ranges", m.GetPrefixRanges())
+	out.DirectSourcePrefixRanges = b.cidrs(path+".direct_source_prefix_ranges", m.GetDirectSourcePrefixRanges())
+	out.SourcePrefixRanges = b.cidrs(path+".source_prefix_ranges", m.GetSourcePrefixRanges())
+	switch m.GetSourceType() {
+	case listenerv3.FilterChainMatch_SAME_IP_OR_LOOPBACK:
+		out.SourceType = SourceSameIPOrLoopback
+	case listenerv3.FilterChainMatch_EXTERNAL:
+		out.SourceType = SourceExternal
+	}
+	for i, name := range m.GetServerNames() {
+		name = strings.ToLower(name)
+		if strings.Contains(name, "*") && (!strings.HasPrefix(name, "*.") || strings.Contains(name[1:], "*")) {
+			b.fail("%s.server_names[%d] = %q: partial wildcards are not supported; a wildcard is \"*.\" followed by a suffix", path, i, name)
+		}
+		out.ServerNames = append(out.ServerNames, name)
+	}
+	return out
+}
+
+func (b *listenerBuilder) cidrs(path string, rs []*corev3.CidrRange) []netip.Prefix {
+	var out []netip.Prefix
+	for i, r := range rs {
+		ip, err := netip.ParseAddr(r.GetAddressPrefix())
+		if err != nil {
+			b.fail("%s[%d].address_prefix = %q: malformed IP address", path, i, r.GetAddressPrefix())
+			continue
+		}
+		ip = ip.Unmap()
+		bits := int(r.GetPrefixLen().GetValue())
+		if bits > ip.BitLen() {
+			b.fail("%s[%d].prefix_len = %d; must be <= %d for %s", path, i, bits, ip.BitLen(), ip)
+			continue
+		}
+		p, _ := ip.Prefix(bits)
+		out = append(out, p)
+	}
+	return out
+}
+
+// overlaps reports whether a connection could match both m and o equally well: every
+// criterion shares a value, an empty criterion being its own "any" value. Envoy refuses such
+// listeners ("multiple filter chains with the same matching rules").
+func (m *FilterChainMatch) overlaps(o *FilterChainMatch) bool {
+	return m.DestinationPort == o.DestinationPort &&
+		shareValue(m.PrefixRanges, o.PrefixRanges) &&
+		shareValue(m.ServerNames, o.ServerNames) &&
+		m.TransportProtocol == o.TransportProtocol &&
+		shareValue(m.ApplicationProtocols, o.ApplicationProtocols) &&
+		shareValue(m.DirectSourcePrefixRanges, o.DirectSourcePrefixRanges) &&
+		m.SourceType == o.SourceType &&
+		shareValue(m.SourcePrefixRanges, o.SourcePrefixRanges) &&
+		shareValue(m.SourcePorts, o.SourcePorts)
+}
+
+func shareValue[T comparable](a, b []T) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	for _, x := range a {
+		for _, y := range b {
+			if x == y {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,97 @@
+package listener
+
+import (
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/legateproxy/legate/config"
+)
+
+// Conn is one accepted downstream connection after listener filters and filter chain
+// selection (Envoy's server connection). It is a net.Conn whose first reads return the bytes
+// the TLS inspector peeked, and it carries what was learnt about the connection and the drain
+// decision of its filter chain.
+//
+// Methods are safe for concurrent use, except that Read must not be called concurrently while
+// peeked bytes remain (net/http and crypto/tls never do). Close is idempotent: the listener
+// counts the connection as destroyed on the first call.
+type Conn struct {
+	net.Conn
+	peeked []byte // TLS inspector bytes not yet read; only Read touches it
+	chain  *chain
+	worker *workerStats
+	start  time.Time
+	hello  clientHello
+	tls    bool // transport protocol "tls" was detected
+
+	prev, next *Conn // the chain's connection list, guarded by chain.mu
+	closed     atomic.Bool
+}
+
+// Read reads the peeked bytes first, then from the socket.
+func (c *Conn) Read(p []byte) (int, error) {
+	if len(c.peeked) > 0 {
+		n := copy(p, c.peeked)
+		c.peeked = c.peeked[n:]
+		if len(c.peeked) == 0 {
+			c.peeked = nil
+		}
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// Close closes the socket. The first call also removes the connection from its listener's
+// accounting (downstream_cx_active, downstream_cx_destroy, downstream_cx_length_ms).
+func (c *Conn) Close() error {
+	err := c.Conn.Close()
+	if c.closed.CompareAndSwap(false, true) {
+		c.chain.remove(c)
+		c.chain.info.closed(c)
+	}
+	return err
+}
+
+// ListenerName returns the name of the listener that accepted the connection.
+func (c *Conn) ListenerName() string { return c.chain.info.name }
+
+// FilterChainName returns the name of the filter chain serving the connection ("" when the
+// chain has none).
+func (c *Conn) FilterChainName() string { return c.chain.cfg.Name }
+
+// ServerName returns the SNI the TLS inspector read from the ClientHello, lower-cased; "".
+func (c *Conn) ServerName() string { return c.hello.serverName }
+
+// ApplicationProtocols returns the ALPN protocols the client offered, in its order.
+func (c *Conn) ApplicationProtocols() []string { return c.hello.alpn }
+
+// TransportProtocol returns "tls" when the TLS inspector saw a ClientHello, else "raw_buffer".
+func (c *Conn) TransportProtocol() string {
+	if c.tls {
+		return "tls"
+	}
+	return "raw_buffer"
+}
+
+// BufferLimit returns the listener's per_connection_buffer_limit_bytes: the soft limit a
+// handler applies to what it buffers for this connection.
+func (c *Conn) BufferLimit() uint32 { return c.chain.info.bufferLimit }
+
+// DrainClose reports whether the connection should be closed now because the server or its
+// listener is draining (Envoy's DrainDecision::drainClose): always while health checks are
+// failed (/healthcheck/fail) on a DEFAULT drain-type listener; during a drain, always with the
+// immediate strategy and with probability elapsed/drain time with the gradual one. It takes
+// no lock.
+func (c *Conn) DrainClose() bool {
+	info := c.chain.info
+	if info.drainType == config.DrainDefault && info.mgr.healthCheckFailed() {
+		return true
+	}
+	start := c.chain.drain.start.Load()
+	return start != nil && info.mgr.drain.closeNow(*start)
+}
+
+// DrainStarted returns a channel closed when a drain covering the connection starts. Handlers
+// close idle connections then, and let busy ones finish what they are doing.
+func (c *Conn) DrainStarted() <-chan struct{} { return c.chain.drain.ch }

@@ -1,0 +1,21 @@
+// Package listener is Legate's listener manager: it binds the listeners of the bootstrap (and
+// later of LDS), accepts downstream connections, runs the TLS inspector, selects each
+// connection's filter chain by Envoy's filter_chain_match rules and hands the connection to
+// the FilterChainHandler built for that chain (the HTTP connection manager or the TCP proxy,
+// found in a Registry by network filter name). It also owns draining: the server DrainManager
+// (--drain-time-s, --drain-strategy, /drain_listeners, SIGTERM) and the per-listener drains
+// of updated and removed listeners, and it keeps the listener.<address>.* and
+// listener_manager.* stats.
+//
+// Workers: Envoy runs --concurrency worker threads, each accepting on its own copy of the
+// socket. Legate runs --concurrency accept loops on each listening socket; loop N counts what
+// it accepts in listener.<address>.worker_N.*, and every connection is then served on its own
+// goroutine, so the Go scheduler, not the accepting loop, spreads connections over cores.
+//
+// Concurrency: control operations (add, update, remove, stop, drain, Start, Close) serialise
+// on the Manager's mutex. Accept loops read a listener's current version through an atomic
+// pointer; the per-connection path (chain selection, stats, DrainClose) takes no manager
+// lock, only the chain's small mutex to link and unlink the connection. Every goroutine
+// (accept loops, connection goroutines, drain-end callbacks) is awaited by Manager.Close,
+// which the end of Manager.Run calls.
+package listener

@@ -1,0 +1,301 @@
+package listener
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"sigs.k8s.io/yaml"
+
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/stats"
+)
+
+// wait is how long a test waits for something that should happen at once.
+const wait = 10 * time.Second
+
+// fakeClock is a Clock whose time moves only with Advance, which runs due timers on the
+// calling goroutine.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	c    *fakeClock
+	at   time.Time
+	f    func()
+	done bool
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := !t.done
+	t.done = true
+	return was
+}
+
+// Advance moves the time forward by d and runs the timers that became due, in order.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	var due []*fakeTimer
+	for _, t := range c.timers {
+		if !t.done && !t.at.After(c.now) {
+			t.done = true
+			due = append(due, t)
+		}
+	}
+	c.mu.Unlock()
+	sort.SliceStable(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
+	for _, t := range due {
+		t.f()
+	}
+}
+
+// listenerFromYAML parses a Listener in Envoy's YAML and converts it.
+func listenerFromYAML(t testing.TB, y string) *config.Listener {
+	t.Helper()
+	j, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatalf("YAMLToJSON: %v", err)
+	}
+	pb := &listenerv3.Listener{}
+	if err := protojson.Unmarshal(j, pb); err != nil {
+		t.Fatalf("protojson.Unmarshal: %v", err)
+	}
+	l, err := config.ListenerFromProto(pb)
+	if err != nil {
+		t.Fatalf("ListenerFromProto: %v", err)
+	}
+	return l
+}
+
+// greeter is the test network filter "test.greet": it writes its filter chain's name and a
+// newline, then serves line requests until the client closes. A "slow" request waits for
+// release before its "ok" reply. After each reply it closes the connection when DrainClose
+// says so; when a drain starts while it waits for a request, it closes the idle connection.
+// Every connection it served is sent on served once closed.
+type greeter struct {
+	served  chan *Conn
+	release chan struct{}
+	started chan *Conn // receives each connection once its greeting is written
+}
+
+func newGreeter() *greeter {
+	return &greeter{served: make(chan *Conn, 100), release: make(chan struct{}), started: make(chan *Conn, 100)}
+}
+
+func (g *greeter) registry(t testing.TB) *Registry {
+	r := NewRegistry()
+	if err := r.Register("test.greet", func(ctx *ChainContext) (FilterChainHandler, error) {
+		return HandlerFunc(g.serve), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (g *greeter) serve(c *Conn) {
+	defer func() { g.served <- c }()
+	defer c.Close()
+	if _, err := io.WriteString(c, c.FilterChainName()+"\n"); err != nil {
+		return
+	}
+	g.started <- c
+	var mu sync.Mutex
+	busy := false
+	done := make(chan struct{})
+	defer close(done)
+	go func() { // closes the connection when a drain starts and it is idle
+		select {
+		case <-c.DrainStarted():
+			mu.Lock()
+			if !busy {
+				c.Close()
+			}
+			mu.Unlock()
+		case <-done:
+		}
+	}()
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		busy = true
+		mu.Unlock()
+		if strings.TrimSpace(line) == "slow" {
+			<-g.release
+		}
+		if _, err := io.WriteString(c, "ok\n"); err != nil {
+			return
+		}
+		if c.DrainClose() {
+			return
+		}
+		mu.Lock()
+		busy = false
+		mu.Unlock()
+	}
+}
+
+// testManager builds a manager over a new store, adds ls as static listeners, runs it and
+// stops it at the end of the test.
+func testManager(t testing.TB, cfg ManagerConfig, ls ...*config.Listener) *Manager {
+	t.Helper()
+	if cfg.Stats == nil {
+		st, err := stats.New(stats.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Stats = st
+	}
+	m, err := NewManager(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.AddStatic(ls); err != nil {
+		t.Fatalf("AddStatic: %v", err)
+	}
+	if err := m.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run() = %v", err)
+		}
+	})
+	return m
+}
+
+// addrOf returns the first bound address of the listener called name.
+func addrOf(t testing.TB, m *Manager, name string) string {
+	t.Helper()
+	as := m.Addrs()[name]
+	if len(as) == 0 {
+		t.Fatalf("listener %q has no bound address", name)
+	}
+	return as[0].String()
+}
+
+// greet dials addr, writes first (a ClientHello or nothing) and returns the greeting line and
+// the connection.
+func greet(t testing.TB, addr string, first []byte) (string, net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, wait)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	c.SetDeadline(time.Now().Add(wait))
+	if len(first) > 0 {
+		if _, err := c.Write(first); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+	}
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		c.Close()
+		return "", nil, nil
+	}
+	return strings.TrimSuffix(line, "\n"), c, r
+}
+
+// helloBytes returns the first flight of a crypto/tls client offering sni and alpn.
+func helloBytes(t testing.TB, sni string, alpn ...string) []byte {
+	t.Helper()
+	client, server := net.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tls.Client(client, &tls.Config{ServerName: sni, NextProtos: alpn, InsecureSkipVerify: true}).Handshake()
+	}()
+	var buf []byte
+	chunk := make([]byte, 4096)
+	for {
+		server.SetReadDeadline(time.Now().Add(wait))
+		n, err := server.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		if _, perr := parseClientHello(buf); perr == nil {
+			break
+		} else if !errors.Is(perr, errNeedMore) || err != nil {
+			t.Fatalf("reading the client hello: %v, %v", perr, err)
+		}
+	}
+	server.Close()
+	client.Close()
+	<-done
+	return buf
+}
+
+// statValue returns the value of the counter or gauge called name, and whether it exists.
+func statValue(st *stats.Store, name string) (uint64, bool) {
+	var v uint64
+	found := false
+	st.Each(stats.KindSet(stats.KindCounter, stats.KindGauge), func(s *stats.Stat) bool {
+		if s.Name() == name {
+			v, found = s.Value(), true
+			return false
+		}
+		return true
+	})
+	return v, found
+}
+
+func wantStat(t testing.TB, st *stats.Store, name string, want uint64) {
+	t.Helper()
+	got, ok := statValue(st, name)
+	if !ok {
+		t.Errorf("stat %s does not exist", name)
+		return
+	}
+	if got != want {
+		t.Errorf("%s = %d; want %d", name, got, want)
+	}
+}
+
+// expectClosed reads from c until EOF or an error other than a timeout.
+func expectClosed(t testing.TB, c net.Conn, r io.Reader) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(wait))
+	_, err := io.Copy(io.Discard, r)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Errorf("connection still open after %v", wait)
+	}
+}

@@ -1,0 +1,317 @@
+package listener
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/legateproxy/legate/config"
+)
+
+// entry is one active listener by name; its version changes with updates.
+type entry struct {
+	name        string
+	static      bool
+	versionInfo string
+	lastUpdated time.Time
+	cur         atomic.Pointer[version] // read by the accept loops
+	sockets     []*socket               // nil before Start and for bind_to_port: false
+	stopped     bool                    // /drain_listeners stopped it
+}
+
+// socket is one listening socket of an entry.
+type socket struct {
+	ln    net.Listener
+	entry *entry
+}
+
+// version is one configuration of a listener: its chains and what its connections share.
+type version struct {
+	cfg    *config.Listener
+	info   *listenerInfo
+	chains []*chain
+	def    *chain
+}
+
+// allChains returns the filter chains and the default chain.
+func (v *version) allChains() []*chain {
+	if v.def == nil {
+		return v.chains
+	}
+	return append(append([]*chain(nil), v.chains...), v.def)
+}
+
+// listenerInfo is what a listener's connections need at run time. Immutable once built.
+type listenerInfo struct {
+	mgr               *Manager
+	name              string
+	stats             *sharedStats
+	inbound           bool
+	drainType         config.DrainType
+	bufferLimit       uint32
+	filterTimeout     time.Duration
+	continueOnTimeout bool
+	tlsInspector      bool
+}
+
+// closed accounts for a connection that has closed.
+func (li *listenerInfo) closed(c *Conn) {
+	li.stats.s.DownstreamCxActive.Dec()
+	li.stats.s.DownstreamCxDestroy.Inc()
+	c.worker.DownstreamCxActive.Dec()
+	ms := li.mgr.cfg.Clock.Now().Sub(c.start).Milliseconds()
+	if ms < 0 {
+		ms = 0
+	}
+	li.stats.s.DownstreamCxLengthMs.Record(uint64(ms))
+}
+
+// chain is one filter chain with its handler and its open connections.
+type chain struct {
+	cfg     *config.FilterChain
+	handler FilterChainHandler // nil: a chain without filters closes its connections
+	info    *listenerInfo
+	drain   *drainSignal
+
+	mu            sync.Mutex // guards head, n, shut, handlerClosed
+	head          *Conn
+	n             int
+	shut          bool // takes no more connections; the handler closes with the last one
+	handlerClosed bool
+}
+
+// add links c into the chain; false when the chain is shut.
+func (ch *chain) add(c *Conn) bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.shut {
+		return false
+	}
+	c.next = ch.head
+	if ch.head != nil {
+		ch.head.prev = c
+	}
+	ch.head = c
+	ch.n++
+	return true
+}
+
+func (ch *chain) remove(c *Conn) {
+	ch.mu.Lock()
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else if ch.head == c {
+		ch.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	}
+	c.prev, c.next = nil, nil
+	ch.n--
+	closeHandler := ch.shut && ch.n == 0 && !ch.handlerClosed
+	if closeHandler {
+		ch.handlerClosed = true
+	}
+	ch.mu.Unlock()
+	if closeHandler {
+		ch.closeHandler()
+	}
+}
+
+// shutdown refuses new connections, closes the open ones and, once none is left, the handler.
+func (ch *chain) shutdown() {
+	ch.mu.Lock()
+	ch.shut = true
+	var open []*Conn
+	for c := ch.head; c != nil; c = c.next {
+		open = append(open, c)
+	}
+	closeHandler := ch.n == 0 && !ch.handlerClosed
+	if closeHandler {
+		ch.handlerClosed = true
+	}
+	ch.mu.Unlock()
+	for _, c := range open {
+		c.Close()
+	}
+	if closeHandler {
+		ch.closeHandler()
+	}
+}
+
+func (ch *chain) closeHandler() {
+	if cl, ok := ch.handler.(io.Closer); ok {
+		if err := cl.Close(); err != nil {
+			ch.info.mgr.cfg.Logger.Warnf("listener '%s': closing filter chain '%s': %v", ch.info.name, ch.cfg.Name, err)
+		}
+	}
+}
+
+// acceptLoop accepts connections on s for one worker until s is closed.
+func (m *Manager) acceptLoop(s *socket, worker int) {
+	defer m.wg.Done()
+	var delay time.Duration
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and the like: back off as net/http does.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			m.cfg.Logger.Warnf("listener '%s': accept: %v; retrying in %v", s.entry.name, err, delay)
+			time.Sleep(delay)
+			continue
+		}
+		delay = 0
+		v := s.entry.cur.Load()
+		v.info.stats.s.ConnectionsAcceptedPerSocketEvent.Record(1)
+		m.wg.Add(1)
+		go m.serveConn(v, nc, worker)
+	}
+}
+
+// serveConn runs the listener filters, selects the filter chain and hands the connection to
+// its handler. It runs on the connection's own goroutine.
+func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
+	defer m.wg.Done()
+	info := v.info
+	var hello clientHello
+	var tls bool
+	var peeked []byte
+	if info.tlsInspector {
+		var ok bool
+		peeked, hello, tls, ok = m.inspect(info, nc)
+		if !ok {
+			nc.Close()
+			return
+		}
+	}
+	f := factsOf(nc.LocalAddr(), nc.RemoteAddr(), hello, tls)
+	ch := selectChain(v.chains, v.def, &f)
+	if ch == nil {
+		info.stats.s.NoFilterChainMatch.Inc()
+		m.cfg.Logger.Debugf("listener '%s': closing connection from %s: no matching filter chain found", info.name, nc.RemoteAddr())
+		nc.Close()
+		return
+	}
+	w := &ch.info.stats.workers[worker]
+	c := &Conn{Conn: nc, peeked: peeked, chain: ch, worker: w, start: m.cfg.Clock.Now(), hello: hello, tls: tls}
+	if !ch.add(c) {
+		nc.Close()
+		return
+	}
+	st := &ch.info.stats.s
+	st.DownstreamCxTotal.Inc()
+	st.DownstreamCxActive.Inc()
+	w.DownstreamCxTotal.Inc()
+	w.DownstreamCxActive.Inc()
+	if ch.handler == nil {
+		c.Close()
+		return
+	}
+	ch.handler.ServeConn(c)
+}
+
+// inspect is the TLS inspector: it reads the start of the connection to tell TLS from raw
+// bytes and, for TLS, the SNI and ALPN of the ClientHello. ok is false when the connection
+// must be closed (listener filter error, remote close, or timeout without
+// continue_on_listener_filters_timeout).
+func (m *Manager) inspect(info *listenerInfo, nc net.Conn) (peeked []byte, hello clientHello, tls, ok bool) {
+	st := &info.stats.s
+	st.DownstreamPreCxActive.Inc()
+	defer st.DownstreamPreCxActive.Dec()
+	if info.filterTimeout > 0 {
+		nc.SetReadDeadline(time.Now().Add(info.filterTimeout))
+		defer nc.SetReadDeadline(time.Time{})
+	}
+	buf := make([]byte, 0, 1024)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, make([]byte, len(buf))...)[:len(buf)]
+		}
+		n, err := nc.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if n > 0 {
+			h, perr := parseClientHello(buf)
+			switch perr {
+			case nil:
+				return buf, h, true, true
+			case errNotTLS:
+				return buf, clientHello{}, false, true
+			case errHelloTooLarge:
+				st.DownstreamListenerFilterError.Inc()
+				return nil, clientHello{}, false, false
+			}
+		}
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			st.DownstreamPreCxTimeout.Inc()
+			if info.continueOnTimeout {
+				return buf, clientHello{}, false, true
+			}
+			return nil, clientHello{}, false, false
+		}
+		if errors.Is(err, io.EOF) {
+			st.DownstreamListenerFilterRemoteClose.Inc()
+		} else {
+			st.DownstreamListenerFilterError.Inc()
+		}
+		return nil, clientHello{}, false, false
+	}
+}
+
+// bind opens the listening sockets of e's current version.
+func bind(e *entry) ([]*socket, error) {
+	cfg := e.cur.Load().cfg
+	if !cfg.BindToPort {
+		return nil, nil
+	}
+	var out []*socket
+	for _, a := range append([]config.Address{cfg.Address}, cfg.AdditionalAddresses...) {
+		ln, err := listen(a, cfg.IPv4Compat)
+		if err != nil {
+			for _, s := range out {
+				s.ln.Close()
+			}
+			return nil, &BindError{Listener: e.name, Address: a.String(), Err: err}
+		}
+		out = append(out, &socket{ln: ln, entry: e})
+	}
+	return out, nil
+}
+
+func listen(a config.Address, ipv4Compat bool) (net.Listener, error) {
+	if a.Kind == config.PipeAddress {
+		return net.Listen("unix", a.Path)
+	}
+	network := "tcp4"
+	if ip, err := netip.ParseAddr(a.Host); err == nil && ip.Is6() && !ip.Is4In6() {
+		network = "tcp6"
+		if ipv4Compat {
+			network = "tcp"
+		}
+	}
+	return net.Listen(network, net.JoinHostPort(a.Host, strconv.FormatUint(uint64(a.Port), 10)))
+}
+
+// BindError is a listening socket that could not be opened.
+type BindError struct {
+	Listener string
+	Address  string
+	Err      error
+}
+
+func (e *BindError) Error() string {
+	return "listener '" + e.Listener + "': cannot bind " + e.Address + ": " + e.Err.Error()
+}
+
+func (e *BindError) Unwrap() error { return e.Err }

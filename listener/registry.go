@@ -1,0 +1,115 @@
+package listener
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/logging"
+	"github.com/legateproxy/legate/stats"
+)
+
+// FilterChainHandler serves the connections accepted on one filter chain: the HTTP connection
+// manager and the TCP proxy implement it. A handler is built once per filter chain by the
+// HandlerFactory registered for the chain's terminal (last) network filter, and shared by all
+// of the chain's connections, so it must be safe for concurrent use.
+//
+// If a handler also implements io.Closer, Close is called once when its filter chain has been
+// removed (listener update or removal) and the chain's last connection has closed, or when
+// the listener manager shuts down.
+type FilterChainHandler interface {
+	// ServeConn takes ownership of c. It is called on a goroutine dedicated to c; it may serve
+	// c there and return when done, or hand c to a goroutine of its own and return at once.
+	// Either way the handler must call c.Close when it is done with c, and must stop using c
+	// promptly once reads on c fail: the listener manager closes connections when a drain
+	// ends and at shutdown. Handlers consult c.DrainClose after each request (HTTP/1 adds
+	// "Connection: close", HTTP/2 sends GOAWAY) and watch c.DrainStarted to close idle
+	// connections.
+	ServeConn(c *Conn)
+}
+
+// HandlerFunc adapts a function to FilterChainHandler.
+type HandlerFunc func(c *Conn)
+
+// ServeConn calls f(c).
+func (f HandlerFunc) ServeConn(c *Conn) { f(c) }
+
+// ChainContext is what a HandlerFactory builds a handler from.
+type ChainContext struct {
+	// Listener is the listener's configuration; Chain the filter chain's (its Filters are
+	// the network filters in order, the last one naming the factory).
+	Listener *config.Listener
+	Chain    *config.FilterChain
+	// StatPrefix is the listener's stats prefix with its trailing dot, for example
+	// "listener.127.0.0.1_10000."; the HTTP connection manager registers its per-listener
+	// stats under StatPrefix + "http.<stat_prefix>.".
+	StatPrefix string
+	// Stats is the server's stats store.
+	Stats *stats.Store
+	// Logger is the listener manager's logger (may be nil).
+	Logger *logging.Logger
+}
+
+// HandlerFactory builds the handler of one filter chain. It is called on the goroutine that
+// adds or updates the listener; an error refuses the listener (listener_create_failure).
+type HandlerFactory func(ctx *ChainContext) (FilterChainHandler, error)
+
+// Registry maps network filter names and typed_config type URLs to handler factories. It is
+// filled while the server is assembled and read-only afterwards; lookups are then safe for
+// concurrent use. The zero value is not usable; call NewRegistry.
+type Registry struct {
+	byName map[string]HandlerFactory
+	byType map[string]HandlerFactory
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{byName: map[string]HandlerFactory{}, byType: map[string]HandlerFactory{}}
+}
+
+// Register adds f under the network filter name (for example
+// config.HTTPConnectionManagerFilter) and under each typed_config type URL that selects it
+// (for example "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy").
+// As in Envoy, a filter's type URL is looked up first and its name second. Registering a
+// name or type twice is an error.
+func (r *Registry) Register(name string, f HandlerFactory, typeURLs ...string) error {
+	if f == nil {
+		return fmt.Errorf("listener: network filter %q: nil factory", name)
+	}
+	if _, dup := r.byName[name]; dup {
+		return fmt.Errorf("listener: network filter %q is already registered", name)
+	}
+	for _, u := range typeURLs {
+		if _, dup := r.byType[u]; dup {
+			return fmt.Errorf("listener: network filter type %q is already registered", u)
+		}
+	}
+	r.byName[name] = f
+	for _, u := range typeURLs {
+		r.byType[u] = f
+	}
+	return nil
+}
+
+// Names returns the registered filter names, sorted.
+func (r *Registry) Names() []string {
+	out := make([]string, 0, len(r.byName))
+	for n := range r.byName {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (r *Registry) lookup(f config.NetworkFilter) (HandlerFactory, bool) {
+	if r == nil {
+		return nil, false
+	}
+	if u := f.TypeURL(); u != "" {
+		if h, ok := r.byType[u]; ok {
+			return h, true
+		}
+	}
+	h, ok := r.byName[f.Name]
+	return h, ok
+}
