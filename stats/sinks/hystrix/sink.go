@@ -181,7 +181,8 @@ func (s *Sink) Flush(snap *stats.Snapshot) {
 	if snap != nil {
 		now = snap.Time.Unix()
 	}
-	var b []byte
+	// Two events take about 2.5 KB per cluster; one allocation covers them.
+	b := make([]byte, 0, len(clusters)*eventBytesPerCluster+len(ping))
 	for _, c := range clusters {
 		r := s.rolling(c)
 		pending := maxPending(c.name)
@@ -213,6 +214,10 @@ func (s *Sink) Flush(snap *stats.Snapshot) {
 
 // ping is the keep-alive comment event written after every flush.
 const ping = ":\n\n"
+
+// eventBytesPerCluster sizes a flush's block: the HystrixCommand and
+// HystrixThreadPool events of one cluster with a full latencyExecute.
+const eventBytesPerCluster = 2816
 
 func hasCluster(cs []*clusterStats, name string) bool {
 	i := sort.Search(len(cs), func(i int) bool { return cs[i].name >= name })

@@ -57,7 +57,7 @@ type fixture struct {
 	sink  *Sink
 }
 
-func newFixture(t *testing.T, numBuckets int64) *fixture {
+func newFixture(t testing.TB, numBuckets int64) *fixture {
 	t.Helper()
 	store, err := stats.New(stats.Config{Clock: fixedClock{}, FlushInterval: 5 * time.Second})
 	if err != nil {
@@ -105,7 +105,7 @@ func (f *fixture) connect(t *testing.T) *viewer {
 
 // waitClients waits until the sink has n clients. Registration happens on
 // the Stream goroutine; this yields to it without sleeping.
-func waitClients(t *testing.T, s *Sink, n int) {
+func waitClients(t testing.TB, s *Sink, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for s.Clients() != n {
