@@ -243,6 +243,11 @@ func TestAppendEscapedHTML(t *testing.T) {
 		{"plain.name_1", "plain.name_1"},
 		{`<a href="x">'&'</a>`, "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"},
 		{"ünï<", "ünï&lt;"},
+		{"cluster.service_with_a_long_name.upstream_rq_total", "cluster.service_with_a_long_name.upstream_rq_total"},
+		{"neighbours $%=?;:#(\x00\xff) of the five", "neighbours $%=?;:#(\x00\xff) of the five"},
+		{"01234567>", "01234567&gt;"},
+		{"0123456&", "0123456&amp;"},
+		{"01234567890123'", "01234567890123&#39;"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {
@@ -251,6 +256,20 @@ func TestAppendEscapedHTML(t *testing.T) {
 			}
 		})
 	}
+}
+
+// htmlEscaper is the reference for appendEscapedHTML.
+var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#39;")
+
+func FuzzAppendEscapedHTML(f *testing.F) {
+	for _, seed := range []string{"", "plain", "<&>\"'", "cluster.a_long_name_of_thirty_two.", "0123456<89abcdef>"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := string(appendEscapedHTML([]byte("x"), s)), "x"+htmlEscaper.Replace(s); got != want {
+			t.Errorf("appendEscapedHTML(%q) = %q; want %q", s, got, want)
+		}
+	})
 }
 
 // FuzzWriteHTMLEscaping checks that no stat name or text readout value can
@@ -286,3 +305,7 @@ func FuzzWriteHTMLEscaping(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkRenderHTML renders the html page of 1M counters (bigStore), the
+// same work as BenchmarkRenderText plus escaping.
+func BenchmarkRenderHTML(b *testing.B) { benchRender(b, "format=html", false, WriteHTML) }
