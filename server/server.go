@@ -21,6 +21,7 @@ import (
 
 	"github.com/legateproxy/legate/admin"
 	"github.com/legateproxy/legate/admin/configdump"
+	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/options"
@@ -53,6 +54,7 @@ type Server struct {
 	store        *stats.Store
 	runtime      *runtime.Runtime
 	runtimeStats runtime.Stats
+	clusters     *cluster.Manager
 	stats        stats.ServerStats
 	admin        *admin.Server // nil when the bootstrap has no admin block
 	reg          *admin.Registry
@@ -131,6 +133,9 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 		return nil, err
 	}
 
+	if err := s.buildClusterManager(); err != nil {
+		return nil, err
+	}
 	if err := s.addStaticDumps(); err != nil {
 		return nil, err
 	}
@@ -165,6 +170,7 @@ func (s *Server) registerEndpoints() error {
 	eps = append(eps, admin.ConfigDumpEndpoint(s.dumps))
 	eps = append(eps, admin.StatsEndpoints(s.store)...)
 	eps = append(eps, admin.LoggingEndpoint(s.logs))
+	eps = append(eps, admin.ClustersEndpoint(s.clusters))
 	eps = append(eps, admin.RuntimeEndpoints(s.runtime)...)
 	eps = append(eps, admin.HealthCheckEndpoints(&s.healthFailed, s.updateState)...)
 	profilePath := config.DefaultProfilePath
@@ -212,6 +218,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { s.store.Run(ctx) })
 	wg.Go(func() { s.runtime.Run(ctx) })
+	wg.Go(func() { s.clusters.Run(ctx) })
 	s.store.BeforeFlush(s.refreshServerStats)
 
 	s.stats.State.Set(uint64(Initializing))
