@@ -1,0 +1,19 @@
+// Package route compiles an Envoy RouteConfiguration (envoy.config.route.v3) into an immutable
+// route table and matches requests against it: virtual hosts by domain, routes by path, headers,
+// query parameters and runtime fraction, and the resulting action (cluster, weighted clusters,
+// cluster header, redirect, direct response) with its rewrites, timeouts, retry and hash
+// policies, subset metadata and header mutations.
+//
+// Concurrency: Compile converts the proto once; the Table and everything reachable from it are
+// never modified afterwards and are safe for concurrent use without locks. A new route
+// configuration (RDS update) is a new Table, swapped in by the owner. Route and HashKey do not
+// allocate in the common case.
+//
+// Not implemented (Compile rejects them with an error rather than routing wrongly):
+// path_match_policy, tls_context, dynamic_metadata, filter_state and cookies matches,
+// cluster_specifier_plugin, host_rewrite_path_regex, filter_state hash policies, vhds,
+// retry_priority, and retry host predicates other than previous_hosts and omit_canary_hosts.
+// Ignored, as they belong to other filters or to stats: cors, rate_limits, decorator, tracing,
+// typed_per_filter_config, request_mirror_policies, virtual_clusters, hedge_policy,
+// upgrade_configs, internal redirects and buffer limits.
+package route
