@@ -12,6 +12,7 @@ import (
 	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
 
 	"github.com/legateproxy/legate/stats"
+	"github.com/legateproxy/legate/stats/tags"
 )
 
 const (
@@ -159,12 +160,8 @@ const (
 // in Envoy, the windows only fill while someone watches). Otherwise it adds
 // one sample per cluster to the rolling windows and sends every client the
 // HystrixCommand and HystrixThreadPool events of each cluster, in name
-// order, followed by a keep-alive ping.
-//
-// A cluster is a name X with a cluster.X.membership_total gauge in snap;
-// its counters and its upstream_rq_time histogram are found by full name
-// under cluster.X., which is exact for cluster names holding dots and does
-// not depend on tag-extraction settings.
+// order (Envoy's is hash-map order), followed by a keep-alive ping. How
+// clusters are found: see collect.
 func (s *Sink) Flush(snap *stats.Snapshot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -270,40 +267,66 @@ func since(cur, old uint64) uint64 {
 }
 
 // collect finds the clusters of snap and their values, sorted by name.
+//
+// A cluster is a name X with a cluster.X.membership_total gauge, or the
+// envoy.cluster_name tag X of a counter or histogram named exactly
+// cluster.X.<one of the stats read here> (which finds clusters whose gauge a
+// stats_matcher rejected). Values are then matched by full name under
+// cluster.X., which is exact for cluster names holding dots (the default
+// tag extractor cuts those at the first dot) and does not depend on the
+// tag-extraction settings.
 func collect(snap *stats.Snapshot) []*clusterStats {
 	if snap == nil {
 		return nil
 	}
 	byName := make(map[string]*clusterStats)
+	get := func(name string) *clusterStats {
+		cs := byName[name]
+		if cs == nil {
+			cs = &clusterStats{name: name}
+			byName[name] = cs
+		}
+		return cs
+	}
 	for i := range snap.Gauges {
 		g := &snap.Gauges[i]
 		if name, ok := clusterOf(g.Name, membershipSuffix); ok {
-			byName[name] = &clusterStats{name: name, reportingHost: g.Value}
+			get(name).reportingHost = g.Value
 		}
-	}
-	if len(byName) == 0 {
-		return nil
 	}
 	for i := range snap.Counters {
 		c := &snap.Counters[i]
 		if !strings.HasPrefix(c.Name, clusterPrefix) {
 			continue
 		}
+		tagged := taggedCluster(&c.Metric)
 		for _, k := range counterOrder {
-			if name, ok := clusterOf(c.Name, counterSuffixes[k]); ok {
-				if cs := byName[name]; cs != nil {
-					cs.counters[k] = c.Value
-					break
-				}
+			name, ok := clusterOf(c.Name, counterSuffixes[k])
+			if !ok {
+				continue
+			}
+			if name == tagged {
+				get(name).counters[k] = c.Value
+				break
+			}
+			if cs := byName[name]; cs != nil {
+				cs.counters[k] = c.Value
+				break
 			}
 		}
 	}
 	for i := range snap.Histograms {
 		h := &snap.Histograms[i]
-		if name, ok := clusterOf(h.Name, latencyHistSuffix); ok {
-			if cs := byName[name]; cs != nil {
-				cs.latency = h.Interval.Quantiles(latencyQuantiles[:])
-			}
+		name, ok := clusterOf(h.Name, latencyHistSuffix)
+		if !ok {
+			continue
+		}
+		cs := byName[name]
+		if cs == nil && name == taggedCluster(&h.Metric) {
+			cs = get(name)
+		}
+		if cs != nil {
+			cs.latency = h.Interval.Quantiles(latencyQuantiles[:])
 		}
 	}
 	out := make([]*clusterStats, 0, len(byName))
@@ -312,6 +335,16 @@ func collect(snap *stats.Snapshot) []*clusterStats {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
+}
+
+// taggedCluster is m's envoy.cluster_name tag, or "".
+func taggedCluster(m *stats.Metric) string {
+	for _, t := range m.Tags {
+		if t.Name == tags.ClusterName {
+			return t.Value
+		}
+	}
+	return ""
 }
 
 // clusterOf returns X when full is cluster.X<suffix> with X not empty.

@@ -587,3 +587,38 @@ func FuzzCommandJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestClusterFoundByTag covers a stats_matcher that rejects
+// membership_total: the cluster is still found through the
+// envoy.cluster_name tag of its counters, and reports 0 hosts.
+func TestClusterFoundByTag(t *testing.T) {
+	store, err := stats.New(stats.Config{
+		Clock:   fixedClock{},
+		Matcher: &stats.Matcher{Exclusion: []stats.StringMatcher{stats.SuffixMatcher(".membership_total")}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := New(nil, store.FlushInterval())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	store.AddSink(sink)
+	f := &fixture{store: store, sink: sink}
+	web := f.cluster("web")
+	web.MembershipTotal.Set(4)
+	dotted := f.cluster("a.b") // its tag is "a": not found without the gauge
+	dotted.Rq2xx.Inc()
+	v := f.connect(t)
+	defer v.close(t)
+	store.Flush()
+	web.Rq2xx.Add(2)
+	store.Flush()
+	v.next(t) // the first flush fills the window
+	cmds := parseBlock(t, v.next(t))
+	want := map[string]command{"web": {Type: "HystrixCommand", Name: "web", Requests: 2, Success: 2, MaxPending: 1024}}
+	if diff := cmp.Diff(want, cmds); diff != "" {
+		t.Errorf("commands (-want +got):\n%s", diff)
+	}
+}
