@@ -1,0 +1,3 @@
+package health
+
+func upstreamMain() bool { return false }
