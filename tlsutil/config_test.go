@@ -390,4 +390,3 @@ func TestUpstreamFromTransportSocket(t *testing.T) {
 		})
 	}
 }
-

@@ -177,9 +177,9 @@ func stringMatchFromProto(path string, pb *matcherv3.StringMatcher) (StringMatch
 	return m, nil
 }
 
-// SANs are a certificate's subject alternative names as written in it, in
+// sanSet holds a certificate's subject alternative names as written in it, in
 // certificate order within each kind.
-type SANs struct {
+type sanSet struct {
 	DNS, URI, Email, IP []string
 }
 
@@ -188,8 +188,8 @@ var oidSubjectAltName = asn1.ObjectIdentifier{2, 5, 29, 17}
 // certificateSANs reads the SAN extension itself rather than Go's parsed
 // fields so URIs keep their exact spelling (url.URL.String may re-encode).
 // IP addresses print as Envoy prints them (IPv4-mapped IPv6 as ::ffff:a.b.c.d).
-func certificateSANs(c *x509.Certificate) SANs {
-	var out SANs
+func certificateSANs(c *x509.Certificate) sanSet {
+	var out sanSet
 	for _, ext := range c.Extensions {
 		if !ext.Id.Equal(oidSubjectAltName) {
 			continue
@@ -225,7 +225,7 @@ func certificateSANs(c *x509.Certificate) SANs {
 }
 
 // of returns the SANs of one type.
-func (s *SANs) of(t SANType) []string {
+func (s *sanSet) of(t SANType) []string {
 	switch t {
 	case SANDNS:
 		return s.DNS
