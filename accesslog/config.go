@@ -51,6 +51,7 @@ func FromFileAccessLog(p *filev3.FileAccessLog, opts Options) (*Formatter, error
 	case p.GetLogFormat() != nil:
 		return FromSubstitutionFormatString(p.GetLogFormat(), "log_format", opts)
 	case p.GetJsonFormat() != nil:
+		opts.JSONStrings = true
 		return ParseJSON(p.GetJsonFormat(), opts)
 	case p.GetTypedJsonFormat() != nil:
 		return ParseJSON(p.GetTypedJsonFormat(), opts)

@@ -57,7 +57,7 @@ type Entry struct {
 	RouteName string
 	// VirtualClusterName is the name of the matched virtual cluster.
 	VirtualClusterName string
-	// ConnectionID is the downstream connection's id; 0 means unknown.
+	// ConnectionID is the downstream connection's id (Envoy prints 0 when it has none).
 	ConnectionID uint64
 }
 
@@ -107,9 +107,31 @@ var responseFlagNames = [numResponseFlags]string{
 	"DO", "DR", "UDO",
 }
 
+// responseFlagLongNames are the long names, indexed by bit (%RESPONSE_FLAGS_LONG%).
+var responseFlagLongNames = [numResponseFlags]string{
+	"FailedLocalHealthCheck", "NoHealthyUpstream", "UpstreamRequestTimeout", "LocalReset",
+	"UpstreamRemoteReset", "UpstreamConnectionFailure", "UpstreamConnectionTermination",
+	"UpstreamOverflow", "NoRouteFound", "DelayInjected", "FaultInjected", "RateLimited",
+	"UnauthorizedExternalService", "RateLimitServiceError", "DownstreamConnectionTermination",
+	"UpstreamRetryLimitExceeded", "StreamIdleTimeout", "InvalidEnvoyRequestHeaders",
+	"DownstreamProtocolError", "UpstreamMaxStreamDurationReached", "ResponseFromCacheFilter",
+	"NoFilterConfigFound", "DurationTimeout", "UpstreamProtocolError", "NoClusterFound",
+	"OverloadManagerTerminated", "DnsResolutionFailed", "DropOverload", "DownstreamRemoteReset",
+	"UnconditionalDropOverload",
+}
+
 // AppendShort appends the comma-separated short names of the set flags ("UH,UF"); nothing if
 // no flag is set.
 func (f ResponseFlags) AppendShort(dst []byte) []byte {
+	return f.appendNames(dst, &responseFlagNames)
+}
+
+// AppendLong appends the comma-separated long names ("NoHealthyUpstream,…").
+func (f ResponseFlags) AppendLong(dst []byte) []byte {
+	return f.appendNames(dst, &responseFlagLongNames)
+}
+
+func (f ResponseFlags) appendNames(dst []byte, names *[numResponseFlags]string) []byte {
 	first := true
 	for i := range numResponseFlags {
 		if f&(1<<i) == 0 {
@@ -119,7 +141,7 @@ func (f ResponseFlags) AppendShort(dst []byte) []byte {
 			dst = append(dst, ',')
 		}
 		first = false
-		dst = append(dst, responseFlagNames[i]...)
+		dst = append(dst, names[i]...)
 	}
 	return dst
 }

@@ -24,6 +24,7 @@ type Formatter struct {
 	text      []segment // text format; nil for JSON
 	json      *jsonNode // JSON format; nil for text
 	omitEmpty bool
+	strings   bool // JSON values are all strings (FileAccessLog.json_format)
 }
 
 // ParseText compiles a text format string (text_format, text_format_source or the legacy
@@ -39,63 +40,51 @@ func ParseText(format string, opts Options) (*Formatter, error) {
 	return &Formatter{text: segs, omitEmpty: opts.OmitEmptyValues}, nil
 }
 
+// jsonKind is the kind of a compiled json_format value.
+type jsonKind uint8
+
+const (
+	jsonFormat  jsonKind = iota // a format string
+	jsonLiteral                 // a number or boolean, encoded
+	jsonObject
+	jsonList
+)
+
 // jsonNode is a compiled json_format value.
 type jsonNode struct {
-	// keys are pre-encoded `"key":` prefixes, sorted by key, for a struct node.
+	kind jsonKind
+	// keys are the pre-encoded `"key":` prefixes of an object, sorted by key; children are
+	// the object's values or the list's elements.
 	keys     []string
 	children []*jsonNode
-	// segs is a format string value; literal holds an encoded JSON number or bool.
-	segs    []segment
-	literal string
-	isObj   bool
+	segs     []segment
+	literal  string
 }
 
 // ParseJSON compiles a json_format Struct. Each string value is a format string: one lone
 // operator gives a typed value (numbers for codes, bytes and durations, null when missing),
-// anything else a string. Numbers, booleans and nested structs are copied. Keys are written
-// in sorted order; each line ends with '\n'.
+// anything else a string. Numbers, booleans, lists and nested structs are kept. Keys are
+// written in sorted order; each line ends with '\n'. With Options.JSONStrings every operator
+// value is a string ("-" when missing), as FileAccessLog.json_format renders them.
 func ParseJSON(s *structpb.Struct, opts Options) (*Formatter, error) {
-	n, err := compileJSON(s, "json_format", &opts)
+	n, err := compileJSONObject(s, "json_format", &opts)
 	if err != nil {
 		return nil, err
 	}
-	return &Formatter{json: n, omitEmpty: opts.OmitEmptyValues}, nil
+	return &Formatter{json: n, omitEmpty: opts.OmitEmptyValues, strings: opts.JSONStrings}, nil
 }
 
-func compileJSON(s *structpb.Struct, path string, opts *Options) (*jsonNode, error) {
-	node := &jsonNode{isObj: true}
+func compileJSONObject(s *structpb.Struct, path string, opts *Options) (*jsonNode, error) {
+	node := &jsonNode{kind: jsonObject}
 	keys := make([]string, 0, len(s.GetFields()))
 	for k := range s.GetFields() {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		v := s.GetFields()[k]
-		p := path + "." + k
-		var child *jsonNode
-		switch x := v.GetKind().(type) {
-		case *structpb.Value_StringValue:
-			segs, err := parseSegments(x.StringValue, opts)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", p, err)
-			}
-			child = &jsonNode{segs: segs}
-		case *structpb.Value_NumberValue:
-			f := x.NumberValue
-			if math.IsNaN(f) || math.IsInf(f, 0) {
-				return nil, fmt.Errorf("%s = %v: must be a finite number", p, f)
-			}
-			child = &jsonNode{literal: strconv.FormatFloat(f, 'g', -1, 64)}
-		case *structpb.Value_BoolValue:
-			child = &jsonNode{literal: strconv.FormatBool(x.BoolValue)}
-		case *structpb.Value_StructValue:
-			c, err := compileJSON(x.StructValue, p, opts)
-			if err != nil {
-				return nil, err
-			}
-			child = c
-		default:
-			return nil, fmt.Errorf("%s: only strings, numbers, booleans and nested structs are supported", p)
+		child, err := compileJSONValue(s.GetFields()[k], path+"."+k, opts)
+		if err != nil {
+			return nil, err
 		}
 		node.keys = append(node.keys, string(appendJSONString(nil, k))+":")
 		node.children = append(node.children, child)
@@ -103,11 +92,43 @@ func compileJSON(s *structpb.Struct, path string, opts *Options) (*jsonNode, err
 	return node, nil
 }
 
+func compileJSONValue(v *structpb.Value, path string, opts *Options) (*jsonNode, error) {
+	switch x := v.GetKind().(type) {
+	case *structpb.Value_StringValue:
+		segs, err := parseSegments(x.StringValue, opts)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return &jsonNode{kind: jsonFormat, segs: segs}, nil
+	case *structpb.Value_NumberValue:
+		f := x.NumberValue
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("%s = %v: must be a finite number", path, f)
+		}
+		return &jsonNode{kind: jsonLiteral, literal: strconv.FormatFloat(f, 'g', -1, 64)}, nil
+	case *structpb.Value_BoolValue:
+		return &jsonNode{kind: jsonLiteral, literal: strconv.FormatBool(x.BoolValue)}, nil
+	case *structpb.Value_StructValue:
+		return compileJSONObject(x.StructValue, path, opts)
+	case *structpb.Value_ListValue:
+		node := &jsonNode{kind: jsonList}
+		for i, e := range x.ListValue.GetValues() {
+			c, err := compileJSONValue(e, fmt.Sprintf("%s[%d]", path, i), opts)
+			if err != nil {
+				return nil, err
+			}
+			node.children = append(node.children, c)
+		}
+		return node, nil
+	}
+	return nil, fmt.Errorf("%s: only strings, numbers, booleans, lists and nested structs are supported", path)
+}
+
 // Format appends the log line for e to dst and returns the extended buffer. It allocates only
 // when dst must grow.
 func (f *Formatter) Format(dst []byte, e *Entry) []byte {
 	if f.json != nil {
-		dst = f.appendJSONObject(dst, f.json, e)
+		dst, _ = f.appendJSONValue(dst, f.json, e)
 		return append(dst, '\n')
 	}
 	for i := range f.text {
@@ -132,15 +153,22 @@ func (f *Formatter) appendText(dst []byte, s *segment, e *Entry) []byte {
 	return dst
 }
 
-func (f *Formatter) appendJSONObject(dst []byte, n *jsonNode, e *Entry) []byte {
-	dst = append(dst, '{')
+// appendJSONContainer appends an object or a list, leaving out null values when omitEmpty.
+func (f *Formatter) appendJSONContainer(dst []byte, n *jsonNode, e *Entry) []byte {
+	open, closing := byte('{'), byte('}')
+	if n.kind == jsonList {
+		open, closing = '[', ']'
+	}
+	dst = append(dst, open)
 	first := true
 	for i, c := range n.children {
 		mark := len(dst)
 		if !first {
 			dst = append(dst, ',')
 		}
-		dst = append(dst, n.keys[i]...)
+		if n.kind == jsonObject {
+			dst = append(dst, n.keys[i]...)
+		}
 		var ok bool
 		dst, ok = f.appendJSONValue(dst, c, e)
 		if !ok && f.omitEmpty {
@@ -149,31 +177,29 @@ func (f *Formatter) appendJSONObject(dst []byte, n *jsonNode, e *Entry) []byte {
 		}
 		first = false
 	}
-	return append(dst, '}')
+	return append(dst, closing)
 }
 
 // appendJSONValue appends a value; ok is false when it is null (a lone operator with no value).
 func (f *Formatter) appendJSONValue(dst []byte, n *jsonNode, e *Entry) ([]byte, bool) {
 	switch {
-	case n.isObj:
-		return f.appendJSONObject(dst, n, e), true
-	case n.literal != "":
+	case n.kind == jsonObject || n.kind == jsonList:
+		return f.appendJSONContainer(dst, n, e), true
+	case n.kind == jsonLiteral:
 		return append(dst, n.literal...), true
 	case len(n.segs) == 1 && n.segs[0].op != opLiteral:
 		s := &n.segs[0]
 		mark := len(dst)
-		if s.op.numeric() {
-			out, ok := appendValue(dst, s, e)
-			if ok {
-				return out, true
-			}
-			return append(dst[:mark], "null"...), false
-		}
-		// Format the raw value after the buffer end, then escape it into place.
 		raw, ok := appendValue(dst, s, e)
-		if !ok {
+		switch {
+		case !ok && (!f.strings || f.omitEmpty):
 			return append(raw[:mark], "null"...), false
+		case !ok:
+			return append(raw[:mark], `"-"`...), true
+		case s.op.numeric() && !f.strings:
+			return raw, true
 		}
+		// Escape the raw value, formatted after the mark, into place.
 		return escapeTail(raw, mark), true
 	}
 	mark := len(dst)
@@ -278,12 +304,17 @@ func appendValue(dst []byte, s *segment, e *Entry) ([]byte, bool) {
 		str = e.ResponseCodeDetails
 	case opConnectionTerminationDetails:
 		str = e.ConnectionTerminationDetails
-	case opResponseFlags:
+	case opResponseFlags, opResponseFlagsLong:
 		if e.ResponseFlags == 0 {
 			return dst, false
 		}
 		mark := len(dst)
-		return truncateTail(e.ResponseFlags.AppendShort(dst), mark, s.maxLen), true
+		if s.op == opResponseFlagsLong {
+			dst = e.ResponseFlags.AppendLong(dst)
+		} else {
+			dst = e.ResponseFlags.AppendShort(dst)
+		}
+		return truncateTail(dst, mark, s.maxLen), true
 	case opBytesReceived:
 		return strconv.AppendUint(dst, e.BytesReceived, 10), true
 	case opBytesSent:
@@ -333,9 +364,6 @@ func appendValue(dst []byte, s *segment, e *Entry) ([]byte, bool) {
 	case opVirtualClusterName:
 		str = e.VirtualClusterName
 	case opConnectionID:
-		if e.ConnectionID == 0 {
-			return dst, false
-		}
 		return strconv.AppendUint(dst, e.ConnectionID, 10), true
 	}
 	if str == "" {

@@ -98,6 +98,8 @@ func TestOperators(t *testing.T) {
 		{"%RESPONSE_CODE_DETAILS%", full, "via_upstream"},
 		{"%RESPONSE_FLAGS%", full, "-"},
 		{"%RESPONSE_FLAGS%", flagged, "UH,UF,URX"},
+		{"%RESPONSE_FLAGS_LONG%", flagged, "NoHealthyUpstream,UpstreamConnectionFailure,UpstreamRetryLimitExceeded"},
+		{"%RESPONSE_FLAGS_LONG%", empty, "-"},
 		{"%BYTES_RECEIVED% %BYTES_SENT%", full, "5 1024"},
 		{"%BYTES_RECEIVED% %BYTES_SENT%", empty, "0 0"},
 		{"%DURATION% %REQUEST_DURATION% %RESPONSE_DURATION% %RESPONSE_TX_DURATION%", full, "13 1 12 1"},
@@ -117,7 +119,7 @@ func TestOperators(t *testing.T) {
 		{"%ROUTE_NAME%", full, "default"},
 		{"%VIRTUAL_CLUSTER_NAME%", full, "-"},
 		{"%CONNECTION_ID%", full, "42"},
-		{"%CONNECTION_ID%", empty, "-"},
+		{"%CONNECTION_ID%", empty, "0"},
 		{"%HOSTNAME%", empty, "node-1"},
 		{"%ENVIRONMENT(ZONE)% %ENVIRONMENT(NOPE)% %ENVIRONMENT(ZONE):3%", empty, "us-east-1 - us-"},
 		{"100%% of %PROTOCOL%", full, "100% of HTTP/1.1"},
@@ -217,6 +219,7 @@ func TestJSON(t *testing.T) {
 		"num":      1.5,
 		"flag":     true,
 		"nested":   map[string]any{"host": "%UPSTREAM_HOST%", "bytes": "%BYTES_SENT%"},
+		"list":     []any{"%RESPONSE_CODE%", "%REQ(X-NOPE)%", 2.0},
 	})
 	e := testEntry()
 	e.RequestHeaders["X-Quote"] = []string{"a\"b\\c\nd\x01é"}
@@ -225,24 +228,26 @@ func TestJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"code":200,"constant":"literal","dur":13,"flag":true,"method":"GET","missing":null,"mixed":"HTTP/1.1 to web via -","nested":{"bytes":1024,"host":"127.0.0.1:8080"},"no_dur":null,"num":1.5,"quote":"a\"b\\c\nd\u0001é"}` + "\n"
+	want := `{"code":200,"constant":"literal","dur":13,"flag":true,"list":[200,null,2],"method":"GET","missing":null,"mixed":"HTTP/1.1 to web via -","nested":{"bytes":1024,"host":"127.0.0.1:8080"},"no_dur":null,"num":1.5,"quote":"a\"b\\c\nd\u0001é"}` + "\n"
 	if got := string(f.Format(nil, e)); got != want {
 		t.Errorf("Format() =\n%s\nwant\n%s", got, want)
 	}
 
 	t.Run("omit_empty_values", func(t *testing.T) {
-		f, err := ParseJSON(mustStruct(t, map[string]any{"a": "%REQ(X-NOPE)%", "b": "%PROTOCOL%", "c": "%DURATION%"}), Options{OmitEmptyValues: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, want := string(f.Format(nil, &Entry{Protocol: "HTTP/2"})), `{"b":"HTTP/2"}`+"\n"; got != want {
-			t.Errorf("Format() = %q; want %q", got, want)
+		for _, strs := range []bool{false, true} {
+			f, err := ParseJSON(mustStruct(t, map[string]any{"a": "%REQ(X-NOPE)%", "b": "%PROTOCOL%", "c": "%DURATION%", "l": []any{"%DURATION%"}}), Options{OmitEmptyValues: true, JSONStrings: strs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := string(f.Format(nil, &Entry{Protocol: "HTTP/2"})), `{"b":"HTTP/2","l":[]}`+"\n"; got != want {
+				t.Errorf("Format(JSONStrings %v) = %q; want %q", strs, got, want)
+			}
 		}
 	})
 	t.Run("errors", func(t *testing.T) {
 		for name, m := range map[string]map[string]any{
 			"json_format.bad: access log format": {"bad": "%NOPE%"},
-			"json_format.list: only strings":     {"list": []any{"a"}},
+			"json_format.list[1].n: access log":  {"list": []any{"%PROTOCOL%", map[string]any{"n": "%X%"}}},
 			"json_format.n.null: only strings":   {"n": map[string]any{"null": nil}},
 		} {
 			_, err := ParseJSON(mustStruct(t, m), Options{})
@@ -267,7 +272,8 @@ func TestFromProtos(t *testing.T) {
 	}{
 		{"default", &filev3.FileAccessLog{}, `[-] "- - HTTP/2" 204 - 0 0 - - "-" "-" "-" "-" "-"` + "\n"},
 		{"format", &filev3.FileAccessLog{AccessLogFormat: &filev3.FileAccessLog_Format{Format: "%RESPONSE_CODE%\n"}}, "204\n"},
-		{"json_format", &filev3.FileAccessLog{AccessLogFormat: &filev3.FileAccessLog_JsonFormat{JsonFormat: mustStruct(t, map[string]any{"c": "%RESPONSE_CODE%"})}}, `{"c":204}` + "\n"},
+		{"json_format renders strings", &filev3.FileAccessLog{AccessLogFormat: &filev3.FileAccessLog_JsonFormat{JsonFormat: mustStruct(t, map[string]any{"c": "%RESPONSE_CODE%", "h": "%UPSTREAM_HOST%"})}}, `{"c":"204","h":"-"}` + "\n"},
+		{"typed_json_format", &filev3.FileAccessLog{AccessLogFormat: &filev3.FileAccessLog_TypedJsonFormat{TypedJsonFormat: mustStruct(t, map[string]any{"c": "%RESPONSE_CODE%", "h": "%UPSTREAM_HOST%"})}}, `{"c":204,"h":null}` + "\n"},
 		{"log_format text", &filev3.FileAccessLog{AccessLogFormat: &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{
 			Format: &corev3.SubstitutionFormatString_TextFormat{TextFormat: "[%UPSTREAM_HOST%]"}, OmitEmptyValues: true}}}, "[]"},
 		{"log_format inline source", &filev3.FileAccessLog{AccessLogFormat: &filev3.FileAccessLog_LogFormat{LogFormat: &corev3.SubstitutionFormatString{

@@ -23,6 +23,7 @@ const (
 	opResponseCodeDetails
 	opConnectionTerminationDetails
 	opResponseFlags
+	opResponseFlagsLong
 	opBytesReceived
 	opBytesSent
 	opDuration
@@ -63,6 +64,7 @@ var operators = map[string]op{
 	"RESPONSE_CODE_DETAILS":                  opResponseCodeDetails,
 	"CONNECTION_TERMINATION_DETAILS":         opConnectionTerminationDetails,
 	"RESPONSE_FLAGS":                         opResponseFlags,
+	"RESPONSE_FLAGS_LONG":                    opResponseFlagsLong,
 	"BYTES_RECEIVED":                         opBytesReceived,
 	"BYTES_SENT":                             opBytesSent,
 	"DURATION":                               opDuration,
@@ -124,6 +126,9 @@ type Options struct {
 	Hostname string
 	// LookupEnv resolves %ENVIRONMENT(NAME)%; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+	// JSONStrings renders every JSON operator value as a string, "-" when missing (the
+	// deprecated FileAccessLog.json_format; typed_json_format and log_format are typed).
+	JSONStrings bool
 }
 
 // ParseError is returned for a malformed format string.
