@@ -138,6 +138,11 @@ func applyHeaders(hdr http.Header, add []config.HeaderToAdd, remove []string) {
 			}
 		}
 	}
+	// Go's client sends its own User-Agent when none is set; an empty value suppresses it, so a
+	// removed user-agent stays removed.
+	if _, ok := hdr["User-Agent"]; !ok {
+		hdr["User-Agent"] = []string{""}
+	}
 }
 
 // matchPayloads reports whether every segment occurs in buf, each after the previous one
