@@ -114,10 +114,16 @@ type DownstreamConfig struct {
 // transport_socket field.
 func UpstreamFromTransportSocket(path string, ts *corev3.TransportSocket) (*UpstreamConfig, error) {
 	if ts == nil || ts.GetTypedConfig() == nil {
-		if n := ts.GetName(); ts != nil && n != "envoy.transport_sockets.raw_buffer" && n != "raw_buffer" {
+		switch n := ts.GetName(); n {
+		case "", "envoy.transport_sockets.raw_buffer", "raw_buffer":
+			return nil, nil
+		case "envoy.transport_sockets.tls", "tls":
+			// A TLS socket without typed_config is TLS with every default.
+			cfg, err := UpstreamFromProto(path+".typed_config", &tlsv3.UpstreamTlsContext{})
+			return &cfg, err
+		default:
 			return nil, fmt.Errorf("%s.typed_config: missing for transport socket %q", path, n)
 		}
-		return nil, nil
 	}
 	var up tlsv3.UpstreamTlsContext
 	if ts.GetTypedConfig().MessageIs(&up) {
