@@ -26,6 +26,9 @@ type Config struct {
 	Warnf func(format string, args ...any)
 	// Now is the clock for access-log timestamps; nil means time.Now.
 	Now func() time.Time
+	// OnCrossOrigin is called for each request refused because a browser
+	// sent it from another origin (see RefuseCrossOrigin); nil ignores them.
+	OnCrossOrigin func(r *http.Request)
 }
 
 // Server serves the registry's endpoints over HTTP/1.1 and cleartext HTTP/2
@@ -67,7 +70,10 @@ func (s *Server) Listen() error {
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
 	s.http = &http.Server{
-		Handler:           s,
+		// Envoy's admin has no CSRF protection (envoy#2763): a web page
+		// could POST /quitquitquit. Browser requests from another origin are
+		// refused before routing.
+		Handler:           RefuseCrossOrigin(s, s.cfg.OnCrossOrigin),
 		Protocols:         protocols,
 		ReadHeaderTimeout: 30 * time.Second,
 	}

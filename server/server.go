@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -27,6 +28,7 @@ import (
 	"github.com/legateproxy/legate/options"
 	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/stats"
+	"github.com/legateproxy/legate/stats/sinks/hystrix"
 	"github.com/legateproxy/legate/stats/tags"
 )
 
@@ -55,6 +57,8 @@ type Server struct {
 	runtime      *runtime.Runtime
 	runtimeStats runtime.Stats
 	clusters     *cluster.Manager
+	hystrix      *hystrix.Sink // nil without an envoy.stat_sinks.hystrix sink
+	adminStats   adminStats
 	stats        stats.ServerStats
 	admin        *admin.Server // nil when the bootstrap has no admin block
 	reg          *admin.Registry
@@ -133,6 +137,9 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 		return nil, err
 	}
 
+	if err := s.buildSinks(); err != nil {
+		return nil, err
+	}
 	if err := s.buildClusterManager(); err != nil {
 		return nil, err
 	}
@@ -155,7 +162,15 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 			Address:   net.JoinHostPort(a.Address, strconv.FormatUint(uint64(a.Port), 10)),
 			AccessLog: accessLog,
 			Warnf:     adminLog.Warnf,
+			OnCrossOrigin: func(r *http.Request) {
+				s.adminStats.CrossOriginRefused.Inc()
+				adminLog.Warnf("refused cross-origin %s %s (Origin %q, Sec-Fetch-Site %q)", r.Method, r.URL.Path, r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site"))
+			},
 		}, s.reg)
+		s.store.Register("admin.", &s.adminStats)
+	}
+	if s.hystrix != nil {
+		s.hystrix.SetMaxPendingRequests(s.clusterMaxPending)
 	}
 	if err := s.registerEndpoints(); err != nil {
 		return nil, err
@@ -171,6 +186,7 @@ func (s *Server) registerEndpoints() error {
 	eps = append(eps, admin.StatsEndpoints(s.store)...)
 	eps = append(eps, admin.LoggingEndpoint(s.logs))
 	eps = append(eps, admin.ClustersEndpoint(s.clusters))
+	eps = append(eps, admin.HystrixEndpoints(s.hystrix)...)
 	eps = append(eps, admin.RuntimeEndpoints(s.runtime)...)
 	eps = append(eps, admin.HealthCheckEndpoints(&s.healthFailed, s.updateState)...)
 	profilePath := config.DefaultProfilePath
@@ -256,6 +272,9 @@ func (s *Server) Run(ctx context.Context) error {
 	cancel()
 	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()
+	if s.hystrix != nil {
+		s.hystrix.Close() // ends the never-idle dashboard streams
+	}
 	if s.admin != nil {
 		s.admin.Shutdown(shutdownCtx)
 	}
