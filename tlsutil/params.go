@@ -11,6 +11,7 @@ import (
 // Params is Envoy's TlsParameters with defaults applied: protocol versions,
 // TLS 1.0–1.2 cipher suites and key-exchange groups. signature_algorithms and
 // compliance_policies have no Go equivalent and are accepted but not applied.
+// The zero value (as in a hand-built config) leaves crypto/tls's defaults.
 type Params struct {
 	MinVersion, MaxVersion uint16 // tls.VersionTLS10 … tls.VersionTLS13
 	// CipherSuites applies to TLS 1.0–1.2 only, as in Envoy; Go does not let
