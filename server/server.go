@@ -30,6 +30,7 @@ import (
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/stats/sinks/hystrix"
 	"github.com/legateproxy/legate/stats/tags"
+	"github.com/legateproxy/legate/tlsutil"
 )
 
 // State is the server state as /ready, /server_info and server.state report
@@ -58,6 +59,7 @@ type Server struct {
 	runtimeStats runtime.Stats
 	clusters     *cluster.Manager
 	hystrix      *hystrix.Sink // nil without an envoy.stat_sinks.hystrix sink
+	certs        *tlsutil.Registry
 	adminStats   adminStats
 	stats        stats.ServerStats
 	admin        *admin.Server // nil when the bootstrap has no admin block
@@ -83,6 +85,7 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 		boot:         boot,
 		start:        time.Now(),
 		reg:          admin.NewRegistry(),
+		certs:        tlsutil.NewRegistry(time.Now),
 		dumps:        configdump.NewRegistry(),
 		init:         NewInit("Server"),
 		quit:         make(chan struct{}),
@@ -186,6 +189,7 @@ func (s *Server) registerEndpoints() error {
 	eps = append(eps, admin.StatsEndpoints(s.store)...)
 	eps = append(eps, admin.LoggingEndpoint(s.logs))
 	eps = append(eps, admin.ClustersEndpoint(s.clusters))
+	eps = append(eps, admin.CertsEndpoint(s.certs))
 	eps = append(eps, admin.HystrixEndpoints(s.hystrix)...)
 	eps = append(eps, admin.RuntimeEndpoints(s.runtime)...)
 	eps = append(eps, admin.HealthCheckEndpoints(&s.healthFailed, s.updateState)...)
@@ -342,6 +346,7 @@ func (s *Server) refreshServerStats() {
 	s.stats.MemoryAllocated.Set(m.Allocated)
 	s.stats.MemoryHeapSize.Set(m.HeapSize)
 	s.stats.MemoryPhysicalSize.Set(m.TotalPhysicalBytes)
+	s.stats.DaysUntilFirstCertExpiring.Set(s.certs.DaysUntilFirstCertExpiring())
 }
 
 // Quit starts a clean shutdown (POST /quitquitquit).

@@ -336,3 +336,11 @@ func TestCommandLine(t *testing.T) {
 		}
 	})
 }
+
+func TestCertsWithoutTLS(t *testing.T) {
+	p := start(t, "-c", writeConfig(t, minimalConfig))
+	_, h, body := p.get("/certs")
+	if body != "{\n \"certificates\": []\n}\n" || h.Get("Content-Type") != "application/json" {
+		t.Errorf("GET /certs = %q (%s)", body, h.Get("Content-Type"))
+	}
+}
