@@ -6,5 +6,6 @@
 // use; Format appends one log line for an Entry to a caller-owned buffer and allocates only when
 // that buffer grows. An Entry is a plain struct filled by the proxy for one request and read,
 // never kept, by Format. A File is a buffered, reopenable log file safe for concurrent writers;
-// its flush goroutine is started by OpenFile and stopped by Close.
+// its flush goroutine is started by OpenFile and stopped by Close. A Manager shares one File
+// per path and reopens them all (admin /reopen_logs).
 package accesslog

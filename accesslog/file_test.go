@@ -127,3 +127,48 @@ func TestOpenFileError(t *testing.T) {
 		t.Errorf("OpenFile error = %v; want an access log path error", err)
 	}
 }
+
+func TestManager(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := t.TempDir()
+	m := NewManager(FileOptions{FlushInterval: time.Hour})
+	a1, err := m.Open(filepath.Join(dir, "a.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, err := m.Open(filepath.Join(dir, "a.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.Open(filepath.Join(dir, "b.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a1 != a2 || a1 == b {
+		t.Fatalf("Open shares files by path: got a1 == a2 %v, a1 == b %v; want true, false", a1 == a2, a1 == b)
+	}
+	if _, err := a1.Write([]byte("before\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "a.log"), filepath.Join(dir, "a.log.1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a2.Write([]byte("after\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, filepath.Join(dir, "a.log.1")); got != "before\n" {
+		t.Errorf("rotated = %q; want %q", got, "before\n")
+	}
+	if got := readAll(t, filepath.Join(dir, "a.log")); got != "after\n" {
+		t.Errorf("reopened = %q; want %q", got, "after\n")
+	}
+	if _, err := m.Open(filepath.Join(dir, "c.log")); !errors.Is(err, ErrClosed) {
+		t.Errorf("Open after Close error = %v; want ErrClosed", err)
+	}
+}

@@ -373,3 +373,37 @@ virtual_hosts:
 		}
 	})
 }
+
+func TestHashPolicyDetails(t *testing.T) {
+	tbl := mustCompile(t, `
+virtual_hosts:
+- name: v
+  domains: ["*"]
+  routes:
+  - match: {prefix: "/"}
+    route:
+      cluster: c
+      hash_policy:
+      - connection_properties: {source_ip: false}
+      - query_parameter: {name: "k"}
+      - cookie: {name: s}`, Options{})
+	rt := tbl.Route(req("h", "/")).Route
+	tests := []struct {
+		name string
+		req  *Request
+		want uint64
+		ok   bool
+	}{
+		{"query value is hashed undecoded", req("h", "/?k=a%20b"), xxhash.Sum64String("a%20b"), true},
+		{"empty cookie is absent", req("h", "/", "Cookie", "s="), 0, false},
+		{"cookie keeps trailing spaces", req("h", "/", "Cookie", "x=1;  s=v "), xxhash.Sum64String("v "), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := rt.HashKey(tt.req, "10.0.0.1")
+			if got != tt.want || ok != tt.ok {
+				t.Errorf("HashKey() = %#x, %v; want %#x, %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}

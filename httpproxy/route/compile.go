@@ -97,13 +97,8 @@ func Compile(rc *routev3.RouteConfiguration, opts Options) (*Table, error) {
 	}
 	suffixes := map[int]map[string]*VirtualHost{}
 	prefixes := map[int]map[string]*VirtualHost{}
-	names := map[string]bool{}
 	for i, vhp := range rc.GetVirtualHosts() {
 		path := fmt.Sprintf("virtual_hosts[%d]", i)
-		if names[vhp.GetName()] {
-			return nil, fmt.Errorf("%s.name = %q: virtual host names must be unique", path, vhp.GetName())
-		}
-		names[vhp.GetName()] = true
 		vh, err := c.virtualHost(vhp, path)
 		if err != nil {
 			return nil, err
@@ -700,13 +695,14 @@ func compileHashPolicy(p *routev3.RouteAction_HashPolicy, path string) (HashPoli
 			if hp.CookieTTL, err = duration(s.Cookie.GetTtl(), path+".cookie.ttl"); err != nil {
 				return hp, err
 			}
+			hp.CookieTTL = hp.CookieTTL.Truncate(time.Second) // Envoy keeps whole seconds
 			hp.CookieTTLSet = true
 		}
 	case *routev3.RouteAction_HashPolicy_ConnectionProperties_:
-		if !s.ConnectionProperties.GetSourceIp() {
-			return hp, fmt.Errorf("%s.connection_properties.source_ip = false: must be true", path)
-		}
 		hp.Kind = HashSourceIP
+		if !s.ConnectionProperties.GetSourceIp() {
+			hp.Kind = hashNone // Envoy skips the policy
+		}
 	case *routev3.RouteAction_HashPolicy_QueryParameter_:
 		if s.QueryParameter.GetName() == "" {
 			return hp, fmt.Errorf("%s.query_parameter.name = \"\": must not be empty", path)

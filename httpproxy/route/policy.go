@@ -126,6 +126,7 @@ const (
 	HashCookie
 	HashSourceIP
 	HashQueryParameter
+	hashNone // connection_properties without source_ip: never produces a hash
 )
 
 // HashPolicy is one RouteAction.hash_policy entry.
@@ -174,7 +175,7 @@ func (p *HashPolicy) evaluate(req *Request, sourceIP string) (uint64, bool) {
 	case HashHeader:
 		return p.hashHeader(req)
 	case HashCookie:
-		if v, ok := cookieValue(req.Header, p.Name); ok {
+		if v, _ := cookieValue(req.Header, p.Name); v != "" { // Envoy treats "" as absent
 			return xxhash.Sum64String(v), true
 		}
 		if p.CookieTTLSet && req.AddCookie != nil {
@@ -187,7 +188,7 @@ func (p *HashPolicy) evaluate(req *Request, sourceIP string) (uint64, bool) {
 		}
 		return xxhash.Sum64String(sourceIP), true
 	case HashQueryParameter:
-		if v, ok := queryParam(req.Path, p.Name); ok {
+		if v, ok := rawQueryParam(req.Path, p.Name); ok {
 			return xxhash.Sum64String(v), true
 		}
 	}

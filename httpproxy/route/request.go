@@ -72,9 +72,19 @@ func pathOnly(p string) string {
 }
 
 // queryParam returns the first value of the query parameter name in path, percent-decoded
-// ('+' as space) as Envoy's parseAndDecodeQueryString does. It allocates only when a value
-// or a key must be decoded.
+// ('+' as space) as Envoy's parseAndDecodeQueryString does for route matching. It allocates
+// only when a value or a key must be decoded.
 func queryParam(path, name string) (string, bool) {
+	return scanQuery(path, name, decode)
+}
+
+// rawQueryParam is queryParam without decoding (Envoy's parseQueryString, which the
+// query_parameter hash policy uses).
+func rawQueryParam(path, name string) (string, bool) {
+	return scanQuery(path, name, func(s string) string { return s })
+}
+
+func scanQuery(path, name string, decode func(string) string) (string, bool) {
 	q := strings.IndexByte(path, '?')
 	if q < 0 {
 		return "", false
@@ -109,13 +119,14 @@ func decode(s string) string {
 	return d
 }
 
-// cookieValue returns the value of cookie name from the Cookie headers (quotes stripped).
+// cookieValue returns the value of cookie name from the Cookie headers (quotes stripped,
+// leading spaces of the pair ignored, as Envoy parses cookies).
 func cookieValue(h http.Header, name string) (string, bool) {
 	for _, line := range h["Cookie"] {
 		for line != "" {
 			var part string
 			part, line, _ = strings.Cut(line, ";")
-			k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+			k, v, ok := strings.Cut(strings.TrimLeft(part, " "), "=")
 			if !ok || k != name {
 				continue
 			}

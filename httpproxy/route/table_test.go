@@ -71,6 +71,12 @@ func TestVirtualHostSelection(t *testing.T) {
 			t.Errorf("Route = %q; want exact/r", got)
 		}
 	})
+	t.Run("duplicate virtual host names are accepted, as in Envoy", func(t *testing.T) {
+		mustCompile(t, `
+virtual_hosts:
+- {name: same, domains: ["a.com"]}
+- {name: same, domains: ["b.com"]}`, Options{})
+	})
 	t.Run("no default", func(t *testing.T) {
 		tbl := mustCompile(t, `
 virtual_hosts:
@@ -103,10 +109,6 @@ virtual_hosts:
 virtual_hosts:
 - {name: a, domains: ["*"]}
 - {name: b, domains: ["*"]}`, `virtual_hosts[1].domains[0] = "*": only one virtual host may have the domain "*"`, Options{}},
-		{"duplicate vhost name", `
-virtual_hosts:
-- {name: a, domains: ["a"]}
-- {name: a, domains: ["b"]}`, `virtual_hosts[1].name = "a": virtual host names must be unique`, Options{}},
 		{"bad regex", "virtual_hosts:\n- {name: a, domains: [a]}\n" + `- name: b
   domains: ["*"]
   routes:
