@@ -282,13 +282,7 @@ func TestHashKey(t *testing.T) {
 	})
 
 	t.Run("cookie", func(t *testing.T) {
-		tbl := mustCompile(t, `
-virtual_hosts:
-- name: v
-  domains: ["*"]
-  routes:
-  - match: {prefix: "/"}
-    route: {cluster: c, hash_policy: [{cookie: {name: sess, ttl: 60s, path: /p}}]}`, Options{})
+		tbl := mustCompile(t, oneRoute(`route: {cluster: c, hash_policy: [{cookie: {name: sess, ttl: 60s, path: /p}}]}`), Options{})
 		rt := tbl.Route(req("h", "/")).Route
 		got, ok := rt.HashKey(req("h", "/", "Cookie", `a=1; sess="xyz"`), "")
 		if !ok || got != xxhash.Sum64String("xyz") {
@@ -362,11 +356,7 @@ func TestDirectResponseAndRedirectRoutes(t *testing.T) {
 		t.Errorf("redirect route = %v %+v; want a 307 redirect", rd.Kind, rd.Redirect)
 	}
 	t.Run("body from file", func(t *testing.T) {
-		tbl := mustCompile(t, `
-virtual_hosts:
-- name: v
-  domains: ["*"]
-  routes: [{match: {prefix: "/"}, direct_response: {status: 200, body: {filename: /body.txt}}}]`,
+		tbl := mustCompile(t, oneRoute(`direct_response: {status: 200, body: {filename: /body.txt}}`),
 			Options{ReadFile: func(name string) ([]byte, error) { return []byte("from " + name), nil }})
 		if got := string(tbl.Route(req("h", "/")).Route.DirectResponse.Body); got != "from /body.txt" {
 			t.Errorf("Body = %q; want %q", got, "from /body.txt")
@@ -375,18 +365,7 @@ virtual_hosts:
 }
 
 func TestHashPolicyDetails(t *testing.T) {
-	tbl := mustCompile(t, `
-virtual_hosts:
-- name: v
-  domains: ["*"]
-  routes:
-  - match: {prefix: "/"}
-    route:
-      cluster: c
-      hash_policy:
-      - connection_properties: {source_ip: false}
-      - query_parameter: {name: "k"}
-      - cookie: {name: s}`, Options{})
+	tbl := mustCompile(t, oneRoute(`route: {cluster: c, hash_policy: [{connection_properties: {source_ip: false}}, {query_parameter: {name: k}}, {cookie: {name: s}}]}`), Options{})
 	rt := tbl.Route(req("h", "/")).Route
 	tests := []struct {
 		name string

@@ -53,3 +53,9 @@ func routeName(m *Match) string {
 	}
 	return m.VirtualHost.Name + "/" + m.Route.Name
 }
+
+// oneRoute is a configuration with one virtual host for "*" and one route matching "/" whose
+// other fields (action, …) are given in YAML flow style.
+func oneRoute(fields string) string {
+	return "virtual_hosts:\n- name: v\n  domains: [\"*\"]\n  routes:\n  - {match: {prefix: \"/\"}, " + fields + "}\n"
+}
