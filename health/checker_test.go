@@ -151,7 +151,7 @@ func newHarness(t *testing.T, s *config.HealthCheckSpec, mod func(*Options)) *ha
 	return hs
 }
 
-func newHost(t *testing.T, addr string, flags host.HealthFlag) *host.Host {
+func newHost(t testing.TB, addr string, flags host.HealthFlag) *host.Host {
 	t.Helper()
 	h, err := host.New(host.Config{Address: addr, Health: flags, Locality: host.Locality{Zone: "z1"}})
 	if err != nil {

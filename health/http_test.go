@@ -56,7 +56,7 @@ func hostFor(t *testing.T, rawURL string) *host.Host {
 // seenRequest records what the upstream received.
 type seenRequest struct {
 	Method, Path, Host, Proto, UserAgent, Body string
-	Header                                    http.Header
+	Header                                     http.Header
 }
 
 func recordingServer(t *testing.T, respond func(w http.ResponseWriter)) (*httptest.Server, *seenRequest) {
@@ -284,7 +284,7 @@ func FuzzMatchPayloads(f *testing.F) {
 	f.Add([]byte("ab"), []byte("cd"), []byte("xxabcdyy"))
 	f.Fuzz(func(t *testing.T, a, b, buf []byte) {
 		got := matchPayloads([][]byte{a, b}, buf)
-		want := regexp.MustCompile("(?s)"+regexp.QuoteMeta(string(a))+".*"+regexp.QuoteMeta(string(b))).Match(buf)
+		want := regexp.MustCompile("(?s)" + regexp.QuoteMeta(string(a)) + ".*" + regexp.QuoteMeta(string(b))).Match(buf)
 		if got != want {
 			t.Errorf("matchPayloads(%q, %q in %q) = %v; want %v", a, b, buf, got, want)
 		}

@@ -21,7 +21,7 @@ type tcpServer struct {
 	conns atomic.Int32
 }
 
-func startTCP(t *testing.T, serve func(c net.Conn)) *tcpServer {
+func startTCP(t testing.TB, serve func(c net.Conn)) *tcpServer {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -49,7 +49,7 @@ func startTCP(t *testing.T, serve func(c net.Conn)) *tcpServer {
 	return s
 }
 
-func (s *tcpServer) host(t *testing.T) *host.Host { return newHost(t, s.l.Addr().String(), 0) }
+func (s *tcpServer) host(t testing.TB) *host.Host { return newHost(t, s.l.Addr().String(), 0) }
 
 // pingPong answers every "PING" with "PO" and "NG" in two writes, until the peer closes.
 func pingPong(c net.Conn) {

@@ -1,8 +1,133 @@
 package health
 
-import matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
 
-func upstreamMain() bool { return false }
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+)
+
+// upstreamEnv makes the test binary an upstream process instead of running tests:
+// "http:ADDR" serves 200 on ADDR (port 0 picks one); "farm:N" serves 200 on N ports of 127.0.0.1.
+// The process prints each listening address on a line, then "ready", and exits when its stdin
+// closes, so a test that dies leaves nothing behind.
+const upstreamEnv = "LEGATE_HEALTH_UPSTREAM"
+
+// upstreamMain runs the upstream when upstreamEnv is set and reports whether it did.
+func upstreamMain() bool {
+	mode := os.Getenv(upstreamEnv)
+	if mode == "" {
+		return false
+	}
+	kind, arg, _ := strings.Cut(mode, ":")
+	var addrs []string
+	switch kind {
+	case "http":
+		addrs = []string{arg}
+	case "farm":
+		n, err := strconv.Atoi(arg)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "farm size:", err)
+			os.Exit(2)
+		}
+		if err := raiseFileLimit(uint64(2*n + 1024)); err != nil {
+			fmt.Fprintln(os.Stderr, "rlimit:", err)
+			os.Exit(2)
+		}
+		for range n {
+			addrs = append(addrs, "127.0.0.1:0")
+		}
+	default:
+		fmt.Fprintln(os.Stderr, "unknown upstream mode", mode)
+		os.Exit(2)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
+	out := bufio.NewWriter(os.Stdout)
+	for _, a := range addrs {
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "listen:", err)
+			os.Exit(2)
+		}
+		fmt.Fprintln(out, l.Addr().String())
+		go srv.Serve(l)
+	}
+	fmt.Fprintln(out, "ready")
+	out.Flush()
+	io.Copy(io.Discard, os.Stdin)
+	os.Exit(0)
+	return true
+}
+
+// upstream is a child process started by startUpstream.
+type upstream struct {
+	cmd   *exec.Cmd
+	stdin io.Closer
+	addrs []string
+}
+
+func startUpstream(t testing.TB, mode string) *upstream {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), upstreamEnv+"="+mode)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	u := &upstream{cmd: cmd, stdin: stdin}
+	t.Cleanup(u.stop)
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if sc.Text() == "ready" {
+			return u
+		}
+		u.addrs = append(u.addrs, sc.Text())
+	}
+	t.Fatalf("upstream %q exited before it was ready: %v", mode, sc.Err())
+	return nil
+}
+
+// kill ends the process at once (SIGKILL) and reaps it.
+func (u *upstream) kill() {
+	u.cmd.Process.Kill()
+	u.cmd.Wait()
+}
+
+func (u *upstream) stop() {
+	u.stdin.Close()
+	u.cmd.Wait()
+}
+
+// raiseFileLimit raises RLIMIT_NOFILE to at least n (the hard limit too, which needs privilege).
+func raiseFileLimit(n uint64) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return err
+	}
+	if lim.Cur >= n {
+		return nil
+	}
+	lim.Cur = n
+	lim.Max = max(lim.Max, n)
+	return syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+}
 
 func stringMatcherPrefix(p string) *matcherv3.StringMatcher {
 	return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: p}}
