@@ -74,6 +74,8 @@ type Detector struct {
 	rescan atomic.Bool
 	tick   chan struct{} // capacity 1: the interval timer fired
 
+	afterArm func() // test hook: called by Run after each arming of the interval timer
+
 	// rates holds the cluster's success-rate average and ejection threshold per origin, as
 	// float64 bits; -1 when not computed in the last interval.
 	rates [2]struct{ average, threshold atomic.Uint64 }

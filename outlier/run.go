@@ -14,6 +14,9 @@ func (d *Detector) Run(ctx context.Context) error {
 	var timer clock.Timer
 	arm := func() {
 		timer = d.clock.AfterFunc(d.interval(d.snapshot()), d.onTimer)
+		if d.afterArm != nil {
+			d.afterArm()
+		}
 	}
 	arm()
 	defer func() { timer.Stop() }()
