@@ -31,17 +31,23 @@ func promtool(t *testing.T) string {
 	return path
 }
 
-// envoyLints are the promtool lint messages (naming style, not validity) that
-// Envoy's own exposition draws and that Legate, byte-compatible with it, must
-// draw too. Envoy writes no # HELP lines, and it keeps its stat names:
-// envoy_cluster_upstream_rq{envoy_response_code="200"} is a counter without
-// _total, envoy_server_initialization_time_ms and
-// envoy_cluster_upstream_cx_length_ms abbreviate their unit, and
-// envoy_server_days_until_first_cert_expiring counts days, not seconds.
+// envoyLints are the promtool lint messages about metric naming that Envoy's
+// own exposition draws and that Legate, byte-compatible with it, must draw
+// too; each comes with a stat of Envoy's that forces it. Every other lint
+// (labels such as le or quantile on the wrong type, reserved characters,
+// camelCase) and every parse error fails the test.
 var envoyLints = []string{
+	// Envoy writes no # HELP lines.
 	" no help text",
+	// cluster.<name>.upstream_rq_<code> becomes envoy_cluster_upstream_rq.
 	` counter metrics should have "_total" suffix`,
+	// cluster.<name>.membership_total is a gauge.
+	` non-counter metrics should not have "_total" suffix`,
+	// cluster.<name>.default.total_match_count is a counter.
+	` non-histogram and non-summary metrics should not have "_count" suffix`,
+	// server.initialization_time_ms, cluster.<name>.upstream_cx_length_ms.
 	" metric names should not contain abbreviated units",
+	// server.days_until_first_cert_expiring.
 	` use base unit "seconds" instead of "days"`,
 }
 
