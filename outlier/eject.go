@@ -32,14 +32,13 @@ func (d *Detector) handlePending(m *monitor) {
 // drainPending handles every queued monitor and, after a queue overflow, every monitor with
 // pending bits. It never blocks.
 func (d *Detector) drainPending() {
-	for {
+	for drained := false; !drained; {
 		select {
 		case m := <-d.queue:
 			d.handlePending(m)
-			continue
 		default:
+			drained = true
 		}
-		break
 	}
 	if !d.rescan.Swap(false) {
 		return
