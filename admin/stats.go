@@ -109,9 +109,8 @@ func serveStats(w http.ResponseWriter, r *http.Request, store *stats.Store, q Qu
 	case format.Prometheus:
 		err = format.WritePrometheus(w, store, fq)
 	case format.HTML, format.ActiveHTML:
-		w.WriteHeader(http.StatusBadRequest)
-		io.WriteString(w, "HTML output is not built into this Legate yet")
-		return
+		w.Header().Set("Content-Type", "text/html; charset=UTF-8")
+		err = format.WriteHTML(w, store, fq)
 	default:
 		err = format.WriteText(w, store, fq)
 	}
