@@ -1,0 +1,282 @@
+package xds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/legateproxy/legate/cluster"
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/lb"
+	"github.com/legateproxy/legate/logging"
+	"github.com/legateproxy/legate/stats"
+	"github.com/legateproxy/legate/xds/resource"
+)
+
+// CDSInitTarget is the name of the init target the client registers for CDS: ready once the
+// first CDS response (or its initial_fetch_timeout) has been handled and every cluster it added
+// has received its first EDS assignment or timed out.
+const CDSInitTarget = "cds"
+
+// Config holds a Client's configuration and dependencies. Clusters and Stats are required;
+// every other field has the default stated in its comment.
+type Config struct {
+	// DynamicResources is the bootstrap's dynamic_resources (cds_config and ads_config are
+	// used; lds_config belongs to the listener side). Nil means no CDS; the client then only
+	// serves the EDS clusters of the bootstrap.
+	DynamicResources *bootstrapv3.Bootstrap_DynamicResources
+	// Node is sent to management servers: the bootstrap node with the --service-* overrides,
+	// user_agent_name and user_agent_build_version already applied by the caller.
+	Node *corev3.Node
+	// Clusters is the cluster manager CDS and EDS update.
+	Clusters *cluster.Manager
+	// Stats is the store for cluster_manager.cds.*, cluster.<name>.* EDS and control_plane.*.
+	Stats *stats.Store
+	// Logger logs stream failures and rejected updates; nil discards.
+	Logger *logging.Logger
+	// Init registers the CDS init target (see CDSInitTarget); nil means none.
+	Init func(name string) (ready func(), err error)
+	// Dial connects to a host of the named bootstrap cluster for gRPC and REST sources; the
+	// server sets it to add TLS for clusters with a transport socket. Nil dials plain TCP to a
+	// host picked from Clusters.Get(name), and refuses clusters with a transport socket.
+	Dial func(ctx context.Context, cluster string) (net.Conn, error)
+	// Clock schedules backoff, polling and initial fetch timeouts; nil means the system clock.
+	Clock clock.Clock
+	// Limits are the command-line limits applied to CDS clusters (--max-obj-name-len).
+	Limits config.Limits
+	// BackoffBase and BackoffMax bound the reconnect backoff; zero means DefaultBackoffBase and
+	// DefaultBackoffMax.
+	BackoffBase, BackoffMax time.Duration
+	// Rand is the backoff jitter source; nil means math/rand/v2.
+	Rand func() uint64
+	// FilePollInterval is how often path sources are checked; zero means
+	// DefaultFilePollInterval.
+	FilePollInterval time.Duration
+}
+
+// Client is Legate's xDS client for CDS and EDS: it opens the transports the bootstrap's
+// config sources name (ADS, gRPC state-of-the-world and delta, REST, files), applies clusters to
+// the cluster manager and assignments to EDS clusters, and ACKs or NACKs each response.
+//
+// Concurrency: New and Run are called once by the server. Every transport runs on its own
+// goroutine, started and awaited by Run. mu guards the CDS and EDS state (cds, eds, muxes);
+// handlers take it while applying a response, so updates are serialised. ClustersDumpExtras and
+// ClustersConfigDump may be called from any goroutine.
+type Client struct {
+	cfg         Config
+	log         *logging.Logger
+	clock       clock.Clock
+	node        *corev3.Node
+	rand        func() uint64
+	backoffBase time.Duration
+	backoffMax  time.Duration
+	filePoll    time.Duration
+	cpStats     ControlPlaneStats
+	cpReg       *stats.Registration
+	connCount   int64
+
+	// testHook, when set (tests only), sees every handled response and transport failure.
+	testHook func(typeURL, version string, err error)
+
+	mu     sync.Mutex // guards the fields below and the handlers' state
+	ads    *mux
+	muxes  map[string]*mux
+	runCtx context.Context
+	ran    bool
+	wg     sync.WaitGroup
+	cds    *cdsHandler
+	eds    *edsHandler
+}
+
+// New validates the dynamic_resources config sources and builds a Client. Nothing is dialled
+// until Run.
+func New(cfg Config) (*Client, error) {
+	if cfg.Clusters == nil || cfg.Stats == nil {
+		return nil, errors.New("xds: Clusters and Stats are required")
+	}
+	c := &Client{
+		cfg: cfg, log: cfg.Logger, clock: cfg.Clock, node: cfg.Node, rand: cfg.Rand,
+		backoffBase: cfg.BackoffBase, backoffMax: cfg.BackoffMax, filePoll: cfg.FilePollInterval,
+		muxes: map[string]*mux{},
+	}
+	if c.clock == nil {
+		c.clock = clock.Real()
+	}
+	if c.rand == nil {
+		c.rand = rand.Uint64
+	}
+	if c.backoffBase <= 0 {
+		c.backoffBase = DefaultBackoffBase
+	}
+	if c.backoffMax <= 0 {
+		c.backoffMax = DefaultBackoffMax
+	}
+	if c.filePoll <= 0 {
+		c.filePoll = DefaultFilePollInterval
+	}
+	dr := cfg.DynamicResources
+	if ads := dr.GetAdsConfig(); ads != nil {
+		api, err := resource.APISourceFromProto(ads)
+		if err != nil {
+			return nil, fmt.Errorf("dynamic_resources.ads_config.%w", err)
+		}
+		if api.Type == resource.REST {
+			return nil, errors.New("dynamic_resources.ads_config.api_type = REST; ADS needs GRPC or DELTA_GRPC")
+		}
+		c.ads = newMux(c, "ads", resource.Source{ADS: true}, &api, true)
+		c.muxes["ads"] = c.ads
+	}
+	if dr.GetCdsResourcesLocator() != "" {
+		return nil, fmt.Errorf("dynamic_resources.cds_resources_locator = %q; xdstp:// locators are not supported", dr.GetCdsResourcesLocator())
+	}
+	c.eds = newEDSHandler(c)
+	if cs := dr.GetCdsConfig(); cs != nil {
+		src, err := resource.SourceFromProto(cs)
+		if err != nil {
+			return nil, fmt.Errorf("dynamic_resources.cds_config.%w", err)
+		}
+		if src.Self {
+			return nil, errors.New("dynamic_resources.cds_config.self is not valid here; self needs a parent resource")
+		}
+		m, err := c.muxFor(src, resource.ClusterType)
+		if err != nil {
+			return nil, fmt.Errorf("dynamic_resources.cds_config: %w", err)
+		}
+		c.cds = newCDSHandler(c, src, m)
+		if cfg.Init != nil {
+			ready, err := cfg.Init(CDSInitTarget)
+			if err != nil {
+				return nil, fmt.Errorf("xds: %w", err)
+			}
+			c.cds.initReady = ready
+		}
+	}
+	c.cpReg = cfg.Stats.Register("control_plane.", &c.cpStats)
+	return c, nil
+}
+
+// muxFor returns the transport for src and typeURL, creating it (and starting it when Run is
+// running). Sources with the same Key share a transport; ADS sources share the ADS stream.
+// Callers hold mu, or own c exclusively (New).
+func (c *Client) muxFor(src resource.Source, typeURL string) (*mux, error) {
+	if src.ADS {
+		if c.ads == nil {
+			return nil, errors.New("ads is set but dynamic_resources.ads_config is not")
+		}
+		return c.ads, nil
+	}
+	key := src.Key() + "|" + resource.ShortType(typeURL)
+	if m := c.muxes[key]; m != nil {
+		return m, nil
+	}
+	m := newMux(c, key, src, src.API, false)
+	m.typeURL = typeURL
+	c.muxes[key] = m
+	if c.runCtx != nil {
+		c.startLocked(m)
+	}
+	return m, nil
+}
+
+func (c *Client) startLocked(m *mux) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		m.run(c.runCtx)
+	}()
+}
+
+// Run subscribes the bootstrap's EDS clusters, starts every transport and CDS's initial fetch
+// timeout, and returns after ctx ends and every transport goroutine has returned.
+func (c *Client) Run(ctx context.Context) error {
+	c.mu.Lock()
+	if c.runCtx != nil || c.ran {
+		c.mu.Unlock()
+		return errors.New("xds: Run called twice")
+	}
+	c.ran = true
+	// Subscribe before runCtx is set, so that muxFor creates transports without starting them;
+	// the loop below starts each one once.
+	c.eds.bindStaticLocked()
+	if c.cds != nil {
+		c.cds.startLocked()
+	}
+	c.runCtx = ctx
+	for _, m := range c.muxes {
+		c.startLocked(m)
+	}
+	c.mu.Unlock()
+	<-ctx.Done()
+	c.wg.Wait()
+	c.mu.Lock()
+	if c.cds != nil {
+		c.cds.stopLocked()
+	}
+	c.eds.stopLocked()
+	c.mu.Unlock()
+	c.cpReg.Unregister()
+	return nil
+}
+
+// dial connects to a host of the named cluster.
+func (c *Client) dial(ctx context.Context, name string) (net.Conn, error) {
+	if c.cfg.Dial != nil {
+		return c.cfg.Dial(ctx, name)
+	}
+	cl := c.cfg.Clusters.Get(name)
+	if cl == nil {
+		return nil, fmt.Errorf("xds: cluster %q: %w", name, errNoCluster)
+	}
+	if cl.Config().TransportSocket != nil {
+		return nil, fmt.Errorf("xds: cluster %q has a transport_socket; the server must provide a TLS dialer", name)
+	}
+	h, err := cl.Pick(&lb.Context{})
+	if err != nil {
+		return nil, fmt.Errorf("xds: cluster %q: %w", name, err)
+	}
+	d := net.Dialer{Timeout: cl.Config().ConnectTimeout}
+	return d.DialContext(ctx, "tcp", h.Address())
+}
+
+// sleep waits d on the client's clock; false when ctx ended first.
+func (c *Client) sleep(ctx context.Context, d time.Duration) bool {
+	done := make(chan struct{})
+	t := c.clock.AfterFunc(d, func() { close(done) })
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	case <-done:
+		return true
+	}
+}
+
+// connected counts open gRPC streams into control_plane.connected_state (1 while any is open).
+func (c *Client) connected(delta int64) {
+	c.mu.Lock()
+	c.connCount += delta
+	if c.connCount > 0 {
+		c.cpStats.ConnectedState.Set(1)
+	} else {
+		c.cpStats.ConnectedState.Set(0)
+	}
+	c.mu.Unlock()
+}
+
+// notify tells the test hook about a handled response or a failure.
+func (c *Client) notify(typeURL, version string, err error) {
+	if h := c.testHook; h != nil {
+		h(typeURL, version, err)
+	}
+}
+
+// ControlPlaneStats returns the control_plane.* stats.
+func (c *Client) ControlPlaneStats() *ControlPlaneStats { return &c.cpStats }

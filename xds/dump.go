@@ -1,0 +1,88 @@
+package xds
+
+import (
+	"sort"
+
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// ClustersDumpExtras returns the error states of the CDS clusters the client rejected, sorted
+// by name: each entry carries only error_state (failed_configuration, last_update_attempt,
+// details, version_info), Envoy's UpdateFailureState. ClustersConfigDump merges them into the
+// cluster manager's dump. Safe for concurrent use.
+func (c *Client) ClustersDumpExtras() map[string]*adminv3.UpdateFailureState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cds == nil || len(c.cds.failures) == 0 {
+		return nil
+	}
+	out := make(map[string]*adminv3.UpdateFailureState, len(c.cds.failures))
+	for name, f := range c.cds.failures {
+		out[name] = &adminv3.UpdateFailureState{
+			FailedConfiguration: f.resource,
+			LastUpdateAttempt:   timestamppb.New(f.at),
+			Details:             f.details,
+			VersionInfo:         f.version,
+		}
+	}
+	return out
+}
+
+// ClustersConfigDump is the cluster manager's ClustersConfigDump (tracker key "clusters") with
+// the error_state of rejected CDS clusters: set on the cluster's dynamic entry when the
+// previous version still serves, else added as a dynamic_active_clusters entry of its own, in
+// name order. match filters by cluster name as in cluster.Manager.ConfigDump. Safe for
+// concurrent use.
+func (c *Client) ClustersConfigDump(match func(string) bool) proto.Message {
+	base := c.cfg.Clusters.ConfigDump(match)
+	dump, ok := base.(*adminv3.ClustersConfigDump)
+	extras := c.ClustersDumpExtras()
+	if !ok || len(extras) == 0 {
+		return base
+	}
+	for _, list := range [][]*adminv3.ClustersConfigDump_DynamicCluster{dump.DynamicActiveClusters, dump.DynamicWarmingClusters} {
+		for _, dc := range list {
+			cl := &clusterv3.Cluster{}
+			if dc.GetCluster().UnmarshalTo(cl) != nil {
+				continue
+			}
+			if es := extras[cl.GetName()]; es != nil {
+				dc.ErrorState = es
+				delete(extras, cl.GetName())
+			}
+		}
+	}
+	names := make([]string, 0, len(extras))
+	for name := range extras {
+		if match == nil || match(name) {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		dump.DynamicActiveClusters = append(dump.DynamicActiveClusters, &adminv3.ClustersConfigDump_DynamicCluster{ErrorState: extras[name]})
+	}
+	if len(names) > 0 {
+		sort.SliceStable(dump.DynamicActiveClusters, func(i, j int) bool {
+			return dumpName(dump.DynamicActiveClusters[i], extras) < dumpName(dump.DynamicActiveClusters[j], extras)
+		})
+	}
+	return dump
+}
+
+// dumpName is the cluster name of a dump entry (from the cluster, or from the failed
+// configuration of an error-only entry).
+func dumpName(dc *adminv3.ClustersConfigDump_DynamicCluster, _ map[string]*adminv3.UpdateFailureState) string {
+	a := dc.GetCluster()
+	if a == nil {
+		a = dc.GetErrorState().GetFailedConfiguration()
+	}
+	cl := &clusterv3.Cluster{}
+	if a == nil || a.UnmarshalTo(cl) != nil {
+		return ""
+	}
+	return cl.GetName()
+}

@@ -1,0 +1,103 @@
+package resource
+
+import (
+	"errors"
+	"fmt"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/config"
+)
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// Cluster is a decoded and validated CDS resource.
+type Cluster struct {
+	// Name is the cluster's name.
+	Name string
+	// Config is the converted cluster; Config.Proto is the decoded proto.
+	Config *config.Cluster
+	// EDS is the cluster's eds_cluster_config.eds_config for an EDS cluster, else nil.
+	EDS *Source
+}
+
+// DecodeCluster decodes a CDS resource: the Any's type URL, protoc-gen-validate rules, then
+// config.ClusterFromProto and, for EDS clusters, the eds_config source. lim carries
+// --max-obj-name-len.
+func DecodeCluster(a *anypb.Any, lim config.Limits) (*Cluster, error) {
+	c, err := unmarshalCluster(a)
+	if err != nil {
+		return nil, err
+	}
+	at := fmt.Sprintf("cluster %q", c.GetName())
+	if err := c.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("%s: %w", at, flatten(err))
+	}
+	cfg, err := config.ClusterFromProto(c, lim)
+	if err != nil {
+		return nil, err
+	}
+	out := &Cluster{Name: c.GetName(), Config: cfg}
+	if cfg.Type == config.EDS {
+		cs := c.GetEdsClusterConfig().GetEdsConfig()
+		if cs == nil {
+			return nil, fmt.Errorf("%s: eds_cluster_config.eds_config is not set; an EDS cluster needs a config source", at)
+		}
+		src, err := SourceFromProto(cs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: eds_cluster_config.eds_config.%w", at, err)
+		}
+		out.EDS = &src
+	}
+	return out, nil
+}
+
+// ClusterName returns the name of a CDS resource without validating it, or "" when it does not
+// decode. The client uses it to keep a cluster whose update it rejects.
+func ClusterName(a *anypb.Any) string {
+	c, err := unmarshalCluster(a)
+	if err != nil {
+		return ""
+	}
+	return c.GetName()
+}
+
+func unmarshalCluster(a *anypb.Any) (*clusterv3.Cluster, error) {
+	if a == nil {
+		return nil, errors.New("cluster: resource is empty")
+	}
+	if err := checkTypeURL(a.GetTypeUrl(), ClusterType); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	c := &clusterv3.Cluster{}
+	if err := proto.Unmarshal(a.GetValue(), c); err != nil {
+		return nil, fmt.Errorf("cluster: cannot decode the resource: %v", err)
+	}
+	return c, nil
+}
+
+// multiError is what protoc-gen-validate's ValidateAll returns.
+type multiError interface{ AllErrors() []error }
+
+// flatten joins the errors of a ValidateAll result with "; ", so that a NACK's error_detail
+// stays one line.
+func flatten(err error) error {
+	var m multiError
+	if !errors.As(err, &m) {
+		return err
+	}
+	all := m.AllErrors()
+	if len(all) == 1 {
+		return all[0]
+	}
+	msg := ""
+	for i, e := range all {
+		if i > 0 {
+			msg += "; "
+		}
+		msg += e.Error()
+	}
+	return errors.New(msg)
+}

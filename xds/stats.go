@@ -1,0 +1,65 @@
+package xds
+
+import (
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/legateproxy/legate/stats"
+)
+
+// SubscriptionStats are Envoy's subscription stats (cluster_manager.cds.*): see
+// envoy-admin-formats §26.10. update_attempt counts the subscription's start, every response
+// and every failure; update_failure counts transport failures, update_rejected NACKs.
+type SubscriptionStats struct {
+	InitFetchTimeout stats.Counter     `stat:"init_fetch_timeout"`
+	UpdateAttempt    stats.Counter     `stat:"update_attempt"`
+	UpdateFailure    stats.Counter     `stat:"update_failure"`
+	UpdateRejected   stats.Counter     `stat:"update_rejected"`
+	UpdateSuccess    stats.Counter     `stat:"update_success"`
+	UpdateTime       stats.Gauge       `stat:"update_time,never_import"`
+	Version          stats.Gauge       `stat:"version,never_import"`
+	VersionText      stats.TextReadout `stat:"version_text"`
+	UpdateDuration   stats.Histogram   `stat:"update_duration,unit=ms"`
+}
+
+// edsStats are the subscription stats of an EDS cluster that the cluster package does not
+// already keep under cluster.<name>. (update_attempt, update_success, update_failure,
+// update_empty and version are cluster.Stats fields, shared as in Envoy, where both live in the
+// cluster's scope).
+type edsStats struct {
+	InitFetchTimeout stats.Counter     `stat:"init_fetch_timeout"`
+	UpdateRejected   stats.Counter     `stat:"update_rejected"`
+	UpdateTime       stats.Gauge       `stat:"update_time,never_import"`
+	VersionText      stats.TextReadout `stat:"version_text"`
+	UpdateDuration   stats.Histogram   `stat:"update_duration,unit=ms"`
+}
+
+// ControlPlaneStats are the control_plane.* stats of the gRPC streams, shared by every
+// stream of a Client as Envoy's streams share them.
+type ControlPlaneStats struct {
+	ConnectedState    stats.Gauge   `stat:"connected_state,never_import"`
+	PendingRequests   stats.Gauge   `stat:"pending_requests,accumulate"`
+	RateLimitEnforced stats.Counter `stat:"rate_limit_enforced"`
+}
+
+// versionHash is the value of the version gauge: Envoy's xxHash64 of version_info.
+func versionHash(v string) uint64 { return xxhash.Sum64String(v) }
+
+// durationMs is d in whole milliseconds, for update_duration.
+func durationMs(d time.Duration) uint64 {
+	if d < 0 {
+		return 0
+	}
+	return uint64(d / time.Millisecond)
+}
+
+// accepted records a successful update on s.
+func (s *SubscriptionStats) accepted(version string, now time.Time, took time.Duration) {
+	s.UpdateAttempt.Inc()
+	s.UpdateSuccess.Inc()
+	s.UpdateTime.Set(uint64(now.UnixMilli()))
+	s.Version.Set(versionHash(version))
+	s.VersionText.Set(version)
+	s.UpdateDuration.Record(durationMs(took))
+}
