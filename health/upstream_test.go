@@ -17,7 +17,9 @@ import (
 )
 
 // upstreamEnv makes the test binary an upstream process instead of running tests:
-// "http:ADDR" serves 200 on ADDR (port 0 picks one); "farm:N" serves 200 on N ports of 127.0.0.1.
+// "http:ADDR" serves 200 on ADDR (port 0 picks one); "farm:N:LO:HI" serves 200 on N ports of
+// 127.0.0.1 taken in order from LO..HI-1, skipping ports in use (explicit ports bind far faster
+// than thousands of port-0 binds).
 // The process prints each listening address on a line, then "ready", and exits when its stdin
 // closes, so a test that dies leaves nothing behind.
 const upstreamEnv = "LEGATE_HEALTH_UPSTREAM"
@@ -30,34 +32,36 @@ func upstreamMain() bool {
 	}
 	kind, arg, _ := strings.Cut(mode, ":")
 	var addrs []string
+	var listeners []net.Listener
 	switch kind {
 	case "http":
 		addrs = []string{arg}
 	case "farm":
-		n, err := strconv.Atoi(arg)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "farm size:", err)
+		var n, lo, hi int
+		if _, err := fmt.Sscanf(arg, "%d:%d:%d", &n, &lo, &hi); err != nil {
+			fmt.Fprintln(os.Stderr, "farm spec:", err)
 			os.Exit(2)
 		}
-		if err := raiseFileLimit(uint64(2*n + 1024)); err != nil {
-			fmt.Fprintln(os.Stderr, "rlimit:", err)
+		if got, err := raiseFileLimit(uint64(2*n + 1024)); err != nil || got < uint64(n+256) {
+			fmt.Fprintln(os.Stderr, "rlimit:", got, err)
 			os.Exit(2)
 		}
-		for range n {
-			addrs = append(addrs, "127.0.0.1:0")
-		}
+		listeners = farmListeners(n, lo, hi)
 	default:
 		fmt.Fprintln(os.Stderr, "unknown upstream mode", mode)
 		os.Exit(2)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
-	out := bufio.NewWriter(os.Stdout)
 	for _, a := range addrs {
 		l, err := net.Listen("tcp", a)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "listen:", err)
 			os.Exit(2)
 		}
+		listeners = append(listeners, l)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
+	out := bufio.NewWriter(os.Stdout)
+	for _, l := range listeners {
 		fmt.Fprintln(out, l.Addr().String())
 		go srv.Serve(l)
 	}
@@ -66,6 +70,21 @@ func upstreamMain() bool {
 	io.Copy(io.Discard, os.Stdin)
 	os.Exit(0)
 	return true
+}
+
+// farmListeners listens on n ports of 127.0.0.1 from lo..hi-1, skipping those in use.
+func farmListeners(n, lo, hi int) []net.Listener {
+	var ls []net.Listener
+	for p := lo; p < hi && len(ls) < n; p++ {
+		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p)); err == nil {
+			ls = append(ls, l)
+		}
+	}
+	if len(ls) < n {
+		fmt.Fprintf(os.Stderr, "farm: only %d free ports in %d..%d; want %d\n", len(ls), lo, hi-1, n)
+		os.Exit(2)
+	}
+	return ls
 }
 
 // upstream is a child process started by startUpstream.
@@ -115,18 +134,18 @@ func (u *upstream) stop() {
 	u.cmd.Wait()
 }
 
-// raiseFileLimit raises RLIMIT_NOFILE to at least n (the hard limit too, which needs privilege).
-func raiseFileLimit(n uint64) error {
+// raiseFileLimit raises the RLIMIT_NOFILE soft limit to n, or to the hard limit when that is
+// lower (raising the hard limit needs CAP_SYS_RESOURCE), and returns the limit now in force.
+func raiseFileLimit(n uint64) (uint64, error) {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return err
+		return 0, err
 	}
 	if lim.Cur >= n {
-		return nil
+		return lim.Cur, nil
 	}
-	lim.Cur = n
-	lim.Max = max(lim.Max, n)
-	return syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
+	lim.Cur = min(n, lim.Max)
+	return lim.Cur, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim)
 }
 
 func stringMatcherPrefix(p string) *matcherv3.StringMatcher {
