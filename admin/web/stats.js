@@ -33,8 +33,10 @@ function renderHistogram(parent, supportedPercentiles, detail) {
     section.appendChild(element('div', 'histogram-percentiles', 'No recorded values'));
     return;
   }
+  // Six significant digits, as the text format's quantiles read.
+  const short = (v) => typeof v === 'number' ? String(Number(v.toPrecision(6))) : String(v);
   const percentiles = (detail.percentiles || []).map(
-      (p, i) => 'P' + supportedPercentiles[i] + ': ' + p.cumulative);
+      (p, i) => 'P' + supportedPercentiles[i] + ': ' + short(p.cumulative));
   section.appendChild(element('div', 'histogram-percentiles', percentiles.join('  ')));
 
   const intervalCounts = new Map();
