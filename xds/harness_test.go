@@ -1,0 +1,416 @@
+package xds
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	clustersvc "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	endpointsvc "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+
+	"github.com/legateproxy/legate/cluster"
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/stats"
+)
+
+const testNode = "node-1"
+
+// controlPlane is go-control-plane's management server (snapshot cache, gRPC services and the
+// REST gateway) on 127.0.0.1, recording the requests it receives.
+type controlPlane struct {
+	t     *testing.T
+	cache cachev3.SnapshotCache
+	addr  string
+
+	mu       sync.Mutex // guards the fields below
+	gs       *grpc.Server
+	hs       *http.Server
+	sotw     []*discoveryv3.DiscoveryRequest
+	delta    []*discoveryv3.DeltaDiscoveryRequest
+	cancel   context.CancelFunc
+	serveErr chan error
+}
+
+func newControlPlane(t *testing.T, ads bool) *controlPlane {
+	cp := &controlPlane{t: t, cache: cachev3.NewSnapshotCache(ads, cachev3.IDHash{}, nil)}
+	cp.start("127.0.0.1:0")
+	t.Cleanup(cp.stop)
+	return cp
+}
+
+// start serves gRPC and REST (HTTP/1.1 and h2c on one port, split by content type) on addr.
+func (cp *controlPlane) start(addr string) {
+	cp.t.Helper()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		cp.t.Fatalf("listen %s: %v", addr, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cb := serverv3.CallbackFuncs{
+		StreamRequestFunc: func(_ int64, r *discoveryv3.DiscoveryRequest) error {
+			cp.mu.Lock()
+			cp.sotw = append(cp.sotw, r)
+			cp.mu.Unlock()
+			return nil
+		},
+		StreamDeltaRequestFunc: func(_ int64, r *discoveryv3.DeltaDiscoveryRequest) error {
+			cp.mu.Lock()
+			cp.delta = append(cp.delta, r)
+			cp.mu.Unlock()
+			return nil
+		},
+		FetchRequestFunc: func(_ context.Context, r *discoveryv3.DiscoveryRequest) error {
+			cp.mu.Lock()
+			cp.sotw = append(cp.sotw, r)
+			cp.mu.Unlock()
+			return nil
+		},
+	}
+	srv := serverv3.NewServer(ctx, cp.cache, cb)
+	gs := grpc.NewServer()
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, srv)
+	clustersvc.RegisterClusterDiscoveryServiceServer(gs, srv)
+	endpointsvc.RegisterEndpointDiscoveryServiceServer(gs, srv)
+	gw := &serverv3.HTTPGateway{Server: srv}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	hs := &http.Server{
+		Protocols: &protocols,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+				gs.ServeHTTP(w, r)
+				return
+			}
+			body, code, err := gw.ServeHTTP(r)
+			if err != nil {
+				http.Error(w, err.Error(), code)
+				return
+			}
+			w.WriteHeader(code)
+			w.Write(body)
+		}),
+	}
+	cp.mu.Lock()
+	cp.addr, cp.gs, cp.hs, cp.cancel = lis.Addr().String(), gs, hs, cancel
+	cp.serveErr = make(chan error, 1)
+	done := cp.serveErr
+	cp.mu.Unlock()
+	go func() { done <- hs.Serve(lis) }()
+}
+
+// stop closes the server and every stream, as a crash of the management server would.
+func (cp *controlPlane) stop() {
+	cp.mu.Lock()
+	hs, gs, cancel, done := cp.hs, cp.gs, cp.cancel, cp.serveErr
+	cp.hs = nil
+	cp.mu.Unlock()
+	if hs == nil {
+		return
+	}
+	hs.Close()
+	gs.Stop()
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		cp.t.Errorf("serve: %v", err)
+	}
+}
+
+func (cp *controlPlane) dial(ctx context.Context, _ string) (net.Conn, error) {
+	cp.mu.Lock()
+	addr := cp.addr
+	cp.mu.Unlock()
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+func (cp *controlPlane) set(version string, clusters []types.Resource, endpoints []types.Resource) {
+	cp.t.Helper()
+	snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{
+		resourcev3.ClusterType:  clusters,
+		resourcev3.EndpointType: endpoints,
+	})
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	if err := cp.cache.SetSnapshot(context.Background(), testNode, snap); err != nil {
+		cp.t.Fatal(err)
+	}
+}
+
+func (cp *controlPlane) sotwRequests() []*discoveryv3.DiscoveryRequest {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return append([]*discoveryv3.DiscoveryRequest(nil), cp.sotw...)
+}
+
+func (cp *controlPlane) deltaRequests() []*discoveryv3.DeltaDiscoveryRequest {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return append([]*discoveryv3.DeltaDiscoveryRequest(nil), cp.delta...)
+}
+
+// proxy is the Legate side: a stats store, a cluster manager and the client under test.
+type proxy struct {
+	t      *testing.T
+	store  *stats.Store
+	cm     *cluster.Manager
+	c      *Client
+	events chan struct{}
+	ready  chan struct{}
+	cancel context.CancelFunc
+	done   chan error
+}
+
+type proxyOption func(*proxySetup)
+
+type proxySetup struct {
+	cfg    Config
+	before func(p *proxy) // runs before the client is built
+}
+
+func startProxy(t *testing.T, dr *bootstrapv3.Bootstrap_DynamicResources, opts ...proxyOption) *proxy {
+	t.Helper()
+	store, err := stats.New(stats.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := cluster.NewManager(cluster.ManagerConfig{Stats: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{t: t, store: store, cm: cm, events: make(chan struct{}, 1), ready: make(chan struct{})}
+	var once sync.Once
+	ps := &proxySetup{cfg: Config{
+		DynamicResources: dr,
+		Node:             &corev3.Node{Id: testNode, Cluster: "legate"},
+		Clusters:         cm,
+		Stats:            store,
+		Init: func(string) (func(), error) {
+			return func() { once.Do(func() { close(p.ready) }) }, nil
+		},
+		BackoffBase:      5 * time.Millisecond,
+		BackoffMax:       50 * time.Millisecond,
+		FilePollInterval: 5 * time.Millisecond,
+	}}
+	for _, o := range opts {
+		o(ps)
+	}
+	if ps.before != nil {
+		ps.before(p)
+	}
+	p.c, err = New(ps.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.c.testHook = func(string, string, error) {
+		select {
+		case p.events <- struct{}{}:
+		default:
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel, p.done = cancel, make(chan error, 1)
+	go func() { p.done <- p.c.Run(ctx) }()
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *proxy) stop() {
+	p.cancel()
+	select {
+	case err := <-p.done:
+		if err != nil {
+			p.t.Errorf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		p.t.Fatal("Run did not return within 10s of cancel")
+	}
+}
+
+// waitFor waits until cond holds, re-checking after every client event (and every 20 ms, for
+// changes such as timers that raise no event), for at most 10 s.
+func (p *proxy) waitFor(what string, cond func() bool) {
+	p.t.Helper()
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-p.events:
+		case <-tick.C:
+		case <-deadline:
+			p.t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// hosts returns the addresses of an active cluster's hosts, or nil when it is not active.
+func (p *proxy) hosts(name string) []string {
+	cl := p.cm.Get(name)
+	if cl == nil || cl.Snapshot() == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range cl.Snapshot().PrioritySet.Sets() {
+		for _, h := range s.Hosts() {
+			out = append(out, h.Address())
+		}
+	}
+	return out
+}
+
+func (p *proxy) hasHosts(name string, want ...string) func() bool {
+	return func() bool {
+		got := p.hosts(name)
+		if len(got) != len(want) {
+			return false
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// counter returns a stat's value by name (0 when absent).
+func (p *proxy) stat(name string) uint64 {
+	var v uint64
+	p.store.Each(stats.KindSet(stats.KindCounter, stats.KindGauge), func(st *stats.Stat) bool {
+		if st.Name() == name {
+			v = st.Value()
+			return false
+		}
+		return true
+	})
+	return v
+}
+
+func (p *proxy) text(name string) string {
+	var v string
+	p.store.Each(stats.KindSet(stats.KindTextReadout), func(st *stats.Stat) bool {
+		if st.Name() == name {
+			v = st.Text()
+			return false
+		}
+		return true
+	})
+	return v
+}
+
+// Resource builders.
+
+func grpcSource(api corev3.ApiConfigSource_ApiType) *corev3.ConfigSource {
+	return &corev3.ConfigSource{
+		ResourceApiVersion: corev3.ApiVersion_V3,
+		ConfigSourceSpecifier: &corev3.ConfigSource_ApiConfigSource{ApiConfigSource: &corev3.ApiConfigSource{
+			ApiType:             api,
+			TransportApiVersion: corev3.ApiVersion_V3,
+			GrpcServices: []*corev3.GrpcService{{TargetSpecifier: &corev3.GrpcService_EnvoyGrpc_{
+				EnvoyGrpc: &corev3.GrpcService_EnvoyGrpc{ClusterName: "xds"},
+			}}},
+		}},
+	}
+}
+
+func adsSource() *corev3.ConfigSource {
+	return &corev3.ConfigSource{ResourceApiVersion: corev3.ApiVersion_V3, ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}}
+}
+
+func edsCluster(name, service string, src *corev3.ConfigSource) *clusterv3.Cluster {
+	return &clusterv3.Cluster{
+		Name:                 name,
+		ConnectTimeout:       durationpb.New(time.Second),
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
+		EdsClusterConfig:     &clusterv3.Cluster_EdsClusterConfig{EdsConfig: src, ServiceName: service},
+	}
+}
+
+func staticCluster(name string, addrs ...string) *clusterv3.Cluster {
+	return &clusterv3.Cluster{
+		Name:                 name,
+		ConnectTimeout:       durationpb.New(time.Second),
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+		LoadAssignment:       assignment(name, addrs...),
+	}
+}
+
+// assignment builds a ClusterLoadAssignment with one locality holding addrs ("ip:port").
+func assignment(service string, addrs ...string) *endpointv3.ClusterLoadAssignment {
+	var eps []*endpointv3.LbEndpoint
+	for _, a := range addrs {
+		host, port, _ := net.SplitHostPort(a)
+		var pn uint32
+		for _, ch := range port {
+			pn = pn*10 + uint32(ch-'0')
+		}
+		eps = append(eps, &endpointv3.LbEndpoint{
+			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+				Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+					Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: pn},
+				}}},
+			}},
+			LoadBalancingWeight: wrapperspb.UInt32(1),
+		})
+	}
+	return &endpointv3.ClusterLoadAssignment{
+		ClusterName: service,
+		Endpoints:   []*endpointv3.LocalityLbEndpoints{{Locality: &corev3.Locality{Zone: "z1"}, LbEndpoints: eps}},
+	}
+}
+
+// addStatic adds a bootstrap cluster to the proxy's manager (before Run matters only for EDS).
+func addStatic(t *testing.T, cm *cluster.Manager, cs ...*clusterv3.Cluster) {
+	t.Helper()
+	var cfgs []*config.Cluster
+	for _, c := range cs {
+		cfg, err := config.ClusterFromProto(c, config.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfgs = append(cfgs, cfg)
+	}
+	if err := cm.AddStatic(cfgs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func withDial(cp *controlPlane) proxyOption { return func(s *proxySetup) { s.cfg.Dial = cp.dial } }
+
+// startProxyWith is startProxy with a setup step (adding bootstrap clusters) before Run.
+func startProxyWith(t *testing.T, dr *bootstrapv3.Bootstrap_DynamicResources, setup func(p *proxy), opts ...proxyOption) *proxy {
+	return startProxy(t, dr, append(opts, func(s *proxySetup) { s.before = setup })...)
+}
+
+// newTestClient builds a client over an empty manager, for configuration errors.
+func newTestClient(dr *bootstrapv3.Bootstrap_DynamicResources) (*Client, error) {
+	store, err := stats.New(stats.Config{})
+	if err != nil {
+		return nil, err
+	}
+	cm, err := cluster.NewManager(cluster.ManagerConfig{Stats: store})
+	if err != nil {
+		return nil, err
+	}
+	return New(Config{DynamicResources: dr, Clusters: cm, Stats: store})
+}
