@@ -107,11 +107,12 @@ func listenerFromYAML(t testing.TB, y string) *config.Listener {
 type greeter struct {
 	served  chan *Conn
 	release chan struct{}
-	started chan *Conn // receives each connection once its greeting is written
+	started chan *Conn    // receives each connection once its greeting is written
+	waiting chan struct{} // receives once per "slow" request, before it waits for release
 }
 
 func newGreeter() *greeter {
-	return &greeter{served: make(chan *Conn, 100), release: make(chan struct{}), started: make(chan *Conn, 100)}
+	return &greeter{served: make(chan *Conn, 100), release: make(chan struct{}), started: make(chan *Conn, 100), waiting: make(chan struct{}, 100)}
 }
 
 func (g *greeter) registry(t testing.TB) *Registry {
@@ -156,6 +157,7 @@ func (g *greeter) serve(c *Conn) {
 		busy = true
 		mu.Unlock()
 		if strings.TrimSpace(line) == "slow" {
+			g.waiting <- struct{}{}
 			<-g.release
 		}
 		if _, err := io.WriteString(c, "ok\n"); err != nil {
@@ -299,3 +301,14 @@ func expectClosed(t testing.TB, c net.Conn, r io.Reader) {
 		t.Errorf("connection still open after %v", wait)
 	}
 }
+
+func newStore(t testing.TB) *stats.Store {
+	t.Helper()
+	st, err := stats.New(stats.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }
