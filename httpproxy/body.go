@@ -1,0 +1,280 @@
+package httpproxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+
+	"github.com/legateproxy/legate/stats"
+)
+
+var errBadChunk = errors.New("malformed chunked request body")
+
+// maxChunkLine bounds a chunk-size line with its extensions and each trailer line.
+const maxChunkLine = 4096
+
+// bodyReader reads an HTTP/1 request body (Content-Length or chunked) from the connection's
+// reader. It belongs to the stream's goroutine.
+type bodyReader struct {
+	rd      *reader
+	left    int64 // bytes left in the body (Content-Length) or in the current chunk
+	chunked bool
+	done    bool
+	err     error
+	read    int64 // body bytes read, for %BYTES_RECEIVED%
+}
+
+func (b *bodyReader) reset(rd *reader, head *requestHead) {
+	*b = bodyReader{rd: rd, chunked: head.chunked}
+	switch {
+	case head.chunked:
+	case head.contentLength > 0:
+		b.left = head.contentLength
+	default:
+		b.done = true
+	}
+}
+
+// Read implements io.Reader.
+func (b *bodyReader) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.done {
+		return 0, io.EOF
+	}
+	if b.chunked && b.left == 0 {
+		if err := b.nextChunk(); err != nil {
+			b.err = err
+			return 0, err
+		}
+		if b.done {
+			return 0, io.EOF
+		}
+	}
+	rd := b.rd
+	if rd.buffered() == 0 {
+		if int64(len(p)) >= b.left || len(p) >= len(rd.buf) {
+			// Large reads bypass the buffer.
+			n, err := rd.conn.Read(p[:min(int64(len(p)), b.left)])
+			rd.rx.Add(uint64(n))
+			return b.consumed(n, err)
+		}
+		if err := rd.fill(); err != nil {
+			return b.consumed(0, err)
+		}
+	}
+	n := copy(p[:min(int64(len(p)), b.left)], rd.buf[rd.r:rd.w])
+	rd.r += n
+	return b.consumed(n, nil)
+}
+
+func (b *bodyReader) consumed(n int, err error) (int, error) {
+	b.left -= int64(n)
+	b.read += int64(n)
+	if b.left == 0 && !b.chunked {
+		b.done = true
+	}
+	if b.chunked && b.left == 0 && n > 0 {
+		if e := b.expectCRLF(); e != nil {
+			b.err = e
+			return n, nil
+		}
+	}
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		b.err = err
+	}
+	return n, b.err
+}
+
+// line returns the next CRLF-terminated line (without the CRLF); it stays valid until the
+// next fill.
+func (b *bodyReader) line() ([]byte, error) {
+	rd := b.rd
+	scanned := 0
+	for {
+		buf := rd.buf[rd.r:rd.w]
+		if i := bytes.Index(buf[max(scanned-1, 0):], []byte("\r\n")); i >= 0 {
+			end := max(scanned-1, 0) + i
+			rd.r += end + 2
+			return buf[:end], nil
+		}
+		scanned = len(buf)
+		if scanned > maxChunkLine {
+			return nil, errBadChunk
+		}
+		if err := rd.fill(); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+}
+
+func (b *bodyReader) expectCRLF() error {
+	l, err := b.line()
+	if err != nil {
+		return err
+	}
+	if len(l) != 0 {
+		return errBadChunk
+	}
+	return nil
+}
+
+// nextChunk reads a chunk-size line; on the last chunk it reads the trailers and marks the
+// body done (trailers are not forwarded).
+func (b *bodyReader) nextChunk() error {
+	l, err := b.line()
+	if err != nil {
+		return err
+	}
+	if i := bytes.IndexByte(l, ';'); i >= 0 {
+		l = l[:i]
+	}
+	l = bytes.TrimRight(l, " \t")
+	if len(l) == 0 || len(l) > 16 {
+		return errBadChunk
+	}
+	size, err := strconv.ParseUint(string(l), 16, 63)
+	if err != nil {
+		return errBadChunk
+	}
+	if size > 0 {
+		b.left = int64(size)
+		return nil
+	}
+	for {
+		t, err := b.line()
+		if err != nil {
+			return err
+		}
+		if len(t) == 0 {
+			b.done = true
+			return nil
+		}
+	}
+}
+
+// drain reads and discards what is left of the body, up to limit bytes; it reports whether
+// the body was read to its end (so the connection can carry another request).
+func (b *bodyReader) drain(limit int64) bool {
+	var scratch [512]byte
+	for !b.done && b.err == nil && b.read <= limit {
+		if _, err := b.Read(scratch[:]); err != nil && err != io.EOF {
+			return false
+		}
+	}
+	return b.done && b.err == nil
+}
+
+// h1writer writes one HTTP/1 response into a buffer and the connection. It belongs to the
+// stream's goroutine.
+type h1writer struct {
+	conn    net.Conn
+	buf     []byte
+	chunked bool // the body is sent chunked
+	noBody  bool // HEAD, 1xx, 204, 304: the body is not sent
+	tx      *stats.Counter
+	err     error
+	sent    int64 // body bytes accepted, for %BYTES_SENT%
+}
+
+// flushAt is how much a writer buffers before writing to the socket.
+const flushAt = 16 << 10
+
+func (w *h1writer) flush() error {
+	if w.err != nil || len(w.buf) == 0 {
+		return w.err
+	}
+	n, err := w.conn.Write(w.buf)
+	w.tx.Add(uint64(n))
+	w.buf = w.buf[:0]
+	w.err = err
+	return err
+}
+
+// Write appends body bytes, framing them as a chunk when the body is chunked.
+func (w *h1writer) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	w.sent += int64(len(p))
+	if w.noBody || len(p) == 0 {
+		return len(p), nil
+	}
+	if w.chunked {
+		w.buf = strconv.AppendUint(w.buf, uint64(len(p)), 16)
+		w.buf = append(w.buf, '\r', '\n')
+	}
+	w.buf = append(w.buf, p...)
+	if w.chunked {
+		w.buf = append(w.buf, '\r', '\n')
+	}
+	if len(w.buf) >= flushAt {
+		if err := w.flush(); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// copyFrom moves a body from r into the response: straight into the buffer's spare room
+// when the body is not chunked, so a small response goes out in one write with its head.
+func (w *h1writer) copyFrom(r io.Reader) (int64, error) {
+	if w.chunked || w.noBody {
+		var scratch [4096]byte
+		var total int64
+		for {
+			n, err := r.Read(scratch[:])
+			if n > 0 {
+				if _, werr := w.Write(scratch[:n]); werr != nil {
+					return total, werr
+				}
+				total += int64(n)
+			}
+			if err == io.EOF {
+				return total, nil
+			}
+			if err != nil {
+				return total, err
+			}
+		}
+	}
+	var total int64
+	for {
+		if cap(w.buf)-len(w.buf) < 1024 {
+			if len(w.buf) >= flushAt || cap(w.buf) >= flushAt {
+				if err := w.flush(); err != nil {
+					return total, err
+				}
+			} else {
+				w.buf = append(w.buf[:cap(w.buf)], make([]byte, cap(w.buf))...)[:len(w.buf)]
+			}
+		}
+		n, err := r.Read(w.buf[len(w.buf):cap(w.buf)])
+		w.buf = w.buf[:len(w.buf)+n]
+		total += int64(n)
+		w.sent += int64(n)
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// finish ends the body (the last chunk) and writes everything buffered.
+func (w *h1writer) finish() error {
+	if w.chunked && !w.noBody && w.err == nil {
+		w.buf = append(w.buf, "0\r\n\r\n"...)
+	}
+	return w.flush()
+}

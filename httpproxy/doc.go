@@ -1,0 +1,35 @@
+// Package httpproxy is Legate's HTTP connection manager (Envoy's
+// envoy.filters.network.http_connection_manager) and router filter
+// (envoy.filters.http.router). The route table lives in httpproxy/route, the filter contract in
+// httpproxy/filter and the health check filter in httpproxy/filters/healthcheck.
+//
+// Wiring (the server owns it): once the cluster manager and the upstream pool registry exist,
+//
+//	err := httpproxy.Register(listenerRegistry, httpproxy.Deps{
+//		Clusters: clusterManager, Pools: poolRegistry, Stats: store, Logger: httpLog,
+//		HealthCheckFailed: &healthFailed, // the flag POST /healthcheck/fail sets
+//		AccessLogs: accessLogManager, TLS: tlsutil.Deps{Secrets: sds, Registry: certs},
+//		LocalClusterName: serviceCluster,
+//	})
+//
+// registers the factory the listener manager calls for every filter chain whose terminal
+// filter is the connection manager. Each chain gets a Handler built from its typed_config
+// (converted by config.HTTPConnectionManagerFromProto, routes compiled by route.Compile).
+//
+// Codecs: downstream HTTP/1.1 is served by a hand-written codec (one goroutine per
+// connection, a 2 KiB read buffer kept while idle, header values sliced from one copy of the
+// request head, pooled per-stream state), because net/http's server costs a bufio pair, a
+// goroutine and several allocations per request. HTTP/2 (TLS ALPN "h2" and prior-knowledge
+// h2c under codec_type AUTO or HTTP2) is served by golang.org/x/net/http2. Upstream requests
+// go through package pool, which picks HTTP/1.1 or HTTP/2 per cluster.
+//
+// Draining: after each HTTP/1 response the connection closes with "connection: close" when
+// the listener's DrainClose says so; when a drain starts, idle HTTP/1 connections are closed
+// and HTTP/2 connections receive GOAWAY (in-flight streams finish).
+//
+// Concurrency: a Handler's configuration (route table, filters, access logs) is immutable and
+// shared by its connections. Each HTTP/1 connection is served on the goroutine the listener
+// manager gives it; each HTTP/2 stream on http2's stream goroutine. Per-request state lives
+// in a pooled stream owned by that goroutine. Stats are atomics; the only goroutine a Handler
+// starts is its drain watcher, stopped and awaited by Close.
+package httpproxy

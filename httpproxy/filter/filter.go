@@ -1,0 +1,99 @@
+package filter
+
+import (
+	"fmt"
+	"net/http"
+	"sync/atomic"
+
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/cluster"
+	"github.com/legateproxy/legate/httpproxy/route"
+)
+
+// Exchange is one stream as filters see it. It belongs to the stream's goroutine.
+type Exchange struct {
+	// Request is the downstream request (headers may be modified by filters).
+	Request *route.Request
+	// HealthCheck marks the request as a health check (Envoy's StreamInfo health check flag);
+	// the health check filter sets it.
+	HealthCheck bool
+}
+
+// Reply is a local response a filter asks the connection manager to send instead of routing
+// the request (Envoy's sendLocalReply).
+type Reply struct {
+	Status int
+	Body   string
+	// Flags are the access-log response flags to set (for example FailedLocalHealthCheck).
+	Flags accesslog.ResponseFlags
+	// Details is %RESPONSE_CODE_DETAILS%.
+	Details string
+}
+
+// Filter is one configured HTTP filter. Methods are called on the stream's goroutine and must
+// be safe for concurrent use across streams.
+type Filter interface {
+	// OnRequest is called once the request headers are complete. A non-nil Reply answers the
+	// request locally; the following filters and the router do not run.
+	OnRequest(x *Exchange) *Reply
+	// OnResponse is called with the response headers (upstream or local) before they are
+	// sent; it may modify them.
+	OnResponse(x *Exchange, h http.Header)
+}
+
+// Context is what a Factory may use to build a filter.
+type Context struct {
+	// Clusters is the cluster manager (cluster_min_healthy_percentages reads it).
+	Clusters *cluster.Manager
+	// HealthCheckFailed is the server-wide flag set by the admin's POST /healthcheck/fail; nil
+	// means never failed.
+	HealthCheckFailed *atomic.Bool
+	// LocalClusterName is --service-cluster (node.cluster).
+	LocalClusterName string
+}
+
+// Factory builds a filter from its typed_config (nil when the filter has none). Errors name
+// the field, the value and the rule.
+type Factory func(config *anypb.Any, ctx *Context) (Filter, error)
+
+// Registry maps filter names and type URLs to factories. Fill it before use; lookups are then
+// safe for concurrent use. The zero value is not usable; call NewRegistry.
+type Registry struct {
+	byName map[string]Factory
+	byType map[string]Factory
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{byName: map[string]Factory{}, byType: map[string]Factory{}}
+}
+
+// Register adds f under name and the type URLs. Registering a name or type twice is an error.
+func (r *Registry) Register(name string, f Factory, typeURLs ...string) error {
+	if _, dup := r.byName[name]; dup {
+		return fmt.Errorf("filter: http filter %q is already registered", name)
+	}
+	for _, u := range typeURLs {
+		if _, dup := r.byType[u]; dup {
+			return fmt.Errorf("filter: http filter type %q is already registered", u)
+		}
+	}
+	r.byName[name] = f
+	for _, u := range typeURLs {
+		r.byType[u] = f
+	}
+	return nil
+}
+
+// Lookup finds the factory for a filter: by typed_config type URL first, then by name.
+func (r *Registry) Lookup(name string, config *anypb.Any) (Factory, bool) {
+	if u := config.GetTypeUrl(); u != "" {
+		if f, ok := r.byType[u]; ok {
+			return f, true
+		}
+	}
+	f, ok := r.byName[name]
+	return f, ok
+}

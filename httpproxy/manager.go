@@ -1,0 +1,314 @@
+package httpproxy
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"golang.org/x/net/http2"
+
+	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/cluster"
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/httpproxy/filter"
+	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
+	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/listener"
+	"github.com/legateproxy/legate/logging"
+	"github.com/legateproxy/legate/pool"
+	"github.com/legateproxy/legate/stats"
+	"github.com/legateproxy/legate/tlsutil"
+)
+
+// TypeURL is the typed_config type of envoy.filters.network.http_connection_manager.
+const TypeURL = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+
+// Names of the access logger and TLS transport socket the connection manager implements.
+const (
+	fileAccessLogTypeURL = "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog"
+	fileAccessLogName    = "envoy.access_loggers.file"
+	downstreamTLSTypeURL = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"
+	tlsTransportName     = "envoy.transport_sockets.tls"
+)
+
+// Deps are the server-wide dependencies of every connection manager.
+type Deps struct {
+	// Clusters is the cluster manager. Required.
+	Clusters *cluster.Manager
+	// Pools are the upstream connection pools by cluster. Required.
+	Pools *pool.Registry
+	// Stats is the stats store; nil keeps stats unregistered.
+	Stats *stats.Store
+	// Logger is the "http" component logger; may be nil.
+	Logger *logging.Logger
+	// HealthCheckFailed is the flag the admin's POST /healthcheck/fail sets and
+	// /healthcheck/ok clears; nil means never failed.
+	HealthCheckFailed *atomic.Bool
+	// AccessLogs shares access-log files between listeners and reopens them; nil opens a
+	// private manager.
+	AccessLogs *accesslog.Manager
+	// TLS are the dependencies of downstream TLS contexts (secrets, /certs registry).
+	TLS tlsutil.Deps
+	// LocalClusterName is --service-cluster (node.cluster), for the health check filter.
+	LocalClusterName string
+	// Hostname is what %HOSTNAME% prints; empty means os.Hostname().
+	Hostname string
+	// Filters are the HTTP filters besides the router; nil means the built-in set
+	// (envoy.filters.http.health_check).
+	Filters *filter.Registry
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Register registers the envoy.filters.network.http_connection_manager handler factory with
+// the listener registry: every filter chain whose terminal filter is the connection manager is
+// served by a Handler built from its typed_config with deps.
+func Register(reg *listener.Registry, deps Deps) error {
+	if deps.Clusters == nil || deps.Pools == nil {
+		return fmt.Errorf("httpproxy: Deps.Clusters and Deps.Pools are required")
+	}
+	if deps.Filters == nil {
+		deps.Filters = filter.NewRegistry()
+		if err := healthcheck.Register(deps.Filters); err != nil {
+			return err
+		}
+	}
+	if deps.AccessLogs == nil {
+		deps.AccessLogs = accesslog.NewManager(accesslog.FileOptions{})
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	shared := &shared{deps: deps, stats: newStatsRegistry(deps.Stats), dates: newDateCache(deps.Now)}
+	return reg.Register(config.HTTPConnectionManagerFilter, func(ctx *listener.ChainContext) (listener.FilterChainHandler, error) {
+		h, err := shared.newHandler(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return h, nil
+	}, TypeURL)
+}
+
+// shared is what the handlers of one Register call share.
+type shared struct {
+	deps  Deps
+	stats *statsRegistry
+	dates *dateCache
+}
+
+// Handler is the HTTP connection manager of one filter chain (Envoy's
+// envoy.filters.network.http_connection_manager): it terminates TLS when the chain has a
+// transport socket, serves HTTP/1.1 with its own codec and HTTP/2 with golang.org/x/net/http2,
+// and runs each request through the configured HTTP filters and the router.
+//
+// A Handler is safe for concurrent use: its configuration is immutable; per-connection and
+// per-stream state belong to the goroutine serving the connection (HTTP/1) or the stream
+// (HTTP/2).
+type Handler struct {
+	sh        *shared
+	cfg       *config.HTTPConnectionManager
+	table     *route.Table
+	filters   []filter.Filter
+	logs      []accessLogger
+	stats     *hcmStats
+	lstats    *listenerHTTPStats
+	hcmPrefix string
+	lPrefix   string
+	tls       *tlsutil.ServerContext
+	http2     *http2.Server
+	h2base    *http.Server // GOAWAY on drain: its Shutdown starts graceful shutdown of h2 conns
+	maxHead   int
+
+	mu       sync.Mutex // guards conns, watching, closed
+	conns    map[*serverConn]struct{}
+	watching bool
+	closed   bool
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+type accessLogger struct {
+	format *accesslog.Formatter
+	file   *accesslog.File
+}
+
+func (sh *shared) newHandler(ctx *listener.ChainContext) (*Handler, error) {
+	var terminal config.NetworkFilter
+	if n := len(ctx.Chain.Filters); n > 0 {
+		terminal = ctx.Chain.Filters[n-1]
+	}
+	if terminal.TypedConfig == nil {
+		return nil, fmt.Errorf("%s: typed_config is required", config.HTTPConnectionManagerFilter)
+	}
+	var pb hcmv3.HttpConnectionManager
+	if err := terminal.TypedConfig.UnmarshalTo(&pb); err != nil {
+		return nil, fmt.Errorf("%s: typed_config: %w", config.HTTPConnectionManagerFilter, err)
+	}
+	if err := pb.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("%s: %w", config.HTTPConnectionManagerFilter, err)
+	}
+	cfg, err := config.HTTPConnectionManagerFromProto(&pb)
+	if err != nil {
+		return nil, err
+	}
+	return sh.build(cfg, ctx)
+}
+
+// build makes a handler from a converted configuration.
+func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainContext) (*Handler, error) {
+	d := &sh.deps
+	table, err := route.Compile(cfg.RouteConfig, route.Options{
+		StripAnyHostPort: cfg.StripAnyHostPort,
+		Hostname:         d.Hostname,
+		ClusterExists:    func(name string) bool { return d.Clusters.Get(name) != nil },
+		ValidateClusters: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("http_connection_manager %q: route_config: %w", cfg.StatPrefix, err)
+	}
+	h := &Handler{
+		sh: sh, cfg: cfg, table: table,
+		hcmPrefix: "http." + cfg.StatPrefix + ".",
+		maxHead:   int(cfg.MaxRequestHeadersKB) << 10,
+		conns:     map[*serverConn]struct{}{},
+		stop:      make(chan struct{}),
+	}
+	fctx := &filter.Context{Clusters: d.Clusters, HealthCheckFailed: d.HealthCheckFailed, LocalClusterName: d.LocalClusterName}
+	for i, f := range cfg.HTTPFilters {
+		if f.IsRouter() {
+			continue
+		}
+		factory, ok := d.Filters.Lookup(f.Name, f.TypedConfig)
+		if !ok {
+			return nil, fmt.Errorf("http_connection_manager %q: http_filters[%d] = %q: unknown HTTP filter", cfg.StatPrefix, i, f.Name)
+		}
+		inst, err := factory(f.TypedConfig, fctx)
+		if err != nil {
+			return nil, fmt.Errorf("http_connection_manager %q: http_filters[%d]: %w", cfg.StatPrefix, i, err)
+		}
+		h.filters = append(h.filters, inst)
+	}
+	for i, al := range cfg.AccessLogs {
+		l, err := sh.accessLog(al, d)
+		if err != nil {
+			return nil, fmt.Errorf("http_connection_manager %q: access_log[%d]: %w", cfg.StatPrefix, i, err)
+		}
+		h.logs = append(h.logs, l)
+	}
+	if ctx != nil && ctx.Chain != nil && ctx.Chain.TransportSocket != "" {
+		if h.tls, err = downstreamTLS(ctx.Chain, cfg, d); err != nil {
+			return nil, err
+		}
+	}
+	h.http2 = &http2.Server{
+		MaxConcurrentStreams:         cfg.HTTP2MaxConcurrentStreams,
+		MaxUploadBufferPerStream:     int32(min(cfg.HTTP2InitialStreamWindowSize, 1<<30)),
+		MaxUploadBufferPerConnection: int32(min(cfg.HTTP2InitialConnectionWindowSize, 1<<30)),
+		IdleTimeout:                  cfg.IdleTimeout,
+	}
+	h.h2base = &http.Server{}
+	if err := http2.ConfigureServer(h.h2base, h.http2); err != nil {
+		return nil, fmt.Errorf("http_connection_manager %q: http2: %w", cfg.StatPrefix, err)
+	}
+	lp := ""
+	if ctx != nil {
+		lp = ctx.StatPrefix
+	}
+	h.lPrefix = lp + h.hcmPrefix
+	h.stats, h.lstats = sh.stats.acquire(h.hcmPrefix, h.lPrefix)
+	return h, nil
+}
+
+func (sh *shared) accessLog(al config.AccessLog, d *Deps) (accessLogger, error) {
+	if u := al.TypedConfig.GetTypeUrl(); u != fileAccessLogTypeURL && !(u == "" && al.Name == fileAccessLogName) {
+		return accessLogger{}, fmt.Errorf("%q (%s): only %s is implemented", al.Name, u, fileAccessLogName)
+	}
+	var pb filev3.FileAccessLog
+	if al.TypedConfig != nil {
+		if err := al.TypedConfig.UnmarshalTo(&pb); err != nil {
+			return accessLogger{}, err
+		}
+	}
+	if pb.GetPath() == "" {
+		return accessLogger{}, fmt.Errorf("path = \"\"; must not be empty")
+	}
+	f, err := accesslog.FromFileAccessLog(&pb, accesslog.Options{Hostname: d.Hostname})
+	if err != nil {
+		return accessLogger{}, err
+	}
+	file, err := d.AccessLogs.Open(pb.GetPath())
+	if err != nil {
+		return accessLogger{}, err
+	}
+	return accessLogger{format: f, file: file}, nil
+}
+
+// downstreamTLS builds the TLS context of a filter chain's transport socket, offering ALPN
+// h2 and http/1.1 as the codec allows when the configuration names none.
+func downstreamTLS(chain *config.FilterChain, cfg *config.HTTPConnectionManager, d *Deps) (*tlsutil.ServerContext, error) {
+	u := chain.TransportSocketConfig.GetTypeUrl()
+	if chain.TransportSocket != tlsTransportName && u != downstreamTLSTypeURL {
+		return nil, fmt.Errorf("filter chain %q: transport_socket %q: only %s is implemented", chain.Name, chain.TransportSocket, tlsTransportName)
+	}
+	var pb tlsv3.DownstreamTlsContext
+	if chain.TransportSocketConfig != nil {
+		if err := chain.TransportSocketConfig.UnmarshalTo(&pb); err != nil {
+			return nil, fmt.Errorf("filter chain %q: transport_socket: %w", chain.Name, err)
+		}
+	}
+	tc, err := tlsutil.DownstreamFromProto("transport_socket.typed_config", &pb)
+	if err != nil {
+		return nil, fmt.Errorf("filter chain %q: %w", chain.Name, err)
+	}
+	sc, err := tlsutil.NewServerContext(tc, d.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("filter chain %q: %w", chain.Name, err)
+	}
+	return sc, nil
+}
+
+// tlsConfig returns the listener TLS configuration with ALPN defaults for the codec.
+func (h *Handler) tlsConfig() *tls.Config {
+	base := h.tls.Config()
+	if len(base.NextProtos) > 0 {
+		return base
+	}
+	c := base.Clone()
+	switch h.cfg.Codec {
+	case config.CodecHTTP1:
+		c.NextProtos = []string{"http/1.1"}
+	case config.CodecHTTP2:
+		c.NextProtos = []string{"h2"}
+	default:
+		c.NextProtos = []string{"h2", "http/1.1"}
+	}
+	return c
+}
+
+// Table returns the compiled route table.
+func (h *Handler) Table() *route.Table { return h.table }
+
+// Close stops the drain watcher and releases the handler's stats and TLS context. The
+// listener manager calls it once the filter chain is gone and its last connection closed.
+func (h *Handler) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	close(h.stop)
+	h.mu.Unlock()
+	h.wg.Wait()
+	h.sh.stats.release(h.hcmPrefix, h.lPrefix)
+	if h.tls != nil {
+		h.tls.Close()
+	}
+	return nil
+}

@@ -1,0 +1,457 @@
+package httpproxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/breaker"
+	"github.com/legateproxy/legate/cluster"
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/lb"
+	"github.com/legateproxy/legate/pool"
+)
+
+// Envoy's local reply bodies and response code details.
+const (
+	bodyNoHealthyUpstream = "no healthy upstream"
+	bodyUpstreamTimeout   = "upstream request timeout"
+	bodyResetPrefix       = "upstream connect error or disconnect/reset before headers. reset reason: "
+	reasonConnectFailure  = "connection failure"
+	reasonTermination     = "connection termination"
+	reasonOverflow        = "overflow"
+	reasonProtocolError   = "protocol error"
+	reasonConnectTimeout  = "connection timeout"
+)
+
+// routeRequest is the router filter (envoy.filters.http.router): route lookup, direct
+// responses, redirects, and forwarding to the chosen cluster.
+func (s *stream) routeRequest() {
+	h := s.h
+	st := h.stats
+	st.RqTotal.Inc()
+	m := h.table.Route(&s.req)
+	if m == nil || m.Route.Kind == route.ActionNonForwarding {
+		st.NoRoute.Inc()
+		s.flags |= accesslog.NoRouteFound
+		s.details = "route_not_found"
+		s.localReply(http.StatusNotFound, nil, nil)
+		return
+	}
+	s.match = m
+	r := m.Route
+	switch r.Kind {
+	case route.ActionDirectResponse:
+		st.RqDirectResponse.Inc()
+		s.details = "direct_response"
+		s.localReply(r.DirectResponse.Status, r.DirectResponse.Body, m)
+		return
+	case route.ActionRedirect:
+		st.RqRedirect.Inc()
+		s.details = "direct_response"
+		clear(s.resp)
+		s.setRespHeader(hdrLocation, r.RedirectLocation(&s.req))
+		s.localReply(r.Redirect.ResponseCode, nil, m)
+		return
+	}
+	s.cluster = m.Cluster
+	var mgr *pool.Manager
+	if m.Cluster != "" {
+		mgr = h.sh.deps.Pools.Get(m.Cluster)
+	}
+	if mgr == nil {
+		st.NoCluster.Inc()
+		s.flags |= accesslog.NoClusterFound
+		s.details = "cluster_not_found"
+		s.localReply(http.StatusServiceUnavailable, nil, m)
+		return
+	}
+	s.forward(mgr, m)
+}
+
+// forward sends the request to the cluster, retrying as the route's retry policy allows, and
+// streams the response back.
+func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
+	r := m.Route
+	c := mgr.Cluster()
+	snap := c.Snapshot()
+	codes := s.h.sh.stats.upstream(m.Cluster)
+	now := s.h.sh.deps.Now
+
+	// The upstream request.
+	hd := s.req.Header
+	path, rewritten := r.RewritePath(s.req.Path)
+	if rewritten {
+		s.setReqHeader(hdrOriginalPath, s.req.Path)
+	}
+	authority := s.req.Authority
+	if m.HostRewrite != "" {
+		authority = m.HostRewrite
+	}
+	timeout := r.Timeout
+	if v := hd[hdrUpstreamTimeout]; len(v) > 0 {
+		if ms, err := strconv.ParseUint(v[0], 10, 32); err == nil {
+			timeout = time.Duration(ms) * time.Millisecond
+		}
+		delete(hd, hdrUpstreamTimeout)
+	}
+	if timeout > 0 {
+		s.setReqHeader(hdrExpectedTimeout, s.itoa(timeout.Milliseconds()))
+	}
+	s.fillEntryBasics()
+	m.FinalizeRequestHeaders(hd, &s.entry)
+	s.up.Method = s.req.Method
+	s.up.Path = path
+	s.up.Host = authority
+	s.up.Header = pool.AppendHTTPHeader(s.up.Header[:0], hd)
+	s.up.Body = s.body
+	s.up.ContentLength = s.contentLength
+	s.up.Priority = config.PriorityDefault
+	if r.Priority == route.PriorityHigh {
+		s.up.Priority = config.PriorityHigh
+	}
+	s.up.HTTP2 = s.h2w != nil
+
+	s.lbctx = lb.Context{MetadataMatch: m.MetadataMatch}
+	if len(r.HashPolicy) > 0 {
+		s.lbctx.HashKey, s.lbctx.HasHashKey = r.HashKey(&s.req, s.remoteIP)
+	}
+	policy := r.RetryPolicy
+	if policy != nil && policy.NumRetries > 0 && s.body != nil && !s.bufferBody() {
+		policy = nil // the body did not fit the retry buffer: no retries
+	}
+	if policy != nil && (policy.PreviousHosts) {
+		s.lbctx.RetryCount = uint32(max(policy.HostSelectionRetryMaxAttempts, 0))
+	}
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = s.start.Add(timeout)
+	}
+	var retriesLeft uint32
+	if policy != nil {
+		retriesLeft = policy.NumRetries
+	}
+	var retryRes *breaker.Resource
+	defer func() {
+		if retryRes != nil {
+			retryRes.Release()
+		}
+	}()
+	for {
+		hst, err := c.Pick(&s.lbctx)
+		if err != nil {
+			snap.Stats.UpstreamCxNoneHealthy.Inc()
+			s.flags |= accesslog.NoHealthyUpstream
+			s.details = "no_healthy_upstream"
+			s.localReply(http.StatusServiceUnavailable, []byte(bodyNoHealthyUpstream), m)
+			return
+		}
+		s.upstream = hst.Address()
+		s.attempts++
+		if policy != nil && policy.PreviousHosts {
+			s.lbctx.AddAttempted(hst)
+		}
+		tryDeadline, perTry := deadline, false
+		if policy != nil && policy.PerTryTimeout > 0 {
+			if d := now().Add(policy.PerTryTimeout); deadline.IsZero() || d.Before(deadline) {
+				tryDeadline, perTry = d, true
+			}
+		}
+		s.ctx.reset(tryDeadline)
+		if s.body != nil && s.bodyBuf != nil {
+			s.bodyReplay.Reset(s.bodyBuf)
+			s.up.Body = &s.bodyReplay
+		}
+		upStart := now()
+		err = mgr.RoundTrip(&s.ctx, hst, &s.up, &s.upResp)
+		if retryRes != nil {
+			retryRes.Release()
+			retryRes = nil
+		}
+		if err != nil {
+			s.upResp.Close()
+			kind := classify(err, &s.ctx)
+			if kind == failOverflow {
+				s.flags |= accesslog.UpstreamOverflow
+				s.details = "overflow"
+				clear(s.resp)
+				s.setRespHeader(hdrOverloaded, "true")
+				s.localReply(http.StatusServiceUnavailable, []byte(bodyResetPrefix+reasonOverflow), m)
+				return
+			}
+			if kind == failTimeout && !perTry {
+				codes.charge(http.StatusGatewayTimeout, snap.Stats)
+				s.flags |= accesslog.UpstreamRequestTimeout
+				s.details = "upstream_response_timeout"
+				s.localReply(http.StatusGatewayTimeout, []byte(bodyUpstreamTimeout), m)
+				return
+			}
+			if kind == failTimeout {
+				snap.Stats.UpstreamRqPerTryTimeout.Inc()
+				codes.charge(http.StatusGatewayTimeout, snap.Stats)
+			}
+			if s.retryAllowed(policy, kind, 0) {
+				if retryRes, err = s.startRetry(policy, snap, &retriesLeft, deadline); err == nil {
+					continue
+				}
+			}
+			s.failReply(kind, m)
+			return
+		}
+		status := s.upResp.StatusCode
+		codes.charge(status, snap.Stats)
+		if s.retryAllowed(policy, failNone, status) {
+			if res, rerr := s.startRetry(policy, snap, &retriesLeft, deadline); rerr == nil {
+				retryRes = res
+				s.discardResponse()
+				continue
+			}
+		}
+		if s.attempts > 1 {
+			snap.Stats.UpstreamRqRetrySuccess.Inc()
+		}
+		s.respond(m, upStart)
+		return
+	}
+}
+
+// failure is how an upstream attempt failed.
+type failure uint8
+
+const (
+	failNone failure = iota
+	failConnect
+	failConnectTimeout
+	failReset
+	failProtocol
+	failTimeout
+	failOverflow
+)
+
+func classify(err error, ctx context.Context) failure {
+	switch {
+	case errors.Is(err, breaker.ErrOverflow):
+		return failOverflow
+	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
+		return failTimeout
+	case errors.Is(err, pool.ErrConnectTimeout):
+		return failConnectTimeout
+	case errors.Is(err, pool.ErrConnectFailure):
+		return failConnect
+	case errors.Is(err, pool.ErrProtocol):
+		return failProtocol
+	}
+	return failReset
+}
+
+// retryAllowed applies retry_on to a failed attempt (kind) or a response (status).
+func (s *stream) retryAllowed(p *route.RetryPolicy, kind failure, status int) bool {
+	if p == nil || p.NumRetries == 0 {
+		return false
+	}
+	on := p.RetryOn
+	switch kind {
+	case failConnect, failConnectTimeout:
+		return on&(route.RetryConnectFailure|route.Retry5xx|route.RetryGatewayError|route.RetryReset) != 0
+	case failReset, failProtocol:
+		return on&(route.Retry5xx|route.RetryGatewayError|route.RetryReset) != 0
+	case failTimeout: // a per-try timeout counts as a 504
+		return on&(route.Retry5xx|route.RetryGatewayError) != 0
+	}
+	switch {
+	case on&route.Retry5xx != 0 && status >= 500:
+		return true
+	case on&route.RetryGatewayError != 0 && (status == 502 || status == 503 || status == 504):
+		return true
+	case on&route.RetryRetriable4xx != 0 && status == http.StatusConflict:
+		return true
+	case on&route.RetryRetriableStatusCodes != 0:
+		for _, c := range p.RetriableStatusCodes {
+			if int(c) == status {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+var errNoRetry = errors.New("no retry")
+
+// startRetry takes a retry from the budget and the max_retries circuit breaker, and waits for
+// the jittered exponential back-off. It returns the breaker resource to release once the
+// retried attempt ends.
+func (s *stream) startRetry(p *route.RetryPolicy, snap *cluster.Snapshot, left *uint32, deadline time.Time) (*breaker.Resource, error) {
+	st := snap.Stats
+	if *left == 0 {
+		st.UpstreamRqRetryLimitExceeded.Inc()
+		s.flags |= accesslog.UpstreamRetryLimitExceeded
+		return nil, errNoRetry
+	}
+	res := &snap.Breaker.Priority(s.up.Priority).Retries
+	if res.TryAcquire() != nil {
+		st.UpstreamRqRetryOverflow.Inc()
+		return nil, errNoRetry
+	}
+	*left--
+	st.UpstreamRqRetry.Inc()
+	retried := p.NumRetries - *left // 1 for the first retry
+	base, maxI := p.BaseInterval, p.MaxInterval
+	if base <= 0 {
+		base = 25 * time.Millisecond
+	}
+	if maxI <= 0 {
+		maxI = 10 * base
+	}
+	ceiling := base << min(retried-1, 20)
+	if ceiling <= 0 || ceiling > maxI {
+		ceiling = maxI
+	}
+	wait := time.Duration(rand.Int64N(int64(ceiling)))
+	if !deadline.IsZero() {
+		if left := deadline.Sub(s.h.sh.deps.Now()); wait > left {
+			wait = max(left, 0)
+		}
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		<-t.C
+	}
+	return res, nil
+}
+
+// failReply answers an attempt that got no response.
+func (s *stream) failReply(kind failure, m *route.Match) {
+	switch kind {
+	case failTimeout:
+		s.flags |= accesslog.UpstreamRequestTimeout
+		s.details = "upstream_per_try_timeout"
+		s.localReply(http.StatusGatewayTimeout, []byte(bodyUpstreamTimeout), m)
+		return
+	case failConnect:
+		s.flags |= accesslog.UpstreamConnectionFailure
+		s.details = "upstream_reset_before_response_started{connection_failure}"
+		s.localReply(http.StatusServiceUnavailable, []byte(bodyResetPrefix+reasonConnectFailure), m)
+	case failConnectTimeout:
+		s.flags |= accesslog.UpstreamConnectionFailure
+		s.details = "upstream_reset_before_response_started{connection_timeout}"
+		s.localReply(http.StatusServiceUnavailable, []byte(bodyResetPrefix+reasonConnectTimeout), m)
+	case failProtocol:
+		s.flags |= accesslog.UpstreamProtocolError
+		s.details = "upstream_reset_before_response_started{protocol_error}"
+		s.localReply(http.StatusServiceUnavailable, []byte(bodyResetPrefix+reasonProtocolError), m)
+	default:
+		s.flags |= accesslog.UpstreamConnectionTermination
+		s.details = "upstream_reset_before_response_started{connection_termination}"
+		s.localReply(http.StatusServiceUnavailable, []byte(bodyResetPrefix+reasonTermination), m)
+	}
+}
+
+// discardResponse reads a small retried response to its end so its connection is reused,
+// and closes it.
+func (s *stream) discardResponse() {
+	if s.upResp.Body != nil && s.upResp.ContentLength >= 0 && s.upResp.ContentLength <= maxDrainedBody {
+		var scratch [512]byte
+		for {
+			if _, err := s.upResp.Body.Read(scratch[:]); err != nil {
+				break
+			}
+		}
+	}
+	s.upResp.Close()
+}
+
+// bufferBody reads the request body into memory so that retries can replay it; it reports
+// false when the body exceeds the buffer limit (the body read so far is still sent).
+func (s *stream) bufferBody() bool {
+	limit := int64(defaultRetryBufLimit)
+	if s.sc != nil {
+		if l := s.sc.lc.BufferLimit(); l > 0 {
+			limit = int64(l)
+		}
+	}
+	if s.contentLength > limit {
+		return false
+	}
+	buf := s.bodyBuf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := s.body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil || int64(len(buf)) > limit {
+			s.bodyBuf = buf
+			s.bodyReplay.Reset(buf)
+			s.up.Body = io.MultiReader(&s.bodyReplay, s.body)
+			s.body = s.up.Body
+			s.bodyBuf = nil
+			return false
+		}
+	}
+	s.bodyBuf = buf
+	s.contentLength = int64(len(buf))
+	s.up.ContentLength = s.contentLength
+	return true
+}
+
+// hop-by-hop and framing response headers the codec owns.
+func skipResponseHeader(k string) bool {
+	switch k {
+	case hdrConnection, hdrKeepAlive, hdrProxyConnection, hdrTransferEncoding, hdrUpgrade, hdrContentLength, hdrTE, hdrDate:
+		return true
+	}
+	return false
+}
+
+// respond streams the upstream response downstream.
+func (s *stream) respond(m *route.Match, upStart time.Time) {
+	resp := &s.upResp
+	clear(s.resp)
+	for i := range resp.Header {
+		f := &resp.Header[i]
+		k := canonicalKey(s.arenaString(f.Name))
+		if skipResponseHeader(k) {
+			continue
+		}
+		v := s.arenaString(f.Value)
+		if old, ok := s.resp[k]; ok {
+			s.resp[k] = append(old, v)
+			continue
+		}
+		s.setRespHeader(k, v)
+	}
+	s.setRespHeader(hdrServiceTime, s.itoa(s.h.sh.deps.Now().Sub(upStart).Milliseconds()))
+	s.details = "via_upstream"
+	s.sendHead(resp.StatusCode, resp.ContentLength, m)
+	if resp.Body != nil {
+		if _, err := s.copyBody(resp.Body); err != nil {
+			// The upstream (or the client) failed after the response started: the downstream
+			// response cannot be completed, so the connection is reset.
+			s.h.stats.RqResetAfterDownstreamStarted.Inc()
+			s.flags |= accesslog.UpstreamConnectionTermination
+			s.closeConn = true
+			resp.Close()
+			if s.h2w == nil {
+				s.hw.flush()
+			}
+			return
+		}
+	}
+	resp.Close()
+	s.finish()
+}
+
+// itoa formats n into the arena.
+func (s *stream) itoa(n int64) string {
+	var b [20]byte
+	return s.arenaString(strconv.AppendInt(b[:0], n, 10))
+}

@@ -1,0 +1,244 @@
+package httpproxy
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/legateproxy/legate/cluster"
+	"github.com/legateproxy/legate/stats"
+)
+
+// hcmStats are the http.<stat_prefix>.* stats of the connection manager and the router
+// filter, named as Envoy names them (reference §26.6).
+type hcmStats struct {
+	responseCodeStats
+	DownstreamCxDestroy                  stats.Counter `stat:"downstream_cx_destroy"`
+	DownstreamCxDestroyActiveRq          stats.Counter `stat:"downstream_cx_destroy_active_rq"`
+	DownstreamCxDestroyLocal             stats.Counter `stat:"downstream_cx_destroy_local"`
+	DownstreamCxDestroyLocalActiveRq     stats.Counter `stat:"downstream_cx_destroy_local_active_rq"`
+	DownstreamCxDestroyRemote            stats.Counter `stat:"downstream_cx_destroy_remote"`
+	DownstreamCxDestroyRemoteActiveRq    stats.Counter `stat:"downstream_cx_destroy_remote_active_rq"`
+	DownstreamCxDrainClose               stats.Counter `stat:"downstream_cx_drain_close"`
+	DownstreamCxHTTP1Total               stats.Counter `stat:"downstream_cx_http1_total"`
+	DownstreamCxHTTP2Total               stats.Counter `stat:"downstream_cx_http2_total"`
+	DownstreamCxHTTP3Total               stats.Counter `stat:"downstream_cx_http3_total"`
+	DownstreamCxIdleTimeout              stats.Counter `stat:"downstream_cx_idle_timeout"`
+	DownstreamCxMaxDurationReached       stats.Counter `stat:"downstream_cx_max_duration_reached"`
+	DownstreamCxMaxRequestsReached       stats.Counter `stat:"downstream_cx_max_requests_reached"`
+	DownstreamCxProtocolError            stats.Counter `stat:"downstream_cx_protocol_error"`
+	DownstreamCxRxBytesTotal             stats.Counter `stat:"downstream_cx_rx_bytes_total"`
+	DownstreamCxSslTotal                 stats.Counter `stat:"downstream_cx_ssl_total"`
+	DownstreamCxTotal                    stats.Counter `stat:"downstream_cx_total"`
+	DownstreamCxTxBytesTotal             stats.Counter `stat:"downstream_cx_tx_bytes_total"`
+	DownstreamCxUpgradesTotal            stats.Counter `stat:"downstream_cx_upgrades_total"`
+	DownstreamRqHTTP1Total               stats.Counter `stat:"downstream_rq_http1_total"`
+	DownstreamRqHTTP2Total               stats.Counter `stat:"downstream_rq_http2_total"`
+	DownstreamRqHTTP3Total               stats.Counter `stat:"downstream_rq_http3_total"`
+	DownstreamRqIdleTimeout              stats.Counter `stat:"downstream_rq_idle_timeout"`
+	DownstreamRqNonRelativePath          stats.Counter `stat:"downstream_rq_non_relative_path"`
+	DownstreamRqResponseBeforeRqComplete stats.Counter `stat:"downstream_rq_response_before_rq_complete"`
+	DownstreamRqRxReset                  stats.Counter `stat:"downstream_rq_rx_reset"`
+	DownstreamRqTimeout                  stats.Counter `stat:"downstream_rq_timeout"`
+	DownstreamRqHeaderTimeout            stats.Counter `stat:"downstream_rq_header_timeout"`
+	DownstreamRqTooLarge                 stats.Counter `stat:"downstream_rq_too_large"`
+	DownstreamRqTotal                    stats.Counter `stat:"downstream_rq_total"`
+	DownstreamRqTxReset                  stats.Counter `stat:"downstream_rq_tx_reset"`
+	DownstreamRqMaxDurationReached       stats.Counter `stat:"downstream_rq_max_duration_reached"`
+	RsTooLarge                           stats.Counter `stat:"rs_too_large"`
+
+	DownstreamCxActive      stats.Gauge `stat:"downstream_cx_active,accumulate"`
+	DownstreamCxHTTP1Active stats.Gauge `stat:"downstream_cx_http1_active,accumulate"`
+	DownstreamCxHTTP2Active stats.Gauge `stat:"downstream_cx_http2_active,accumulate"`
+	DownstreamCxHTTP3Active stats.Gauge `stat:"downstream_cx_http3_active,accumulate"`
+	DownstreamCxSslActive   stats.Gauge `stat:"downstream_cx_ssl_active,accumulate"`
+	DownstreamRqActive      stats.Gauge `stat:"downstream_rq_active,accumulate"`
+
+	DownstreamCxLengthMs stats.Histogram `stat:"downstream_cx_length_ms,unit=ms"`
+	DownstreamRqTime     stats.Histogram `stat:"downstream_rq_time,unit=ms"`
+
+	// The router filter's stats.
+	NoCluster                     stats.Counter `stat:"no_cluster"`
+	NoRoute                       stats.Counter `stat:"no_route"`
+	RqDirectResponse              stats.Counter `stat:"rq_direct_response"`
+	RqRedirect                    stats.Counter `stat:"rq_redirect"`
+	RqResetAfterDownstreamStarted stats.Counter `stat:"rq_reset_after_downstream_response_started"`
+	RqTotal                       stats.Counter `stat:"rq_total"`
+}
+
+// listenerHTTPStats are listener.<address>.http.<stat_prefix>.* (Envoy's per-listener
+// connection manager stats).
+type listenerHTTPStats struct {
+	responseCodeStats
+}
+
+// responseCodeStats are downstream_rq_<class>xx and downstream_rq_completed.
+type responseCodeStats struct {
+	DownstreamRq1xx       stats.Counter `stat:"downstream_rq_1xx"`
+	DownstreamRq2xx       stats.Counter `stat:"downstream_rq_2xx"`
+	DownstreamRq3xx       stats.Counter `stat:"downstream_rq_3xx"`
+	DownstreamRq4xx       stats.Counter `stat:"downstream_rq_4xx"`
+	DownstreamRq5xx       stats.Counter `stat:"downstream_rq_5xx"`
+	DownstreamRqCompleted stats.Counter `stat:"downstream_rq_completed"`
+}
+
+// codeClass returns the index 0..4 of a status's class (1xx..5xx), or -1.
+func codeClass(status int) int {
+	if status < 100 || status > 599 {
+		return -1
+	}
+	return status/100 - 1
+}
+
+func (s *responseCodeStats) responseCode(status int) {
+	s.DownstreamRqCompleted.Inc()
+	switch codeClass(status) {
+	case 0:
+		s.DownstreamRq1xx.Inc()
+	case 1:
+		s.DownstreamRq2xx.Inc()
+	case 2:
+		s.DownstreamRq3xx.Inc()
+	case 3:
+		s.DownstreamRq4xx.Inc()
+	case 4:
+		s.DownstreamRq5xx.Inc()
+	}
+}
+
+// upstreamCodeStats are the cluster.<name>.upstream_rq_<class>xx counters the router charges
+// (the pool counts the rest of the cluster's upstream_rq_* set).
+type upstreamCodeStats struct {
+	UpstreamRq1xx stats.Counter `stat:"upstream_rq_1xx"`
+	UpstreamRq2xx stats.Counter `stat:"upstream_rq_2xx"`
+	UpstreamRq3xx stats.Counter `stat:"upstream_rq_3xx"`
+	UpstreamRq4xx stats.Counter `stat:"upstream_rq_4xx"`
+	UpstreamRq5xx stats.Counter `stat:"upstream_rq_5xx"`
+
+	reg   *stats.Registration
+	codes [600]atomic.Pointer[stats.Counter] // upstream_rq_<code>, created on first use
+}
+
+// charge counts one upstream response (or local reply standing for one) with status.
+func (u *upstreamCodeStats) charge(status int, st *cluster.Stats) {
+	cls := codeClass(status)
+	if cls < 0 {
+		return
+	}
+	st.UpstreamRqCompleted.Inc()
+	switch cls {
+	case 0:
+		u.UpstreamRq1xx.Inc()
+	case 1:
+		u.UpstreamRq2xx.Inc()
+	case 2:
+		u.UpstreamRq3xx.Inc()
+	case 3:
+		u.UpstreamRq4xx.Inc()
+	case 4:
+		u.UpstreamRq5xx.Inc()
+	}
+	c := u.codes[status].Load()
+	if c == nil {
+		if u.reg != nil {
+			c = u.reg.Counter("upstream_rq_" + strconv.Itoa(status))
+		} else {
+			c = new(stats.Counter)
+		}
+		u.codes[status].Store(c)
+	}
+	c.Inc()
+}
+
+// statsRegistry shares stats between connection managers: http.<prefix>.* by prefix, as in
+// Envoy where two listeners with one stat_prefix count into the same stats, and the
+// per-cluster code counters by cluster name. Safe for concurrent use.
+type statsRegistry struct {
+	store *stats.Store
+
+	mu       sync.Mutex // guards hcm and listener
+	hcm      map[string]*sharedHCMStats
+	listener map[string]*sharedListenerStats
+
+	clusters sync.Map // cluster name -> *upstreamCodeStats
+}
+
+type sharedHCMStats struct {
+	s    hcmStats
+	reg  *stats.Registration
+	refs int
+}
+
+type sharedListenerStats struct {
+	s    listenerHTTPStats
+	reg  *stats.Registration
+	refs int
+}
+
+func newStatsRegistry(store *stats.Store) *statsRegistry {
+	return &statsRegistry{store: store, hcm: map[string]*sharedHCMStats{}, listener: map[string]*sharedListenerStats{}}
+}
+
+// acquire returns the shared stats for an HCM prefix and a listener prefix; release undoes it.
+func (r *statsRegistry) acquire(hcmPrefix, listenerPrefix string) (*hcmStats, *listenerHTTPStats) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.hcm[hcmPrefix]
+	if h == nil {
+		h = &sharedHCMStats{}
+		if r.store != nil {
+			h.reg = r.store.Register(hcmPrefix, &h.s)
+		}
+		r.hcm[hcmPrefix] = h
+	}
+	h.refs++
+	l := r.listener[listenerPrefix]
+	if l == nil {
+		l = &sharedListenerStats{}
+		if r.store != nil {
+			l.reg = r.store.Register(listenerPrefix, &l.s)
+		}
+		r.listener[listenerPrefix] = l
+	}
+	l.refs++
+	return &h.s, &l.s
+}
+
+func (r *statsRegistry) release(hcmPrefix, listenerPrefix string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h := r.hcm[hcmPrefix]; h != nil {
+		if h.refs--; h.refs == 0 {
+			if h.reg != nil {
+				h.reg.Unregister()
+			}
+			delete(r.hcm, hcmPrefix)
+		}
+	}
+	if l := r.listener[listenerPrefix]; l != nil {
+		if l.refs--; l.refs == 0 {
+			if l.reg != nil {
+				l.reg.Unregister()
+			}
+			delete(r.listener, listenerPrefix)
+		}
+	}
+}
+
+// upstream returns the code counters of a cluster, registering them on first use. They stay
+// registered for the life of the registry (a removed cluster keeps its stats, as Envoy keeps
+// them until they are unused).
+func (r *statsRegistry) upstream(name string) *upstreamCodeStats {
+	if v, ok := r.clusters.Load(name); ok {
+		return v.(*upstreamCodeStats)
+	}
+	u := &upstreamCodeStats{}
+	if r.store != nil {
+		u.reg = r.store.Register("cluster."+name+".", u)
+	}
+	v, loaded := r.clusters.LoadOrStore(name, u)
+	if loaded && u.reg != nil {
+		u.reg.Unregister()
+	}
+	return v.(*upstreamCodeStats)
+}

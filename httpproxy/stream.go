@@ -1,0 +1,555 @@
+package httpproxy
+
+import (
+	"bytes"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/httpproxy/filter"
+	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/lb"
+	"github.com/legateproxy/legate/pool"
+)
+
+// Header names the connection manager and router write, in canonical form.
+const (
+	hdrXFF               = "X-Forwarded-For"
+	hdrXFProto           = "X-Forwarded-Proto"
+	hdrRequestID         = "X-Request-Id"
+	hdrEnvoyInternal     = "X-Envoy-Internal"
+	hdrExternalAddress   = "X-Envoy-External-Address"
+	hdrServiceTime       = "X-Envoy-Upstream-Service-Time"
+	hdrExpectedTimeout   = "X-Envoy-Expected-Rq-Timeout-Ms"
+	hdrUpstreamTimeout   = "X-Envoy-Upstream-Rq-Timeout-Ms"
+	hdrOriginalPath      = "X-Envoy-Original-Path"
+	hdrOverloaded        = "X-Envoy-Overloaded"
+	hdrServer            = "Server"
+	hdrDate              = "Date"
+	hdrContentType       = "Content-Type"
+	hdrLocation          = "Location"
+	textPlain            = "text/plain"
+	maxRetainedWriteBuf  = 64 << 10
+	maxDrainedBody       = 64 << 10
+	defaultRetryBufLimit = 1 << 20
+)
+
+// stream is one downstream request and its response, from the head to the last byte, on
+// either codec. Streams are pooled; every field belongs to the goroutine serving the stream.
+type stream struct {
+	h *Handler
+
+	// HTTP/1 downstream.
+	sc    *serverConn
+	hbody bodyReader
+	hw    h1writer
+	wbuf  []byte
+	minor int
+	head  bool // HEAD request
+	// HTTP/2 downstream.
+	h2w http.ResponseWriter
+
+	proto    string
+	remote   string
+	remoteIP string
+	local    string
+	tls      bool
+	drain    func() bool
+
+	req           route.Request
+	hdr           http.Header // HTTP/1 request header storage
+	vals          []string
+	arena         []byte
+	body          io.Reader
+	contentLength int64
+	start         time.Time
+	fx            filter.Exchange
+
+	resp       http.Header
+	respStore  http.Header // HTTP/1 response header storage
+	respVals   []string
+	status     int
+	headSent   bool
+	closeConn  bool
+	bytesIn    int64
+	bytesOut   int64
+	flags      accesslog.ResponseFlags
+	details    string
+	cluster    string
+	upstream   string
+	attempts   uint32
+	requestID  string
+	match      *route.Match
+	up         pool.Request
+	upResp     pool.Response
+	lbctx      lb.Context
+	ctx        deadlineCtx
+	bodyBuf    []byte
+	bodyReplay bytes.Reader
+	entry      accesslog.Entry
+	logBuf     []byte
+}
+
+var streamPool = sync.Pool{New: func() any {
+	return &stream{hdr: make(http.Header, 16), respStore: make(http.Header, 16)}
+}}
+
+func getStream() *stream { return streamPool.Get().(*stream) }
+
+// putStream clears what the stream must not keep alive and returns it to the pool.
+func putStream(s *stream) {
+	s.ctx.stop()
+	s.h, s.sc, s.h2w, s.drain, s.match, s.body = nil, nil, nil, nil, nil, nil
+	s.req = route.Request{}
+	s.fx = filter.Exchange{}
+	s.entry = accesslog.Entry{}
+	s.resp = nil
+	s.lbctx = lb.Context{}
+	s.up.Body = nil
+	s.bodyReplay.Reset(nil)
+	if cap(s.wbuf) > maxRetainedWriteBuf {
+		s.wbuf = nil
+	}
+	if cap(s.bodyBuf) > maxRetainedWriteBuf {
+		s.bodyBuf = nil
+	}
+	streamPool.Put(s)
+}
+
+// begin resets the per-request state shared by both codecs.
+func (s *stream) begin(h *Handler) {
+	s.h = h
+	s.start = h.sh.deps.Now()
+	s.arena = s.arena[:0]
+	s.vals = s.vals[:0]
+	s.respVals = s.respVals[:0]
+	s.status, s.headSent, s.closeConn = 0, false, false
+	s.bytesIn, s.bytesOut = 0, 0
+	s.flags, s.details, s.cluster, s.upstream, s.attempts, s.requestID = 0, "", "", "", 0, ""
+	s.bodyBuf = s.bodyBuf[:0]
+	s.ctx.now = h.sh.deps.Now
+}
+
+// serveH1 serves one HTTP/1 request whose head was just read; it reports whether the
+// connection may carry another request.
+func (s *stream) serveH1(sc *serverConn, head []byte) bool {
+	h := sc.h
+	s.begin(h)
+	s.sc = sc
+	s.remote, s.remoteIP, s.local, s.tls = sc.remote, sc.remoteIP, sc.local, sc.tls
+	s.drain = sc.lc.DrainClose
+	s.arena = append(s.arena, head...)
+	clear(s.hdr)
+	rh, err := parseHead(bytesString(s.arena), s.hdr, &s.vals, int(h.cfg.MaxHeadersCount))
+	if err == nil && !rh.hasHost && rh.minor == 1 {
+		err = errBadRequest
+	}
+	if err != nil {
+		sc.headError(err)
+		return false
+	}
+	s.minor = rh.minor
+	s.proto = "HTTP/1.1"
+	if rh.minor == 0 {
+		s.proto = "HTTP/1.0"
+	}
+	s.head = rh.method == http.MethodHead
+	s.req = route.Request{Authority: rh.host, Path: rh.target, Method: rh.method, Scheme: "http", Header: s.hdr, Random: rand.Uint64()}
+	if s.tls {
+		s.req.Scheme = "https"
+	}
+	s.hbody.reset(&sc.rd, &rh)
+	switch {
+	case rh.chunked:
+		s.body, s.contentLength = &s.hbody, -1
+	case rh.contentLength > 0:
+		s.body, s.contentLength = &s.hbody, rh.contentLength
+	default:
+		s.body, s.contentLength = nil, 0
+	}
+	s.closeConn = rh.close
+	s.hw = h1writer{conn: sc.nc, buf: s.wbuf[:0], tx: &h.stats.DownstreamCxTxBytesTotal}
+	if rh.expect100 && s.body != nil {
+		s.hw.buf = append(s.hw.buf, "HTTP/1.1 100 Continue\r\n\r\n"...)
+		s.hw.flush()
+	}
+	s.resp = s.respStore
+	clear(s.resp)
+	h.stats.DownstreamRqHTTP1Total.Inc()
+	s.process()
+	s.wbuf = s.hw.buf
+	s.bytesIn = s.hbody.read
+	if s.body != nil && !s.hbody.done && !s.hbody.drain(maxDrainedBody) {
+		s.closeConn = true
+	}
+	if maxRq := h.cfg.MaxRequestsPerConnection; maxRq > 0 && sc.requests >= maxRq {
+		h.stats.DownstreamCxMaxRequestsReached.Inc()
+		s.closeConn = true
+	}
+	return !s.closeConn && s.hw.err == nil
+}
+
+// serveH2 serves one HTTP/2 stream.
+func (s *stream) serveH2(c *h2conn, w http.ResponseWriter, r *http.Request) {
+	h := c.h
+	s.begin(h)
+	s.h2w = w
+	s.remote, s.remoteIP, s.local, s.tls = c.remote, c.remoteIP, c.local, c.tls
+	s.drain = c.lc.DrainClose
+	s.proto = "HTTP/2"
+	s.head = r.Method == http.MethodHead
+	path := r.RequestURI
+	if path == "" {
+		path = r.URL.RequestURI()
+	}
+	s.req = route.Request{Authority: r.Host, Path: path, Method: r.Method, Scheme: "http", Header: r.Header, Random: rand.Uint64()}
+	if s.tls {
+		s.req.Scheme = "https"
+	}
+	// Hop-by-hop headers are not allowed in HTTP/2 requests; http2 rejects them. TE may be
+	// "trailers" only, and is not forwarded.
+	delete(r.Header, hdrTE)
+	s.body, s.contentLength = nil, 0
+	if r.Body != nil && r.Body != http.NoBody {
+		s.body, s.contentLength = r.Body, r.ContentLength
+		if s.contentLength == 0 && !bodyEnded(r) {
+			s.contentLength = -1
+		}
+	}
+	s.resp = w.Header()
+	h.stats.DownstreamRqHTTP2Total.Inc()
+	s.process()
+}
+
+// bodyEnded reports whether an HTTP/2 request is known to have no body.
+func bodyEnded(r *http.Request) bool { return r.ContentLength == 0 && r.Body == http.NoBody }
+
+// process runs a request through the HTTP filters and the router and accounts for it.
+func (s *stream) process() {
+	h := s.h
+	st := h.stats
+	st.DownstreamRqTotal.Inc()
+	st.DownstreamRqActive.Inc()
+	s.prepareRequest()
+	s.fx = filter.Exchange{Request: &s.req}
+	routed := true
+	for _, f := range h.filters {
+		if r := f.OnRequest(&s.fx); r != nil {
+			s.flags |= r.Flags
+			s.details = r.Details
+			s.localReply(r.Status, []byte(r.Body), nil)
+			routed = false
+			break
+		}
+	}
+	if routed {
+		s.routeRequest()
+	}
+	if !s.headSent {
+		s.localReply(http.StatusInternalServerError, nil, nil) // unreachable in practice
+	}
+	st.DownstreamRqActive.Dec()
+	st.responseCode(s.status)
+	h.lstats.responseCode(s.status)
+	end := h.sh.deps.Now()
+	st.DownstreamRqTime.Record(uint64(end.Sub(s.start).Milliseconds()))
+	if len(h.logs) > 0 {
+		s.log(end)
+	}
+}
+
+// prepareRequest applies the connection manager's request header rules: x-forwarded-for and
+// x-envoy-internal with use_remote_address, x-forwarded-proto and x-request-id.
+func (s *stream) prepareRequest() {
+	cfg := s.h.cfg
+	hd := s.req.Header
+	internal := false
+	if cfg.UseRemoteAddress {
+		if !cfg.SkipXffAppend {
+			if old := hd[hdrXFF]; len(old) > 0 {
+				hd[hdrXFF] = []string{old[len(old)-1] + ", " + s.remoteIP}
+				if len(old) > 1 {
+					hd[hdrXFF] = []string{joinComma(old) + ", " + s.remoteIP}
+				}
+			} else {
+				s.setReqHeader(hdrXFF, s.remoteIP)
+			}
+		}
+		internal = isInternalAddress(s.remoteIP)
+		delete(hd, hdrEnvoyInternal)
+		delete(hd, hdrExternalAddress)
+		if internal {
+			s.setReqHeader(hdrEnvoyInternal, "true")
+		} else {
+			s.setReqHeader(hdrExternalAddress, s.remoteIP)
+		}
+		s.setReqHeader(hdrXFProto, s.req.Scheme)
+	} else if len(hd[hdrXFProto]) == 0 {
+		s.setReqHeader(hdrXFProto, s.req.Scheme)
+	}
+	if cfg.GenerateRequestID {
+		edge := cfg.UseRemoteAddress && !internal
+		if v := hd[hdrRequestID]; len(v) == 0 || v[0] == "" || (edge && !cfg.PreserveExternalRequestID) {
+			s.setReqHeader(hdrRequestID, s.newRequestID())
+		}
+	}
+	if v := hd[hdrRequestID]; len(v) > 0 {
+		s.requestID = v[0]
+	}
+}
+
+func joinComma(vs []string) string {
+	n := 0
+	for _, v := range vs {
+		n += len(v) + 2
+	}
+	b := make([]byte, 0, n)
+	for i, v := range vs {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, v...)
+	}
+	return string(b)
+}
+
+// setReqHeader sets a request header with one value without allocating the value slice.
+func (s *stream) setReqHeader(key, value string) {
+	s.vals = append(s.vals, value)
+	n := len(s.vals)
+	s.req.Header[key] = s.vals[n-1 : n : n]
+}
+
+// setRespHeader is setReqHeader for the response.
+func (s *stream) setRespHeader(key, value string) {
+	s.respVals = append(s.respVals, value)
+	n := len(s.respVals)
+	s.resp[key] = s.respVals[n-1 : n : n]
+}
+
+// arenaString copies b into the stream's arena and returns it as a string valid for the
+// stream's lifetime.
+func (s *stream) arenaString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if cap(s.arena)-len(s.arena) < len(b) {
+		s.arena = make([]byte, 0, max(2*cap(s.arena), len(b), 1024))
+	}
+	start := len(s.arena)
+	s.arena = append(s.arena, b...)
+	return bytesString(s.arena[start:])
+}
+
+// newRequestID makes a random UUID version 4 (Envoy's x-request-id).
+func (s *stream) newRequestID() string {
+	var b [36]byte
+	const hexDigits = "0123456789abcdef"
+	a, c := rand.Uint64(), rand.Uint64()
+	a = a&^(0xf<<12) | 4<<12   // version 4
+	c = c&^(0x3<<62) | 0x2<<62 // variant 10
+	raw := [16]byte{}
+	for i := range 8 {
+		raw[i] = byte(a >> (56 - 8*i))
+		raw[8+i] = byte(c >> (56 - 8*i))
+	}
+	j := 0
+	for i, x := range raw {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			b[j] = '-'
+			j++
+		}
+		b[j], b[j+1] = hexDigits[x>>4], hexDigits[x&0xf]
+		j += 2
+	}
+	return s.arenaString(b[:])
+}
+
+// isInternalAddress reports whether ip is loopback or private (RFC 1918, RFC 4193), which
+// Envoy treats as internal with use_remote_address.
+func isInternalAddress(ip string) bool {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	return a.IsLoopback() || a.IsPrivate()
+}
+
+// localReply answers with a locally generated response (Envoy's sendLocalReply): text/plain
+// body, content-length, and the route's response header mutations when m is set.
+func (s *stream) localReply(status int, body []byte, m *route.Match) {
+	if s.headSent {
+		s.closeConn = true
+		return
+	}
+	keep := s.resp[hdrOverloaded]
+	loc := s.resp[hdrLocation]
+	clear(s.resp)
+	if keep != nil {
+		s.resp[hdrOverloaded] = keep
+	}
+	if loc != nil {
+		s.resp[hdrLocation] = loc
+	}
+	if len(body) > 0 {
+		s.setRespHeader(hdrContentType, textPlain)
+	}
+	s.sendHead(status, int64(len(body)), m)
+	if len(body) > 0 {
+		s.writeBody(body)
+	}
+	s.finish()
+}
+
+// sendHead applies the response header rules and writes the status line and headers.
+// contentLength < 0 means unknown (chunked in HTTP/1.1, until close in HTTP/1.0).
+func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
+	h := s.h
+	cfg := h.cfg
+	s.status = status
+	s.headSent = true
+	if m != nil {
+		s.fillEntryBasics()
+		m.FinalizeResponseHeaders(s.resp, &s.entry)
+	}
+	for _, f := range h.filters {
+		f.OnResponse(&s.fx, s.resp)
+	}
+	switch cfg.ServerHeader {
+	case config.ServerHeaderOverwrite:
+		s.setRespHeader(hdrServer, cfg.ServerName)
+	case config.ServerHeaderAppendIfAbsent:
+		if len(s.resp[hdrServer]) == 0 {
+			s.setRespHeader(hdrServer, cfg.ServerName)
+		}
+	}
+	s.setRespHeader(hdrDate, h.sh.dates.get(s.start))
+	if cfg.AlwaysSetRequestIDInResponse && s.requestID != "" {
+		s.setRespHeader(hdrRequestID, s.requestID)
+	}
+	if s.h2w != nil {
+		s.sendHeadH2(status, contentLength)
+		return
+	}
+	if !s.closeConn && s.drain() {
+		s.closeConn = true
+		h.stats.DownstreamCxDrainClose.Inc()
+	}
+	w := &s.hw
+	w.noBody = s.head || status < 200 || status == http.StatusNoContent || status == http.StatusNotModified
+	w.buf = appendStatusLine(w.buf, max(s.minor, 0), status)
+	for k, vs := range s.resp {
+		for _, v := range vs {
+			w.buf = appendLowerKey(w.buf, k)
+			w.buf = append(w.buf, ": "...)
+			w.buf = append(w.buf, v...)
+			w.buf = append(w.buf, '\r', '\n')
+		}
+	}
+	switch {
+	case status < 200 || status == http.StatusNoContent:
+	case contentLength >= 0:
+		w.buf = append(w.buf, "content-length: "...)
+		w.buf = strconv.AppendInt(w.buf, contentLength, 10)
+		w.buf = append(w.buf, '\r', '\n')
+	case s.minor == 0:
+		s.closeConn = true // the body ends when the connection closes
+	case !w.noBody:
+		w.chunked = true
+		w.buf = append(w.buf, "transfer-encoding: chunked\r\n"...)
+	}
+	if s.closeConn {
+		w.buf = append(w.buf, "connection: close\r\n"...)
+	}
+	w.buf = append(w.buf, '\r', '\n')
+}
+
+func (s *stream) sendHeadH2(status int, contentLength int64) {
+	if contentLength >= 0 && !s.head && status >= 200 && status != http.StatusNoContent {
+		s.setRespHeader("Content-Length", strconv.FormatInt(contentLength, 10))
+	}
+	s.h2w.WriteHeader(status)
+}
+
+// appendLowerKey appends a header name in lower case, as Envoy's HTTP/1 codec writes them.
+func appendLowerKey(dst []byte, k string) []byte {
+	for i := 0; i < len(k); i++ {
+		dst = append(dst, lower(k[i]))
+	}
+	return dst
+}
+
+// writeBody sends body bytes downstream.
+func (s *stream) writeBody(p []byte) error {
+	s.bytesOut += int64(len(p))
+	if s.h2w != nil {
+		_, err := s.h2w.Write(p)
+		return err
+	}
+	_, err := s.hw.Write(p)
+	return err
+}
+
+// copyBody streams an upstream body downstream.
+func (s *stream) copyBody(r io.Reader) (int64, error) {
+	if s.h2w != nil {
+		var scratch [8192]byte
+		n, err := io.CopyBuffer(s.h2w, onlyReader{r}, scratch[:])
+		s.bytesOut += n
+		return n, err
+	}
+	n, err := s.hw.copyFrom(r)
+	s.bytesOut += n
+	return n, err
+}
+
+// onlyReader hides a reader's WriterTo so io.CopyBuffer uses the given buffer.
+type onlyReader struct{ io.Reader }
+
+// finish completes the response.
+func (s *stream) finish() {
+	if s.h2w != nil {
+		return
+	}
+	s.hw.finish()
+}
+
+// fillEntryBasics fills the access-log fields header formatters may read.
+func (s *stream) fillEntryBasics() {
+	e := &s.entry
+	e.StartTime = s.start
+	e.Method, e.Path, e.Authority, e.Scheme = s.req.Method, s.req.Path, s.req.Authority, s.req.Scheme
+	e.RequestHeaders = s.req.Header
+	e.Protocol = s.proto
+	e.DownstreamRemoteAddress = s.remote
+	e.DownstreamDirectRemoteAddress = s.remote
+	e.DownstreamLocalAddress = s.local
+	e.UpstreamHost = s.upstream
+	e.UpstreamCluster = s.cluster
+	if s.match != nil && s.match.Route != nil {
+		e.RouteName = s.match.Route.Name
+	}
+}
+
+// log writes the access-log lines of the finished request.
+func (s *stream) log(end time.Time) {
+	s.fillEntryBasics()
+	e := &s.entry
+	e.ResponseHeaders = s.resp
+	e.ResponseCode = s.status
+	e.ResponseCodeDetails = s.details
+	e.ResponseFlags = s.flags
+	e.BytesReceived, e.BytesSent = uint64(s.bytesIn), uint64(s.bytesOut)
+	e.Duration = end.Sub(s.start)
+	e.UpstreamRequestAttemptCount = s.attempts
+	for _, l := range s.h.logs {
+		s.logBuf = l.format.Format(s.logBuf[:0], e)
+		l.file.Write(s.logBuf)
+	}
+}
