@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/legateproxy/legate/config"
 )
@@ -92,12 +93,7 @@ func TestGRPC(t *testing.T) {
 }
 
 func TestGRPCNetworkFailure(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := closedAddr(t)
 	if r := probeOnce(t, grpcSpec("", ""), Options{}, newHost(t, addr, 0)); r.Outcome != Failed || r.Failure != Network {
 		t.Errorf("Check against a closed port = %+v; want a network failure", r)
 	}
@@ -112,4 +108,23 @@ func TestGRPCNotGRPC(t *testing.T) {
 	if r := probeOnce(t, grpcSpec("", ""), Options{}, hostFor(t, srv.URL)); r.Outcome != Failed || r.Failure != Active {
 		t.Errorf("Check against a plain HTTP/2 server = %+v; want an active failure", r)
 	}
+}
+
+func FuzzGRPCVerdict(f *testing.F) {
+	ok, _ := proto.Marshal(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING})
+	f.Add(200, "application/grpc", "0", append([]byte{0, 0, 0, 0, byte(len(ok))}, ok...))
+	f.Add(200, "application/grpc", "12", []byte{})
+	f.Add(503, "text/plain", "", []byte("x"))
+	f.Fuzz(func(t *testing.T, code int, contentType, status string, body []byte) {
+		resp := &http.Response{StatusCode: code, Header: http.Header{"Content-Type": {contentType}},
+			Trailer: http.Header{"Grpc-Status": {status}}}
+		s := &grpcSession{p: &grpcProber{hc: &config.GRPCHealthCheck{}}}
+		r := s.verdict(resp, body)
+		if r.Outcome == Succeeded && (code != 200 || status != "0") {
+			t.Errorf("verdict passed HTTP %d grpc-status %q", code, status)
+		}
+		if r.Outcome == Failed && r.Failure != Active {
+			t.Errorf("verdict failure type %v; want ACTIVE", r.Failure)
+		}
+	})
 }

@@ -115,12 +115,7 @@ func TestTCPChecks(t *testing.T) {
 }
 
 func TestTCPRefused(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := closedAddr(t)
 	for _, s := range []*config.HealthCheckSpec{tcpSpec(""), tcpSpec("PING", "PONG")} {
 		if r := probeOnce(t, s, Options{}, newHost(t, addr, 0)); r.Outcome != Failed || r.Failure != Network {
 			t.Errorf("Check against a closed port = %+v; want a network failure", r)
@@ -163,4 +158,16 @@ func TestTCPReuse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// closedAddr returns an address of 127.0.0.1 where nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
 }
