@@ -231,7 +231,7 @@ func (m *Manager) inspect(info *listenerInfo, nc net.Conn) (peeked []byte, hello
 		nc.SetReadDeadline(time.Now().Add(info.filterTimeout))
 		defer nc.SetReadDeadline(time.Time{})
 	}
-	buf := make([]byte, 0, 1024)
+	buf := make([]byte, 0, 2048) // ClientHellos with post-quantum key shares are 1.5-2 KiB
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, make([]byte, len(buf))...)[:len(buf)]

@@ -1,0 +1,190 @@
+package config
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"sigs.k8s.io/yaml"
+)
+
+func listenerProto(t testing.TB, y string) *listenerv3.Listener {
+	t.Helper()
+	j, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &listenerv3.Listener{}
+	if err := protojson.Unmarshal(j, l); err != nil {
+		t.Fatalf("decoding %s: %v", y, err)
+	}
+	return l
+}
+
+var ignoreListenerProtos = cmpopts.IgnoreFields(Listener{}, "Proto")
+var ignoreChainProtos = cmp.Options{cmpopts.IgnoreFields(FilterChain{}, "Proto", "TransportSocketConfig"), cmpopts.EquateComparable(netip.Prefix{})}
+
+func TestListenerDefaults(t *testing.T) {
+	l, err := ListenerFromProto(listenerProto(t, `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 10000}}, filter_chains: [{filters: [{name: envoy.filters.network.tcp_proxy}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Listener{
+		Name:                          "l",
+		Address:                       Address{Kind: SocketAddress, Host: "0.0.0.0", Port: 10000},
+		FilterChains:                  []*FilterChain{{Filters: []NetworkFilter{{Name: TCPProxyFilter}}}},
+		PerConnectionBufferLimitBytes: 1 << 20,
+		ListenerFiltersTimeout:        15 * time.Second,
+		BindToPort:                    true,
+	}
+	if diff := cmp.Diff(want, l, ignoreListenerProtos, ignoreChainProtos); diff != "" {
+		t.Errorf("ListenerFromProto() (-want +got):\n%s", diff)
+	}
+}
+
+func TestListenerFields(t *testing.T) {
+	l, err := ListenerFromProto(listenerProto(t, `
+name: full
+stat_prefix: public
+traffic_direction: INBOUND
+drain_type: MODIFY_ONLY
+per_connection_buffer_limit_bytes: 32768
+listener_filters_timeout: 0s
+continue_on_listener_filters_timeout: true
+bind_to_port: false
+address: {socket_address: {address: "::", port_value: 443, ipv4_compat: true}}
+additional_addresses: [{address: {socket_address: {address: "0.0.0.0", port_value: 443}}}]
+listener_filters:
+- name: tls
+  typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector}
+filter_chains:
+- name: sni
+  filter_chain_match:
+    destination_port: 443
+    prefix_ranges: [{address_prefix: 10.1.2.3, prefix_len: 8}]
+    direct_source_prefix_ranges: [{address_prefix: "2001:db8::1", prefix_len: 32}]
+    source_type: EXTERNAL
+    source_prefix_ranges: [{address_prefix: 192.168.0.0, prefix_len: 16}]
+    source_ports: [1000, 2000]
+    server_names: [WWW.Example.com, "*.example.org"]
+    transport_protocol: tls
+    application_protocols: [h2, http/1.1]
+  filters: [{name: envoy.filters.network.http_connection_manager}]
+  transport_socket: {name: envoy.transport_sockets.tls}
+default_filter_chain: {name: fallback, filters: [{name: envoy.filters.network.tcp_proxy}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Listener{
+		Name:                "full",
+		Address:             Address{Kind: SocketAddress, Host: "::", Port: 443},
+		AdditionalAddresses: []Address{{Kind: SocketAddress, Host: "0.0.0.0", Port: 443}},
+		StatPrefix:          "public",
+		TrafficDirection:    DirectionInbound,
+		DrainType:           DrainModifyOnly,
+		FilterChains: []*FilterChain{{
+			Name: "sni",
+			Match: FilterChainMatch{
+				DestinationPort:          443,
+				PrefixRanges:             []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+				DirectSourcePrefixRanges: []netip.Prefix{netip.MustParsePrefix("2001:db8::/32")},
+				SourceType:               SourceExternal,
+				SourcePrefixRanges:       []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")},
+				SourcePorts:              []uint32{1000, 2000},
+				ServerNames:              []string{"www.example.com", "*.example.org"},
+				TransportProtocol:        "tls",
+				ApplicationProtocols:     []string{"h2", "http/1.1"},
+			},
+			Filters:         []NetworkFilter{{Name: HTTPConnectionManagerFilter}},
+			TransportSocket: "envoy.transport_sockets.tls",
+		}},
+		DefaultFilterChain:               &FilterChain{Name: "fallback", Filters: []NetworkFilter{{Name: TCPProxyFilter}}},
+		PerConnectionBufferLimitBytes:    32768,
+		ListenerFiltersTimeout:           0,
+		ContinueOnListenerFiltersTimeout: true,
+		TLSInspector:                     true,
+		BindToPort:                       false,
+		IPv4Compat:                       true,
+	}
+	if diff := cmp.Diff(want, l, ignoreListenerProtos, ignoreChainProtos); diff != "" {
+		t.Errorf("ListenerFromProto() (-want +got):\n%s", diff)
+	}
+	if got := DirectionOutbound.String(); got != "OUTBOUND" {
+		t.Errorf("DirectionOutbound.String() = %q", got)
+	}
+}
+
+func TestListenerErrors(t *testing.T) {
+	const addr = "address: {socket_address: {address: 127.0.0.1, port_value: 1}}\n"
+	const chain = "filter_chains: [{filters: [{name: envoy.filters.network.tcp_proxy}]}]\n"
+	tests := []struct{ name, yaml, want string }{
+		{"no filter chains", "name: l\n" + addr, `listener "l": filter_chains: empty and no default_filter_chain`},
+		{"no address", "name: l\n" + chain, `listener "l": address: address is missing`},
+		{"hostname", "name: l\naddress: {socket_address: {address: example.com, port_value: 1}}\n" + chain, `address.socket_address.address = "example.com": malformed IP address`},
+		{"udp", "name: l\naddress: {socket_address: {protocol: UDP, address: 127.0.0.1, port_value: 1}}\n" + chain, "UDP listeners are not supported"},
+		{"unknown listener filter", "name: l\n" + addr + chain + "listener_filters: [{name: envoy.filters.listener.http_inspector}]", `listener_filters[0].name = "envoy.filters.listener.http_inspector": unsupported listener filter`},
+		{"partial wildcard", "name: l\n" + addr + "filter_chains: [{filter_chain_match: {server_names: [\"www.*.com\"]}}]", `filter_chains[0].filter_chain_match.server_names[0] = "www.*.com": partial wildcards are not supported`},
+		{"bare wildcard", "name: l\n" + addr + "filter_chains: [{filter_chain_match: {server_names: [\"*\"]}}]", `server_names[0] = "*": partial wildcards`},
+		{"same matching rules", "name: l\n" + addr + "filter_chains: [{filter_chain_match: {server_names: [a.com, b.com]}}, {filter_chain_match: {server_names: [b.com]}}]",
+			`filter_chains[1].filter_chain_match: the same matching rules as filter_chains[0]`},
+		{"two empty matches", "name: l\n" + addr + "filter_chains: [{}, {}]", `filter_chains[1].filter_chain_match: the same matching rules as filter_chains[0]`},
+		{"duplicate chain names", "name: l\n" + addr + "filter_chains: [{name: x, filter_chain_match: {destination_port: 1}}, {name: x}]", `filter_chains[1].name = "x": duplicate of filter_chains[0]`},
+		{"bad prefix", "name: l\n" + addr + "filter_chains: [{filter_chain_match: {source_prefix_ranges: [{address_prefix: 10.0.0.0, prefix_len: 33}]}}]", `source_prefix_ranges[0].prefix_len = 33; must be <= 32`},
+		{"bad prefix address", "name: l\n" + addr + "filter_chains: [{filter_chain_match: {prefix_ranges: [{address_prefix: ten}]}}]", `prefix_ranges[0].address_prefix = "ten": malformed IP address`},
+		{"source port", "name: l\n" + addr + "filter_chains: [{filter_chain_match: {source_ports: [70000]}}]", `source_ports[0] = 70000; must be in [1, 65535]`},
+		{"original dst", "name: l\n" + addr + chain + "use_original_dst: true", "use_original_dst = true"},
+		{"matcher API", "name: l\n" + addr + chain + "filter_chain_matcher: {on_no_match: {action: {name: x, typed_config: {\"@type\": type.googleapis.com/google.protobuf.StringValue, value: a}}}}", "filter_chain_matcher"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ListenerFromProto(listenerProto(t, tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ListenerFromProto() error = %v; want one containing %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := ListenerFromProto(nil); err == nil {
+		t.Errorf("ListenerFromProto(nil) error = nil")
+	}
+}
+
+func FuzzListenerFromProto(f *testing.F) {
+	for _, y := range []string{
+		`{name: l, address: {socket_address: {address: 127.0.0.1, port_value: 1}}, filter_chains: [{filter_chain_match: {server_names: ["*.a.com"], source_prefix_ranges: [{address_prefix: "::1", prefix_len: 128}]}}]}`,
+		`{name: l, address: {pipe: {path: /tmp/x}}, default_filter_chain: {}}`,
+	} {
+		b, err := proto.Marshal(listenerProto(f, y))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		pb := &listenerv3.Listener{}
+		if proto.Unmarshal(b, pb) != nil {
+			return
+		}
+		l, err := ListenerFromProto(pb)
+		if err != nil {
+			return
+		}
+		if len(l.FilterChains) == 0 && l.DefaultFilterChain == nil {
+			t.Errorf("accepted a listener without filter chains")
+		}
+		for _, c := range l.FilterChains {
+			for _, n := range c.Match.ServerNames {
+				if strings.Contains(n[min(1, len(n)):], "*") {
+					t.Errorf("accepted server name %q", n)
+				}
+			}
+		}
+	})
+}
