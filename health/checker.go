@@ -50,6 +50,11 @@ type Options struct {
 	// snapshot. It is called without locks held, from checker goroutines, possibly concurrently
 	// for different hosts. nil: no callback.
 	OnChange func(h *host.Host, changed bool)
+	// OnResult is called just before OnChange after every completed check and passive failure,
+	// with whether that check passed (Envoy's current_check_result): the outlier detector uses it
+	// for successful_active_health_check_uneject_host. Same calling rules as OnChange. nil: no
+	// callback.
+	OnResult func(h *host.Host, passed bool)
 	// Clock; nil means the real clock.
 	Clock clock.Clock
 	// Scheduler bounds concurrent checks; share one across all clusters. nil: a private

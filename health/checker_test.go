@@ -613,3 +613,25 @@ func TestInitialFlags(t *testing.T) {
 		})
 	}
 }
+
+func TestOnResult(t *testing.T) {
+	results := make(chan bool, 8)
+	hs := newHarness(t, spec(nil), func(o *Options) {
+		o.OnResult = func(_ *host.Host, passed bool) { results <- passed }
+	})
+	h := newHost(t, "127.0.0.1:1", host.FailedActiveHC)
+	hs.c.SetHosts([]*host.Host{h})
+	hs.c.Start()
+	hs.check(ok)
+	hs.advanceToNext()
+	hs.check(netFail)
+	hs.c.ReportPassiveFailure(h, false)
+	hs.nextChange()
+	var got []bool
+	for range 3 {
+		got = append(got, <-results)
+	}
+	if diff := cmp.Diff([]bool{true, false, false}, got); diff != "" {
+		t.Errorf("OnResult passed values (-want +got):\n%s", diff)
+	}
+}

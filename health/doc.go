@@ -12,6 +12,7 @@
 //		HadTraffic:   func() bool { return cs.UpstreamCxTotal.Used() || … },
 //		TLSConfigFor: tlsFor,
 //		OnChange:     func(h *host.Host, changed bool) { if changed { republish() }; countFirstChecks(h) },
+//		OnResult:     func(h *host.Host, passed bool) { /* outlier: uneject on a pass */ },
 //	})
 //	// create hosts with host.Config.Health = health.InitialFlags(addedLater, ignoreNewUntilFirstHC)
 //	hc.SetHosts(allHosts) // on every membership change, before publishing the snapshot
@@ -38,7 +39,12 @@
 // Scheduler. A check's timeout starts when it gets its slot, so queueing never fails a host.
 // OnChange is called without locks held.
 //
-// Not implemented: custom health checkers, several health checks per cluster combined (run one
+// Left to the cluster manager: Envoy's rule that a cluster with a gRPC health check must have
+// http2_protocol_options, waiting for every host's first result before the cluster is warm (count
+// OnChange calls), publishing a snapshot when changed is true, and
+// close_connections_on_host_health_failure.
+//
+// Not implemented: alt_port (deprecated), custom health checkers, several health checks per cluster combined (run one
 // Checker per check; Envoy ANDs them), header value %formatters%, endpoint-level health-check
 // hostnames (use AddressFor for the port), HTTP/3, proxy_protocol_config, event_logger extensions
 // and event_service.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/runtime"
 )
 
 // probeOnce builds the prober for s and runs one check against h.
@@ -296,4 +297,44 @@ func FuzzMatchPayloads(f *testing.F) {
 			t.Errorf("matchPayloads(%q, %q in %q) = %v; want %v", a, b, buf, got, want)
 		}
 	})
+}
+
+func TestHTTPVerifyClusterRuntime(t *testing.T) {
+	srv, _ := recordingServer(t, func(w http.ResponseWriter) {
+		w.Header().Set("x-envoy-upstream-healthchecked-cluster", "api")
+	})
+	srv.Start()
+	rt, err := runtime.New(runtime.Config{Layers: []runtime.LayerConfig{{Name: "static",
+		Static: map[string]any{"health_check": map[string]any{"verify_cluster": 0.0}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httpSpec(func(h *config.HTTPHealthCheck) { h.ServiceNameMatcher = prefixMatch(t, "web") })
+	r := probeOnce(t, s, Options{Runtime: rt}, hostFor(t, srv.URL))
+	if r.Outcome != Succeeded || r.VerifiedCluster {
+		t.Errorf("with health_check.verify_cluster 0: Check = %+v; want success without verification", r)
+	}
+}
+
+func TestTLSALPNOverride(t *testing.T) {
+	s := httpSpec(nil)
+	s.TLSALPN = []string{"custom"}
+	opts := Options{TLSConfigFor: func(*host.Host) *tls.Config { return &tls.Config{NextProtos: []string{"h2"}} }}
+	tg := target{spec: s, opts: &opts}
+	h := newHost(t, "127.0.0.1:1", 0)
+	if got := tg.tlsConfig(h, "http/1.1").NextProtos; !cmp.Equal(got, []string{"custom"}) {
+		t.Errorf("NextProtos with tls_options.alpn_protocols = %q; want [custom]", got)
+	}
+	s.TLSALPN = nil
+	if got := tg.tlsConfig(h, "http/1.1").NextProtos; !cmp.Equal(got, []string{"h2"}) {
+		t.Errorf("NextProtos from the cluster = %q; want [h2]", got)
+	}
+	opts.TLSConfigFor = func(*host.Host) *tls.Config { return &tls.Config{} }
+	if got := tg.tlsConfig(h, "http/1.1").NextProtos; !cmp.Equal(got, []string{"http/1.1"}) {
+		t.Errorf("NextProtos default = %q; want [http/1.1]", got)
+	}
+	opts.TLSConfigFor = func(*host.Host) *tls.Config { return nil }
+	if tg.tlsConfig(h) != nil {
+		t.Errorf("nil TLS config from the hook did not mean plain text")
+	}
 }

@@ -151,6 +151,7 @@ func (s *session) finish(gen uint64, res Result, ran bool) {
 	}
 	s.interval = s.c.clock.AfterFunc(s.c.interval(healthy, t), s.fire)
 	s.mu.Unlock()
+	s.report(healthy)
 	s.notify(t)
 }
 
@@ -168,6 +169,7 @@ func (s *session) onTimeout(gen uint64) {
 	t := s.setUnhealthy(NetworkTimeout, false, 0)
 	s.interval = s.c.clock.AfterFunc(s.c.interval(false, t), s.fire)
 	s.mu.Unlock()
+	s.report(false)
 	s.notify(t)
 }
 
@@ -179,7 +181,14 @@ func (s *session) passiveFailure() {
 	}
 	t := s.setUnhealthy(Passive, false, 0)
 	s.mu.Unlock()
+	s.report(false)
 	s.notify(t)
+}
+
+func (s *session) report(passed bool) {
+	if fn := s.c.opts.OnResult; fn != nil {
+		fn(s.h, passed)
+	}
 }
 
 func (s *session) notify(t transition) {
