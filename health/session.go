@@ -205,8 +205,7 @@ func (s *session) handleSuccess(degraded bool) transition {
 	if h.HasHealthFlag(host.FailedActiveHC) {
 		// The very first result moves a host to healthy at once: faster start-up for a small
 		// loss of certainty, as in Envoy.
-		s.numHealthy++
-		if s.firstCheck || s.numHealthy == c.spec.HealthyThreshold {
+		if s.firstCheck || s.bumpHealthy() == c.spec.HealthyThreshold {
 			h.ClearHealthFlag(host.ActiveHCTimeout | host.ExcludedViaImmediateHCFail | host.FailedActiveHC)
 			st.Healthy.Inc()
 			t = changed
@@ -254,8 +253,7 @@ func (s *session) setUnhealthy(ft FailureType, retriable bool, httpStatus int) t
 	s.numHealthy = 0
 	t := unchanged
 	if !h.HasHealthFlag(host.FailedActiveHC) {
-		s.numUnhealthy++
-		if (!ft.network() && !retriable) || s.numUnhealthy == c.spec.UnhealthyThreshold {
+		if (!ft.network() && !retriable) || s.bumpUnhealthy() == c.spec.UnhealthyThreshold {
 			h.SetHealthFlag(host.FailedActiveHC)
 			st.Healthy.Dec()
 			t = changed
@@ -290,6 +288,19 @@ func (s *session) setUnhealthy(ft FailureType, retriable bool, httpStatus int) t
 	}
 	s.firstCheck = false
 	return t
+}
+
+// bumpHealthy and bumpUnhealthy count a result toward a threshold. They are called only where
+// Envoy's short-circuit evaluation counts (not for a first check, not for a failure that fails
+// the host at once). Caller holds s.mu.
+func (s *session) bumpHealthy() uint32 {
+	s.numHealthy++
+	return s.numHealthy
+}
+
+func (s *session) bumpUnhealthy() uint32 {
+	s.numUnhealthy++
+	return s.numUnhealthy
 }
 
 // clearPending drops /pending_active_hc after any result; that always changes the host's
