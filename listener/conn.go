@@ -1,6 +1,7 @@
 package listener
 
 import (
+	"io"
 	"net"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,35 @@ func (c *Conn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return c.Conn.Read(p)
+}
+
+// WriteTo writes the peeked bytes and then the rest of the stream to w, letting the socket
+// splice to w when it can (*net.TCPConn to *net.TCPConn), for the TCP proxy.
+func (c *Conn) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	if len(c.peeked) > 0 {
+		k, err := w.Write(c.peeked)
+		n += int64(k)
+		c.peeked = c.peeked[k:]
+		if err != nil {
+			return n, err
+		}
+		c.peeked = nil
+	}
+	if wt, ok := c.Conn.(io.WriterTo); ok {
+		k, err := wt.WriteTo(w)
+		return n + k, err
+	}
+	k, err := io.Copy(w, struct{ io.Reader }{c.Conn})
+	return n + k, err
+}
+
+// ReadFrom copies r to the socket, letting the socket splice from r when it can.
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
 }
 
 // Close closes the socket. The first call also removes the connection from its listener's

@@ -614,3 +614,30 @@ func TestUnnamedListenerGetsUUID(t *testing.T) {
 		t.Errorf("generated name %q is not a version 4 UUID", name)
 	}
 }
+
+// TestConnCopyReplaysPeekedBytes: io.Copy through WriteTo and ReadFrom carries the bytes the
+// TLS inspector peeked, then the rest of the stream.
+func TestConnCopyReplaysPeekedBytes(t *testing.T) {
+	reg := NewRegistry()
+	reg.Register("echo", func(*ChainContext) (FilterChainHandler, error) {
+		return HandlerFunc(func(c *Conn) {
+			defer c.Close()
+			io.Copy(c, c) // ReadFrom(c) on the socket, reading through c.WriteTo
+		}), nil
+	})
+	m := testManager(t, ManagerConfig{Handlers: reg},
+		listenerFromYAML(t, `{name: l, address: {socket_address: {address: 127.0.0.1, port_value: 0}}, listener_filters: [{name: envoy.filters.listener.tls_inspector}], filter_chains: [{filters: [{name: echo}]}]}`))
+	c, err := net.Dial("tcp", addrOf(t, m, "l"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(wait))
+	io.WriteString(c, "first bytes, ")
+	io.WriteString(c, "then more")
+	c.(*net.TCPConn).CloseWrite()
+	got, err := io.ReadAll(c)
+	if err != nil || string(got) != "first bytes, then more" {
+		t.Errorf("echo = %q, %v; want %q", got, err, "first bytes, then more")
+	}
+}

@@ -161,3 +161,19 @@ filter_chains:
 		wantStat(t, m.cfg.Stats, "listener.127.0.0.1_0.no_filter_chain_match", 1)
 	})
 }
+
+func BenchmarkSelectChain(b *testing.B) {
+	l := listenerFromYAML(b, matchListener)
+	var chains []*chain
+	for _, fc := range l.FilterChains {
+		chains = append(chains, &chain{cfg: fc})
+	}
+	f := connFacts{ip: true, dst: netip.MustParseAddrPort("127.0.0.1:10000"), src: netip.MustParseAddrPort("127.0.0.1:40000"),
+		sni: "api.example.com", transport: "tls", alpn: []string{"h2", "http/1.1"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if selectChain(chains, nil, &f) == nil {
+			b.Fatal("no chain")
+		}
+	}
+}
