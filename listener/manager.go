@@ -230,8 +230,11 @@ func (m *Manager) update(e *entry, old *version, l *config.Listener, versionInfo
 			s.ln.Close()
 		}
 		e.sockets = sockets
-		m.stats.ListenerCreateSuccess.Add(uint64(m.cfg.Workers))
 		m.startAccepting(e)
+	}
+	if m.bound {
+		// As in Envoy, every new listener version is added to each worker.
+		m.stats.ListenerCreateSuccess.Add(uint64(m.cfg.Workers))
 	}
 	m.stats.ListenerModified.Inc()
 	if inPlace {

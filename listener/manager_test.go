@@ -287,6 +287,7 @@ func TestFullUpdateDrainsOldVersion(t *testing.T) {
 	st := m.cfg.Stats
 	wantStat(t, st, "listener_manager.listener_modified", 1)
 	wantStat(t, st, "listener_manager.listener_in_place_updated", 0)
+	wantStat(t, st, "listener_manager.listener_create_success", 2) // the addition and the update, one worker
 	wantStat(t, st, "listener_manager.total_listeners_draining", 1)
 	if addrOf(t, m, "l") != addr {
 		t.Fatalf("the socket changed although the address did not")
@@ -640,4 +641,27 @@ func TestConnCopyReplaysPeekedBytes(t *testing.T) {
 	if err != nil || string(got) != "first bytes, then more" {
 		t.Errorf("echo = %q, %v; want %q", got, err, "first bytes, then more")
 	}
+}
+
+func TestPipeListener(t *testing.T) {
+	g := newGreeter()
+	path := t.TempDir() + "/legate.sock"
+	m := testManager(t, ManagerConfig{Handlers: g.registry(t)},
+		listenerFromYAML(t, `{name: pipe, address: {pipe: {path: "`+path+`"}}, filter_chains: [{name: unix, filters: [{name: test.greet}]}]}`))
+	if got := m.Statuses()[0].Addresses[0].String(); got != path {
+		t.Errorf("status address = %q; want %q", got, path)
+	}
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(wait))
+	line, err := bufioReader(c).ReadString('\n')
+	if err != nil || line != "unix\n" {
+		t.Errorf("greeting = %q, %v; want unix", line, err)
+	}
+	c.Close()
+	<-g.served
+	wantStat(t, m.cfg.Stats, "listener."+path+".downstream_cx_total", 1)
 }
