@@ -38,6 +38,9 @@ type cdsHandler struct {
 	// failures are the rejected clusters, by name, for error_state.
 	failures map[string]*failure
 
+	// lastDuration is how long the last update took to apply.
+	lastDuration time.Duration
+
 	initReady   func()
 	initTimer   clock.Timer
 	initFetched bool
@@ -212,6 +215,7 @@ func (h *cdsHandler) apply(_ *mux, u update) error {
 		c.cfg.Clusters.SetVersionInfo(u.version)
 		h.stats.accepted(u.version, c.clock.Now(), c.clock.Now().Sub(start))
 	}
+	h.lastDuration = c.clock.Now().Sub(start)
 	h.fetchedLocked()
 	ready := h.takeReadyLocked()
 	c.mu.Unlock()

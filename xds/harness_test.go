@@ -36,7 +36,7 @@ const testNode = "node-1"
 // controlPlane is go-control-plane's management server (snapshot cache, gRPC services and the
 // REST gateway) on 127.0.0.1, recording the requests it receives.
 type controlPlane struct {
-	t     *testing.T
+	t     testing.TB
 	cache cachev3.SnapshotCache
 	addr  string
 
@@ -49,7 +49,7 @@ type controlPlane struct {
 	serveErr chan error
 }
 
-func newControlPlane(t *testing.T, ads bool) *controlPlane {
+func newControlPlane(t testing.TB, ads bool) *controlPlane {
 	cp := &controlPlane{t: t, cache: cachev3.NewSnapshotCache(ads, cachev3.IDHash{}, nil)}
 	cp.start("127.0.0.1:0")
 	t.Cleanup(cp.stop)
@@ -170,14 +170,17 @@ func (cp *controlPlane) deltaRequests() []*discoveryv3.DeltaDiscoveryRequest {
 
 // proxy is the Legate side: a stats store, a cluster manager and the client under test.
 type proxy struct {
-	t      *testing.T
+	t      testing.TB
 	store  *stats.Store
 	cm     *cluster.Manager
 	c      *Client
 	events chan struct{}
 	ready  chan struct{}
-	cancel context.CancelFunc
-	done   chan error
+	// timeout bounds waitFor; 10 s when zero.
+	timeout  time.Duration
+	cancel   context.CancelFunc
+	done     chan error
+	stopOnce sync.Once
 }
 
 type proxyOption func(*proxySetup)
@@ -187,7 +190,7 @@ type proxySetup struct {
 	before func(p *proxy) // runs before the client is built
 }
 
-func startProxy(t *testing.T, dr *bootstrapv3.Bootstrap_DynamicResources, opts ...proxyOption) *proxy {
+func startProxy(t testing.TB, dr *bootstrapv3.Bootstrap_DynamicResources, opts ...proxyOption) *proxy {
 	t.Helper()
 	store, err := stats.New(stats.Config{})
 	if err != nil {
@@ -234,7 +237,9 @@ func startProxy(t *testing.T, dr *bootstrapv3.Bootstrap_DynamicResources, opts .
 	return p
 }
 
-func (p *proxy) stop() {
+func (p *proxy) stop() { p.stopOnce.Do(p.stopNow) }
+
+func (p *proxy) stopNow() {
 	p.cancel()
 	select {
 	case err := <-p.done:
@@ -247,10 +252,14 @@ func (p *proxy) stop() {
 }
 
 // waitFor waits until cond holds, re-checking after every client event (and every 20 ms, for
-// changes such as timers that raise no event), for at most 10 s.
+// changes such as timers that raise no event), for at most p.timeout.
 func (p *proxy) waitFor(what string, cond func() bool) {
 	p.t.Helper()
-	deadline := time.After(10 * time.Second)
+	timeout := p.timeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	deadline := time.After(timeout)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {
@@ -413,4 +422,11 @@ func newTestClient(dr *bootstrapv3.Bootstrap_DynamicResources) (*Client, error) 
 		return nil, err
 	}
 	return New(Config{DynamicResources: dr, Clusters: cm, Stats: store})
+}
+
+// lastCDSDuration is how long the last CDS update took to apply.
+func (c *Client) lastCDSDuration() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cds.lastDuration
 }
