@@ -1,0 +1,149 @@
+package pool
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/legateproxy/legate/breaker"
+)
+
+// Connection errors. Callers branch on them with errors.Is.
+var (
+	// ErrConnectFailure: the upstream connection could not be established (refused, reset,
+	// TLS handshake failure).
+	ErrConnectFailure = errors.New("upstream connect failure")
+	// ErrConnectTimeout: connect_timeout elapsed first. It also matches ErrConnectFailure.
+	ErrConnectTimeout = fmt.Errorf("%w: connect timeout", ErrConnectFailure)
+	// ErrClosed: the pool was closed or its host was removed while the request waited.
+	ErrClosed = errors.New("connection pool closed")
+	// ErrReset: the upstream connection closed or failed before the response was complete.
+	ErrReset = errors.New("upstream connection reset")
+)
+
+// upConn is one upstream connection with its accounting: it counts bytes into the cluster's
+// rx/tx totals and, when closed (once), the destroy counters and gauges.
+type upConn struct {
+	net.Conn
+	hp       *hostPool
+	cx       *breaker.Resource // the max_connections unit the connection holds
+	opened   time.Time
+	requests atomic.Uint32
+	closed   atomic.Bool
+	// rqActive is the number of requests in flight on the connection (HTTP/2 has several).
+	rqActive atomic.Int32
+}
+
+func (c *upConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.hp.m.st.UpstreamCxRxBytesTotal.Add(uint64(n))
+	}
+	return n, err
+}
+
+func (c *upConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if n > 0 {
+		c.hp.m.st.UpstreamCxTxBytesTotal.Add(uint64(n))
+	}
+	return n, err
+}
+
+// CloseWrite half-closes the connection when the transport supports it.
+func (c *upConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// shut closes the socket and records the connection's end; local says who ended it. Only the
+// first call counts. It releases the connection's circuit-breaker unit.
+func (c *upConn) shut(local bool) {
+	if !c.closed.CompareAndSwap(false, true) {
+		return
+	}
+	c.Conn.Close()
+	hp, st := c.hp, c.hp.m.st
+	st.UpstreamCxDestroy.Inc()
+	active := c.rqActive.Load() > 0
+	if local {
+		st.UpstreamCxDestroyLocal.Inc()
+	} else {
+		st.UpstreamCxDestroyRemote.Inc()
+	}
+	if active {
+		st.UpstreamCxDestroyWithActiveRq.Inc()
+		if local {
+			st.UpstreamCxDestroyLocalWithActiveRq.Inc()
+		} else {
+			st.UpstreamCxDestroyRemoteWithActiveRq.Inc()
+		}
+	}
+	st.UpstreamCxActive.Dec()
+	hp.hs.CxActive.Add(-1)
+	st.UpstreamCxLengthMs.Record(uint64(hp.m.now().Sub(c.opened).Milliseconds()))
+	st.UpstreamRqPerCx.Record(uint64(c.requests.Load()))
+	c.cx.Release()
+}
+
+// connect dials h with connect_timeout, the bind address and keep-alive settings, and runs the
+// TLS handshake when the TLS hook gives a configuration. alpn overrides the configuration's
+// NextProtos when set. Every attempt is counted (upstream_cx_total, cx_total); failures count
+// upstream_cx_connect_fail (and _timeout) and the host's cx_connect_fail. The caller holds a
+// max_connections unit, which the returned connection owns from now on.
+func (hp *hostPool) connect(ctx context.Context, alpn []string, cx *breaker.Resource) (*upConn, error) {
+	m := hp.m
+	st := m.st
+	st.UpstreamCxTotal.Inc()
+	hp.hs.CxTotal.Add(1)
+	start := m.now()
+	dctx, cancel := context.WithTimeout(ctx, m.connectTimeout)
+	defer cancel()
+	nc, err := m.dialer.DialContext(dctx, "tcp", hp.host.Address())
+	if err == nil && m.tls != nil {
+		if cfg := m.tls(hp.host); cfg != nil {
+			if alpn != nil {
+				cfg = cfg.Clone()
+				cfg.NextProtos = alpn
+			}
+			tc := tls.Client(nc, cfg)
+			if err = tc.HandshakeContext(dctx); err != nil {
+				nc.Close()
+			}
+			nc = tc
+		}
+	}
+	if err != nil {
+		hp.hs.CxConnectFail.Add(1)
+		st.UpstreamCxConnectFail.Inc()
+		cx.Release()
+		if m.bind != nil && errors.Is(err, syscall.EADDRNOTAVAIL) {
+			st.BindErrors.Inc()
+		}
+		if ctx.Err() == nil && (dctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded)) {
+			st.UpstreamCxConnectTimeout.Inc()
+			return nil, fmt.Errorf("%w: %s after %v", ErrConnectTimeout, hp.host.Address(), m.connectTimeout)
+		}
+		return nil, fmt.Errorf("%w: %s: %w", ErrConnectFailure, hp.host.Address(), err)
+	}
+	st.UpstreamCxConnectMs.Record(uint64(m.now().Sub(start).Milliseconds()))
+	st.UpstreamCxActive.Inc()
+	hp.hs.CxActive.Add(1)
+	return &upConn{Conn: nc, hp: hp, cx: cx, opened: m.now()}, nil
+}
+
+// negotiated returns the ALPN protocol of a TLS connection, "" for plain TCP.
+func negotiated(c net.Conn) string {
+	if tc, ok := c.(*tls.Conn); ok {
+		return tc.ConnectionState().NegotiatedProtocol
+	}
+	return ""
+}

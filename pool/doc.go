@@ -1,0 +1,17 @@
+// Package pool holds Legate's upstream connection pools: per cluster a Manager, per host of
+// the cluster a pool created on first use, with HTTP/1.1 keep-alive connections (a lean
+// codec of its own: one buffered write per request head, the response head parsed into a
+// reusable Response, bodies streamed from the connection's buffer), HTTP/2 connections
+// (prior knowledge or TLS with ALPN, through golang.org/x/net/http2) and raw TCP
+// connections for the TCP proxy. The pools apply the cluster's connect_timeout,
+// max_requests_per_connection, idle timeout, upstream_bind_config, tcp_keepalive and
+// circuit breakers, and count the cluster's upstream_cx_*/upstream_rq_* stats and the
+// per-host stats /clusters prints. A Registry owns one Manager per active cluster.
+//
+// Concurrency: Manager and Registry are safe for concurrent use. The request path takes no
+// lock except a host pool's short mutex to take or return an idle connection; breakers and
+// stats are atomics. An HTTP/1.1 connection belongs either to the idle list or to the one
+// exchange using it. The pools start no goroutines of their own (x/net/http2 runs one read
+// loop per HTTP/2 connection, ended by closing it); idle timeouts are timers. Registry.Run
+// reconciles the pools with cluster snapshots until its context ends.
+package pool

@@ -1,0 +1,352 @@
+package pool
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/legateproxy/legate/breaker"
+)
+
+const h1BufferSize = 4 << 10
+
+// h1conn is one HTTP/1.1 upstream connection. It is owned either by the pool's idle list
+// (under hostPool.mu) or by the one exchange using it; only the owner touches its buffers.
+type h1conn struct {
+	uc        *upConn
+	br        *bufio.Reader
+	bw        *bufio.Writer
+	body      body
+	scratch   []byte // chunked request bodies; allocated on first use
+	timer     *time.Timer
+	idle      bool // in hp.idle; guarded by hp.mu
+	keepAlive bool // the last response allows reuse
+	last      bool // max_requests_per_connection reached
+	peerGone  bool // the upstream closed or reset the connection
+	deadline  bool // a read/write deadline is set
+}
+
+var (
+	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, h1BufferSize) }}
+	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, h1BufferSize) }}
+)
+
+// newH1 wraps a fresh connection.
+func newH1(uc *upConn) *h1conn {
+	c := &h1conn{uc: uc}
+	c.br = readers.Get().(*bufio.Reader)
+	c.br.Reset(uc)
+	c.bw = writers.Get().(*bufio.Writer)
+	c.bw.Reset(uc)
+	c.timer = time.AfterFunc(time.Hour, c.idleExpired)
+	c.timer.Stop()
+	return c
+}
+
+// destroy closes the connection and recycles its buffers. Only the owner calls it.
+func (c *h1conn) destroy(local bool) {
+	c.timer.Stop()
+	c.uc.shut(local)
+	if c.br != nil {
+		c.br.Reset(nil)
+		readers.Put(c.br)
+		c.bw.Reset(nil)
+		writers.Put(c.bw)
+		c.br, c.bw = nil, nil
+	}
+}
+
+// idleExpired closes the connection when it is still idle (idle_timeout).
+func (c *h1conn) idleExpired() {
+	hp := c.uc.hp
+	hp.mu.Lock()
+	if !c.idle {
+		hp.mu.Unlock()
+		return
+	}
+	c.idle = false
+	for i, x := range hp.idle {
+		if x == c {
+			hp.idle = append(hp.idle[:i], hp.idle[i+1:]...)
+			break
+		}
+	}
+	delete(hp.h1, c)
+	hp.mu.Unlock()
+	hp.m.st.UpstreamCxIdleTimeout.Inc()
+	c.destroy(true)
+}
+
+// waiter is a request waiting for a connection when max_connections is reached. It receives
+// a connection, or nil when it should try to connect again (capacity freed or pool draining).
+type waiter struct{ ch chan *h1conn }
+
+var waiters = sync.Pool{New: func() any { return &waiter{ch: make(chan *h1conn, 1)} }}
+
+// getH1 returns an idle connection, or connects, or waits for a connection to be released.
+func (hp *hostPool) getH1(ctx context.Context, prio *breaker.Priority) (*h1conn, error) {
+	if c := hp.takeIdle(); c != nil {
+		return c, nil
+	}
+	st := hp.m.st
+	if err := hp.m.pendingStart(prio); err != nil {
+		return nil, err
+	}
+	defer hp.m.pendingEnd(prio)
+	for {
+		if prio.Connections.TryAcquire() == nil {
+			uc, err := hp.connect(ctx, nil, &prio.Connections)
+			if err != nil {
+				return nil, err
+			}
+			st.UpstreamCxHTTP1Total.Inc()
+			c := newH1(uc)
+			hp.mu.Lock()
+			hp.h1[c] = struct{}{}
+			hp.mu.Unlock()
+			return c, nil
+		}
+		st.UpstreamCxOverflow.Inc()
+		c, err := hp.wait(ctx)
+		if c != nil || err != nil {
+			return c, err
+		}
+	}
+}
+
+// pendingStart counts a request that waits for a connection (max_pending_requests).
+func (m *Manager) pendingStart(prio *breaker.Priority) error {
+	if prio.PendingRequests.TryAcquire() != nil {
+		m.st.UpstreamRqPendingOverflow.Inc()
+		return m.errPendingOverflow
+	}
+	m.st.UpstreamRqPendingTotal.Inc()
+	m.st.UpstreamRqPendingActive.Inc()
+	return nil
+}
+
+// pendingEnd ends what pendingStart began.
+func (m *Manager) pendingEnd(prio *breaker.Priority) {
+	prio.PendingRequests.Release()
+	m.st.UpstreamRqPendingActive.Dec()
+}
+
+// takeIdle pops the most recently used idle connection.
+func (hp *hostPool) takeIdle() *h1conn {
+	hp.mu.Lock()
+	n := len(hp.idle)
+	if n == 0 {
+		hp.mu.Unlock()
+		return nil
+	}
+	c := hp.idle[n-1]
+	hp.idle[n-1] = nil
+	hp.idle = hp.idle[:n-1]
+	c.idle = false
+	c.timer.Stop()
+	hp.mu.Unlock()
+	return c
+}
+
+// wait queues the request until a connection is released (returned) or capacity frees
+// (nil, nil).
+func (hp *hostPool) wait(ctx context.Context) (*h1conn, error) {
+	hp.mu.Lock()
+	if hp.draining {
+		hp.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if n := len(hp.idle); n > 0 { // released while we were deciding
+		hp.mu.Unlock()
+		return hp.takeIdle(), nil
+	}
+	w := waiters.Get().(*waiter)
+	hp.waiters = append(hp.waiters, w)
+	hp.mu.Unlock()
+	select {
+	case c := <-w.ch:
+		waiters.Put(w)
+		if c == nil && hp.isDraining() {
+			return nil, ErrClosed
+		}
+		return c, nil
+	case <-ctx.Done():
+		hp.mu.Lock()
+		queued := false
+		for i, x := range hp.waiters {
+			if x == w {
+				hp.waiters = append(hp.waiters[:i], hp.waiters[i+1:]...)
+				queued = true
+				break
+			}
+		}
+		hp.mu.Unlock()
+		if !queued { // a connection (or a wake-up) was handed over concurrently
+			if c := <-w.ch; c != nil {
+				hp.releaseH1(c, true)
+			}
+		}
+		waiters.Put(w)
+		hp.m.st.UpstreamRqCancelled.Inc()
+		return nil, ctx.Err()
+	}
+}
+
+func (hp *hostPool) isDraining() bool {
+	hp.mu.Lock()
+	defer hp.mu.Unlock()
+	return hp.draining
+}
+
+// popWaiterLocked removes the oldest waiter.
+func (hp *hostPool) popWaiterLocked() *waiter {
+	if len(hp.waiters) == 0 {
+		return nil
+	}
+	w := hp.waiters[0]
+	copy(hp.waiters, hp.waiters[1:])
+	hp.waiters[len(hp.waiters)-1] = nil
+	hp.waiters = hp.waiters[:len(hp.waiters)-1]
+	return w
+}
+
+// releaseH1 returns c to the pool after an exchange: to a waiting request, to the idle list,
+// or closed when it cannot be reused.
+func (hp *hostPool) releaseH1(c *h1conn, reusable bool) {
+	hp.mu.Lock()
+	if reusable && !hp.draining && !c.uc.closed.Load() {
+		if w := hp.popWaiterLocked(); w != nil {
+			hp.mu.Unlock()
+			w.ch <- c
+			return
+		}
+		c.idle = true
+		hp.idle = append(hp.idle, c)
+		if hp.m.idleTimeout > 0 {
+			c.timer.Reset(hp.m.idleTimeout)
+		}
+		hp.mu.Unlock()
+		return
+	}
+	delete(hp.h1, c)
+	w := hp.popWaiterLocked()
+	hp.mu.Unlock()
+	c.destroy(!c.peerGone)
+	if w != nil {
+		w.ch <- nil
+	}
+}
+
+// roundTripH1 runs one HTTP/1.1 exchange. A request without a body that fails on a reused
+// connection before any response byte arrived is retried once on another connection: the
+// upstream closed the idle connection as we sent (the keep-alive race).
+func (ex *exchange) roundTripH1(ctx context.Context, req *Request, resp *Response) error {
+	hp := ex.hp
+	for attempt := 0; ; attempt++ {
+		c, err := hp.getH1(ctx, ex.prio)
+		if err != nil {
+			return err
+		}
+		reused := c.uc.requests.Add(1) > 1
+		if mr := hp.m.maxRequests; mr > 0 && c.uc.requests.Load() >= mr {
+			c.last = true
+		}
+		c.uc.rqActive.Add(1)
+		stale, err := c.exchange(ctx, req, resp)
+		if err == nil {
+			ex.h1 = c
+			return nil
+		}
+		c.uc.rqActive.Add(-1)
+		hp.releaseH1(c, false)
+		if !(stale && reused && req.Body == nil && attempt == 0) {
+			if errors.Is(err, ErrProtocol) {
+				hp.m.st.UpstreamCxProtocolError.Inc()
+			}
+			return err
+		}
+	}
+}
+
+// exchange writes req and reads the response head. stale reports a failure before any
+// response byte arrived.
+func (c *h1conn) exchange(ctx context.Context, req *Request, resp *Response) (stale bool, err error) {
+	if dl, ok := ctx.Deadline(); ok {
+		c.uc.SetDeadline(dl)
+		c.deadline = true
+	} else if c.deadline {
+		c.uc.SetDeadline(time.Time{})
+		c.deadline = false
+	}
+	writeRequestHead(c.bw, req, c.uc.hp.host.Address())
+	if req.Body != nil {
+		if c.scratch == nil && req.ContentLength < 0 {
+			c.scratch = make([]byte, h1BufferSize-16)
+		}
+		if err := writeRequestBody(c.bw, req, c.scratch); err != nil {
+			return false, c.ioError(ctx, err)
+		}
+	}
+	if err := c.bw.Flush(); err != nil {
+		return true, c.ioError(ctx, err)
+	}
+	f, err := readResponseHead(c.br, resp, req.Method == "HEAD")
+	if err != nil {
+		return len(resp.raw) == 0 && resp.StatusCode == 0, c.ioError(ctx, err)
+	}
+	c.keepAlive = f.keepAlive
+	c.body.reset(c.br, f)
+	resp.Body = &c.body
+	return false, nil
+}
+
+// ioError classifies a read or write failure.
+func (c *h1conn) ioError(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, ErrProtocol):
+		return err
+	case errors.Is(err, os.ErrDeadlineExceeded) && c.deadline: // only the request's deadline is set
+		return fmt.Errorf("upstream request to %s: %w", c.uc.hp.host.Address(), context.DeadlineExceeded)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE):
+		c.peerGone = true
+	case errors.Is(err, net.ErrClosed):
+	}
+	return fmt.Errorf("%w: %s: %w", ErrReset, c.uc.hp.host.Address(), err)
+}
+
+// finishH1 ends an HTTP/1.1 exchange at Response.Close.
+func (ex exchange) finishH1() error {
+	c, hp := ex.h1, ex.hp
+	complete := c.body.complete()
+	bodyErr := c.body.err
+	if bodyErr != nil {
+		c.ioError(context.Background(), bodyErr)
+	}
+	c.uc.rqActive.Add(-1)
+	if c.last && complete && c.keepAlive {
+		hp.m.st.UpstreamCxMaxRequests.Inc()
+	}
+	hp.releaseH1(c, complete && c.keepAlive && !c.last)
+	o := outcomeComplete
+	switch {
+	case complete:
+	case errors.Is(bodyErr, os.ErrDeadlineExceeded):
+		o = outcomeTimeout
+	case bodyErr != nil:
+		o = outcomeError
+		hp.m.st.UpstreamRqRxReset.Inc()
+	default:
+		o = outcomeError
+		hp.m.st.UpstreamRqTxReset.Inc()
+	}
+	ex.ended(o, ex.status)
+	return nil
+}

@@ -1,0 +1,285 @@
+package pool
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+
+	"golang.org/x/net/http2"
+
+	"github.com/legateproxy/legate/breaker"
+)
+
+// h2conn is one HTTP/2 upstream connection (prior knowledge, or TLS with ALPN "h2"). Its
+// streams are multiplexed by golang.org/x/net/http2; the pool bounds them with the
+// max_requests circuit breaker.
+type h2conn struct {
+	uc *upConn
+	cc *http2.ClientConn
+}
+
+// close closes the connection and records its end.
+func (c *h2conn) close(local bool) {
+	c.cc.Close()
+	c.uc.shut(local)
+}
+
+// getH2 returns a connection with a reserved stream slot, connecting when none has room.
+func (hp *hostPool) getH2(ctx context.Context, prio *breaker.Priority) (*h2conn, error) {
+	st := hp.m.st
+	for {
+		hp.mu.Lock()
+		if hp.draining {
+			hp.mu.Unlock()
+			return nil, ErrClosed
+		}
+		var dead []*h2conn
+		var open *h2conn
+		keep := hp.h2[:0]
+		for _, c := range hp.h2 {
+			s := c.cc.State()
+			if s.Closed {
+				dead = append(dead, c)
+				continue
+			}
+			keep = append(keep, c)
+			if !s.Closing && open == nil {
+				open = c
+			}
+		}
+		clear(hp.h2[len(keep):])
+		hp.h2 = keep
+		var got *h2conn
+		for _, c := range hp.h2 {
+			if c.cc.ReserveNewRequest() {
+				got = c
+				break
+			}
+		}
+		wait := hp.h2dial
+		hp.mu.Unlock()
+		for _, c := range dead {
+			c.uc.shut(false)
+		}
+		if got != nil {
+			return got, nil
+		}
+		if wait != nil {
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if prio.Connections.TryAcquire() != nil {
+			st.UpstreamCxOverflow.Inc()
+			if open != nil {
+				return open, nil // its RoundTrip waits for a free stream
+			}
+			return nil, hp.m.errCxOverflow
+		}
+		return hp.dialH2(ctx, prio)
+	}
+}
+
+// dialH2 establishes a new HTTP/2 connection; concurrent requests wait for it.
+func (hp *hostPool) dialH2(ctx context.Context, prio *breaker.Priority) (*h2conn, error) {
+	st := hp.m.st
+	hp.mu.Lock()
+	done := make(chan struct{})
+	hp.h2dial = done
+	hp.mu.Unlock()
+	defer func() {
+		hp.mu.Lock()
+		hp.h2dial = nil
+		hp.mu.Unlock()
+		close(done)
+	}()
+	if err := hp.m.pendingStart(prio); err != nil {
+		prio.Connections.Release()
+		return nil, err
+	}
+	defer hp.m.pendingEnd(prio)
+	uc, err := hp.connect(ctx, []string{"h2"}, &prio.Connections)
+	if err != nil {
+		return nil, err
+	}
+	if p := negotiated(uc.Conn); p != "" && p != "h2" {
+		uc.shut(true)
+		st.UpstreamCxProtocolError.Inc()
+		return nil, protocolError("%s: ALPN negotiated %q; want h2", hp.host.Address(), p)
+	}
+	cc, err := hp.m.h2.NewClientConn(uc)
+	if err != nil {
+		uc.shut(true)
+		return nil, fmt.Errorf("%w: %s: %w", ErrConnectFailure, hp.host.Address(), err)
+	}
+	st.UpstreamCxHTTP2Total.Inc()
+	c := &h2conn{uc: uc, cc: cc}
+	hp.mu.Lock()
+	hp.h2 = append(hp.h2, c)
+	hp.mu.Unlock()
+	if !cc.ReserveNewRequest() {
+		return nil, fmt.Errorf("%w: %s: new HTTP/2 connection has no stream", ErrReset, hp.host.Address())
+	}
+	return c, nil
+}
+
+// h2body is the body of an HTTP/2 response; it notes whether it was read to its end.
+type h2body struct {
+	rc   io.ReadCloser
+	c    *h2conn
+	done atomic.Bool
+	err  error
+}
+
+func (b *h2body) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.done.Store(true)
+	} else if err != nil {
+		b.err = err
+	}
+	return n, err
+}
+
+// roundTripH2 runs one exchange on an HTTP/2 connection.
+func (ex *exchange) roundTripH2(ctx context.Context, req *Request, resp *Response) error {
+	hp := ex.hp
+	c, err := hp.getH2(ctx, ex.prio)
+	if err != nil {
+		return err
+	}
+	n := c.uc.requests.Add(1)
+	if mr := hp.m.maxRequests; mr > 0 && n >= mr {
+		c.cc.SetDoNotReuse()
+		hp.m.st.UpstreamCxMaxRequests.Inc()
+	}
+	c.uc.rqActive.Add(1)
+	hr, err := httpRequest(ctx, req, hp.host.Address(), c.uc.Conn)
+	if err != nil {
+		c.uc.rqActive.Add(-1)
+		return err
+	}
+	res, err := c.cc.RoundTrip(hr)
+	if err != nil {
+		c.uc.rqActive.Add(-1)
+		if ctx.Err() != nil {
+			return fmt.Errorf("upstream request to %s: %w", hp.host.Address(), ctx.Err())
+		}
+		hp.m.st.UpstreamRqRxReset.Inc()
+		return fmt.Errorf("%w: %s: %w", ErrReset, hp.host.Address(), err)
+	}
+	resp.reset()
+	resp.StatusCode = res.StatusCode
+	resp.HTTP2 = true
+	resp.ProtoMinor = 0
+	resp.ContentLength = res.ContentLength
+	for k, vs := range res.Header {
+		for _, v := range vs {
+			resp.raw = append(resp.raw, k...)
+			lower(resp.raw[len(resp.raw)-len(k):])
+			resp.raw = append(resp.raw, v...)
+			resp.lens = append(resp.lens, [2]int32{int32(len(k)), int32(len(v))})
+		}
+	}
+	resp.finishHeader()
+	b := &h2body{rc: res.Body, c: c}
+	resp.Body = b
+	ex.h2 = b
+	return nil
+}
+
+func lower(b []byte) {
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 0x20
+		}
+	}
+}
+
+// httpRequest converts req for golang.org/x/net/http2.
+func httpRequest(ctx context.Context, req *Request, authority string, conn net.Conn) (*http.Request, error) {
+	scheme := "http"
+	if negotiatedTLS(conn) {
+		scheme = "https"
+	}
+	path := req.Path
+	if path == "" {
+		path = "/"
+	}
+	host := req.Host
+	if host == "" {
+		host = authority
+	}
+	hr := &http.Request{
+		Method:        req.Method,
+		URL:           &url.URL{Scheme: scheme, Host: host, Opaque: path},
+		Proto:         "HTTP/2.0",
+		ProtoMajor:    2,
+		Host:          host,
+		Header:        make(http.Header, len(req.Header)),
+		ContentLength: max(req.ContentLength, 0),
+	}
+	if req.Body != nil {
+		hr.Body = io.NopCloser(req.Body)
+		if req.ContentLength < 0 {
+			hr.ContentLength = -1
+		}
+	}
+	for _, f := range req.Header {
+		if isFramingHeader(f.Name) || isHopByHop(f.Name) {
+			continue
+		}
+		hr.Header[http.CanonicalHeaderKey(f.Name)] = append(hr.Header[http.CanonicalHeaderKey(f.Name)], f.Value)
+	}
+	if !strings.HasPrefix(path, "/") && path != "*" {
+		return nil, fmt.Errorf("request path %q: must start with \"/\"", path)
+	}
+	return hr.WithContext(ctx), nil
+}
+
+// isHopByHop reports the connection-specific headers HTTP/2 forbids.
+func isHopByHop(name string) bool {
+	for _, h := range [...]string{"connection", "keep-alive", "proxy-connection", "upgrade"} {
+		if equalFoldString(name, h) {
+			return true
+		}
+	}
+	return false
+}
+
+func negotiatedTLS(conn net.Conn) bool {
+	_, ok := conn.(*tls.Conn)
+	return ok
+}
+
+// finishH2 ends an HTTP/2 exchange at Response.Close.
+func (ex exchange) finishH2() error {
+	b, hp := ex.h2, ex.hp
+	complete := b.done.Load()
+	b.rc.Close() // resets the stream when the body was not read to its end
+	b.c.uc.rqActive.Add(-1)
+	o := outcomeComplete
+	if !complete {
+		o = outcomeError
+		if b.err != nil && !errors.Is(b.err, context.Canceled) {
+			hp.m.st.UpstreamRqRxReset.Inc()
+		} else {
+			hp.m.st.UpstreamRqTxReset.Inc()
+		}
+	}
+	if hp.isDraining() && b.c.uc.rqActive.Load() == 0 {
+		b.c.close(true)
+	}
+	ex.ended(o, ex.status)
+	return nil
+}

@@ -1,0 +1,150 @@
+package pool
+
+import (
+	"io"
+	"net/http"
+
+	"github.com/legateproxy/legate/config"
+)
+
+// Field is one request header line. Names are written as given; the codec itself decides
+// Content-Length and Transfer-Encoding, so fields with those names are skipped.
+type Field struct {
+	Name, Value string
+}
+
+// RawField is one response header line. Name and Value point into the Response's own buffer
+// and stay valid until the Response is reused.
+type RawField struct {
+	Name, Value []byte
+}
+
+// Request is one upstream request. The caller owns it; the pool only reads it, and may reuse
+// it for the next request once RoundTrip has returned.
+type Request struct {
+	// Method is the request method, for example "GET".
+	Method string
+	// Path is the request target written on the request line ("/a?b=c").
+	Path string
+	// Host is the Host header (HTTP/1.1) or :authority (HTTP/2). Empty: the host's address.
+	Host string
+	// Header holds the other header lines, in order.
+	Header []Field
+	// Body is the request body; nil means none.
+	Body io.Reader
+	// ContentLength is the body length; -1 with a non-nil Body sends a chunked body.
+	ContentLength int64
+	// Priority selects the circuit-breaker priority (route priority DEFAULT or HIGH).
+	Priority config.Priority
+	// HTTP2 is the downstream protocol, read when the cluster has
+	// protocol_selection: USE_DOWNSTREAM_PROTOCOL.
+	HTTP2 bool
+}
+
+// AppendHTTPHeader flattens h into dst without copying strings; with enough capacity in dst it
+// does not allocate. Map order is random; callers that need a stable order sort dst.
+func AppendHTTPHeader(dst []Field, h http.Header) []Field {
+	for k, vs := range h {
+		for _, v := range vs {
+			dst = append(dst, Field{Name: k, Value: v})
+		}
+	}
+	return dst
+}
+
+// Response is one upstream response. Callers keep a Response per downstream stream and reuse
+// it: header storage is kept between uses. After a successful RoundTrip the caller reads Body
+// and must call Close exactly once, which ends the exchange and returns the connection to the
+// pool (when the body was read to its end and the connection may be reused).
+//
+// A Response is not safe for concurrent use.
+type Response struct {
+	// StatusCode is the response status.
+	StatusCode int
+	// ProtoMinor is 0 for an HTTP/1.0 response, 1 for HTTP/1.1; HTTP2 marks an HTTP/2 one.
+	ProtoMinor int
+	HTTP2      bool
+	// Header holds the header lines in order; see RawField.
+	Header []RawField
+	// ContentLength is the announced body length, or -1 when unknown (chunked, until close,
+	// HTTP/2 without content-length).
+	ContentLength int64
+	// Body streams the response body; it returns io.EOF at the end. It implements io.WriterTo
+	// so io.Copy moves buffered bytes without a copy buffer.
+	Body io.Reader
+
+	raw  []byte     // header storage: each field's name then value
+	lens [][2]int32 // name and value lengths of the fields being parsed
+	ex   exchange
+}
+
+// Get returns the first value of the header named name (ASCII case-insensitive), or nil.
+func (r *Response) Get(name string) []byte {
+	for i := range r.Header {
+		if equalFold(r.Header[i].Name, name) {
+			return r.Header[i].Value
+		}
+	}
+	return nil
+}
+
+// Close ends the exchange. The connection goes back to the pool when the body was read to
+// its end; otherwise it is closed (a reset of the upstream stream). Close is safe to call on
+// a Response whose RoundTrip failed.
+func (r *Response) Close() error {
+	ex := r.ex
+	r.ex = exchange{}
+	r.Body = nil
+	if ex.hp == nil {
+		return nil
+	}
+	return ex.finish()
+}
+
+// reset clears r for a new response, keeping its storage.
+func (r *Response) reset() {
+	r.StatusCode, r.ProtoMinor, r.HTTP2 = 0, 0, false
+	r.Header = r.Header[:0]
+	r.raw = r.raw[:0]
+	r.lens = r.lens[:0]
+	r.ContentLength = -1
+	r.Body = nil
+}
+
+// addField copies one header into the response's storage; finishHeader points Header at it.
+func (r *Response) addField(name, value []byte) {
+	r.raw = append(r.raw, name...)
+	r.raw = append(r.raw, value...)
+	r.lens = append(r.lens, [2]int32{int32(len(name)), int32(len(value))})
+}
+
+// finishHeader builds Header from the stored fields once r.raw no longer grows.
+func (r *Response) finishHeader() {
+	off := 0
+	for _, l := range r.lens {
+		n, v := int(l[0]), int(l[1])
+		r.Header = append(r.Header, RawField{
+			Name:  r.raw[off : off+n : off+n],
+			Value: r.raw[off+n : off+n+v : off+n+v],
+		})
+		off += n + v
+	}
+	r.lens = r.lens[:0]
+}
+
+// equalFold compares an ASCII header name with a lower- or mixed-case string.
+func equalFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		x, y := b[i], s[i]
+		if x == y {
+			continue
+		}
+		if x|0x20 != y|0x20 || (x|0x20) < 'a' || (x|0x20) > 'z' {
+			return false
+		}
+	}
+	return true
+}

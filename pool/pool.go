@@ -1,0 +1,447 @@
+package pool
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/legateproxy/legate/breaker"
+	"github.com/legateproxy/legate/cluster"
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/stats"
+)
+
+// DefaultIdleTimeout is common_http_protocol_options.idle_timeout when unset (Envoy: 1 hour).
+const DefaultIdleTimeout = time.Hour
+
+// Protocol is the protocol of an upstream HTTP exchange.
+type Protocol uint8
+
+// Upstream protocols.
+const (
+	HTTP1 Protocol = iota
+	HTTP2
+)
+
+// String returns "HTTP/1.1" or "HTTP/2".
+func (p Protocol) String() string {
+	if p == HTTP2 {
+		return "HTTP/2"
+	}
+	return "HTTP/1.1"
+}
+
+// rqStats are the per-cluster stats the pool records that cluster.Stats lacks.
+type rqStats struct {
+	UpstreamRqTime stats.Histogram `stat:"upstream_rq_time,unit=ms"`
+}
+
+// ManagerConfig configures the pools of one cluster.
+type ManagerConfig struct {
+	// Cluster is the cluster whose hosts the pools connect to. Required.
+	Cluster *cluster.Cluster
+	// Stats is where cluster.<stat name>.upstream_rq_time is registered; nil records it
+	// without registering.
+	Stats *stats.Store
+	// TLS returns the client TLS configuration for a host (tlsutil builds it from the
+	// cluster's UpstreamTlsContext: SNI, verification, client certificates, ALPN). Nil, or a
+	// nil result, means plain TCP. For HTTP/2 the pool sets NextProtos to ["h2"].
+	TLS func(h *host.Host) *tls.Config
+	// IdleTimeout is common_http_protocol_options.idle_timeout for HTTP connections: an idle
+	// connection is closed after it (upstream_cx_idle_timeout). Zero means
+	// DefaultIdleTimeout; negative disables the timeout.
+	IdleTimeout time.Duration
+	// Now is the clock for the connect and request histograms; nil means time.Now.
+	Now func() time.Time
+}
+
+// Manager holds the connection pools of one cluster, one per host, created on first use. It
+// implements Envoy's per-host HTTP/1.1, HTTP/2 and TCP connection pools with the cluster's
+// connect_timeout, max_requests_per_connection, idle timeout, upstream_bind_config,
+// tcp_keepalive and circuit breakers (max_connections, max_pending_requests, max_requests).
+//
+// Concurrency: safe for concurrent use. The request path finds a host's pool in a sync.Map
+// and takes that pool's mutex only to take or return an idle connection. Sync and Close are
+// the control path.
+type Manager struct {
+	cluster        *cluster.Cluster
+	cfg            *config.Cluster
+	st             *cluster.Stats
+	rq             *rqStats
+	reg            *stats.Registration
+	tls            func(*host.Host) *tls.Config
+	idleTimeout    time.Duration
+	connectTimeout time.Duration
+	maxRequests    uint32
+	bind           net.Addr
+	dialer         net.Dialer
+	h2             *http2.Transport
+	now            func() time.Time
+
+	errRqOverflow, errPendingOverflow, errCxOverflow error
+
+	pools sync.Map // *host.Host -> *hostPool
+
+	mu       sync.Mutex // guards the fields below and pool creation
+	closed   bool
+	lastSnap *cluster.Snapshot
+}
+
+// NewManager builds the (empty) pools of cfg.Cluster.
+func NewManager(cfg ManagerConfig) (*Manager, error) {
+	if cfg.Cluster == nil {
+		return nil, errors.New("pool: ManagerConfig.Cluster is required")
+	}
+	cc := cfg.Cluster.Config()
+	m := &Manager{
+		cluster:        cfg.Cluster,
+		cfg:            cc,
+		st:             cfg.Cluster.Stats(),
+		rq:             &rqStats{},
+		tls:            cfg.TLS,
+		idleTimeout:    cfg.IdleTimeout,
+		connectTimeout: cc.ConnectTimeout,
+		maxRequests:    cc.MaxRequestsPerConnection,
+		now:            cfg.Now,
+		h2:             &http2.Transport{AllowHTTP: true},
+	}
+	if m.idleTimeout == 0 {
+		m.idleTimeout = DefaultIdleTimeout
+	}
+	if m.connectTimeout <= 0 {
+		m.connectTimeout = config.DefaultConnectTimeout
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	if a := cc.UpstreamBindAddress; a != nil {
+		ip, err := netip.ParseAddr(a.Host)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %q: upstream_bind_config.source_address.address = %q; must be an IP address", cc.Name, a.Host)
+		}
+		m.bind = &net.TCPAddr{IP: ip.AsSlice(), Port: int(a.Port)}
+		m.dialer.LocalAddr = m.bind
+	}
+	m.dialer.KeepAlive = -1 // Envoy sets SO_KEEPALIVE only with tcp_keepalive
+	if ka := cc.TCPKeepalive; ka != nil {
+		m.dialer.KeepAliveConfig = net.KeepAliveConfig{
+			Enable:   true,
+			Idle:     orOSDefault(ka.Time),
+			Interval: orOSDefault(ka.Interval),
+			Count:    orOSDefaultCount(ka.Probes),
+		}
+	}
+	if cfg.Stats != nil {
+		m.reg = cfg.Stats.Register("cluster."+cc.StatName+".", m.rq)
+	}
+	name := cc.Name
+	m.errRqOverflow = fmt.Errorf("cluster %q: circuit_breakers max_requests reached: %w", name, breaker.ErrOverflow)
+	m.errPendingOverflow = fmt.Errorf("cluster %q: circuit_breakers max_pending_requests reached: %w", name, breaker.ErrOverflow)
+	m.errCxOverflow = fmt.Errorf("cluster %q: circuit_breakers max_connections reached: %w", name, breaker.ErrOverflow)
+	return m, nil
+}
+
+// orOSDefault maps Envoy's "0 = system default" to net.KeepAliveConfig's -1.
+func orOSDefault(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+func orOSDefaultCount(n uint32) int {
+	if n == 0 {
+		return -1
+	}
+	return int(n)
+}
+
+// Cluster returns the cluster the pools belong to.
+func (m *Manager) Cluster() *cluster.Cluster { return m.cluster }
+
+// breaker returns the cluster's circuit breakers (shared by all its snapshots).
+func (m *Manager) breaker() *breaker.Breaker { return m.cluster.Snapshot().Breaker }
+
+// Protocol returns the protocol an exchange of req uses: HTTP/2 when the cluster configures
+// it (http2_protocol_options, or the typed HttpProtocolOptions), or, with
+// USE_DOWNSTREAM_PROTOCOL, when the downstream request is HTTP/2.
+func (m *Manager) Protocol(req *Request) Protocol {
+	if m.cfg.ProtocolSelection == config.UseDownstreamProtocol {
+		if req.HTTP2 {
+			return HTTP2
+		}
+		return HTTP1
+	}
+	if m.cfg.HTTP2 {
+		return HTTP2
+	}
+	return HTTP1
+}
+
+// pool returns h's pool, creating it on first use.
+func (m *Manager) pool(h *host.Host) (*hostPool, error) {
+	if v, ok := m.pools.Load(h); ok {
+		return v.(*hostPool), nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	if v, ok := m.pools.Load(h); ok {
+		return v.(*hostPool), nil
+	}
+	hs := (*cluster.HostStats)(nil)
+	if s := m.cluster.Snapshot(); s != nil {
+		hs = s.HostStats(h)
+	}
+	if hs == nil {
+		hs = &cluster.HostStats{} // a host picked from an older snapshot: counted privately
+	}
+	hp := &hostPool{m: m, host: h, hs: hs, h1: map[*h1conn]struct{}{}, tcp: map[*TCPConn]struct{}{}}
+	m.pools.Store(h, hp)
+	return hp, nil
+}
+
+// RoundTrip sends req to h and reads the response head into resp, using the protocol
+// Protocol(req) chooses. On success the caller reads resp.Body and calls resp.Close. Errors
+// wrap breaker.ErrOverflow (answer 503 with x-envoy-overloaded: true), ErrConnectFailure,
+// ErrConnectTimeout, ErrReset, ErrProtocol, ErrClosed or the context's error.
+//
+// The pool counts the cluster's upstream_rq_total, upstream_rq_active, upstream_rq_pending_*,
+// upstream_rq_timeout, upstream_rq_time and overflow counters and the host's rq_total,
+// rq_active, rq_success (non-5xx response read to its end), rq_error (5xx, reset or failure)
+// and rq_timeout (ctx deadline): the router must not count these again.
+func (m *Manager) RoundTrip(ctx context.Context, h *host.Host, req *Request, resp *Response) error {
+	resp.Close()
+	hp, err := m.pool(h)
+	if err != nil {
+		return err
+	}
+	prio := m.breaker().Priority(req.Priority)
+	if prio.Requests.TryAcquire() != nil {
+		m.st.UpstreamRqPendingOverflow.Inc()
+		return m.errRqOverflow
+	}
+	ex := exchange{hp: hp, prio: prio, start: m.now()}
+	ex.started()
+	if m.Protocol(req) == HTTP2 {
+		err = ex.roundTripH2(ctx, req, resp)
+	} else {
+		err = ex.roundTripH1(ctx, req, resp)
+	}
+	if err != nil {
+		ex.ended(outcomeOf(err), 0)
+		return err
+	}
+	ex.status = resp.StatusCode
+	resp.ex = ex
+	return nil
+}
+
+// outcome is how an exchange ended, for the host's rq_* stats.
+type outcome uint8
+
+const (
+	outcomeComplete outcome = iota
+	outcomeError
+	outcomeTimeout
+)
+
+func outcomeOf(err error) outcome {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return outcomeTimeout
+	}
+	return outcomeError
+}
+
+// exchange is one request's state from RoundTrip to Response.Close.
+type exchange struct {
+	hp     *hostPool
+	prio   *breaker.Priority
+	start  time.Time
+	status int
+	h1     *h1conn
+	h2     *h2body
+}
+
+func (ex *exchange) started() {
+	hp, st := ex.hp, ex.hp.m.st
+	st.UpstreamRqTotal.Inc()
+	st.UpstreamRqActive.Inc()
+	hp.hs.RqTotal.Add(1)
+	hp.hs.RqActive.Add(1)
+	hp.host.AddActiveRequests(1)
+}
+
+// ended records the end of the exchange; status is the response status when known.
+func (ex *exchange) ended(o outcome, status int) {
+	hp, st := ex.hp, ex.hp.m.st
+	ex.prio.Requests.Release()
+	st.UpstreamRqActive.Dec()
+	hp.hs.RqActive.Add(-1)
+	hp.host.AddActiveRequests(-1)
+	switch {
+	case o == outcomeTimeout:
+		st.UpstreamRqTimeout.Inc()
+		hp.hs.RqTimeout.Add(1)
+		hp.hs.RqError.Add(1)
+	case o == outcomeError || status >= 500:
+		hp.hs.RqError.Add(1)
+	default:
+		hp.hs.RqSuccess.Add(1)
+	}
+	if o == outcomeComplete {
+		hp.m.rq.UpstreamRqTime.Record(uint64(hp.m.now().Sub(ex.start).Milliseconds()))
+	}
+}
+
+// finish ends the exchange when the caller closes the Response.
+func (ex exchange) finish() error {
+	if ex.h1 != nil {
+		return ex.finishH1()
+	}
+	return ex.finishH2()
+}
+
+// Sync reconciles the pools with the cluster's current snapshot: the pools of hosts that left
+// the cluster are drained (idle connections closed now, busy ones after their request) and
+// forgotten; with close_connections_on_host_health_failure, every connection of a host whose
+// health flags make it unhealthy is closed, including busy ones and TCP proxy connections.
+// The Registry calls it periodically; callers that learn of a change may call it at once.
+func (m *Manager) Sync() {
+	snap := m.cluster.Snapshot()
+	m.mu.Lock()
+	changed := snap != m.lastSnap
+	m.lastSnap = snap
+	m.mu.Unlock()
+	var present map[*host.Host]bool
+	if changed && snap != nil {
+		present = map[*host.Host]bool{}
+		for _, s := range snap.PrioritySet.Sets() {
+			for _, h := range s.Hosts() {
+				present[h] = true
+			}
+		}
+	}
+	closeUnhealthy := m.cfg.CloseConnectionsOnHostHealthFailure
+	m.pools.Range(func(k, v any) bool {
+		h, hp := k.(*host.Host), v.(*hostPool)
+		switch {
+		case present != nil && !present[h]:
+			m.pools.Delete(h)
+			hp.drain()
+		case closeUnhealthy && h.Health() == host.Unhealthy:
+			hp.closeAll()
+		}
+		return true
+	})
+}
+
+// Close drains every pool: idle connections close now, busy HTTP connections after their
+// request, and new requests fail with ErrClosed. TCP connections are left to their owners.
+// It does not block.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.closed = true
+	m.mu.Unlock()
+	m.pools.Range(func(k, v any) bool {
+		m.pools.Delete(k)
+		v.(*hostPool).drain()
+		return true
+	})
+	if m.reg != nil {
+		m.reg.Unregister()
+	}
+}
+
+// hostPool holds one host's connections.
+type hostPool struct {
+	m    *Manager
+	host *host.Host
+	hs   *cluster.HostStats
+
+	mu       sync.Mutex // guards the fields below
+	idle     []*h1conn  // idle HTTP/1.1 connections, most recently used last
+	waiters  []*waiter  // requests waiting for an HTTP/1.1 connection, oldest first
+	h1       map[*h1conn]struct{}
+	h2       []*h2conn
+	h2dial   chan struct{} // closed when the HTTP/2 connection being established is ready
+	tcp      map[*TCPConn]struct{}
+	draining bool
+}
+
+// drain stops new requests, closes idle connections and lets busy ones finish.
+func (hp *hostPool) drain() {
+	hp.mu.Lock()
+	hp.draining = true
+	idle := hp.idle
+	hp.idle = nil
+	for _, c := range idle {
+		c.idle = false
+		delete(hp.h1, c)
+	}
+	waiters := hp.waiters
+	hp.waiters = nil
+	h2 := hp.h2
+	hp.mu.Unlock()
+	for _, c := range idle {
+		c.destroy(true)
+	}
+	for _, w := range waiters {
+		w.ch <- nil
+	}
+	for _, c := range h2 {
+		c.cc.SetDoNotReuse()
+		if c.uc.rqActive.Load() == 0 {
+			c.close(true)
+		}
+	}
+}
+
+// closeAll closes every connection of the host at once (health failure).
+func (hp *hostPool) closeAll() {
+	hp.mu.Lock()
+	idle := hp.idle
+	hp.idle = nil
+	busy := make([]*h1conn, 0, len(hp.h1))
+	for c := range hp.h1 {
+		if c.idle {
+			c.idle = false
+			delete(hp.h1, c)
+		} else {
+			busy = append(busy, c)
+		}
+	}
+	h2 := hp.h2
+	hp.h2 = nil
+	tcp := make([]*TCPConn, 0, len(hp.tcp))
+	for c := range hp.tcp {
+		tcp = append(tcp, c)
+	}
+	hp.mu.Unlock()
+	for _, c := range idle {
+		c.destroy(true)
+	}
+	for _, c := range busy {
+		c.uc.shut(true) // the request owning it sees the error and releases it
+	}
+	for _, c := range h2 {
+		c.close(true)
+	}
+	for _, c := range tcp {
+		c.shut(true)
+	}
+}

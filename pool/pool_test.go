@@ -1,0 +1,511 @@
+package pool
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/legateproxy/legate/breaker"
+	"github.com/legateproxy/legate/cluster"
+	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/tlsutil/tlstest"
+)
+
+// counts is the subset of cluster and host stats the tests compare.
+type counts struct {
+	CxTotal, CxActive, CxConnectFail, RqTotal, RqActive, RqSuccess, RqError, RqTimeout int64
+	UpstreamCxTotal, UpstreamCxActive, UpstreamCxDestroyLocal, UpstreamCxMaxRequests   uint64
+	UpstreamRqTotal, UpstreamRqActive, UpstreamCxHTTP1, UpstreamCxHTTP2                uint64
+}
+
+func countsOf(m *Manager, h *host.Host) counts {
+	hs := m.cluster.Snapshot().HostStats(h)
+	st := m.st
+	return counts{
+		CxTotal: int64(hs.CxTotal.Load()), CxActive: hs.CxActive.Load(), CxConnectFail: int64(hs.CxConnectFail.Load()),
+		RqTotal: int64(hs.RqTotal.Load()), RqActive: hs.RqActive.Load(), RqSuccess: int64(hs.RqSuccess.Load()),
+		RqError: int64(hs.RqError.Load()), RqTimeout: int64(hs.RqTimeout.Load()),
+		UpstreamCxTotal: st.UpstreamCxTotal.Value(), UpstreamCxActive: st.UpstreamCxActive.Value(),
+		UpstreamCxDestroyLocal: st.UpstreamCxDestroyLocal.Value(), UpstreamCxMaxRequests: st.UpstreamCxMaxRequests.Value(),
+		UpstreamRqTotal: st.UpstreamRqTotal.Value(), UpstreamRqActive: st.UpstreamRqActive.Value(),
+		UpstreamCxHTTP1: st.UpstreamCxHTTP1Total.Value(), UpstreamCxHTTP2: st.UpstreamCxHTTP2Total.Value(),
+	}
+}
+
+func TestKeepAlive(t *testing.T) {
+	tests := []struct {
+		name       string
+		extra      string
+		requests   int
+		wantConns  int64
+		wantCounts counts
+		wantClosed int
+	}{
+		{
+			name: "reused", requests: 5, wantConns: 1,
+			wantCounts: counts{CxTotal: 1, CxActive: 1, RqTotal: 5, RqSuccess: 5, UpstreamCxTotal: 1, UpstreamCxActive: 1,
+				UpstreamRqTotal: 5, UpstreamCxHTTP1: 1},
+		},
+		{
+			name: "max_requests_per_connection 1", extra: "max_requests_per_connection: 1", requests: 5, wantConns: 5,
+			wantCounts: counts{CxTotal: 5, RqTotal: 5, RqSuccess: 5, UpstreamCxTotal: 5, UpstreamCxDestroyLocal: 5,
+				UpstreamCxMaxRequests: 5, UpstreamRqTotal: 5, UpstreamCxHTTP1: 5},
+			wantClosed: 5,
+		},
+		{
+			name: "max_requests_per_connection 2", extra: "max_requests_per_connection: 2", requests: 5, wantConns: 3,
+			wantCounts: counts{CxTotal: 3, CxActive: 1, RqTotal: 5, RqSuccess: 5, UpstreamCxTotal: 3, UpstreamCxActive: 1,
+				UpstreamCxDestroyLocal: 2, UpstreamCxMaxRequests: 2, UpstreamRqTotal: 5, UpstreamCxHTTP1: 3},
+			wantClosed: 2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, cc := newCountedServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				fmt.Fprintf(w, "%s %s", r.Host, r.URL.Path)
+			}))
+			srv.Start()
+			defer srv.Close()
+			cm, store := newClusterManager(t, staticCluster(tt.extra, srv.Listener.Addr().String()))
+			m := newManager(t, cm, store, nil)
+			h := onlyHost(t, m)
+			for i := range tt.requests {
+				code, body := get(t, m, h, fmt.Sprintf("/r%d", i))
+				if want := fmt.Sprintf("example.com /r%d", i); code != 200 || body != want {
+					t.Fatalf("response = %d %q; want 200 %q", code, body, want)
+				}
+			}
+			cc.waitClosed(t, tt.wantClosed)
+			if got := cc.opened.Load(); got != tt.wantConns {
+				t.Errorf("upstream connections = %d; want %d", got, tt.wantConns)
+			}
+			if d := cmp.Diff(tt.wantCounts, countsOf(m, h)); d != "" {
+				t.Errorf("stats (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestConnectFailure(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connections are refused
+	cm, store := newClusterManager(t, staticCluster("", addr))
+	m := newManager(t, cm, store, nil)
+	h := onlyHost(t, m)
+	var resp Response
+	err = m.RoundTrip(context.Background(), h, &Request{Method: "GET", Path: "/"}, &resp)
+	if !errors.Is(err, ErrConnectFailure) || errors.Is(err, ErrConnectTimeout) {
+		t.Fatalf("RoundTrip = %v; want ErrConnectFailure (not a timeout)", err)
+	}
+	want := counts{CxTotal: 1, CxConnectFail: 1, RqTotal: 1, RqError: 1, UpstreamCxTotal: 1, UpstreamRqTotal: 1}
+	if d := cmp.Diff(want, countsOf(m, h)); d != "" {
+		t.Errorf("stats (-want +got):\n%s", d)
+	}
+	if got := m.st.UpstreamCxConnectFail.Value(); got != 1 {
+		t.Errorf("upstream_cx_connect_fail = %d; want 1", got)
+	}
+}
+
+// fullBacklogListener returns the address of a socket that listens with a backlog of 0 and
+// never accepts, after filling its accept queue: further connection attempts hang.
+func fullBacklogListener(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err != nil {
+			break // the queue is full
+		}
+		t.Cleanup(func() { c.Close() })
+		if i > 64 {
+			t.Skip("the kernel keeps accepting connections into a backlog-0 queue")
+		}
+	}
+	return addr
+}
+
+func TestConnectTimeout(t *testing.T) {
+	addr := fullBacklogListener(t)
+	cm, store := newClusterManager(t, strings.Replace(staticCluster("", addr), "connect_timeout: 1s", "connect_timeout: 0.2s", 1))
+	m := newManager(t, cm, store, nil)
+	h := onlyHost(t, m)
+	var resp Response
+	err := m.RoundTrip(context.Background(), h, &Request{Method: "GET", Path: "/"}, &resp)
+	if !errors.Is(err, ErrConnectTimeout) {
+		t.Fatalf("RoundTrip = %v; want ErrConnectTimeout", err)
+	}
+	if got, want := [3]uint64{m.st.UpstreamCxConnectTimeout.Value(), m.st.UpstreamCxConnectFail.Value(),
+		m.cluster.Snapshot().HostStats(h).CxConnectFail.Load()}, [3]uint64{1, 1, 1}; got != want {
+		t.Errorf("connect_timeout, connect_fail, host cx_connect_fail = %v; want %v", got, want)
+	}
+}
+
+// blockingServer answers each request once release is closed; arrived gets one value per
+// request received.
+func blockingServer(t *testing.T) (addr string, arrived chan struct{}, release chan struct{}) {
+	arrived, release = make(chan struct{}, 100), make(chan struct{})
+	srv, _ := newCountedServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		io.WriteString(w, "ok")
+	}))
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String(), arrived, release
+}
+
+func TestBreakerOverflow(t *testing.T) {
+	tests := []struct {
+		name       string
+		thresholds string
+		// wantErr: the second request's outcome, while the first holds the only connection.
+		wantPendingOverflow, wantCxOverflow uint64
+		secondWaits                         bool
+	}{
+		{name: "max_requests", thresholds: "max_requests: 1", wantPendingOverflow: 1},
+		{name: "max_connections queues", thresholds: "max_connections: 1, max_pending_requests: 1", secondWaits: true, wantPendingOverflow: 1, wantCxOverflow: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr, arrived, release := blockingServer(t)
+			cm, store := newClusterManager(t, staticCluster("circuit_breakers: {thresholds: [{"+tt.thresholds+"}]}", addr))
+			m := newManager(t, cm, store, nil)
+			h := onlyHost(t, m)
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			first := make(chan error, 2)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				first <- roundTrip(m, h, "/first")
+			}()
+			select {
+			case <-arrived:
+			case err := <-first:
+				t.Fatalf("first request = %v before reaching the upstream", err)
+			}
+			var second chan error
+			if tt.secondWaits {
+				second = make(chan error, 1)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					second <- roundTrip(m, h, "/second")
+				}()
+				waitFor(t, "a pending request", func() bool { return m.st.UpstreamRqPendingActive.Value() == 1 })
+			}
+			var resp Response
+			err := m.RoundTrip(context.Background(), h, &Request{Method: "GET", Path: "/overflow"}, &resp)
+			if !errors.Is(err, breaker.ErrOverflow) {
+				t.Errorf("RoundTrip = %v; want breaker.ErrOverflow", err)
+			}
+			close(release)
+			if err := <-first; err != nil {
+				t.Error(err)
+			}
+			if second != nil {
+				if err := <-second; err != nil {
+					t.Errorf("queued request = %v; want nil", err)
+				}
+			}
+			if got := m.st.UpstreamRqPendingOverflow.Value(); got != tt.wantPendingOverflow {
+				t.Errorf("upstream_rq_pending_overflow = %d; want %d", got, tt.wantPendingOverflow)
+			}
+			if got := m.st.UpstreamCxOverflow.Value(); got < tt.wantCxOverflow {
+				t.Errorf("upstream_cx_overflow = %d; want >= %d", got, tt.wantCxOverflow)
+			}
+		})
+	}
+}
+
+func TestPendingOverflowWhileConnecting(t *testing.T) {
+	// A request that must wait for a new connection is pending (Envoy): with
+	// max_pending_requests 0 it overflows.
+	cm, store := newClusterManager(t, staticCluster("circuit_breakers: {thresholds: [{max_pending_requests: 0}]}", "127.0.0.1:1"))
+	m := newManager(t, cm, store, nil)
+	var resp Response
+	err := m.RoundTrip(context.Background(), onlyHost(t, m), &Request{Method: "GET", Path: "/"}, &resp)
+	if !errors.Is(err, breaker.ErrOverflow) {
+		t.Fatalf("RoundTrip = %v; want breaker.ErrOverflow", err)
+	}
+	if got := m.st.UpstreamRqPendingOverflow.Value(); got != 1 {
+		t.Errorf("upstream_rq_pending_overflow = %d; want 1", got)
+	}
+	if got := m.st.UpstreamCxTotal.Value(); got != 0 {
+		t.Errorf("upstream_cx_total = %d; want 0", got)
+	}
+}
+
+func TestHTTP2(t *testing.T) {
+	ca := tlstest.NewCA(t, tlstest.Options{CommonName: "test ca"})
+	leaf := ca.Issue(t, tlstest.Options{CommonName: "upstream", IPs: []string{"127.0.0.1"}})
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	tests := []struct {
+		name string
+		tls  bool
+	}{
+		{name: "h2c prior knowledge"},
+		{name: "TLS with ALPN h2", tls: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, cc := newCountedServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				fmt.Fprintf(w, "%s %v %s", r.Proto, r.TLS != nil, r.Header.Get("X-Test"))
+			}))
+			var hook func(*host.Host) *tls.Config
+			if tt.tls {
+				srv.EnableHTTP2 = true
+				srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leaf.Cert.Raw}, PrivateKey: leaf.Key}}}
+				srv.StartTLS()
+				hook = func(*host.Host) *tls.Config {
+					return &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", NextProtos: []string{"h2", "http/1.1"}}
+				}
+			} else {
+				srv.Config.Protocols = new(http.Protocols)
+				srv.Config.Protocols.SetUnencryptedHTTP2(true)
+				srv.Start()
+			}
+			defer srv.Close()
+			cm, store := newClusterManager(t, staticCluster("http2_protocol_options: {}", srv.Listener.Addr().String()))
+			m := newManager(t, cm, store, func(c *ManagerConfig) { c.TLS = hook })
+			h := onlyHost(t, m)
+			const n = 8
+			var wg sync.WaitGroup
+			errs := make(chan error, n)
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var resp Response
+					req := Request{Method: "GET", Path: "/", Header: []Field{{"x-test", fmt.Sprint(i)}}}
+					if err := m.RoundTrip(context.Background(), h, &req, &resp); err != nil {
+						errs <- err
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Close()
+					if want := fmt.Sprintf("HTTP/2.0 %v %d", tt.tls, i); string(b) != want || !resp.HTTP2 {
+						errs <- fmt.Errorf("body = %q (HTTP2 %v); want %q over HTTP/2", b, resp.HTTP2, want)
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			if got := cc.opened.Load(); got != 1 {
+				t.Errorf("upstream connections = %d; want 1 (streams multiplexed)", got)
+			}
+			want := counts{CxTotal: 1, CxActive: 1, RqTotal: n, RqSuccess: n, UpstreamCxTotal: 1, UpstreamCxActive: 1,
+				UpstreamRqTotal: n, UpstreamCxHTTP2: 1}
+			if d := cmp.Diff(want, countsOf(m, h)); d != "" {
+				t.Errorf("stats (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestIdleTimeout(t *testing.T) {
+	srv, cc := newCountedServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.Start()
+	defer srv.Close()
+	cm, store := newClusterManager(t, staticCluster("", srv.Listener.Addr().String()))
+	m := newManager(t, cm, store, func(c *ManagerConfig) { c.IdleTimeout = 20 * time.Millisecond })
+	h := onlyHost(t, m)
+	get(t, m, h, "/")
+	cc.waitClosed(t, 1)
+	waitFor(t, "cx_active 0", func() bool { return m.st.UpstreamCxActive.Value() == 0 })
+	if got := m.st.UpstreamCxIdleTimeout.Value(); got != 1 {
+		t.Errorf("upstream_cx_idle_timeout = %d; want 1", got)
+	}
+}
+
+func TestStaleKeepAliveRetried(t *testing.T) {
+	// The upstream closes every connection after one response without saying so.
+	s := newRawServer(t, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", 1)
+	cm, store := newClusterManager(t, staticCluster("", s.addr()))
+	m := newManager(t, cm, store, nil)
+	h := onlyHost(t, m)
+	for i := range 3 {
+		if code, body := get(t, m, h, "/"); code != 200 || body != "ok" {
+			t.Fatalf("request %d = %d %q; want 200 \"ok\"", i, code, body)
+		}
+	}
+	if got := s.accepted.Load(); got < 3 {
+		t.Errorf("upstream connections = %d; want >= 3", got)
+	}
+}
+
+// edsCluster is an EDS cluster "up"; its hosts come from assign.
+const edsCluster = `name: up
+type: EDS
+connect_timeout: 1s
+eds_cluster_config: {eds_config: {ads: {}}}
+`
+
+func assign(t *testing.T, c *cluster.Cluster, addrs ...string) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(`{"cluster_name":"up","endpoints":[{"lb_endpoints":[`)
+	for i, a := range addrs {
+		h, p, _ := net.SplitHostPort(a)
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"endpoint":{"address":{"socket_address":{"address":%q,"port_value":%s}}}}`, h, p)
+	}
+	b.WriteString("]}]}")
+	if err := c.ApplyAssignment(claFromJSON(t, b.String())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDrainOnHostRemoval(t *testing.T) {
+	addrA, arrived, release := blockingServer(t)
+	srvB, _ := newCountedServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srvB.Start()
+	defer srvB.Close()
+	cm, store := newClusterManager(t, edsCluster)
+	c := cm.Warming()[0]
+	assign(t, c, addrA, srvB.Listener.Addr().String())
+	m := newManager(t, cm, store, nil)
+	var a *host.Host
+	for _, h := range c.Snapshot().PrioritySet.Sets()[0].Hosts() {
+		if h.Address() == addrA {
+			a = h
+		}
+	}
+	// Two connections to A: one busy, one idle.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		get(t, m, a, "/busy")
+	}()
+	<-arrived
+	idleDone := make(chan struct{})
+	go func() {
+		defer close(idleDone)
+		get(t, m, a, "/idle")
+	}()
+	<-arrived
+	release <- struct{}{} // one of them finishes; its connection goes idle
+	waitFor(t, "one idle connection", func() bool {
+		hp, _ := m.pool(a)
+		hp.mu.Lock()
+		defer hp.mu.Unlock()
+		return len(hp.idle) == 1
+	})
+	assign(t, c, srvB.Listener.Addr().String())
+	m.Sync()
+	if _, ok := m.pools.Load(a); ok {
+		t.Error("pool of the removed host is still listed")
+	}
+	if got := m.st.UpstreamCxActive.Value(); got != 1 {
+		t.Errorf("upstream_cx_active after drain = %d; want 1 (the busy connection)", got)
+	}
+	close(release)
+	<-done
+	<-idleDone
+	if got, want := [2]uint64{m.st.UpstreamCxActive.Value(), m.st.UpstreamCxDestroyLocal.Value()}, [2]uint64{0, 2}; got != want {
+		t.Errorf("upstream_cx_active, upstream_cx_destroy_local = %v; want %v", got, want)
+	}
+	hs := a
+	_ = hs
+}
+
+func TestCloseOnHealthFailure(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	cm, store := newClusterManager(t, staticCluster("close_connections_on_host_health_failure: true", ln.Addr().String()))
+	m := newManager(t, cm, store, nil)
+	h := onlyHost(t, m)
+	tc, err := m.ConnectTCP(context.Background(), h, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	up := <-accepted
+	defer up.Close()
+	m.Sync()
+	up.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := up.Read(make([]byte, 1)); !errors.Is(err, syscall.ETIMEDOUT) && !isTimeout(err) {
+		t.Fatalf("healthy host: upstream read = %v; want a timeout (connection open)", err)
+	}
+	h.SetHealthFlag(host.FailedActiveHC)
+	m.Sync()
+	up.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := up.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("unhealthy host: upstream read = %v; want io.EOF (connection closed)", err)
+	}
+	if got := m.st.UpstreamCxActive.Value(); got != 0 {
+		t.Errorf("upstream_cx_active = %d; want 0", got)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func TestRequestTimeout(t *testing.T) {
+	addr, arrived, release := blockingServer(t)
+	defer close(release)
+	cm, store := newClusterManager(t, staticCluster("", addr))
+	m := newManager(t, cm, store, nil)
+	h := onlyHost(t, m)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var resp Response
+	err := m.RoundTrip(ctx, h, &Request{Method: "GET", Path: "/"}, &resp)
+	<-arrived
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("RoundTrip = %v; want context.DeadlineExceeded", err)
+	}
+	hs := m.cluster.Snapshot().HostStats(h)
+	if got, want := [3]uint64{m.st.UpstreamRqTimeout.Value(), hs.RqTimeout.Load(), hs.RqError.Load()}, [3]uint64{1, 1, 1}; got != want {
+		t.Errorf("upstream_rq_timeout, rq_timeout, rq_error = %v; want %v", got, want)
+	}
+}

@@ -1,0 +1,53 @@
+package pool
+
+import (
+	"context"
+
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/host"
+)
+
+// TCPConn is a raw upstream connection for the TCP proxy (Envoy's TCP connection pool). It
+// counts bytes into upstream_cx_rx_bytes_total / upstream_cx_tx_bytes_total and holds one
+// max_connections unit until Close. Read, Write and Close are safe for concurrent use as on
+// any net.Conn; Close is idempotent.
+type TCPConn struct {
+	*upConn
+}
+
+// ConnectTCP opens a raw connection to h (TLS when the TLS hook gives a configuration). It
+// fails with an error wrapping breaker.ErrOverflow when max_connections of priority prio is
+// reached (upstream_cx_overflow), or with ErrConnectFailure / ErrConnectTimeout.
+func (m *Manager) ConnectTCP(ctx context.Context, h *host.Host, prio config.Priority) (*TCPConn, error) {
+	hp, err := m.pool(h)
+	if err != nil {
+		return nil, err
+	}
+	cx := &m.breaker().Priority(prio).Connections
+	if cx.TryAcquire() != nil {
+		m.st.UpstreamCxOverflow.Inc()
+		return nil, m.errCxOverflow
+	}
+	uc, err := hp.connect(ctx, nil, cx)
+	if err != nil {
+		return nil, err
+	}
+	c := &TCPConn{upConn: uc}
+	hp.mu.Lock()
+	hp.tcp[c] = struct{}{}
+	hp.mu.Unlock()
+	return c, nil
+}
+
+// Close closes the connection (a local close).
+func (c *TCPConn) Close() error {
+	hp := c.hp
+	hp.mu.Lock()
+	delete(hp.tcp, c)
+	hp.mu.Unlock()
+	c.shut(true)
+	return nil
+}
+
+// Host returns the upstream host.
+func (c *TCPConn) Host() *host.Host { return c.hp.host }
