@@ -62,6 +62,7 @@ type listenerInfo struct {
 
 // closed accounts for a connection that has closed.
 func (li *listenerInfo) closed(c *Conn) {
+	li.mgr.active.Add(-1)
 	li.stats.s.DownstreamCxActive.Dec()
 	li.stats.s.DownstreamCxDestroy.Inc()
 	c.worker.DownstreamCxActive.Dec()
@@ -207,6 +208,7 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 		nc.Close()
 		return
 	}
+	m.active.Add(1)
 	st := &ch.info.stats.s
 	st.DownstreamCxTotal.Inc()
 	st.DownstreamCxActive.Inc()

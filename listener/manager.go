@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -63,6 +64,9 @@ type Manager struct {
 	cfg   ManagerConfig
 	drain *DrainManager
 	stats managerStats
+	// active counts open downstream connections across every listener and
+	// version, for server.total_connections and for draining on SIGTERM.
+	active atomic.Int64
 
 	mu       sync.Mutex // guards the fields below
 	entries  []*entry   // active listeners in insertion order
@@ -123,6 +127,10 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 }
 
 func (m *Manager) healthCheckFailed() bool { return m.cfg.HealthCheckFailed() }
+
+// ActiveConnections is the number of downstream connections open on every
+// listener, old versions included.
+func (m *Manager) ActiveConnections() int64 { return m.active.Load() }
 
 // DrainManager returns the server drain manager (for SIGTERM and hot restart drains).
 func (m *Manager) DrainManager() *DrainManager { return m.drain }

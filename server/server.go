@@ -24,6 +24,7 @@ import (
 	"github.com/legateproxy/legate/admin/configdump"
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/options"
 	"github.com/legateproxy/legate/runtime"
@@ -60,6 +61,7 @@ type Server struct {
 	clusters     *cluster.Manager
 	hystrix      *hystrix.Sink // nil without an envoy.stat_sinks.hystrix sink
 	certs        *tlsutil.Registry
+	data         dataPlane
 	adminStats   adminStats
 	stats        stats.ServerStats
 	admin        *admin.Server // nil when the bootstrap has no admin block
@@ -146,6 +148,9 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 	if err := s.buildClusterManager(); err != nil {
 		return nil, err
 	}
+	if err := s.buildDataPlane(); err != nil {
+		return nil, err
+	}
 	if err := s.addStaticDumps(); err != nil {
 		return nil, err
 	}
@@ -190,6 +195,8 @@ func (s *Server) registerEndpoints() error {
 	eps = append(eps, admin.LoggingEndpoint(s.logs))
 	eps = append(eps, admin.ClustersEndpoint(s.clusters))
 	eps = append(eps, admin.CertsEndpoint(s.certs))
+	eps = append(eps, admin.ListenersEndpoint(s.data.listeners))
+	eps = append(eps, admin.DrainListenersEndpoint(s.data.listeners, s.Quit))
 	eps = append(eps, admin.HystrixEndpoints(s.hystrix)...)
 	eps = append(eps, admin.RuntimeEndpoints(s.runtime)...)
 	eps = append(eps, admin.HealthCheckEndpoints(&s.healthFailed, s.updateState)...)
@@ -216,8 +223,13 @@ func (s *Server) Run(ctx context.Context) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
 	defer signal.Stop(sigs)
 
+	// Goroutines end when ctx is cancelled; cancel before waiting, so an
+	// early return cannot hang.
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 
 	if s.admin != nil {
 		if err := s.admin.Listen(); err != nil {
@@ -239,6 +251,7 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { s.store.Run(ctx) })
 	wg.Go(func() { s.runtime.Run(ctx) })
 	wg.Go(func() { s.clusters.Run(ctx) })
+	wg.Go(func() { s.data.pools.Run(ctx) })
 	s.store.BeforeFlush(s.refreshServerStats)
 
 	s.stats.State.Set(uint64(Initializing))
@@ -250,10 +263,17 @@ func (s *Server) Run(ctx context.Context) error {
 		s.stats.InitializationTimeMs.Record(uint64(time.Since(initStart).Milliseconds()))
 		s.updateState()
 		s.log.Infof("all dependencies initialized. starting workers")
+		if err := s.data.listeners.Start(); err != nil {
+			s.log.Criticalf("%v", err)
+			s.shutdown()
+			return err
+		}
+		wg.Go(func() { s.data.listeners.Run(ctx) })
 	case <-ctx.Done():
 	case <-s.quit:
 	}
 
+	draining := false
 	for running := true; running; {
 		select {
 		case <-ctx.Done():
@@ -266,6 +286,17 @@ func (s *Server) Run(ctx context.Context) error {
 				if err := s.ReopenLogs(); err != nil {
 					s.log.Errorf("reopening logs: %v", err)
 				}
+			case syscall.SIGTERM:
+				if draining {
+					running = false // a second SIGTERM does not wait
+					break
+				}
+				// Drain for --drain-time-s (connections are told to close),
+				// then exit, so a load balancer in front sees no reset.
+				s.log.Warnf("caught SIGTERM: draining listeners for %v, then exiting", s.opts.DrainTime)
+				draining = true
+				s.data.listeners.DrainListeners(listener.DrainRequest{Graceful: true}, s.Quit)
+				wg.Go(func() { s.quitWhenIdle(ctx) })
 			default:
 				s.log.Warnf("caught %v", sig)
 				running = false
@@ -274,18 +305,46 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.log.Infof("shutting down server")
 	cancel()
-	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
-	defer done()
+	s.shutdown()
+	return nil
+}
+
+// shutdown closes listeners, pools, streams, the admin server and log files,
+// in that order. Run's goroutines end with its context.
+func (s *Server) shutdown() {
+	s.data.listeners.Close()
+	s.data.pools.Close()
 	if s.hystrix != nil {
 		s.hystrix.Close() // ends the never-idle dashboard streams
 	}
+	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
+	defer done()
 	if s.admin != nil {
 		s.admin.Shutdown(shutdownCtx)
 	}
+	s.data.accessLogs.Close()
 	if s.adminLF != nil {
 		s.adminLF.Close()
 	}
-	return nil
+}
+
+// quitWhenIdle ends a SIGTERM drain early once no downstream connection is
+// left: waiting out the whole drain time would only delay a restart.
+func (s *Server) quitWhenIdle(ctx context.Context) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if s.data.listeners.ActiveConnections() == 0 {
+				s.log.Infof("drain complete: no downstream connections left")
+				s.Quit()
+				return
+			}
+		}
+	}
 }
 
 // InitOnly runs initialization to completion and returns, for --mode init_only.
@@ -347,6 +406,7 @@ func (s *Server) refreshServerStats() {
 	s.stats.MemoryHeapSize.Set(m.HeapSize)
 	s.stats.MemoryPhysicalSize.Set(m.TotalPhysicalBytes)
 	s.stats.DaysUntilFirstCertExpiring.Set(s.certs.DaysUntilFirstCertExpiring())
+	s.stats.TotalConnections.Set(uint64(s.data.listeners.ActiveConnections()))
 }
 
 // Quit starts a clean shutdown (POST /quitquitquit).
@@ -356,6 +416,9 @@ func (s *Server) Quit() { s.quitOnce.Do(func() { close(s.quit) }) }
 func (s *Server) ReopenLogs() error {
 	var errs []error
 	if err := s.logs.Reopen(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.data.accessLogs.Reopen(); err != nil {
 		errs = append(errs, err)
 	}
 	if s.adminLF != nil {

@@ -1,0 +1,133 @@
+package server
+
+import (
+	"crypto/tls"
+	"fmt"
+	"sync"
+
+	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/admin/configdump"
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/httpproxy"
+	"github.com/legateproxy/legate/listener"
+	"github.com/legateproxy/legate/options"
+	"github.com/legateproxy/legate/pool"
+	"github.com/legateproxy/legate/tlsutil"
+)
+
+// dataPlane is what carries traffic: upstream pools, the network filters
+// registered with the listener manager, and the listeners themselves.
+type dataPlane struct {
+	secrets    tlsutil.StaticSecrets
+	pools      *pool.Registry
+	accessLogs *accesslog.Manager
+	listeners  *listener.Manager
+
+	tlsMu sync.Mutex // guards upstreamTLS
+	// upstreamTLS caches each cluster's client TLS context; a nil entry
+	// means plain TCP. Keyed by the cluster config, so a CDS update gets a
+	// fresh context.
+	upstreamTLS map[*config.Cluster]*tlsutil.ClientContext
+}
+
+// buildDataPlane creates pools, registers the HTTP connection manager and
+// builds the static listeners without binding them (Start binds, once
+// initialization is done).
+func (s *Server) buildDataPlane() error {
+	dp := &s.data
+	dp.upstreamTLS = map[*config.Cluster]*tlsutil.ClientContext{}
+	secrets, err := tlsutil.StaticSecretsFromProto("static_resources.secrets", s.boot.Proto.GetStaticResources().GetSecrets())
+	if err != nil {
+		return err
+	}
+	dp.secrets = secrets
+	// Upstream TLS is checked now, so a bad certificate fails the start
+	// rather than the first request.
+	for _, c := range s.boot.Clusters {
+		if _, err := s.clusterTLS(c); err != nil {
+			return err
+		}
+	}
+	if dp.pools, err = pool.NewRegistry(pool.RegistryConfig{
+		Clusters: s.clusters,
+		Stats:    s.store,
+		TLS: func(c *config.Cluster, h *host.Host) *tls.Config {
+			ctx, err := s.clusterTLS(c)
+			if err != nil || ctx == nil {
+				return nil
+			}
+			if h.Hostname() != "" {
+				return ctx.ConfigForHost(h.Hostname())
+			}
+			return ctx.Config()
+		},
+	}); err != nil {
+		return err
+	}
+	dp.accessLogs = accesslog.NewManager(accesslog.FileOptions{FlushInterval: s.opts.FileFlushInterval})
+
+	handlers := listener.NewRegistry()
+	if err := httpproxy.Register(handlers, httpproxy.Deps{
+		Clusters:          s.clusters,
+		Pools:             dp.pools,
+		Stats:             s.store,
+		Logger:            s.logs.Logger("http"),
+		HealthCheckFailed: &s.healthFailed,
+		AccessLogs:        dp.accessLogs,
+		TLS:               tlsutil.Deps{Secrets: dp.secrets, Registry: s.certs},
+		LocalClusterName:  s.Node().GetCluster(),
+	}); err != nil {
+		return err
+	}
+	strategy := listener.DrainGradual
+	if s.opts.DrainStrategy == options.DrainImmediate {
+		strategy = listener.DrainImmediate
+	}
+	if dp.listeners, err = listener.NewManager(listener.ManagerConfig{
+		Stats:             s.store,
+		Logger:            s.logs.Logger("config"),
+		DrainTime:         s.opts.DrainTime,
+		DrainStrategy:     strategy,
+		Handlers:          handlers,
+		Workers:           int(s.opts.Concurrency),
+		HealthCheckFailed: s.healthFailed.Load,
+	}); err != nil {
+		return err
+	}
+	var static []*config.Listener
+	for i, pb := range s.boot.Proto.GetStaticResources().GetListeners() {
+		l, err := config.ListenerFromProto(pb)
+		if err != nil {
+			return fmt.Errorf("static_resources.listeners[%d]: %w", i, err)
+		}
+		static = append(static, l)
+	}
+	if err := dp.listeners.AddStatic(static); err != nil {
+		return err
+	}
+	return s.dumps.Add(configdump.Tracker{Key: "listeners", Dump: dp.listeners.ConfigDump})
+}
+
+// clusterTLS returns the cluster's client TLS context, building it on first
+// use; nil without a TLS transport socket.
+func (s *Server) clusterTLS(c *config.Cluster) (*tlsutil.ClientContext, error) {
+	dp := &s.data
+	dp.tlsMu.Lock()
+	defer dp.tlsMu.Unlock()
+	if ctx, ok := dp.upstreamTLS[c]; ok {
+		return ctx, nil
+	}
+	cfg, err := tlsutil.UpstreamFromTransportSocket(fmt.Sprintf("cluster %q: transport_socket", c.Name), c.TransportSocket)
+	if err != nil {
+		return nil, err
+	}
+	var ctx *tlsutil.ClientContext
+	if cfg != nil {
+		if ctx, err = tlsutil.NewClientContext(*cfg, tlsutil.Deps{Secrets: dp.secrets, Registry: s.certs}); err != nil {
+			return nil, err
+		}
+	}
+	dp.upstreamTLS[c] = ctx
+	return ctx, nil
+}
