@@ -130,7 +130,7 @@ func SourceFromProto(cs *corev3.ConfigSource) (Source, error) {
 	default:
 		return out, fmt.Errorf("config_source_specifier is not set; one of path, path_config_source, api_config_source, ads or self is required")
 	}
-	if (cs.GetPath() != "" || cs.GetPathConfigSource() != nil) && out.Path == "" {
+	if !out.ADS && !out.Self && out.API == nil && out.Path == "" {
 		return out, fmt.Errorf("path_config_source.path is empty; a file path is required")
 	}
 	return out, nil
