@@ -1,0 +1,222 @@
+package pool
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// parsed is what a test expects from one raw response.
+type parsed struct {
+	Status    int
+	Minor     int
+	Header    []string // "name: value"
+	Length    int64
+	Body      string
+	KeepAlive bool
+	Reusable  bool // the body ended cleanly and the connection may be reused
+}
+
+func parse(raw string, head bool) (parsed, error) {
+	br := bufio.NewReaderSize(iotest.HalfReader(strings.NewReader(raw)), 16)
+	var resp Response
+	f, err := readResponseHead(br, &resp, head)
+	if err != nil {
+		return parsed{}, err
+	}
+	var b body
+	b.reset(br, f)
+	got, err := io.ReadAll(&b)
+	if err != nil {
+		return parsed{}, err
+	}
+	p := parsed{Status: resp.StatusCode, Minor: resp.ProtoMinor, Length: resp.ContentLength, Body: string(got),
+		KeepAlive: f.keepAlive, Reusable: b.complete() && f.keepAlive}
+	for _, h := range resp.Header {
+		p.Header = append(p.Header, string(h.Name)+": "+string(h.Value))
+	}
+	return p, nil
+}
+
+func TestReadResponse(t *testing.T) {
+	tests := []struct {
+		name string
+		raw  string
+		head bool
+		want parsed
+	}{
+		{
+			name: "content-length",
+			raw:  "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A:  b c \r\n\r\nhelloEXTRA",
+			want: parsed{Status: 200, Minor: 1, Header: []string{"Content-Length: 5", "X-A: b c"}, Length: 5, Body: "hello", KeepAlive: true, Reusable: true},
+		},
+		{
+			name: "chunked with extension and trailers",
+			raw:  "HTTP/1.1 201 Created\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3;ext=1\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\nTrailer: x\r\n\r\n",
+			want: parsed{Status: 201, Minor: 1, Header: []string{"Transfer-Encoding: gzip, chunked"}, Length: -1, Body: "abc0123456789abcdef", KeepAlive: true, Reusable: true},
+		},
+		{
+			name: "until close",
+			raw:  "HTTP/1.1 200 OK\r\n\r\nall of it",
+			want: parsed{Status: 200, Minor: 1, Length: -1, Body: "all of it"},
+		},
+		{
+			name: "interim responses skipped",
+			raw:  "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: x\r\n\r\nHTTP/1.1 204 No Content\r\nA: 1\r\n\r\n",
+			want: parsed{Status: 204, Minor: 1, Header: []string{"A: 1"}, Length: -1, KeepAlive: true, Reusable: true},
+		},
+		{
+			name: "HEAD ignores content-length",
+			raw:  "HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n",
+			head: true,
+			want: parsed{Status: 200, Minor: 1, Header: []string{"Content-Length: 99"}, Length: 99, KeepAlive: true, Reusable: true},
+		},
+		{
+			name: "connection close",
+			raw:  "HTTP/1.1 200 OK\r\nConnection: foo, Close\r\nContent-Length: 0\r\n\r\n",
+			want: parsed{Status: 200, Minor: 1, Header: []string{"Connection: foo, Close", "Content-Length: 0"}, Length: 0},
+		},
+		{
+			name: "HTTP/1.0 keep-alive",
+			raw:  "HTTP/1.0 200 OK\nConnection: keep-alive\nContent-Length: 1\n\nx",
+			want: parsed{Status: 200, Minor: 0, Header: []string{"Connection: keep-alive", "Content-Length: 1"}, Length: 1, Body: "x", KeepAlive: true, Reusable: true},
+		},
+		{
+			name: "HTTP/1.0 closes by default",
+			raw:  "HTTP/1.0 404 Not Found\r\nContent-Length: 1\r\n\r\nx",
+			want: parsed{Status: 404, Minor: 0, Header: []string{"Content-Length: 1"}, Length: 1, Body: "x"},
+		},
+		{
+			name: "status line without reason",
+			raw:  "HTTP/1.1 503\r\nContent-Length: 0\r\n\r\n",
+			want: parsed{Status: 503, Minor: 1, Header: []string{"Content-Length: 0"}, Length: 0, KeepAlive: true, Reusable: true},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parse(tt.raw, tt.head)
+			if err != nil {
+				t.Fatalf("parse = %v; want nil", err)
+			}
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("parse (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestReadResponseErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		raw      string
+		protocol bool // want ErrProtocol; otherwise an unexpected EOF
+	}{
+		{name: "bad version", raw: "HTTP/2.0 200 OK\r\n\r\n", protocol: true},
+		{name: "short status", raw: "HTTP/1.1 20\r\n\r\n", protocol: true},
+		{name: "status below 100", raw: "HTTP/1.1 099 X\r\n\r\n", protocol: true},
+		{name: "folded header", raw: "HTTP/1.1 200 OK\r\nA: b\r\n c\r\n\r\n", protocol: true},
+		{name: "space before colon", raw: "HTTP/1.1 200 OK\r\nA : b\r\n\r\n", protocol: true},
+		{name: "conflicting content-length", raw: "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxx", protocol: true},
+		{name: "negative content-length", raw: "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", protocol: true},
+		{name: "bad chunk size", raw: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", protocol: true},
+		{name: "chunk without CRLF", raw: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n0\r\n\r\n", protocol: true},
+		{name: "header too large", raw: "HTTP/1.1 200 OK\r\nA: " + strings.Repeat("x", maxHeaderBytes) + "\r\n\r\n", protocol: true},
+		{name: "too many headers", raw: "HTTP/1.1 200 OK\r\n" + strings.Repeat("A: b\r\n", maxHeaders+1) + "\r\n", protocol: true},
+		{name: "truncated body", raw: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"},
+		{name: "truncated head", raw: "HTTP/1.1 200 OK\r\nA: b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parse(tt.raw, false)
+			if tt.protocol && !errors.Is(err, ErrProtocol) {
+				t.Errorf("parse = %v; want ErrProtocol", err)
+			}
+			if !tt.protocol && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+				t.Errorf("parse = %v; want an unexpected EOF", err)
+			}
+		})
+	}
+}
+
+func TestWriteRequest(t *testing.T) {
+	tests := []struct {
+		name string
+		req  Request
+		want string
+	}{
+		{
+			name: "GET",
+			req:  Request{Method: "GET", Path: "/a?b", Host: "h", Header: []Field{{"X", "1"}, {"content-length", "9"}, {"Host", "other"}}},
+			want: "GET /a?b HTTP/1.1\r\nHost: h\r\nX: 1\r\n\r\n",
+		},
+		{
+			name: "POST without body",
+			req:  Request{Method: "POST", Path: "/"},
+			want: "POST / HTTP/1.1\r\nHost: 10.0.0.1:80\r\nContent-Length: 0\r\n\r\n",
+		},
+		{
+			name: "content-length body",
+			req:  Request{Method: "PUT", Path: "/", Host: "h", Body: strings.NewReader("hello"), ContentLength: 5},
+			want: "PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello",
+		},
+		{
+			name: "chunked body",
+			req:  Request{Method: "POST", Path: "/", Host: "h", Body: iotest.OneByteReader(strings.NewReader("ab")), ContentLength: -1},
+			want: "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n1\r\nb\r\n0\r\n\r\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			bw := bufio.NewWriter(&out)
+			writeRequestHead(bw, &tt.req, "10.0.0.1:80")
+			if err := writeRequestBody(bw, &tt.req, make([]byte, 64)); err != nil {
+				t.Fatal(err)
+			}
+			bw.Flush()
+			if got := out.String(); got != tt.want {
+				t.Errorf("written = %q; want %q", got, tt.want)
+			}
+		})
+	}
+	t.Run("short body", func(t *testing.T) {
+		bw := bufio.NewWriter(io.Discard)
+		req := Request{Method: "PUT", Body: strings.NewReader("abc"), ContentLength: 5}
+		if err := writeRequestBody(bw, &req, nil); err == nil {
+			t.Error("writeRequestBody = nil; want an error for a body shorter than its content length")
+		}
+	})
+}
+
+// FuzzReadResponse checks that the parser never panics and that a parsed body never exceeds
+// the announced length.
+func FuzzReadResponse(f *testing.F) {
+	f.Add("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", false)
+	f.Add("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nT: x\r\n\r\n", false)
+	f.Add("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.0 204 No\r\n\r\n", true)
+	f.Fuzz(func(t *testing.T, raw string, head bool) {
+		br := bufio.NewReaderSize(strings.NewReader(raw), 16)
+		var resp Response
+		fr, err := readResponseHead(br, &resp, head)
+		if err != nil {
+			return
+		}
+		var b body
+		b.reset(br, fr)
+		n, _ := io.Copy(io.Discard, &b)
+		if fr.mode == bodyLength && n > fr.length {
+			t.Fatalf("read %d body bytes; content length %d", n, fr.length)
+		}
+		for _, h := range resp.Header {
+			if len(h.Name) == 0 {
+				t.Fatal("empty header name accepted")
+			}
+		}
+	})
+}
