@@ -1,0 +1,108 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
+	"sigs.k8s.io/yaml"
+)
+
+func tcpProxyProto(t testing.TB, y string) *tcpproxyv3.TcpProxy {
+	t.Helper()
+	js, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p tcpproxyv3.TcpProxy
+	if err := protojson.Unmarshal(js, &p); err != nil {
+		t.Fatal(err)
+	}
+	return &p
+}
+
+func TestTCPProxyFromProto(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want TCPProxy
+	}{
+		{
+			name: "defaults",
+			yaml: "{stat_prefix: tcp, cluster: up}",
+			want: TCPProxy{StatPrefix: "tcp", Cluster: "up", IdleTimeout: time.Hour, MaxConnectAttempts: 1},
+		},
+		{
+			name: "weighted clusters and timeouts",
+			yaml: `{stat_prefix: w, weighted_clusters: {clusters: [{name: a, weight: 1}, {name: b, weight: 3}]},
+idle_timeout: 0s, max_connect_attempts: 3, max_downstream_connection_duration: 2s}`,
+			want: TCPProxy{StatPrefix: "w", WeightedClusters: []TCPClusterWeight{{"a", 1}, {"b", 3}}, TotalWeight: 4,
+				MaxConnectAttempts: 3, MaxDownstreamConnectionDuration: 2 * time.Second},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := TCPProxyFromProto(tcpProxyProto(t, tt.yaml))
+			if err != nil {
+				t.Fatalf("TCPProxyFromProto = %v; want nil", err)
+			}
+			if d := cmp.Diff(&tt.want, got, cmpopts.IgnoreFields(TCPProxy{}, "Proto")); d != "" {
+				t.Errorf("TCPProxyFromProto (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestTCPProxyFromProtoErrors(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"no stat prefix", "{cluster: up}", `stat_prefix = ""; must not be empty`},
+		{"no cluster", "{stat_prefix: t}", "one of cluster or weighted_clusters is required"},
+		{"empty weighted", "{stat_prefix: t, weighted_clusters: {}}", "must have at least 1 item"},
+		{"zero weights", "{stat_prefix: t, weighted_clusters: {clusters: [{name: a}]}}", "total weight = 0"},
+		{"unnamed weighted", "{stat_prefix: t, weighted_clusters: {clusters: [{weight: 1}]}}", `clusters[0].name = ""`},
+		{"zero attempts", "{stat_prefix: t, cluster: a, max_connect_attempts: 0}", "max_connect_attempts = 0; must be >= 1"},
+		{"tunneling", "{stat_prefix: t, cluster: a, tunneling_config: {hostname: x}}", "tunneling_config is set; not supported"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := TCPProxyFromProto(tcpProxyProto(t, tt.yaml))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("TCPProxyFromProto = %v; want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestTCPProxyFromAny(t *testing.T) {
+	a, err := anypb.New(tcpProxyProto(t, "{stat_prefix: s, cluster: c}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := TCPProxyFromAny(a)
+	if err != nil || got.Cluster != "c" {
+		t.Fatalf("TCPProxyFromAny = %+v, %v; want cluster c", got, err)
+	}
+	if _, err := TCPProxyFromAny(nil); err == nil {
+		t.Error("TCPProxyFromAny(nil) = nil error; want an error")
+	}
+	other, _ := anypb.New(a) // an Any holding an Any: wrong type
+	if _, err := TCPProxyFromAny(other); err == nil || !strings.Contains(err.Error(), "type_url") {
+		t.Errorf("TCPProxyFromAny(wrong type) = %v; want a type_url error", err)
+	}
+}
+
+// FuzzTCPProxyFromAny checks that no input panics the decoder.
+func FuzzTCPProxyFromAny(f *testing.F) {
+	a, _ := anypb.New(&tcpproxyv3.TcpProxy{StatPrefix: "s", ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: "c"}})
+	f.Add(a.GetValue())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		TCPProxyFromAny(&anypb.Any{TypeUrl: TCPProxyTypeURL, Value: b})
+	})
+}
