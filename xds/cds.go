@@ -71,7 +71,7 @@ func (h *cdsHandler) stopLocked() {
 	h.reg.Unregister()
 }
 
-// Stats returns the cluster_manager.cds.* stats, or nil without CDS.
+// CDSStats returns the cluster_manager.cds.* stats, or nil without CDS.
 func (c *Client) CDSStats() *SubscriptionStats {
 	if c.cds == nil {
 		return nil

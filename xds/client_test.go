@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/xds/resource"
 )
 
@@ -26,6 +29,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // proxy follows: the flow every transport must pass.
 func exercise(t *testing.T, cp *controlPlane, p *proxy, src *corev3.ConfigSource) {
 	t.Helper()
+	defer underTraffic(t, p, "web", "api")()
 	cp.set("1", []types.Resource{edsCluster("web", "web-svc", src)}, []types.Resource{assignment("web-svc", "10.0.0.1:80")})
 	p.waitFor("web with 10.0.0.1:80", p.hasHosts("web", "10.0.0.1:80"))
 	select {
@@ -324,5 +328,44 @@ func TestCDSValidation(t *testing.T) {
 				t.Errorf("New() = %v, %v; want an error containing %q", p, err, tc.want)
 			}
 		})
+	}
+}
+
+// underTraffic picks hosts from the named clusters every millisecond until the returned
+// function is called, and fails the test when an active cluster with hosts fails a pick: the
+// updates must never leave the data plane without a usable snapshot.
+func underTraffic(t *testing.T, p *proxy, names ...string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var picks, failures atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			for _, n := range names {
+				cl := p.cm.Get(n)
+				if cl == nil || cl.Snapshot().PrioritySet.Hosts() == 0 {
+					continue
+				}
+				picks.Add(1)
+				if _, err := cl.Pick(&lb.Context{}); err != nil {
+					failures.Add(1)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+		if f := failures.Load(); f != 0 {
+			t.Errorf("%d of %d picks failed during updates; want none", f, picks.Load())
+		}
 	}
 }

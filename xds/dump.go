@@ -9,10 +9,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// ClustersDumpExtras returns the error states of the CDS clusters the client rejected, sorted
-// by name: each entry carries only error_state (failed_configuration, last_update_attempt,
-// details, version_info), Envoy's UpdateFailureState. ClustersConfigDump merges them into the
-// cluster manager's dump. Safe for concurrent use.
+// ClustersDumpExtras returns the error states of the CDS clusters the client rejected, by
+// cluster name: Envoy's UpdateFailureState (failed_configuration, last_update_attempt, details,
+// version_info). A state lasts until the cluster is accepted or leaves the configuration.
+// ClustersConfigDump merges them into the cluster manager's dump. Safe for concurrent use.
 func (c *Client) ClustersDumpExtras() map[string]*adminv3.UpdateFailureState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -67,7 +67,7 @@ func (c *Client) ClustersConfigDump(match func(string) bool) proto.Message {
 	}
 	if len(names) > 0 {
 		sort.SliceStable(dump.DynamicActiveClusters, func(i, j int) bool {
-			return dumpName(dump.DynamicActiveClusters[i], extras) < dumpName(dump.DynamicActiveClusters[j], extras)
+			return dumpName(dump.DynamicActiveClusters[i]) < dumpName(dump.DynamicActiveClusters[j])
 		})
 	}
 	return dump
@@ -75,7 +75,7 @@ func (c *Client) ClustersConfigDump(match func(string) bool) proto.Message {
 
 // dumpName is the cluster name of a dump entry (from the cluster, or from the failed
 // configuration of an error-only entry).
-func dumpName(dc *adminv3.ClustersConfigDump_DynamicCluster, _ map[string]*adminv3.UpdateFailureState) string {
+func dumpName(dc *adminv3.ClustersConfigDump_DynamicCluster) string {
 	a := dc.GetCluster()
 	if a == nil {
 		a = dc.GetErrorState().GetFailedConfiguration()
