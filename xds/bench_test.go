@@ -21,6 +21,7 @@ const benchClusters = 10000
 //	add:     a fresh proxy receives 10,000 new clusters.
 //	replace: the whole set is replaced by 10,000 clusters of new names (10,000 removals and
 //	         10,000 additions).
+//	endpoints: the clusters stay, every one of the 10,000 assignments changes (EDS only).
 func BenchmarkCDS10k(b *testing.B) {
 	b.Run("add", func(b *testing.B) {
 		var cdsTotal, warmTotal time.Duration
@@ -55,6 +56,30 @@ func BenchmarkCDS10k(b *testing.B) {
 		b.ReportMetric(float64(cdsTotal.Milliseconds())/float64(b.N), "cds-ms")
 		b.ReportMetric(float64(warmTotal.Milliseconds())/float64(b.N), "warm-ms")
 	})
+}
+
+func BenchmarkEDS10k(b *testing.B) {
+	cp := newControlPlane(b, true)
+	p := startProxy(b, adsResources(corev3.ApiConfigSource_GRPC), withDial(cp))
+	applied := benchHook(p)
+	pushBench(b, cp, p, applied, 0)
+	clusters := make([]types.Resource, benchClusters)
+	for j := range benchClusters {
+		clusters[j] = edsCluster(fmt.Sprintf("c0-%d", j), "", adsSource())
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		endpoints := make([]types.Resource, benchClusters)
+		for j := range benchClusters {
+			endpoints[j] = assignment(fmt.Sprintf("c0-%d", j), fmt.Sprintf("10.%d.%d.%d:81", (i+1)%200, j/250, j%250))
+		}
+		cp.set(fmt.Sprint("e", i), clusters, endpoints)
+		first, last := fmt.Sprintf("10.%d.0.0:81", (i+1)%200), fmt.Sprintf("c0-%d", benchClusters-1)
+		want := fmt.Sprintf("10.%d.%d.%d:81", (i+1)%200, (benchClusters-1)/250, (benchClusters-1)%250)
+		p.waitFor("every assignment applied", func() bool {
+			return p.hasHosts("c0-0", first)() && p.hasHosts(last, want)()
+		})
+	}
 }
 
 // benchHook reports each accepted CDS update's apply time.
