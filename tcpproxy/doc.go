@@ -1,0 +1,12 @@
+// Package tcpproxy is Legate's envoy.filters.network.tcp_proxy: an L4 proxy that joins each
+// downstream connection a listener's filter chain accepts to a new upstream connection of the
+// configured cluster (or one chosen among weighted_clusters), copies bytes both ways with
+// half-close, and closes the pair on idle_timeout, max_downstream_connection_duration or
+// failure. Upstream connections come from package pool, which applies connect_timeout,
+// max_connections and close_connections_on_host_health_failure. Stats are tcp.<stat_prefix>.*.
+//
+// Concurrency: a Proxy is shared by every connection of its filter chain and is safe for
+// concurrent use. Each connection is served on the listener's connection goroutine plus one
+// goroutine for the upstream-to-downstream direction; Serve returns after both end. Idle and
+// duration limits are timers that close both sockets.
+package tcpproxy
