@@ -30,6 +30,7 @@ type h1conn struct {
 	keepAlive bool // the last response allows reuse
 	last      bool // max_requests_per_connection reached
 	peerGone  bool // the upstream closed or reset the connection
+	retired   bool // not to be reused (host health failure); guarded by hp.mu
 	deadline  bool // a read/write deadline is set
 }
 
@@ -221,7 +222,7 @@ func (hp *hostPool) popWaiterLocked() *waiter {
 // or closed when it cannot be reused.
 func (hp *hostPool) releaseH1(c *h1conn, reusable bool) {
 	hp.mu.Lock()
-	if reusable && !hp.draining && !c.uc.closed.Load() {
+	if reusable && !hp.draining && !c.retired && !c.uc.closed.Load() {
 		if w := hp.popWaiterLocked(); w != nil {
 			hp.mu.Unlock()
 			w.ch <- c

@@ -23,6 +23,17 @@ import (
 type h2conn struct {
 	uc *upConn
 	cc *http2.ClientConn
+	// retired: no new streams (drain, health failure, max_requests_per_connection); the
+	// connection closes when its last stream ends.
+	retired atomic.Bool
+}
+
+// retire stops new streams and closes the connection now when it has none.
+func (c *h2conn) retire() {
+	c.retired.Store(true)
+	if c.uc.rqActive.Load() == 0 {
+		c.close(true)
+	}
 }
 
 // close closes the connection and records its end.
@@ -50,7 +61,7 @@ func (hp *hostPool) getH2(ctx context.Context, prio *breaker.Priority) (*h2conn,
 				continue
 			}
 			keep = append(keep, c)
-			if !s.Closing && open == nil {
+			if !s.Closing && !c.retired.Load() && open == nil {
 				open = c
 			}
 		}
@@ -58,7 +69,7 @@ func (hp *hostPool) getH2(ctx context.Context, prio *breaker.Priority) (*h2conn,
 		hp.h2 = keep
 		var got *h2conn
 		for _, c := range hp.h2 {
-			if c.cc.ReserveNewRequest() {
+			if !c.retired.Load() && c.cc.ReserveNewRequest() {
 				got = c
 				break
 			}
@@ -159,11 +170,11 @@ func (ex *exchange) roundTripH2(ctx context.Context, req *Request, resp *Respons
 		return err
 	}
 	n := c.uc.requests.Add(1)
+	c.uc.rqActive.Add(1)
 	if mr := hp.m.maxRequests; mr > 0 && n >= mr {
-		c.cc.SetDoNotReuse()
+		c.retired.Store(true) // closed when its last stream ends
 		hp.m.st.UpstreamCxMaxRequests.Inc()
 	}
-	c.uc.rqActive.Add(1)
 	hr, err := httpRequest(ctx, req, hp.host.Address(), c.uc.Conn)
 	if err != nil {
 		c.uc.rqActive.Add(-1)
@@ -267,7 +278,7 @@ func (ex exchange) finishH2() error {
 	b, hp := ex.h2, ex.hp
 	complete := b.done.Load()
 	b.rc.Close() // resets the stream when the body was not read to its end
-	b.c.uc.rqActive.Add(-1)
+	last := b.c.uc.rqActive.Add(-1) == 0
 	o := outcomeComplete
 	if !complete {
 		o = outcomeError
@@ -277,7 +288,7 @@ func (ex exchange) finishH2() error {
 			hp.m.st.UpstreamRqTxReset.Inc()
 		}
 	}
-	if hp.isDraining() && b.c.uc.rqActive.Load() == 0 {
+	if last && (b.c.retired.Load() || hp.isDraining()) {
 		b.c.close(true)
 	}
 	ex.ended(o, ex.status)

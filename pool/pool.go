@@ -167,8 +167,18 @@ func orOSDefaultCount(n uint32) int {
 // Cluster returns the cluster the pools belong to.
 func (m *Manager) Cluster() *cluster.Cluster { return m.cluster }
 
-// breaker returns the cluster's circuit breakers (shared by all its snapshots).
-func (m *Manager) breaker() *breaker.Breaker { return m.cluster.Snapshot().Breaker }
+// ErrNotWarm is returned for a cluster that has no snapshot yet (still warming).
+var ErrNotWarm = errors.New("cluster is not warm")
+
+// priority returns the circuit-breaker resources of p (the breaker is shared by all of the
+// cluster's snapshots).
+func (m *Manager) priority(p config.Priority) (*breaker.Priority, error) {
+	s := m.cluster.Snapshot()
+	if s == nil {
+		return nil, fmt.Errorf("cluster %q: %w", m.cfg.Name, ErrNotWarm)
+	}
+	return s.Breaker.Priority(p), nil
+}
 
 // Protocol returns the protocol an exchange of req uses: HTTP/2 when the cluster configures
 // it (http2_protocol_options, or the typed HttpProtocolOptions), or, with
@@ -226,7 +236,10 @@ func (m *Manager) RoundTrip(ctx context.Context, h *host.Host, req *Request, res
 	if err != nil {
 		return err
 	}
-	prio := m.breaker().Priority(req.Priority)
+	prio, err := m.priority(req.Priority)
+	if err != nil {
+		return err
+	}
 	if prio.Requests.TryAcquire() != nil {
 		m.st.UpstreamRqPendingOverflow.Inc()
 		return m.errRqOverflow
@@ -346,6 +359,24 @@ func (m *Manager) Sync() {
 	})
 }
 
+// HostFailed reacts to h failing active health checking or being ejected (the cluster
+// manager's OnHostHealthFailure): h's HTTP connections are drained (idle ones closed, busy
+// ones closed after their request, new requests get new connections) and, with
+// closeConnections (close_connections_on_host_health_failure), every connection of h,
+// TCP ones included, is closed at once. Safe for concurrent use; it does not block.
+func (m *Manager) HostFailed(h *host.Host, closeConnections bool) {
+	v, ok := m.pools.Load(h)
+	if !ok {
+		return
+	}
+	hp := v.(*hostPool)
+	if closeConnections {
+		hp.closeAll()
+		return
+	}
+	hp.retire()
+}
+
 // Close drains every pool: idle connections close now, busy HTTP connections after their
 // request, and new requests fail with ErrClosed. TCP connections are left to their owners.
 // It does not block.
@@ -404,10 +435,31 @@ func (hp *hostPool) drain() {
 		w.ch <- nil
 	}
 	for _, c := range h2 {
-		c.cc.SetDoNotReuse()
-		if c.uc.rqActive.Load() == 0 {
-			c.close(true)
-		}
+		c.retire()
+	}
+}
+
+// retire closes idle HTTP connections and marks busy ones and HTTP/2 connections not to be
+// reused; the pool stays open for new connections.
+func (hp *hostPool) retire() {
+	hp.mu.Lock()
+	idle := hp.idle
+	hp.idle = nil
+	for _, c := range idle {
+		c.idle = false
+		delete(hp.h1, c)
+	}
+	for c := range hp.h1 {
+		c.retired = true
+	}
+	h2 := hp.h2
+	hp.h2 = nil
+	hp.mu.Unlock()
+	for _, c := range idle {
+		c.destroy(true)
+	}
+	for _, c := range h2 {
+		c.retire()
 	}
 }
 

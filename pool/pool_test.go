@@ -509,3 +509,59 @@ func TestRequestTimeout(t *testing.T) {
 		t.Errorf("upstream_rq_timeout, rq_timeout, rq_error = %v; want %v", got, want)
 	}
 }
+
+func TestHostFailed(t *testing.T) {
+	tests := []struct {
+		name             string
+		closeConnections bool
+		wantCxActive     uint64 // after the failure: the TCP connection survives a plain drain
+	}{
+		{name: "drain HTTP connections", wantCxActive: 1},
+		{name: "close_connections_on_host_health_failure", closeConnections: true, wantCxActive: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, cc := newCountedServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+			srv.Start()
+			defer srv.Close()
+			cm, store := newClusterManager(t, staticCluster("", srv.Listener.Addr().String()))
+			m := newManager(t, cm, store, nil)
+			h := onlyHost(t, m)
+			get(t, m, h, "/") // leaves one idle HTTP connection
+			tc, err := m.ConnectTCP(context.Background(), h, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tc.Close()
+			m.HostFailed(h, tt.closeConnections)
+			cc.waitClosed(t, 1)
+			if got := m.st.UpstreamCxActive.Value(); got != tt.wantCxActive {
+				t.Errorf("upstream_cx_active = %d; want %d", got, tt.wantCxActive)
+			}
+			get(t, m, h, "/") // the pool stays usable with a new connection
+			if got := cc.opened.Load(); got != 3 {
+				t.Errorf("upstream connections = %d; want 3 (HTTP, TCP, new HTTP)", got)
+			}
+		})
+	}
+}
+
+func TestHTTP2MaxRequestsPerConnection(t *testing.T) {
+	srv, cc := newCountedServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+	cm, store := newClusterManager(t, staticCluster("http2_protocol_options: {}\nmax_requests_per_connection: 2", srv.Listener.Addr().String()))
+	m := newManager(t, cm, store, nil)
+	h := onlyHost(t, m)
+	for range 4 {
+		get(t, m, h, "/")
+	}
+	cc.waitClosed(t, 2)
+	want := counts{CxTotal: 2, RqTotal: 4, RqSuccess: 4, UpstreamCxTotal: 2, UpstreamCxDestroyLocal: 2,
+		UpstreamCxMaxRequests: 2, UpstreamRqTotal: 4, UpstreamCxHTTP2: 2}
+	if d := cmp.Diff(want, countsOf(m, h)); d != "" {
+		t.Errorf("stats (-want +got):\n%s", d)
+	}
+}

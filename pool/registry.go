@@ -112,6 +112,15 @@ func (r *Registry) Sync() {
 	})
 }
 
+// HostFailed passes a host health failure to every cluster's pools (see Manager.HostFailed);
+// its signature matches the cluster manager's OnHostHealthFailure subscription.
+func (r *Registry) HostFailed(h *host.Host, closeConnections bool) {
+	r.managers.Range(func(_, v any) bool {
+		v.(*Manager).HostFailed(h, closeConnections)
+		return true
+	})
+}
+
 // Run calls Sync every SyncInterval until ctx ends, then closes the registry.
 func (r *Registry) Run(ctx context.Context) error {
 	t := time.NewTicker(r.cfg.SyncInterval)

@@ -23,7 +23,11 @@ func (m *Manager) ConnectTCP(ctx context.Context, h *host.Host, prio config.Prio
 	if err != nil {
 		return nil, err
 	}
-	cx := &m.breaker().Priority(prio).Connections
+	bp, err := m.priority(prio)
+	if err != nil {
+		return nil, err
+	}
+	cx := &bp.Connections
 	if cx.TryAcquire() != nil {
 		m.st.UpstreamCxOverflow.Inc()
 		return nil, m.errCxOverflow
