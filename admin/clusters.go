@@ -11,6 +11,7 @@ import (
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/legateproxy/legate/admin/pbjson"
@@ -47,10 +48,17 @@ func ClustersEndpoint(src ClusterSource) Endpoint {
 	}
 }
 
-// clusterOutlierLines are the outlier values of a cluster; -1 until the detector has data.
-// Legate's outlier detector is not wired to /clusters yet, so they read -1 as in Envoy before
-// the first detection interval.
+// noRate is the success rate printed without an outlier detector, or before it has data.
 const noRate = -1.0
+
+// hostRates are h's external and local-origin success rates in c, -1 without a detector or data.
+func hostRates(c *cluster.Cluster, h *host.Host) (external, local float64) {
+	d := c.Outlier()
+	if d == nil {
+		return noRate, noRate
+	}
+	return d.SuccessRate(h), d.LocalOriginSuccessRate(h)
+}
 
 // writeClustersText streams the text form.
 func writeClustersText(out io.Writer, src ClusterSource) {
@@ -72,11 +80,12 @@ func writeClustersText(out io.Writer, src ClusterSource) {
 		cfg := c.Config()
 		name := cfg.Name
 		line(name, "observability_name", observabilityName(cfg))
-		if cfg.OutlierDetection != nil {
-			for _, k := range []string{"success_rate_average", "success_rate_ejection_threshold",
-				"local_origin_success_rate_average", "local_origin_success_rate_ejection_threshold"} {
-				line(name, "outlier", k, strconv.FormatFloat(noRate, 'g', 6, 64))
-			}
+		if d := c.Outlier(); d != nil {
+			g := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+			line(name, "outlier", "success_rate_average", g(d.SuccessRateAverage()))
+			line(name, "outlier", "success_rate_ejection_threshold", g(d.SuccessRateEjectionThreshold()))
+			line(name, "outlier", "local_origin_success_rate_average", g(d.LocalOriginSuccessRateAverage()))
+			line(name, "outlier", "local_origin_success_rate_ejection_threshold", g(d.LocalOriginSuccessRateEjectionThreshold()))
 		}
 		snap := c.Snapshot()
 		for i, prio := range []string{"default_priority", "high_priority"} {
@@ -117,8 +126,9 @@ func writeClustersText(out io.Writer, src ClusterSource) {
 				line(name, addr, "sub_zone", loc.SubZone)
 				line(name, addr, "canary", strconv.FormatBool(h.Canary()))
 				line(name, addr, "priority", u(uint64(s.Priority())))
-				line(name, addr, "success_rate", strconv.FormatFloat(noRate, 'f', -1, 64))
-				line(name, addr, "local_origin_success_rate", strconv.FormatFloat(noRate, 'f', -1, 64))
+				ext, local := hostRates(c, h)
+				line(name, addr, "success_rate", strconv.FormatFloat(ext, 'f', -1, 64))
+				line(name, addr, "local_origin_success_rate", strconv.FormatFloat(local, 'f', -1, 64))
 			}
 		}
 	}
@@ -194,6 +204,14 @@ func clusterStatus(c *cluster.Cluster) *adminv3.ClusterStatus {
 	if cfg.EDS != nil {
 		cs.EdsServiceName = cfg.EDS.ServiceName
 	}
+	if d := c.Outlier(); d != nil {
+		if v := d.SuccessRateEjectionThreshold(); v > 0 {
+			cs.SuccessRateEjectionThreshold = &typev3.Percent{Value: v}
+		}
+		if v := d.LocalOriginSuccessRateEjectionThreshold(); v > 0 {
+			cs.LocalOriginSuccessRateEjectionThreshold = &typev3.Percent{Value: v}
+		}
+	}
 	for i := range config.NumPriorities {
 		p := snap.Breaker.Priority(i)
 		cs.CircuitBreakers.Thresholds = append(cs.CircuitBreakers.Thresholds, &clusterv3.CircuitBreakers_Thresholds{
@@ -206,7 +224,16 @@ func clusterStatus(c *cluster.Cluster) *adminv3.ClusterStatus {
 	}
 	for _, s := range snap.PrioritySet.Sets() {
 		for _, h := range s.Hosts() {
-			cs.HostStatuses = append(cs.HostStatuses, hostStatus(h, s.Priority(), snap.HostStats(h)))
+			hs := hostStatus(h, s.Priority(), snap.HostStats(h))
+			// Envoy prints a rate only when the detector has one (>= 0).
+			ext, local := hostRates(c, h)
+			if ext >= 0 {
+				hs.SuccessRate = &typev3.Percent{Value: ext}
+			}
+			if local >= 0 {
+				hs.LocalOriginSuccessRate = &typev3.Percent{Value: local}
+			}
+			cs.HostStatuses = append(cs.HostStatuses, hs)
 		}
 	}
 	return cs

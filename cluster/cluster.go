@@ -12,10 +12,12 @@ import (
 
 	"github.com/legateproxy/legate/breaker"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/health"
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/lb/originaldst"
 	"github.com/legateproxy/legate/lb/subset"
+	"github.com/legateproxy/legate/outlier"
 )
 
 // Snapshot is the immutable state of one cluster the data plane reads: hosts, balancer,
@@ -86,6 +88,19 @@ type Cluster struct {
 	cancel      context.CancelFunc
 	closed      bool
 	odst        map[string]*host.Host // ORIGINAL_DST hosts by address
+	// membershipGen counts applied membership changes; syncHealthHosts compares it.
+	membershipGen uint64
+
+	// syncMu serialises handing membership changes to the health checker and outlier detector
+	// and guards syncedGen and syncedHosts. Lock order: syncMu before mu.
+	syncMu      sync.Mutex
+	syncedGen   uint64
+	syncedHosts []*host.Host
+
+	// health is the active health checking of the cluster; nil without health_checks.
+	health *clusterHealth
+	// outlier is the outlier detector; nil without outlier_detection.
+	outlier *outlier.Detector
 }
 
 // setSettings are the assignment-wide settings of a host update.
@@ -223,6 +238,8 @@ func (c *Cluster) updateLocked(u hostUpdate) (warmedNow, changed bool, err error
 		seen[key] = true
 		w := max(hc.Weight, 1)
 		if old, ok := cur[key]; ok && sameIdentity(old, hc) {
+			// Discovery lists the host again: it is no longer on its way out.
+			old.ClearHealthFlag(host.PendingDynamicRemoval)
 			p.hosts = append(p.hosts, old)
 			if old.Weight() != w {
 				p.weights[old] = w
@@ -232,7 +249,11 @@ func (c *Cluster) updateLocked(u hostUpdate) (warmedNow, changed bool, err error
 			}
 			continue
 		}
-		h, err := host.New(*hc)
+		hcfg := *hc
+		if c.health != nil {
+			hcfg.Health |= health.InitialFlags(c.applied, c.cfg.CommonLb.IgnoreNewHostsUntilFirstHC)
+		}
+		h, err := host.New(hcfg)
 		if err != nil {
 			return false, false, fmt.Errorf("cluster %q: %w", c.cfg.Name, err)
 		}
@@ -249,6 +270,7 @@ func (c *Cluster) updateLocked(u hostUpdate) (warmedNow, changed bool, err error
 		p.hosts = append(p.hosts, h)
 		membership = true
 	}
+	p.hosts = c.keepRemovedLocked(p.hosts, seen)
 	if len(p.hosts) != len(c.hosts) {
 		membership = true
 	}
@@ -331,15 +353,20 @@ func (c *Cluster) HealthChanged() {
 		c.mu.Unlock()
 		return
 	}
-	p := c.pending
-	if p == nil {
-		p = &pendingUpdate{hosts: c.hosts, settings: c.settings}
-	}
-	warmedNow, err := c.schedule(p, false)
+	warmedNow, err := c.schedule(c.pendingOrCurrentLocked(), false)
 	c.mu.Unlock()
 	if err == nil {
 		c.afterApply(warmedNow, true)
 	}
+}
+
+// pendingOrCurrentLocked is the update waiting for the merge window, or one that republishes
+// the current hosts. Caller holds c.mu.
+func (c *Cluster) pendingOrCurrentLocked() *pendingUpdate {
+	if c.pending != nil {
+		return c.pending
+	}
+	return &pendingUpdate{hosts: c.hosts, settings: c.settings}
 }
 
 // applyLocked publishes c.pending as a new snapshot.
@@ -369,14 +396,15 @@ func (c *Cluster) applyLocked() (warmedNow bool, err error) {
 	st := &c.stats.stats
 	if membership {
 		st.MembershipChange.Inc()
+		c.membershipGen++
 	}
 	c.publishMembership(snap.PrioritySet)
 	c.m.stats.ClusterUpdated.Inc()
-	if !c.warmed.Load() {
-		c.warmed.Store(true)
-		return true, nil
+	if c.warmed.Load() || !c.health.firstRoundDoneLocked(p.hosts) {
+		return false, nil
 	}
-	return false, nil
+	c.warmed.Store(true)
+	return true, nil
 }
 
 // publishMembership sets the membership_* and max_host_weight gauges.
@@ -401,6 +429,7 @@ func (c *Cluster) publishMembership(ps *host.PrioritySet) {
 
 // afterApply runs outside c.mu: warming bookkeeping and dependent (aggregate) clusters.
 func (c *Cluster) afterApply(warmedNow, changed bool) {
+	c.syncHealthHosts()
 	if warmedNow {
 		c.m.clusterWarmed(c)
 	}

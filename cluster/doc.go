@@ -1,24 +1,52 @@
 // Package cluster is Legate's cluster manager: upstream clusters by name, their discovery
 // (static.go, strictdns.go, logicaldns.go, originaldst.go, eds.go, aggregate.go for the
-// envoy.clusters.aggregate custom type) and the immutable snapshots the data plane reads.
+// envoy.clusters.aggregate custom type), their active health checking (health.go) and outlier
+// detection (outlier.go), and the immutable snapshots the data plane reads.
 //
 // Wiring (the server owns it):
 //
 //	m, err := cluster.NewManager(cluster.ManagerConfig{Stats: store, Logger: log, Init: initFn,
-//		LocalClusterName: name, ServiceZone: zone})
+//		LocalClusterName: name, ServiceZone: zone, Runtime: rt,
+//		OutlierEventLogPath: bootstrap.cluster_manager.outlier_detection.event_log_path})
 //	err = m.AddStatic(clusters)         // []*config.Cluster from config.ClusterFromProto
-//	go m.Run(ctx)                       // DNS refresh and ORIGINAL_DST cleanup; returns after ctx ends
+//	go m.Run(ctx)                       // discovery, health checks, outlier sweeps; returns after ctx ends
 //	c := m.Get("web")                   // active cluster, lock-free
 //	h, err := c.Pick(&lb.Context{...})  // lock-free, allocation-free (except new ORIGINAL_DST hosts)
 //	snap := c.Snapshot()                // hosts, balancer, breaker, stats, per-host stats
+//	m.Reopen()                          // on /reopen_logs and SIGUSR1: health and outlier event logs
 //
 // CDS uses AddOrUpdate, Remove and SetVersionInfo; the EDS subscription calls
 // Cluster.ApplyAssignment. /clusters reads Manager.Snapshot and /config_dump Manager.ConfigDump.
 //
+// Hooks for the data plane (router, pools, TCP proxy):
+//
+//	snap.Outlier().Report(h, outlier.HTTPStatus(code)) // or c.ReportResult(h, r); nil-safe via ReportResult
+//	c.HealthChecker().ReportPassiveFailure(h, true)    // x-envoy-immediate-health-check-fail
+//	stop := m.OnHostHealthFailure(func(h *host.Host, closeConnections bool) {
+//		// drain h's HTTP connections; with close_connections_on_host_health_failure close all of
+//		// h's connections, TCP included (Envoy's onHostHealthFailure)
+//	})
+//
+// Health checking and outlier detection follow Envoy: at most one health check per cluster (a
+// gRPC one only with http2_protocol_options); hosts of a health-checked cluster start
+// /failed_active_hc (plus /pending_active_hc when added after the first host set with
+// ignore_new_hosts_until_first_hc); the cluster warms, and the init target is ready, only after
+// every host of its first host set has had its first check, and health checks start under Run;
+// health and ejection changes republish the snapshot through update_merge_window; a host that
+// discovery removes stays, /pending_dynamic_removal, while it passes its checks unless
+// ignore_health_on_host_removal is set (EDS drops it as soon as it fails); a passing check
+// unejects (successful_active_health_check_uneject_host). Stats are cluster.<name>.health_check.*
+// and cluster.<name>.outlier_detection.*.
+//
 // Concurrency: every cluster publishes an immutable Snapshot through an atomic pointer; picks,
-// breaker acquires and stat increments take no lock. Host updates of a cluster run under that
-// cluster's mutex and are published as a new Snapshot: membership changes at once, health,
-// weight and metadata changes merged over common_lb_config.update_merge_window (with the
-// injected Clock). The Manager's mutex guards only the cluster maps; Get reads an atomically
-// published copy. Discovery goroutines are started by Run and end when its context ends.
+// breaker acquires, outlier reports and stat increments take no lock. Host updates of a cluster
+// run under that cluster's mutex and are published as a new Snapshot: membership changes at
+// once, health, weight and metadata changes merged over common_lb_config.update_merge_window
+// (with the injected Clock, internal/clock's, shared with the health checkers and outlier
+// detectors). Membership changes reach the health checker and outlier detector afterwards, under
+// the cluster's syncMu, without the cluster's mutex. Health-check and outlier callbacks run on
+// their own goroutines and take the cluster's and then the Manager's mutex. The Manager's mutex
+// guards only the cluster maps; Get reads an atomically published copy. Background goroutines
+// are started by Run and end when its context ends; a removed cluster's checker is closed on a
+// goroutine Run awaits.
 package cluster

@@ -2,45 +2,35 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/legateproxy/legate/breaker"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/health"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/lb/policies"
 	"github.com/legateproxy/legate/logging"
+	"github.com/legateproxy/legate/outlier"
 	"github.com/legateproxy/legate/stats"
 )
 
-// Clock is the manager's time source: merge windows, DNS refresh and ORIGINAL_DST cleanup.
-// Implementations must be safe for concurrent use.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc calls f on its own goroutine after d.
-	AfterFunc(d time.Duration, f func()) Timer
-}
+// Clock is the manager's time source: merge windows, DNS refresh, ORIGINAL_DST cleanup, and the
+// health checkers' and outlier detectors' timers. It is internal/clock's Clock, so one fake clock
+// drives every timer of a test.
+type Clock = clock.Clock
 
 // Timer is a pending AfterFunc call.
-type Timer interface {
-	// Stop prevents the call; it reports whether the call was still pending.
-	Stop() bool
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-func (systemClock) AfterFunc(d time.Duration, f func()) Timer {
-	return time.AfterFunc(d, f)
-}
+type Timer = clock.Timer
 
 // InitFunc registers a target with the server's init manager and returns the function that
 // marks it ready (server.Init.Add followed by Target.Ready).
@@ -71,8 +61,22 @@ type ManagerConfig struct {
 	LocalLocality *host.Locality
 	// Policies are the load balancing policies; nil means policies.Registry().
 	Policies *lb.Registry
-	// Rand is the balancers' random source; nil means math/rand/v2.
+	// Rand is the balancers' random source (also the health checkers' jitter and the outlier
+	// detectors' enforcing_* draws); nil means math/rand/v2.
 	Rand func() uint64
+	// Runtime gives the runtime snapshot health checkers (health_check.min_interval, …) and
+	// outlier detectors (outlier_detection.* overrides) read; the server passes its
+	// *runtime.Runtime. nil means no runtime overrides.
+	Runtime RuntimeSource
+	// HealthScheduler bounds concurrent active health checks across every cluster; nil means
+	// health.NewScheduler(0).
+	HealthScheduler *health.Scheduler
+	// OutlierEventLogPath is cluster_manager.outlier_detection.event_log_path; "" for none.
+	OutlierEventLogPath string
+	// HealthCheckTLS returns the TLS client configuration health checks of a cluster with a TLS
+	// transport socket use, per host. nil builds it from the cluster's transport_socket with
+	// tlsutil (files and inline data; SDS secrets need the server's function).
+	HealthCheckTLS func(c *config.Cluster) (func(h *host.Host) *tls.Config, error)
 }
 
 // Manager is the cluster manager: clusters by name, their discovery and their snapshots.
@@ -93,6 +97,12 @@ type Manager struct {
 	stats         ManagerStats
 	statsReg      *stats.Registration
 	initFn        InitFunc
+	runtime       RuntimeSource
+	hcSched       *health.Scheduler
+	hcTLS         func(c *config.Cluster) (func(h *host.Host) *tls.Config, error)
+	logs          logFiles
+	outlierLog    *outlier.EventLog
+	failureSubs   healthFailureSubs
 	published     atomic.Pointer[map[string]*Cluster]
 	versionInfo   atomic.Pointer[string]
 
@@ -107,6 +117,13 @@ type Manager struct {
 	initPending map[*Cluster]bool
 	// batching defers publishing the active map while AddStatic starts many clusters.
 	batching bool
+	// stopped is set when Run's context has ended: no more background work starts.
+	stopped bool
+
+	// Test hooks, set before the first cluster is added: testProber replaces the health
+	// checkers' probers; healthEvent runs after every health-check and outlier callback.
+	testProber  health.Prober
+	healthEvent func()
 }
 
 // statsEntry is one cluster.<stat name>.* registration, shared by the clusters (old, warming
@@ -115,6 +132,12 @@ type statsEntry struct {
 	stats Stats
 	reg   *stats.Registration
 	refs  int
+	// health and outlier are the health_check.* and outlier_detection.* stats, registered by the
+	// first cluster of this name that has a health check or an outlier detector.
+	health     *health.Stats
+	healthReg  *stats.Registration
+	outlier    *outlier.Stats
+	outlierReg *stats.Registration
 }
 
 // NewManager builds an empty manager and registers the cluster_manager.* stats.
@@ -131,6 +154,9 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		rand:         cfg.Rand,
 		localCluster: cfg.LocalClusterName,
 		initFn:       cfg.Init,
+		runtime:      cfg.Runtime,
+		hcSched:      cfg.HealthScheduler,
+		hcTLS:        cfg.HealthCheckTLS,
 		active:       map[string]*Cluster{},
 		warming:      map[string]*Cluster{},
 		statEntries:  map[string]*statsEntry{},
@@ -138,7 +164,20 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		initPending:  map[*Cluster]bool{},
 	}
 	if m.clock == nil {
-		m.clock = systemClock{}
+		m.clock = clock.Real()
+	}
+	if m.hcSched == nil {
+		m.hcSched = health.NewScheduler(0)
+	}
+	if m.hcTLS == nil {
+		m.hcTLS = defaultHealthCheckTLS
+	}
+	if cfg.OutlierEventLogPath != "" {
+		f, err := m.logs.open(cfg.OutlierEventLogPath)
+		if err != nil {
+			return nil, fmt.Errorf("cluster manager: cluster_manager.outlier_detection.event_log_path = %q: %w", cfg.OutlierEventLogPath, err)
+		}
+		m.outlierLog = outlier.NewEventLog(f)
 	}
 	if m.resolver == nil {
 		m.resolver = NewDNSResolver()
@@ -209,16 +248,28 @@ func (m *Manager) SetVersionInfo(v string) { m.versionInfo.Store(&v) }
 // manager registers InitTargetName, ready once every one of these clusters is warm. Call it
 // once, before Run.
 func (m *Manager) AddStatic(cs []*config.Cluster) error {
+	plans := make([]*healthPlan, len(cs))
+	for i, cfg := range cs {
+		p, err := m.planHealth(cfg)
+		if err != nil {
+			return err
+		}
+		plans[i] = p
+	}
 	m.mu.Lock()
 	seen := map[string]bool{}
 	var built []*Cluster
-	for _, cfg := range cs {
+	for i, cfg := range cs {
 		if seen[cfg.Name] || m.active[cfg.Name] != nil || m.warming[cfg.Name] != nil {
 			m.mu.Unlock()
 			return fmt.Errorf("cluster %q: name is not unique; cluster names must be unique", cfg.Name)
 		}
 		seen[cfg.Name] = true
-		c := m.newClusterLocked(cfg, false, "", nil)
+		c, err := m.newClusterLocked(cfg, false, "", nil, plans[i])
+		if err != nil {
+			m.mu.Unlock()
+			return err
+		}
 		built = append(built, c)
 		m.warming[cfg.Name] = c
 		m.initPending[c] = true
@@ -261,6 +312,10 @@ func (m *Manager) AddStatic(cs []*config.Cluster) error {
 // identical cluster is already present. A replacement warms while the old cluster keeps
 // serving, then takes its place. Bootstrap clusters cannot be replaced.
 func (m *Manager) AddOrUpdate(cfg *config.Cluster, version string) (bool, error) {
+	plan, err := m.planHealth(cfg)
+	if err != nil {
+		return false, err
+	}
 	m.mu.Lock()
 	old := m.active[cfg.Name]
 	if w := m.warming[cfg.Name]; w != nil {
@@ -280,12 +335,16 @@ func (m *Manager) AddOrUpdate(cfg *config.Cluster, version string) (bool, error)
 	if a := m.active[cfg.Name]; a != nil && a.cfg.CircuitBreakers == cfg.CircuitBreakers && a.cfg.StatName == cfg.StatName {
 		reuse = a.breaker
 	}
+	c, err := m.newClusterLocked(cfg, true, version, reuse, plan)
+	if err != nil {
+		m.mu.Unlock()
+		return false, err
+	}
 	if w := m.warming[cfg.Name]; w != nil {
 		delete(m.warming, cfg.Name)
 		m.releaseLocked(w, w.breaker != reuse && (m.active[cfg.Name] == nil || w.breaker != m.active[cfg.Name].breaker))
 	}
 	modified := m.active[cfg.Name] != nil || old != nil
-	c := m.newClusterLocked(cfg, true, version, reuse)
 	m.warming[cfg.Name] = c
 	m.stats.WarmingClusters.Set(uint64(len(m.warming)))
 	m.mu.Unlock()
@@ -321,8 +380,9 @@ func (m *Manager) Remove(name string) bool {
 	return true
 }
 
-// newClusterLocked builds a cluster and takes a reference on its stats entry.
-func (m *Manager) newClusterLocked(cfg *config.Cluster, api bool, version string, reuse *breaker.Breaker) *Cluster {
+// newClusterLocked builds a cluster, its health checker and outlier detector, and takes a
+// reference on its stats entry.
+func (m *Manager) newClusterLocked(cfg *config.Cluster, api bool, version string, reuse *breaker.Breaker, plan *healthPlan) (*Cluster, error) {
 	e := m.statEntries[cfg.StatName]
 	if e == nil {
 		e = &statsEntry{}
@@ -331,6 +391,10 @@ func (m *Manager) newClusterLocked(cfg *config.Cluster, api bool, version string
 	}
 	e.refs++
 	c := &Cluster{m: m, cfg: cfg, addedViaAPI: api, version: version, lastUpdated: m.clock.Now(), stats: e}
+	if err := m.attachHealthLocked(c, plan); err != nil {
+		m.dropStatsLocked(c)
+		return nil, err
+	}
 	c.breaker = reuse
 	if c.breaker == nil {
 		c.breaker = breaker.New(cfg.CircuitBreakers, m.store, "cluster."+cfg.StatName+".")
@@ -341,7 +405,7 @@ func (m *Manager) newClusterLocked(cfg *config.Cluster, api bool, version string
 			m.aggregates[member] = append(m.aggregates[member], cfg.Name)
 		}
 	}
-	return c
+	return c, nil
 }
 
 // releaseLocked stops c and drops its stats reference; closeBreaker unregisters its breaker.
@@ -362,11 +426,26 @@ func (m *Manager) releaseLocked(c *Cluster, closeBreaker bool) {
 		}
 	}
 	delete(m.initPending, c)
-	c.stats.refs--
-	if c.stats.refs == 0 {
-		c.stats.reg.Unregister()
-		delete(m.statEntries, c.cfg.StatName)
+	m.closeHealthLocked(c)
+	m.dropStatsLocked(c)
+}
+
+// dropStatsLocked releases c's reference on its stats entry, unregistering the entry's stats
+// with the last one.
+func (m *Manager) dropStatsLocked(c *Cluster) {
+	e := c.stats
+	e.refs--
+	if e.refs > 0 {
+		return
 	}
+	e.reg.Unregister()
+	if e.healthReg != nil {
+		e.healthReg.Unregister()
+	}
+	if e.outlierReg != nil {
+		e.outlierReg.Unregister()
+	}
+	delete(m.statEntries, c.cfg.StatName)
 }
 
 // startCluster publishes the first host set of clusters that have one at once and starts the
@@ -374,7 +453,9 @@ func (m *Manager) releaseLocked(c *Cluster, closeBreaker bool) {
 func (m *Manager) startCluster(c *Cluster) error {
 	switch c.cfg.Type {
 	case config.Static:
-		return c.startStatic()
+		if err := c.startStatic(); err != nil {
+			return err
+		}
 	case config.StrictDNS, config.LogicalDNS:
 		c.disc = c.runDNS
 	case config.OriginalDst:
@@ -387,17 +468,16 @@ func (m *Manager) startCluster(c *Cluster) error {
 	case config.EDS:
 		// Warming until the xDS client calls ApplyAssignment.
 	}
-	if c.disc != nil {
-		m.mu.Lock()
-		if m.runCtx != nil {
-			m.goLocked(c)
-		}
-		m.mu.Unlock()
+	m.mu.Lock()
+	if m.runCtx != nil && !m.stopped {
+		m.goLocked(c)
 	}
+	m.mu.Unlock()
 	return nil
 }
 
-// goLocked starts c's discovery goroutine under the Run context.
+// goLocked starts c's background work under the Run context: its discovery goroutine, its
+// outlier detector's Run and its health checks.
 func (m *Manager) goLocked(c *Cluster) {
 	ctx, cancel := context.WithCancel(m.runCtx)
 	c.mu.Lock()
@@ -408,15 +488,31 @@ func (m *Manager) goLocked(c *Cluster) {
 	}
 	c.cancel = cancel
 	c.mu.Unlock()
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		c.disc(ctx)
-	}()
+	if c.disc != nil {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			c.disc(ctx)
+		}()
+	}
+	if d := c.outlier; d != nil {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			_ = d.Run(ctx)
+		}()
+	}
+	if c.health != nil {
+		c.health.started.Store(true)
+		c.health.checker.Start()
+	}
 }
 
-// Run owns the discovery goroutines (DNS refresh, ORIGINAL_DST cleanup) of current and future
-// clusters. It returns after ctx is cancelled and every goroutine has ended.
+// Run owns the background work of current and future clusters: discovery goroutines (DNS
+// refresh, ORIGINAL_DST cleanup), outlier detectors and active health checks. Health checks do
+// not start before Run, so a health-checked cluster warms only under Run. Run returns after ctx
+// is cancelled, every health checker is closed and every goroutine has ended; the manager starts
+// no background work afterwards.
 func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Lock()
 	if m.runCtx != nil {
@@ -426,13 +522,26 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.runCtx = ctx
 	for _, set := range []map[string]*Cluster{m.active, m.warming} {
 		for _, c := range set {
-			if c.disc != nil {
-				m.goLocked(c)
-			}
+			m.goLocked(c)
 		}
 	}
 	m.mu.Unlock()
 	<-ctx.Done()
+	m.mu.Lock()
+	m.stopped = true
+	var all []*Cluster
+	for _, set := range []map[string]*Cluster{m.active, m.warming} {
+		for _, c := range set {
+			all = append(all, c)
+		}
+	}
+	m.mu.Unlock()
+	// Without m.mu: a check callback may be waiting for it.
+	for _, c := range all {
+		if c.health != nil {
+			c.health.checker.Close()
+		}
+	}
 	m.wg.Wait()
 	return nil
 }

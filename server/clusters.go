@@ -26,9 +26,11 @@ func (s *Server) buildClusterManager() error {
 			}
 			return t.Ready, nil
 		},
-		LocalClusterName: s.boot.Proto.GetClusterManager().GetLocalClusterName(),
-		ServiceZone:      s.opts.ServiceZone,
-		LocalLocality:    local,
+		LocalClusterName:    s.boot.Proto.GetClusterManager().GetLocalClusterName(),
+		ServiceZone:         s.opts.ServiceZone,
+		LocalLocality:       local,
+		Runtime:             s.runtime,
+		OutlierEventLogPath: s.boot.Proto.GetClusterManager().GetOutlierDetection().GetEventLogPath(),
 	})
 	if err != nil {
 		return err
