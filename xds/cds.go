@@ -130,8 +130,21 @@ func (h *cdsHandler) takeReadyLocked() func() {
 // error_state. A state-of-the-world response removes the API clusters it does not list.
 func (h *cdsHandler) apply(_ *mux, u update) error {
 	c := h.c
-	start := c.clock.Now()
 	c.mu.Lock()
+	var err error
+	c.batch(func() { err = h.applyLocked(u) })
+	ready := h.takeReadyLocked()
+	c.mu.Unlock()
+	if ready != nil {
+		ready()
+	}
+	return err
+}
+
+// applyLocked is apply under Client.mu.
+func (h *cdsHandler) applyLocked(u update) error {
+	c := h.c
+	start := c.clock.Now()
 	var errs []string
 	seen := make(map[string]bool, len(u.resources))
 	var eds []*resource.Cluster
@@ -217,11 +230,6 @@ func (h *cdsHandler) apply(_ *mux, u update) error {
 	}
 	h.lastDuration = c.clock.Now().Sub(start)
 	h.fetchedLocked()
-	ready := h.takeReadyLocked()
-	c.mu.Unlock()
-	if ready != nil {
-		ready()
-	}
 	return err
 }
 

@@ -280,3 +280,18 @@ func (c *Client) notify(typeURL, version string, err error) {
 
 // ControlPlaneStats returns the control_plane.* stats.
 func (c *Client) ControlPlaneStats() *ControlPlaneStats { return &c.cpStats }
+
+// batcher is the optional cluster-manager API that publishes the active cluster map once for a
+// whole batch of additions, warm-ups and removals instead of once per cluster (which makes a
+// 10,000-cluster update quadratic). The client uses it when cluster.Manager provides it; fn
+// calls AddOrUpdate, Remove and ApplyAssignment, so Batch must not hold Manager.mu while fn runs.
+type batcher interface{ Batch(fn func()) }
+
+// batch runs fn, inside the cluster manager's batch when it has one.
+func (c *Client) batch(fn func()) {
+	if b, ok := any(c.cfg.Clusters).(batcher); ok {
+		b.Batch(fn)
+		return
+	}
+	fn()
+}

@@ -262,9 +262,24 @@ func (h *edsHandler) applyLocked(b *edsBinding, cla *endpointv3.ClusterLoadAssig
 // reapplied, so a state-of-the-world response resending thousands of unchanged assignments costs
 // little. A removed resource leaves the cluster's hosts in place.
 func (w edsWatch) apply(src *mux, u update) error {
-	h := w.h
-	c := h.c
+	c := w.h.c
 	c.mu.Lock()
+	var err error
+	c.batch(func() { err = w.h.applyUpdateLocked(src, u) })
+	var ready func()
+	if c.cds != nil {
+		ready = c.cds.takeReadyLocked()
+	}
+	c.mu.Unlock()
+	if ready != nil {
+		ready()
+	}
+	return err
+}
+
+// applyUpdateLocked is edsWatch.apply under Client.mu.
+func (h *edsHandler) applyUpdateLocked(src *mux, u update) error {
+	c := h.c
 	var errs []string
 	for i, a := range u.resources {
 		e, err := resource.DecodeEndpoints(a)
@@ -318,14 +333,6 @@ func (w edsWatch) apply(src *mux, u update) error {
 		if h.services[serviceKey(src, name)] != nil {
 			c.log.Infof("xds: EDS resource %q removed; its clusters keep their hosts", name)
 		}
-	}
-	var ready func()
-	if c.cds != nil {
-		ready = c.cds.takeReadyLocked()
-	}
-	c.mu.Unlock()
-	if ready != nil {
-		ready()
 	}
 	if len(errs) > 0 {
 		err := errors.New(strings.Join(errs, "; "))
