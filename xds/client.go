@@ -154,6 +154,7 @@ func New(cfg Config) (*Client, error) {
 		if cfg.Init != nil {
 			ready, err := cfg.Init(CDSInitTarget)
 			if err != nil {
+				c.cds.reg.Unregister()
 				return nil, fmt.Errorf("xds: %w", err)
 			}
 			c.cds.initReady = ready
