@@ -43,8 +43,11 @@ type Tapper struct {
 	reqBody      *tapdatav3.Body // buffered: the body so far; streaming: kept until a match
 	respBody     *tapdatav3.Body
 
-	started bool // streaming: segments are being written
-	written bool // a message of this trace went to the sink
+	haveReqTrailers  bool
+	haveResponse     bool
+	haveRespTrailers bool
+	started          bool // streaming: segments are being written
+	written          bool // a message of this trace went to the sink
 }
 
 func (t *Tapper) cfg() *Config { return t.a.cfg }
@@ -87,7 +90,7 @@ func (t *Tapper) RequestTrailers(h http.Header) {
 	if t == nil {
 		return
 	}
-	t.reqTrailers = h
+	t.reqTrailers, t.haveReqTrailers = h, true
 	t.ms.onHeaders(evRequestTrailers, h, 0)
 	t.afterHeaders(func() {
 		t.segment(&tapdatav3.HttpStreamedTraceSegment{MessagePiece: &tapdatav3.HttpStreamedTraceSegment_RequestTrailers{RequestTrailers: &corev3.HeaderMap{Headers: headerList(nil, h)}}})
@@ -99,7 +102,7 @@ func (t *Tapper) ResponseHeaders(status int, h http.Header) {
 	if t == nil {
 		return
 	}
-	t.status, t.respHeaders = status, h
+	t.status, t.respHeaders, t.haveResponse = status, h, true
 	if t.recordTime {
 		t.respTime = t.now()
 	}
@@ -123,7 +126,7 @@ func (t *Tapper) ResponseTrailers(h http.Header) {
 	if t == nil {
 		return
 	}
-	t.respTrailers = h
+	t.respTrailers, t.haveRespTrailers = h, true
 	t.ms.onHeaders(evResponseTrailers, h, 0)
 	t.afterHeaders(func() {
 		t.segment(&tapdatav3.HttpStreamedTraceSegment{MessagePiece: &tapdatav3.HttpStreamedTraceSegment_ResponseTrailers{ResponseTrailers: &corev3.HeaderMap{Headers: headerList(nil, h)}}})
@@ -141,7 +144,7 @@ func (t *Tapper) End() bool {
 		return matched
 	}
 	tr := &tapdatav3.HttpBufferedTrace{}
-	if t.req != nil || t.reqBody != nil || t.reqTrailers != nil {
+	if t.req != nil || t.reqBody != nil || t.haveReqTrailers {
 		m := &tapdatav3.HttpBufferedTrace_Message{Body: t.reqBody}
 		if t.req != nil {
 			m.Headers = t.requestHeaders().GetHeaders()
@@ -149,20 +152,20 @@ func (t *Tapper) End() bool {
 				m.HeadersReceivedTime = timestamppb.New(t.reqTime)
 			}
 		}
-		if t.reqTrailers != nil {
+		if t.haveReqTrailers {
 			m.Trailers = headerList(nil, t.reqTrailers)
 		}
 		tr.Request = m
 	}
-	if t.respHeaders != nil || t.respBody != nil || t.respTrailers != nil {
+	if t.haveResponse || t.respBody != nil || t.haveRespTrailers {
 		m := &tapdatav3.HttpBufferedTrace_Message{Body: t.respBody}
-		if t.respHeaders != nil {
+		if t.haveResponse {
 			m.Headers = t.responseHeaders().GetHeaders()
 			if t.recordTime {
 				m.HeadersReceivedTime = timestamppb.New(t.respTime)
 			}
 		}
-		if t.respTrailers != nil {
+		if t.haveRespTrailers {
 			m.Trailers = headerList(nil, t.respTrailers)
 		}
 		tr.Response = m
@@ -194,17 +197,17 @@ func (t *Tapper) startStreaming() {
 		t.segment(&tapdatav3.HttpStreamedTraceSegment{MessagePiece: &tapdatav3.HttpStreamedTraceSegment_RequestBodyChunk{RequestBodyChunk: t.reqBody}})
 		t.reqBody = nil
 	}
-	if t.reqTrailers != nil {
+	if t.haveReqTrailers {
 		t.segment(&tapdatav3.HttpStreamedTraceSegment{MessagePiece: &tapdatav3.HttpStreamedTraceSegment_RequestTrailers{RequestTrailers: &corev3.HeaderMap{Headers: headerList(nil, t.reqTrailers)}}})
 	}
-	if t.respHeaders != nil {
+	if t.haveResponse {
 		t.segment(&tapdatav3.HttpStreamedTraceSegment{MessagePiece: &tapdatav3.HttpStreamedTraceSegment_ResponseHeaders{ResponseHeaders: t.responseHeaders()}})
 	}
 	if t.respBody != nil {
 		t.segment(&tapdatav3.HttpStreamedTraceSegment{MessagePiece: &tapdatav3.HttpStreamedTraceSegment_ResponseBodyChunk{ResponseBodyChunk: t.respBody}})
 		t.respBody = nil
 	}
-	if t.respTrailers != nil {
+	if t.haveRespTrailers {
 		t.segment(&tapdatav3.HttpStreamedTraceSegment{MessagePiece: &tapdatav3.HttpStreamedTraceSegment_ResponseTrailers{ResponseTrailers: &corev3.HeaderMap{Headers: headerList(nil, t.respTrailers)}}})
 	}
 }
