@@ -38,98 +38,189 @@ type serverConn struct {
 	local    string
 	tls      bool
 	requests uint32
+	start    time.Time
+	http1    bool        // counted in downstream_cx_http1_*
 	idle     atomic.Bool // waiting for a request head
 	deadline time.Time   // the read deadline currently set
 }
 
-// ServeConn serves one downstream connection until it closes (listener.FilterChainHandler).
+// ServeConn hands one downstream connection to a goroutine of the handler, which serves it
+// until it closes (listener.FilterChainHandler). The connection gets a fresh goroutine rather
+// than the listener's: an idle HTTP/1 connection parks in a read with every frame below it on
+// its stack, and the runtime shrinks a parked goroutine's stack only while less than a
+// quarter of it is in use, so a shallow idle stack halves the memory of an idle connection.
+// Close waits for these goroutines.
 func (h *Handler) ServeConn(c *listener.Conn) {
-	st := h.stats
-	st.DownstreamCxTotal.Inc()
-	st.DownstreamCxActive.Inc()
-	start := h.sh.deps.Now()
-	defer func() {
-		st.DownstreamCxActive.Dec()
-		st.DownstreamCxDestroy.Inc()
-		st.DownstreamCxLengthMs.Record(uint64(h.sh.deps.Now().Sub(start).Milliseconds()))
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
 		c.Close()
-	}()
-	h.watchDrain(c)
-	var nc net.Conn = c
-	isTLS := false
-	if h.tls != nil {
-		tc := tls.Server(c, h.tlsConfig())
-		c.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
-		if err := tc.Handshake(); err != nil {
-			return
-		}
-		c.SetDeadline(time.Time{})
-		st.DownstreamCxSslTotal.Inc()
-		st.DownstreamCxSslActive.Inc()
-		defer st.DownstreamCxSslActive.Dec()
-		nc, isTLS = tc, true
-		if tc.ConnectionState().NegotiatedProtocol == "h2" {
-			h.serveH2(c, tc, nil)
-			return
-		}
-	}
-	if h.cfg.Codec == config.CodecHTTP2 {
-		h.serveH2(c, nc, nil)
 		return
 	}
-	sc := &serverConn{h: h, lc: c, nc: nc, tls: isTLS}
+	h.wg.Add(1)
+	h.mu.Unlock()
+	go h.serveConn(c)
+}
+
+// serveConn serves c on its own goroutine. The frames parked under an idle HTTP/1 read are
+// serveConn, serverConn.loop and reader.fill; everything else runs in out-of-line helpers
+// that have returned by then, so the parked stack stays under a quarter of 4 KiB and the
+// runtime shrinks it.
+func (h *Handler) serveConn(c *listener.Conn) {
+	defer h.wg.Done()
+	if sc := h.openConn(c); sc != nil {
+		sc.loop()
+		sc.finish()
+	}
+}
+
+// openConn counts the connection, terminates TLS and serves HTTP/2 connections to their
+// end. It returns the HTTP/1 connection to serve, or nil when the connection is done.
+//
+//go:noinline
+func (h *Handler) openConn(c *listener.Conn) *serverConn {
+	start := h.cxOpened()
+	h.watchDrain(c)
+	nc, isTLS, alpnH2, ok := h.handshake(c)
+	if !ok {
+		h.cxClosed(c, start)
+		return nil
+	}
+	if h.cfg.Codec == config.CodecHTTP2 || alpnH2 {
+		h.serveH2(c, nc, nil)
+		h.cxClosed(c, start)
+		return nil
+	}
+	if isTLS {
+		h.stats.DownstreamCxSslActive.Inc()
+	}
+	sc := &serverConn{h: h, lc: c, nc: nc, tls: isTLS, start: start}
 	sc.remote = c.RemoteAddr().String()
 	sc.remoteIP = hostOnly(sc.remote)
 	sc.local = c.LocalAddr().String()
-	sc.rd = reader{conn: nc, buf: make([]byte, readBufferSize), max: h.maxHead, rx: &st.DownstreamCxRxBytesTotal}
+	sc.rd = reader{conn: nc, buf: make([]byte, readBufferSize), max: h.maxHead, rx: &h.stats.DownstreamCxRxBytesTotal}
 	h.track(sc, true)
-	defer h.track(sc, false)
-	sc.serve()
+	return sc
 }
 
-// serve runs the HTTP/1 request loop.
-func (sc *serverConn) serve() {
+// finish accounts for the end of an HTTP/1 connection and closes it.
+//
+//go:noinline
+func (sc *serverConn) finish() {
 	h := sc.h
+	h.track(sc, false)
+	if sc.tls {
+		h.stats.DownstreamCxSslActive.Dec()
+	}
+	if sc.http1 {
+		h.stats.DownstreamCxHTTP1Active.Dec()
+	}
+	h.cxClosed(sc.lc, sc.start)
+}
+
+func (h *Handler) cxOpened() time.Time {
+	h.stats.DownstreamCxTotal.Inc()
+	h.stats.DownstreamCxActive.Inc()
+	return h.sh.deps.Now()
+}
+
+func (h *Handler) cxClosed(c *listener.Conn, start time.Time) {
 	st := h.stats
-	http1Counted := false
+	st.DownstreamCxActive.Dec()
+	st.DownstreamCxDestroy.Inc()
+	st.DownstreamCxLengthMs.Record(uint64(h.sh.deps.Now().Sub(start).Milliseconds()))
+	c.Close()
+}
+
+// handshake terminates TLS when the chain has a transport socket.
+func (h *Handler) handshake(c *listener.Conn) (nc net.Conn, isTLS, alpnH2, ok bool) {
+	if h.tls == nil {
+		return c, false, false, true
+	}
+	tc := tls.Server(c, h.tlsConfig())
+	c.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
+	if err := tc.Handshake(); err != nil {
+		return nil, false, false, false
+	}
+	c.SetDeadline(time.Time{})
+	h.stats.DownstreamCxSslTotal.Inc()
+	return tc, true, tc.ConnectionState().NegotiatedProtocol == "h2", true
+}
+
+// loop is the HTTP/1 request loop. It keeps no locals of its own across the read.
+func (sc *serverConn) loop() {
 	for {
-		sc.idle.Store(true)
-		if sc.drainNow() {
-			return
-		}
-		if sc.rd.buffered() == 0 {
-			sc.armIdle()
-		}
-		head, err := sc.rd.readHead()
-		sc.idle.Store(false)
-		if err != nil {
-			if sc.headError(err) {
-				continue
+		head, err := sc.rd.nextHead()
+		switch {
+		case head != nil:
+			if !sc.handle(head) {
+				return
 			}
+			continue
+		case err != nil:
+			sc.headError(err)
+			return
+		case !sc.beforeRead():
 			return
 		}
-		if sc.requests == 0 && string(head) == h2Preface && h.cfg.Codec == config.CodecAuto {
-			// Prior-knowledge HTTP/2 (h2c): hand the connection, preface included, to http2.
-			pre := append([]byte(h2Preface+"\r\n"), sc.rd.buf[sc.rd.r:sc.rd.w]...)
-			sc.clearDeadline()
-			h.serveH2(sc.lc, sc.nc, pre)
-			return
-		}
-		if !http1Counted {
-			http1Counted = true
-			st.DownstreamCxHTTP1Total.Inc()
-			st.DownstreamCxHTTP1Active.Inc()
-			defer st.DownstreamCxHTTP1Active.Dec()
-		}
-		sc.requests++
-		s := getStream()
-		keep := s.serveH1(sc, head)
-		putStream(s)
-		sc.rd.shrink()
-		if !keep {
+		if err := sc.rd.fill(); err != nil && !sc.readFailed(err) {
 			return
 		}
 	}
+}
+
+// beforeRead prepares a wait for more request bytes: an idle connection closes when a drain
+// has started, and (re)arms its idle timeout. It reports false to close the connection.
+//
+//go:noinline
+func (sc *serverConn) beforeRead() bool {
+	if sc.rd.buffered() > 0 {
+		return true
+	}
+	sc.idle.Store(true)
+	if sc.drainNow() {
+		return false
+	}
+	sc.armIdle()
+	return true
+}
+
+// readFailed handles a failed read; it reports whether to keep waiting for the request.
+//
+//go:noinline
+func (sc *serverConn) readFailed(err error) bool {
+	sc.idle.Store(false)
+	if err == io.EOF && sc.rd.buffered() > 0 {
+		err = io.ErrUnexpectedEOF
+	}
+	return sc.headError(err)
+}
+
+// handle serves one request whose head was read; it reports whether the connection may
+// carry another request.
+//
+//go:noinline
+func (sc *serverConn) handle(head []byte) bool {
+	sc.idle.Store(false)
+	h := sc.h
+	if sc.requests == 0 && string(head) == h2Preface && h.cfg.Codec == config.CodecAuto {
+		// Prior-knowledge HTTP/2 (h2c): hand the connection, preface included, to http2.
+		pre := append([]byte(h2Preface+"\r\n"), sc.rd.buf[sc.rd.r:sc.rd.w]...)
+		sc.clearDeadline()
+		h.serveH2(sc.lc, sc.nc, pre)
+		return false
+	}
+	if !sc.http1 {
+		sc.http1 = true
+		h.stats.DownstreamCxHTTP1Total.Inc()
+		h.stats.DownstreamCxHTTP1Active.Inc()
+	}
+	sc.requests++
+	s := getStream()
+	keep := s.serveH1(sc, head)
+	putStream(s)
+	sc.rd.shrink()
+	return keep
 }
 
 // armIdle sets the read deadline for the idle timeout. The deadline is only moved when it is
@@ -190,7 +281,7 @@ func (sc *serverConn) headError(err error) (resume bool) {
 		} else {
 			st.DownstreamRqHeaderTimeout.Inc()
 		}
-	case err == io.EOF || errors.Is(err, net.ErrClosed):
+	case err == io.EOF || err == io.ErrUnexpectedEOF || errors.Is(err, net.ErrClosed):
 		st.DownstreamCxDestroyRemote.Inc()
 	case errors.Is(err, errHeadTooLarge):
 		st.DownstreamCxProtocolError.Inc()
@@ -276,7 +367,7 @@ func (h *Handler) serveH2(lc *listener.Conn, nc net.Conn, pre []byte) {
 		conn = &prefixConn{Conn: nc, pre: pre}
 	}
 	remote := lc.RemoteAddr().String()
-	ch := &h2conn{h: h, lc: lc, remote: remote, remoteIP: hostOnly(remote), local: lc.LocalAddr().String(), tls: nc != net.Conn(lc)}
+	ch := &h2conn{h: h, drain: lc.DrainClose, remote: remote, remoteIP: hostOnly(remote), local: lc.LocalAddr().String(), tls: nc != net.Conn(lc)}
 	h.http2.ServeConn(conn, &http2.ServeConnOpts{Handler: ch, BaseConfig: h.h2base})
 }
 
@@ -298,12 +389,15 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 // h2conn is the per-connection http.Handler of an HTTP/2 connection.
 type h2conn struct {
 	h        *Handler
-	lc       *listener.Conn
+	drain    func() bool // the listener's DrainClose
 	remote   string
 	remoteIP string
 	local    string
 	tls      bool
 }
+
+// DrainClose is the listener's drain decision for the connection.
+func (c *h2conn) DrainClose() bool { return c.drain() }
 
 func (c *h2conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := getStream()

@@ -24,9 +24,11 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"sigs.k8s.io/yaml"
 
+	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/pool"
 	"github.com/legateproxy/legate/stats"
@@ -45,6 +47,27 @@ type env struct {
 	lm       *listener.Manager
 	failed   atomic.Bool
 	addr     string
+	hcm      string
+}
+
+// handler builds a second Handler of the env's connection manager configuration, outside
+// the listener manager.
+func (e *env) handler(t testing.TB) *Handler {
+	t.Helper()
+	var pb hcmv3.HttpConnectionManager
+	fromYAML(t, e.hcm, &pb)
+	cfg, err := config.HTTPConnectionManagerFromProto(&pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := &shared{deps: Deps{Clusters: e.clusters, Pools: e.pools, Filters: filter.NewRegistry(), Now: time.Now, AccessLogs: accesslog.NewManager(accesslog.FileOptions{})},
+		stats: newStatsRegistry(nil), dates: newDateCache(time.Now)}
+	h, err := sh.build(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
 }
 
 // envOptions tune newEnv.
@@ -74,7 +97,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, store: store}
+	e := &env{t: t, store: store, hcm: o.hcm}
 	e.clusters, err = cluster.NewManager(cluster.ManagerConfig{Stats: store})
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package httpproxy
 import (
 	"bytes"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -31,6 +30,8 @@ type reader struct {
 	r, w int
 	max  int // the largest head accepted
 	rx   *stats.Counter
+	// scanned is how many buffered bytes from r are known not to end a request head.
+	scanned int
 }
 
 func (rd *reader) buffered() int { return rd.w - rd.r }
@@ -80,33 +81,29 @@ func (rd *reader) shrink() {
 
 var crlfcrlf = []byte("\r\n\r\n")
 
-// readHead returns the next request head up to and including the CRLF of its last header
-// line. The bytes stay valid until the next fill. Empty lines before a request are skipped
+// nextHead returns the next request head, up to and including the CRLF of its last header
+// line, when the buffer holds all of it; otherwise nil (and errHeadTooLarge when it cannot
+// fit). The bytes stay valid until the next fill. Empty lines before a request are skipped
 // (RFC 9112 §2.2).
-func (rd *reader) readHead() ([]byte, error) {
-	scanned := 0
-	for {
-		for rd.r < rd.w && (rd.buf[rd.r] == '\r' || rd.buf[rd.r] == '\n') && scanned == 0 {
+func (rd *reader) nextHead() ([]byte, error) {
+	if rd.scanned == 0 {
+		for rd.r < rd.w && (rd.buf[rd.r] == '\r' || rd.buf[rd.r] == '\n') {
 			rd.r++
 		}
-		b := rd.buf[rd.r:rd.w]
-		from := max(scanned-3, 0)
-		if i := bytes.Index(b[from:], crlfcrlf); i >= 0 {
-			end := from + i
-			rd.r += end + 4
-			return b[:end+2], nil
-		}
-		scanned = len(b)
-		if len(b) >= rd.max {
-			return nil, errHeadTooLarge
-		}
-		if err := rd.fill(); err != nil {
-			if err == io.EOF && scanned > 0 {
-				return nil, io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
 	}
+	b := rd.buf[rd.r:rd.w]
+	from := max(rd.scanned-3, 0)
+	if i := bytes.Index(b[from:], crlfcrlf); i >= 0 {
+		end := from + i
+		rd.r += end + 4
+		rd.scanned = 0
+		return b[:end+2], nil
+	}
+	rd.scanned = len(b)
+	if len(b) >= rd.max {
+		return nil, errHeadTooLarge
+	}
+	return nil, nil
 }
 
 // requestHead is what the connection manager needs from an HTTP/1 request head beyond its

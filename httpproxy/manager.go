@@ -125,12 +125,12 @@ type Handler struct {
 	h2base    *http.Server // GOAWAY on drain: its Shutdown starts graceful shutdown of h2 conns
 	maxHead   int
 
-	mu       sync.Mutex // guards conns, watching, closed
+	mu       sync.Mutex // guards conns, watching, closed and wg.Add
 	conns    map[*serverConn]struct{}
 	watching bool
 	closed   bool
 	stop     chan struct{}
-	wg       sync.WaitGroup
+	wg       sync.WaitGroup // the drain watcher and the connection goroutines
 }
 
 type accessLogger struct {

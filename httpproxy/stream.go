@@ -40,6 +40,9 @@ const (
 	defaultRetryBufLimit = 1 << 20
 )
 
+// drainer is the listener's drain decision (listener.Conn.DrainClose).
+type drainer interface{ DrainClose() bool }
+
 // stream is one downstream request and its response, from the head to the last byte, on
 // either codec. Streams are pooled; every field belongs to the goroutine serving the stream.
 type stream struct {
@@ -60,7 +63,7 @@ type stream struct {
 	remoteIP string
 	local    string
 	tls      bool
-	drain    func() bool
+	drain    drainer
 
 	req           route.Request
 	hdr           http.Header // HTTP/1 request header storage
@@ -143,7 +146,7 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 	s.begin(h)
 	s.sc = sc
 	s.remote, s.remoteIP, s.local, s.tls = sc.remote, sc.remoteIP, sc.local, sc.tls
-	s.drain = sc.lc.DrainClose
+	s.drain = sc.lc
 	s.arena = append(s.arena, head...)
 	clear(s.hdr)
 	rh, err := parseHead(bytesString(s.arena), s.hdr, &s.vals, int(h.cfg.MaxHeadersCount))
@@ -201,7 +204,7 @@ func (s *stream) serveH2(c *h2conn, w http.ResponseWriter, r *http.Request) {
 	s.begin(h)
 	s.h2w = w
 	s.remote, s.remoteIP, s.local, s.tls = c.remote, c.remoteIP, c.local, c.tls
-	s.drain = c.lc.DrainClose
+	s.drain = c
 	s.proto = "HTTP/2"
 	s.head = r.Method == http.MethodHead
 	path := r.RequestURI
@@ -437,7 +440,7 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 		s.sendHeadH2(status, contentLength)
 		return
 	}
-	if !s.closeConn && s.drain() {
+	if !s.closeConn && s.drain.DrainClose() {
 		s.closeConn = true
 		h.stats.DownstreamCxDrainClose.Inc()
 	}

@@ -1,0 +1,277 @@
+package httpproxy
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// rawUpstream is a minimal HTTP/1.1 keep-alive server answering every request with a fixed
+// 100-byte body, so that benchmarks measure the proxy rather than net/http's server.
+func rawUpstream(tb testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	body := bytes.Repeat([]byte("x"), 99)
+	body = append(body, '\n')
+	resp := []byte("HTTP/1.1 200 OK\r\nServer: raw\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n" + string(body))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				serveRaw(c, resp)
+			}()
+		}
+	}()
+	tb.Cleanup(func() { ln.Close(); wg.Wait() })
+	return ln.Addr().String()
+}
+
+// serveRaw answers each request head on c (bodies are not expected) with resp.
+func serveRaw(c net.Conn, resp []byte) {
+	defer c.Close()
+	br := bufio.NewReaderSize(c, 4096)
+	for {
+		for {
+			line, err := br.ReadSlice('\n')
+			if err != nil {
+				return
+			}
+			if len(line) <= 2 {
+				break
+			}
+		}
+		if _, err := c.Write(resp); err != nil {
+			return
+		}
+	}
+}
+
+// rawClient sends keep-alive GETs over one connection and reads the fixed-size responses.
+type rawClient struct {
+	c   net.Conn
+	br  *bufio.Reader
+	req []byte
+}
+
+func newRawClient(tb testing.TB, addr, path string) *rawClient {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return &rawClient{c: c, br: bufio.NewReaderSize(c, 8192), req: []byte("GET " + path + " HTTP/1.1\r\nHost: bench\r\nUser-Agent: bench\r\n\r\n")}
+}
+
+// do sends one request and reads the response; it returns the status.
+func (rc *rawClient) do() (int, error) {
+	if _, err := rc.c.Write(rc.req); err != nil {
+		return 0, err
+	}
+	status, length := 0, -1
+	for first := true; ; first = false {
+		line, err := rc.br.ReadSlice('\n')
+		if err != nil {
+			return 0, err
+		}
+		if first {
+			if len(line) < 12 {
+				return 0, fmt.Errorf("bad status line %q", line)
+			}
+			status, _ = strconv.Atoi(string(line[9:12]))
+			continue
+		}
+		if len(line) <= 2 {
+			break
+		}
+		if len(line) > 16 && bytes.EqualFold(line[:15], []byte("content-length:")) {
+			length, _ = strconv.Atoi(string(bytes.TrimSpace(line[15:])))
+		}
+	}
+	if length < 0 {
+		return 0, fmt.Errorf("no content-length")
+	}
+	_, err := rc.br.Discard(length)
+	return status, err
+}
+
+// BenchmarkProxy measures one proxied request through the full stack (client → listener →
+// connection manager → router → pool → upstream), per downstream codec path: "legate" is the
+// hand-written HTTP/1.1 codec, "nethttp" the same router behind net/http's server.
+func BenchmarkProxy(b *testing.B) {
+	up := rawUpstream(b)
+	e := newEnv(b, envOptions{
+		clusters: []string{staticCluster("web", "", up)},
+		hcm:      simpleHCM("web", ""),
+	})
+	b.Run("legate", func(b *testing.B) { benchClient(b, e.addr) })
+	b.Run("nethttp", func(b *testing.B) {
+		h := e.handler(b)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv := &http.Server{Handler: &h2conn{h: h, drain: func() bool { return false }, remote: "127.0.0.1:1", remoteIP: "127.0.0.1", local: ln.Addr().String()}}
+		go srv.Serve(ln)
+		defer srv.Close()
+		benchClient(b, ln.Addr().String())
+	})
+}
+
+func benchClient(b *testing.B, addr string) {
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		rc := newRawClient(b, addr, "/")
+		for pb.Next() {
+			if st, err := rc.do(); err != nil || st != 200 {
+				b.Errorf("request: status %d, %v", st, err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkIdleConnMemory opens 10,000 keep-alive connections that each made one request
+// and reports the memory (heap and goroutine stacks) the proxy holds per idle connection.
+// The clients run in a child process (this test binary running TestIdleClientsHelper), so
+// that neither their memory nor their file descriptors count against the proxy's.
+func BenchmarkIdleConnMemory(b *testing.B) {
+	const n = 10000
+	up := rawUpstream(b)
+	e := newEnv(b, envOptions{
+		clusters: []string{staticCluster("web", "", up)},
+		hcm:      simpleHCM("web", ""),
+	})
+	for range b.N {
+		before := memInUse()
+		heapBefore, stackBefore := memSplit()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestIdleClientsHelper$")
+		cmd.Env = append(os.Environ(), "LEGATE_IDLE_CLIENTS_ADDR="+e.addr, "LEGATE_IDLE_CLIENTS_N="+strconv.Itoa(n))
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil || line != "ready\n" {
+			b.Fatalf("client process: %q, %v", line, err)
+		}
+		active := e.stat("http.ingress.downstream_cx_active")
+		after := memInUse()
+		heapAfter, stackAfter := memSplit()
+		b.ReportMetric(float64(int64(after)-int64(before))/float64(active), "B/idle-conn")
+		b.ReportMetric(float64(active), "conns")
+		b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")
+		if os.Getenv("LEGATE_IDLE_DUMP") != "" {
+			pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+		}
+		b.ReportMetric(float64(int64(heapAfter)-int64(heapBefore))/float64(active), "heap-B/conn")
+		b.ReportMetric(float64(int64(stackAfter)-int64(stackBefore))/float64(active), "stack-B/conn")
+		stdin.Close()
+		cmd.Wait()
+	}
+}
+
+// TestIdleClientsHelper is the client process of BenchmarkIdleConnMemory: it opens
+// LEGATE_IDLE_CLIENTS_N connections to LEGATE_IDLE_CLIENTS_ADDR, sends one request on each,
+// prints "ready" and holds them until its standard input closes.
+func TestIdleClientsHelper(t *testing.T) {
+	addr := os.Getenv("LEGATE_IDLE_CLIENTS_ADDR")
+	if addr == "" {
+		t.Skip("run by BenchmarkIdleConnMemory")
+	}
+	n, _ := strconv.Atoi(os.Getenv("LEGATE_IDLE_CLIENTS_N"))
+	req := []byte("GET / HTTP/1.1\r\nHost: bench\r\n\r\n")
+	buf := make([]byte, 4096)
+	conns := make([]net.Conn, 0, n)
+	for range n {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if os.Getenv("LEGATE_IDLE_NOREQ") == "" {
+			if _, err := c.Write(req); err != nil {
+				t.Fatal(err)
+			}
+			if err := readOneResponse(c, buf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conns = append(conns, c)
+	}
+	fmt.Println("ready")
+	io.Copy(io.Discard, os.Stdin)
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// readOneResponse reads one response with a Content-Length body from c.
+func readOneResponse(c net.Conn, buf []byte) error {
+	n := 0
+	for {
+		m, err := c.Read(buf[n:])
+		if err != nil {
+			return err
+		}
+		n += m
+		if i := bytes.Index(buf[:n], []byte("\r\n\r\n")); i >= 0 {
+			head := bytes.ToLower(buf[:i])
+			j := bytes.Index(head, []byte("content-length: "))
+			if j < 0 {
+				return fmt.Errorf("no content-length in %q", head)
+			}
+			k := j + len("content-length: ")
+			end := k
+			for end < len(head) && head[end] >= '0' && head[end] <= '9' {
+				end++
+			}
+			cl, _ := strconv.Atoi(string(head[k:end]))
+			if n >= i+4+cl {
+				return nil
+			}
+		}
+	}
+}
+
+// memSplit returns heap and stack memory in use.
+func memSplit() (heap, stack uint64) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse, ms.StackInuse
+}
+
+// memInUse returns heap and stack memory in use after collections (stacks shrink at GC).
+func memInUse() uint64 {
+	var ms runtime.MemStats
+	for range 12 {
+		runtime.GC()
+	}
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse + ms.StackInuse
+}
