@@ -24,14 +24,15 @@ type h1conn struct {
 	br        *bufio.Reader
 	bw        *bufio.Writer
 	body      body
-	scratch   []byte // chunked request bodies; allocated on first use
-	timer     *time.Timer
-	idle      bool // in hp.idle; guarded by hp.mu
-	keepAlive bool // the last response allows reuse
-	last      bool // max_requests_per_connection reached
-	peerGone  bool // the upstream closed or reset the connection
-	retired   bool // not to be reused (host health failure); guarded by hp.mu
-	deadline  bool // a read/write deadline is set
+	scratch   []byte      // chunked request bodies; allocated on first use
+	timer     *time.Timer // idle timeout; armed once, re-armed by itself (see idleExpired)
+	idleSince int64       // UnixNano when the connection last went idle; guarded by hp.mu
+	idle      bool        // in hp.idle; guarded by hp.mu
+	keepAlive bool        // the last response allows reuse
+	last      bool        // max_requests_per_connection reached
+	peerGone  bool        // the upstream closed or reset the connection
+	retired   bool        // not to be reused (host health failure); guarded by hp.mu
+	deadline  bool        // a read/write deadline is set
 }
 
 var (
@@ -46,14 +47,17 @@ func newH1(uc *upConn) *h1conn {
 	c.br.Reset(uc)
 	c.bw = writers.Get().(*bufio.Writer)
 	c.bw.Reset(uc)
-	c.timer = time.AfterFunc(time.Hour, c.idleExpired)
-	c.timer.Stop()
+	if d := uc.hp.m.idleTimeout; d > 0 {
+		c.timer = time.AfterFunc(d, c.idleExpired)
+	}
 	return c
 }
 
 // destroy closes the connection and recycles its buffers. Only the owner calls it.
 func (c *h1conn) destroy(local bool) {
-	c.timer.Stop()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
 	c.uc.shut(local)
 	if c.br != nil {
 		c.br.Reset(nil)
@@ -64,11 +68,24 @@ func (c *h1conn) destroy(local bool) {
 	}
 }
 
-// idleExpired closes the connection when it is still idle (idle_timeout).
+// idleExpired runs when the idle timer fires. The timer is not touched per request: a busy
+// connection, or one idle for less than idle_timeout, re-arms it for the time left; one idle
+// for the whole timeout is closed (upstream_cx_idle_timeout).
 func (c *h1conn) idleExpired() {
 	hp := c.uc.hp
+	d := hp.m.idleTimeout
 	hp.mu.Lock()
+	if c.uc.closed.Load() {
+		hp.mu.Unlock()
+		return
+	}
 	if !c.idle {
+		c.timer.Reset(d)
+		hp.mu.Unlock()
+		return
+	}
+	if left := time.Duration(c.idleSince + int64(d) - time.Now().UnixNano()); left > 0 {
+		c.timer.Reset(left)
 		hp.mu.Unlock()
 		return
 	}
@@ -151,7 +168,6 @@ func (hp *hostPool) takeIdle() *h1conn {
 	hp.idle[n-1] = nil
 	hp.idle = hp.idle[:n-1]
 	c.idle = false
-	c.timer.Stop()
 	hp.mu.Unlock()
 	return c
 }
@@ -229,10 +245,10 @@ func (hp *hostPool) releaseH1(c *h1conn, reusable bool) {
 			return
 		}
 		c.idle = true
-		hp.idle = append(hp.idle, c)
-		if hp.m.idleTimeout > 0 {
-			c.timer.Reset(hp.m.idleTimeout)
+		if c.timer != nil {
+			c.idleSince = time.Now().UnixNano()
 		}
+		hp.idle = append(hp.idle, c)
 		hp.mu.Unlock()
 		return
 	}

@@ -44,7 +44,6 @@ func (c *h2conn) close(local bool) {
 
 // getH2 returns a connection with a reserved stream slot, connecting when none has room.
 func (hp *hostPool) getH2(ctx context.Context, prio *breaker.Priority) (*h2conn, error) {
-	st := hp.m.st
 	for {
 		hp.mu.Lock()
 		if hp.draining {
@@ -75,6 +74,11 @@ func (hp *hostPool) getH2(ctx context.Context, prio *breaker.Priority) (*h2conn,
 			}
 		}
 		wait := hp.h2dial
+		var claim chan struct{}
+		if got == nil && wait == nil { // this request establishes the next connection
+			claim = make(chan struct{})
+			hp.h2dial = claim
+		}
 		hp.mu.Unlock()
 		for _, c := range dead {
 			c.uc.shut(false)
@@ -90,30 +94,27 @@ func (hp *hostPool) getH2(ctx context.Context, prio *breaker.Priority) (*h2conn,
 				return nil, ctx.Err()
 			}
 		}
-		if prio.Connections.TryAcquire() != nil {
-			st.UpstreamCxOverflow.Inc()
-			if open != nil {
-				return open, nil // its RoundTrip waits for a free stream
-			}
-			return nil, hp.m.errCxOverflow
-		}
-		return hp.dialH2(ctx, prio)
-	}
-}
-
-// dialH2 establishes a new HTTP/2 connection; concurrent requests wait for it.
-func (hp *hostPool) dialH2(ctx context.Context, prio *breaker.Priority) (*h2conn, error) {
-	st := hp.m.st
-	hp.mu.Lock()
-	done := make(chan struct{})
-	hp.h2dial = done
-	hp.mu.Unlock()
-	defer func() {
+		c, err := hp.dialH2(ctx, prio, open)
 		hp.mu.Lock()
 		hp.h2dial = nil
 		hp.mu.Unlock()
-		close(done)
-	}()
+		close(claim)
+		return c, err
+	}
+}
+
+// dialH2 establishes a new HTTP/2 connection while the caller holds the hp.h2dial claim.
+// Without a max_connections unit it falls back to open, an existing connection whose
+// RoundTrip waits for a free stream.
+func (hp *hostPool) dialH2(ctx context.Context, prio *breaker.Priority, open *h2conn) (*h2conn, error) {
+	st := hp.m.st
+	if prio.Connections.TryAcquire() != nil {
+		st.UpstreamCxOverflow.Inc()
+		if open != nil {
+			return open, nil
+		}
+		return nil, hp.m.errCxOverflow
+	}
 	if err := hp.m.pendingStart(prio); err != nil {
 		prio.Connections.Release()
 		return nil, err
