@@ -32,6 +32,7 @@ import (
 	"github.com/legateproxy/legate/stats/sinks/hystrix"
 	"github.com/legateproxy/legate/stats/tags"
 	"github.com/legateproxy/legate/tlsutil"
+	"github.com/legateproxy/legate/xds"
 )
 
 // State is the server state as /ready, /server_info and server.state report
@@ -62,6 +63,7 @@ type Server struct {
 	hystrix      *hystrix.Sink // nil without an envoy.stat_sinks.hystrix sink
 	certs        *tlsutil.Registry
 	data         dataPlane
+	xds          *xds.Client // nil without dynamic resources or EDS clusters
 	adminStats   adminStats
 	stats        stats.ServerStats
 	admin        *admin.Server // nil when the bootstrap has no admin block
@@ -69,6 +71,7 @@ type Server struct {
 	dumps        *configdump.Registry
 	init         *Init
 	adminLF      *reopenableFile // admin access log, nil when none
+	hot          hotRestart      // hot-restart socket and parent connection
 
 	initialized  atomic.Bool // the init manager finished
 	healthFailed atomic.Bool // /healthcheck/fail in effect
@@ -146,6 +149,9 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 		return nil, err
 	}
 	if err := s.buildClusterManager(); err != nil {
+		return nil, err
+	}
+	if err := s.buildXDS(); err != nil {
 		return nil, err
 	}
 	if err := s.buildDataPlane(); err != nil {
@@ -231,8 +237,13 @@ func (s *Server) Run(ctx context.Context) error {
 		wg.Wait()
 	}()
 
+	if err := s.startHotRestart(ctx); err != nil {
+		s.stopHotRestart()
+		return err
+	}
 	if s.admin != nil {
-		if err := s.admin.Listen(); err != nil {
+		if err := s.listenAdmin(); err != nil {
+			s.stopHotRestart()
 			return err
 		}
 		if p := s.opts.AdminAddressPath; p != "" {
@@ -252,7 +263,12 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { s.runtime.Run(ctx) })
 	wg.Go(func() { s.clusters.Run(ctx) })
 	wg.Go(func() { s.data.pools.Run(ctx) })
+	if s.xds != nil {
+		wg.Go(func() { s.xds.Run(ctx) })
+	}
 	s.store.BeforeFlush(s.refreshServerStats)
+	s.store.BeforeFlush(s.refreshHotRestartStats)
+	s.runHotRestart(ctx)
 
 	s.stats.State.Set(uint64(Initializing))
 	s.init.Start()
@@ -263,12 +279,14 @@ func (s *Server) Run(ctx context.Context) error {
 		s.stats.InitializationTimeMs.Record(uint64(time.Since(initStart).Milliseconds()))
 		s.updateState()
 		s.log.Infof("all dependencies initialized. starting workers")
+		s.inheritListenSockets()
 		if err := s.data.listeners.Start(); err != nil {
 			s.log.Criticalf("%v", err)
 			s.shutdown()
 			return err
 		}
 		wg.Go(func() { s.data.listeners.Run(ctx) })
+		s.handOver()
 	case <-ctx.Done():
 	case <-s.quit:
 	}
@@ -312,6 +330,7 @@ func (s *Server) Run(ctx context.Context) error {
 // shutdown closes listeners, pools, streams, the admin server and log files,
 // in that order. Run's goroutines end with its context.
 func (s *Server) shutdown() {
+	s.stopHotRestart()
 	s.data.listeners.Close()
 	s.data.pools.Close()
 	if s.hystrix != nil {
@@ -464,7 +483,7 @@ func (s *Server) ServerInfo() *adminv3.ServerInfo {
 		Version:            VersionString(),
 		State:              adminv3.ServerInfo_State(s.State()),
 		UptimeCurrentEpoch: up,
-		UptimeAllEpochs:    proto.Clone(up).(*durationpb.Duration),
+		UptimeAllEpochs:    durationpb.New(time.Duration(time.Since(s.firstStart()).Seconds()) * time.Second),
 		HotRestartVersion:  s.HotRestartVersion(),
 		CommandLineOptions: s.opts.CommandLineOptions(),
 		Node:               s.Node(),

@@ -1,6 +1,10 @@
 package server
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/legateproxy/legate/hotrestart"
+)
 
 // Build facts, set with -ldflags "-X github.com/legateproxy/legate/server.revision=…".
 var (
@@ -22,7 +26,8 @@ func VersionString() string {
 	return strings.Join([]string{revision, "1.37.0-" + versionLabel, status, "RELEASE", sslLibrary}, "/")
 }
 
-// HotRestartVersion is the hot-restart compatibility string. Legate's
-// protocol is its own (Envoy's shared-memory layout does not apply), so it
-// never claims Envoy's "11.104".
-const HotRestartVersion = "legate.1"
+// HotRestartVersion is the hot-restart compatibility string,
+// "legate.<protocol>": Legate's protocol is its own (package hotrestart;
+// Envoy's shared-memory layout does not apply), so it never claims Envoy's
+// "11.104".
+const HotRestartVersion = hotrestart.Version
