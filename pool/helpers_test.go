@@ -25,8 +25,8 @@ import (
 	"github.com/legateproxy/legate/stats"
 )
 
-// newClusterManager builds a cluster manager holding the cluster described by yml.
-func newClusterManager(t testing.TB, yml string) (*cluster.Manager, *stats.Store) {
+// mustCluster converts a cluster's YAML.
+func mustCluster(t testing.TB, yml string) *config.Cluster {
 	t.Helper()
 	js, err := yaml.YAMLToJSON([]byte(yml))
 	if err != nil {
@@ -40,6 +40,13 @@ func newClusterManager(t testing.TB, yml string) (*cluster.Manager, *stats.Store
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+// newClusterManager builds a cluster manager holding the cluster described by yml.
+func newClusterManager(t testing.TB, yml string) (*cluster.Manager, *stats.Store) {
+	t.Helper()
+	cfg := mustCluster(t, yml)
 	store, err := stats.New(stats.Config{})
 	if err != nil {
 		t.Fatal(err)

@@ -565,3 +565,73 @@ func TestHTTP2MaxRequestsPerConnection(t *testing.T) {
 		t.Errorf("stats (-want +got):\n%s", d)
 	}
 }
+
+func TestUseDownstreamProtocol(t *testing.T) {
+	srv, _ := newCountedServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Proto)
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+	cm, store := newClusterManager(t, staticCluster(`typed_extension_protocol_options:
+  envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+    "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+    use_downstream_protocol_config: {}`, srv.Listener.Addr().String()))
+	m := newManager(t, cm, store, nil)
+	h := onlyHost(t, m)
+	for _, tt := range []struct {
+		name  string
+		http2 bool
+		want  string
+	}{{"HTTP/1.1 downstream", false, "HTTP/1.1"}, {"HTTP/2 downstream", true, "HTTP/2.0"}} {
+		t.Run(tt.name, func(t *testing.T) {
+			var resp Response
+			if err := m.RoundTrip(context.Background(), h, &Request{Method: "GET", Path: "/", HTTP2: tt.http2}, &resp); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Close()
+			if string(b) != tt.want {
+				t.Errorf("upstream protocol = %q; want %q", b, tt.want)
+			}
+		})
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	cm, store := newClusterManager(t, staticCluster("", "127.0.0.1:1"))
+	r, err := NewRegistry(RegistryConfig{Clusters: cm, Stats: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	m := r.Get("up")
+	if m == nil || r.Get("up") != m {
+		t.Fatalf("Get(up) = %p then %p; want the same non-nil Manager", m, r.Get("up"))
+	}
+	if got := r.Get("missing"); got != nil {
+		t.Errorf("Get(missing) = %p; want nil", got)
+	}
+	api := mustCluster(t, strings.Replace(staticCluster("", "127.0.0.1:2"), "name: up", "name: api", 1))
+	if _, err := cm.AddOrUpdate(api, "1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "cluster api active", func() bool { return cm.Get("api") != nil })
+	am := r.Get("api")
+	if am == nil {
+		t.Fatal("Get(api) = nil; want a Manager")
+	}
+	cm.Remove("api")
+	r.Sync()
+	am.mu.Lock()
+	closed := am.closed
+	am.mu.Unlock()
+	if !closed || r.Get("api") != nil {
+		t.Errorf("after removal: Manager closed = %v, Get(api) = %p; want true, nil", closed, r.Get("api"))
+	}
+	if r.Get("up") != m {
+		t.Error("Get(up) changed after an unrelated removal")
+	}
+}
