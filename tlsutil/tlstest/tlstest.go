@@ -1,7 +1,3 @@
-// Package tlstest makes certificate authorities, certificates and CRLs for
-// tests, so no key material is ever checked in. Everything it returns is
-// immutable and safe to share between goroutines; helpers fail the test
-// through testing.TB on error.
 package tlstest
 
 import (
