@@ -62,6 +62,13 @@ func (s *Server) Listen() error {
 	if err != nil {
 		return fmt.Errorf("admin: cannot bind %s: %w", s.cfg.Address, err)
 	}
+	s.ListenOn(ln)
+	return nil
+}
+
+// ListenOn makes the server serve on ln, a socket bound elsewhere (the admin
+// socket a hot-restart parent passed on), instead of binding Address.
+func (s *Server) ListenOn(ln net.Listener) {
 	if !loopback(ln.Addr()) {
 		s.cfg.Warnf("admin interface bound to non-loopback address %s: it allows destructive operations and exposes private information; bind it to 127.0.0.1 or a firewalled network", ln.Addr())
 	}
@@ -77,8 +84,10 @@ func (s *Server) Listen() error {
 		Protocols:         protocols,
 		ReadHeaderTimeout: 30 * time.Second,
 	}
-	return nil
 }
+
+// Listener is the bound admin socket, or nil before Listen.
+func (s *Server) Listener() net.Listener { return s.listener }
 
 // loopback reports whether a bound address can be reached only from this
 // host. The bound address is checked, not the configured one, so

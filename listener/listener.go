@@ -271,15 +271,19 @@ func (m *Manager) inspect(info *listenerInfo, nc net.Conn) (peeked []byte, hello
 	}
 }
 
-// bind opens the listening sockets of e's current version.
-func bind(e *entry) ([]*socket, error) {
+// bind opens the listening sockets of e's current version, taking inherited
+// ones first. mu is held.
+func (m *Manager) bind(e *entry) ([]*socket, error) {
 	cfg := e.cur.Load().cfg
 	if !cfg.BindToPort {
 		return nil, nil
 	}
 	var out []*socket
 	for _, a := range append([]config.Address{cfg.Address}, cfg.AdditionalAddresses...) {
-		ln, err := listen(a, cfg.IPv4Compat)
+		ln, err := m.takeInherited(a), error(nil)
+		if ln == nil {
+			ln, err = listen(a, cfg.IPv4Compat)
+		}
 		if err != nil {
 			for _, s := range out {
 				s.ln.Close()

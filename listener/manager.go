@@ -73,9 +73,12 @@ type Manager struct {
 	retiring []*retiring
 	shared   map[string]*sharedStats // listener stats by prefix
 	stopped  stopState
-	bound    bool // Start has run
-	running  bool // accept loops run
-	closed   bool
+	// inherited are listening sockets taken over from a hot-restart parent,
+	// by configured address; bind uses them before binding anew.
+	inherited map[string]net.Listener
+	bound     bool // Start has run
+	running   bool // accept loops run
+	closed    bool
 
 	wg sync.WaitGroup // accept loops, connection goroutines, drain-end callbacks
 }
@@ -192,7 +195,7 @@ func (m *Manager) add(name string, l *config.Listener, versionInfo string, stati
 	e := &entry{name: name, static: static, versionInfo: versionInfo, lastUpdated: m.cfg.Clock.Now()}
 	e.cur.Store(v)
 	if m.bound {
-		if e.sockets, err = bind(e); err != nil {
+		if e.sockets, err = m.bind(e); err != nil {
 			m.stats.ListenerCreateFailure.Inc()
 			m.discard(v, nil)
 			return err
@@ -221,7 +224,7 @@ func (m *Manager) update(e *entry, old *version, l *config.Listener, versionInfo
 	if m.bound && !sameSockets {
 		probe := &entry{name: e.name}
 		probe.cur.Store(v)
-		if sockets, err = bind(probe); err != nil {
+		if sockets, err = m.bind(probe); err != nil {
 			m.stats.ListenerCreateFailure.Inc()
 			m.discard(v, old)
 			return err
@@ -461,7 +464,7 @@ func (m *Manager) Start() error {
 		return nil
 	}
 	for i, e := range m.entries {
-		s, err := bind(e)
+		s, err := m.bind(e)
 		if err != nil {
 			m.stats.ListenerCreateFailure.Inc()
 			for _, done := range m.entries[:i] {
