@@ -70,7 +70,8 @@ type Response struct {
 	// HTTP/2 without content-length).
 	ContentLength int64
 	// Body streams the response body; it returns io.EOF at the end. It implements io.WriterTo
-	// so io.Copy moves buffered bytes without a copy buffer.
+	// so io.Copy moves buffered bytes without a copy buffer. It reads from the connection
+	// itself and must not be used after Close.
 	Body io.Reader
 
 	raw  []byte     // header storage: each field's name then value
