@@ -6,10 +6,14 @@ import (
 	"sync"
 
 	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/admin"
 	"github.com/legateproxy/legate/admin/configdump"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/httpproxy"
+	"github.com/legateproxy/legate/httpproxy/filter"
+	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
+	"github.com/legateproxy/legate/httpproxy/filters/tap"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/options"
 	"github.com/legateproxy/legate/pool"
@@ -67,8 +71,20 @@ func (s *Server) buildDataPlane() error {
 	}
 	dp.accessLogs = accesslog.NewManager(accesslog.FileOptions{FlushInterval: s.opts.FileFlushInterval})
 
+	// HTTP filters: health_check and tap. Tap filters with an admin_config
+	// share one manager with the admin's POST /tap, which exists while they do.
+	httpFilters := filter.NewRegistry()
+	taps := tap.NewManager()
+	admin.WatchTap(s.reg, taps)
+	if err := healthcheck.Register(httpFilters); err != nil {
+		return err
+	}
+	if err := tap.Register(httpFilters, taps); err != nil {
+		return err
+	}
 	handlers := listener.NewRegistry()
 	if err := httpproxy.Register(handlers, httpproxy.Deps{
+		Filters:           httpFilters,
 		Clusters:          s.clusters,
 		Pools:             dp.pools,
 		Stats:             s.store,
