@@ -17,6 +17,7 @@ import (
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/options"
 	"github.com/legateproxy/legate/pool"
+	"github.com/legateproxy/legate/tcpproxy"
 	"github.com/legateproxy/legate/tlsutil"
 )
 
@@ -94,6 +95,9 @@ func (s *Server) buildDataPlane() error {
 		TLS:               tlsutil.Deps{Secrets: dp.secrets, Registry: s.certs},
 		LocalClusterName:  s.Node().GetCluster(),
 	}); err != nil {
+		return err
+	}
+	if err := tcpproxy.Register(handlers, dp.pools); err != nil {
 		return err
 	}
 	strategy := listener.DrainGradual
