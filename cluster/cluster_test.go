@@ -456,15 +456,7 @@ func TestOriginalDst(t *testing.T) {
 
 func TestAggregate(t *testing.T) {
 	e := newEnv(t, nil)
-	agg := parseCluster(t, `
-name: agg
-lb_policy: CLUSTER_PROVIDED
-cluster_type:
-  name: envoy.clusters.aggregate
-  typed_config:
-    "@type": type.googleapis.com/envoy.extensions.clusters.aggregate.v3.ClusterConfig
-    clusters: [primary, secondary]
-`)
+	agg := aggregateCluster(t, "primary", "secondary")
 	err := e.m.AddStatic([]*config.Cluster{agg,
 		parseCluster(t, staticYAML("primary", "10.0.0.1")),
 		parseCluster(t, staticYAML("secondary", "10.0.0.2")),

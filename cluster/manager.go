@@ -115,8 +115,12 @@ type Manager struct {
 	wg          sync.WaitGroup
 	initReady   func()
 	initPending map[*Cluster]bool
-	// batching defers publishing the active map while AddStatic starts many clusters.
-	batching bool
+	// batching counts the open batches (Batch, AddStatic); while it is positive the active map
+	// is not published (publishPending records that it must be) and aggregate rebuilds wait
+	// in deferredMembers. See batch.go.
+	batching        int
+	publishPending  bool
+	deferredMembers map[string]bool
 	// stopped is set when Run's context has ended: no more background work starts.
 	stopped bool
 
@@ -283,7 +287,8 @@ func (m *Manager) AddStatic(cs []*config.Cluster) error {
 		m.initReady = ready
 	}
 	m.stats.WarmingClusters.Set(uint64(len(m.warming)))
-	m.batching = true
+	m.batching++
+	m.publishPending = true
 	m.mu.Unlock()
 	var err error
 	for _, c := range built {
@@ -292,10 +297,7 @@ func (m *Manager) AddStatic(cs []*config.Cluster) error {
 			break
 		}
 	}
-	m.mu.Lock()
-	m.batching = false
-	m.publishLocked()
-	m.mu.Unlock()
+	m.endBatch()
 	if err != nil {
 		return err
 	}
@@ -371,7 +373,7 @@ func (m *Manager) Remove(name string) bool {
 	if a != nil {
 		delete(m.active, name)
 		m.releaseLocked(a, true)
-		m.publishLocked()
+		m.publishSoonLocked()
 	}
 	m.gaugesLocked()
 	m.mu.Unlock()
@@ -560,9 +562,7 @@ func (m *Manager) clusterWarmed(c *Cluster) {
 	m.active[c.cfg.Name] = c
 	c.stats.stats.WarmingState.Set(0)
 	delete(m.initPending, c)
-	if !m.batching {
-		m.publishLocked()
-	}
+	m.publishSoonLocked()
 	m.gaugesLocked()
 	m.mu.Unlock()
 	m.checkInit()
@@ -572,7 +572,7 @@ func (m *Manager) clusterWarmed(c *Cluster) {
 func (m *Manager) checkInit() {
 	m.mu.Lock()
 	ready := m.initReady
-	if len(m.initPending) != 0 || ready == nil || m.batching {
+	if len(m.initPending) != 0 || ready == nil || m.batching > 0 {
 		m.mu.Unlock()
 		return
 	}
@@ -588,6 +588,7 @@ func (m *Manager) gaugesLocked() {
 
 // publishLocked publishes a copy of the active map for lock-free Get.
 func (m *Manager) publishLocked() {
+	m.publishPending = false
 	p := make(map[string]*Cluster, len(m.active))
 	for k, v := range m.active {
 		p[k] = v
@@ -598,6 +599,10 @@ func (m *Manager) publishLocked() {
 // memberChanged rebuilds the aggregate clusters that contain name.
 func (m *Manager) memberChanged(name string) {
 	m.mu.Lock()
+	if m.deferMemberLocked(name) {
+		m.mu.Unlock()
+		return
+	}
 	aggs := append([]string(nil), m.aggregates[name]...)
 	var targets []*Cluster
 	for _, a := range aggs {
