@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -562,5 +563,31 @@ func TestCDSRemovalReleasesHealthState(t *testing.T) {
 	}
 	if _, ok := e.values()["cluster.web.health_check.healthy"]; ok {
 		t.Errorf("cluster.web.health_check.healthy still registered after the cluster was removed")
+	}
+}
+
+// BenchmarkHealthChangedRepublish is the cost of one health flip in a 1,000-host cluster without
+// a merge window: a new snapshot (partitions, balancer) per change.
+func BenchmarkHealthChangedRepublish(b *testing.B) {
+	e := newEnv(b, nil)
+	addrs := make([]string, 1000)
+	for i := range addrs {
+		addrs[i] = fmt.Sprintf("10.0.%d.%d", i/250, i%250+1)
+	}
+	y := staticYAML("web", addrs...) + "common_lb_config: {update_merge_window: 0s}\n"
+	if err := e.m.AddStatic([]*config.Cluster{parseCluster(b, y)}); err != nil {
+		b.Fatal(err)
+	}
+	c := e.m.Get("web")
+	h := c.Snapshot().PrioritySet.Sets()[0].Hosts()[0]
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if i%2 == 0 {
+			h.SetHealthFlag(host.FailedActiveHC)
+		} else {
+			h.ClearHealthFlag(host.FailedActiveHC)
+		}
+		c.HealthChanged()
 	}
 }

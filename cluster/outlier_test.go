@@ -217,3 +217,20 @@ func TestIntervalEjectionsWithRealUpstreams(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkReportResult is the router's per-request outlier report through the cluster.
+func BenchmarkReportResult(b *testing.B) {
+	e := newEnv(b, nil)
+	y := staticYAML("web", "10.0.0.1", "10.0.0.2", "10.0.0.3") + "outlier_detection: {consecutive_5xx: 1000000}\n"
+	if err := e.m.AddStatic([]*config.Cluster{parseCluster(b, y)}); err != nil {
+		b.Fatal(err)
+	}
+	c := e.m.Get("web")
+	h := c.Snapshot().PrioritySet.Sets()[0].Hosts()[0]
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			c.Snapshot().Outlier().Report(h, outlier.HTTPStatus(200))
+		}
+	})
+}

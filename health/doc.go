@@ -39,13 +39,13 @@
 // Scheduler. A check's timeout starts when it gets its slot, so queueing never fails a host.
 // OnChange is called without locks held.
 //
-// Left to the cluster manager: Envoy's rule that a cluster with a gRPC health check must have
-// http2_protocol_options, waiting for every host's first result before the cluster is warm (count
-// OnChange calls), publishing a snapshot when changed is true, and
-// close_connections_on_host_health_failure.
+// The cluster manager (cluster/health.go) does the rest: it refuses a gRPC health check on a
+// cluster without http2_protocol_options and more than one health check per cluster (as Envoy
+// does), waits for every host's first result before the cluster is warm (counting OnChange
+// calls), publishes a snapshot when changed is true, and tells its OnHostHealthFailure
+// subscribers (pools, TCP proxy) for close_connections_on_host_health_failure.
 //
-// Not implemented: alt_port (deprecated), custom health checkers, several health checks per cluster combined (run one
-// Checker per check; Envoy ANDs them), header value %formatters%, endpoint-level health-check
-// hostnames (use AddressFor for the port), HTTP/3, proxy_protocol_config, event_logger extensions
-// and event_service.
+// Not implemented: alt_port (deprecated), custom health checkers, header value %formatters%,
+// endpoint-level health-check hostnames (use AddressFor for the port), HTTP/3,
+// proxy_protocol_config, event_logger extensions and event_service.
 package health
