@@ -22,10 +22,10 @@ import (
 // that are flushed first).
 //
 // A Tapper belongs to its stream's goroutine. All methods are safe on a nil *Tapper and do
-// nothing, so a caller can feed parts without checking whether a tap is active. The
-// headers, trailers and request passed in must stay unchanged-or-only-added-to until End:
-// a buffered trace reads them at End, as Envoy reads its header maps when the stream is
-// logged (so headers the router adds to the request are in the trace).
+// nothing, so a caller can feed parts without checking whether a tap is active. The request,
+// headers and trailers passed in are kept, not copied, until End: a buffered trace reads
+// them then, as Envoy reads its header maps when the stream is logged (so headers that later
+// filters or the router add are in the trace). The caller must not recycle them before End.
 type Tapper struct {
 	a          *active
 	ms         *matchState
