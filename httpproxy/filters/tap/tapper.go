@@ -314,8 +314,11 @@ func headerList(list []*corev3.HeaderValue, h http.Header) []*corev3.HeaderValue
 }
 
 // headerValue makes a HeaderValue with the value's invalid UTF-8 bytes replaced by '!', as
-// Envoy's sanitizeUtf8String does (a proto string must be UTF-8).
+// Envoy's sanitizeUtf8String does (a proto string must be UTF-8). Key and value are copied:
+// the connection manager's strings may share a buffer it reuses for the next request, and
+// the trace outlives the stream (the admin encodes it on its own goroutine).
 func headerValue(k, v string) *corev3.HeaderValue {
+	k, v = strings.Clone(k), strings.Clone(v)
 	if !utf8.ValidString(v) {
 		var b strings.Builder
 		for i := 0; i < len(v); {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tapdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/tap/v3"
@@ -397,4 +398,23 @@ func mustTapYAML(t testing.TB, y string) *tapv3.Tap {
 
 func adminFilterFor(id string) string {
 	return `common_config: {admin_config: {config_id: ` + id + `}}`
+}
+
+// TestTraceOwnsItsStrings: the connection manager's header strings may share a buffer it
+// reuses for the next request; a trace handed to the admin must not change with it.
+func TestTraceOwnsItsStrings(t *testing.T) {
+	m := NewManager()
+	f := tapFilter(t, m, adminFilter)
+	s := attach(t, m, `{config_id: demo, tap_config: {match: {any_match: true}, output_config: {sinks: [{streaming_admin: {}}]}}}`)
+	buf := []byte("/path-in-a-reused-buffer")
+	r := request(nil)
+	r.Path = unsafe.String(&buf[0], len(buf))
+	tp := f.NewTapper()
+	tp.RequestHeaders(r)
+	tp.ResponseHeaders(200, http.Header{})
+	tp.End()
+	copy(buf, "XXXXXXXXXXXXXXXXXXXXXXXX")
+	if got := next(t, s).GetHttpBufferedTrace().GetRequest().GetHeaders()[1].GetValue(); got != "/path-in-a-reused-buffer" {
+		t.Errorf(":path in the trace = %q; want %q", got, "/path-in-a-reused-buffer")
+	}
 }
