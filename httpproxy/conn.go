@@ -38,7 +38,6 @@ type serverConn struct {
 	local    string
 	tls      bool
 	requests uint32
-	start    time.Time
 	http1    bool        // counted in downstream_cx_http1_*
 	idle     atomic.Bool // waiting for a request head
 	deadline time.Time   // the read deadline currently set
@@ -66,12 +65,18 @@ func (h *Handler) ServeConn(c *listener.Conn) {
 // serveConn, serverConn.loop and reader.fill; everything else runs in out-of-line helpers
 // that have returned by then, so the parked stack stays under a quarter of 4 KiB and the
 // runtime shrinks it.
+//
+// The connection is closed last, after wg.Done: when it is the last connection of a removed
+// filter chain, the listener calls Close from inside c.Close, and Close waits for wg.
 func (h *Handler) serveConn(c *listener.Conn) {
+	defer c.Close()
 	defer h.wg.Done()
+	start := h.cxOpened()
 	if sc := h.openConn(c); sc != nil {
 		sc.loop()
 		sc.finish()
 	}
+	h.cxClosed(start)
 }
 
 // openConn counts the connection, terminates TLS and serves HTTP/2 connections to their
@@ -79,22 +84,19 @@ func (h *Handler) serveConn(c *listener.Conn) {
 //
 //go:noinline
 func (h *Handler) openConn(c *listener.Conn) *serverConn {
-	start := h.cxOpened()
 	h.watchDrain(c)
 	nc, isTLS, alpnH2, ok := h.handshake(c)
 	if !ok {
-		h.cxClosed(c, start)
 		return nil
 	}
 	if h.cfg.Codec == config.CodecHTTP2 || alpnH2 {
 		h.serveH2(c, nc, nil)
-		h.cxClosed(c, start)
 		return nil
 	}
 	if isTLS {
 		h.stats.DownstreamCxSslActive.Inc()
 	}
-	sc := &serverConn{h: h, lc: c, nc: nc, tls: isTLS, start: start}
+	sc := &serverConn{h: h, lc: c, nc: nc, tls: isTLS}
 	sc.remote = c.RemoteAddr().String()
 	sc.remoteIP = hostOnly(sc.remote)
 	sc.local = c.LocalAddr().String()
@@ -115,7 +117,7 @@ func (sc *serverConn) finish() {
 	if sc.http1 {
 		h.stats.DownstreamCxHTTP1Active.Dec()
 	}
-	h.cxClosed(sc.lc, sc.start)
+	sc.nc.Close() // a TLS connection sends its close_notify
 }
 
 func (h *Handler) cxOpened() time.Time {
@@ -124,12 +126,11 @@ func (h *Handler) cxOpened() time.Time {
 	return h.sh.deps.Now()
 }
 
-func (h *Handler) cxClosed(c *listener.Conn, start time.Time) {
+func (h *Handler) cxClosed(start time.Time) {
 	st := h.stats
 	st.DownstreamCxActive.Dec()
 	st.DownstreamCxDestroy.Inc()
 	st.DownstreamCxLengthMs.Record(uint64(h.sh.deps.Now().Sub(start).Milliseconds()))
-	c.Close()
 }
 
 // handshake terminates TLS when the chain has a transport socket.
@@ -137,7 +138,7 @@ func (h *Handler) handshake(c *listener.Conn) (nc net.Conn, isTLS, alpnH2, ok bo
 	if h.tls == nil {
 		return c, false, false, true
 	}
-	tc := tls.Server(c, h.tlsConfig())
+	tc := tls.Server(c, h.tls.Config())
 	c.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
 	if err := tc.Handshake(); err != nil {
 		return nil, false, false, false

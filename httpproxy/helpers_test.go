@@ -48,6 +48,7 @@ type env struct {
 	failed   atomic.Bool
 	addr     string
 	hcm      string
+	logs     *accesslog.Manager
 }
 
 // handler builds a second Handler of the env's connection manager configuration, outside
@@ -123,7 +124,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 		t.Fatal(err)
 	}
 	reg := listener.NewRegistry()
-	if err := Register(reg, Deps{Clusters: e.clusters, Pools: e.pools, Stats: store, HealthCheckFailed: &e.failed, LocalClusterName: "local"}); err != nil {
+	e.logs = accesslog.NewManager(accesslog.FileOptions{})
+	t.Cleanup(func() { e.logs.Close() })
+	if err := Register(reg, Deps{Clusters: e.clusters, Pools: e.pools, Stats: store, HealthCheckFailed: &e.failed, LocalClusterName: "local", AccessLogs: e.logs}); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 	var hcm hcmv3.HttpConnectionManager

@@ -172,12 +172,13 @@ func parseHead(s string, h http.Header, vals *[]string, maxHeaders int) (request
 		}
 		switch key {
 		case hdrHost:
+			if head.absolute {
+				continue // the target's authority wins (RFC 9112 §3.2.2)
+			}
 			if head.hasHost && head.host != value {
 				return head, errBadRequest
 			}
-			if !head.absolute {
-				head.host, head.hasHost = value, true
-			}
+			head.host, head.hasHost = value, true
 			continue
 		case hdrContentLength:
 			cl, err := strconv.ParseInt(value, 10, 64)

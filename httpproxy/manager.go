@@ -1,7 +1,6 @@
 package httpproxy
 
 import (
-	"crypto/tls"
 	"fmt"
 	"net/http"
 	"sync"
@@ -249,8 +248,9 @@ func (sh *shared) accessLog(al config.AccessLog, d *Deps) (accessLogger, error) 
 	return accessLogger{format: f, file: file}, nil
 }
 
-// downstreamTLS builds the TLS context of a filter chain's transport socket, offering ALPN
-// h2 and http/1.1 as the codec allows when the configuration names none.
+// downstreamTLS builds the TLS context of a filter chain's transport socket. As in Envoy,
+// HTTP/2 over TLS is negotiated only when common_tls_context.alpn_protocols offers "h2";
+// otherwise codec AUTO still recognises the HTTP/2 preface.
 func downstreamTLS(chain *config.FilterChain, cfg *config.HTTPConnectionManager, d *Deps) (*tlsutil.ServerContext, error) {
 	u := chain.TransportSocketConfig.GetTypeUrl()
 	if chain.TransportSocket != tlsTransportName && u != downstreamTLSTypeURL {
@@ -271,24 +271,6 @@ func downstreamTLS(chain *config.FilterChain, cfg *config.HTTPConnectionManager,
 		return nil, fmt.Errorf("filter chain %q: %w", chain.Name, err)
 	}
 	return sc, nil
-}
-
-// tlsConfig returns the listener TLS configuration with ALPN defaults for the codec.
-func (h *Handler) tlsConfig() *tls.Config {
-	base := h.tls.Config()
-	if len(base.NextProtos) > 0 {
-		return base
-	}
-	c := base.Clone()
-	switch h.cfg.Codec {
-	case config.CodecHTTP1:
-		c.NextProtos = []string{"http/1.1"}
-	case config.CodecHTTP2:
-		c.NextProtos = []string{"h2"}
-	default:
-		c.NextProtos = []string{"h2", "http/1.1"}
-	}
-	return c
 }
 
 // Table returns the compiled route table.

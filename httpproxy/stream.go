@@ -474,6 +474,11 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 }
 
 func (s *stream) sendHeadH2(status int, contentLength int64) {
+	if s.drain.DrainClose() {
+		// x/net/http2 answers "Connection: close" with a graceful GOAWAY and strips it.
+		s.setRespHeader(hdrConnection, "close")
+		s.h.stats.DownstreamCxDrainClose.Inc()
+	}
 	if contentLength >= 0 && !s.head && status >= 200 && status != http.StatusNoContent {
 		s.setRespHeader("Content-Length", strconv.FormatInt(contentLength, 10))
 	}

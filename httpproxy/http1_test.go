@@ -1,0 +1,160 @@
+package httpproxy
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/legateproxy/legate/stats"
+)
+
+func TestParseHead(t *testing.T) {
+	tests := []struct {
+		name   string
+		head   string
+		want   requestHead
+		header http.Header
+		err    error
+	}{
+		{
+			name:   "simple",
+			head:   "GET /a?b=c HTTP/1.1\r\nHost: example.com\r\nUser-Agent: t\r\naccept: */*\r\n",
+			want:   requestHead{method: "GET", target: "/a?b=c", minor: 1, host: "example.com", hasHost: true, contentLength: -1},
+			header: http.Header{"User-Agent": {"t"}, "Accept": {"*/*"}},
+		},
+		{
+			name:   "http/1.0 keep-alive and hop-by-hop",
+			head:   "GET / HTTP/1.0\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: 5\r\nX-Other: 2\r\n",
+			want:   requestHead{method: "GET", target: "/", minor: 0, contentLength: -1},
+			header: http.Header{"X-Other": {"2"}},
+		},
+		{
+			name:   "connection close, repeated header, content length",
+			head:   "POST /p HTTP/1.1\r\nHost: h\r\nConnection: close\r\nX-A: 1\r\nX-A: 2\r\nContent-Length: 5\r\nExpect: 100-continue\r\n",
+			want:   requestHead{method: "POST", target: "/p", minor: 1, host: "h", hasHost: true, contentLength: 5, close: true, expect100: true},
+			header: http.Header{"X-A": {"1", "2"}, "Content-Length": {"5"}},
+		},
+		{
+			name:   "absolute form",
+			head:   "GET http://other.example:8080/x HTTP/1.1\r\nHost: ignored\r\n",
+			want:   requestHead{method: "GET", target: "/x", minor: 1, host: "other.example:8080", hasHost: true, contentLength: -1, absolute: true},
+			header: http.Header{},
+		},
+		{name: "conflicting lengths", head: "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n", err: errBadRequest},
+		{name: "negative length", head: "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n", err: errBadRequest},
+		{name: "bad target", head: "GET x HTTP/1.1\r\nHost: h\r\n", err: errBadRequest},
+		{name: "control in value", head: "GET / HTTP/1.1\r\nHost: h\r\nA: b\x01\r\n", err: errBadRequest},
+		{name: "bare LF", head: "GET / HTTP/1.1\nHost: h\r\n", err: errBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			var vals []string
+			got, err := parseHead(tt.head, h, &vals, 100)
+			if err != tt.err {
+				t.Fatalf("parseHead() error = %v; want %v", err, tt.err)
+			}
+			if err != nil {
+				return
+			}
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(requestHead{})); diff != "" {
+				t.Errorf("parseHead() head (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.header, h); diff != "" {
+				t.Errorf("parseHead() header (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCanonicalKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"host": "Host", "x-request-id": "X-Request-Id", "X-Custom-THING": "X-Custom-Thing",
+		"Content-Type": "Content-Type", "etag": "Etag", "a": "A",
+		strings.Repeat("ab-", 30): strings.Repeat("Ab-", 30),
+	} {
+		if got := canonicalKey(in); got != want {
+			t.Errorf("canonicalKey(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
+
+// pipeConn feeds a fixed input to a reader.
+type pipeConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *pipeConn) Read(p []byte) (int, error)      { return c.r.Read(p) }
+func (c *pipeConn) SetReadDeadline(time.Time) error { return nil }
+
+func TestChunkedBody(t *testing.T) {
+	in := "3;ext=1\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\nTrailer: x\r\n\r\nNEXT"
+	rd := reader{conn: &pipeConn{r: strings.NewReader(in)}, buf: make([]byte, 8), max: 1 << 10, rx: new(stats.Counter)}
+	var b bodyReader
+	b.reset(&rd, &requestHead{chunked: true})
+	got, err := io.ReadAll(&b)
+	if err != nil {
+		t.Fatalf("ReadAll: %v", err)
+	}
+	if want := "abc0123456789abcdef"; string(got) != want {
+		t.Errorf("body = %q; want %q", got, want)
+	}
+	rest := string(rd.buf[rd.r:rd.w])
+	more, _ := io.ReadAll(rd.conn)
+	if rest+string(more) != "NEXT" {
+		t.Errorf("bytes after the body = %q; want NEXT", rest+string(more))
+	}
+}
+
+// FuzzParseHead checks that the HTTP/1 head scanner and parser never panic, and that what
+// they accept is well formed.
+func FuzzParseHead(f *testing.F) {
+	for _, s := range []string{
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"POST /x HTTP/1.0\r\nContent-Length: 3\r\nConnection: keep-alive\r\n\r\nabc",
+		"GET http://h/p HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"\r\n\r\nOPTIONS * HTTP/1.1\r\nHost: a\r\nX: a\r\nX: b\r\n\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		rd := reader{conn: &pipeConn{r: bytes.NewReader(in)}, buf: make([]byte, 16), max: 4096, rx: new(stats.Counter)}
+		for {
+			head, err := rd.nextHead()
+			if err != nil {
+				return
+			}
+			if head == nil {
+				if rd.fill() != nil {
+					return
+				}
+				continue
+			}
+			h := http.Header{}
+			var vals []string
+			rh, err := parseHead(string(head), h, &vals, 100)
+			if err != nil {
+				return
+			}
+			if !validToken(rh.method) || rh.target == "" {
+				t.Fatalf("accepted method %q target %q", rh.method, rh.target)
+			}
+			if rh.chunked && rh.contentLength >= 0 {
+				t.Fatalf("accepted both chunked and content-length")
+			}
+			for k := range h {
+				if !validToken(k) {
+					t.Fatalf("accepted header name %q", k)
+				}
+			}
+			return
+		}
+	})
+}
