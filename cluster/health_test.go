@@ -591,3 +591,64 @@ func BenchmarkHealthChangedRepublish(b *testing.B) {
 		c.HealthChanged()
 	}
 }
+
+// TestEDSHealthComposesWithActiveHealth checks that EDS health_status and active health checking
+// each own their flags: neither clears the other's, and the host is healthy only when both agree.
+func TestEDSHealthComposesWithActiveHealth(t *testing.T) {
+	e := newHCEnv(t)
+	if _, err := e.m.AddOrUpdate(parseCluster(t, "name: eds\ntype: EDS\ncommon_lb_config: {update_merge_window: 0s}\n"+hcYAML), "1"); err != nil {
+		t.Fatal(err)
+	}
+	runManager(t, e.testEnv)
+	c := e.m.Warming()[0]
+	withStatus := func(status string) *endpointv3.ClusterLoadAssignment {
+		cla := &endpointv3.ClusterLoadAssignment{}
+		j := `{"cluster_name":"eds","endpoints":[{"lb_endpoints":[{"endpoint":{"address":{"socket_address":{"address":"10.0.0.1","port_value":80}}},"health_status":"` + status + `"}]}]}`
+		if err := protojson.Unmarshal([]byte(j), cla); err != nil {
+			t.Fatal(err)
+		}
+		return cla
+	}
+	if err := c.ApplyAssignment(withStatus("UNHEALTHY")); err != nil {
+		t.Fatal(err)
+	}
+	e.waitEvents(t, 1) // first check passes: only the active-HC flag clears
+	steps := []struct {
+		name string
+		do   func()
+		want string
+	}{
+		{"EDS unhealthy, check passed", func() {}, "/failed_eds_health"},
+		{"check fails", func() {
+			e.prober.setFail("10.0.0.1:80", true)
+			e.clock.Advance(5 * time.Second)
+			e.waitEvents(t, 1)
+		}, "/failed_active_hc/failed_eds_health"},
+		{"EDS healthy again", func() {
+			if err := c.ApplyAssignment(withStatus("HEALTHY")); err != nil {
+				t.Fatal(err)
+			}
+		}, "/failed_active_hc"},
+		{"check passes twice", func() {
+			e.prober.setFail("10.0.0.1:80", false)
+			e.clock.Advance(5 * time.Second)
+			e.waitEvents(t, 1)
+			e.clock.Advance(5 * time.Second)
+			e.waitEvents(t, 1)
+		}, "healthy"},
+	}
+	for _, s := range steps {
+		s.do()
+		snap := c.Snapshot()
+		if got := flagsOf(snap.PrioritySet)["10.0.0.1:80"]; got != s.want {
+			t.Errorf("%s: flags = %s; want %s", s.name, got, s.want)
+		}
+		wantHealthy := 0
+		if s.want == "healthy" {
+			wantHealthy = 1
+		}
+		if got := healthyCount(snap.PrioritySet); got != wantHealthy {
+			t.Errorf("%s: healthy hosts in the snapshot = %d; want %d", s.name, got, wantHealthy)
+		}
+	}
+}
