@@ -70,6 +70,9 @@ func (s *Server) buildDataPlane() error {
 	}); err != nil {
 		return err
 	}
+	// Unhealthy or ejected hosts lose their idle connections (and every
+	// connection with close_connections_on_host_health_failure).
+	s.clusters.OnHostHealthFailure(dp.pools.HostFailed)
 	dp.accessLogs = accesslog.NewManager(accesslog.FileOptions{FlushInterval: s.opts.FileFlushInterval})
 
 	// HTTP filters: health_check and tap. Tap filters with an admin_config

@@ -440,6 +440,9 @@ func (s *Server) ReopenLogs() error {
 	if err := s.data.accessLogs.Reopen(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := s.clusters.Reopen(); err != nil {
+		errs = append(errs, err)
+	}
 	if s.adminLF != nil {
 		if err := s.adminLF.Reopen(); err != nil {
 			errs = append(errs, err)
