@@ -247,11 +247,14 @@ func (sc *serverConn) clearDeadline() {
 	sc.nc.SetReadDeadline(time.Time{})
 }
 
-// drainNow reports whether an idle connection should close because of a drain.
+// drainNow reports whether an idle connection should close because of a drain. A
+// connection that has not carried a request yet is not idle but new: its first request may
+// be in flight (a hot-restart parent accepted it just before handing its sockets over), so it
+// is read and answered with "connection: close" instead of being closed unanswered.
 func (sc *serverConn) drainNow() bool {
 	select {
 	case <-sc.lc.DrainStarted():
-		if sc.rd.buffered() == 0 {
+		if sc.rd.buffered() == 0 && sc.requests > 0 {
 			sc.h.stats.DownstreamCxDrainClose.Inc()
 			return true
 		}
