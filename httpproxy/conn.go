@@ -117,7 +117,7 @@ func (sc *serverConn) finish() {
 	if sc.http1 {
 		h.stats.DownstreamCxHTTP1Active.Dec()
 	}
-	sc.nc.Close() // a TLS connection sends its close_notify
+	sc.nc.Close() // the socket (a TLS connection sends its close_notify first)
 }
 
 func (h *Handler) cxOpened() time.Time {
@@ -133,12 +133,20 @@ func (h *Handler) cxClosed(start time.Time) {
 	st.DownstreamCxLengthMs.Record(uint64(h.sh.deps.Now().Sub(start).Milliseconds()))
 }
 
+// socketConn is the listener connection as the codecs see it: closing it closes the socket
+// only. The listener's accounting runs when serveConn closes the listener.Conn itself, last,
+// because on a removed chain's last connection that Close calls Handler.Close.
+type socketConn struct{ *listener.Conn }
+
+// Close closes the socket.
+func (s socketConn) Close() error { return s.Conn.Conn.Close() }
+
 // handshake terminates TLS when the chain has a transport socket.
 func (h *Handler) handshake(c *listener.Conn) (nc net.Conn, isTLS, alpnH2, ok bool) {
 	if h.tls == nil {
-		return c, false, false, true
+		return socketConn{c}, false, false, true
 	}
-	tc := tls.Server(c, h.tls.Config())
+	tc := tls.Server(socketConn{c}, h.tls.Config())
 	c.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
 	if err := tc.Handshake(); err != nil {
 		return nil, false, false, false
@@ -371,7 +379,8 @@ func (h *Handler) serveH2(lc *listener.Conn, nc net.Conn, pre []byte) {
 		conn = &prefixConn{Conn: nc, pre: pre}
 	}
 	remote := lc.RemoteAddr().String()
-	ch := &h2conn{h: h, drain: lc.DrainClose, remote: remote, remoteIP: hostOnly(remote), local: lc.LocalAddr().String(), tls: nc != net.Conn(lc)}
+	_, isTLS := nc.(*tls.Conn)
+	ch := &h2conn{h: h, drain: lc.DrainClose, remote: remote, remoteIP: hostOnly(remote), local: lc.LocalAddr().String(), tls: isTLS}
 	h.http2.ServeConn(conn, &http2.ServeConnOpts{Handler: ch, BaseConfig: h.h2base})
 }
 

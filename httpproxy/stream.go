@@ -258,8 +258,6 @@ func (s *stream) process() {
 		s.localReply(http.StatusInternalServerError, nil, nil) // unreachable in practice
 	}
 	st.DownstreamRqActive.Dec()
-	st.responseCode(s.status)
-	h.lstats.responseCode(s.status)
 	end := h.sh.deps.Now()
 	st.DownstreamRqTime.Record(uint64(end.Sub(s.start).Milliseconds()))
 	if len(h.logs) > 0 {
@@ -417,6 +415,9 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 	cfg := h.cfg
 	s.status = status
 	s.headSent = true
+	// Counted before the response leaves, so that a client that has read it sees the stats.
+	h.stats.responseCode(status)
+	h.lstats.responseCode(status)
 	if m != nil {
 		s.fillEntryBasics()
 		m.FinalizeResponseHeaders(s.resp, &s.entry)
