@@ -543,7 +543,7 @@ func (c *Cluster) balancer(ps *host.PrioritySet) (lb.Balancer, error) {
 
 func (c *Cluster) lbPolicy() string { return c.cfg.LbPolicy }
 
-func (c *Cluster) lbCfg() *lb.Config { return lbConfig(c.cfg) }
+func (c *Cluster) lbCfg() *lb.Config { return c.m.withRuntime(lbConfig(c.cfg)) }
 
 // close stops the cluster's timers and discovery; the stats stay with the manager's entry.
 func (c *Cluster) close() {

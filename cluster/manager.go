@@ -528,7 +528,13 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 	}
 	m.mu.Unlock()
+	runtimeDone := make(chan struct{})
+	go func() {
+		defer close(runtimeDone)
+		m.watchRuntime(ctx)
+	}()
 	<-ctx.Done()
+	<-runtimeDone
 	m.mu.Lock()
 	m.stopped = true
 	var all []*Cluster
