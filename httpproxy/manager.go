@@ -63,6 +63,9 @@ type Deps struct {
 	Filters *filter.Registry
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Routes serves the route configurations of connection managers with rds (RDS); nil
+	// refuses rds.
+	Routes RouteProvider
 }
 
 // Register registers the envoy.filters.network.http_connection_manager handler factory with
@@ -112,7 +115,8 @@ type shared struct {
 type Handler struct {
 	sh        *shared
 	cfg       *config.HTTPConnectionManager
-	table     *route.Table
+	table     atomic.Pointer[route.Table] // swapped by RDS (rds.go); fixed for route_config
+	rds       *rdsRoutes
 	filters   []filter.Filter
 	logs      []accessLogger
 	stats     *hcmStats
@@ -152,11 +156,21 @@ func (sh *shared) newHandler(ctx *listener.ChainContext) (*Handler, error) {
 	if err := pb.ValidateAll(); err != nil {
 		return nil, fmt.Errorf("%s: %w", config.HTTPConnectionManagerFilter, err)
 	}
+	rds := takeRDS(&pb)
 	cfg, err := config.HTTPConnectionManagerFromProto(&pb)
 	if err != nil {
 		return nil, err
 	}
-	return sh.build(cfg, ctx)
+	h, err := sh.build(cfg, ctx)
+	if err == nil && rds != nil {
+		if err = sh.startRDS(h, rds); err != nil {
+			h.Close()
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
 // build makes a handler from a converted configuration.
@@ -172,7 +186,7 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 		return nil, fmt.Errorf("http_connection_manager %q: route_config: %w", cfg.StatPrefix, err)
 	}
 	h := &Handler{
-		sh: sh, cfg: cfg, table: table,
+		sh: sh, cfg: cfg,
 		hcmPrefix: "http." + cfg.StatPrefix + ".",
 		maxHead:   int(cfg.MaxRequestHeadersKB) << 10,
 		conns:     map[*serverConn]struct{}{},
@@ -221,6 +235,7 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 	}
 	h.lPrefix = lp + h.hcmPrefix
 	h.stats, h.lstats = sh.stats.acquire(h.hcmPrefix, h.lPrefix)
+	h.table.Store(table)
 	return h, nil
 }
 
@@ -274,7 +289,7 @@ func downstreamTLS(chain *config.FilterChain, cfg *config.HTTPConnectionManager,
 }
 
 // Table returns the compiled route table.
-func (h *Handler) Table() *route.Table { return h.table }
+func (h *Handler) Table() *route.Table { return h.table.Load() }
 
 // Close stops the drain watcher and releases the handler's stats and TLS context. The
 // listener manager calls it once the filter chain is gone and its last connection closed.
@@ -288,6 +303,7 @@ func (h *Handler) Close() error {
 	close(h.stop)
 	h.mu.Unlock()
 	h.wg.Wait()
+	h.stopRDS()
 	h.sh.stats.release(h.hcmPrefix, h.lPrefix)
 	if h.tls != nil {
 		h.tls.Close()

@@ -36,7 +36,7 @@ func (s *stream) routeRequest() {
 	h := s.h
 	st := h.stats
 	st.RqTotal.Inc()
-	m := h.table.Route(&s.req)
+	m := h.table.Load().Route(&s.req)
 	if m == nil || m.Route.Kind == route.ActionNonForwarding {
 		st.NoRoute.Inc()
 		s.flags |= accesslog.NoRouteFound

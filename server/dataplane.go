@@ -95,8 +95,9 @@ func (s *Server) buildDataPlane() error {
 		Logger:            s.logs.Logger("http"),
 		HealthCheckFailed: &s.healthFailed,
 		AccessLogs:        dp.accessLogs,
-		TLS:               tlsutil.Deps{Secrets: dp.secrets, Registry: s.certs},
+		TLS:               tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs},
 		LocalClusterName:  s.Node().GetCluster(),
+		Routes:            s.routeProvider(),
 	}); err != nil {
 		return err
 	}
@@ -129,7 +130,11 @@ func (s *Server) buildDataPlane() error {
 	if err := dp.listeners.AddStatic(static); err != nil {
 		return err
 	}
-	return s.dumps.Add(configdump.Tracker{Key: "listeners", Dump: dp.listeners.ConfigDump})
+	dump, err := s.listenersDump()
+	if err != nil {
+		return err
+	}
+	return s.dumps.Add(configdump.Tracker{Key: "listeners", Dump: dump})
 }
 
 // clusterTLS returns the cluster's client TLS context, building it on first
@@ -147,7 +152,7 @@ func (s *Server) clusterTLS(c *config.Cluster) (*tlsutil.ClientContext, error) {
 	}
 	var ctx *tlsutil.ClientContext
 	if cfg != nil {
-		if ctx, err = tlsutil.NewClientContext(*cfg, tlsutil.Deps{Secrets: dp.secrets, Registry: s.certs}); err != nil {
+		if ctx, err = tlsutil.NewClientContext(*cfg, tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs}); err != nil {
 			return nil, err
 		}
 	}

@@ -39,7 +39,7 @@ func (s *Server) bootstrapDump(func(string) bool) proto.Message {
 // routesDump lists the route configurations written inline in the HTTP
 // connection managers of static listeners, as Envoy's static_route_configs.
 func (s *Server) routesDump(match func(string) bool) proto.Message {
-	d := &adminv3.RoutesConfigDump{}
+	d := s.xdsRoutesDump(match)
 	for _, l := range s.boot.Proto.GetStaticResources().GetListeners() {
 		for _, fc := range l.GetFilterChains() {
 			for _, f := range fc.GetFilters() {
@@ -66,7 +66,7 @@ func (s *Server) routesDump(match func(string) bool) proto.Message {
 
 // secretsDump lists static_resources.secrets; configdump redacts them.
 func (s *Server) secretsDump(match func(string) bool) proto.Message {
-	d := &adminv3.SecretsConfigDump{}
+	d := s.xdsSecretsDump(match)
 	for _, sec := range s.boot.Proto.GetStaticResources().GetSecrets() {
 		if !match(sec.GetName()) {
 			continue

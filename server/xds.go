@@ -6,9 +6,15 @@ import (
 	"fmt"
 	"net"
 
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/legateproxy/legate/admin/configdump"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/httpproxy"
 	"github.com/legateproxy/legate/lb"
+	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/xds"
 )
 
@@ -22,8 +28,19 @@ func (s *Server) buildXDS() error {
 			needed = true
 		}
 	}
+	var rtds []*bootstrapv3.RuntimeLayer_RtdsLayer
+	for _, l := range s.boot.Proto.GetLayeredRuntime().GetLayers() {
+		if r := l.GetRtdsLayer(); r != nil {
+			rtds = append(rtds, r)
+			needed = true
+		}
+	}
 	if !needed {
 		return s.dumps.Add(configdump.Tracker{Key: "clusters", Dump: s.clusters.ConfigDump})
+	}
+	static, err := tlsutil.StaticSecretsFromProto("static_resources.secrets", s.boot.Proto.GetStaticResources().GetSecrets())
+	if err != nil {
+		return err
 	}
 	client, err := xds.New(xds.Config{
 		DynamicResources: s.boot.Proto.GetDynamicResources(),
@@ -38,8 +55,12 @@ func (s *Server) buildXDS() error {
 			}
 			return t.Ready, nil
 		},
-		Dial:   s.dialXDS,
-		Limits: config.Limits{MaxObjNameLen: s.opts.MaxObjNameLen},
+		Dial:           s.dialXDS,
+		Limits:         config.Limits{MaxObjNameLen: s.opts.MaxObjNameLen},
+		Runtime:        s.runtime,
+		RTDSLayers:     rtds,
+		StaticSecrets:  static,
+		SecretsChanged: func() { _ = s.certs.Reload() },
 	})
 	if err != nil {
 		return err
@@ -78,4 +99,50 @@ func (s *Server) dialXDS(ctx context.Context, name string) (net.Conn, error) {
 		return nil, fmt.Errorf("xds: TLS to cluster %q: %w", name, err)
 	}
 	return tc, nil
+}
+
+// secretProvider resolves sds_secret_config names: the xDS client (static
+// secrets, then SDS) when there is one, else the static secrets.
+func (s *Server) secretProvider() tlsutil.SecretProvider {
+	if s.xds != nil {
+		return s.xds
+	}
+	return s.data.secrets
+}
+
+// routeProvider serves RDS to the HTTP connection managers; nil without xDS.
+func (s *Server) routeProvider() httpproxy.RouteProvider {
+	if s.xds != nil {
+		return s.xds
+	}
+	return nil
+}
+
+// listenersDump hands the listener manager to LDS and returns the listeners
+// config dump (with LDS warming and error states when xDS runs).
+func (s *Server) listenersDump() (func(func(string) bool) proto.Message, error) {
+	lm := s.data.listeners
+	if s.xds == nil {
+		return lm.ConfigDump, nil
+	}
+	if err := s.xds.SetListeners(lm); err != nil {
+		return nil, err
+	}
+	return s.xds.ListenersConfigDump(lm), nil
+}
+
+// xdsRoutesDump is the RDS part of the routes dump (empty without xDS).
+func (s *Server) xdsRoutesDump(match func(string) bool) *adminv3.RoutesConfigDump {
+	if s.xds == nil {
+		return &adminv3.RoutesConfigDump{}
+	}
+	return s.xds.RoutesConfigDump(match)
+}
+
+// xdsSecretsDump is the SDS part of the secrets dump (empty without xDS).
+func (s *Server) xdsSecretsDump(match func(string) bool) *adminv3.SecretsConfigDump {
+	if s.xds == nil {
+		return &adminv3.SecretsConfigDump{}
+	}
+	return s.xds.SecretsConfigDump(match)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/stats"
+	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/xds/resource"
 )
 
@@ -60,6 +61,21 @@ type Config struct {
 	// FilePollInterval is how often path sources are checked; zero means
 	// DefaultFilePollInterval.
 	FilePollInterval time.Duration
+
+	// Runtime receives the RTDS layers (runtime.Runtime.SetRTDSLayer); RTDSLayers are the
+	// bootstrap's layered_runtime rtds_layer entries to subscribe. Nil means no RTDS.
+	Runtime    RuntimeLayers
+	RTDSLayers []*bootstrapv3.RuntimeLayer_RtdsLayer
+	// StaticSecrets are static_resources.secrets; Secret consults them before SDS.
+	StaticSecrets tlsutil.SecretProvider
+	// SecretsChanged runs after an SDS secret changed, so that TLS contexts reload (the
+	// server passes its certificate registry's Reload); nil does nothing.
+	SecretsChanged func()
+}
+
+// RuntimeLayers is the runtime's RTDS hook (runtime.Runtime implements it).
+type RuntimeLayers interface {
+	SetRTDSLayer(name string, layer map[string]any) error
 }
 
 // Client is Legate's xDS client for CDS and EDS: it opens the transports the bootstrap's
@@ -86,14 +102,20 @@ type Client struct {
 	// testHook, when set (tests only), sees every handled response and transport failure.
 	testHook func(typeURL, version string, err error)
 
-	mu     sync.Mutex // guards the fields below and the handlers' state
-	ads    *mux
+	mu  sync.Mutex // guards the fields below and the CDS, EDS and LDS handlers' state
+	ads *mux
+	ran bool
+	cds *cdsHandler
+	eds *edsHandler
+	lds *ldsHandler
+
+	// rds, sds and rtds are the named subscriptions (their own locks; see namedHandler).
+	rds, sds, rtds *namedHandler
+
+	muxMu  sync.Mutex // guards muxes, runCtx and wg.Add; taken after mu
 	muxes  map[string]*mux
 	runCtx context.Context
-	ran    bool
 	wg     sync.WaitGroup
-	cds    *cdsHandler
-	eds    *edsHandler
 }
 
 // New validates the dynamic_resources config sources and builds a Client. Nothing is dialled
@@ -107,6 +129,9 @@ func New(cfg Config) (*Client, error) {
 		backoffBase: cfg.BackoffBase, backoffMax: cfg.BackoffMax, filePoll: cfg.FilePollInterval,
 		muxes: map[string]*mux{},
 	}
+	c.rds = newNamedHandler(c, rdsKind)
+	c.sds = newNamedHandler(c, sdsKind)
+	c.rtds = newNamedHandler(c, rtdsKind)
 	if c.clock == nil {
 		c.clock = clock.Real()
 	}
@@ -160,38 +185,54 @@ func New(cfg Config) (*Client, error) {
 			c.cds.initReady = ready
 		}
 	}
+	if err := c.startRTDS(); err != nil {
+		if c.cds != nil {
+			c.cds.reg.Unregister()
+		}
+		return nil, err
+	}
 	c.cpReg = cfg.Stats.Register("control_plane.", &c.cpStats)
 	return c, nil
 }
 
 // muxFor returns the transport for src and typeURL, creating it (and starting it when Run is
 // running). Sources with the same Key share a transport; ADS sources share the ADS stream.
-// Callers hold mu, or own c exclusively (New).
 func (c *Client) muxFor(src resource.Source, typeURL string) (*mux, error) {
+	m, _, err := c.muxForStarted(src, typeURL)
+	return m, err
+}
+
+// muxForStarted is muxFor that also reports whether Run has started.
+func (c *Client) muxForStarted(src resource.Source, typeURL string) (*mux, bool, error) {
+	c.muxMu.Lock()
+	defer c.muxMu.Unlock()
+	started := c.runCtx != nil
 	if src.ADS {
 		if c.ads == nil {
-			return nil, errors.New("ads is set but dynamic_resources.ads_config is not")
+			return nil, started, errors.New("ads is set but dynamic_resources.ads_config is not")
 		}
-		return c.ads, nil
+		return c.ads, started, nil
 	}
 	key := src.Key() + "|" + resource.ShortType(typeURL)
 	if m := c.muxes[key]; m != nil {
-		return m, nil
+		return m, started, nil
 	}
 	m := newMux(c, key, src, src.API, false)
 	m.typeURL = typeURL
 	c.muxes[key] = m
-	if c.runCtx != nil {
+	if started {
 		c.startLocked(m)
 	}
-	return m, nil
+	return m, started, nil
 }
 
+// startLocked starts m's goroutine; muxMu is held.
 func (c *Client) startLocked(m *mux) {
+	ctx := c.runCtx
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		m.run(c.runCtx)
+		m.run(ctx)
 	}()
 }
 
@@ -199,7 +240,7 @@ func (c *Client) startLocked(m *mux) {
 // timeout, and returns after ctx ends and every transport goroutine has returned.
 func (c *Client) Run(ctx context.Context) error {
 	c.mu.Lock()
-	if c.runCtx != nil || c.ran {
+	if c.ran {
 		c.mu.Unlock()
 		return errors.New("xds: Run called twice")
 	}
@@ -210,19 +251,30 @@ func (c *Client) Run(ctx context.Context) error {
 	if c.cds != nil {
 		c.cds.startLocked()
 	}
+	if c.lds != nil {
+		c.lds.startLocked()
+	}
+	c.mu.Unlock()
+	c.muxMu.Lock()
 	c.runCtx = ctx
 	for _, m := range c.muxes {
 		c.startLocked(m)
 	}
-	c.mu.Unlock()
+	c.muxMu.Unlock()
 	<-ctx.Done()
 	c.wg.Wait()
 	c.mu.Lock()
 	if c.cds != nil {
 		c.cds.stopLocked()
 	}
+	if c.lds != nil {
+		c.lds.stopLocked()
+	}
 	c.eds.stopLocked()
 	c.mu.Unlock()
+	for _, h := range []*namedHandler{c.rds, c.sds, c.rtds} {
+		h.stop()
+	}
 	c.cpReg.Unregister()
 	return nil
 }

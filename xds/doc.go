@@ -1,22 +1,30 @@
-// Package xds is Legate's xDS client for CDS and EDS: it reads the bootstrap's
-// dynamic_resources (cds_config, ads_config) and the eds_config of EDS clusters, opens the
-// transports they name — one ADS stream multiplexing every type (CDS requests before EDS), a
+// Package xds is Legate's xDS client. It reads the bootstrap's dynamic_resources (cds_config,
+// lds_config, ads_config), the eds_config of EDS clusters, the rds of HTTP connection managers,
+// the sds_config of TLS contexts and layered_runtime's rtds_layer entries, opens the transports
+// they name — one ADS stream multiplexing every type (CDS, EDS, LDS, RDS, then SDS and RTDS), a
 // state-of-the-world or delta gRPC stream per type and source, REST polling, or a watched file —
-// and applies what arrives: clusters to the cluster manager (cluster.Manager.AddOrUpdate,
-// Remove, SetVersionInfo) and assignments to EDS clusters (cluster.Cluster.ApplyAssignment).
-// Each response is ACKed, or NACKed with an error_detail naming the resource and the rule while
-// the last good configuration keeps serving. Decoding and validation live in xds/resource.
+// and applies what arrives: clusters to the cluster manager (inside cluster.Manager.Batch, so
+// the active map is published once per update), assignments to EDS clusters, listeners to the
+// listener manager (warming until their route configurations and secrets have arrived; the old
+// version drains), route configurations to the connection managers that watch them
+// (httpproxy.RouteProvider), secrets to TLS contexts (tlsutil.SecretProvider, then a reload)
+// and runtime layers to the runtime. Each response is ACKed, or NACKed with an error_detail
+// naming the resource and the rule while the last good configuration keeps serving and the
+// config dumps show error_state. Decoding and validation live in xds/resource.
 //
 // Wiring (the server owns it):
 //
 //	c, err := xds.New(xds.Config{DynamicResources: b.DynamicResources, Node: node,
-//		Clusters: cm, Stats: store, Logger: log, Init: initFn, Dial: tlsDial})
+//		Clusters: cm, Stats: store, Init: initFn, Dial: tlsDial, Runtime: rt,
+//		RTDSLayers: layers, StaticSecrets: static, SecretsChanged: certs.Reload})
+//	httpproxy.Deps{Routes: c, TLS: tlsutil.Deps{Secrets: c}} // RDS and SDS consumers
+//	err = c.SetListeners(listenerManager)  // before Run; LDS
 //	go c.Run(ctx)                         // returns after ctx ends and every stream is closed
-//	dump := c.ClustersConfigDump(match)   // the "clusters" config dump with error_state
 //
 // Concurrency: Run owns one goroutine per transport (plus a reader per gRPC stream); each is
 // stopped by Run's context and awaited before Run returns. Client.mu serialises every update
-// of the CDS and EDS state; a transport's own mutex guards its subscription state. Lock order:
-// Client.mu, then a transport's mutex, then the cluster manager's locks; none is held while
-// waiting on the network.
+// of the CDS, EDS and LDS state; muxMu guards the transports; each named-resource handler (RDS,
+// SDS, RTDS) has its own mutex and calls its watchers with no lock held. Lock order:
+// Client.mu, the listener manager's and cluster manager's locks, muxMu, a named handler's
+// mutex, a transport's mutex. None is held while waiting on the network.
 package xds

@@ -6,7 +6,6 @@ import (
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // ClustersDumpExtras returns the error states of the CDS clusters the client rejected, by
@@ -21,12 +20,7 @@ func (c *Client) ClustersDumpExtras() map[string]*adminv3.UpdateFailureState {
 	}
 	out := make(map[string]*adminv3.UpdateFailureState, len(c.cds.failures))
 	for name, f := range c.cds.failures {
-		out[name] = &adminv3.UpdateFailureState{
-			FailedConfiguration: f.resource,
-			LastUpdateAttempt:   timestamppb.New(f.at),
-			Details:             f.details,
-			VersionInfo:         f.version,
-		}
+		out[name] = f.state()
 	}
 	return out
 }

@@ -12,6 +12,9 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	endpointsvc "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
 	listenersvc "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
+	routesvc "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	runtimesvc "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
+	secretsvc "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -91,6 +94,12 @@ func (m *mux) openSotW(ctx context.Context, conn *grpc.ClientConn) (sotwStream, 
 		return endpointsvc.NewEndpointDiscoveryServiceClient(conn).StreamEndpoints(ctx)
 	case resource.ListenerType:
 		return listenersvc.NewListenerDiscoveryServiceClient(conn).StreamListeners(ctx)
+	case resource.RouteType:
+		return routesvc.NewRouteDiscoveryServiceClient(conn).StreamRoutes(ctx)
+	case resource.SecretType:
+		return secretsvc.NewSecretDiscoveryServiceClient(conn).StreamSecrets(ctx)
+	case resource.RuntimeType:
+		return runtimesvc.NewRuntimeDiscoveryServiceClient(conn).StreamRuntime(ctx)
 	}
 	return nil, fmt.Errorf("no gRPC service for type %s", m.typeURL)
 }
@@ -106,6 +115,12 @@ func (m *mux) openDelta(ctx context.Context, conn *grpc.ClientConn) (deltaStream
 		return endpointsvc.NewEndpointDiscoveryServiceClient(conn).DeltaEndpoints(ctx)
 	case resource.ListenerType:
 		return listenersvc.NewListenerDiscoveryServiceClient(conn).DeltaListeners(ctx)
+	case resource.RouteType:
+		return routesvc.NewRouteDiscoveryServiceClient(conn).DeltaRoutes(ctx)
+	case resource.SecretType:
+		return secretsvc.NewSecretDiscoveryServiceClient(conn).DeltaSecrets(ctx)
+	case resource.RuntimeType:
+		return runtimesvc.NewRuntimeDiscoveryServiceClient(conn).DeltaRuntime(ctx)
 	}
 	return nil, fmt.Errorf("no gRPC service for type %s", m.typeURL)
 }

@@ -16,6 +16,10 @@ import (
 	clustersvc "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	endpointsvc "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
+	listenersvc "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
+	routesvc "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	runtimesvc "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
+	secretsvc "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -89,6 +93,10 @@ func (cp *controlPlane) start(addr string) {
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, srv)
 	clustersvc.RegisterClusterDiscoveryServiceServer(gs, srv)
 	endpointsvc.RegisterEndpointDiscoveryServiceServer(gs, srv)
+	listenersvc.RegisterListenerDiscoveryServiceServer(gs, srv)
+	routesvc.RegisterRouteDiscoveryServiceServer(gs, srv)
+	secretsvc.RegisterSecretDiscoveryServiceServer(gs, srv)
+	runtimesvc.RegisterRuntimeDiscoveryServiceServer(gs, srv)
 	gw := &serverv3.HTTPGateway{Server: srv}
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
@@ -144,10 +152,16 @@ func (cp *controlPlane) dial(ctx context.Context, _ string) (net.Conn, error) {
 
 func (cp *controlPlane) set(version string, clusters []types.Resource, endpoints []types.Resource) {
 	cp.t.Helper()
-	snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{
+	cp.setAll(version, map[resourcev3.Type][]types.Resource{
 		resourcev3.ClusterType:  clusters,
 		resourcev3.EndpointType: endpoints,
 	})
+}
+
+// setAll publishes a snapshot holding every type in resources.
+func (cp *controlPlane) setAll(version string, resources map[resourcev3.Type][]types.Resource) {
+	cp.t.Helper()
+	snap, err := cachev3.NewSnapshot(version, resources)
 	if err != nil {
 		cp.t.Fatal(err)
 	}
@@ -188,6 +202,8 @@ type proxyOption func(*proxySetup)
 type proxySetup struct {
 	cfg    Config
 	before func(p *proxy) // runs before the client is built
+	// afterNew runs after New and before Run (SetListeners).
+	afterNew func(c *Client)
 }
 
 func startProxy(t testing.TB, dr *bootstrapv3.Bootstrap_DynamicResources, opts ...proxyOption) *proxy {
@@ -223,6 +239,9 @@ func startProxy(t testing.TB, dr *bootstrapv3.Bootstrap_DynamicResources, opts .
 	p.c, err = New(ps.cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if ps.afterNew != nil {
+		ps.afterNew(p.c)
 	}
 	p.c.testHook = func(string, string, error) {
 		select {

@@ -149,7 +149,7 @@ func (m *mux) run(ctx context.Context) {
 	}
 }
 
-// typeRank orders requests: CDS before EDS, so that on ADS the clusters are known (and warming)
+// typeRank orders requests: CDS before EDS, then LDS before RDS, so that on ADS the clusters are known (and warming)
 // before their endpoints are asked for, as the xDS protocol's ADS ordering requires.
 func typeRank(typeURL string) int {
 	switch typeURL {
@@ -159,8 +159,10 @@ func typeRank(typeURL string) int {
 		return 1
 	case resource.ListenerType:
 		return 2
+	case resource.RouteType:
+		return 3
 	}
-	return 3
+	return 4
 }
 
 // orderedLocked returns the watches in request order. mu must be held.

@@ -19,6 +19,9 @@ var restPaths = map[string]string{
 	resource.ClusterType:  "/v3/discovery:clusters",
 	resource.EndpointType: "/v3/discovery:endpoints",
 	resource.ListenerType: "/v3/discovery:listeners",
+	resource.RouteType:    "/v3/discovery:routes",
+	resource.SecretType:   "/v3/discovery:secrets",
+	resource.RuntimeType:  "/v3/discovery:runtime",
 }
 
 // runREST polls the management server every refresh_delay, and at once when the subscribed

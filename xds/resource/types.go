@@ -7,6 +7,9 @@ const (
 	ClusterType  = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 	EndpointType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
 	ListenerType = "type.googleapis.com/envoy.config.listener.v3.Listener"
+	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+	SecretType   = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
+	RuntimeType  = "type.googleapis.com/envoy.service.runtime.v3.Runtime"
 )
 
 // v2TypeURLs are the v2 spellings of the types above, refused with a clear error.
@@ -14,6 +17,9 @@ var v2TypeURLs = map[string]string{
 	"type.googleapis.com/envoy.api.v2.Cluster":               ClusterType,
 	"type.googleapis.com/envoy.api.v2.ClusterLoadAssignment": EndpointType,
 	"type.googleapis.com/envoy.api.v2.Listener":              ListenerType,
+	"type.googleapis.com/envoy.api.v2.RouteConfiguration":    RouteType,
+	"type.googleapis.com/envoy.api.v2.auth.Secret":           SecretType,
+	"type.googleapis.com/envoy.service.discovery.v2.Runtime": RuntimeType,
 }
 
 // checkTypeURL reports whether got is the type URL want, naming the v2 rule when got is a v2

@@ -1,0 +1,91 @@
+package httpproxy
+
+import (
+	"fmt"
+	"sync"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+
+	"github.com/legateproxy/legate/httpproxy/route"
+)
+
+// RouteProvider serves the route configurations of connection managers configured with rds
+// (HttpConnectionManager.rds: route_config_name and config_source); the xDS client implements
+// it. WatchRoutes subscribes (shared per route_config_name and source; statPrefix is the
+// connection manager's stat_prefix, for http.<stat_prefix>.rds.<name>.*) and returns the
+// current configuration (nil until the first arrives), its generation, and cancel, which ends
+// the watch. update is called with each later accepted configuration, with a growing gen, on
+// another goroutine and without locks the caller could hold; it must not block.
+type RouteProvider interface {
+	WatchRoutes(name string, source *corev3.ConfigSource, statPrefix string,
+		update func(gen uint64, rc *routev3.RouteConfiguration)) (*routev3.RouteConfiguration, uint64, func(), error)
+}
+
+// rdsRoutes is a connection manager's RDS subscription. The handler's table pointer is
+// swapped on every accepted configuration; requests in flight keep the table they loaded.
+type rdsRoutes struct {
+	mu     sync.Mutex // guards gen; serialises compiles so an older table never wins
+	gen    uint64
+	cancel func()
+}
+
+// takeRDS removes pb's rds and puts an empty inline route_config of the same name in its
+// place, so that the rest of the configuration converts as usual; the table then comes from
+// the RouteProvider. It returns the rds, or nil for an inline route_config.
+func takeRDS(pb *hcmv3.HttpConnectionManager) *hcmv3.Rds {
+	rds := pb.GetRds()
+	if rds == nil {
+		return nil
+	}
+	pb.RouteSpecifier = &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{Name: rds.GetRouteConfigName()}}
+	return rds
+}
+
+// startRDS subscribes h to its route configuration. Until one arrives the handler serves an
+// empty table (404 for every request), as Envoy does after an initial fetch timeout. A
+// configuration that does not compile for this connection manager is logged and the previous
+// table keeps serving (the xDS client has already NACKed those that fail to compile at all).
+func (sh *shared) startRDS(h *Handler, rds *hcmv3.Rds) error {
+	d := &sh.deps
+	if d.Routes == nil {
+		return fmt.Errorf("http_connection_manager %q: rds %q: dynamic route configurations need the xDS client (no RouteProvider)", h.cfg.StatPrefix, rds.GetRouteConfigName())
+	}
+	st := &rdsRoutes{}
+	update := func(gen uint64, rc *routev3.RouteConfiguration) {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if gen <= st.gen {
+			return
+		}
+		t, err := route.Compile(rc, route.Options{
+			StripAnyHostPort: h.cfg.StripAnyHostPort,
+			Hostname:         d.Hostname,
+			ClusterExists:    func(name string) bool { return d.Clusters.Get(name) != nil },
+		})
+		if err != nil {
+			d.Logger.Warnf("http_connection_manager %q: rds %q: %v; the previous routes stay", h.cfg.StatPrefix, rc.GetName(), err)
+			return
+		}
+		st.gen = gen
+		h.table.Store(t)
+	}
+	cur, gen, cancel, err := d.Routes.WatchRoutes(rds.GetRouteConfigName(), rds.GetConfigSource(), h.cfg.StatPrefix, update)
+	if err != nil {
+		return fmt.Errorf("http_connection_manager %q: %w", h.cfg.StatPrefix, err)
+	}
+	st.cancel = cancel
+	h.rds = st
+	if cur != nil {
+		update(gen, cur)
+	}
+	return nil
+}
+
+// stopRDS ends h's RDS subscription, if any.
+func (h *Handler) stopRDS() {
+	if h.rds != nil && h.rds.cancel != nil {
+		h.rds.cancel()
+	}
+}

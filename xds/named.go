@@ -1,0 +1,361 @@
+package xds
+
+import (
+	"errors"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/stats"
+	"github.com/legateproxy/legate/xds/resource"
+)
+
+// namedKind describes one resource type subscribed to by name (RDS, SDS, RTDS): how its
+// resources decode and where the stats of a subscription live.
+type namedKind struct {
+	typeURL string
+	// short names the type in logs ("RDS").
+	short string
+	// decode validates a resource and returns its name and its value for the watchers.
+	decode func(a *anypb.Any) (name string, val any, err error)
+	// statPrefix is the prefix of a subscription's stats; user is the first subscriber's
+	// prefix (the connection manager's stat_prefix for RDS).
+	statPrefix func(name, user string) string
+	// initTarget is the name of the init target of a subscription made before Run.
+	initTarget func(name string) string
+	// extra, when set, registers more stats of a subscription under its prefix (RDS's
+	// config_reload) and returns the function that records an accepted change.
+	extra func(st *stats.Store, prefix string) (onChange func(now time.Time, took time.Duration), reg *stats.Registration)
+	// changed, when set, runs (without locks) after a response changed some value.
+	changed func(c *Client)
+}
+
+// watchFunc receives a subscription's value: after every accepted change (gen grows), and with
+// a nil value when the first fetch times out or the resource is removed. It is called without
+// any xds lock held, on a transport or timer goroutine.
+type watchFunc func(gen uint64, val any)
+
+// namedHandler keeps the subscriptions of one named resource type, shared by every user of a
+// (transport, name) pair and reference counted by watchers.
+//
+// Concurrency: mu guards subs and every subscription's fields. Lock order: Client.mu, then
+// Client.muxMu, then namedHandler.mu, then a mux's mu. Watchers are called with no lock held.
+type namedHandler struct {
+	c    *Client
+	kind *namedKind
+
+	mu      sync.Mutex
+	subs    map[string]*namedSub // by serviceKey(mux, name)
+	watched map[*mux]bool
+	nextID  uint64
+}
+
+// namedSub is one subscribed resource.
+type namedSub struct {
+	m        *mux
+	name     string
+	watchers map[uint64]watchFunc
+	// val, raw, version and updated are the last accepted resource; gen counts changes.
+	val     any
+	raw     *anypb.Any
+	version string
+	updated time.Time
+	gen     uint64
+	failure *failure
+	// ready is set once the first value arrived or the initial fetch timed out.
+	ready     bool
+	timer     clock.Timer
+	initReady func()
+	stats     SubscriptionStats
+	reg       *stats.Registration
+	onChange  func(now time.Time, took time.Duration)
+	extraReg  *stats.Registration
+}
+
+func newNamedHandler(c *Client, kind *namedKind) *namedHandler {
+	return &namedHandler{c: c, kind: kind, subs: map[string]*namedSub{}, watched: map[*mux]bool{}}
+}
+
+// watchRef identifies one watcher of one subscription; release ends it.
+type watchRef struct {
+	h   *namedHandler
+	sub *namedSub
+	id  uint64
+}
+
+// subscribe adds fn as a watcher of the resource called name on src, subscribing when it is
+// the first. It returns the current value (nil until one arrives), its generation and whether
+// the subscription is ready. user is the first subscriber's stat prefix.
+func (h *namedHandler) subscribe(src resource.Source, name, user string, fn watchFunc) (watchRef, any, uint64, bool, error) {
+	m, started, err := h.c.muxForStarted(src, h.kind.typeURL)
+	if err != nil {
+		return watchRef{}, nil, 0, false, err
+	}
+	h.mu.Lock()
+	if !h.watched[m] {
+		h.watched[m] = true
+		m.addWatch(h.kind.typeURL, h, false)
+	}
+	key := serviceKey(m, name)
+	sub := h.subs[key]
+	if sub == nil {
+		sub = &namedSub{m: m, name: name, watchers: map[uint64]watchFunc{}}
+		prefix := h.kind.statPrefix(name, user)
+		sub.reg = h.c.cfg.Stats.Register(prefix, &sub.stats)
+		if h.kind.extra != nil {
+			sub.onChange, sub.extraReg = h.kind.extra(h.c.cfg.Stats, prefix)
+		}
+		sub.stats.UpdateAttempt.Inc()
+		if t := src.InitialFetchTimeout; t > 0 {
+			sub.timer = h.c.clock.AfterFunc(t, func() { h.initTimeout(sub) })
+		}
+		if !started && h.c.cfg.Init != nil && h.kind.initTarget != nil {
+			if ready, err := h.c.cfg.Init(h.kind.initTarget(name)); err == nil {
+				sub.initReady = ready
+			}
+		}
+		h.subs[key] = sub
+		m.setNames(h.kind.typeURL, []string{name}, nil)
+	}
+	h.nextID++
+	id := h.nextID
+	sub.watchers[id] = fn
+	val, gen, ready := sub.val, sub.gen, sub.ready
+	h.mu.Unlock()
+	return watchRef{h: h, sub: sub, id: id}, val, gen, ready, nil
+}
+
+// release ends the watch; the last watcher unsubscribes. Releasing twice is harmless.
+func (r watchRef) release() {
+	if r.h == nil {
+		return
+	}
+	h, sub := r.h, r.sub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := sub.watchers[r.id]; !ok {
+		return
+	}
+	delete(sub.watchers, r.id)
+	if len(sub.watchers) > 0 {
+		return
+	}
+	key := serviceKey(sub.m, sub.name)
+	if h.subs[key] != sub {
+		return
+	}
+	delete(h.subs, key)
+	if sub.timer != nil {
+		sub.timer.Stop()
+	}
+	sub.reg.Unregister()
+	if sub.extraReg != nil {
+		sub.extraReg.Unregister()
+	}
+	if sub.initReady != nil {
+		go sub.initReady() // never block initialization on a subscription nobody wants
+		sub.initReady = nil
+	}
+	sub.m.setNames(h.kind.typeURL, nil, []string{sub.name})
+}
+
+// ready reports whether the watched resource arrived or its first fetch timed out.
+func (r watchRef) ready() bool {
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	return r.sub.ready
+}
+
+// notice is a pending watcher call.
+type notice struct {
+	fn  watchFunc
+	gen uint64
+	val any
+}
+
+func (sub *namedSub) noticesLocked() []notice {
+	out := make([]notice, 0, len(sub.watchers))
+	for _, fn := range sub.watchers {
+		out = append(out, notice{fn, sub.gen, sub.val})
+	}
+	return out
+}
+
+// markReadyLocked ends the initial fetch of sub.
+func (sub *namedSub) markReadyLocked() (initReady func()) {
+	sub.ready = true
+	if sub.timer != nil {
+		sub.timer.Stop()
+		sub.timer = nil
+	}
+	initReady, sub.initReady = sub.initReady, nil
+	return initReady
+}
+
+func (h *namedHandler) initTimeout(sub *namedSub) {
+	h.mu.Lock()
+	if sub.ready || h.subs[serviceKey(sub.m, sub.name)] != sub {
+		h.mu.Unlock()
+		return
+	}
+	sub.stats.InitFetchTimeout.Inc()
+	sub.stats.UpdateAttempt.Inc()
+	h.c.log.Warnf("xds: %s %q: initial fetch timed out", h.kind.short, sub.name)
+	initReady := sub.markReadyLocked()
+	ns := sub.noticesLocked()
+	h.mu.Unlock()
+	runNotices(ns, initReady)
+}
+
+func runNotices(ns []notice, initReady ...func()) {
+	for _, n := range ns {
+		n.fn(n.gen, n.val)
+	}
+	for _, f := range initReady {
+		if f != nil {
+			f()
+		}
+	}
+}
+
+// apply applies a response: each subscribed resource that decodes replaces the previous
+// value; one that does not is NACKed while the previous value keeps serving. Resources nobody
+// subscribed are ignored. A delta removal hands the watchers a nil value.
+func (h *namedHandler) apply(src *mux, u update) error {
+	start := h.c.clock.Now()
+	var errs []string
+	var ns []notice
+	var readies []func()
+	h.mu.Lock()
+	for i, a := range u.resources {
+		name, val, err := h.kind.decode(a)
+		if name == "" && u.names != nil {
+			name = u.names[i]
+		}
+		if name == "" {
+			name = resource.NamedResourceName(a)
+		}
+		if err == nil && u.names != nil && u.names[i] != name {
+			err = errors.New(h.kind.short + " resource name " + u.names[i] + " differs from the resource's name " + name)
+		}
+		sub := h.subs[serviceKey(src, name)]
+		if err != nil {
+			errs = append(errs, err.Error())
+			if sub != nil {
+				sub.stats.UpdateRejected.Inc()
+				sub.stats.UpdateAttempt.Inc()
+				sub.failure = &failure{resource: a, at: start, details: err.Error(), version: u.version}
+			}
+			continue
+		}
+		if sub == nil {
+			continue
+		}
+		sub.failure = nil
+		now := h.c.clock.Now()
+		sub.stats.accepted(u.version, now, now.Sub(start))
+		sub.version = u.version
+		readies = append(readies, sub.markReadyLocked())
+		if sub.raw != nil && proto.Equal(sub.raw, a) {
+			continue
+		}
+		sub.val, sub.raw, sub.updated = val, a, now
+		sub.gen++
+		if sub.onChange != nil {
+			sub.onChange(now, now.Sub(start))
+		}
+		ns = append(ns, sub.noticesLocked()...)
+	}
+	for _, name := range u.removed {
+		sub := h.subs[serviceKey(src, name)]
+		if sub == nil || sub.val == nil {
+			continue
+		}
+		sub.val, sub.raw, sub.updated = nil, nil, h.c.clock.Now()
+		sub.gen++
+		ns = append(ns, sub.noticesLocked()...)
+	}
+	h.mu.Unlock()
+	runNotices(ns, readies...)
+	if len(ns) > 0 && h.kind.changed != nil {
+		h.kind.changed(h.c)
+	}
+	if len(errs) > 0 {
+		err := errors.New(strings.Join(errs, "; "))
+		h.c.log.Warnf("xds: %s update %q rejected: %v", h.kind.short, u.version, err)
+		return err
+	}
+	return nil
+}
+
+// failed counts a transport failure on every subscription of src.
+func (h *namedHandler) failed(src *mux) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, sub := range h.subs {
+		if sub.m == src {
+			sub.stats.UpdateFailure.Inc()
+			sub.stats.UpdateAttempt.Inc()
+		}
+	}
+}
+
+// namedState is a subscription as the config dumps show it.
+type namedState struct {
+	name    string
+	version string
+	raw     *anypb.Any
+	updated time.Time
+	failure *failure
+}
+
+// states returns the subscriptions sorted by name (then transport), for the config dumps.
+func (h *namedHandler) states() []namedState {
+	h.mu.Lock()
+	keys := make([]string, 0, len(h.subs))
+	for k := range h.subs {
+		keys = append(keys, k)
+	}
+	out := make([]namedState, 0, len(keys))
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := h.subs[keys[i]], h.subs[keys[j]]
+		if a.name != b.name {
+			return a.name < b.name
+		}
+		return keys[i] < keys[j]
+	})
+	for _, k := range keys {
+		s := h.subs[k]
+		out = append(out, namedState{name: s.name, version: s.version, raw: s.raw, updated: s.updated, failure: s.failure})
+	}
+	h.mu.Unlock()
+	return out
+}
+
+// value returns the current value of the first subscription called name that has one.
+func (h *namedHandler) value(name string) (any, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range h.subs {
+		if s.name == name && s.val != nil {
+			return s.val, true
+		}
+	}
+	return nil, false
+}
+
+// stop ends the subscriptions' timers and unregisters their stats (Run's end).
+func (h *namedHandler) stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range h.subs {
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+	}
+}

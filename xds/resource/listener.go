@@ -1,0 +1,176 @@
+package resource
+
+import (
+	"errors"
+	"fmt"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/config"
+)
+
+// hcmTypeURL is the typed_config type of envoy.filters.network.http_connection_manager.
+const hcmTypeURL = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+
+// downstreamTLSTypeURL is the typed_config type of a listener's TLS transport socket.
+const downstreamTLSTypeURL = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"
+
+// Listener is a decoded and validated LDS resource with the dynamic resources it depends on:
+// a listener warms until each of them has arrived (or its initial fetch timed out).
+type Listener struct {
+	Name   string
+	Config *config.Listener
+	// Routes are the route configurations its connection managers load through rds.
+	Routes []Dependency
+	// Secrets are the SDS secrets its TLS transport sockets name with an sds_config.
+	Secrets []Dependency
+}
+
+// Dependency is a resource a listener or connection manager subscribes to by name.
+type Dependency struct {
+	Name   string
+	Source Source
+	// StatPrefix is the connection manager's stat_prefix (routes only).
+	StatPrefix string
+}
+
+// DecodeListener decodes an LDS resource: the Any's type URL, protoc-gen-validate rules,
+// config.ListenerFromProto, and the rds and sds_config sources of its filter chains.
+func DecodeListener(a *anypb.Any) (*Listener, error) {
+	l, err := unmarshalListener(a)
+	if err != nil {
+		return nil, err
+	}
+	at := fmt.Sprintf("listener %q", l.GetName())
+	if l.GetName() == "" {
+		return nil, errors.New(`listener "": name is empty; an LDS listener needs a name`)
+	}
+	if err := l.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("%s: %w", at, flatten(err))
+	}
+	cfg, err := config.ListenerFromProto(l)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", at, err)
+	}
+	out := &Listener{Name: l.GetName(), Config: cfg}
+	chains := append([]*listenerv3.FilterChain(nil), l.GetFilterChains()...)
+	if d := l.GetDefaultFilterChain(); d != nil {
+		chains = append(chains, d)
+	}
+	seenRoute, seenSecret := map[string]bool{}, map[string]bool{}
+	for i, fc := range chains {
+		path := fmt.Sprintf("%s: filter_chains[%d]", at, i)
+		for j, f := range fc.GetFilters() {
+			if f.GetTypedConfig().GetTypeUrl() != hcmTypeURL {
+				continue
+			}
+			var hcm hcmv3.HttpConnectionManager
+			if err := f.GetTypedConfig().UnmarshalTo(&hcm); err != nil {
+				return nil, fmt.Errorf("%s.filters[%d].typed_config: %v", path, j, err)
+			}
+			rds := hcm.GetRds()
+			if rds == nil {
+				continue
+			}
+			src, err := SourceFromProto(rds.GetConfigSource())
+			if err != nil {
+				return nil, fmt.Errorf("%s.filters[%d].typed_config.rds.config_source.%w", path, j, err)
+			}
+			if src.Self {
+				return nil, fmt.Errorf("%s.filters[%d].typed_config.rds.config_source.self is not supported", path, j)
+			}
+			key := src.Key() + "\x00" + rds.GetRouteConfigName()
+			if !seenRoute[key] {
+				seenRoute[key] = true
+				out.Routes = append(out.Routes, Dependency{Name: rds.GetRouteConfigName(), Source: src, StatPrefix: hcm.GetStatPrefix()})
+			}
+		}
+		ts := fc.GetTransportSocket().GetTypedConfig()
+		if ts.GetTypeUrl() != downstreamTLSTypeURL {
+			continue
+		}
+		var tc tlsv3.DownstreamTlsContext
+		if err := ts.UnmarshalTo(&tc); err != nil {
+			return nil, fmt.Errorf("%s.transport_socket.typed_config: %v", path, err)
+		}
+		deps, err := SecretDependencies(path+".transport_socket.typed_config.common_tls_context", tc.GetCommonTlsContext())
+		if err != nil {
+			return nil, err
+		}
+		if s := tc.GetSessionTicketKeysSdsSecretConfig(); s.GetSdsConfig() != nil {
+			d, err := secretDependency(path+".transport_socket.typed_config.session_ticket_keys_sds_secret_config", s)
+			if err != nil {
+				return nil, err
+			}
+			deps = append(deps, d)
+		}
+		for _, d := range deps {
+			if key := d.Source.Key() + "\x00" + d.Name; !seenSecret[key] {
+				seenSecret[key] = true
+				out.Secrets = append(out.Secrets, d)
+			}
+		}
+	}
+	return out, nil
+}
+
+// SecretDependencies returns the SDS secrets a TLS context loads from a config source (those
+// with an sds_config; the others are static_resources.secrets).
+func SecretDependencies(path string, c *tlsv3.CommonTlsContext) ([]Dependency, error) {
+	var cfgs []*tlsv3.SdsSecretConfig
+	cfgs = append(cfgs, c.GetTlsCertificateSdsSecretConfigs()...)
+	cfgs = append(cfgs, c.GetValidationContextSdsSecretConfig(), c.GetCombinedValidationContext().GetValidationContextSdsSecretConfig())
+	var out []Dependency
+	for _, s := range cfgs {
+		if s.GetSdsConfig() == nil {
+			continue
+		}
+		d, err := secretDependency(path, s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func secretDependency(path string, s *tlsv3.SdsSecretConfig) (Dependency, error) {
+	src, err := SourceFromProto(s.GetSdsConfig())
+	if err != nil {
+		return Dependency{}, fmt.Errorf("%s: sds_config.%w", path, err)
+	}
+	if src.Self {
+		return Dependency{}, fmt.Errorf("%s: sds_config.self is not supported", path)
+	}
+	if s.GetName() == "" {
+		return Dependency{}, fmt.Errorf("%s: name is empty; an SDS secret needs a name", path)
+	}
+	return Dependency{Name: s.GetName(), Source: src}, nil
+}
+
+// ListenerName returns the name of an LDS resource without validating it, or "".
+func ListenerName(a *anypb.Any) string {
+	l, err := unmarshalListener(a)
+	if err != nil {
+		return ""
+	}
+	return l.GetName()
+}
+
+func unmarshalListener(a *anypb.Any) (*listenerv3.Listener, error) {
+	if a == nil {
+		return nil, errors.New("listener: resource is empty")
+	}
+	if err := checkTypeURL(a.GetTypeUrl(), ListenerType); err != nil {
+		return nil, fmt.Errorf("listener: %w", err)
+	}
+	l := &listenerv3.Listener{}
+	if err := proto.Unmarshal(a.GetValue(), l); err != nil {
+		return nil, fmt.Errorf("listener: cannot decode the resource: %v", err)
+	}
+	return l, nil
+}

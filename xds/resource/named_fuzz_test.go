@@ -1,0 +1,38 @@
+package resource
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+func FuzzDecodeListener(f *testing.F) {
+	f.Add([]byte{0x0a, 0x01, 'l'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		l, err := DecodeListener(&anypb.Any{TypeUrl: ListenerType, Value: data})
+		if err == nil && (l == nil || l.Config == nil || l.Name == "" || l.Name != l.Config.Name) {
+			t.Errorf("DecodeListener succeeded with %+v", l)
+		}
+		_ = ListenerName(&anypb.Any{TypeUrl: ListenerType, Value: data})
+	})
+}
+
+// FuzzDecodeNamed decodes the same bytes as an RDS, SDS and RTDS resource: a success always
+// carries the resource's non-empty name.
+func FuzzDecodeNamed(f *testing.F) {
+	f.Add([]byte{0x0a, 0x01, 'r'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if rc, err := DecodeRouteConfig(&anypb.Any{TypeUrl: RouteType, Value: data}); err == nil && rc.GetName() == "" {
+			t.Errorf("DecodeRouteConfig succeeded without a name: %v", rc)
+		}
+		if pb, s, err := DecodeSecret(&anypb.Any{TypeUrl: SecretType, Value: data}); err == nil && (pb.GetName() == "" || s.Name != pb.GetName()) {
+			t.Errorf("DecodeSecret succeeded with %v, %+v", pb, s)
+		}
+		if name, layer, err := DecodeRuntime(&anypb.Any{TypeUrl: RuntimeType, Value: data}); err == nil && (name == "" || layer == nil) {
+			t.Errorf("DecodeRuntime succeeded with %q, %v", name, layer)
+		}
+		for _, u := range []string{RouteType, SecretType, RuntimeType} {
+			_ = NamedResourceName(&anypb.Any{TypeUrl: u, Value: data})
+		}
+	})
+}
