@@ -20,6 +20,11 @@ import (
 // (counter deltas, gauges, open connections) until the parent exits.
 const parentPollInterval = 500 * time.Millisecond
 
+// parentFallbackGrace delays a parent's own exit past the child's
+// --parent-shutdown-time-s timer, so a live child's terminate, which carries
+// the parent's final stats, comes first.
+const parentFallbackGrace = 2 * time.Second
+
 // generationStat keeps the parent's share when the parent exits, so it
 // counts generations (Envoy's retainParentGaugeValue).
 const generationStat = "server.hot_restart_generation"
@@ -43,7 +48,8 @@ var managedGauges = []string{
 // parent to exit once it is drained and idle, or when --parent-shutdown-time-s
 // (the child's) has passed since the drain began, whichever comes first; the
 // parent's final stats come with its reply. A parent whose child vanished
-// exits on its own --parent-shutdown-time-s after its drain began.
+// exits on its own --parent-shutdown-time-s (plus parentFallbackGrace) after
+// its drain began. Connections still open on the parent then are closed.
 type hotRestart struct {
 	sock  *hotrestart.Parent // this epoch's socket; nil when disabled or taken
 	child *hotrestart.Child  // the parent epoch; nil without one
@@ -390,15 +396,15 @@ func (s *Server) childStats() hotrestart.Stats {
 // drainForChild stops accepting (the child accepts on the same sockets) and
 // drains connections for --drain-time-s with --drain-strategy. The child
 // ends this process; should it vanish, this process exits on its own
-// --parent-shutdown-time-s after the drain began.
+// --parent-shutdown-time-s plus parentFallbackGrace after the drain began.
 func (s *Server) drainForChild() {
 	if !s.hot.draining.CompareAndSwap(false, true) {
 		return
 	}
 	s.data.listeners.StopListeners(false)
 	s.data.listeners.DrainManager().StartDrainSequence(listener.DrainAll, nil)
-	t := time.AfterFunc(s.opts.ParentShutdownTime, func() {
-		s.log.Warnf("hot restart: no word from the child for --parent-shutdown-time-s (%v): exiting", s.opts.ParentShutdownTime)
+	t := time.AfterFunc(s.opts.ParentShutdownTime+parentFallbackGrace, func() {
+		s.log.Warnf("hot restart: the child did not end this process within --parent-shutdown-time-s (%v): exiting", s.opts.ParentShutdownTime)
 		s.Quit()
 	})
 	s.hot.wg.Go(func() {
