@@ -1,0 +1,220 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+
+// ldsListener is an LDS listener on 127.0.0.1:port whose connection manager loads route
+// configuration route over ADS.
+func ldsListener(t *testing.T, port int, route string) *listenerv3.Listener {
+	t.Helper()
+	router, err := anypb.New(&routerv3.Router{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hcm, err := anypb.New(&hcmv3.HttpConnectionManager{
+		StatPrefix: "ingress",
+		RouteSpecifier: &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{RouteConfigName: route, ConfigSource: &corev3.ConfigSource{
+			ResourceApiVersion: corev3.ApiVersion_V3, ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+		}}},
+		HttpFilters: []*hcmv3.HttpFilter{{Name: "envoy.filters.http.router", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: router}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &listenerv3.Listener{
+		Name: "dyn",
+		Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+			Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(port)},
+		}}},
+		FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{{
+			Name: "envoy.filters.network.http_connection_manager", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: hcm},
+		}}}},
+	}
+}
+
+func routeTo(name string, action *routev3.Route) *routev3.RouteConfiguration {
+	action.Match = &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}
+	return &routev3.RouteConfiguration{Name: name, VirtualHosts: []*routev3.VirtualHost{{Name: "all", Domains: []string{"*"}, Routes: []*routev3.Route{action}}}}
+}
+
+func clusterRoute(cluster string) *routev3.Route {
+	return &routev3.Route{Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: cluster}}}}
+}
+
+func directRoute(body string) *routev3.Route {
+	return &routev3.Route{Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{
+		Status: 200, Body: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: body}},
+	}}}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestXDSListenersAndRoutesOverADS runs the binary against go-control-plane's server: an LDS
+// listener whose routes come from RDS serves a real upstream; a route update and a rejected
+// route leave every request of a steady client successful; removing the listener closes it.
+func TestXDSListenersAndRoutesOverADS(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "upstream") }))
+	defer upstream.Close()
+	_, uport, _ := net.SplitHostPort(upstream.Listener.Addr().String())
+	snapshots, addr, requests := managementServer(t)
+	host, port, _ := net.SplitHostPort(addr)
+	cfg := `
+node: {id: e2e-lds, cluster: e2e}
+admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
+dynamic_resources:
+  ads_config:
+    api_type: GRPC
+    transport_api_version: V3
+    grpc_services: [{envoy_grpc: {cluster_name: xds}}]
+  lds_config: {ads: {}, resource_api_version: V3}
+static_resources:
+  clusters:
+  - name: backend
+    connect_timeout: 1s
+    load_assignment:
+      cluster_name: backend
+      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + uport + `}}}}]}]
+  - name: xds
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {http2_protocol_options: {}}
+    load_assignment:
+      cluster_name: xds
+      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: ` + host + `, port_value: ` + port + `}}}}]}]
+`
+	lport := freePort(t)
+	set := func(version string, ls []types.Resource, rcs ...types.Resource) {
+		t.Helper()
+		snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: ls, resourcev3.RouteType: rcs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := snapshots.SetSnapshot(context.Background(), "e2e-lds", snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listeners := []types.Resource{ldsListener(t, lport, "r1")}
+	set("v1", listeners, routeTo("r1", clusterRoute("backend")))
+	p := start(t, "-c", writeConfig(t, cfg))
+	url := fmt.Sprintf("http://127.0.0.1:%d/", lport)
+	client := &http.Client{Timeout: 5 * time.Second}
+	get := func() (string, error) {
+		resp, err := client.Get(url)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			return "", fmt.Errorf("status %d: %s", resp.StatusCode, b)
+		}
+		return string(b), err
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			select {
+			case <-requests:
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	waitFor("the LDS listener to proxy to the upstream", func() bool { b, err := get(); return err == nil && b == "upstream" })
+
+	// A steady client runs through the route update and the rejected route.
+	var failures atomic.Int64
+	var lastErr atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := get(); err != nil {
+				failures.Add(1)
+				lastErr.Store(err.Error())
+			}
+		}
+	}()
+	set("v2", listeners, routeTo("r1", directRoute("rds-v2")))
+	waitFor("the updated route", func() bool { b, err := get(); return err == nil && b == "rds-v2" })
+	bad := routeTo("r1", directRoute("bad"))
+	bad.VirtualHosts[0].Domains = []string{"*", "*"}
+	set("v3", listeners, bad)
+	waitFor("the NACK of the bad route", func() bool {
+		_, _, body := p.get("/stats?filter=^http.ingress.rds.r1.update_rejected$")
+		return strings.HasPrefix(body, "http.ingress.rds.r1.update_rejected: ") && body != "http.ingress.rds.r1.update_rejected: 0\n"
+	})
+	close(stop)
+	wg.Wait()
+	if n := failures.Load(); n != 0 {
+		t.Errorf("%d requests failed across the updates; last: %v", n, lastErr.Load())
+	}
+	if b, err := get(); err != nil || b != "rds-v2" {
+		t.Errorf("after the rejected route GET = %q, %v; want the previous route's %q", b, err, "rds-v2")
+	}
+	_, _, dump := p.get("/config_dump?resource=dynamic_route_configs")
+	if !strings.Contains(dump, `"version_info": "v2"`) || !strings.Contains(dump, "error_state") {
+		t.Errorf("dynamic_route_configs: want r1 at v2 with an error_state:\n%s", dump)
+	}
+	_, _, ldump := p.get("/config_dump?resource=dynamic_listeners")
+	if !strings.Contains(ldump, `"name": "dyn"`) || !strings.Contains(ldump, "active_state") {
+		t.Errorf("dynamic_listeners: want dyn active:\n%s", ldump)
+	}
+
+	// Removing the listener closes its port.
+	set("v4", nil, routeTo("r1", directRoute("rds-v2")))
+	waitFor("the listener to go away", func() bool {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", lport), time.Second)
+		if err != nil {
+			return true
+		}
+		c.Close()
+		return false
+	})
+	_, _, st := p.get("/stats?filter=^listener_manager.lds.update_success$")
+	if st == "" || st == "listener_manager.lds.update_success: 0\n" {
+		t.Errorf("listener_manager.lds.update_success = %q; want > 0", st)
+	}
+}
