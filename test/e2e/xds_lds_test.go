@@ -24,7 +24,6 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-
 // ldsListener is an LDS listener on 127.0.0.1:port whose connection manager loads route
 // configuration route over ADS.
 func ldsListener(t *testing.T, port int, route string) *listenerv3.Listener {
