@@ -14,9 +14,9 @@ import (
 	"time"
 )
 
-// proxyConfig is a bootstrap with one HTTP listener routing every path to
+// routeAllConfig is a bootstrap with one HTTP listener routing every path to
 // the cluster "backend" at upstream, plus extra top-level YAML.
-func proxyConfig(upstream, extra string) string {
+func routeAllConfig(upstream, extra string) string {
 	u, _ := url.Parse(upstream)
 	host, port, _ := strings.Cut(u.Host, ":")
 	return `
@@ -61,7 +61,7 @@ func statusUpstream(t *testing.T) *httptest.Server {
 
 func TestDashboardCountsTraffic(t *testing.T) {
 	upstream := statusUpstream(t)
-	p := start(t, "-c", writeConfig(t, proxyConfig(upstream.URL, hystrixSink)))
+	p := start(t, "-c", writeConfig(t, routeAllConfig(upstream.URL, hystrixSink)))
 	listener := "http://" + p.listenerAddr("http")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
