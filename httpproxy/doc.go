@@ -27,9 +27,16 @@
 // the listener's DrainClose says so; when a drain starts, idle HTTP/1 connections are closed
 // and HTTP/2 connections receive GOAWAY (in-flight streams finish).
 //
+// Timeouts: common_http_protocol_options.idle_timeout closes idle HTTP/1 connections (and is
+// http2's IdleTimeout); stream_idle_timeout bounds waits for request body bytes; the route's
+// timeout and retry_policy.per_try_timeout bound upstream attempts (504 "upstream request
+// timeout"). request_timeout and request_headers_timeout are accepted but not enforced yet.
+//
 // Concurrency: a Handler's configuration (route table, filters, access logs) is immutable and
-// shared by its connections. Each HTTP/1 connection is served on the goroutine the listener
-// manager gives it; each HTTP/2 stream on http2's stream goroutine. Per-request state lives
-// in a pooled stream owned by that goroutine. Stats are atomics; the only goroutine a Handler
-// starts is its drain watcher, stopped and awaited by Close.
+// shared by its connections. ServeConn hands each connection to a goroutine the Handler owns
+// (so that an idle connection parks on a shallow stack the runtime can shrink to 4 KiB); an
+// HTTP/2 connection's streams run on http2's goroutines. Per-request state lives in a pooled
+// stream owned by the goroutine serving it. Stats are atomics. The Handler's goroutines (the
+// connection goroutines and one drain watcher) are stopped by connection closes and Close,
+// and Close waits for them.
 package httpproxy

@@ -195,7 +195,7 @@ func TestCodecErrors(t *testing.T) {
 }
 
 func TestDrain(t *testing.T) {
-	up := newBlocking(t, 1)
+	up := newBlockingPath(t, 0, "/busy")
 	e := newEnv(t, envOptions{
 		clusters:  []string{staticCluster("web", "", up.srv.Listener.Addr().String())},
 		hcm:       simpleHCM("web", ""),
@@ -212,7 +212,7 @@ func TestDrain(t *testing.T) {
 	if err := readOneResponse(idle, buf); err != nil {
 		t.Fatal(err)
 	}
-	// An in-flight request (the upstream holds the second request it receives).
+	// An in-flight request (the upstream holds it until released).
 	busy := e.client()
 	done := make(chan *http.Response, 1)
 	go func() {
@@ -226,13 +226,7 @@ func TestDrain(t *testing.T) {
 		resp.Body.Close()
 		done <- resp
 	}()
-	for range 2 {
-		select {
-		case <-up.started:
-		case <-time.After(wait):
-			t.Fatal("requests did not reach the upstream")
-		}
-	}
+	up.waitStarted(t, 2)
 	e.lm.DrainListeners(listener.DrainRequest{Graceful: true, SkipExit: true}, nil)
 	// The idle connection is closed by the proxy.
 	idle.SetReadDeadline(time.Now().Add(wait))
@@ -274,11 +268,7 @@ func TestDrainHTTP2(t *testing.T) {
 		}
 		done <- nil
 	}()
-	select {
-	case <-up.started:
-	case <-time.After(wait):
-		t.Fatal("request did not reach the upstream")
-	}
+	up.waitStarted(t, 1)
 	e.lm.DrainListeners(listener.DrainRequest{Graceful: true, SkipExit: true}, nil)
 	up.unblock()
 	if err := <-done; err != nil {

@@ -141,15 +141,19 @@ type blocking struct {
 	release chan struct{}
 	once    sync.Once
 	n       atomic.Int64
-	block   int64 // how many first requests block; 0 means all
+	block   int64  // how many first requests block; 0 means all
+	path    string // when set, only requests for this path block
 }
 
-func newBlocking(t testing.TB, block int64) *blocking {
-	b := &blocking{started: make(chan string, 100), release: make(chan struct{}), block: block}
+func newBlocking(t testing.TB, block int64) *blocking { return newBlockingPath(t, block, "") }
+
+// newBlockingPath is newBlocking for requests of one path only ("" means all).
+func newBlockingPath(t testing.TB, block int64, path string) *blocking {
+	b := &blocking{started: make(chan string, 100), release: make(chan struct{}), block: block, path: path}
 	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := b.n.Add(1)
 		b.started <- r.URL.Path
-		if b.block == 0 || n <= b.block {
+		if (b.path == "" || b.path == r.URL.Path) && (b.block == 0 || n <= b.block) {
 			select {
 			case <-b.release:
 			case <-r.Context().Done():
@@ -163,6 +167,18 @@ func newBlocking(t testing.TB, block int64) *blocking {
 }
 
 func (b *blocking) unblock() { b.once.Do(func() { close(b.release) }) }
+
+// waitStarted waits for n requests to reach the upstream.
+func (b *blocking) waitStarted(t testing.TB, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-b.started:
+		case <-time.After(wait):
+			t.Fatal("request did not reach the upstream")
+		}
+	}
+}
 
 func TestTimeouts(t *testing.T) {
 	t.Run("route timeout", func(t *testing.T) {
@@ -218,11 +234,7 @@ func TestCircuitBreakerOverflow(t *testing.T) {
 		resp.Body.Close()
 		first <- resp.StatusCode
 	}()
-	select {
-	case <-up.started:
-	case <-time.After(wait):
-		t.Fatal("first request did not reach the upstream")
-	}
+	up.waitStarted(t, 1)
 	resp, body := e.get(c, "/second")
 	want := "upstream connect error or disconnect/reset before headers. reset reason: overflow"
 	if resp.StatusCode != 503 || body != want {

@@ -178,6 +178,11 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 	}
 	s.closeConn = rh.close
 	s.hw = h1writer{conn: sc.nc, buf: s.wbuf[:0], tx: &h.stats.DownstreamCxTxBytesTotal}
+	if s.body != nil && h.cfg.StreamIdleTimeout > 0 {
+		// stream_idle_timeout bounds each wait for request body bytes.
+		sc.deadline = s.start.Add(h.cfg.StreamIdleTimeout)
+		sc.nc.SetReadDeadline(sc.deadline)
+	}
 	if rh.expect100 && s.body != nil {
 		s.hw.buf = append(s.hw.buf, "HTTP/1.1 100 Continue\r\n\r\n"...)
 		s.hw.flush()
