@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/legateproxy/legate/stats/tags"
 )
 
 // field is one stat of a registered struct type.
@@ -25,6 +27,14 @@ type layout struct {
 
 	tokOnce   sync.Once
 	tokSorted []uint32 // field indexes in token order of name (Prometheus)
+
+	// Tag extraction shared by the registrations of this layout (see
+	// Registration.splitTags). Layouts in Store.layouts belong to one
+	// Store, so one tag producer.
+	tagOnce   sync.Once
+	tagFields *tags.Fields
+	idsMu     sync.Mutex                  // guards tagIDs
+	tagIDs    map[*tags.Template][]uint32 // interned name id per field, by template
 }
 
 // tokenOrder returns the field indexes sorted token-wise by name.
@@ -36,6 +46,37 @@ func (l *layout) tokenOrder() []uint32 {
 		})
 	})
 	return l.tokSorted
+}
+
+// fieldsFor returns the layout's field list for tag extraction by p.
+func (l *layout) fieldsFor(p *tags.Producer) *tags.Fields {
+	l.tagOnce.Do(func() {
+		names := make([]string, len(l.fields))
+		for i := range l.fields {
+			names[i] = l.fields[i].name
+		}
+		l.tagFields = p.NewFields(names)
+	})
+	return l.tagFields
+}
+
+// templateIDs returns the interned ids of t's tag-extracted names, interning
+// them on first use. Every registration with the template shares the slice.
+func (l *layout) templateIDs(t *tags.Template, n *names) []uint32 {
+	l.idsMu.Lock()
+	defer l.idsMu.Unlock()
+	if ids, ok := l.tagIDs[t]; ok {
+		return ids
+	}
+	ids := make([]uint32, len(t.Names()))
+	for i, name := range t.Names() {
+		ids[i] = n.id(name)
+	}
+	if l.tagIDs == nil {
+		l.tagIDs = make(map[*tags.Template][]uint32)
+	}
+	l.tagIDs[t] = ids
+	return ids
 }
 
 var (

@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -11,8 +12,11 @@ import (
 
 // regTags caches the tag extraction of a registration's fields: per field an
 // id into the store's table of tag-extracted names and an index into a short
-// list of distinct tag sets (a cluster's fields usually share one). About 5
-// bytes per stat, built the first time Prometheus output or a sink needs it.
+// list of distinct tag sets (a cluster's fields usually share one). Built the
+// first time Prometheus output needs it. When the registration's extraction
+// comes from a shared template (splitTags), nameIDs and setIdx are shared
+// with every registration of the same shape and only sets is its own;
+// otherwise they cost about 5 bytes per stat.
 type regTags struct {
 	nameIDs []uint32
 	setIdx  []uint8
@@ -54,23 +58,15 @@ func (n *names) snapshot() []string {
 	return n.all[:len(n.all):len(n.all)]
 }
 
-func tagsEqual(a, b []tags.Tag) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // tagCache returns r's extraction cache, building it on first use. Racing
 // builders compute the same result; one wins.
 func (r *Registration) tagCache() *regTags {
 	if t := r.tags.Load(); t != nil {
 		return t
+	}
+	if t := r.splitTags(); t != nil {
+		r.tags.CompareAndSwap(nil, t)
+		return r.tags.Load()
 	}
 	s := r.store
 	n := len(r.layout.fields)
@@ -93,7 +89,7 @@ func (r *Registration) tagCache() *regTags {
 		t.nameIDs[i] = id
 		set := -1
 		for j := range t.sets {
-			if tagsEqual(t.sets[j], buf) {
+			if slices.Equal(t.sets[j], buf) {
 				set = j
 				break
 			}
@@ -114,6 +110,24 @@ func (r *Registration) tagCache() *regTags {
 	}
 	r.tags.CompareAndSwap(nil, t)
 	return r.tags.Load()
+}
+
+// splitTags builds r's cache from the prefix and the layout's shared
+// per-field work (tags.Fields), without extracting each full name, or
+// returns nil when that does not apply (dynamic stats, prefixes an
+// extractor could match across). The result equals per-name extraction.
+func (r *Registration) splitTags() *regTags {
+	if r.parent != nil {
+		// Dynamic stats share package-level single-field layouts; they
+		// are extracted by name.
+		return nil
+	}
+	s := r.store
+	tmpl, sets, ok := r.layout.fieldsFor(s.tagger).Extract(r.prefix)
+	if !ok {
+		return nil
+	}
+	return &regTags{nameIDs: r.layout.templateIDs(tmpl, &s.names), setIdx: tmpl.SetIndexes(), sets: sets}
 }
 
 // TaggedStat is a Stat with its tag extraction, as EachTagged passes it.

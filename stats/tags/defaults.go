@@ -67,6 +67,10 @@ type regexDescriptor struct {
 	// fast, when set, is a hand-written matcher that gives exactly the
 	// regex's result (value, removed range) without the regex engine.
 	fast func(name string) (value string, lo, hi int, ok bool)
+	// window, when > 0, says that fast's result depends only on the last
+	// window bytes of the name and that a match never holds a '.', so it
+	// can be computed on a stat struct's field name alone (Fields.Extract).
+	window int
 }
 
 // tokenDescriptor is one of Envoy's default tokenized extractors.
@@ -100,8 +104,8 @@ func re2(name, expr, substr, negative string) regexDescriptor {
 	}
 }
 
-func withFast(d regexDescriptor, fast func(string) (string, int, int, bool)) regexDescriptor {
-	d.fast = fast
+func withFast(d regexDescriptor, window int, fast func(string) (string, int, int, bool)) regexDescriptor {
+	d.fast, d.window = fast, window
 	return d
 }
 
@@ -132,9 +136,9 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 // concurrent use and nothing here is modified after package initialisation.
 var defaultRegexes = []regexDescriptor{
 	// <anything>_rq(_<code>)
-	withFast(re2(ResponseCode, `_rq(_(\d{3}))$`, "_rq_", ""), matchResponseCode),
+	withFast(re2(ResponseCode, `_rq(_(\d{3}))$`, "_rq_", ""), len("_rq_200"), matchResponseCode),
 	// <anything>_rq_(<class>)xx
-	withFast(re2(ResponseCodeClass, `_rq_((\d))xx$`, "_rq_", ""), matchResponseCodeClass),
+	withFast(re2(ResponseCodeClass, `_rq_((\d))xx$`, "_rq_", ""), len("_rq_2xx"), matchResponseCodeClass),
 	// http.<prefix>.dynamodb.table.<table>.capacity.<op>(.__partition_id=<id>)
 	re2(DynamoPartitionID, `^http\.<TAG_VALUE>\.dynamodb\.table\.<TAG_VALUE>\.capacity\.<TAG_VALUE>(\.__partition_id=(\w{7}))$`, ".dynamodb.table.", ""),
 	// http.<prefix>.dynamodb.operation(.<op>).… or …table.<table>.capacity(.<op>)…

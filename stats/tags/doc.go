@@ -11,8 +11,16 @@
 // bootstrap stats_config.stats_tags and use_all_default_tags, and the
 // --stats-tag fixed tags.
 //
+// Fields.Extract gives the same result for all names prefix+field of one
+// stats struct at once: each extractor's result is split into what the
+// prefix decides and what the field decides, the field part is shared by
+// every prefix of the same shape (a Template), and a prefix where an
+// extractor could match across the boundary falls back to Extract per name.
+// TestFieldsExtractMatchesExtract and FuzzFieldsExtract check the two agree.
+//
 // Concurrency: a Producer is built once by New and is immutable afterwards;
 // Extract may be called from any number of goroutines at once. Extract takes
 // no lock and, for a name that no regex extractor matches, allocates at most
-// the returned name.
+// the returned name. A Fields caches templates under its own mutex and is
+// safe for concurrent use; Templates are immutable.
 package tags

@@ -44,6 +44,7 @@ type Extractor struct {
 	// Regex kinds.
 	re       *regexp.Regexp
 	fast     func(name string) (value string, lo, hi int, ok bool) // replaces re when set
+	window   int                                                   // >0: the result depends only on the name's last window bytes
 	groups   int                                                   // number of capture groups in re
 	substr   string                                                // Envoy's hint: the name must contain it
 	negative string                                                // kindRE2: a value equal to this is no match
@@ -77,6 +78,7 @@ func newRE2Extractor(d regexDescriptor) *Extractor {
 		prefix:   regexPrefix(d.re.String()),
 		re:       d.re,
 		fast:     d.fast,
+		window:   d.window,
 		groups:   d.re.NumSubexp(),
 		substr:   d.substr,
 		negative: d.negative,

@@ -55,6 +55,8 @@ type Producer struct {
 	// byPrefix run, after unprefixed, on names whose first dot-separated
 	// token is the key, in registration order.
 	byPrefix map[string][]*Extractor
+	// combined is unprefixed followed by byPrefix[key], for every key.
+	combined map[string][]*Extractor
 	// fixed holds the fixed tags (command line first, then fixed_value
 	// entries), which Envoy also adds to stats created with explicit tags.
 	fixed []Tag
@@ -108,6 +110,10 @@ func New(cfg Config) (*Producer, error) {
 	}
 	for _, e := range all {
 		e.shared = count[e.name] > 1
+	}
+	p.combined = make(map[string][]*Extractor, len(p.byPrefix))
+	for first, list := range p.byPrefix {
+		p.combined[first] = append(append([]*Extractor(nil), p.unprefixed...), list...)
 	}
 	return p, nil
 }
