@@ -120,6 +120,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 
 	s.lbctx = lb.Context{MetadataMatch: m.MetadataMatch}
 	if len(r.HashPolicy) > 0 {
+		s.req.AddCookie = s.addCookie
 		s.lbctx.HashKey, s.lbctx.HasHashKey = r.HashKey(&s.req, s.remoteIP)
 	}
 	policy := r.RetryPolicy
@@ -430,6 +431,9 @@ func (s *stream) respond(m *route.Match, upStart time.Time) {
 		s.setRespHeader(k, v)
 	}
 	s.setRespHeader(hdrServiceTime, s.itoa(s.h.sh.deps.Now().Sub(upStart).Milliseconds()))
+	for _, c := range s.setCookies {
+		s.resp["Set-Cookie"] = append(s.resp["Set-Cookie"], c)
+	}
 	s.details = "via_upstream"
 	s.sendHead(resp.StatusCode, resp.ContentLength, m)
 	if resp.Body != nil {

@@ -1,7 +1,9 @@
 package httpproxy
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
 )
 
@@ -355,5 +358,56 @@ route_config:
 	resp, body := e.get(c, "/v3")
 	if resp.StatusCode != 503 || body != "no healthy upstream" {
 		t.Errorf("unknown subset: got %d %q; want 503 %q", resp.StatusCode, body, "no healthy upstream")
+	}
+}
+
+func TestHashPolicyGeneratedCookie(t *testing.T) {
+	var addrs []string
+	for _, name := range []string{"h1", "h2", "h3"} {
+		addrs = append(addrs, echo(t, name).Listener.Addr().String())
+	}
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "lb_policy: RING_HASH", addrs...)},
+		hcm:      simpleHCM("web", ", hash_policy: [{cookie: {name: sticky, ttl: 60s, path: /}}]"),
+	})
+	conn, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(wait))
+	br := bufio.NewReader(conn)
+	get := func(cookie string) *http.Response {
+		t.Helper()
+		req := "GET / HTTP/1.1\r\nHost: x\r\n"
+		if cookie != "" {
+			req += "Cookie: sticky=" + cookie + "\r\n"
+		}
+		if _, err := io.WriteString(conn, req+"\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	first := get("")
+	value := fmt.Sprintf("%016x", xxhash.Sum64String(conn.LocalAddr().String()+conn.RemoteAddr().String()))
+	want := `sticky="` + value + `"; Max-Age=60; Path=/; HttpOnly`
+	if got := first.Header.Get("Set-Cookie"); got != want {
+		t.Fatalf("set-cookie = %q; want %q", got, want)
+	}
+	host := first.Header.Get("X-Upstream")
+	for i := range 5 {
+		resp := get(value)
+		if got := resp.Header.Get("X-Upstream"); got != host {
+			t.Errorf("request %d with the cookie went to %s; want %s", i, got, host)
+		}
+		if got := resp.Header.Get("Set-Cookie"); got != "" {
+			t.Errorf("request %d: set-cookie = %q; want none", i, got)
+		}
 	}
 }

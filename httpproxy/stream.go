@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy/filter"
@@ -97,10 +99,14 @@ type stream struct {
 	bodyReplay bytes.Reader
 	entry      accesslog.Entry
 	logBuf     []byte
+	setCookies []string                                          // hash policy cookies for the response
+	addCookie  func(name, path string, ttl time.Duration) string // s.addDownstreamCookie, made once
 }
 
 var streamPool = sync.Pool{New: func() any {
-	return &stream{hdr: make(http.Header, 16), respStore: make(http.Header, 16)}
+	s := &stream{hdr: make(http.Header, 16), respStore: make(http.Header, 16)}
+	s.addCookie = s.addDownstreamCookie
+	return s
 }}
 
 func getStream() *stream { return streamPool.Get().(*stream) }
@@ -136,6 +142,7 @@ func (s *stream) begin(h *Handler) {
 	s.bytesIn, s.bytesOut = 0, 0
 	s.flags, s.details, s.cluster, s.upstream, s.attempts, s.requestID = 0, "", "", "", 0, ""
 	s.bodyBuf = s.bodyBuf[:0]
+	s.setCookies = s.setCookies[:0]
 	s.ctx.now = h.sh.deps.Now
 }
 
@@ -375,6 +382,29 @@ func (s *stream) newRequestID() string {
 		j += 2
 	}
 	return s.arenaString(b[:])
+}
+
+// addDownstreamCookie generates the cookie of a cookie hash policy with a ttl when the request
+// has none, as Envoy does: its value is the hex xxHash64 of the connection's remote and local
+// addresses (so streams of one connection agree), and the response carries
+// `name="value"; Max-Age=<ttl s>; Path=<path>; HttpOnly`.
+func (s *stream) addDownstreamCookie(name, path string, ttl time.Duration) string {
+	var b [16]byte
+	sum := xxhash.Sum64String(s.remote + s.local)
+	const hexDigits = "0123456789abcdef"
+	for i := range 16 {
+		b[i] = hexDigits[(sum>>(60-4*i))&0xf]
+	}
+	value := string(b[:])
+	c := name + `="` + value + `"`
+	if secs := int64(ttl / time.Second); secs != 0 {
+		c += "; Max-Age=" + strconv.FormatInt(secs, 10)
+	}
+	if path != "" {
+		c += "; Path=" + path
+	}
+	s.setCookies = append(s.setCookies, c+"; HttpOnly")
+	return value
 }
 
 // isInternalAddress reports whether ip is loopback or private (RFC 1918, RFC 4193), which
