@@ -123,7 +123,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		s.req.AddCookie = s.addCookie
 		s.lbctx.HashKey, s.lbctx.HasHashKey = r.HashKey(&s.req, s.remoteIP)
 	}
-	policy := r.RetryPolicy
+	policy := s.retryPolicy(r.RetryPolicy, hd)
 	if policy != nil && policy.NumRetries > 0 && s.body != nil && !s.bufferBody() {
 		policy = nil // the body did not fit the retry buffer: no retries
 	}
@@ -220,6 +220,51 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		s.respond(m, upStart)
 		return
 	}
+}
+
+// Request headers that change the retry policy (and are not forwarded).
+const (
+	hdrRetryOn    = "X-Envoy-Retry-On"
+	hdrMaxRetries = "X-Envoy-Max-Retries"
+)
+
+// retryPolicy applies x-envoy-retry-on (its conditions are added to the route's) and
+// x-envoy-max-retries (it replaces num_retries) to the route's policy, as Envoy's retry
+// state does; the headers are removed from the upstream request. The merged policy lives in
+// the stream.
+func (s *stream) retryPolicy(rp *route.RetryPolicy, hd http.Header) *route.RetryPolicy {
+	on, max := hd[hdrRetryOn], hd[hdrMaxRetries]
+	if len(on) == 0 && len(max) == 0 {
+		return rp
+	}
+	delete(hd, hdrRetryOn)
+	delete(hd, hdrMaxRetries)
+	if rp != nil {
+		s.mergedRetry = *rp
+	} else {
+		s.mergedRetry = defaultRetryPolicy
+	}
+	p := &s.mergedRetry
+	if len(on) > 0 {
+		bits, _ := route.ParseRetryOn(on[0])
+		p.RetryOn |= bits
+	}
+	if len(max) > 0 {
+		if n, err := strconv.ParseUint(max[0], 10, 32); err == nil {
+			p.NumRetries = uint32(n)
+		}
+	}
+	if p.RetryOn == 0 {
+		return rp
+	}
+	return p
+}
+
+// defaultRetryPolicy is the policy of a request that asks for retries by header on a route
+// without a retry policy (Envoy's RetryPolicy defaults).
+var defaultRetryPolicy = route.RetryPolicy{
+	NumRetries: 1, HostSelectionRetryMaxAttempts: 1,
+	BaseInterval: 25 * time.Millisecond, MaxInterval: 250 * time.Millisecond,
 }
 
 // failure is how an upstream attempt failed.

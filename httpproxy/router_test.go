@@ -61,6 +61,7 @@ func TestRetries(t *testing.T) {
 		attempts int64
 		retries  uint64
 		exceeded uint64
+		hdr      []string
 	}{
 		{name: "5xx retried to success", policy: `retry_on: 5xx, num_retries: 2`, fail: 2, status: 503, want: 200, attempts: 3, retries: 2},
 		{name: "5xx out of retries", policy: `retry_on: 5xx, num_retries: 1`, fail: 2, status: 503, want: 503, attempts: 2, retries: 1, exceeded: 1},
@@ -69,6 +70,9 @@ func TestRetries(t *testing.T) {
 		{name: "retriable status code", policy: `retry_on: retriable-status-codes, retriable_status_codes: [409], num_retries: 1`, fail: 1, status: 409, want: 200, attempts: 2, retries: 1},
 		{name: "other status not retried", policy: `retry_on: retriable-status-codes, retriable_status_codes: [409], num_retries: 1`, fail: 1, status: 410, want: 410, attempts: 1},
 		{name: "no policy", fail: 1, status: 503, want: 503, attempts: 1},
+		{name: "retry by header", hdr: []string{"x-envoy-retry-on", "5xx", "x-envoy-max-retries", "2"}, fail: 2, status: 503, want: 200, attempts: 3, retries: 2},
+		{name: "header adds to route policy", policy: `retry_on: gateway-error, num_retries: 1`, hdr: []string{"x-envoy-retry-on", "retriable-4xx"}, fail: 1, status: 409, want: 200, attempts: 2, retries: 1},
+		{name: "max retries header overrides", policy: `retry_on: 5xx, num_retries: 3`, hdr: []string{"x-envoy-max-retries", "0"}, fail: 1, status: 503, want: 503, attempts: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,7 +85,7 @@ func TestRetries(t *testing.T) {
 				clusters: []string{staticCluster("web", "", up.srv.Listener.Addr().String())},
 				hcm:      simpleHCM("web", action),
 			})
-			resp, _ := e.get(e.client(), "/")
+			resp, _ := e.get(e.client(), "/", tt.hdr...)
 			if resp.StatusCode != tt.want {
 				t.Errorf("status = %d; want %d", resp.StatusCode, tt.want)
 			}

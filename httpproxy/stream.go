@@ -76,31 +76,32 @@ type stream struct {
 	start         time.Time
 	fx            filter.Exchange
 
-	resp       http.Header
-	respStore  http.Header // HTTP/1 response header storage
-	respVals   []string
-	status     int
-	headSent   bool
-	closeConn  bool
-	bytesIn    int64
-	bytesOut   int64
-	flags      accesslog.ResponseFlags
-	details    string
-	cluster    string
-	upstream   string
-	attempts   uint32
-	requestID  string
-	match      *route.Match
-	up         pool.Request
-	upResp     pool.Response
-	lbctx      lb.Context
-	ctx        deadlineCtx
-	bodyBuf    []byte
-	bodyReplay bytes.Reader
-	entry      accesslog.Entry
-	logBuf     []byte
-	setCookies []string                                          // hash policy cookies for the response
-	addCookie  func(name, path string, ttl time.Duration) string // s.addDownstreamCookie, made once
+	resp        http.Header
+	respStore   http.Header // HTTP/1 response header storage
+	respVals    []string
+	status      int
+	headSent    bool
+	closeConn   bool
+	bytesIn     int64
+	bytesOut    int64
+	flags       accesslog.ResponseFlags
+	details     string
+	cluster     string
+	upstream    string
+	attempts    uint32
+	requestID   string
+	match       *route.Match
+	up          pool.Request
+	upResp      pool.Response
+	lbctx       lb.Context
+	ctx         deadlineCtx
+	bodyBuf     []byte
+	bodyReplay  bytes.Reader
+	entry       accesslog.Entry
+	logBuf      []byte
+	mergedRetry route.RetryPolicy                                 // the route's retry policy with x-envoy-retry-on/max-retries
+	setCookies  []string                                          // hash policy cookies for the response
+	addCookie   func(name, path string, ttl time.Duration) string // s.addDownstreamCookie, made once
 }
 
 var streamPool = sync.Pool{New: func() any {
