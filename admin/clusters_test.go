@@ -16,7 +16,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
 
-	"github.com/legateproxy/legate/admin/pbjson"
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/stats"
@@ -30,6 +29,12 @@ func clusterConfig(t testing.TB, y string) *config.Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return clusterConfigJSON(t, j)
+}
+
+// clusterConfigJSON decodes a v3 Cluster from JSON and converts it to config.
+func clusterConfigJSON(t testing.TB, j []byte) *config.Cluster {
+	t.Helper()
 	var pc clusterv3.Cluster
 	if err := protojson.Unmarshal(j, &pc); err != nil {
 		t.Fatal(err)
@@ -41,10 +46,8 @@ func clusterConfig(t testing.TB, y string) *config.Cluster {
 	return c
 }
 
-// clustersFixture builds a manager with a static cluster, a static cluster with outlier
-// detection, alt_stat_name, localities, canary metadata and high-priority thresholds, and an
-// EDS cluster with a service name and EDS health statuses.
-func clustersFixture(t testing.TB) *cluster.Manager {
+// newManager returns a cluster manager without clusters over a fresh stats store.
+func newManager(t testing.TB) *cluster.Manager {
 	t.Helper()
 	store, err := stats.New(stats.Config{})
 	if err != nil {
@@ -54,7 +57,16 @@ func clustersFixture(t testing.TB) *cluster.Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = m.AddStatic([]*config.Cluster{
+	return m
+}
+
+// clustersFixture builds a manager with a static cluster, a static cluster with outlier
+// detection, alt_stat_name, localities, canary metadata and high-priority thresholds, and an
+// EDS cluster with a service name and EDS health statuses.
+func clustersFixture(t testing.TB) *cluster.Manager {
+	t.Helper()
+	m := newManager(t)
+	err := m.AddStatic([]*config.Cluster{
 		clusterConfig(t, `
 name: service_a
 load_assignment:
@@ -174,35 +186,19 @@ func TestClustersJSON(t *testing.T) {
 		t.Fatalf("cluster_statuses = %d; want 3", n)
 	}
 	// Streaming must print exactly what printing the whole message prints.
-	whole := &adminv3.Clusters{}
-	for _, c := range m.Snapshot() {
-		whole.ClusterStatuses = append(whole.ClusterStatuses, clusterStatus(c))
-	}
-	b, err := marshalWhole(whole)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(b), w.Body.String()); diff != "" {
+	if diff := cmp.Diff(pbjsonClusters(t, m), w.Body.String()); diff != "" {
 		t.Errorf("streamed JSON differs from the whole message (-whole +streamed):\n%s", diff)
 	}
 }
 
 func TestClustersEmpty(t *testing.T) {
-	store, _ := stats.New(stats.Config{})
-	m, err := cluster.NewManager(cluster.ManagerConfig{Stats: store})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newManager(t)
 	if got := serveClusters(t, m, "format=json").Body.String(); got != "{}\n" {
 		t.Errorf("empty JSON = %q; want %q", got, "{}\n")
 	}
 	if got := serveClusters(t, m, "").Body.String(); got != "version_info::static\n" {
 		t.Errorf("empty text = %q; want %q", got, "version_info::static\n")
 	}
-}
-
-func marshalWhole(m *adminv3.Clusters) ([]byte, error) {
-	return pbjson.Marshal(m, pbjson.OmitDefaults)
 }
 
 // BenchmarkClustersText10k renders /clusters over 10,000 STATIC clusters of 10 hosts.
@@ -228,11 +224,7 @@ func BenchmarkClustersJSON10k(b *testing.B) {
 }
 
 func bigManager(b *testing.B) *cluster.Manager {
-	store, _ := stats.New(stats.Config{})
-	m, err := cluster.NewManager(cluster.ManagerConfig{Stats: store})
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := newManager(b)
 	var cfgs []*config.Cluster
 	for i := range 10000 {
 		y := fmt.Sprintf("name: cluster_%05d\nload_assignment:\n  endpoints:\n  - lb_endpoints:\n", i)
