@@ -149,52 +149,91 @@ type taggedEntry struct {
 // comparing the names token by token, and inside a group by the full names
 // compared the same way. fn gets first=true for the first stat of each group
 // and returns false to stop. It holds no lock while reading stats.
+//
+// It makes two passes over the stats: the first calls keep and counts each
+// group, the second places the kept stats in one array of the exact size,
+// so a 1M-stat listing allocates 8 bytes per stat once instead of growing
+// a slice per group.
 func (s *Store) EachTagged(kind Kind, keep func(st *Stat) bool, fn func(st *TaggedStat, first bool) bool) {
 	regs := s.snapshotRegs()
 	sort.SliceStable(regs, func(i, j int) bool {
 		return compareSplit(regs[i].prefix, "", regs[j].prefix, "", true) < 0
 	})
-	var groups [][]taggedEntry // by name id
+	// Pass 1: keep, cache, and count per name id.
+	var kept []uint64 // bit per visited stat, in visiting order
+	var counts []int
+	visited := 0
 	var st Stat
+	caches := make([]*regTags, len(regs))
 	for ri, r := range regs {
 		l := r.layout
-		tokSorted := l.tokenOrder()
-		var cache *regTags
-		for _, fi32 := range tokSorted {
+		for _, fi32 := range l.tokenOrder() {
 			fi := int(fi32)
 			f := &l.fields[fi]
 			if f.kind != kind || !r.listed(fi) {
 				continue
 			}
+			if visited/64 >= len(kept) {
+				kept = append(kept, 0)
+			}
 			st = Stat{reg: r, f: f, fi: fi}
-			if !keep(&st) {
-				continue
+			if keep(&st) {
+				kept[visited/64] |= 1 << (visited % 64)
+				if caches[ri] == nil {
+					caches[ri] = r.tagCache()
+				}
+				id := int(caches[ri].nameIDs[fi])
+				if id >= len(counts) {
+					counts = append(counts, make([]int, id+1-len(counts))...)
+				}
+				counts[id]++
 			}
-			if cache == nil {
-				cache = r.tagCache()
-			}
-			id := cache.nameIDs[fi]
-			if int(id) >= len(groups) {
-				groups = append(groups, make([][]taggedEntry, int(id)+1-len(groups))...)
-			}
-			groups[id] = append(groups[id], taggedEntry{reg: int32(ri), fi: int32(fi)})
+			visited++
 		}
 	}
 	all := s.names.snapshot()
 	var ids []uint32
-	for id, g := range groups {
-		if len(g) > 0 {
+	for id, n := range counts {
+		if n > 0 {
 			ids = append(ids, uint32(id))
 		}
 	}
 	sort.Slice(ids, func(i, j int) bool { return compareSplit(all[ids[i]], "", all[ids[j]], "", true) < 0 })
+	// start[id] is where the group goes in entries.
+	start := make([]int, len(counts))
+	total := 0
+	for _, id := range ids {
+		start[id] = total
+		total += counts[id]
+	}
+	// Pass 2: place the kept stats, in registration then field order.
+	entries := make([]taggedEntry, total)
+	at := start // advanced in place; start is not needed afterwards
+	visited = 0
+	for ri, r := range regs {
+		l := r.layout
+		for _, fi32 := range l.tokenOrder() {
+			fi := int(fi32)
+			if l.fields[fi].kind != kind || !r.listed(fi) {
+				continue
+			}
+			if kept[visited/64]&(1<<(visited%64)) != 0 {
+				id := caches[ri].nameIDs[fi]
+				entries[at[id]] = taggedEntry{reg: int32(ri), fi: int32(fi)}
+				at[id]++
+			}
+			visited++
+		}
+	}
 	less := func(a, b taggedEntry) int {
 		ra, rb := regs[a.reg], regs[b.reg]
 		return compareSplit(ra.prefix, ra.layout.fields[a.fi].name, rb.prefix, rb.layout.fields[b.fi].name, true)
 	}
 	var ts TaggedStat
+	end := 0
 	for _, id := range ids {
-		g := groups[id]
+		g := entries[end : end+counts[id]]
+		end += counts[id]
 		for i := 1; i < len(g); i++ {
 			if less(g[i-1], g[i]) > 0 {
 				sort.SliceStable(g, func(x, y int) bool { return less(g[x], g[y]) < 0 })
@@ -203,7 +242,7 @@ func (s *Store) EachTagged(kind Kind, keep func(st *Stat) bool, fn func(st *Tagg
 		}
 		for i, e := range g {
 			r := regs[e.reg]
-			cache := r.tagCache()
+			cache := caches[e.reg]
 			ts = TaggedStat{
 				Stat:             Stat{reg: r, f: &r.layout.fields[e.fi], fi: int(e.fi)},
 				TagExtractedName: all[id],
