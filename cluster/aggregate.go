@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/lb"
 )
@@ -16,12 +17,21 @@ type aggregateBalancer struct {
 	owner []*Snapshot // owner[i] is the member snapshot of concatenated level i
 }
 
-// newAggregate builds the aggregate view of c's members as they are now. Members that are
-// missing, warming or themselves aggregates contribute no levels.
-func (m *Manager) newAggregate(c *Cluster) *aggregateBalancer {
+// aggregateMembers are the member clusters of an aggregate cluster; none when its settings
+// were not decoded by config (a hand-built config.Cluster).
+func aggregateMembers(cfg *config.Cluster) []string {
+	if a, ok := cfg.CustomType.Settings.(*config.AggregateConfig); ok && a != nil {
+		return a.Clusters
+	}
+	return nil
+}
+
+// buildAggregate builds the aggregate view of c's members as they are now. Members that are
+// missing, warming or themselves custom clusters contribute no levels.
+func buildAggregate(m *Manager, c *Cluster) (*host.PrioritySet, lb.Balancer) {
 	a := &aggregateBalancer{rand: m.rand}
 	var sets []*host.Set
-	for _, name := range c.cfg.CustomType.Aggregate {
+	for _, name := range aggregateMembers(c.cfg) {
 		member := m.Get(name)
 		if member == nil || member.cfg.CustomType != nil {
 			continue
@@ -43,7 +53,7 @@ func (m *Manager) newAggregate(c *Cluster) *aggregateBalancer {
 	}
 	a.ps, _ = host.NewPrioritySet(sets...)
 	a.load = lb.ComputePriorityLoad(a.ps.Sets(), uint32(c.cfg.CommonLb.HealthyPanicThreshold))
-	return a
+	return a.ps, a
 }
 
 // Pick chooses a level by priority load and lets the owning member cluster pick.

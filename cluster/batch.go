@@ -53,7 +53,7 @@ func (m *Manager) deferMemberLocked(name string) bool {
 	if m.batching == 0 {
 		return false
 	}
-	if len(m.aggregates[name]) == 0 {
+	if len(m.dependents[name]) == 0 {
 		return true
 	}
 	if m.deferredMembers == nil {

@@ -28,7 +28,8 @@ type Snapshot struct {
 	Cluster *Cluster
 	// PrioritySet holds the hosts by priority.
 	PrioritySet *host.PrioritySet
-	// Balancer picks hosts; nil for an aggregate cluster (its Pick delegates to its members).
+	// Balancer picks hosts. For a custom cluster type it is the type's balancer (an
+	// aggregate's delegates to its members).
 	Balancer lb.Balancer
 	// Breaker holds the circuit-breaker resources.
 	Breaker *breaker.Breaker
@@ -38,7 +39,6 @@ type Snapshot struct {
 	DropOverloads []config.DropOverload
 
 	hostStats map[*host.Host]*HostStats
-	aggregate *aggregateBalancer
 }
 
 // HostStats returns the statistics of h, or nil when h is not a host of this snapshot.
@@ -47,9 +47,6 @@ func (s *Snapshot) HostStats(h *host.Host) *HostStats { return s.hostStats[h] }
 // Pick picks a host for one request. For ORIGINAL_DST clusters use Cluster.Pick, which creates
 // unknown destinations.
 func (s *Snapshot) Pick(ctx *lb.Context) (*host.Host, error) {
-	if s.aggregate != nil {
-		return s.aggregate.Pick(ctx)
-	}
 	h, err := s.Balancer.Pick(ctx)
 	if err == nil && s.Cluster.cfg.Type == config.OriginalDst {
 		if st := s.hostStats[h]; st != nil && !st.used.Load() {
@@ -453,8 +450,7 @@ func (c *Cluster) build(hosts []*host.Host, s setSettings, hostStats map[*host.H
 		hostStats:     hostStats,
 	}
 	if c.cfg.Type == config.Custom {
-		snap.aggregate = c.m.newAggregate(c)
-		snap.PrioritySet = snap.aggregate.ps
+		snap.PrioritySet, snap.Balancer = customTypes[c.cfg.CustomType.Name].build(c.m, c)
 		return snap, nil
 	}
 	snap.Balancer, err = c.balancer(ps)

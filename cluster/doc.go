@@ -1,7 +1,9 @@
 // Package cluster is Legate's cluster manager: upstream clusters by name, their discovery
-// (static.go, strictdns.go, logicaldns.go, originaldst.go, eds.go, aggregate.go for the
-// envoy.clusters.aggregate custom type), their active health checking (health.go) and outlier
-// detection (outlier.go), and the immutable snapshots the data plane reads.
+// (static.go, strictdns.go, logicaldns.go, originaldst.go, eds.go; cluster_type extensions
+// through the customTypes registry of customtype.go, filled at init with the names
+// config.ClusterTypes accepts: aggregate.go for envoy.clusters.aggregate), their active health
+// checking (health.go) and outlier detection (outlier.go), and the immutable snapshots the data
+// plane reads.
 //
 // Wiring (the server owns it):
 //

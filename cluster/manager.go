@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -110,7 +111,7 @@ type Manager struct {
 	active      map[string]*Cluster
 	warming     map[string]*Cluster
 	statEntries map[string]*statsEntry
-	aggregates  map[string][]string // member name -> aggregate cluster names
+	dependents  map[string][]string // cluster name -> custom clusters that depend on it (customType.dependencies)
 	runCtx      context.Context
 	wg          sync.WaitGroup
 	initReady   func()
@@ -164,7 +165,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		active:       map[string]*Cluster{},
 		warming:      map[string]*Cluster{},
 		statEntries:  map[string]*statsEntry{},
-		aggregates:   map[string][]string{},
+		dependents:   map[string][]string{},
 		initPending:  map[*Cluster]bool{},
 	}
 	if m.clock == nil {
@@ -385,6 +386,14 @@ func (m *Manager) Remove(name string) bool {
 // newClusterLocked builds a cluster, its health checker and outlier detector, and takes a
 // reference on its stats entry.
 func (m *Manager) newClusterLocked(cfg *config.Cluster, api bool, version string, reuse *breaker.Breaker, plan *healthPlan) (*Cluster, error) {
+	if cfg.Type == config.Custom {
+		if cfg.CustomType == nil {
+			return nil, fmt.Errorf("cluster %q: cluster_type is missing; a custom cluster needs one", cfg.Name)
+		}
+		if _, ok := customTypes[cfg.CustomType.Name]; !ok {
+			return nil, fmt.Errorf("cluster %q: cluster_type.name = %q; must match a supported cluster type (%s)", cfg.Name, cfg.CustomType.Name, strings.Join(config.ClusterTypes(), ", "))
+		}
+	}
 	e := m.statEntries[cfg.StatName]
 	if e == nil {
 		e = &statsEntry{}
@@ -403,8 +412,8 @@ func (m *Manager) newClusterLocked(cfg *config.Cluster, api bool, version string
 	}
 	e.stats.WarmingState.Set(1)
 	if cfg.Type == config.Custom {
-		for _, member := range cfg.CustomType.Aggregate {
-			m.aggregates[member] = append(m.aggregates[member], cfg.Name)
+		for _, dep := range customTypes[cfg.CustomType.Name].dependencies(cfg) {
+			m.dependents[dep] = append(m.dependents[dep], cfg.Name)
 		}
 	}
 	return c, nil
@@ -417,11 +426,11 @@ func (m *Manager) releaseLocked(c *Cluster, closeBreaker bool) {
 		c.breaker.Close()
 	}
 	if c.cfg.Type == config.Custom {
-		for _, member := range c.cfg.CustomType.Aggregate {
-			list := m.aggregates[member]
+		for _, dep := range customTypes[c.cfg.CustomType.Name].dependencies(c.cfg) {
+			list := m.dependents[dep]
 			for i, n := range list {
 				if n == c.cfg.Name {
-					m.aggregates[member] = append(list[:i:i], list[i+1:]...)
+					m.dependents[dep] = append(list[:i:i], list[i+1:]...)
 					break
 				}
 			}
@@ -602,14 +611,14 @@ func (m *Manager) publishLocked() {
 	m.published.Store(&p)
 }
 
-// memberChanged rebuilds the aggregate clusters that contain name.
+// memberChanged rebuilds the custom clusters (aggregates) that depend on name.
 func (m *Manager) memberChanged(name string) {
 	m.mu.Lock()
 	if m.deferMemberLocked(name) {
 		m.mu.Unlock()
 		return
 	}
-	aggs := append([]string(nil), m.aggregates[name]...)
+	aggs := append([]string(nil), m.dependents[name]...)
 	var targets []*Cluster
 	for _, a := range aggs {
 		for _, c := range []*Cluster{m.active[a], m.warming[a]} {

@@ -12,7 +12,7 @@ const (
 	MaxRingSize = 8388608
 	// DefaultMinRingSize is Envoy's default ring_hash_lb_config.minimum_ring_size.
 	DefaultMinRingSize = 1024
-	// AggregateClusterType is the name of the one custom cluster type Legate implements.
+	// AggregateClusterType is the cluster_type name of aggregate clusters.
 	AggregateClusterType = "envoy.clusters.aggregate"
 )
 

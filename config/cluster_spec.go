@@ -185,12 +185,14 @@ type Cluster struct {
 	Proto *clusterv3.Cluster
 }
 
-// CustomClusterType is Cluster.CustomClusterType.
+// CustomClusterType is Cluster.CustomClusterType: a cluster_type extension named in
+// ClusterTypes.
 type CustomClusterType struct {
 	Name string
-	// Aggregate lists the clusters of an envoy.clusters.aggregate cluster, in priority order.
-	Aggregate []string
-	// Config is typed_config for types other than the aggregate.
+	// Settings are typed_config as the type's decoder checked it: *AggregateConfig for
+	// envoy.clusters.aggregate.
+	Settings any
+	// Config is typed_config as received.
 	Config *anypb.Any
 }
 

@@ -7,7 +7,6 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	aggregatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/aggregate/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -137,29 +136,17 @@ func (b *clusterBuilder) discovery(c *clusterv3.Cluster, out *Cluster) {
 	if ct := c.GetClusterType(); ct != nil {
 		out.Type = Custom
 		out.CustomType = &CustomClusterType{Name: ct.GetName(), Config: ct.GetTypedConfig()}
-		switch ct.GetName() {
-		case AggregateClusterType:
-			var agg aggregatev3.ClusterConfig
-			if ct.GetTypedConfig() == nil {
-				b.fail("cluster_type.typed_config is missing; %s needs a ClusterConfig listing its clusters", AggregateClusterType)
-				break
-			}
-			if err := ct.GetTypedConfig().UnmarshalTo(&agg); err != nil {
-				b.fail("cluster_type.typed_config: %v; %s needs an envoy.extensions.clusters.aggregate.v3.ClusterConfig", err, AggregateClusterType)
-				break
-			}
-			if len(agg.GetClusters()) == 0 {
-				b.fail("cluster_type.typed_config.clusters is empty; an aggregate cluster needs at least one cluster")
-			}
-			for i, name := range agg.GetClusters() {
-				if name == out.Name {
-					b.fail("cluster_type.typed_config.clusters[%d] = %q; an aggregate cluster cannot contain itself", i, name)
-				}
-			}
-			out.CustomType.Aggregate = agg.GetClusters()
-		default:
-			b.fail("cluster_type.name = %q; must match a supported cluster type (%s)", ct.GetName(), AggregateClusterType)
+		decode, ok := clusterTypes[ct.GetName()]
+		if !ok {
+			b.fail("cluster_type.name = %q; must match a supported cluster type (%s)", ct.GetName(), strings.Join(ClusterTypes(), ", "))
+			return
 		}
+		settings, err := decode(out.Name, ct.GetTypedConfig())
+		if err != nil {
+			b.fail("cluster_type.%v", err)
+			return
+		}
+		out.CustomType.Settings = settings
 	} else {
 		switch t := c.GetType(); t {
 		case clusterv3.Cluster_STATIC:

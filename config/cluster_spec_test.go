@@ -188,8 +188,17 @@ cluster_type:
     "@type": type.googleapis.com/envoy.extensions.clusters.aggregate.v3.ClusterConfig
     clusters: [a, b]
 `)
-	if c.Type != Custom || c.CustomType == nil || !cmp.Equal(c.CustomType.Aggregate, []string{"a", "b"}) {
-		t.Errorf("CustomType = %+v; want aggregate of [a b]", c.CustomType)
+	if c.Type != Custom || c.CustomType == nil {
+		t.Fatalf("Type = %v, CustomType = %+v; want a custom type", c.Type, c.CustomType)
+	}
+	if diff := cmp.Diff(&AggregateConfig{Clusters: []string{"a", "b"}}, c.CustomType.Settings); diff != "" {
+		t.Errorf("CustomType.Settings mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestClusterTypes(t *testing.T) {
+	if diff := cmp.Diff([]string{AggregateClusterType}, ClusterTypes()); diff != "" {
+		t.Errorf("ClusterTypes() mismatch (-want +got):\n%s", diff)
 	}
 }
 

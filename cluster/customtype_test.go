@@ -1,0 +1,63 @@
+package cluster
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/legateproxy/legate/config"
+)
+
+// TestCustomTypesMatchConfig holds the manager's cluster types and the names config accepts
+// equal, so a cluster that config accepts always has a behaviour here.
+func TestCustomTypesMatchConfig(t *testing.T) {
+	got := slices.Sorted(maps.Keys(customTypes))
+	if diff := cmp.Diff(config.ClusterTypes(), got); diff != "" {
+		t.Errorf("customTypes names mismatch (-config.ClusterTypes +customTypes):\n%s", diff)
+	}
+	for name, ct := range customTypes {
+		if ct.dependencies == nil || ct.build == nil {
+			t.Errorf("customTypes[%q] = %+v; want dependencies and build set", name, ct)
+		}
+	}
+}
+
+// TestCustomTypeRejected checks that a hand-built config naming a type the manager does not
+// implement (config would refuse it) is an error, not a crash.
+func TestCustomTypeRejected(t *testing.T) {
+	tests := []struct {
+		name string
+		ct   *config.CustomClusterType
+		want string
+	}{
+		{name: "unknown name", ct: &config.CustomClusterType{Name: "envoy.clusters.redis"}, want: `cluster_type.name = "envoy.clusters.redis"; must match a supported cluster type (envoy.clusters.aggregate)`},
+		{name: "missing cluster_type", ct: nil, want: "cluster_type is missing"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			cfg := parseCluster(t, staticYAML("odd", "10.0.0.1"))
+			cfg.Type = config.Custom
+			cfg.CustomType = tc.ct
+			_, err := e.m.AddOrUpdate(cfg, "1")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("AddOrUpdate() = %v; want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("aggregate without decoded settings", func(t *testing.T) {
+		e := newEnv(t, nil)
+		cfg := parseCluster(t, staticYAML("agg", "10.0.0.1"))
+		cfg.Type = config.Custom
+		cfg.CustomType = &config.CustomClusterType{Name: config.AggregateClusterType}
+		if _, err := e.m.AddOrUpdate(cfg, "1"); err != nil {
+			t.Fatalf("AddOrUpdate() = %v; want nil", err)
+		}
+		if h, err := e.m.Get("agg").Pick(nil); err == nil {
+			t.Errorf("Pick() on an aggregate without members = %v; want an error", h)
+		}
+	})
+}
