@@ -103,8 +103,15 @@ func (c *Child) ListenSocket(kind, address string) (net.Listener, error) {
 }
 
 // Stats fetches the parent's statistics snapshot.
-func (c *Child) Stats() (Stats, error) {
-	m, err := c.request(&message{Type: typeStats}, typeStats, 0)
+func (c *Child) Stats() (Stats, error) { return c.statsRequest(typeStats) }
+
+// Status fetches the parent's open connections and drain state (the
+// ActiveConnections and Draining fields of Stats), without statistics.
+func (c *Child) Status() (Stats, error) { return c.statsRequest(typeStatus) }
+
+// statsRequest sends a request of type typ whose reply carries Stats.
+func (c *Child) statsRequest(typ string) (Stats, error) {
+	m, err := c.request(&message{Type: typ}, typ, 0)
 	if err != nil {
 		return Stats{}, err
 	}

@@ -119,7 +119,7 @@ func TestHandshake(t *testing.T) {
 			name:    "parent speaks an older protocol",
 			parent:  ParentConfig{Epoch: 0, Version: "legate.0", Protocol: 99, Features: []string{"listen_socket"}},
 			child:   ChildConfig{Epoch: 1},
-			wantErr: []string{"hot restart version mismatch", `"legate.0"`, "the parent (pid", "only the child has admin_socket, drain, stats, terminate"},
+			wantErr: []string{"hot restart version mismatch", `"legate.0"`, "the parent (pid", "only the child has admin_socket, drain, stats, status, terminate"},
 		},
 		{
 			name:        "no parent",
@@ -276,6 +276,7 @@ func (f *fakeServer) hooks() Hooks {
 		Stats: func() Stats {
 			return Stats{Counters: map[string]uint64{"c": 7}, Gauges: map[string]uint64{"g": 2}, ActiveConnections: 3, Draining: f.drained.Load()}
 		},
+		Status: func() Stats { return Stats{ActiveConnections: 3, Draining: f.drained.Load()} },
 		Drain: func() {
 			f.drained.Store(true)
 			f.ln.Close()
@@ -367,9 +368,9 @@ func TestHandover(t *testing.T) {
 		nc.Close()
 		peer.Close()
 	}
-	st, err = c.Stats()
-	if err != nil || !st.Draining {
-		t.Errorf("Stats() after Drain = %+v, %v; want Draining", st, err)
+	st, err = c.Status()
+	if d := cmp.Diff(Stats{ActiveConnections: 3, Draining: true}, st); err != nil || d != "" {
+		t.Errorf("Status() after Drain: %v (-want +got):\n%s", err, d)
 	}
 	final, err := c.Terminate()
 	if err != nil {

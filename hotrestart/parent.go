@@ -33,6 +33,10 @@ type Hooks struct {
 	AdminPassed func()
 	// Stats is the server's statistics snapshot.
 	Stats func() Stats
+	// Status is the server's open connections and drain state, without
+	// statistics (Stats' ActiveConnections and Draining); it is cheap, for
+	// frequent polls.
+	Status func() Stats
 	// Drain stops accepting on every listener and starts draining
 	// connections for --drain-time-s.
 	Drain func()
@@ -243,6 +247,12 @@ func (p *Parent) serveRequest(cn *conn, m *message) (done bool) {
 			st = h.Stats()
 		}
 		cn.write(&message{Type: typeStats, Stats: &st}, -1)
+	case typeStatus:
+		st := Stats{}
+		if h.Status != nil {
+			st = h.Status()
+		}
+		cn.write(&message{Type: typeStatus, Stats: &st}, -1)
 	case typeDrain:
 		p.cfg.Logf("hot restart: child asked to stop accepting and drain")
 		if h.Drain != nil {

@@ -16,7 +16,7 @@ import (
 // Protocol is the hot-restart protocol version this build speaks. It changes
 // whenever a message, a field's meaning or the feature list changes; parent
 // and child must speak the same one. Protocol 1: the handshake, "socket",
-// "stats", "drain" and "terminate".
+// "stats", "status", "drain" and "terminate".
 const Protocol = 1
 
 // Version is the hot-restart compatibility string: /hot_restart_version,
@@ -28,7 +28,7 @@ const Version = "legate.1"
 // Features are the requests protocol Protocol carries. A handshake refused
 // for a version mismatch names the features one side has and the other
 // lacks, so an operator sees what changed between the two binaries.
-var features = []string{"admin_socket", "drain", "listen_socket", "stats", "terminate"}
+var features = []string{"admin_socket", "drain", "listen_socket", "stats", "status", "terminate"}
 
 // Features returns the feature list of this build's protocol, sorted.
 func Features() []string { return slices.Clone(features) }
@@ -51,6 +51,7 @@ const (
 	typeHello     = "hello"
 	typeSocket    = "socket"
 	typeStats     = "stats"
+	typeStatus    = "status"
 	typeDrain     = "drain"
 	typeTerminate = "terminate"
 	typeError     = "error"
@@ -294,10 +295,10 @@ func parseBody(b []byte) (*message, error) {
 		ok = m.Hello != nil
 	case typeSocket:
 		ok = m.Socket != nil
-	case typeStats, typeDrain, typeTerminate, typeError:
+	case typeStats, typeStatus, typeDrain, typeTerminate, typeError:
 		ok = true
 	default:
-		return nil, fmt.Errorf("hot restart: message type %q; must be one of hello, socket, stats, drain, terminate, error", m.Type)
+		return nil, fmt.Errorf("hot restart: message type %q; must be one of hello, socket, stats, status, drain, terminate, error", m.Type)
 	}
 	if !ok {
 		return nil, fmt.Errorf("hot restart: %s message without its %q field", m.Type, m.Type)

@@ -16,8 +16,9 @@ import (
 	"github.com/legateproxy/legate/stats"
 )
 
-// parentPollInterval is how often a child fetches its parent's statistics
-// (counter deltas, gauges, open connections) until the parent exits.
+// parentPollInterval is how often a child asks its parent for its open
+// connections and drain state (cheap); the parent's statistics are imported
+// every stats flush interval, as Envoy merges them on each flush.
 const parentPollInterval = 500 * time.Millisecond
 
 // parentFallbackGrace delays a parent's own exit past the child's
@@ -272,6 +273,8 @@ func (s *Server) handOver() {
 func (s *Server) superviseParent(ctx context.Context) {
 	tick := time.NewTicker(parentPollInterval)
 	defer tick.Stop()
+	statsTick := time.NewTicker(s.store.FlushInterval())
+	defer statsTick.Stop()
 	handed := s.hot.handedOver
 	var deadline <-chan time.Time
 	for {
@@ -286,14 +289,20 @@ func (s *Server) superviseParent(ctx context.Context) {
 		case <-deadline:
 			s.terminateParent("--parent-shutdown-time-s elapsed")
 			return
+		case <-statsTick.C:
+			if err := s.pollParent(); err != nil {
+				s.log.Warnf("hot restart: parent gone: %v", err)
+				s.parentGone()
+				return
+			}
 		case <-tick.C:
-			st, err := s.hot.child.Stats()
+			st, err := s.hot.child.Status()
 			if err != nil {
 				s.log.Warnf("hot restart: parent gone: %v", err)
 				s.parentGone()
 				return
 			}
-			s.importParent(st)
+			s.hot.parentConns.Store(st.ActiveConnections)
 			if deadline != nil && st.Draining && st.ActiveConnections == 0 {
 				s.terminateParent("parent drained, no connection left")
 				return
@@ -372,11 +381,11 @@ func (s *Server) parentHooks() hotrestart.Hooks {
 			})
 		},
 		Stats: s.childStats,
-		Drain: s.drainForChild,
-		Terminate: func() hotrestart.Stats {
-			s.data.listeners.Close()
-			return s.childStats()
+		Status: func() hotrestart.Stats {
+			return hotrestart.Stats{ActiveConnections: s.data.listeners.ActiveConnections(), Draining: s.hot.draining.Load()}
 		},
+		Drain: s.drainForChild,
+		Terminate: s.terminateForChild,
 		Exit: s.Quit,
 	}
 }
@@ -391,6 +400,22 @@ func (s *Server) childStats() hotrestart.Stats {
 		ActiveConnections: s.data.listeners.ActiveConnections(),
 		Draining:          s.hot.draining.Load(),
 	}
+}
+
+// terminateForChild closes the data plane and returns the final stats. Closing
+// unregisters the listeners' and connection managers' stats, so counters are
+// taken before and after and the larger value kept (counters only grow);
+// gauges are the after values, so what closed counts 0.
+func (s *Server) terminateForChild() hotrestart.Stats {
+	before := s.childStats()
+	s.data.listeners.Close()
+	after := s.childStats()
+	for name, v := range before.Counters {
+		if v > after.Counters[name] {
+			after.Counters[name] = v
+		}
+	}
+	return after
 }
 
 // drainForChild stops accepting (the child accepts on the same sockets) and

@@ -485,7 +485,44 @@ func TestHotRestartBaseIDsSideBySide(t *testing.T) {
 	if c0.admin == a1.admin {
 		t.Errorf("both lines answer on %s; want separate admin sockets", c0.admin)
 	}
-	for _, p := range []*proc{a1, c0} {
+	// A second Legate on a base id in use serves, but says it cannot be
+	// hot restarted (Envoy refuses to start; see server/hotrestart.go).
+	dup := start(t, "-c", cfg, "--base-id", strconv.Itoa(b+1))
+	if out := dup.stderr.String(); !strings.Contains(out, "cannot be hot restarted") {
+		t.Errorf("second Legate on base id %d: log lacks the warning:\n%s", b+1, out)
+	}
+	for _, p := range []*proc{a1, c0, dup} {
+		p.signal(syscall.SIGINT)
+		p.wait(30 * time.Second)
+	}
+}
+
+func TestHotRestartDynamicBaseID(t *testing.T) {
+	cfg := writeConfig(t, minimalConfig)
+	path := filepath.Join(t.TempDir(), "base-id")
+	// A private socket path, so the picked id does not depend on what else
+	// runs on this machine.
+	sock := "@legate_e2e_dynamic_" + strconv.Itoa(os.Getpid())
+	first := start(t, "-c", cfg, "--use-dynamic-base-id", "--base-id-path", path, "--socket-path", sock)
+	second := start(t, "-c", cfg, "--use-dynamic-base-id", "--base-id-path", path+"2", "--socket-path", sock)
+	ids := map[string]bool{}
+	for _, p := range []string{path, path + "2"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[string(b)] = true
+	}
+	if !ids["0"] || !ids["1"] {
+		t.Errorf("picked base ids %v; want 0 and 1", ids)
+	}
+	id, _ := os.ReadFile(path)
+	next := start(t, "-c", cfg, "--base-id", string(id), "--socket-path", sock, "--restart-epoch", "1", "--parent-shutdown-time-s", "4")
+	next.waitStat("server.hot_restart_epoch", 1)
+	if code := first.wait(parentShutdown + 15*time.Second); code != 0 {
+		t.Errorf("the restarted line's epoch 0 exited with %d; want 0", code)
+	}
+	for _, p := range []*proc{next, second} {
 		p.signal(syscall.SIGINT)
 		p.wait(30 * time.Second)
 	}
