@@ -384,9 +384,9 @@ func (s *Server) parentHooks() hotrestart.Hooks {
 		Status: func() hotrestart.Stats {
 			return hotrestart.Stats{ActiveConnections: s.data.listeners.ActiveConnections(), Draining: s.hot.draining.Load()}
 		},
-		Drain: s.drainForChild,
+		Drain:     s.drainForChild,
 		Terminate: s.terminateForChild,
-		Exit: s.Quit,
+		Exit:      s.Quit,
 	}
 }
 
