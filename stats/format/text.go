@@ -1,7 +1,6 @@
 package format
 
 import (
-	"bufio"
 	"io"
 	"strconv"
 
@@ -58,7 +57,7 @@ func (q *Query) phases() (text, countersGauges stats.Kinds, histograms bool) {
 // gauges interleaved in byte order, then histograms, each phase sorted by
 // name. It returns the first write error.
 func WriteText(w io.Writer, s *stats.Store, q Query) error {
-	bw := bufio.NewWriterSize(w, 64<<10)
+	bw := newWriter(w)
 	sel := selector{q: &q}
 	var line []byte
 	textKinds, cgKinds, hist := q.phases()
