@@ -521,3 +521,38 @@ func FuzzFrame(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkStatsRoundTrip measures one stats snapshot of 10,000 counters
+// from parent to child (the per-flush import during a hot restart).
+func BenchmarkStatsRoundTrip(b *testing.B) {
+	counters := make(map[string]uint64, 10000)
+	for i := range 10000 {
+		counters[fmt.Sprintf("cluster.service_%d.upstream_rq_total", i)] = uint64(i)
+	}
+	path := fmt.Sprintf("@legate_bench_%d", os.Getpid())
+	p, err := Listen(ParentConfig{SocketPath: path, Hooks: Hooks{Stats: func() Stats { return Stats{Counters: counters} }}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		p.Serve(ctx)
+		close(done)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	c, err := Connect(context.Background(), ChildConfig{SocketPath: path, Epoch: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	for b.Loop() {
+		st, err := c.Stats()
+		if err != nil || len(st.Counters) != 10000 {
+			b.Fatalf("Stats() = %d counters, %v", len(st.Counters), err)
+		}
+	}
+}
