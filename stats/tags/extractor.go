@@ -84,6 +84,11 @@ func newRE2Extractor(d regexDescriptor) *Extractor {
 		negative: d.negative,
 	}
 	e.mustStart, e.mustContain = requiredLiterals(d.re.String())
+	if strings.Contains(e.substr, e.mustContain) {
+		// The hint already implies the derived literal (".ssl.curves."
+		// holds ".ssl.curves"); one scan of the name is enough.
+		e.mustContain = ""
+	}
 	return e
 }
 
