@@ -19,6 +19,7 @@ import (
 	"github.com/legateproxy/legate/pool"
 	"github.com/legateproxy/legate/tcpproxy"
 	"github.com/legateproxy/legate/tlsutil"
+	"github.com/legateproxy/legate/xds"
 )
 
 // dataPlane is what carries traffic: upstream pools, the network filters
@@ -49,8 +50,9 @@ func (s *Server) buildDataPlane() error {
 	dp.secrets = secrets
 	// Upstream TLS is checked now, so a bad certificate fails the start
 	// rather than the first request.
+	// Clusters loading secrets over SDS are checked when the secrets arrive.
 	for _, c := range s.boot.Clusters {
-		if _, err := s.clusterTLS(c); err != nil {
+		if _, err := s.clusterTLS(c); err != nil && !xds.HasClusterSecrets(c.TransportSocket) {
 			return err
 		}
 	}
@@ -59,7 +61,11 @@ func (s *Server) buildDataPlane() error {
 		Stats:    s.store,
 		TLS: func(c *config.Cluster, h *host.Host) *tls.Config {
 			ctx, err := s.clusterTLS(c)
-			if err != nil || ctx == nil {
+			if err != nil {
+				// Never plain text for a TLS cluster: its SDS secret timed out.
+				return failingTLS(err)
+			}
+			if ctx == nil {
 				return nil
 			}
 			if h.Hostname() != "" {
@@ -158,4 +164,14 @@ func (s *Server) clusterTLS(c *config.Cluster) (*tlsutil.ClientContext, error) {
 	}
 	dp.upstreamTLS[c] = ctx
 	return ctx, nil
+}
+
+// failingTLS is a client configuration whose handshakes fail with err: a
+// cluster whose TLS context cannot be built (its SDS secret has not arrived)
+// must fail its connections, as Envoy's do, rather than send plain text.
+func failingTLS(err error) *tls.Config {
+	return &tls.Config{
+		InsecureSkipVerify: true,
+		VerifyConnection:   func(tls.ConnectionState) error { return err },
+	}
 }

@@ -24,7 +24,7 @@ import (
 func (s *Server) buildXDS() error {
 	needed := s.boot.Proto.GetDynamicResources() != nil
 	for _, c := range s.boot.Clusters {
-		if c.Proto.GetEdsClusterConfig() != nil {
+		if c.Proto.GetEdsClusterConfig() != nil || xds.HasClusterSecrets(c.TransportSocket) {
 			needed = true
 		}
 	}
@@ -66,6 +66,13 @@ func (s *Server) buildXDS() error {
 		return err
 	}
 	s.xds = client
+	// Bootstrap clusters with SDS secrets: initialization waits for them;
+	// the subscriptions last as long as the client.
+	for _, c := range s.boot.Clusters {
+		if _, err := client.WatchClusterSecrets(c.Name, c.TransportSocket); err != nil {
+			return err
+		}
+	}
 	return s.dumps.Add(configdump.Tracker{Key: "clusters", Dump: client.ClustersConfigDump})
 }
 

@@ -37,6 +37,8 @@ type cdsHandler struct {
 	clusters map[string]*resource.Cluster
 	// failures are the rejected clusters, by name, for error_state.
 	failures map[string]*failure
+	// secrets are the SDS subscriptions of clusters with upstream SDS secrets, by name.
+	secrets map[string]*clusterSecrets
 
 	// lastDuration is how long the last update took to apply.
 	lastDuration time.Duration
@@ -50,7 +52,7 @@ type cdsHandler struct {
 }
 
 func newCDSHandler(c *Client, src resource.Source, m *mux) *cdsHandler {
-	h := &cdsHandler{c: c, src: src, m: m, clusters: map[string]*resource.Cluster{}, failures: map[string]*failure{}, initPending: map[string]bool{}}
+	h := &cdsHandler{c: c, src: src, m: m, clusters: map[string]*resource.Cluster{}, failures: map[string]*failure{}, secrets: map[string]*clusterSecrets{}, initPending: map[string]bool{}}
 	h.reg = c.cfg.Stats.Register("cluster_manager.cds.", &h.stats)
 	return h
 }
@@ -67,6 +69,9 @@ func (h *cdsHandler) startLocked() {
 func (h *cdsHandler) stopLocked() {
 	if h.initTimer != nil {
 		h.initTimer.Stop()
+	}
+	for name := range h.secrets {
+		h.removeSecretsLocked(name)
 	}
 	h.reg.Unregister()
 }
@@ -105,7 +110,7 @@ func (h *cdsHandler) fetchedLocked() {
 		h.initTimer.Stop()
 	}
 	for name, rc := range h.clusters {
-		if rc.EDS != nil && !h.c.eds.receivedLocked(name) {
+		if (rc.EDS != nil && !h.c.eds.receivedLocked(name)) || h.waitingForSecretsLocked(name) {
 			h.initPending[name] = true
 		}
 	}
@@ -171,7 +176,11 @@ func (h *cdsHandler) applyLocked(u update) error {
 		if err == nil && rc.EDS != nil {
 			err = h.checkEDSSource(rc)
 		}
+		var wait bool
 		if err == nil {
+			wait, err = h.holdForSecretsLocked(rc, u.version, start)
+		}
+		if err == nil && !wait {
 			var changed bool
 			changed, err = c.cfg.Clusters.AddOrUpdate(rc.Config, u.version)
 			if err == nil {
@@ -212,6 +221,7 @@ func (h *cdsHandler) applyLocked(u update) error {
 		}
 		c.eds.unbindLocked(name)
 		c.cfg.Clusters.Remove(name)
+		h.removeSecretsLocked(name)
 		delete(h.clusters, name)
 		delete(h.failures, name)
 		delete(h.initPending, name)

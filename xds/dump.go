@@ -33,9 +33,13 @@ func (c *Client) ClustersDumpExtras() map[string]*adminv3.UpdateFailureState {
 func (c *Client) ClustersConfigDump(match func(string) bool) proto.Message {
 	base := c.cfg.Clusters.ConfigDump(match)
 	dump, ok := base.(*adminv3.ClustersConfigDump)
-	extras := c.ClustersDumpExtras()
-	if !ok || len(extras) == 0 {
+	if !ok {
 		return base
+	}
+	dump.DynamicWarmingClusters = append(dump.DynamicWarmingClusters, c.secretWarmingDump(match)...)
+	extras := c.ClustersDumpExtras()
+	if len(extras) == 0 {
+		return dump
 	}
 	for _, list := range [][]*adminv3.ClustersConfigDump_DynamicCluster{dump.DynamicActiveClusters, dump.DynamicWarmingClusters} {
 		for _, dc := range list {

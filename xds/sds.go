@@ -1,7 +1,10 @@
 package xds
 
 import (
+	"fmt"
+
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -54,6 +57,11 @@ func (c *Client) WatchSecrets(path string, common *tlsv3.CommonTlsContext) (func
 	if err != nil {
 		return nil, err
 	}
+	return c.watchSecretDeps(deps)
+}
+
+// watchSecretDeps subscribes to deps and returns the function that ends the subscriptions.
+func (c *Client) watchSecretDeps(deps []resource.Dependency) (func(), error) {
 	var refs []watchRef
 	release := func() {
 		for _, r := range refs {
@@ -90,4 +98,24 @@ func (c *Client) SecretsConfigDump(match func(string) bool) *adminv3.SecretsConf
 		out.DynamicActiveSecrets = append(out.DynamicActiveSecrets, d)
 	}
 	return out
+}
+
+// WatchClusterSecrets subscribes to the SDS secrets of a bootstrap cluster's transport socket
+// (an UpstreamTlsContext naming secrets with an sds_config); CDS clusters are subscribed by
+// the client itself. Made before Run, each subscription registers an init target ("SdsApi
+// <name>"), so initialization waits for the secrets or their initial_fetch_timeout, as
+// Envoy's static clusters warm on SDS. The returned function ends the subscriptions. Safe for
+// concurrent use.
+func (c *Client) WatchClusterSecrets(name string, ts *corev3.TransportSocket) (func(), error) {
+	deps, err := resource.UpstreamSecretDependencies(fmt.Sprintf("cluster %q: transport_socket", name), ts)
+	if err != nil {
+		return nil, err
+	}
+	return c.watchSecretDeps(deps)
+}
+
+// HasClusterSecrets reports whether a cluster's transport socket loads secrets over SDS.
+func HasClusterSecrets(ts *corev3.TransportSocket) bool {
+	deps, err := resource.UpstreamSecretDependencies("transport_socket", ts)
+	return err == nil && len(deps) > 0
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -21,6 +23,10 @@ type Cluster struct {
 	Config *config.Cluster
 	// EDS is the cluster's eds_cluster_config.eds_config for an EDS cluster, else nil.
 	EDS *Source
+	// Secrets are the SDS secrets the cluster's UpstreamTlsContext loads from an sds_config
+	// (tls_certificate_sds_secret_configs, validation_context_sds_secret_config); the cluster
+	// warms until they arrive.
+	Secrets []Dependency
 }
 
 // DecodeCluster decodes a CDS resource: the Any's type URL, protoc-gen-validate rules, then
@@ -50,6 +56,9 @@ func DecodeCluster(a *anypb.Any, lim config.Limits) (*Cluster, error) {
 			return nil, fmt.Errorf("%s: eds_cluster_config.eds_config.%w", at, err)
 		}
 		out.EDS = &src
+	}
+	if out.Secrets, err = UpstreamSecretDependencies(at+": transport_socket", c.GetTransportSocket()); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -100,4 +109,22 @@ func flatten(err error) error {
 		msg += e.Error()
 	}
 	return errors.New(msg)
+}
+
+// upstreamTLSTypeURL is the typed_config type of a cluster's TLS transport socket.
+const upstreamTLSTypeURL = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"
+
+// UpstreamSecretDependencies returns the SDS secrets (those with an sds_config) of a cluster's
+// transport socket when it is an UpstreamTlsContext; nil for any other socket. path names the
+// transport socket in errors.
+func UpstreamSecretDependencies(path string, ts *corev3.TransportSocket) ([]Dependency, error) {
+	a := ts.GetTypedConfig()
+	if a.GetTypeUrl() != upstreamTLSTypeURL {
+		return nil, nil
+	}
+	var tc tlsv3.UpstreamTlsContext
+	if err := a.UnmarshalTo(&tc); err != nil {
+		return nil, fmt.Errorf("%s.typed_config: %v", path, err)
+	}
+	return SecretDependencies(path+".typed_config.common_tls_context", tc.GetCommonTlsContext())
 }
