@@ -10,7 +10,5 @@
 // with stat updates. They read stats through the store's iteration methods,
 // which take the store lock only to snapshot the registration list, and write
 // as they go through a buffered writer, so the body of a large store is never
-// held in memory. After each 64 KiB chunk the rendering goroutine yields its
-// processor, so a long render does not delay other handlers (/ready) by a
-// scheduler time slice.
+// held in memory.
 package format
