@@ -1,0 +1,103 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/encoding/protojson"
+	"sigs.k8s.io/yaml"
+
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/health_check/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+)
+
+func hcmFromYAML(t *testing.T, y string) *hcmv3.HttpConnectionManager {
+	t.Helper()
+	j, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pb hcmv3.HttpConnectionManager
+	if err := protojson.Unmarshal(j, &pb); err != nil {
+		t.Fatal(err)
+	}
+	return &pb
+}
+
+func TestHTTPConnectionManagerFromProto(t *testing.T) {
+	const routes = "route_config: {virtual_hosts: [{name: a, domains: ['*']}]}\n"
+	tests := []struct {
+		name string
+		yaml string
+		want *HTTPConnectionManager
+		err  string
+	}{
+		{
+			name: "defaults",
+			yaml: "stat_prefix: ingress\n" + routes,
+			want: &HTTPConnectionManager{
+				StatPrefix: "ingress", Codec: CodecAuto, ServerName: "envoy", GenerateRequestID: true,
+				HTTPFilters: []HTTPFilter{{Name: routerFilterName}}, IdleTimeout: time.Hour,
+				MaxHeadersCount: 100, MaxRequestHeadersKB: 60, StreamIdleTimeout: 5 * time.Minute,
+				DrainTimeout: 5 * time.Second, HTTP2MaxConcurrentStreams: 2147483647,
+				HTTP2InitialStreamWindowSize: 256 << 20, HTTP2InitialConnectionWindowSize: 256 << 20,
+			},
+		},
+		{
+			name: "explicit",
+			yaml: `stat_prefix: s
+codec_type: HTTP2
+server_name: me
+server_header_transformation: APPEND_IF_ABSENT
+use_remote_address: true
+generate_request_id: false
+common_http_protocol_options: {idle_timeout: 2s, max_requests_per_connection: 3, max_headers_count: 10}
+stream_idle_timeout: 0s
+max_request_headers_kb: 8
+http2_protocol_options: {max_concurrent_streams: 7}
+http_filters:
+- name: envoy.filters.http.health_check
+  typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.health_check.v3.HealthCheck, pass_through_mode: false}
+- name: envoy.filters.http.router
+` + routes,
+			want: &HTTPConnectionManager{
+				StatPrefix: "s", Codec: CodecHTTP2, ServerName: "me", ServerHeader: ServerHeaderAppendIfAbsent,
+				UseRemoteAddress: true, IdleTimeout: 2 * time.Second, MaxRequestsPerConnection: 3,
+				MaxHeadersCount: 10, MaxRequestHeadersKB: 8, DrainTimeout: 5 * time.Second,
+				HTTP2MaxConcurrentStreams: 7, HTTP2InitialStreamWindowSize: 256 << 20, HTTP2InitialConnectionWindowSize: 256 << 20,
+				HTTPFilters: []HTTPFilter{{Name: "envoy.filters.http.health_check"}, {Name: routerFilterName}},
+			},
+		},
+		{name: "no stat prefix", yaml: routes, err: `stat_prefix = ""`},
+		{name: "rds", yaml: "stat_prefix: s\nrds: {route_config_name: r}\n", err: "rds: not implemented"},
+		{name: "no routes", yaml: "stat_prefix: s\n", err: "route_config is required"},
+		{name: "router not last", yaml: "stat_prefix: s\n" + routes + "http_filters: [{name: envoy.filters.http.router}, {name: x}]\n", err: "the router must be the last filter"},
+		{name: "last not router", yaml: "stat_prefix: s\n" + routes + "http_filters: [{name: x}]\n", err: "the last filter must be envoy.filters.http.router"},
+		{name: "headers kb", yaml: "stat_prefix: s\nmax_request_headers_kb: 9000\n" + routes, err: "max_request_headers_kb = 9000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := HTTPConnectionManagerFromProto(hcmFromYAML(t, tt.yaml))
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("HTTPConnectionManagerFromProto() error = %v; want one containing %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("HTTPConnectionManagerFromProto() error = %v", err)
+			}
+			opts := cmp.Options{
+				cmpopts.IgnoreFields(HTTPConnectionManager{}, "Proto", "RouteConfig"),
+				cmpopts.IgnoreFields(HTTPFilter{}, "TypedConfig"),
+			}
+			if diff := cmp.Diff(tt.want, got, opts); diff != "" {
+				t.Errorf("HTTPConnectionManagerFromProto() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
