@@ -508,7 +508,7 @@ func lbConfig(cfg *config.Cluster) *lb.Config {
 }
 
 func (c *Cluster) balancer(ps *host.PrioritySet) (lb.Balancer, error) {
-	params := lb.Params{PrioritySet: ps, Rand: c.m.rand}
+	params := lb.Params{PrioritySet: ps, Rand: c.m.rand, Stats: &c.stats.lb}
 	if c.m.localCluster != "" && c.m.localCluster != c.cfg.Name {
 		if local := c.m.Get(c.m.localCluster); local != nil {
 			if s := local.Snapshot(); s != nil {
@@ -532,7 +532,16 @@ func (c *Cluster) balancer(ps *host.PrioritySet) (lb.Balancer, error) {
 			cfg.DefaultSubset = append(cfg.DefaultSubset, lb.Criterion{Name: k, Value: v})
 		}
 		lb.SortCriteria(cfg.DefaultSubset)
-		return subset.New(params, c.lbCfg(), cfg, factory)
+		b, err := subset.New(params, c.lbCfg(), cfg, factory)
+		if err != nil {
+			return nil, err
+		}
+		var prev *subset.Balancer
+		if old := c.snap.Load(); old != nil {
+			prev, _ = old.Balancer.(*subset.Balancer)
+		}
+		b.CountChanges(prev)
+		return b, nil
 	}
 	return factory(params, c.lbCfg())
 }

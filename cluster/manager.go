@@ -135,8 +135,10 @@ type Manager struct {
 // and aliased by alt_stat_name) that use the name.
 type statsEntry struct {
 	stats Stats
-	reg   *stats.Registration
-	refs  int
+	// lb points at the lb_* fields of stats for the balancers (lb.Params.Stats).
+	lb   lb.Stats
+	reg  *stats.Registration
+	refs int
 	// health and outlier are the health_check.* and outlier_detection.* stats, registered by the
 	// first cluster of this name that has a health check or an outlier detector.
 	health     *health.Stats
@@ -397,6 +399,7 @@ func (m *Manager) newClusterLocked(cfg *config.Cluster, api bool, version string
 	e := m.statEntries[cfg.StatName]
 	if e == nil {
 		e = &statsEntry{}
+		e.lb = e.stats.lbStats()
 		e.reg = m.store.Register("cluster."+cfg.StatName+".", &e.stats)
 		m.statEntries[cfg.StatName] = e
 	}

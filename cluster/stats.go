@@ -3,6 +3,7 @@ package cluster
 import (
 	"sync/atomic"
 
+	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/stats"
 )
 
@@ -143,4 +144,24 @@ type HostStats struct {
 
 	// used is set by picks on ORIGINAL_DST clusters and cleared by the cleanup timer.
 	used atomic.Bool
+}
+
+// lbStats points at the lb_* fields of s, for the balancers.
+func (s *Stats) lbStats() lb.Stats {
+	return lb.Stats{
+		HealthyPanic:              &s.LbHealthyPanic,
+		LocalClusterNotOK:         &s.LbLocalClusterNotOK,
+		RecalculateZoneStructures: &s.LbRecalculateZoneStructures,
+		ZoneClusterTooSmall:       &s.LbZoneClusterTooSmall,
+		ZoneRoutingAllDirectly:    &s.LbZoneRoutingAllDirectly,
+		ZoneRoutingSampled:        &s.LbZoneRoutingSampled,
+		ZoneRoutingCrossZone:      &s.LbZoneRoutingCrossZone,
+		ZoneNoCapacityLeft:        &s.LbZoneNoCapacityLeft,
+		SubsetsSelected:           &s.LbSubsetsSelected,
+		SubsetsFallback:           &s.LbSubsetsFallback,
+		SubsetsFallbackPanic:      &s.LbSubsetsFallbackPanic,
+		SubsetsCreated:            &s.LbSubsetsCreated,
+		SubsetsRemoved:            &s.LbSubsetsRemoved,
+		SubsetsActive:             &s.LbSubsetsActive,
+	}
 }

@@ -31,9 +31,10 @@ type Source struct {
 // and pick within the host list ChooseSource selects. Built once per snapshot; safe for
 // concurrent use; ChooseSource takes no lock and does not allocate.
 type Base struct {
-	sets []*host.Set
-	load PriorityLoad
-	rand func() uint64
+	sets  []*host.Set
+	load  PriorityLoad
+	rand  func() uint64
+	stats *Stats // complete: every field set
 
 	localityWeighted   bool
 	failTrafficOnPanic bool
@@ -59,6 +60,7 @@ func NewBase(p Params, cfg *Config) (*Base, error) {
 	b := &Base{
 		sets:               p.PrioritySet.Sets(),
 		rand:               p.RandOrDefault(),
+		stats:              p.Stats.Complete(),
 		localityWeighted:   cfg.LocalityWeighted,
 		failTrafficOnPanic: cfg.ZoneAware.FailTrafficOnPanic,
 		routingEnabled:     DefaultRoutingEnabled,
@@ -73,7 +75,7 @@ func NewBase(p Params, cfg *Config) (*Base, error) {
 		minSize = *v
 	}
 	if p.Local != nil && !cfg.LocalityWeighted {
-		b.zone = newZoneState(b.sets[0], p.Local.Sets()[0], minSize, threshold)
+		b.zone = newZoneState(b.sets[0], p.Local.Sets()[0], minSize, threshold, b.stats)
 	}
 	if cfg.LocalityWeighted {
 		b.healthyLocality = make([]*Sequence, len(b.sets))
@@ -94,6 +96,9 @@ func (b *Base) Sets() []*host.Set { return b.sets }
 // Load returns the computed priority load and panic state.
 func (b *Base) Load() *PriorityLoad { return &b.load }
 
+// Stats returns the lb_* statistics the balancer updates (never nil).
+func (b *Base) Stats() *Stats { return b.stats }
+
 // Rand returns the random source.
 func (b *Base) Rand() func() uint64 { return b.rand }
 
@@ -108,6 +113,7 @@ func (b *Base) ChooseSource(priorityHash uint64) (src Source, ok bool) {
 	prio, degraded := b.load.ChoosePriority(priorityHash)
 	src.Priority = prio
 	if b.load.Panic[prio] {
+		b.stats.HealthyPanic.Inc()
 		if b.failTrafficOnPanic {
 			return src, false
 		}
@@ -136,13 +142,14 @@ func (b *Base) ChooseSource(priorityHash uint64) (src Source, ok bool) {
 		return src, true
 	}
 	if b.zone.localPanic {
+		b.stats.LocalClusterNotOK.Inc()
 		if b.failTrafficOnPanic {
 			return src, false
 		}
 		return src, true
 	}
 	src.Kind = local
-	src.Locality = b.zone.chooseLocality(b.rand, len(b.sets[0].HealthyHostsPerLocality()))
+	src.Locality = b.zone.chooseLocality(b.rand, len(b.sets[0].HealthyHostsPerLocality()), b.stats)
 	return src, true
 }
 

@@ -108,6 +108,9 @@ func (b *HashBalancer) Pick(ctx *Context) (*host.Host, error) {
 		h = b.base.rand()
 	}
 	prio, _ := b.base.load.ChoosePriority(h)
+	if b.base.load.Panic[prio] {
+		b.base.stats.HealthyPanic.Inc()
+	}
 	t := b.tables[prio]
 	return PickWithRetries(ctx, func(attempt uint32) *host.Host { return t.Choose(h, attempt) })
 }

@@ -98,6 +98,9 @@ type Params struct {
 	// Nil means math/rand/v2's Uint64 (lock-free per-thread generator). Tests pass a seeded
 	// source.
 	Rand func() uint64
+	// Stats are the cluster's lb_* statistics the balancer updates; nil (or a nil field) means
+	// not counted.
+	Stats *Stats
 }
 
 // RandOrDefault returns p.Rand, or the default generator when nil.

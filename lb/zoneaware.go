@@ -23,12 +23,14 @@ type zoneState struct {
 }
 
 // newZoneState implements Envoy's ZoneAwareLoadBalancerBase::regenerateLocalityRoutingStructures
-// for upstream priority 0 against the local cluster's priority 0.
-func newZoneState(upstream, local *host.Set, minClusterSize uint64, panicThreshold uint32) zoneState {
+// for upstream priority 0 against the local cluster's priority 0, counting
+// lb_recalculate_zone_structures and the reasons routing is off in st.
+func newZoneState(upstream, local *host.Set, minClusterSize uint64, panicThreshold uint32, st *Stats) zoneState {
 	var z zoneState
 	if local == nil || upstream == nil {
 		return z
 	}
+	st.RecalculateZoneStructures.Inc()
 	z.localPanic = InPanic(local, panicThreshold)
 	up := upstream.HealthyHostsPerLocality()
 	if len(up) < 2 {
@@ -38,9 +40,11 @@ func newZoneState(upstream, local *host.Set, minClusterSize uint64, panicThresho
 		return z
 	}
 	if !local.HasLocalLocality() || len(local.HostsPerLocality()[0]) == 0 {
+		st.LocalClusterNotOK.Inc()
 		return z
 	}
 	if uint64(len(upstream.HealthyHosts())) < minClusterSize {
+		st.ZoneClusterTooSmall.Inc()
 		return z
 	}
 	pcts := localityPercentages(local, upstream)
@@ -101,16 +105,21 @@ func localityPercentages(local, upstream *host.Set) []localityPercentage {
 	return out
 }
 
-// chooseLocality implements tryChooseLocalLocalityHosts: the locality index for one request.
-func (z *zoneState) chooseLocality(rnd func() uint64, numLocalities int) int {
+// chooseLocality implements tryChooseLocalLocalityHosts: the locality index for one request,
+// counted in st as routed directly, sampled or cross zone.
+func (z *zoneState) chooseLocality(rnd func() uint64, numLocalities int, st *Stats) int {
 	if z.routing == localityDirect {
+		st.ZoneRoutingAllDirectly.Inc()
 		return 0
 	}
 	if rnd()%10000 < z.localPercentToRoute {
+		st.ZoneRoutingSampled.Inc()
 		return 0
 	}
+	st.ZoneRoutingCrossZone.Inc()
 	last := z.residual[numLocalities-1]
 	if last == 0 {
+		st.ZoneNoCapacityLeft.Inc()
 		return int(rnd() % uint64(numLocalities))
 	}
 	threshold := rnd() % last

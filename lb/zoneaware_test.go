@@ -15,10 +15,16 @@ var zoneA, zoneB, zoneC = host.Locality{Zone: "a"}, host.Locality{Zone: "b"}, ho
 // zonedSet builds a priority set with n[i] healthy hosts in zone a, b, c; this proxy is in a.
 func zonedSet(t *testing.T, prefix string, n [3]int) *host.PrioritySet {
 	t.Helper()
+	return zonedSetHealth(t, prefix, n, func(zone, i int) host.HealthFlag { return 0 })
+}
+
+// zonedSetHealth is zonedSet with host i of zone index zone given the flags health returns.
+func zonedSetHealth(t *testing.T, prefix string, n [3]int, health func(zone, i int) host.HealthFlag) *host.PrioritySet {
+	t.Helper()
 	var hs []*host.Host
 	for z, loc := range []host.Locality{zoneA, zoneB, zoneC} {
 		for i := range n[z] {
-			hs = append(hs, lbtest.Host(t, host.Config{Address: fmt.Sprintf("%s.%d.%d:80", prefix, z, i), Locality: loc}))
+			hs = append(hs, lbtest.Host(t, host.Config{Address: fmt.Sprintf("%s.%d.%d:80", prefix, z, i), Locality: loc, Health: health(z, i)}))
 		}
 	}
 	local := zoneA

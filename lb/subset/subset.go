@@ -39,6 +39,7 @@ type Config struct {
 
 // Balancer is a subset-aware snapshot. Safe for concurrent use.
 type Balancer struct {
+	stats    *lb.Stats // complete; shared with the children
 	subsets  map[uint64][]*entry
 	fallback lb.Balancer // nil with NO_FALLBACK or an empty default subset
 	panicAny lb.Balancer // whole-cluster balancer for panic_mode_any, nil otherwise
@@ -63,7 +64,8 @@ func New(p lb.Params, cfg *lb.Config, sc Config, child lb.Factory) (*Balancer, e
 	if sc.FallbackPolicy > DefaultSubset {
 		return nil, fmt.Errorf("lb_subset_config.fallback_policy = %d; must be NO_FALLBACK, ANY_ENDPOINT or DEFAULT_SUBSET", sc.FallbackPolicy)
 	}
-	b := &Balancer{subsets: map[uint64][]*entry{}}
+	p.Stats = p.Stats.Complete()
+	b := &Balancer{stats: p.Stats, subsets: map[uint64][]*entry{}}
 	build := func(keep func(*host.Host) bool) (lb.Balancer, bool, error) {
 		var sets []*host.Set
 		any := false
@@ -181,21 +183,74 @@ func equalCriteria(a, b []lb.Criterion) bool {
 	return true
 }
 
-// Pick picks from the subset matching ctx.MetadataMatch, or applies the fallback policy.
+// Pick picks from the subset matching ctx.MetadataMatch, or applies the fallback policy,
+// counting lb_subsets_selected, lb_subsets_fallback or lb_subsets_fallback_panic for the pick
+// that found a host.
 func (b *Balancer) Pick(ctx *lb.Context) (*host.Host, error) {
 	if ctx != nil && len(ctx.MetadataMatch) > 0 {
-		for _, e := range b.subsets[hashCriteria(ctx.MetadataMatch)] {
-			if equalCriteria(e.criteria, ctx.MetadataMatch) {
-				return e.balancer.Pick(ctx)
+		if e := b.find(ctx.MetadataMatch); e != nil {
+			h, err := e.balancer.Pick(ctx)
+			if err == nil {
+				b.stats.SubsetsSelected.Inc()
 			}
+			return h, err
 		}
 	}
 	if b.fallback == nil {
 		return nil, lb.ErrNoHealthyHost
 	}
 	h, err := b.fallback.Pick(ctx)
-	if err == nil || b.panicAny == nil {
+	if err == nil {
+		b.stats.SubsetsFallback.Inc()
+		return h, nil
+	}
+	if b.panicAny == nil {
 		return h, err
 	}
-	return b.panicAny.Pick(ctx)
+	h, err = b.panicAny.Pick(ctx)
+	if err == nil {
+		b.stats.SubsetsFallbackPanic.Inc()
+	}
+	return h, err
+}
+
+// find returns the subset of exactly crit, or nil; b may be nil.
+func (b *Balancer) find(crit []lb.Criterion) *entry {
+	if b == nil {
+		return nil
+	}
+	for _, e := range b.subsets[hashCriteria(crit)] {
+		if equalCriteria(e.criteria, crit) {
+			return e
+		}
+	}
+	return nil
+}
+
+// CountChanges records how b differs from prev, the balancer of the same cluster it replaces
+// (nil for the first): lb_subsets_created for its subsets prev lacks, lb_subsets_removed for
+// prev's subsets it lacks (they lost their last host), and lb_subsets_active. The cluster calls
+// it once per published balancer, on the control side.
+func (b *Balancer) CountChanges(prev *Balancer) {
+	var active, created, removed uint64
+	for _, es := range b.subsets {
+		for _, e := range es {
+			active++
+			if prev.find(e.criteria) == nil {
+				created++
+			}
+		}
+	}
+	if prev != nil {
+		for _, es := range prev.subsets {
+			for _, e := range es {
+				if b.find(e.criteria) == nil {
+					removed++
+				}
+			}
+		}
+	}
+	b.stats.SubsetsCreated.Add(created)
+	b.stats.SubsetsRemoved.Add(removed)
+	b.stats.SubsetsActive.Set(active)
 }
