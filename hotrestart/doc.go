@@ -15,8 +15,9 @@
 // the protocol version and its feature list; a mismatch is refused with a
 // reason that says what differs, on both sides.
 //
-// Concurrency: a Parent accepts on its own goroutine (Serve) and serves one
-// child at a time, calling its Hooks from that goroutine. A Child is a client
+// Concurrency: a Parent accepts on the goroutine running Serve and serves
+// each connection on a goroutine of its own, one child at a time (a second
+// is refused), so its Hooks never run concurrently. A Child is a client
 // whose methods are safe for concurrent use; they serialise on one mutex,
 // since each is a request and its reply on one connection.
 package hotrestart
