@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -29,8 +30,27 @@ type exit struct {
 	code int
 }
 
+// lockedWriter serialises writes: the restarter and its children's output
+// copiers (for writers that are not files) write to the same stream.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
 // run is main without the process exit.
 func run(args []string, stdout, stderr io.Writer) int {
+	if _, ok := stdout.(*os.File); !ok {
+		stdout = &lockedWriter{w: stdout}
+	}
+	if _, ok := stderr.(*os.File); !ok {
+		stderr = &lockedWriter{w: stderr}
+	}
 	fs := flag.NewFlagSet("legate-restarter", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	termTimeout := fs.Duration("term-timeout", 30*time.Second, "after SIGTERM or SIGINT, how long children may take to exit before they are killed")
