@@ -12,15 +12,22 @@ import (
 // and its timer are made only when someone waits on Done (the pool waiting for a connection,
 // or the HTTP/2 transport).
 //
-// Deadline, Err and Value are safe for concurrent use; reset and stop belong to the stream's
-// goroutine and must not race with a waiter (the stream calls them between attempts).
+// Every method is safe for concurrent use: context.WithTimeout over a context it does not
+// know starts a goroutine that may call Done after the attempt has ended, while the stream
+// already resets the context for its next request, so all fields are read under mu.
 type deadlineCtx struct {
+	mu       sync.Mutex // guards every field below
 	now      func() time.Time
 	deadline time.Time // zero: none
+	done     chan struct{}
+	timer    *time.Timer
+}
 
-	mu    sync.Mutex // guards done and timer
-	done  chan struct{}
-	timer *time.Timer
+// setNow sets the clock (the handler's) for the next attempts.
+func (c *deadlineCtx) setNow(now func() time.Time) {
+	c.mu.Lock()
+	c.now = now
+	c.mu.Unlock()
 }
 
 var _ context.Context = (*deadlineCtx)(nil)
@@ -28,7 +35,9 @@ var _ context.Context = (*deadlineCtx)(nil)
 // reset starts a new attempt with deadline d (zero: none).
 func (c *deadlineCtx) reset(d time.Time) {
 	c.stop()
+	c.mu.Lock()
 	c.deadline = d
+	c.mu.Unlock()
 }
 
 // stop releases the Done timer of the last attempt.
@@ -43,15 +52,19 @@ func (c *deadlineCtx) stop() {
 }
 
 // Deadline implements context.Context.
-func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, !c.deadline.IsZero() }
+func (c *deadlineCtx) Deadline() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deadline, !c.deadline.IsZero()
+}
 
 // Done implements context.Context; nil (never done) when the attempt has no deadline.
 func (c *deadlineCtx) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.deadline.IsZero() {
 		return nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.done == nil {
 		ch := make(chan struct{})
 		c.done = ch
@@ -67,6 +80,8 @@ func (c *deadlineCtx) Done() <-chan struct{} {
 
 // Err implements context.Context.
 func (c *deadlineCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if !c.deadline.IsZero() && !c.now().Before(c.deadline) {
 		return context.DeadlineExceeded
 	}

@@ -144,7 +144,7 @@ func (s *stream) begin(h *Handler) {
 	s.flags, s.details, s.cluster, s.upstream, s.attempts, s.requestID = 0, "", "", "", 0, ""
 	s.bodyBuf = s.bodyBuf[:0]
 	s.setCookies = s.setCookies[:0]
-	s.ctx.now = h.sh.deps.Now
+	s.ctx.setNow(h.sh.deps.Now)
 }
 
 // serveH1 serves one HTTP/1 request whose head was just read; it reports whether the
