@@ -70,11 +70,10 @@ func NewTable(ws []lb.WeightedHost, maxW float64, size uint64, useHostname bool)
 		_, _ = seeded.WriteString(e.key)
 		e.skip = seeded.Sum64()%(size-1) + 1
 	}
-	const empty = ^uint32(0)
 	t.slots = make([]uint32, size)
-	for i := range t.slots {
-		t.slots[i] = empty
-	}
+	// taken marks the filled slots: probing reads this bitmap (8 KB for the default size, in L1)
+	// instead of the 256 KB slot table.
+	taken := make([]uint64, (size+63)/64)
 	var filled uint64
 	for round := uint64(1); filled < size; round++ {
 		for i := range es {
@@ -86,11 +85,13 @@ func NewTable(ws []lb.WeightedHost, maxW float64, size uint64, useHostname bool)
 				continue
 			}
 			e.target += maxW
-			for t.slots[e.pos] != empty {
-				e.advance(size)
+			pos := e.pos
+			for taken[pos/64]&(1<<(pos%64)) != 0 {
+				pos = advance(pos, e.skip, size)
 			}
-			t.slots[e.pos] = uint32(i)
-			e.advance(size)
+			taken[pos/64] |= 1 << (pos % 64)
+			t.slots[pos] = uint32(i)
+			e.pos = advance(pos, e.skip, size)
 			e.count++
 			filled++
 		}
@@ -103,13 +104,16 @@ func NewTable(ws []lb.WeightedHost, maxW float64, size uint64, useHostname bool)
 	return t
 }
 
-// advance moves to the next slot of the entry's permutation (skip < size, so one subtraction
-// replaces the modulo).
-func (e *buildEntry) advance(size uint64) {
-	e.pos += e.skip
-	if e.pos >= size {
-		e.pos -= size
+// advance returns the slot after pos in a permutation of step skip (skip < size, so one
+// subtraction replaces the modulo; written so the compiler emits a conditional move, as the
+// wrap is unpredictable).
+func advance(pos, skip, size uint64) uint64 {
+	pos += skip
+	wrapped := pos - size
+	if pos >= size {
+		pos = wrapped
 	}
+	return pos
 }
 
 // Size returns the number of slots (0 for an empty table).

@@ -128,8 +128,6 @@ func BenchmarkBuild(b *testing.B) {
 		ws[i] = lb.WeightedHost{Host: h, Weight: 0.01}
 	}
 	b.Run("hosts=100", func(b *testing.B) {
-		for b.Loop() {
-			NewTable(ws, 0.01, lb.DefaultMaglevTableSize, false)
-		}
+		lbtest.ReportCPU(b, func() { NewTable(ws, 0.01, lb.DefaultMaglevTableSize, false) })
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"math"
 	mathbits "math/bits"
 	"slices"
-	"strconv"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -65,12 +64,11 @@ func NewRing(ws []lb.WeightedHost, minW float64, minSize, maxSize uint64, fn lb.
 	for hi, wh := range ws {
 		r.hosts[hi] = wh.Host
 		buf = append(buf[:0], lb.HashKey(wh.Host, useHostname)...)
-		buf = append(buf, '_')
-		prefix := len(buf)
+		buf = append(buf, '_', '0')
 		target += scale * wh.Weight
 		var i uint64
 		for current < target {
-			buf = strconv.AppendUint(buf[:prefix], i, 10)
+			// buf is the host's key, "_" and i in decimal (Envoy's ring key).
 			var h uint64
 			if fn == lb.MurmurHash2 {
 				h = MurmurHash2(buf, StdHashSeed)
@@ -78,15 +76,33 @@ func NewRing(ws []lb.WeightedHost, minW float64, minSize, maxSize uint64, fn lb.
 				h = xxhash.Sum64(buf)
 			}
 			entries = append(entries, entry{hash: h, owner: uint32(hi)})
+			buf = incrementDecimal(buf)
 			i++
 			current++
 		}
 		r.MinHashesPerHost = min(r.MinHashesPerHost, i)
 		r.MaxHashesPerHost = max(r.MaxHashesPerHost, i)
 	}
-	sortEntries(entries)
-	r.entries = entries
+	r.entries = sortEntries(entries)
 	return r
+}
+
+// incrementDecimal adds one to the decimal number that ends buf (after the key's '_'), in
+// place: usually one byte changes, where formatting the number anew cost more than hashing.
+func incrementDecimal(buf []byte) []byte {
+	for i := len(buf) - 1; ; i-- {
+		switch c := buf[i]; {
+		case c == '9':
+			buf[i] = '0'
+		case c >= '0' && c < '9':
+			buf[i] = c + 1
+			return buf
+		default: // the '_' before the number: all its digits were 9
+			buf = append(buf, '0')
+			buf[i+1] = '1'
+			return buf
+		}
+	}
 }
 
 // Len returns the number of ring entries.
@@ -118,14 +134,15 @@ func (r *Ring) Choose(h uint64, attempt uint32) *host.Host {
 	return r.hosts[r.entries[i].owner]
 }
 
-// sortEntries sorts by hash (ties by owner). Ring hashes are xxHash or MurmurHash2 outputs,
-// uniform over 64 bits, so large rings are bucket-sorted on their top bits (about four entries a
-// bucket, one counting pass and one scatter pass) and each bucket is then sorted in place; a
-// bucket that is unexpectedly large still sorts correctly, only slower.
-func sortEntries(es []entry) {
+// sortEntries returns es sorted by hash (ties by owner), in es or in a new slice. Ring hashes
+// are xxHash or MurmurHash2 outputs, uniform over 64 bits, so large rings are bucket-sorted on
+// their top bits (about four entries a bucket, one counting pass and one scatter pass) and each
+// bucket is then sorted in place; a bucket that is unexpectedly large still sorts correctly,
+// only slower.
+func sortEntries(es []entry) []entry {
 	if len(es) < 1<<12 {
 		slices.SortFunc(es, compareEntries)
-		return
+		return es
 	}
 	bits := uint(mathbits.Len(uint(len(es)/4)) - 1)
 	shift := 64 - bits
@@ -155,7 +172,7 @@ func sortEntries(es []entry) {
 			}
 		}
 	}
-	copy(es, out)
+	return out
 }
 
 func compareEntries(a, b entry) int {

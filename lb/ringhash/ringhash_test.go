@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/legateproxy/legate/host"
@@ -243,11 +244,23 @@ func BenchmarkBuild(b *testing.B) {
 			ws[i] = lb.WeightedHost{Host: h, Weight: 1 / float64(tc.hosts)}
 		}
 		b.Run(tc.name, func(b *testing.B) {
-			for b.Loop() {
+			lbtest.ReportCPU(b, func() {
 				if r := NewRing(ws, 1/float64(tc.hosts), tc.size, tc.size, lb.XXHash, false); r.Len() != int(tc.size) {
 					b.Fatalf("ring size = %d; want %d", r.Len(), tc.size)
 				}
-			}
+			})
 		})
+	}
+}
+
+func TestIncrementDecimal(t *testing.T) {
+	for _, key := range []string{"10.0.0.1:80_", "host_9_"} {
+		buf := []byte(key + "0")
+		for i := uint64(0); i < 20000; i++ {
+			if want := key + strconv.FormatUint(i, 10); string(buf) != want {
+				t.Fatalf("ring key %d = %q; want %q", i, buf, want)
+			}
+			buf = incrementDecimal(buf)
+		}
 	}
 }

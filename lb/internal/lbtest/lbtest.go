@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/legateproxy/legate/host"
@@ -164,3 +165,22 @@ func HashContext() *lb.Context {
 
 // PlainContext returns an empty context.
 func PlainContext() *lb.Context { return &lb.Context{} }
+
+// ReportCPU runs f b.N times (through b.Loop) and reports the process CPU time (user plus
+// system) per call as "cpu-ns/op": on a shared, loaded machine it varies far less than the
+// wall time. Run with -cpu 1 so that other goroutines of the test binary add little.
+func ReportCPU(b *testing.B, f func()) {
+	start := cpuTime(b)
+	for b.Loop() {
+		f()
+	}
+	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+}
+
+func cpuTime(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
