@@ -28,6 +28,7 @@ import (
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/httpproxy/als"
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/pool"
@@ -79,6 +80,7 @@ type envOptions struct {
 	upTLS     func(c *config.Cluster, h *host.Host) *tls.Config
 	drainTime time.Duration
 	drainNow  bool // DrainImmediate strategy
+	als       *als.Manager
 }
 
 func fromYAML(t testing.TB, y string, m proto.Message) {
@@ -126,7 +128,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	reg := listener.NewRegistry()
 	e.logs = accesslog.NewManager(accesslog.FileOptions{})
 	t.Cleanup(func() { e.logs.Close() })
-	if err := Register(reg, Deps{Clusters: e.clusters, Pools: e.pools, Stats: store, HealthCheckFailed: &e.failed, LocalClusterName: "local", AccessLogs: e.logs}); err != nil {
+	if err := Register(reg, Deps{Clusters: e.clusters, Pools: e.pools, Stats: store, HealthCheckFailed: &e.failed, LocalClusterName: "local", AccessLogs: e.logs, GRPCAccessLogs: o.als}); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 	var hcm hcmv3.HttpConnectionManager

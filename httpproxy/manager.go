@@ -15,6 +15,7 @@ import (
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/httpproxy/als"
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
 	"github.com/legateproxy/legate/httpproxy/route"
@@ -66,6 +67,8 @@ type Deps struct {
 	// Routes serves the route configurations of connection managers with rds (RDS); nil
 	// refuses rds.
 	Routes RouteProvider
+	// GRPCAccessLogs makes envoy.access_loggers.http_grpc loggers; nil refuses them.
+	GRPCAccessLogs *als.Manager
 }
 
 // Register registers the envoy.filters.network.http_connection_manager handler factory with
@@ -139,6 +142,8 @@ type Handler struct {
 type accessLogger struct {
 	format *accesslog.Formatter
 	file   *accesslog.File
+	// grpc, when set, receives the entries instead (http_grpc).
+	grpc *als.HTTPLogger
 }
 
 func (sh *shared) newHandler(ctx *listener.ChainContext) (*Handler, error) {
@@ -240,6 +245,9 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 }
 
 func (sh *shared) accessLog(al config.AccessLog, d *Deps) (accessLogger, error) {
+	if al.TypedConfig.GetTypeUrl() == als.TypeURL {
+		return grpcAccessLog(al, d)
+	}
 	if u := al.TypedConfig.GetTypeUrl(); u != fileAccessLogTypeURL && !(u == "" && al.Name == fileAccessLogName) {
 		return accessLogger{}, fmt.Errorf("%q (%s): only %s is implemented", al.Name, u, fileAccessLogName)
 	}

@@ -594,6 +594,10 @@ func (s *stream) log(end time.Time) {
 	e.Duration = end.Sub(s.start)
 	e.UpstreamRequestAttemptCount = s.attempts
 	for _, l := range s.h.logs {
+		if l.grpc != nil {
+			l.grpc.Log(e)
+			continue
+		}
 		s.logBuf = l.format.Format(s.logBuf[:0], e)
 		l.file.Write(s.logBuf)
 	}

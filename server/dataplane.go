@@ -11,6 +11,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/httpproxy"
+	"github.com/legateproxy/legate/httpproxy/als"
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
@@ -28,6 +29,7 @@ type dataPlane struct {
 	secrets    tlsutil.StaticSecrets
 	pools      *pool.Registry
 	accessLogs *accesslog.Manager
+	als        *als.Manager // envoy.access_loggers.http_grpc streams
 	listeners  *listener.Manager
 
 	tlsMu sync.Mutex // guards upstreamTLS
@@ -80,6 +82,15 @@ func (s *Server) buildDataPlane() error {
 	// connection with close_connections_on_host_health_failure).
 	s.clusters.OnHostHealthFailure(dp.pools.HostFailed)
 	dp.accessLogs = accesslog.NewManager(accesslog.FileOptions{FlushInterval: s.opts.FileFlushInterval})
+	if dp.als, err = als.NewManager(als.Config{
+		Dial:          s.dialXDS, // a host of the bootstrap cluster, with its TLS
+		ClusterExists: func(name string) bool { return s.clusters.Get(name) != nil },
+		Node:          s.Node(),
+		Stats:         s.store,
+		Logger:        s.logs.Logger("grpc"),
+	}); err != nil {
+		return err
+	}
 
 	// HTTP filters: health_check and tap. Tap filters with an admin_config
 	// share one manager with the admin's POST /tap, which exists while they do.
@@ -104,6 +115,7 @@ func (s *Server) buildDataPlane() error {
 		TLS:               tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs},
 		LocalClusterName:  s.Node().GetCluster(),
 		Routes:            s.routeProvider(),
+		GRPCAccessLogs:    dp.als,
 	}); err != nil {
 		return err
 	}

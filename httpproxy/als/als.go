@@ -1,0 +1,353 @@
+package als
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
+	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
+	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/logging"
+	"github.com/legateproxy/legate/stats"
+)
+
+// TypeURL is the typed_config type of an HTTP gRPC access log.
+const TypeURL = "type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.HttpGrpcAccessLogConfig"
+
+// Name is the extension name of the HTTP gRPC access log.
+const Name = "envoy.access_loggers.http_grpc"
+
+// Defaults of CommonGrpcAccessLogConfig, as in Envoy.
+const (
+	DefaultBufferSizeBytes     = 16384
+	DefaultBufferFlushInterval = time.Second
+)
+
+// Stats are Envoy's gRPC access log stats, under access_logs.grpc_access_log.
+type Stats struct {
+	LogsWritten stats.Counter `stat:"logs_written"`
+	LogsDropped stats.Counter `stat:"logs_dropped"`
+}
+
+// Config holds a Manager's dependencies. Dial and Stats are required.
+type Config struct {
+	// Dial connects to a host of the named bootstrap cluster (with its TLS, if any).
+	Dial func(ctx context.Context, cluster string) (net.Conn, error)
+	// ClusterExists, when set, rejects configurations naming an unknown cluster.
+	ClusterExists func(name string) bool
+	// Node identifies this proxy in the first message of each stream.
+	Node *corev3.Node
+	// Stats is the store for access_logs.grpc_access_log.*.
+	Stats *stats.Store
+	// Logger logs stream failures; nil discards.
+	Logger *logging.Logger
+}
+
+// Manager creates and shares HTTP gRPC access loggers and runs their streams.
+//
+// Concurrency: safe for concurrent use. mu guards loggers, runCtx and wg.Add.
+type Manager struct {
+	cfg   Config
+	stats Stats
+	reg   *stats.Registration
+
+	mu      sync.Mutex
+	loggers map[string]*HTTPLogger
+	runCtx  context.Context
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+// NewManager returns a Manager; no stream opens before Run.
+func NewManager(cfg Config) (*Manager, error) {
+	if cfg.Dial == nil || cfg.Stats == nil {
+		return nil, errors.New("als: Dial and Stats are required")
+	}
+	m := &Manager{cfg: cfg, loggers: map[string]*HTTPLogger{}}
+	m.reg = cfg.Stats.Register("access_logs.grpc_access_log.", &m.stats)
+	return m, nil
+}
+
+// Stats returns the access_logs.grpc_access_log.* counters.
+func (m *Manager) Stats() *Stats { return &m.stats }
+
+// Run starts the loggers' stream goroutines (and those of loggers made later) and returns
+// after ctx ends and every one has returned. Call it once.
+func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.runCtx != nil {
+		m.mu.Unlock()
+		return errors.New("als: Run called twice")
+	}
+	m.runCtx = ctx
+	for _, l := range m.loggers {
+		m.startLocked(l)
+	}
+	m.mu.Unlock()
+	<-ctx.Done()
+	m.mu.Lock()
+	m.stopped = true
+	m.mu.Unlock()
+	m.wg.Wait()
+	for _, l := range m.loggers {
+		l.conn.Close()
+	}
+	m.reg.Unregister()
+	return nil
+}
+
+func (m *Manager) startLocked(l *HTTPLogger) {
+	if m.stopped {
+		return
+	}
+	ctx := m.runCtx
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		l.run(ctx)
+	}()
+}
+
+// HTTPLogger returns the logger for an HttpGrpcAccessLogConfig, shared with every access_log
+// entry of the same configuration. path names the config in errors.
+func (m *Manager) HTTPLogger(path string, pb *grpcalsv3.HttpGrpcAccessLogConfig) (*HTTPLogger, error) {
+	s, err := settingsFromProto(path, pb, m.cfg.ClusterExists)
+	if err != nil {
+		return nil, err
+	}
+	key, err := proto.MarshalOptions{Deterministic: true}.Marshal(pb)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l := m.loggers[string(key)]; l != nil {
+		return l, nil
+	}
+	l, err := m.newLogger(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	m.loggers[string(key)] = l
+	if m.runCtx != nil {
+		m.startLocked(l)
+	}
+	return l, nil
+}
+
+// settings is a validated HttpGrpcAccessLogConfig.
+type settings struct {
+	logName, cluster, authority string
+	interval                    time.Duration
+	maxBytes                    int
+	reqHeaders, respHeaders     []string
+	respTrailers                []string
+}
+
+func settingsFromProto(path string, pb *grpcalsv3.HttpGrpcAccessLogConfig, exists func(string) bool) (settings, error) {
+	if err := pb.ValidateAll(); err != nil {
+		return settings{}, fmt.Errorf("%s: %v", path, err)
+	}
+	cc := pb.GetCommonConfig()
+	s := settings{
+		logName: cc.GetLogName(), interval: DefaultBufferFlushInterval, maxBytes: DefaultBufferSizeBytes,
+		reqHeaders: pb.GetAdditionalRequestHeadersToLog(), respHeaders: pb.GetAdditionalResponseHeadersToLog(),
+		respTrailers: pb.GetAdditionalResponseTrailersToLog(),
+	}
+	if v := cc.GetTransportApiVersion(); v != corev3.ApiVersion_V3 {
+		return s, fmt.Errorf("%s.common_config.transport_api_version = %s; only V3 is supported", path, v)
+	}
+	eg := cc.GetGrpcService().GetEnvoyGrpc()
+	if eg == nil {
+		return s, fmt.Errorf("%s.common_config.grpc_service: only envoy_grpc is supported", path)
+	}
+	s.cluster, s.authority = eg.GetClusterName(), eg.GetAuthority()
+	if s.authority == "" {
+		s.authority = s.cluster
+	}
+	if exists != nil && !exists(s.cluster) {
+		return s, fmt.Errorf("%s.common_config.grpc_service.envoy_grpc.cluster_name = %q; unknown cluster", path, s.cluster)
+	}
+	if d := cc.GetBufferFlushInterval(); d != nil {
+		if s.interval = d.AsDuration(); s.interval <= 0 {
+			return s, fmt.Errorf("%s.common_config.buffer_flush_interval = %v; must be > 0", path, s.interval)
+		}
+	}
+	if b := cc.GetBufferSizeBytes(); b != nil {
+		s.maxBytes = int(b.GetValue())
+	}
+	return s, nil
+}
+
+// HTTPLogger is one HTTP gRPC access log: a buffer of entries and the stream they go to.
+// Log is safe for concurrent use.
+type HTTPLogger struct {
+	m    *Manager
+	s    settings
+	conn *grpc.ClientConn
+
+	mu      sync.Mutex // guards pending and size
+	pending []*accesslogdatav3.HTTPAccessLogEntry
+	size    int
+
+	// out is the stream goroutine's queue: one message, so a backed-up stream keeps the
+	// buffer here (and, once it is full, drops) instead of blocking requests.
+	out chan *alsv3.StreamAccessLogsMessage
+	// kick asks the stream goroutine to open a stream.
+	kick chan struct{}
+	// up is set while a stream is open.
+	up atomic.Bool
+}
+
+func (m *Manager) newLogger(s settings) (*HTTPLogger, error) {
+	conn, err := grpc.NewClient("passthrough:///"+s.cluster,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return m.cfg.Dial(ctx, s.cluster) }),
+		grpc.WithAuthority(s.authority))
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", s.cluster, err)
+	}
+	return &HTTPLogger{m: m, s: s, conn: conn, out: make(chan *alsv3.StreamAccessLogsMessage, 1), kick: make(chan struct{}, 1)}, nil
+}
+
+// Log converts e into an HTTPAccessLogEntry and buffers it; it flushes when the buffer reaches
+// buffer_size_bytes, and drops the entry (counting logs_dropped) when the buffer is full and
+// cannot be flushed. e is not kept.
+func (l *HTTPLogger) Log(e *accesslog.Entry) {
+	entry := l.entry(e)
+	st := &l.m.stats
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.canLogMoreLocked() {
+		st.LogsDropped.Inc()
+		return
+	}
+	st.LogsWritten.Inc()
+	l.pending = append(l.pending, entry)
+	l.size += proto.Size(entry)
+	if l.size >= l.s.maxBytes {
+		l.flushLocked()
+	}
+}
+
+// canLogMoreLocked reports whether the buffer has room, flushing once when it has not.
+func (l *HTTPLogger) canLogMoreLocked() bool {
+	limit := max(l.s.maxBytes, 1)
+	if l.size < limit {
+		return true
+	}
+	l.flushLocked()
+	return l.size < limit
+}
+
+// flushLocked hands the buffer to the stream goroutine when a stream is open and its queue has
+// room; otherwise the buffer stays, and without a stream one is asked for.
+func (l *HTTPLogger) flushLocked() {
+	if len(l.pending) == 0 {
+		return
+	}
+	if !l.up.Load() {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+		return
+	}
+	msg := &alsv3.StreamAccessLogsMessage{LogEntries: &alsv3.StreamAccessLogsMessage_HttpLogs{
+		HttpLogs: &alsv3.StreamAccessLogsMessage_HTTPAccessLogEntries{LogEntry: l.pending},
+	}}
+	select {
+	case l.out <- msg:
+		l.pending, l.size = nil, 0
+	default: // the stream is backed up
+	}
+}
+
+// Flush sends the buffered entries now if a stream is open (Envoy flushes on its timer).
+func (l *HTTPLogger) Flush() {
+	l.mu.Lock()
+	l.flushLocked()
+	l.mu.Unlock()
+}
+
+// run owns the logger's stream: it flushes every buffer_flush_interval, opens a stream when a
+// flush asks for one, sends queued messages (the first of each stream with the identifier),
+// and notices when the service closes the stream.
+func (l *HTTPLogger) run(ctx context.Context) {
+	tick := time.NewTicker(l.s.interval)
+	defer tick.Stop()
+	client := alsv3.NewAccessLogServiceClient(l.conn)
+	var (
+		st       grpc.ClientStreamingClient[alsv3.StreamAccessLogsMessage, alsv3.StreamAccessLogsResponse]
+		cancel   context.CancelFunc
+		closed   chan struct{}
+		identify bool
+	)
+	down := func(err error) {
+		if st == nil {
+			return
+		}
+		l.up.Store(false)
+		cancel()
+		<-closed
+		st, cancel, closed = nil, nil, nil
+		if err != nil && ctx.Err() == nil {
+			l.m.cfg.Logger.Warnf("als: %q to cluster %q: stream closed: %v", l.s.logName, l.s.cluster, err)
+		}
+	}
+	defer down(nil)
+	for {
+		var out chan *alsv3.StreamAccessLogsMessage
+		if st != nil {
+			out = l.out
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			l.Flush()
+		case <-l.kick:
+			if st != nil {
+				continue
+			}
+			sctx, c := context.WithCancel(ctx)
+			s, err := client.StreamAccessLogs(sctx)
+			if err != nil {
+				c()
+				l.m.cfg.Logger.Warnf("als: %q to cluster %q: cannot open a stream: %v", l.s.logName, l.s.cluster, err)
+				continue
+			}
+			st, cancel, closed, identify = s, c, make(chan struct{}), true
+			go watchStream(s, closed)
+			l.up.Store(true)
+			l.Flush()
+		case <-closed:
+			down(errors.New("closed by the service"))
+		case msg := <-out:
+			if identify {
+				msg.Identifier = &alsv3.StreamAccessLogsMessage_Identifier{Node: l.m.cfg.Node, LogName: l.s.logName}
+				identify = false
+			}
+			if err := st.Send(msg); err != nil {
+				down(err)
+			}
+		}
+	}
+}
+
+// watchStream waits for the service to end the stream (or the stream's context to end).
+func watchStream(s grpc.ClientStreamingClient[alsv3.StreamAccessLogsMessage, alsv3.StreamAccessLogsResponse], closed chan struct{}) {
+	defer close(closed)
+	_ = s.RecvMsg(new(alsv3.StreamAccessLogsResponse))
+}

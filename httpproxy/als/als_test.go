@@ -1,0 +1,103 @@
+package als
+
+import (
+	"math/bits"
+	"testing"
+
+	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
+	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	"github.com/legateproxy/legate/accesslog"
+)
+
+func TestResponseFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   accesslog.ResponseFlags
+		want *accesslogdatav3.ResponseFlags
+	}{
+		{"none", 0, nil},
+		{"LH", accesslog.FailedLocalHealthCheck, &accesslogdatav3.ResponseFlags{FailedLocalHealthcheck: true}},
+		{"UH UF", accesslog.NoHealthyUpstream | accesslog.UpstreamConnectionFailure, &accesslogdatav3.ResponseFlags{NoHealthyUpstream: true, UpstreamConnectionFailure: true}},
+		{"NR", accesslog.NoRouteFound, &accesslogdatav3.ResponseFlags{NoRouteFound: true}},
+		{"UAEX", accesslog.UnauthorizedExternalService, &accesslogdatav3.ResponseFlags{UnauthorizedDetails: &accesslogdatav3.ResponseFlags_Unauthorized{Reason: accesslogdatav3.ResponseFlags_Unauthorized_EXTERNAL_SERVICE}}},
+		{"URX", accesslog.UpstreamRetryLimitExceeded, &accesslogdatav3.ResponseFlags{UpstreamRetryLimitExceeded: true}},
+		{"UPE", accesslog.UpstreamProtocolError, &accesslogdatav3.ResponseFlags{UpstreamProtocolError: true}},
+		{"NC", accesslog.NoClusterFound, &accesslogdatav3.ResponseFlags{NoClusterFound: true}},
+		{"DR", accesslog.DownstreamRemoteReset, &accesslogdatav3.ResponseFlags{DownstreamRemoteReset: true}},
+		{"DF OM", accesslog.DNSResolutionFailed | accesslog.OverloadManager, &accesslogdatav3.ResponseFlags{DnsResolutionFailure: true, OverloadManager: true}},
+		{"DO has no field", accesslog.DropOverload, &accesslogdatav3.ResponseFlags{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, responseFlags(tc.in), protocmp.Transform()); diff != "" {
+				t.Errorf("responseFlags(%v) (-want +got):\n%s", tc.in, diff)
+			}
+		})
+	}
+}
+
+// TestFlagFieldsNameRealFields: every name in flagFields is a bool field of ResponseFlags.
+func TestFlagFieldsNameRealFields(t *testing.T) {
+	if got, want := len(flagFields), bits.Len64(uint64(accesslog.UnconditionalDropOverload)); got != want {
+		t.Fatalf("len(flagFields) = %d; want %d (one per flag)", got, want)
+	}
+	fields := (&accesslogdatav3.ResponseFlags{}).ProtoReflect().Descriptor().Fields()
+	for bit, name := range flagFields {
+		if name == "" {
+			continue
+		}
+		if fd := fields.ByName(name); fd == nil {
+			t.Errorf("flagFields[%d] = %q; not a field of ResponseFlags", bit, name)
+		}
+	}
+}
+
+func TestSettingsErrors(t *testing.T) {
+	cfg := func(y string) *grpcalsv3.HttpGrpcAccessLogConfig {
+		pb := &grpcalsv3.HttpGrpcAccessLogConfig{}
+		if err := protoUnmarshalText(y, pb); err != nil {
+			t.Fatal(err)
+		}
+		return pb
+	}
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"google_grpc", `common_config: {log_name: "a", transport_api_version: V3, grpc_service: {google_grpc: {target_uri: "x", stat_prefix: "s"}}}`,
+			"c.common_config.grpc_service: only envoy_grpc is supported"},
+		{"v2", `common_config: {log_name: "a", grpc_service: {envoy_grpc: {cluster_name: "als"}}}`,
+			"c.common_config.transport_api_version = AUTO; only V3 is supported"},
+		{"unknown cluster", `common_config: {log_name: "a", transport_api_version: V3, grpc_service: {envoy_grpc: {cluster_name: "nope"}}}`,
+			`c.common_config.grpc_service.envoy_grpc.cluster_name = "nope"; unknown cluster`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := settingsFromProto("c", cfg(tc.in), func(n string) bool { return n == "als" })
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("settingsFromProto() error = %v; want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzSettings: any HttpGrpcAccessLogConfig is accepted or refused with an error, never a
+// panic, and an accepted one has a cluster and a positive flush interval.
+func FuzzSettings(f *testing.F) {
+	ok, _ := proto.Marshal(&grpcalsv3.HttpGrpcAccessLogConfig{CommonConfig: &grpcalsv3.CommonGrpcAccessLogConfig{LogName: "a"}})
+	f.Add(ok)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		pb := &grpcalsv3.HttpGrpcAccessLogConfig{}
+		if proto.Unmarshal(b, pb) != nil {
+			return
+		}
+		s, err := settingsFromProto("c", pb, nil)
+		if err == nil && (s.cluster == "" || s.interval <= 0) {
+			t.Errorf("accepted %v as %+v", pb, s)
+		}
+	})
+}
+
+func protoUnmarshalText(s string, m proto.Message) error { return prototext.Unmarshal([]byte(s), m) }

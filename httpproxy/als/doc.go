@@ -1,0 +1,18 @@
+// Package als is Envoy's gRPC access log sink for HTTP (envoy.access_loggers.http_grpc): each
+// finished request becomes an envoy.data.accesslog.v3.HTTPAccessLogEntry, buffered per logger
+// and streamed to envoy.service.accesslog.v3.AccessLogService/StreamAccessLogs on a cluster
+// of the bootstrap (common_config.grpc_service.envoy_grpc.cluster_name).
+//
+// A Manager shares one HTTPLogger per distinct configuration, as Envoy's logger cache does.
+// A logger buffers entries until buffer_size_bytes (default 16384) is reached or every
+// buffer_flush_interval (default 1 s); the first message of each stream carries the node and
+// log_name identifier. While the stream is down the buffer is kept until it is full; entries
+// past it are dropped and counted in access_logs.grpc_access_log.logs_dropped (the accepted
+// ones in logs_written). A flush that finds no stream asks for one, so a restarted service is
+// reconnected by the next flush.
+//
+// Concurrency: HTTPLogger.Log is called by request goroutines; it converts the entry before
+// returning (the caller reuses it) and takes the logger's mutex briefly, never waiting on the
+// network. Each logger has one goroutine that owns its gRPC stream, started by Manager.Run (or
+// at creation when Run is running) and awaited by Run before it returns.
+package als

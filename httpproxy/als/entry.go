@@ -1,0 +1,177 @@
+package als
+
+import (
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/legateproxy/legate/accesslog"
+)
+
+// entry converts a finished request (copying every string: the proxy reuses the memory the
+// entry's strings point into for its next request) into Envoy's HTTPAccessLogEntry: common properties
+// (addresses, times, upstream, response flags, route), protocol, request and response
+// properties, and the additional headers and trailers the configuration names.
+func (l *HTTPLogger) entry(e *accesslog.Entry) *accesslogdatav3.HTTPAccessLogEntry {
+	common := &accesslogdatav3.AccessLogCommon{
+		SampleRate:                     1,
+		DownstreamRemoteAddress:        socketAddress(e.DownstreamRemoteAddress),
+		DownstreamDirectRemoteAddress:  socketAddress(e.DownstreamDirectRemoteAddress),
+		DownstreamLocalAddress:         socketAddress(e.DownstreamLocalAddress),
+		UpstreamRemoteAddress:          socketAddress(e.UpstreamHost),
+		UpstreamLocalAddress:           socketAddress(e.UpstreamLocalAddress),
+		UpstreamCluster:                strings.Clone(e.UpstreamCluster),
+		UpstreamTransportFailureReason: strings.Clone(e.UpstreamTransportFailureReason),
+		RouteName:                      strings.Clone(e.RouteName),
+		UpstreamRequestAttemptCount:    e.UpstreamRequestAttemptCount,
+		ConnectionTerminationDetails:   strings.Clone(e.ConnectionTerminationDetails),
+		TimeToLastRxByte:               duration(e.RequestDuration),
+		TimeToFirstUpstreamRxByte:      duration(e.ResponseDuration),
+		TimeToLastDownstreamTxByte:     duration(e.Duration),
+		Duration:                       duration(e.Duration),
+		ResponseFlags:                  responseFlags(e.ResponseFlags),
+	}
+	if !e.StartTime.IsZero() {
+		common.StartTime = timestamppb.New(e.StartTime)
+	}
+	if e.RequestedServerName != "" {
+		common.TlsProperties = &accesslogdatav3.TLSProperties{TlsSniHostname: strings.Clone(e.RequestedServerName)}
+	}
+	h := e.RequestHeaders
+	req := &accesslogdatav3.HTTPRequestProperties{
+		RequestMethod:    requestMethod(e.Method),
+		Scheme:           strings.Clone(e.Scheme),
+		Authority:        strings.Clone(e.Authority),
+		Path:             strings.Clone(e.Path),
+		UserAgent:        strings.Clone(h.Get("User-Agent")),
+		Referer:          strings.Clone(h.Get("Referer")),
+		ForwardedFor:     strings.Clone(h.Get("X-Forwarded-For")),
+		RequestId:        strings.Clone(h.Get("X-Request-Id")),
+		OriginalPath:     strings.Clone(h.Get("X-Envoy-Original-Path")),
+		RequestBodyBytes: e.BytesReceived,
+		RequestHeaders:   pick(h, l.s.reqHeaders),
+	}
+	resp := &accesslogdatav3.HTTPResponseProperties{
+		ResponseCodeDetails: strings.Clone(e.ResponseCodeDetails),
+		ResponseBodyBytes:   e.BytesSent,
+		ResponseHeaders:     pick(e.ResponseHeaders, l.s.respHeaders),
+		ResponseTrailers:    pick(e.ResponseTrailers, l.s.respTrailers),
+	}
+	if e.ResponseCode != 0 {
+		resp.ResponseCode = wrapperspb.UInt32(uint32(e.ResponseCode))
+	}
+	return &accesslogdatav3.HTTPAccessLogEntry{
+		CommonProperties: common,
+		ProtocolVersion:  protocol(e.Protocol),
+		Request:          req,
+		Response:         resp,
+	}
+}
+
+func duration(d time.Duration) *durationpb.Duration {
+	if d <= 0 {
+		return nil
+	}
+	return durationpb.New(d)
+}
+
+// socketAddress converts "ip:port" ("[v6]:port"); nil when empty or malformed.
+func socketAddress(s string) *corev3.Address {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return nil
+	}
+	p, err := strconv.ParseUint(port, 10, 32)
+	if err != nil {
+		return nil
+	}
+	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+		Address: strings.Clone(host), PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(p)},
+	}}}
+}
+
+// pick returns the named headers that are present, keyed by the configured name.
+func pick(h http.Header, names []string) map[string]string {
+	if len(names) == 0 || h == nil {
+		return nil
+	}
+	var out map[string]string
+	for _, n := range names {
+		vs := h.Values(n)
+		if len(vs) == 0 {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(names))
+		}
+		out[n] = strings.Clone(strings.Join(vs, ",")) // the proxy reuses the header memory
+	}
+	return out
+}
+
+func protocol(p string) accesslogdatav3.HTTPAccessLogEntry_HTTPVersion {
+	switch p {
+	case "HTTP/1.0":
+		return accesslogdatav3.HTTPAccessLogEntry_HTTP10
+	case "HTTP/1.1":
+		return accesslogdatav3.HTTPAccessLogEntry_HTTP11
+	case "HTTP/2":
+		return accesslogdatav3.HTTPAccessLogEntry_HTTP2
+	case "HTTP/3":
+		return accesslogdatav3.HTTPAccessLogEntry_HTTP3
+	}
+	return accesslogdatav3.HTTPAccessLogEntry_PROTOCOL_UNSPECIFIED
+}
+
+func requestMethod(m string) corev3.RequestMethod {
+	if v, ok := corev3.RequestMethod_value[m]; ok {
+		return corev3.RequestMethod(v)
+	}
+	return corev3.RequestMethod_METHOD_UNSPECIFIED
+}
+
+// flagFields names the ResponseFlags field of each flag bit, in accesslog's bit order; ""
+// for flags the message has no field for (drop_overload, unconditional_drop_overload), and
+// the unauthorized flag is a message set apart.
+var flagFields = [...]protoreflect.Name{
+	"failed_local_healthcheck", "no_healthy_upstream", "upstream_request_timeout", "local_reset",
+	"upstream_remote_reset", "upstream_connection_failure", "upstream_connection_termination",
+	"upstream_overflow", "no_route_found", "delay_injected", "fault_injected", "rate_limited",
+	"", "rate_limit_service_error", "downstream_connection_termination",
+	"upstream_retry_limit_exceeded", "stream_idle_timeout", "invalid_envoy_request_headers",
+	"downstream_protocol_error", "upstream_max_stream_duration_reached",
+	"response_from_cache_filter", "no_filter_config_found", "duration_timeout",
+	"upstream_protocol_error", "no_cluster_found", "overload_manager", "dns_resolution_failure",
+	"", "downstream_remote_reset", "",
+}
+
+// responseFlags converts the flag bits into Envoy's ResponseFlags message.
+func responseFlags(f accesslog.ResponseFlags) *accesslogdatav3.ResponseFlags {
+	if f == 0 {
+		return nil
+	}
+	out := &accesslogdatav3.ResponseFlags{}
+	if f&accesslog.UnauthorizedExternalService != 0 {
+		out.UnauthorizedDetails = &accesslogdatav3.ResponseFlags_Unauthorized{Reason: accesslogdatav3.ResponseFlags_Unauthorized_EXTERNAL_SERVICE}
+	}
+	m := out.ProtoReflect()
+	fields := m.Descriptor().Fields()
+	for bit, name := range flagFields {
+		if name == "" || f&(1<<bit) == 0 {
+			continue
+		}
+		if fd := fields.ByName(name); fd != nil {
+			m.Set(fd, protoreflect.ValueOfBool(true))
+		}
+	}
+	return out
+}
