@@ -96,14 +96,26 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 		quit:         make(chan struct{}),
 		bootLoadedAt: time.Now(),
 	}
-	logs, err := logging.New(logging.Config{
+	logCfg := logging.Config{
 		Level:           opts.LogLevel,
 		ComponentLevels: opts.ComponentLogLevel,
 		Format:          opts.LogFormat,
 		Escaped:         opts.LogFormatEscaped,
 		Path:            opts.LogPath,
 		FineGrain:       opts.EnableFineGrainLogging,
-	})
+	}
+	if lf := boot.Proto.GetApplicationLogConfig().GetLogFormat(); lf != nil {
+		// Envoy refuses both sources of the format rather than pick one.
+		if opts.LogFormatSet {
+			return nil, errors.New("application_log_config.log_format: only one of application_log_config.log_format and --log-format can be specified")
+		}
+		if j := lf.GetJsonFormat(); j != nil {
+			logCfg.JSONFormat = j.AsMap()
+		} else if t := lf.GetTextFormat(); t != "" {
+			logCfg.Format = t
+		}
+	}
+	logs, err := logging.New(logCfg)
 	if err != nil {
 		return nil, err
 	}

@@ -67,3 +67,27 @@ func TestLogPathReopenedOnSIGUSR1(t *testing.T) {
 		t.Errorf("rotated log lacks the start-up lines in the --log-format layout:\n%s", old)
 	}
 }
+
+func TestApplicationLogJSONFormat(t *testing.T) {
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "legate.log")
+	cfg := minimalConfig + `
+application_log_config:
+  log_format:
+    json_format: {level: "%l", logger: "%n", message: "%j"}
+`
+	p := start(t, "-c", writeConfig(t, cfg), "--log-path", logPath)
+	p.post("/quitquitquit")
+	p.wait(20 * time.Second)
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `{"level":"info","logger":"main","message":"admin address: `) {
+		t.Errorf("log is not JSON lines in the configured shape:\n%s", data)
+	}
+	code, _, stderr := runOnce(t, "--mode", "validate", "-c", writeConfig(t, cfg), "--log-format", "%v")
+	if code != 1 || !strings.Contains(stderr, "only one of application_log_config.log_format and --log-format") {
+		t.Errorf("both formats = %d %q; want 1 with the reason", code, stderr)
+	}
+}
