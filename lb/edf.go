@@ -9,15 +9,24 @@ import (
 // maxSequenceLen bounds the memory of a precomputed schedule (4 bytes per entry).
 const maxSequenceLen = 1 << 22
 
-// Sequence is a precomputed weighted round-robin schedule with Envoy's EDF (earliest deadline
-// first) semantics: entry i, of weight w, is due at times k/w (k = 1, 2, …); picks follow the
-// deadlines, ties going to the lower index. One period holds exactly w picks of each entry,
-// spread as smoothly as EDF spreads them. Next walks the period with an atomic counter, so
-// picking is lock-free, O(1) and allocation-free. With equal weights there is no table and Next
-// is a plain rotation.
+// Sequence is a precomputed weighted round-robin schedule with the semantics of Envoy's
+// EdfScheduler (earliest deadline first) as Envoy's round robin builds it:
 //
-// Like Envoy, which starts each scheduler after a random number of picks, the walk starts at a
-// random offset given to NewSequence.
+//   - the entries are queued in index order, entry i due at 1/(w_i + 1e-13) (Envoy's
+//     EdfScheduler::createWithPicks adds that epsilon to the first deadlines);
+//   - a pick takes the entry with the earliest deadline, moves the scheduler's time to it and
+//     queues the entry again at time + 1/w_i, in float64 as Envoy computes it;
+//   - equal deadlines go to the entry queued first (Envoy's order_offset), not to the lower
+//     index.
+//
+// One period is the first total/gcd picks of that scheduler (one pick per unit of the reduced
+// weights); the schedule is periodic with that length and the period holds each entry exactly
+// w_i/gcd times. Like Envoy, which starts each scheduler after uint32(seed) mod 429496729
+// picks, the walk starts that many picks into the period. (Envoy's createWithPicks places a
+// started scheduler arithmetically and may order entries of equal weight differently from
+// picking one by one; Legate's start is the one-by-one position.) Next walks the period with an
+// atomic counter, so picking is lock-free, O(1) and allocation-free. With equal weights there is
+// no table and Next is a plain rotation starting at seed mod n, as in Envoy.
 //
 // Sequence is safe for concurrent use; its zero value is not usable.
 type Sequence struct {
@@ -29,10 +38,13 @@ type Sequence struct {
 	start uint64
 }
 
-// NewSequence builds the schedule of len(weights) entries. Entries of weight 0 are never picked.
-// It returns nil when every weight is 0.
+// maxInitialPicks bounds the initial picks (Envoy's UINT_MAX/10 in createWithPicks).
+const maxInitialPicks = 429496729
+
+// NewSequence builds the schedule of len(weights) entries. Entries of weight 0 are never picked
+// (Envoy does not queue them). It returns nil when every weight is 0.
 func NewSequence(weights []uint32, seed uint64) *Sequence {
-	ws := reduceWeights(weights)
+	ws, scaled := reduceWeights(weights)
 	if ws == nil {
 		return nil
 	}
@@ -46,23 +58,73 @@ func NewSequence(weights []uint32, seed uint64) *Sequence {
 	for _, w := range ws {
 		total += uint64(w)
 	}
+	// Envoy schedules with the hosts' own weights; the reduced ones only give the period. When
+	// the period had to be scaled down, the scaled weights are scheduled instead.
+	sched := weights
+	if scaled {
+		sched = ws
+	}
+	h, queued := startEDF(sched)
 	s.order = make([]uint32, 0, total)
-	h := make(edfHeap, 0, len(ws))
-	for i, w := range ws {
+	for uint64(len(s.order)) < total {
+		s.order = append(s.order, h.pick(&queued))
+	}
+	s.n = uint64(len(s.order))
+	s.start = uint64(uint32(seed)%maxInitialPicks) % s.n
+	return s
+}
+
+// startEDF returns the scheduler of the non-zero weights as Envoy's createWithPicks builds it
+// before any pick, and the next queueing order.
+func startEDF(weights []uint32) (edfHeap, uint64) {
+	const epsilon = 1e-13 // Envoy's guard against weights that are multiples of each other
+	h := make(edfHeap, 0, len(weights))
+	for i, w := range weights {
 		if w > 0 {
-			h = append(h, edfEntry{k: 1, w: uint64(w), idx: uint32(i)})
+			h = append(h, edfEntry{deadline: 1 / (float64(w) + epsilon), queued: uint64(len(h)), inverse: 1.0 / float64(w), idx: uint32(i)})
 		}
 	}
 	heap.Init(&h)
-	for uint64(len(s.order)) < total {
-		e := &h[0]
-		s.order = append(s.order, e.idx)
-		e.k++
-		heap.Fix(&h, 0)
+	return h, uint64(len(h))
+}
+
+// pick takes the entry with the earliest deadline and queues it again 1/weight later, behind
+// every entry already queued; *queued is the next queueing order.
+func (h edfHeap) pick(queued *uint64) uint32 {
+	e := h[0]
+	idx := e.idx
+	// The scheduler's time is now e.deadline.
+	e.deadline += e.inverse
+	e.queued = *queued
+	*queued++
+	// Sift the entry down from the root (container/heap.Fix without the interface calls).
+	i, n := 0, len(h)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && h.before(r, c) {
+			c = r
+		}
+		if !edfBefore(&h[c], &e) {
+			break
+		}
+		h[i] = h[c]
+		i = c
 	}
-	s.n = uint64(len(s.order))
-	s.start = seed % s.n
-	return s
+	h[i] = e
+	return idx
+}
+
+func (h edfHeap) before(i, j int) bool { return edfBefore(&h[i], &h[j]) }
+
+// edfBefore orders by deadline, then by queueing order.
+func edfBefore(a, b *edfEntry) bool {
+	if a.deadline != b.deadline {
+		return a.deadline < b.deadline
+	}
+	return a.queued < b.queued
 }
 
 // NewFloatSequence is NewSequence for fractional weights (effective locality weights): weights
@@ -108,8 +170,8 @@ func allEqual(ws []uint32) bool {
 }
 
 // reduceWeights divides the weights by their greatest common divisor (the schedule is the same,
-// only shorter) and scales them down when the period would exceed maxSequenceLen.
-func reduceWeights(weights []uint32) []uint32 {
+// only shorter) and scales them down when the period would exceed maxSequenceLen (scaled).
+func reduceWeights(weights []uint32) (out []uint32, scaled bool) {
 	var g uint32
 	var total uint64
 	for _, w := range weights {
@@ -117,9 +179,9 @@ func reduceWeights(weights []uint32) []uint32 {
 		total += uint64(w)
 	}
 	if g == 0 {
-		return nil
+		return nil, false
 	}
-	out := make([]uint32, len(weights))
+	out = make([]uint32, len(weights))
 	for i, w := range weights {
 		out[i] = w / g
 	}
@@ -131,8 +193,9 @@ func reduceWeights(weights []uint32) []uint32 {
 				out[i] = uint32(max(1, math.Floor(float64(w)*scale)))
 			}
 		}
+		scaled = true
 	}
-	return out
+	return out, scaled
 }
 
 func gcd(a, b uint32) uint32 {
@@ -142,23 +205,20 @@ func gcd(a, b uint32) uint32 {
 	return a
 }
 
+// edfEntry is one queued entry of the EDF simulation (Envoy's EdfEntry).
 type edfEntry struct {
-	k, w uint64 // next deadline is k/w
-	idx  uint32
+	deadline float64 // scheduler time of the next pick
+	queued   uint64  // queueing order, the tie-break for equal deadlines (Envoy's order_offset)
+	inverse  float64 // 1/weight
+	idx      uint32
 }
 
 type edfHeap []edfEntry
 
-func (h edfHeap) Len() int { return len(h) }
-func (h edfHeap) Less(i, j int) bool {
-	a, b := h[i].k*h[j].w, h[j].k*h[i].w
-	if a != b {
-		return a < b
-	}
-	return h[i].idx < h[j].idx
-}
-func (h edfHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *edfHeap) Push(x any)   { *h = append(*h, x.(edfEntry)) }
+func (h edfHeap) Len() int           { return len(h) }
+func (h edfHeap) Less(i, j int) bool { return h.before(i, j) }
+func (h edfHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *edfHeap) Push(x any)        { *h = append(*h, x.(edfEntry)) }
 func (h *edfHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]

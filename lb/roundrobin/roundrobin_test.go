@@ -36,9 +36,22 @@ func TestSchedule(t *testing.T) {
 	}{
 		// Equal weights: plain rotation from the random start (seed 5 mod 3 = 2).
 		{"equal weights rotate from random offset", []uint32{1, 1, 1}, 5, []int{2, 0, 1, 2, 0, 1}},
-		// EDF deadlines: host 2 at 1/3, 2/3, 1; host 1 at 1/2, 1; host 0 at 1; ties by index.
+		// EDF deadlines: host 2 at 1/3, 2/3, 1; host 1 at 1/2, 1; host 0 at 1; at the tie at 1
+		// host 0, queued first, goes first.
 		{"weighted EDF order", []uint32{1, 2, 3}, 0, []int{2, 1, 2, 0, 1, 2, 2, 1, 2, 0, 1, 2}},
 		{"weighted EDF from offset", []uint32{1, 2, 3}, 3, []int{0, 1, 2, 2, 1, 2}},
+		// Envoy's RoundRobinLoadBalancerTest.Weighted (random() returns 0).
+		{"Envoy Weighted", []uint32{1, 2}, 0, []int{1, 0, 1, 1, 0, 1}},
+		// Envoy's RoundRobinLoadBalancerTest.WeightedSeed (random() returns 1).
+		{"Envoy WeightedSeed", []uint32{1, 2}, 1, []int{0, 1, 1, 0, 1, 1}},
+		// Host 0 (weight 2) is due at 1/2 and again at 1, where host 1 has waited since the
+		// start: Envoy's scheduler picks the entry queued first (host 1), where a lower-index
+		// tie-break would pick host 0 twice in a row.
+		{"tie goes to the entry queued first", []uint32{2, 1}, 0, []int{0, 1, 0, 0, 1, 0}},
+		// Weights with a common divisor schedule as the host weights do.
+		{"common divisor", []uint32{4, 2}, 0, []int{0, 1, 0, 0, 1, 0}},
+		// createWithPicks caps the initial picks at UINT_MAX/10 and uses the low 32 bits.
+		{"seed beyond the pick cap", []uint32{1, 2}, 1<<32 + 429496729 + 1, []int{0, 1, 1, 0, 1, 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,4 +129,24 @@ func BenchmarkPick(b *testing.B) {
 	build := func(p lb.Params) (lb.Balancer, error) { return New(p, nil) }
 	b.Run("equal", func(b *testing.B) { lbtest.BenchPick(b, build, lbtest.PlainContext) })
 	b.Run("weighted", func(b *testing.B) { lbtest.BenchPick(b, build, lbtest.PlainContext, 1, 2, 3, 4) })
+}
+
+// TestEnvoyInitializationPicksAllHosts is Envoy's
+// RoundRobinLoadBalancerTest.WeightedInitializationPicksAllHosts: balancers seeded 0..9 over
+// weights {6, 3, 1} pick first host 0 six times, host 1 three times and host 2 once.
+func TestEnvoyInitializationPicksAllHosts(t *testing.T) {
+	weights := []uint32{6, 3, 1}
+	hosts := lbtest.Hosts(t, len(weights), weights...)
+	ps := lbtest.PrioritySet(t, hosts)
+	got := make([]int, len(hosts))
+	for seed := range uint64(10) {
+		b, err := New(lb.Params{PrioritySet: ps, Rand: lbtest.Fixed(seed)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[picks(t, b, hosts, 1)[0]]++
+	}
+	if diff := cmp.Diff([]int{6, 3, 1}, got); diff != "" {
+		t.Errorf("first picks per host mismatch (-want +got):\n%s", diff)
+	}
 }
