@@ -81,6 +81,7 @@ type envOptions struct {
 	drainTime time.Duration
 	drainNow  bool // DrainImmediate strategy
 	als       *als.Manager
+	ecds      ExtensionConfigProvider
 }
 
 func fromYAML(t testing.TB, y string, m proto.Message) {
@@ -128,7 +129,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	reg := listener.NewRegistry()
 	e.logs = accesslog.NewManager(accesslog.FileOptions{})
 	t.Cleanup(func() { e.logs.Close() })
-	if err := Register(reg, Deps{Clusters: e.clusters, Pools: e.pools, Stats: store, HealthCheckFailed: &e.failed, LocalClusterName: "local", AccessLogs: e.logs, GRPCAccessLogs: o.als}); err != nil {
+	if err := Register(reg, Deps{Clusters: e.clusters, Pools: e.pools, Stats: store, HealthCheckFailed: &e.failed, LocalClusterName: "local", AccessLogs: e.logs, GRPCAccessLogs: o.als, ExtensionConfigs: o.ecds}); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 	var hcm hcmv3.HttpConnectionManager

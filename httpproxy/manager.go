@@ -69,6 +69,9 @@ type Deps struct {
 	Routes RouteProvider
 	// GRPCAccessLogs makes envoy.access_loggers.http_grpc loggers; nil refuses them.
 	GRPCAccessLogs *als.Manager
+	// ExtensionConfigs serves HTTP filter configurations over ECDS (config_discovery); nil
+	// refuses config_discovery.
+	ExtensionConfigs ExtensionConfigProvider
 }
 
 // Register registers the envoy.filters.network.http_connection_manager handler factory with
@@ -120,6 +123,7 @@ type Handler struct {
 	cfg       *config.HTTPConnectionManager
 	table     atomic.Pointer[route.Table] // swapped by RDS (rds.go); fixed for route_config
 	rds       *rdsRoutes
+	ecds      []*ecdsFilter // filters configured over ECDS (ecds.go)
 	filters   []filter.Filter
 	logs      []accessLogger
 	stats     *hcmStats
@@ -162,11 +166,17 @@ func (sh *shared) newHandler(ctx *listener.ChainContext) (*Handler, error) {
 		return nil, fmt.Errorf("%s: %w", config.HTTPConnectionManagerFilter, err)
 	}
 	rds := takeRDS(&pb)
+	ecds := takeECDS(&pb)
 	cfg, err := config.HTTPConnectionManagerFromProto(&pb)
 	if err != nil {
 		return nil, err
 	}
 	h, err := sh.build(cfg, ctx)
+	if err == nil && ecds != nil {
+		if err = sh.startECDS(h, ecds); err != nil {
+			h.Close()
+		}
+	}
 	if err == nil && rds != nil {
 		if err = sh.startRDS(h, rds); err != nil {
 			h.Close()
@@ -312,6 +322,7 @@ func (h *Handler) Close() error {
 	h.mu.Unlock()
 	h.wg.Wait()
 	h.stopRDS()
+	h.stopECDS()
 	h.sh.stats.release(h.hcmPrefix, h.lPrefix)
 	if h.tls != nil {
 		h.tls.Close()

@@ -116,6 +116,7 @@ func (s *Server) buildDataPlane() error {
 		LocalClusterName:  s.Node().GetCluster(),
 		Routes:            s.routeProvider(),
 		GRPCAccessLogs:    dp.als,
+		ExtensionConfigs:  s.extensionProvider(),
 	}); err != nil {
 		return err
 	}

@@ -66,6 +66,15 @@ func (s *Server) buildXDS() error {
 		return err
 	}
 	s.xds = client
+	if err := s.dumps.Add(configdump.Tracker{Key: "ecds_filter_http", Dump: func(match func(string) bool) proto.Message {
+		// Envoy has no ecds section until some filter discovers its configuration.
+		if d := client.EcdsConfigDump(match); len(d.GetEcdsFilters()) > 0 {
+			return d
+		}
+		return nil
+	}}); err != nil {
+		return err
+	}
 	// Bootstrap clusters with SDS secrets: initialization waits for them;
 	// the subscriptions last as long as the client.
 	for _, c := range s.boot.Clusters {
@@ -119,6 +128,14 @@ func (s *Server) secretProvider() tlsutil.SecretProvider {
 
 // routeProvider serves RDS to the HTTP connection managers; nil without xDS.
 func (s *Server) routeProvider() httpproxy.RouteProvider {
+	if s.xds != nil {
+		return s.xds
+	}
+	return nil
+}
+
+// extensionProvider serves ECDS to the HTTP filters; nil without xDS.
+func (s *Server) extensionProvider() httpproxy.ExtensionConfigProvider {
 	if s.xds != nil {
 		return s.xds
 	}

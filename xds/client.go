@@ -109,8 +109,9 @@ type Client struct {
 	eds *edsHandler
 	lds *ldsHandler
 
-	// rds, sds and rtds are the named subscriptions (their own locks; see namedHandler).
-	rds, sds, rtds *namedHandler
+	// rds, sds, rtds and ecds are the named subscriptions (their own locks; see
+	// namedHandler).
+	rds, sds, rtds, ecds *namedHandler
 
 	muxMu  sync.Mutex // guards muxes, runCtx and wg.Add; taken after mu
 	muxes  map[string]*mux
@@ -132,6 +133,7 @@ func New(cfg Config) (*Client, error) {
 	c.rds = newNamedHandler(c, rdsKind)
 	c.sds = newNamedHandler(c, sdsKind)
 	c.rtds = newNamedHandler(c, rtdsKind)
+	c.ecds = newNamedHandler(c, ecdsKind)
 	if c.clock == nil {
 		c.clock = clock.Real()
 	}
@@ -272,7 +274,7 @@ func (c *Client) Run(ctx context.Context) error {
 	}
 	c.eds.stopLocked()
 	c.mu.Unlock()
-	for _, h := range []*namedHandler{c.rds, c.sds, c.rtds} {
+	for _, h := range []*namedHandler{c.rds, c.sds, c.rtds, c.ecds} {
 		h.stop()
 	}
 	c.cpReg.Unregister()

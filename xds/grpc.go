@@ -11,6 +11,7 @@ import (
 	clustersvc "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	endpointsvc "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
+	extensionsvc "github.com/envoyproxy/go-control-plane/envoy/service/extension/v3"
 	listenersvc "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
 	routesvc "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
 	runtimesvc "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
@@ -100,6 +101,10 @@ func (m *mux) openSotW(ctx context.Context, conn *grpc.ClientConn) (sotwStream, 
 		return secretsvc.NewSecretDiscoveryServiceClient(conn).StreamSecrets(ctx)
 	case resource.RuntimeType:
 		return runtimesvc.NewRuntimeDiscoveryServiceClient(conn).StreamRuntime(ctx)
+	case resource.ExtensionConfigType:
+		return extensionsvc.NewExtensionConfigDiscoveryServiceClient(conn).StreamExtensionConfigs(ctx)
+	case resource.ScopedRouteType:
+		return routesvc.NewScopedRoutesDiscoveryServiceClient(conn).StreamScopedRoutes(ctx)
 	}
 	return nil, fmt.Errorf("no gRPC service for type %s", m.typeURL)
 }
@@ -121,6 +126,12 @@ func (m *mux) openDelta(ctx context.Context, conn *grpc.ClientConn) (deltaStream
 		return secretsvc.NewSecretDiscoveryServiceClient(conn).DeltaSecrets(ctx)
 	case resource.RuntimeType:
 		return runtimesvc.NewRuntimeDiscoveryServiceClient(conn).DeltaRuntime(ctx)
+	case resource.ExtensionConfigType:
+		return extensionsvc.NewExtensionConfigDiscoveryServiceClient(conn).DeltaExtensionConfigs(ctx)
+	case resource.ScopedRouteType:
+		return routesvc.NewScopedRoutesDiscoveryServiceClient(conn).DeltaScopedRoutes(ctx)
+	case resource.VirtualHostType:
+		return routesvc.NewVirtualHostDiscoveryServiceClient(conn).DeltaVirtualHosts(ctx)
 	}
 	return nil, fmt.Errorf("no gRPC service for type %s", m.typeURL)
 }

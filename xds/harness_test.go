@@ -16,6 +16,7 @@ import (
 	clustersvc "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	endpointsvc "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
+	extensionsvc "github.com/envoyproxy/go-control-plane/envoy/service/extension/v3"
 	listenersvc "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
 	routesvc "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
 	runtimesvc "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
@@ -97,6 +98,9 @@ func (cp *controlPlane) start(addr string) {
 	routesvc.RegisterRouteDiscoveryServiceServer(gs, srv)
 	secretsvc.RegisterSecretDiscoveryServiceServer(gs, srv)
 	runtimesvc.RegisterRuntimeDiscoveryServiceServer(gs, srv)
+	extensionsvc.RegisterExtensionConfigDiscoveryServiceServer(gs, srv)
+	routesvc.RegisterScopedRoutesDiscoveryServiceServer(gs, srv)
+	routesvc.RegisterVirtualHostDiscoveryServiceServer(gs, srv)
 	gw := &serverv3.HTTPGateway{Server: srv}
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)

@@ -281,6 +281,14 @@ func (h *ldsHandler) offerLocked(rl *resource.Listener, version string, now time
 		}
 		nl.deps = append(nl.deps, ref)
 	}
+	for _, d := range rl.Extensions {
+		ref, _, _, _, err := h.c.ecds.subscribe(d.Source, d.Name, "", func(uint64, any) { h.depChanged(nl) })
+		if err != nil {
+			nl.release()
+			return fmt.Errorf("listener %q: extension config %q: %w", rl.Name, d.Name, err)
+		}
+		nl.deps = append(nl.deps, ref)
+	}
 	for _, d := range rl.Secrets {
 		ref, _, _, _, err := h.c.sds.subscribe(d.Source, d.Name, "", func(uint64, any) { h.depChanged(nl) })
 		if err != nil {

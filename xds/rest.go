@@ -22,6 +22,9 @@ var restPaths = map[string]string{
 	resource.RouteType:    "/v3/discovery:routes",
 	resource.SecretType:   "/v3/discovery:secrets",
 	resource.RuntimeType:  "/v3/discovery:runtime",
+	// ECDS and SRDS; VHDS has no REST (nor state-of-the-world) form.
+	resource.ExtensionConfigType: "/v3/discovery:extension_configs",
+	resource.ScopedRouteType:     "/v3/discovery:scoped-routes",
 }
 
 // runREST polls the management server every refresh_delay, and at once when the subscribed

@@ -28,6 +28,9 @@ type Listener struct {
 	Routes []Dependency
 	// Secrets are the SDS secrets its TLS transport sockets name with an sds_config.
 	Secrets []Dependency
+	// Extensions are the ECDS filter configurations its connection managers' HTTP filters
+	// discover (config_discovery without apply_default_config_without_warming).
+	Extensions []Dependency
 }
 
 // Dependency is a resource a listener or connection manager subscribes to by name.
@@ -71,6 +74,16 @@ func DecodeListener(a *anypb.Any) (*Listener, error) {
 			var hcm hcmv3.HttpConnectionManager
 			if err := f.GetTypedConfig().UnmarshalTo(&hcm); err != nil {
 				return nil, fmt.Errorf("%s.filters[%d].typed_config: %v", path, j, err)
+			}
+			exts, err := hcmExtensionDependencies(fmt.Sprintf("%s.filters[%d].typed_config", path, j), &hcm)
+			if err != nil {
+				return nil, err
+			}
+			for _, d := range exts {
+				if key := "ecds\x00" + d.Source.Key() + "\x00" + d.Name; !seenRoute[key] {
+					seenRoute[key] = true
+					out.Extensions = append(out.Extensions, d)
+				}
 			}
 			rds := hcm.GetRds()
 			if rds == nil {

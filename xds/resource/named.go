@@ -107,6 +107,8 @@ func NamedResourceName(a *anypb.Any) string {
 		msg = &tlsv3.Secret{}
 	case RuntimeType:
 		msg = &runtimev3.Runtime{}
+	case ExtensionConfigType:
+		return ExtensionConfigName(a)
 	default:
 		return ""
 	}

@@ -10,6 +10,10 @@ const (
 	RouteType    = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 	SecretType   = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
 	RuntimeType  = "type.googleapis.com/envoy.service.runtime.v3.Runtime"
+	// ScopedRouteType is SRDS's ScopedRouteConfiguration; VirtualHostType is VHDS's
+	// VirtualHost (delta only).
+	ScopedRouteType = "type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration"
+	VirtualHostType = "type.googleapis.com/envoy.config.route.v3.VirtualHost"
 )
 
 // v2TypeURLs are the v2 spellings of the types above, refused with a clear error.
