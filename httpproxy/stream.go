@@ -39,6 +39,7 @@ const (
 	textPlain            = "text/plain"
 	maxRetainedWriteBuf  = 64 << 10
 	maxDrainedBody       = 64 << 10
+	h2CopyBuffer         = 8 << 10
 	defaultRetryBufLimit = 1 << 20
 )
 
@@ -58,7 +59,8 @@ type stream struct {
 	minor int
 	head  bool // HEAD request
 	// HTTP/2 downstream.
-	h2w http.ResponseWriter
+	h2w    http.ResponseWriter
+	h2copy []byte // upstream body copy buffer, made on first use
 
 	proto    string
 	remote   string
@@ -232,19 +234,17 @@ func (s *stream) serveH2(c *h2conn, w http.ResponseWriter, r *http.Request) {
 	// "trailers" only, and is not forwarded.
 	delete(r.Header, hdrTE)
 	s.body, s.contentLength = nil, 0
-	if r.Body != nil && r.Body != http.NoBody {
+	// http2 gives every request a Body; ContentLength is 0 when the HEADERS frame ended the
+	// stream or content-length was 0 (http2 rejects DATA beyond it), -1 when a body of unknown
+	// length follows. A request without a body is forwarded without one: a streamed empty body
+	// costs an extra DATA frame and flush upstream, and turns an HTTP/1 GET into a chunked one.
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		s.body, s.contentLength = r.Body, r.ContentLength
-		if s.contentLength == 0 && !bodyEnded(r) {
-			s.contentLength = -1
-		}
 	}
 	s.resp = w.Header()
 	h.stats.DownstreamRqHTTP2Total.Inc()
 	s.process()
 }
-
-// bodyEnded reports whether an HTTP/2 request is known to have no body.
-func bodyEnded(r *http.Request) bool { return r.ContentLength == 0 && r.Body == http.NoBody }
 
 // process runs a request through the HTTP filters and the router and accounts for it.
 func (s *stream) process() {
@@ -348,10 +348,15 @@ func (s *stream) setRespHeader(key, value string) {
 }
 
 // arenaString copies b into the stream's arena and returns it as a string valid for the
-// stream's lifetime.
+// stream's lifetime. An HTTP/2 stream gets an ordinary string instead: http2's HPACK encoder
+// keeps response header strings in its dynamic table for the connection's lifetime, and an
+// arena string would change under it when the stream is reused.
 func (s *stream) arenaString(b []byte) string {
 	if len(b) == 0 {
 		return ""
+	}
+	if s.h2w != nil {
+		return string(b)
 	}
 	if cap(s.arena)-len(s.arena) < len(b) {
 		s.arena = make([]byte, 0, max(2*cap(s.arena), len(b), 1024))
@@ -544,8 +549,12 @@ func (s *stream) writeBody(p []byte) error {
 // copyBody streams an upstream body downstream.
 func (s *stream) copyBody(r io.Reader) (int64, error) {
 	if s.h2w != nil {
-		var scratch [8192]byte
-		n, err := io.CopyBuffer(s.h2w, onlyReader{r}, scratch[:])
+		// The copy buffer lives with the pooled stream, not on the stack: an 8 KiB array
+		// made every HTTP/2 handler goroutine (new per stream) grow and copy its stack.
+		if s.h2copy == nil {
+			s.h2copy = make([]byte, h2CopyBuffer)
+		}
+		n, err := io.CopyBuffer(s.h2w, onlyReader{r}, s.h2copy)
 		s.bytesOut += n
 		return n, err
 	}

@@ -219,6 +219,12 @@ func lower(b []byte) {
 }
 
 // httpRequest converts req for golang.org/x/net/http2.
+//
+// Every string handed to http2 is copied first, into one allocation: the caller may reuse the
+// memory behind req's strings once RoundTrip returns (the connection manager slices them from
+// per-stream buffers), while http2's HPACK encoder keeps header names and values in its
+// dynamic table for the connection's lifetime. A reused value corrupts the table (seen as
+// "hpack: id (10) <= evictCount" panics under h2load, and wrong headers on later requests).
 func httpRequest(ctx context.Context, req *Request, authority string, conn net.Conn) (*http.Request, error) {
 	scheme := "http"
 	if negotiatedTLS(conn) {
@@ -232,6 +238,16 @@ func httpRequest(ctx context.Context, req *Request, authority string, conn net.C
 	if host == "" {
 		host = authority
 	}
+	if !strings.HasPrefix(path, "/") && path != "*" {
+		return nil, fmt.Errorf("request path %q: must start with \"/\"", path)
+	}
+	n := len(path) + len(host)
+	for _, f := range req.Header {
+		n += len(f.Name) + len(f.Value)
+	}
+	var cp strings.Builder
+	cp.Grow(n)
+	path, host = copyString(&cp, path), copyString(&cp, host)
 	hr := &http.Request{
 		Method:        req.Method,
 		URL:           &url.URL{Scheme: scheme, Host: host, Opaque: path},
@@ -251,12 +267,19 @@ func httpRequest(ctx context.Context, req *Request, authority string, conn net.C
 		if isFramingHeader(f.Name) || isHopByHop(f.Name) {
 			continue
 		}
-		hr.Header[http.CanonicalHeaderKey(f.Name)] = append(hr.Header[http.CanonicalHeaderKey(f.Name)], f.Value)
-	}
-	if !strings.HasPrefix(path, "/") && path != "*" {
-		return nil, fmt.Errorf("request path %q: must start with \"/\"", path)
+		k := http.CanonicalHeaderKey(copyString(&cp, f.Name))
+		hr.Header[k] = append(hr.Header[k], copyString(&cp, f.Value))
 	}
 	return hr.WithContext(ctx), nil
+}
+
+// copyString appends s to b and returns the copy. b was grown to hold every string copied
+// into it, so it never reallocates and the bytes behind each returned string, once written,
+// are never written again.
+func copyString(b *strings.Builder, s string) string {
+	b.WriteString(s)
+	all := b.String()
+	return all[len(all)-len(s):]
 }
 
 // isHopByHop reports the connection-specific headers HTTP/2 forbids.
