@@ -72,6 +72,9 @@ type Deps struct {
 	// ExtensionConfigs serves HTTP filter configurations over ECDS (config_discovery); nil
 	// refuses config_discovery.
 	ExtensionConfigs ExtensionConfigProvider
+	// ScopedRoutes serves the scopes of connection managers with scoped_routes (SRDS); nil
+	// refuses scoped_routes.
+	ScopedRoutes ScopedRouteProvider
 }
 
 // Register registers the envoy.filters.network.http_connection_manager handler factory with
@@ -123,7 +126,9 @@ type Handler struct {
 	cfg       *config.HTTPConnectionManager
 	table     atomic.Pointer[route.Table] // swapped by RDS (rds.go); fixed for route_config
 	rds       *rdsRoutes
-	ecds      []*ecdsFilter // filters configured over ECDS (ecds.go)
+	ecds      []*ecdsFilter              // filters configured over ECDS (ecds.go)
+	scopes    atomic.Pointer[scopeTable] // set with scoped_routes (srds.go): tables by scope key
+	srds      *srdsRoutes
 	filters   []filter.Filter
 	logs      []accessLogger
 	stats     *hcmStats
@@ -166,6 +171,7 @@ func (sh *shared) newHandler(ctx *listener.ChainContext) (*Handler, error) {
 		return nil, fmt.Errorf("%s: %w", config.HTTPConnectionManagerFilter, err)
 	}
 	rds := takeRDS(&pb)
+	srds := takeSRDS(&pb)
 	ecds := takeECDS(&pb)
 	cfg, err := config.HTTPConnectionManagerFromProto(&pb)
 	if err != nil {
@@ -179,6 +185,11 @@ func (sh *shared) newHandler(ctx *listener.ChainContext) (*Handler, error) {
 	}
 	if err == nil && rds != nil {
 		if err = sh.startRDS(h, rds); err != nil {
+			h.Close()
+		}
+	}
+	if err == nil && srds != nil {
+		if err = sh.startSRDS(h, srds); err != nil {
 			h.Close()
 		}
 	}
@@ -323,6 +334,7 @@ func (h *Handler) Close() error {
 	h.wg.Wait()
 	h.stopRDS()
 	h.stopECDS()
+	h.stopSRDS()
 	h.sh.stats.release(h.hcmPrefix, h.lPrefix)
 	if h.tls != nil {
 		h.tls.Close()

@@ -36,7 +36,7 @@ func (s *stream) routeRequest() {
 	h := s.h
 	st := h.stats
 	st.RqTotal.Inc()
-	m := h.table.Load().Route(&s.req)
+	m := h.route(&s.req) // the scope's table with scoped_routes (srds.go)
 	if m == nil || m.Route.Kind == route.ActionNonForwarding {
 		st.NoRoute.Inc()
 		s.flags |= accesslog.NoRouteFound

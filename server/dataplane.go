@@ -117,6 +117,7 @@ func (s *Server) buildDataPlane() error {
 		Routes:            s.routeProvider(),
 		GRPCAccessLogs:    dp.als,
 		ExtensionConfigs:  s.extensionProvider(),
+		ScopedRoutes:      s.scopedRouteProvider(),
 	}); err != nil {
 		return err
 	}

@@ -13,12 +13,12 @@ import (
 
 // addStaticDumps registers the /config_dump sections that come straight
 // from the bootstrap: the bootstrap itself, inline route configurations of
-// static listeners, static secrets, and (empty until SRDS) scoped routes.
+// static listeners, static secrets, and scoped routes (those of SRDS and inline lists).
 func (s *Server) addStaticDumps() error {
 	for _, t := range []configdump.Tracker{
 		{Key: "bootstrap", Dump: s.bootstrapDump},
 		{Key: "routes", Dump: s.routesDump},
-		{Key: "route_scopes", Dump: func(func(string) bool) proto.Message { return &adminv3.ScopedRoutesConfigDump{} }},
+		{Key: "route_scopes", Dump: s.scopedRoutesDump},
 		{Key: "secrets", Dump: s.secretsDump},
 	} {
 		if err := s.dumps.Add(t); err != nil {

@@ -142,6 +142,24 @@ func (s *Server) extensionProvider() httpproxy.ExtensionConfigProvider {
 	return nil
 }
 
+// scopedRouteProvider serves SRDS to the HTTP connection managers; nil
+// without xDS.
+func (s *Server) scopedRouteProvider() httpproxy.ScopedRouteProvider {
+	if s.xds != nil {
+		return s.xds
+	}
+	return nil
+}
+
+// scopedRoutesDump is the "route_scopes" dump: the scoped routes of the
+// connection managers (empty without xDS).
+func (s *Server) scopedRoutesDump(match func(string) bool) proto.Message {
+	if s.xds == nil {
+		return &adminv3.ScopedRoutesConfigDump{}
+	}
+	return s.xds.ScopedRoutesConfigDump(match)
+}
+
 // listenersDump hands the listener manager to LDS and returns the listeners
 // config dump (with LDS warming and error states when xDS runs).
 func (s *Server) listenersDump() (func(func(string) bool) proto.Message, error) {

@@ -113,6 +113,13 @@ type Client struct {
 	// namedHandler).
 	rds, sds, rtds, ecds *namedHandler
 
+	// srdsMu guards srds, scoped and nextScopedID (SRDS, srds.go); taken before an SRDS
+	// handler's mutex and after muxMu.
+	srdsMu       sync.Mutex
+	srds         map[*mux]*srdsHandler
+	scoped       map[uint64]*scopedWatch
+	nextScopedID uint64
+
 	muxMu  sync.Mutex // guards muxes, runCtx and wg.Add; taken after mu
 	muxes  map[string]*mux
 	runCtx context.Context
@@ -128,7 +135,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		cfg: cfg, log: cfg.Logger, clock: cfg.Clock, node: cfg.Node, rand: cfg.Rand,
 		backoffBase: cfg.BackoffBase, backoffMax: cfg.BackoffMax, filePoll: cfg.FilePollInterval,
-		muxes: map[string]*mux{},
+		muxes: map[string]*mux{}, srds: map[*mux]*srdsHandler{}, scoped: map[uint64]*scopedWatch{},
 	}
 	c.rds = newNamedHandler(c, rdsKind)
 	c.sds = newNamedHandler(c, sdsKind)
@@ -277,6 +284,7 @@ func (c *Client) Run(ctx context.Context) error {
 	for _, h := range []*namedHandler{c.rds, c.sds, c.rtds, c.ecds} {
 		h.stop()
 	}
+	c.stopSRDS()
 	c.cpReg.Unregister()
 	return nil
 }

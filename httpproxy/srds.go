@@ -1,0 +1,236 @@
+package httpproxy
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+
+	"github.com/legateproxy/legate/httpproxy/route"
+)
+
+// ScopedRouteProvider serves the scopes of connection managers configured with scoped_routes
+// (SRDS, or an inline scoped_route_configurations_list, with the RDS route configuration each
+// scope names); the xDS client implements it. WatchScopedRoutes calls update with every scope
+// and the route configurations that have arrived, by name — first before it returns when it
+// can, then after every change with a growing gen — without locks the caller could hold; update
+// must not block. cancel ends the watch.
+type ScopedRouteProvider interface {
+	WatchScopedRoutes(sr *hcmv3.ScopedRoutes, statPrefix string,
+		update func(gen uint64, scopes []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration)) (cancel func(), err error)
+}
+
+// takeSRDS removes pb's scoped_routes and puts an empty inline route_config in its place, so
+// that the rest converts as usual; the tables then come from the ScopedRouteProvider.
+func takeSRDS(pb *hcmv3.HttpConnectionManager) *hcmv3.ScopedRoutes {
+	sr := pb.GetScopedRoutes()
+	if sr == nil {
+		return nil
+	}
+	pb.RouteSpecifier = &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{Name: sr.GetName()}}
+	return sr
+}
+
+// keyFragment is one scope_key_builder fragment: one element of a header's value, chosen by
+// position (index) or by key (element).
+type keyFragment struct {
+	header string // canonical MIME form, or a pseudo-header
+	sep    string // element_separator (default ",")
+	index  int    // the element's position, unless byKey
+	byKey  bool
+	key    string // element.key: the element "key<kvSep>value" whose value is the fragment
+	kvSep  string // element.separator
+}
+
+// scopeKeyBuilder builds a request's scope key from its headers, as httpproxy's half of
+// Envoy's ScopeKeyBuilder.
+type scopeKeyBuilder []keyFragment
+
+func newScopeKeyBuilder(path string, b *hcmv3.ScopedRoutes_ScopeKeyBuilder) (scopeKeyBuilder, error) {
+	var out scopeKeyBuilder
+	for i, f := range b.GetFragments() {
+		hv := f.GetHeaderValueExtractor()
+		if hv == nil {
+			return nil, fmt.Errorf("%s.fragments[%d]: only header_value_extractor is supported", path, i)
+		}
+		kf := keyFragment{header: hv.GetName(), sep: hv.GetElementSeparator()}
+		if !strings.HasPrefix(kf.header, ":") {
+			kf.header = http.CanonicalHeaderKey(kf.header)
+		}
+		if kf.sep == "" {
+			kf.sep = ","
+		}
+		switch t := hv.GetExtractType().(type) {
+		case *hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor_Index:
+			kf.index = int(t.Index)
+		case *hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor_Element:
+			kf.byKey, kf.key, kf.kvSep = true, t.Element.GetKey(), t.Element.GetSeparator()
+		}
+		out = append(out, kf)
+	}
+	return out, nil
+}
+
+// key returns the request's scope key (fragments joined with NUL, as xds/resource.ScopeKey
+// joins a scope's), false when a fragment cannot be extracted.
+func (b scopeKeyBuilder) key(req *route.Request) (string, bool) {
+	if len(b) == 1 {
+		return b[0].extract(req)
+	}
+	var sb strings.Builder
+	for i, f := range b {
+		v, ok := f.extract(req)
+		if !ok {
+			return "", false
+		}
+		if i > 0 {
+			sb.WriteByte(0)
+		}
+		sb.WriteString(v)
+	}
+	return sb.String(), true
+}
+
+func (f *keyFragment) extract(req *route.Request) (string, bool) {
+	var v string
+	switch f.header {
+	case ":authority":
+		v = req.Authority
+	case ":path":
+		v = req.Path
+	case ":method":
+		v = req.Method
+	default:
+		vs := req.Header[f.header]
+		if len(vs) == 0 {
+			return "", false
+		}
+		v = vs[0]
+	}
+	if f.byKey {
+		for rest := v; ; {
+			elem, tail, more := strings.Cut(rest, f.sep)
+			if k, val, ok := strings.Cut(elem, f.kvSep); ok && k == f.key {
+				return val, true
+			}
+			if !more {
+				return "", false
+			}
+			rest = tail
+		}
+	}
+	for i, rest := 0, v; ; i++ {
+		elem, tail, more := strings.Cut(rest, f.sep)
+		if i == f.index {
+			return elem, true
+		}
+		if !more {
+			return "", false
+		}
+		rest = tail
+	}
+}
+
+// scopeTable is an immutable set of scopes: a compiled route table per scope key.
+type scopeTable struct {
+	builder scopeKeyBuilder
+	byKey   map[string]*route.Table
+}
+
+// srdsRoutes is a connection manager's scoped routes subscription.
+type srdsRoutes struct {
+	mu     sync.Mutex // guards gen and compiled; serialises builds so an older set never wins
+	gen    uint64
+	cancel func()
+	// compiled caches the tables of route configurations by identity, so an update compiles
+	// only what changed.
+	compiled map[*routev3.RouteConfiguration]*route.Table
+}
+
+// startSRDS subscribes h to its scopes. Requests whose scope key cannot be built, or whose
+// scope is unknown or has no route configuration yet, get 404 (NR), as in Envoy.
+func (sh *shared) startSRDS(h *Handler, sr *hcmv3.ScopedRoutes) error {
+	d := &sh.deps
+	if d.ScopedRoutes == nil {
+		return fmt.Errorf("http_connection_manager %q: scoped_routes %q: scoped routes need the xDS client (no ScopedRouteProvider)", h.cfg.StatPrefix, sr.GetName())
+	}
+	builder, err := newScopeKeyBuilder("scoped_routes.scope_key_builder", sr.GetScopeKeyBuilder())
+	if err != nil {
+		return fmt.Errorf("http_connection_manager %q: %w", h.cfg.StatPrefix, err)
+	}
+	st := &srdsRoutes{compiled: map[*routev3.RouteConfiguration]*route.Table{}}
+	update := func(gen uint64, scopes []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration) {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if gen <= st.gen {
+			return
+		}
+		st.gen = gen
+		next := &scopeTable{builder: builder, byKey: make(map[string]*route.Table, len(scopes))}
+		compiled := make(map[*routev3.RouteConfiguration]*route.Table, len(routes))
+		for _, s := range scopes {
+			rc := routes[s.GetRouteConfigurationName()]
+			if rc == nil {
+				continue
+			}
+			t := st.compiled[rc]
+			if t == nil {
+				if t = compiled[rc]; t == nil {
+					t, err = route.Compile(rc, route.Options{
+						StripAnyHostPort: h.cfg.StripAnyHostPort,
+						Hostname:         d.Hostname,
+						ClusterExists:    func(name string) bool { return d.Clusters.Get(name) != nil },
+					})
+					if err != nil {
+						d.Logger.Warnf("http_connection_manager %q: scope %q: route configuration %q: %v", h.cfg.StatPrefix, s.GetName(), rc.GetName(), err)
+						continue
+					}
+				}
+			}
+			compiled[rc] = t
+			parts := make([]string, 0, len(s.GetKey().GetFragments()))
+			for _, f := range s.GetKey().GetFragments() {
+				parts = append(parts, f.GetStringKey())
+			}
+			next.byKey[strings.Join(parts, "\x00")] = t
+		}
+		st.compiled = compiled
+		h.scopes.Store(next)
+	}
+	h.scopes.Store(&scopeTable{builder: builder}) // no scope until the first update
+	cancel, err := d.ScopedRoutes.WatchScopedRoutes(sr, h.cfg.StatPrefix, update)
+	if err != nil {
+		return fmt.Errorf("http_connection_manager %q: %w", h.cfg.StatPrefix, err)
+	}
+	st.cancel = cancel
+	h.srds = st
+	return nil
+}
+
+// route finds the route of a request: in the table of its scope with scoped routes, else in
+// the connection manager's table.
+func (h *Handler) route(req *route.Request) *route.Match {
+	sc := h.scopes.Load()
+	if sc == nil {
+		return h.table.Load().Route(req)
+	}
+	key, ok := sc.builder.key(req)
+	if !ok {
+		return nil
+	}
+	t := sc.byKey[key]
+	if t == nil {
+		return nil
+	}
+	return t.Route(req)
+}
+
+// stopSRDS ends h's scoped routes subscription, if any.
+func (h *Handler) stopSRDS() {
+	if h.srds != nil && h.srds.cancel != nil {
+		h.srds.cancel()
+	}
+}

@@ -1,0 +1,191 @@
+package httpproxy
+
+import (
+	"net/http"
+	"sync"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+
+	"github.com/legateproxy/legate/httpproxy/route"
+)
+
+// fakeScopes is a ScopedRouteProvider the test pushes scopes and route configurations through.
+type fakeScopes struct {
+	mu     sync.Mutex
+	gen    uint64
+	scopes []*routev3.ScopedRouteConfiguration
+	routes map[string]*routev3.RouteConfiguration
+	update func(uint64, []*routev3.ScopedRouteConfiguration, map[string]*routev3.RouteConfiguration)
+}
+
+func (f *fakeScopes) WatchScopedRoutes(_ *hcmv3.ScopedRoutes, _ string, update func(uint64, []*routev3.ScopedRouteConfiguration, map[string]*routev3.RouteConfiguration)) (func(), error) {
+	f.mu.Lock()
+	f.update = update
+	f.mu.Unlock()
+	return func() {}, nil
+}
+
+func (f *fakeScopes) push(scopes []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration) {
+	f.mu.Lock()
+	f.gen++
+	gen, update := f.gen, f.update
+	f.mu.Unlock()
+	update(gen, scopes, routes)
+}
+
+func scope(name, rc string, key ...string) *routev3.ScopedRouteConfiguration {
+	s := &routev3.ScopedRouteConfiguration{Name: name, RouteConfigurationName: rc, Key: &routev3.ScopedRouteConfiguration_Key{}}
+	for _, k := range key {
+		s.Key.Fragments = append(s.Key.Fragments, &routev3.ScopedRouteConfiguration_Key_Fragment{Type: &routev3.ScopedRouteConfiguration_Key_Fragment_StringKey{StringKey: k}})
+	}
+	return s
+}
+
+func directRC(name, body string) *routev3.RouteConfiguration {
+	return &routev3.RouteConfiguration{Name: name, VirtualHosts: []*routev3.VirtualHost{{
+		Name: "all", Domains: []string{"*"},
+		Routes: []*routev3.Route{{
+			Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+			Action: &routev3.Route_DirectResponse{DirectResponse: &routev3.DirectResponseAction{
+				Status: 200, Body: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: body}},
+			}},
+		}},
+	}}}
+}
+
+const srdsHCM = `stat_prefix: ingress
+scoped_routes:
+  name: scopes
+  scope_key_builder:
+    fragments:
+    - header_value_extractor: {name: x-foo-key, element_separator: ";", element: {key: tenant, separator: "="}}
+  rds_config_source: {ads: {}}
+  scoped_rds: {scoped_rds_config_source: {ads: {}}}
+http_filters:
+- name: envoy.filters.http.router
+  typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
+`
+
+// TestScopedRoutes sends requests through a real listener whose connection manager has
+// scoped routes: the scope key comes from an element of a header, each scope routes with its
+// own route configuration, unknown scopes and requests without the key get 404 (NR), and a
+// new set of scopes replaces the old one.
+func TestScopedRoutes(t *testing.T) {
+	up := echo(t, "up")
+	f := &fakeScopes{}
+	e := newEnv(t, envOptions{clusters: []string{staticCluster("web", "", up.Listener.Addr().String())}, hcm: srdsHCM, srds: f})
+	get := func(key string) (int, string) {
+		t.Helper()
+		var hdr []string
+		if key != "" {
+			hdr = []string{"x-foo-key", key}
+		}
+		resp, body := e.get(e.client(), "/", hdr...)
+		return resp.StatusCode, body
+	}
+	type want struct {
+		key    string
+		status int
+		body   string
+	}
+	steps := []struct {
+		name   string
+		scopes []*routev3.ScopedRouteConfiguration
+		routes map[string]*routev3.RouteConfiguration
+		want   []want
+	}{
+		{name: "no scopes yet", want: []want{{"tenant=a", 404, ""}}},
+		{name: "two scopes", scopes: []*routev3.ScopedRouteConfiguration{scope("sa", "ra", "a"), scope("sb", "rb", "b")},
+			routes: map[string]*routev3.RouteConfiguration{"ra": directRC("ra", "scope a"), "rb": directRC("rb", "scope b")},
+			want: []want{{"tenant=a", 200, "scope a"}, {"x=1;tenant=b", 200, "scope b"}, {"tenant=c", 404, ""}, {"", 404, ""}, {"other=a", 404, ""}}},
+		{name: "scope without its routes yet", scopes: []*routev3.ScopedRouteConfiguration{scope("sa", "ra", "a"), scope("sc", "rc", "c")},
+			routes: map[string]*routev3.RouteConfiguration{"ra": directRC("ra", "scope a v2")},
+			want:   []want{{"tenant=a", 200, "scope a v2"}, {"tenant=b", 404, ""}, {"tenant=c", 404, ""}}},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			if st.scopes != nil {
+				f.push(st.scopes, st.routes)
+			}
+			for _, w := range st.want {
+				if status, body := get(w.key); status != w.status || body != w.body {
+					t.Errorf("x-foo-key %q: got %d %q; want %d %q", w.key, status, body, w.status, w.body)
+				}
+			}
+		})
+	}
+	if got := e.stat("http.ingress.no_route"); got == 0 {
+		t.Errorf("http.ingress.no_route = 0; want the 404s counted")
+	}
+}
+
+func TestScopeKeyBuilder(t *testing.T) {
+	extractor := func(name, sep string, index int, key, kvSep string) *hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder {
+		hv := &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor{Name: name, ElementSeparator: sep}
+		if key != "" {
+			hv.ExtractType = &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor_Element{
+				Element: &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor_KvElement{Key: key, Separator: kvSep}}
+		} else {
+			hv.ExtractType = &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor_Index{Index: uint32(index)}
+		}
+		return &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder{Type: &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor_{HeaderValueExtractor: hv}}
+	}
+	for _, tc := range []struct {
+		name      string
+		fragments []*hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder
+		header    http.Header
+		authority string
+		want      string
+		ok        bool
+	}{
+		{"index 0", []*hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder{extractor("x-k", ",", 0, "", "")}, http.Header{"X-K": {"a,b"}}, "", "a", true},
+		{"index 1", []*hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder{extractor("x-k", ",", 1, "", "")}, http.Header{"X-K": {"a,b"}}, "", "b", true},
+		{"index out of range", []*hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder{extractor("x-k", ",", 2, "", "")}, http.Header{"X-K": {"a,b"}}, "", "", false},
+		{"missing header", []*hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder{extractor("x-k", ",", 0, "", "")}, http.Header{}, "", "", false},
+		{"element", []*hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder{extractor("x-k", ";", 0, "t", "=")}, http.Header{"X-K": {"u=1;t=v=2"}}, "", "v=2", true},
+		{"element absent", []*hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder{extractor("x-k", ";", 0, "t", "=")}, http.Header{"X-K": {"u=1"}}, "", "", false},
+		{"two fragments", []*hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder{extractor("x-k", ",", 0, "", ""), extractor(":authority", ":", 0, "", "")},
+			http.Header{"X-K": {"a"}}, "host:80", "a\x00host", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := newScopeKeyBuilder("b", &hcmv3.ScopedRoutes_ScopeKeyBuilder{Fragments: tc.fragments})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := b.key(&route.Request{Header: tc.header, Authority: tc.authority})
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("key() = %q, %v; want %q, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// FuzzScopeKey: key extraction never panics and a key from a one-fragment builder is part of
+// the header value.
+func FuzzScopeKey(f *testing.F) {
+	f.Add("a=1;b=2", ";", "b", "=", uint32(0))
+	f.Add("x,y,z", ",", "", "", uint32(2))
+	f.Fuzz(func(t *testing.T, value, sep, key, kvSep string, index uint32) {
+		hv := &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor{Name: "x-k", ElementSeparator: sep}
+		if key != "" {
+			hv.ExtractType = &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor_Element{
+				Element: &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor_KvElement{Key: key, Separator: kvSep}}
+		} else {
+			hv.ExtractType = &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor_Index{Index: index % 64}
+		}
+		b, err := newScopeKeyBuilder("b", &hcmv3.ScopedRoutes_ScopeKeyBuilder{Fragments: []*hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder{
+			{Type: &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor_{HeaderValueExtractor: hv}},
+		}})
+		if err != nil {
+			return
+		}
+		got, ok := b.key(&route.Request{Header: http.Header{"X-K": {value}}})
+		if ok && len(got) > len(value) {
+			t.Errorf("key(%q) = %q; longer than the header", value, got)
+		}
+	})
+}
+

@@ -1,0 +1,475 @@
+package xds
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/stats"
+	"github.com/legateproxy/legate/xds/resource"
+)
+
+// srdsHandler is the SRDS state of one transport: a wildcard subscription to every
+// ScopedRouteConfiguration it serves, shared by the connection managers whose scoped_rds
+// names that source (as each of Envoy's SRDS subscriptions sees every resource of its
+// source). Its stats live under http.<stat_prefix>.scoped_rds.<scoped_routes name>. of the
+// first subscriber.
+//
+// Concurrency: mu guards every field below it; watchers are called with no lock held.
+type srdsHandler struct {
+	c   *Client
+	m   *mux
+	src resource.Source
+
+	mu       sync.Mutex
+	scopes   map[string]*srdsScope
+	failures map[string]*failure
+	version  string
+	updated  time.Time
+	ready    bool
+	stats    SubscriptionStats
+	reg      *stats.Registration
+	watchers map[uint64]func()
+	nextID   uint64
+	timer    clock.Timer
+	// initReady ends the init target of a subscription made before Run.
+	initReady func()
+}
+
+// srdsScope is one accepted ScopedRouteConfiguration.
+type srdsScope struct {
+	pb  *routev3.ScopedRouteConfiguration
+	raw *anypb.Any
+	key string
+}
+
+// srdsFor returns the SRDS handler of src, creating it (with its stats under prefix) on first
+// use.
+func (c *Client) srdsFor(src resource.Source, prefix, initName string) (*srdsHandler, error) {
+	m, started, err := c.muxForStarted(src, resource.ScopedRouteType)
+	if err != nil {
+		return nil, err
+	}
+	c.srdsMu.Lock()
+	defer c.srdsMu.Unlock()
+	if h := c.srds[m]; h != nil {
+		return h, nil
+	}
+	h := &srdsHandler{c: c, m: m, src: src, scopes: map[string]*srdsScope{}, failures: map[string]*failure{}, watchers: map[uint64]func(){}}
+	h.reg = c.cfg.Stats.Register(prefix, &h.stats)
+	h.stats.UpdateAttempt.Inc()
+	if t := src.InitialFetchTimeout; t > 0 {
+		h.timer = c.clock.AfterFunc(t, h.initTimeout)
+	}
+	if !started && c.cfg.Init != nil {
+		if ready, err := c.cfg.Init(initName); err == nil {
+			h.initReady = ready
+		}
+	}
+	c.srds[m] = h
+	m.addWatch(resource.ScopedRouteType, h, true)
+	return h, nil
+}
+
+// markReadyLocked ends the initial fetch.
+func (h *srdsHandler) markReadyLocked() func() {
+	h.ready = true
+	if h.timer != nil {
+		h.timer.Stop()
+		h.timer = nil
+	}
+	r := h.initReady
+	h.initReady = nil
+	return r
+}
+
+func (h *srdsHandler) initTimeout() {
+	h.mu.Lock()
+	if h.ready {
+		h.mu.Unlock()
+		return
+	}
+	h.stats.InitFetchTimeout.Inc()
+	h.stats.UpdateAttempt.Inc()
+	r := h.markReadyLocked()
+	ws := h.watcherListLocked()
+	h.mu.Unlock()
+	for _, w := range ws {
+		w()
+	}
+	if r != nil {
+		r()
+	}
+}
+
+func (h *srdsHandler) watcherListLocked() []func() {
+	out := make([]func(), 0, len(h.watchers))
+	for _, w := range h.watchers {
+		out = append(out, w)
+	}
+	return out
+}
+
+// list returns the accepted scopes in name order.
+func (h *srdsHandler) list() []*routev3.ScopedRouteConfiguration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]*routev3.ScopedRouteConfiguration, 0, len(h.scopes))
+	for _, name := range sortedKeys(h.scopes) {
+		out = append(out, h.scopes[name].pb)
+	}
+	return out
+}
+
+// apply applies an SRDS response. Valid scopes replace their previous versions; invalid ones
+// are NACKed and keep their previous version. A state-of-the-world response removes the
+// scopes it does not list. An update that would give two scopes the same key is NACKed as a
+// whole.
+func (h *srdsHandler) apply(_ *mux, u update) error {
+	start := h.c.clock.Now()
+	h.mu.Lock()
+	next := make(map[string]*srdsScope, len(h.scopes))
+	if !u.full {
+		for k, v := range h.scopes {
+			next[k] = v
+		}
+		for _, name := range u.removed {
+			delete(next, name)
+		}
+	}
+	var errs []string
+	seen := map[string]bool{}
+	for i, a := range u.resources {
+		pb, err := resource.DecodeScopedRoute(a)
+		name := pb.GetName()
+		if name == "" {
+			name = resource.ScopedRouteName(a)
+			if u.names != nil {
+				name = u.names[i]
+			}
+		}
+		seen[name] = true
+		if err != nil {
+			errs = append(errs, err.Error())
+			h.failures[name] = &failure{resource: a, at: start, details: err.Error(), version: u.version}
+			if old := h.scopes[name]; old != nil {
+				next[name] = old
+			}
+			continue
+		}
+		key, _ := resource.ScopeKey("", pb)
+		next[name] = &srdsScope{pb: pb, raw: a, key: key}
+		delete(h.failures, name)
+	}
+	if u.full {
+		for name := range h.failures {
+			if !seen[name] {
+				delete(h.failures, name)
+			}
+		}
+	}
+	byKey := map[string]string{}
+	for _, name := range sortedKeys(next) {
+		k := next[name].key
+		if other, dup := byKey[k]; dup {
+			errs = append(errs, fmt.Sprintf("scoped_route %q: key %q is already the key of scoped_route %q; scope keys must be unique", name, strings.ReplaceAll(k, "\x00", ","), other))
+			next = nil
+			break
+		}
+		byKey[k] = name
+	}
+	changed := false
+	if next != nil {
+		changed = len(next) != len(h.scopes)
+		for name, s := range next {
+			if old := h.scopes[name]; old == nil || !proto.Equal(old.raw, s.raw) {
+				changed = true
+			}
+		}
+		h.scopes = next
+	}
+	var err error
+	if len(errs) > 0 {
+		h.stats.UpdateRejected.Inc()
+		h.stats.UpdateAttempt.Inc()
+		err = errors.New(strings.Join(errs, "; "))
+		h.c.log.Warnf("xds: SRDS update %q rejected: %v", u.version, err)
+	} else {
+		h.version = u.version
+		h.stats.accepted(u.version, h.c.clock.Now(), h.c.clock.Now().Sub(start))
+	}
+	if changed {
+		h.updated = h.c.clock.Now()
+	}
+	r := h.markReadyLocked()
+	var ws []func()
+	if changed {
+		ws = h.watcherListLocked()
+	}
+	h.mu.Unlock()
+	for _, w := range ws {
+		w()
+	}
+	if r != nil {
+		r()
+	}
+	return err
+}
+
+func (h *srdsHandler) failed(*mux) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stats.UpdateFailure.Inc()
+	h.stats.UpdateAttempt.Inc()
+}
+
+// scopedWatch is one connection manager's scoped routes: the scopes (from SRDS or inline)
+// and the RDS subscriptions of their route configurations.
+//
+// Concurrency: mu guards the fields below it; update is called without it.
+type scopedWatch struct {
+	c      *Client
+	id     uint64
+	name   string
+	h      *srdsHandler // nil for scoped_route_configurations_list
+	inline []*routev3.ScopedRouteConfiguration
+	rds    resource.Source
+	prefix string
+	update func(gen uint64, scopes []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration)
+	born   time.Time
+
+	mu     sync.Mutex
+	refs   map[string]watchRef
+	routes map[string]*routev3.RouteConfiguration
+	gen    uint64
+	closed bool
+}
+
+// WatchScopedRoutes implements httpproxy.ScopedRouteProvider: it serves a connection
+// manager's scoped_routes — the scopes of scoped_rds (a wildcard SRDS subscription shared per
+// source, stats under http.<statPrefix>.scoped_rds.<name>.) or of
+// scoped_route_configurations_list — and subscribes over rds_config_source to the route
+// configuration each scope names. update receives every scope and the route configurations
+// that arrived (by name), at once and after every change (gen grows); it runs on an xDS
+// goroutine (or the caller's, for the first call) without locks and must not block. cancel
+// ends the watch. Safe for concurrent use.
+func (c *Client) WatchScopedRoutes(sr *hcmv3.ScopedRoutes, statPrefix string,
+	update func(gen uint64, scopes []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration)) (func(), error) {
+	rds, err := resource.SourceFromProto(sr.GetRdsConfigSource())
+	if err != nil {
+		return nil, fmt.Errorf("scoped_routes.rds_config_source.%w", err)
+	}
+	if rds.Self {
+		return nil, errors.New("scoped_routes.rds_config_source.self is not supported")
+	}
+	w := &scopedWatch{c: c, name: sr.GetName(), rds: rds, prefix: statPrefix, update: update, born: c.clock.Now(),
+		refs: map[string]watchRef{}, routes: map[string]*routev3.RouteConfiguration{}}
+	switch {
+	case sr.GetScopedRds() != nil:
+		if sr.GetScopedRds().GetSrdsResourcesLocator() != "" {
+			return nil, errors.New("scoped_routes.scoped_rds.srds_resources_locator: xdstp:// locators are not supported")
+		}
+		src, err := resource.SourceFromProto(sr.GetScopedRds().GetScopedRdsConfigSource())
+		if err != nil {
+			return nil, fmt.Errorf("scoped_routes.scoped_rds.scoped_rds_config_source.%w", err)
+		}
+		if src.Self {
+			return nil, errors.New("scoped_routes.scoped_rds.scoped_rds_config_source.self is not supported")
+		}
+		if w.h, err = c.srdsFor(src, "http."+statPrefix+".scoped_rds."+sr.GetName()+".", "SRDS "+sr.GetName()); err != nil {
+			return nil, fmt.Errorf("scoped_routes %q: %w", sr.GetName(), err)
+		}
+	default:
+		for i, s := range sr.GetScopedRouteConfigurationsList().GetScopedRouteConfigurations() {
+			if err := resource.CheckScopedRoute(fmt.Sprintf("scoped_routes.scoped_route_configurations_list.scoped_route_configurations[%d]", i), s); err != nil {
+				return nil, err
+			}
+		}
+		w.inline = sr.GetScopedRouteConfigurationsList().GetScopedRouteConfigurations()
+	}
+	c.srdsMu.Lock()
+	c.nextScopedID++
+	w.id = c.nextScopedID
+	c.scoped[w.id] = w
+	c.srdsMu.Unlock()
+	if w.h != nil {
+		w.h.mu.Lock()
+		w.h.watchers[w.id] = w.refresh
+		w.h.mu.Unlock()
+	}
+	w.refresh()
+	return w.cancel, nil
+}
+
+// scopes returns the current scope list.
+func (w *scopedWatch) scopes() []*routev3.ScopedRouteConfiguration {
+	if w.h == nil {
+		return w.inline
+	}
+	return w.h.list()
+}
+
+// refresh follows the scope list: it subscribes to new route configurations, ends the
+// subscriptions nobody names any more, and publishes.
+func (w *scopedWatch) refresh() {
+	list := w.scopes()
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	want := map[string]bool{}
+	for _, s := range list {
+		name := s.GetRouteConfigurationName()
+		want[name] = true
+		if _, ok := w.refs[name]; ok {
+			continue
+		}
+		ref, val, _, _, err := w.c.rds.subscribe(w.rds, name, w.prefix, func(_ uint64, v any) {
+			rc, _ := v.(*routev3.RouteConfiguration)
+			w.routeChanged(name, rc)
+		})
+		if err != nil {
+			w.c.log.Errorf("xds: scoped_routes %q: rds %q: %v", w.name, name, err)
+			continue
+		}
+		w.refs[name] = ref
+		if rc, ok := val.(*routev3.RouteConfiguration); ok {
+			w.routes[name] = rc
+		}
+	}
+	for name, ref := range w.refs {
+		if !want[name] {
+			ref.release()
+			delete(w.refs, name)
+			delete(w.routes, name)
+		}
+	}
+	w.publishLocked(list)
+}
+
+// routeChanged records a scope's route configuration (nil when removed or timed out).
+func (w *scopedWatch) routeChanged(name string, rc *routev3.RouteConfiguration) {
+	list := w.scopes()
+	w.mu.Lock()
+	if w.closed || w.refs[name] == (watchRef{}) {
+		w.mu.Unlock()
+		return
+	}
+	if rc == nil {
+		delete(w.routes, name)
+	} else {
+		w.routes[name] = rc
+	}
+	w.publishLocked(list)
+}
+
+// publishLocked bumps the generation and calls update with a copy of the state; it unlocks
+// w.mu.
+func (w *scopedWatch) publishLocked(list []*routev3.ScopedRouteConfiguration) {
+	w.gen++
+	gen := w.gen
+	routes := make(map[string]*routev3.RouteConfiguration, len(w.routes))
+	for k, v := range w.routes {
+		routes[k] = v
+	}
+	w.mu.Unlock()
+	w.update(gen, list, routes)
+}
+
+// cancel ends the watch and its RDS subscriptions.
+func (w *scopedWatch) cancel() {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.closed = true
+	for _, ref := range w.refs {
+		ref.release()
+	}
+	w.refs = nil
+	w.mu.Unlock()
+	if w.h != nil {
+		w.h.mu.Lock()
+		delete(w.h.watchers, w.id)
+		w.h.mu.Unlock()
+	}
+	w.c.srdsMu.Lock()
+	delete(w.c.scoped, w.id)
+	w.c.srdsMu.Unlock()
+}
+
+// ScopedRoutesConfigDump returns the "route_scopes" config dump: an inline_scoped_route_configs
+// entry per connection manager with scoped_route_configurations_list and a
+// dynamic_scoped_route_configs entry per scoped_rds (with the SRDS version_info and
+// last_updated), each named by scoped_routes.name and listing its scopes. match filters by
+// scoped_routes name (nil for all). Safe for concurrent use.
+func (c *Client) ScopedRoutesConfigDump(match func(string) bool) *adminv3.ScopedRoutesConfigDump {
+	c.srdsMu.Lock()
+	ws := make([]*scopedWatch, 0, len(c.scoped))
+	for _, w := range c.scoped {
+		ws = append(ws, w)
+	}
+	c.srdsMu.Unlock()
+	sort.Slice(ws, func(i, j int) bool { return ws[i].name < ws[j].name || (ws[i].name == ws[j].name && ws[i].id < ws[j].id) })
+	out := &adminv3.ScopedRoutesConfigDump{}
+	seen := map[string]bool{}
+	for _, w := range ws {
+		if seen[w.name] || (match != nil && !match(w.name)) {
+			continue
+		}
+		seen[w.name] = true
+		if w.h == nil {
+			out.InlineScopedRouteConfigs = append(out.InlineScopedRouteConfigs, &adminv3.ScopedRoutesConfigDump_InlineScopedRouteConfigs{
+				Name: w.name, ScopedRouteConfigs: anys(w.inline), LastUpdated: timestamppb.New(w.born),
+			})
+			continue
+		}
+		w.h.mu.Lock()
+		d := &adminv3.ScopedRoutesConfigDump_DynamicScopedRouteConfigs{Name: w.name, VersionInfo: w.h.version}
+		for _, name := range sortedKeys(w.h.scopes) {
+			d.ScopedRouteConfigs = append(d.ScopedRouteConfigs, w.h.scopes[name].raw)
+		}
+		if !w.h.updated.IsZero() {
+			d.LastUpdated = timestamppb.New(w.h.updated)
+		}
+		w.h.mu.Unlock()
+		out.DynamicScopedRouteConfigs = append(out.DynamicScopedRouteConfigs, d)
+	}
+	return out
+}
+
+func anys(list []*routev3.ScopedRouteConfiguration) []*anypb.Any {
+	out := make([]*anypb.Any, 0, len(list))
+	for _, s := range list {
+		if a, err := anypb.New(s); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// stopSRDS stops the SRDS initial fetch timers (Run's end).
+func (c *Client) stopSRDS() {
+	c.srdsMu.Lock()
+	defer c.srdsMu.Unlock()
+	for _, h := range c.srds {
+		h.mu.Lock()
+		if h.timer != nil {
+			h.timer.Stop()
+		}
+		h.mu.Unlock()
+	}
+}

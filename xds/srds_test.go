@@ -1,0 +1,126 @@
+package xds
+
+import (
+	"sort"
+	"testing"
+	"time"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/google/go-cmp/cmp"
+)
+
+func scopedRoute(name, rc, key string) *routev3.ScopedRouteConfiguration {
+	return &routev3.ScopedRouteConfiguration{Name: name, RouteConfigurationName: rc, Key: &routev3.ScopedRouteConfiguration_Key{
+		Fragments: []*routev3.ScopedRouteConfiguration_Key_Fragment{{Type: &routev3.ScopedRouteConfiguration_Key_Fragment_StringKey{StringKey: key}}},
+	}}
+}
+
+// scopesSeen is what a scoped routes watcher last received: "scope=key:body" per scope whose
+// route configuration arrived, sorted.
+type scopesSeen struct{ ch chan []string }
+
+func (s *scopesSeen) update(_ uint64, scopes []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration) {
+	var out []string
+	for _, sc := range scopes {
+		body := "-"
+		if rc := routes[sc.GetRouteConfigurationName()]; rc != nil {
+			body = rc.GetVirtualHosts()[0].GetRoutes()[0].GetDirectResponse().GetBody().GetInlineString()
+		}
+		out = append(out, sc.GetName()+"="+sc.GetKey().GetFragments()[0].GetStringKey()+":"+body)
+	}
+	sort.Strings(out)
+	s.ch <- out
+}
+
+func (s *scopesSeen) waitFor(t *testing.T, want ...string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	var last []string
+	for {
+		select {
+		case got := <-s.ch:
+			last = got
+			if cmp.Equal(got, want) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("scopes = %q; want %q", last, want)
+		}
+	}
+}
+
+// TestSRDS drives scoped routes over ADS (both variants) from go-control-plane's server: the
+// scopes and the route configurations they name reach the watcher, a removed scope ends its
+// route subscription, two scopes with one key are NACKed with the previous set kept, and the
+// route_scopes dump shows the dynamic scopes with their version.
+func TestSRDS(t *testing.T) {
+	for _, api := range []corev3.ApiConfigSource_ApiType{corev3.ApiConfigSource_GRPC, corev3.ApiConfigSource_DELTA_GRPC} {
+		t.Run(api.String(), func(t *testing.T) {
+			cp := newControlPlane(t, true)
+			dr := &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: grpcSource(api).GetApiConfigSource()}
+			p := startProxy(t, dr, withDial(cp))
+			snapshot := func(v string, scopes []*routev3.ScopedRouteConfiguration, rcs ...*routev3.RouteConfiguration) {
+				res := map[resourcev3.Type][]types.Resource{resourcev3.ScopedRouteType: {}, resourcev3.RouteType: {}}
+				for _, s := range scopes {
+					res[resourcev3.ScopedRouteType] = append(res[resourcev3.ScopedRouteType], s)
+				}
+				for _, rc := range rcs {
+					res[resourcev3.RouteType] = append(res[resourcev3.RouteType], rc)
+				}
+				cp.setAll(v, res)
+			}
+			seen := &scopesSeen{ch: make(chan []string, 100)}
+			sr := &hcmv3.ScopedRoutes{
+				Name:            "scopes",
+				RdsConfigSource: adsSource(),
+				ConfigSpecifier: &hcmv3.ScopedRoutes_ScopedRds{ScopedRds: &hcmv3.ScopedRds{ScopedRdsConfigSource: adsSource()}},
+			}
+			cancel, err := p.c.WatchScopedRoutes(sr, "ingress", seen.update)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cancel()
+			seen.waitFor(t) // the first call: no scopes yet
+
+			// 1. Two scopes and their routes.
+			snapshot("1", []*routev3.ScopedRouteConfiguration{scopedRoute("sa", "ra", "a"), scopedRoute("sb", "rb", "b")},
+				directRoute("ra", "A"), directRoute("rb", "B"))
+			seen.waitFor(t, "sa=a:A", "sb=b:B")
+			if got := p.stat("http.ingress.scoped_rds.scopes.update_success"); got < 1 {
+				t.Errorf("http.ingress.scoped_rds.scopes.update_success = %d; want >= 1", got)
+			}
+
+			// 2. A scope goes and a route changes.
+			snapshot("2", []*routev3.ScopedRouteConfiguration{scopedRoute("sa", "ra", "a")}, directRoute("ra", "A2"), directRoute("rb", "B"))
+			seen.waitFor(t, "sa=a:A2")
+			p.waitFor("rb unsubscribed", func() bool {
+				for _, st := range p.c.rds.states() {
+					if st.name == "rb" {
+						return false
+					}
+				}
+				return true
+			})
+
+			// 3. Two scopes with one key: NACKed, the previous set stays.
+			snapshot("3", []*routev3.ScopedRouteConfiguration{scopedRoute("sa", "ra", "a"), scopedRoute("sx", "ra", "a")}, directRoute("ra", "A2"))
+			p.waitFor("SRDS rejection", func() bool { return p.stat("http.ingress.scoped_rds.scopes.update_rejected") >= 1 })
+			dump := p.c.ScopedRoutesConfigDump(nil)
+			if len(dump.GetDynamicScopedRouteConfigs()) != 1 {
+				t.Fatalf("route_scopes dump = %v; want one dynamic entry", dump)
+			}
+			d := dump.GetDynamicScopedRouteConfigs()[0]
+			if d.GetName() != "scopes" || d.GetVersionInfo() != "2" || len(d.GetScopedRouteConfigs()) != 1 || d.GetLastUpdated() == nil {
+				t.Errorf("dynamic_scoped_route_configs[0] = %v; want scopes at version 2 with one scope", d)
+			}
+			if got := p.text("http.ingress.scoped_rds.scopes.version_text"); got != "2" {
+				t.Errorf("version_text = %q; want 2", got)
+			}
+		})
+	}
+}
