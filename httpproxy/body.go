@@ -24,6 +24,9 @@ type bodyReader struct {
 	done    bool
 	err     error
 	read    int64 // body bytes read, for %BYTES_RECEIVED%
+	// trailer, when set, receives each line of the chunked trailer section (without its CRLF;
+	// valid only during the call). The trailers are not forwarded; filters may see them.
+	trailer func(line []byte)
 }
 
 func (b *bodyReader) reset(rd *reader, head *requestHead) {
@@ -128,8 +131,8 @@ func (b *bodyReader) expectCRLF() error {
 	return nil
 }
 
-// nextChunk reads a chunk-size line; on the last chunk it reads the trailers and marks the
-// body done (trailers are not forwarded).
+// nextChunk reads a chunk-size line; on the last chunk it reads the trailers (handing them to
+// b.trailer when set; they are not forwarded) and marks the body done.
 func (b *bodyReader) nextChunk() error {
 	l, err := b.line()
 	if err != nil {
@@ -158,6 +161,9 @@ func (b *bodyReader) nextChunk() error {
 		if len(t) == 0 {
 			b.done = true
 			return nil
+		}
+		if b.trailer != nil {
+			b.trailer(t)
 		}
 	}
 }

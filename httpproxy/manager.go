@@ -2,6 +2,7 @@ package httpproxy
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -229,6 +230,7 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 		}
 		inst, err := factory(f.TypedConfig, fctx)
 		if err != nil {
+			h.closeFilters()
 			return nil, fmt.Errorf("http_connection_manager %q: http_filters[%d]: %w", cfg.StatPrefix, i, err)
 		}
 		h.filters = append(h.filters, inst)
@@ -339,5 +341,16 @@ func (h *Handler) Close() error {
 	if h.tls != nil {
 		h.tls.Close()
 	}
+	h.closeFilters()
 	return nil
+}
+
+// closeFilters closes the filters that hold resources (io.Closer), such as a tap filter's
+// registration with the admin's /tap: the configuration that built them is gone.
+func (h *Handler) closeFilters() {
+	for _, f := range h.filters {
+		if c, ok := f.(io.Closer); ok {
+			c.Close()
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -13,8 +14,10 @@ import (
 	"github.com/legateproxy/legate/breaker"
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/lb"
+	"github.com/legateproxy/legate/outlier"
 	"github.com/legateproxy/legate/pool"
 )
 
@@ -178,6 +181,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		if err != nil {
 			s.upResp.Close()
 			kind := classify(err, &s.ctx)
+			reportFailure(c, hst, kind, err)
 			if kind == failOverflow {
 				s.flags |= accesslog.UpstreamOverflow
 				s.details = "overflow"
@@ -206,6 +210,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 			return
 		}
 		status := s.upResp.StatusCode
+		reportResponse(c, hst, &s.upResp)
 		codes.charge(status, snap.Stats)
 		if s.retryAllowed(policy, failNone, status) {
 			if res, rerr := s.startRetry(policy, snap, &retriesLeft, deadline); rerr == nil {
@@ -217,8 +222,57 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		if s.attempts > 1 {
 			snap.Stats.UpstreamRqRetrySuccess.Inc()
 		}
-		s.respond(m, upStart)
+		s.respond(m, upStart, c, hst)
 		return
+	}
+}
+
+// hdrImmediateHealthCheckFail in an upstream response marks its host unhealthy at once.
+const hdrImmediateHealthCheckFail = "x-envoy-immediate-health-check-fail"
+
+// reportResponse reports an attempt that got response headers, as Envoy's router does for
+// every attempt (retried ones included): the connection was made (a local-origin success,
+// which counts only with split_external_local_origin_errors), then the upstream's status. A
+// response carrying x-envoy-immediate-health-check-fail fails the host's active health check
+// at once and excludes it from load balancing until a check passes.
+func reportResponse(c *cluster.Cluster, h *host.Host, resp *pool.Response) {
+	if c.Outlier() != nil {
+		c.ReportResult(h, outlier.ConnectSuccess)
+		c.ReportResult(h, outlier.HTTPStatus(resp.StatusCode))
+	}
+	if resp.Get(hdrImmediateHealthCheckFail) != nil {
+		if hc := c.HealthChecker(); hc != nil {
+			hc.ReportPassiveFailure(h, true)
+		}
+	}
+}
+
+// reportFailure reports an attempt that got no response to the outlier detector, with Envoy's
+// router semantics:
+//   - a connect failure or connect_timeout is a local-origin connect failure (a 503 when
+//     external and local-origin errors are not split);
+//   - a timeout or reset on an established connection follows the connection's success: a
+//     timeout counts as a 504, a reset or protocol error as a connect failure;
+//   - a request that never had a connection (circuit-breaker overflow, the route's timeout
+//     while connecting or waiting for a connection, a pool closed under it) is not the host's
+//     doing and is not reported, as Envoy reports only attempts that reached a host.
+func reportFailure(c *cluster.Cluster, h *host.Host, kind failure, err error) {
+	if c.Outlier() == nil {
+		return
+	}
+	switch {
+	case kind == failOverflow || errors.Is(err, pool.ErrClosed) || errors.Is(err, pool.ErrNotWarm):
+	case errors.Is(err, pool.ErrConnectFailure):
+		if kind != failTimeout {
+			c.ReportResult(h, outlier.ConnectFailed)
+		}
+	case err == context.DeadlineExceeded || err == context.Canceled: //nolint:errorlint // unwrapped: the pool's wait for a connection ended
+	case kind == failTimeout:
+		c.ReportResult(h, outlier.ConnectSuccess)
+		c.ReportResult(h, outlier.Timeout.WithStatus(http.StatusGatewayTimeout))
+	default:
+		c.ReportResult(h, outlier.ConnectSuccess)
+		c.ReportResult(h, outlier.ConnectFailed)
 	}
 }
 
@@ -279,6 +333,12 @@ const (
 	failTimeout
 	failOverflow
 )
+
+// isDeadline reports a read that ended at the request's deadline: the route's timeout, not
+// something the host did after answering.
+func isDeadline(err error) bool {
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)
+}
 
 func classify(err error, ctx context.Context) failure {
 	switch {
@@ -458,8 +518,9 @@ func skipResponseHeader(k string) bool {
 	return false
 }
 
-// respond streams the upstream response downstream.
-func (s *stream) respond(m *route.Match, upStart time.Time) {
+// respond streams the upstream response downstream. An upstream reset while the body streams
+// is reported to c's outlier detector as a connect failure of h, as Envoy's router does.
+func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, h *host.Host) {
 	resp := &s.upResp
 	clear(s.resp)
 	for i := range resp.Header {
@@ -486,6 +547,9 @@ func (s *stream) respond(m *route.Match, upStart time.Time) {
 			// The upstream (or the client) failed after the response started: the downstream
 			// response cannot be completed, so the connection is reset.
 			s.h.stats.RqResetAfterDownstreamStarted.Inc()
+			if upErr := s.respObserved.err; upErr != nil && !isDeadline(upErr) {
+				c.ReportResult(h, outlier.ConnectFailed)
+			}
 			s.flags |= accesslog.UpstreamConnectionTermination
 			s.closeConn = true
 			resp.Close()

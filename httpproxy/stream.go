@@ -104,11 +104,22 @@ type stream struct {
 	mergedRetry route.RetryPolicy                                 // the route's retry policy with x-envoy-retry-on/max-retries
 	setCookies  []string                                          // hash policy cookies for the response
 	addCookie   func(name, path string, ttl time.Duration) string // s.addDownstreamCookie, made once
+
+	// The filters' streams (filter.StreamFilter) and what feeds them; all unused, and free,
+	// while fstreams is empty.
+	fstreams     []filter.Stream
+	reqObserved  observedBody      // wraps the request body for RequestBody/RequestTrailers
+	respObserved observedBody      // wraps the upstream response body (ResponseBody, read errors)
+	trailersOut  bool              // RequestTrailers was reported
+	trailers     http.Header       // HTTP/1 request trailers, kept while fstreams is not empty
+	keepTrailer  func(line []byte) // s.addTrailer, made once
+	h2req        *http.Request     // the HTTP/2 request, whose Trailer http2 fills at the body's end
 }
 
 var streamPool = sync.Pool{New: func() any {
 	s := &stream{hdr: make(http.Header, 16), respStore: make(http.Header, 16)}
 	s.addCookie = s.addDownstreamCookie
+	s.keepTrailer = s.addTrailer
 	return s
 }}
 
@@ -117,7 +128,9 @@ func getStream() *stream { return streamPool.Get().(*stream) }
 // putStream clears what the stream must not keep alive and returns it to the pool.
 func putStream(s *stream) {
 	s.ctx.stop()
-	s.h, s.sc, s.h2w, s.drain, s.match, s.body = nil, nil, nil, nil, nil, nil
+	s.h, s.sc, s.h2w, s.drain, s.match, s.body, s.h2req = nil, nil, nil, nil, nil, nil, nil
+	s.reqObserved, s.respObserved = observedBody{}, observedBody{}
+	clear(s.trailers)
 	s.req = route.Request{}
 	s.fx = filter.Exchange{}
 	s.entry = accesslog.Entry{}
@@ -146,6 +159,8 @@ func (s *stream) begin(h *Handler) {
 	s.flags, s.details, s.cluster, s.upstream, s.attempts, s.requestID = 0, "", "", "", 0, ""
 	s.bodyBuf = s.bodyBuf[:0]
 	s.setCookies = s.setCookies[:0]
+	s.trailersOut = false
+	clear(s.trailers)
 	s.ctx.setNow(h.sh.deps.Now)
 }
 
@@ -242,6 +257,7 @@ func (s *stream) serveH2(c *h2conn, w http.ResponseWriter, r *http.Request) {
 		s.body, s.contentLength = r.Body, r.ContentLength
 	}
 	s.resp = w.Header()
+	s.h2req = r
 	h.stats.DownstreamRqHTTP2Total.Inc()
 	s.process()
 }
@@ -256,6 +272,9 @@ func (s *stream) process() {
 	s.fx = filter.Exchange{Request: &s.req}
 	routed := true
 	for _, f := range h.filters {
+		if sf, ok := f.(filter.StreamFilter); ok {
+			s.openFilterStream(sf)
+		}
 		if r := f.OnRequest(&s.fx); r != nil {
 			s.flags |= r.Flags
 			s.details = r.Details
@@ -269,6 +288,9 @@ func (s *stream) process() {
 	}
 	if !s.headSent {
 		s.localReply(http.StatusInternalServerError, nil, nil) // unreachable in practice
+	}
+	if len(s.fstreams) > 0 {
+		s.endFilterStreams()
 	}
 	st.DownstreamRqActive.Dec()
 	end := h.sh.deps.Now()
@@ -478,6 +500,9 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 	if cfg.AlwaysSetRequestIDInResponse && s.requestID != "" {
 		s.setRespHeader(hdrRequestID, s.requestID)
 	}
+	for _, fs := range s.fstreams {
+		fs.ResponseHeaders(status, s.resp)
+	}
 	if s.h2w != nil {
 		s.sendHeadH2(status, contentLength)
 		return
@@ -537,6 +562,9 @@ func appendLowerKey(dst []byte, k string) []byte {
 
 // writeBody sends body bytes downstream.
 func (s *stream) writeBody(p []byte) error {
+	for _, fs := range s.fstreams {
+		fs.ResponseBody(p)
+	}
 	s.bytesOut += int64(len(p))
 	if s.h2w != nil {
 		_, err := s.h2w.Write(p)
@@ -548,6 +576,8 @@ func (s *stream) writeBody(p []byte) error {
 
 // copyBody streams an upstream body downstream.
 func (s *stream) copyBody(r io.Reader) (int64, error) {
+	s.respObserved = observedBody{r: r, s: s, response: true}
+	r = &s.respObserved
 	if s.h2w != nil {
 		// The copy buffer lives with the pooled stream, not on the stack: an 8 KiB array
 		// made every HTTP/2 handler goroutine (new per stream) grow and copy its stack.
@@ -610,4 +640,103 @@ func (s *stream) log(end time.Time) {
 		s.logBuf = l.format.Format(s.logBuf[:0], e)
 		l.file.Write(s.logBuf)
 	}
+}
+
+// openFilterStream asks a stream filter for its Stream of this request. The first one also
+// routes the request body (and, for HTTP/1, the chunked trailer section) through the stream
+// so the filters see them as the router reads them.
+func (s *stream) openFilterStream(sf filter.StreamFilter) {
+	fs := sf.NewStream(&s.fx)
+	if fs == nil {
+		return
+	}
+	s.fstreams = append(s.fstreams, fs)
+	if len(s.fstreams) > 1 || s.body == nil {
+		return
+	}
+	s.reqObserved = observedBody{r: s.body, s: s}
+	s.body = &s.reqObserved
+	if s.sc != nil {
+		s.hbody.trailer = s.keepTrailer
+	}
+}
+
+// endFilterStreams ends the filters' streams and forgets them. An HTTP/1 body read to its end
+// by a reader that stopped at its length still reports its trailers here.
+func (s *stream) endFilterStreams() {
+	if s.sc != nil && s.body != nil && s.hbody.done {
+		s.requestBodyEnded()
+	}
+	for i, fs := range s.fstreams {
+		fs.End()
+		s.fstreams[i] = nil
+	}
+	s.fstreams = s.fstreams[:0]
+	s.hbody.trailer = nil
+}
+
+// requestBodyEnded reports the request trailers, when there are any, once the request body
+// has been read to its end.
+func (s *stream) requestBodyEnded() {
+	if s.trailersOut {
+		return
+	}
+	s.trailersOut = true
+	t := s.trailers
+	if s.h2req != nil {
+		t = s.h2req.Trailer
+	}
+	if len(t) == 0 {
+		return
+	}
+	for _, fs := range s.fstreams {
+		fs.RequestTrailers(t)
+	}
+}
+
+// addTrailer keeps one line of an HTTP/1 chunked trailer section ("name: value") for the
+// filters' streams; malformed lines are dropped, as the trailers are not forwarded.
+func (s *stream) addTrailer(line []byte) {
+	colon := bytes.IndexByte(line, ':')
+	if colon <= 0 || !validToken(bytesString(line[:colon])) {
+		return
+	}
+	if !validValue(trimOWS(bytesString(line[colon+1:]))) {
+		return
+	}
+	if s.trailers == nil {
+		s.trailers = make(http.Header, 2)
+	}
+	key := canonicalKey(s.arenaString(line[:colon]))
+	s.trailers[key] = append(s.trailers[key], trimOWS(s.arenaString(line[colon+1:])))
+}
+
+// observedBody passes a body through and reports each chunk read to the filters' streams: the
+// request body as the router reads it, the response body as it is copied downstream. It keeps
+// the reader's failure, so that the router can tell an upstream reset from a downstream one.
+type observedBody struct {
+	r        io.Reader
+	s        *stream
+	response bool
+	err      error // the first error other than io.EOF
+}
+
+func (o *observedBody) Read(p []byte) (int, error) {
+	n, err := o.r.Read(p)
+	if err != nil && err != io.EOF && o.err == nil {
+		o.err = err
+	}
+	if n > 0 {
+		for _, fs := range o.s.fstreams {
+			if o.response {
+				fs.ResponseBody(p[:n])
+			} else {
+				fs.RequestBody(p[:n])
+			}
+		}
+	}
+	if err == io.EOF && !o.response {
+		o.s.requestBodyEnded()
+	}
+	return n, err
 }

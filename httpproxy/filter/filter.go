@@ -33,7 +33,10 @@ type Reply struct {
 }
 
 // Filter is one configured HTTP filter. Methods are called on the stream's goroutine and must
-// be safe for concurrent use across streams.
+// be safe for concurrent use across streams. A filter that holds resources (a registration,
+// a file) implements io.Closer: the connection manager closes its filters when the
+// configuration that built them goes away (its filter chain is removed and drained) or when
+// building that configuration fails.
 type Filter interface {
 	// OnRequest is called once the request headers are complete. A non-nil Reply answers the
 	// request locally; the following filters and the router do not run.
@@ -96,4 +99,46 @@ func (r *Registry) Lookup(name string, config *anypb.Any) (Factory, bool) {
 	}
 	f, ok := r.byName[name]
 	return f, ok
+}
+
+// StreamFilter is implemented by filters that also want a stream's bodies, trailers, final
+// response headers and end (Envoy's decodeData/decodeTrailers/encodeHeaders/encodeData/
+// encodeTrailers/onDestroy), such as the tap filter. It is optional: the connection manager
+// finds it by a type assertion when the filter chain is built, and streams of a chain without
+// one pay nothing for it.
+type StreamFilter interface {
+	Filter
+	// NewStream is called once per stream when the request headers reach the filter (before
+	// its OnRequest), on the stream's goroutine. It returns nil when the filter has no interest
+	// in this stream; the connection manager then reports nothing more to it.
+	NewStream(x *Exchange) Stream
+}
+
+// Stream receives one stream's parts after its request headers, in order, on the stream's
+// goroutine. It has six methods because they are the six events of a stream after its
+// headers; a Stream that does not care for one implements it as a no-op.
+//
+// Slices and headers passed in are owned by the connection manager: a body chunk is valid only
+// during the call (copy what must be kept); header maps, the Exchange and its Request stay valid
+// until End returns.
+type Stream interface {
+	// RequestBody is one chunk of the request body as it is read (the bytes the router sends
+	// upstream). Empty chunks are not reported.
+	RequestBody(p []byte)
+	// RequestTrailers is the request's trailers (HTTP/1 chunked trailer section or HTTP/2
+	// trailers), reported after the last body chunk when the request has any.
+	RequestTrailers(h http.Header)
+	// ResponseHeaders is the final status and response headers (upstream or local reply) as
+	// they are sent downstream: after the filters' OnResponse and the connection manager's
+	// server, date and x-request-id headers.
+	ResponseHeaders(status int, h http.Header)
+	// ResponseBody is one chunk of the response body as it is sent downstream.
+	ResponseBody(p []byte)
+	// ResponseTrailers is the response's trailers, when the upstream response has any. (The
+	// upstream pool does not report response trailers yet, so the router does not call it
+	// today.)
+	ResponseTrailers(h http.Header)
+	// End is called once when the stream is done (answered, reset or abandoned), before the
+	// connection manager reuses its memory.
+	End()
 }

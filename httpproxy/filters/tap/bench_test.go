@@ -15,6 +15,9 @@ func BenchmarkFilterIdle(b *testing.B) {
 	h := http.Header{}
 	b.ReportAllocs()
 	for b.Loop() {
+		if st := f.NewStream(x); st != nil {
+			b.Fatal("NewStream without a session is not nil")
+		}
 		f.OnRequest(x)
 		f.OnResponse(x, h)
 	}
@@ -40,10 +43,13 @@ func BenchmarkFilterTapped(b *testing.B) {
 	}()
 	x := &filter.Exchange{Request: request(map[string]string{"x-tap": "1", "User-Agent": "bench"})}
 	h := http.Header{"Content-Type": {"text/plain"}, "Content-Length": {"5"}}
+	body := []byte("hello")
 	b.ReportAllocs()
 	for b.Loop() {
-		f.OnRequest(x)
-		f.OnResponse(x, h)
+		st := f.NewStream(x)
+		st.ResponseHeaders(200, h)
+		st.ResponseBody(body)
+		st.End()
 	}
 	close(stop)
 	<-done

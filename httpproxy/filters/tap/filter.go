@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"sync"
 	"sync/atomic"
 
 	tapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/tap/v3"
@@ -25,12 +24,10 @@ const (
 // attached). Streams that start while no configuration is in force are not tapped and cost
 // one atomic load.
 //
-// The filter sees a stream in one of two ways. A connection manager that can report bodies,
-// trailers and the stream's end calls NewTapper once per stream and feeds the Tapper (the
-// full Envoy behaviour). Through the plain filter.Filter interface, OnRequest and OnResponse,
-// the filter sees request headers and response headers only, and the trace is complete when
-// the response headers pass: no bodies, no trailers, and no :status, which that interface
-// does not carry.
+// The filter is a filter.StreamFilter: the connection manager calls NewStream once per
+// stream and feeds the returned Tapper the request body and trailers, the final status and
+// response headers, the response body and the stream's end (Envoy's decodeData through
+// onDestroy). Its plain filter.Filter methods do nothing.
 //
 // Safe for concurrent use.
 type Filter struct {
@@ -39,10 +36,6 @@ type Filter struct {
 	recordTime bool   // record_headers_received_time
 	cur        atomic.Pointer[active]
 	closed     atomic.Bool
-
-	openN atomic.Int64                 // len(open), read without the lock
-	mu    sync.Mutex                   // guards open
-	open  map[*filter.Exchange]*Tapper // OnRequest to OnResponse
 }
 
 // Register adds the filter's factory to r; every tap filter built through it shares m.
@@ -76,7 +69,7 @@ func New(pb *tapv3.Tap, m *Manager) (*Filter, error) {
 	if pb.GetRecordUpstreamConnection() {
 		return nil, fmt.Errorf("%s: record_upstream_connection = true: not implemented by Legate (the HTTP filter interface carries no upstream connection)", Name)
 	}
-	f := &Filter{mgr: m, recordTime: pb.GetRecordHeadersReceivedTime(), open: map[*filter.Exchange]*Tapper{}}
+	f := &Filter{mgr: m, recordTime: pb.GetRecordHeadersReceivedTime()}
 	common := pb.GetCommonConfig()
 	switch {
 	case common.GetAdminConfig() != nil:
@@ -119,37 +112,35 @@ func (f *Filter) NewTapper() *Tapper {
 	return &Tapper{a: a, ms: a.cfg.match.newState(), id: rand.Uint64(), recordTime: f.recordTime, now: f.mgr.now}
 }
 
-// OnRequest implements filter.Filter: it starts a tapper for the stream and feeds it the
-// request headers. It never answers the request.
-func (f *Filter) OnRequest(x *filter.Exchange) *filter.Reply {
+// NewStream implements filter.StreamFilter: it starts tapping the stream and feeds the tapper
+// its request headers, or returns nil when nothing taps the stream (the common case, one
+// atomic load).
+func (f *Filter) NewStream(x *filter.Exchange) filter.Stream {
 	t := f.NewTapper()
 	if t == nil {
 		return nil
 	}
 	t.RequestHeaders(x.Request)
-	f.mu.Lock()
-	f.open[x] = t
-	f.openN.Store(int64(len(f.open)))
-	f.mu.Unlock()
-	return nil
+	return (*tapStream)(t)
 }
 
-// OnResponse implements filter.Filter: it feeds the response headers and ends the trace,
-// since the plain filter interface reports nothing later.
-func (f *Filter) OnResponse(x *filter.Exchange, h http.Header) {
-	if f.openN.Load() == 0 {
-		return
-	}
-	f.mu.Lock()
-	t, ok := f.open[x]
-	delete(f.open, x)
-	f.openN.Store(int64(len(f.open)))
-	f.mu.Unlock()
-	if !ok {
-		return
-	}
-	t.ResponseHeaders(0, h)
-	t.End()
-}
+// OnRequest implements filter.Filter; the work is done by the Stream NewStream returns.
+func (f *Filter) OnRequest(*filter.Exchange) *filter.Reply { return nil }
 
-var _ filter.Filter = (*Filter)(nil)
+// OnResponse implements filter.Filter; the work is done by the Stream NewStream returns.
+func (f *Filter) OnResponse(*filter.Exchange, http.Header) {}
+
+// tapStream is a Tapper as the connection manager's filter.Stream (whose End reports
+// nothing back); a conversion, not a copy.
+type tapStream Tapper
+
+func (s *tapStream) RequestBody(p []byte)          { (*Tapper)(s).RequestBody(p) }
+func (s *tapStream) RequestTrailers(h http.Header) { (*Tapper)(s).RequestTrailers(h) }
+func (s *tapStream) ResponseHeaders(status int, h http.Header) {
+	(*Tapper)(s).ResponseHeaders(status, h)
+}
+func (s *tapStream) ResponseBody(p []byte)          { (*Tapper)(s).ResponseBody(p) }
+func (s *tapStream) ResponseTrailers(h http.Header) { (*Tapper)(s).ResponseTrailers(h) }
+func (s *tapStream) End()                           { (*Tapper)(s).End() }
+
+var _ filter.StreamFilter = (*Filter)(nil)

@@ -304,36 +304,50 @@ func mustFormat(t testing.TB, name string) Format {
 	return 0
 }
 
-// TestFilterInterface drives the filter through the plain filter.Filter interface, which
-// carries request and response headers only.
-func TestFilterInterface(t *testing.T) {
+// TestFilterStream drives the filter as the connection manager does: NewStream per stream,
+// then the stream's parts through filter.Stream; the trace carries :status, both bodies
+// (truncated at the configured limits) and both trailer sets.
+func TestFilterStream(t *testing.T) {
 	m := NewManager()
 	f := tapFilter(t, m, adminFilter)
 	x := &filter.Exchange{Request: request(map[string]string{"x-tap": "1"})}
-	// No session: nothing is tapped and nothing is kept.
-	f.OnRequest(x)
-	f.OnResponse(x, http.Header{})
-	if n := len(f.open); n != 0 {
-		t.Errorf("open streams without a session = %d; want 0", n)
+	// No session: nothing is tapped.
+	if st := f.NewStream(x); st != nil {
+		t.Errorf("NewStream without a session = %v; want nil", st)
 	}
-	s := attach(t, m, `{"config_id": "demo", "tap_config": {"match": {"any_match": true}, "output_config": {"sinks": [{"streaming_admin": {}}]}}}`)
+	s := attach(t, m, `{config_id: demo, tap_config: {match: {any_match: true}, output_config: {max_buffered_rx_bytes: 4, max_buffered_tx_bytes: 6, sinks: [{streaming_admin: {}}]}}}`)
 	if r := f.OnRequest(x); r != nil {
 		t.Errorf("OnRequest = %+v; want nil", r)
 	}
-	f.OnResponse(x, http.Header{"Content-Length": {"2"}})
+	st := f.NewStream(x)
+	if st == nil {
+		t.Fatal("NewStream with a matching session = nil; want a stream")
+	}
+	st.RequestBody([]byte("abc"))
+	st.RequestBody([]byte("def"))
+	st.RequestTrailers(http.Header{"Grpc-Req": {"t"}})
+	st.ResponseHeaders(201, http.Header{"Content-Type": {"text/plain"}})
+	st.ResponseBody([]byte("hello world"))
+	st.ResponseTrailers(http.Header{"Grpc-Status": {"0"}})
+	st.End()
 	want := &tapdatav3.HttpBufferedTrace{
-		Request:  &tapdatav3.HttpBufferedTrace_Message{Headers: reqHeaderList(hv("x-tap", "1"))},
-		Response: &tapdatav3.HttpBufferedTrace_Message{Headers: []*corev3.HeaderValue{hv("content-length", "2")}},
+		Request: &tapdatav3.HttpBufferedTrace_Message{
+			Headers:  reqHeaderList(hv("x-tap", "1")),
+			Body:     &tapdatav3.Body{BodyType: &tapdatav3.Body_AsBytes{AsBytes: []byte("abcd")}, Truncated: true},
+			Trailers: []*corev3.HeaderValue{hv("grpc-req", "t")},
+		},
+		Response: &tapdatav3.HttpBufferedTrace_Message{
+			Headers:  []*corev3.HeaderValue{hv(":status", "201"), hv("content-type", "text/plain")},
+			Body:     &tapdatav3.Body{BodyType: &tapdatav3.Body_AsBytes{AsBytes: []byte("hello ")}, Truncated: true},
+			Trailers: []*corev3.HeaderValue{hv("grpc-status", "0")},
+		},
 	}
 	if diff := cmp.Diff(want, next(t, s).GetHttpBufferedTrace(), protocmp.Transform()); diff != "" {
 		t.Errorf("trace (-want +got):\n%s", diff)
 	}
-	if n := len(f.open); n != 0 {
-		t.Errorf("open streams after OnResponse = %d; want 0", n)
-	}
 	s.Close()
-	if tp := f.NewTapper(); tp != nil {
-		t.Errorf("NewTapper after the session closed = %v; want nil", tp)
+	if st := f.NewStream(x); st != nil {
+		t.Errorf("NewStream after the session closed = %v; want nil", st)
 	}
 }
 

@@ -1,0 +1,219 @@
+package httpproxy
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legateproxy/legate/host"
+)
+
+// statusServer is an upstream answering every request with status (and, for 200, "ok").
+func statusServer(t testing.TB, status int, hdr ...string) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i := 0; i+1 < len(hdr); i += 2 {
+			w.Header().Set(hdr[i], hdr[i+1])
+		}
+		w.WriteHeader(status)
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
+}
+
+// hostAt finds the host at addr in cluster name's current snapshot.
+func (e *env) hostAt(name, addr string) *host.Host {
+	e.t.Helper()
+	for _, s := range e.clusters.Get(name).Snapshot().PrioritySet.Sets() {
+		for _, h := range s.Hosts() {
+			if h.Address() == addr {
+				return h
+			}
+		}
+	}
+	e.t.Fatalf("cluster %q has no host %s", name, addr)
+	return nil
+}
+
+// expectStatus sends n GETs for / and fails unless each is answered with status.
+func (e *env) expectStatus(c *http.Client, n, status int) {
+	e.t.Helper()
+	for i := range n {
+		if resp, _ := e.get(c, "/"); resp.StatusCode != status {
+			e.t.Fatalf("request %d = %d; want %d", i, resp.StatusCode, status)
+		}
+	}
+}
+
+// waitFlag polls until h has flag (the outlier detector and health checker set flags on
+// their own goroutines).
+func waitFlag(t *testing.T, h *host.Host, flag host.HealthFlag) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !h.HasHealthFlag(flag) {
+		if time.Now().After(deadline) {
+			t.Fatalf("host %s flags = %v; want %v set within %v", h.Address(), h.HealthFlags(), flag, wait)
+		}
+		<-time.After(5 * time.Millisecond)
+	}
+}
+
+// TestRouterReportsOutliers: the router reports every attempt to the cluster's outlier
+// detector, so a host that answers 5xx, refuses connections or times out is ejected while
+// the client, retried onto the healthy host, sees only 200s.
+func TestRouterReportsOutliers(t *testing.T) {
+	good := statusServer(t, http.StatusOK)
+	tests := []struct {
+		name    string
+		bad     func(t testing.TB) string
+		outlier string
+		route   string
+		stat    string // the enforced-ejection counter
+	}{{
+		name:    "5xx responses",
+		bad:     func(t testing.TB) string { return statusServer(t, http.StatusInternalServerError) },
+		outlier: "{consecutive_5xx: 3, interval: 0.2s, base_ejection_time: 30s, max_ejection_percent: 50}",
+		route:   ", retry_policy: {retry_on: 5xx, num_retries: 3}",
+		stat:    "ejections_enforced_consecutive_5xx",
+	}, {
+		name:    "gateway errors",
+		bad:     func(t testing.TB) string { return statusServer(t, http.StatusBadGateway) },
+		outlier: "{consecutive_5xx: 100, consecutive_gateway_failure: 2, enforcing_consecutive_gateway_failure: 100, interval: 0.2s, base_ejection_time: 30s, max_ejection_percent: 50}",
+		route:   ", retry_policy: {retry_on: gateway-error, num_retries: 3}",
+		stat:    "ejections_enforced_consecutive_gateway_failure",
+	}, {
+		name:    "connect failures counted as 503 without split",
+		bad:     deadAddr,
+		outlier: "{consecutive_5xx: 2, interval: 0.2s, base_ejection_time: 30s, max_ejection_percent: 50}",
+		route:   ", retry_policy: {retry_on: connect-failure, num_retries: 3}",
+		stat:    "ejections_enforced_consecutive_5xx",
+	}, {
+		name:    "connect failures are local-origin with split",
+		bad:     deadAddr,
+		outlier: "{split_external_local_origin_errors: true, consecutive_local_origin_failure: 2, consecutive_5xx: 100, interval: 0.2s, base_ejection_time: 30s, max_ejection_percent: 50}",
+		route:   ", retry_policy: {retry_on: connect-failure, num_retries: 3}",
+		stat:    "ejections_enforced_consecutive_local_origin_failure",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bad := tt.bad(t)
+			e := newEnv(t, envOptions{
+				clusters: []string{staticCluster("web", "outlier_detection: "+tt.outlier, good, bad)},
+				hcm:      simpleHCM("web", tt.route),
+			})
+			c := e.client()
+			for i := range 8 {
+				if resp, body := e.get(c, "/"); resp.StatusCode != http.StatusOK || body != "ok" {
+					t.Fatalf("request %d = %d %q; want 200 \"ok\" (retried onto the good host)", i, resp.StatusCode, body)
+				}
+			}
+			waitFlag(t, e.hostAt("web", bad), host.FailedOutlierCheck)
+			if got := e.stat("cluster.web.outlier_detection." + tt.stat); got != 1 {
+				t.Errorf("%s = %d; want 1", tt.stat, got)
+			}
+			if h := e.hostAt("web", good); h.HealthFlags() != 0 {
+				t.Errorf("good host flags = %v; want none", h.HealthFlags())
+			}
+		})
+	}
+}
+
+// TestRouterSplitResponsesAreExternal: with split_external_local_origin_errors, 5xx
+// responses do not count as local-origin failures (the connection succeeded), so only the
+// consecutive-5xx rule sees them.
+func TestRouterSplitResponsesAreExternal(t *testing.T) {
+	bad := statusServer(t, http.StatusServiceUnavailable)
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "outlier_detection: {split_external_local_origin_errors: true, consecutive_local_origin_failure: 1, consecutive_5xx: 4, interval: 0.2s, base_ejection_time: 30s, max_ejection_percent: 100}", bad)},
+		hcm:      simpleHCM("web", ""),
+	})
+	c := e.client()
+	e.expectStatus(c, 3, http.StatusServiceUnavailable)
+	if got := e.stat("cluster.web.outlier_detection.ejections_enforced_total"); got != 0 {
+		t.Fatalf("ejections after 3 responses = %d; want 0 (a 503 response is no local-origin failure)", got)
+	}
+	e.get(c, "/")
+	waitFlag(t, e.hostAt("web", bad), host.FailedOutlierCheck)
+	if got := e.stat("cluster.web.outlier_detection.ejections_enforced_consecutive_5xx"); got != 1 {
+		t.Errorf("ejections_enforced_consecutive_5xx = %d; want 1", got)
+	}
+}
+
+// TestRouterTimeoutIsOutlierResult: the route's timeout is reported as a 504 (a gateway
+// failure).
+func TestRouterTimeoutIsOutlierResult(t *testing.T) {
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(release) })
+	addr := slow.Listener.Addr().String()
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "outlier_detection: {consecutive_gateway_failure: 2, enforcing_consecutive_gateway_failure: 100, interval: 0.2s, base_ejection_time: 30s, max_ejection_percent: 100}", addr)},
+		hcm:      simpleHCM("web", ", timeout: 0.1s"),
+	})
+	e.expectStatus(e.client(), 2, http.StatusGatewayTimeout)
+	waitFlag(t, e.hostAt("web", addr), host.FailedOutlierCheck)
+}
+
+// TestRouterImmediateHealthCheckFail: a response with x-envoy-immediate-health-check-fail
+// fails the host's active health check at once and excludes it from load balancing.
+func TestRouterImmediateHealthCheckFail(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/fail" {
+			w.Header().Set("X-Envoy-Immediate-Health-Check-Fail", "true")
+		}
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(up.Close)
+	addr := up.Listener.Addr().String()
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", `health_checks:
+- timeout: 1s
+  interval: 60s
+  unhealthy_threshold: 3
+  healthy_threshold: 1
+  http_health_check: {path: /healthz}`, addr)},
+		// cluster_header: the route is not checked against the clusters, since this one is
+		// warming (until its first health check) when the listener starts.
+		hcm: strings.Replace(simpleHCM("web", ""), "cluster: web", "cluster_header: x-cluster", 1),
+	})
+	deadline := time.Now().Add(wait)
+	for e.clusters.Get("web") == nil || e.hostAt("web", addr).HealthFlags() != 0 { // warm after the first check
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster web is not warm and healthy after %v", wait)
+		}
+		<-time.After(5 * time.Millisecond)
+	}
+	h := e.hostAt("web", addr)
+	c := e.client()
+	if resp, _ := e.get(c, "/ok", "x-cluster", "web"); resp.StatusCode != http.StatusOK || h.HealthFlags() != 0 {
+		t.Fatalf("GET /ok = %d, host flags %v; want 200 and healthy", resp.StatusCode, h.HealthFlags())
+	}
+	if resp, _ := e.get(c, "/fail", "x-cluster", "web"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /fail = %d; want 200 (the response itself passes through)", resp.StatusCode)
+	}
+	if got, want := h.HealthFlags(), host.FailedActiveHC|host.ExcludedViaImmediateHCFail; got != want {
+		t.Errorf("host flags after x-envoy-immediate-health-check-fail = %v; want %v", got, want)
+	}
+	if got := e.stat("cluster.web.health_check.passive_failure"); got != 1 {
+		t.Errorf("health_check.passive_failure = %d; want 1", got)
+	}
+}
+
+// BenchmarkProxyOutlier is BenchmarkProxy with outlier detection on the cluster, so that
+// every request reports its result to the detector.
+func BenchmarkProxyOutlier(b *testing.B) {
+	up := rawUpstream(b)
+	e := newEnv(b, envOptions{
+		clusters: []string{staticCluster("web", "outlier_detection: {split_external_local_origin_errors: true}", up)},
+		hcm:      simpleHCM("web", ""),
+	})
+	benchClient(b, e.addr)
+}
