@@ -113,10 +113,11 @@ type Client struct {
 	// namedHandler).
 	rds, sds, rtds, ecds *namedHandler
 
-	// srdsMu guards srds, scoped and nextScopedID (SRDS, srds.go); taken before an SRDS
-	// handler's mutex and after muxMu.
+	// srdsMu guards srds, vhds, scoped and nextScopedID (SRDS, srds.go; VHDS, vhds.go);
+	// taken before an SRDS handler's mutex and after muxMu.
 	srdsMu       sync.Mutex
 	srds         map[*mux]*srdsHandler
+	vhds         map[*mux]*vhdsHandler
 	scoped       map[uint64]*scopedWatch
 	nextScopedID uint64
 
@@ -135,7 +136,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		cfg: cfg, log: cfg.Logger, clock: cfg.Clock, node: cfg.Node, rand: cfg.Rand,
 		backoffBase: cfg.BackoffBase, backoffMax: cfg.BackoffMax, filePoll: cfg.FilePollInterval,
-		muxes: map[string]*mux{}, srds: map[*mux]*srdsHandler{}, scoped: map[uint64]*scopedWatch{},
+		muxes: map[string]*mux{}, srds: map[*mux]*srdsHandler{}, vhds: map[*mux]*vhdsHandler{}, scoped: map[uint64]*scopedWatch{},
 	}
 	c.rds = newNamedHandler(c, rdsKind)
 	c.sds = newNamedHandler(c, sdsKind)

@@ -47,7 +47,9 @@ var rdsKind = &namedKind{
 // WatchRoutes implements httpproxy.RouteProvider: it subscribes to the RouteConfiguration
 // called name from source (one subscription per name and transport, shared by every
 // connection manager using it, its stats under http.<statPrefix>.rds.<name>. of the first) and
-// calls update with every accepted new version; gen grows with each. It returns the current
+// calls update with every accepted new version; gen grows with each. A configuration with vhds
+// is delivered with the virtual hosts VHDS delivers for it ("<name>/…") added, again after
+// every VHDS change. It returns the current
 // configuration (nil until the first arrives) and its generation, and cancel, which ends the
 // watch. update runs on an xDS goroutine with no lock held and must not block. Safe for
 // concurrent use; a subscription made before Run registers an init target.
@@ -60,16 +62,25 @@ func (c *Client) WatchRoutes(name string, source *corev3.ConfigSource, statPrefi
 	if src.Self {
 		return nil, 0, nil, fmt.Errorf("rds.config_source.self is not supported")
 	}
-	ref, val, gen, _, err := c.rds.subscribe(src, name, statPrefix, func(gen uint64, v any) {
+	w := &routeWatch{c: c, update: update}
+	w.mu.Lock() // holds back updates until the current configuration is returned
+	ref, val, _, _, err := c.rds.subscribe(src, name, statPrefix, func(_ uint64, v any) {
 		if rc, ok := v.(*routev3.RouteConfiguration); ok {
-			update(gen, rc)
+			w.rdsChanged(rc)
 		}
 	})
 	if err != nil {
+		w.mu.Unlock()
 		return nil, 0, nil, fmt.Errorf("rds %q: %w", name, err)
 	}
-	rc, _ := val.(*routev3.RouteConfiguration)
-	return rc, gen, ref.release, nil
+	var cur *routev3.RouteConfiguration
+	if rc, ok := val.(*routev3.RouteConfiguration); ok {
+		cur = w.setLocked(rc)
+		w.gen++
+	}
+	gen := w.gen
+	w.mu.Unlock()
+	return cur, gen, func() { ref.release(); w.stop() }, nil
 }
 
 // RoutesConfigDump returns the RDS part of the "routes" config dump: dynamic_route_configs

@@ -423,7 +423,9 @@ func (c *Client) ScopedRoutesConfigDump(match func(string) bool) *adminv3.Scoped
 		ws = append(ws, w)
 	}
 	c.srdsMu.Unlock()
-	sort.Slice(ws, func(i, j int) bool { return ws[i].name < ws[j].name || (ws[i].name == ws[j].name && ws[i].id < ws[j].id) })
+	sort.Slice(ws, func(i, j int) bool {
+		return ws[i].name < ws[j].name || (ws[i].name == ws[j].name && ws[i].id < ws[j].id)
+	})
 	out := &adminv3.ScopedRoutesConfigDump{}
 	seen := map[string]bool{}
 	for _, w := range ws {

@@ -59,7 +59,17 @@ func DecodeRouteConfig(a *anypb.Any) (*routev3.RouteConfiguration, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := route.Compile(rc, route.Options{}); err != nil {
+	trial := rc
+	if v := rc.GetVhds(); v != nil {
+		if err := checkVHDSSource(v.GetConfigSource()); err != nil {
+			return nil, fmt.Errorf("route_config %q: vhds.config_source: %w", name, err)
+		}
+		// The virtual hosts of VHDS join the configuration later (xds merges them); the
+		// rest must compile now.
+		trial = proto.Clone(rc).(*routev3.RouteConfiguration)
+		trial.Vhds = nil
+	}
+	if _, err := route.Compile(trial, route.Options{}); err != nil {
 		return nil, fmt.Errorf("route_config %q: %w", name, err)
 	}
 	return rc, nil
