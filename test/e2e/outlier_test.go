@@ -36,48 +36,21 @@ func newSwitchUpstream(t *testing.T, healthy bool) *switchUpstream {
 
 func (u *switchUpstream) addr() string { return u.srv.Listener.Addr().String() }
 
-// outlierConfig is a bootstrap with a listener "http" routing everything (with retryPolicy,
-// a RetryPolicy in flow YAML, or "") to cluster "backend": ROUND_ROBIN over upstreams with
-// outlier_detection od.
+// outlierConfig is routeAllConfig (listener "http" routing everything to cluster "backend")
+// with retryPolicy (a RetryPolicy in flow YAML, or "") on the route, and round robin over
+// upstreams with outlier_detection od on the cluster.
 func outlierConfig(od, retryPolicy string, upstreams ...string) string {
-	var eps strings.Builder
-	for _, a := range upstreams {
-		host, port, _ := strings.Cut(a, ":")
-		fmt.Fprintf(&eps, "\n        - endpoint: {address: {socket_address: {address: %s, port_value: %s}}}", host, port)
-	}
-	action := "{cluster: backend}"
+	cfg := routeAllConfig("http://"+upstreams[0], "")
 	if retryPolicy != "" {
-		action = "{cluster: backend, retry_policy: " + retryPolicy + "}"
+		cfg = strings.Replace(cfg, "route: {cluster: backend}", "route: {cluster: backend, retry_policy: "+retryPolicy+"}", 1)
 	}
-	return `
-admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
-static_resources:
-  listeners:
-  - name: http
-    address: {socket_address: {address: 127.0.0.1, port_value: 0}}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: ingress
-          route_config:
-            virtual_hosts:
-            - {name: all, domains: ["*"], routes: [{match: {prefix: "/"}, route: ` + action + `}]}
-          http_filters:
-          - name: envoy.filters.http.router
-            typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
-  clusters:
-  - name: backend
-    connect_timeout: 1s
-    type: STATIC
-    common_lb_config: {update_merge_window: 0s}
-    outlier_detection: ` + od + `
-    load_assignment:
-      cluster_name: backend
-      endpoints:
-      - lb_endpoints:` + eps.String() + `
-`
+	cfg = strings.Replace(cfg, "    connect_timeout: 1s\n", "    connect_timeout: 1s\n    common_lb_config: {update_merge_window: 0s}\n    outlier_detection: "+od+"\n", 1)
+	var more strings.Builder
+	for _, a := range upstreams[1:] {
+		host, port, _ := strings.Cut(a, ":")
+		fmt.Fprintf(&more, ", {endpoint: {address: {socket_address: {address: %s, port_value: %s}}}}", host, port)
+	}
+	return strings.Replace(cfg, "}}}}]}]", "}}}}"+more.String()+"]}]", 1)
 }
 
 // getStatus sends a GET through the listener and returns its status.
