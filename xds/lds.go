@@ -61,6 +61,9 @@ type ldsListener struct {
 	version string
 	updated time.Time
 	deps    []watchRef
+	// scoped are the SRDS subscriptions it waits for; unwatch ends its watches of them.
+	scoped  []*srdsHandler
+	unwatch []func()
 	active  bool
 	// prev is the active version this warming one replaces; nil for a new listener.
 	prev *ldsListener
@@ -180,6 +183,10 @@ func (l *ldsListener) release() {
 	for _, d := range l.deps {
 		d.release()
 	}
+	for _, u := range l.unwatch {
+		u()
+	}
+	l.unwatch = nil
 	l.deps = nil
 	if l.prev != nil {
 		l.prev.release()
@@ -289,6 +296,15 @@ func (h *ldsHandler) offerLocked(rl *resource.Listener, version string, now time
 		}
 		nl.deps = append(nl.deps, ref)
 	}
+	for _, d := range rl.ScopedRoutes {
+		sh, err := h.c.srdsFor(d.Source, "http."+d.StatPrefix+".scoped_rds."+d.Name+".", "SRDS "+d.Name)
+		if err != nil {
+			nl.release()
+			return fmt.Errorf("listener %q: scoped_routes %q: %w", rl.Name, d.Name, err)
+		}
+		nl.scoped = append(nl.scoped, sh)
+		nl.unwatch = append(nl.unwatch, sh.watch(func() { h.depChanged(nl) }))
+	}
 	for _, d := range rl.Secrets {
 		ref, _, _, _, err := h.c.sds.subscribe(d.Source, d.Name, "", func(uint64, any) { h.depChanged(nl) })
 		if err != nil {
@@ -316,6 +332,11 @@ func (h *ldsHandler) offerLocked(rl *resource.Listener, version string, now time
 func (h *ldsHandler) warmLocked(l *ldsListener) bool {
 	for _, d := range l.deps {
 		if !d.ready() {
+			return false
+		}
+	}
+	for _, s := range l.scoped {
+		if !s.isReady() {
 			return false
 		}
 	}

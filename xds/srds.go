@@ -26,7 +26,8 @@ import (
 // source). Its stats live under http.<stat_prefix>.scoped_rds.<scoped_routes name>. of the
 // first subscriber.
 //
-// Concurrency: mu guards every field below it; watchers are called with no lock held.
+// Concurrency: mu guards the fields below it (watchers has its own lock); watchers are called
+// with no lock held.
 type srdsHandler struct {
 	c   *Client
 	m   *mux
@@ -40,8 +41,7 @@ type srdsHandler struct {
 	ready    bool
 	stats    SubscriptionStats
 	reg      *stats.Registration
-	watchers map[uint64]func()
-	nextID   uint64
+	watchers watcherSet
 	timer    clock.Timer
 	// initReady ends the init target of a subscription made before Run.
 	initReady func()
@@ -66,7 +66,7 @@ func (c *Client) srdsFor(src resource.Source, prefix, initName string) (*srdsHan
 	if h := c.srds[m]; h != nil {
 		return h, nil
 	}
-	h := &srdsHandler{c: c, m: m, src: src, scopes: map[string]*srdsScope{}, failures: map[string]*failure{}, watchers: map[uint64]func(){}}
+	h := &srdsHandler{c: c, m: m, src: src, scopes: map[string]*srdsScope{}, failures: map[string]*failure{}}
 	h.reg = c.cfg.Stats.Register(prefix, &h.stats)
 	h.stats.UpdateAttempt.Inc()
 	if t := src.InitialFetchTimeout; t > 0 {
@@ -103,7 +103,7 @@ func (h *srdsHandler) initTimeout() {
 	h.stats.InitFetchTimeout.Inc()
 	h.stats.UpdateAttempt.Inc()
 	r := h.markReadyLocked()
-	ws := h.watcherListLocked()
+	ws := h.watchers.list()
 	h.mu.Unlock()
 	for _, w := range ws {
 		w()
@@ -113,12 +113,15 @@ func (h *srdsHandler) initTimeout() {
 	}
 }
 
-func (h *srdsHandler) watcherListLocked() []func() {
-	out := make([]func(), 0, len(h.watchers))
-	for _, w := range h.watchers {
-		out = append(out, w)
-	}
-	return out
+// watch adds fn as a watcher (called after every change and when the initial fetch ends) and
+// returns the function that removes it.
+func (h *srdsHandler) watch(fn func()) func() { return h.watchers.add(fn) }
+
+// isReady reports whether the first response arrived or the initial fetch timed out.
+func (h *srdsHandler) isReady() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ready
 }
 
 // list returns the accepted scopes in name order.
@@ -215,7 +218,7 @@ func (h *srdsHandler) apply(_ *mux, u update) error {
 	r := h.markReadyLocked()
 	var ws []func()
 	if changed {
-		ws = h.watcherListLocked()
+		ws = h.watchers.list()
 	}
 	h.mu.Unlock()
 	for _, w := range ws {
@@ -248,6 +251,8 @@ type scopedWatch struct {
 	prefix string
 	update func(gen uint64, scopes []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration)
 	born   time.Time
+	// unwatch ends the watch of h; set once before the first refresh.
+	unwatch func()
 
 	mu     sync.Mutex
 	refs   map[string]watchRef
@@ -304,9 +309,7 @@ func (c *Client) WatchScopedRoutes(sr *hcmv3.ScopedRoutes, statPrefix string,
 	c.scoped[w.id] = w
 	c.srdsMu.Unlock()
 	if w.h != nil {
-		w.h.mu.Lock()
-		w.h.watchers[w.id] = w.refresh
-		w.h.mu.Unlock()
+		w.unwatch = w.h.watch(w.refresh)
 	}
 	w.refresh()
 	return w.cancel, nil
@@ -401,10 +404,8 @@ func (w *scopedWatch) cancel() {
 	}
 	w.refs = nil
 	w.mu.Unlock()
-	if w.h != nil {
-		w.h.mu.Lock()
-		delete(w.h.watchers, w.id)
-		w.h.mu.Unlock()
+	if w.unwatch != nil {
+		w.unwatch()
 	}
 	w.c.srdsMu.Lock()
 	delete(w.c.scoped, w.id)
@@ -474,4 +475,39 @@ func (c *Client) stopSRDS() {
 		}
 		h.mu.Unlock()
 	}
+}
+
+// watcherSet is a set of change callbacks, safe for concurrent use. Its mutex is taken last.
+type watcherSet struct {
+	mu   sync.Mutex
+	fns  map[uint64]func()
+	next uint64
+}
+
+// add adds fn and returns the function that removes it.
+func (s *watcherSet) add(fn func()) func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fns == nil {
+		s.fns = map[uint64]func(){}
+	}
+	s.next++
+	id := s.next
+	s.fns[id] = fn
+	return func() {
+		s.mu.Lock()
+		delete(s.fns, id)
+		s.mu.Unlock()
+	}
+}
+
+// list returns the callbacks, to be called with no lock held.
+func (s *watcherSet) list() []func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]func(), 0, len(s.fns))
+	for _, fn := range s.fns {
+		out = append(out, fn)
+	}
+	return out
 }

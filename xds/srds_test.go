@@ -7,7 +7,9 @@ import (
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -123,4 +125,51 @@ func TestSRDS(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scopedListener is a listener whose connection manager takes its scopes from SRDS over ADS.
+func scopedListener(name string, port uint32) *listenerv3.Listener {
+	l := rdsListener(name, "unused", port)
+	hcm := &hcmv3.HttpConnectionManager{
+		StatPrefix: "ingress",
+		RouteSpecifier: &hcmv3.HttpConnectionManager_ScopedRoutes{ScopedRoutes: &hcmv3.ScopedRoutes{
+			Name: "scopes",
+			ScopeKeyBuilder: &hcmv3.ScopedRoutes_ScopeKeyBuilder{Fragments: []*hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder{{
+				Type: &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor_{HeaderValueExtractor: &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor{
+					Name: "x-scope", ExtractType: &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor_Index{Index: 0},
+				}},
+			}}},
+			RdsConfigSource: adsSource(),
+			ConfigSpecifier: &hcmv3.ScopedRoutes_ScopedRds{ScopedRds: &hcmv3.ScopedRds{ScopedRdsConfigSource: adsSource()}},
+		}},
+		HttpFilters: []*hcmv3.HttpFilter{{Name: "envoy.filters.http.router", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: mustAny(&routerv3.Router{})}}},
+	}
+	l.FilterChains[0].Filters[0].ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: mustAny(hcm)}
+	return l
+}
+
+// TestSRDSListenerWarming: an LDS listener with scoped_rds warms until the first SRDS
+// response.
+func TestSRDSListenerWarming(t *testing.T) {
+	cp := newControlPlane(t, true)
+	lm := newFakeListeners()
+	dr := &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: grpcSource(corev3.ApiConfigSource_DELTA_GRPC).GetApiConfigSource(), LdsConfig: adsSource()}
+	p := startProxy(t, dr, withDial(cp), func(s *proxySetup) {
+		s.afterNew = func(c *Client) {
+			if err := c.SetListeners(lm); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	cp.setAll("1", map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: {scopedListener("l1", 10002)}})
+	p.waitFor("LDS v1", func() bool { return p.stat("listener_manager.lds.update_success") >= 1 })
+	if got := lm.state("l1"); got != "" {
+		t.Fatalf("listener l1 active (version %q) before SRDS answered; want warming", got)
+	}
+	cp.setAll("2", map[resourcev3.Type][]types.Resource{
+		resourcev3.ListenerType:    {scopedListener("l1", 10002)},
+		resourcev3.ScopedRouteType: {scopedRoute("sa", "ra", "a")},
+		resourcev3.RouteType:       {directRoute("ra", "A")},
+	})
+	p.waitFor("listener l1 active", func() bool { return lm.state("l1") != "" })
 }

@@ -26,8 +26,7 @@ type vhdsHandler struct {
 	mu       sync.Mutex
 	hosts    map[string]*routev3.VirtualHost
 	raw      map[string]*anypb.Any
-	watchers map[uint64]func()
-	nextID   uint64
+	watchers watcherSet
 }
 
 // vhdsFor returns the VHDS handler of the transport of cs, creating it on first use.
@@ -45,25 +44,14 @@ func (c *Client) vhdsFor(cs *corev3.ConfigSource) (*vhdsHandler, error) {
 	if h := c.vhds[m]; h != nil {
 		return h, nil
 	}
-	h := &vhdsHandler{c: c, hosts: map[string]*routev3.VirtualHost{}, raw: map[string]*anypb.Any{}, watchers: map[uint64]func(){}}
+	h := &vhdsHandler{c: c, hosts: map[string]*routev3.VirtualHost{}, raw: map[string]*anypb.Any{}}
 	c.vhds[m] = h
 	m.addWatch(resource.VirtualHostType, h, true)
 	return h, nil
 }
 
 // watch adds fn as a watcher and returns the function that removes it.
-func (h *vhdsHandler) watch(fn func()) func() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.nextID++
-	id := h.nextID
-	h.watchers[id] = fn
-	return func() {
-		h.mu.Lock()
-		delete(h.watchers, id)
-		h.mu.Unlock()
-	}
-}
+func (h *vhdsHandler) watch(fn func()) func() { return h.watchers.add(fn) }
 
 // hostsOf returns the virtual hosts of the route configuration called rc, in name order.
 func (h *vhdsHandler) hostsOf(rc string) []*routev3.VirtualHost {
@@ -128,9 +116,7 @@ func (h *vhdsHandler) apply(_ *mux, u update) error {
 	}
 	var ws []func()
 	if changed {
-		for _, w := range h.watchers {
-			ws = append(ws, w)
-		}
+		ws = h.watchers.list()
 	}
 	h.mu.Unlock()
 	for _, w := range ws {

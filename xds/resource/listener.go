@@ -31,6 +31,9 @@ type Listener struct {
 	// Extensions are the ECDS filter configurations its connection managers' HTTP filters
 	// discover (config_discovery without apply_default_config_without_warming).
 	Extensions []Dependency
+	// ScopedRoutes are the SRDS sources of its connection managers' scoped_rds (Name is the
+	// scoped_routes name), whose first response the listener waits for.
+	ScopedRoutes []Dependency
 }
 
 // Dependency is a resource a listener or connection manager subscribes to by name.
@@ -83,6 +86,16 @@ func DecodeListener(a *anypb.Any) (*Listener, error) {
 				if key := "ecds\x00" + d.Source.Key() + "\x00" + d.Name; !seenRoute[key] {
 					seenRoute[key] = true
 					out.Extensions = append(out.Extensions, d)
+				}
+			}
+			if sr := hcm.GetScopedRoutes(); sr.GetScopedRds() != nil {
+				src, err := SourceFromProto(sr.GetScopedRds().GetScopedRdsConfigSource())
+				if err != nil {
+					return nil, fmt.Errorf("%s.filters[%d].typed_config.scoped_routes.scoped_rds.scoped_rds_config_source.%w", path, j, err)
+				}
+				if key := "srds\x00" + src.Key(); !seenRoute[key] {
+					seenRoute[key] = true
+					out.ScopedRoutes = append(out.ScopedRoutes, Dependency{Name: sr.GetName(), Source: src, StatPrefix: hcm.GetStatPrefix()})
 				}
 			}
 			rds := hcm.GetRds()
