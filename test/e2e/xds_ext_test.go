@@ -1,0 +1,366 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
+	healthcheckv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/health_check/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"sigs.k8s.io/yaml"
+
+	"github.com/legateproxy/legate/tlsutil/tlstest"
+)
+
+// fromYAMLProto decodes a YAML document into m, as the bootstrap loader does.
+func fromYAMLProto(t *testing.T, y string, m proto.Message) {
+	t.Helper()
+	j, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := protojson.Unmarshal(j, m); err != nil {
+		t.Fatalf("%v in %s", err, j)
+	}
+}
+
+// alsCollector is a real AccessLogService receiving the proxy's entries.
+type alsCollector struct {
+	alsv3.UnimplementedAccessLogServiceServer
+	mu      sync.Mutex
+	logName string
+	paths   []string
+}
+
+func (c *alsCollector) StreamAccessLogs(st grpc.ClientStreamingServer[alsv3.StreamAccessLogsMessage, alsv3.StreamAccessLogsResponse]) error {
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			return nil
+		}
+		c.mu.Lock()
+		if id := m.GetIdentifier(); id != nil {
+			c.logName = id.GetLogName()
+		}
+		for _, e := range m.GetHttpLogs().GetLogEntry() {
+			c.paths = append(c.paths, fmt.Sprintf("%s %d", e.GetRequest().GetPath(), e.GetResponse().GetResponseCode().GetValue()))
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (c *alsCollector) seen() (string, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.logName, append([]string(nil), c.paths...)
+}
+
+// TestXDSScopedRoutesECDSAndGRPCAccessLog runs the binary against go-control-plane's server:
+// an LDS listener whose connection manager takes its scopes from SRDS (and their routes from
+// RDS), discovers its health_check filter over ECDS and logs to a real gRPC access log
+// service. Requests reach the scope their header names, the discovered filter answers its
+// path, the access log service receives the requests, and /config_dump shows the scopes and
+// the filter configuration.
+func TestXDSScopedRoutesECDSAndGRPCAccessLog(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "upstream") }))
+	defer upstream.Close()
+	_, uport, _ := net.SplitHostPort(upstream.Listener.Addr().String())
+	als := &alsCollector{}
+	alsLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	alsv3.RegisterAccessLogServiceServer(gs, als)
+	go gs.Serve(alsLis)
+	defer gs.Stop()
+	_, alsPort, _ := net.SplitHostPort(alsLis.Addr().String())
+
+	snapshots, addr, requests := managementServer(t)
+	host, port, _ := net.SplitHostPort(addr)
+	h2 := `
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {http2_protocol_options: {}}`
+	cfg := `
+node: {id: e2e-srds, cluster: e2e}
+admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
+dynamic_resources:
+  ads_config:
+    api_type: GRPC
+    transport_api_version: V3
+    grpc_services: [{envoy_grpc: {cluster_name: xds}}]
+  lds_config: {ads: {}, resource_api_version: V3}
+static_resources:
+  clusters:
+  - name: backend
+    connect_timeout: 1s
+    load_assignment:
+      cluster_name: backend
+      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + uport + `}}}}]}]
+  - name: als
+    connect_timeout: 1s` + h2 + `
+    load_assignment:
+      cluster_name: als
+      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + alsPort + `}}}}]}]
+  - name: xds
+    connect_timeout: 1s` + h2 + `
+    load_assignment:
+      cluster_name: xds
+      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: ` + host + `, port_value: ` + port + `}}}}]}]
+`
+	lport := freePort(t)
+	var l listenerv3.Listener
+	fromYAMLProto(t, fmt.Sprintf(`
+name: scoped
+address: {socket_address: {address: 127.0.0.1, port_value: %d}}
+filter_chains:
+- filters:
+  - name: envoy.filters.network.http_connection_manager
+    typed_config:
+      "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+      stat_prefix: ingress
+      scoped_routes:
+        name: scopes
+        scope_key_builder: {fragments: [{header_value_extractor: {name: x-scope, index: 0}}]}
+        rds_config_source: {ads: {}, resource_api_version: V3}
+        scoped_rds: {scoped_rds_config_source: {ads: {}, resource_api_version: V3}}
+      http_filters:
+      - name: hc
+        config_discovery:
+          config_source: {ads: {}, resource_api_version: V3}
+          type_urls: [type.googleapis.com/envoy.extensions.filters.http.health_check.v3.HealthCheck]
+      - name: envoy.filters.http.router
+        typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
+      access_log:
+      - name: envoy.access_loggers.http_grpc
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.HttpGrpcAccessLogConfig
+          common_config:
+            log_name: e2e
+            transport_api_version: V3
+            grpc_service: {envoy_grpc: {cluster_name: als}}
+            buffer_flush_interval: 0.05s
+`, lport), &l)
+	scope := func(name, rc, key string) *routev3.ScopedRouteConfiguration {
+		return &routev3.ScopedRouteConfiguration{Name: name, RouteConfigurationName: rc, Key: &routev3.ScopedRouteConfiguration_Key{
+			Fragments: []*routev3.ScopedRouteConfiguration_Key_Fragment{{Type: &routev3.ScopedRouteConfiguration_Key_Fragment_StringKey{StringKey: key}}},
+		}}
+	}
+	var hc healthcheckv3.HealthCheck
+	fromYAMLProto(t, `{pass_through_mode: false, headers: [{name: ":path", string_match: {exact: /healthz}}]}`, &hc)
+	hcAny, err := anypb.New(&hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := cachev3.NewSnapshot("v1", map[resourcev3.Type][]types.Resource{
+		resourcev3.ListenerType:        {&l},
+		resourcev3.ScopedRouteType:     {scope("sa", "ra", "a"), scope("sb", "rb", "b")},
+		resourcev3.RouteType:           {routeTo("ra", directRoute("scope a")), routeTo("rb", clusterRoute("backend"))},
+		resourcev3.ExtensionConfigType: {&corev3.TypedExtensionConfig{Name: "hc", TypedConfig: hcAny}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snapshots.SetSnapshot(context.Background(), "e2e-srds", snap); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, "-c", writeConfig(t, cfg))
+	client := &http.Client{Timeout: 5 * time.Second}
+	get := func(path, scope string) (int, string) {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d%s", lport, path), nil)
+		if scope != "" {
+			req.Header.Set("x-scope", scope)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			select {
+			case <-requests:
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	waitFor("scope a", func() bool { s, b := get("/x", "a"); return s == 200 && b == "scope a" })
+	for _, tc := range []struct {
+		path, scope string
+		status      int
+		body        string
+	}{
+		{"/x", "b", 200, "upstream"},
+		{"/x", "c", 404, ""},
+		{"/x", "", 404, ""},
+		{"/healthz", "b", 200, ""}, // answered by the discovered health_check filter
+	} {
+		if s, b := get(tc.path, tc.scope); s != tc.status || b != tc.body {
+			t.Errorf("GET %s (x-scope %q) = %d %q; want %d %q", tc.path, tc.scope, s, b, tc.status, tc.body)
+		}
+	}
+	waitFor("the access log entries", func() bool {
+		name, paths := als.seen()
+		return name == "e2e" && strings.Contains(strings.Join(paths, ","), "/healthz 200")
+	})
+	_, _, dump := p.get("/config_dump")
+	for _, want := range []string{"type.googleapis.com/envoy.admin.v3.EcdsConfigDump", `"ecds_filters"`, `"dynamic_scoped_route_configs"`, `"name": "scopes"`} {
+		if !strings.Contains(dump, want) {
+			t.Errorf("/config_dump lacks %s", want)
+		}
+	}
+	_, _, st := p.get("/stats?filter=^(access_logs.grpc_access_log.logs_written|extension_config_discovery.http_filter.hc.config_reload|http.ingress.scoped_rds.scopes.update_success)$")
+	for _, name := range []string{"access_logs.grpc_access_log.logs_written", "extension_config_discovery.http_filter.hc.config_reload", "http.ingress.scoped_rds.scopes.update_success"} {
+		if !strings.Contains(st, name+": ") || strings.Contains(st, name+": 0\n") {
+			t.Errorf("stat %s missing or 0 in:\n%s", name, st)
+		}
+	}
+}
+
+// TestXDSUpstreamSDS runs the binary with a CDS cluster whose client certificate comes over
+// SDS: requests through an LDS listener reach a real mTLS upstream (which closes every
+// connection, so each request handshakes anew) with the first certificate, then with the
+// rotated one.
+func TestXDSUpstreamSDS(t *testing.T) {
+	ca := tlstest.NewCA(t, tlstest.Options{})
+	srvCert := ca.Issue(t, tlstest.Options{CommonName: "upstream", IPs: []string{"127.0.0.1"}})
+	pair, err := tls.X509KeyPair(srvCert.CertPEM, srvCert.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	upstream := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		io.WriteString(w, r.TLS.PeerCertificates[0].Subject.CommonName)
+	}))
+	upstream.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
+	upstream.StartTLS()
+	defer upstream.Close()
+	_, uport, _ := net.SplitHostPort(upstream.Listener.Addr().String())
+
+	snapshots, addr, requests := managementServer(t)
+	host, port, _ := net.SplitHostPort(addr)
+	cfg := `
+node: {id: e2e-sds, cluster: e2e}
+admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
+dynamic_resources:
+  ads_config:
+    api_type: GRPC
+    transport_api_version: V3
+    grpc_services: [{envoy_grpc: {cluster_name: xds}}]
+  cds_config: {ads: {}, resource_api_version: V3}
+  lds_config: {ads: {}, resource_api_version: V3}
+static_resources:
+  clusters:
+  - name: xds
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {http2_protocol_options: {}}
+    load_assignment:
+      cluster_name: xds
+      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: ` + host + `, port_value: ` + port + `}}}}]}]
+`
+	var uportN uint32
+	fmt.Sscan(uport, &uportN)
+	tlsCluster := staticCluster("tls", uportN)
+	upTLS, err := anypb.New(&tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
+		TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: "client", SdsConfig: &corev3.ConfigSource{
+			ResourceApiVersion: corev3.ApiVersion_V3, ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}},
+		}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsCluster.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: upTLS}}
+	secret := func(c *tlstest.Cert) *tlsv3.Secret {
+		return &tlsv3.Secret{Name: "client", Type: &tlsv3.Secret_TlsCertificate{TlsCertificate: &tlsv3.TlsCertificate{
+			CertificateChain: &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: c.CertPEM}},
+			PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: c.KeyPEM}},
+		}}}
+	}
+	lport := freePort(t)
+	set := func(version string, s *tlsv3.Secret) {
+		t.Helper()
+		snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{
+			resourcev3.ClusterType:  {tlsCluster},
+			resourcev3.ListenerType: {ldsListener(t, lport, "r1")},
+			resourcev3.RouteType:    {routeTo("r1", clusterRoute("tls"))},
+			resourcev3.SecretType:   {s},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := snapshots.SetSnapshot(context.Background(), "e2e-sds", snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("v1", secret(ca.Issue(t, tlstest.Options{CommonName: "client-a"})))
+	p := start(t, "-c", writeConfig(t, cfg))
+	client := &http.Client{Timeout: 5 * time.Second}
+	get := func() string {
+		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/", lport))
+		if err != nil {
+			return err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Sprintf("%d %s", resp.StatusCode, b)
+	}
+	waitFor := func(what, want string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		var last string
+		for last = get(); last != want; last = get() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s: last response %q; want %q", what, last, want)
+			}
+			select {
+			case <-requests:
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	waitFor("the first certificate", "200 client-a")
+	set("v2", secret(ca.Issue(t, tlstest.Options{CommonName: "client-b"})))
+	waitFor("the rotated certificate", "200 client-b")
+	_, _, dump := p.get("/config_dump?resource=dynamic_active_secrets")
+	if !strings.Contains(dump, `"name": "client"`) || !strings.Contains(dump, `"version_info": "v2"`) {
+		t.Errorf("dynamic_active_secrets: want client at v2:\n%s", dump)
+	}
+}
