@@ -1,0 +1,303 @@
+package httpproxy
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/httpproxy/filter"
+	"github.com/legateproxy/legate/listener"
+)
+
+// streamRecord is what a recording filter's Stream saw of one stream.
+type streamRecord struct {
+	Path         string
+	RequestBody  string
+	Trailers     http.Header
+	Status       int
+	HasServer    bool // the server header was in place when ResponseHeaders ran
+	HasDate      bool
+	Upstream     string // x-upstream response header
+	ResponseBody string
+	Events       []string // the order of the calls
+}
+
+// recordingFilter is a filter.StreamFilter that sends each stream's record when it ends.
+type recordingFilter struct {
+	records chan streamRecord
+	closed  atomic.Int32
+}
+
+func (f *recordingFilter) OnRequest(*filter.Exchange) *filter.Reply { return nil }
+func (f *recordingFilter) OnResponse(*filter.Exchange, http.Header) {}
+func (f *recordingFilter) Close() error                             { f.closed.Add(1); return nil }
+
+func (f *recordingFilter) NewStream(x *filter.Exchange) filter.Stream {
+	if strings.HasPrefix(x.Request.Path, "/untracked") {
+		return nil
+	}
+	return &recordingStream{f: f, rec: streamRecord{Path: x.Request.Path}}
+}
+
+type recordingStream struct {
+	f           *recordingFilter
+	rec         streamRecord
+	reqB, respB bytes.Buffer
+}
+
+func (s *recordingStream) event(e string) {
+	if n := len(s.rec.Events); n > 0 && s.rec.Events[n-1] == e {
+		return // consecutive body chunks are one event
+	}
+	s.rec.Events = append(s.rec.Events, e)
+}
+
+func (s *recordingStream) RequestBody(p []byte) { s.event("request body"); s.reqB.Write(p) }
+func (s *recordingStream) RequestTrailers(h http.Header) {
+	s.event("request trailers")
+	s.rec.Trailers = h.Clone()
+}
+func (s *recordingStream) ResponseHeaders(status int, h http.Header) {
+	s.event("response headers")
+	s.rec.Status = status
+	s.rec.HasServer, s.rec.HasDate = h.Get("Server") != "", h.Get("Date") != ""
+	s.rec.Upstream = h.Get("X-Upstream")
+}
+func (s *recordingStream) ResponseBody(p []byte)        { s.event("response body"); s.respB.Write(p) }
+func (s *recordingStream) ResponseTrailers(http.Header) { s.event("response trailers") }
+func (s *recordingStream) End() {
+	s.event("end")
+	s.rec.RequestBody, s.rec.ResponseBody = s.reqB.String(), s.respB.String()
+	s.f.records <- s.rec
+}
+
+// filterServer serves the env's clusters through a second listener whose connection manager
+// (hcm YAML) runs a recordingFilter, registered as "test.recording"; it returns the listener's
+// address, the address of the same Handler behind net/http's server (the http.ResponseWriter
+// code path), the filter and the Handler.
+func filterServer(t testing.TB, e *env, hcm string) (addr, nethttpAddr string, f *recordingFilter, h *Handler) {
+	t.Helper()
+	f = &recordingFilter{records: make(chan streamRecord, 16)}
+	filters := filter.NewRegistry()
+	if err := filters.Register("test.recording", func(*anypb.Any, *filter.Context) (filter.Filter, error) { return f, nil }); err != nil {
+		t.Fatal(err)
+	}
+	handlers := listener.NewRegistry()
+	if err := Register(handlers, Deps{Clusters: e.clusters, Pools: e.pools, Stats: e.store, Filters: filters}); err != nil {
+		t.Fatal(err)
+	}
+	var pb hcmv3.HttpConnectionManager
+	fromYAML(t, hcm, &pb)
+	anyHCM, err := anypb.New(&pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lpb listenerv3.Listener
+	fromYAML(t, "name: filters\naddress: {socket_address: {address: 127.0.0.1, port_value: 0}}", &lpb)
+	lpb.FilterChains = []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{{
+		Name: config.HTTPConnectionManagerFilter, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: anyHCM},
+	}}}}
+	l, err := config.ListenerFromProto(&lpb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm, err := listener.NewManager(listener.ManagerConfig{Stats: e.store, Handlers: handlers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lm.AddStatic([]*config.Listener{l}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lm.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- lm.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	cfg, err := config.HTTPConnectionManagerFromProto(&pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := &shared{deps: Deps{Clusters: e.clusters, Pools: e.pools, Filters: filters, Now: time.Now, AccessLogs: e.logs},
+		stats: newStatsRegistry(nil), dates: newDateCache(time.Now)}
+	if h, err = sh.build(cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: &h2conn{h: h, drain: func() bool { return false }, remote: "127.0.0.1:1", remoteIP: "127.0.0.1", local: ln.Addr().String()}}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return lm.Addrs()["filters"][0].String(), ln.Addr().String(), f, h
+}
+
+// recordingHCM routes /local to a direct response and everything else to cluster web, with
+// the recording filter before the router.
+const recordingHCM = `stat_prefix: filters
+route_config:
+  virtual_hosts:
+  - name: all
+    domains: ["*"]
+    routes:
+    - match: {prefix: "/local"}
+      direct_response: {status: 202, body: {inline_string: "local answer"}}
+    - match: {prefix: "/"}
+      route: {cluster: web}
+http_filters:
+- name: test.recording
+- name: envoy.filters.http.router
+  typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
+`
+
+// TestStreamFilterHooks: a filter.StreamFilter sees the request body and trailers, the final
+// status and headers (server and date in place), the response body and the end, in order, on
+// every downstream codec, for proxied requests and local replies.
+func TestStreamFilterHooks(t *testing.T) {
+	up := echo(t, "up")
+	e := newEnv(t, envOptions{clusters: []string{staticCluster("web", "", up.Listener.Addr().String())}, hcm: simpleHCM("web", "")})
+	addr, nethttpAddr, f, _ := filterServer(t, e, recordingHCM)
+	clients := []struct {
+		name string
+		addr string
+		c    *http.Client
+	}{
+		{"http1 codec", addr, e.client()},
+		{"h2c", addr, h2cClient(t)},
+		{"net/http server", nethttpAddr, e.client()},
+	}
+	requestBody := strings.Repeat("0123456789", 2000) // several reads
+	for _, cl := range clients {
+		t.Run(cl.name, func(t *testing.T) {
+			t.Run("proxied with trailers", func(t *testing.T) {
+				req, _ := http.NewRequest(http.MethodPost, "http://"+cl.addr+"/echo", io.NopCloser(strings.NewReader(requestBody)))
+				req.ContentLength = -1 // chunked in HTTP/1.1, so trailers can follow
+				req.Trailer = http.Header{"X-Checksum": {"abc"}}
+				resp, err := cl.c.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				want := streamRecord{
+					Path: "/echo", RequestBody: requestBody, Trailers: http.Header{"X-Checksum": {"abc"}},
+					Status: 200, HasServer: true, HasDate: true, Upstream: "up", ResponseBody: string(body),
+					Events: []string{"request body", "request trailers", "response headers", "response body", "end"},
+				}
+				if diff := cmp.Diff(want, next(t, f.records)); diff != "" {
+					t.Errorf("record (-want +got):\n%s", diff)
+				}
+			})
+			t.Run("local reply", func(t *testing.T) {
+				resp, err := cl.c.Get("http://" + cl.addr + "/local")
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				want := streamRecord{
+					Path: "/local", Status: 202, HasServer: true, HasDate: true, ResponseBody: "local answer",
+					Events: []string{"response headers", "response body", "end"},
+				}
+				if diff := cmp.Diff(want, next(t, f.records)); diff != "" {
+					t.Errorf("record (-want +got):\n%s", diff)
+				}
+			})
+		})
+	}
+	t.Run("no stream", func(t *testing.T) {
+		resp, err := e.client().Get("http://" + addr + "/untracked")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		select {
+		case r := <-f.records:
+			t.Errorf("a stream the filter declined was recorded: %+v", r)
+		default:
+		}
+	})
+}
+
+// next receives one record or fails after wait.
+func next(t *testing.T, ch <-chan streamRecord) streamRecord {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(wait):
+		t.Fatal("no stream record")
+		return streamRecord{}
+	}
+}
+
+// TestHandlerClosesFilters: closing a Handler closes its filters (io.Closer), once.
+func TestHandlerClosesFilters(t *testing.T) {
+	e := newEnv(t, envOptions{clusters: []string{staticCluster("web", "", deadAddr(t))}, hcm: simpleHCM("web", "")})
+	_, _, f, h := filterServer(t, e, recordingHCM)
+	h.Close()
+	h.Close()
+	if got := f.closed.Load(); got != 1 {
+		t.Errorf("filter closed %d times after Handler.Close; want 1", got)
+	}
+}
+
+var _ filter.StreamFilter = (*recordingFilter)(nil)
+
+// FuzzTrailerLine: any line of a chunked trailer section is kept as a valid header field
+// (token name, value without CR/LF/NUL) or dropped; nothing panics.
+func FuzzTrailerLine(f *testing.F) {
+	for _, s := range []string{"X-Checksum: abc", "x: ", ": v", "bad name: v", "k:\tv \t", "k: a\x00b", "k:v:w"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		s := getStream()
+		defer putStream(s)
+		s.arena = s.arena[:0]
+		clear(s.trailers)
+		s.addTrailer(line)
+		for k, vs := range s.trailers {
+			if !validToken(k) {
+				t.Errorf("kept name %q is not a token", k)
+			}
+			for _, v := range vs {
+				if !validValue(v) || v != trimOWS(v) {
+					t.Errorf("kept value %q is not a trimmed field value", v)
+				}
+			}
+		}
+	})
+}
+
+// BenchmarkProxyStreamFilterIdle is BenchmarkProxy through a chain with a StreamFilter that
+// declines the stream (as the tap filter does while nothing is tapped).
+func BenchmarkProxyStreamFilterIdle(b *testing.B) {
+	e := newEnv(b, envOptions{clusters: []string{staticCluster("web", "", rawUpstream(b))}, hcm: simpleHCM("web", "")})
+	addr, _, _, _ := filterServer(b, e, recordingHCM)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		rc := newRawClient(b, addr, "/untracked")
+		for pb.Next() {
+			if st, err := rc.do(); err != nil || st != 200 {
+				b.Errorf("request: status %d, %v", st, err)
+				return
+			}
+		}
+	})
+}
