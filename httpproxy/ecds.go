@@ -2,6 +2,7 @@ package httpproxy
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -51,7 +52,7 @@ func takeECDS(pb *hcmv3.HttpConnectionManager) []discoveredFilter {
 }
 
 // ecdsFilter is a filter whose configuration ECDS delivers and replaces: each stream uses the
-// instance current when it starts. Without a configuration (none arrived and no
+// instance current when it starts (a replaced instance holding resources is closed at once). Without a configuration (none arrived and no
 // default_config) requests get 500 with the NFCF response flag, as in Envoy.
 type ecdsFilter struct {
 	cur atomic.Pointer[filterBox]
@@ -59,6 +60,8 @@ type ecdsFilter struct {
 	mu     sync.Mutex // guards gen; serialises builds so an older configuration never wins
 	gen    uint64
 	cancel func()
+	// def is the default_config's instance; nil without one.
+	def filter.Filter
 }
 
 type filterBox struct{ f filter.Filter }
@@ -74,6 +77,27 @@ func (e *ecdsFilter) OnRequest(x *filter.Exchange) *filter.Reply {
 func (e *ecdsFilter) OnResponse(x *filter.Exchange, h http.Header) {
 	if b := e.cur.Load(); b != nil {
 		b.f.OnResponse(x, h)
+	}
+}
+
+// Close closes the current instance when it holds resources (io.Closer), as the connection
+// manager closes its filters when their configuration goes away.
+func (e *ecdsFilter) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := e.cur.Swap(nil)
+	e.closeLocked(old)
+	return nil
+}
+
+// closeLocked closes a replaced instance that holds resources, unless it is the
+// default_config's, which may serve again.
+func (e *ecdsFilter) closeLocked(old *filterBox) {
+	if old == nil || old.f == e.def {
+		return
+	}
+	if c, ok := old.f.(io.Closer); ok {
+		c.Close()
 	}
 }
 
@@ -107,7 +131,7 @@ func (sh *shared) startECDS(h *Handler, list []discoveredFilter) error {
 				h.stopECDS()
 				return fmt.Errorf("http_connection_manager %q: http_filters %q: config_discovery.default_config: %w", h.cfg.StatPrefix, df.name, err)
 			}
-			def = f
+			def, e.def = f, f
 			if df.cd.GetApplyDefaultConfigWithoutWarming() {
 				e.cur.Store(&filterBox{def})
 			}
@@ -120,11 +144,11 @@ func (sh *shared) startECDS(h *Handler, list []discoveredFilter) error {
 			}
 			e.gen = gen
 			if tc == nil {
+				var next *filterBox
 				if def != nil {
-					e.cur.Store(&filterBox{def})
-				} else {
-					e.cur.Store(nil)
+					next = &filterBox{def}
 				}
+				e.closeLocked(e.cur.Swap(next))
 				return
 			}
 			f, err := build(df, tc)
@@ -132,7 +156,7 @@ func (sh *shared) startECDS(h *Handler, list []discoveredFilter) error {
 				d.Logger.Warnf("http_connection_manager %q: extension config %q: %v; the previous configuration stays", h.cfg.StatPrefix, df.name, err)
 				return
 			}
-			e.cur.Store(&filterBox{f})
+			e.closeLocked(e.cur.Swap(&filterBox{f}))
 		}
 		cur, gen, cancel, err := d.ExtensionConfigs.WatchExtensionConfig(df.name, df.cd.GetConfigSource(), update)
 		if err != nil {

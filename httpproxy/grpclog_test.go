@@ -151,6 +151,41 @@ func TestGRPCAccessLog(t *testing.T) {
 			t.Errorf("logs_written = %d, logs_dropped = %d; want 3, 0", w, d)
 		}
 	})
+	t.Run("service started later: the next flush connects", func(t *testing.T) {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := lis.Addr().String()
+		lis.Close()
+		e, _ := newALSEnv(t, addr, 1)
+		c := e.client()
+		e.get(c, "/before")
+		srv := &alsServer{msgs: make(chan *alsv3.StreamAccessLogsMessage, 100)}
+		lis, err = net.Listen("tcp", addr)
+		if err != nil {
+			t.Skipf("cannot listen on %s again: %v", addr, err)
+		}
+		gs := grpc.NewServer()
+		alsv3.RegisterAccessLogServiceServer(gs, srv)
+		done := make(chan struct{})
+		go func() { defer close(done); gs.Serve(lis) }()
+		defer func() { gs.Stop(); <-done }()
+		deadline := time.After(wait)
+		for i := 0; ; i++ {
+			e.get(c, fmt.Sprintf("/after%d", i))
+			select {
+			case msg := <-srv.msgs:
+				if msg.GetIdentifier().GetLogName() != "edge" {
+					t.Errorf("first message after reconnecting: identifier %v; want log_name edge", msg.GetIdentifier())
+				}
+				return
+			case <-deadline:
+				t.Fatal("no entry reached the service after it started")
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	})
 	t.Run("service down: buffer full then dropped", func(t *testing.T) {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -225,8 +225,17 @@ func (m *Manager) newLogger(s settings) (*HTTPLogger, error) {
 // buffer_size_bytes, and drops the entry (counting logs_dropped) when the buffer is full and
 // cannot be flushed. e is not kept.
 func (l *HTTPLogger) Log(e *accesslog.Entry) {
-	entry := l.entry(e)
 	st := &l.m.stats
+	l.mu.Lock()
+	if !l.up.Load() && l.size >= max(l.s.maxBytes, 1) {
+		// Full, and no stream to flush to: drop before paying for the conversion.
+		l.flushLocked() // asks for a stream
+		l.mu.Unlock()
+		st.LogsDropped.Inc()
+		return
+	}
+	l.mu.Unlock()
+	entry := l.entry(e)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.canLogMoreLocked() {
