@@ -100,7 +100,7 @@ func TestScopedRoutes(t *testing.T) {
 		{name: "no scopes yet", want: []want{{"tenant=a", 404, ""}}},
 		{name: "two scopes", scopes: []*routev3.ScopedRouteConfiguration{scope("sa", "ra", "a"), scope("sb", "rb", "b")},
 			routes: map[string]*routev3.RouteConfiguration{"ra": directRC("ra", "scope a"), "rb": directRC("rb", "scope b")},
-			want: []want{{"tenant=a", 200, "scope a"}, {"x=1;tenant=b", 200, "scope b"}, {"tenant=c", 404, ""}, {"", 404, ""}, {"other=a", 404, ""}}},
+			want:   []want{{"tenant=a", 200, "scope a"}, {"x=1;tenant=b", 200, "scope b"}, {"tenant=c", 404, ""}, {"", 404, ""}, {"other=a", 404, ""}}},
 		{name: "scope without its routes yet", scopes: []*routev3.ScopedRouteConfiguration{scope("sa", "ra", "a"), scope("sc", "rc", "c")},
 			routes: map[string]*routev3.RouteConfiguration{"ra": directRC("ra", "scope a v2")},
 			want:   []want{{"tenant=a", 200, "scope a v2"}, {"tenant=b", 404, ""}, {"tenant=c", 404, ""}}},
@@ -188,4 +188,3 @@ func FuzzScopeKey(f *testing.F) {
 		}
 	})
 }
-
