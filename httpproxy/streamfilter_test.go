@@ -18,6 +18,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy/filter"
+	"github.com/legateproxy/legate/httpproxy/filters/tap"
 	"github.com/legateproxy/legate/listener"
 )
 
@@ -128,15 +129,7 @@ func filterServer(t testing.TB, e *env, hcm string) (addr, nethttpAddr string, f
 	go func() { done <- lm.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	cfg, err := config.HTTPConnectionManagerFromProto(&pb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sh := &shared{deps: Deps{Clusters: e.clusters, Pools: e.pools, Filters: filters, Now: time.Now, AccessLogs: e.logs},
-		stats: newStatsRegistry(nil), dates: newDateCache(time.Now)}
-	if h, err = sh.build(cfg, nil); err != nil {
-		t.Fatal(err)
-	}
+	h = buildHandler(t, e, filters, &pb)
 	t.Cleanup(func() { h.Close() })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -146,6 +139,23 @@ func filterServer(t testing.TB, e *env, hcm string) (addr, nethttpAddr string, f
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return lm.Addrs()["filters"][0].String(), ln.Addr().String(), f, h
+}
+
+// buildHandler builds a Handler of pb over the env's clusters with filters, outside any
+// listener.
+func buildHandler(t testing.TB, e *env, filters *filter.Registry, pb *hcmv3.HttpConnectionManager) *Handler {
+	t.Helper()
+	cfg, err := config.HTTPConnectionManagerFromProto(pb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := &shared{deps: Deps{Clusters: e.clusters, Pools: e.pools, Filters: filters, Now: time.Now, AccessLogs: e.logs},
+		stats: newStatsRegistry(nil), dates: newDateCache(time.Now)}
+	h, err := sh.build(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 // recordingHCM routes /local to a direct response and everything else to cluster web, with
@@ -300,4 +310,32 @@ func BenchmarkProxyStreamFilterIdle(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestHandlerCloseRemovesTap: the admin's /tap exists while a tap filter with an admin_config
+// does; closing the last Handler that built one removes it.
+func TestHandlerCloseRemovesTap(t *testing.T) {
+	taps := tap.NewManager()
+	var available []bool
+	taps.Watch(func(a bool) { available = append(available, a) })
+	filters := filter.NewRegistry()
+	if err := tap.Register(filters, taps); err != nil {
+		t.Fatal(err)
+	}
+	hcm := strings.Replace(simpleHCM("web", ""), "http_filters:\n", `http_filters:
+- name: envoy.filters.http.tap
+  typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.tap.v3.Tap, common_config: {admin_config: {config_id: demo}}}
+`, 1)
+	var pb hcmv3.HttpConnectionManager
+	fromYAML(t, hcm, &pb)
+	e := newEnv(t, envOptions{clusters: []string{staticCluster("web", "", deadAddr(t))}, hcm: simpleHCM("web", "")})
+	h1, h2 := buildHandler(t, e, filters, &pb), buildHandler(t, e, filters, &pb)
+	h1.Close()
+	if diff := cmp.Diff([]bool{true}, available); diff != "" {
+		t.Errorf("/tap availability after closing one of two handlers (-want +got):\n%s", diff)
+	}
+	h2.Close()
+	if diff := cmp.Diff([]bool{true, false}, available); diff != "" {
+		t.Errorf("/tap availability after closing both handlers (-want +got):\n%s", diff)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -188,5 +189,91 @@ func TestTapFilePerTap(t *testing.T) {
 		if got := headerOf(tw.GetHttpBufferedTrace().GetRequest(), ":path"); got != "/file" {
 			t.Errorf("%s: :path = %q; want /file", f, got)
 		}
+	}
+}
+
+// TestTapBodiesAndStatus: traces of real traffic carry the request body (cut at
+// max_buffered_rx_bytes and marked truncated), :status and the response headers the client
+// got, and the response body — both from an upstream and from a direct response.
+func TestTapBodiesAndStatus(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Up", "1")
+		w.WriteHeader(http.StatusCreated)
+		w.Write(append([]byte("echo: "), b...))
+	}))
+	t.Cleanup(up.Close)
+	addr := freeAddr(t)
+	_, upPort, _ := strings.Cut(up.Listener.Addr().String(), ":")
+	cfg := strings.Replace(minimalConfig, "port_value: 1}", "port_value: "+upPort+"}", 1) + tapListener(addr, `{admin_config: {config_id: demo}}`)
+	cfg = strings.Replace(cfg, `              - match: {prefix: "/"}
+                direct_response:`, `              - match: {prefix: "/echo"}
+                route: {cluster: backend}
+              - match: {prefix: "/"}
+                direct_response:`, 1)
+	p := start(t, "-c", writeConfig(t, cfg))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.admin+"/tap", strings.NewReader(`
+config_id: demo
+tap_config:
+  match: {any_match: true}
+  output_config: {max_buffered_rx_bytes: 5, sinks: [{format: JSON_BODY_AS_STRING, streaming_admin: {}}]}
+`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("POST /tap = %d %s", resp.StatusCode, b)
+	}
+	dec := json.NewDecoder(resp.Body)
+	next := func() *tapdatav3.HttpBufferedTrace {
+		t.Helper()
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			t.Fatalf("reading the tap stream: %v", err)
+		}
+		var tw tapdatav3.TraceWrapper
+		if err := protojson.Unmarshal(raw, &tw); err != nil {
+			t.Fatalf("trace is not a TraceWrapper: %v\n%s", err, raw)
+		}
+		return tw.GetHttpBufferedTrace()
+	}
+
+	post, err := http.Post("http://"+addr+"/echo", "text/plain", strings.NewReader("hello tap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(post.Body)
+	post.Body.Close()
+	tr := next()
+	type message struct {
+		Status, Server, Up, Body string
+		Truncated                bool
+	}
+	summary := func(m *tapdatav3.HttpBufferedTrace_Message) message {
+		return message{Status: headerOf(m, ":status"), Server: headerOf(m, "server"), Up: headerOf(m, "x-up"),
+			Body: m.GetBody().GetAsString(), Truncated: m.GetBody().GetTruncated()}
+	}
+	if diff := cmp.Diff(message{Body: "hello", Truncated: true}, summary(tr.GetRequest())); diff != "" {
+		t.Errorf("proxied request (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(message{Status: "201", Server: post.Header.Get("Server"), Up: "1", Body: string(got)}, summary(tr.GetResponse())); diff != "" {
+		t.Errorf("proxied response (-want +got):\n%s", diff)
+	}
+	if string(got) != "echo: hello tap" || post.Header.Get("Server") == "" {
+		t.Errorf("client got %q, server %q; want the upstream's echo and a server header", got, post.Header.Get("Server"))
+	}
+
+	sendRequest(t, addr, "/local")
+	tr = next()
+	if diff := cmp.Diff(message{Status: "200", Server: "envoy", Body: "hello"}, summary(tr.GetResponse())); diff != "" {
+		t.Errorf("direct response (-want +got):\n%s", diff)
+	}
+	if tr.GetRequest().GetBody() != nil {
+		t.Errorf("request without a body has a trace body %v; want none", tr.GetRequest().GetBody())
 	}
 }
