@@ -4,7 +4,9 @@
 // per stream or, with output_config.streaming, one segment per part — to a file per trace
 // (file_per_tap) or to the admin's POST /tap stream (streaming_admin). A Manager, shared by
 // every tap filter of the server and by the admin endpoint, connects admin-configured
-// filters (common_config.admin_config.config_id) to the attached /tap session.
+// filters (common_config.admin_config.config_id) to the attached /tap session. The filter is
+// a filter.StreamFilter: the connection manager feeds each tapped stream's bodies, trailers,
+// final status and headers and end to its Tapper.
 //
 // Concurrency: a Filter is shared by every stream of its connection manager; its tap
 // configuration is an atomic pointer swapped by the Manager when a session attaches or
