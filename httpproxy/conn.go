@@ -41,6 +41,13 @@ type serverConn struct {
 	http1    bool        // counted in downstream_cx_http1_*
 	idle     atomic.Bool // waiting for a request head
 	deadline time.Time   // the read deadline currently set
+	start    time.Time   // when the connection was accepted
+
+	// Deadlines while waiting for a request head (timeout.go).
+	idleAt       time.Time // the idle timeout as armed (zero: none)
+	headDeadline time.Time // request_headers_timeout of the head being read (zero: none)
+	maxEnd       time.Time // end of max_connection_duration (zero: none)
+	maxReached   bool      // downstream_cx_max_duration_reached was counted
 }
 
 // ServeConn hands one downstream connection to a goroutine of the handler, which serves it
@@ -72,7 +79,7 @@ func (h *Handler) serveConn(c *listener.Conn) {
 	defer c.Close()
 	defer h.wg.Done()
 	start := h.cxOpened()
-	if sc := h.openConn(c); sc != nil {
+	if sc := h.openConn(c, start); sc != nil {
 		sc.loop()
 		sc.finish()
 	}
@@ -83,20 +90,21 @@ func (h *Handler) serveConn(c *listener.Conn) {
 // end. It returns the HTTP/1 connection to serve, or nil when the connection is done.
 //
 //go:noinline
-func (h *Handler) openConn(c *listener.Conn) *serverConn {
+func (h *Handler) openConn(c *listener.Conn, start time.Time) *serverConn {
 	h.watchDrain(c)
 	nc, isTLS, alpnH2, ok := h.handshake(c)
 	if !ok {
 		return nil
 	}
 	if h.cfg.Codec == config.CodecHTTP2 || alpnH2 {
-		h.serveH2(c, nc, nil)
+		h.serveH2(c, nc, nil, start)
 		return nil
 	}
 	if isTLS {
 		h.stats.DownstreamCxSslActive.Inc()
 	}
-	sc := &serverConn{h: h, lc: c, nc: nc, tls: isTLS}
+	sc := &serverConn{h: h, lc: c, nc: nc, tls: isTLS, start: start}
+	sc.initLimits(start)
 	sc.remote = c.RemoteAddr().String()
 	sc.remoteIP = hostOnly(sc.remote)
 	sc.local = c.LocalAddr().String()
@@ -184,6 +192,7 @@ func (sc *serverConn) loop() {
 //go:noinline
 func (sc *serverConn) beforeRead() bool {
 	if sc.rd.buffered() > 0 {
+		sc.armHeadTimeout()
 		return true
 	}
 	sc.idle.Store(true)
@@ -216,9 +225,10 @@ func (sc *serverConn) handle(head []byte) bool {
 		// Prior-knowledge HTTP/2 (h2c): hand the connection, preface included, to http2.
 		pre := append([]byte(h2Preface+"\r\n"), sc.rd.buf[sc.rd.r:sc.rd.w]...)
 		sc.clearDeadline()
-		h.serveH2(sc.lc, sc.nc, pre)
+		h.serveH2(sc.lc, sc.nc, pre, sc.start)
 		return false
 	}
+	sc.headDone()
 	if !sc.http1 {
 		sc.http1 = true
 		h.stats.DownstreamCxHTTP1Total.Inc()
@@ -232,22 +242,19 @@ func (sc *serverConn) handle(head []byte) bool {
 	return keep
 }
 
-// armIdle sets the read deadline for the idle timeout. The deadline is only moved when it is
-// more than an eighth of the timeout off, so a busy connection rarely touches its timer; an
-// early expiry is recognised in headError and the wait resumes.
+// armIdle sets the read deadline for the idle timeout (or an earlier deadline of
+// max_connection_duration). The idle deadline is only moved when it is more than an eighth of
+// the timeout off, so a busy connection rarely touches its timer.
 func (sc *serverConn) armIdle() {
-	d := sc.h.cfg.IdleTimeout
-	if d <= 0 {
-		if !sc.deadline.IsZero() {
-			sc.clearDeadline()
+	if d := sc.h.cfg.IdleTimeout; d > 0 {
+		want := sc.h.sh.deps.Now().Add(d)
+		if diff := want.Sub(sc.idleAt); diff > d/8 || diff < 0 {
+			sc.idleAt = want
 		}
-		return
+	} else {
+		sc.idleAt = time.Time{}
 	}
-	want := sc.h.sh.deps.Now().Add(d)
-	if diff := want.Sub(sc.deadline); diff > d/8 || diff < 0 {
-		sc.deadline = want
-		sc.nc.SetReadDeadline(want)
-	}
+	sc.setDeadline(sc.nextDeadline())
 }
 
 func (sc *serverConn) clearDeadline() {
@@ -279,20 +286,7 @@ func (sc *serverConn) headError(err error) (resume bool) {
 	var ne net.Error
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
-		if sc.rd.buffered() == 0 && sc.drainNow() {
-			return false
-		}
-		now := sc.h.sh.deps.Now()
-		if sc.h.cfg.IdleTimeout <= 0 || (!sc.deadline.IsZero() && now.Before(sc.deadline)) {
-			// Woken early (drain start, or the deadline was moved): keep waiting.
-			sc.nc.SetReadDeadline(sc.deadline)
-			return true
-		}
-		if sc.rd.buffered() == 0 {
-			st.DownstreamCxIdleTimeout.Inc()
-		} else {
-			st.DownstreamRqHeaderTimeout.Inc()
-		}
+		return sc.readTimeout()
 	case err == io.EOF || err == io.ErrUnexpectedEOF || errors.Is(err, net.ErrClosed):
 		st.DownstreamCxDestroyRemote.Inc()
 	case errors.Is(err, errHeadTooLarge):
@@ -315,10 +309,19 @@ func (sc *serverConn) headError(err error) (resume bool) {
 
 // writeError answers a request the codec could not parse and closes the connection, as
 // Envoy's HTTP/1 codec does ("Bad Request" style replies with no body details).
-func (sc *serverConn) writeError(status int) {
+func (sc *serverConn) writeError(status int) { sc.writeReply(status, "") }
+
+// writeReply writes a local reply with a text/plain body before the connection closes.
+func (sc *serverConn) writeReply(status int, body string) {
 	w := h1writer{conn: sc.nc, tx: &sc.h.stats.DownstreamCxTxBytesTotal}
 	w.buf = appendStatusLine(nil, 1, status)
-	w.buf = append(w.buf, "content-length: 0\r\nconnection: close\r\n\r\n"...)
+	if body != "" {
+		w.buf = append(w.buf, "content-type: text/plain\r\n"...)
+	}
+	w.buf = append(w.buf, "content-length: "...)
+	w.buf = strconv.AppendInt(w.buf, int64(len(body)), 10)
+	w.buf = append(w.buf, "\r\nconnection: close\r\n\r\n"...)
+	w.buf = append(w.buf, body...)
 	w.flush()
 	sc.h.stats.responseCode(status)
 }
@@ -358,6 +361,9 @@ func (h *Handler) drainWatcher(started <-chan struct{}) {
 	cancel()
 	h.h2base.Shutdown(ctx) // runs http2's graceful shutdown (GOAWAY) on every h2 connection
 	h.mu.Lock()
+	for l := range h.h2lives { // connections with their own server (max_connection_duration)
+		l.goAway()
+	}
 	now := time.Now()
 	for sc := range h.conns {
 		if sc.idle.Load() {
@@ -367,9 +373,9 @@ func (h *Handler) drainWatcher(started <-chan struct{}) {
 	h.mu.Unlock()
 }
 
-// serveH2 serves an HTTP/2 connection; pre holds bytes already read from it (the
-// prior-knowledge preface).
-func (h *Handler) serveH2(lc *listener.Conn, nc net.Conn, pre []byte) {
+// serveH2 serves an HTTP/2 connection accepted at start; pre holds bytes already read from
+// it (the prior-knowledge preface).
+func (h *Handler) serveH2(lc *listener.Conn, nc net.Conn, pre []byte, start time.Time) {
 	st := h.stats
 	st.DownstreamCxHTTP2Total.Inc()
 	st.DownstreamCxHTTP2Active.Inc()
@@ -381,7 +387,16 @@ func (h *Handler) serveH2(lc *listener.Conn, nc net.Conn, pre []byte) {
 	remote := lc.RemoteAddr().String()
 	_, isTLS := nc.(*tls.Conn)
 	ch := &h2conn{h: h, drain: lc.DrainClose, remote: remote, remoteIP: hostOnly(remote), local: lc.LocalAddr().String(), tls: isTLS}
-	h.http2.ServeConn(conn, &http2.ServeConnOpts{Handler: ch, BaseConfig: h.h2base})
+	srv, opts := h.http2, &http2.ServeConnOpts{Handler: ch, BaseConfig: h.h2base}
+	if d := h.cfg.MaxConnectionDuration; d > 0 {
+		l, err := h.newH2Lifetime(nc, start.Add(d))
+		if err != nil {
+			return
+		}
+		defer l.stop()
+		srv, opts.BaseConfig = l.srv, l.base
+	}
+	srv.ServeConn(conn, opts)
 }
 
 // prefixConn replays bytes read before the connection changed hands.

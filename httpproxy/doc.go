@@ -27,10 +27,16 @@
 // the listener's DrainClose says so; when a drain starts, idle HTTP/1 connections are closed
 // and HTTP/2 connections receive GOAWAY (in-flight streams finish).
 //
-// Timeouts: common_http_protocol_options.idle_timeout closes idle HTTP/1 connections (and is
-// http2's IdleTimeout); stream_idle_timeout bounds waits for request body bytes; the route's
-// timeout and retry_policy.per_try_timeout bound upstream attempts (504 "upstream request
-// timeout"). request_timeout and request_headers_timeout are accepted but not enforced yet.
+// Timeouts (timeout.go): common_http_protocol_options.idle_timeout closes idle HTTP/1
+// connections (and is http2's IdleTimeout); stream_idle_timeout bounds waits for request body
+// bytes; request_timeout bounds the whole request's arrival (408 "request timeout");
+// request_headers_timeout bounds an HTTP/1 request head from its first byte (408 "request
+// header timeout", then close; http2 reads header blocks itself, so HTTP/2 is not bounded);
+// common_http_protocol_options.max_connection_duration ends a connection through a drain:
+// HTTP/1 responses get "connection: close" and an idle connection closes drain_timeout later,
+// HTTP/2 connections (served by their own http2.Server) get a graceful GOAWAY and are closed
+// drain_timeout later if still open. The route's timeout and retry_policy.per_try_timeout
+// bound upstream attempts (504 "upstream request timeout").
 //
 // Outlier detection and passive health: the router reports every upstream attempt to its
 // cluster (cluster.Cluster.ReportResult: connect success and the status of each response,

@@ -12,14 +12,35 @@ import (
 
 // h2cUpstream is echo served over prior-knowledge HTTP/2 and HTTP/1.1.
 func h2cUpstream(t testing.TB, name string) *httptest.Server {
-	up := echo(t, name)
-	s := httptest.NewUnstartedServer(up.Config.Handler)
+	return serveBothProtocols(t, echo(t, name).Config.Handler)
+}
+
+// serveBothProtocols serves h over HTTP/1.1 and prior-knowledge HTTP/2 on one port.
+func serveBothProtocols(t testing.TB, h http.Handler) *httptest.Server {
+	s := httptest.NewUnstartedServer(h)
 	s.Config.Protocols = new(http.Protocols)
 	s.Config.Protocols.SetHTTP1(true)
 	s.Config.Protocols.SetUnencryptedHTTP2(true)
 	s.Start()
 	t.Cleanup(s.Close)
 	return s
+}
+
+// twoRouteHCM is an HttpConnectionManager YAML routing prefix to cluster and everything else
+// to fallback, with extra top-level fields.
+func twoRouteHCM(prefix, cluster, fallback, extra string) string {
+	return fmt.Sprintf(`stat_prefix: ingress
+%s
+route_config:
+  virtual_hosts:
+  - name: all
+    domains: ["*"]
+    routes:
+    - match: {prefix: %q}
+      route: {cluster: %s}
+    - match: {prefix: "/"}
+      route: {cluster: %s}
+`, extra, prefix, cluster, fallback)
 }
 
 // TestH2HeaderStringsSurviveStreamReuse sends many requests with distinct header values
@@ -34,18 +55,7 @@ func TestH2HeaderStringsSurviveStreamReuse(t *testing.T) {
 			staticCluster("h2", "http2_protocol_options: {}", up.Listener.Addr().String()),
 			staticCluster("h1", "", up.Listener.Addr().String()),
 		},
-		hcm: `stat_prefix: ingress
-always_set_request_id_in_response: true
-route_config:
-  virtual_hosts:
-  - name: all
-    domains: ["*"]
-    routes:
-    - match: {prefix: "/h1"}
-      route: {cluster: h1}
-    - match: {prefix: "/"}
-      route: {cluster: h2}
-`,
+		hcm: twoRouteHCM("/h1", "h1", "h2", "always_set_request_id_in_response: true"),
 	})
 	tests := []struct {
 		name   string

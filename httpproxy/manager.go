@@ -141,8 +141,9 @@ type Handler struct {
 	h2base    *http.Server // GOAWAY on drain: its Shutdown starts graceful shutdown of h2 conns
 	maxHead   int
 
-	mu       sync.Mutex // guards conns, watching, closed and wg.Add
+	mu       sync.Mutex // guards conns, h2lives, watching, closed and wg.Add
 	conns    map[*serverConn]struct{}
+	h2lives  map[*h2Lifetime]struct{} // HTTP/2 connections with their own server
 	watching bool
 	closed   bool
 	stop     chan struct{}

@@ -62,6 +62,8 @@ type stream struct {
 	h2w    http.ResponseWriter
 	h2copy []byte // upstream body copy buffer, made on first use
 
+	rqBody requestBody // the request body under request_timeout (timeout.go)
+
 	proto    string
 	remote   string
 	remoteIP string
@@ -138,6 +140,7 @@ func putStream(s *stream) {
 	s.lbctx = lb.Context{}
 	s.up.Body = nil
 	s.bodyReplay.Reset(nil)
+	s.rqBody = requestBody{}
 	if cap(s.wbuf) > maxRetainedWriteBuf {
 		s.wbuf = nil
 	}
@@ -171,7 +174,7 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 	s.begin(h)
 	s.sc = sc
 	s.remote, s.remoteIP, s.local, s.tls = sc.remote, sc.remoteIP, sc.local, sc.tls
-	s.drain = sc.lc
+	s.drain = sc
 	s.arena = append(s.arena, head...)
 	clear(s.hdr)
 	rh, err := parseHead(bytesString(s.arena), s.hdr, &s.vals, int(h.cfg.MaxHeadersCount))
@@ -203,10 +206,12 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 	}
 	s.closeConn = rh.close
 	s.hw = h1writer{conn: sc.nc, buf: s.wbuf[:0], tx: &h.stats.DownstreamCxTxBytesTotal}
-	if s.body != nil && h.cfg.StreamIdleTimeout > 0 {
-		// stream_idle_timeout bounds each wait for request body bytes.
-		sc.deadline = s.start.Add(h.cfg.StreamIdleTimeout)
-		sc.nc.SetReadDeadline(sc.deadline)
+	if s.body != nil {
+		// stream_idle_timeout and request_timeout bound the waits for request body bytes.
+		if d := s.bodyDeadline(); !d.IsZero() {
+			sc.deadline = d
+			sc.nc.SetReadDeadline(d)
+		}
 	}
 	if rh.expect100 && s.body != nil {
 		s.hw.buf = append(s.hw.buf, "HTTP/1.1 100 Continue\r\n\r\n"...)
@@ -255,6 +260,7 @@ func (s *stream) serveH2(c *h2conn, w http.ResponseWriter, r *http.Request) {
 	// costs an extra DATA frame and flush upstream, and turns an HTTP/1 GET into a chunked one.
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		s.body, s.contentLength = r.Body, r.ContentLength
+		s.armH2RequestTimeout(w)
 	}
 	s.resp = w.Header()
 	s.h2req = r
@@ -448,6 +454,9 @@ func isInternalAddress(ip string) bool {
 // localReply answers with a locally generated response (Envoy's sendLocalReply): text/plain
 // body, content-length, and the route's response header mutations when m is set.
 func (s *stream) localReply(status int, body []byte, m *route.Match) {
+	if st, b, ok := s.requestTimedOut(); ok {
+		status, body, m = st, b, nil
+	}
 	if s.headSent {
 		s.closeConn = true
 		return

@@ -1,0 +1,308 @@
+package httpproxy
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// Envoy's local reply bodies and response code details of the connection manager's timeouts.
+const (
+	bodyRequestTimeout        = "request timeout"
+	bodyRequestHeaderTimeout  = "request header timeout"
+	detailsRequestTimeout     = "request_overall_timeout"
+	detailsRequestHeaderTimer = "request_header_timeout"
+)
+
+// The HTTP/1 connection waits for a request head under up to three deadlines: the idle
+// timeout (idleAt), request_headers_timeout once the head's first bytes arrived
+// (headDeadline), and max_connection_duration (maxEnd; after it the connection drains for
+// drain_timeout, as Envoy's drain sequence does, and then closes). The socket's read deadline
+// is the earliest of them; readTimeout sorts out which one fired.
+
+// initLimits arms max_connection_duration for a connection that started at start.
+func (sc *serverConn) initLimits(start time.Time) {
+	if d := sc.h.cfg.MaxConnectionDuration; d > 0 {
+		sc.maxEnd = start.Add(d)
+	}
+}
+
+// DrainClose reports whether the response being sent should close the connection: the
+// listener is draining, or max_connection_duration has passed (Envoy's drain sequence closes
+// HTTP/1 connections with "connection: close").
+func (sc *serverConn) DrainClose() bool {
+	if sc.lc.DrainClose() {
+		return true
+	}
+	return !sc.maxEnd.IsZero() && sc.durationReached(sc.h.sh.deps.Now())
+}
+
+// durationReached reports whether max_connection_duration has passed, counting
+// downstream_cx_max_duration_reached the first time it is seen.
+func (sc *serverConn) durationReached(now time.Time) bool {
+	if sc.maxEnd.IsZero() || now.Before(sc.maxEnd) {
+		return false
+	}
+	if !sc.maxReached {
+		sc.maxReached = true
+		sc.h.stats.DownstreamCxMaxDurationReached.Inc()
+	}
+	return true
+}
+
+// armHeadTimeout starts request_headers_timeout when the first bytes of a request head are
+// buffered.
+func (sc *serverConn) armHeadTimeout() {
+	d := sc.h.cfg.RequestHeadersTimeout
+	if d <= 0 || !sc.headDeadline.IsZero() {
+		return
+	}
+	sc.headDeadline = sc.h.sh.deps.Now().Add(d)
+	sc.setDeadline(sc.nextDeadline())
+}
+
+// headDone disarms request_headers_timeout once a head is complete, and takes the head's and
+// the duration's deadlines off the socket so that they do not cut the request's body reads.
+func (sc *serverConn) headDone() {
+	if sc.headDeadline.IsZero() && sc.maxEnd.IsZero() {
+		return
+	}
+	sc.headDeadline = time.Time{}
+	if !sc.deadline.IsZero() && !sc.deadline.Equal(sc.idleAt) {
+		sc.clearDeadline()
+	}
+}
+
+// nextDeadline is the earliest deadline of a connection waiting for a head.
+func (sc *serverConn) nextDeadline() time.Time {
+	d := sc.idleAt
+	earlier := func(t time.Time) {
+		if !t.IsZero() && (d.IsZero() || t.Before(d)) {
+			d = t
+		}
+	}
+	earlier(sc.headDeadline)
+	if !sc.maxEnd.IsZero() {
+		if sc.maxReached {
+			earlier(sc.maxEnd.Add(sc.h.cfg.DrainTimeout))
+		} else {
+			earlier(sc.maxEnd)
+		}
+	}
+	return d
+}
+
+// setDeadline sets the socket's read deadline unless it is set already.
+func (sc *serverConn) setDeadline(t time.Time) {
+	if !t.Equal(sc.deadline) {
+		sc.deadline = t
+		sc.nc.SetReadDeadline(t)
+	}
+}
+
+// readTimeout handles a read deadline that fired while waiting for a request head: drain
+// wake-ups, request_headers_timeout (408 "request header timeout", as Envoy answers), the
+// end of max_connection_duration's drain, and the idle timeout. It reports whether to keep
+// waiting.
+func (sc *serverConn) readTimeout() (resume bool) {
+	st := sc.h.stats
+	buffered := sc.rd.buffered() > 0
+	if !buffered && sc.drainNow() {
+		return false
+	}
+	now := sc.h.sh.deps.Now()
+	if buffered && !sc.headDeadline.IsZero() && !now.Before(sc.headDeadline) {
+		st.DownstreamRqHeaderTimeout.Inc()
+		sc.writeReply(http.StatusRequestTimeout, bodyRequestHeaderTimeout)
+		return false
+	}
+	if sc.durationReached(now) && !buffered && !now.Before(sc.maxEnd.Add(sc.h.cfg.DrainTimeout)) {
+		return false // drained after max_connection_duration
+	}
+	if !sc.idleAt.IsZero() && !now.Before(sc.idleAt) {
+		if buffered {
+			st.DownstreamRqHeaderTimeout.Inc()
+		} else {
+			st.DownstreamCxIdleTimeout.Inc()
+		}
+		return false
+	}
+	// Woken early (a drain started, another deadline passed, or the deadline was moved).
+	sc.deadline = time.Time{}
+	sc.setDeadline(sc.nextDeadline())
+	return true
+}
+
+// requestBody watches a request body for request_timeout: Envoy's timer runs from the
+// request's start until its last byte is received (or the response starts), and answers 408
+// "request timeout" when it fires. The body's reads are bounded by the socket's (HTTP/1) or
+// the stream's (HTTP/2) read deadline; a read that fails after the deadline marks the stream,
+// and the local reply the failed upstream exchange leads to becomes the 408.
+type requestBody struct {
+	r        io.Reader
+	s        *stream
+	deadline time.Time
+	fired    bool
+}
+
+func (b *requestBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF && !b.s.headSent && !b.s.h.sh.deps.Now().Before(b.deadline) {
+		b.fired = true
+	}
+	return n, err
+}
+
+// armRequestTimeout applies request_timeout to the stream's body (set before the call); it
+// returns the read deadline for the body, zero when request_timeout is not set.
+func (s *stream) armRequestTimeout() time.Time {
+	s.rqBody = requestBody{}
+	d := s.h.cfg.RequestTimeout
+	if d <= 0 || s.body == nil {
+		return time.Time{}
+	}
+	s.rqBody = requestBody{r: s.body, s: s, deadline: s.start.Add(d)}
+	s.body = &s.rqBody
+	return s.rqBody.deadline
+}
+
+// armH2RequestTimeout bounds an HTTP/2 request body's reads by request_timeout.
+func (s *stream) armH2RequestTimeout(w http.ResponseWriter) {
+	if d := s.armRequestTimeout(); !d.IsZero() {
+		if rd, ok := w.(interface{ SetReadDeadline(time.Time) error }); ok {
+			rd.SetReadDeadline(d)
+		}
+	}
+}
+
+// bodyDeadline is the socket read deadline for an HTTP/1 request body: stream_idle_timeout
+// and request_timeout, whichever ends first (zero: none).
+func (s *stream) bodyDeadline() time.Time {
+	var d time.Time
+	if t := s.h.cfg.StreamIdleTimeout; t > 0 {
+		d = s.start.Add(t)
+	}
+	if t := s.armRequestTimeout(); !t.IsZero() && (d.IsZero() || t.Before(d)) {
+		d = t
+	}
+	return d
+}
+
+// requestTimedOut turns the local reply of a stream whose request_timeout fired into Envoy's
+// 408 "request timeout"; it reports whether it did.
+func (s *stream) requestTimedOut() (status int, body []byte, ok bool) {
+	if !s.rqBody.fired {
+		return 0, nil, false
+	}
+	s.rqBody.fired = false
+	s.h.stats.DownstreamRqTimeout.Inc()
+	s.details = detailsRequestTimeout
+	s.flags = 0
+	s.closeConn = true // the rest of the request body will not be read
+	return http.StatusRequestTimeout, []byte(bodyRequestTimeout), true
+}
+
+// h2Lifetime enforces max_connection_duration on one HTTP/2 connection. The connection is
+// served by its own http2.Server so that it can be shut down alone: when the duration ends,
+// it gets a graceful GOAWAY (in-flight streams finish, new ones are refused), and drain_timeout
+// later it is closed if it is still open (Envoy: "the drain sequence will kick-in, and the
+// connection will be force-closed after the drain period"). Envoy first sends a GOAWAY
+// announcing the shutdown and the final one drain_timeout later; http2 sends the final one at
+// once, which clients answer by retrying unprocessed streams on a new connection.
+//
+// Its timers run their callbacks on their own goroutines; stop, called when the connection's
+// serving ends, stops them, and mu orders them against it.
+type h2Lifetime struct {
+	h    *Handler
+	nc   net.Conn
+	srv  *http2.Server
+	base *http.Server
+
+	mu       sync.Mutex // guards the fields below
+	timer    *time.Timer
+	force    *time.Timer
+	goneAway bool
+	stopped  bool
+}
+
+// newH2Lifetime makes the server of one connection whose duration ends at end, and arms it.
+func (h *Handler) newH2Lifetime(nc net.Conn, end time.Time) (*h2Lifetime, error) {
+	l := &h2Lifetime{h: h, nc: nc, base: &http.Server{}, srv: &http2.Server{
+		MaxConcurrentStreams:         h.http2.MaxConcurrentStreams,
+		MaxUploadBufferPerStream:     h.http2.MaxUploadBufferPerStream,
+		MaxUploadBufferPerConnection: h.http2.MaxUploadBufferPerConnection,
+		IdleTimeout:                  h.http2.IdleTimeout,
+	}}
+	if err := http2.ConfigureServer(l.base, l.srv); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	if h.h2lives == nil {
+		h.h2lives = map[*h2Lifetime]struct{}{}
+	}
+	h.h2lives[l] = struct{}{}
+	h.mu.Unlock()
+	l.mu.Lock()
+	l.timer = time.AfterFunc(end.Sub(h.sh.deps.Now()), l.expire)
+	l.mu.Unlock()
+	return l, nil
+}
+
+// expire runs when max_connection_duration ends.
+func (l *h2Lifetime) expire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return
+	}
+	l.h.stats.DownstreamCxMaxDurationReached.Inc()
+	l.goAwayLocked()
+	l.force = time.AfterFunc(l.h.cfg.DrainTimeout, l.closeConn)
+}
+
+// goAway starts the graceful shutdown of the connection (a listener drain).
+func (l *h2Lifetime) goAway() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.stopped {
+		l.goAwayLocked()
+	}
+}
+
+func (l *h2Lifetime) goAwayLocked() {
+	if l.goneAway {
+		return
+	}
+	l.goneAway = true
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	l.base.Shutdown(ctx) // GOAWAY on this connection only; returns at once
+}
+
+// closeConn closes a connection still open drain_timeout after its GOAWAY.
+func (l *h2Lifetime) closeConn() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.stopped {
+		l.nc.Close()
+	}
+}
+
+// stop disarms the timers once the connection is no longer served.
+func (l *h2Lifetime) stop() {
+	l.mu.Lock()
+	l.stopped = true
+	l.timer.Stop()
+	if l.force != nil {
+		l.force.Stop()
+	}
+	l.mu.Unlock()
+	l.h.mu.Lock()
+	delete(l.h.h2lives, l)
+	l.h.mu.Unlock()
+}
