@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -153,6 +155,16 @@ type settings struct {
 	maxBytes                    int
 	reqHeaders, respHeaders     []string
 	respTrailers                []string
+	tags                        []customTag
+}
+
+// customTag is one common_config.custom_tags entry: a fixed value (literal, or environment
+// read when the logger is built) or a request header with a default.
+type customTag struct {
+	name   string
+	fixed  string
+	header string // canonical MIME form; "" for fixed values
+	def    string
 }
 
 func settingsFromProto(path string, pb *grpcalsv3.HttpGrpcAccessLogConfig, exists func(string) bool) (settings, error) {
@@ -186,6 +198,24 @@ func settingsFromProto(path string, pb *grpcalsv3.HttpGrpcAccessLogConfig, exist
 	}
 	if b := cc.GetBufferSizeBytes(); b != nil {
 		s.maxBytes = int(b.GetValue())
+	}
+	for i, ct := range cc.GetCustomTags() {
+		tag := customTag{name: ct.GetTag()}
+		switch {
+		case ct.GetLiteral() != nil:
+			tag.fixed = ct.GetLiteral().GetValue()
+		case ct.GetEnvironment() != nil:
+			tag.fixed = ct.GetEnvironment().GetDefaultValue()
+			if v, ok := os.LookupEnv(ct.GetEnvironment().GetName()); ok {
+				tag.fixed = v
+			}
+		case ct.GetRequestHeader() != nil:
+			tag.header = http.CanonicalHeaderKey(ct.GetRequestHeader().GetName())
+			tag.def = ct.GetRequestHeader().GetDefaultValue()
+		default:
+			return s, fmt.Errorf("%s.common_config.custom_tags[%d] (%q): only literal, environment and request_header tags are supported", path, i, ct.GetTag())
+		}
+		s.tags = append(s.tags, tag)
 	}
 	return s, nil
 }

@@ -2,6 +2,7 @@ package als
 
 import (
 	"math/bits"
+	"net/http"
 	"testing"
 
 	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
@@ -71,6 +72,8 @@ func TestSettingsErrors(t *testing.T) {
 			"c.common_config.grpc_service: only envoy_grpc is supported"},
 		{"v2", `common_config: {log_name: "a", grpc_service: {envoy_grpc: {cluster_name: "als"}}}`,
 			"c.common_config.transport_api_version = AUTO; only V3 is supported"},
+		{"metadata tag", `common_config: {log_name: "a", transport_api_version: V3, grpc_service: {envoy_grpc: {cluster_name: "als"}}, custom_tags: [{tag: "m", metadata: {kind: {request: {}}, metadata_key: {key: "k", path: [{key: "p"}]}}}]}`,
+			`c.common_config.custom_tags[0] ("m"): only literal, environment and request_header tags are supported`},
 		{"unknown cluster", `common_config: {log_name: "a", transport_api_version: V3, grpc_service: {envoy_grpc: {cluster_name: "nope"}}}`,
 			`c.common_config.grpc_service.envoy_grpc.cluster_name = "nope"; unknown cluster`},
 	} {
@@ -101,3 +104,26 @@ func FuzzSettings(f *testing.F) {
 }
 
 func protoUnmarshalText(s string, m proto.Message) error { return prototext.Unmarshal([]byte(s), m) }
+
+func TestCustomTags(t *testing.T) {
+	t.Setenv("ALS_TEST_ZONE", "z1")
+	pb := &grpcalsv3.HttpGrpcAccessLogConfig{}
+	if err := protoUnmarshalText(`common_config: {log_name: "a", transport_api_version: V3, grpc_service: {envoy_grpc: {cluster_name: "als"}}, custom_tags: [
+		{tag: "lit", literal: {value: "v"}},
+		{tag: "env", environment: {name: "ALS_TEST_ZONE"}},
+		{tag: "env-default", environment: {name: "ALS_TEST_UNSET", default_value: "d"}},
+		{tag: "hdr", request_header: {name: "x-tenant"}},
+		{tag: "hdr-default", request_header: {name: "x-absent", default_value: "none"}}]}`, pb); err != nil {
+		t.Fatal(err)
+	}
+	s, err := settingsFromProto("c", pb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &HTTPLogger{s: s}
+	got := l.entry(&accesslog.Entry{RequestHeaders: http.Header{"X-Tenant": {"acme"}}}).GetCommonProperties().GetCustomTags()
+	want := map[string]string{"lit": "v", "env": "z1", "env-default": "d", "hdr": "acme", "hdr-default": "none"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("custom_tags (-want +got):\n%s", diff)
+	}
+}

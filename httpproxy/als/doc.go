@@ -9,7 +9,10 @@
 // log_name identifier. While the stream is down the buffer is kept until it is full; entries
 // past it are dropped and counted in access_logs.grpc_access_log.logs_dropped (the accepted
 // ones in logs_written). A flush that finds no stream asks for one, so a restarted service is
-// reconnected by the next flush.
+// reconnected by the next flush. custom_tags of kinds literal, environment and request_header
+// are logged; metadata tags are refused. filter_state_objects_to_log has nothing to log (Legate
+// keeps no filter state) and grpc_stream_retry_policy is not used: a failed stream is retried by
+// the next flush.
 //
 // Concurrency: HTTPLogger.Log is called by request goroutines; it converts the entry before
 // returning (the caller reuses it) and takes the logger's mutex briefly, never waiting on the

@@ -40,6 +40,20 @@ func (l *HTTPLogger) entry(e *accesslog.Entry) *accesslogdatav3.HTTPAccessLogEnt
 		Duration:                       duration(e.Duration),
 		ResponseFlags:                  responseFlags(e.ResponseFlags),
 	}
+	if len(l.s.tags) > 0 {
+		common.CustomTags = make(map[string]string, len(l.s.tags))
+		for _, tag := range l.s.tags {
+			v := tag.fixed
+			if tag.header != "" {
+				if v = e.RequestHeaders.Get(tag.header); v == "" {
+					v = tag.def
+				} else {
+					v = strings.Clone(v)
+				}
+			}
+			common.CustomTags[tag.name] = v
+		}
+	}
 	if !e.StartTime.IsZero() {
 		common.StartTime = timestamppb.New(e.StartTime)
 	}
