@@ -1,6 +1,7 @@
 package httpproxy
 
 import (
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -187,4 +188,30 @@ func FuzzScopeKey(f *testing.F) {
 			t.Errorf("key(%q) = %q; longer than the header", value, got)
 		}
 	})
+}
+
+// BenchmarkScopeLookup is the per-request cost of scoped routes before the route match: the
+// key from an element of a header and the scope table lookup.
+func BenchmarkScopeLookup(b *testing.B) {
+	hv := &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor{Name: "x-foo-key", ElementSeparator: ";",
+		ExtractType: &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor_Element{
+			Element: &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor_KvElement{Key: "tenant", Separator: "="}}}
+	kb, err := newScopeKeyBuilder("b", &hcmv3.ScopedRoutes_ScopeKeyBuilder{Fragments: []*hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder{
+		{Type: &hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor_{HeaderValueExtractor: hv}},
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc := &scopeTable{builder: kb, byKey: map[string]*route.Table{}}
+	for i := range 1000 {
+		sc.byKey[fmt.Sprintf("t%d", i)] = &route.Table{}
+	}
+	req := &route.Request{Header: http.Header{"X-Foo-Key": {"region=eu;tenant=t500;x=1"}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		k, ok := sc.builder.key(req)
+		if !ok || sc.byKey[k] == nil {
+			b.Fatal("no scope")
+		}
+	}
 }
