@@ -217,3 +217,73 @@ func BenchmarkProxyOutlier(b *testing.B) {
 	})
 	benchClient(b, e.addr)
 }
+
+// TestRouterGRPCStatusIsOutlierResult: for a gRPC request, a grpc-status in the response
+// headers (a trailers-only response) counts as the HTTP status it maps to: UNAVAILABLE behind a
+// 200 is a 503 for outlier detection; the same response to a plain request is a success.
+func TestRouterGRPCStatusIsOutlierResult(t *testing.T) {
+	tests := []struct {
+		name        string
+		contentType string
+		wantEjected bool
+	}{
+		{"grpc request", "application/grpc", true},
+		{"grpc+proto request", "application/grpc+proto", true},
+		{"plain request", "application/json", false},
+		{"grpc-web request", "application/grpc-web", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			addr := statusServer(t, http.StatusOK, "Grpc-Status", "14")
+			e := newEnv(t, envOptions{
+				clusters: []string{staticCluster("web", "outlier_detection: {consecutive_5xx: 3, interval: 0.2s, base_ejection_time: 30s, max_ejection_percent: 100}", addr)},
+				hcm:      simpleHCM("web", ""),
+			})
+			c := e.client()
+			for range 3 {
+				if resp, _ := e.get(c, "/", "Content-Type", tt.contentType); resp.StatusCode != http.StatusOK {
+					t.Fatalf("GET = %d; want 200", resp.StatusCode)
+				}
+			}
+			if tt.wantEjected {
+				waitFlag(t, e.hostAt("web", addr), host.FailedOutlierCheck)
+				return
+			}
+			if got := e.stat("cluster.web.outlier_detection.ejections_detected_consecutive_5xx"); got != 0 {
+				t.Errorf("ejections_detected_consecutive_5xx = %d; want 0 (200 without gRPC is a success)", got)
+			}
+		})
+	}
+}
+
+func TestGRPCToHTTPStatus(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int
+	}{
+		{"0", 200}, {"1", 499}, {"2", 500}, {"3", 400}, {"4", 504}, {"5", 404}, {"6", 409},
+		{"7", 403}, {"8", 429}, {"9", 400}, {"10", 409}, {"11", 400}, {"12", 501}, {"13", 500},
+		{"14", 503}, {"15", 500}, {"16", 401}, {"014", 503},
+		{"17", 500}, {"", 500}, {"x", 500}, {"-1", 500}, {"99999999999999999999", 500},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			if got := grpcToHTTPStatus([]byte(tt.in)); got != tt.want {
+				t.Errorf("grpcToHTTPStatus(%q) = %d; want %d", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzGRPCStatus: any grpc-status value maps to one of the statuses of the mapping.
+func FuzzGRPCStatus(f *testing.F) {
+	for _, s := range []string{"0", "14", "16", "17", "", "abc", "0014"} {
+		f.Add([]byte(s))
+	}
+	valid := map[int]bool{200: true, 499: true, 500: true, 400: true, 504: true, 404: true, 409: true, 403: true, 429: true, 501: true, 503: true, 401: true}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		if got := grpcToHTTPStatus(v); !valid[got] {
+			t.Errorf("grpcToHTTPStatus(%q) = %d; not a status of the mapping", v, got)
+		}
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/legateproxy/legate/accesslog"
@@ -141,6 +142,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	if policy != nil {
 		retriesLeft = policy.NumRetries
 	}
+	grpc := isGRPCRequest(hd)
 	var retryRes *breaker.Resource
 	defer func() {
 		if retryRes != nil {
@@ -210,7 +212,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 			return
 		}
 		status := s.upResp.StatusCode
-		reportResponse(c, hst, &s.upResp)
+		reportResponse(c, hst, &s.upResp, grpc)
 		codes.charge(status, snap.Stats)
 		if s.retryAllowed(policy, failNone, status) {
 			if res, rerr := s.startRetry(policy, snap, &retriesLeft, deadline); rerr == nil {
@@ -232,19 +234,66 @@ const hdrImmediateHealthCheckFail = "x-envoy-immediate-health-check-fail"
 
 // reportResponse reports an attempt that got response headers, as Envoy's router does for
 // every attempt (retried ones included): the connection was made (a local-origin success,
-// which counts only with split_external_local_origin_errors), then the upstream's status. A
-// response carrying x-envoy-immediate-health-check-fail fails the host's active health check
-// at once and excludes it from load balancing until a check passes.
-func reportResponse(c *cluster.Cluster, h *host.Host, resp *pool.Response) {
+// which counts only with split_external_local_origin_errors), then the upstream's status —
+// for a gRPC request whose response headers carry grpc-status (a trailers-only response), the
+// HTTP status that gRPC status maps to. A response carrying
+// x-envoy-immediate-health-check-fail fails the host's active health check at once and
+// excludes it from load balancing until a check passes.
+func reportResponse(c *cluster.Cluster, h *host.Host, resp *pool.Response, grpc bool) {
 	if c.Outlier() != nil {
+		status := resp.StatusCode
+		if grpc {
+			if v := resp.Get(hdrGRPCStatus); v != nil {
+				status = grpcToHTTPStatus(v)
+			}
+		}
 		c.ReportResult(h, outlier.ConnectSuccess)
-		c.ReportResult(h, outlier.HTTPStatus(resp.StatusCode))
+		c.ReportResult(h, outlier.HTTPStatus(status))
 	}
 	if resp.Get(hdrImmediateHealthCheckFail) != nil {
 		if hc := c.HealthChecker(); hc != nil {
 			hc.ReportPassiveFailure(h, true)
 		}
 	}
+}
+
+const hdrGRPCStatus = "grpc-status"
+
+// isGRPCRequest reports a gRPC request: content-type application/grpc, alone or followed by
+// "+" or ";" (Envoy's isGrpcRequestHeaders; gRPC-Web is not).
+func isGRPCRequest(hd http.Header) bool {
+	v := hd[hdrContentType]
+	if len(v) == 0 {
+		return false
+	}
+	rest, ok := strings.CutPrefix(v[0], "application/grpc")
+	return ok && (rest == "" || rest[0] == '+' || rest[0] == ';')
+}
+
+// grpcToHTTPStatus maps a grpc-status value to the HTTP status Envoy counts for it
+// (Grpc::Utility::grpcToHttpStatus, after Google's API error model); a value that is not a
+// known code is an internal error (500).
+func grpcToHTTPStatus(v []byte) int {
+	code := -1
+	for i, c := range v {
+		if c < '0' || c > '9' {
+			return http.StatusInternalServerError
+		}
+		if i == 0 {
+			code = 0
+		}
+		if code = code*10 + int(c-'0'); code > 255 {
+			return http.StatusInternalServerError
+		}
+	}
+	// Indexed by gRPC code: OK, CANCELLED, UNKNOWN, INVALID_ARGUMENT, DEADLINE_EXCEEDED,
+	// NOT_FOUND, ALREADY_EXISTS, PERMISSION_DENIED, RESOURCE_EXHAUSTED, FAILED_PRECONDITION,
+	// ABORTED, OUT_OF_RANGE, UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS, UNAUTHENTICATED.
+	statuses := [...]int{200, 499, 500, 400, 504, 404, 409, 403, 429, 400, 409, 400, 501, 500, 503, 500, 401}
+	if code < 0 || code >= len(statuses) {
+		return http.StatusInternalServerError
+	}
+	return statuses[code]
 }
 
 // reportFailure reports an attempt that got no response to the outlier detector, with Envoy's
