@@ -8,6 +8,7 @@ import (
 	"time"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -61,8 +62,8 @@ type ldsListener struct {
 	version string
 	updated time.Time
 	deps    []watchRef
-	// scoped are the SRDS subscriptions it waits for; unwatch ends its watches of them.
-	scoped  []*srdsHandler
+	// scoped are the scoped routes it waits for (SRDS and the scopes' RDS); unwatch ends them.
+	scoped  []*scopedWatch
 	unwatch []func()
 	active  bool
 	// prev is the active version this warming one replaces; nil for a new listener.
@@ -297,13 +298,16 @@ func (h *ldsHandler) offerLocked(rl *resource.Listener, version string, now time
 		nl.deps = append(nl.deps, ref)
 	}
 	for _, d := range rl.ScopedRoutes {
-		sh, err := h.c.srdsFor(d.Source, "http."+d.StatPrefix+".scoped_rds."+d.Name+".", "SRDS "+d.Name)
+		// The first update comes before watchScopes returns, under c.mu: it is not reported.
+		w, err := h.c.watchScopes(d.Scoped, d.StatPrefix, false, func(uint64, []*routev3.ScopedRouteConfiguration, map[string]*routev3.RouteConfiguration) {
+			h.depChanged(nl)
+		})
 		if err != nil {
 			nl.release()
-			return fmt.Errorf("listener %q: scoped_routes %q: %w", rl.Name, d.Name, err)
+			return fmt.Errorf("listener %q: %w", rl.Name, err)
 		}
-		nl.scoped = append(nl.scoped, sh)
-		nl.unwatch = append(nl.unwatch, sh.watch(func() { h.depChanged(nl) }))
+		nl.scoped = append(nl.scoped, w)
+		nl.unwatch = append(nl.unwatch, w.cancel)
 	}
 	for _, d := range rl.Secrets {
 		ref, _, _, _, err := h.c.sds.subscribe(d.Source, d.Name, "", func(uint64, any) { h.depChanged(nl) })
@@ -336,7 +340,7 @@ func (h *ldsHandler) warmLocked(l *ldsListener) bool {
 		}
 	}
 	for _, s := range l.scoped {
-		if !s.isReady() {
+		if !s.ready() {
 			return false
 		}
 	}

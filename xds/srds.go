@@ -271,6 +271,17 @@ type scopedWatch struct {
 // ends the watch. Safe for concurrent use.
 func (c *Client) WatchScopedRoutes(sr *hcmv3.ScopedRoutes, statPrefix string,
 	update func(gen uint64, scopes []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration)) (func(), error) {
+	w, err := c.watchScopes(sr, statPrefix, true, update)
+	if err != nil {
+		return nil, err
+	}
+	return w.cancel, nil
+}
+
+// watchScopes is WatchScopedRoutes; with reportFirst false the update the watch makes before
+// returning is not reported (LDS calls it under Client.mu and reads ready instead).
+func (c *Client) watchScopes(sr *hcmv3.ScopedRoutes, statPrefix string, reportFirst bool,
+	update func(gen uint64, scopes []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration)) (*scopedWatch, error) {
 	rds, err := resource.SourceFromProto(sr.GetRdsConfigSource())
 	if err != nil {
 		return nil, fmt.Errorf("scoped_routes.rds_config_source.%w", err)
@@ -278,7 +289,11 @@ func (c *Client) WatchScopedRoutes(sr *hcmv3.ScopedRoutes, statPrefix string,
 	if rds.Self {
 		return nil, errors.New("scoped_routes.rds_config_source.self is not supported")
 	}
-	w := &scopedWatch{c: c, name: sr.GetName(), rds: rds, prefix: statPrefix, update: update, born: c.clock.Now(),
+	report := update
+	if !reportFirst {
+		report = func(uint64, []*routev3.ScopedRouteConfiguration, map[string]*routev3.RouteConfiguration) {}
+	}
+	w := &scopedWatch{c: c, name: sr.GetName(), rds: rds, prefix: statPrefix, update: report, born: c.clock.Now(),
 		refs: map[string]watchRef{}, routes: map[string]*routev3.RouteConfiguration{}}
 	switch {
 	case sr.GetScopedRds() != nil:
@@ -312,7 +327,28 @@ func (c *Client) WatchScopedRoutes(sr *hcmv3.ScopedRoutes, statPrefix string,
 		w.unwatch = w.h.watch(w.refresh)
 	}
 	w.refresh()
-	return w.cancel, nil
+	if !reportFirst {
+		w.mu.Lock()
+		w.update = update
+		w.mu.Unlock()
+	}
+	return w, nil
+}
+
+// ready reports whether the scopes arrived (or their initial fetch timed out) and so did the
+// route configuration of every scope.
+func (w *scopedWatch) ready() bool {
+	if w.h != nil && !w.h.isReady() {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ref := range w.refs {
+		if !ref.ready() {
+			return false
+		}
+	}
+	return true
 }
 
 // scopes returns the current scope list.

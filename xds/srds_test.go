@@ -149,7 +149,7 @@ func scopedListener(name string, port uint32) *listenerv3.Listener {
 }
 
 // TestSRDSListenerWarming: an LDS listener with scoped_rds warms until the first SRDS
-// response.
+// response and the route configurations of the scopes it lists have arrived.
 func TestSRDSListenerWarming(t *testing.T) {
 	cp := newControlPlane(t, true)
 	lm := newFakeListeners()
@@ -166,7 +166,16 @@ func TestSRDSListenerWarming(t *testing.T) {
 	if got := lm.state("l1"); got != "" {
 		t.Fatalf("listener l1 active (version %q) before SRDS answered; want warming", got)
 	}
+	// The scopes arrive, but not the route configuration of scope sa: still warming.
 	cp.setAll("2", map[resourcev3.Type][]types.Resource{
+		resourcev3.ListenerType:    {scopedListener("l1", 10002)},
+		resourcev3.ScopedRouteType: {scopedRoute("sa", "ra", "a")},
+	})
+	p.waitFor("SRDS v2", func() bool { return p.stat("http.ingress.scoped_rds.scopes.update_success") >= 1 })
+	if got := lm.state("l1"); got != "" {
+		t.Fatalf("listener l1 active (version %q) before the route configuration of its scope; want warming", got)
+	}
+	cp.setAll("3", map[resourcev3.Type][]types.Resource{
 		resourcev3.ListenerType:    {scopedListener("l1", 10002)},
 		resourcev3.ScopedRouteType: {scopedRoute("sa", "ra", "a")},
 		resourcev3.RouteType:       {directRoute("ra", "A")},

@@ -31,8 +31,9 @@ type Listener struct {
 	// Extensions are the ECDS filter configurations its connection managers' HTTP filters
 	// discover (config_discovery without apply_default_config_without_warming).
 	Extensions []Dependency
-	// ScopedRoutes are the SRDS sources of its connection managers' scoped_rds (Name is the
-	// scoped_routes name), whose first response the listener waits for.
+	// ScopedRoutes are the scoped_rds of its connection managers (Name is the scoped_routes
+	// name, Source the SRDS source): the listener waits for the first SRDS response and the
+	// route configurations of the scopes it lists.
 	ScopedRoutes []Dependency
 }
 
@@ -40,8 +41,10 @@ type Listener struct {
 type Dependency struct {
 	Name   string
 	Source Source
-	// StatPrefix is the connection manager's stat_prefix (routes only).
+	// StatPrefix is the connection manager's stat_prefix (routes and scoped routes).
 	StatPrefix string
+	// Scoped is the connection manager's scoped_routes (scoped routes only).
+	Scoped *hcmv3.ScopedRoutes
 }
 
 // DecodeListener decodes an LDS resource: the Any's type URL, protoc-gen-validate rules,
@@ -93,9 +96,9 @@ func DecodeListener(a *anypb.Any) (*Listener, error) {
 				if err != nil {
 					return nil, fmt.Errorf("%s.filters[%d].typed_config.scoped_routes.scoped_rds.scoped_rds_config_source.%w", path, j, err)
 				}
-				if key := "srds\x00" + src.Key(); !seenRoute[key] {
+				if key := "srds\x00" + src.Key() + "\x00" + sr.GetName(); !seenRoute[key] {
 					seenRoute[key] = true
-					out.ScopedRoutes = append(out.ScopedRoutes, Dependency{Name: sr.GetName(), Source: src, StatPrefix: hcm.GetStatPrefix()})
+					out.ScopedRoutes = append(out.ScopedRoutes, Dependency{Name: sr.GetName(), Source: src, StatPrefix: hcm.GetStatPrefix(), Scoped: sr})
 				}
 			}
 			rds := hcm.GetRds()
