@@ -607,6 +607,11 @@ type onlyReader struct{ io.Reader }
 
 // finish completes the response.
 func (s *stream) finish() {
+	if len(s.fstreams) > 0 {
+		// The filters' streams end before the response's last bytes leave, so that what they
+		// produce (a tap trace file) exists once the client has the whole response.
+		s.endFilterStreams()
+	}
 	if s.h2w != nil {
 		return
 	}

@@ -138,7 +138,9 @@ type Stream interface {
 	// upstream pool does not report response trailers yet, so the router does not call it
 	// today.)
 	ResponseTrailers(h http.Header)
-	// End is called once when the stream is done (answered, reset or abandoned), before the
-	// connection manager reuses its memory.
+	// End is called once when the stream is done, before the connection manager reuses its
+	// memory: for a complete response just before its last bytes are written (so what End
+	// produces exists once the client has the response), otherwise when the stream is reset
+	// or abandoned.
 	End()
 }

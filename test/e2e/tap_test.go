@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,9 +13,15 @@ import (
 	"testing"
 	"time"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tapdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/tap/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/tap/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/encoding/protojson"
+	"sigs.k8s.io/yaml"
 )
 
 // tapListener is a listener on addr whose connection manager runs the tap filter
@@ -276,4 +283,71 @@ tap_config:
 	if tr.GetRequest().GetBody() != nil {
 		t.Errorf("request without a body has a trace body %v; want none", tr.GetRequest().GetBody())
 	}
+}
+
+// TestTapGoneWithLastFilter: /tap exists while an LDS listener runs an admin-configured tap
+// filter and disappears (404) once that listener is removed and its connection manager closed.
+func TestTapGoneWithLastFilter(t *testing.T) {
+	snapshots, addr, _ := managementServer(t)
+	xdsHost, xdsPort, _ := net.SplitHostPort(addr)
+	// The listener is tapListener's, decoded from its YAML into the LDS resource.
+	j, err := yaml.YAMLToJSON([]byte(tapListener(freeAddr(t), `{admin_config: {config_id: demo}}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct{ Listeners []json.RawMessage }
+	if err := json.Unmarshal(j, &doc); err != nil || len(doc.Listeners) != 1 {
+		t.Fatalf("tapListener YAML: %v, %d listeners", err, len(doc.Listeners))
+	}
+	lis := &listenerv3.Listener{}
+	if err := protojson.Unmarshal(doc.Listeners[0], lis); err != nil {
+		t.Fatal(err)
+	}
+	set := func(version string, ls ...types.Resource) {
+		t.Helper()
+		snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: ls})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := snapshots.SetSnapshot(context.Background(), "e2e-tap", snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("v1", lis)
+	// A removed listener drains for --drain-time-s before its connection manager closes.
+	p := start(t, "--drain-time-s", "1", "-c", writeConfig(t, `
+node: {id: e2e-tap, cluster: e2e}
+admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
+dynamic_resources:
+  ads_config:
+    api_type: GRPC
+    transport_api_version: V3
+    grpc_services: [{envoy_grpc: {cluster_name: xds}}]
+  lds_config: {ads: {}, resource_api_version: V3}
+static_resources:
+  clusters:
+  - name: xds
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {http2_protocol_options: {}}
+    load_assignment:
+      cluster_name: xds
+      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: `+xdsHost+`, port_value: `+xdsPort+`}}}}]}]
+`))
+	tapStatus := func() int { code, _, _ := p.post("/tap"); return code }
+	waitStatus := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for tapStatus() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("POST /tap = %d after 20s; want %d", tapStatus(), want)
+			}
+			<-time.After(20 * time.Millisecond)
+		}
+	}
+	waitStatus(http.StatusBadRequest) // /tap exists (and wants a body)
+	set("v2")
+	waitStatus(http.StatusNotFound)
 }
