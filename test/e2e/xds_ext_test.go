@@ -267,7 +267,10 @@ func TestXDSUpstreamSDS(t *testing.T) {
 		w.Header().Set("Connection", "close")
 		io.WriteString(w, r.TLS.PeerCertificates[0].Subject.CommonName)
 	}))
-	upstream.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
+	// No session tickets: a session resumed across the rotation would keep the first
+	// certificate's identity (tlsutil's client session cache can store a ticket of a
+	// handshake made before a reload into the reloaded material).
+	upstream.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, SessionTicketsDisabled: true}
 	upstream.StartTLS()
 	defer upstream.Close()
 	_, uport, _ := net.SplitHostPort(upstream.Listener.Addr().String())
