@@ -571,8 +571,10 @@ func appendLowerKey(dst []byte, k string) []byte {
 
 // writeBody sends body bytes downstream.
 func (s *stream) writeBody(p []byte) error {
-	for _, fs := range s.fstreams {
-		fs.ResponseBody(p)
+	if !s.head { // a HEAD response carries no body, so filters see none
+		for _, fs := range s.fstreams {
+			fs.ResponseBody(p)
+		}
 	}
 	s.bytesOut += int64(len(p))
 	if s.h2w != nil {

@@ -229,6 +229,20 @@ func TestStreamFilterHooks(t *testing.T) {
 					t.Errorf("record (-want +got):\n%s", diff)
 				}
 			})
+			t.Run("local reply to HEAD", func(t *testing.T) {
+				resp, err := cl.c.Head("http://" + cl.addr + "/local")
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				want := streamRecord{
+					Path: "/local", Status: 202, HasServer: true, HasDate: true,
+					Events: []string{"response headers", "end"},
+				}
+				if diff := cmp.Diff(want, next(t, f.records)); diff != "" {
+					t.Errorf("record (-want +got):\n%s", diff)
+				}
+			})
 		})
 	}
 	t.Run("no stream", func(t *testing.T) {
