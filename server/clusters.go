@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/legateproxy/legate/admin/configdump"
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/host"
 )
@@ -38,5 +39,5 @@ func (s *Server) buildClusterManager() error {
 		return err
 	}
 	s.clusters = m
-	return nil
+	return s.dumps.Add(configdump.Tracker{Key: configdump.EndpointKey, Dump: m.EndpointsDump})
 }

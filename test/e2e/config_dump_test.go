@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 )
 
@@ -104,4 +105,43 @@ func TestConfigDumpSections(t *testing.T) {
 			t.Errorf("bad name_regex = %d, want 400", code)
 		}
 	})
+}
+
+func TestConfigDumpIncludeEDS(t *testing.T) {
+	p := start(t, "-c", writeConfig(t, minimalConfig))
+	_, _, plain := p.get("/config_dump")
+	if strings.Contains(plain, "EndpointsConfigDump") {
+		t.Error("the endpoints section appears without include_eds")
+	}
+	code, _, body := p.get("/config_dump?include_eds")
+	if code != 200 {
+		t.Fatalf("GET /config_dump?include_eds = %d\n%s", code, body)
+	}
+	var d adminv3.ConfigDump
+	strict(t, body, &d)
+	var types []string
+	for _, c := range d.Configs {
+		types = append(types, strings.TrimPrefix(c.GetTypeUrl(), "type.googleapis.com/envoy.admin.v3."))
+	}
+	// Envoy's order puts endpoints between clusters and listeners.
+	if got := strings.Join(types, ","); !strings.Contains(got, "ClustersConfigDump,EndpointsConfigDump,ListenersConfigDump") {
+		t.Errorf("sections = %s", got)
+	}
+	for _, c := range d.Configs {
+		var e adminv3.EndpointsConfigDump
+		if c.UnmarshalTo(&e) != nil {
+			continue
+		}
+		if len(e.StaticEndpointConfigs) != 1 {
+			t.Fatalf("static endpoint configs = %v", e.StaticEndpointConfigs)
+		}
+		var cla endpointv3.ClusterLoadAssignment
+		if err := e.StaticEndpointConfigs[0].GetEndpointConfig().UnmarshalTo(&cla); err != nil {
+			t.Fatal(err)
+		}
+		if cla.GetClusterName() != "backend" || cla.GetPolicy().GetOverprovisioningFactor().GetValue() != 140 ||
+			cla.GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress().GetPortValue() != 1 {
+			t.Errorf("assignment = %v", &cla)
+		}
+	}
 }
