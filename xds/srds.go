@@ -240,7 +240,8 @@ func (h *srdsHandler) failed(*mux) {
 // scopedWatch is one connection manager's scoped routes: the scopes (from SRDS or inline)
 // and the RDS subscriptions of their route configurations.
 //
-// Concurrency: mu guards the fields below it; update is called without it.
+// Concurrency: mu guards the fields below it and is taken before the SRDS handler's; update is
+// called without it.
 type scopedWatch struct {
 	c      *Client
 	id     uint64
@@ -362,12 +363,13 @@ func (w *scopedWatch) scopes() []*routev3.ScopedRouteConfiguration {
 // refresh follows the scope list: it subscribes to new route configurations, ends the
 // subscriptions nobody names any more, and publishes.
 func (w *scopedWatch) refresh() {
-	list := w.scopes()
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
 		return
 	}
+	// Read under w.mu, so that a later list never publishes before an earlier one.
+	list := w.scopes()
 	want := map[string]bool{}
 	for _, s := range list {
 		name := s.GetRouteConfigurationName()
@@ -400,12 +402,12 @@ func (w *scopedWatch) refresh() {
 
 // routeChanged records a scope's route configuration (nil when removed or timed out).
 func (w *scopedWatch) routeChanged(name string, rc *routev3.RouteConfiguration) {
-	list := w.scopes()
 	w.mu.Lock()
 	if w.closed || w.refs[name] == (watchRef{}) {
 		w.mu.Unlock()
 		return
 	}
+	list := w.scopes()
 	if rc == nil {
 		delete(w.routes, name)
 	} else {
