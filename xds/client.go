@@ -286,6 +286,7 @@ func (c *Client) Run(ctx context.Context) error {
 		h.stop()
 	}
 	c.stopSRDS()
+	c.stopVHDS()
 	c.cpReg.Unregister()
 	return nil
 }

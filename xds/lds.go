@@ -62,10 +62,15 @@ type ldsListener struct {
 	version string
 	updated time.Time
 	deps    []watchRef
-	// scoped are the scoped routes it waits for (SRDS and the scopes' RDS); unwatch ends them.
+	// scoped are the scoped routes it waits for (SRDS and the scopes' RDS); unwatch ends them
+	// and the watches of VHDS sources.
 	scoped  []*scopedWatch
 	unwatch []func()
-	active  bool
+	// routes are its RDS subscriptions (also in deps); vhds are the VHDS sources of their
+	// configurations it watches, by source key.
+	routes []watchRef
+	vhds   map[string]*vhdsHandler
+	active bool
 	// prev is the active version this warming one replaces; nil for a new listener.
 	prev *ldsListener
 }
@@ -288,6 +293,7 @@ func (h *ldsHandler) offerLocked(rl *resource.Listener, version string, now time
 			return fmt.Errorf("listener %q: rds %q: %w", rl.Name, d.Name, err)
 		}
 		nl.deps = append(nl.deps, ref)
+		nl.routes = append(nl.routes, ref)
 	}
 	for _, d := range rl.Extensions {
 		ref, _, _, _, err := h.c.ecds.subscribe(d.Source, d.Name, "", func(uint64, any) { h.depChanged(nl) })
@@ -341,6 +347,37 @@ func (h *ldsHandler) warmLocked(l *ldsListener) bool {
 	}
 	for _, s := range l.scoped {
 		if !s.ready() {
+			return false
+		}
+	}
+	return h.vhdsWarmLocked(l)
+}
+
+// vhdsWarmLocked reports whether the VHDS sources of l's route configurations (those with
+// vhds) have answered or timed out, as Envoy's route configurations wait for their first VHDS
+// update. It watches each source it meets, so that its answer re-checks l.
+func (h *ldsHandler) vhdsWarmLocked(l *ldsListener) bool {
+	for _, r := range l.routes {
+		rc, _ := r.value().(*routev3.RouteConfiguration)
+		cs := rc.GetVhds().GetConfigSource()
+		if cs == nil {
+			continue
+		}
+		key := string(mustMarshal(cs))
+		vh := l.vhds[key]
+		if vh == nil {
+			var err error
+			if vh, err = h.c.vhdsFor(cs); err != nil {
+				h.c.log.Errorf("xds: listener %q: route_config %q: vhds: %v", l.rl.Name, rc.GetName(), err)
+				continue
+			}
+			if l.vhds == nil {
+				l.vhds = map[string]*vhdsHandler{}
+			}
+			l.vhds[key] = vh
+			l.unwatch = append(l.unwatch, vh.watch(func() { h.depChanged(l) }))
+		}
+		if !vh.isReady() {
 			return false
 		}
 	}

@@ -171,6 +171,13 @@ func (r watchRef) ready() bool {
 	return r.sub.ready
 }
 
+// value returns the subscription's current value (nil until one arrives).
+func (r watchRef) value() any {
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	return r.sub.val
+}
+
 // notice is a pending watcher call.
 type notice struct {
 	fn  watchFunc

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/xds/resource"
 )
 
@@ -23,9 +24,12 @@ import (
 type vhdsHandler struct {
 	c *Client
 
-	mu       sync.Mutex
-	hosts    map[string]*routev3.VirtualHost
-	raw      map[string]*anypb.Any
+	mu    sync.Mutex
+	hosts map[string]*routev3.VirtualHost
+	raw   map[string]*anypb.Any
+	// ready is set by the first response or the initial fetch timeout.
+	ready    bool
+	timer    clock.Timer
 	watchers watcherSet
 }
 
@@ -45,6 +49,9 @@ func (c *Client) vhdsFor(cs *corev3.ConfigSource) (*vhdsHandler, error) {
 		return h, nil
 	}
 	h := &vhdsHandler{c: c, hosts: map[string]*routev3.VirtualHost{}, raw: map[string]*anypb.Any{}}
+	if t := src.InitialFetchTimeout; t > 0 {
+		h.timer = c.clock.AfterFunc(t, h.initTimeout)
+	}
 	c.vhds[m] = h
 	m.addWatch(resource.VirtualHostType, h, true)
 	return h, nil
@@ -52,6 +59,38 @@ func (c *Client) vhdsFor(cs *corev3.ConfigSource) (*vhdsHandler, error) {
 
 // watch adds fn as a watcher and returns the function that removes it.
 func (h *vhdsHandler) watch(fn func()) func() { return h.watchers.add(fn) }
+
+// isReady reports whether the first response arrived or the initial fetch timed out.
+func (h *vhdsHandler) isReady() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ready
+}
+
+// markReadyLocked ends the initial fetch; it reports whether it was pending.
+func (h *vhdsHandler) markReadyLocked() bool {
+	if h.ready {
+		return false
+	}
+	h.ready = true
+	if h.timer != nil {
+		h.timer.Stop()
+		h.timer = nil
+	}
+	return true
+}
+
+func (h *vhdsHandler) initTimeout() {
+	h.mu.Lock()
+	first := h.markReadyLocked()
+	h.mu.Unlock()
+	if first {
+		h.c.log.Warnf("xds: VHDS: initial fetch timed out")
+		for _, w := range h.watchers.list() {
+			w()
+		}
+	}
+}
 
 // hostsOf returns the virtual hosts of the route configuration called rc, in name order.
 func (h *vhdsHandler) hostsOf(rc string) []*routev3.VirtualHost {
@@ -115,7 +154,7 @@ func (h *vhdsHandler) apply(_ *mux, u update) error {
 		changed = true
 	}
 	var ws []func()
-	if changed {
+	if h.markReadyLocked() || changed {
 		ws = h.watchers.list()
 	}
 	h.mu.Unlock()
@@ -153,8 +192,7 @@ func (w *routeWatch) setLocked(rc *routev3.RouteConfiguration) *routev3.RouteCon
 	w.rc = rc
 	var key string
 	if v := rc.GetVhds(); v != nil {
-		b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(v.GetConfigSource())
-		key = string(b)
+		key = string(mustMarshal(v.GetConfigSource()))
 	}
 	if key != w.vhKey {
 		if w.unwatch != nil {
@@ -220,5 +258,24 @@ func (w *routeWatch) stop() {
 	if w.unwatch != nil {
 		w.unwatch()
 		w.unwatch = nil
+	}
+}
+
+// mustMarshal is the deterministic encoding of a config source, to key VHDS sources by.
+func mustMarshal(cs *corev3.ConfigSource) []byte {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(cs)
+	return b
+}
+
+// stopVHDS stops the VHDS initial fetch timers (Run's end).
+func (c *Client) stopVHDS() {
+	c.srdsMu.Lock()
+	defer c.srdsMu.Unlock()
+	for _, h := range c.vhds {
+		h.mu.Lock()
+		if h.timer != nil {
+			h.timer.Stop()
+		}
+		h.mu.Unlock()
 	}
 }

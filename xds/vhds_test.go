@@ -85,3 +85,33 @@ func TestVHDS(t *testing.T) {
 		t.Errorf("routes dump = %v; want r1 with an error_state naming DELTA_GRPC", dump)
 	}
 }
+
+// TestVHDSListenerWarming: an LDS listener whose route configuration has vhds warms until the
+// VHDS source answers.
+func TestVHDSListenerWarming(t *testing.T) {
+	cp := newControlPlane(t, true)
+	lm := newFakeListeners()
+	dr := &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: grpcSource(corev3.ApiConfigSource_DELTA_GRPC).GetApiConfigSource(), LdsConfig: adsSource()}
+	p := startProxy(t, dr, withDial(cp), func(s *proxySetup) {
+		s.afterNew = func(c *Client) {
+			if err := c.SetListeners(lm); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	delta := grpcSource(corev3.ApiConfigSource_DELTA_GRPC)
+	cp.setAll("1", map[resourcev3.Type][]types.Resource{
+		resourcev3.ListenerType: {rdsListener("l1", "r1", 10003)},
+		resourcev3.RouteType:    {vhdsRoute("r1", delta)},
+	})
+	p.waitFor("RDS r1", func() bool { return p.stat("http.ingress.rds.r1.update_success") >= 1 })
+	if got := lm.state("l1"); got != "" {
+		t.Fatalf("listener l1 active (version %q) before VHDS answered; want warming", got)
+	}
+	cp.setAll("2", map[resourcev3.Type][]types.Resource{
+		resourcev3.ListenerType:    {rdsListener("l1", "r1", 10003)},
+		resourcev3.RouteType:       {vhdsRoute("r1", delta)},
+		resourcev3.VirtualHostType: {vhost("r1/extra", "extra.example")},
+	})
+	p.waitFor("listener l1 active", func() bool { return lm.state("l1") != "" })
+}
