@@ -12,6 +12,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -110,6 +111,63 @@ func TestECDS(t *testing.T) {
 			if f.GetVersionInfo() != "3" || f.GetEcdsFilter() == nil || f.GetErrorState().GetVersionInfo() != "4" || f.GetLastUpdated() == nil {
 				t.Errorf("ecds dump entry = %v; want version 3 serving with an error_state for version 4", f)
 			}
+		})
+	}
+}
+
+// TestECDSAndSRDSTransports: ECDS and SRDS also travel on their own services — state of the
+// world and delta gRPC (ExtensionConfigDiscoveryService, ScopedRoutesDiscoveryService) and
+// REST — from go-control-plane's server.
+func TestECDSAndSRDSTransports(t *testing.T) {
+	rest := &corev3.ConfigSource{
+		ResourceApiVersion: corev3.ApiVersion_V3,
+		ConfigSourceSpecifier: &corev3.ConfigSource_ApiConfigSource{ApiConfigSource: &corev3.ApiConfigSource{
+			ApiType: corev3.ApiConfigSource_REST, TransportApiVersion: corev3.ApiVersion_V3,
+			ClusterNames: []string{"xds"}, RefreshDelay: durationpb.New(20 * time.Millisecond),
+		}},
+	}
+	for _, tc := range []struct {
+		name string
+		src  *corev3.ConfigSource
+	}{
+		{"GRPC", grpcSource(corev3.ApiConfigSource_GRPC)},
+		{"DELTA_GRPC", grpcSource(corev3.ApiConfigSource_DELTA_GRPC)},
+		{"REST", rest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cp := newControlPlane(t, false)
+			p := startProxy(t, nil, withDial(cp))
+			cp.setAll("1", map[resourcev3.Type][]types.Resource{
+				resourcev3.ExtensionConfigType: {healthCheckExtension("hc", true)},
+				resourcev3.ScopedRouteType:     {scopedRoute("sa", "ra", "a")},
+				resourcev3.RouteType:           {directRoute("ra", "A")},
+			})
+			exts := make(chan bool, 10)
+			cur, _, cancel, err := p.c.WatchExtensionConfig("hc", tc.src, func(_ uint64, tc *corev3.TypedExtensionConfig) { exts <- tc != nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cancel()
+			if cur == nil {
+				select {
+				case ok := <-exts:
+					if !ok {
+						t.Fatal("ECDS delivered no configuration")
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("no ECDS configuration")
+				}
+			}
+			seen := &scopesSeen{ch: make(chan []string, 100)}
+			cancelScopes, err := p.c.WatchScopedRoutes(&hcmv3.ScopedRoutes{
+				Name: "scopes", RdsConfigSource: tc.src,
+				ConfigSpecifier: &hcmv3.ScopedRoutes_ScopedRds{ScopedRds: &hcmv3.ScopedRds{ScopedRdsConfigSource: tc.src}},
+			}, "ingress", seen.update)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cancelScopes()
+			seen.waitFor(t, "sa=a:A")
 		})
 	}
 }
