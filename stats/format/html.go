@@ -32,7 +32,7 @@ import (
 // shows the stats that change most often (50 by default, every 5 s by
 // default; both adjustable).
 func WriteHTML(w io.Writer, s *stats.Store, q Query) error {
-	bw := bufio.NewWriterSize(w, 64<<10)
+	bw := bufio.NewWriterSize(yieldWriter{w}, 64<<10)
 	bw.WriteString("<!DOCTYPE html>\n<html lang='en'>\n<head>\n")
 	bw.WriteString(web.HomeHead)
 	bw.WriteString("<style>\n")

@@ -18,7 +18,7 @@ const jsonQuantiles = "[0,25,50,75,90,95,99,99.5,99.9,100]"
 // order and all histograms in one final element. It returns the first write
 // error.
 func WriteJSON(w io.Writer, s *stats.Store, q Query) error {
-	bw := bufio.NewWriterSize(w, 64<<10)
+	bw := bufio.NewWriterSize(yieldWriter{w}, 64<<10)
 	bw.WriteString(`{"stats":[`)
 	sel := selector{q: &q}
 	var b []byte

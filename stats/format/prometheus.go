@@ -20,7 +20,7 @@ var promQuantiles = [...]string{"0", "0.25", "0.5", "0.75", "0.9", "0.95", "0.99
 // histograms over the cumulative data, or summaries over the last interval
 // with histogram_buckets=summary. It returns the first write error.
 func WritePrometheus(w io.Writer, s *stats.Store, q Query) error {
-	bw := bufio.NewWriterSize(w, 64<<10)
+	bw := bufio.NewWriterSize(yieldWriter{w}, 64<<10)
 	sel := selector{q: &q}
 	keep := sel.keep
 	var b, metric []byte

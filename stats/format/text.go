@@ -58,7 +58,7 @@ func (q *Query) phases() (text, countersGauges stats.Kinds, histograms bool) {
 // gauges interleaved in byte order, then histograms, each phase sorted by
 // name. It returns the first write error.
 func WriteText(w io.Writer, s *stats.Store, q Query) error {
-	bw := bufio.NewWriterSize(w, 64<<10)
+	bw := bufio.NewWriterSize(yieldWriter{w}, 64<<10)
 	sel := selector{q: &q}
 	var line []byte
 	textKinds, cgKinds, hist := q.phases()
