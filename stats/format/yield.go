@@ -16,4 +16,3 @@ func (y yieldWriter) Write(p []byte) (int, error) {
 	runtime.Gosched()
 	return n, err
 }
-
