@@ -315,27 +315,9 @@ func TestTapGoneWithLastFilter(t *testing.T) {
 	}
 	set("v1", lis)
 	// A removed listener drains for --drain-time-s before its connection manager closes.
-	p := start(t, "--drain-time-s", "1", "-c", writeConfig(t, `
-node: {id: e2e-tap, cluster: e2e}
-admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
-dynamic_resources:
-  ads_config:
-    api_type: GRPC
-    transport_api_version: V3
-    grpc_services: [{envoy_grpc: {cluster_name: xds}}]
-  lds_config: {ads: {}, resource_api_version: V3}
-static_resources:
+	p := start(t, "--drain-time-s", "1", "-c", writeConfig(t, ``+adsHeader("e2e-tap", "lds_config")+`static_resources:
   clusters:
-  - name: xds
-    connect_timeout: 1s
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {http2_protocol_options: {}}
-    load_assignment:
-      cluster_name: xds
-      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: `+xdsHost+`, port_value: `+xdsPort+`}}}}]}]
-`))
+`+xdsCluster(xdsHost, xdsPort)+``))
 	tapStatus := func() int { code, _, _ := p.post("/tap"); return code }
 	waitStatus := func(want int) {
 		t.Helper()

@@ -106,16 +106,7 @@ func TestXDSScopedRoutesECDSAndGRPCAccessLog(t *testing.T) {
       envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
         "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
         explicit_http_config: {http2_protocol_options: {}}`
-	cfg := `
-node: {id: e2e-srds, cluster: e2e}
-admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
-dynamic_resources:
-  ads_config:
-    api_type: GRPC
-    transport_api_version: V3
-    grpc_services: [{envoy_grpc: {cluster_name: xds}}]
-  lds_config: {ads: {}, resource_api_version: V3}
-static_resources:
+	cfg := `` + adsHeader("e2e-srds", "lds_config") + `static_resources:
   clusters:
   - name: backend
     connect_timeout: 1s
@@ -127,12 +118,7 @@ static_resources:
     load_assignment:
       cluster_name: als
       endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + alsPort + `}}}}]}]
-  - name: xds
-    connect_timeout: 1s` + h2 + `
-    load_assignment:
-      cluster_name: xds
-      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: ` + host + `, port_value: ` + port + `}}}}]}]
-`
+` + xdsCluster(host, port) + ``
 	lport := freePort(t)
 	var l listenerv3.Listener
 	fromYAMLProto(t, fmt.Sprintf(`
@@ -277,28 +263,10 @@ func TestXDSUpstreamSDS(t *testing.T) {
 
 	snapshots, addr, requests := managementServer(t)
 	host, port, _ := net.SplitHostPort(addr)
-	cfg := `
-node: {id: e2e-sds, cluster: e2e}
-admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
-dynamic_resources:
-  ads_config:
-    api_type: GRPC
-    transport_api_version: V3
-    grpc_services: [{envoy_grpc: {cluster_name: xds}}]
-  cds_config: {ads: {}, resource_api_version: V3}
-  lds_config: {ads: {}, resource_api_version: V3}
+	cfg := `` + adsHeader("e2e-sds", "cds_config") + `  lds_config: {ads: {}, resource_api_version: V3}
 static_resources:
   clusters:
-  - name: xds
-    connect_timeout: 1s
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {http2_protocol_options: {}}
-    load_assignment:
-      cluster_name: xds
-      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: ` + host + `, port_value: ` + port + `}}}}]}]
-`
+` + xdsCluster(host, port) + ``
 	var uportN uint32
 	fmt.Sscan(uport, &uportN)
 	tlsCluster := staticCluster("tls", uportN)

@@ -87,32 +87,14 @@ func TestXDSListenersAndRoutesOverADS(t *testing.T) {
 	_, uport, _ := net.SplitHostPort(upstream.Listener.Addr().String())
 	snapshots, addr, requests := managementServer(t)
 	host, port, _ := net.SplitHostPort(addr)
-	cfg := `
-node: {id: e2e-lds, cluster: e2e}
-admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
-dynamic_resources:
-  ads_config:
-    api_type: GRPC
-    transport_api_version: V3
-    grpc_services: [{envoy_grpc: {cluster_name: xds}}]
-  lds_config: {ads: {}, resource_api_version: V3}
-static_resources:
+	cfg := `` + adsHeader("e2e-lds", "lds_config") + `static_resources:
   clusters:
   - name: backend
     connect_timeout: 1s
     load_assignment:
       cluster_name: backend
       endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + uport + `}}}}]}]
-  - name: xds
-    connect_timeout: 1s
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {http2_protocol_options: {}}
-    load_assignment:
-      cluster_name: xds
-      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: ` + host + `, port_value: ` + port + `}}}}]}]
-`
+` + xdsCluster(host, port) + ``
 	lport := freePort(t)
 	set := func(version string, ls []types.Resource, rcs ...types.Resource) {
 		t.Helper()

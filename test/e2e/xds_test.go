@@ -73,27 +73,9 @@ func staticCluster(name string, port uint32) *clusterv3.Cluster {
 func TestXDSClustersOverADS(t *testing.T) {
 	snapshots, addr, requests := managementServer(t)
 	host, port, _ := net.SplitHostPort(addr)
-	cfg := `
-node: {id: e2e-xds, cluster: e2e}
-admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
-dynamic_resources:
-  ads_config:
-    api_type: GRPC
-    transport_api_version: V3
-    grpc_services: [{envoy_grpc: {cluster_name: xds}}]
-  cds_config: {ads: {}, resource_api_version: V3}
-static_resources:
+	cfg := `` + adsHeader("e2e-xds", "cds_config") + `static_resources:
   clusters:
-  - name: xds
-    connect_timeout: 1s
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {http2_protocol_options: {}}
-    load_assignment:
-      cluster_name: xds
-      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: ` + host + `, port_value: ` + port + `}}}}]}]
-`
+` + xdsCluster(host, port) + ``
 	set := func(version string, clusters ...types.Resource) {
 		t.Helper()
 		snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{resourcev3.ClusterType: clusters})
@@ -153,4 +135,34 @@ static_resources:
 		_, _, body := p.get("/clusters")
 		return strings.HasPrefix(body, "version_info::v3\n") && !strings.Contains(body, "dynamic_a::")
 	})
+}
+
+// adsHeader starts a bootstrap that takes subscription ("lds_config" or
+// "cds_config") over ADS from the bootstrap cluster named xds.
+func adsHeader(node, subscription string) string {
+	return `
+node: {id: ` + node + `, cluster: e2e}
+admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
+dynamic_resources:
+  ads_config:
+    api_type: GRPC
+    transport_api_version: V3
+    grpc_services: [{envoy_grpc: {cluster_name: xds}}]
+  ` + subscription + `: {ads: {}, resource_api_version: V3}
+`
+}
+
+// xdsCluster is the static_resources.clusters entry for the management
+// server at host:port, spoken to over HTTP/2.
+func xdsCluster(host, port string) string {
+	return `  - name: xds
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {http2_protocol_options: {}}
+    load_assignment:
+      cluster_name: xds
+      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: ` + host + `, port_value: ` + port + `}}}}]}]
+`
 }
