@@ -19,12 +19,12 @@ import (
 // stands in for gperftools and tcmalloc: every profile it writes is a pprof
 // file that `go tool pprof` reads. Safe for concurrent use.
 type Profiler struct {
-	path          string // admin.profile_path
-	mutexTracing  bool   // --enable-mutex-tracing
-	mu            sync.Mutex
-	cpuFile       *os.File // non-nil while the CPU profiler runs
-	heapStarted   bool
-	allocsStarted bool
+	path         string     // admin.profile_path
+	mutexTracing bool       // --enable-mutex-tracing
+	mu           sync.Mutex // guards cpuFile and the toggles
+	cpuFile      *os.File   // non-nil while the CPU profiler runs
+	heapToggle   toggle
+	allocsToggle toggle
 }
 
 // NewProfiler returns the profiler state for profile_path. With
@@ -33,7 +33,27 @@ func NewProfiler(profilePath string, mutexTracing bool) *Profiler {
 	if mutexTracing {
 		goruntime.SetMutexProfileFraction(1)
 	}
-	return &Profiler{path: profilePath, mutexTracing: mutexTracing}
+	p := &Profiler{path: profilePath, mutexTracing: mutexTracing}
+	p.heapToggle = toggle{
+		startBody: "Starting heap profiler",
+		already:   "Fail to start heap profiler: already started",
+		notActive: "Fail to stop heap profiler: not started",
+		stop: func(w http.ResponseWriter) {
+			if err := writeProfileFile(p.path, "heap"); err != nil {
+				w.WriteHeader(http.StatusInternalServerError)
+				io.WriteString(w, "Fail to write the heap profile: "+err.Error())
+				return
+			}
+			fmt.Fprintf(w, "Heap profiler stopped and data written to %s. Read it with `go tool pprof`.", p.path)
+		},
+	}
+	p.allocsToggle = toggle{
+		startBody: "OK\n",
+		already:   "Allocation profiler has already started",
+		notActive: "Allocation profiler is not started",
+		stop:      func(w http.ResponseWriter) { writeProfile(w, "allocs") },
+	}
+	return p
 }
 
 var enableParam = Param{Name: "enable", Kind: ParamEnum, Choices: []string{"y", "n"}}
@@ -99,7 +119,16 @@ func (p *Profiler) cpu(w http.ResponseWriter, _ *http.Request, q Query) {
 	io.WriteString(w, "OK\n")
 }
 
-func (p *Profiler) heap(w http.ResponseWriter, _ *http.Request, q Query) {
+// toggle is a profiler switched on and off by enable=y|n, with Envoy's
+// replies for each transition. stop writes the reply of a successful stop.
+type toggle struct {
+	started                       bool
+	startBody, already, notActive string
+	stop                          func(w http.ResponseWriter)
+}
+
+// switchToggle applies enable=y|n to t under p.mu.
+func (p *Profiler) switchToggle(w http.ResponseWriter, q Query, t *toggle) {
 	on, ok := enableValue(w, q)
 	if !ok {
 		return
@@ -107,47 +136,27 @@ func (p *Profiler) heap(w http.ResponseWriter, _ *http.Request, q Query) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
-	case on && p.heapStarted:
+	case on && t.started:
 		w.WriteHeader(http.StatusBadRequest)
-		io.WriteString(w, "Fail to start heap profiler: already started")
+		io.WriteString(w, t.already)
 	case on:
-		p.heapStarted = true
-		io.WriteString(w, "Starting heap profiler")
-	case !p.heapStarted:
+		t.started = true
+		io.WriteString(w, t.startBody)
+	case !t.started:
 		w.WriteHeader(http.StatusBadRequest)
-		io.WriteString(w, "Fail to stop heap profiler: not started")
+		io.WriteString(w, t.notActive)
 	default:
-		p.heapStarted = false
-		if err := writeProfileFile(p.path, "heap"); err != nil {
-			w.WriteHeader(http.StatusInternalServerError)
-			io.WriteString(w, "Fail to write the heap profile: "+err.Error())
-			return
-		}
-		fmt.Fprintf(w, "Heap profiler stopped and data written to %s. Read it with `go tool pprof`.", p.path)
+		t.started = false
+		t.stop(w)
 	}
 }
 
+func (p *Profiler) heap(w http.ResponseWriter, _ *http.Request, q Query) {
+	p.switchToggle(w, q, &p.heapToggle)
+}
+
 func (p *Profiler) allocs(w http.ResponseWriter, _ *http.Request, q Query) {
-	on, ok := enableValue(w, q)
-	if !ok {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch {
-	case on && p.allocsStarted:
-		w.WriteHeader(http.StatusBadRequest)
-		io.WriteString(w, "Allocation profiler has already started")
-	case on:
-		p.allocsStarted = true
-		io.WriteString(w, "OK\n")
-	case !p.allocsStarted:
-		w.WriteHeader(http.StatusBadRequest)
-		io.WriteString(w, "Allocation profiler is not started")
-	default:
-		p.allocsStarted = false
-		writeProfile(w, "allocs")
-	}
+	p.switchToggle(w, q, &p.allocsToggle)
 }
 
 func (p *Profiler) heapDump(w http.ResponseWriter, _ *http.Request, _ Query) {

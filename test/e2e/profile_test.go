@@ -66,6 +66,28 @@ func TestProfilers(t *testing.T) {
 			t.Errorf("pprof did not see a heap profile:\n%s", out)
 		}
 	})
+	t.Run("allocation profiler", func(t *testing.T) {
+		if code, _, body := p.post("/allocprofiler?enable=n"); code != 400 || body != "Allocation profiler is not started" {
+			t.Errorf("stop before start = %d %q", code, body)
+		}
+		if code, _, body := p.post("/allocprofiler?enable=y"); code != 200 || body != "OK\n" {
+			t.Fatalf("start = %d %q", code, body)
+		}
+		if code, _, body := p.post("/allocprofiler?enable=y"); code != 400 || body != "Allocation profiler has already started" {
+			t.Errorf("second start = %d %q", code, body)
+		}
+		code, _, body := p.post("/allocprofiler?enable=n")
+		if code != 200 {
+			t.Fatalf("stop = %d", code)
+		}
+		path := filepath.Join(dir, "allocs.pb.gz")
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out := pprofTop(t, path); !strings.Contains(out, "alloc_space") {
+			t.Errorf("pprof did not read the allocation profile:\n%s", out)
+		}
+	})
 	t.Run("heap dump", func(t *testing.T) {
 		code, _, body := p.get("/heap_dump")
 		if code != 200 {
