@@ -110,20 +110,20 @@ type Stats struct {
 	MembershipChange   stats.Counter `stat:"membership_change"`
 
 	// Load balancing.
-	LbHealthyPanic              stats.Counter `stat:"lb_healthy_panic"`
-	LbLocalClusterNotOK         stats.Counter `stat:"lb_local_cluster_not_ok"`
-	LbRecalculateZoneStructures stats.Counter `stat:"lb_recalculate_zone_structures"`
-	LbSubsetsCreated            stats.Counter `stat:"lb_subsets_created"`
-	LbSubsetsFallback           stats.Counter `stat:"lb_subsets_fallback"`
-	LbSubsetsFallbackPanic      stats.Counter `stat:"lb_subsets_fallback_panic"`
-	LbSubsetsRemoved            stats.Counter `stat:"lb_subsets_removed"`
-	LbSubsetsSelected           stats.Counter `stat:"lb_subsets_selected"`
-	LbZoneClusterTooSmall       stats.Counter `stat:"lb_zone_cluster_too_small"`
-	LbZoneNoCapacityLeft        stats.Counter `stat:"lb_zone_no_capacity_left"`
-	LbZoneRoutingAllDirectly    stats.Counter `stat:"lb_zone_routing_all_directly"`
-	LbZoneRoutingCrossZone      stats.Counter `stat:"lb_zone_routing_cross_zone"`
-	LbZoneRoutingSampled        stats.Counter `stat:"lb_zone_routing_sampled"`
-	LbSubsetsActive             stats.Gauge   `stat:"lb_subsets_active,never_import"`
+	LbHealthyPanic              stats.HotCounter `stat:"lb_healthy_panic"`
+	LbLocalClusterNotOK         stats.HotCounter `stat:"lb_local_cluster_not_ok"`
+	LbRecalculateZoneStructures stats.Counter    `stat:"lb_recalculate_zone_structures"`
+	LbSubsetsCreated            stats.Counter    `stat:"lb_subsets_created"`
+	LbSubsetsFallback           stats.HotCounter `stat:"lb_subsets_fallback"`
+	LbSubsetsFallbackPanic      stats.HotCounter `stat:"lb_subsets_fallback_panic"`
+	LbSubsetsRemoved            stats.Counter    `stat:"lb_subsets_removed"`
+	LbSubsetsSelected           stats.HotCounter `stat:"lb_subsets_selected"`
+	LbZoneClusterTooSmall       stats.Counter    `stat:"lb_zone_cluster_too_small"`
+	LbZoneNoCapacityLeft        stats.HotCounter `stat:"lb_zone_no_capacity_left"`
+	LbZoneRoutingAllDirectly    stats.HotCounter `stat:"lb_zone_routing_all_directly"`
+	LbZoneRoutingCrossZone      stats.HotCounter `stat:"lb_zone_routing_cross_zone"`
+	LbZoneRoutingSampled        stats.HotCounter `stat:"lb_zone_routing_sampled"`
+	LbSubsetsActive             stats.Gauge      `stat:"lb_subsets_active,never_import"`
 
 	// Transport socket matches.
 	DefaultTotalMatchCount stats.Counter `stat:"default.total_match_count"`

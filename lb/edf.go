@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"math"
 	"sync/atomic"
+
+	"github.com/legateproxy/legate/internal/procpin"
 )
 
 // maxSequenceLen bounds the memory of a precomputed schedule (4 bytes per entry).
@@ -24,18 +26,36 @@ const maxSequenceLen = 1 << 22
 // w_i/gcd times. Like Envoy, which starts each scheduler after uint32(seed) mod 429496729
 // picks, the walk starts that many picks into the period. (Envoy's createWithPicks places a
 // started scheduler arithmetically and may order entries of equal weight differently from
-// picking one by one; Legate's start is the one-by-one position.) Next walks the period with an
-// atomic counter, so picking is lock-free, O(1) and allocation-free. With equal weights there is
-// no table and Next is a plain rotation starting at seed mod n, as in Envoy.
+// picking one by one; Legate's start is the one-by-one position.) With equal weights there is no
+// table and Next is a plain rotation starting at seed mod n, as in Envoy.
+//
+// Next walks the period with a position counter, so picking is lock-free, O(1) and
+// allocation-free. There is one shared position, which gives exactly the order of one Envoy
+// worker, until two pickers collide on it; from then on each P keeps its own position (Envoy
+// keeps a scheduler per worker), the positions spread evenly over the period, so that picks on
+// different cores never touch the same cache line. Each P's walk is still the whole period in
+// order, so the split by weight is exact over every period of every P.
 //
 // Sequence is safe for concurrent use; its zero value is not usable.
 type Sequence struct {
-	_     [64]byte // keep the counter off the cache line of neighbouring data
+	_     [64]byte // keep the shared position off the cache line of neighbouring data
 	next  atomic.Uint64
 	_     [56]byte
+	perP  atomic.Pointer[positions] // nil until pickers collided on next
 	order []uint32
 	n     uint64
 	start uint64
+}
+
+// positions holds one position per P, each on its own cache line.
+type positions struct {
+	mask uint64
+	slot []position
+}
+
+type position struct {
+	v atomic.Uint64
+	_ [56]byte
 }
 
 // maxInitialPicks bounds the initial picks (Envoy's UINT_MAX/10 in createWithPicks).
@@ -150,11 +170,32 @@ func NewFloatSequence(weights []float64, seed uint64) *Sequence {
 
 // Next returns the index of the next entry.
 func (s *Sequence) Next() int {
-	i := (s.next.Add(1) - 1 + s.start) % s.n
+	var i uint64
+	if p := s.perP.Load(); p != nil {
+		id := uint64(procpin.Pin())
+		i = p.slot[id&p.mask].v.Add(1) - 1
+		procpin.Unpin()
+	} else if v := s.next.Load(); s.next.CompareAndSwap(v, v+1) {
+		i = v
+	} else {
+		return s.spread()
+	}
+	i = (i + s.start) % s.n
 	if s.order == nil {
 		return int(i)
 	}
 	return int(s.order[i])
+}
+
+// spread gives each P its own position after a collision on the shared one, then picks.
+func (s *Sequence) spread() int {
+	n := procpin.Slots()
+	p := &positions{mask: uint64(n - 1), slot: make([]position, n)}
+	for k := range p.slot {
+		p.slot[k].v.Store(s.n * uint64(k) / uint64(n))
+	}
+	s.perP.CompareAndSwap(nil, p)
+	return s.Next()
 }
 
 // Len returns the length of one period.

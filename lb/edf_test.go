@@ -2,7 +2,10 @@ package lb_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -85,4 +88,56 @@ func BenchmarkNewSequence(b *testing.B) {
 	}
 	b.ReportAllocs()
 	lbtest.ReportCPU(b, func() { lb.NewSequence(weights, 12345) })
+}
+
+// TestSequenceSerialOrder checks that one picker, whichever Ps it runs on, gets exactly the
+// schedule's order: it never collides with itself, so the shared position is kept.
+func TestSequenceSerialOrder(t *testing.T) {
+	weights := []uint32{5, 1, 3, 2}
+	want := period(lb.NewSequence(weights, 3))
+	s := lb.NewSequence(weights, 3)
+	for round := range 1000 {
+		if got := period(s); !slices.Equal(got, want) {
+			t.Fatalf("period %d = %v; want %v", round, got, want)
+		}
+	}
+}
+
+// TestSequenceSpread checks the positions kept per P once pickers collided: they start evenly
+// spread over the period, and concurrent pickers still split picks by weight to within one
+// period per position, whatever P each pick ran on.
+func TestSequenceSpread(t *testing.T) {
+	weights := []uint32{1, 2, 3, 4}
+	s := lb.NewSequence(weights, 0)
+	starts := s.Spread()
+	for k, got := range starts {
+		want := uint64(s.Len() * k / len(starts))
+		if got != want && got != want+1 { // spread's own pick may have moved one
+			t.Errorf("position %d starts at %d; want %d", k, got, want)
+		}
+	}
+	const pickers, picks = 4, 25_000
+	counts := make([][]int, pickers)
+	var wg sync.WaitGroup
+	for g := range pickers {
+		counts[g] = make([]int, len(weights))
+		wg.Go(func() {
+			for range picks {
+				counts[g][s.Next()]++
+			}
+		})
+	}
+	wg.Wait()
+	total := pickers*picks + 1 // and spread's pick
+	for i, w := range weights {
+		got := 0
+		for g := range pickers {
+			got += counts[g][i]
+		}
+		want := float64(total) * float64(w) / 10
+		// Each position is inside one period, which holds w picks of entry i.
+		if slack := float64(len(starts) * int(w)); math.Abs(float64(got)-want) > slack+1 {
+			t.Errorf("entry %d (weight %d) picked %d times; want %.0f ± %.0f", i, w, got, want, slack+1)
+		}
+	}
 }

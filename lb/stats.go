@@ -5,14 +5,15 @@ import "github.com/legateproxy/legate/stats"
 // Stats are the lb_* statistics of a cluster (Envoy's ClusterLbStats) that balancers update.
 // The cluster owns the counters (fields of its cluster.<name>.* stats) and passes one Stats to
 // every balancer it builds through Params.Stats. Every update is one atomic add: picks stay
-// lock-free and allocation-free. A nil field is not counted.
+// lock-free and allocation-free. Counters a pick may increment are HotCounters, so that picks
+// on different cores don't queue for one cache line. Complete fills nil fields.
 type Stats struct {
 	// HealthyPanic is lb_healthy_panic: a pick from a priority level in panic.
-	HealthyPanic *stats.Counter
+	HealthyPanic *stats.HotCounter
 	// LocalClusterNotOK is lb_local_cluster_not_ok: zone-aware routing not done because the
 	// local cluster has no hosts in this proxy's locality (counted per plan) or is in panic
 	// (counted per pick).
-	LocalClusterNotOK *stats.Counter
+	LocalClusterNotOK *stats.HotCounter
 	// RecalculateZoneStructures is lb_recalculate_zone_structures: a zone-aware routing plan
 	// computed (each balancer build with a local cluster).
 	RecalculateZoneStructures *stats.Counter
@@ -21,22 +22,22 @@ type Stats struct {
 	ZoneClusterTooSmall *stats.Counter
 	// ZoneRoutingAllDirectly is lb_zone_routing_all_directly: a pick sent to the local locality
 	// because it can take all the traffic.
-	ZoneRoutingAllDirectly *stats.Counter
+	ZoneRoutingAllDirectly *stats.HotCounter
 	// ZoneRoutingSampled is lb_zone_routing_sampled: a pick sent to the local locality by the
 	// sampled share it can take.
-	ZoneRoutingSampled *stats.Counter
+	ZoneRoutingSampled *stats.HotCounter
 	// ZoneRoutingCrossZone is lb_zone_routing_cross_zone: a pick sent to another locality.
-	ZoneRoutingCrossZone *stats.Counter
+	ZoneRoutingCrossZone *stats.HotCounter
 	// ZoneNoCapacityLeft is lb_zone_no_capacity_left: a cross-zone pick with no residual
 	// capacity anywhere (a rounding corner), so the locality is chosen at random.
-	ZoneNoCapacityLeft *stats.Counter
+	ZoneNoCapacityLeft *stats.HotCounter
 
 	// SubsetsSelected is lb_subsets_selected: a pick served by the subset matching the request.
-	SubsetsSelected *stats.Counter
+	SubsetsSelected *stats.HotCounter
 	// SubsetsFallback is lb_subsets_fallback: a pick served by the fallback policy.
-	SubsetsFallback *stats.Counter
+	SubsetsFallback *stats.HotCounter
 	// SubsetsFallbackPanic is lb_subsets_fallback_panic: a pick served by panic_mode_any.
-	SubsetsFallbackPanic *stats.Counter
+	SubsetsFallbackPanic *stats.HotCounter
 	// SubsetsCreated and SubsetsRemoved are lb_subsets_created and lb_subsets_removed: subsets
 	// that appear in, or disappear from, a rebuilt subset balancer.
 	SubsetsCreated, SubsetsRemoved *stats.Counter
@@ -44,25 +45,21 @@ type Stats struct {
 	SubsetsActive *stats.Gauge
 }
 
-// counters lists the counter fields of s.
-func (s *Stats) counters() []**stats.Counter {
-	return []**stats.Counter{
-		&s.HealthyPanic, &s.LocalClusterNotOK, &s.RecalculateZoneStructures, &s.ZoneClusterTooSmall,
-		&s.ZoneRoutingAllDirectly, &s.ZoneRoutingSampled, &s.ZoneRoutingCrossZone, &s.ZoneNoCapacityLeft,
-		&s.SubsetsSelected, &s.SubsetsFallback, &s.SubsetsFallbackPanic, &s.SubsetsCreated, &s.SubsetsRemoved,
-	}
-}
-
 // Complete returns s when every field is set, else a copy whose unset fields are private,
 // unreported statistics, so that the pick path increments without nil checks. Builders call it
 // once per build.
 func (s *Stats) Complete() *Stats {
-	if s != nil && s.SubsetsActive != nil && !slicesContainsNil(s.counters()) {
+	if s != nil && s.SubsetsActive != nil && !s.anyNil() {
 		return s
 	}
 	out := &Stats{}
 	if s != nil {
 		*out = *s
+	}
+	for _, c := range out.hotCounters() {
+		if *c == nil {
+			*c = new(stats.HotCounter)
+		}
 	}
 	for _, c := range out.counters() {
 		if *c == nil {
@@ -75,8 +72,27 @@ func (s *Stats) Complete() *Stats {
 	return out
 }
 
-func slicesContainsNil(cs []**stats.Counter) bool {
-	for _, c := range cs {
+// hotCounters lists the per-pick counter fields of s.
+func (s *Stats) hotCounters() []**stats.HotCounter {
+	return []**stats.HotCounter{
+		&s.HealthyPanic, &s.LocalClusterNotOK, &s.ZoneRoutingAllDirectly, &s.ZoneRoutingSampled,
+		&s.ZoneRoutingCrossZone, &s.ZoneNoCapacityLeft, &s.SubsetsSelected, &s.SubsetsFallback,
+		&s.SubsetsFallbackPanic,
+	}
+}
+
+// counters lists the other counter fields of s.
+func (s *Stats) counters() []**stats.Counter {
+	return []**stats.Counter{&s.RecalculateZoneStructures, &s.ZoneClusterTooSmall, &s.SubsetsCreated, &s.SubsetsRemoved}
+}
+
+func (s *Stats) anyNil() bool {
+	for _, c := range s.hotCounters() {
+		if *c == nil {
+			return true
+		}
+	}
+	for _, c := range s.counters() {
 		if *c == nil {
 			return true
 		}

@@ -14,7 +14,7 @@ import (
 )
 
 func TestStatsComplete(t *testing.T) {
-	var own stats.Counter
+	var own stats.HotCounter
 	t.Run("nil", func(t *testing.T) {
 		s := (*lb.Stats)(nil).Complete()
 		if s == nil || s.HealthyPanic == nil || s.ZoneNoCapacityLeft == nil || s.SubsetsActive == nil {

@@ -167,7 +167,7 @@ func (s *Store) Flush() {
 	s.Each(KindSet(KindCounter, KindGauge, KindHistogram, KindTextReadout), func(st *Stat) bool {
 		switch st.Kind() {
 		case KindCounter:
-			c := (*Counter)(st.ptr())
+			c := counterAt(st.reg.base, st.f)
 			snap.Counters = append(snap.Counters, CounterSample{Metric: metric(st), Value: c.Value(), Delta: c.latchDelta(), Used: c.Used()})
 		case KindGauge:
 			snap.Gauges = append(snap.Gauges, GaugeSample{Metric: metric(st), Value: st.Value(), Mode: st.ImportMode(), Used: st.Used()})

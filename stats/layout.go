@@ -16,6 +16,7 @@ type field struct {
 	name   string  // relative to the registration prefix, e.g. "circuit_breakers.default.cx_open"
 	offset uintptr // from the start of the outermost struct
 	kind   Kind
+	hot    bool       // a HotCounter
 	mode   ImportMode // gauges only
 	unit   Unit       // histograms only
 }
@@ -81,6 +82,7 @@ func (l *layout) templateIDs(t *tags.Template, n *names) []uint32 {
 
 var (
 	counterType     = reflect.TypeFor[Counter]()
+	hotCounterType  = reflect.TypeFor[HotCounter]()
 	gaugeType       = reflect.TypeFor[Gauge]()
 	histogramType   = reflect.TypeFor[Histogram]()
 	textReadoutType = reflect.TypeFor[TextReadout]()
@@ -117,7 +119,7 @@ func (l *layout) walk(t reflect.Type, prefix string, offset uintptr) error {
 		tag, tagged := sf.Tag.Lookup("stat")
 		var kind Kind
 		switch sf.Type {
-		case counterType:
+		case counterType, hotCounterType:
 			kind = KindCounter
 		case gaugeType:
 			kind = KindGauge
@@ -142,6 +144,7 @@ func (l *layout) walk(t reflect.Type, prefix string, offset uintptr) error {
 		}
 		f.name = prefix + f.name
 		f.offset = offset + sf.Offset
+		f.hot = sf.Type == hotCounterType
 		l.fields = append(l.fields, f)
 	}
 	return nil
@@ -173,6 +176,15 @@ func parseTag(tag string, kind Kind) (field, error) {
 		}
 	}
 	return f, nil
+}
+
+// counterAt returns the counter of field f inside the struct at base, with a HotCounter's per-P
+// increments folded in.
+func counterAt(base unsafe.Pointer, f *field) *Counter {
+	if f.hot {
+		return at[HotCounter](base, f).fold()
+	}
+	return at[Counter](base, f)
 }
 
 // at returns a pointer to field f inside the struct at base.

@@ -42,7 +42,7 @@ func (st *Stat) ptr() unsafe.Pointer { return unsafe.Add(st.reg.base, st.f.offse
 func (st *Stat) Used() bool {
 	switch st.f.kind {
 	case KindCounter:
-		return (*Counter)(st.ptr()).Used()
+		return counterAt(st.reg.base, st.f).Used()
 	case KindGauge:
 		return (*Gauge)(st.ptr()).Used()
 	case KindHistogram:
@@ -55,7 +55,7 @@ func (st *Stat) Used() bool {
 func (st *Stat) Value() uint64 {
 	switch st.f.kind {
 	case KindCounter:
-		return (*Counter)(st.ptr()).Value()
+		return counterAt(st.reg.base, st.f).Value()
 	case KindGauge:
 		return (*Gauge)(st.ptr()).Value()
 	}

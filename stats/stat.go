@@ -2,6 +2,8 @@ package stats
 
 import (
 	"sync/atomic"
+
+	"github.com/legateproxy/legate/internal/procpin"
 )
 
 // Kind is the type of a stat.
@@ -76,6 +78,63 @@ func (c *Counter) reset() { c.base.Store(c.total.Load()) }
 func (c *Counter) latchDelta() uint64 {
 	t := c.total.Load()
 	return t - c.latch.Swap(t)
+}
+
+// HotCounter is a Counter for paths that every core takes at once, such as a load balancer's
+// per-pick stats: each P increments its own cache line and the lines are summed into the
+// counter whenever it is read, so increments scale with cores where one shared atomic would
+// have them queue for the same line. It costs a line per P once first incremented; use Counter
+// everywhere else. Declare it in a stats struct like a Counter; it is one to every reader.
+// Safe for concurrent use.
+type HotCounter struct {
+	Counter
+	shards atomic.Pointer[hotShards]
+}
+
+type hotShards struct {
+	mask uint64
+	slot []hotSlot
+}
+
+type hotSlot struct {
+	n atomic.Uint64
+	_ [56]byte
+}
+
+// Inc adds one.
+func (c *HotCounter) Inc() {
+	if s := c.shards.Load(); s != nil {
+		id := uint64(procpin.Pin())
+		s.slot[id&s.mask].n.Add(1)
+		procpin.Unpin()
+		return
+	}
+	c.firstInc()
+}
+
+func (c *HotCounter) firstInc() {
+	s := &hotShards{mask: uint64(procpin.Slots() - 1)}
+	s.slot = make([]hotSlot, s.mask+1)
+	c.shards.CompareAndSwap(nil, s)
+	c.Inc()
+}
+
+// Value is the count since creation or since the last reset.
+func (c *HotCounter) Value() uint64 { return c.fold().Value() }
+
+// Used reports whether the counter was ever incremented by a non-zero amount.
+func (c *HotCounter) Used() bool { return c.fold().Used() }
+
+// fold moves the per-P increments into the counter and returns it.
+func (c *HotCounter) fold() *Counter {
+	if s := c.shards.Load(); s != nil {
+		for i := range s.slot {
+			if n := s.slot[i].n.Swap(0); n != 0 {
+				c.total.Add(n)
+			}
+		}
+	}
+	return &c.Counter
 }
 
 // Gauge is a uint64 that goes up and down (Envoy's Gauge). The zero value is a

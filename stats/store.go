@@ -331,7 +331,7 @@ func (s *Store) ResetCounters() {
 	for _, r := range s.snapshotRegs() {
 		for i := range r.layout.fields {
 			if f := &r.layout.fields[i]; f.kind == KindCounter {
-				at[Counter](r.base, f).reset()
+				counterAt(r.base, f).reset()
 			}
 		}
 	}

@@ -1,22 +1,12 @@
 package histogram
 
 import (
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
-	_ "unsafe" // for go:linkname
+
+	"github.com/legateproxy/legate/internal/procpin"
 )
-
-// procPin and procUnpin give the id of the P running the caller and keep
-// the goroutine on it in between; sync.Pool does the same internally. The
-// runtime keeps these two linknames working on purpose (go.dev/issue/67401).
-//
-//go:linkname procPin runtime.procPin
-func procPin() int
-
-//go:linkname procUnpin runtime.procUnpin
-func procUnpin()
 
 // Options configure a Histogram.
 type Options struct {
@@ -115,11 +105,11 @@ func (h *Histogram) Bounds() []float64 {
 // lock and, once the bins it touches exist, allocates nothing.
 func (h *Histogram) Record(v uint64) {
 	if t := h.table.Load(); t != nil && int64(v) >= 0 {
-		pid := procPin()
+		pid := procpin.Pin()
 		if s := t.shards[pid&t.mask].Load(); s != nil {
 			if v == 0 {
 				s.zero.Add(1)
-				procUnpin()
+				procpin.Unpin()
 				return
 			}
 			// binOf, with the common two-digit case written out here
@@ -132,11 +122,11 @@ func (h *Histogram) Record(v uint64) {
 			}
 			if d := s.decadeSet[exp].Load(); d != nil {
 				d[idx].Add(1)
-				procUnpin()
+				procpin.Unpin()
 				return
 			}
 		}
-		procUnpin()
+		procpin.Unpin()
 	}
 	h.recordSlow(v)
 }
@@ -156,17 +146,14 @@ func (h *Histogram) recordSlow(v uint64) {
 	}
 	t := h.table.Load()
 	if t == nil {
-		n := 1
-		for n < runtime.GOMAXPROCS(0) {
-			n *= 2
-		}
+		n := procpin.Slots()
 		t = &shardTable{mask: n - 1, shards: make([]atomic.Pointer[shard], n)}
 		if !h.table.CompareAndSwap(nil, t) {
 			t = h.table.Load()
 		}
 	}
-	pid := procPin()
-	procUnpin()
+	pid := procpin.Pin()
+	procpin.Unpin()
 	slot := &t.shards[pid&t.mask]
 	s := slot.Load()
 	if s == nil {
