@@ -2,6 +2,7 @@ package leastrequest
 
 import (
 	"math"
+	"math/bits"
 
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/lb"
@@ -40,7 +41,7 @@ func (b *Balancer) Pick(ctx *lb.Context) (*host.Host, error) {
 
 func (b *Balancer) pickOnce(uint32) *host.Host {
 	rnd := b.base.Rand()
-	src, ok := b.base.ChooseSource(rnd())
+	src, ok := b.base.ChooseRandomSource()
 	if !ok {
 		return nil
 	}
@@ -67,6 +68,17 @@ func (b *Balancer) pickOnce(uint32) *host.Host {
 func (b *Balancer) pickWeighted(hosts []*host.Host, t *aliasTable, rnd func() uint64) *host.Host {
 	best := hosts[t.sample(rnd())]
 	if b.bias == 0 {
+		return best
+	}
+	if b.choiceCount == 2 && b.bias == 1 {
+		// The default settings, in integers: keep the second candidate c with probability
+		// (1/(ac+1)) / (1/(ab+1) + 1/(ac+1)) = (ab+1) / (ab+ac+2), an exact 128-bit comparison
+		// of a uniform 64-bit draw in place of two divisions.
+		c := hosts[t.sample(rnd())]
+		ab, ac := uint64(max(best.ActiveRequests(), 0))+1, uint64(max(c.ActiveRequests(), 0))+1
+		if hi, _ := bits.Mul64(rnd(), ab+ac); hi < ab {
+			best = c
+		}
 		return best
 	}
 	total := b.loadFactor(best)

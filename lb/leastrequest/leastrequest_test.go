@@ -13,12 +13,12 @@ func TestUnweightedPowerOfChoices(t *testing.T) {
 	hosts[1].AddActiveRequests(1)
 	tests := []struct {
 		name string
-		rand []uint64 // priority draw, then one draw per choice
+		rand []uint64 // one draw per choice (one priority level: no draw for it)
 		want int
 	}{
-		{"fewer active wins", []uint64{0, 0, 1}, 1},
-		{"first kept on tie", []uint64{0, 2, 3}, 2},
-		{"same host twice", []uint64{0, 0, 4}, 0},
+		{"fewer active wins", []uint64{0, 1}, 1},
+		{"first kept on tie", []uint64{2, 3}, 2},
+		{"same host twice", []uint64{0, 4}, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

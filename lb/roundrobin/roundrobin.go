@@ -48,7 +48,7 @@ func (b *Balancer) Pick(ctx *lb.Context) (*host.Host, error) {
 }
 
 func (b *Balancer) pickOnce(uint32) *host.Host {
-	src, ok := b.base.ChooseSource(b.base.Rand()())
+	src, ok := b.base.ChooseRandomSource()
 	if !ok {
 		return nil
 	}
