@@ -55,36 +55,49 @@ func (s *state) close() {
 // ClientContext is a live UpstreamTlsContext: the *tls.Config the upstream
 // pools dial with. Safe for concurrent use.
 //
+// Each load (NewClientContext, then every successful Reload) has its own
+// *tls.Config, session cache and callbacks, all bound to that load's
+// certificates: a handshake, and the session ticket that arrives after a
+// TLS 1.3 handshake, stay with the load the connection started with, so a
+// session made with a replaced client certificate is never resumed.
+//
 // Peer verification happens only when the validation context has a
 // trusted_ca (or certificate pins), as the spec requires; otherwise any
 // server certificate is accepted.
 type ClientContext struct {
-	cfg   UpstreamConfig
-	st    *state
-	base  *tls.Config
-	hosts sync.Map // host name -> *tls.Config, for auto_host_sni
+	cfg UpstreamConfig
+	st  *state
+}
+
+// clientLoad is the client half of a material: the configuration its
+// handshakes use and, with auto_host_sni, one copy per host name.
+type clientLoad struct {
+	config *tls.Config
+	hosts  sync.Map // host name -> *tls.Config, sharing config's session cache
 }
 
 // NewClientContext loads cfg's certificates and secrets and returns the
 // context, registered in deps.Registry when that is set.
 func NewClientContext(cfg UpstreamConfig, deps Deps) (*ClientContext, error) {
-	c := &ClientContext{cfg: cfg}
 	st, err := newState(&deps, func() (*material, error) {
 		m, err := loadCommon(cfg.Path+".common_tls_context", &cfg.Common, &deps, x509.ExtKeyUsageServerAuth)
 		if err != nil {
 			return nil, err
 		}
-		if cfg.MaxSessionKeys > 0 {
-			m.sessions = tls.NewLRUClientSessionCache(cfg.MaxSessionKeys)
-		}
+		m.client = &clientLoad{config: clientConfig(&cfg, m)}
 		return m, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	c.st = st
+	return &ClientContext{cfg: cfg, st: st}, nil
+}
+
+// clientConfig builds the configuration for handshakes with m's
+// certificates; its callbacks and session cache belong to m alone.
+func clientConfig(cfg *UpstreamConfig, m *material) *tls.Config {
 	p := &cfg.Common.Params
-	c.base = &tls.Config{
+	c := &tls.Config{
 		ServerName:       cfg.SNI,
 		NextProtos:       cfg.Common.ALPN,
 		MinVersion:       p.MinVersion,
@@ -93,77 +106,62 @@ func NewClientContext(cfg UpstreamConfig, deps Deps) (*ClientContext, error) {
 		CurvePreferences: p.Curves,
 		// Go's own verification would also check the host name, which
 		// Envoy never does; VerifyConnection does Envoy's checks.
-		InsecureSkipVerify:   true,
-		VerifyConnection:     c.verifyConnection,
-		GetClientCertificate: c.clientCertificate,
+		InsecureSkipVerify: true,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			if len(m.certs) == 0 {
+				return &tls.Certificate{}, nil // send none
+			}
+			return &m.certs[0], nil
+		},
+	}
+	if v := m.verify; v != nil {
+		sanSNI := cfg.AutoSNISANValidation
+		c.VerifyConnection = func(cs tls.ConnectionState) error {
+			sni := ""
+			if sanSNI {
+				sni = cs.ServerName
+			}
+			return v.verify(cs.PeerCertificates, sni)
+		}
 	}
 	if cfg.MaxSessionKeys > 0 {
-		c.base.ClientSessionCache = sessionCache{st}
+		c.ClientSessionCache = tls.NewLRUClientSessionCache(cfg.MaxSessionKeys)
 	}
-	return c, nil
+	return c
 }
 
-// Config returns the context's client configuration. It is shared: Clone it
-// before changing anything. Its callbacks read the context's current
-// certificates, so it stays valid across Reload.
-func (c *ClientContext) Config() *tls.Config { return c.base }
+// Config returns the configuration for a new connection. It is shared:
+// Clone it before changing anything. It is bound to the certificates loaded
+// when it was returned, so call Config for each connection: after Reload
+// it returns a new configuration (with an empty session cache).
+func (c *ClientContext) Config() *tls.Config { return c.st.cur.Load().client.config }
 
-// ConfigForHost returns the configuration for a connection to host: with
-// auto_host_sni the host name is the SNI (and, with
+// ConfigForHost returns the configuration for a new connection to host:
+// with auto_host_sni the host name is the SNI (and, with
 // auto_sni_san_validation, what the server's DNS SAN must match);
-// otherwise it is Config().
+// otherwise it is Config(). Like Config, call it for each connection.
 func (c *ClientContext) ConfigForHost(host string) *tls.Config {
+	l := c.st.cur.Load().client
 	if !c.cfg.AutoHostSNI || host == "" {
-		return c.base
+		return l.config
 	}
-	if v, ok := c.hosts.Load(host); ok {
+	if v, ok := l.hosts.Load(host); ok {
 		return v.(*tls.Config)
 	}
-	cfg := c.base.Clone()
+	cfg := l.config.Clone()
 	cfg.ServerName = host
-	v, _ := c.hosts.LoadOrStore(host, cfg)
+	v, _ := l.hosts.LoadOrStore(host, cfg)
 	return v.(*tls.Config)
 }
 
 // Reload re-reads the context's files and secrets and, if they load, makes
-// them the ones new handshakes use. Established connections are untouched.
-// On error the previous certificates stay in use.
+// them the ones new handshakes use. Established connections, and handshakes
+// already started, keep the certificates they began with. On error the
+// previous certificates stay in use.
 func (c *ClientContext) Reload() error { return c.st.reload() }
 
 // Close removes the context from its registry (/certs).
 func (c *ClientContext) Close() { c.st.close() }
-
-func (c *ClientContext) verifyConnection(cs tls.ConnectionState) error {
-	m := c.st.cur.Load()
-	if m.verify == nil {
-		return nil
-	}
-	sni := ""
-	if c.cfg.AutoSNISANValidation {
-		sni = cs.ServerName
-	}
-	return m.verify.verify(cs.PeerCertificates, sni)
-}
-
-func (c *ClientContext) clientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-	m := c.st.cur.Load()
-	if len(m.certs) == 0 {
-		return &tls.Certificate{}, nil // send none
-	}
-	return &m.certs[0], nil
-}
-
-// sessionCache forwards to the current material's cache, so sessions made
-// with replaced certificates are not resumed after a Reload.
-type sessionCache struct{ st *state }
-
-func (s sessionCache) Get(key string) (*tls.ClientSessionState, bool) {
-	return s.st.cur.Load().sessions.Get(key)
-}
-
-func (s sessionCache) Put(key string, cs *tls.ClientSessionState) {
-	s.st.cur.Load().sessions.Put(key, cs)
-}
 
 // ServerContext is a live DownstreamTlsContext: the *tls.Config a listener
 // accepts with. Safe for concurrent use.

@@ -10,12 +10,17 @@
 // resolve sds_secret_config names through a SecretProvider and build the
 // TLS state.
 //
-// Concurrency: a ClientContext or ServerContext keeps its loaded state in an
-// atomic.Pointer. Its *tls.Config is built once and never changes; its
-// callbacks (GetConfigForClient, GetClientCertificate, VerifyConnection and
-// the client session cache) read the pointer at handshake time, so Reload
-// swaps certificates for new handshakes while established connections keep
-// what they negotiated. Reload calls on one context are serialised by a
-// mutex. A Registry is safe for concurrent use; it guards its list of
-// contexts with a mutex and reads each context's state through the pointer.
+// Concurrency: a ClientContext or ServerContext keeps its loaded state (a
+// material) in an atomic.Pointer; Reload builds a new one and swaps it in,
+// serialised by a mutex. Each material is immutable and owns the
+// *tls.Config its handshakes use, with callbacks (GetClientCertificate,
+// VerifyConnection) and client session cache or server ticket keys bound
+// to it. A handshake uses the material current when it starts, for its
+// whole life: a TLS 1.3 session ticket arriving after a Reload is still
+// filed with the load that made the connection. ClientContext.Config and
+// ConfigForHost return the current load's configuration, so callers ask
+// for each connection; ServerContext.Config never changes and picks the
+// current load per handshake in GetConfigForClient. A Registry is safe for
+// concurrent use; it guards its list of contexts with a mutex and reads
+// each context's state through the pointer.
 package tlsutil

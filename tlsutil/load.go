@@ -81,8 +81,8 @@ type material struct {
 	verify *verifier    // nil: peers are not verified
 	// validation is the resolved (merged) validation context, or nil.
 	validation *ValidationConfig
-	// sessions is a client context's session cache (nil when disabled).
-	sessions tls.ClientSessionCache
+	// client is a client context's configuration for this load.
+	client *clientLoad
 	// handshake is a server context's per-handshake configuration.
 	handshake *tls.Config
 }

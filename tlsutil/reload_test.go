@@ -14,11 +14,12 @@ import (
 	"github.com/legateproxy/legate/tlsutil/tlstest"
 )
 
-// echoServer accepts TLS connections with cfg on 127.0.0.1 and echoes what
-// it reads. It stops when the test ends.
-func echoServer(t *testing.T, cfg *tls.Config) string {
+// serveTCP accepts connections on 127.0.0.1 and runs handle for each in
+// its own goroutine. When the test ends it closes the listener and every
+// connection and waits for the handlers.
+func serveTCP(t *testing.T, handle func(net.Conn)) string {
 	t.Helper()
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func echoServer(t *testing.T, cfg *tls.Config) string {
 			mu.Lock()
 			conns = append(conns, c)
 			mu.Unlock()
-			wg.Go(func() { io.Copy(c, c) })
+			wg.Go(func() { handle(c) })
 		}
 	})
 	t.Cleanup(func() {
@@ -47,6 +48,16 @@ func echoServer(t *testing.T, cfg *tls.Config) string {
 		wg.Wait()
 	})
 	return ln.Addr().String()
+}
+
+// echoServer accepts TLS connections with cfg on 127.0.0.1 and echoes what
+// it reads. It stops when the test ends.
+func echoServer(t *testing.T, cfg *tls.Config) string {
+	t.Helper()
+	return serveTCP(t, func(c net.Conn) {
+		tc := tls.Server(c, cfg)
+		io.Copy(tc, tc)
+	})
 }
 
 func dial(t *testing.T, addr string, cfg *tls.Config) *tls.Conn {

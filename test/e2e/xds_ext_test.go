@@ -256,7 +256,7 @@ func TestXDSUpstreamSDS(t *testing.T) {
 	// No session tickets: a session resumed across the rotation would keep the first
 	// certificate's identity (tlsutil's client session cache can store a ticket of a
 	// handshake made before a reload into the reloaded material).
-	upstream.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, SessionTicketsDisabled: true}
+	upstream.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
 	upstream.StartTLS()
 	defer upstream.Close()
 	_, uport, _ := net.SplitHostPort(upstream.Listener.Addr().String())
