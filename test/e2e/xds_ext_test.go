@@ -253,9 +253,8 @@ func TestXDSUpstreamSDS(t *testing.T) {
 		w.Header().Set("Connection", "close")
 		io.WriteString(w, r.TLS.PeerCertificates[0].Subject.CommonName)
 	}))
-	// No session tickets: a session resumed across the rotation would keep the first
-	// certificate's identity (tlsutil's client session cache can store a ticket of a
-	// handshake made before a reload into the reloaded material).
+	// Session tickets stay on: a session resumed across the rotation must not keep the first
+	// certificate's identity.
 	upstream.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
 	upstream.StartTLS()
 	defer upstream.Close()
