@@ -2,6 +2,7 @@ package subset
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 
 	"github.com/cespare/xxhash/v2"
@@ -159,16 +160,15 @@ func matches(h *host.Host, crit []lb.Criterion) bool {
 	return true
 }
 
+// hashCriteria keys the subset table. It runs on every pick: one-shot string hashes mixed in
+// order cost a third of a streaming digest; equalCriteria settles collisions.
 func hashCriteria(crit []lb.Criterion) uint64 {
-	var d xxhash.Digest
-	d.Reset()
+	h := uint64(len(crit))
 	for _, c := range crit {
-		_, _ = d.WriteString(c.Name)
-		_, _ = d.WriteString("\x00")
-		_, _ = d.WriteString(c.Value)
-		_, _ = d.WriteString("\x00")
+		h = (bits.RotateLeft64(h, 23) ^ xxhash.Sum64String(c.Name)) * 0x9e3779b97f4a7c15
+		h = (bits.RotateLeft64(h, 23) ^ xxhash.Sum64String(c.Value)) * 0x9e3779b97f4a7c15
 	}
-	return d.Sum64()
+	return h
 }
 
 func equalCriteria(a, b []lb.Criterion) bool {
