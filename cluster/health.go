@@ -119,12 +119,12 @@ func (m *Manager) attachHealthLocked(c *Cluster, plan *healthPlan) error {
 	e, prefix := c.stats, "cluster."+c.cfg.StatName+"."
 	if plan.check != nil {
 		if e.health == nil {
-			e.health = &health.Stats{}
-			e.healthReg = m.store.Register(prefix+"health_check.", e.health)
+			e.health = &registered[health.Stats]{}
+			e.health.reg = m.store.Register(prefix+"health_check.", &e.health.stats)
 		}
 		opts := health.Options{
 			ClusterName:  c.cfg.Name,
-			Stats:        e.health,
+			Stats:        &e.health.stats,
 			OnChange:     c.onHealthCheck,
 			OnResult:     c.onHealthResult,
 			Clock:        m.clock,
@@ -153,12 +153,12 @@ func (m *Manager) attachHealthLocked(c *Cluster, plan *healthPlan) error {
 	}
 	if plan.outlier != nil {
 		if e.outlier == nil {
-			e.outlier = &outlier.Stats{}
-			e.outlierReg = m.store.Register(prefix+"outlier_detection.", e.outlier)
+			e.outlier = &registered[outlier.Stats]{}
+			e.outlier.reg = m.store.Register(prefix+"outlier_detection.", &e.outlier.stats)
 		}
 		d, err := outlier.New(plan.outlier, outlier.Options{
 			ClusterName: c.cfg.Name,
-			Stats:       e.outlier,
+			Stats:       &e.outlier.stats,
 			Runtime:     m.runtime,
 			Clock:       m.clock,
 			Random:      m.rand,

@@ -140,11 +140,16 @@ type statsEntry struct {
 	reg  *stats.Registration
 	refs int
 	// health and outlier are the health_check.* and outlier_detection.* stats, registered by the
-	// first cluster of this name that has a health check or an outlier detector.
-	health     *health.Stats
-	healthReg  *stats.Registration
-	outlier    *outlier.Stats
-	outlierReg *stats.Registration
+	// first cluster of this name that has a health check or an outlier detector. (One pointer
+	// each keeps the entry inside the 2304-byte allocation class.)
+	health  *registered[health.Stats]
+	outlier *registered[outlier.Stats]
+}
+
+// registered is a stats struct with its registration.
+type registered[T any] struct {
+	stats T
+	reg   *stats.Registration
 }
 
 // NewManager builds an empty manager and registers the cluster_manager.* stats.
@@ -453,11 +458,11 @@ func (m *Manager) dropStatsLocked(c *Cluster) {
 		return
 	}
 	e.reg.Unregister()
-	if e.healthReg != nil {
-		e.healthReg.Unregister()
+	if e.health != nil {
+		e.health.reg.Unregister()
 	}
-	if e.outlierReg != nil {
-		e.outlierReg.Unregister()
+	if e.outlier != nil {
+		e.outlier.reg.Unregister()
 	}
 	delete(m.statEntries, c.cfg.StatName)
 }
