@@ -47,13 +47,13 @@ func (m *Manager) publishSoonLocked() {
 	m.publishLocked()
 }
 
-// deferMemberLocked records that the aggregates containing name must be rebuilt at the end of
+// deferMemberLocked records that the clusters memberChanged would rebuild for name must be rebuilt at the end of
 // the current batch; false outside a batch.
 func (m *Manager) deferMemberLocked(name string) bool {
 	if m.batching == 0 {
 		return false
 	}
-	if len(m.dependents[name]) == 0 {
+	if len(m.dependents[name]) == 0 && name != m.localCluster {
 		return true
 	}
 	if m.deferredMembers == nil {

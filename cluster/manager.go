@@ -619,19 +619,29 @@ func (m *Manager) publishLocked() {
 	m.published.Store(&p)
 }
 
-// memberChanged rebuilds the custom clusters (aggregates) that depend on name.
+// memberChanged rebuilds the clusters whose balancers read name's hosts: the custom clusters
+// (aggregates) that contain it and, when name is the local cluster, every other cluster, whose
+// zone-aware routing plan depends on it (Envoy recomputes each balancer's locality structures
+// on a local cluster update).
 func (m *Manager) memberChanged(name string) {
 	m.mu.Lock()
 	if m.deferMemberLocked(name) {
 		m.mu.Unlock()
 		return
 	}
-	aggs := append([]string(nil), m.dependents[name]...)
 	var targets []*Cluster
-	for _, a := range aggs {
-		for _, c := range []*Cluster{m.active[a], m.warming[a]} {
-			if c != nil {
+	if name == m.localCluster {
+		for n, c := range m.active {
+			if n != name {
 				targets = append(targets, c)
+			}
+		}
+	} else {
+		for _, a := range m.dependents[name] {
+			for _, c := range []*Cluster{m.active[a], m.warming[a]} {
+				if c != nil {
+					targets = append(targets, c)
+				}
 			}
 		}
 	}
