@@ -47,8 +47,8 @@ func (m *Manager) publishSoonLocked() {
 	m.publishLocked()
 }
 
-// deferMemberLocked records that the clusters memberChanged would rebuild for name must be rebuilt at the end of
-// the current batch; false outside a batch.
+// deferMemberLocked records that the clusters memberChanged would rebuild for name must be
+// rebuilt at the end of the current batch; false outside a batch.
 func (m *Manager) deferMemberLocked(name string) bool {
 	if m.batching == 0 {
 		return false
