@@ -28,7 +28,9 @@ func (c *Client) ClustersDumpExtras() map[string]*adminv3.UpdateFailureState {
 // ClustersConfigDump is the cluster manager's ClustersConfigDump (tracker key "clusters") with
 // the error_state of rejected CDS clusters: set on the cluster's dynamic entry when the
 // previous version still serves, else added as a dynamic_active_clusters entry of its own, in
-// name order. match filters by cluster name as in cluster.Manager.ConfigDump. Safe for
+// name order. match filters by cluster name as in cluster.Manager.ConfigDump. client_status
+// stays unset here and in every other dump, as in Envoy, whose admin dumps never fill it (the
+// field is marked not-implemented in config_dump_shared.proto; CSDS clients use it). Safe for
 // concurrent use.
 func (c *Client) ClustersConfigDump(match func(string) bool) proto.Message {
 	base := c.cfg.Clusters.ConfigDump(match)

@@ -45,13 +45,15 @@ type controlPlane struct {
 	cache cachev3.SnapshotCache
 	addr  string
 
-	mu       sync.Mutex // guards the fields below
-	gs       *grpc.Server
-	hs       *http.Server
-	sotw     []*discoveryv3.DiscoveryRequest
-	delta    []*discoveryv3.DeltaDiscoveryRequest
-	cancel   context.CancelFunc
-	serveErr chan error
+	mu    sync.Mutex // guards the fields below
+	gs    *grpc.Server
+	hs    *http.Server
+	sotw  []*discoveryv3.DiscoveryRequest
+	delta []*discoveryv3.DeltaDiscoveryRequest
+	// identifier, when set, is sent as every gRPC response's control_plane.identifier.
+	identifier string
+	cancel     context.CancelFunc
+	serveErr   chan error
 }
 
 func newControlPlane(t testing.TB, ads bool) *controlPlane {
@@ -81,6 +83,21 @@ func (cp *controlPlane) start(addr string) {
 			cp.delta = append(cp.delta, r)
 			cp.mu.Unlock()
 			return nil
+		},
+		StreamResponseFunc: func(_ context.Context, _ int64, _ *discoveryv3.DiscoveryRequest, r *discoveryv3.DiscoveryResponse) {
+			if id := cp.controlPlaneID(); id != "" {
+				r.ControlPlane = &corev3.ControlPlane{Identifier: id}
+			}
+		},
+		StreamDeltaResponseFunc: func(_ int64, _ *discoveryv3.DeltaDiscoveryRequest, r *discoveryv3.DeltaDiscoveryResponse) {
+			if id := cp.controlPlaneID(); id != "" {
+				r.ControlPlane = &corev3.ControlPlane{Identifier: id}
+			}
+		},
+		FetchResponseFunc: func(_ *discoveryv3.DiscoveryRequest, r *discoveryv3.DiscoveryResponse) {
+			if id := cp.controlPlaneID(); id != "" {
+				r.ControlPlane = &corev3.ControlPlane{Identifier: id}
+			}
 		},
 		FetchRequestFunc: func(_ context.Context, r *discoveryv3.DiscoveryRequest) error {
 			cp.mu.Lock()
@@ -144,6 +161,19 @@ func (cp *controlPlane) stop() {
 	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		cp.t.Errorf("serve: %v", err)
 	}
+}
+
+// setIdentifier makes every later response name the control plane id.
+func (cp *controlPlane) setIdentifier(id string) {
+	cp.mu.Lock()
+	cp.identifier = id
+	cp.mu.Unlock()
+}
+
+func (cp *controlPlane) controlPlaneID() string {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.identifier
 }
 
 func (cp *controlPlane) dial(ctx context.Context, _ string) (net.Conn, error) {

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"sync"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
@@ -313,6 +314,7 @@ func (m *mux) handleSotW(resp *discoveryv3.DiscoveryResponse) {
 		m.c.log.Warnf("xds: %s: response for unsubscribed type %s ignored", m.key, resp.GetTypeUrl())
 		return
 	}
+	m.controlPlane(resp.GetControlPlane())
 	err := w.h.apply(m, update{version: resp.GetVersionInfo(), resources: resp.GetResources(), full: true})
 	m.mu.Lock()
 	w.nonce, w.nack, w.dirty = resp.GetNonce(), err, true
@@ -332,6 +334,7 @@ func (m *mux) handleDelta(resp *discoveryv3.DeltaDiscoveryResponse) {
 		m.c.log.Warnf("xds: %s: response for unsubscribed type %s ignored", m.key, resp.GetTypeUrl())
 		return
 	}
+	m.controlPlane(resp.GetControlPlane())
 	u := update{version: resp.GetSystemVersionInfo(), removed: resp.GetRemovedResources()}
 	for _, r := range resp.GetResources() {
 		u.resources = append(u.resources, r.GetResource())
@@ -353,6 +356,16 @@ func (m *mux) handleDelta(resp *discoveryv3.DeltaDiscoveryResponse) {
 	}
 	m.mu.Unlock()
 	m.c.notify(w.typeURL, resp.GetSystemVersionInfo(), err)
+}
+
+// controlPlane records the control_plane a gRPC response names in control_plane.identifier,
+// as Envoy's gRPC muxes do for the types they subscribe to. Responses read from files and
+// REST polls do not count (Envoy's filesystem and REST subscriptions ignore the field).
+func (m *mux) controlPlane(cp *corev3.ControlPlane) {
+	if cp == nil || m.src.Path != "" || m.api == nil || m.api.Type == resource.REST {
+		return
+	}
+	m.c.cpStats.Identifier.Set(cp.GetIdentifier())
 }
 
 // failAll reports a transport failure to every watch's handler.

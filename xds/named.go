@@ -280,10 +280,17 @@ func (h *namedHandler) apply(src *mux, u update) error {
 	}
 	for _, name := range u.removed {
 		sub := h.subs[serviceKey(src, name)]
-		if sub == nil || sub.val == nil {
+		if sub == nil {
 			continue
 		}
-		sub.val, sub.raw, sub.updated = nil, nil, h.c.clock.Now()
+		// A (delta) response that removes the resource is a successful update of the
+		// subscription, as Envoy's gRPC subscriptions count it (update_success, version_text).
+		now := h.c.clock.Now()
+		sub.stats.accepted(u.version, now, now.Sub(start))
+		if sub.val == nil {
+			continue
+		}
+		sub.val, sub.raw, sub.updated = nil, nil, now
 		sub.gen++
 		ns = append(ns, sub.noticesLocked()...)
 	}

@@ -36,11 +36,14 @@ type edsStats struct {
 }
 
 // ControlPlaneStats are the control_plane.* stats of the gRPC streams, shared by every
-// stream of a Client as Envoy's streams share them.
+// stream of a Client as Envoy's streams share them. Identifier is the control_plane.identifier
+// of the last gRPC response (ADS, state-of-the-world or delta) that carried a control_plane,
+// for a type the stream subscribes to; REST and file sources leave it alone, as in Envoy.
 type ControlPlaneStats struct {
-	ConnectedState    stats.Gauge   `stat:"connected_state,never_import"`
-	PendingRequests   stats.Gauge   `stat:"pending_requests,accumulate"`
-	RateLimitEnforced stats.Counter `stat:"rate_limit_enforced"`
+	ConnectedState    stats.Gauge       `stat:"connected_state,never_import"`
+	PendingRequests   stats.Gauge       `stat:"pending_requests,accumulate"`
+	RateLimitEnforced stats.Counter     `stat:"rate_limit_enforced"`
+	Identifier        stats.TextReadout `stat:"identifier"`
 }
 
 // versionHash is the value of the version gauge: Envoy's xxHash64 of version_info.

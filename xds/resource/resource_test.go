@@ -174,6 +174,12 @@ func TestSourceFromProto(t *testing.T) {
 			want: Source{API: &APISource{Type: REST, Cluster: "xds", RefreshDelay: time.Second, RequestTimeout: DefaultRequestTimeout}, InitialFetchTimeout: DefaultInitialFetchTimeout}},
 		{name: "path", in: &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_PathConfigSource{PathConfigSource: &corev3.PathConfigSource{Path: "/x.yaml"}}},
 			want: Source{Path: "/x.yaml", InitialFetchTimeout: DefaultInitialFetchTimeout}},
+		{name: "path with watched_directory", in: &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_PathConfigSource{PathConfigSource: &corev3.PathConfigSource{
+			Path: "/etc/xds/lds.yaml", WatchedDirectory: &corev3.WatchedDirectory{Path: "/etc/xds"},
+		}}}, want: Source{Path: "/etc/xds/lds.yaml", WatchedDirectory: "/etc/xds", InitialFetchTimeout: DefaultInitialFetchTimeout}},
+		{name: "empty watched_directory", in: &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_PathConfigSource{PathConfigSource: &corev3.PathConfigSource{
+			Path: "/x.yaml", WatchedDirectory: &corev3.WatchedDirectory{},
+		}}}, wantErr: "path_config_source.watched_directory.path is empty"},
 		{name: "rate limit", in: func() *corev3.ConfigSource {
 			a := grpcAPI(corev3.ApiConfigSource_GRPC)
 			a.RateLimitSettings = &corev3.RateLimitSettings{}

@@ -78,6 +78,10 @@ type Source struct {
 	// Path is path_config_source.path (or the deprecated path): a file holding a
 	// DiscoveryResponse, reloaded when another file is moved into its place.
 	Path string
+	// WatchedDirectory is path_config_source.watched_directory.path: when set, Path is read
+	// again whenever a file is moved into this directory (a Kubernetes ConfigMap's ..data
+	// symlink swap) instead of when Path itself is replaced.
+	WatchedDirectory string
 	// InitialFetchTimeout is initial_fetch_timeout; DefaultInitialFetchTimeout when unset and
 	// zero (no timeout) when set to 0.
 	InitialFetchTimeout time.Duration
@@ -88,6 +92,8 @@ func (s Source) Key() string {
 	switch {
 	case s.ADS:
 		return "ads"
+	case s.Path != "" && s.WatchedDirectory != "":
+		return "path:" + s.Path + "|dir:" + s.WatchedDirectory
 	case s.Path != "":
 		return "path:" + s.Path
 	case s.API != nil:
@@ -121,6 +127,12 @@ func SourceFromProto(cs *corev3.ConfigSource) (Source, error) {
 		out.Path = s.Path
 	case *corev3.ConfigSource_PathConfigSource:
 		out.Path = s.PathConfigSource.GetPath()
+		if wd := s.PathConfigSource.GetWatchedDirectory(); wd != nil {
+			if wd.GetPath() == "" {
+				return out, fmt.Errorf("path_config_source.watched_directory.path is empty; a directory path is required")
+			}
+			out.WatchedDirectory = wd.GetPath()
+		}
 	case *corev3.ConfigSource_ApiConfigSource:
 		a, err := APISourceFromProto(s.ApiConfigSource)
 		if err != nil {
