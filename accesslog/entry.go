@@ -59,6 +59,62 @@ type Entry struct {
 	VirtualClusterName string
 	// ConnectionID is the downstream connection's id (Envoy prints 0 when it has none).
 	ConnectionID uint64
+	// Type is why the entry is logged (%ACCESS_LOG_TYPE%, AccessLogCommon.access_log_type):
+	// the TCP proxy logs TcpConnectionEnd at close, TcpPeriodic every
+	// access_log_flush_interval and TcpUpstreamConnected when the upstream connects.
+	Type Type
+	// HealthCheck marks a request answered as a health check (not_health_check_filter).
+	HealthCheck bool
+}
+
+// Type is Envoy's AccessLogType: the event an entry is logged for. The values are Envoy's
+// enum numbers (envoy.data.accesslog.v3.AccessLogType).
+type Type uint8
+
+// The access log types, with Envoy's numbers.
+const (
+	TypeNotSet                                  Type = 0
+	TypeTCPUpstreamConnected                    Type = 1
+	TypeTCPPeriodic                             Type = 2
+	TypeTCPConnectionEnd                        Type = 3
+	TypeDownstreamStart                         Type = 4
+	TypeDownstreamPeriodic                      Type = 5
+	TypeDownstreamEnd                           Type = 6
+	TypeUpstreamPoolReady                       Type = 7
+	TypeUpstreamPeriodic                        Type = 8
+	TypeUpstreamEnd                             Type = 9
+	TypeDownstreamTunnelSuccessfullyEstablished Type = 10
+	TypeUDPTunnelUpstreamConnected              Type = 11
+	TypeUDPPeriodic                             Type = 12
+	TypeUDPSessionEnd                           Type = 13
+	TypeTCPConnectionStart                      Type = 14
+	numTypes                                         = 15
+)
+
+// typeNames are Envoy's enum names, which %ACCESS_LOG_TYPE% prints, indexed by number.
+var typeNames = [numTypes]string{
+	"NotSet", "TcpUpstreamConnected", "TcpPeriodic", "TcpConnectionEnd", "DownstreamStart",
+	"DownstreamPeriodic", "DownstreamEnd", "UpstreamPoolReady", "UpstreamPeriodic",
+	"UpstreamEnd", "DownstreamTunnelSuccessfullyEstablished", "UdpTunnelUpstreamConnected",
+	"UdpPeriodic", "UdpSessionEnd", "TcpConnectionStart",
+}
+
+// String returns Envoy's name of the type ("TcpConnectionEnd"); "NotSet" for unknown values.
+func (t Type) String() string {
+	if int(t) < len(typeNames) {
+		return typeNames[t]
+	}
+	return typeNames[0]
+}
+
+// Intermediate reports whether an entry of this type is logged before its connection or
+// stream ends (AccessLogCommon.intermediate_log_entry).
+func (t Type) Intermediate() bool {
+	switch t {
+	case TypeNotSet, TypeTCPConnectionEnd, TypeDownstreamEnd, TypeUpstreamEnd, TypeUDPSessionEnd:
+		return false
+	}
+	return true
 }
 
 // ResponseFlags is Envoy's bit set of response flags. The bit order is Envoy's, which is also

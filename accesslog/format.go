@@ -365,6 +365,8 @@ func appendValue(dst []byte, s *segment, e *Entry) ([]byte, bool) {
 		str = e.VirtualClusterName
 	case opConnectionID:
 		return strconv.AppendUint(dst, e.ConnectionID, 10), true
+	case opAccessLogType:
+		str = e.Type.String()
 	}
 	if str == "" {
 		return dst, false

@@ -49,6 +49,7 @@ const (
 	opRouteName
 	opVirtualClusterName
 	opConnectionID
+	opAccessLogType
 )
 
 // operators maps operator names to ops; HOSTNAME and ENVIRONMENT are resolved at parse time.
@@ -91,6 +92,7 @@ var operators = map[string]op{
 	"ROUTE_NAME":                                    opRouteName,
 	"VIRTUAL_CLUSTER_NAME":                          opVirtualClusterName,
 	"CONNECTION_ID":                                 opConnectionID,
+	"ACCESS_LOG_TYPE":                               opAccessLogType,
 }
 
 // numeric reports whether the operator's value is a JSON number.

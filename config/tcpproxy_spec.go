@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/accesslog"
 )
 
 // TCP proxy defaults, as Envoy documents them.
@@ -38,9 +41,36 @@ type TCPProxy struct {
 	MaxConnectAttempts uint32
 	// MaxDownstreamConnectionDuration is max_downstream_connection_duration; zero means none.
 	MaxDownstreamConnectionDuration time.Duration
+	// AccessLogs are access_log, in order. Their filters have been checked with
+	// accesslog.FilterFromProto; the loggers' typed_config is checked by the TCP proxy, which
+	// builds them.
+	AccessLogs []TCPAccessLog
+	// AccessLogFlushInterval is access_log_options.access_log_flush_interval (or the deprecated
+	// access_log_flush_interval): how often a TcpPeriodic entry is logged while the connection
+	// lasts. Zero means none.
+	AccessLogFlushInterval time.Duration
+	// FlushAccessLogOnConnected is access_log_options.flush_access_log_on_connected (or the
+	// deprecated flush_access_log_on_connected): log a TcpUpstreamConnected entry when the
+	// upstream connection is established.
+	FlushAccessLogOnConnected bool
+	// FlushAccessLogOnStart is access_log_options.flush_access_log_on_start: log a
+	// TcpConnectionStart entry when the downstream connection is accepted.
+	FlushAccessLogOnStart bool
 	// Proto is the configuration as given, for /config_dump.
 	Proto *tcpproxyv3.TcpProxy
 }
+
+// TCPAccessLog is one entry of TcpProxy.access_log.
+type TCPAccessLog struct {
+	Name string
+	// TypedConfig is typed_config; nil when unset.
+	TypedConfig *anypb.Any
+	// Filter is filter; nil when unset.
+	Filter *accesslogv3.AccessLogFilter
+}
+
+// minAccessLogFlushInterval is the smallest access_log_flush_interval Envoy accepts.
+const minAccessLogFlushInterval = time.Millisecond
 
 // TCPClusterWeight is TcpProxy.WeightedCluster.ClusterWeight.
 type TCPClusterWeight struct {
@@ -65,8 +95,9 @@ func TCPProxyFromAny(a *anypb.Any) (*TCPProxy, error) {
 }
 
 // TCPProxyFromProto validates p and applies defaults. Fields Legate does not implement
-// (on_demand, tunneling_config, hash_policy, metadata_match, access_log, upstream idle
-// timeouts split by direction, …) are refused rather than silently ignored.
+// (on_demand, tunneling_config, hash_policy, metadata_match, upstream idle timeouts split by
+// direction, access log filters other than those of accesslog.Filter, …) are refused rather
+// than silently ignored.
 func TCPProxyFromProto(p *tcpproxyv3.TcpProxy) (*TCPProxy, error) {
 	if p == nil {
 		return nil, errors.New("tcp_proxy: configuration is required")
@@ -136,7 +167,6 @@ func TCPProxyFromProto(p *tcpproxyv3.TcpProxy) (*TCPProxy, error) {
 		{"metadata_match", p.GetMetadataMatch() != nil},
 		{"downstream_idle_timeout", p.GetDownstreamIdleTimeout() != nil},
 		{"upstream_idle_timeout", p.GetUpstreamIdleTimeout() != nil},
-		{"access_log", len(p.GetAccessLog()) > 0},
 		{"hash_policy", len(p.GetHashPolicy()) > 0},
 		{"tunneling_config", p.GetTunnelingConfig() != nil},
 		{"proxy_protocol_tlvs", len(p.GetProxyProtocolTlvs()) > 0},
@@ -145,5 +175,44 @@ func TCPProxyFromProto(p *tcpproxyv3.TcpProxy) (*TCPProxy, error) {
 			return nil, at("%s is set; not supported by Legate's TCP proxy", u.name)
 		}
 	}
+	if err := out.accessLogs(p); err != nil {
+		return nil, at("%w", err)
+	}
 	return out, nil
+}
+
+// accessLogs converts access_log and the access log options (access_log_options, or the
+// deprecated top-level access_log_flush_interval and flush_access_log_on_connected, which
+// may not be combined with it, as in Envoy).
+func (out *TCPProxy) accessLogs(p *tcpproxyv3.TcpProxy) error {
+	for i, al := range p.GetAccessLog() {
+		path := fmt.Sprintf("access_log[%d]", i)
+		if al.GetTypedConfig() == nil {
+			return fmt.Errorf("%s.typed_config is unset; an access logger configuration is required", path)
+		}
+		if _, err := accesslog.FilterFromProto(path+".filter", al.GetFilter(), accesslog.FilterOptions{}); err != nil {
+			return err
+		}
+		out.AccessLogs = append(out.AccessLogs, TCPAccessLog{Name: al.GetName(), TypedConfig: al.GetTypedConfig(), Filter: al.GetFilter()})
+	}
+	interval, intervalPath := p.GetAccessLogFlushInterval(), "access_log_flush_interval"
+	out.FlushAccessLogOnConnected = p.GetFlushAccessLogOnConnected()
+	if o := p.GetAccessLogOptions(); o != nil {
+		switch {
+		case p.GetFlushAccessLogOnConnected():
+			return errors.New("flush_access_log_on_connected and access_log_options are both set; only one may be")
+		case p.GetAccessLogFlushInterval() != nil:
+			return errors.New("access_log_flush_interval and access_log_options are both set; only one may be")
+		}
+		interval, intervalPath = o.GetAccessLogFlushInterval(), "access_log_options.access_log_flush_interval"
+		out.FlushAccessLogOnConnected = o.GetFlushAccessLogOnConnected()
+		out.FlushAccessLogOnStart = o.GetFlushAccessLogOnStart()
+	}
+	if interval != nil {
+		if err := interval.CheckValid(); err != nil || interval.AsDuration() < minAccessLogFlushInterval {
+			return fmt.Errorf("%s = %v; must be >= 1ms", intervalPath, interval.AsDuration())
+		}
+		out.AccessLogFlushInterval = interval.AsDuration()
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 	"sigs.k8s.io/yaml"
+
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 )
 
 func tcpProxyProto(t testing.TB, y string) *tcpproxyv3.TcpProxy {
@@ -44,6 +47,18 @@ idle_timeout: 0s, max_connect_attempts: 3, max_downstream_connection_duration: 2
 			want: TCPProxy{StatPrefix: "w", WeightedClusters: []TCPClusterWeight{{"a", 1}, {"b", 3}}, TotalWeight: 4,
 				MaxConnectAttempts: 3, MaxDownstreamConnectionDuration: 2 * time.Second},
 		},
+		{
+			name: "access log options",
+			yaml: `{stat_prefix: t, cluster: up, access_log_options: {access_log_flush_interval: 0.5s, flush_access_log_on_connected: true, flush_access_log_on_start: true}}`,
+			want: TCPProxy{StatPrefix: "t", Cluster: "up", IdleTimeout: time.Hour, MaxConnectAttempts: 1,
+				AccessLogFlushInterval: 500 * time.Millisecond, FlushAccessLogOnConnected: true, FlushAccessLogOnStart: true},
+		},
+		{
+			name: "deprecated access log fields",
+			yaml: `{stat_prefix: t, cluster: up, access_log_flush_interval: 2s, flush_access_log_on_connected: true}`,
+			want: TCPProxy{StatPrefix: "t", Cluster: "up", IdleTimeout: time.Hour, MaxConnectAttempts: 1,
+				AccessLogFlushInterval: 2 * time.Second, FlushAccessLogOnConnected: true},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,6 +84,20 @@ func TestTCPProxyFromProtoErrors(t *testing.T) {
 		{"unnamed weighted", "{stat_prefix: t, weighted_clusters: {clusters: [{weight: 1}]}}", `clusters[0].name = ""`},
 		{"zero attempts", "{stat_prefix: t, cluster: a, max_connect_attempts: 0}", "max_connect_attempts = 0; must be >= 1"},
 		{"tunneling", "{stat_prefix: t, cluster: a, tunneling_config: {hostname: x}}", "tunneling_config is set; not supported"},
+		{"access log without typed_config", "{stat_prefix: t, cluster: a, access_log: [{name: envoy.access_loggers.file}]}",
+			`tcp_proxy "t": access_log[0].typed_config is unset`},
+		{"runtime filter", `{stat_prefix: t, cluster: a, access_log: [{name: f, typed_config: {"@type": "` + fileLogType + `", path: /dev/null},
+filter: {and_filter: {filters: [{not_health_check_filter: {}}, {runtime_filter: {runtime_key: k}}]}}}]}`,
+			`tcp_proxy "t": access_log[0].filter.and_filter.filters[1].runtime_filter: not implemented by Legate`},
+		{"header filter", `{stat_prefix: t, cluster: a, access_log: [{name: f, typed_config: {"@type": "` + fileLogType + `", path: /dev/null},
+filter: {header_filter: {header: {name: x}}}}]}`,
+			`access_log[0].filter.header_filter: not implemented by Legate`},
+		{"options and deprecated interval", "{stat_prefix: t, cluster: a, access_log_flush_interval: 1s, access_log_options: {}}",
+			"access_log_flush_interval and access_log_options are both set"},
+		{"options and deprecated on connected", "{stat_prefix: t, cluster: a, flush_access_log_on_connected: true, access_log_options: {}}",
+			"flush_access_log_on_connected and access_log_options are both set"},
+		{"interval too short", "{stat_prefix: t, cluster: a, access_log_options: {access_log_flush_interval: 0.0001s}}",
+			"access_log_options.access_log_flush_interval = 100µs; must be >= 1ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,6 +106,25 @@ func TestTCPProxyFromProtoErrors(t *testing.T) {
 				t.Errorf("TCPProxyFromProto = %v; want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+const fileLogType = "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog"
+
+func TestTCPProxyAccessLogs(t *testing.T) {
+	got, err := TCPProxyFromProto(tcpProxyProto(t, `{stat_prefix: t, cluster: a, access_log: [
+{name: f, typed_config: {"@type": "`+fileLogType+`", path: /tmp/x}, filter: {response_flag_filter: {flags: [UF]}}},
+{name: g, typed_config: {"@type": "`+fileLogType+`", path: /tmp/y}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, al := range got.AccessLogs {
+		names = append(names, fmt.Sprintf("%s %s filter=%v", al.Name, al.TypedConfig.GetTypeUrl(), al.Filter != nil))
+	}
+	want := []string{"f " + fileLogType + " filter=true", "g " + fileLogType + " filter=false"}
+	if d := cmp.Diff(want, names); d != "" {
+		t.Errorf("AccessLogs (-want +got):\n%s", d)
 	}
 }
 

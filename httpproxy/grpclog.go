@@ -5,8 +5,8 @@ import (
 
 	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
 
+	"github.com/legateproxy/legate/accesslog/als"
 	"github.com/legateproxy/legate/config"
-	"github.com/legateproxy/legate/httpproxy/als"
 )
 
 // grpcAccessLog builds an envoy.access_loggers.http_grpc access log: entries go to the shared

@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
 
-	"github.com/legateproxy/legate/httpproxy/als"
+	"github.com/legateproxy/legate/accesslog/als"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/stats"
 )

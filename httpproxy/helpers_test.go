@@ -25,10 +25,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/accesslog/als"
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
-	"github.com/legateproxy/legate/httpproxy/als"
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/pool"

@@ -14,9 +14,9 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/accesslog/als"
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
-	"github.com/legateproxy/legate/httpproxy/als"
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
 	"github.com/legateproxy/legate/httpproxy/route"

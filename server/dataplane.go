@@ -6,12 +6,12 @@ import (
 	"sync"
 
 	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/accesslog/als"
 	"github.com/legateproxy/legate/admin"
 	"github.com/legateproxy/legate/admin/configdump"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/httpproxy"
-	"github.com/legateproxy/legate/httpproxy/als"
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
@@ -121,7 +121,14 @@ func (s *Server) buildDataPlane() error {
 	}); err != nil {
 		return err
 	}
-	if err := tcpproxy.Register(handlers, dp.pools); err != nil {
+	if err := tcpproxy.Register(handlers, tcpproxy.Deps{
+		Pools: dp.pools,
+		AccessLogs: tcpproxy.AccessLogDeps{
+			Files:   dp.accessLogs,
+			GRPC:    dp.als,
+			Runtime: func(key string, def uint64) uint64 { return s.runtime.Snapshot().Uint64(key, def) },
+		},
+	}); err != nil {
 		return err
 	}
 	strategy := listener.DrainGradual

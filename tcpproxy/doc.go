@@ -5,8 +5,16 @@
 // failure. Upstream connections come from package pool, which applies connect_timeout,
 // max_connections and close_connections_on_host_health_failure. Stats are tcp.<stat_prefix>.*.
 //
+// access_log entries (envoy.access_loggers.file, stdout, stderr and tcp_grpc, with the filters
+// package accesslog implements) get one TcpConnectionEnd entry per downstream connection when it
+// closes, carrying what Envoy's stream info holds for a TCP connection: downstream addresses and
+// SNI, bytes received from and sent to downstream, the duration, the upstream cluster, host and
+// local address, the attempt count and the response flags (NC, UH, UO, UF, URX, DT).
+// access_log_options adds TcpConnectionStart, TcpUpstreamConnected and TcpPeriodic entries.
+//
 // Concurrency: a Proxy is shared by every connection of its filter chain and is safe for
 // concurrent use. Each connection is served on the listener's connection goroutine plus one
 // goroutine for the upstream-to-downstream direction; Serve returns after both end. Idle and
-// duration limits are timers that close both sockets.
+// duration limits are timers that close both sockets; the access log flush interval is a timer
+// that logs. A connection's entries are logged one at a time, and none after the final one.
 package tcpproxy

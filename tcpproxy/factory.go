@@ -10,16 +10,24 @@ import (
 	"github.com/legateproxy/legate/stats"
 )
 
+// Deps are the server-wide dependencies of every TCP proxy.
+type Deps struct {
+	// Pools gives each cluster's connection pools. Required.
+	Pools *pool.Registry
+	// AccessLogs builds access_log entries; the zero value refuses them.
+	AccessLogs AccessLogDeps
+}
+
 // Register adds the envoy.filters.network.tcp_proxy handler factory (by name and by its
 // typed_config type URL) to r.
-func Register(r *listener.Registry, pools *pool.Registry) error {
-	return r.Register(config.TCPProxyFilter, Factory(pools), config.TCPProxyTypeURL)
+func Register(r *listener.Registry, deps Deps) error {
+	return r.Register(config.TCPProxyFilter, Factory(deps), config.TCPProxyTypeURL)
 }
 
 // Factory returns the listener.HandlerFactory of the TCP proxy. Filter chains with the same
 // stat_prefix share one tcp.<stat_prefix>.* registration, as Envoy's stats scopes do; it is
 // removed when the last of them closes.
-func Factory(pools *pool.Registry) listener.HandlerFactory {
+func Factory(deps Deps) listener.HandlerFactory {
 	t := &statsTable{entries: map[string]*statsEntry{}}
 	return func(ctx *listener.ChainContext) (listener.FilterChainHandler, error) {
 		filters := ctx.Chain.Filters
@@ -32,7 +40,7 @@ func Factory(pools *pool.Registry) listener.HandlerFactory {
 			return nil, fmt.Errorf("filter %q: %w", f.Name, err)
 		}
 		st := t.acquire(ctx.Stats, cfg.StatPrefix)
-		p, err := New(Config{Proxy: cfg, Pools: pools, Stats: st.stats, Logger: ctx.Logger})
+		p, err := New(Config{Proxy: cfg, Pools: deps.Pools, Stats: st.stats, Logger: ctx.Logger, AccessLogs: deps.AccessLogs})
 		if err != nil {
 			t.release(cfg.StatPrefix)
 			return nil, err

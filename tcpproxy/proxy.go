@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/breaker"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/lb"
@@ -61,6 +63,8 @@ type Config struct {
 	Rand func() uint64
 	// Logger logs connection failures at debug level; nil discards.
 	Logger *logging.Logger
+	// AccessLogs builds the filter's access_log entries; the zero value refuses them.
+	AccessLogs AccessLogDeps
 }
 
 // Proxy is the envoy.filters.network.tcp_proxy filter: each downstream connection is joined to
@@ -80,6 +84,7 @@ type Proxy struct {
 	st      *Stats
 	rand    func() uint64
 	log     *logging.Logger
+	logs    []accessLogger
 	buffers sync.Pool
 }
 
@@ -88,7 +93,11 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Proxy == nil || cfg.Pools == nil {
 		return nil, errors.New("tcpproxy: Config.Proxy and Config.Pools are required")
 	}
-	p := &Proxy{cfg: cfg.Proxy, pools: cfg.Pools, st: cfg.Stats, rand: cfg.Rand, log: cfg.Logger}
+	logs, err := buildAccessLogs(cfg.Proxy, cfg.AccessLogs)
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{cfg: cfg.Proxy, pools: cfg.Pools, st: cfg.Stats, rand: cfg.Rand, log: cfg.Logger, logs: logs}
 	if p.st == nil {
 		p.st = &Stats{}
 	}
@@ -123,46 +132,71 @@ func (p *Proxy) cluster() string {
 	return p.cfg.WeightedClusters[len(p.cfg.WeightedClusters)-1].Name
 }
 
-// Serve proxies down until both directions end; it closes down.
+// Serve proxies down until both directions end; it closes down. Each access log gets one
+// TcpConnectionEnd entry when the connection closes, and the intermediate entries its
+// access_log_options ask for.
 func (p *Proxy) Serve(down net.Conn) {
 	st := p.st
 	st.DownstreamCxTotal.Inc()
-	up, err := p.connect()
+	ci := newConnInfo(down)
+	if p.cfg.FlushAccessLogOnStart {
+		p.accessLog(ci, accesslog.TypeTCPConnectionStart)
+	}
+	up, err := p.connect(ci)
 	if err != nil {
 		p.log.Debugf("tcp_proxy %q: %v", p.cfg.StatPrefix, err)
 		down.Close()
+		p.accessLog(ci, accesslog.TypeTCPConnectionEnd)
 		return
 	}
-	s := &session{p: p, down: down, up: up}
+	ci.upstreamLocal = addrString(up.LocalAddr())
+	if p.cfg.FlushAccessLogOnConnected {
+		p.accessLog(ci, accesslog.TypeTCPUpstreamConnected)
+	}
+	s := &session{p: p, down: down, up: up, info: ci}
 	s.run()
+	p.accessLog(ci, accesslog.TypeTCPConnectionEnd)
 }
 
 var errNoRoute = errors.New("no route")
 
-// connect picks a host and connects, up to max_connect_attempts times.
-func (p *Proxy) connect() (*pool.TCPConn, error) {
+// connect picks a host and connects, up to max_connect_attempts times. It records in ci what
+// Envoy's stream info holds for the access log: the cluster, the host attempted, the attempt
+// count and the response flags (NC without the cluster, UH without a healthy host, UO on the
+// max_connections breaker, UF per failed attempt and URX once they are exhausted).
+func (p *Proxy) connect(ci *connInfo) (*pool.TCPConn, error) {
 	name := p.cluster()
 	m := p.pools.Get(name)
 	if m == nil {
 		p.st.DownstreamCxNoRoute.Inc()
+		ci.setFlag(accesslog.NoClusterFound)
 		return nil, fmt.Errorf("cluster %q: %w", name, errNoRoute)
 	}
+	ci.cluster = name
 	c := m.Cluster()
 	var lctx lb.Context
 	for attempt := uint32(1); ; attempt++ {
 		h, err := c.Pick(&lctx)
 		if err != nil {
 			c.Stats().UpstreamCxNoneHealthy.Inc()
+			ci.setFlag(accesslog.NoHealthyUpstream)
 			return nil, fmt.Errorf("cluster %q: %w", name, err)
 		}
 		up, err := m.ConnectTCP(context.Background(), h, config.PriorityDefault)
 		if err == nil {
+			ci.host, ci.attempts = h.Address(), attempt
 			return up, nil
 		}
-		if errors.Is(err, breaker.ErrOverflow) || attempt >= p.cfg.MaxConnectAttempts {
-			if !errors.Is(err, breaker.ErrOverflow) {
-				c.Stats().UpstreamCxConnectAttemptsExceeded.Inc()
-			}
+		if errors.Is(err, breaker.ErrOverflow) {
+			// Envoy checks the breaker before it picks a host: no host, no attempt.
+			ci.setFlag(accesslog.UpstreamOverflow)
+			return nil, err
+		}
+		ci.host, ci.attempts = h.Address(), attempt
+		ci.setFlag(accesslog.UpstreamConnectionFailure)
+		if attempt >= p.cfg.MaxConnectAttempts {
+			c.Stats().UpstreamCxConnectAttemptsExceeded.Inc()
+			ci.setFlag(accesslog.UpstreamRetryLimitExceeded)
 			return nil, err
 		}
 		lctx.AddAttempted(h)
@@ -171,26 +205,40 @@ func (p *Proxy) connect() (*pool.TCPConn, error) {
 
 // session is one proxied connection pair.
 type session struct {
-	p        *Proxy
-	down     net.Conn
-	up       *pool.TCPConn
-	last     atomic.Int64 // time of the last byte in either direction, UnixNano
-	closing  sync.Once
-	idle     *time.Timer
-	duration *time.Timer
+	p       *Proxy
+	down    net.Conn
+	up      *pool.TCPConn
+	info    *connInfo
+	last    atomic.Int64 // time of the last byte in either direction, UnixNano
+	closing sync.Once
+	closed  atomic.Bool // set by abort
+	// The timers of idle_timeout, max_downstream_connection_duration and
+	// access_log_flush_interval; atomic because their own callbacks read them.
+	idle, duration, flush atomic.Pointer[time.Timer]
+}
+
+// arm starts a timer that calls f after d, stored in t before it can fire.
+func arm(t *atomic.Pointer[time.Timer], d time.Duration, f func()) {
+	tm := time.AfterFunc(time.Duration(math.MaxInt64), f)
+	t.Store(tm)
+	tm.Reset(d)
 }
 
 func (s *session) run() {
 	cfg := s.p.cfg
 	s.touch()
 	if d := cfg.IdleTimeout; d > 0 {
-		s.idle = time.AfterFunc(d, s.checkIdle)
+		arm(&s.idle, d, s.checkIdle)
 	}
 	if d := cfg.MaxDownstreamConnectionDuration; d > 0 {
-		s.duration = time.AfterFunc(d, func() {
+		arm(&s.duration, d, func() {
 			s.p.st.MaxDownstreamConnectionDurationReached.Inc()
+			s.info.setFlag(accesslog.DurationTimeout)
 			s.abort()
 		})
+	}
+	if d := cfg.AccessLogFlushInterval; d > 0 && len(s.p.logs) > 0 {
+		arm(&s.flush, d, s.periodic)
 	}
 	limit := copyBufferSize
 	if lc, ok := s.down.(*listener.Conn); ok && lc.BufferLimit() > 0 {
@@ -200,11 +248,22 @@ func (s *session) run() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.pipe(s.down, s.up, limit, nil, &st.DownstreamCxTxBytesTotal, &st.DownstreamCxTxBytesBuffered)
+		s.pipe(s.down, s.up, limit, meters{written: &st.DownstreamCxTxBytesTotal, wrote: &s.info.tx, buffered: &st.DownstreamCxTxBytesBuffered})
 	}()
-	s.pipe(s.up, s.down, limit, &st.DownstreamCxRxBytesTotal, nil, &st.DownstreamCxRxBytesBuffered)
+	s.pipe(s.up, s.down, limit, meters{read: &st.DownstreamCxRxBytesTotal, got: &s.info.rx, buffered: &st.DownstreamCxRxBytesBuffered})
 	<-done
 	s.abort()
+}
+
+// periodic logs a TcpPeriodic entry and re-arms the access_log_flush_interval timer.
+func (s *session) periodic() {
+	if s.closed.Load() {
+		return
+	}
+	s.p.accessLog(s.info, accesslog.TypeTCPPeriodic)
+	if !s.closed.Load() {
+		s.flush.Load().Reset(s.p.cfg.AccessLogFlushInterval)
+	}
 }
 
 func (s *session) touch() { s.last.Store(time.Now().UnixNano()) }
@@ -214,7 +273,7 @@ func (s *session) checkIdle() {
 	d := s.p.cfg.IdleTimeout
 	since := time.Duration(time.Now().UnixNano() - s.last.Load())
 	if since < d {
-		s.idle.Reset(d - since)
+		s.idle.Load().Reset(d - since)
 		return
 	}
 	s.p.st.IdleTimeout.Inc()
@@ -224,21 +283,28 @@ func (s *session) checkIdle() {
 // abort closes both connections once; blocked copies return.
 func (s *session) abort() {
 	s.closing.Do(func() {
-		if s.idle != nil {
-			s.idle.Stop()
-		}
-		if s.duration != nil {
-			s.duration.Stop()
+		s.closed.Store(true)
+		for _, t := range []*atomic.Pointer[time.Timer]{&s.idle, &s.duration, &s.flush} {
+			if tm := t.Load(); tm != nil {
+				tm.Stop()
+			}
 		}
 		s.down.Close()
 		s.up.Close()
 	})
 }
 
+// meters are where pipe counts bytes; any may be nil. read and got count the bytes read
+// from src, written and wrote those written to dst, buffered those held in between.
+type meters struct {
+	read, written *stats.Counter
+	got, wrote    *atomic.Uint64
+	buffered      *stats.Gauge
+}
+
 // pipe copies src to dst. At src's end of stream it half-closes dst; on any error it closes
-// both sides. read and written count the bytes read from src and written to dst (either may
-// be nil), buffered the bytes held between read and write.
-func (s *session) pipe(dst, src net.Conn, limit int, read, written *stats.Counter, buffered *stats.Gauge) {
+// both sides.
+func (s *session) pipe(dst, src net.Conn, limit int, m meters) {
 	bp := s.p.buffers.Get().(*[]byte)
 	defer s.p.buffers.Put(bp)
 	buf := (*bp)[:limit]
@@ -246,14 +312,20 @@ func (s *session) pipe(dst, src net.Conn, limit int, read, written *stats.Counte
 		n, err := src.Read(buf)
 		if n > 0 {
 			s.touch()
-			if read != nil {
-				read.Add(uint64(n))
+			if m.read != nil {
+				m.read.Add(uint64(n))
 			}
-			buffered.Add(uint64(n))
+			if m.got != nil {
+				m.got.Add(uint64(n))
+			}
+			m.buffered.Add(uint64(n))
 			w, werr := dst.Write(buf[:n])
-			buffered.Sub(uint64(n))
-			if written != nil {
-				written.Add(uint64(w))
+			m.buffered.Sub(uint64(n))
+			if m.written != nil {
+				m.written.Add(uint64(w))
+			}
+			if m.wrote != nil {
+				m.wrote.Add(uint64(w))
 			}
 			if werr != nil {
 				s.abort()

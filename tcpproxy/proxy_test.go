@@ -162,7 +162,8 @@ func echo(c net.Conn) {
 	io.Copy(io.Discard, c)
 }
 
-func newProxy(t *testing.T, e *env, yml string, rnd func() uint64) *Proxy {
+// tcpProxyFromYAML decodes a TcpProxy.
+func tcpProxyFromYAML(t *testing.T, yml string) *tcpproxyv3.TcpProxy {
 	t.Helper()
 	js, err := yaml.YAMLToJSON([]byte(yml))
 	if err != nil {
@@ -172,7 +173,12 @@ func newProxy(t *testing.T, e *env, yml string, rnd func() uint64) *Proxy {
 	if err := protojson.Unmarshal(js, &pb); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.TCPProxyFromProto(&pb)
+	return &pb
+}
+
+func newProxy(t *testing.T, e *env, yml string, rnd func() uint64) *Proxy {
+	t.Helper()
+	cfg, err := config.TCPProxyFromProto(tcpProxyFromYAML(t, yml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +370,7 @@ func TestThroughListener(t *testing.T) {
 	up := newUpstream(t, echo)
 	e := newEnv(t, "", map[string][]string{"echo": {up.addr()}})
 	reg := listener.NewRegistry()
-	if err := Register(reg, e.pools); err != nil {
+	if err := Register(reg, Deps{Pools: e.pools}); err != nil {
 		t.Fatal(err)
 	}
 	js, err := yaml.YAMLToJSON([]byte(`

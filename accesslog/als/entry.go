@@ -9,6 +9,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
+	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -17,11 +18,87 @@ import (
 	"github.com/legateproxy/legate/accesslog"
 )
 
+// httpSettings are the HTTP-only fields of an HttpGrpcAccessLogConfig.
+type httpSettings struct {
+	reqHeaders, respHeaders, respTrailers []string
+}
+
+// HTTPLogger is one envoy.access_loggers.http_grpc access log: a buffer of
+// HTTPAccessLogEntry messages and the stream they go to. Log and Flush are safe for
+// concurrent use.
+type HTTPLogger struct {
+	*client[*accesslogdatav3.HTTPAccessLogEntry]
+	h httpSettings
+}
+
+func (m *Manager) newHTTPLogger(s settings, h httpSettings) (*HTTPLogger, error) {
+	c, err := newClient(m, s, func(es []*accesslogdatav3.HTTPAccessLogEntry) *alsv3.StreamAccessLogsMessage {
+		return &alsv3.StreamAccessLogsMessage{LogEntries: &alsv3.StreamAccessLogsMessage_HttpLogs{
+			HttpLogs: &alsv3.StreamAccessLogsMessage_HTTPAccessLogEntries{LogEntry: es},
+		}}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &HTTPLogger{client: c, h: h}, nil
+}
+
+// Log converts e into an HTTPAccessLogEntry and buffers it; it flushes when the buffer reaches
+// buffer_size_bytes, and drops the entry (counting logs_dropped) when the buffer is full and
+// cannot be flushed. e is not kept.
+func (l *HTTPLogger) Log(e *accesslog.Entry) {
+	if l.dropFull() {
+		return
+	}
+	l.add(l.entry(e))
+}
+
 // entry converts a finished request (copying every string: the proxy reuses the memory the
-// entry's strings point into for its next request) into Envoy's HTTPAccessLogEntry: common properties
-// (addresses, times, upstream, response flags, route), protocol, request and response
-// properties, and the additional headers and trailers the configuration names.
+// entry's strings point into for its next request) into Envoy's HTTPAccessLogEntry: common
+// properties (addresses, times, upstream, response flags, route), protocol, request and
+// response properties, and the additional headers and trailers the configuration names.
 func (l *HTTPLogger) entry(e *accesslog.Entry) *accesslogdatav3.HTTPAccessLogEntry {
+	common := commonProperties(e, l.s.tags)
+	common.RouteName = strings.Clone(e.RouteName)
+	common.TimeToLastRxByte = duration(e.RequestDuration)
+	common.TimeToFirstUpstreamRxByte = duration(e.ResponseDuration)
+	common.TimeToLastDownstreamTxByte = duration(e.Duration)
+	h := e.RequestHeaders
+	req := &accesslogdatav3.HTTPRequestProperties{
+		RequestMethod:    requestMethod(e.Method),
+		Scheme:           strings.Clone(e.Scheme),
+		Authority:        strings.Clone(e.Authority),
+		Path:             strings.Clone(e.Path),
+		UserAgent:        strings.Clone(h.Get("User-Agent")),
+		Referer:          strings.Clone(h.Get("Referer")),
+		ForwardedFor:     strings.Clone(h.Get("X-Forwarded-For")),
+		RequestId:        strings.Clone(h.Get("X-Request-Id")),
+		OriginalPath:     strings.Clone(h.Get("X-Envoy-Original-Path")),
+		RequestBodyBytes: e.BytesReceived,
+		RequestHeaders:   pick(h, l.h.reqHeaders),
+	}
+	resp := &accesslogdatav3.HTTPResponseProperties{
+		ResponseCodeDetails: strings.Clone(e.ResponseCodeDetails),
+		ResponseBodyBytes:   e.BytesSent,
+		ResponseHeaders:     pick(e.ResponseHeaders, l.h.respHeaders),
+		ResponseTrailers:    pick(e.ResponseTrailers, l.h.respTrailers),
+	}
+	if e.ResponseCode != 0 {
+		resp.ResponseCode = wrapperspb.UInt32(uint32(e.ResponseCode))
+	}
+	return &accesslogdatav3.HTTPAccessLogEntry{
+		CommonProperties: common,
+		ProtocolVersion:  protocol(e.Protocol),
+		Request:          req,
+		Response:         resp,
+	}
+}
+
+// commonProperties converts what HTTP and TCP entries share (Envoy's
+// extractCommonAccessLogProperties): addresses, SNI, start time, duration (only for an entry
+// logged at the end), upstream, attempt count, termination details, response flags, custom
+// tags and the log type.
+func commonProperties(e *accesslog.Entry, tags []customTag) *accesslogdatav3.AccessLogCommon {
 	common := &accesslogdatav3.AccessLogCommon{
 		SampleRate:                     1,
 		DownstreamRemoteAddress:        socketAddress(e.DownstreamRemoteAddress),
@@ -31,18 +108,18 @@ func (l *HTTPLogger) entry(e *accesslog.Entry) *accesslogdatav3.HTTPAccessLogEnt
 		UpstreamLocalAddress:           socketAddress(e.UpstreamLocalAddress),
 		UpstreamCluster:                strings.Clone(e.UpstreamCluster),
 		UpstreamTransportFailureReason: strings.Clone(e.UpstreamTransportFailureReason),
-		RouteName:                      strings.Clone(e.RouteName),
 		UpstreamRequestAttemptCount:    e.UpstreamRequestAttemptCount,
 		ConnectionTerminationDetails:   strings.Clone(e.ConnectionTerminationDetails),
-		TimeToLastRxByte:               duration(e.RequestDuration),
-		TimeToFirstUpstreamRxByte:      duration(e.ResponseDuration),
-		TimeToLastDownstreamTxByte:     duration(e.Duration),
-		Duration:                       duration(e.Duration),
 		ResponseFlags:                  responseFlags(e.ResponseFlags),
+		AccessLogType:                  e.Type.ProtoType(),
+		IntermediateLogEntry:           e.Type.Intermediate(),
 	}
-	if len(l.s.tags) > 0 {
-		common.CustomTags = make(map[string]string, len(l.s.tags))
-		for _, tag := range l.s.tags {
+	if !e.Type.Intermediate() {
+		common.Duration = duration(e.Duration)
+	}
+	if len(tags) > 0 {
+		common.CustomTags = make(map[string]string, len(tags))
+		for _, tag := range tags {
 			v := tag.fixed
 			if tag.header != "" {
 				if v = e.RequestHeaders.Get(tag.header); v == "" {
@@ -60,35 +137,7 @@ func (l *HTTPLogger) entry(e *accesslog.Entry) *accesslogdatav3.HTTPAccessLogEnt
 	if e.RequestedServerName != "" {
 		common.TlsProperties = &accesslogdatav3.TLSProperties{TlsSniHostname: strings.Clone(e.RequestedServerName)}
 	}
-	h := e.RequestHeaders
-	req := &accesslogdatav3.HTTPRequestProperties{
-		RequestMethod:    requestMethod(e.Method),
-		Scheme:           strings.Clone(e.Scheme),
-		Authority:        strings.Clone(e.Authority),
-		Path:             strings.Clone(e.Path),
-		UserAgent:        strings.Clone(h.Get("User-Agent")),
-		Referer:          strings.Clone(h.Get("Referer")),
-		ForwardedFor:     strings.Clone(h.Get("X-Forwarded-For")),
-		RequestId:        strings.Clone(h.Get("X-Request-Id")),
-		OriginalPath:     strings.Clone(h.Get("X-Envoy-Original-Path")),
-		RequestBodyBytes: e.BytesReceived,
-		RequestHeaders:   pick(h, l.s.reqHeaders),
-	}
-	resp := &accesslogdatav3.HTTPResponseProperties{
-		ResponseCodeDetails: strings.Clone(e.ResponseCodeDetails),
-		ResponseBodyBytes:   e.BytesSent,
-		ResponseHeaders:     pick(e.ResponseHeaders, l.s.respHeaders),
-		ResponseTrailers:    pick(e.ResponseTrailers, l.s.respTrailers),
-	}
-	if e.ResponseCode != 0 {
-		resp.ResponseCode = wrapperspb.UInt32(uint32(e.ResponseCode))
-	}
-	return &accesslogdatav3.HTTPAccessLogEntry{
-		CommonProperties: common,
-		ProtocolVersion:  protocol(e.Protocol),
-		Request:          req,
-		Response:         resp,
-	}
+	return common
 }
 
 func duration(d time.Duration) *durationpb.Duration {

@@ -33,7 +33,7 @@ func benchLogger(b *testing.B, maxBytes int) *HTTPLogger {
 	if err != nil {
 		b.Fatal(err)
 	}
-	l, err := m.newLogger(settings{logName: "b", cluster: "als", authority: "als", interval: time.Second, maxBytes: maxBytes, reqHeaders: []string{"x-custom"}})
+	l, err := m.newHTTPLogger(settings{logName: "b", cluster: "als", authority: "als", interval: time.Second, maxBytes: maxBytes}, httpSettings{reqHeaders: []string{"x-custom"}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"net/http"
 	"testing"
+	"time"
 
 	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
 	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
@@ -11,6 +12,8 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/legateproxy/legate/accesslog"
 )
@@ -78,7 +81,7 @@ func TestSettingsErrors(t *testing.T) {
 			`c.common_config.grpc_service.envoy_grpc.cluster_name = "nope"; unknown cluster`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := settingsFromProto("c", cfg(tc.in), func(n string) bool { return n == "als" })
+			_, err := settingsFromProto("c", cfg(tc.in).GetCommonConfig(), func(n string) bool { return n == "als" })
 			if err == nil || err.Error() != tc.want {
 				t.Errorf("settingsFromProto() error = %v; want %q", err, tc.want)
 			}
@@ -96,7 +99,10 @@ func FuzzSettings(f *testing.F) {
 		if proto.Unmarshal(b, pb) != nil {
 			return
 		}
-		s, err := settingsFromProto("c", pb, nil)
+		if pb.ValidateAll() != nil {
+			return
+		}
+		s, err := settingsFromProto("c", pb.GetCommonConfig(), nil)
 		if err == nil && (s.cluster == "" || s.interval <= 0) {
 			t.Errorf("accepted %v as %+v", pb, s)
 		}
@@ -116,14 +122,50 @@ func TestCustomTags(t *testing.T) {
 		{tag: "hdr-default", request_header: {name: "x-absent", default_value: "none"}}]}`, pb); err != nil {
 		t.Fatal(err)
 	}
-	s, err := settingsFromProto("c", pb, nil)
+	s, err := settingsFromProto("c", pb.GetCommonConfig(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &HTTPLogger{s: s}
+	l := &HTTPLogger{client: &client[*accesslogdatav3.HTTPAccessLogEntry]{s: s}}
 	got := l.entry(&accesslog.Entry{RequestHeaders: http.Header{"X-Tenant": {"acme"}}}).GetCommonProperties().GetCustomTags()
 	want := map[string]string{"lit": "v", "env": "z1", "env-default": "d", "hdr": "acme", "hdr-default": "none"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("custom_tags (-want +got):\n%s", diff)
+	}
+}
+
+func TestTCPEntry(t *testing.T) {
+	l := &TCPLogger{client: &client[*accesslogdatav3.TCPAccessLogEntry]{s: settings{tags: []customTag{{name: "tenant", header: "X-Tenant", def: "none"}}}}}
+	start := time.Unix(1700000000, 0)
+	for _, tc := range []struct {
+		name string
+		typ  accesslog.Type
+		want *accesslogdatav3.AccessLogCommon
+	}{
+		{"end", accesslog.TypeTCPConnectionEnd, &accesslogdatav3.AccessLogCommon{
+			SampleRate: 1, StartTime: timestamppb.New(start), Duration: durationpb.New(2 * time.Second),
+			DownstreamRemoteAddress: socketAddress("10.0.0.1:5000"), UpstreamCluster: "db",
+			TlsProperties: &accesslogdatav3.TLSProperties{TlsSniHostname: "db.example.com"},
+			CustomTags:    map[string]string{"tenant": "none"}, AccessLogType: accesslogdatav3.AccessLogType_TcpConnectionEnd,
+		}},
+		{"periodic", accesslog.TypeTCPPeriodic, &accesslogdatav3.AccessLogCommon{
+			SampleRate: 1, StartTime: timestamppb.New(start),
+			DownstreamRemoteAddress: socketAddress("10.0.0.1:5000"), UpstreamCluster: "db",
+			TlsProperties: &accesslogdatav3.TLSProperties{TlsSniHostname: "db.example.com"},
+			CustomTags:    map[string]string{"tenant": "none"}, AccessLogType: accesslogdatav3.AccessLogType_TcpPeriodic,
+			IntermediateLogEntry: true,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := l.entry(&accesslog.Entry{
+				StartTime: start, Duration: 2 * time.Second, DownstreamRemoteAddress: "10.0.0.1:5000",
+				UpstreamCluster: "db", RequestedServerName: "db.example.com", BytesReceived: 7, BytesSent: 9, Type: tc.typ,
+			})
+			want := &accesslogdatav3.TCPAccessLogEntry{CommonProperties: tc.want,
+				ConnectionProperties: &accesslogdatav3.ConnectionProperties{ReceivedBytes: 7, SentBytes: 9}}
+			if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+				t.Errorf("entry (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

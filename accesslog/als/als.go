@@ -12,23 +12,27 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
 	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/stats"
 )
 
-// TypeURL is the typed_config type of an HTTP gRPC access log.
+// TypeURL is the typed_config type of an HTTP gRPC access log (envoy.access_loggers.http_grpc).
 const TypeURL = "type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.HttpGrpcAccessLogConfig"
 
 // Name is the extension name of the HTTP gRPC access log.
 const Name = "envoy.access_loggers.http_grpc"
+
+// TCPTypeURL is the typed_config type of a TCP gRPC access log (envoy.access_loggers.tcp_grpc).
+const TCPTypeURL = "type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.TcpGrpcAccessLogConfig"
+
+// TCPName is the extension name of the TCP gRPC access log.
+const TCPName = "envoy.access_loggers.tcp_grpc"
 
 // Defaults of CommonGrpcAccessLogConfig, as in Envoy.
 const (
@@ -56,19 +60,25 @@ type Config struct {
 	Logger *logging.Logger
 }
 
-// Manager creates and shares HTTP gRPC access loggers and runs their streams.
+// Manager creates and shares gRPC access loggers (HTTP and TCP) and runs their streams.
 //
-// Concurrency: safe for concurrent use. mu guards loggers, runCtx and wg.Add.
+// Concurrency: safe for concurrent use. mu guards loggers, runCtx, stopped and wg.Add.
 type Manager struct {
 	cfg   Config
 	stats Stats
 	reg   *stats.Registration
 
 	mu      sync.Mutex
-	loggers map[string]*HTTPLogger
+	loggers map[string]streamer
 	runCtx  context.Context
 	stopped bool
 	wg      sync.WaitGroup
+}
+
+// streamer is a logger's stream side, run by the Manager.
+type streamer interface {
+	run(ctx context.Context)
+	close()
 }
 
 // NewManager returns a Manager; no stream opens before Run.
@@ -76,7 +86,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	if cfg.Dial == nil || cfg.Stats == nil {
 		return nil, errors.New("als: Dial and Stats are required")
 	}
-	m := &Manager{cfg: cfg, loggers: map[string]*HTTPLogger{}}
+	m := &Manager{cfg: cfg, loggers: map[string]streamer{}}
 	m.reg = cfg.Stats.Register("access_logs.grpc_access_log.", &m.stats)
 	return m, nil
 }
@@ -103,13 +113,13 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Unlock()
 	m.wg.Wait()
 	for _, l := range m.loggers {
-		l.conn.Close()
+		l.close()
 	}
 	m.reg.Unregister()
 	return nil
 }
 
-func (m *Manager) startLocked(l *HTTPLogger) {
+func (m *Manager) startLocked(l streamer) {
 	if m.stopped {
 		return
 	}
@@ -124,37 +134,72 @@ func (m *Manager) startLocked(l *HTTPLogger) {
 // HTTPLogger returns the logger for an HttpGrpcAccessLogConfig, shared with every access_log
 // entry of the same configuration. path names the config in errors.
 func (m *Manager) HTTPLogger(path string, pb *grpcalsv3.HttpGrpcAccessLogConfig) (*HTTPLogger, error) {
-	s, err := settingsFromProto(path, pb, m.cfg.ClusterExists)
+	s, err := m.settings(path, pb)
 	if err != nil {
 		return nil, err
 	}
+	l, err := share(m, path, "http", pb, func() (*HTTPLogger, error) {
+		return m.newHTTPLogger(s, httpSettings{
+			reqHeaders: pb.GetAdditionalRequestHeadersToLog(), respHeaders: pb.GetAdditionalResponseHeadersToLog(),
+			respTrailers: pb.GetAdditionalResponseTrailersToLog(),
+		})
+	})
+	return l, err
+}
+
+// TCPLogger returns the logger for a TcpGrpcAccessLogConfig (envoy.access_loggers.tcp_grpc),
+// shared with every access_log entry of the same configuration. path names the config in
+// errors.
+func (m *Manager) TCPLogger(path string, pb *grpcalsv3.TcpGrpcAccessLogConfig) (*TCPLogger, error) {
+	s, err := m.settings(path, pb)
+	if err != nil {
+		return nil, err
+	}
+	return share(m, path, "tcp", pb, func() (*TCPLogger, error) { return m.newTCPLogger(s) })
+}
+
+// settings validates a logger configuration (its PGV rules, then common_config).
+func (m *Manager) settings(path string, pb interface {
+	ValidateAll() error
+	GetCommonConfig() *grpcalsv3.CommonGrpcAccessLogConfig
+}) (settings, error) {
+	if err := pb.ValidateAll(); err != nil {
+		return settings{}, fmt.Errorf("%s: %v", path, err)
+	}
+	return settingsFromProto(path, pb.GetCommonConfig(), m.cfg.ClusterExists)
+}
+
+// share returns the logger of kind for the configuration pb, making it with build on first
+// use and starting its stream when Run is running. As in Envoy's logger cache, an HTTP and a
+// TCP logger of the same common_config are distinct.
+func share[L streamer](m *Manager, path, kind string, pb proto.Message, build func() (L, error)) (L, error) {
+	var zero L
 	key, err := proto.MarshalOptions{Deterministic: true}.Marshal(pb)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return zero, fmt.Errorf("%s: %v", path, err)
 	}
+	k := kind + "/" + string(key)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if l := m.loggers[string(key)]; l != nil {
+	if l, ok := m.loggers[k].(L); ok {
 		return l, nil
 	}
-	l, err := m.newLogger(s)
+	l, err := build()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return zero, fmt.Errorf("%s: %w", path, err)
 	}
-	m.loggers[string(key)] = l
+	m.loggers[k] = l
 	if m.runCtx != nil {
 		m.startLocked(l)
 	}
 	return l, nil
 }
 
-// settings is a validated HttpGrpcAccessLogConfig.
+// settings is a validated CommonGrpcAccessLogConfig.
 type settings struct {
 	logName, cluster, authority string
 	interval                    time.Duration
 	maxBytes                    int
-	reqHeaders, respHeaders     []string
-	respTrailers                []string
 	tags                        []customTag
 }
 
@@ -167,15 +212,11 @@ type customTag struct {
 	def    string
 }
 
-func settingsFromProto(path string, pb *grpcalsv3.HttpGrpcAccessLogConfig, exists func(string) bool) (settings, error) {
-	if err := pb.ValidateAll(); err != nil {
-		return settings{}, fmt.Errorf("%s: %v", path, err)
-	}
-	cc := pb.GetCommonConfig()
-	s := settings{
-		logName: cc.GetLogName(), interval: DefaultBufferFlushInterval, maxBytes: DefaultBufferSizeBytes,
-		reqHeaders: pb.GetAdditionalRequestHeadersToLog(), respHeaders: pb.GetAdditionalResponseHeadersToLog(),
-		respTrailers: pb.GetAdditionalResponseTrailersToLog(),
+// settingsFromProto validates common_config; path names the logger's typed_config.
+func settingsFromProto(path string, cc *grpcalsv3.CommonGrpcAccessLogConfig, exists func(string) bool) (settings, error) {
+	s := settings{logName: cc.GetLogName(), interval: DefaultBufferFlushInterval, maxBytes: DefaultBufferSizeBytes}
+	if cc == nil {
+		return s, fmt.Errorf("%s.common_config: is required", path)
 	}
 	if v := cc.GetTransportApiVersion(); v != corev3.ApiVersion_V3 {
 		return s, fmt.Errorf("%s.common_config.transport_api_version = %s; only V3 is supported", path, v)
@@ -220,15 +261,18 @@ func settingsFromProto(path string, pb *grpcalsv3.HttpGrpcAccessLogConfig, exist
 	return s, nil
 }
 
-// HTTPLogger is one HTTP gRPC access log: a buffer of entries and the stream they go to.
-// Log is safe for concurrent use.
-type HTTPLogger struct {
+// client is the buffer and the stream of one gRPC access log, for entries of type E
+// (HTTPAccessLogEntry or TCPAccessLogEntry); HTTPLogger and TCPLogger wrap one. Its methods
+// are safe for concurrent use, except run, which the Manager calls once.
+type client[E proto.Message] struct {
 	m    *Manager
 	s    settings
 	conn *grpc.ClientConn
+	// wrap makes the stream message carrying a batch of entries.
+	wrap func([]E) *alsv3.StreamAccessLogsMessage
 
 	mu      sync.Mutex // guards pending and size
-	pending []*accesslogdatav3.HTTPAccessLogEntry
+	pending []E
 	size    int
 
 	// out is the stream goroutine's queue: one message, so a backed-up stream keeps the
@@ -240,7 +284,7 @@ type HTTPLogger struct {
 	up atomic.Bool
 }
 
-func (m *Manager) newLogger(s settings) (*HTTPLogger, error) {
+func newClient[E proto.Message](m *Manager, s settings, wrap func([]E) *alsv3.StreamAccessLogsMessage) (*client[E], error) {
 	conn, err := grpc.NewClient("passthrough:///"+s.cluster,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return m.cfg.Dial(ctx, s.cluster) }),
@@ -248,24 +292,28 @@ func (m *Manager) newLogger(s settings) (*HTTPLogger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", s.cluster, err)
 	}
-	return &HTTPLogger{m: m, s: s, conn: conn, out: make(chan *alsv3.StreamAccessLogsMessage, 1), kick: make(chan struct{}, 1)}, nil
+	return &client[E]{m: m, s: s, conn: conn, wrap: wrap, out: make(chan *alsv3.StreamAccessLogsMessage, 1), kick: make(chan struct{}, 1)}, nil
 }
 
-// Log converts e into an HTTPAccessLogEntry and buffers it; it flushes when the buffer reaches
-// buffer_size_bytes, and drops the entry (counting logs_dropped) when the buffer is full and
-// cannot be flushed. e is not kept.
-func (l *HTTPLogger) Log(e *accesslog.Entry) {
-	st := &l.m.stats
+func (l *client[E]) close() { l.conn.Close() }
+
+// dropFull drops an entry, counting logs_dropped, when the buffer is full and no stream is
+// up to flush it to (asking for one); the caller then skips converting the entry.
+func (l *client[E]) dropFull() bool {
 	l.mu.Lock()
-	if !l.up.Load() && l.size >= max(l.s.maxBytes, 1) {
-		// Full, and no stream to flush to: drop before paying for the conversion.
-		l.flushLocked() // asks for a stream
-		l.mu.Unlock()
-		st.LogsDropped.Inc()
-		return
+	defer l.mu.Unlock()
+	if l.up.Load() || l.size < max(l.s.maxBytes, 1) {
+		return false
 	}
-	l.mu.Unlock()
-	entry := l.entry(e)
+	l.flushLocked() // asks for a stream
+	l.m.stats.LogsDropped.Inc()
+	return true
+}
+
+// add buffers a converted entry; it flushes when the buffer reaches buffer_size_bytes, and
+// drops the entry (counting logs_dropped) when the buffer is full and cannot be flushed.
+func (l *client[E]) add(entry E) {
+	st := &l.m.stats
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.canLogMoreLocked() {
@@ -281,7 +329,7 @@ func (l *HTTPLogger) Log(e *accesslog.Entry) {
 }
 
 // canLogMoreLocked reports whether the buffer has room, flushing once when it has not.
-func (l *HTTPLogger) canLogMoreLocked() bool {
+func (l *client[E]) canLogMoreLocked() bool {
 	limit := max(l.s.maxBytes, 1)
 	if l.size < limit {
 		return true
@@ -292,7 +340,7 @@ func (l *HTTPLogger) canLogMoreLocked() bool {
 
 // flushLocked hands the buffer to the stream goroutine when a stream is open and its queue has
 // room; otherwise the buffer stays, and without a stream one is asked for.
-func (l *HTTPLogger) flushLocked() {
+func (l *client[E]) flushLocked() {
 	if len(l.pending) == 0 {
 		return
 	}
@@ -303,18 +351,15 @@ func (l *HTTPLogger) flushLocked() {
 		}
 		return
 	}
-	msg := &alsv3.StreamAccessLogsMessage{LogEntries: &alsv3.StreamAccessLogsMessage_HttpLogs{
-		HttpLogs: &alsv3.StreamAccessLogsMessage_HTTPAccessLogEntries{LogEntry: l.pending},
-	}}
 	select {
-	case l.out <- msg:
+	case l.out <- l.wrap(l.pending):
 		l.pending, l.size = nil, 0
 	default: // the stream is backed up
 	}
 }
 
 // Flush sends the buffered entries now if a stream is open (Envoy flushes on its timer).
-func (l *HTTPLogger) Flush() {
+func (l *client[E]) Flush() {
 	l.mu.Lock()
 	l.flushLocked()
 	l.mu.Unlock()
@@ -323,7 +368,7 @@ func (l *HTTPLogger) Flush() {
 // run owns the logger's stream: it flushes every buffer_flush_interval, opens a stream when a
 // flush asks for one, sends queued messages (the first of each stream with the identifier),
 // and notices when the service closes the stream.
-func (l *HTTPLogger) run(ctx context.Context) {
+func (l *client[E]) run(ctx context.Context) {
 	tick := time.NewTicker(l.s.interval)
 	defer tick.Stop()
 	client := alsv3.NewAccessLogServiceClient(l.conn)

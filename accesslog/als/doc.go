@@ -1,0 +1,25 @@
+// Package als is Envoy's gRPC access log service client, shared by the HTTP connection manager
+// (envoy.access_loggers.http_grpc: one HTTPAccessLogEntry per request) and the TCP proxy
+// (envoy.access_loggers.tcp_grpc: one TCPAccessLogEntry per connection, plus intermediate ones
+// for access_log_flush_interval and flush_access_log_on_connected). Entries are buffered per
+// logger and streamed to envoy.service.accesslog.v3.AccessLogService/StreamAccessLogs on a
+// cluster of the bootstrap (common_config.grpc_service.envoy_grpc.cluster_name).
+//
+// A Manager shares one logger per distinct configuration and kind, as Envoy's logger cache
+// does. A logger buffers entries until buffer_size_bytes (default 16384) is reached or every
+// buffer_flush_interval (default 1 s); the first message of each stream carries the node and
+// log_name identifier. While the stream is down the buffer is kept until it is full; entries
+// past it are dropped and counted in access_logs.grpc_access_log.logs_dropped (the accepted
+// ones in logs_written). A flush that finds no stream asks for one, so a restarted service is
+// reconnected by the next flush. custom_tags of kinds literal, environment and request_header
+// are logged (a TCP entry has no request headers, so its request_header tags take their
+// default); metadata tags are refused. filter_state_objects_to_log has nothing to log (Legate
+// keeps no filter state) and grpc_stream_retry_policy is not used: a failed stream is retried by
+// the next flush.
+//
+// Concurrency: HTTPLogger.Log and TCPLogger.Log are called by connection goroutines; they
+// convert the entry before returning (the caller reuses it) and take the logger's mutex
+// briefly, never waiting on the network. Each logger has one goroutine that owns its gRPC
+// stream, started by Manager.Run (or at creation when Run is running) and awaited by Run
+// before it returns.
+package als

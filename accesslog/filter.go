@@ -1,0 +1,208 @@
+package accesslog
+
+import (
+	"fmt"
+
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
+	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
+)
+
+// filterKind is the kind of a compiled AccessLogFilter.
+type filterKind uint8
+
+const (
+	filterStatusCode filterKind = iota
+	filterDuration
+	filterNotHealthCheck
+	filterResponseFlag
+	filterLogType
+	filterAnd
+	filterOr
+)
+
+// Filter is a compiled envoy.config.accesslog.v3.AccessLogFilter (AccessLog.filter): it decides
+// whether an entry is logged. Implemented: status_code_filter (an entry without a response
+// code, such as a TCP connection's, compares as 0), duration_filter (whole milliseconds of
+// Entry.Duration; an entry without a duration never matches), not_health_check_filter,
+// response_flag_filter, log_type_filter, and_filter and or_filter. The others (runtime,
+// traceable, header, grpc_status, metadata, extension) are refused by FilterFromProto.
+//
+// A Filter is immutable and safe for concurrent use; a nil *Filter matches every entry.
+type Filter struct {
+	kind     filterKind
+	op       accesslogv3.ComparisonFilter_Op
+	value    uint64
+	key      string // runtime_key of the comparison value; "" for none
+	runtime  func(key string, def uint64) uint64
+	flags    ResponseFlags // response_flag_filter: any of these; 0 means any flag at all
+	types    uint32        // log_type_filter: bit n set for Type n
+	exclude  bool
+	children []*Filter
+}
+
+// FilterOptions are the inputs of FilterFromProto that come from outside the configuration.
+type FilterOptions struct {
+	// Runtime returns the runtime value of key, or def when the key is unset; comparison
+	// filters read their runtime_key through it each time they are evaluated, as Envoy does.
+	// Nil means every comparison uses its default_value.
+	Runtime func(key string, def uint64) uint64
+}
+
+// FilterFromProto compiles an AccessLogFilter. path names the field in errors
+// ("access_log[0].filter"); errors name the offending field below it.
+func FilterFromProto(path string, pb *accesslogv3.AccessLogFilter, opts FilterOptions) (*Filter, error) {
+	if pb == nil {
+		return nil, nil
+	}
+	notImplemented := func(field string) (*Filter, error) {
+		return nil, fmt.Errorf("%s.%s: not implemented by Legate", path, field)
+	}
+	switch s := pb.GetFilterSpecifier().(type) {
+	case *accesslogv3.AccessLogFilter_StatusCodeFilter:
+		return comparison(path+".status_code_filter.comparison", filterStatusCode, s.StatusCodeFilter.GetComparison(), opts)
+	case *accesslogv3.AccessLogFilter_DurationFilter:
+		return comparison(path+".duration_filter.comparison", filterDuration, s.DurationFilter.GetComparison(), opts)
+	case *accesslogv3.AccessLogFilter_NotHealthCheckFilter:
+		return &Filter{kind: filterNotHealthCheck}, nil
+	case *accesslogv3.AccessLogFilter_ResponseFlagFilter:
+		f := &Filter{kind: filterResponseFlag}
+		for i, name := range s.ResponseFlagFilter.GetFlags() {
+			bit, ok := responseFlagByName(name)
+			if !ok {
+				return nil, fmt.Errorf("%s.response_flag_filter.flags[%d] = %q; not a response flag", path, i, name)
+			}
+			f.flags |= bit
+		}
+		return f, nil
+	case *accesslogv3.AccessLogFilter_LogTypeFilter:
+		f := &Filter{kind: filterLogType, exclude: s.LogTypeFilter.GetExclude()}
+		for i, t := range s.LogTypeFilter.GetTypes() {
+			if t < 0 || int(t) >= numTypes {
+				return nil, fmt.Errorf("%s.log_type_filter.types[%d] = %d; not an access log type", path, i, t)
+			}
+			f.types |= 1 << uint(t)
+		}
+		return f, nil
+	case *accesslogv3.AccessLogFilter_AndFilter:
+		return combine(path+".and_filter", filterAnd, s.AndFilter.GetFilters(), opts)
+	case *accesslogv3.AccessLogFilter_OrFilter:
+		return combine(path+".or_filter", filterOr, s.OrFilter.GetFilters(), opts)
+	case *accesslogv3.AccessLogFilter_RuntimeFilter:
+		return notImplemented("runtime_filter")
+	case *accesslogv3.AccessLogFilter_TraceableFilter:
+		return notImplemented("traceable_filter")
+	case *accesslogv3.AccessLogFilter_HeaderFilter:
+		return notImplemented("header_filter")
+	case *accesslogv3.AccessLogFilter_GrpcStatusFilter:
+		return notImplemented("grpc_status_filter")
+	case *accesslogv3.AccessLogFilter_MetadataFilter:
+		return notImplemented("metadata_filter")
+	case *accesslogv3.AccessLogFilter_ExtensionFilter:
+		return notImplemented("extension_filter")
+	}
+	return nil, fmt.Errorf("%s: filter_specifier is unset; one filter is required", path)
+}
+
+func comparison(path string, kind filterKind, c *accesslogv3.ComparisonFilter, opts FilterOptions) (*Filter, error) {
+	if c == nil {
+		return nil, fmt.Errorf("%s: is required", path)
+	}
+	if _, ok := accesslogv3.ComparisonFilter_Op_name[int32(c.GetOp())]; !ok {
+		return nil, fmt.Errorf("%s.op = %d; must be EQ, GE, LE or NE", path, c.GetOp())
+	}
+	if c.GetValue() == nil {
+		return nil, fmt.Errorf("%s.value: is required", path)
+	}
+	return &Filter{kind: kind, op: c.GetOp(), value: uint64(c.GetValue().GetDefaultValue()),
+		key: c.GetValue().GetRuntimeKey(), runtime: opts.Runtime}, nil
+}
+
+func combine(path string, kind filterKind, pbs []*accesslogv3.AccessLogFilter, opts FilterOptions) (*Filter, error) {
+	if len(pbs) < 2 {
+		return nil, fmt.Errorf("%s.filters has %d items; must have at least 2", path, len(pbs))
+	}
+	f := &Filter{kind: kind}
+	for i, c := range pbs {
+		child, err := FilterFromProto(fmt.Sprintf("%s.filters[%d]", path, i), c, opts)
+		if err != nil {
+			return nil, err
+		}
+		if child == nil {
+			return nil, fmt.Errorf("%s.filters[%d]: filter_specifier is unset; one filter is required", path, i)
+		}
+		f.children = append(f.children, child)
+	}
+	return f, nil
+}
+
+// Match reports whether e passes the filter.
+func (f *Filter) Match(e *Entry) bool {
+	if f == nil {
+		return true
+	}
+	switch f.kind {
+	case filterStatusCode:
+		return f.compare(uint64(max(e.ResponseCode, 0)))
+	case filterDuration:
+		if e.Duration <= 0 {
+			return false
+		}
+		return f.compare(uint64(e.Duration.Milliseconds()))
+	case filterNotHealthCheck:
+		return !e.HealthCheck
+	case filterResponseFlag:
+		if f.flags == 0 {
+			return e.ResponseFlags != 0
+		}
+		return e.ResponseFlags&f.flags != 0
+	case filterLogType:
+		in := int(e.Type) < numTypes && f.types&(1<<uint(e.Type)) != 0
+		return in != f.exclude
+	case filterAnd:
+		for _, c := range f.children {
+			if !c.Match(e) {
+				return false
+			}
+		}
+		return true
+	case filterOr:
+		for _, c := range f.children {
+			if c.Match(e) {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
+
+func (f *Filter) compare(v uint64) bool {
+	want := f.value
+	if f.key != "" && f.runtime != nil {
+		want = f.runtime(f.key, want)
+	}
+	switch f.op {
+	case accesslogv3.ComparisonFilter_GE:
+		return v >= want
+	case accesslogv3.ComparisonFilter_LE:
+		return v <= want
+	case accesslogv3.ComparisonFilter_NE:
+		return v != want
+	}
+	return v == want
+}
+
+// responseFlagByName returns the flag with the short name (response_flag_filter.flags).
+func responseFlagByName(name string) (ResponseFlags, bool) {
+	for i, n := range responseFlagNames {
+		if n == name {
+			return 1 << i, true
+		}
+	}
+	return 0, false
+}
+
+// ProtoType returns t as Envoy's AccessLogType enum (AccessLogCommon.access_log_type).
+func (t Type) ProtoType() accesslogdatav3.AccessLogType {
+	return accesslogdatav3.AccessLogType(t)
+}

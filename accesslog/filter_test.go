@@ -1,0 +1,157 @@
+package accesslog
+
+import (
+	"testing"
+	"time"
+
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"sigs.k8s.io/yaml"
+)
+
+func filterProto(t testing.TB, y string) *accesslogv3.AccessLogFilter {
+	t.Helper()
+	js, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pb accesslogv3.AccessLogFilter
+	if err := protojson.Unmarshal(js, &pb); err != nil {
+		t.Fatal(err)
+	}
+	return &pb
+}
+
+func TestFilterMatch(t *testing.T) {
+	tcpEnd := &Entry{Type: TypeTCPConnectionEnd, Duration: 1500 * time.Millisecond, ResponseFlags: UpstreamConnectionFailure | UpstreamRetryLimitExceeded}
+	tcpPeriodic := &Entry{Type: TypeTCPPeriodic, Duration: 10 * time.Millisecond}
+	httpOK := &Entry{ResponseCode: 200, Duration: 3 * time.Millisecond}
+	health := &Entry{ResponseCode: 200, HealthCheck: true}
+	runtime := func(key string, def uint64) uint64 {
+		if key == "log.min_ms" {
+			return 1000
+		}
+		return def
+	}
+	tests := []struct {
+		name   string
+		filter string
+		entry  *Entry
+		want   bool
+	}{
+		{"status code 0 for TCP", "{status_code_filter: {comparison: {op: EQ, value: {default_value: 0, runtime_key: k}}}}", tcpEnd, true},
+		{"status code GE 400", "{status_code_filter: {comparison: {op: GE, value: {default_value: 400, runtime_key: k}}}}", httpOK, false},
+		{"status code NE", "{status_code_filter: {comparison: {op: NE, value: {default_value: 404, runtime_key: k}}}}", httpOK, true},
+		{"duration LE", "{duration_filter: {comparison: {op: LE, value: {default_value: 5, runtime_key: k}}}}", httpOK, true},
+		{"duration from runtime", "{duration_filter: {comparison: {op: GE, value: {default_value: 1, runtime_key: log.min_ms}}}}", tcpPeriodic, false},
+		{"duration runtime passes", "{duration_filter: {comparison: {op: GE, value: {default_value: 1, runtime_key: log.min_ms}}}}", tcpEnd, true},
+		{"duration unknown", "{duration_filter: {comparison: {op: GE, value: {default_value: 0, runtime_key: k}}}}", &Entry{}, false},
+		{"not health check", "{not_health_check_filter: {}}", health, false},
+		{"not health check TCP", "{not_health_check_filter: {}}", tcpEnd, true},
+		{"any flag", "{response_flag_filter: {}}", tcpEnd, true},
+		{"any flag none set", "{response_flag_filter: {}}", tcpPeriodic, false},
+		{"named flag", "{response_flag_filter: {flags: [UO, URX]}}", tcpEnd, true},
+		{"other flag", "{response_flag_filter: {flags: [UO, NC]}}", tcpEnd, false},
+		{"log type", "{log_type_filter: {types: [TcpConnectionEnd]}}", tcpEnd, true},
+		{"log type other", "{log_type_filter: {types: [TcpConnectionEnd]}}", tcpPeriodic, false},
+		{"log type exclude", "{log_type_filter: {types: [TcpPeriodic], exclude: true}}", tcpPeriodic, false},
+		{"and", "{and_filter: {filters: [{log_type_filter: {types: [TcpConnectionEnd]}}, {response_flag_filter: {flags: [UF]}}]}}", tcpEnd, true},
+		{"and fails", "{and_filter: {filters: [{log_type_filter: {types: [TcpPeriodic]}}, {response_flag_filter: {flags: [UF]}}]}}", tcpEnd, false},
+		{"or", "{or_filter: {filters: [{log_type_filter: {types: [TcpPeriodic]}}, {response_flag_filter: {flags: [UF]}}]}}", tcpEnd, true},
+		{"or fails", "{or_filter: {filters: [{log_type_filter: {types: [TcpPeriodic]}}, {response_flag_filter: {flags: [NC]}}]}}", tcpEnd, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := FilterFromProto("filter", filterProto(t, tt.filter), FilterOptions{Runtime: runtime})
+			if err != nil {
+				t.Fatalf("FilterFromProto = %v", err)
+			}
+			if got := f.Match(tt.entry); got != tt.want {
+				t.Errorf("Match(%+v) = %v; want %v", tt.entry, got, tt.want)
+			}
+		})
+	}
+	var none *Filter
+	if !none.Match(tcpEnd) {
+		t.Error("nil Filter: Match = false; want true")
+	}
+}
+
+func TestFilterFromProtoErrors(t *testing.T) {
+	tests := []struct {
+		name, filter, want string
+	}{
+		{"runtime", "{runtime_filter: {runtime_key: k}}", "f.runtime_filter: not implemented by Legate"},
+		{"traceable", "{traceable_filter: {}}", "f.traceable_filter: not implemented by Legate"},
+		{"grpc status", "{grpc_status_filter: {}}", "f.grpc_status_filter: not implemented by Legate"},
+		{"metadata", "{metadata_filter: {}}", "f.metadata_filter: not implemented by Legate"},
+		{"extension", "{extension_filter: {name: x}}", "f.extension_filter: not implemented by Legate"},
+		{"nested", "{or_filter: {filters: [{not_health_check_filter: {}}, {and_filter: {filters: [{not_health_check_filter: {}}, {header_filter: {header: {name: x}}}]}}]}}",
+			"f.or_filter.filters[1].and_filter.filters[1].header_filter: not implemented by Legate"},
+		{"unknown flag", "{response_flag_filter: {flags: [UF, XX]}}", `f.response_flag_filter.flags[1] = "XX"; not a response flag`},
+		{"one child", "{and_filter: {filters: [{not_health_check_filter: {}}]}}", "f.and_filter.filters has 1 items; must have at least 2"},
+		{"empty child", "{or_filter: {filters: [{not_health_check_filter: {}}, {}]}}", "f.or_filter.filters[1]: filter_specifier is unset; one filter is required"},
+		{"no value", "{duration_filter: {comparison: {op: GE}}}", "f.duration_filter.comparison.value: is required"},
+		{"no comparison", "{status_code_filter: {}}", "f.status_code_filter.comparison: is required"},
+		{"unset", "{}", "f: filter_specifier is unset; one filter is required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := FilterFromProto("f", filterProto(t, tt.filter), FilterOptions{})
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("FilterFromProto = %v; want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestAccessLogTypeOperator(t *testing.T) {
+	f, err := ParseText("%ACCESS_LOG_TYPE% %RESPONSE_CODE% %PROTOCOL%", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		typ  Type
+		want string
+	}{
+		{TypeNotSet, "NotSet 0 -"},
+		{TypeTCPConnectionEnd, "TcpConnectionEnd 0 -"},
+		{TypeTCPPeriodic, "TcpPeriodic 0 -"},
+		{TypeTCPConnectionStart, "TcpConnectionStart 0 -"},
+		{Type(200), "NotSet 0 -"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			if got := string(f.Format(nil, &Entry{Type: tc.typ})); got != tc.want {
+				t.Errorf("Format(type %d) = %q; want %q", tc.typ, got, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzFilterFromProto: any AccessLogFilter is compiled or refused with an error, never a panic,
+// and a compiled one evaluates any entry.
+func FuzzFilterFromProto(f *testing.F) {
+	for _, y := range []string{
+		"{and_filter: {filters: [{log_type_filter: {types: [TcpConnectionEnd]}}, {response_flag_filter: {flags: [UF]}}]}}",
+		"{duration_filter: {comparison: {op: GE, value: {default_value: 5, runtime_key: k}}}}",
+		"{runtime_filter: {runtime_key: k}}",
+	} {
+		b, err := proto.Marshal(filterProto(f, y))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, uint8(3), uint64(1))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, typ uint8, flags uint64) {
+		var pb accesslogv3.AccessLogFilter
+		if proto.Unmarshal(b, &pb) != nil {
+			return
+		}
+		flt, err := FilterFromProto("f", &pb, FilterOptions{})
+		if err != nil {
+			return
+		}
+		flt.Match(&Entry{Type: Type(typ), ResponseFlags: ResponseFlags(flags), Duration: time.Second, ResponseCode: 200})
+	})
+}

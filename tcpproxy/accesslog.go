@@ -1,0 +1,228 @@
+package tcpproxy
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
+	streamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/accesslog/als"
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/listener"
+)
+
+// The access loggers a TCP proxy accepts, by typed_config type URL.
+const (
+	fileAccessLogTypeURL   = "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog"
+	stdoutAccessLogTypeURL = "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog"
+	stderrAccessLogTypeURL = "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StderrAccessLog"
+)
+
+// AccessLogDeps are what the TCP proxy's access_log entries are built with. The zero value
+// refuses every access logger.
+type AccessLogDeps struct {
+	// Files opens and shares the files of envoy.access_loggers.file, stdout and stderr (they
+	// write to /dev/stdout and /dev/stderr); nil refuses those loggers.
+	Files *accesslog.Manager
+	// GRPC makes envoy.access_loggers.tcp_grpc loggers; nil refuses them.
+	GRPC *als.Manager
+	// Runtime reads the runtime_key overrides of access log filter comparisons; nil uses
+	// their default_value.
+	Runtime func(key string, def uint64) uint64
+	// Hostname is what %HOSTNAME% prints; empty means os.Hostname().
+	Hostname string
+}
+
+// accessLogger is one access_log entry: its filter and its sink, a formatted line written to
+// a file or an entry sent to a gRPC access log service.
+type accessLogger struct {
+	filter *accesslog.Filter
+	format *accesslog.Formatter
+	file   *accesslog.File
+	grpc   *als.TCPLogger
+}
+
+// buildAccessLogs builds the access_log entries of cfg.
+func buildAccessLogs(cfg *config.TCPProxy, d AccessLogDeps) ([]accessLogger, error) {
+	var out []accessLogger
+	for i, al := range cfg.AccessLogs {
+		path := fmt.Sprintf("access_log[%d]", i)
+		l, err := buildAccessLog(path, al, d)
+		if err != nil {
+			return nil, fmt.Errorf("tcp_proxy %q: %w", cfg.StatPrefix, err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func buildAccessLog(path string, al config.TCPAccessLog, d AccessLogDeps) (accessLogger, error) {
+	filter, err := accesslog.FilterFromProto(path+".filter", al.Filter, accesslog.FilterOptions{Runtime: d.Runtime})
+	if err != nil {
+		return accessLogger{}, err
+	}
+	l := accessLogger{filter: filter}
+	opts := accesslog.Options{Hostname: d.Hostname}
+	typed := path + ".typed_config"
+	unavailable := func(what string) (accessLogger, error) {
+		return accessLogger{}, fmt.Errorf("%s (%q): %s are not available", typed, al.TypedConfig.GetTypeUrl(), what)
+	}
+	var file string
+	switch u := al.TypedConfig.GetTypeUrl(); u {
+	case als.TCPTypeURL:
+		if d.GRPC == nil {
+			return unavailable("gRPC access logs")
+		}
+		var pb grpcalsv3.TcpGrpcAccessLogConfig
+		if err := al.TypedConfig.UnmarshalTo(&pb); err != nil {
+			return accessLogger{}, fmt.Errorf("%s: %w", typed, err)
+		}
+		if l.grpc, err = d.GRPC.TCPLogger(typed, &pb); err != nil {
+			return accessLogger{}, err
+		}
+		return l, nil
+	case fileAccessLogTypeURL:
+		var pb filev3.FileAccessLog
+		if err := al.TypedConfig.UnmarshalTo(&pb); err != nil {
+			return accessLogger{}, fmt.Errorf("%s: %w", typed, err)
+		}
+		if pb.GetPath() == "" {
+			return accessLogger{}, fmt.Errorf("%s.path = \"\"; must not be empty", typed)
+		}
+		if l.format, err = accesslog.FromFileAccessLog(&pb, opts); err != nil {
+			return accessLogger{}, fmt.Errorf("%s: %w", typed, err)
+		}
+		file = pb.GetPath()
+	case stdoutAccessLogTypeURL, stderrAccessLogTypeURL:
+		var pb streamLog = &streamv3.StdoutAccessLog{}
+		file = "/dev/stdout"
+		if u == stderrAccessLogTypeURL {
+			pb, file = &streamv3.StderrAccessLog{}, "/dev/stderr"
+		}
+		if err := al.TypedConfig.UnmarshalTo(pb); err != nil {
+			return accessLogger{}, fmt.Errorf("%s: %w", typed, err)
+		}
+		if l.format, err = accesslog.FromSubstitutionFormatString(pb.GetLogFormat(), typed+".log_format", opts); err != nil {
+			return accessLogger{}, err
+		}
+	default:
+		return accessLogger{}, fmt.Errorf("%s (%q, name %q): only envoy.access_loggers.file, stdout, stderr and %s are implemented for the TCP proxy", typed, u, al.Name, als.TCPName)
+	}
+	if d.Files == nil {
+		return unavailable("file access logs")
+	}
+	if l.file, err = d.Files.Open(file); err != nil {
+		return accessLogger{}, fmt.Errorf("%s: %w", typed, err)
+	}
+	return l, nil
+}
+
+// streamLog is StdoutAccessLog or StderrAccessLog.
+type streamLog interface {
+	proto.Message
+	GetLogFormat() *corev3.SubstitutionFormatString
+}
+
+// connInfo is what the access log knows about one downstream connection. The fields set
+// before the connection is proxied are written by the connection goroutine only; bytes and
+// flags change while periodic entries read them, so they are atomic.
+type connInfo struct {
+	start         time.Time
+	local, remote string
+	sni           string
+	cluster       string // set once the cluster is found
+	host          string // the upstream host attempted last
+	upstreamLocal string
+	attempts      uint32
+	flags         atomic.Uint64 // accesslog.ResponseFlags
+	rx, tx        atomic.Uint64 // bytes received from and sent to downstream
+
+	// mu orders the entries: no periodic entry follows the final one. ended is set when the
+	// final entry is logged. mu guards ended.
+	mu    sync.Mutex
+	ended bool
+}
+
+func newConnInfo(down net.Conn) *connInfo {
+	ci := &connInfo{start: time.Now(), local: addrString(down.LocalAddr()), remote: addrString(down.RemoteAddr())}
+	if lc, ok := down.(*listener.Conn); ok {
+		ci.sni = lc.ServerName()
+	}
+	return ci
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
+
+func (ci *connInfo) setFlag(f accesslog.ResponseFlags) {
+	for {
+		old := ci.flags.Load()
+		if ci.flags.CompareAndSwap(old, old|uint64(f)) {
+			return
+		}
+	}
+}
+
+// entry is the access log entry of the connection now, for an event of type t. Envoy's
+// %DURATION% of a TCP connection is the time since it was accepted, also in intermediate
+// entries; %RESPONSE_CODE% prints 0 and the HTTP operators "-".
+func (ci *connInfo) entry(t accesslog.Type) accesslog.Entry {
+	return accesslog.Entry{
+		StartTime:                     ci.start,
+		ResponseFlags:                 accesslog.ResponseFlags(ci.flags.Load()),
+		BytesReceived:                 ci.rx.Load(),
+		BytesSent:                     ci.tx.Load(),
+		Duration:                      max(time.Since(ci.start), 1),
+		DownstreamRemoteAddress:       ci.remote,
+		DownstreamDirectRemoteAddress: ci.remote,
+		DownstreamLocalAddress:        ci.local,
+		UpstreamHost:                  ci.host,
+		UpstreamLocalAddress:          ci.upstreamLocal,
+		UpstreamCluster:               ci.cluster,
+		UpstreamRequestAttemptCount:   ci.attempts,
+		RequestedServerName:           ci.sni,
+		Type:                          t,
+	}
+}
+
+// accessLog writes an entry of type t to every access log whose filter passes it. The final entry
+// (TcpConnectionEnd) is logged once; no entry is logged after it.
+func (p *Proxy) accessLog(ci *connInfo, t accesslog.Type) {
+	if len(p.logs) == 0 {
+		return
+	}
+	ci.mu.Lock()
+	defer ci.mu.Unlock()
+	if ci.ended {
+		return
+	}
+	ci.ended = t == accesslog.TypeTCPConnectionEnd
+	e := ci.entry(t)
+	var line []byte
+	for i := range p.logs {
+		l := &p.logs[i]
+		if !l.filter.Match(&e) {
+			continue
+		}
+		if l.grpc != nil {
+			l.grpc.Log(&e)
+			continue
+		}
+		line = l.format.Format(line[:0], &e)
+		if _, err := l.file.Write(line); err != nil {
+			p.log.Debugf("tcp_proxy %q: access log: %v", p.cfg.StatPrefix, err)
+		}
+	}
+}
