@@ -222,6 +222,18 @@ func (m *Manager) Stats() *ManagerStats { return &m.stats }
 // Get returns the active (warm) cluster called name, or nil. Lock-free.
 func (m *Manager) Get(name string) *Cluster { return (*m.published.Load())[name] }
 
+// Has reports whether a cluster called name is active or warming: what route validation
+// (validate_clusters) and other configuration checks accept, as Envoy's hasCluster does, so a
+// static cluster still waiting for its first health check round can be named.
+func (m *Manager) Has(name string) bool {
+	if m.Get(name) != nil {
+		return true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.active[name] != nil || m.warming[name] != nil
+}
+
 // Snapshot returns the active clusters sorted by name, for the admin interface.
 func (m *Manager) Snapshot() []*Cluster {
 	p := *m.published.Load()

@@ -72,3 +72,21 @@ load_assignment:
 	}
 	e.wantStats(t, map[string]uint64{"cluster.up.lb_zone_routing_all_directly": 100})
 }
+
+// TestHasCountsWarmingClusters checks that a cluster waiting for its first health check round
+// is known to configuration checks (validate_clusters) though Get does not return it yet.
+func TestHasCountsWarmingClusters(t *testing.T) {
+	e := newEnv(t, nil)
+	if _, err := e.m.AddOrUpdate(parseCluster(t, "name: eds\ntype: EDS"), "1"); err != nil {
+		t.Fatal(err)
+	}
+	if e.m.Get("eds") != nil {
+		t.Fatal("Get(eds) returned a warming cluster")
+	}
+	if !e.m.Has("eds") {
+		t.Error("Has(eds) = false for a warming cluster; want true")
+	}
+	if e.m.Has("other") {
+		t.Error("Has(other) = true; want false")
+	}
+}

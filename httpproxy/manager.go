@@ -207,7 +207,7 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 	table, err := route.Compile(cfg.RouteConfig, route.Options{
 		StripAnyHostPort: cfg.StripAnyHostPort,
 		Hostname:         d.Hostname,
-		ClusterExists:    func(name string) bool { return d.Clusters.Get(name) != nil },
+		ClusterExists:    d.Clusters.Has,
 		ValidateClusters: true,
 	})
 	if err != nil {

@@ -62,7 +62,7 @@ func (sh *shared) startRDS(h *Handler, rds *hcmv3.Rds) error {
 		t, err := route.Compile(rc, route.Options{
 			StripAnyHostPort: h.cfg.StripAnyHostPort,
 			Hostname:         d.Hostname,
-			ClusterExists:    func(name string) bool { return d.Clusters.Get(name) != nil },
+			ClusterExists:    d.Clusters.Has,
 		})
 		if err != nil {
 			d.Logger.Warnf("http_connection_manager %q: rds %q: %v; the previous routes stay", h.cfg.StatPrefix, rc.GetName(), err)

@@ -182,7 +182,7 @@ func (sh *shared) startSRDS(h *Handler, sr *hcmv3.ScopedRoutes) error {
 					t, err = route.Compile(rc, route.Options{
 						StripAnyHostPort: h.cfg.StripAnyHostPort,
 						Hostname:         d.Hostname,
-						ClusterExists:    func(name string) bool { return d.Clusters.Get(name) != nil },
+						ClusterExists:    d.Clusters.Has,
 					})
 					if err != nil {
 						d.Logger.Warnf("http_connection_manager %q: scope %q: route configuration %q: %v", h.cfg.StatPrefix, s.GetName(), rc.GetName(), err)

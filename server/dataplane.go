@@ -84,7 +84,7 @@ func (s *Server) buildDataPlane() error {
 	dp.accessLogs = accesslog.NewManager(accesslog.FileOptions{FlushInterval: s.opts.FileFlushInterval})
 	if dp.als, err = als.NewManager(als.Config{
 		Dial:          s.dialXDS, // a host of the bootstrap cluster, with its TLS
-		ClusterExists: func(name string) bool { return s.clusters.Get(name) != nil },
+		ClusterExists: s.clusters.Has,
 		Node:          s.Node(),
 		Stats:         s.store,
 		Logger:        s.logs.Logger("grpc"),
