@@ -9,19 +9,27 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/httpproxy/filter"
 )
 
 // ExtensionConfigProvider serves the configurations of HTTP filters discovered over ECDS
-// (http_filters[].config_discovery); the xDS client implements it. WatchExtensionConfig
-// subscribes to the TypedExtensionConfig called name and returns the current one (nil until
-// it arrives), its generation and cancel. update is called with each later accepted
-// configuration (gen grows) and with nil when the initial fetch times out or the resource is
-// removed, on another goroutine, without locks the caller could hold; it must not block.
+// (http_filters[].config_discovery); the xDS client implements it.
+//
+// WatchExtensionConfig subscribes to the TypedExtensionConfig called name from
+// cd.config_source and returns the current one (nil until it arrives, and nil when it does
+// not suit this filter: its type is not in cd.type_urls or check refuses it), its generation
+// and cancel (which may be called more than once). Every later configuration must pass
+// cd.type_urls and check — of every filter sharing the subscription — before any update
+// sees it; one that does not is rejected (NACKed) and the previous one stays. update is
+// called with each accepted configuration (gen grows) and with nil when the initial fetch
+// times out or fails or the resource is removed. check and update run on another goroutine,
+// without locks the caller could hold, and must not block.
 type ExtensionConfigProvider interface {
-	WatchExtensionConfig(name string, source *corev3.ConfigSource,
+	WatchExtensionConfig(name string, cd *corev3.ExtensionConfigSource,
+		check func(tc *corev3.TypedExtensionConfig) error,
 		update func(gen uint64, tc *corev3.TypedExtensionConfig)) (*corev3.TypedExtensionConfig, uint64, func(), error)
 }
 
@@ -51,121 +59,220 @@ func takeECDS(pb *hcmv3.HttpConnectionManager) []discoveredFilter {
 	return out
 }
 
-// ecdsFilter is a filter whose configuration ECDS delivers and replaces: each stream uses the
-// instance current when it starts (a replaced instance holding resources is closed at once). Without a configuration (none arrived and no
+// ecdsFilter is a filter whose configuration ECDS delivers and replaces (Envoy's dynamic
+// filter config provider). A stream uses the instance current when it starts for all of its
+// calls, stream hooks included (stream.pinFilters); a replaced instance holding resources is
+// closed at once. Without a configuration (none arrived, or none suits this filter, and no
 // default_config) requests get 500 with the NFCF response flag, as in Envoy.
+//
+// The provider's check builds the instance a new configuration would serve (so a
+// configuration the filter's factory refuses is NACKed) and keeps it for the update that
+// follows. If another filter sharing the subscription rejects that configuration, the
+// instance stays built until the next configuration or Close.
+//
+// Safe for concurrent use: streams load cur; check, update and Close hold mu.
 type ecdsFilter struct {
 	cur atomic.Pointer[filterBox]
-
-	mu     sync.Mutex // guards gen; serialises builds so an older configuration never wins
-	gen    uint64
-	cancel func()
-	// def is the default_config's instance; nil without one.
+	// build makes an instance of a configuration (its type is checked again, for updates
+	// that did not pass check).
+	build func(tc *corev3.TypedExtensionConfig) (filter.Filter, error)
+	// def is the default_config's instance; nil without one. It is never closed here: it may
+	// serve again after a removal.
 	def filter.Filter
+	// warn logs a configuration update refuses.
+	warn func(err error)
+
+	mu      sync.Mutex // guards gen, pending, closed and cancel; serialises swaps so an older configuration never wins
+	gen     uint64
+	pending *builtConfig // built by check, waiting for its update
+	closed  bool
+	cancel  func()
 }
 
 type filterBox struct{ f filter.Filter }
 
-func (e *ecdsFilter) OnRequest(x *filter.Exchange) *filter.Reply {
-	b := e.cur.Load()
-	if b == nil {
-		return &filter.Reply{Status: http.StatusInternalServerError, Flags: accesslog.NoFilterConfigFound, Details: "filter_config_not_found"}
-	}
-	return b.f.OnRequest(x)
+// builtConfig is an instance built by check for the configuration tc.
+type builtConfig struct {
+	tc *corev3.TypedExtensionConfig
+	f  filter.Filter
 }
 
-func (e *ecdsFilter) OnResponse(x *filter.Exchange, h http.Header) {
+// noConfigFilter stands in for an ECDS filter without a configuration.
+type noConfigFilter struct{}
+
+func (noConfigFilter) OnRequest(*filter.Exchange) *filter.Reply {
+	return &filter.Reply{Status: http.StatusInternalServerError, Flags: accesslog.NoFilterConfigFound, Details: "filter_config_not_found"}
+}
+
+func (noConfigFilter) OnResponse(*filter.Exchange, http.Header) {}
+
+// current returns the instance serving now: the configured one or noConfigFilter.
+func (e *ecdsFilter) current() filter.Filter {
 	if b := e.cur.Load(); b != nil {
-		b.f.OnResponse(x, h)
+		return b.f
 	}
+	return noConfigFilter{}
 }
 
-// Close closes the current instance when it holds resources (io.Closer), as the connection
-// manager closes its filters when their configuration goes away.
-func (e *ecdsFilter) Close() error {
+// OnRequest and OnResponse serve calls made outside a pinned stream (a response sent before
+// the stream reached its filters); streams call the pinned instance directly.
+func (e *ecdsFilter) OnRequest(x *filter.Exchange) *filter.Reply { return e.current().OnRequest(x) }
+
+func (e *ecdsFilter) OnResponse(x *filter.Exchange, h http.Header) { e.current().OnResponse(x, h) }
+
+// pinFilters returns h's filters for one stream: each ECDS filter replaced by its instance
+// current now, so that a configuration arriving mid-stream does not mix instances within the
+// stream (its OnRequest, OnResponse and filter.Stream all come from one instance). The slice
+// is the stream's own, reused from stream to stream.
+func (s *stream) pinFilters(fs []filter.Filter) []filter.Filter {
+	s.chain = s.chain[:0]
+	for _, f := range fs {
+		if e, ok := f.(*ecdsFilter); ok {
+			f = e.current()
+		}
+		s.chain = append(s.chain, f)
+	}
+	return s.chain
+}
+
+// check builds the instance tc would serve and keeps it for update; an error rejects tc.
+func (e *ecdsFilter) check(tc *corev3.TypedExtensionConfig) error {
+	f, err := e.build(tc)
+	if err != nil {
+		return err
+	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	old := e.cur.Swap(nil)
-	e.closeLocked(old)
+	old := e.pending
+	if e.closed {
+		old, e.pending = &builtConfig{f: f}, nil
+	} else {
+		e.pending = &builtConfig{tc: tc, f: f}
+	}
+	e.mu.Unlock()
+	if old != nil {
+		e.closeInstance(old.f)
+	}
 	return nil
 }
 
-// closeLocked closes a replaced instance that holds resources, unless it is the
-// default_config's, which may serve again.
-func (e *ecdsFilter) closeLocked(old *filterBox) {
-	if old == nil || old.f == e.def {
+// update installs configuration gen: tc's instance (the one check built, or a new one), or
+// the default (nil when there is none) when tc is nil.
+func (e *ecdsFilter) update(gen uint64, tc *corev3.TypedExtensionConfig) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed || gen < e.gen {
 		return
 	}
-	if c, ok := old.f.(io.Closer); ok {
+	e.gen = gen
+	next := e.def
+	if tc != nil {
+		if p := e.pending; p != nil && proto.Equal(p.tc, tc) {
+			next, e.pending = p.f, nil
+		} else {
+			f, err := e.build(tc)
+			if err != nil {
+				e.warn(err)
+				return
+			}
+			next = f
+		}
+	}
+	var box *filterBox
+	if next != nil {
+		box = &filterBox{next}
+	}
+	if old := e.cur.Swap(box); old != nil {
+		e.closeInstance(old.f)
+	}
+}
+
+// Close ends the filter: its subscription, and the instances holding resources (io.Closer),
+// as the connection manager closes its filters when their configuration goes away. Streams
+// already running keep their instance.
+func (e *ecdsFilter) Close() error {
+	e.stop()
+	e.mu.Lock()
+	e.closed = true
+	p := e.pending
+	e.pending = nil
+	old := e.cur.Swap(nil)
+	e.mu.Unlock()
+	if p != nil {
+		e.closeInstance(p.f)
+	}
+	if old != nil {
+		e.closeInstance(old.f)
+	}
+	return nil
+}
+
+// stop ends the subscription; later calls do nothing.
+func (e *ecdsFilter) stop() {
+	e.mu.Lock()
+	cancel := e.cancel
+	e.cancel = nil
+	e.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// closeInstance closes an instance that holds resources, unless it is the default_config's.
+func (e *ecdsFilter) closeInstance(f filter.Filter) {
+	if f == e.def {
+		return
+	}
+	if c, ok := f.(io.Closer); ok {
 		c.Close()
 	}
 }
 
 // startECDS subscribes the discovered filters of h and inserts them at their positions. A
-// configuration whose type is not in config_discovery.type_urls, or that the filter refuses,
-// is logged and the previous one keeps serving. default_config serves before the first
-// configuration with apply_default_config_without_warming, after an initial fetch timeout
-// and after a removal.
+// default_config must have one of config_discovery.type_urls and build, or the connection
+// manager fails to load; it serves until the first configuration arrives (the listener waits
+// for that unless apply_default_config_without_warming, see xds), and again after an
+// initial fetch timeout or failure, a removal, or when the subscription's configuration does
+// not suit this filter. Later configurations that do not suit it are rejected by the
+// provider.
 func (sh *shared) startECDS(h *Handler, list []discoveredFilter) error {
 	d := &sh.deps
 	if d.ExtensionConfigs == nil {
 		return fmt.Errorf("http_connection_manager %q: http_filters %q: config_discovery needs the xDS client", h.cfg.StatPrefix, list[0].name)
 	}
 	fctx := &filter.Context{Clusters: d.Clusters, HealthCheckFailed: d.HealthCheckFailed, LocalClusterName: d.LocalClusterName}
-	build := func(df discoveredFilter, tc *corev3.TypedExtensionConfig) (filter.Filter, error) {
-		if err := checkType(df.cd.GetTypeUrls(), tc.GetTypedConfig().GetTypeUrl()); err != nil {
-			return nil, err
-		}
-		factory, ok := d.Filters.Lookup(tc.GetName(), tc.GetTypedConfig())
-		if !ok {
-			return nil, fmt.Errorf("type %q: unknown HTTP filter", tc.GetTypedConfig().GetTypeUrl())
-		}
-		return factory(tc.GetTypedConfig(), fctx)
-	}
 	for _, df := range list {
-		e := &ecdsFilter{}
-		var def filter.Filter
+		e := &ecdsFilter{
+			build: func(tc *corev3.TypedExtensionConfig) (filter.Filter, error) {
+				f, err := buildDiscovered(d.Filters, fctx, df.cd.GetTypeUrls(), tc)
+				if err != nil {
+					return nil, fmt.Errorf("http_connection_manager %q: http_filters %q: %w", h.cfg.StatPrefix, df.name, err)
+				}
+				return f, nil
+			},
+			warn: func(err error) {
+				d.Logger.Warnf("extension config %q: %v; the previous configuration stays", df.name, err)
+			},
+		}
 		if dc := df.cd.GetDefaultConfig(); dc != nil {
-			f, err := build(df, &corev3.TypedExtensionConfig{Name: df.name, TypedConfig: dc})
+			f, err := buildDiscovered(d.Filters, fctx, df.cd.GetTypeUrls(), &corev3.TypedExtensionConfig{Name: df.name, TypedConfig: dc})
 			if err != nil {
 				h.stopECDS()
 				return fmt.Errorf("http_connection_manager %q: http_filters %q: config_discovery.default_config: %w", h.cfg.StatPrefix, df.name, err)
 			}
-			def, e.def = f, f
-			if df.cd.GetApplyDefaultConfigWithoutWarming() {
-				e.cur.Store(&filterBox{def})
-			}
+			e.def = f
+			e.cur.Store(&filterBox{f})
 		}
-		update := func(gen uint64, tc *corev3.TypedExtensionConfig) {
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			if gen < e.gen {
-				return
-			}
-			e.gen = gen
-			if tc == nil {
-				var next *filterBox
-				if def != nil {
-					next = &filterBox{def}
-				}
-				e.closeLocked(e.cur.Swap(next))
-				return
-			}
-			f, err := build(df, tc)
-			if err != nil {
-				d.Logger.Warnf("http_connection_manager %q: extension config %q: %v; the previous configuration stays", h.cfg.StatPrefix, df.name, err)
-				return
-			}
-			e.closeLocked(e.cur.Swap(&filterBox{f}))
-		}
-		cur, gen, cancel, err := d.ExtensionConfigs.WatchExtensionConfig(df.name, df.cd.GetConfigSource(), update)
+		cur, gen, cancel, err := d.ExtensionConfigs.WatchExtensionConfig(df.name, df.cd, e.check, e.update)
 		if err != nil {
+			if c, ok := e.def.(io.Closer); ok {
+				c.Close()
+			}
 			h.stopECDS()
 			return fmt.Errorf("http_connection_manager %q: http_filters %q: %w", h.cfg.StatPrefix, df.name, err)
 		}
 		e.cancel = cancel
 		if cur != nil {
-			update(gen, cur)
+			e.update(gen, cur)
 		}
 		h.filters = append(h.filters, nil)
 		copy(h.filters[df.pos+1:], h.filters[df.pos:])
@@ -173,6 +280,19 @@ func (sh *shared) startECDS(h *Handler, list []discoveredFilter) error {
 		h.ecds = append(h.ecds, e)
 	}
 	return nil
+}
+
+// buildDiscovered builds the filter of a discovered configuration: its type must be one of
+// typeURLs (none: any) and have a registered factory, which must accept it.
+func buildDiscovered(filters *filter.Registry, fctx *filter.Context, typeURLs []string, tc *corev3.TypedExtensionConfig) (filter.Filter, error) {
+	if err := checkType(typeURLs, tc.GetTypedConfig().GetTypeUrl()); err != nil {
+		return nil, err
+	}
+	factory, ok := filters.Lookup(tc.GetName(), tc.GetTypedConfig())
+	if !ok {
+		return nil, fmt.Errorf("typed_config type %q: unknown HTTP filter", tc.GetTypedConfig().GetTypeUrl())
+	}
+	return factory(tc.GetTypedConfig(), fctx)
 }
 
 func checkType(allowed []string, u string) error {
@@ -187,12 +307,9 @@ func checkType(allowed []string, u string) error {
 	return fmt.Errorf("typed_config type %q is not one of config_discovery.type_urls %q", u, allowed)
 }
 
-// stopECDS ends h's ECDS subscriptions.
+// stopECDS ends h's ECDS subscriptions. h.ecds itself stays: streams read it.
 func (h *Handler) stopECDS() {
 	for _, e := range h.ecds {
-		if e.cancel != nil {
-			e.cancel()
-		}
+		e.stop()
 	}
-	h.ecds = nil
 }

@@ -82,6 +82,7 @@ type envOptions struct {
 	drainNow  bool // DrainImmediate strategy
 	als       *als.Manager
 	ecds      ExtensionConfigProvider
+	filters   *filter.Registry // nil: the health check filter only
 	srds      ScopedRouteProvider
 }
 
@@ -130,7 +131,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	reg := listener.NewRegistry()
 	e.logs = accesslog.NewManager(accesslog.FileOptions{})
 	t.Cleanup(func() { e.logs.Close() })
-	if err := Register(reg, Deps{Clusters: e.clusters, Pools: e.pools, Stats: store, HealthCheckFailed: &e.failed, LocalClusterName: "local", AccessLogs: e.logs, GRPCAccessLogs: o.als, ExtensionConfigs: o.ecds, ScopedRoutes: o.srds}); err != nil {
+	if err := Register(reg, Deps{Clusters: e.clusters, Pools: e.pools, Stats: store, HealthCheckFailed: &e.failed, LocalClusterName: "local", AccessLogs: e.logs, GRPCAccessLogs: o.als, ExtensionConfigs: o.ecds, ScopedRoutes: o.srds, Filters: o.filters}); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 	var hcm hcmv3.HttpConnectionManager

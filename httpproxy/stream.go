@@ -107,6 +107,10 @@ type stream struct {
 	setCookies  []string                                          // hash policy cookies for the response
 	addCookie   func(name, path string, ttl time.Duration) string // s.addDownstreamCookie, made once
 
+	// chain is this stream's filters when its handler has ECDS filters (pinFilters, ecds.go);
+	// empty otherwise, and then h.filters serve.
+	chain []filter.Filter
+
 	// The filters' streams (filter.StreamFilter) and what feeds them; all unused, and free,
 	// while fstreams is empty.
 	fstreams     []filter.Stream
@@ -135,6 +139,8 @@ func putStream(s *stream) {
 	clear(s.trailers)
 	s.req = route.Request{}
 	s.fx = filter.Exchange{}
+	clear(s.chain)
+	s.chain = s.chain[:0]
 	s.entry = accesslog.Entry{}
 	s.resp = nil
 	s.lbctx = lb.Context{}
@@ -277,7 +283,11 @@ func (s *stream) process() {
 	s.prepareRequest()
 	s.fx = filter.Exchange{Request: &s.req}
 	routed := true
-	for _, f := range h.filters {
+	filters := h.filters
+	if len(h.ecds) > 0 {
+		filters = s.pinFilters(filters)
+	}
+	for _, f := range filters {
 		if sf, ok := f.(filter.StreamFilter); ok {
 			s.openFilterStream(sf)
 		}
@@ -494,7 +504,11 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 		s.fillEntryBasics()
 		m.FinalizeResponseHeaders(s.resp, &s.entry)
 	}
-	for _, f := range h.filters {
+	filters := h.filters
+	if len(s.chain) > 0 {
+		filters = s.chain
+	}
+	for _, f := range filters {
 		f.OnResponse(&s.fx, s.resp)
 	}
 	switch cfg.ServerHeader {

@@ -2,10 +2,12 @@ package xds
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -14,9 +16,14 @@ import (
 )
 
 // ecdsStats are the ECDS-only stats of an HTTP filter configuration subscription, next to its
-// subscription stats under extension_config_discovery.http_filter.<name>.
+// subscription stats under extension_config_discovery.http_filter.<name>. As in Envoy,
+// config_reload counts accepted changes, config_fail rejected configurations and initial
+// fetch timeouts, and config_conflict filters that found the current configuration unfit
+// (its type not in their type_urls, or refused by their factory) when they subscribed.
 type ecdsStats struct {
-	ConfigReload stats.Counter `stat:"config_reload"`
+	ConfigConflict stats.Counter `stat:"config_conflict"`
+	ConfigFail     stats.Counter `stat:"config_fail"`
+	ConfigReload   stats.Counter `stat:"config_reload"`
 }
 
 var ecdsKind = &namedKind{
@@ -31,39 +38,165 @@ var ecdsKind = &namedKind{
 	},
 	statPrefix: func(name, _ string) string { return "extension_config_discovery.http_filter." + name + "." },
 	initTarget: func(name string) string { return "ExtensionConfigSubscription " + name },
-	extra: func(st *stats.Store, prefix string) (func(time.Time, time.Duration), *stats.Registration) {
+	extra: func(st *stats.Store, prefix string) subExtra {
 		s := &ecdsStats{}
-		reg := st.Register(prefix, s)
-		return func(time.Time, time.Duration) { s.ConfigReload.Inc() }, reg
+		return subExtra{
+			reg:     st.Register(prefix, s),
+			stats:   s,
+			changed: func(time.Time, time.Duration) { s.ConfigReload.Inc() },
+			failed:  func() { s.ConfigFail.Inc() },
+		}
 	},
+	vet:           vetExtensions,
+	readyOnReject: true,
+}
+
+// vetExtensions runs the filters' checks on the new configurations of u (those a subscription
+// with checks would take) and returns the first error of each, by resource index. Checks run
+// without locks, in the order the filters subscribed; a configuration that fails to decode is
+// left to apply.
+func vetExtensions(h *namedHandler, src *mux, u update) map[int]error {
+	type job struct {
+		i      int
+		checks []func(any) error
+	}
+	var jobs []job
+	h.mu.Lock()
+	for i, a := range u.resources {
+		sub := h.subs[serviceKey(src, resource.ExtensionConfigName(a))]
+		if sub == nil || len(sub.checks) == 0 || (sub.raw != nil && proto.Equal(sub.raw, a)) {
+			continue
+		}
+		ids := make([]uint64, 0, len(sub.checks))
+		for id := range sub.checks {
+			ids = append(ids, id)
+		}
+		sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+		j := job{i: i}
+		for _, id := range ids {
+			j.checks = append(j.checks, sub.checks[id])
+		}
+		jobs = append(jobs, j)
+	}
+	h.mu.Unlock()
+	var out map[int]error
+	for _, j := range jobs {
+		tc, err := resource.DecodeExtensionConfig(u.resources[j.i])
+		if err != nil {
+			continue
+		}
+		for _, check := range j.checks {
+			if err := check(tc); err != nil {
+				if out == nil {
+					out = map[int]error{}
+				}
+				out[j.i] = err
+				break
+			}
+		}
+	}
+	return out
+}
+
+// extensionCheck is the check of one filter's watch of the configuration called name: its
+// type must be one of typeURLs (config_discovery.type_urls; none: any type), then check (the
+// filter's own, nil for none) must accept it. It returns nil when there is nothing to check.
+func extensionCheck(name string, typeURLs []string, check func(*corev3.TypedExtensionConfig) error) func(any) error {
+	if len(typeURLs) == 0 && check == nil {
+		return nil
+	}
+	return func(v any) error {
+		tc, _ := v.(*corev3.TypedExtensionConfig)
+		if err := resource.CheckExtensionType(typeURLs, tc); err != nil {
+			return fmt.Errorf("extension config %q: %w", name, err)
+		}
+		if check == nil {
+			return nil
+		}
+		if err := check(tc); err != nil {
+			return fmt.Errorf("extension config %q: %w", name, err)
+		}
+		return nil
+	}
+}
+
+// setCheck adds check (nil: nothing) to the checks of r's subscription, which vet runs on
+// every new resource before the watchers see it, and returns the subscription's current
+// value and generation.
+func (r watchRef) setCheck(check func(any) error) (any, uint64) {
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	if _, live := r.sub.watchers[r.id]; live && check != nil {
+		if r.sub.checks == nil {
+			r.sub.checks = map[uint64]func(any) error{}
+		}
+		r.sub.checks[r.id] = check
+	}
+	return r.sub.val, r.sub.gen
+}
+
+// conflict counts a filter that found the current configuration of r's subscription unfit.
+func (r watchRef) conflict() {
+	r.h.mu.Lock()
+	defer r.h.mu.Unlock()
+	if s, ok := r.sub.extra.stats.(*ecdsStats); ok {
+		s.ConfigConflict.Inc()
+	}
 }
 
 // WatchExtensionConfig implements httpproxy.ExtensionConfigProvider: it subscribes to the ECDS
-// resource (TypedExtensionConfig) called name from source — one subscription per name and
-// transport, shared by every HTTP filter that discovers it, with its stats under
+// resource (TypedExtensionConfig) called name from cd.config_source — one subscription per
+// name and transport, shared by every HTTP filter that discovers it, with its stats under
 // extension_config_discovery.http_filter.<name>. — and calls update with every accepted new
-// version (gen grows), and with nil when the first fetch times out or the resource is removed.
-// It returns the current configuration (nil until one arrives), its generation and cancel.
-// update runs on an xDS goroutine without locks and must not block. Safe for concurrent use;
-// a subscription made before Run registers an init target.
-func (c *Client) WatchExtensionConfig(name string, source *corev3.ConfigSource,
+// version (gen grows), and with nil when the first fetch times out or fails, or the resource
+// is removed.
+//
+// Every new version must suit every filter sharing the subscription before any of them sees
+// it, as in Envoy: its typed_config type must be one of the filter's cd.type_urls and check
+// (nil: none) must accept it. Otherwise the response is NACKed with the error (naming the
+// configuration and the rule), update_rejected and config_fail count it, the config dump shows
+// it as error_state, and the previous version keeps serving.
+//
+// It returns the current configuration — nil until one arrives, and nil when it does not suit
+// this filter (config_conflict counts that; the filter then serves its default) — its
+// generation and cancel. check and update run on an xDS goroutine without xds locks and must
+// not block; check runs before the update that carries the configuration. Safe for concurrent
+// use; a subscription made before Run registers an init target.
+func (c *Client) WatchExtensionConfig(name string, cd *corev3.ExtensionConfigSource,
+	check func(tc *corev3.TypedExtensionConfig) error,
 	update func(gen uint64, tc *corev3.TypedExtensionConfig)) (*corev3.TypedExtensionConfig, uint64, func(), error) {
-	src, err := resource.SourceFromProto(source)
+	src, err := resource.SourceFromProto(cd.GetConfigSource())
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("config_discovery.config_source.%w", err)
 	}
 	if src.Self {
 		return nil, 0, nil, fmt.Errorf("config_discovery.config_source.self is not supported")
 	}
-	ref, val, gen, _, err := c.ecds.subscribe(src, name, "", func(gen uint64, v any) {
+	ref, _, _, _, err := c.ecds.subscribe(src, name, "", func(gen uint64, v any) {
 		tc, _ := v.(*corev3.TypedExtensionConfig)
 		update(gen, tc)
 	})
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("extension config %q: %w", name, err)
 	}
+	full := extensionCheck(name, cd.GetTypeUrls(), check)
+	val, gen := ref.setCheck(full)
 	tc, _ := val.(*corev3.TypedExtensionConfig)
+	if tc != nil && full != nil {
+		if err := full(tc); err != nil {
+			ref.conflict()
+			c.log.Warnf("xds: ECDS: %v; the filter serves its default configuration", err)
+			tc = nil
+		}
+	}
 	return tc, gen, ref.release, nil
+}
+
+// watchExtensionTypes makes r (a listener's wait for the configuration called name) reject
+// configurations whose type is not one of typeURLs, so that a listener's first configuration
+// is checked as its filters will check the next ones.
+func watchExtensionTypes(r watchRef, name string, typeURLs []string) {
+	r.setCheck(extensionCheck(name, typeURLs, nil))
 }
 
 // EcdsConfigDump returns the "ecds_filter_http" config dump: an ecds_filters entry per

@@ -29,10 +29,30 @@ type namedKind struct {
 	// initTarget is the name of the init target of a subscription made before Run.
 	initTarget func(name string) string
 	// extra, when set, registers more stats of a subscription under its prefix (RDS's
-	// config_reload) and returns the function that records an accepted change.
-	extra func(st *stats.Store, prefix string) (onChange func(now time.Time, took time.Duration), reg *stats.Registration)
+	// config_reload, ECDS's config_reload and config_fail) and says how to record them.
+	extra func(st *stats.Store, prefix string) subExtra
+	// vet, when set, runs the watchers' checks (watchRef.setCheck) on the new resources of a
+	// response before it is applied and returns their errors by resource index; a resource
+	// with an error is rejected as one that does not decode (ECDS: each filter's type_urls
+	// and factory). It is called without locks.
+	vet func(h *namedHandler, src *mux, u update) map[int]error
+	// readyOnReject ends a subscription's initial fetch when its resource is rejected, so that
+	// what waits for it proceeds without it (ECDS, as Envoy's filter config subscriptions do).
+	readyOnReject bool
 	// changed, when set, runs (without locks) after a response changed some value.
 	changed func(c *Client)
+}
+
+// subExtra is what a kind adds to each of its subscriptions: more stats and how to record them.
+// The functions run under the handler's lock; either may be nil.
+type subExtra struct {
+	reg *stats.Registration
+	// changed records an accepted change.
+	changed func(now time.Time, took time.Duration)
+	// failed records a rejected resource or an initial fetch timeout.
+	failed func()
+	// stats is the kind's stats struct, for the kind's own code.
+	stats any
 }
 
 // watchFunc receives a subscription's value: after every accepted change (gen grows), and with
@@ -60,6 +80,8 @@ type namedSub struct {
 	m        *mux
 	name     string
 	watchers map[uint64]watchFunc
+	// checks are the watchers' checks of new resources (kinds with vet), by watcher id.
+	checks map[uint64]func(val any) error
 	// val, raw, version and updated are the last accepted resource; gen counts changes.
 	val     any
 	raw     *anypb.Any
@@ -73,8 +95,7 @@ type namedSub struct {
 	initReady func()
 	stats     SubscriptionStats
 	reg       *stats.Registration
-	onChange  func(now time.Time, took time.Duration)
-	extraReg  *stats.Registration
+	extra     subExtra
 }
 
 func newNamedHandler(c *Client, kind *namedKind) *namedHandler {
@@ -108,7 +129,7 @@ func (h *namedHandler) subscribe(src resource.Source, name, user string, fn watc
 		prefix := h.kind.statPrefix(name, user)
 		sub.reg = h.c.cfg.Stats.Register(prefix, &sub.stats)
 		if h.kind.extra != nil {
-			sub.onChange, sub.extraReg = h.kind.extra(h.c.cfg.Stats, prefix)
+			sub.extra = h.kind.extra(h.c.cfg.Stats, prefix)
 		}
 		sub.stats.UpdateAttempt.Inc()
 		if t := src.InitialFetchTimeout; t > 0 {
@@ -142,6 +163,7 @@ func (r watchRef) release() {
 		return
 	}
 	delete(sub.watchers, r.id)
+	delete(sub.checks, r.id)
 	if len(sub.watchers) > 0 {
 		return
 	}
@@ -154,8 +176,8 @@ func (r watchRef) release() {
 		sub.timer.Stop()
 	}
 	sub.reg.Unregister()
-	if sub.extraReg != nil {
-		sub.extraReg.Unregister()
+	if sub.extra.reg != nil {
+		sub.extra.reg.Unregister()
 	}
 	if sub.initReady != nil {
 		go sub.initReady() // never block initialization on a subscription nobody wants
@@ -212,6 +234,9 @@ func (h *namedHandler) initTimeout(sub *namedSub) {
 	}
 	sub.stats.InitFetchTimeout.Inc()
 	sub.stats.UpdateAttempt.Inc()
+	if sub.extra.failed != nil {
+		sub.extra.failed()
+	}
 	h.c.log.Warnf("xds: %s %q: initial fetch timed out", h.kind.short, sub.name)
 	initReady := sub.markReadyLocked()
 	ns := sub.noticesLocked()
@@ -235,6 +260,10 @@ func runNotices(ns []notice, initReady ...func()) {
 // subscribed are ignored. A delta removal hands the watchers a nil value.
 func (h *namedHandler) apply(src *mux, u update) error {
 	start := h.c.clock.Now()
+	var vetoes map[int]error
+	if h.kind.vet != nil {
+		vetoes = h.kind.vet(h, src, u)
+	}
 	var errs []string
 	var ns []notice
 	var readies []func()
@@ -250,6 +279,9 @@ func (h *namedHandler) apply(src *mux, u update) error {
 		if err == nil && u.names != nil && u.names[i] != name {
 			err = errors.New(h.kind.short + " resource name " + u.names[i] + " differs from the resource's name " + name)
 		}
+		if err == nil && vetoes[i] != nil {
+			err = vetoes[i]
+		}
 		sub := h.subs[serviceKey(src, name)]
 		if err != nil {
 			errs = append(errs, err.Error())
@@ -257,6 +289,13 @@ func (h *namedHandler) apply(src *mux, u update) error {
 				sub.stats.UpdateRejected.Inc()
 				sub.stats.UpdateAttempt.Inc()
 				sub.failure = &failure{resource: a, at: start, details: err.Error(), version: u.version}
+				if sub.extra.failed != nil {
+					sub.extra.failed()
+				}
+				if h.kind.readyOnReject && !sub.ready {
+					readies = append(readies, sub.markReadyLocked())
+					ns = append(ns, sub.noticesLocked()...)
+				}
 			}
 			continue
 		}
@@ -273,8 +312,8 @@ func (h *namedHandler) apply(src *mux, u update) error {
 		}
 		sub.val, sub.raw, sub.updated = val, a, now
 		sub.gen++
-		if sub.onChange != nil {
-			sub.onChange(now, now.Sub(start))
+		if sub.extra.changed != nil {
+			sub.extra.changed(now, now.Sub(start))
 		}
 		ns = append(ns, sub.noticesLocked()...)
 	}

@@ -34,13 +34,12 @@ var rdsKind = &namedKind{
 	},
 	statPrefix: func(name, user string) string { return "http." + user + ".rds." + name + "." },
 	initTarget: func(name string) string { return "RdsRouteConfigSubscription RDS init " + name },
-	extra: func(st *stats.Store, prefix string) (func(time.Time, time.Duration), *stats.Registration) {
+	extra: func(st *stats.Store, prefix string) subExtra {
 		s := &rdsStats{}
-		reg := st.Register(prefix, s)
-		return func(now time.Time, _ time.Duration) {
+		return subExtra{reg: st.Register(prefix, s), stats: s, changed: func(now time.Time, _ time.Duration) {
 			s.ConfigReload.Inc()
 			s.ConfigReloadTimeMs.Set(uint64(now.UnixMilli()))
-		}, reg
+		}}
 	},
 }
 

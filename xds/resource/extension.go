@@ -32,6 +32,22 @@ func ExtensionConfigName(a *anypb.Any) string {
 	return pb.GetName()
 }
 
+// CheckExtensionType checks that the typed_config of tc has one of the types typeURLs allows
+// (an HTTP filter's config_discovery.type_urls; none allows any type), as Envoy checks each
+// discovered filter configuration before a filter takes it.
+func CheckExtensionType(typeURLs []string, tc *corev3.TypedExtensionConfig) error {
+	if len(typeURLs) == 0 {
+		return nil
+	}
+	u := tc.GetTypedConfig().GetTypeUrl()
+	for _, a := range typeURLs {
+		if a == u {
+			return nil
+		}
+	}
+	return fmt.Errorf("typed_config type %q is not one of config_discovery.type_urls %q", u, typeURLs)
+}
+
 // hcmExtensionDependencies returns the ECDS configurations the HTTP filters of hcm discover
 // (http_filters[].config_discovery) and the listener must wait for: those without
 // apply_default_config_without_warming. path names the connection manager in errors.
@@ -49,7 +65,7 @@ func hcmExtensionDependencies(path string, hcm *hcmv3.HttpConnectionManager) ([]
 		if src.Self {
 			return nil, fmt.Errorf("%s.http_filters[%d].config_discovery.config_source.self is not supported", path, i)
 		}
-		out = append(out, Dependency{Name: f.GetName(), Source: src, StatPrefix: hcm.GetStatPrefix()})
+		out = append(out, Dependency{Name: f.GetName(), Source: src, StatPrefix: hcm.GetStatPrefix(), TypeURLs: cd.GetTypeUrls()})
 	}
 	return out, nil
 }

@@ -45,6 +45,8 @@ type Dependency struct {
 	StatPrefix string
 	// Scoped is the connection manager's scoped_routes (scoped routes only).
 	Scoped *hcmv3.ScopedRoutes
+	// TypeURLs is the HTTP filter's config_discovery.type_urls (extension configs only).
+	TypeURLs []string
 }
 
 // DecodeListener decodes an LDS resource: the Any's type URL, protoc-gen-validate rules,
