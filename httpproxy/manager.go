@@ -76,6 +76,9 @@ type Deps struct {
 	// ScopedRoutes serves the scopes of connection managers with scoped_routes (SRDS); nil
 	// refuses scoped_routes.
 	ScopedRoutes ScopedRouteProvider
+	// RuntimeFraction decides a route's runtime_fraction through the runtime (key, the
+	// default fraction, the request's random value); nil uses the default fraction.
+	RuntimeFraction func(key string, numerator, denominator, random uint64) bool
 }
 
 // Register registers the envoy.filters.network.http_connection_manager handler factory with
@@ -201,15 +204,22 @@ func (sh *shared) newHandler(ctx *listener.ChainContext) (*Handler, error) {
 	return h, nil
 }
 
-// build makes a handler from a converted configuration.
-func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainContext) (*Handler, error) {
-	d := &sh.deps
-	table, err := route.Compile(cfg.RouteConfig, route.Options{
+// routeOptions are how the route configurations of the connection manager cfg compile.
+func (d *Deps) routeOptions(cfg *config.HTTPConnectionManager) route.Options {
+	return route.Options{
 		StripAnyHostPort: cfg.StripAnyHostPort,
 		Hostname:         d.Hostname,
 		ClusterExists:    d.Clusters.Has,
-		ValidateClusters: true,
-	})
+		FeatureEnabled:   d.RuntimeFraction,
+	}
+}
+
+// build makes a handler from a converted configuration.
+func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainContext) (*Handler, error) {
+	d := &sh.deps
+	opts := d.routeOptions(cfg)
+	opts.ValidateClusters = true // Envoy's default for a static route_config
+	table, err := route.Compile(cfg.RouteConfig, opts)
 	if err != nil {
 		return nil, fmt.Errorf("http_connection_manager %q: route_config: %w", cfg.StatPrefix, err)
 	}

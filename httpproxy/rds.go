@@ -59,11 +59,7 @@ func (sh *shared) startRDS(h *Handler, rds *hcmv3.Rds) error {
 		if gen <= st.gen {
 			return
 		}
-		t, err := route.Compile(rc, route.Options{
-			StripAnyHostPort: h.cfg.StripAnyHostPort,
-			Hostname:         d.Hostname,
-			ClusterExists:    d.Clusters.Has,
-		})
+		t, err := route.Compile(rc, d.routeOptions(h.cfg))
 		if err != nil {
 			d.Logger.Warnf("http_connection_manager %q: rds %q: %v; the previous routes stay", h.cfg.StatPrefix, rc.GetName(), err)
 			return

@@ -179,11 +179,7 @@ func (sh *shared) startSRDS(h *Handler, sr *hcmv3.ScopedRoutes) error {
 			t := st.compiled[rc]
 			if t == nil {
 				if t = compiled[rc]; t == nil {
-					t, err = route.Compile(rc, route.Options{
-						StripAnyHostPort: h.cfg.StripAnyHostPort,
-						Hostname:         d.Hostname,
-						ClusterExists:    d.Clusters.Has,
-					})
+					t, err = route.Compile(rc, d.routeOptions(h.cfg))
 					if err != nil {
 						d.Logger.Warnf("http_connection_manager %q: scope %q: route configuration %q: %v", h.cfg.StatPrefix, s.GetName(), rc.GetName(), err)
 						continue

@@ -17,6 +17,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/options"
+	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/pool"
 	"github.com/legateproxy/legate/tcpproxy"
 	"github.com/legateproxy/legate/tlsutil"
@@ -118,6 +119,7 @@ func (s *Server) buildDataPlane() error {
 		GRPCAccessLogs:    dp.als,
 		ExtensionConfigs:  s.extensionProvider(),
 		ScopedRoutes:      s.scopedRouteProvider(),
+		RuntimeFraction:   s.routeFraction,
 	}); err != nil {
 		return err
 	}
@@ -195,4 +197,17 @@ func failingTLS(err error) *tls.Config {
 		InsecureSkipVerify: true,
 		VerifyConnection:   func(tls.ConnectionState) error { return err },
 	}
+}
+
+// routeFraction decides a route's runtime_fraction as Envoy's featureEnabled(key, default,
+// random) does: the runtime's value of key, else the route's default fraction.
+func (s *Server) routeFraction(key string, numerator, denominator, random uint64) bool {
+	d := runtime.Hundred
+	switch denominator {
+	case 10_000:
+		d = runtime.TenThousand
+	case 1_000_000:
+		d = runtime.Million
+	}
+	return s.runtime.Snapshot().FractionalPercentWith(key, runtime.Percent{Numerator: uint32(numerator), Denominator: d}, random)
 }

@@ -491,6 +491,8 @@ layered_runtime:
       healthy_threshold: 1
       http_health_check: {path: /status/503}
 `},
+		// A route taken only as often as the runtime key e2e.frac says (default 0%).
+		{`routes: [{match: {prefix: "/"}`, `routes: [{match: {prefix: "/frac", runtime_fraction: {default_value: {numerator: 0}, runtime_key: e2e.frac}}, direct_response: {status: 418}}, {match: {prefix: "/"}`},
 	} {
 		if !strings.Contains(cfg, r[0]) {
 			t.Fatalf("routeAllConfig has no %q", r[0])
@@ -500,8 +502,8 @@ layered_runtime:
 	p := start(t, "-c", writeConfig(t, cfg))
 	url := "http://" + p.listenerAddr("http") + "/"
 	client := &http.Client{Timeout: 5 * time.Second}
-	status := func() int {
-		resp, err := client.Get(url)
+	status := func(path ...string) int {
+		resp, err := client.Get(url + strings.Join(path, ""))
 		if err != nil {
 			t.Fatalf("GET %s: %v", url, err)
 		}
@@ -530,8 +532,14 @@ layered_runtime:
 	eventually(t, "the RTDS layer in /runtime", func() bool { v, ok := runtimeEntry("upstream.healthy_panic_threshold"); return ok && v == "0" })
 	eventually(t, "panic mode off (503)", func() bool { return status() == http.StatusServiceUnavailable })
 
-	setRuntime("2", map[string]any{"upstream.healthy_panic_threshold": 0, "e2e.marker": "two"})
+	if got := status("frac"); got == http.StatusTeapot {
+		t.Fatalf("GET /frac with e2e.frac unset = 418; want the catch-all route (default fraction 0%%)")
+	}
+	setRuntime("2", map[string]any{"upstream.healthy_panic_threshold": 0, "e2e.marker": "two", "e2e.frac": 100})
 	eventually(t, "the updated RTDS layer", func() bool { v, ok := runtimeEntry("e2e.marker"); return ok && v == "two" })
+	if got := status("frac"); got != http.StatusTeapot {
+		t.Errorf("GET /frac with e2e.frac = 100 = %d; want 418 (route runtime_fraction from RTDS)", got)
+	}
 	if got := status(); got != http.StatusServiceUnavailable {
 		t.Errorf("GET after the update = %d; want 503 (threshold still 0)", got)
 	}
@@ -546,6 +554,9 @@ layered_runtime:
 		return !ok1 && !ok2
 	})
 	eventually(t, "panic mode back (200)", func() bool { return status() == http.StatusOK })
+	if got := status("frac"); got == http.StatusTeapot {
+		t.Errorf("GET /frac after the RTDS layer went = 418; want the catch-all route")
+	}
 	if v, ok := runtimeEntry("e2e.base"); !ok || v != "1" {
 		t.Errorf("/runtime e2e.base = %q, %v; want the static layer's 1", v, ok)
 	}
