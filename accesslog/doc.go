@@ -1,11 +1,15 @@
 // Package accesslog implements Envoy's access-log format strings (the substitution formatter:
 // %START_TIME%, %REQ(X?Y):Z%, %RESPONSE_CODE%, …), text and JSON output, and the file sink of
-// envoy.access_loggers.file.
+// envoy.access_loggers.file. A Filter is a compiled AccessLog.filter (status code, duration,
+// not health check, response flag, log type, and, or). Entries carry their access log type
+// (TcpConnectionEnd, TcpPeriodic, …) for %ACCESS_LOG_TYPE%, log_type_filter and gRPC logs;
+// package als sends entries to a gRPC access log service.
 //
 // A format string is parsed once into a Formatter, which is immutable and safe for concurrent
 // use; Format appends one log line for an Entry to a caller-owned buffer and allocates only when
-// that buffer grows. An Entry is a plain struct filled by the proxy for one request and read,
-// never kept, by Format. A File is a buffered, reopenable log file safe for concurrent writers;
-// its flush goroutine is started by OpenFile and stopped by Close. A Manager shares one File
-// per path and reopens them all (admin /reopen_logs).
+// that buffer grows. An Entry is a plain struct filled by the proxy for one request or
+// connection and read, never kept, by Format; a Filter is immutable and safe for concurrent
+// use. A File is a buffered, reopenable log file safe for concurrent writers; its flush
+// goroutine is started by OpenFile and stopped by Close. A Manager shares one File per path and
+// reopens them all (admin /reopen_logs).
 package accesslog

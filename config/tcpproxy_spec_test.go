@@ -150,6 +150,9 @@ func TestTCPProxyFromAny(t *testing.T) {
 func FuzzTCPProxyFromAny(f *testing.F) {
 	a, _ := anypb.New(&tcpproxyv3.TcpProxy{StatPrefix: "s", ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: "c"}})
 	f.Add(a.GetValue())
+	logged, _ := anypb.New(tcpProxyProto(f, `{stat_prefix: s, cluster: c, access_log_options: {access_log_flush_interval: 1s}, access_log: [
+{name: f, typed_config: {"@type": "`+fileLogType+`", path: /tmp/x}, filter: {or_filter: {filters: [{response_flag_filter: {flags: [UF]}}, {runtime_filter: {runtime_key: k}}]}}}]}`))
+	f.Add(logged.GetValue())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		TCPProxyFromAny(&anypb.Any{TypeUrl: TCPProxyTypeURL, Value: b})
 	})

@@ -11,6 +11,8 @@
 // SNI, bytes received from and sent to downstream, the duration, the upstream cluster, host and
 // local address, the attempt count and the response flags (NC, UH, UO, UF, URX, DT).
 // access_log_options adds TcpConnectionStart, TcpUpstreamConnected and TcpPeriodic entries.
+// The TCP proxy does not terminate TLS: a filter chain with a TLS transport_socket is refused
+// (TLS passed through is logged with the SNI the TLS inspector read).
 //
 // Concurrency: a Proxy is shared by every connection of its filter chain and is safe for
 // concurrent use. Each connection is served on the listener's connection goroutine plus one

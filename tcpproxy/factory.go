@@ -10,6 +10,12 @@ import (
 	"github.com/legateproxy/legate/stats"
 )
 
+// The plain transport socket, which needs nothing from the TCP proxy.
+const (
+	rawBufferName    = "envoy.transport_sockets.raw_buffer"
+	rawBufferTypeURL = "type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer"
+)
+
 // Deps are the server-wide dependencies of every TCP proxy.
 type Deps struct {
 	// Pools gives each cluster's connection pools. Required.
@@ -33,6 +39,11 @@ func Factory(deps Deps) listener.HandlerFactory {
 		filters := ctx.Chain.Filters
 		if len(filters) == 0 {
 			return nil, fmt.Errorf("filter chain %q has no network filter", ctx.Chain.Name)
+		}
+		if ts := ctx.Chain.TransportSocket; ts != "" && ts != rawBufferName && ctx.Chain.TransportSocketConfig.GetTypeUrl() != rawBufferTypeURL {
+			// Envoy would terminate TLS here; passing the encrypted bytes upstream instead
+			// would be a silent change of behaviour.
+			return nil, fmt.Errorf("filter chain %q: transport_socket %q: terminating TLS in front of the TCP proxy is not implemented by Legate", ctx.Chain.Name, ts)
 		}
 		f := filters[len(filters)-1]
 		cfg, err := config.TCPProxyFromAny(f.TypedConfig)

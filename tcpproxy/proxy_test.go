@@ -15,6 +15,7 @@ import (
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/anypb"
 	"sigs.k8s.io/yaml"
 
 	"github.com/legateproxy/legate/cluster"
@@ -431,6 +432,38 @@ filter_chains:
 	})
 	if !found || total != 1 {
 		t.Errorf("tcp.echo_proxy.downstream_cx_total = %d (registered %v); want 1", total, found)
+	}
+}
+
+func TestFactoryRefusesTLSTermination(t *testing.T) {
+	e := newEnv(t, "", map[string][]string{"echo": {"127.0.0.1:1"}})
+	typed := func(y string) *anypb.Any {
+		a, err := anypb.New(tcpProxyFromYAML(t, y))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	filters := []config.NetworkFilter{{Name: config.TCPProxyFilter, TypedConfig: typed("{stat_prefix: t, cluster: echo}")}}
+	for _, tc := range []struct {
+		name, socket, want string
+	}{
+		{"tls", "envoy.transport_sockets.tls", `filter chain "c": transport_socket "envoy.transport_sockets.tls": terminating TLS in front of the TCP proxy is not implemented by Legate`},
+		{"raw buffer", "envoy.transport_sockets.raw_buffer", ""},
+		{"none", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := Factory(Deps{Pools: e.pools})(&listener.ChainContext{Chain: &config.FilterChain{Name: "c", Filters: filters, TransportSocket: tc.socket}})
+			got := ""
+			if err != nil {
+				got = err.Error()
+			} else {
+				h.(io.Closer).Close()
+			}
+			if got != tc.want {
+				t.Errorf("Factory() error = %q; want %q", got, tc.want)
+			}
+		})
 	}
 }
 

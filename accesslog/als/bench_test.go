@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
+
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/stats"
 )
@@ -60,5 +62,20 @@ func BenchmarkLogStreamDown(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		l.Log(e)
+	}
+}
+
+// BenchmarkTCPEntry is the cost of turning a closed TCP connection into a TCPAccessLogEntry.
+func BenchmarkTCPEntry(b *testing.B) {
+	l := &TCPLogger{client: &client[*accesslogdatav3.TCPAccessLogEntry]{}}
+	e := &accesslog.Entry{
+		StartTime: time.Unix(1700000000, 0), BytesReceived: 1234, BytesSent: 5678, Duration: 3 * time.Second,
+		DownstreamRemoteAddress: "127.0.0.1:50000", DownstreamDirectRemoteAddress: "127.0.0.1:50000",
+		DownstreamLocalAddress: "127.0.0.1:10000", UpstreamHost: "127.0.0.1:5432", UpstreamLocalAddress: "127.0.0.1:41000",
+		UpstreamCluster: "db", UpstreamRequestAttemptCount: 1, Type: accesslog.TypeTCPConnectionEnd,
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = l.entry(e)
 	}
 }
