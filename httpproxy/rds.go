@@ -2,6 +2,7 @@ package httpproxy
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -23,12 +24,25 @@ type RouteProvider interface {
 		update func(gen uint64, rc *routev3.RouteConfiguration)) (*routev3.RouteConfiguration, uint64, func(), error)
 }
 
+// VirtualHostRequester is implemented by RouteProviders that fetch virtual hosts on demand
+// (VHDS; the xDS client). RequestVirtualHost asks the VHDS source of the route configuration
+// called routeConfig for the virtual host of host and calls done once the answer has been
+// applied to the configurations WatchRoutes delivers (at once when it already has); ok is
+// false when that route configuration has no vhds. cancel withdraws done. done must not block.
+type VirtualHostRequester interface {
+	RequestVirtualHost(routeConfig, host string, done func()) (cancel func(), ok bool)
+}
+
 // rdsRoutes is a connection manager's RDS subscription. The handler's table pointer is
 // swapped on every accepted configuration; requests in flight keep the table they loaded.
 type rdsRoutes struct {
 	mu     sync.Mutex // guards gen; serialises compiles so an older table never wins
 	gen    uint64
 	cancel func()
+	// name is rds.route_config_name; vhds, when the provider has on-demand VHDS, asks for
+	// missing virtual hosts.
+	name string
+	vhds VirtualHostRequester
 }
 
 // takeRDS removes pb's rds and puts an empty inline route_config of the same name in its
@@ -52,7 +66,8 @@ func (sh *shared) startRDS(h *Handler, rds *hcmv3.Rds) error {
 	if d.Routes == nil {
 		return fmt.Errorf("http_connection_manager %q: rds %q: dynamic route configurations need the xDS client (no RouteProvider)", h.cfg.StatPrefix, rds.GetRouteConfigName())
 	}
-	st := &rdsRoutes{}
+	st := &rdsRoutes{name: rds.GetRouteConfigName()}
+	st.vhds, _ = d.Routes.(VirtualHostRequester)
 	update := func(gen uint64, rc *routev3.RouteConfiguration) {
 		st.mu.Lock()
 		defer st.mu.Unlock()
@@ -84,4 +99,42 @@ func (h *Handler) stopRDS() {
 	if h.rds != nil && h.rds.cancel != nil {
 		h.rds.cancel()
 	}
+}
+
+// routeDiscovery is a Handler's filter.RouteDiscovery: the on_demand filter's way to ask
+// for the virtual host (VHDS) or the scope's route configuration (SRDS) a request lacks.
+// It is one pointer, so that storing it in each stream's Exchange does not allocate.
+type routeDiscovery struct{ h *Handler }
+
+// HasRoute reports whether req has a route in the current tables.
+func (d routeDiscovery) HasRoute(req *route.Request) bool { return d.h.route(req) != nil }
+
+// RequestUpdate asks for the route configuration of req's on_demand scope with scoped routes,
+// else for the virtual host of its Host (lower-cased, as Envoy names VHDS aliases
+// "<route_config_name>/<host>") when the RDS route configuration has vhds. Without either there
+// is nothing to ask for: Envoy's connection manager then lets the request go on at once too.
+func (d routeDiscovery) RequestUpdate(req *route.Request) (<-chan struct{}, func(), bool) {
+	h := d.h
+	var ask func(done func()) (func(), bool)
+	switch {
+	case h.srds != nil && h.srds.load != nil:
+		sc := h.scopes.Load()
+		key, ok := sc.builder.key(req)
+		if !ok {
+			return nil, nil, false
+		}
+		ask = func(done func()) (func(), bool) { return h.srds.load(key, done) }
+	case h.rds != nil && h.rds.vhds != nil:
+		host := strings.ToLower(req.Authority)
+		ask = func(done func()) (func(), bool) { return h.rds.vhds.RequestVirtualHost(h.rds.name, host, done) }
+	default:
+		return nil, nil, false
+	}
+	ch := make(chan struct{})
+	var once sync.Once
+	cancel, ok := ask(func() { once.Do(func() { close(ch) }) })
+	if !ok {
+		return nil, nil, false
+	}
+	return ch, cancel, true
 }

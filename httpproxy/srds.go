@@ -23,6 +23,18 @@ type ScopedRouteProvider interface {
 		update func(gen uint64, scopes []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration)) (cancel func(), err error)
 }
 
+// OnDemandScopedRouteProvider is implemented by ScopedRouteProviders that load the route
+// configurations of on_demand scopes when a request asks (the xDS client). Its watch is
+// WatchScopedRoutes's, plus load: load(key, done) finds the scope with key key (string_key
+// fragments joined with NUL), subscribes to its route configuration if needed and calls done
+// once that has been delivered to update (at once when it has); ok is false when no scope has
+// that key. cancel withdraws done; done must not block.
+type OnDemandScopedRouteProvider interface {
+	WatchScopedRoutesOnDemand(sr *hcmv3.ScopedRoutes, statPrefix string,
+		update func(gen uint64, scopes []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration)) (
+		cancel func(), load func(key string, done func()) (func(), bool), err error)
+}
+
 // takeSRDS removes pb's scoped_routes and puts an empty inline route_config in its place, so
 // that the rest converts as usual; the tables then come from the ScopedRouteProvider.
 func takeSRDS(pb *hcmv3.HttpConnectionManager) *hcmv3.ScopedRoutes {
@@ -145,13 +157,18 @@ type srdsRoutes struct {
 	mu     sync.Mutex // guards gen and compiled; serialises builds so an older set never wins
 	gen    uint64
 	cancel func()
+	// load asks for the route configuration of a scope (on_demand scopes); nil when the
+	// provider cannot.
+	load func(key string, done func()) (func(), bool)
 	// compiled caches the tables of route configurations by identity, so an update compiles
 	// only what changed.
 	compiled map[*routev3.RouteConfiguration]*route.Table
 }
 
 // startSRDS subscribes h to its scopes. Requests whose scope key cannot be built, or whose
-// scope is unknown or has no route configuration yet, get 404 (NR), as in Envoy.
+// scope is unknown or has no route configuration yet, get 404 (NR), as in Envoy — unless the
+// on_demand filter first loads the route configuration of their scope (routeDiscovery). A
+// scope of scoped_route_configurations_list routes with its inline route_configuration.
 func (sh *shared) startSRDS(h *Handler, sr *hcmv3.ScopedRoutes) error {
 	d := &sh.deps
 	if d.ScopedRoutes == nil {
@@ -172,7 +189,10 @@ func (sh *shared) startSRDS(h *Handler, sr *hcmv3.ScopedRoutes) error {
 		next := &scopeTable{builder: builder, byKey: make(map[string]*route.Table, len(scopes))}
 		compiled := make(map[*routev3.RouteConfiguration]*route.Table, len(routes))
 		for _, s := range scopes {
-			rc := routes[s.GetRouteConfigurationName()]
+			rc := s.GetRouteConfiguration() // inline scoped routes carry theirs
+			if rc == nil {
+				rc = routes[s.GetRouteConfigurationName()]
+			}
 			if rc == nil {
 				continue
 			}
@@ -197,7 +217,12 @@ func (sh *shared) startSRDS(h *Handler, sr *hcmv3.ScopedRoutes) error {
 		h.scopes.Store(next)
 	}
 	h.scopes.Store(&scopeTable{builder: builder}) // no scope until the first update
-	cancel, err := d.ScopedRoutes.WatchScopedRoutes(sr, h.cfg.StatPrefix, update)
+	var cancel func()
+	if od, ok := d.ScopedRoutes.(OnDemandScopedRouteProvider); ok {
+		cancel, st.load, err = od.WatchScopedRoutesOnDemand(sr, h.cfg.StatPrefix, update)
+	} else {
+		cancel, err = d.ScopedRoutes.WatchScopedRoutes(sr, h.cfg.StatPrefix, update)
+	}
 	if err != nil {
 		return fmt.Errorf("http_connection_manager %q: %w", h.cfg.StatPrefix, err)
 	}

@@ -3,6 +3,7 @@ package httpproxy
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -10,6 +11,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
+	"github.com/legateproxy/legate/httpproxy/filter"
+	"github.com/legateproxy/legate/httpproxy/filters/ondemand"
 	"github.com/legateproxy/legate/httpproxy/route"
 )
 
@@ -212,6 +215,151 @@ func BenchmarkScopeLookup(b *testing.B) {
 		k, ok := sc.builder.key(req)
 		if !ok || sc.byKey[k] == nil {
 			b.Fatal("no scope")
+		}
+	}
+}
+
+// fakeOnDemandScopes is a fakeScopes that also loads on_demand scopes: load pushes the
+// scope's route configuration (from lazy) and then calls done, as the xDS client does.
+type fakeOnDemandScopes struct {
+	fakeScopes
+	scopes []*routev3.ScopedRouteConfiguration
+	routes map[string]*routev3.RouteConfiguration
+	lazy   map[string]*routev3.RouteConfiguration // by scope key
+	loads  chan string
+}
+
+func (f *fakeOnDemandScopes) WatchScopedRoutesOnDemand(sr *hcmv3.ScopedRoutes, prefix string, update func(uint64, []*routev3.ScopedRouteConfiguration, map[string]*routev3.RouteConfiguration)) (func(), func(string, func()) (func(), bool), error) {
+	cancel, err := f.WatchScopedRoutes(sr, prefix, update)
+	load := func(key string, done func()) (func(), bool) {
+		rc := f.lazy[key]
+		if rc == nil {
+			return nil, false
+		}
+		f.loads <- key
+		go func() {
+			f.mu.Lock()
+			f.routes[rc.GetName()] = rc
+			routes := make(map[string]*routev3.RouteConfiguration, len(f.routes))
+			for k, v := range f.routes {
+				routes[k] = v
+			}
+			f.mu.Unlock()
+			f.push(f.scopes, routes)
+			done()
+		}()
+		return func() {}, true
+	}
+	return cancel, load, err
+}
+
+const srdsOnDemandHCM = `stat_prefix: ingress
+scoped_routes:
+  name: scopes
+  scope_key_builder:
+    fragments:
+    - header_value_extractor: {name: x-foo-key, index: 0}
+  rds_config_source: {ads: {}}
+  scoped_rds: {scoped_rds_config_source: {ads: {}}}
+http_filters:
+- name: envoy.filters.http.on_demand
+  typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.on_demand.v3.OnDemand}
+- name: envoy.filters.http.router
+  typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
+`
+
+// TestScopedRoutesOnDemand: through a real listener with the on_demand filter, a request for
+// an on_demand scope whose route configuration is not loaded waits for it and gets 200; an
+// unknown scope still gets 404 at once; without the filter the same request gets 404.
+func TestScopedRoutesOnDemand(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		hcm        string
+		wantStatus int
+		wantLoads  int
+	}{
+		{"with on_demand", srdsOnDemandHCM, 200, 1},
+		{"without on_demand", strings.Replace(srdsOnDemandHCM, `- name: envoy.filters.http.on_demand
+  typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.on_demand.v3.OnDemand}
+`, "", 1), 404, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lazy := scope("sl", "rl", "l")
+			lazy.OnDemand = true
+			f := &fakeOnDemandScopes{
+				scopes: []*routev3.ScopedRouteConfiguration{scope("se", "re", "e"), lazy},
+				routes: map[string]*routev3.RouteConfiguration{"re": directRC("re", "eager")},
+				lazy:   map[string]*routev3.RouteConfiguration{"l": directRC("rl", "lazy")},
+				loads:  make(chan string, 10),
+			}
+			reg := filter.NewRegistry()
+			if err := ondemand.Register(reg); err != nil {
+				t.Fatal(err)
+			}
+			e := newEnv(t, envOptions{hcm: tc.hcm, srds: f, filters: reg})
+			f.push(f.scopes, f.routes)
+			for _, w := range []struct {
+				key    string
+				status int
+				body   string
+			}{
+				{"e", 200, "eager"},
+				{"unknown", 404, ""},
+				{"l", tc.wantStatus, map[int]string{200: "lazy", 404: ""}[tc.wantStatus]},
+				{"l", tc.wantStatus, map[int]string{200: "lazy", 404: ""}[tc.wantStatus]},
+			} {
+				resp, body := e.get(e.client(), "/", "x-foo-key", w.key)
+				if resp.StatusCode != w.status || body != w.body {
+					t.Errorf("x-foo-key %q: got %d %q; want %d %q", w.key, resp.StatusCode, body, w.status, w.body)
+				}
+			}
+			if got := len(f.loads); got != tc.wantLoads {
+				t.Errorf("loads = %d; want %d (the second request finds the route)", got, tc.wantLoads)
+			}
+		})
+	}
+}
+
+const srdsInlineHCM = `stat_prefix: ingress
+scoped_routes:
+  name: scopes
+  scope_key_builder:
+    fragments:
+    - header_value_extractor: {name: x-foo-key, index: 0}
+  rds_config_source: {ads: {}}
+  scoped_route_configurations_list:
+    scoped_route_configurations:
+    - name: si
+      key: {fragments: [{string_key: i}]}
+      route_configuration:
+        name: ri
+        virtual_hosts:
+        - name: all
+          domains: ["*"]
+          routes:
+          - match: {prefix: /}
+            direct_response: {status: 200, body: {inline_string: inline}}
+http_filters:
+- name: envoy.filters.http.router
+  typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
+`
+
+// TestScopedRoutesInline: a scope of scoped_route_configurations_list routes with its inline
+// route_configuration.
+func TestScopedRoutesInline(t *testing.T) {
+	f := &fakeScopes{}
+	e := newEnv(t, envOptions{hcm: srdsInlineHCM, srds: f})
+	inline := scope("si", "", "i")
+	inline.RouteConfiguration = directRC("ri", "inline")
+	f.push([]*routev3.ScopedRouteConfiguration{inline}, nil)
+	for _, w := range []struct {
+		key    string
+		status int
+		body   string
+	}{{"i", 200, "inline"}, {"x", 404, ""}} {
+		resp, body := e.get(e.client(), "/", "x-foo-key", w.key)
+		if resp.StatusCode != w.status || body != w.body {
+			t.Errorf("x-foo-key %q: got %d %q; want %d %q", w.key, resp.StatusCode, body, w.status, w.body)
 		}
 	}
 }

@@ -281,7 +281,7 @@ func (s *stream) process() {
 	st.DownstreamRqTotal.Inc()
 	st.DownstreamRqActive.Inc()
 	s.prepareRequest()
-	s.fx = filter.Exchange{Request: &s.req}
+	s.fx = filter.Exchange{Request: &s.req, Routes: routeDiscovery{h}}
 	routed := true
 	filters := h.filters
 	if len(h.ecds) > 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy"
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
+	"github.com/legateproxy/legate/httpproxy/filters/ondemand"
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/options"
@@ -99,6 +100,9 @@ func (s *Server) buildDataPlane() error {
 	taps := tap.NewManager()
 	admin.WatchTap(s.reg, taps)
 	if err := healthcheck.Register(httpFilters); err != nil {
+		return err
+	}
+	if err := ondemand.Register(httpFilters); err != nil {
 		return err
 	}
 	if err := tap.Register(httpFilters, taps); err != nil {

@@ -27,6 +27,8 @@ type update struct {
 	names     []string
 	// removed are the names a delta response removes.
 	removed []string
+	// aliases are, in delta responses, the aliases of resources[i] (on-demand VHDS).
+	aliases [][]string
 	// full is set for state-of-the-world responses: for CDS, clusters not listed are gone.
 	full bool
 }
@@ -263,11 +265,13 @@ func (m *mux) deltaRequestsLocked(first bool) []*discoveryv3.DeltaDiscoveryReque
 			}
 			w.started = true
 			w.sent = map[string]struct{}{}
-			if !w.wildcard {
-				req.ResourceNamesSubscribe = sortedNames(w.names)
-				for _, n := range req.ResourceNamesSubscribe {
-					w.sent[n] = struct{}{}
-				}
+			req.ResourceNamesSubscribe = sortedNames(w.names)
+			for _, n := range req.ResourceNamesSubscribe {
+				w.sent[n] = struct{}{}
+			}
+			if w.wildcard && len(req.ResourceNamesSubscribe) > 0 {
+				// Names next to a wildcard subscription (on-demand VHDS) need an explicit "*".
+				req.ResourceNamesSubscribe = append([]string{"*"}, req.ResourceNamesSubscribe...)
 			}
 			if len(w.known) > 0 {
 				req.InitialResourceVersions = make(map[string]string, len(w.known))
@@ -275,7 +279,7 @@ func (m *mux) deltaRequestsLocked(first bool) []*discoveryv3.DeltaDiscoveryReque
 					req.InitialResourceVersions[n] = v
 				}
 			}
-		} else if !w.wildcard {
+		} else if !w.wildcard || len(w.names) > 0 || len(w.sent) > 0 {
 			for n := range w.names {
 				if _, ok := w.sent[n]; !ok {
 					req.ResourceNamesSubscribe = append(req.ResourceNamesSubscribe, n)
@@ -339,6 +343,7 @@ func (m *mux) handleDelta(resp *discoveryv3.DeltaDiscoveryResponse) {
 	for _, r := range resp.GetResources() {
 		u.resources = append(u.resources, r.GetResource())
 		u.names = append(u.names, r.GetName())
+		u.aliases = append(u.aliases, r.GetAliases())
 	}
 	err := w.h.apply(m, u)
 	m.mu.Lock()

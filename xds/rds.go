@@ -61,7 +61,7 @@ func (c *Client) WatchRoutes(name string, source *corev3.ConfigSource, statPrefi
 	if src.Self {
 		return nil, 0, nil, fmt.Errorf("rds.config_source.self is not supported")
 	}
-	w := &routeWatch{c: c, update: update}
+	w := &routeWatch{c: c, update: update, prefix: statPrefix}
 	w.mu.Lock() // holds back updates until the current configuration is returned
 	ref, val, _, _, err := c.rds.subscribe(src, name, statPrefix, func(_ uint64, v any) {
 		if rc, ok := v.(*routev3.RouteConfiguration); ok {

@@ -45,6 +45,23 @@ type srdsHandler struct {
 	timer    clock.Timer
 	// initReady ends the init target of a subscription made before Run.
 	initReady func()
+	// demanded are the on_demand scopes (by name) whose route configuration a request has
+	// asked for; an update that changes or removes a scope forgets it, as Envoy does.
+	demanded map[string]bool
+	extra    srdsStats
+	extraReg *stats.Registration
+}
+
+// srdsStats are Envoy's scoped RDS stats (ALL_SCOPED_RDS_STATS) next to the subscription
+// stats: all_scopes counts the scopes, on_demand_scopes those with on_demand, active_scopes
+// those whose route configuration is subscribed to (eager ones and loaded on-demand ones).
+type srdsStats struct {
+	ConfigReload       stats.Counter `stat:"config_reload"`
+	UpdateEmpty        stats.Counter `stat:"update_empty"`
+	AllScopes          stats.Gauge   `stat:"all_scopes,accumulate"`
+	ConfigReloadTimeMs stats.Gauge   `stat:"config_reload_time_ms,never_import"`
+	OnDemandScopes     stats.Gauge   `stat:"on_demand_scopes,accumulate"`
+	ActiveScopes       stats.Gauge   `stat:"active_scopes,accumulate"`
 }
 
 // srdsScope is one accepted ScopedRouteConfiguration.
@@ -66,8 +83,9 @@ func (c *Client) srdsFor(src resource.Source, prefix, initName string) (*srdsHan
 	if h := c.srds[m]; h != nil {
 		return h, nil
 	}
-	h := &srdsHandler{c: c, m: m, src: src, scopes: map[string]*srdsScope{}, failures: map[string]*failure{}}
+	h := &srdsHandler{c: c, m: m, src: src, scopes: map[string]*srdsScope{}, failures: map[string]*failure{}, demanded: map[string]bool{}}
 	h.reg = c.cfg.Stats.Register(prefix, &h.stats)
+	h.extraReg = c.cfg.Stats.Register(prefix, &h.extra)
 	h.stats.UpdateAttempt.Inc()
 	if t := src.InitialFetchTimeout; t > 0 {
 		h.timer = c.clock.AfterFunc(t, h.initTimeout)
@@ -198,9 +216,16 @@ func (h *srdsHandler) apply(_ *mux, u update) error {
 		for name, s := range next {
 			if old := h.scopes[name]; old == nil || !proto.Equal(old.raw, s.raw) {
 				changed = true
+				delete(h.demanded, name)
+			}
+		}
+		for name := range h.demanded {
+			if next[name] == nil {
+				delete(h.demanded, name)
 			}
 		}
 		h.scopes = next
+		h.countScopesLocked()
 	}
 	var err error
 	if len(errs) > 0 {
@@ -211,6 +236,8 @@ func (h *srdsHandler) apply(_ *mux, u update) error {
 	} else {
 		h.version = u.version
 		h.stats.accepted(u.version, h.c.clock.Now(), h.c.clock.Now().Sub(start))
+		h.extra.ConfigReload.Inc()
+		h.extra.ConfigReloadTimeMs.Set(uint64(h.c.clock.Now().UnixMilli()))
 	}
 	if changed {
 		h.updated = h.c.clock.Now()
@@ -228,6 +255,60 @@ func (h *srdsHandler) apply(_ *mux, u update) error {
 		r()
 	}
 	return err
+}
+
+// countScopesLocked sets the scope gauges; h.mu is held.
+func (h *srdsHandler) countScopesLocked() {
+	var onDemand, active uint64
+	for name, sc := range h.scopes {
+		switch {
+		case !sc.pb.GetOnDemand():
+			active++
+		case h.demanded[name]:
+			onDemand++
+			active++
+		default:
+			onDemand++
+		}
+	}
+	h.extra.AllScopes.Set(uint64(len(h.scopes)))
+	h.extra.OnDemandScopes.Set(onDemand)
+	h.extra.ActiveScopes.Set(active)
+}
+
+// loaded reports whether the route configuration of scope is to be subscribed to: it is not
+// on_demand, or a request has asked for it.
+func (h *srdsHandler) loaded(scope *routev3.ScopedRouteConfiguration) bool {
+	if !scope.GetOnDemand() {
+		return true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.demanded[scope.GetName()]
+}
+
+// demand marks the on_demand scope called name as asked for and, the first time, tells the
+// watchers (which then subscribe to its route configuration). It reports whether the scope
+// exists.
+func (h *srdsHandler) demand(name string) bool {
+	h.mu.Lock()
+	sc := h.scopes[name]
+	if sc == nil {
+		h.mu.Unlock()
+		return false
+	}
+	if !sc.pb.GetOnDemand() || h.demanded[name] {
+		h.mu.Unlock()
+		return true
+	}
+	h.demanded[name] = true
+	h.countScopesLocked()
+	ws := h.watchers.list()
+	h.mu.Unlock()
+	for _, w := range ws {
+		w()
+	}
+	return true
 }
 
 func (h *srdsHandler) failed(*mux) {
@@ -260,6 +341,10 @@ type scopedWatch struct {
 	routes map[string]*routev3.RouteConfiguration
 	gen    uint64
 	closed bool
+	// waiters are the on-demand callbacks waiting for a route configuration, by name;
+	// nextWaiter numbers them.
+	waiters    map[string]map[uint64]func()
+	nextWaiter uint64
 }
 
 // WatchScopedRoutes implements httpproxy.ScopedRouteProvider: it serves a connection
@@ -279,6 +364,25 @@ func (c *Client) WatchScopedRoutes(sr *hcmv3.ScopedRoutes, statPrefix string,
 	return w.cancel, nil
 }
 
+// WatchScopedRoutesOnDemand is WatchScopedRoutes that also returns load, the on-demand half
+// of the watch (httpproxy.OnDemandScopedRouteProvider): load(key, done) finds the scope whose
+// key is key (its string_key fragments joined with NUL), subscribes to its route
+// configuration if it is an on_demand scope not yet loaded, and calls done — on an xDS
+// goroutine or the caller's, after update has been called with it — once the route
+// configuration has arrived (at once when it already has). Requests for one scope share one
+// subscription; a loaded scope stays loaded until an SRDS update changes or removes it.
+// load's ok is false when no scope has that key or the scopes are inline (done is then never
+// called); its cancel withdraws done.
+func (c *Client) WatchScopedRoutesOnDemand(sr *hcmv3.ScopedRoutes, statPrefix string,
+	update func(gen uint64, scopes []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration)) (
+	cancel func(), load func(key string, done func()) (func(), bool), err error) {
+	w, err := c.watchScopes(sr, statPrefix, true, update)
+	if err != nil {
+		return nil, nil, err
+	}
+	return w.cancel, w.load, nil
+}
+
 // watchScopes is WatchScopedRoutes; with reportFirst false the update the watch makes before
 // returning is not reported (LDS calls it under Client.mu and reads ready instead).
 func (c *Client) watchScopes(sr *hcmv3.ScopedRoutes, statPrefix string, reportFirst bool,
@@ -295,7 +399,7 @@ func (c *Client) watchScopes(sr *hcmv3.ScopedRoutes, statPrefix string, reportFi
 		report = func(uint64, []*routev3.ScopedRouteConfiguration, map[string]*routev3.RouteConfiguration) {}
 	}
 	w := &scopedWatch{c: c, name: sr.GetName(), rds: rds, prefix: statPrefix, update: report, born: c.clock.Now(),
-		refs: map[string]watchRef{}, routes: map[string]*routev3.RouteConfiguration{}}
+		refs: map[string]watchRef{}, routes: map[string]*routev3.RouteConfiguration{}, waiters: map[string]map[uint64]func(){}}
 	switch {
 	case sr.GetScopedRds() != nil:
 		if sr.GetScopedRds().GetSrdsResourcesLocator() != "" {
@@ -313,7 +417,7 @@ func (c *Client) watchScopes(sr *hcmv3.ScopedRoutes, statPrefix string, reportFi
 		}
 	default:
 		for i, s := range sr.GetScopedRouteConfigurationsList().GetScopedRouteConfigurations() {
-			if err := resource.CheckScopedRoute(fmt.Sprintf("scoped_routes.scoped_route_configurations_list.scoped_route_configurations[%d]", i), s); err != nil {
+			if err := resource.CheckScopedRoute(fmt.Sprintf("scoped_routes.scoped_route_configurations_list.scoped_route_configurations[%d]", i), s, true); err != nil {
 				return nil, err
 			}
 		}
@@ -373,6 +477,9 @@ func (w *scopedWatch) refresh() {
 	want := map[string]bool{}
 	for _, s := range list {
 		name := s.GetRouteConfigurationName()
+		if w.h == nil || !w.h.loaded(s) {
+			continue // inline scopes carry their routes; on_demand ones wait for a request
+		}
 		want[name] = true
 		if _, ok := w.refs[name]; ok {
 			continue
@@ -397,7 +504,19 @@ func (w *scopedWatch) refresh() {
 			delete(w.routes, name)
 		}
 	}
+	var wake []func()
+	for name, ws := range w.waiters {
+		if w.routes[name] != nil {
+			for _, fn := range ws {
+				wake = append(wake, fn)
+			}
+			delete(w.waiters, name)
+		}
+	}
 	w.publishLocked(list)
+	for _, fn := range wake {
+		fn()
+	}
 }
 
 // routeChanged records a scope's route configuration (nil when removed or timed out).
@@ -413,7 +532,14 @@ func (w *scopedWatch) routeChanged(name string, rc *routev3.RouteConfiguration) 
 	} else {
 		w.routes[name] = rc
 	}
+	// The callbacks waiting for name run after the publication, also when the route
+	// configuration is gone or timed out (the request then finds no route).
+	wake := w.waiters[name]
+	delete(w.waiters, name)
 	w.publishLocked(list)
+	for _, fn := range wake {
+		fn()
+	}
 }
 
 // publishLocked bumps the generation and calls update with a copy of the state; it unlocks
@@ -429,6 +555,73 @@ func (w *scopedWatch) publishLocked(list []*routev3.ScopedRouteConfiguration) {
 	w.update(gen, list, routes)
 }
 
+// load is the on-demand half of the watch (Envoy's onDemandRdsUpdate): it finds the scope
+// whose key is key (fragments joined with NUL), subscribes to its route configuration if it
+// is an on_demand scope not yet loaded, and calls done once that route configuration has
+// arrived (at once when it has already). ok is false when no scope has that key or the
+// scope's routes are inline (done is then never called); cancel withdraws done.
+func (w *scopedWatch) load(key string, done func()) (cancel func(), ok bool) {
+	if w.h == nil {
+		return nil, false
+	}
+	var scope *routev3.ScopedRouteConfiguration
+	for _, s := range w.h.list() {
+		if k, err := resource.ScopeKey("", s); err == nil && k == key {
+			scope = s
+			break
+		}
+	}
+	if scope == nil {
+		return nil, false
+	}
+	name := scope.GetRouteConfigurationName()
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil, false
+	}
+	if w.routes[name] != nil {
+		w.mu.Unlock()
+		done()
+		return func() {}, true
+	}
+	if w.waiters[name] == nil {
+		w.waiters[name] = map[uint64]func(){}
+	}
+	w.nextWaiter++
+	id := w.nextWaiter
+	w.waiters[name][id] = done
+	w.mu.Unlock()
+	if !w.h.demand(scope.GetName()) {
+		w.withdraw(name, id)
+		return nil, false
+	}
+	// The subscription may have delivered a route configuration another connection manager
+	// had already fetched before the waiter could be woken by it.
+	w.mu.Lock()
+	var now func()
+	if w.routes[name] != nil && w.waiters[name][id] != nil {
+		now = done
+		delete(w.waiters[name], id)
+	}
+	w.mu.Unlock()
+	if now != nil {
+		now()
+	}
+	return func() { w.withdraw(name, id) }, true
+}
+
+func (w *scopedWatch) withdraw(name string, id uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ws := w.waiters[name]; ws != nil {
+		delete(ws, id)
+		if len(ws) == 0 {
+			delete(w.waiters, name)
+		}
+	}
+}
+
 // cancel ends the watch and its RDS subscriptions.
 func (w *scopedWatch) cancel() {
 	w.mu.Lock()
@@ -441,7 +634,17 @@ func (w *scopedWatch) cancel() {
 		ref.release()
 	}
 	w.refs = nil
+	var wake []func()
+	for _, ws := range w.waiters {
+		for _, fn := range ws {
+			wake = append(wake, fn)
+		}
+	}
+	w.waiters = nil
 	w.mu.Unlock()
+	for _, fn := range wake {
+		fn() // the requests find no route
+	}
 	if w.unwatch != nil {
 		w.unwatch()
 	}

@@ -2,6 +2,7 @@ package xds
 
 import (
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,4 +182,136 @@ func TestSRDSListenerWarming(t *testing.T) {
 		resourcev3.RouteType:       {directRoute("ra", "A")},
 	})
 	p.waitFor("listener l1 active", func() bool { return lm.state("l1") != "" })
+}
+
+// TestSRDSOnDemand: an on_demand scope is known (its key) but its route configuration is
+// subscribed to only once a request asks for it; concurrent requests share the load and are
+// all called back after the watcher has the route configuration. Inline scopes route with
+// their route_configuration and cannot be loaded.
+func TestSRDSOnDemand(t *testing.T) {
+	cp := newControlPlane(t, true)
+	dr := &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: grpcSource(corev3.ApiConfigSource_DELTA_GRPC).GetApiConfigSource()}
+	p := startProxy(t, dr, withDial(cp))
+	lazy := scopedRoute("sl", "rl", "l")
+	lazy.OnDemand = true
+	cp.setAll("1", map[resourcev3.Type][]types.Resource{
+		resourcev3.ScopedRouteType: {scopedRoute("se", "re", "e"), lazy},
+		resourcev3.RouteType:       {directRoute("re", "E"), directRoute("rl", "L")},
+	})
+	seen := &scopesSeen{ch: make(chan []string, 100)}
+	sr := &hcmv3.ScopedRoutes{
+		Name:            "scopes",
+		RdsConfigSource: adsSource(),
+		ConfigSpecifier: &hcmv3.ScopedRoutes_ScopedRds{ScopedRds: &hcmv3.ScopedRds{ScopedRdsConfigSource: adsSource()}},
+	}
+	cancel, load, err := p.c.WatchScopedRoutesOnDemand(sr, "ingress", seen.update)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	seen.waitFor(t, "se=e:E", "sl=l:-")
+	for _, st := range p.c.rds.states() {
+		if st.name == "rl" {
+			t.Fatalf("rl subscribed before a request asked for scope sl")
+		}
+	}
+	if got, want := p.stat("http.ingress.scoped_rds.scopes.on_demand_scopes"), uint64(1); got != want {
+		t.Errorf("on_demand_scopes = %d; want %d", got, want)
+	}
+	if got, want := p.stat("http.ingress.scoped_rds.scopes.active_scopes"), uint64(1); got != want {
+		t.Errorf("active_scopes = %d; want %d", got, want)
+	}
+	if _, ok := load("nope", func() {}); ok {
+		t.Errorf("load(unknown key) ok = true; want false")
+	}
+	const n = 10
+	woken := make(chan struct{}, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			if _, ok := load("l", func() { woken <- struct{}{} }); !ok {
+				t.Errorf("load(l) ok = false; want true")
+			}
+		}()
+	}
+	deadline := time.After(10 * time.Second)
+	for i := 0; i < n; i++ {
+		select {
+		case <-woken:
+		case <-deadline:
+			t.Fatalf("%d of %d loads called back; want all", i, n)
+		}
+	}
+	seen.waitFor(t, "se=e:E", "sl=l:L")
+	if got, want := p.stat("http.ingress.scoped_rds.scopes.active_scopes"), uint64(2); got != want {
+		t.Errorf("active_scopes after the load = %d; want %d", got, want)
+	}
+	if got, want := p.stat("http.ingress.scoped_rds.scopes.all_scopes"), uint64(2); got != want {
+		t.Errorf("all_scopes = %d; want %d", got, want)
+	}
+
+	t.Run("inline", func(t *testing.T) {
+		inl := scopedRoute("si", "", "i")
+		inl.RouteConfiguration = directRoute("ri", "I")
+		sr := &hcmv3.ScopedRoutes{Name: "inline", RdsConfigSource: adsSource(), ConfigSpecifier: &hcmv3.ScopedRoutes_ScopedRouteConfigurationsList{
+			ScopedRouteConfigurationsList: &hcmv3.ScopedRouteConfigurationsList{ScopedRouteConfigurations: []*routev3.ScopedRouteConfiguration{inl}},
+		}}
+		var got []*routev3.ScopedRouteConfiguration
+		cancel, load, err := p.c.WatchScopedRoutesOnDemand(sr, "inline", func(_ uint64, scopes []*routev3.ScopedRouteConfiguration, _ map[string]*routev3.RouteConfiguration) {
+			got = scopes
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cancel()
+		if len(got) != 1 || got[0].GetRouteConfiguration().GetName() != "ri" {
+			t.Errorf("scopes = %v; want si with its inline route configuration ri", got)
+		}
+		if _, ok := load("i", func() {}); ok {
+			t.Errorf("load(inline scope) ok = true; want false")
+		}
+	})
+}
+
+// TestScopedRouteRules: the rules of SRDS resources and of inline scoped routes, as Envoy's.
+func TestScopedRouteRules(t *testing.T) {
+	cp := newControlPlane(t, true)
+	dr := &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: grpcSource(corev3.ApiConfigSource_GRPC).GetApiConfigSource()}
+	p := startProxy(t, dr, withDial(cp))
+	withInline := scopedRoute("s", "", "k")
+	withInline.RouteConfiguration = directRoute("r", "x")
+	both := scopedRoute("s", "r", "k")
+	both.RouteConfiguration = directRoute("r", "x")
+	for _, tc := range []struct {
+		name    string
+		sr      *hcmv3.ScopedRoutes
+		wantErr string
+	}{
+		{"inline with route_configuration", inlineScopes(withInline), ""},
+		{"inline with route_configuration_name", inlineScopes(scopedRoute("s", "r", "k")), "not supported with inline scoped routes"},
+		{"inline with both", inlineScopes(both), "not supported with inline scoped routes"},
+		{"inline without routes", inlineScopes(scopedRoute("s", "", "k")), "route_configuration is unset"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := p.c.watchScopes(tc.sr, "x", true, func(uint64, []*routev3.ScopedRouteConfiguration, map[string]*routev3.RouteConfiguration) {})
+			if err == nil {
+				w.cancel()
+			}
+			if got := errString(err); (tc.wantErr == "") != (got == "") || !strings.Contains(got, tc.wantErr) {
+				t.Errorf("watchScopes error = %q; want one containing %q", got, tc.wantErr)
+			}
+		})
+	}
+}
+
+func inlineScopes(list ...*routev3.ScopedRouteConfiguration) *hcmv3.ScopedRoutes {
+	return &hcmv3.ScopedRoutes{Name: "inline", RdsConfigSource: adsSource(), ConfigSpecifier: &hcmv3.ScopedRoutes_ScopedRouteConfigurationsList{
+		ScopedRouteConfigurationsList: &hcmv3.ScopedRouteConfigurationsList{ScopedRouteConfigurations: list},
+	}}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -12,17 +12,22 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/xds/resource"
 )
 
 // vhdsHandler is the VHDS state of one (delta) transport: every virtual host it delivers, by
 // name. Route configurations with vhds take the virtual hosts named "<their name>/…". The
 // subscription is a wildcard one, which servers without Envoy's namespace matching (such as
-// go-control-plane's) also answer.
+// go-control-plane's) also answer; on-demand requests add "<route config>/<host>" names to it
+// (Envoy's requestVirtualHostsUpdate), and a response naming one — as the resource name or
+// an alias, with or without a virtual host (a server's "no such host") — answers it.
 //
-// Concurrency: mu guards the fields below it; watchers are called with no lock held.
+// Concurrency: mu guards the fields below it; watchers and on-demand callbacks are called
+// with no lock held, after the route watches have published the update.
 type vhdsHandler struct {
 	c *Client
+	m *mux
 
 	mu    sync.Mutex
 	hosts map[string]*routev3.VirtualHost
@@ -31,6 +36,30 @@ type vhdsHandler struct {
 	ready    bool
 	timer    clock.Timer
 	watchers watcherSet
+	// routes counts the route watches served, by route configuration name.
+	routes map[string]int
+	// pending are the on-demand callbacks waiting for an alias, answered the aliases a
+	// response has named; nextWaiter numbers the callbacks.
+	pending    map[string]map[uint64]func()
+	answered   map[string]bool
+	nextWaiter uint64
+	// stats are the http.<stat_prefix>.rds.vhds.<route config>. stats, by prefix.
+	stats map[string]*vhdsStatsRef
+}
+
+// vhdsStats are Envoy's VHDS stats of a route configuration (ALL_VHDS_STATS).
+type vhdsStats struct {
+	ConfigReload stats.Counter `stat:"config_reload"`
+	UpdateEmpty  stats.Counter `stat:"update_empty"`
+}
+
+// vhdsStatsRef is one registration of vhdsStats, shared by the route watches of one
+// connection manager stat prefix and route configuration.
+type vhdsStatsRef struct {
+	rc   string
+	refs int
+	s    vhdsStats
+	reg  *stats.Registration
 }
 
 // vhdsFor returns the VHDS handler of the transport of cs, creating it on first use.
@@ -48,7 +77,8 @@ func (c *Client) vhdsFor(cs *corev3.ConfigSource) (*vhdsHandler, error) {
 	if h := c.vhds[m]; h != nil {
 		return h, nil
 	}
-	h := &vhdsHandler{c: c, hosts: map[string]*routev3.VirtualHost{}, raw: map[string]*anypb.Any{}}
+	h := &vhdsHandler{c: c, m: m, hosts: map[string]*routev3.VirtualHost{}, raw: map[string]*anypb.Any{},
+		routes: map[string]int{}, pending: map[string]map[uint64]func(){}, answered: map[string]bool{}, stats: map[string]*vhdsStatsRef{}}
 	if t := src.InitialFetchTimeout; t > 0 {
 		h.timer = c.clock.AfterFunc(t, h.initTimeout)
 	}
@@ -112,11 +142,18 @@ func (h *vhdsHandler) hostsOf(rc string) []*routev3.VirtualHost {
 }
 
 // apply applies a VHDS response: added virtual hosts replace those of the same name, removed
-// names go; invalid ones are NACKed and the previous version stays.
+// names go; invalid ones are NACKed and the previous version stays. A resource without a
+// virtual host only answers the on-demand requests for its name and aliases. The watchers
+// run first, so that the route tables hold the update when the on-demand callbacks run.
 func (h *vhdsHandler) apply(_ *mux, u update) error {
 	var errs []string
-	changed := false
+	changed := map[string]bool{} // route configurations whose virtual hosts changed
 	h.mu.Lock()
+	drop := func(name string) {
+		delete(h.hosts, name)
+		delete(h.raw, name)
+		changed[routeConfigOf(name)] = true
+	}
 	if u.full {
 		seen := map[string]bool{}
 		for i, a := range u.resources {
@@ -128,20 +165,26 @@ func (h *vhdsHandler) apply(_ *mux, u update) error {
 		}
 		for name := range h.hosts {
 			if !seen[name] {
-				delete(h.hosts, name)
-				delete(h.raw, name)
-				changed = true
+				drop(name)
 			}
 		}
 	}
 	for _, name := range u.removed {
 		if _, ok := h.hosts[name]; ok {
-			delete(h.hosts, name)
-			delete(h.raw, name)
-			changed = true
+			drop(name)
 		}
 	}
-	for _, a := range u.resources {
+	var answered []string
+	for i, a := range u.resources {
+		if u.names != nil {
+			answered = append(answered, u.names[i])
+		}
+		if u.aliases != nil {
+			answered = append(answered, u.aliases[i]...)
+		}
+		if a == nil {
+			continue // the server's answer for a host it does not have
+		}
 		vh, err := resource.DecodeVirtualHost(a)
 		if err != nil {
 			errs = append(errs, err.Error())
@@ -151,15 +194,30 @@ func (h *vhdsHandler) apply(_ *mux, u update) error {
 			continue
 		}
 		h.hosts[vh.GetName()], h.raw[vh.GetName()] = vh, a
-		changed = true
+		changed[routeConfigOf(vh.GetName())] = true
 	}
-	var ws []func()
-	if h.markReadyLocked() || changed {
+	for _, ref := range h.stats {
+		if changed[ref.rc] {
+			ref.s.ConfigReload.Inc()
+		}
+	}
+	var ws, wake []func()
+	if h.markReadyLocked() || len(changed) > 0 {
 		ws = h.watchers.list()
+	}
+	for _, alias := range answered {
+		h.answered[alias] = true
+		for _, fn := range h.pending[alias] {
+			wake = append(wake, fn)
+		}
+		delete(h.pending, alias)
 	}
 	h.mu.Unlock()
 	for _, w := range ws {
 		w()
+	}
+	for _, fn := range wake {
+		fn()
 	}
 	if len(errs) > 0 {
 		err := errors.New(strings.Join(errs, "; "))
@@ -169,6 +227,104 @@ func (h *vhdsHandler) apply(_ *mux, u update) error {
 	return nil
 }
 
+// routeConfigOf is the route configuration a VHDS name belongs to: the part before "/".
+func routeConfigOf(name string) string {
+	rc, _, _ := strings.Cut(name, "/")
+	return rc
+}
+
+// serve records a route watch of the route configuration rc (its stats under prefix) and
+// returns the function that ends it.
+func (h *vhdsHandler) serve(rc, prefix string) func() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.routes[rc]++
+	ref := h.stats[prefix]
+	if ref == nil {
+		ref = &vhdsStatsRef{rc: rc}
+		ref.reg = h.c.cfg.Stats.Register(prefix, &ref.s)
+		h.stats[prefix] = ref
+		// A shared transport may have delivered this route configuration's virtual hosts
+		// already; Envoy's per-route-configuration subscription would have counted them.
+		for name := range h.hosts {
+			if routeConfigOf(name) == rc {
+				ref.s.ConfigReload.Inc()
+				break
+			}
+		}
+	}
+	ref.refs++
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.routes[rc]--; h.routes[rc] == 0 {
+			delete(h.routes, rc)
+		}
+		if ref.refs--; ref.refs == 0 {
+			ref.reg.Unregister()
+			delete(h.stats, prefix)
+		}
+	}
+}
+
+// requestHost asks for the virtual host of alias ("<route config>/<host>") and calls done
+// once a response names it (at once when one already has). It returns the function that
+// withdraws done.
+func (h *vhdsHandler) requestHost(alias string, done func()) func() {
+	h.mu.Lock()
+	if h.answered[alias] {
+		h.mu.Unlock()
+		done()
+		return func() {}
+	}
+	first := h.pending[alias] == nil
+	if first {
+		h.pending[alias] = map[uint64]func(){}
+	}
+	h.nextWaiter++
+	id := h.nextWaiter
+	h.pending[alias][id] = done
+	h.mu.Unlock()
+	if first {
+		h.m.setNames(resource.VirtualHostType, []string{alias}, nil)
+	}
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if ws := h.pending[alias]; ws != nil {
+			delete(ws, id)
+		}
+	}
+}
+
+// RequestVirtualHost implements httpproxy.VirtualHostRequester, the on-demand half of VHDS
+// (Envoy's requestVirtualHostsUpdate, which envoy.filters.http.on_demand drives): it asks the
+// VHDS source of the route configuration called routeConfig for the virtual host of host (the
+// request's lower-cased Host header) by subscribing to "<routeConfig>/<host>", and calls done
+// once a response names it — with the virtual host, or without one when the server has none —
+// after the route watches have published it; at once when a response already has. Many
+// requests for one host share one subscription. ok is false when no watched route
+// configuration of that name has vhds (done is then never called). cancel withdraws done.
+// Safe for concurrent use; done runs on an xDS goroutine (or the caller's) and must not block.
+func (c *Client) RequestVirtualHost(routeConfig, host string, done func()) (cancel func(), ok bool) {
+	c.srdsMu.Lock()
+	var h *vhdsHandler
+	for _, vh := range c.vhds {
+		vh.mu.Lock()
+		n := vh.routes[routeConfig]
+		vh.mu.Unlock()
+		if n > 0 {
+			h = vh
+			break
+		}
+	}
+	c.srdsMu.Unlock()
+	if h == nil {
+		return nil, false
+	}
+	return h.requestHost(routeConfig+"/"+host, done), true
+}
+
 func (h *vhdsHandler) failed(*mux) {}
 
 // routeWatch is one WatchRoutes caller: the RDS configuration, with the VHDS virtual hosts
@@ -176,6 +332,9 @@ func (h *vhdsHandler) failed(*mux) {}
 type routeWatch struct {
 	c      *Client
 	update func(gen uint64, rc *routev3.RouteConfiguration)
+
+	// prefix is the connection manager's stat_prefix.
+	prefix string
 
 	mu      sync.Mutex
 	gen     uint64
@@ -192,7 +351,7 @@ func (w *routeWatch) setLocked(rc *routev3.RouteConfiguration) *routev3.RouteCon
 	w.rc = rc
 	var key string
 	if v := rc.GetVhds(); v != nil {
-		key = string(mustMarshal(v.GetConfigSource()))
+		key = rc.GetName() + "\x00" + string(mustMarshal(v.GetConfigSource()))
 	}
 	if key != w.vhKey {
 		if w.unwatch != nil {
@@ -204,7 +363,9 @@ func (w *routeWatch) setLocked(rc *routev3.RouteConfiguration) *routev3.RouteCon
 			if err != nil {
 				w.c.log.Errorf("xds: route_config %q: vhds: %v", rc.GetName(), err)
 			} else {
-				w.vh, w.unwatch = h, h.watch(w.vhostsChanged)
+				unwatch := h.watch(w.vhostsChanged)
+				unserve := h.serve(rc.GetName(), "http."+w.prefix+".rds.vhds."+rc.GetName()+".")
+				w.vh, w.unwatch = h, func() { unwatch(); unserve() }
 			}
 		}
 	}

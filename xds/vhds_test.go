@@ -3,6 +3,7 @@ package xds
 import (
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // vhdsRoute is a route configuration whose virtual hosts come partly from VHDS on src.
@@ -114,4 +116,143 @@ func TestVHDSListenerWarming(t *testing.T) {
 		resourcev3.VirtualHostType: {vhost("r1/extra", "extra.example")},
 	})
 	p.waitFor("listener l1 active", func() bool { return lm.state("l1") != "" })
+}
+
+// TestVHDSOnDemand: a request for a host the route configuration lacks subscribes to
+// "<route config>/<host>" on the delta VHDS stream once however many requests ask at once; all
+// of them are called back after the route watch has the virtual host go-control-plane's server
+// then delivers. A later request for an answered host is called back at once, and a route
+// configuration without vhds cannot ask.
+func TestVHDSOnDemand(t *testing.T) {
+	cp := newControlPlane(t, true)
+	dr := &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: grpcSource(corev3.ApiConfigSource_DELTA_GRPC).GetApiConfigSource()}
+	p := startProxy(t, dr, withDial(cp))
+	delta := grpcSource(corev3.ApiConfigSource_DELTA_GRPC)
+	cp.setAll("1", map[resourcev3.Type][]types.Resource{
+		resourcev3.RouteType:       {vhdsRoute("r1", delta)},
+		resourcev3.VirtualHostType: {},
+	})
+	hosts := make(chan []string, 100)
+	_, _, cancel, err := p.c.WatchRoutes("r1", adsSource(), "ingress", func(_ uint64, rc *routev3.RouteConfiguration) {
+		var names []string
+		for _, vh := range rc.GetVirtualHosts() {
+			names = append(names, vh.GetName())
+		}
+		sort.Strings(names)
+		hosts <- names
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	p.waitFor("VHDS stream", func() bool {
+		for _, r := range cp.deltaRequests() {
+			if r.GetTypeUrl() == resourcev3.VirtualHostType {
+				return true
+			}
+		}
+		return false
+	})
+
+	if _, ok := p.c.RequestVirtualHost("unknown", "a.example", func() {}); ok {
+		t.Errorf("RequestVirtualHost(unknown) ok = true; want false (no such route configuration with vhds)")
+	}
+
+	const n = 20
+	var last []string // what the route watch held when each callback ran
+	var lastMu sync.Mutex
+	woken := make(chan struct{}, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			_, ok := p.c.RequestVirtualHost("r1", "new.example", func() {
+				lastMu.Lock()
+				last = p.c.vhdsHostsOf("r1")
+				lastMu.Unlock()
+				woken <- struct{}{}
+			})
+			if !ok {
+				t.Errorf("RequestVirtualHost(r1) ok = false; want true")
+			}
+		}()
+	}
+	subscribes := func() int {
+		c := 0
+		for _, r := range cp.deltaRequests() {
+			for _, name := range r.GetResourceNamesSubscribe() {
+				if name == "r1/new.example" {
+					c++
+				}
+			}
+		}
+		return c
+	}
+	p.waitFor("subscription to r1/new.example", func() bool { return subscribes() > 0 })
+	select {
+	case <-woken:
+		t.Fatal("a request was called back before the server answered")
+	default:
+	}
+	cp.setAll("2", map[resourcev3.Type][]types.Resource{
+		resourcev3.RouteType:       {vhdsRoute("r1", delta)},
+		resourcev3.VirtualHostType: {vhost("r1/new.example", "new.example")},
+	})
+	deadline := time.After(10 * time.Second)
+	for i := 0; i < n; i++ {
+		select {
+		case <-woken:
+		case <-deadline:
+			t.Fatalf("%d of %d requests called back; want all", i, n)
+		}
+	}
+	if got := subscribes(); got != 1 {
+		t.Errorf("subscriptions to r1/new.example = %d; want 1", got)
+	}
+	lastMu.Lock()
+	if want := []string{"base", "r1/new.example"}; !cmp.Equal(last, want) {
+		t.Errorf("virtual hosts when called back = %q; want %q", last, want)
+	}
+	lastMu.Unlock()
+	if got := p.stat("http.ingress.rds.vhds.r1.config_reload"); got != 1 {
+		t.Errorf("http.ingress.rds.vhds.r1.config_reload = %d; want 1", got)
+	}
+
+	called := false
+	if _, ok := p.c.RequestVirtualHost("r1", "new.example", func() { called = true }); !ok || !called {
+		t.Errorf("RequestVirtualHost for an answered host: ok = %v, called = %v; want true, true", ok, called)
+	}
+}
+
+// vhdsHostsOf is the names of the virtual hosts VHDS holds for rc, for tests.
+func (c *Client) vhdsHostsOf(rc string) []string {
+	c.srdsMu.Lock()
+	defer c.srdsMu.Unlock()
+	var out []string
+	for _, h := range c.vhds {
+		for _, vh := range h.hostsOf(rc) {
+			out = append(out, vh.GetName())
+		}
+	}
+	return append([]string{"base"}, out...)
+}
+
+// TestVHDSAnswerWithoutHost: a delta response naming the requested alias without a virtual
+// host (a server's "no such host") answers the request, and the route configuration is
+// unchanged.
+func TestVHDSAnswerWithoutHost(t *testing.T) {
+	c := &Client{}
+	h := &vhdsHandler{c: c, hosts: map[string]*routev3.VirtualHost{}, raw: map[string]*anypb.Any{}, ready: true,
+		routes: map[string]int{"r1": 1}, pending: map[string]map[uint64]func(){}, answered: map[string]bool{}, stats: map[string]*vhdsStatsRef{}}
+	h.m = &mux{c: c, watches: map[string]*watch{}, wake: make(chan struct{}, 1)}
+	var calls int
+	h.requestHost("r1/gone.example", func() { calls++ })
+	h.requestHost("r1/gone.example", func() { calls++ })
+	if err := h.apply(nil, update{resources: []*anypb.Any{nil}, names: []string{"r1/vh-x"}, aliases: [][]string{{"r1/gone.example"}}}); err != nil {
+		t.Fatalf("apply = %v; want nil", err)
+	}
+	if calls != 2 {
+		t.Errorf("callbacks = %d; want 2", calls)
+	}
+	if len(h.hosts) != 0 {
+		t.Errorf("virtual hosts = %v; want none", h.hosts)
+	}
 }

@@ -19,6 +19,22 @@ type Exchange struct {
 	// HealthCheck marks the request as a health check (Envoy's StreamInfo health check flag);
 	// the health check filter sets it.
 	HealthCheck bool
+	// Routes is the connection manager's on-demand route discovery (the on_demand filter
+	// uses it); nil when the connection manager offers none.
+	Routes RouteDiscovery
+}
+
+// RouteDiscovery is the connection manager's half of on-demand route discovery (Envoy's
+// route() and requestRouteConfigUpdate, which envoy.filters.http.on_demand drives). Methods
+// are safe for concurrent use.
+type RouteDiscovery interface {
+	// HasRoute reports whether req has a route now.
+	HasRoute(req *route.Request) bool
+	// RequestUpdate asks the management server for what req lacks: the virtual host of its
+	// Host (VHDS) or the route configuration of its on_demand scope (SRDS). done is closed once
+	// the answer has been applied (or the subscription ended); cancel withdraws the request's
+	// interest. ok is false when there is nothing to ask for, and the request goes on at once.
+	RequestUpdate(req *route.Request) (done <-chan struct{}, cancel func(), ok bool)
 }
 
 // Reply is a local response a filter asks the connection manager to send instead of routing

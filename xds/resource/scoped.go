@@ -10,31 +10,34 @@ import (
 )
 
 // DecodeScopedRoute decodes an SRDS resource (ScopedRouteConfiguration): the type URL,
-// protoc-gen-validate rules, a route_configuration_name (inline route_configuration is not
-// supported), and a key made of string_key fragments only.
+// protoc-gen-validate rules, a route_configuration_name (as in Envoy, a scope delivered by SRDS
+// takes its routes from RDS; an inline route_configuration next to it is not used), and a key
+// made of string_key fragments only. on_demand scopes are accepted: their route configuration
+// is fetched when a request first needs it (envoy.filters.http.on_demand).
 func DecodeScopedRoute(a *anypb.Any) (*routev3.ScopedRouteConfiguration, error) {
 	pb := &routev3.ScopedRouteConfiguration{}
 	name, err := decodeValidated(a, ScopedRouteType, "scoped_route", pb, pb.GetName)
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckScopedRoute(fmt.Sprintf("scoped_route %q", name), pb); err != nil {
+	if err := CheckScopedRoute(fmt.Sprintf("scoped_route %q", name), pb, false); err != nil {
 		return nil, err
 	}
 	return pb, nil
 }
 
 // CheckScopedRoute applies the rules DecodeScopedRoute adds to protoc-gen-validate's; path
-// names the scope in errors. Inline scoped_route_configurations_list entries use it too.
-func CheckScopedRoute(path string, pb *routev3.ScopedRouteConfiguration) error {
-	if pb.GetRouteConfiguration() != nil {
-		return fmt.Errorf("%s: route_configuration is set; only route_configuration_name (RDS) is supported", path)
-	}
-	if pb.GetRouteConfigurationName() == "" {
-		return fmt.Errorf("%s: route_configuration_name is empty; a scope needs a route configuration", path)
-	}
-	if pb.GetOnDemand() {
-		return fmt.Errorf("%s: on_demand = true; on-demand scopes are not supported", path)
+// names the scope in errors. With inline set it applies instead Envoy's rules for the entries
+// of scoped_route_configurations_list: each carries its route_configuration, and
+// route_configuration_name (RDS) is refused.
+func CheckScopedRoute(path string, pb *routev3.ScopedRouteConfiguration, inline bool) error {
+	switch {
+	case inline && pb.GetRouteConfigurationName() != "":
+		return fmt.Errorf("%s: route_configuration_name = %q; fetching routes via RDS is not supported with inline scoped routes (set route_configuration)", path, pb.GetRouteConfigurationName())
+	case inline && pb.GetRouteConfiguration() == nil:
+		return fmt.Errorf("%s: route_configuration is unset; inline scoped routes need a route_configuration", path)
+	case !inline && pb.GetRouteConfigurationName() == "":
+		return fmt.Errorf("%s: route_configuration_name is empty; a scope delivered by SRDS needs a route configuration name", path)
 	}
 	_, err := ScopeKey(path, pb)
 	return err
