@@ -118,6 +118,8 @@ func TestAccessLogFile(t *testing.T) {
 			want: "TcpConnectionEnd - 12 12 echo " + up.addr() + " 1 0 - -"},
 		{name: "no cluster", proxy: "stat_prefix: t, cluster: missing",
 			want: "TcpConnectionEnd NC 0 0 - - 0 0 - -"},
+		{name: "no healthy host", proxy: "stat_prefix: t, cluster: empty",
+			want: "TcpConnectionEnd UH 0 0 empty - 0 0 - -"},
 		{name: "connection refused", proxy: "stat_prefix: t, cluster: dead",
 			want: "TcpConnectionEnd UF,URX 0 0 dead " + dead + " 1 0 - -"},
 		{name: "connect attempts exceeded", proxy: "stat_prefix: t, cluster: dead, max_connect_attempts: 3",
@@ -128,7 +130,7 @@ func TestAccessLogFile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, tt.extra, map[string][]string{"dead": {dead}, "echo": {up.addr()}})
+			e := newEnv(t, tt.extra, map[string][]string{"dead": {dead}, "echo": {up.addr()}, "empty": nil})
 			logs := newLogFiles(t)
 			p := newLoggingProxy(t, e, "{"+tt.proxy+", access_log: ["+fileLog(logs.path("a.log"), "", "")+"]}", AccessLogDeps{Files: logs.Manager})
 			addr := serveLocal(t, p)
