@@ -120,8 +120,9 @@ func (r *Registry) Lookup(name string, config *anypb.Any) (Factory, bool) {
 // StreamFilter is implemented by filters that also want a stream's bodies, trailers, final
 // response headers and end (Envoy's decodeData/decodeTrailers/encodeHeaders/encodeData/
 // encodeTrailers/onDestroy), such as the tap filter. It is optional: the connection manager
-// finds it by a type assertion when the filter chain is built, and streams of a chain without
-// one pay nothing for it.
+// finds it by a type assertion on the filter instances a stream uses (an ECDS filter's
+// instance is the one current when the stream starts), and streams of a chain without one pay
+// nothing for it.
 type StreamFilter interface {
 	Filter
 	// NewStream is called once per stream when the request headers reach the filter (before
