@@ -19,6 +19,7 @@ import (
 // counts the connection as destroyed on the first call.
 type Conn struct {
 	net.Conn
+	id     uint64
 	peeked []byte // TLS inspector bytes not yet read; only Read touches it
 	chain  *chain
 	worker *workerStats
@@ -82,6 +83,11 @@ func (c *Conn) Close() error {
 	}
 	return err
 }
+
+// ID returns the connection's id (Envoy's connection id, %CONNECTION_ID%): assigned when
+// the connection is handed to its filter chain, unique among the connections of the Manager
+// (one per server process) and never 0.
+func (c *Conn) ID() uint64 { return c.id }
 
 // ListenerName returns the name of the listener that accepted the connection.
 func (c *Conn) ListenerName() string { return c.chain.info.name }

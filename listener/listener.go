@@ -203,7 +203,7 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 		return
 	}
 	w := &ch.info.stats.workers[worker]
-	c := &Conn{Conn: nc, peeked: peeked, chain: ch, worker: w, start: m.cfg.Clock.Now(), hello: hello, tls: tls}
+	c := &Conn{Conn: nc, id: m.connIDs.Add(1), peeked: peeked, chain: ch, worker: w, start: m.cfg.Clock.Now(), hello: hello, tls: tls}
 	if !ch.add(c) {
 		nc.Close()
 		return

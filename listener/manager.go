@@ -67,6 +67,9 @@ type Manager struct {
 	// active counts open downstream connections across every listener and
 	// version, for server.total_connections and for draining on SIGTERM.
 	active atomic.Int64
+	// connIDs numbers accepted connections (Conn.ID), starting at 1. The server has one
+	// Manager, so the ids are unique in the process, as Envoy's connection ids are.
+	connIDs atomic.Uint64
 
 	mu       sync.Mutex // guards the fields below
 	entries  []*entry   // active listeners in insertion order
