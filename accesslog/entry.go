@@ -53,6 +53,8 @@ type Entry struct {
 	UpstreamRequestAttemptCount uint32
 	// RequestedServerName is the downstream TLS SNI.
 	RequestedServerName string
+	// DownstreamTLS is the downstream connection's TLS state; nil for plain text.
+	DownstreamTLS *TLSInfo
 	// RouteName is the name of the matched route.
 	RouteName string
 	// VirtualClusterName is the name of the matched virtual cluster.

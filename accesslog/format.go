@@ -367,6 +367,10 @@ func appendValue(dst []byte, s *segment, e *Entry) ([]byte, bool) {
 		return strconv.AppendUint(dst, e.ConnectionID, 10), true
 	case opAccessLogType:
 		str = e.Type.String()
+	default:
+		if s.op >= opTLSVersion {
+			return appendTLS(dst, s, e)
+		}
 	}
 	if str == "" {
 		return dst, false

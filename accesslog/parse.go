@@ -50,6 +50,25 @@ const (
 	opVirtualClusterName
 	opConnectionID
 	opAccessLogType
+
+	// The TLS operators (tls.go), last: appendValue hands every op from opTLSVersion on to
+	// appendTLS.
+	opTLSVersion
+	opTLSCipher
+	opPeerSubject
+	opPeerIssuer
+	opPeerURISAN
+	opPeerDNSSAN
+	opPeerIPSAN
+	opPeerEmailSAN
+	opPeerSerial
+	opPeerFingerprint256
+	opPeerFingerprint1
+	opLocalSubject
+	opLocalURISAN
+	opLocalDNSSAN
+	opLocalIPSAN
+	opLocalEmailSAN
 )
 
 // operators maps operator names to ops; HOSTNAME and ENVIRONMENT are resolved at parse time.
@@ -93,6 +112,22 @@ var operators = map[string]op{
 	"VIRTUAL_CLUSTER_NAME":                          opVirtualClusterName,
 	"CONNECTION_ID":                                 opConnectionID,
 	"ACCESS_LOG_TYPE":                               opAccessLogType,
+	"DOWNSTREAM_TLS_VERSION":                        opTLSVersion,
+	"DOWNSTREAM_TLS_CIPHER":                         opTLSCipher,
+	"DOWNSTREAM_PEER_SUBJECT":                       opPeerSubject,
+	"DOWNSTREAM_PEER_ISSUER":                        opPeerIssuer,
+	"DOWNSTREAM_PEER_URI_SAN":                       opPeerURISAN,
+	"DOWNSTREAM_PEER_DNS_SAN":                       opPeerDNSSAN,
+	"DOWNSTREAM_PEER_IP_SAN":                        opPeerIPSAN,
+	"DOWNSTREAM_PEER_EMAIL_SAN":                     opPeerEmailSAN,
+	"DOWNSTREAM_PEER_SERIAL":                        opPeerSerial,
+	"DOWNSTREAM_PEER_FINGERPRINT_256":               opPeerFingerprint256,
+	"DOWNSTREAM_PEER_FINGERPRINT_1":                 opPeerFingerprint1,
+	"DOWNSTREAM_LOCAL_SUBJECT":                      opLocalSubject,
+	"DOWNSTREAM_LOCAL_URI_SAN":                      opLocalURISAN,
+	"DOWNSTREAM_LOCAL_DNS_SAN":                      opLocalDNSSAN,
+	"DOWNSTREAM_LOCAL_IP_SAN":                       opLocalIPSAN,
+	"DOWNSTREAM_LOCAL_EMAIL_SAN":                    opLocalEmailSAN,
 }
 
 // numeric reports whether the operator's value is a JSON number.

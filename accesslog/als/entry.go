@@ -1,6 +1,8 @@
 package als
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"net/http"
 	"strconv"
@@ -134,10 +136,66 @@ func commonProperties(e *accesslog.Entry, tags []customTag) *accesslogdatav3.Acc
 	if !e.StartTime.IsZero() {
 		common.StartTime = timestamppb.New(e.StartTime)
 	}
-	if e.RequestedServerName != "" {
-		common.TlsProperties = &accesslogdatav3.TLSProperties{TlsSniHostname: strings.Clone(e.RequestedServerName)}
-	}
+	common.TlsProperties = tlsProperties(e)
 	return common
+}
+
+// tlsProperties converts the downstream TLS state (version, cipher suite, SNI, the local and
+// peer certificates' subject, issuer and URI and DNS SANs); with plain text, only an SNI the
+// TLS inspector read.
+func tlsProperties(e *accesslog.Entry) *accesslogdatav3.TLSProperties {
+	t := e.DownstreamTLS
+	if t == nil {
+		if e.RequestedServerName == "" {
+			return nil
+		}
+		return &accesslogdatav3.TLSProperties{TlsSniHostname: strings.Clone(e.RequestedServerName)}
+	}
+	p := &accesslogdatav3.TLSProperties{
+		TlsVersion:                 tlsVersion(t.State.Version),
+		TlsSniHostname:             strings.Clone(e.RequestedServerName),
+		LocalCertificateProperties: certificateProperties(t.Local),
+		PeerCertificateProperties:  certificateProperties(t.Peer()),
+	}
+	if p.TlsSniHostname == "" {
+		p.TlsSniHostname = t.State.ServerName
+	}
+	if t.State.CipherSuite != 0 {
+		p.TlsCipherSuite = wrapperspb.UInt32(uint32(t.State.CipherSuite))
+	}
+	return p
+}
+
+func tlsVersion(v uint16) accesslogdatav3.TLSProperties_TLSVersion {
+	switch v {
+	case tls.VersionTLS10:
+		return accesslogdatav3.TLSProperties_TLSv1
+	case tls.VersionTLS11:
+		return accesslogdatav3.TLSProperties_TLSv1_1
+	case tls.VersionTLS12:
+		return accesslogdatav3.TLSProperties_TLSv1_2
+	case tls.VersionTLS13:
+		return accesslogdatav3.TLSProperties_TLSv1_3
+	}
+	return accesslogdatav3.TLSProperties_VERSION_UNSPECIFIED
+}
+
+// certificateProperties converts a certificate: URI SANs, then DNS SANs, subject and issuer;
+// nil without a certificate.
+func certificateProperties(c *x509.Certificate) *accesslogdatav3.TLSProperties_CertificateProperties {
+	if c == nil {
+		return nil
+	}
+	out := &accesslogdatav3.TLSProperties_CertificateProperties{Subject: c.Subject.String(), Issuer: c.Issuer.String()}
+	for _, u := range accesslog.URISANs(c) {
+		out.SubjectAltName = append(out.SubjectAltName, &accesslogdatav3.TLSProperties_CertificateProperties_SubjectAltName{
+			San: &accesslogdatav3.TLSProperties_CertificateProperties_SubjectAltName_Uri{Uri: u}})
+	}
+	for _, d := range accesslog.DNSSANs(c) {
+		out.SubjectAltName = append(out.SubjectAltName, &accesslogdatav3.TLSProperties_CertificateProperties_SubjectAltName{
+			San: &accesslogdatav3.TLSProperties_CertificateProperties_SubjectAltName_Dns{Dns: d}})
+	}
+	return out
 }
 
 func duration(d time.Duration) *durationpb.Duration {
