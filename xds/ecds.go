@@ -47,8 +47,7 @@ var ecdsKind = &namedKind{
 			failed:  func() { s.ConfigFail.Inc() },
 		}
 	},
-	vet:           vetExtensions,
-	readyOnReject: true,
+	vet: vetExtensions,
 }
 
 // vetExtensions runs the filters' checks on the new configurations of u (those a subscription

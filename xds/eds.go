@@ -213,10 +213,7 @@ func (h *edsHandler) initTimeout(b *edsBinding) {
 	b.stats.stats.InitFetchTimeout.Inc()
 	b.cl.Stats().UpdateAttempt.Inc()
 	c.log.Warnf("xds: cluster %q: EDS initial fetch of %q timed out", b.cl.Name(), b.svc.name)
-	if err := b.cl.ApplyAssignment(&endpointv3.ClusterLoadAssignment{ClusterName: b.svc.name}); err != nil {
-		c.log.Errorf("xds: %v", err)
-	}
-	h.markReceivedLocked(b)
+	h.warmEmptyLocked(b)
 	var ready func()
 	if c.cds != nil {
 		ready = c.cds.takeReadyLocked()
@@ -225,6 +222,16 @@ func (h *edsHandler) initTimeout(b *edsBinding) {
 	if ready != nil {
 		ready()
 	}
+}
+
+// warmEmptyLocked ends b's initial fetch without an assignment: the cluster warms with no
+// hosts, as Envoy's EDS cluster completes its initialization after an initial fetch timeout or
+// a rejected first answer.
+func (h *edsHandler) warmEmptyLocked(b *edsBinding) {
+	if err := b.cl.ApplyAssignment(&endpointv3.ClusterLoadAssignment{ClusterName: b.svc.name}); err != nil {
+		h.c.log.Errorf("xds: %v", err)
+	}
+	h.markReceivedLocked(b)
 }
 
 // markReceivedLocked marks b as having its first assignment.
@@ -284,10 +291,18 @@ func (h *edsHandler) applyUpdateLocked(src *mux, u update) error {
 	for i, a := range u.resources {
 		e, err := resource.DecodeEndpoints(a)
 		name := ""
-		if e != nil {
+		switch {
+		case e != nil:
 			name = e.Name
-		} else if u.names != nil {
+		case u.names != nil:
 			name = u.names[i]
+		default:
+			// A rejected assignment still names its subscription (update_rejected, and the
+			// end of its initial fetch).
+			cla := &endpointv3.ClusterLoadAssignment{}
+			if proto.Unmarshal(a.GetValue(), cla) == nil {
+				name = cla.GetClusterName()
+			}
 		}
 		svc := h.services[serviceKey(src, name)]
 		if err == nil && u.names != nil && u.names[i] != name {
@@ -299,6 +314,11 @@ func (h *edsHandler) applyUpdateLocked(src *mux, u update) error {
 				for _, b := range svc.bindings {
 					b.stats.stats.UpdateRejected.Inc()
 					b.cl.Stats().UpdateAttempt.Inc()
+					if !b.received {
+						// "Allow server startup to continue even if we have a bad config"
+						// (Envoy's EdsClusterImpl::onConfigUpdateFailed).
+						h.warmEmptyLocked(b)
+					}
 				}
 			}
 			continue

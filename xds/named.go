@@ -36,9 +36,6 @@ type namedKind struct {
 	// with an error is rejected as one that does not decode (ECDS: each filter's type_urls
 	// and factory). It is called without locks.
 	vet func(h *namedHandler, src *mux, u update) map[int]error
-	// readyOnReject ends a subscription's initial fetch when its resource is rejected, so that
-	// what waits for it proceeds without it (ECDS, as Envoy's filter config subscriptions do).
-	readyOnReject bool
 	// changed, when set, runs (without locks) after a response changed some value.
 	changed func(c *Client)
 }
@@ -292,7 +289,11 @@ func (h *namedHandler) apply(src *mux, u update) error {
 				if sub.extra.failed != nil {
 					sub.extra.failed()
 				}
-				if h.kind.readyOnReject && !sub.ready {
+				// A rejected first answer ends the initial fetch, so that what waits for it (a
+				// listener, the server's initialization) proceeds without it, as every one of
+				// Envoy's subscriptions does in onConfigUpdateFailed ("allow server startup to
+				// continue even if we have a bad config").
+				if !sub.ready {
 					readies = append(readies, sub.markReadyLocked())
 					ns = append(ns, sub.noticesLocked()...)
 				}
