@@ -179,6 +179,9 @@ func (sh *shared) startSRDS(h *Handler, sr *hcmv3.ScopedRoutes) error {
 		return fmt.Errorf("http_connection_manager %q: %w", h.cfg.StatPrefix, err)
 	}
 	st := &srdsRoutes{compiled: map[*routev3.RouteConfiguration]*route.Table{}}
+	if err := st.compileInline(sr, d.routeOptions(h.cfg)); err != nil {
+		return fmt.Errorf("http_connection_manager %q: %w", h.cfg.StatPrefix, err)
+	}
 	update := func(gen uint64, scopes []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration) {
 		st.mu.Lock()
 		defer st.mu.Unlock()
@@ -228,6 +231,29 @@ func (sh *shared) startSRDS(h *Handler, sr *hcmv3.ScopedRoutes) error {
 	}
 	st.cancel = cancel
 	h.srds = st
+	return nil
+}
+
+// compileInline compiles the inline route configurations of scoped_route_configurations_list
+// up front: one that does not compile is an error of the connection manager's configuration,
+// as Envoy rejects the listener (a static one fails the load, an LDS one is NACKed), rather
+// than a scope without routes. The tables seed the cache the updates compile from.
+func (st *srdsRoutes) compileInline(sr *hcmv3.ScopedRoutes, opts route.Options) error {
+	for i, s := range sr.GetScopedRouteConfigurationsList().GetScopedRouteConfigurations() {
+		rc := s.GetRouteConfiguration()
+		if rc == nil {
+			continue
+		}
+		path := fmt.Sprintf("scoped_routes %q: scoped_route_configurations_list.scoped_route_configurations[%d] (scope %q): route_configuration %q", sr.GetName(), i, s.GetName(), rc.GetName())
+		if rc.GetVhds() != nil {
+			return fmt.Errorf("%s: vhds is set; virtual host discovery needs a route configuration delivered by RDS", path)
+		}
+		t, err := route.Compile(rc, opts)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		st.compiled[rc] = t
+	}
 	return nil
 }
 

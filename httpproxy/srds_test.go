@@ -363,3 +363,39 @@ func TestScopedRoutesInline(t *testing.T) {
 		}
 	}
 }
+
+// TestScopedRoutesInlineRejected: an inline scope whose route_configuration does not compile,
+// or sets vhds, is an error of the connection manager naming the scope and the rule (Envoy
+// rejects the listener), instead of a scope left without routes.
+func TestScopedRoutesInlineRejected(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(rc *routev3.RouteConfiguration)
+		want string
+	}{
+		{"duplicate domain", func(rc *routev3.RouteConfiguration) { rc.VirtualHosts[0].Domains = []string{"*", "*"} },
+			`scoped_routes "scopes": scoped_route_configurations_list.scoped_route_configurations[0] (scope "si"): route_configuration "ri": `},
+		{"vhds", func(rc *routev3.RouteConfiguration) { rc.Vhds = &routev3.Vhds{ConfigSource: &corev3.ConfigSource{}} },
+			`scoped_routes "scopes": scoped_route_configurations_list.scoped_route_configurations[0] (scope "si"): route_configuration "ri": vhds is set; virtual host discovery needs a route configuration delivered by RDS`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var hcm hcmv3.HttpConnectionManager
+			fromYAML(t, srdsInlineHCM, &hcm)
+			sr := hcm.GetScopedRoutes()
+			tc.edit(sr.GetScopedRouteConfigurationsList().GetScopedRouteConfigurations()[0].GetRouteConfiguration())
+			st := &srdsRoutes{compiled: map[*routev3.RouteConfiguration]*route.Table{}}
+			err := st.compileInline(sr, route.Options{})
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("compileInline() = %v; want an error starting %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("valid", func(t *testing.T) {
+		var hcm hcmv3.HttpConnectionManager
+		fromYAML(t, srdsInlineHCM, &hcm)
+		st := &srdsRoutes{compiled: map[*routev3.RouteConfiguration]*route.Table{}}
+		if err := st.compileInline(hcm.GetScopedRoutes(), route.Options{}); err != nil || len(st.compiled) != 1 {
+			t.Errorf("compileInline() = %v with %d tables; want nil with 1", err, len(st.compiled))
+		}
+	})
+}
