@@ -2,6 +2,7 @@ package xds
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
@@ -95,10 +96,44 @@ func (c *Client) RoutesConfigDump(match func(string) bool) *adminv3.RoutesConfig
 		d := &adminv3.RoutesConfigDump_DynamicRouteConfig{VersionInfo: st.version, RouteConfig: st.raw, ErrorState: st.failure.state()}
 		if st.raw != nil {
 			d.LastUpdated = timestamppb.New(st.updated)
+			c.mergeVHDSDump(d, st)
 		}
 		out.DynamicRouteConfigs = append(out.DynamicRouteConfigs, d)
 	}
 	return out
+}
+
+// mergeVHDSDump shows a route configuration with vhds as Envoy's route config update receiver
+// holds it: the RDS virtual hosts, then those VHDS delivered for it (both in name order, as
+// Envoy rebuilds the list from its name-keyed maps), with the version_info and last_updated of
+// whichever of RDS and VHDS updated it last. The vhds field stays.
+func (c *Client) mergeVHDSDump(d *adminv3.RoutesConfigDump_DynamicRouteConfig, st namedState) {
+	rc := &routev3.RouteConfiguration{}
+	if st.raw.UnmarshalTo(rc) != nil || rc.GetVhds() == nil {
+		return
+	}
+	h := c.vhdsServing(rc.GetName())
+	if h == nil {
+		return
+	}
+	hosts := h.hostsOf(rc.GetName())
+	h.mu.Lock()
+	upd, ok := h.updates[rc.GetName()]
+	h.mu.Unlock()
+	later := ok && upd.at.After(st.updated)
+	if len(hosts) == 0 && !later {
+		return
+	}
+	sort.SliceStable(rc.VirtualHosts, func(i, j int) bool { return rc.VirtualHosts[i].GetName() < rc.VirtualHosts[j].GetName() })
+	rc.VirtualHosts = append(rc.VirtualHosts, hosts...)
+	a, err := anypb.New(rc)
+	if err != nil {
+		return
+	}
+	d.RouteConfig = a
+	if later {
+		d.VersionInfo, d.LastUpdated = upd.version, timestamppb.New(upd.at)
+	}
 }
 
 // state is f as a config dump's error_state; nil for nil.

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -45,6 +46,15 @@ type vhdsHandler struct {
 	nextWaiter uint64
 	// stats are the http.<stat_prefix>.rds.vhds.<route config>. stats, by prefix.
 	stats map[string]*vhdsStatsRef
+	// updates are, by route configuration name, the version_info and time of the last
+	// accepted response that named one of its virtual hosts (for the routes dump).
+	updates map[string]vhdsUpdate
+}
+
+// vhdsUpdate is the last accepted VHDS response for one route configuration.
+type vhdsUpdate struct {
+	version string
+	at      time.Time
 }
 
 // vhdsStats are Envoy's VHDS stats of a route configuration (ALL_VHDS_STATS).
@@ -53,13 +63,20 @@ type vhdsStats struct {
 	UpdateEmpty  stats.Counter `stat:"update_empty"`
 }
 
-// vhdsStatsRef is one registration of vhdsStats, shared by the route watches of one
-// connection manager stat prefix and route configuration.
+// vhdsStatsRef is one registration of vhdsStats and of the subscription stats Envoy keeps in
+// the same scope (its VHDS subscription is created on http.<stat_prefix>.rds.vhds.<route
+// config>.), shared by the route watches of one connection manager stat prefix and route
+// configuration. As in Envoy, where each route configuration's VHDS subscription is a watch
+// of one shared delta stream, update_success and the version follow the responses that name
+// the route configuration's virtual hosts, while a rejected response and a stream failure
+// count on every subscription of the stream.
 type vhdsStatsRef struct {
-	rc   string
-	refs int
-	s    vhdsStats
-	reg  *stats.Registration
+	rc     string
+	refs   int
+	s      vhdsStats
+	reg    *stats.Registration
+	sub    SubscriptionStats
+	subReg *stats.Registration
 }
 
 // vhdsFor returns the VHDS handler of the transport of cs, creating it on first use.
@@ -78,7 +95,8 @@ func (c *Client) vhdsFor(cs *corev3.ConfigSource) (*vhdsHandler, error) {
 		return h, nil
 	}
 	h := &vhdsHandler{c: c, m: m, hosts: map[string]*routev3.VirtualHost{}, raw: map[string]*anypb.Any{},
-		routes: map[string]int{}, pending: map[string]map[uint64]func(){}, answered: map[string]bool{}, stats: map[string]*vhdsStatsRef{}}
+		routes: map[string]int{}, pending: map[string]map[uint64]func(){}, answered: map[string]bool{}, stats: map[string]*vhdsStatsRef{},
+		updates: map[string]vhdsUpdate{}}
 	if t := src.InitialFetchTimeout; t > 0 {
 		h.timer = c.clock.AfterFunc(t, h.initTimeout)
 	}
@@ -113,6 +131,12 @@ func (h *vhdsHandler) markReadyLocked() bool {
 func (h *vhdsHandler) initTimeout() {
 	h.mu.Lock()
 	first := h.markReadyLocked()
+	if first {
+		for _, ref := range h.stats {
+			ref.sub.InitFetchTimeout.Inc()
+			ref.sub.UpdateAttempt.Inc()
+		}
+	}
 	h.mu.Unlock()
 	if first {
 		h.c.log.Warnf("xds: VHDS: initial fetch timed out")
@@ -146,8 +170,25 @@ func (h *vhdsHandler) hostsOf(rc string) []*routev3.VirtualHost {
 // virtual host only answers the on-demand requests for its name and aliases. The watchers
 // run first, so that the route tables hold the update when the on-demand callbacks run.
 func (h *vhdsHandler) apply(_ *mux, u update) error {
+	start := h.c.clock.Now()
 	var errs []string
 	changed := map[string]bool{} // route configurations whose virtual hosts changed
+	named := map[string]bool{}   // route configurations the response names
+	for i, a := range u.resources {
+		if u.names != nil {
+			named[routeConfigOf(u.names[i])] = true
+		} else if a != nil {
+			named[routeConfigOf(resource.VirtualHostName(a))] = true
+		}
+		if u.aliases != nil {
+			for _, alias := range u.aliases[i] {
+				named[routeConfigOf(alias)] = true
+			}
+		}
+	}
+	for _, name := range u.removed {
+		named[routeConfigOf(name)] = true
+	}
 	h.mu.Lock()
 	drop := func(name string) {
 		delete(h.hosts, name)
@@ -196,9 +237,25 @@ func (h *vhdsHandler) apply(_ *mux, u update) error {
 		h.hosts[vh.GetName()], h.raw[vh.GetName()] = vh, a
 		changed[routeConfigOf(vh.GetName())] = true
 	}
+	now := h.c.clock.Now()
 	for _, ref := range h.stats {
 		if changed[ref.rc] {
 			ref.s.ConfigReload.Inc()
+		}
+		switch {
+		case len(errs) > 0:
+			ref.sub.UpdateRejected.Inc()
+			ref.sub.UpdateAttempt.Inc()
+		case named[ref.rc] || changed[ref.rc]:
+			ref.sub.accepted(u.version, now, now.Sub(start))
+		}
+	}
+	if len(errs) == 0 {
+		for rc := range named {
+			h.updates[rc] = vhdsUpdate{version: u.version, at: now}
+		}
+		for rc := range changed {
+			h.updates[rc] = vhdsUpdate{version: u.version, at: now}
 		}
 	}
 	var ws, wake []func()
@@ -243,6 +300,8 @@ func (h *vhdsHandler) serve(rc, prefix string) func() {
 	if ref == nil {
 		ref = &vhdsStatsRef{rc: rc}
 		ref.reg = h.c.cfg.Stats.Register(prefix, &ref.s)
+		ref.subReg = h.c.cfg.Stats.Register(prefix, &ref.sub)
+		ref.sub.UpdateAttempt.Inc() // the subscription starts
 		h.stats[prefix] = ref
 		// A shared transport may have delivered this route configuration's virtual hosts
 		// already; Envoy's per-route-configuration subscription would have counted them.
@@ -262,6 +321,7 @@ func (h *vhdsHandler) serve(rc, prefix string) func() {
 		}
 		if ref.refs--; ref.refs == 0 {
 			ref.reg.Unregister()
+			ref.subReg.Unregister()
 			delete(h.stats, prefix)
 		}
 	}
@@ -297,6 +357,22 @@ func (h *vhdsHandler) requestHost(alias string, done func()) func() {
 	}
 }
 
+// vhdsServing returns the VHDS handler that serves a route watch of the route configuration
+// called rc, or nil.
+func (c *Client) vhdsServing(rc string) *vhdsHandler {
+	c.srdsMu.Lock()
+	defer c.srdsMu.Unlock()
+	for _, vh := range c.vhds {
+		vh.mu.Lock()
+		n := vh.routes[rc]
+		vh.mu.Unlock()
+		if n > 0 {
+			return vh
+		}
+	}
+	return nil
+}
+
 // RequestVirtualHost implements httpproxy.VirtualHostRequester, the on-demand half of VHDS
 // (Envoy's requestVirtualHostsUpdate, which envoy.filters.http.on_demand drives): it asks the
 // VHDS source of the route configuration called routeConfig for the virtual host of host (the
@@ -307,25 +383,22 @@ func (h *vhdsHandler) requestHost(alias string, done func()) func() {
 // configuration of that name has vhds (done is then never called). cancel withdraws done.
 // Safe for concurrent use; done runs on an xDS goroutine (or the caller's) and must not block.
 func (c *Client) RequestVirtualHost(routeConfig, host string, done func()) (cancel func(), ok bool) {
-	c.srdsMu.Lock()
-	var h *vhdsHandler
-	for _, vh := range c.vhds {
-		vh.mu.Lock()
-		n := vh.routes[routeConfig]
-		vh.mu.Unlock()
-		if n > 0 {
-			h = vh
-			break
-		}
-	}
-	c.srdsMu.Unlock()
+	h := c.vhdsServing(routeConfig)
 	if h == nil {
 		return nil, false
 	}
 	return h.requestHost(routeConfig+"/"+host, done), true
 }
 
-func (h *vhdsHandler) failed(*mux) {}
+// failed counts a stream failure on every VHDS subscription of the transport.
+func (h *vhdsHandler) failed(*mux) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ref := range h.stats {
+		ref.sub.UpdateFailure.Inc()
+		ref.sub.UpdateAttempt.Inc()
+	}
+}
 
 // routeWatch is one WatchRoutes caller: the RDS configuration, with the VHDS virtual hosts
 // merged in when it has vhds. mu guards the fields below it; update is called without it.

@@ -14,6 +14,8 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/internal/clock"
 )
 
 // vhdsRoute is a route configuration whose virtual hosts come partly from VHDS on src.
@@ -239,9 +241,10 @@ func (c *Client) vhdsHostsOf(rc string) []string {
 // host (a server's "no such host") answers the request, and the route configuration is
 // unchanged.
 func TestVHDSAnswerWithoutHost(t *testing.T) {
-	c := &Client{}
+	c := &Client{clock: clock.Real()}
 	h := &vhdsHandler{c: c, hosts: map[string]*routev3.VirtualHost{}, raw: map[string]*anypb.Any{}, ready: true,
-		routes: map[string]int{"r1": 1}, pending: map[string]map[uint64]func(){}, answered: map[string]bool{}, stats: map[string]*vhdsStatsRef{}}
+		routes: map[string]int{"r1": 1}, pending: map[string]map[uint64]func(){}, answered: map[string]bool{}, stats: map[string]*vhdsStatsRef{},
+		updates: map[string]vhdsUpdate{}}
 	h.m = &mux{c: c, watches: map[string]*watch{}, wake: make(chan struct{}, 1)}
 	var calls int
 	h.requestHost("r1/gone.example", func() { calls++ })

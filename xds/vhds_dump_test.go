@@ -1,0 +1,107 @@
+package xds
+
+import (
+	"testing"
+	"time"
+
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// TestVHDSStatsAndDump: after an on-demand VHDS answer, the route configuration's VHDS
+// subscription has Envoy's subscription stats under http.<stat_prefix>.rds.vhds.<name>., and
+// the routes dump (decoded strictly into admin.v3.RoutesConfigDump) shows the RDS route
+// configuration with the delivered virtual host merged in, at the VHDS version.
+func TestVHDSStatsAndDump(t *testing.T) {
+	cp := newControlPlane(t, true)
+	dr := &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: grpcSource(corev3.ApiConfigSource_DELTA_GRPC).GetApiConfigSource()}
+	p := startProxy(t, dr, withDial(cp))
+	delta := grpcSource(corev3.ApiConfigSource_DELTA_GRPC)
+	rc := vhdsRoute("r1", delta)
+	rc.VirtualHosts = append(rc.VirtualHosts, vhost("a-first", "first.example"))
+	cp.setAll("1", map[resourcev3.Type][]types.Resource{resourcev3.RouteType: {rc}, resourcev3.VirtualHostType: {}})
+	_, _, cancel, err := p.c.WatchRoutes("r1", adsSource(), "ingress", func(uint64, *routev3.RouteConfiguration) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	p.waitFor("VHDS serving r1", func() bool { return p.c.vhdsServing("r1") != nil })
+	done := make(chan struct{})
+	if _, ok := p.c.RequestVirtualHost("r1", "new.example", func() { close(done) }); !ok {
+		t.Fatal("RequestVirtualHost(r1) ok = false; want true")
+	}
+	p.waitFor("subscription to r1/new.example", func() bool {
+		for _, r := range cp.deltaRequests() {
+			for _, n := range r.GetResourceNamesSubscribe() {
+				if n == "r1/new.example" {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	cp.setAll("2", map[resourcev3.Type][]types.Resource{resourcev3.RouteType: {rc}, resourcev3.VirtualHostType: {vhost("r1/new.example", "new.example")}})
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("on-demand request not answered")
+	}
+
+	const prefix = "http.ingress.rds.vhds.r1."
+	for _, name := range []string{"update_attempt", "update_success", "config_reload"} {
+		if got := p.stat(prefix + name); got < 1 {
+			t.Errorf("%s%s = %d; want >= 1", prefix, name, got)
+		}
+	}
+	for _, name := range []string{"update_rejected", "update_failure", "init_fetch_timeout", "update_empty"} {
+		if got := p.stat(prefix + name); got != 0 {
+			t.Errorf("%s%s = %d; want 0", prefix, name, got)
+		}
+	}
+	if got := p.text(prefix + "version_text"); got != "2" {
+		t.Errorf("%sversion_text = %q; want %q", prefix, got, "2")
+	}
+	if got, want := p.stat(prefix+"version"), versionHash("2"); got != want {
+		t.Errorf("%sversion = %d; want %d", prefix, got, want)
+	}
+	if got := p.stat(prefix + "update_time"); got == 0 {
+		t.Errorf("%supdate_time = 0; want the time of the answer", prefix)
+	}
+
+	j, err := protojson.Marshal(p.c.RoutesConfigDump(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dump adminv3.RoutesConfigDump
+	if err := (protojson.UnmarshalOptions{}).Unmarshal(j, &dump); err != nil {
+		t.Fatalf("strict decode of the routes dump: %v", err)
+	}
+	if len(dump.GetDynamicRouteConfigs()) != 1 {
+		t.Fatalf("dynamic_route_configs = %d entries; want 1", len(dump.GetDynamicRouteConfigs()))
+	}
+	d := dump.GetDynamicRouteConfigs()[0]
+	var got routev3.RouteConfiguration
+	if err := d.GetRouteConfig().UnmarshalTo(&got); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, vh := range got.GetVirtualHosts() {
+		names = append(names, vh.GetName())
+	}
+	// RDS's virtual hosts in name order, then VHDS's, as Envoy rebuilds them.
+	if want := []string{"a-first", "base", "r1/new.example"}; !cmp.Equal(names, want) {
+		t.Errorf("dumped virtual hosts = %q; want %q", names, want)
+	}
+	if got.GetVhds() == nil {
+		t.Error("dumped route configuration lost its vhds")
+	}
+	if d.GetVersionInfo() != "2" || d.GetLastUpdated() == nil {
+		t.Errorf("version_info = %q, last_updated = %v; want the VHDS answer's version 2 and its time", d.GetVersionInfo(), d.GetLastUpdated())
+	}
+}
