@@ -18,8 +18,8 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/options"
-	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/pool"
+	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/tcpproxy"
 	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/xds"
@@ -129,6 +129,7 @@ func (s *Server) buildDataPlane() error {
 	}
 	if err := tcpproxy.Register(handlers, tcpproxy.Deps{
 		Pools: dp.pools,
+		TLS:   tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs},
 		AccessLogs: tcpproxy.AccessLogDeps{
 			Files:   dp.accessLogs,
 			GRPC:    dp.als,

@@ -136,10 +136,12 @@ type streamLog interface {
 // flags change while periodic entries read them, so they are atomic.
 type connInfo struct {
 	start         time.Time
+	id            uint64 // the listener connection's id
 	local, remote string
 	sni           string
-	cluster       string // set once the cluster is found
-	host          string // the upstream host attempted last
+	tls           *accesslog.TLSInfo // set once the handshake succeeded
+	cluster       string             // set once the cluster is found
+	host          string             // the upstream host attempted last
 	upstreamLocal string
 	attempts      uint32
 	flags         atomic.Uint64 // accesslog.ResponseFlags
@@ -154,9 +156,18 @@ type connInfo struct {
 func newConnInfo(down net.Conn) *connInfo {
 	ci := &connInfo{start: time.Now(), local: addrString(down.LocalAddr()), remote: addrString(down.RemoteAddr())}
 	if lc, ok := down.(*listener.Conn); ok {
-		ci.sni = lc.ServerName()
+		ci.sni, ci.id = lc.ServerName(), lc.ID()
 	}
 	return ci
+}
+
+// setTLS records the terminated TLS connection; the handshake's SNI stands in when the TLS
+// inspector did not read one.
+func (ci *connInfo) setTLS(t *accesslog.TLSInfo) {
+	ci.tls = t
+	if ci.sni == "" {
+		ci.sni = t.State.ServerName
+	}
 }
 
 func addrString(a net.Addr) string {
@@ -193,6 +204,8 @@ func (ci *connInfo) entry(t accesslog.Type) accesslog.Entry {
 		UpstreamCluster:               ci.cluster,
 		UpstreamRequestAttemptCount:   ci.attempts,
 		RequestedServerName:           ci.sni,
+		DownstreamTLS:                 ci.tls,
+		ConnectionID:                  ci.id,
 		Type:                          t,
 	}
 }

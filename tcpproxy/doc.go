@@ -11,8 +11,15 @@
 // SNI, bytes received from and sent to downstream, the duration, the upstream cluster, host and
 // local address, the attempt count and the response flags (NC, UH, UO, UF, URX, DT).
 // access_log_options adds TcpConnectionStart, TcpUpstreamConnected and TcpPeriodic entries.
-// The TCP proxy does not terminate TLS: a filter chain with a TLS transport_socket is refused
-// (TLS passed through is logged with the SNI the TLS inspector read).
+// A filter chain with an envoy.transport_sockets.tls transport_socket (DownstreamTlsContext,
+// static certificates or SDS secrets, require_client_certificate) has its TLS terminated
+// here: the handshake runs first, bounded by transport_socket_connect_timeout (else the
+// idle_timeout), and the plain text is proxied; a failed handshake closes the connection
+// without an upstream one. The contexts are registered for /certs and reload with it when SDS
+// secrets rotate. Entries then carry the TLS state (%DOWNSTREAM_TLS_VERSION%,
+// %DOWNSTREAM_PEER_SUBJECT%, tls_properties, …). Without one, TLS passes through and is
+// logged with the SNI the TLS inspector read. Upstream TLS is the pool's (the cluster's
+// transport_socket). Entries carry the listener connection's id (%CONNECTION_ID%).
 //
 // Concurrency: a Proxy is shared by every connection of its filter chain and is safe for
 // concurrent use. Each connection is served on the listener's connection goroutine plus one

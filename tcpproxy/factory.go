@@ -8,12 +8,7 @@ import (
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/pool"
 	"github.com/legateproxy/legate/stats"
-)
-
-// The plain transport socket, which needs nothing from the TCP proxy.
-const (
-	rawBufferName    = "envoy.transport_sockets.raw_buffer"
-	rawBufferTypeURL = "type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer"
+	"github.com/legateproxy/legate/tlsutil"
 )
 
 // Deps are the server-wide dependencies of every TCP proxy.
@@ -22,6 +17,10 @@ type Deps struct {
 	Pools *pool.Registry
 	// AccessLogs builds access_log entries; the zero value refuses them.
 	AccessLogs AccessLogDeps
+	// TLS are the dependencies of filter chains' DownstreamTlsContext (secrets, the /certs
+	// registry, which reloads the contexts when secrets rotate); the zero value loads only
+	// inline and file data sources.
+	TLS tlsutil.Deps
 }
 
 // Register adds the envoy.filters.network.tcp_proxy handler factory (by name and by its
@@ -40,23 +39,31 @@ func Factory(deps Deps) listener.HandlerFactory {
 		if len(filters) == 0 {
 			return nil, fmt.Errorf("filter chain %q has no network filter", ctx.Chain.Name)
 		}
-		if ts := ctx.Chain.TransportSocket; ts != "" && ts != rawBufferName && ctx.Chain.TransportSocketConfig.GetTypeUrl() != rawBufferTypeURL {
-			// Envoy would terminate TLS here; passing the encrypted bytes upstream instead
-			// would be a silent change of behaviour.
-			return nil, fmt.Errorf("filter chain %q: transport_socket %q: terminating TLS in front of the TCP proxy is not implemented by Legate", ctx.Chain.Name, ts)
-		}
 		f := filters[len(filters)-1]
 		cfg, err := config.TCPProxyFromAny(f.TypedConfig)
 		if err != nil {
 			return nil, fmt.Errorf("filter %q: %w", f.Name, err)
 		}
-		st := t.acquire(ctx.Stats, cfg.StatPrefix)
-		p, err := New(Config{Proxy: cfg, Pools: deps.Pools, Stats: st.stats, Logger: ctx.Logger, AccessLogs: deps.AccessLogs})
+		sc, err := downstreamTLS(ctx.Chain, deps.TLS)
 		if err != nil {
-			t.release(cfg.StatPrefix)
 			return nil, err
 		}
-		return &handler{Proxy: p, release: func() { t.release(cfg.StatPrefix) }}, nil
+		st := t.acquire(ctx.Stats, cfg.StatPrefix)
+		p, err := New(Config{Proxy: cfg, Pools: deps.Pools, Stats: st.stats, Logger: ctx.Logger, AccessLogs: deps.AccessLogs,
+			TLS: sc, HandshakeTimeout: handshakeTimeout(ctx.Chain, cfg.IdleTimeout)})
+		if err != nil {
+			t.release(cfg.StatPrefix)
+			if sc != nil {
+				sc.Close()
+			}
+			return nil, err
+		}
+		return &handler{Proxy: p, release: func() {
+			t.release(cfg.StatPrefix)
+			if sc != nil {
+				sc.Close()
+			}
+		}}, nil
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/pool"
 	"github.com/legateproxy/legate/stats"
+	"github.com/legateproxy/legate/tlsutil"
 )
 
 // copyBufferSize is the size of each direction's copy buffer, bounded further by the
@@ -65,6 +66,11 @@ type Config struct {
 	Logger *logging.Logger
 	// AccessLogs builds the filter's access_log entries; the zero value refuses them.
 	AccessLogs AccessLogDeps
+	// TLS terminates TLS on every downstream connection before it is proxied (the filter
+	// chain's DownstreamTlsContext); nil proxies the connection's bytes as they come.
+	TLS *tlsutil.ServerContext
+	// HandshakeTimeout bounds the TLS handshake; zero means no limit.
+	HandshakeTimeout time.Duration
 }
 
 // Proxy is the envoy.filters.network.tcp_proxy filter: each downstream connection is joined to
@@ -86,6 +92,9 @@ type Proxy struct {
 	log     *logging.Logger
 	logs    []accessLogger
 	buffers sync.Pool
+
+	tls              *tlsutil.ServerContext // nil: no TLS termination
+	handshakeTimeout time.Duration
 }
 
 // New builds a Proxy.
@@ -97,7 +106,7 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg.Proxy, pools: cfg.Pools, st: cfg.Stats, rand: cfg.Rand, log: cfg.Logger, logs: logs}
+	p := &Proxy{cfg: cfg.Proxy, pools: cfg.Pools, st: cfg.Stats, rand: cfg.Rand, log: cfg.Logger, logs: logs, tls: cfg.TLS, handshakeTimeout: cfg.HandshakeTimeout}
 	if p.st == nil {
 		p.st = &Stats{}
 	}
@@ -132,15 +141,31 @@ func (p *Proxy) cluster() string {
 	return p.cfg.WeightedClusters[len(p.cfg.WeightedClusters)-1].Name
 }
 
-// Serve proxies down until both directions end; it closes down. Each access log gets one
-// TcpConnectionEnd entry when the connection closes, and the intermediate entries its
-// access_log_options ask for.
+// Serve proxies down until both directions end; it closes down. With a TLS context, it
+// terminates TLS first and proxies the plain text; a connection whose handshake fails is
+// closed without an upstream connection. Each access log gets one TcpConnectionEnd entry when
+// the connection closes, and the intermediate entries its access_log_options ask for.
 func (p *Proxy) Serve(down net.Conn) {
 	st := p.st
 	st.DownstreamCxTotal.Inc()
 	ci := newConnInfo(down)
+	limit := copyBufferSize
+	if lc, ok := down.(*listener.Conn); ok && lc.BufferLimit() > 0 {
+		limit = min(limit, int(lc.BufferLimit()))
+	}
 	if p.cfg.FlushAccessLogOnStart {
 		p.accessLog(ci, accesslog.TypeTCPConnectionStart)
+	}
+	if p.tls != nil {
+		tc, info, err := p.handshake(down)
+		if err != nil {
+			p.log.Debugf("tcp_proxy %q: TLS handshake with %s: %v", p.cfg.StatPrefix, ci.remote, err)
+			down.Close()
+			p.accessLog(ci, accesslog.TypeTCPConnectionEnd)
+			return
+		}
+		ci.setTLS(info)
+		down = tc
 	}
 	up, err := p.connect(ci)
 	if err != nil {
@@ -153,7 +178,7 @@ func (p *Proxy) Serve(down net.Conn) {
 	if p.cfg.FlushAccessLogOnConnected {
 		p.accessLog(ci, accesslog.TypeTCPUpstreamConnected)
 	}
-	s := &session{p: p, down: down, up: up, info: ci}
+	s := &session{p: p, down: down, up: up, info: ci, limit: limit}
 	s.run()
 	p.accessLog(ci, accesslog.TypeTCPConnectionEnd)
 }
@@ -209,6 +234,7 @@ type session struct {
 	down    net.Conn
 	up      *pool.TCPConn
 	info    *connInfo
+	limit   int          // the copy buffer size, per_connection_buffer_limit_bytes at most
 	last    atomic.Int64 // time of the last byte in either direction, UnixNano
 	closing sync.Once
 	closed  atomic.Bool // set by abort
@@ -240,10 +266,7 @@ func (s *session) run() {
 	if d := cfg.AccessLogFlushInterval; d > 0 && len(s.p.logs) > 0 {
 		arm(&s.flush, d, s.periodic)
 	}
-	limit := copyBufferSize
-	if lc, ok := s.down.(*listener.Conn); ok && lc.BufferLimit() > 0 {
-		limit = min(limit, int(lc.BufferLimit()))
-	}
+	limit := s.limit
 	st := s.p.st
 	done := make(chan struct{})
 	go func() {
@@ -346,7 +369,7 @@ func (s *session) pipe(dst, src net.Conn, limit int, m meters) {
 }
 
 // closeWrite half-closes c (a listener.Conn's socket, a pool.TCPConn, or any conn with
-// CloseWrite).
+// CloseWrite; a TLS connection sends its close_notify).
 func closeWrite(c net.Conn) error {
 	if lc, ok := c.(*listener.Conn); ok {
 		c = lc.Conn

@@ -1,7 +1,7 @@
 package tcpproxy
 
 import (
-	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -11,7 +11,6 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -35,6 +34,13 @@ type env struct {
 
 // newEnv builds static clusters "name=addr,addr;..." with the extra YAML for each cluster.
 func newEnv(t *testing.T, extra string, clusters map[string][]string) *env {
+	t.Helper()
+	return newEnvTLS(t, extra, clusters, nil)
+}
+
+// newEnvTLS is newEnv whose pools connect with the TLS configuration upstreamTLS gives (nil:
+// plain TCP).
+func newEnvTLS(t *testing.T, extra string, clusters map[string][]string, upstreamTLS func(*config.Cluster, *host.Host) *tls.Config) *env {
 	t.Helper()
 	store, err := stats.New(stats.Config{})
 	if err != nil {
@@ -69,7 +75,7 @@ func newEnv(t *testing.T, extra string, clusters map[string][]string) *env {
 	if err := cm.AddStatic(cfgs); err != nil {
 		t.Fatal(err)
 	}
-	pools, err := pool.NewRegistry(pool.RegistryConfig{Clusters: cm, Stats: store})
+	pools, err := pool.NewRegistry(pool.RegistryConfig{Clusters: cm, Stats: store, TLS: upstreamTLS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,11 +376,7 @@ func TestCloseOnHostHealthFailure(t *testing.T) {
 func TestThroughListener(t *testing.T) {
 	up := newUpstream(t, echo)
 	e := newEnv(t, "", map[string][]string{"echo": {up.addr()}})
-	reg := listener.NewRegistry()
-	if err := Register(reg, Deps{Pools: e.pools}); err != nil {
-		t.Fatal(err)
-	}
-	js, err := yaml.YAMLToJSON([]byte(`
+	addr := serveListener(t, e, Deps{Pools: e.pools}, `
 name: tcp
 address: {socket_address: {address: 127.0.0.1, port_value: 0}}
 filter_chains:
@@ -384,38 +386,7 @@ filter_chains:
       "@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy
       stat_prefix: echo_proxy
       cluster: echo
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lpb listenerv3.Listener
-	if err := protojson.Unmarshal(js, &lpb); err != nil {
-		t.Fatal(err)
-	}
-	lcfg, err := config.ListenerFromProto(&lpb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lm, err := listener.NewManager(listener.ManagerConfig{Stats: e.store, Handlers: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lm.AddStatic([]*config.Listener{lcfg}); err != nil {
-		t.Fatal(err)
-	}
-	if err := lm.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- lm.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("listener Run = %v", err)
-		}
-	}()
-	addr := lm.Addrs()["tcp"][0].String()
+`)
 	c := dial(t, addr)
 	io.WriteString(c, "through the listener")
 	c.CloseWrite()
@@ -435,7 +406,9 @@ filter_chains:
 	}
 }
 
-func TestFactoryRefusesTLSTermination(t *testing.T) {
+// TestFactoryTransportSockets checks which transport sockets a TCP proxy's filter chain may
+// have: none, raw_buffer, or TLS with a certificate (terminated by the proxy).
+func TestFactoryTransportSockets(t *testing.T) {
 	e := newEnv(t, "", map[string][]string{"echo": {"127.0.0.1:1"}})
 	typed := func(y string) *anypb.Any {
 		a, err := anypb.New(tcpProxyFromYAML(t, y))
@@ -444,16 +417,23 @@ func TestFactoryRefusesTLSTermination(t *testing.T) {
 		}
 		return a
 	}
+	alts, err := anypb.New(&tcpproxyv3.TcpProxy{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	filters := []config.NetworkFilter{{Name: config.TCPProxyFilter, TypedConfig: typed("{stat_prefix: t, cluster: echo}")}}
 	for _, tc := range []struct {
-		name, socket, want string
+		name, socket string
+		typed        *anypb.Any
+		want         string
 	}{
-		{"tls", "envoy.transport_sockets.tls", `filter chain "c": transport_socket "envoy.transport_sockets.tls": terminating TLS in front of the TCP proxy is not implemented by Legate`},
-		{"raw buffer", "envoy.transport_sockets.raw_buffer", ""},
-		{"none", "", ""},
+		{"tls without a certificate", "envoy.transport_sockets.tls", nil, `filter chain "c": transport_socket.typed_config.common_tls_context: no tls_certificates or tls_certificate_sds_secret_configs; a server context needs one`},
+		{"unknown socket", "envoy.transport_sockets.alts", alts, `filter chain "c": transport_socket "envoy.transport_sockets.alts" ("type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy"): only envoy.transport_sockets.raw_buffer and envoy.transport_sockets.tls are implemented for the TCP proxy`},
+		{"raw buffer", "envoy.transport_sockets.raw_buffer", nil, ""},
+		{"none", "", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, err := Factory(Deps{Pools: e.pools})(&listener.ChainContext{Chain: &config.FilterChain{Name: "c", Filters: filters, TransportSocket: tc.socket}})
+			h, err := Factory(Deps{Pools: e.pools})(&listener.ChainContext{Chain: &config.FilterChain{Name: "c", Filters: filters, TransportSocket: tc.socket, TransportSocketConfig: tc.typed}})
 			got := ""
 			if err != nil {
 				got = err.Error()
