@@ -62,16 +62,30 @@ func (c *Client) WatchRoutes(name string, source *corev3.ConfigSource, statPrefi
 	if src.Self {
 		return nil, 0, nil, fmt.Errorf("rds.config_source.self is not supported")
 	}
+	cur, gen, _, cancel, err := c.watchRoutesFrom(src, name, statPrefix, false, update)
+	if err != nil {
+		return nil, 0, nil, fmt.Errorf("rds %q: %w", name, err)
+	}
+	return cur, gen, cancel, nil
+}
+
+// watchRoutesFrom is WatchRoutes on a resolved source; it also returns the RDS subscription
+// (for its readiness). With passNil a removal or an initial fetch that ends without a
+// configuration reaches update as nil (scoped routes wake their waiters on it); without, it is
+// not reported.
+func (c *Client) watchRoutesFrom(src resource.Source, name, statPrefix string, passNil bool,
+	update func(gen uint64, rc *routev3.RouteConfiguration)) (*routev3.RouteConfiguration, uint64, watchRef, func(), error) {
 	w := &routeWatch{c: c, update: update, prefix: statPrefix}
 	w.mu.Lock() // holds back updates until the current configuration is returned
 	ref, val, _, _, err := c.rds.subscribe(src, name, statPrefix, func(_ uint64, v any) {
-		if rc, ok := v.(*routev3.RouteConfiguration); ok {
+		rc, _ := v.(*routev3.RouteConfiguration)
+		if rc != nil || passNil {
 			w.rdsChanged(rc)
 		}
 	})
 	if err != nil {
 		w.mu.Unlock()
-		return nil, 0, nil, fmt.Errorf("rds %q: %w", name, err)
+		return nil, 0, watchRef{}, nil, err
 	}
 	var cur *routev3.RouteConfiguration
 	if rc, ok := val.(*routev3.RouteConfiguration); ok {
@@ -80,7 +94,7 @@ func (c *Client) WatchRoutes(name string, source *corev3.ConfigSource, statPrefi
 	}
 	gen := w.gen
 	w.mu.Unlock()
-	return cur, gen, func() { ref.release(); w.stop() }, nil
+	return cur, gen, ref, func() { ref.release(); w.stop() }, nil
 }
 
 // RoutesConfigDump returns the RDS part of the "routes" config dump: dynamic_route_configs

@@ -336,8 +336,11 @@ type scopedWatch struct {
 	// unwatch ends the watch of h; set once before the first refresh.
 	unwatch func()
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// refs are the RDS subscriptions of the scopes' route configurations (for readiness);
+	// stops end them and their VHDS watches. Both by route configuration name.
 	refs   map[string]watchRef
+	stops  map[string]func()
 	routes map[string]*routev3.RouteConfiguration
 	gen    uint64
 	closed bool
@@ -399,7 +402,7 @@ func (c *Client) watchScopes(sr *hcmv3.ScopedRoutes, statPrefix string, reportFi
 		report = func(uint64, []*routev3.ScopedRouteConfiguration, map[string]*routev3.RouteConfiguration) {}
 	}
 	w := &scopedWatch{c: c, name: sr.GetName(), rds: rds, prefix: statPrefix, update: report, born: c.clock.Now(),
-		refs: map[string]watchRef{}, routes: map[string]*routev3.RouteConfiguration{}, waiters: map[string]map[uint64]func(){}}
+		refs: map[string]watchRef{}, stops: map[string]func(){}, routes: map[string]*routev3.RouteConfiguration{}, waiters: map[string]map[uint64]func(){}}
 	switch {
 	case sr.GetScopedRds() != nil:
 		if sr.GetScopedRds().GetSrdsResourcesLocator() != "" {
@@ -484,23 +487,25 @@ func (w *scopedWatch) refresh() {
 		if _, ok := w.refs[name]; ok {
 			continue
 		}
-		ref, val, _, _, err := w.c.rds.subscribe(w.rds, name, w.prefix, func(_ uint64, v any) {
-			rc, _ := v.(*routev3.RouteConfiguration)
+		// A route watch, so that a route configuration with vhds gets its VHDS virtual hosts
+		// merged in, as Envoy's scoped RDS uses its RDS route config providers.
+		cur, _, ref, stop, err := w.c.watchRoutesFrom(w.rds, name, w.prefix, true, func(_ uint64, rc *routev3.RouteConfiguration) {
 			w.routeChanged(name, rc)
 		})
 		if err != nil {
 			w.c.log.Errorf("xds: scoped_routes %q: rds %q: %v", w.name, name, err)
 			continue
 		}
-		w.refs[name] = ref
-		if rc, ok := val.(*routev3.RouteConfiguration); ok {
-			w.routes[name] = rc
+		w.refs[name], w.stops[name] = ref, stop
+		if cur != nil {
+			w.routes[name] = cur
 		}
 	}
-	for name, ref := range w.refs {
+	for name := range w.refs {
 		if !want[name] {
-			ref.release()
+			w.stops[name]()
 			delete(w.refs, name)
+			delete(w.stops, name)
 			delete(w.routes, name)
 		}
 	}
@@ -630,10 +635,10 @@ func (w *scopedWatch) cancel() {
 		return
 	}
 	w.closed = true
-	for _, ref := range w.refs {
-		ref.release()
+	for _, stop := range w.stops {
+		stop()
 	}
-	w.refs = nil
+	w.refs, w.stops = nil, nil
 	var wake []func()
 	for _, ws := range w.waiters {
 		for _, fn := range ws {

@@ -422,6 +422,13 @@ type routeWatch struct {
 // and returns the configuration to serve.
 func (w *routeWatch) setLocked(rc *routev3.RouteConfiguration) *routev3.RouteConfiguration {
 	w.rc = rc
+	if rc == nil {
+		if w.unwatch != nil {
+			w.unwatch()
+		}
+		w.vh, w.unwatch, w.vhKey = nil, nil, ""
+		return nil
+	}
 	var key string
 	if v := rc.GetVhds(); v != nil {
 		key = rc.GetName() + "\x00" + string(mustMarshal(v.GetConfigSource()))

@@ -8,6 +8,7 @@ import (
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/google/go-cmp/cmp"
@@ -103,5 +104,46 @@ func TestVHDSStatsAndDump(t *testing.T) {
 	}
 	if d.GetVersionInfo() != "2" || d.GetLastUpdated() == nil {
 		t.Errorf("version_info = %q, last_updated = %v; want the VHDS answer's version 2 and its time", d.GetVersionInfo(), d.GetLastUpdated())
+	}
+}
+
+// TestVHDSInScope: a scope's route configuration with vhds gets the virtual hosts VHDS
+// delivers for it, as Envoy's scoped RDS serves scopes through RDS route config providers.
+func TestVHDSInScope(t *testing.T) {
+	cp := newControlPlane(t, true)
+	dr := &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: grpcSource(corev3.ApiConfigSource_DELTA_GRPC).GetApiConfigSource()}
+	p := startProxy(t, dr, withDial(cp))
+	delta := grpcSource(corev3.ApiConfigSource_DELTA_GRPC)
+	got := make(chan []string, 100)
+	sr := &hcmv3.ScopedRoutes{Name: "scopes", RdsConfigSource: adsSource(),
+		ConfigSpecifier: &hcmv3.ScopedRoutes_ScopedRds{ScopedRds: &hcmv3.ScopedRds{ScopedRdsConfigSource: adsSource()}}}
+	cancel, err := p.c.WatchScopedRoutes(sr, "ingress", func(_ uint64, _ []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration) {
+		var names []string
+		for _, vh := range routes["ra"].GetVirtualHosts() {
+			names = append(names, vh.GetName())
+		}
+		got <- names
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	cp.setAll("1", map[resourcev3.Type][]types.Resource{
+		resourcev3.ScopedRouteType: {scopedRoute("sa", "ra", "a")},
+		resourcev3.RouteType:       {vhdsRoute("ra", delta)},
+		resourcev3.VirtualHostType: {vhost("ra/extra", "extra.example")},
+	})
+	want := []string{"base", "ra/extra"}
+	deadline := time.After(10 * time.Second)
+	var last []string
+	for !cmp.Equal(last, want) {
+		select {
+		case last = <-got:
+		case <-deadline:
+			t.Fatalf("scope ra virtual hosts = %q; want %q", last, want)
+		}
+	}
+	if got := p.stat("http.ingress.rds.vhds.ra.update_success"); got < 1 {
+		t.Errorf("http.ingress.rds.vhds.ra.update_success = %d; want >= 1", got)
 	}
 }
