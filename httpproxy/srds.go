@@ -171,9 +171,6 @@ type srdsRoutes struct {
 // scope of scoped_route_configurations_list routes with its inline route_configuration.
 func (sh *shared) startSRDS(h *Handler, sr *hcmv3.ScopedRoutes) error {
 	d := &sh.deps
-	if d.ScopedRoutes == nil {
-		return fmt.Errorf("http_connection_manager %q: scoped_routes %q: scoped routes need the xDS client (no ScopedRouteProvider)", h.cfg.StatPrefix, sr.GetName())
-	}
 	builder, err := newScopeKeyBuilder("scoped_routes.scope_key_builder", sr.GetScopeKeyBuilder())
 	if err != nil {
 		return fmt.Errorf("http_connection_manager %q: %w", h.cfg.StatPrefix, err)
@@ -181,6 +178,9 @@ func (sh *shared) startSRDS(h *Handler, sr *hcmv3.ScopedRoutes) error {
 	st := &srdsRoutes{compiled: map[*routev3.RouteConfiguration]*route.Table{}}
 	if err := st.compileInline(sr, d.routeOptions(h.cfg)); err != nil {
 		return fmt.Errorf("http_connection_manager %q: %w", h.cfg.StatPrefix, err)
+	}
+	if d.ScopedRoutes == nil {
+		return fmt.Errorf("http_connection_manager %q: scoped_routes %q: scoped routes need the xDS client (no ScopedRouteProvider)", h.cfg.StatPrefix, sr.GetName())
 	}
 	update := func(gen uint64, scopes []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration) {
 		st.mu.Lock()
