@@ -25,7 +25,7 @@ type bodyReader struct {
 	err     error
 	read    int64 // body bytes read, for %BYTES_RECEIVED%
 	// trailer, when set, receives each line of the chunked trailer section (without its CRLF;
-	// valid only during the call). The trailers are not forwarded; filters may see them.
+	// valid only during the call): the stream forwards them to HTTP/2 upstreams and filters.
 	trailer func(line []byte)
 }
 
@@ -132,7 +132,7 @@ func (b *bodyReader) expectCRLF() error {
 }
 
 // nextChunk reads a chunk-size line; on the last chunk it reads the trailers (handing them to
-// b.trailer when set; they are not forwarded) and marks the body done.
+// b.trailer when set) and marks the body done.
 func (b *bodyReader) nextChunk() error {
 	l, err := b.line()
 	if err != nil {
@@ -189,7 +189,8 @@ type h1writer struct {
 	noBody  bool // HEAD, 1xx, 204, 304: the body is not sent
 	tx      *stats.Counter
 	err     error
-	sent    int64 // body bytes accepted, for %BYTES_SENT%
+	sent    int64  // body bytes accepted, for %BYTES_SENT%
+	trailer []byte // the chunked trailer section's field lines, each ending in CRLF
 }
 
 // flushAt is how much a writer buffers before writing to the socket.
@@ -280,7 +281,9 @@ func (w *h1writer) copyFrom(r io.Reader) (int64, error) {
 // finish ends the body (the last chunk) and writes everything buffered.
 func (w *h1writer) finish() error {
 	if w.chunked && !w.noBody && w.err == nil {
-		w.buf = append(w.buf, "0\r\n\r\n"...)
+		w.buf = append(w.buf, "0\r\n"...)
+		w.buf = append(w.buf, w.trailer...)
+		w.buf = append(w.buf, '\r', '\n')
 	}
 	return w.flush()
 }

@@ -12,21 +12,29 @@ import (
 // and its timer are made only when someone waits on Done (the pool waiting for a connection,
 // or the HTTP/2 transport).
 //
+// An HTTP/2 stream's attempts also end when the downstream request does (the client reset the
+// stream or the connection closed): parent is the request's context, and Err then reports
+// context.Canceled, so the pool resets the upstream stream or closes its connection.
+//
 // Every method is safe for concurrent use: context.WithTimeout over a context it does not
 // know starts a goroutine that may call Done after the attempt has ended, while the stream
 // already resets the context for its next request, so all fields are read under mu.
 type deadlineCtx struct {
 	mu       sync.Mutex // guards every field below
 	now      func() time.Time
-	deadline time.Time // zero: none
+	deadline time.Time       // zero: none
+	parent   context.Context // the downstream request's context; nil: none
 	done     chan struct{}
 	timer    *time.Timer
+	unwatch  func() bool // stops the watch of parent that closes done
+	fired    bool        // done was closed
 }
 
-// setNow sets the clock (the handler's) for the next attempts.
-func (c *deadlineCtx) setNow(now func() time.Time) {
+// setup sets the clock (the handler's) and the downstream request's context (nil: none) for
+// the next attempts.
+func (c *deadlineCtx) setup(now func() time.Time, parent context.Context) {
 	c.mu.Lock()
-	c.now = now
+	c.now, c.parent = now, parent
 	c.mu.Unlock()
 }
 
@@ -47,7 +55,11 @@ func (c *deadlineCtx) stop() {
 		c.timer.Stop()
 		c.timer = nil
 	}
-	c.done = nil
+	if c.unwatch != nil {
+		c.unwatch()
+		c.unwatch = nil
+	}
+	c.done, c.fired = nil, false
 	c.mu.Unlock()
 }
 
@@ -58,11 +70,16 @@ func (c *deadlineCtx) Deadline() (time.Time, bool) {
 	return c.deadline, !c.deadline.IsZero()
 }
 
-// Done implements context.Context; nil (never done) when the attempt has no deadline.
+// Done implements context.Context: the parent's channel when the attempt has no deadline
+// (nil, never done, without a parent either), else a channel closed at the deadline or when
+// the parent ends.
 func (c *deadlineCtx) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.deadline.IsZero() {
+		if c.parent != nil {
+			return c.parent.Done()
+		}
 		return nil
 	}
 	if c.done == nil {
@@ -70,12 +87,27 @@ func (c *deadlineCtx) Done() <-chan struct{} {
 		c.done = ch
 		d := c.deadline.Sub(c.now())
 		if d <= 0 {
+			c.fired = true
 			close(ch)
-		} else {
-			c.timer = time.AfterFunc(d, func() { close(ch) })
+			return ch
+		}
+		fire := func() { c.fire(ch) }
+		c.timer = time.AfterFunc(d, fire)
+		if c.parent != nil {
+			c.unwatch = context.AfterFunc(c.parent, fire)
 		}
 	}
 	return c.done
+}
+
+// fire closes ch once, if it is still the attempt's channel.
+func (c *deadlineCtx) fire(ch chan struct{}) {
+	c.mu.Lock()
+	if c.done == ch && !c.fired {
+		c.fired = true
+		close(ch)
+	}
+	c.mu.Unlock()
 }
 
 // Err implements context.Context.
@@ -84,6 +116,9 @@ func (c *deadlineCtx) Err() error {
 	defer c.mu.Unlock()
 	if !c.deadline.IsZero() && !c.now().Before(c.deadline) {
 		return context.DeadlineExceeded
+	}
+	if c.parent != nil && c.parent.Err() != nil {
+		return context.Canceled
 	}
 	return nil
 }

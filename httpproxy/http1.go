@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/legateproxy/legate/stats"
@@ -118,6 +119,19 @@ type requestHead struct {
 	close          bool // Connection: close, or HTTP/1.0 without keep-alive
 	expect100      bool
 	absolute       bool // the target was in absolute form
+	teTrailers     bool // TE lists "trailers": the client takes a chunked trailer section
+}
+
+// hasTrailersToken reports whether a TE value lists "trailers" (RFC 9110 §10.1.4).
+func hasTrailersToken(v string) bool {
+	for v != "" {
+		var t string
+		t, v, _ = strings.Cut(v, ",")
+		if t, _, _ = strings.Cut(t, ";"); equalFold(strings.Trim(t, " \t"), "trailers") {
+			return true
+		}
+	}
+	return false
 }
 
 // Canonical names of the headers the codec interprets.
@@ -131,6 +145,7 @@ const (
 	hdrProxyConnection  = "Proxy-Connection"
 	hdrUpgrade          = "Upgrade"
 	hdrTE               = "Te"
+	hdrTrailer          = "Trailer"
 )
 
 // parseHead parses a request head (as returned by readHead, copied to stable memory) into
@@ -204,7 +219,10 @@ func parseHead(s string, h http.Header, vals *[]string, maxHeaders int) (request
 				head.expect100 = true
 				continue
 			}
-		case hdrKeepAlive, hdrProxyConnection, hdrUpgrade, hdrTE:
+		case hdrTE:
+			head.teTrailers = head.teTrailers || hasTrailersToken(value)
+			continue // hop-by-hop: not forwarded
+		case hdrKeepAlive, hdrProxyConnection, hdrUpgrade:
 			continue // hop-by-hop: not forwarded
 		}
 		addValue(h, vals, key, value)

@@ -121,6 +121,14 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		s.up.Priority = config.PriorityHigh
 	}
 	s.up.HTTP2 = s.h2w != nil
+	s.up.Trailer, s.up.Downstream = nil, nil
+	switch {
+	case s.h2req != nil:
+		s.up.Trailer = s.h2req.Trailer // http2 fills the declared trailers at the body's end
+		s.up.Downstream = s.h2req.Context()
+	case s.body != nil && s.contentLength < 0:
+		s.up.Trailer = s.trailers // the chunked trailer section, read with the body
+	}
 
 	s.lbctx = lb.Context{MetadataMatch: m.MetadataMatch}
 	if len(r.HashPolicy) > 0 {
@@ -608,8 +616,46 @@ func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, 
 			return
 		}
 	}
+	if len(resp.Trailer) > 0 {
+		s.sendTrailers(resp.Trailer)
+	}
 	resp.Close()
 	s.finish()
+}
+
+// sendTrailers forwards the upstream response's trailers (gRPC's grpc-status and
+// grpc-message): in a trailing HEADERS frame on HTTP/2, and in the chunked trailer section on
+// HTTP/1.1 when the client sent "TE: trailers". Other HTTP/1 responses go without them, as
+// Envoy's HTTP/1 codec drops trailers unless enable_trailers is set. Filters and the access
+// log (%TRAILER(...)%) see them either way.
+func (s *stream) sendTrailers(fields []pool.RawField) {
+	if s.respTrailers == nil {
+		s.respTrailers = make(http.Header, len(fields))
+	}
+	h1 := s.h2w == nil && s.hw.chunked && !s.hw.noBody && s.teTrailers
+	for i := range fields {
+		f := &fields[i]
+		k := canonicalKey(s.arenaString(f.Name))
+		if skipResponseHeader(k) || k == hdrTrailer {
+			continue
+		}
+		v := s.arenaString(f.Value)
+		s.respTrailers[k] = append(s.respTrailers[k], v)
+		switch {
+		case s.h2w != nil:
+			// http2 sends the header map's http.TrailerPrefix keys as trailers.
+			tk := http.TrailerPrefix + k
+			s.resp[tk] = append(s.resp[tk], v)
+		case h1:
+			s.hw.trailer = appendLowerKey(s.hw.trailer, k)
+			s.hw.trailer = append(s.hw.trailer, ": "...)
+			s.hw.trailer = append(s.hw.trailer, v...)
+			s.hw.trailer = append(s.hw.trailer, '\r', '\n')
+		}
+	}
+	for _, fs := range s.fstreams {
+		fs.ResponseTrailers(s.respTrailers)
+	}
 }
 
 // itoa formats n into the arena.

@@ -41,6 +41,7 @@ const (
 	maxDrainedBody       = 64 << 10
 	h2CopyBuffer         = 8 << 10
 	defaultRetryBufLimit = 1 << 20
+	maxTrailerFields     = 100 // a stream without a handler: max_headers_count's default
 )
 
 // drainer is the listener's drain decision (listener.Conn.DrainClose).
@@ -117,13 +118,15 @@ type stream struct {
 	reqObserved  observedBody      // wraps the request body for RequestBody/RequestTrailers
 	respObserved observedBody      // wraps the upstream response body (ResponseBody, read errors)
 	trailersOut  bool              // RequestTrailers was reported
-	trailers     http.Header       // HTTP/1 request trailers, kept while fstreams is not empty
+	trailers     http.Header       // HTTP/1 request trailers (chunked trailer section)
+	teTrailers   bool              // the HTTP/1 request has "TE: trailers"
+	respTrailers http.Header       // the upstream response's trailers; made on first use
 	keepTrailer  func(line []byte) // s.addTrailer, made once
 	h2req        *http.Request     // the HTTP/2 request, whose Trailer http2 fills at the body's end
 }
 
 var streamPool = sync.Pool{New: func() any {
-	s := &stream{hdr: make(http.Header, 16), respStore: make(http.Header, 16)}
+	s := &stream{hdr: make(http.Header, 16), respStore: make(http.Header, 16), trailers: make(http.Header, 2)}
 	s.addCookie = s.addDownstreamCookie
 	s.keepTrailer = s.addTrailer
 	return s
@@ -144,7 +147,7 @@ func putStream(s *stream) {
 	s.entry = accesslog.Entry{}
 	s.resp = nil
 	s.lbctx = lb.Context{}
-	s.up.Body = nil
+	s.up.Body, s.up.Trailer, s.up.Downstream = nil, nil, nil
 	s.bodyReplay.Reset(nil)
 	s.rqBody = requestBody{}
 	if cap(s.wbuf) > maxRetainedWriteBuf {
@@ -169,8 +172,9 @@ func (s *stream) begin(h *Handler) {
 	s.bodyBuf = s.bodyBuf[:0]
 	s.setCookies = s.setCookies[:0]
 	s.trailersOut = false
+	s.teTrailers = false
 	clear(s.trailers)
-	s.ctx.setNow(h.sh.deps.Now)
+	clear(s.respTrailers)
 }
 
 // serveH1 serves one HTTP/1 request whose head was just read; it reports whether the
@@ -201,10 +205,13 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 	if s.tls {
 		s.req.Scheme = "https"
 	}
+	s.ctx.setup(h.sh.deps.Now, nil)
+	s.teTrailers = rh.teTrailers
 	s.hbody.reset(&sc.rd, &rh)
 	switch {
 	case rh.chunked:
 		s.body, s.contentLength = &s.hbody, -1
+		s.hbody.trailer = s.keepTrailer // forwarded to HTTP/2 upstreams
 	case rh.contentLength > 0:
 		s.body, s.contentLength = &s.hbody, rh.contentLength
 	default:
@@ -244,6 +251,7 @@ func (s *stream) serveH2(c *h2conn, w http.ResponseWriter, r *http.Request) {
 	h := c.h
 	s.begin(h)
 	s.h2w = w
+	s.ctx.setup(h.sh.deps.Now, r.Context())
 	s.remote, s.remoteIP, s.local, s.tls = c.remote, c.remoteIP, c.local, c.tls
 	s.drain = c
 	s.proto = "HTTP/2"
@@ -656,6 +664,7 @@ func (s *stream) log(end time.Time) {
 	s.fillEntryBasics()
 	e := &s.entry
 	e.ResponseHeaders = s.resp
+	e.ResponseTrailers = s.respTrailers
 	e.ResponseCode = s.status
 	e.ResponseCodeDetails = s.details
 	e.ResponseFlags = s.flags
@@ -725,8 +734,19 @@ func (s *stream) requestBodyEnded() {
 }
 
 // addTrailer keeps one line of an HTTP/1 chunked trailer section ("name: value") for the
-// filters' streams; malformed lines are dropped, as the trailers are not forwarded.
+// upstream request and the filters' streams. Malformed lines, framing fields and lines past
+// max_headers_count are dropped (RFC 9110 §6.5.1 lets a recipient discard trailer fields).
 func (s *stream) addTrailer(line []byte) {
+	limit, n := maxTrailerFields, 0
+	if s.h != nil {
+		limit = int(s.h.cfg.MaxHeadersCount)
+	}
+	for _, vs := range s.trailers {
+		n += len(vs)
+	}
+	if n >= limit {
+		return
+	}
 	colon := bytes.IndexByte(line, ':')
 	if colon <= 0 || !validToken(bytesString(line[:colon])) {
 		return
@@ -734,10 +754,11 @@ func (s *stream) addTrailer(line []byte) {
 	if !validValue(trimOWS(bytesString(line[colon+1:]))) {
 		return
 	}
-	if s.trailers == nil {
-		s.trailers = make(http.Header, 2)
-	}
 	key := canonicalKey(s.arenaString(line[:colon]))
+	switch key {
+	case hdrContentLength, hdrTransferEncoding, hdrHost, hdrTrailer:
+		return
+	}
 	s.trailers[key] = append(s.trailers[key], trimOWS(s.arenaString(line[colon+1:])))
 }
 

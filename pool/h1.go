@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,6 +34,37 @@ type h1conn struct {
 	peerGone  bool        // the upstream closed or reset the connection
 	retired   bool        // not to be reused (host health failure); guarded by hp.mu
 	deadline  bool        // a read/write deadline is set
+
+	// The watch on the exchange's Request.Downstream: unwatch stops it; abandoned is set
+	// (by the watch's goroutine) when the downstream request ended and the socket was closed.
+	unwatch   func() bool
+	abandoned atomic.Bool
+}
+
+// watch closes the connection if downstream ends before the exchange does.
+func (c *h1conn) watch(downstream context.Context) {
+	if downstream == nil {
+		return
+	}
+	c.unwatch = context.AfterFunc(downstream, c.abandon)
+}
+
+// abandon runs when the downstream request of the exchange ends first: closing the socket
+// wakes the exchange's blocked read or write, which then fails with context.Canceled.
+func (c *h1conn) abandon() {
+	c.abandoned.Store(true)
+	c.uc.Conn.Close()
+}
+
+// stopWatch ends the watch of the exchange that ends. A watch that already fired (or is
+// firing) leaves the connection abandoned: its socket is closed or about to be.
+func (c *h1conn) stopWatch() {
+	if c.unwatch != nil {
+		if !c.unwatch() {
+			c.abandoned.Store(true)
+		}
+		c.unwatch = nil
+	}
 }
 
 var (
@@ -276,10 +308,19 @@ func (ex *exchange) roundTripH1(ctx context.Context, req *Request, resp *Respons
 			c.last = true
 		}
 		c.uc.rqActive.Add(1)
+		c.watch(req.Downstream)
 		stale, err := c.exchange(ctx, req, resp)
 		if err == nil {
 			ex.h1 = c
 			return nil
+		}
+		c.stopWatch()
+		if c.abandoned.Load() {
+			// Closed under an active request: upstream_cx_destroy_local_with_active_rq.
+			hp.m.st.UpstreamRqTxReset.Inc()
+			hp.releaseH1(c, false)
+			c.uc.rqActive.Add(-1)
+			return err
 		}
 		c.uc.rqActive.Add(-1)
 		hp.releaseH1(c, false)
@@ -319,7 +360,7 @@ func (c *h1conn) exchange(ctx context.Context, req *Request, resp *Response) (st
 		return len(resp.raw) == 0 && resp.StatusCode == 0, c.ioError(ctx, err)
 	}
 	c.keepAlive = f.keepAlive
-	c.body.reset(c.br, f)
+	c.body.reset(c.br, f, resp)
 	resp.Body = &c.body
 	return false, nil
 }
@@ -327,6 +368,8 @@ func (c *h1conn) exchange(ctx context.Context, req *Request, resp *Response) (st
 // ioError classifies a read or write failure.
 func (c *h1conn) ioError(ctx context.Context, err error) error {
 	switch {
+	case c.abandoned.Load():
+		return fmt.Errorf("upstream request to %s: %w", c.uc.hp.host.Address(), context.Canceled)
 	case errors.Is(err, ErrProtocol):
 		return err
 	case errors.Is(err, os.ErrDeadlineExceeded) && c.deadline: // only the request's deadline is set
@@ -342,8 +385,12 @@ func (c *h1conn) ioError(ctx context.Context, err error) error {
 // finishH1 ends an HTTP/1.1 exchange at Response.Close.
 func (ex exchange) finishH1() error {
 	c, hp := ex.h1, ex.hp
+	c.stopWatch()
 	complete := c.body.complete()
 	bodyErr := c.body.err
+	if c.abandoned.Load() {
+		complete, bodyErr = false, nil // counted as a local reset
+	}
 	if bodyErr != nil {
 		c.ioError(context.Background(), bodyErr)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 
 	"github.com/legateproxy/legate/breaker"
@@ -145,23 +146,93 @@ func (hp *hostPool) dialH2(ctx context.Context, prio *breaker.Priority, open *h2
 	return c, nil
 }
 
-// h2body is the body of an HTTP/2 response; it notes whether it was read to its end.
+// h2body is the body of an HTTP/2 response; it notes whether it was read to its end and
+// hands the trailers http2 collected to the Response at the end.
 type h2body struct {
-	rc   io.ReadCloser
-	c    *h2conn
-	done atomic.Bool
-	err  error
+	rc      io.ReadCloser
+	c       *h2conn
+	trailer *http.Header // the http.Response's Trailer, filled by http2 before io.EOF
+	resp    *Response
+	done    atomic.Bool
+	err     error
 }
 
 func (b *h2body) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if err == io.EOF {
+		if !b.done.Load() && len(*b.trailer) > 0 {
+			for k, vs := range *b.trailer {
+				for _, v := range vs {
+					b.resp.addTrailer([]byte(k), []byte(v))
+				}
+			}
+			b.resp.finishTrailer()
+		}
 		b.done.Store(true)
 	} else if err != nil {
 		b.err = err
 	}
 	return n, err
 }
+
+// requestTrailer is the body of an HTTP/2 request with trailers: at the body's end it copies
+// the caller's trailer fields into the request http2 sends them from (http2 reads
+// http.Request.Trailer after the body has returned io.EOF, on the goroutine reading it).
+// Strings are copied for the reason httpRequest gives.
+type requestTrailer struct {
+	r      io.Reader
+	src    http.Header
+	dst    http.Header
+	copied bool
+}
+
+func (t *requestTrailer) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err == io.EOF && !t.copied {
+		t.copied = true
+		for k, vs := range t.src {
+			if len(vs) == 0 || !sendableTrailer(k) {
+				continue
+			}
+			k = http.CanonicalHeaderKey(strings.Clone(k))
+			t.dst[k] = t.dst[k][:0]
+			for _, v := range vs {
+				t.dst[k] = append(t.dst[k], strings.Clone(v))
+			}
+		}
+	}
+	return n, err
+}
+
+// sendableTrailer reports whether a field may be sent as a trailer (RFC 9110 §6.5.1: not
+// framing, routing, authentication or connection fields).
+func sendableTrailer(k string) bool {
+	return httpguts.ValidTrailerHeader(k) && !isHopByHop(k)
+}
+
+// declareTrailers announces in hr.Trailer (keys with no values yet) the trailer fields
+// known before the body is sent: the keys of trailer and those a "trailer" header lists.
+// http2 sends them in the request's "trailer" header; an HTTP/2 server passes a handler
+// only the trailers declared there.
+func declareTrailers(hr *http.Request, trailer http.Header, header []Field) {
+	for k := range trailer {
+		if sendableTrailer(k) {
+			hr.Trailer[http.CanonicalHeaderKey(strings.Clone(k))] = nil
+		}
+	}
+	for _, f := range header {
+		if !equalFoldString(f.Name, "trailer") {
+			continue
+		}
+		for k := range strings.SplitSeq(f.Value, ",") {
+			if k = strings.TrimSpace(k); k != "" && sendableTrailer(k) {
+				hr.Trailer[http.CanonicalHeaderKey(strings.Clone(k))] = nil
+			}
+		}
+	}
+}
+
+func (t *requestTrailer) Close() error { return nil }
 
 // roundTripH2 runs one exchange on an HTTP/2 connection.
 func (ex *exchange) roundTripH2(ctx context.Context, req *Request, resp *Response) error {
@@ -184,8 +255,11 @@ func (ex *exchange) roundTripH2(ctx context.Context, req *Request, resp *Respons
 	res, err := c.cc.RoundTrip(hr)
 	if err != nil {
 		c.uc.rqActive.Add(-1)
-		if ctx.Err() != nil {
-			return fmt.Errorf("upstream request to %s: %w", hp.host.Address(), ctx.Err())
+		if err := ctx.Err(); err != nil {
+			if err == context.Canceled { //nolint:errorlint // the context's own error
+				hp.m.st.UpstreamRqTxReset.Inc() // the downstream went away: http2 reset the stream
+			}
+			return fmt.Errorf("upstream request to %s: %w", hp.host.Address(), err)
 		}
 		hp.m.st.UpstreamRqRxReset.Inc()
 		return fmt.Errorf("%w: %s: %w", ErrReset, hp.host.Address(), err)
@@ -204,7 +278,7 @@ func (ex *exchange) roundTripH2(ctx context.Context, req *Request, resp *Respons
 		}
 	}
 	resp.finishHeader()
-	b := &h2body{rc: res.Body, c: c}
+	b := &h2body{rc: res.Body, c: c, trailer: &res.Trailer, resp: resp}
 	resp.Body = b
 	ex.h2 = b
 	return nil
@@ -259,13 +333,18 @@ func httpRequest(ctx context.Context, req *Request, authority string, conn net.C
 	}
 	if req.Body != nil {
 		hr.Body = io.NopCloser(req.Body)
+		if req.Trailer != nil {
+			hr.Trailer = make(http.Header, len(req.Trailer))
+			declareTrailers(hr, req.Trailer, req.Header)
+			hr.Body = &requestTrailer{r: req.Body, src: req.Trailer, dst: hr.Trailer}
+		}
 		if req.ContentLength < 0 {
 			hr.ContentLength = -1
 		}
 	}
 	for _, f := range req.Header {
-		if isFramingHeader(f.Name) || isHopByHop(f.Name) {
-			continue
+		if isFramingHeader(f.Name) || isHopByHop(f.Name) || (hr.Trailer != nil && equalFoldString(f.Name, "trailer")) {
+			continue // http2 announces the trailers it sends itself
 		}
 		k := http.CanonicalHeaderKey(copyString(&cp, f.Name))
 		hr.Header[k] = append(hr.Header[k], copyString(&cp, f.Value))

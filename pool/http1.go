@@ -418,10 +418,11 @@ type body struct {
 	line      []byte // chunk-size line storage
 	onDone    func() // called once when the body ends cleanly; may be nil
 	readBytes int64
+	resp      *Response // receives the chunked trailer section; may be nil
 }
 
-func (b *body) reset(br *bufio.Reader, f framing) {
-	b.br, b.mode, b.left, b.crlf, b.err, b.readBytes = br, f.mode, f.length, false, nil, 0
+func (b *body) reset(br *bufio.Reader, f framing, resp *Response) {
+	b.br, b.mode, b.left, b.crlf, b.err, b.readBytes, b.resp = br, f.mode, f.length, false, nil, 0, resp
 	b.done = f.mode == bodyNone
 	if f.mode == bodyChunked {
 		b.left = 0
@@ -519,7 +520,7 @@ func (b *body) nextChunk() error {
 		b.left = size
 		return nil
 	}
-	for budget := maxHeaderBytes; ; { // trailers are read and dropped
+	for budget, fields := maxHeaderBytes, 0; ; fields++ {
 		var n int
 		b.line, n, err = readLine(b.br, b.line[:0], budget)
 		if err != nil {
@@ -529,9 +530,32 @@ func (b *body) nextChunk() error {
 		if len(b.line) == 0 {
 			break
 		}
+		b.addTrailer(b.line, fields)
+	}
+	if b.resp != nil {
+		b.resp.finishTrailer()
 	}
 	b.finish()
 	return nil
+}
+
+// addTrailer keeps one trailer line for the response. Lines that are not well-formed fields,
+// fields past maxHeaders and the fields that frame a message are dropped (RFC 9110 §6.5.1:
+// a recipient may discard trailer fields it cannot use).
+func (b *body) addTrailer(line []byte, fields int) {
+	if b.resp == nil || fields >= maxHeaders {
+		return
+	}
+	name, value, err := splitHeader(line)
+	if err != nil {
+		return
+	}
+	for _, framing := range [...]string{"content-length", "transfer-encoding", "host", "trailer"} {
+		if equalFold(name, framing) {
+			return
+		}
+	}
+	b.resp.addTrailer(name, value)
 }
 
 func unexpected(err error, what string) error {

@@ -20,7 +20,8 @@ type parsed struct {
 	Length    int64
 	Body      string
 	KeepAlive bool
-	Reusable  bool // the body ended cleanly and the connection may be reused
+	Reusable  bool     // the body ended cleanly and the connection may be reused
+	Trailer   []string // "name: value"
 }
 
 func parse(raw string, head bool) (parsed, error) {
@@ -31,7 +32,7 @@ func parse(raw string, head bool) (parsed, error) {
 		return parsed{}, err
 	}
 	var b body
-	b.reset(br, f)
+	b.reset(br, f, &resp)
 	got, err := io.ReadAll(&b)
 	if err != nil {
 		return parsed{}, err
@@ -40,6 +41,9 @@ func parse(raw string, head bool) (parsed, error) {
 		KeepAlive: f.keepAlive, Reusable: b.complete() && f.keepAlive}
 	for _, h := range resp.Header {
 		p.Header = append(p.Header, string(h.Name)+": "+string(h.Value))
+	}
+	for _, h := range resp.Trailer {
+		p.Trailer = append(p.Trailer, string(h.Name)+": "+string(h.Value))
 	}
 	return p, nil
 }
@@ -58,8 +62,9 @@ func TestReadResponse(t *testing.T) {
 		},
 		{
 			name: "chunked with extension and trailers",
-			raw:  "HTTP/1.1 201 Created\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3;ext=1\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\nTrailer: x\r\n\r\n",
-			want: parsed{Status: 201, Minor: 1, Header: []string{"Transfer-Encoding: gzip, chunked"}, Length: -1, Body: "abc0123456789abcdef", KeepAlive: true, Reusable: true},
+			raw:  "HTTP/1.1 201 Created\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3;ext=1\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\nTrailer: x\r\nGrpc-Status: 0\r\nbad line\r\nContent-Length: 3\r\nGrpc-Message:  ok \r\n\r\n",
+			want: parsed{Status: 201, Minor: 1, Header: []string{"Transfer-Encoding: gzip, chunked"}, Length: -1, Body: "abc0123456789abcdef", KeepAlive: true, Reusable: true,
+				Trailer: []string{"grpc-status: 0", "grpc-message: ok"}},
 		},
 		{
 			name: "until close",
@@ -208,7 +213,7 @@ func FuzzReadResponse(f *testing.F) {
 			return
 		}
 		var b body
-		b.reset(br, fr)
+		b.reset(br, fr, &resp)
 		n, _ := io.Copy(io.Discard, &b)
 		if fr.mode == bodyLength && n > fr.length {
 			t.Fatalf("read %d body bytes; content length %d", n, fr.length)

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"io"
 	"net/http"
 
@@ -39,6 +40,17 @@ type Request struct {
 	// HTTP2 is the downstream protocol, read when the cluster has
 	// protocol_selection: USE_DOWNSTREAM_PROTOCOL.
 	HTTP2 bool
+	// Trailer holds the request's trailer fields. It is read once Body has returned io.EOF,
+	// so the caller may fill it while the body is read (a downstream body's trailers arrive
+	// with its end); nil means none. HTTP/2 connections send the fields (copied) in a
+	// trailing HEADERS frame; HTTP/1.1 requests go without them, as Envoy's HTTP/1 codec does
+	// unless enable_trailers is set.
+	Trailer http.Header
+	// Downstream, when set, is the downstream request's context: when it ends before the
+	// exchange does (the client reset its stream or went away), an HTTP/1.1 exchange is
+	// abandoned and its connection closed, as Envoy resets the upstream request of a reset
+	// downstream stream. HTTP/2 exchanges are reset through ctx, which should end with it.
+	Downstream context.Context
 }
 
 // AppendHTTPHeader flattens h into dst without copying strings; with enough capacity in dst it
@@ -69,12 +81,17 @@ type Response struct {
 	// ContentLength is the announced body length, or -1 when unknown (chunked, until close,
 	// HTTP/2 without content-length).
 	ContentLength int64
+	// Trailer holds the trailer fields (an HTTP/2 trailing HEADERS frame, an HTTP/1.1 chunked
+	// trailer section) once Body has returned io.EOF, names in lower case. Like Header, the
+	// fields point into the Response's storage.
+	Trailer []RawField
 	// Body streams the response body; it returns io.EOF at the end. It implements io.WriterTo
 	// so io.Copy moves buffered bytes without a copy buffer. It reads from the connection
 	// itself and must not be used after Close.
 	Body io.Reader
 
 	raw  []byte     // header storage: each field's name then value
+	traw []byte     // trailer storage, laid out as raw
 	lens [][2]int32 // name and value lengths of the fields being parsed
 	ex   exchange
 }
@@ -106,7 +123,9 @@ func (r *Response) Close() error {
 func (r *Response) reset() {
 	r.StatusCode, r.ProtoMinor, r.HTTP2 = 0, 0, false
 	r.Header = r.Header[:0]
+	r.Trailer = r.Trailer[:0]
 	r.raw = r.raw[:0]
+	r.traw = r.traw[:0]
 	r.lens = r.lens[:0]
 	r.ContentLength = -1
 	r.Body = nil
@@ -121,16 +140,37 @@ func (r *Response) addField(name, value []byte) {
 
 // finishHeader builds Header from the stored fields once r.raw no longer grows.
 func (r *Response) finishHeader() {
+	r.Header = appendFields(r.Header, r.raw, r.lens)
+	r.lens = r.lens[:0]
+}
+
+// addTrailer copies one trailer field into the trailer storage, the name in lower case;
+// finishTrailer points Trailer at it.
+func (r *Response) addTrailer(name, value []byte) {
+	r.traw = append(r.traw, name...)
+	lower(r.traw[len(r.traw)-len(name):])
+	r.traw = append(r.traw, value...)
+	r.lens = append(r.lens, [2]int32{int32(len(name)), int32(len(value))})
+}
+
+// finishTrailer builds Trailer from the stored trailer fields.
+func (r *Response) finishTrailer() {
+	r.Trailer = appendFields(r.Trailer[:0], r.traw, r.lens)
+	r.lens = r.lens[:0]
+}
+
+// appendFields appends the fields laid out in raw with the given name and value lengths.
+func appendFields(dst []RawField, raw []byte, lens [][2]int32) []RawField {
 	off := 0
-	for _, l := range r.lens {
+	for _, l := range lens {
 		n, v := int(l[0]), int(l[1])
-		r.Header = append(r.Header, RawField{
-			Name:  r.raw[off : off+n : off+n],
-			Value: r.raw[off+n : off+n+v : off+n+v],
+		dst = append(dst, RawField{
+			Name:  raw[off : off+n : off+n],
+			Value: raw[off+n : off+n+v : off+n+v],
 		})
 		off += n + v
 	}
-	r.lens = r.lens[:0]
+	return dst
 }
 
 // equalFold compares an ASCII header name with a lower- or mixed-case string.

@@ -1,0 +1,230 @@
+package httpproxy
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+)
+
+// h2ClusterOptions makes a cluster speak prior-knowledge HTTP/2 upstream, the way gRPC
+// clusters are configured in Envoy v3.
+const h2ClusterOptions = `typed_extension_protocol_options:
+  envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+    "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+    explicit_http_config: {http2_protocol_options: {}}`
+
+// grpcHealthUpstream serves grpc.health.v1 on 127.0.0.1:0 with service "svc" SERVING.
+func grpcHealthUpstream(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	hs := health.NewServer()
+	hs.SetServingStatus("svc", healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(srv, hs)
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Stop(); <-done })
+	return ln.Addr().String()
+}
+
+// TestGRPCThroughProxy calls a real gRPC server through the listener over h2c on both sides:
+// the status of a call travels in the response trailers (grpc-status, grpc-message), so a
+// proxy that drops them turns every call into an error ("server closed the stream without
+// sending trailers").
+func TestGRPCThroughProxy(t *testing.T) {
+	up := grpcHealthUpstream(t)
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("grpc", h2ClusterOptions, up)},
+		hcm:      simpleHCM("grpc", ""),
+	})
+	cc, err := grpc.NewClient(e.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	client := healthpb.NewHealthClient(cc)
+	tests := []struct {
+		name       string
+		service    string
+		wantCode   codes.Code
+		wantMsg    string
+		wantStatus healthpb.HealthCheckResponse_ServingStatus
+	}{
+		{name: "served", service: "svc", wantCode: codes.OK, wantStatus: healthpb.HealthCheckResponse_SERVING},
+		{name: "failing call keeps code and message", service: "nope", wantCode: codes.NotFound, wantMsg: "unknown service"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{Service: tc.service})
+			st := status.Convert(err)
+			if st.Code() != tc.wantCode || st.Message() != tc.wantMsg {
+				t.Fatalf("Check(%q) = code %v, message %q; want %v, %q", tc.service, st.Code(), st.Message(), tc.wantCode, tc.wantMsg)
+			}
+			if err == nil && resp.GetStatus() != tc.wantStatus {
+				t.Errorf("Check(%q).Status = %v; want %v", tc.service, resp.GetStatus(), tc.wantStatus)
+			}
+		})
+	}
+	if got := e.stat("http.ingress.downstream_rq_2xx"); got != uint64(len(tests)) {
+		t.Errorf("downstream_rq_2xx = %d; want %d (gRPC errors are HTTP 200)", got, len(tests))
+	}
+}
+
+// trailerEcho answers every request with a streamed body and trailers: x-result, and
+// x-seen-<name> for each request trailer it received.
+func trailerEcho() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, "body")
+		w.(http.Flusher).Flush() // no content-length: chunked over HTTP/1.1, as gRPC streams
+		w.Header().Set(http.TrailerPrefix+"X-Result", "done")
+		for k, vs := range r.Trailer {
+			for _, v := range vs {
+				w.Header().Add(http.TrailerPrefix+"X-Seen-"+k, v)
+			}
+		}
+	})
+}
+
+// headerLines flattens h into sorted "name: value" lines.
+func headerLines(h http.Header) []string {
+	var out []string
+	for k, vs := range h {
+		for _, v := range vs {
+			out = append(out, strings.ToLower(k)+": "+v)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestResponseTrailersHTTP2 checks that an HTTP/2 client gets the upstream's trailers, from an
+// HTTP/2 upstream and from an HTTP/1.1 chunked one, and that its own declared request
+// trailers reach an HTTP/2 upstream.
+func TestResponseTrailersHTTP2(t *testing.T) {
+	up := serveBothProtocols(t, trailerEcho())
+	addr := up.Listener.Addr().String()
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("h2", h2ClusterOptions, addr), staticCluster("h1", "", addr)},
+		hcm:      twoRouteHCM("/h1", "h1", "h2", ""),
+	})
+	tests := []struct {
+		name    string
+		path    string
+		trailer http.Header // request trailers
+		want    []string
+	}{
+		{name: "h2 upstream", path: "/h2", want: []string{"x-result: done"}},
+		{name: "h2 upstream with request trailers", path: "/h2", trailer: http.Header{"Checksum": {"abc"}},
+			want: []string{"x-result: done", "x-seen-checksum: abc"}},
+		{name: "http1 upstream", path: "/h1", want: []string{"x-result: done"}},
+	}
+	c := h2cClient(t)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			req, err := http.NewRequest(http.MethodPost, "http://"+e.addr+tc.path, pr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Trailer = http.Header{}
+			for k := range tc.trailer {
+				req.Trailer[k] = nil // declared before the body is sent
+			}
+			go func() {
+				io.WriteString(pw, "request body")
+				for k, vs := range tc.trailer {
+					req.Trailer[k] = vs
+				}
+				pw.Close()
+			}()
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || string(body) != "body" {
+				t.Fatalf("body = %q, %v; want \"body\"", body, err)
+			}
+			if diff := cmp.Diff(tc.want, headerLines(resp.Trailer)); diff != "" {
+				t.Errorf("trailers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestResponseTrailersHTTP1 checks the chunked trailer section an HTTP/1.1 client gets: the
+// upstream's trailers when it sent "TE: trailers", none otherwise (Envoy's HTTP/1 codec
+// drops trailers), and that chunked request trailers reach an HTTP/2 upstream.
+func TestResponseTrailersHTTP1(t *testing.T) {
+	up := serveBothProtocols(t, trailerEcho())
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("h2", h2ClusterOptions, up.Listener.Addr().String())},
+		hcm:      simpleHCM("h2", ""),
+	})
+	tests := []struct {
+		name  string
+		extra string // request header lines
+		body  string // chunked body with its trailer section
+		want  string // the response's chunked trailer section
+	}{
+		{name: "te trailers", extra: "TE: trailers\r\n", body: "4\r\nbody\r\n0\r\n\r\n", want: "x-result: done\r\n"},
+		{name: "no te", body: "4\r\nbody\r\n0\r\n\r\n", want: ""},
+		{name: "request trailers forwarded", extra: "TE: trailers\r\nTrailer: checksum\r\n",
+			body: "4\r\nbody\r\n0\r\nChecksum: abc\r\n\r\n", want: "x-result: done\r\nx-seen-checksum: abc\r\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", e.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n%s\r\n%s", tc.extra, tc.body)
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || len(resp.TransferEncoding) == 0 {
+				t.Fatalf("status %d, transfer-encoding %v; want 200 chunked", resp.StatusCode, resp.TransferEncoding)
+			}
+			if b, err := io.ReadAll(resp.Body); err != nil || string(b) != "body" {
+				t.Fatalf("body = %q, %v; want \"body\"", b, err)
+			}
+			var want []string
+			for l := range strings.SplitSeq(strings.TrimSuffix(tc.want, "\r\n"), "\r\n") {
+				if l != "" {
+					want = append(want, l)
+				}
+			}
+			if diff := cmp.Diff(want, headerLines(resp.Trailer)); diff != "" {
+				t.Errorf("trailers (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
