@@ -63,7 +63,10 @@ func Compile(rc *routev3.RouteConfiguration, opts Options) (*Table, error) {
 		return nil, errors.New("route configuration is missing")
 	}
 	if rc.GetVhds() != nil {
-		return nil, errors.New("vhds: on-demand virtual host discovery is not supported")
+		// The xDS client merges VHDS into RDS route configurations before they get here; a
+		// static route_config has no subscription to take virtual hosts from (released Envoy
+		// ignores the field there), so a silent no-op would hide a broken configuration.
+		return nil, errors.New("vhds: virtual host discovery needs a route configuration delivered by RDS (rds or scoped_routes); a static route_config cannot use it")
 	}
 	if len(rc.GetClusterSpecifierPlugins()) > 0 {
 		return nil, errors.New("cluster_specifier_plugins: cluster specifier plugins are not supported")

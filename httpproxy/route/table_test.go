@@ -105,6 +105,8 @@ virtual_hosts:
 virtual_hosts:
 - {name: a, domains: ["*.x.com"]}
 - {name: b, domains: ["*.x.com"]}`, `virtual_hosts[1].domains[0] = "*.x.com": domains must be unique`, Options{}},
+		{"static vhds", "vhds: {config_source: {ads: {}}}\n" + vh(`  - {match: {prefix: "/"}, route: {cluster: c}}`),
+			`vhds: virtual host discovery needs a route configuration delivered by RDS`, Options{}},
 		{"two catch-alls", `
 virtual_hosts:
 - {name: a, domains: ["*"]}
