@@ -2,6 +2,7 @@ package accesslog
 
 import (
 	"fmt"
+	"strconv"
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
@@ -18,14 +19,19 @@ const (
 	filterLogType
 	filterAnd
 	filterOr
+	filterHeader
+	filterGRPCStatus
 )
 
 // Filter is a compiled envoy.config.accesslog.v3.AccessLogFilter (AccessLog.filter): it decides
 // whether an entry is logged. Implemented: status_code_filter (an entry without a response
 // code, such as a TCP connection's, compares as 0), duration_filter (whole milliseconds of
 // Entry.Duration; an entry without a duration never matches), not_health_check_filter,
-// response_flag_filter, log_type_filter, and_filter and or_filter. The others (runtime,
-// traceable, header, grpc_status, metadata, extension) are refused by FilterFromProto.
+// response_flag_filter, log_type_filter, header_filter (on Entry's request headers) and
+// grpc_status_filter (grpc-status of the response trailers, else of the response headers,
+// else mapped from the HTTP status as Envoy maps it; UNKNOWN without any), and_filter and
+// or_filter. The others (runtime, traceable, metadata, extension) are refused by
+// FilterFromProto.
 //
 // A Filter is immutable and safe for concurrent use; a nil *Filter matches every entry.
 type Filter struct {
@@ -38,6 +44,8 @@ type Filter struct {
 	types    uint32        // log_type_filter: bit n set for Type n
 	exclude  bool
 	children []*Filter
+	header   *headerMatch // header_filter
+	statuses uint32       // grpc_status_filter: bit n set for gRPC status n
 }
 
 // FilterOptions are the inputs of FilterFromProto that come from outside the configuration.
@@ -92,9 +100,20 @@ func FilterFromProto(path string, pb *accesslogv3.AccessLogFilter, opts FilterOp
 	case *accesslogv3.AccessLogFilter_TraceableFilter:
 		return notImplemented("traceable_filter")
 	case *accesslogv3.AccessLogFilter_HeaderFilter:
-		return notImplemented("header_filter")
+		m, err := compileHeaderMatch(path+".header_filter.header", s.HeaderFilter.GetHeader())
+		if err != nil {
+			return nil, err
+		}
+		return &Filter{kind: filterHeader, header: m}, nil
 	case *accesslogv3.AccessLogFilter_GrpcStatusFilter:
-		return notImplemented("grpc_status_filter")
+		f := &Filter{kind: filterGRPCStatus, exclude: s.GrpcStatusFilter.GetExclude()}
+		for i, st := range s.GrpcStatusFilter.GetStatuses() {
+			if _, ok := accesslogv3.GrpcStatusFilter_Status_name[int32(st)]; !ok {
+				return nil, fmt.Errorf("%s.grpc_status_filter.statuses[%d] = %d; not a gRPC status", path, i, st)
+			}
+			f.statuses |= 1 << uint(st)
+		}
+		return f, nil
 	case *accesslogv3.AccessLogFilter_MetadataFilter:
 		return notImplemented("metadata_filter")
 	case *accesslogv3.AccessLogFilter_ExtensionFilter:
@@ -158,6 +177,12 @@ func (f *Filter) Match(e *Entry) bool {
 	case filterLogType:
 		in := int(e.Type) < numTypes && f.types&(1<<uint(e.Type)) != 0
 		return in != f.exclude
+	case filterHeader:
+		return f.header.match(e)
+	case filterGRPCStatus:
+		st, ok := grpcStatus(e)
+		in := ok && f.statuses&(1<<uint(st)) != 0
+		return in != f.exclude
 	case filterAnd:
 		for _, c := range f.children {
 			if !c.Match(e) {
@@ -190,6 +215,41 @@ func (f *Filter) compare(v uint64) bool {
 		return v != want
 	}
 	return v == want
+}
+
+// grpcUnknown is gRPC's UNKNOWN status.
+const grpcUnknown = 2
+
+// grpcStatus returns an entry's gRPC status as Envoy's grpc_status_filter finds it: the
+// grpc-status trailer, else the grpc-status header, else the HTTP status mapped to a gRPC
+// status, else UNKNOWN. ok is false for a grpc-status that is not a number from 0 to 16
+// (Envoy's InvalidCode, which no status of the filter names).
+func grpcStatus(e *Entry) (status uint64, ok bool) {
+	v := ""
+	if vs := e.ResponseTrailers["Grpc-Status"]; len(vs) > 0 && vs[0] != "" {
+		v = vs[0]
+	} else if vs := e.ResponseHeaders["Grpc-Status"]; len(vs) > 0 && vs[0] != "" {
+		v = vs[0]
+	}
+	if v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		return n, err == nil && n <= 16
+	}
+	switch e.ResponseCode {
+	case 0:
+		return grpcUnknown, true
+	case 400:
+		return 13, true // INTERNAL
+	case 401:
+		return 16, true // UNAUTHENTICATED
+	case 403:
+		return 7, true // PERMISSION_DENIED
+	case 404:
+		return 12, true // UNIMPLEMENTED
+	case 429, 502, 503, 504:
+		return 14, true // UNAVAILABLE
+	}
+	return grpcUnknown, true
 }
 
 // responseFlagByName returns the flag with the short name (response_flag_filter.flags).

@@ -1,6 +1,7 @@
 package accesslog
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -28,6 +29,10 @@ func TestFilterMatch(t *testing.T) {
 	tcpPeriodic := &Entry{Type: TypeTCPPeriodic, Duration: 10 * time.Millisecond}
 	httpOK := &Entry{ResponseCode: 200, Duration: 3 * time.Millisecond}
 	health := &Entry{ResponseCode: 200, HealthCheck: true}
+	debug := &Entry{ResponseCode: 200, Path: "/api/v1", Authority: "www.example.com",
+		RequestHeaders: http.Header{"X-Debug": {"on"}, "X-Tenant": {"a", "b"}, "X-N": {"7"}}}
+	grpcTrailer := &Entry{ResponseCode: 200, ResponseHeaders: http.Header{"Grpc-Status": {"0"}}, ResponseTrailers: http.Header{"Grpc-Status": {"5"}}}
+	grpcHeader := &Entry{ResponseCode: 200, ResponseHeaders: http.Header{"Grpc-Status": {"14"}}}
 	runtime := func(key string, def uint64) uint64 {
 		if key == "log.min_ms" {
 			return 1000
@@ -60,6 +65,29 @@ func TestFilterMatch(t *testing.T) {
 		{"and fails", "{and_filter: {filters: [{log_type_filter: {types: [TcpPeriodic]}}, {response_flag_filter: {flags: [UF]}}]}}", tcpEnd, false},
 		{"or", "{or_filter: {filters: [{log_type_filter: {types: [TcpPeriodic]}}, {response_flag_filter: {flags: [UF]}}]}}", tcpEnd, true},
 		{"or fails", "{or_filter: {filters: [{log_type_filter: {types: [TcpPeriodic]}}, {response_flag_filter: {flags: [NC]}}]}}", tcpEnd, false},
+		{"header present", "{header_filter: {header: {name: x-debug}}}", debug, true},
+		{"header absent", "{header_filter: {header: {name: x-debug}}}", httpOK, false},
+		{"header must be absent", "{header_filter: {header: {name: x-debug, present_match: false}}}", httpOK, true},
+		{"header inverted presence", "{header_filter: {header: {name: x-debug, present_match: true, invert_match: true}}}", httpOK, true},
+		{"header exact", "{header_filter: {header: {name: X-Debug, string_match: {exact: 'ON', ignore_case: true}}}}", debug, true},
+		{"header values joined", "{header_filter: {header: {name: x-tenant, string_match: {exact: 'a,b'}}}}", debug, true},
+		{"header prefix", "{header_filter: {header: {name: x-tenant, prefix_match: b}}}", debug, false},
+		{"header regex", "{header_filter: {header: {name: ':path', safe_regex_match: {regex: '/api/.*'}}}}", debug, true},
+		{"header regex whole value", "{header_filter: {header: {name: ':path', safe_regex_match: {regex: 'api'}}}}", debug, false},
+		{"header range", "{header_filter: {header: {name: x-n, range_match: {start: 1, end: 10}}}}", debug, true},
+		{"header inverted", "{header_filter: {header: {name: x-n, range_match: {start: 1, end: 10}, invert_match: true}}}", debug, false},
+		{"header missing as empty", "{header_filter: {header: {name: x-none, string_match: {exact: ''}, treat_missing_header_as_empty: true}}}", debug, true},
+		{"header authority", "{header_filter: {header: {name: host, suffix_match: .example.com}}}", debug, true},
+		{"grpc trailer", "{grpc_status_filter: {statuses: [NOT_FOUND]}}", grpcTrailer, true},
+		{"grpc trailer over header", "{grpc_status_filter: {statuses: [OK]}}", grpcTrailer, false},
+		{"grpc header", "{grpc_status_filter: {statuses: [UNAVAILABLE]}}", grpcHeader, true},
+		{"grpc from http status", "{grpc_status_filter: {statuses: [UNAVAILABLE, UNIMPLEMENTED]}}", &Entry{ResponseCode: 503}, true},
+		{"grpc from 404", "{grpc_status_filter: {statuses: [UNIMPLEMENTED]}}", &Entry{ResponseCode: 404}, true},
+		{"grpc from 200 is unknown", "{grpc_status_filter: {statuses: [UNKNOWN]}}", httpOK, true},
+		{"grpc without response is unknown", "{grpc_status_filter: {statuses: [UNKNOWN]}}", tcpEnd, true},
+		{"grpc exclude", "{grpc_status_filter: {statuses: [OK], exclude: true}}", grpcTrailer, true},
+		{"grpc invalid code", "{grpc_status_filter: {statuses: [UNKNOWN]}}", &Entry{ResponseTrailers: http.Header{"Grpc-Status": {"99"}}}, false},
+		{"grpc invalid code excluded", "{grpc_status_filter: {statuses: [UNKNOWN], exclude: true}}", &Entry{ResponseTrailers: http.Header{"Grpc-Status": {"x"}}}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,11 +112,16 @@ func TestFilterFromProtoErrors(t *testing.T) {
 	}{
 		{"runtime", "{runtime_filter: {runtime_key: k}}", "f.runtime_filter: not implemented by Legate"},
 		{"traceable", "{traceable_filter: {}}", "f.traceable_filter: not implemented by Legate"},
-		{"grpc status", "{grpc_status_filter: {}}", "f.grpc_status_filter: not implemented by Legate"},
+		{"grpc status", "{grpc_status_filter: {statuses: [OK, 17]}}", "f.grpc_status_filter.statuses[1] = 17; not a gRPC status"},
+		{"header without matcher", "{header_filter: {}}", "f.header_filter.header: is required"},
+		{"header without name", "{header_filter: {header: {exact_match: x}}}", `f.header_filter.header.name = ""; must not be empty`},
+		{"header bad regex", "{header_filter: {header: {name: x, safe_regex_match: {regex: '('}}}}", `f.header_filter.header.safe_regex_match.regex = "("; not a valid RE2 expression`},
+		{"header empty prefix", "{header_filter: {header: {name: x, string_match: {prefix: ''}}}}", `f.header_filter.header.string_match.prefix = ""; must not be empty`},
+		{"header range", "{header_filter: {header: {name: x, range_match: {start: 5, end: 5}}}}", "f.header_filter.header.range_match = [5, 5); start must be < end"},
 		{"metadata", "{metadata_filter: {}}", "f.metadata_filter: not implemented by Legate"},
 		{"extension", "{extension_filter: {name: x}}", "f.extension_filter: not implemented by Legate"},
-		{"nested", "{or_filter: {filters: [{not_health_check_filter: {}}, {and_filter: {filters: [{not_health_check_filter: {}}, {header_filter: {header: {name: x}}}]}}]}}",
-			"f.or_filter.filters[1].and_filter.filters[1].header_filter: not implemented by Legate"},
+		{"nested", "{or_filter: {filters: [{not_health_check_filter: {}}, {and_filter: {filters: [{not_health_check_filter: {}}, {traceable_filter: {}}]}}]}}",
+			"f.or_filter.filters[1].and_filter.filters[1].traceable_filter: not implemented by Legate"},
 		{"unknown flag", "{response_flag_filter: {flags: [UF, XX]}}", `f.response_flag_filter.flags[1] = "XX"; not a response flag`},
 		{"one child", "{and_filter: {filters: [{not_health_check_filter: {}}]}}", "f.and_filter.filters has 1 items; must have at least 2"},
 		{"empty child", "{or_filter: {filters: [{not_health_check_filter: {}}, {}]}}", "f.or_filter.filters[1]: filter_specifier is unset; one filter is required"},
@@ -136,6 +169,8 @@ func FuzzFilterFromProto(f *testing.F) {
 		"{and_filter: {filters: [{log_type_filter: {types: [TcpConnectionEnd]}}, {response_flag_filter: {flags: [UF]}}]}}",
 		"{duration_filter: {comparison: {op: GE, value: {default_value: 5, runtime_key: k}}}}",
 		"{runtime_filter: {runtime_key: k}}",
+		"{header_filter: {header: {name: x-a, string_match: {prefix: a, ignore_case: true}, invert_match: true}}}",
+		"{grpc_status_filter: {statuses: [OK, UNAVAILABLE], exclude: true}}",
 	} {
 		b, err := proto.Marshal(filterProto(f, y))
 		if err != nil {

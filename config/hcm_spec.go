@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/accesslog"
 )
 
 // ErrHTTPConnectionManager is wrapped by every error HTTPConnectionManagerFromProto returns.
@@ -48,6 +51,9 @@ type AccessLog struct {
 	Name string
 	// TypedConfig is typed_config; nil when unset.
 	TypedConfig *anypb.Any
+	// Filter is filter, checked with accesslog.FilterFromProto (which the connection manager
+	// compiles it with); nil when unset.
+	Filter *accesslogv3.AccessLogFilter
 }
 
 // HTTPConnectionManager is the part of an envoy.filters.network.http_connection_manager
@@ -214,10 +220,11 @@ func HTTPConnectionManagerFromProto(p *hcmv3.HttpConnectionManager) (*HTTPConnec
 		return nil, err
 	}
 	for i, al := range p.GetAccessLog() {
-		if al.GetFilter() != nil {
-			return nil, bad("access_log[%d].filter: %s", i, hcmUnsupportedFieldRuleText)
+		path := fmt.Sprintf("access_log[%d].filter", i)
+		if _, err := accesslog.FilterFromProto(path, al.GetFilter(), accesslog.FilterOptions{}); err != nil {
+			return nil, bad("%v", err)
 		}
-		h.AccessLogs = append(h.AccessLogs, AccessLog{Name: al.GetName(), TypedConfig: al.GetTypedConfig()})
+		h.AccessLogs = append(h.AccessLogs, AccessLog{Name: al.GetName(), TypedConfig: al.GetTypedConfig(), Filter: al.GetFilter()})
 	}
 	return h, nil
 }

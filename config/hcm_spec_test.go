@@ -5,10 +5,12 @@ import (
 	"testing"
 	"time"
 
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/testing/protocmp"
 	"sigs.k8s.io/yaml"
 
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/health_check/v3"
@@ -22,6 +24,23 @@ func hcmFromYAML(t *testing.T, y string) *hcmv3.HttpConnectionManager {
 		t.Fatal(err)
 	}
 	var pb hcmv3.HttpConnectionManager
+	if err := protojson.Unmarshal(j, &pb); err != nil {
+		t.Fatal(err)
+	}
+	return &pb
+}
+
+// accessLogFilterYAML is an access log filter with the HTTP-only header and grpc_status
+// filters.
+const accessLogFilterYAML = "{and_filter: {filters: [{header_filter: {header: {name: x-debug}}}, {grpc_status_filter: {statuses: [UNAVAILABLE]}}]}}"
+
+func accessLogFilter(t *testing.T, y string) *accesslogv3.AccessLogFilter {
+	t.Helper()
+	j, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pb accesslogv3.AccessLogFilter
 	if err := protojson.Unmarshal(j, &pb); err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +97,22 @@ http_filters:
 		{name: "router not last", yaml: "stat_prefix: s\n" + routes + "http_filters: [{name: envoy.filters.http.router}, {name: x}]\n", err: "the router must be the last filter"},
 		{name: "last not router", yaml: "stat_prefix: s\n" + routes + "http_filters: [{name: x}]\n", err: "the last filter must be envoy.filters.http.router"},
 		{name: "headers kb", yaml: "stat_prefix: s\nmax_request_headers_kb: 9000\n" + routes, err: "max_request_headers_kb = 9000"},
+		{
+			name: "access log filter",
+			yaml: "stat_prefix: s\n" + routes + "access_log: [{name: envoy.access_loggers.file, filter: " + accessLogFilterYAML + "}]\n",
+			want: &HTTPConnectionManager{
+				StatPrefix: "s", Codec: CodecAuto, ServerName: "envoy", GenerateRequestID: true,
+				HTTPFilters: []HTTPFilter{{Name: routerFilterName}}, IdleTimeout: time.Hour,
+				MaxHeadersCount: 100, MaxRequestHeadersKB: 60, StreamIdleTimeout: 5 * time.Minute,
+				DrainTimeout: 5 * time.Second, HTTP2MaxConcurrentStreams: 2147483647,
+				HTTP2InitialStreamWindowSize: 256 << 20, HTTP2InitialConnectionWindowSize: 256 << 20,
+				AccessLogs: []AccessLog{{Name: "envoy.access_loggers.file", Filter: accessLogFilter(t, accessLogFilterYAML)}},
+			},
+		},
+		{name: "access log runtime filter", yaml: "stat_prefix: s\n" + routes + "access_log: [{name: f, filter: {runtime_filter: {runtime_key: k}}}]\n",
+			err: "access_log[0].filter.runtime_filter: not implemented by Legate"},
+		{name: "access log grpc status", yaml: "stat_prefix: s\n" + routes + "access_log: [{name: f}, {name: g, filter: {or_filter: {filters: [{not_health_check_filter: {}}, {grpc_status_filter: {statuses: [20]}}]}}}]\n",
+			err: "access_log[1].filter.or_filter.filters[1].grpc_status_filter.statuses[0] = 20; not a gRPC status"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,6 +129,7 @@ http_filters:
 			opts := cmp.Options{
 				cmpopts.IgnoreFields(HTTPConnectionManager{}, "Proto", "RouteConfig"),
 				cmpopts.IgnoreFields(HTTPFilter{}, "TypedConfig"),
+				protocmp.Transform(),
 			}
 			if diff := cmp.Diff(tt.want, got, opts); diff != "" {
 				t.Errorf("HTTPConnectionManagerFromProto() (-want +got):\n%s", diff)

@@ -387,6 +387,7 @@ func (h *Handler) serveH2(lc *listener.Conn, nc net.Conn, pre []byte, start time
 	remote := lc.RemoteAddr().String()
 	_, isTLS := nc.(*tls.Conn)
 	ch := &h2conn{h: h, drain: lc.DrainClose, remote: remote, remoteIP: hostOnly(remote), local: lc.LocalAddr().String(), tls: isTLS}
+	ch.connID = lc.ID()
 	srv, opts := h.http2, &http2.ServeConnOpts{Handler: ch, BaseConfig: h.h2base}
 	if d := h.cfg.MaxConnectionDuration; d > 0 {
 		l, err := h.newH2Lifetime(nc, start.Add(d))
@@ -422,6 +423,7 @@ type h2conn struct {
 	remoteIP string
 	local    string
 	tls      bool
+	connID   uint64 // the listener connection's id (%CONNECTION_ID%)
 }
 
 // DrainClose is the listener's drain decision for the connection.

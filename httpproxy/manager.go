@@ -153,11 +153,29 @@ type Handler struct {
 	wg       sync.WaitGroup // the drain watcher and the connection goroutines
 }
 
+// accessLogger is one access_log entry: its filter (nil logs every request) and its sink, a
+// formatted line written to a file or an entry sent to a gRPC access log service.
 type accessLogger struct {
+	filter *accesslog.Filter
 	format *accesslog.Formatter
 	file   *accesslog.File
 	// grpc, when set, receives the entries instead (http_grpc).
 	grpc *als.HTTPLogger
+}
+
+// log writes e to the logger if its filter passes it; buf is scratch space for the line,
+// returned for reuse.
+func (l *accessLogger) log(e *accesslog.Entry, buf []byte) []byte {
+	if !l.filter.Match(e) {
+		return buf
+	}
+	if l.grpc != nil {
+		l.grpc.Log(e)
+		return buf
+	}
+	buf = l.format.Format(buf[:0], e)
+	l.file.Write(buf)
+	return buf
 }
 
 func (sh *shared) newHandler(ctx *listener.ChainContext) (*Handler, error) {
@@ -250,6 +268,9 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 		l, err := sh.accessLog(al, d)
 		if err != nil {
 			return nil, fmt.Errorf("http_connection_manager %q: access_log[%d]: %w", cfg.StatPrefix, i, err)
+		}
+		if l.filter, err = accesslog.FilterFromProto(fmt.Sprintf("access_log[%d].filter", i), al.Filter, accesslog.FilterOptions{}); err != nil {
+			return nil, fmt.Errorf("http_connection_manager %q: %w", cfg.StatPrefix, err)
 		}
 		h.logs = append(h.logs, l)
 	}

@@ -70,6 +70,7 @@ type stream struct {
 	remoteIP string
 	local    string
 	tls      bool
+	connID   uint64 // the listener connection's id (%CONNECTION_ID%)
 	drain    drainer
 
 	req           route.Request
@@ -184,6 +185,7 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 	s.begin(h)
 	s.sc = sc
 	s.remote, s.remoteIP, s.local, s.tls = sc.remote, sc.remoteIP, sc.local, sc.tls
+	s.connID = sc.lc.ID()
 	s.drain = sc
 	s.arena = append(s.arena, head...)
 	clear(s.hdr)
@@ -253,6 +255,7 @@ func (s *stream) serveH2(c *h2conn, w http.ResponseWriter, r *http.Request) {
 	s.h2w = w
 	s.ctx.setup(h.sh.deps.Now, r.Context())
 	s.remote, s.remoteIP, s.local, s.tls = c.remote, c.remoteIP, c.local, c.tls
+	s.connID = c.connID
 	s.drain = c
 	s.proto = "HTTP/2"
 	s.head = r.Method == http.MethodHead
@@ -652,6 +655,7 @@ func (s *stream) fillEntryBasics() {
 	e.DownstreamRemoteAddress = s.remote
 	e.DownstreamDirectRemoteAddress = s.remote
 	e.DownstreamLocalAddress = s.local
+	e.ConnectionID = s.connID
 	e.UpstreamHost = s.upstream
 	e.UpstreamCluster = s.cluster
 	if s.match != nil && s.match.Route != nil {
@@ -671,13 +675,9 @@ func (s *stream) log(end time.Time) {
 	e.BytesReceived, e.BytesSent = uint64(s.bytesIn), uint64(s.bytesOut)
 	e.Duration = end.Sub(s.start)
 	e.UpstreamRequestAttemptCount = s.attempts
-	for _, l := range s.h.logs {
-		if l.grpc != nil {
-			l.grpc.Log(e)
-			continue
-		}
-		s.logBuf = l.format.Format(s.logBuf[:0], e)
-		l.file.Write(s.logBuf)
+	e.HealthCheck = s.fx.HealthCheck
+	for i := range s.h.logs {
+		s.logBuf = s.h.logs[i].log(e, s.logBuf)
 	}
 }
 

@@ -86,8 +86,13 @@ func (c *Conn) Close() error {
 
 // ID returns the connection's id (Envoy's connection id, %CONNECTION_ID%): assigned when
 // the connection is handed to its filter chain, unique among the connections of the Manager
-// (one per server process) and never 0.
-func (c *Conn) ID() uint64 { return c.id }
+// (one per server process) and never 0; 0 for a nil Conn.
+func (c *Conn) ID() uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.id
+}
 
 // ListenerName returns the name of the listener that accepted the connection.
 func (c *Conn) ListenerName() string { return c.chain.info.name }
