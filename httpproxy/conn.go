@@ -380,13 +380,14 @@ func (h *Handler) serveH2(lc *listener.Conn, nc net.Conn, pre []byte, start time
 	st.DownstreamCxHTTP2Total.Inc()
 	st.DownstreamCxHTTP2Active.Inc()
 	defer st.DownstreamCxHTTP2Active.Dec()
-	conn := nc
+	var conn net.Conn = nc
 	if len(pre) > 0 {
 		conn = &prefixConn{Conn: nc, pre: pre}
 	}
+	wire, conn := h.newH2Wire(conn, nc)
 	remote := lc.RemoteAddr().String()
 	_, isTLS := nc.(*tls.Conn)
-	ch := &h2conn{h: h, drain: lc.DrainClose, remote: remote, remoteIP: hostOnly(remote), local: lc.LocalAddr().String(), tls: isTLS}
+	ch := &h2conn{h: h, wire: wire, drain: lc.DrainClose, remote: remote, remoteIP: hostOnly(remote), local: lc.LocalAddr().String(), tls: isTLS}
 	ch.connID = lc.ID()
 	srv, opts := h.http2, &http2.ServeConnOpts{Handler: ch, BaseConfig: h.h2base}
 	if d := h.cfg.MaxConnectionDuration; d > 0 {
@@ -418,6 +419,8 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 // h2conn is the per-connection http.Handler of an HTTP/2 connection.
 type h2conn struct {
 	h        *Handler
+	wire     *h2wire
+	cut      atomic.Bool // a stream was cut by the peer's close (counted once)
 	drain    func() bool // the listener's DrainClose
 	remote   string
 	remoteIP string
@@ -434,8 +437,26 @@ func (c *h2conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.serveH2(c, w, r)
 	abort := s.closeConn && s.flags&accesslog.UpstreamConnectionTermination != 0 && s.headSent
 	putStream(s)
+	if r.Context().Err() != nil {
+		c.streamCut()
+	}
 	if abort {
 		panic(http.ErrAbortHandler) // resets the stream: the response could not be completed
+	}
+}
+
+// streamCut counts a stream whose request context ended while it was served: the client
+// reset it (downstream_rq_rx_reset), or the connection went away under it (counted once per
+// connection: downstream_cx_destroy_remote_active_rq, downstream_cx_destroy_active_rq).
+func (c *h2conn) streamCut() {
+	st := c.h.stats
+	if !c.wire.peerGone.Load() {
+		st.DownstreamRqRxReset.Inc()
+		return
+	}
+	if c.cut.CompareAndSwap(false, true) {
+		st.DownstreamCxDestroyRemoteActiveRq.Inc()
+		st.DownstreamCxDestroyActiveRq.Inc()
 	}
 }
 

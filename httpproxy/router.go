@@ -600,7 +600,7 @@ func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, 
 	s.details = "via_upstream"
 	s.sendHead(resp.StatusCode, resp.ContentLength, m)
 	if resp.Body != nil {
-		if _, err := s.copyBody(resp.Body); err != nil {
+		if _, err := s.copyBody(resp); err != nil {
 			// The upstream (or the client) failed after the response started: the downstream
 			// response cannot be completed, so the connection is reset.
 			s.h.stats.RqResetAfterDownstreamStarted.Inc()

@@ -610,17 +610,12 @@ func (s *stream) writeBody(p []byte) error {
 	return err
 }
 
-// copyBody streams an upstream body downstream.
-func (s *stream) copyBody(r io.Reader) (int64, error) {
-	s.respObserved = observedBody{r: r, s: s, response: true}
-	r = &s.respObserved
+// copyBody streams the upstream response's body downstream.
+func (s *stream) copyBody(resp *pool.Response) (int64, error) {
+	s.respObserved = observedBody{r: resp.Body, s: s, response: true}
+	r := &s.respObserved
 	if s.h2w != nil {
-		// The copy buffer lives with the pooled stream, not on the stack: an 8 KiB array
-		// made every HTTP/2 handler goroutine (new per stream) grow and copy its stack.
-		if s.h2copy == nil {
-			s.h2copy = make([]byte, h2CopyBuffer)
-		}
-		n, err := io.CopyBuffer(s.h2w, onlyReader{r}, s.h2copy)
+		n, err := s.copyBodyH2(r, resp)
 		s.bytesOut += n
 		return n, err
 	}
@@ -629,8 +624,43 @@ func (s *stream) copyBody(r io.Reader) (int64, error) {
 	return n, err
 }
 
-// onlyReader hides a reader's WriterTo so io.CopyBuffer uses the given buffer.
-type onlyReader struct{ io.Reader }
+// copyBodyH2 copies an upstream body to an HTTP/2 stream. http2 buffers what the handler
+// writes, headers included, until a flush or the handler's end; so that a streamed response
+// (gRPC, server-sent events, a slow upstream) reaches the client as it arrives, as Envoy
+// forwards it, what was written is flushed whenever the next read may have to wait for the
+// upstream. A response whose body is already buffered (a small HTTP/1 response) goes out
+// whole at the handler's end: HEADERS and DATA with END_STREAM in one write.
+func (s *stream) copyBodyH2(r io.Reader, resp *pool.Response) (int64, error) {
+	// The copy buffer lives with the pooled stream, not on the stack: an 8 KiB array made
+	// every HTTP/2 handler goroutine (new per stream) grow and copy its stack.
+	if s.h2copy == nil {
+		s.h2copy = make([]byte, h2CopyBuffer)
+	}
+	fl, _ := s.h2w.(http.Flusher)
+	cl := resp.ContentLength
+	if fl != nil && cl != 0 && !resp.BodyReady() { // no body: HEADERS ends the stream (gRPC trailers-only)
+		fl.Flush()
+	}
+	var total int64
+	for {
+		n, err := r.Read(s.h2copy)
+		if n > 0 {
+			if _, werr := s.h2w.Write(s.h2copy[:n]); werr != nil {
+				return total, werr
+			}
+			total += int64(n)
+			if fl != nil && (cl < 0 || total < cl) && err == nil && !resp.BodyReady() {
+				fl.Flush()
+			}
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
 
 // finish completes the response.
 func (s *stream) finish() {

@@ -394,11 +394,16 @@ func (ex exchange) finishH1() error {
 	if bodyErr != nil {
 		c.ioError(context.Background(), bodyErr)
 	}
-	c.uc.rqActive.Add(-1)
-	if c.last && complete && c.keepAlive {
-		hp.m.st.UpstreamCxMaxRequests.Inc()
+	if c.abandoned.Load() {
+		hp.releaseH1(c, false) // closed with its request active
+		c.uc.rqActive.Add(-1)
+	} else {
+		c.uc.rqActive.Add(-1)
+		if c.last && complete && c.keepAlive {
+			hp.m.st.UpstreamCxMaxRequests.Inc()
+		}
+		hp.releaseH1(c, complete && c.keepAlive && !c.last)
 	}
-	hp.releaseH1(c, complete && c.keepAlive && !c.last)
 	o := outcomeComplete
 	switch {
 	case complete:

@@ -106,6 +106,24 @@ func (r *Response) Get(name string) []byte {
 	return nil
 }
 
+// BodyReady reports whether Body can be read without waiting for the upstream: the body has
+// ended, or bytes of it are buffered. It is false when that is not known (HTTP/2), so a
+// caller that forwards a response as it arrives flushes what it has before reading on.
+func (r *Response) BodyReady() bool {
+	c := r.ex.h1
+	if c == nil || r.Body == nil {
+		return r.Body == nil
+	}
+	b := &c.body
+	switch {
+	case b.done || b.err != nil:
+		return true
+	case b.mode == bodyChunked && b.left == 0: // the next chunk's size line may be all there is
+		return false
+	}
+	return b.br.Buffered() > 0
+}
+
 // Close ends the exchange. The connection goes back to the pool when the body was read to
 // its end; otherwise it is closed (a reset of the upstream stream). Close is safe to call on
 // a Response whose RoundTrip failed.
