@@ -34,18 +34,69 @@ const (
 //   - Reads are buffered: http2's framer reads each frame header and each payload straight
 //     from its connection, two system calls per frame; one buffered read takes what the socket
 //     has, many frames under load.
+//   - Response headers are held back briefly for the DATA that follows them (corking):
+//     http2 writes a response's HEADERS frame, waits until it is written and flushed, and only
+//     then takes the DATA frame, so every response cost two socket writes. A flush whose last
+//     frame is a HEADERS frame that does not end its stream is kept for up to corkDelay and
+//     goes out with the next write (or alone when the delay passes, or before a close).
 //   - A failed read (end of stream or reset from the peer) is noted, so that streams cut by
 //     the peer's close are told from streams it reset (downstream_rq_rx_reset).
 //   - With request_headers_timeout, the frames read are followed (headerWatch).
 //
-// Read runs on http2's read goroutine only; http2 issues one Write at a time, and the header
-// watch's timer writes under headerWatch.wmu.
+// Read runs on http2's read goroutine only. Writes come from http2 one at a time and from
+// the cork and header timers; wmu orders them.
 type h2wire struct {
 	net.Conn
 	buf      []byte // made on first use
 	r, w     int    // unread bytes are buf[r:w]
 	peerGone atomic.Bool
 	hw       *headerWatch // nil without request_headers_timeout
+
+	wmu   sync.Mutex // guards the fields below
+	out   frameCursor
+	cork  []byte      // held frames, whole; empty when none
+	timer *time.Timer // writes cork when corkDelay passes; made on first use
+	werr  error       // the failure of a write of held frames, returned by the next Write
+}
+
+// corkDelay bounds how long response headers wait for their DATA frame; the DATA of a
+// response whose body is at hand follows within microseconds.
+const corkDelay = 200 * time.Microsecond
+
+// maxCork bounds the bytes held back.
+const maxCork = 16 << 10
+
+// frameCursor follows frame boundaries in a byte stream of HTTP/2 frames.
+type frameCursor struct {
+	hdr  [h2FrameHeaderLen]byte
+	nh   int // bytes of hdr filled
+	left int // payload bytes left in the current frame
+}
+
+// atBoundary reports whether the bytes so far end a frame.
+func (c *frameCursor) atBoundary() bool { return c.nh == 0 && c.left == 0 }
+
+// advance moves over b and returns the type and flags of the last frame whose header b
+// completed (typ 0xff when none).
+func (c *frameCursor) advance(b []byte) (typ, flags byte) {
+	typ = 0xff
+	for len(b) > 0 {
+		if c.left > 0 {
+			k := min(c.left, len(b))
+			c.left -= k
+			b = b[k:]
+			continue
+		}
+		k := copy(c.hdr[c.nh:], b)
+		c.nh += k
+		b = b[k:]
+		if c.nh == h2FrameHeaderLen {
+			c.nh = 0
+			c.left = int(c.hdr[0])<<16 | int(c.hdr[1])<<8 | int(c.hdr[2])
+			typ, flags = c.hdr[3], c.hdr[4]
+		}
+	}
+	return typ, flags
 }
 
 // h2wireTLS is an h2wire over TLS: http2.Server reads the TLS state through
@@ -106,11 +157,82 @@ func (w *h2wire) got(p []byte, err error) {
 	}
 }
 
+const h2FlagEndStream = 0x1
+
 func (w *h2wire) Write(p []byte) (int, error) {
-	if w.hw == nil {
-		return w.Conn.Write(p)
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	if err := w.werr; err != nil {
+		return 0, err
 	}
-	return w.hw.write(p)
+	whole := w.out.atBoundary()
+	typ, flags := w.out.advance(p)
+	if whole && w.out.atBoundary() && typ == h2FrameHeaders && flags&(h2FlagEndHeaders|h2FlagEndStream) == h2FlagEndHeaders &&
+		len(w.cork)+len(p) <= maxCork {
+		w.hold(p)
+		return len(p), nil
+	}
+	buf := p
+	if len(w.cork) > 0 {
+		w.timer.Stop()
+		w.cork = append(w.cork, p...)
+		buf = w.cork
+	}
+	n, err := w.Conn.Write(buf)
+	w.cork = w.cork[:0]
+	if err != nil {
+		return max(n-(len(buf)-len(p)), 0), err
+	}
+	w.afterWrite()
+	return len(p), nil
+}
+
+// hold keeps p (whole frames ending in response HEADERS) for the next write; wmu is held.
+func (w *h2wire) hold(p []byte) {
+	if len(w.cork) == 0 {
+		if w.timer == nil {
+			w.timer = time.AfterFunc(corkDelay, w.uncork)
+		} else {
+			w.timer.Reset(corkDelay)
+		}
+	}
+	w.cork = append(w.cork, p...)
+}
+
+// uncork writes held frames whose delay has passed.
+func (w *h2wire) uncork() {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	w.flushCork()
+	w.afterWrite()
+}
+
+// flushCork writes the held frames; wmu is held.
+func (w *h2wire) flushCork() {
+	if len(w.cork) == 0 {
+		return
+	}
+	w.timer.Stop()
+	if _, err := w.Conn.Write(w.cork); err != nil && w.werr == nil {
+		w.werr = err
+	}
+	w.cork = w.cork[:0]
+}
+
+// afterWrite sends a pending header timeout reply at a frame boundary; wmu is held.
+func (w *h2wire) afterWrite() {
+	if w.hw != nil && w.hw.pending != nil && w.out.atBoundary() && len(w.cork) == 0 {
+		w.hw.send(w.hw.pending)
+		w.hw.pending = nil
+	}
+}
+
+// Close writes held frames and closes the connection.
+func (w *h2wire) Close() error {
+	w.wmu.Lock()
+	w.flushCork()
+	w.wmu.Unlock()
+	return w.Conn.Close()
 }
 
 // headerWatch applies request_headers_timeout to HTTP/2 streams. Envoy runs a timer per
@@ -144,11 +266,7 @@ type headerWatch struct {
 	deadline time.Time // when it times out
 	lastDone uint32    // the last stream whose header block completed
 
-	wmu     sync.Mutex // orders writes; guards the write side's parser and pending
-	whdr    [h2FrameHeaderLen]byte
-	wnh     int
-	wleft   int
-	pending []byte // the timeout reply, waiting for a frame boundary
+	pending []byte // the timeout reply, waiting for a frame boundary; guarded by wire.wmu
 }
 
 // read follows the frames in bytes just read.
@@ -246,48 +364,21 @@ func (hw *headerWatch) expire() {
 	st.responseCode(http.StatusRequestTimeout)
 	h.lstats.responseCode(http.StatusRequestTimeout)
 	reply := headerTimeoutReply(id, last)
-	hw.wmu.Lock()
-	defer hw.wmu.Unlock()
-	if hw.wnh == 0 && hw.wleft == 0 {
+	w := hw.wire
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	w.flushCork()
+	if w.out.atBoundary() {
 		hw.send(reply)
 		return
 	}
 	hw.pending = reply
 }
 
-// send writes the timeout reply and closes the connection; wmu is held.
+// send writes the timeout reply and closes the connection; wire.wmu is held.
 func (hw *headerWatch) send(reply []byte) {
 	hw.wire.Conn.Write(reply)
 	hw.wire.Conn.Close()
-}
-
-// write passes http2's bytes to the socket and follows their frame boundaries, so that a
-// timeout reply goes out between two frames.
-func (hw *headerWatch) write(p []byte) (int, error) {
-	hw.wmu.Lock()
-	defer hw.wmu.Unlock()
-	n, err := hw.wire.Conn.Write(p)
-	b := p[:n]
-	for len(b) > 0 {
-		if hw.wleft > 0 {
-			k := min(hw.wleft, len(b))
-			hw.wleft -= k
-			b = b[k:]
-			continue
-		}
-		k := copy(hw.whdr[hw.wnh:], b)
-		hw.wnh += k
-		b = b[k:]
-		if hw.wnh == h2FrameHeaderLen {
-			hw.wnh = 0
-			hw.wleft = int(hw.whdr[0])<<16 | int(hw.whdr[1])<<8 | int(hw.whdr[2])
-		}
-	}
-	if hw.pending != nil && hw.wnh == 0 && hw.wleft == 0 {
-		hw.send(hw.pending)
-		hw.pending = nil
-	}
-	return n, err
 }
 
 // headerTimeoutReply is the frames answering a stream whose request headers timed out:

@@ -638,7 +638,11 @@ func (s *stream) copyBodyH2(r io.Reader, resp *pool.Response) (int64, error) {
 	}
 	fl, _ := s.h2w.(http.Flusher)
 	cl := resp.ContentLength
-	if fl != nil && cl != 0 && !resp.BodyReady() { // no body: HEADERS ends the stream (gRPC trailers-only)
+	// The headers wait for the first body bytes when the body has a known length and comes
+	// from an HTTP/2 upstream (whose buffering the pool cannot see): such a body follows its
+	// headers at once, and one write then carries both. Without a body the handler's end
+	// sends HEADERS with END_STREAM (a gRPC trailers-only response must stay one frame).
+	if fl != nil && cl != 0 && !(resp.HTTP2 && cl > 0) && !resp.BodyReady() {
 		fl.Flush()
 	}
 	var total int64

@@ -11,7 +11,9 @@
 // Concurrency: Manager and Registry are safe for concurrent use. The request path takes no
 // lock except a host pool's short mutex to take or return an idle connection; breakers and
 // stats are atomics. An HTTP/1.1 connection belongs either to the idle list or to the one
-// exchange using it. The pools start no goroutines of their own (x/net/http2 runs one read
-// loop per HTTP/2 connection, ended by closing it); idle timeouts are timers. Registry.Run
+// exchange using it; an exchange whose Request.Downstream ends first is abandoned by a
+// context.AfterFunc callback that closes its socket. The pools start no goroutines of their
+// own (x/net/http2 runs one read loop per HTTP/2 connection, ended by closing it); idle
+// timeouts are timers. Registry.Run
 // reconciles the pools with cluster snapshots until its context ends.
 package pool
