@@ -198,23 +198,25 @@ func TestResponseTrailersHTTP2(t *testing.T) {
 
 // TestResponseTrailersHTTP1 checks the chunked trailer section an HTTP/1.1 client gets: the
 // upstream's trailers when it sent "TE: trailers", none otherwise (Envoy's HTTP/1 codec
-// drops trailers), and that chunked request trailers reach an HTTP/2 upstream.
+// drops trailers), and that chunked request trailers reach an HTTP/2 upstream (not an HTTP/1.1
+// one: Envoy sends none there without enable_trailers).
 func TestResponseTrailersHTTP1(t *testing.T) {
-	up := serveBothProtocols(t, trailerEcho())
-	e := newEnv(t, envOptions{
-		clusters: []string{staticCluster("h2", h2ClusterOptions, up.Listener.Addr().String())},
-		hcm:      simpleHCM("h2", ""),
-	})
+	e := bothProtocolsEnv(t, trailerEcho())
 	tests := []struct {
 		name  string
+		path  string
 		extra string // request header lines
 		body  string // chunked body with its trailer section
 		want  string // the response's chunked trailer section
 	}{
-		{name: "te trailers", extra: "TE: trailers\r\n", body: "4\r\nbody\r\n0\r\n\r\n", want: "x-result: done\r\n"},
-		{name: "no te", body: "4\r\nbody\r\n0\r\n\r\n", want: ""},
-		{name: "request trailers forwarded", extra: "TE: trailers\r\nTrailer: checksum\r\n",
+		{name: "te trailers", path: "/h2", extra: "TE: trailers\r\n", body: "4\r\nbody\r\n0\r\n\r\n", want: "x-result: done\r\n"},
+		{name: "no te", path: "/h2", body: "4\r\nbody\r\n0\r\n\r\n", want: ""},
+		{name: "request trailers forwarded", path: "/h2", extra: "TE: trailers\r\nTrailer: checksum\r\n",
 			body: "4\r\nbody\r\n0\r\nChecksum: abc\r\n\r\n", want: "x-result: done\r\nx-seen-checksum: abc\r\n"},
+		{name: "http1 upstream, te trailers", path: "/h1", extra: "TE: trailers\r\n", body: "4\r\nbody\r\n0\r\n\r\n", want: "x-result: done\r\n"},
+		// Envoy's HTTP/1 codec sends no trailers upstream without enable_trailers.
+		{name: "http1 upstream gets no request trailers", path: "/h1", extra: "TE: trailers\r\n",
+			body: "4\r\nbody\r\n0\r\nChecksum: abc\r\n\r\n", want: "x-result: done\r\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -223,7 +225,7 @@ func TestResponseTrailersHTTP1(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n%s\r\n%s", tc.extra, tc.body)
+			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n%s\r\n%s", tc.path, tc.extra, tc.body)
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 			if err != nil {
 				t.Fatal(err)
