@@ -20,8 +20,12 @@
 // connection, a 2 KiB read buffer kept while idle, header values sliced from one copy of the
 // request head, pooled per-stream state), because net/http's server costs a bufio pair, a
 // goroutine and several allocations per request. HTTP/2 (TLS ALPN "h2" and prior-knowledge
-// h2c under codec_type AUTO or HTTP2) is served by golang.org/x/net/http2. Upstream requests
-// go through package pool, which picks HTTP/1.1 or HTTP/2 per cluster.
+// h2c under codec_type AUTO or HTTP2) is served by golang.org/x/net/http2, reading through a
+// buffer and with response HEADERS held up to 200 µs for the DATA that follows (h2wire.go), so
+// a response is one socket write instead of two. Upstream requests go through package pool,
+// which picks HTTP/1.1 or HTTP/2 per cluster. Trailers pass both ways: HTTP/2 trailing
+// HEADERS, and HTTP/1.1 chunked trailers to clients that sent "TE: trailers" (Envoy's default
+// drops them otherwise); request trailers reach HTTP/2 upstreams only.
 //
 // Draining: after each HTTP/1 response the connection closes with "connection: close" when
 // the listener's DrainClose says so; when a drain starts, idle HTTP/1 connections are closed
@@ -30,8 +34,9 @@
 // Timeouts (timeout.go): common_http_protocol_options.idle_timeout closes idle HTTP/1
 // connections (and is http2's IdleTimeout); stream_idle_timeout bounds waits for request body
 // bytes; request_timeout bounds the whole request's arrival (408 "request timeout");
-// request_headers_timeout bounds an HTTP/1 request head from its first byte (408 "request
-// header timeout", then close; http2 reads header blocks itself, so HTTP/2 is not bounded);
+// request_headers_timeout bounds an HTTP/1 request head from its first byte and an HTTP/2
+// header block from its first HEADERS frame (408 "request header timeout"; HTTP/1 then
+// closes, HTTP/2 sends GOAWAY and closes, since the peer may send nothing else mid-block);
 // common_http_protocol_options.max_connection_duration ends a connection through a drain:
 // HTTP/1 responses get "connection: close" and an idle connection closes drain_timeout later,
 // HTTP/2 connections (served by their own http2.Server) get a graceful GOAWAY and are closed

@@ -151,9 +151,8 @@ type Stream interface {
 	ResponseHeaders(status int, h http.Header)
 	// ResponseBody is one chunk of the response body as it is sent downstream.
 	ResponseBody(p []byte)
-	// ResponseTrailers is the response's trailers, when the upstream response has any. (The
-	// upstream pool does not report response trailers yet, so the router does not call it
-	// today.)
+	// ResponseTrailers is the response's trailers, when the upstream response has any; it is
+	// called after the last ResponseBody.
 	ResponseTrailers(h http.Header)
 	// End is called once when the stream is done, before the connection manager reuses its
 	// memory: for a complete response just before its last bytes are written (so what End
