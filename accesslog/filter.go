@@ -6,6 +6,8 @@ import (
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
+
+	"github.com/legateproxy/legate/internal/headermatch"
 )
 
 // filterKind is the kind of a compiled AccessLogFilter.
@@ -44,8 +46,8 @@ type Filter struct {
 	types    uint32        // log_type_filter: bit n set for Type n
 	exclude  bool
 	children []*Filter
-	header   *headerMatch // header_filter
-	statuses uint32       // grpc_status_filter: bit n set for gRPC status n
+	header   *headermatch.Header // header_filter
+	statuses uint32              // grpc_status_filter: bit n set for gRPC status n
 }
 
 // FilterOptions are the inputs of FilterFromProto that come from outside the configuration.
@@ -178,7 +180,7 @@ func (f *Filter) Match(e *Entry) bool {
 		in := int(e.Type) < numTypes && f.types&(1<<uint(e.Type)) != 0
 		return in != f.exclude
 	case filterHeader:
-		return f.header.match(e)
+		return matchHeader(f.header, e)
 	case filterGRPCStatus:
 		st, ok := grpcStatus(e)
 		in := ok && f.statuses&(1<<uint(st)) != 0

@@ -2,10 +2,11 @@ package accesslog
 
 import (
 	"fmt"
-	"net/textproto"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/legateproxy/legate/internal/headermatch"
 )
 
 // op is one substitution operator.
@@ -318,16 +319,7 @@ func parseCommand(format string, start int, opts *Options) (segment, int, error)
 
 // headerKey normalises a header name: pseudo-headers (and "host", which is :authority) in
 // lower case, others in canonical MIME form.
-func headerKey(name string) string {
-	l := strings.ToLower(name)
-	switch l {
-	case ":method", ":path", ":authority", ":scheme", ":status":
-		return l
-	case "host":
-		return ":authority"
-	}
-	return textproto.CanonicalMIMEHeaderKey(name)
-}
+func headerKey(name string) string { return headermatch.Key(name) }
 
 func truncate(s string, n int) string {
 	if n > 0 && len(s) > n {

@@ -86,7 +86,7 @@ func (m *routeMatch) matchPath(r *Request, p string) bool {
 		}
 		return len(p) == len(m.value) && hasPrefixFold(p, m.value)
 	case pathRegex:
-		return m.re.match(p)
+		return m.re.Match(p)
 	case pathSeparatedPrefix:
 		var ok bool
 		if m.caseSensitive {

@@ -78,7 +78,7 @@ func routeKey(m *routeMatch) string {
 		}
 		return ""
 	case pathRegex:
-		lit = m.re.prefix
+		lit = m.re.Prefix()
 	default:
 		return ""
 	}
