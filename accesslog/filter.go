@@ -2,10 +2,12 @@ package accesslog
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
 	"github.com/legateproxy/legate/internal/headermatch"
 )
@@ -23,6 +25,7 @@ const (
 	filterOr
 	filterHeader
 	filterGRPCStatus
+	filterRuntime
 )
 
 // Filter is a compiled envoy.config.accesslog.v3.AccessLogFilter (AccessLog.filter): it decides
@@ -31,9 +34,9 @@ const (
 // Entry.Duration; an entry without a duration never matches), not_health_check_filter,
 // response_flag_filter, log_type_filter, header_filter (on Entry's request headers) and
 // grpc_status_filter (grpc-status of the response trailers, else of the response headers,
-// else mapped from the HTTP status as Envoy maps it; UNKNOWN without any), and_filter and
-// or_filter. The others (runtime, traceable, metadata, extension) are refused by
-// FilterFromProto.
+// else mapped from the HTTP status as Envoy maps it; UNKNOWN without any), runtime_filter
+// (see runtimeMatch), and_filter and or_filter. The others (traceable, metadata, extension)
+// are refused by FilterFromProto.
 //
 // A Filter is immutable and safe for concurrent use; a nil *Filter matches every entry.
 type Filter struct {
@@ -48,14 +51,22 @@ type Filter struct {
 	children []*Filter
 	header   *headermatch.Header // header_filter
 	statuses uint32              // grpc_status_filter: bit n set for gRPC status n
+	buckets  uint64              // runtime_filter: the percent_sampled denominator (100, 10000, 1000000)
+	random   func() uint64
+	// independent is runtime_filter's use_independent_randomness.
+	independent bool
 }
 
 // FilterOptions are the inputs of FilterFromProto that come from outside the configuration.
 type FilterOptions struct {
 	// Runtime returns the runtime value of key, or def when the key is unset; comparison
 	// filters read their runtime_key through it each time they are evaluated, as Envoy does.
-	// Nil means every comparison uses its default_value.
+	// Nil means every comparison uses its default_value. runtime_filter reads its
+	// runtime_key through it too.
 	Runtime func(key string, def uint64) uint64
+	// Random returns a uniformly random number for runtime_filter; nil means
+	// math/rand/v2.Uint64.
+	Random func() uint64
 }
 
 // FilterFromProto compiles an AccessLogFilter. path names the field in errors
@@ -98,7 +109,7 @@ func FilterFromProto(path string, pb *accesslogv3.AccessLogFilter, opts FilterOp
 	case *accesslogv3.AccessLogFilter_OrFilter:
 		return combine(path+".or_filter", filterOr, s.OrFilter.GetFilters(), opts)
 	case *accesslogv3.AccessLogFilter_RuntimeFilter:
-		return notImplemented("runtime_filter")
+		return runtimeFilter(path+".runtime_filter", s.RuntimeFilter, opts)
 	case *accesslogv3.AccessLogFilter_TraceableFilter:
 		return notImplemented("traceable_filter")
 	case *accesslogv3.AccessLogFilter_HeaderFilter:
@@ -136,6 +147,65 @@ func comparison(path string, kind filterKind, c *accesslogv3.ComparisonFilter, o
 	}
 	return &Filter{kind: kind, op: c.GetOp(), value: uint64(c.GetValue().GetDefaultValue()),
 		key: c.GetValue().GetRuntimeKey(), runtime: opts.Runtime}, nil
+}
+
+// runtimeFilter compiles a RuntimeFilter.
+func runtimeFilter(path string, pb *accesslogv3.RuntimeFilter, opts FilterOptions) (*Filter, error) {
+	if pb.GetRuntimeKey() == "" {
+		return nil, fmt.Errorf("%s.runtime_key = \"\"; must not be empty", path)
+	}
+	f := &Filter{kind: filterRuntime, key: pb.GetRuntimeKey(), runtime: opts.Runtime,
+		value: uint64(pb.GetPercentSampled().GetNumerator()), random: opts.Random,
+		independent: pb.GetUseIndependentRandomness()}
+	switch d := pb.GetPercentSampled().GetDenominator(); d {
+	case typev3.FractionalPercent_HUNDRED:
+		f.buckets = 100
+	case typev3.FractionalPercent_TEN_THOUSAND:
+		f.buckets = 10000
+	case typev3.FractionalPercent_MILLION:
+		f.buckets = 1000000
+	default:
+		return nil, fmt.Errorf("%s.percent_sampled.denominator = %d; must be HUNDRED, TEN_THOUSAND or MILLION", path, d)
+	}
+	if f.random == nil {
+		f.random = rand.Uint64
+	}
+	return f, nil
+}
+
+// runtimeMatch samples as Envoy's RuntimeFilter: the random value is the request's
+// x-request-id (its first 8 hex digits, as the UUID request id extension reads it) modulo
+// the denominator, or a random number with use_independent_randomness or without a usable
+// request id; the entry is logged when that value is below the runtime's integer value of
+// runtime_key (default: percent_sampled's numerator), capped at the denominator
+// (featureEnabled).
+func (f *Filter) runtimeMatch(e *Entry) bool {
+	var r uint64
+	id, ok := uint64(0), false
+	if !f.independent {
+		id, ok = requestIDInteger(e)
+	}
+	if ok {
+		r = id % f.buckets
+	} else {
+		r = f.random()
+	}
+	n := f.value
+	if f.runtime != nil {
+		n = f.runtime(f.key, n)
+	}
+	return r%f.buckets < min(n, f.buckets)
+}
+
+// requestIDInteger reads an x-request-id as Envoy's UUID request id extension turns it into
+// a number: its first 8 characters as hexadecimal.
+func requestIDInteger(e *Entry) (uint64, bool) {
+	vs := e.RequestHeaders["X-Request-Id"]
+	if len(vs) == 0 || len(vs[0]) < 8 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(vs[0][:8], 16, 64)
+	return n, err == nil
 }
 
 func combine(path string, kind filterKind, pbs []*accesslogv3.AccessLogFilter, opts FilterOptions) (*Filter, error) {
@@ -181,6 +251,8 @@ func (f *Filter) Match(e *Entry) bool {
 		return in != f.exclude
 	case filterHeader:
 		return matchHeader(f.header, e)
+	case filterRuntime:
+		return f.runtimeMatch(e)
 	case filterGRPCStatus:
 		st, ok := grpcStatus(e)
 		in := ok && f.statuses&(1<<uint(st)) != 0

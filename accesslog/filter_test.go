@@ -110,7 +110,8 @@ func TestFilterFromProtoErrors(t *testing.T) {
 	tests := []struct {
 		name, filter, want string
 	}{
-		{"runtime", "{runtime_filter: {runtime_key: k}}", "f.runtime_filter: not implemented by Legate"},
+		{"runtime without key", "{runtime_filter: {percent_sampled: {numerator: 5}}}", `f.runtime_filter.runtime_key = ""; must not be empty`},
+		{"runtime bad denominator", "{runtime_filter: {runtime_key: k, percent_sampled: {numerator: 5, denominator: 7}}}", "f.runtime_filter.percent_sampled.denominator = 7; must be HUNDRED, TEN_THOUSAND or MILLION"},
 		{"traceable", "{traceable_filter: {}}", "f.traceable_filter: not implemented by Legate"},
 		{"grpc status", "{grpc_status_filter: {statuses: [OK, 17]}}", "f.grpc_status_filter.statuses[1] = 17; not a gRPC status"},
 		{"header without matcher", "{header_filter: {}}", "f.header_filter.header: is required"},

@@ -84,6 +84,7 @@ type envOptions struct {
 	ecds      ExtensionConfigProvider
 	filters   *filter.Registry // nil: the health check filter only
 	srds      ScopedRouteProvider
+	runtime   func(key string, def uint64) uint64 // Deps.Runtime
 }
 
 func fromYAML(t testing.TB, y string, m proto.Message) {
@@ -131,7 +132,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	reg := listener.NewRegistry()
 	e.logs = accesslog.NewManager(accesslog.FileOptions{})
 	t.Cleanup(func() { e.logs.Close() })
-	if err := Register(reg, Deps{Clusters: e.clusters, Pools: e.pools, Stats: store, HealthCheckFailed: &e.failed, LocalClusterName: "local", AccessLogs: e.logs, GRPCAccessLogs: o.als, ExtensionConfigs: o.ecds, ScopedRoutes: o.srds, Filters: o.filters}); err != nil {
+	if err := Register(reg, Deps{Clusters: e.clusters, Pools: e.pools, Stats: store, HealthCheckFailed: &e.failed, LocalClusterName: "local", AccessLogs: e.logs, GRPCAccessLogs: o.als, ExtensionConfigs: o.ecds, ScopedRoutes: o.srds, Filters: o.filters, Runtime: o.runtime}); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 	var hcm hcmv3.HttpConnectionManager

@@ -79,6 +79,10 @@ type Deps struct {
 	// RuntimeFraction decides a route's runtime_fraction through the runtime (key, the
 	// default fraction, the request's random value); nil uses the default fraction.
 	RuntimeFraction func(key string, numerator, denominator, random uint64) bool
+	// Runtime returns the runtime's integer value of key, or def when unset: access log
+	// filters read their runtime_key through it (comparison values, runtime_filter). Nil
+	// uses the configured defaults.
+	Runtime func(key string, def uint64) uint64
 }
 
 // Register registers the envoy.filters.network.http_connection_manager handler factory with
@@ -269,7 +273,7 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 		if err != nil {
 			return nil, fmt.Errorf("http_connection_manager %q: access_log[%d]: %w", cfg.StatPrefix, i, err)
 		}
-		if l.filter, err = accesslog.FilterFromProto(fmt.Sprintf("access_log[%d].filter", i), al.Filter, accesslog.FilterOptions{}); err != nil {
+		if l.filter, err = accesslog.FilterFromProto(fmt.Sprintf("access_log[%d].filter", i), al.Filter, accesslog.FilterOptions{Runtime: d.Runtime}); err != nil {
 			return nil, fmt.Errorf("http_connection_manager %q: %w", cfg.StatPrefix, err)
 		}
 		h.logs = append(h.logs, l)

@@ -124,6 +124,7 @@ func (s *Server) buildDataPlane() error {
 		ExtensionConfigs:  s.extensionProvider(),
 		ScopedRoutes:      s.scopedRouteProvider(),
 		RuntimeFraction:   s.routeFraction,
+		Runtime:           s.runtimeUint64,
 	}); err != nil {
 		return err
 	}
@@ -133,7 +134,7 @@ func (s *Server) buildDataPlane() error {
 		AccessLogs: tcpproxy.AccessLogDeps{
 			Files:   dp.accessLogs,
 			GRPC:    dp.als,
-			Runtime: func(key string, def uint64) uint64 { return s.runtime.Snapshot().Uint64(key, def) },
+			Runtime: s.runtimeUint64,
 		},
 	}); err != nil {
 		return err
@@ -202,6 +203,12 @@ func failingTLS(err error) *tls.Config {
 		InsecureSkipVerify: true,
 		VerifyConnection:   func(tls.ConnectionState) error { return err },
 	}
+}
+
+// runtimeUint64 reads an integer runtime key from the current snapshot (access log filters'
+// runtime_key).
+func (s *Server) runtimeUint64(key string, def uint64) uint64 {
+	return s.runtime.Snapshot().Uint64(key, def)
 }
 
 // routeFraction decides a route's runtime_fraction as Envoy's featureEnabled(key, default,
