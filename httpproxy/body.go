@@ -6,7 +6,10 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"time"
 
+	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/stats"
 )
 
@@ -286,4 +289,130 @@ func (w *h1writer) finish() error {
 		w.buf = append(w.buf, '\r', '\n')
 	}
 	return w.flush()
+}
+
+// Pause implements filter.Downstream: it holds the request until ready is closed or bound
+// passes, and reports whether the client went away meanwhile (then the stream ends without
+// being routed). An HTTP/1 request's body — and whatever the client sends after it — is read
+// into the connection's buffer while it waits, up to the buffer limit: that is the body
+// Envoy's on_demand filter buffers (StopIterationAndWatermark), and the bodyReader forwards
+// it from there once the request goes on. When the buffer is full reading stops, and TCP
+// flow control holds the client back as Envoy's read-disable does. The read also sees a
+// client that closes or resets its connection. An HTTP/2 request's body waits in http2's
+// stream buffer (the stream's flow-control window); its context ends when the client resets
+// the stream or the connection goes.
+func (s *stream) Pause(ready <-chan struct{}, bound time.Duration) (gone bool) {
+	var timeout <-chan time.Time
+	if bound > 0 {
+		t := time.NewTimer(bound)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var cut <-chan struct{}
+	var read chan error
+	switch {
+	case s.h2req != nil:
+		cut = s.h2req.Context().Done()
+	case s.sc != nil:
+		read = make(chan error, 1)
+		go s.sc.readPaused(int(s.bufferLimit()), read)
+	}
+	for {
+		select {
+		case <-ready:
+		case <-timeout:
+		case <-cut:
+			gone = true
+		case err := <-read:
+			read = nil // the reader has ended
+			if !clientGone(err) {
+				continue // the buffer is full, or the body's deadline passed: wait on
+			}
+			gone = true
+		}
+		break
+	}
+	if read != nil {
+		// Wake the reader and wait for it, so that the connection's reader is this
+		// goroutine's again; the socket's deadline is then put back.
+		s.sc.nc.SetReadDeadline(time.Unix(1, 0))
+		<-read
+		s.sc.nc.SetReadDeadline(s.sc.deadline)
+	}
+	if gone {
+		s.downstreamGone()
+	}
+	return gone
+}
+
+// Route implements filter.Downstream: the request's route in the current tables.
+func (s *stream) Route() *route.Match { return s.h.route(&s.req) }
+
+// clientGone reports whether a read error means the client closed or reset its connection
+// (rather than a deadline, or nil for a full buffer).
+func clientGone(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	return !errors.As(err, &ne) || !ne.Timeout()
+}
+
+// downstreamGone marks a stream whose client went away before it was routed: it is not
+// answered, its connection closes, and the access log shows DC, as Envoy's stream reset.
+func (s *stream) downstreamGone() {
+	s.gone = true
+	s.closeConn = true
+	s.flags |= accesslog.DownstreamConnectionTermination
+	s.details = "downstream_remote_disconnect"
+	if s.sc != nil {
+		// Envoy counts an HTTP/1 connection closed under an active request; HTTP/2 streams
+		// are counted by their connection (streamCut).
+		st := s.h.stats
+		st.DownstreamCxDestroyRemoteActiveRq.Inc()
+		st.DownstreamCxDestroyActiveRq.Inc()
+	}
+}
+
+// readPaused fills the connection's read buffer while its request is paused, until the
+// buffer holds limit bytes (then it reports nil) or a read fails (it reports the error). It
+// runs on its own goroutine, owned by Pause, which waits for its report before touching the
+// reader again. The buffer may grow past the head limit, up to limit; shrink returns it to
+// its idle size once it has been read.
+func (sc *serverConn) readPaused(limit int, out chan<- error) {
+	rd := &sc.rd
+	for rd.buffered() < limit {
+		if rd.r == rd.w {
+			rd.r, rd.w = 0, 0
+		}
+		if rd.w == len(rd.buf) {
+			if rd.r > 0 {
+				rd.w = copy(rd.buf, rd.buf[rd.r:rd.w])
+				rd.r = 0
+			} else {
+				nb := make([]byte, min(2*len(rd.buf), max(limit, len(rd.buf))))
+				rd.w = copy(nb, rd.buf[rd.r:rd.w])
+				rd.buf = nb
+			}
+		}
+		n, err := rd.conn.Read(rd.buf[rd.w:])
+		rd.w += n
+		rd.rx.Add(uint64(n))
+		if err != nil {
+			out <- err
+			return
+		}
+	}
+	out <- nil
+}
+
+// bufferLimit is how much of a request body the stream buffers: the listener's
+// per_connection_buffer_limit_bytes, 1 MiB (its default) without one.
+func (s *stream) bufferLimit() int64 {
+	if s.sc != nil {
+		if l := s.sc.lc.BufferLimit(); l > 0 {
+			return int64(l)
+		}
+	}
+	return defaultRetryBufLimit
 }

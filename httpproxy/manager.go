@@ -233,6 +233,7 @@ func (d *Deps) routeOptions(cfg *config.HTTPConnectionManager) route.Options {
 		Hostname:         d.Hostname,
 		ClusterExists:    d.Clusters.Has,
 		FeatureEnabled:   d.RuntimeFraction,
+		PerFilterConfig:  d.Filters.PerRouteConfig,
 	}
 }
 

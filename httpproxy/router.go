@@ -532,12 +532,7 @@ func (s *stream) discardResponse() {
 // bufferBody reads the request body into memory so that retries can replay it; it reports
 // false when the body exceeds the buffer limit (the body read so far is still sent).
 func (s *stream) bufferBody() bool {
-	limit := int64(defaultRetryBufLimit)
-	if s.sc != nil {
-		if l := s.sc.lc.BufferLimit(); l > 0 {
-			limit = int64(l)
-		}
-	}
+	limit := s.bufferLimit()
 	if s.contentLength > limit {
 		return false
 	}

@@ -81,6 +81,7 @@ type stream struct {
 	contentLength int64
 	start         time.Time
 	fx            filter.Exchange
+	gone          bool // the client went away while a filter paused the request (body.go)
 
 	resp        http.Header
 	respStore   http.Header // HTTP/1 response header storage
@@ -170,6 +171,7 @@ func (s *stream) begin(h *Handler) {
 	s.status, s.headSent, s.closeConn = 0, false, false
 	s.bytesIn, s.bytesOut = 0, 0
 	s.flags, s.details, s.cluster, s.upstream, s.attempts, s.requestID = 0, "", "", "", 0, ""
+	s.gone = false
 	s.bodyBuf = s.bodyBuf[:0]
 	s.setCookies = s.setCookies[:0]
 	s.trailersOut = false
@@ -292,7 +294,7 @@ func (s *stream) process() {
 	st.DownstreamRqTotal.Inc()
 	st.DownstreamRqActive.Inc()
 	s.prepareRequest()
-	s.fx = filter.Exchange{Request: &s.req, Routes: routeDiscovery{h}}
+	s.fx = filter.Exchange{Request: &s.req, Routes: routeDiscovery{h}, Downstream: s}
 	routed := true
 	filters := h.filters
 	if len(h.ecds) > 0 {
@@ -309,11 +311,15 @@ func (s *stream) process() {
 			routed = false
 			break
 		}
+		if s.gone { // the client went away while the filter paused the request
+			routed = false
+			break
+		}
 	}
 	if routed {
 		s.routeRequest()
 	}
-	if !s.headSent {
+	if !s.headSent && !s.gone {
 		s.localReply(http.StatusInternalServerError, nil, nil) // unreachable in practice
 	}
 	if len(s.fstreams) > 0 {

@@ -69,12 +69,12 @@ func (c *Client) WatchRoutes(name string, source *corev3.ConfigSource, statPrefi
 	return cur, gen, cancel, nil
 }
 
-// watchRoutesFrom is WatchRoutes on a resolved source; it also returns the RDS subscription
-// (for its readiness). With passNil a removal or an initial fetch that ends without a
+// watchRoutesFrom is WatchRoutes on a resolved source; it also returns the watch (for its
+// readiness: its RDS subscription's, and its VHDS source's). With passNil a removal or an initial fetch that ends without a
 // configuration reaches update as nil (scoped routes wake their waiters on it); without, it is
 // not reported.
 func (c *Client) watchRoutesFrom(src resource.Source, name, statPrefix string, passNil bool,
-	update func(gen uint64, rc *routev3.RouteConfiguration)) (*routev3.RouteConfiguration, uint64, watchRef, func(), error) {
+	update func(gen uint64, rc *routev3.RouteConfiguration)) (*routev3.RouteConfiguration, uint64, *routeWatch, func(), error) {
 	w := &routeWatch{c: c, update: update, prefix: statPrefix}
 	w.mu.Lock() // holds back updates until the current configuration is returned
 	ref, val, _, _, err := c.rds.subscribe(src, name, statPrefix, func(_ uint64, v any) {
@@ -85,8 +85,9 @@ func (c *Client) watchRoutesFrom(src resource.Source, name, statPrefix string, p
 	})
 	if err != nil {
 		w.mu.Unlock()
-		return nil, 0, watchRef{}, nil, err
+		return nil, 0, nil, nil, err
 	}
+	w.ref = ref
 	var cur *routev3.RouteConfiguration
 	if rc, ok := val.(*routev3.RouteConfiguration); ok {
 		cur = w.setLocked(rc)
@@ -94,7 +95,7 @@ func (c *Client) watchRoutesFrom(src resource.Source, name, statPrefix string, p
 	}
 	gen := w.gen
 	w.mu.Unlock()
-	return cur, gen, ref, func() { ref.release(); w.stop() }, nil
+	return cur, gen, w, func() { ref.release(); w.stop() }, nil
 }
 
 // RoutesConfigDump returns the RDS part of the "routes" config dump: dynamic_route_configs

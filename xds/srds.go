@@ -339,7 +339,7 @@ type scopedWatch struct {
 	mu sync.Mutex
 	// refs are the RDS subscriptions of the scopes' route configurations (for readiness);
 	// stops end them and their VHDS watches. Both by route configuration name.
-	refs   map[string]watchRef
+	refs   map[string]*routeWatch
 	stops  map[string]func()
 	routes map[string]*routev3.RouteConfiguration
 	gen    uint64
@@ -402,7 +402,7 @@ func (c *Client) watchScopes(sr *hcmv3.ScopedRoutes, statPrefix string, reportFi
 		report = func(uint64, []*routev3.ScopedRouteConfiguration, map[string]*routev3.RouteConfiguration) {}
 	}
 	w := &scopedWatch{c: c, name: sr.GetName(), rds: rds, prefix: statPrefix, update: report, born: c.clock.Now(),
-		refs: map[string]watchRef{}, stops: map[string]func(){}, routes: map[string]*routev3.RouteConfiguration{}, waiters: map[string]map[uint64]func(){}}
+		refs: map[string]*routeWatch{}, stops: map[string]func(){}, routes: map[string]*routev3.RouteConfiguration{}, waiters: map[string]map[uint64]func(){}}
 	switch {
 	case sr.GetScopedRds() != nil:
 		if sr.GetScopedRds().GetSrdsResourcesLocator() != "" {
@@ -444,7 +444,7 @@ func (c *Client) watchScopes(sr *hcmv3.ScopedRoutes, statPrefix string, reportFi
 }
 
 // ready reports whether the scopes arrived (or their initial fetch timed out) and so did the
-// route configuration of every scope.
+// route configuration of every scope, with the first VHDS answer of those that have vhds.
 func (w *scopedWatch) ready() bool {
 	if w.h != nil && !w.h.isReady() {
 		return false
@@ -489,14 +489,14 @@ func (w *scopedWatch) refresh() {
 		}
 		// A route watch, so that a route configuration with vhds gets its VHDS virtual hosts
 		// merged in, as Envoy's scoped RDS uses its RDS route config providers.
-		cur, _, ref, stop, err := w.c.watchRoutesFrom(w.rds, name, w.prefix, true, func(_ uint64, rc *routev3.RouteConfiguration) {
+		cur, _, rw, stop, err := w.c.watchRoutesFrom(w.rds, name, w.prefix, true, func(_ uint64, rc *routev3.RouteConfiguration) {
 			w.routeChanged(name, rc)
 		})
 		if err != nil {
 			w.c.log.Errorf("xds: scoped_routes %q: rds %q: %v", w.name, name, err)
 			continue
 		}
-		w.refs[name], w.stops[name] = ref, stop
+		w.refs[name], w.stops[name] = rw, stop
 		if cur != nil {
 			w.routes[name] = cur
 		}
@@ -527,7 +527,7 @@ func (w *scopedWatch) refresh() {
 // routeChanged records a scope's route configuration (nil when removed or timed out).
 func (w *scopedWatch) routeChanged(name string, rc *routev3.RouteConfiguration) {
 	w.mu.Lock()
-	if w.closed || w.refs[name] == (watchRef{}) {
+	if w.closed || w.refs[name] == nil {
 		w.mu.Unlock()
 		return
 	}

@@ -408,6 +408,8 @@ type routeWatch struct {
 
 	// prefix is the connection manager's stat_prefix.
 	prefix string
+	// ref is the RDS subscription; set before the watch is shared, then read-only.
+	ref watchRef
 
 	mu      sync.Mutex
 	gen     uint64
@@ -490,6 +492,20 @@ func (w *routeWatch) vhostsChanged() {
 	gen := w.gen
 	w.mu.Unlock()
 	w.update(gen, merged)
+}
+
+// ready reports whether the route configuration arrived (or its first fetch timed out) and,
+// when it has vhds, whether its VHDS source has answered or timed out too: as in Envoy, whose
+// RDS subscription registers the VHDS subscription's init target with its own init manager
+// while it warms, a listener waits for the first VHDS answer of its route configurations.
+func (w *routeWatch) ready() bool {
+	if !w.ref.ready() {
+		return false
+	}
+	w.mu.Lock()
+	vh := w.vh
+	w.mu.Unlock()
+	return vh == nil || vh.isReady()
 }
 
 func (w *routeWatch) stop() {

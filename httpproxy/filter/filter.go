@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -22,6 +23,41 @@ type Exchange struct {
 	// Routes is the connection manager's on-demand route discovery (the on_demand filter
 	// uses it); nil when the connection manager offers none.
 	Routes RouteDiscovery
+	// Downstream is the connection manager's hold on the stream (pausing it, its current
+	// route); nil when it offers none (then a filter cannot pause the request).
+	Downstream Downstream
+}
+
+// PerFilterConfig returns the typed_per_filter_config entry called name that applies to the
+// request's current route, the most specific one winning (weighted cluster, route, virtual
+// host, route configuration), as Envoy's resolveMostSpecificPerFilterConfig; see
+// route.Match.PerFilterConfig. ok is false when the request has no route or no level has
+// an entry of that name.
+func (x *Exchange) PerFilterConfig(name string) (cfg *route.FilterConfig, ok bool) {
+	if x.Downstream == nil {
+		return nil, false
+	}
+	m := x.Downstream.Route()
+	if m == nil {
+		return nil, false
+	}
+	return m.PerFilterConfig(name)
+}
+
+// Downstream is a stream as the connection manager lets a filter hold it. Methods are called
+// on the stream's goroutine.
+type Downstream interface {
+	// Pause holds the request until ready is closed or bound passes (Envoy's decodeHeaders
+	// StopIteration, with decodeData's StopIterationAndWatermark): meanwhile the request
+	// body is read and buffered up to the connection's buffer limit
+	// (per_connection_buffer_limit_bytes), after which reading stops and the client is held
+	// back by flow control, as Envoy read-disables it; what was buffered is forwarded once
+	// the request goes on. It returns at once, with gone true, when the client resets the
+	// stream or closes its connection; the connection manager then ends the stream without
+	// routing it, and the filter must return.
+	Pause(ready <-chan struct{}, bound time.Duration) (gone bool)
+	// Route is the request's route in the current route tables (nil: none).
+	Route() *route.Match
 }
 
 // RouteDiscovery is the connection manager's half of on-demand route discovery (Envoy's
@@ -80,13 +116,61 @@ type Factory func(config *anypb.Any, ctx *Context) (Filter, error)
 // Registry maps filter names and type URLs to factories. Fill it before use; lookups are then
 // safe for concurrent use. The zero value is not usable; call NewRegistry.
 type Registry struct {
-	byName map[string]Factory
-	byType map[string]Factory
+	byName   map[string]Factory
+	byType   map[string]Factory
+	perRoute map[string]PerRouteFactory // by per-route type URL
 }
+
+// PerRouteFactory makes a filter's per-route configuration from a typed_per_filter_config
+// entry's typed config (Envoy's createRouteSpecificFilterConfig). Errors name the field, the
+// value and the rule.
+type PerRouteFactory func(config *anypb.Any) (any, error)
+
+// routerTypeURL is the router's typed_config type: the connection manager runs the router
+// itself, and Envoy's router takes no per-route configuration.
+const routerTypeURL = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{byName: map[string]Factory{}, byType: map[string]Factory{}}
+	return &Registry{byName: map[string]Factory{}, byType: map[string]Factory{}, perRoute: map[string]PerRouteFactory{}}
+}
+
+// RegisterPerRoute adds f as the maker of the per-route configurations of the given type URLs
+// (a filter's typed_per_filter_config types). Registering a type twice is an error.
+func (r *Registry) RegisterPerRoute(f PerRouteFactory, typeURLs ...string) error {
+	for _, u := range typeURLs {
+		if _, dup := r.perRoute[u]; dup {
+			return fmt.Errorf("filter: per-route config type %q is already registered", u)
+		}
+	}
+	for _, u := range typeURLs {
+		r.perRoute[u] = f
+	}
+	return nil
+}
+
+// PerRouteConfig makes a typed_per_filter_config entry's configuration; it is
+// route.Options.PerFilterConfig. As Envoy: a per-route type of a registered filter is parsed
+// and checked (errors reject the route configuration even when optional); the type of a filter
+// that takes no per-route configuration (the router, health_check, tap, ...) is an error
+// unless optional, and then ignored. The entry's name need not be a filter of the chain, as
+// in Envoy. Types no Legate filter knows are accepted and unused: they can only belong to
+// filters a Legate chain cannot hold. A nil Registry accepts every entry.
+func (r *Registry) PerRouteConfig(name string, config *anypb.Any, optional bool) (any, error) {
+	if r == nil {
+		return nil, nil
+	}
+	u := config.GetTypeUrl()
+	if f, ok := r.perRoute[u]; ok {
+		return f(config)
+	}
+	if _, ok := r.byType[u]; ok || u == routerTypeURL {
+		if optional {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("type %q: the filter %q does not support virtual host or route specific configurations", u, name)
+	}
+	return nil, nil
 }
 
 // Register adds f under name and the type URLs. Registering a name or type twice is an error.

@@ -14,6 +14,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -38,6 +39,13 @@ type Options struct {
 	FeatureEnabled func(key string, numerator, denominator, random uint64) bool
 	// ReadFile reads direct_response bodies given by filename; nil means os.ReadFile.
 	ReadFile func(name string) ([]byte, error)
+	// PerFilterConfig makes the configuration of a typed_per_filter_config entry (route
+	// configuration, virtual host, route, weighted cluster): name is the entry's key (a
+	// filter's name in http_filters), cfg the per-route typed config and optional
+	// FilterConfig.is_optional. An error rejects the route configuration; a nil result with
+	// no error keeps the entry without a configuration (an optional filter Legate lacks).
+	// Nil keeps each typed config unchecked, as its *anypb.Any.
+	PerFilterConfig func(name string, cfg *anypb.Any, optional bool) (any, error)
 }
 
 // defaultTimeout is RouteAction.timeout's default.
@@ -54,6 +62,7 @@ type compiler struct {
 	mostSpecific bool
 	globalReq    *HeaderOps
 	globalResp   *HeaderOps
+	filters      perFilter // the route configuration's typed_per_filter_config
 }
 
 // Compile converts a RouteConfiguration into a Table. Errors name the field path, the value
@@ -91,6 +100,9 @@ func Compile(rc *routev3.RouteConfiguration, opts Options) (*Table, error) {
 		return nil, err
 	}
 	if c.globalResp, err = compileHeaderOps(rc.GetResponseHeadersToAdd(), rc.GetResponseHeadersToRemove(), "", "response_headers", c.opts); err != nil {
+		return nil, err
+	}
+	if c.filters, err = compilePerFilter(rc.GetTypedPerFilterConfig(), "", c.opts); err != nil {
 		return nil, err
 	}
 	t := &Table{
@@ -172,8 +184,12 @@ func (c *compiler) virtualHost(p *routev3.VirtualHost, path string) (*VirtualHos
 		globalRequestOps:  c.globalReq,
 		globalResponseOps: c.globalResp,
 		mostSpecificWins:  c.mostSpecific,
+		configFilters:     c.filters,
 	}
 	var err error
+	if vh.filters, err = compilePerFilter(p.GetTypedPerFilterConfig(), path+".", c.opts); err != nil {
+		return nil, err
+	}
 	if vh.requestOps, err = compileHeaderOps(p.GetRequestHeadersToAdd(), p.GetRequestHeadersToRemove(), path+".", "request_headers", c.opts); err != nil {
 		return nil, err
 	}
@@ -204,6 +220,9 @@ func (c *compiler) virtualHost(p *routev3.VirtualHost, path string) (*VirtualHos
 func (c *compiler) route(p *routev3.Route, vh *VirtualHost, path string) (*Route, error) {
 	r := &Route{Name: p.GetName(), vhost: vh, Timeout: defaultTimeout}
 	var err error
+	if r.filters, err = compilePerFilter(p.GetTypedPerFilterConfig(), path+".", c.opts); err != nil {
+		return nil, err
+	}
 	if r.match, err = c.routeMatch(p.GetMatch(), path+".match"); err != nil {
 		return nil, err
 	}
@@ -438,6 +457,9 @@ func (c *compiler) weightedClusters(p *routev3.WeightedCluster, r *Route, path s
 			}
 		}
 		var err error
+		if w.filters, err = compilePerFilter(cp.GetTypedPerFilterConfig(), cpath+".", c.opts); err != nil {
+			return nil, err
+		}
 		if w.MetadataMatch, err = metadataCriteria(cp.GetMetadataMatch(), r.MetadataMatch, cpath+".metadata_match"); err != nil {
 			return nil, err
 		}

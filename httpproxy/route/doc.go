@@ -13,7 +13,10 @@
 // path_match_policy, tls_context, dynamic_metadata, filter_state and cookies matches,
 // cluster_specifier_plugin, host_rewrite_path_regex, filter_state hash policies, vhds,
 // retry_priority, and retry host predicates other than previous_hosts and omit_canary_hosts.
+// typed_per_filter_config (at every level) is compiled through Options.PerFilterConfig and
+// found with Match.PerFilterConfig; FilterConfig.disabled is recorded but the connection
+// manager does not yet take filters out of a route's chain by it.
 // Ignored, as they belong to other filters or to stats: cors, rate_limits, decorator, tracing,
-// typed_per_filter_config, request_mirror_policies, virtual_clusters, hedge_policy,
+// request_mirror_policies, virtual_clusters, hedge_policy,
 // upgrade_configs, internal redirects and buffer limits.
 package route

@@ -60,6 +60,9 @@ type VirtualHost struct {
 	// candidates of other paths. See indexRoutes.
 	bySegment map[string][]*Route
 	generic   []*Route
+	// filters and configFilters are the typed_per_filter_config of the virtual host and of
+	// its route configuration.
+	filters, configFilters perFilter
 }
 
 func (vh *VirtualHost) globalOps(request bool) *HeaderOps {
@@ -136,6 +139,7 @@ type Route struct {
 	template    *Match // copied for cluster_header routes
 	requestOps  *HeaderOps
 	responseOps *HeaderOps
+	filters     perFilter // typed_per_filter_config
 }
 
 // WeightedClusters is RouteAction.weighted_clusters.
@@ -159,7 +163,8 @@ type WeightedCluster struct {
 	// HostRewriteLiteral is the cluster's host_rewrite_literal.
 	HostRewriteLiteral string
 
-	match *Match
+	match   *Match
+	filters perFilter // typed_per_filter_config
 }
 
 // DirectResponse is Route.direct_response.

@@ -11,6 +11,17 @@
 // wait); Legate bounds it: after Wait (5 s, the default odcds timeout) the request goes on
 // to the router without the update. The filter keeps no stats, as Envoy's keeps none.
 //
+// While a request waits its body is buffered by the connection manager up to the connection's
+// buffer limit, then the client is held back by flow control (Envoy's decodeData answers
+// StopIterationAndWatermark: no 413), and the body is forwarded once the request goes on. A
+// client that resets or disconnects ends the wait at once: its interest in the update is
+// withdrawn and the stream ends unanswered.
+//
+// Per-route configuration (typed_per_filter_config with PerRouteConfig) is checked and
+// registered (Register); Envoy reads it only for requests that already have a route, where
+// its one field, odcds, would fetch the route's cluster — which Legate refuses — so it
+// changes nothing here.
+//
 // Concurrency: a Filter is immutable and safe for concurrent use; each paused request blocks
 // only its own stream's goroutine. The connection manager and the xDS client make many paused
 // requests for one host or scope share one subscription and wake them all together.

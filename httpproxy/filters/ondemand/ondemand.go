@@ -29,12 +29,26 @@ type Filter struct {
 	Wait time.Duration
 }
 
-// Register adds the filter's factory to r.
+// Register adds the filter's factory and its per-route configuration (PerRouteConfig) to r.
 func Register(r *filter.Registry) error {
-	return r.Register(Name, func(cfg *anypb.Any, _ *filter.Context) (filter.Filter, error) {
+	err := r.Register(Name, func(cfg *anypb.Any, _ *filter.Context) (filter.Filter, error) {
 		return FromAny(cfg)
 	}, TypeURL)
+	if err != nil {
+		return err
+	}
+	return r.RegisterPerRoute(func(cfg *anypb.Any) (any, error) {
+		if err := PerRouteFromAny(cfg); err != nil {
+			return nil, err
+		}
+		return &PerRoute{}, nil
+	}, PerRouteTypeURL)
 }
+
+// PerRoute is a checked PerRouteConfig (typed_per_filter_config). Its only field, odcds,
+// is refused, so it changes nothing: Envoy reads it only for a request that already has a
+// route, to fetch the route's cluster on demand.
+type PerRoute struct{}
 
 // FromAny builds the filter from its typed_config (nil is the empty OnDemand).
 func FromAny(cfg *anypb.Any) (*Filter, error) {
@@ -81,8 +95,10 @@ func PerRouteFromAny(cfg *anypb.Any) error {
 }
 
 // OnRequest pauses a request that has no route while the connection manager fetches what it
-// lacks, then lets it go on to the router (which resolves the route again). It never answers
-// the request itself.
+// lacks, then lets it go on to the router (which resolves the route again). While it waits
+// the connection manager buffers the request body (filter.Downstream.Pause); a client that
+// goes away ends the wait at once and withdraws the request's interest in the update. It
+// never answers the request itself.
 func (f *Filter) OnRequest(x *filter.Exchange) *filter.Reply {
 	if x.Routes == nil || x.Routes.HasRoute(x.Request) {
 		return nil
@@ -91,17 +107,21 @@ func (f *Filter) OnRequest(x *filter.Exchange) *filter.Reply {
 	if !ok {
 		return nil
 	}
+	defer cancel()
 	wait := f.Wait
 	if wait <= 0 {
 		wait = DefaultWait
 	}
+	if x.Downstream != nil {
+		x.Downstream.Pause(done, wait)
+		return nil
+	}
 	t := time.NewTimer(wait)
+	defer t.Stop()
 	select {
 	case <-done:
 	case <-t.C:
 	}
-	t.Stop()
-	cancel()
 	return nil
 }
 

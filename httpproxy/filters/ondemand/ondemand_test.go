@@ -151,3 +151,86 @@ func FuzzFromAny(f *testing.F) {
 		}
 	})
 }
+
+// fakeDownstream is a filter.Downstream whose Pause reports what it was given and returns
+// gone without waiting when the client left.
+type fakeDownstream struct {
+	gone    bool
+	paused  int
+	bound   time.Duration
+	readyOK bool
+}
+
+func (d *fakeDownstream) Pause(ready <-chan struct{}, bound time.Duration) bool {
+	d.paused++
+	d.bound = bound
+	d.readyOK = ready != nil
+	return d.gone
+}
+
+func (d *fakeDownstream) Route() *route.Match { return nil }
+
+// TestOnRequestPauses: with a Downstream the filter holds the request through Pause (which
+// buffers the body and sees the client leave) with its bound, and withdraws its interest
+// once Pause returns, whether the answer came or the client left.
+func TestOnRequestPauses(t *testing.T) {
+	req := &route.Request{Authority: "new.example", Path: "/"}
+	for _, tc := range []struct {
+		name string
+		gone bool
+	}{{"answered", false}, {"client gone", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fr := &fakeRoutes{canAsk: true, done: make(chan struct{})}
+			d := &fakeDownstream{gone: tc.gone}
+			if r := (&Filter{Wait: time.Minute}).OnRequest(&filter.Exchange{Request: req, Routes: fr, Downstream: d}); r != nil {
+				t.Errorf("OnRequest = %v; want nil", r)
+			}
+			if d.paused != 1 || d.bound != time.Minute || !d.readyOK {
+				t.Errorf("Pause calls = %d with bound %v (ready given: %v); want 1 with 1m0s", d.paused, d.bound, d.readyOK)
+			}
+			if fr.cancelled.Load() != 1 {
+				t.Errorf("cancel calls = %d; want 1", fr.cancelled.Load())
+			}
+		})
+	}
+}
+
+// TestRegistryPerRoute: through the filter registry, the on_demand PerRouteConfig is made
+// and checked; a filter type that takes no per-route configuration is refused unless
+// optional; types no Legate filter knows are accepted and unused.
+func TestRegistryPerRoute(t *testing.T) {
+	reg := filter.NewRegistry()
+	if err := Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	odcds := &ondemandv3.OnDemandCds{Source: &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}}}
+	router := &anypb.Any{TypeUrl: "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}
+	for _, tc := range []struct {
+		name     string
+		cfg      *anypb.Any
+		optional bool
+		want     any
+		wantErr  string
+	}{
+		{"per route config", mustAny(t, &ondemandv3.PerRouteConfig{}), false, &PerRoute{}, ""},
+		{"per route odcds", mustAny(t, &ondemandv3.PerRouteConfig{Odcds: odcds}), true, nil, "typed_per_filter_config.odcds"},
+		{"filter type", mustAny(t, &ondemandv3.OnDemand{}), false, nil, "does not support virtual host or route specific configurations"},
+		{"filter type optional", mustAny(t, &ondemandv3.OnDemand{}), true, nil, ""},
+		{"router", router, false, nil, "does not support virtual host or route specific configurations"},
+		{"unknown to Legate", &anypb.Any{TypeUrl: "type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy"}, false, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := reg.PerRouteConfig("od", tc.cfg, tc.optional)
+			gotErr := ""
+			if err != nil {
+				gotErr = err.Error()
+			}
+			if (tc.wantErr == "") != (gotErr == "") || !strings.Contains(gotErr, tc.wantErr) {
+				t.Fatalf("PerRouteConfig error = %q; want one containing %q", gotErr, tc.wantErr)
+			}
+			if (got == nil) != (tc.want == nil) {
+				t.Errorf("PerRouteConfig = %#v; want %#v", got, tc.want)
+			}
+		})
+	}
+}

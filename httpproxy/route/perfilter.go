@@ -1,0 +1,120 @@
+package route
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// filterConfigType is the message name of envoy.config.route.v3.FilterConfig, the wrapper a
+// typed_per_filter_config entry may use to mark a filter optional or disabled.
+const filterConfigType = "envoy.config.route.v3.FilterConfig"
+
+// FilterConfig is one typed_per_filter_config entry of a route configuration, virtual host,
+// route or weighted cluster (Envoy's PerFilterConfigs entry). Immutable.
+type FilterConfig struct {
+	// Config is what Options.PerFilterConfig made of the entry's typed config: nil for an
+	// entry that only enables or disables the filter (a FilterConfig without a typed config)
+	// and for an optional entry the hook ignored; the *anypb.Any itself when Compile had no
+	// hook.
+	Config any
+	// Disabled is FilterConfig.disabled: the filter is off for this level.
+	Disabled bool
+}
+
+// perFilter maps filter names to their entries at one level; nil when the level has none.
+type perFilter map[string]*FilterConfig
+
+// PerFilterConfig returns the typed_per_filter_config entry called name (the filter's name
+// in http_filters) that applies to this match, the most specific level winning: the weighted
+// cluster, then the route, the virtual host and the route configuration, as Envoy's
+// resolveMostSpecificPerFilterConfig. ok is false when no level has an entry of that name.
+func (m *Match) PerFilterConfig(name string) (cfg *FilterConfig, ok bool) {
+	if m == nil {
+		return nil, false
+	}
+	if m.Weighted != nil {
+		if cfg, ok = m.Weighted.filters[name]; ok {
+			return cfg, true
+		}
+	}
+	if m.Route != nil {
+		if cfg, ok = m.Route.filters[name]; ok {
+			return cfg, true
+		}
+	}
+	vh := m.VirtualHost
+	if vh == nil && m.Route != nil {
+		vh = m.Route.vhost
+	}
+	if vh == nil {
+		return nil, false
+	}
+	if cfg, ok = vh.filters[name]; ok {
+		return cfg, true
+	}
+	cfg, ok = vh.configFilters[name]
+	return cfg, ok
+}
+
+// compilePerFilter converts one level's typed_per_filter_config, as Envoy's PerFilterConfigs
+// does: an entry is the filter's per-route typed config, or a FilterConfig wrapping it
+// (disabled, is_optional, or an empty config that only enables the filter). path is the
+// level's field path with its trailing dot.
+func compilePerFilter(in map[string]*anypb.Any, path string, opts *Options) (perFilter, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	names := make([]string, 0, len(in))
+	for name := range in {
+		names = append(names, name)
+	}
+	slices.Sort(names) // the first error is the same from run to run
+	out := make(perFilter, len(in))
+	for _, name := range names {
+		a := in[name]
+		epath := fmt.Sprintf("%styped_per_filter_config[%q]", path, name)
+		if typeName(a.GetTypeUrl()) != filterConfigType {
+			cfg, err := perFilterValue(name, a, false, opts)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", epath, err)
+			}
+			out[name] = &FilterConfig{Config: cfg}
+			continue
+		}
+		var fc routev3.FilterConfig
+		if err := a.UnmarshalTo(&fc); err != nil {
+			return nil, fmt.Errorf("%s: %w", epath, err)
+		}
+		switch {
+		case fc.GetDisabled():
+			out[name] = &FilterConfig{Disabled: true} // the config, if any, is ignored
+		case fc.GetConfig() == nil:
+			return nil, fmt.Errorf("%s.config: missing; a FilterConfig needs config or disabled", epath)
+		case fc.GetConfig().GetTypeUrl() == "":
+			out[name] = &FilterConfig{} // enables the filter without a configuration
+		default:
+			cfg, err := perFilterValue(name, fc.GetConfig(), fc.GetIsOptional(), opts)
+			if err != nil {
+				return nil, fmt.Errorf("%s.config: %w", epath, err)
+			}
+			out[name] = &FilterConfig{Config: cfg}
+		}
+	}
+	return out, nil
+}
+
+func perFilterValue(name string, a *anypb.Any, optional bool, opts *Options) (any, error) {
+	if opts.PerFilterConfig == nil {
+		return a, nil
+	}
+	return opts.PerFilterConfig(name, a, optional)
+}
+
+// typeName is the message name of a type URL (what follows its last '/').
+func typeName(url string) string {
+	return url[strings.LastIndexByte(url, '/')+1:]
+}
