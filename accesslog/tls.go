@@ -7,6 +7,8 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"strings"
+
+	"github.com/legateproxy/legate/tlsutil"
 )
 
 // TLSInfo is what an entry knows about its downstream TLS connection: the negotiated state
@@ -34,49 +36,17 @@ func (t *TLSInfo) VersionName() string {
 	if t == nil {
 		return ""
 	}
-	switch t.State.Version {
-	case tls.VersionTLS10:
-		return "TLSv1"
-	case tls.VersionTLS11:
-		return "TLSv1.1"
-	case tls.VersionTLS12:
-		return "TLSv1.2"
-	case tls.VersionTLS13:
-		return "TLSv1.3"
-	}
-	return ""
+	return tlsutil.VersionName(t.State.Version)
 }
 
 // CipherName returns the cipher suite as BoringSSL names it (SSL_CIPHER_get_name):
 // "ECDHE-RSA-AES128-GCM-SHA256" for TLS 1.2 suites, the IANA name for TLS 1.3 ones; "" when
 // unknown.
 func (t *TLSInfo) CipherName() string {
-	if t == nil || t.State.CipherSuite == 0 {
+	if t == nil {
 		return ""
 	}
-	if n, ok := boringCipherNames[t.State.CipherSuite]; ok {
-		return n
-	}
-	return tls.CipherSuiteName(t.State.CipherSuite)
-}
-
-// boringCipherNames are BoringSSL's names of the suites crypto/tls negotiates. Read-only.
-var boringCipherNames = map[uint16]string{
-	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256:       "ECDHE-ECDSA-AES128-GCM-SHA256",
-	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256:         "ECDHE-RSA-AES128-GCM-SHA256",
-	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384:       "ECDHE-ECDSA-AES256-GCM-SHA384",
-	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384:         "ECDHE-RSA-AES256-GCM-SHA384",
-	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256: "ECDHE-ECDSA-CHACHA20-POLY1305",
-	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256:   "ECDHE-RSA-CHACHA20-POLY1305",
-	tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA:          "ECDHE-ECDSA-AES128-SHA",
-	tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA:            "ECDHE-RSA-AES128-SHA",
-	tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA:          "ECDHE-ECDSA-AES256-SHA",
-	tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA:            "ECDHE-RSA-AES256-SHA",
-	tls.TLS_RSA_WITH_AES_128_GCM_SHA256:               "AES128-GCM-SHA256",
-	tls.TLS_RSA_WITH_AES_256_GCM_SHA384:               "AES256-GCM-SHA384",
-	tls.TLS_RSA_WITH_AES_128_CBC_SHA:                  "AES128-SHA",
-	tls.TLS_RSA_WITH_AES_256_CBC_SHA:                  "AES256-SHA",
-	tls.TLS_RSA_WITH_3DES_EDE_CBC_SHA:                 "DES-CBC3-SHA",
+	return tlsutil.CipherName(t.State.CipherSuite)
 }
 
 // subjectString prints a certificate's subject or issuer as Envoy does (RFC 2253 order).

@@ -1,20 +1,27 @@
 package tlsutil
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // state is what client and server contexts share: the current material,
 // how to load a new one, and the registry entry.
 type state struct {
-	load func() (*material, error)
-	reg  *Registry
+	load   func() (*material, error)
+	reg    *Registry
+	scopes *StatsScopes
+	prefix string
+	stats  *Stats // nil: not counted; set once in newState
+	closed atomic.Bool
 
 	mu  sync.Mutex // serialises reload so loads publish in call order
 	cur atomic.Pointer[material]
@@ -30,6 +37,8 @@ func newState(deps *Deps, load func() (*material, error)) (*state, error) {
 	if s.reg != nil {
 		s.reg.add(s)
 	}
+	s.scopes, s.prefix = deps.Stats, deps.StatPrefix
+	s.stats = s.scopes.acquire(s.prefix)
 	return s, nil
 }
 
@@ -49,6 +58,9 @@ func (s *state) reload() error {
 func (s *state) close() {
 	if s.reg != nil {
 		s.reg.remove(s)
+	}
+	if !s.closed.Swap(true) {
+		s.scopes.release(s.prefix, s.stats)
 	}
 }
 
@@ -160,8 +172,14 @@ func (c *ClientContext) ConfigForHost(host string) *tls.Config {
 // previous certificates stay in use.
 func (c *ClientContext) Reload() error { return c.st.reload() }
 
-// Close removes the context from its registry (/certs).
+// Close removes the context from its registry (/certs) and releases its
+// ssl.* stats.
 func (c *ClientContext) Close() { c.st.close() }
+
+// Stats returns the ssl.* stats the context's handshakes count in (nil when
+// Deps.Stats was not set). The caller runs the handshake, so it counts:
+// Stats.Handshake or Stats.Succeeded and Stats.Failed.
+func (c *ClientContext) Stats() *Stats { return c.st.stats }
 
 // ServerContext is a live DownstreamTlsContext: the *tls.Config a listener
 // accepts with. Safe for concurrent use.
@@ -199,8 +217,66 @@ func (s *ServerContext) Config() *tls.Config { return s.base }
 // Reload re-reads files and secrets; see ClientContext.Reload.
 func (s *ServerContext) Reload() error { return s.st.reload() }
 
-// Close removes the context from its registry (/certs).
+// Close removes the context from its registry (/certs) and releases its
+// ssl.* stats; handshakes after it are counted in detached stats.
 func (s *ServerContext) Close() { s.st.close() }
+
+// Stats returns the ssl.* stats the context's handshakes count in (nil when
+// Deps.Stats was not set).
+func (s *ServerContext) Stats() *Stats { return s.st.stats }
+
+// Accept runs the server handshake on conn with the context's configuration
+// and counts it in the context's ssl.* stats. A non-zero deadline bounds the
+// handshake (and is cleared after it). With recordLocal it also returns the
+// leaf of the certificate the proxy presented (nil on a resumed session,
+// which presents none), for the access log's %DOWNSTREAM_LOCAL_*%; that
+// costs a configuration copy per handshake, so ask only when it is printed.
+func (s *ServerContext) Accept(conn net.Conn, deadline time.Time, recordLocal bool) (*tls.Conn, tls.ConnectionState, *x509.Certificate, error) {
+	cfg := s.base
+	var local *x509.Certificate // written by the handshake, on this goroutine
+	if recordLocal {
+		cfg = &tls.Config{GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+			c, err := s.configForClient(h)
+			if err != nil || c == nil {
+				return c, err
+			}
+			c = c.Clone() // keeps the load's session ticket keys
+			get := c.GetCertificate
+			c.GetCertificate = func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+				cert, err := get(h)
+				if cert != nil {
+					local = leafOf(cert)
+				}
+				return cert, err
+			}
+			return c, nil
+		}}
+	}
+	tc := tls.Server(conn, cfg)
+	if !deadline.IsZero() {
+		conn.SetDeadline(deadline)
+	}
+	cs, err := s.st.stats.Handshake(context.Background(), tc)
+	if err != nil {
+		return nil, cs, nil, err
+	}
+	if !deadline.IsZero() {
+		conn.SetDeadline(time.Time{})
+	}
+	return tc, cs, local, nil
+}
+
+// leafOf returns the parsed leaf of a certificate; nil if it does not parse.
+func leafOf(c *tls.Certificate) *x509.Certificate {
+	if c.Leaf != nil || len(c.Certificate) == 0 {
+		return c.Leaf
+	}
+	l, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil {
+		return nil
+	}
+	return l
+}
 
 func (s *ServerContext) configForClient(h *tls.ClientHelloInfo) (*tls.Config, error) {
 	if s.cfg.RequireSNI && h.ServerName == "" {

@@ -27,6 +27,12 @@ type Deps struct {
 	// sources; nil is os.ReadFile and os.LookupEnv.
 	ReadFile  func(name string) ([]byte, error)
 	LookupEnv func(key string) (string, bool)
+	// Stats and StatPrefix are where the context's handshakes are counted:
+	// the ssl.* stats of the scope StatPrefix ("listener.127.0.0.1_10000.",
+	// "cluster.web."), shared with the scope's other contexts. Nil or empty
+	// counts nothing.
+	Stats      *StatsScopes
+	StatPrefix string
 }
 
 func (d *Deps) readFile(name string) ([]byte, error) {
