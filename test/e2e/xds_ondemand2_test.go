@@ -1,0 +1,300 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// TestXDSOnDemand2 runs the binary against go-control-plane's server with LDS listeners that
+// exercise on-demand discovery's edges: (a) a listener whose first RDS answer is NACKed
+// still comes up (the initial fetch ends), with update_rejected counted and nothing left in
+// /init_dump; (b) a VHDS answer to an on-demand request shows in /config_dump as the route
+// configuration's virtual host with the VHDS version, and in the VHDS stats; (c) an LDS
+// update whose inline scoped route configuration does not compile is NACKed (update_rejected,
+// error_state) while the previous listener keeps serving; (d) a POST to a host that becomes
+// known on demand reaches the upstream with its body.
+func TestXDSOnDemand2(t *testing.T) {
+	snapshots, addr, subscribed := onDemandServer(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %d:%s", r.Method, len(b), b)
+	}))
+	t.Cleanup(up.Close)
+	host, port, _ := net.SplitHostPort(addr)
+	uhost, uport, _ := net.SplitHostPort(up.Listener.Addr().String())
+	cfg := adsHeader("e2e-ondemand2", "lds_config") + "static_resources:\n  clusters:\n" + xdsCluster(host, port) + `  - name: echo
+    connect_timeout: 1s
+    load_assignment:
+      cluster_name: echo
+      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: ` + uhost + `, port_value: ` + uport + `}}}}]}]
+`
+	nport, vport, iport := freePort(t), freePort(t), freePort(t)
+	const filters = `
+      http_filters:
+      - name: envoy.filters.http.on_demand
+        typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.on_demand.v3.OnDemand}
+      - name: envoy.filters.http.router
+        typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}`
+	listener := func(name string, port int, hcm string) *listenerv3.Listener {
+		var l listenerv3.Listener
+		fromYAMLProto(t, fmt.Sprintf(`
+name: %s
+address: {socket_address: {address: 127.0.0.1, port_value: %d}}
+filter_chains:
+- filters:
+  - name: envoy.filters.network.http_connection_manager
+    typed_config:
+      "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+      stat_prefix: %s
+%s`, name, port, name, hcm), &l)
+		return &l
+	}
+	nackListener := listener("nacked", nport, `      rds: {route_config_name: bad, config_source: {ads: {}, resource_api_version: V3}}`+filters)
+	vhdsListener := listener("od2", vport, `      rds: {route_config_name: r2, config_source: {ads: {}, resource_api_version: V3}}`+filters)
+	inline := func(body string, domains string) *listenerv3.Listener {
+		return listener("inl", iport, `      scoped_routes:
+        name: inl
+        scope_key_builder: {fragments: [{header_value_extractor: {name: x-scope, index: 0}}]}
+        rds_config_source: {ads: {}, resource_api_version: V3}
+        scoped_route_configurations_list:
+          scoped_route_configurations:
+          - name: si
+            key: {fragments: [{string_key: i}]}
+            route_configuration:
+              name: ri
+              virtual_hosts:
+              - name: all
+                domains: `+domains+`
+                routes:
+                - match: {prefix: /}
+                  direct_response: {status: 200, body: {inline_string: `+body+`}}`+filters)
+	}
+	goodInline := inline("inline-v1", `["*"]`)
+	badInline := inline("inline-v2", `["x.example", "x.example"]`) // duplicate domains: does not compile
+
+	var bad, r2 routev3.RouteConfiguration
+	fromYAMLProto(t, `
+name: bad
+virtual_hosts:
+- {name: a, domains: [dup.example], routes: [{match: {prefix: /}, direct_response: {status: 200}}]}
+- {name: b, domains: [dup.example], routes: [{match: {prefix: /}, direct_response: {status: 200}}]}
+`, &bad)
+	fromYAMLProto(t, `
+name: r2
+virtual_hosts:
+- name: base
+  domains: [base.example]
+  routes: [{match: {prefix: /}, direct_response: {status: 200, body: {inline_string: base}}}]
+vhds:
+  config_source:
+    resource_api_version: V3
+    api_config_source:
+      api_type: DELTA_GRPC
+      transport_api_version: V3
+      grpc_services: [{envoy_grpc: {cluster_name: xds}}]
+`, &r2)
+	echoHost := func(name, domain string) *routev3.VirtualHost {
+		return &routev3.VirtualHost{Name: name, Domains: []string{domain}, Routes: []*routev3.Route{{
+			Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}, Action: clusterRoute("echo").Action,
+		}}}
+	}
+	set := func(version string, inl *listenerv3.Listener, vhosts ...types.Resource) {
+		t.Helper()
+		snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{
+			resourcev3.ListenerType:    {nackListener, vhdsListener, inl},
+			resourcev3.RouteType:       {&bad, &r2},
+			resourcev3.VirtualHostType: vhosts,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := snapshots.SetSnapshot(context.Background(), "e2e-ondemand2", snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("v1", goodInline, echoHost("r2/other", "other.example"))
+	p := start(t, "-c", writeConfig(t, cfg))
+
+	client := &http.Client{Timeout: 15 * time.Second}
+	send := func(method string, port int, hostHeader, scope, body string) (int, string) {
+		req, _ := http.NewRequest(method, fmt.Sprintf("http://127.0.0.1:%d/", port), strings.NewReader(body))
+		req.Host = hostHeader
+		if scope != "" {
+			req.Header.Set("x-scope", scope)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s1, _ := send("GET", nport, "dup.example", "", "")
+		s2, _ := send("GET", vport, "base.example", "", "")
+		s3, _ := send("GET", iport, "x", "i", "")
+		if s1 == 404 && s2 == 200 && s3 == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("listeners not serving: nacked %d (want 404), od2 %d, inl %d", s1, s2, s3)
+		}
+		<-time.After(50 * time.Millisecond) // polling the binary's listeners
+	}
+
+	t.Run("nacked first RDS answer", func(t *testing.T) {
+		if _, _, body := p.get("/init_dump"); body != "{}\n" {
+			t.Errorf("GET /init_dump = %q; want {}\\n (the rejected answer ended the initial fetch)", body)
+		}
+		if v, ok := p.stat("http.nacked.rds.bad.update_rejected"); !ok || v < 1 {
+			t.Errorf("http.nacked.rds.bad.update_rejected = %d (present %v); want >= 1", v, ok)
+		}
+	})
+
+	t.Run("post body to a host known on demand", func(t *testing.T) {
+		body := strings.Repeat("payload-", 4096) // 32 KiB
+		type result struct {
+			status int
+			body   string
+		}
+		res := make(chan result, 1)
+		go func() {
+			s, b := send("POST", vport, "Post.Example", "", body)
+			res <- result{s, b}
+		}()
+		timeout := time.After(20 * time.Second)
+	wait:
+		for {
+			select {
+			case name := <-subscribed:
+				if name == "r2/post.example" {
+					break wait
+				}
+			case r := <-res:
+				t.Fatalf("POST post.example answered %d %.40q before the management server did", r.status, r.body)
+			case <-timeout:
+				t.Fatal("no VHDS subscription to r2/post.example")
+			}
+		}
+		set("v2", goodInline, echoHost("r2/other", "other.example"), echoHost("r2/post.example", "post.example"))
+		select {
+		case r := <-res:
+			want := fmt.Sprintf("POST %d:%s", len(body), body)
+			if r.status != 200 || r.body != want {
+				t.Errorf("POST post.example = %d %.40q (%d bytes); want 200 %.40q (%d bytes)", r.status, r.body, len(r.body), want, len(want))
+			}
+		case <-timeout:
+			t.Fatal("no response after the VHDS answer")
+		}
+	})
+
+	t.Run("vhds config dump and stats", func(t *testing.T) {
+		_, _, raw := p.get("/config_dump?resource=dynamic_route_configs")
+		var cd adminv3.ConfigDump
+		if err := protojson.Unmarshal([]byte(raw), &cd); err != nil {
+			t.Fatalf("decoding /config_dump?resource=dynamic_route_configs: %v\n%s", err, raw)
+		}
+		dump := &adminv3.RoutesConfigDump{}
+		for _, a := range cd.GetConfigs() {
+			d := &adminv3.RoutesConfigDump_DynamicRouteConfig{}
+			if err := a.UnmarshalTo(d); err != nil {
+				t.Fatalf("configs entry %s: %v", a.GetTypeUrl(), err)
+			}
+			dump.DynamicRouteConfigs = append(dump.DynamicRouteConfigs, d)
+		}
+		var found bool
+		for _, d := range dump.GetDynamicRouteConfigs() {
+			rc := &routev3.RouteConfiguration{}
+			if err := d.GetRouteConfig().UnmarshalTo(rc); err != nil || rc.GetName() != "r2" {
+				continue
+			}
+			found = true
+			var names []string
+			for _, vh := range rc.GetVirtualHosts() {
+				names = append(names, vh.GetName())
+			}
+			if got := strings.Join(names, ","); got != "base,r2/other,r2/post.example" {
+				t.Errorf("r2 virtual hosts = %s; want base,r2/other,r2/post.example", got)
+			}
+			if d.GetVersionInfo() != "v2" {
+				t.Errorf("r2 version_info = %q; want v2 (the VHDS answer's)", d.GetVersionInfo())
+			}
+		}
+		if !found {
+			t.Errorf("no dynamic route config r2 in:\n%s", raw)
+		}
+		// The full dump decodes strictly too, its routes entry as a RoutesConfigDump.
+		_, _, full := p.get("/config_dump")
+		var all adminv3.ConfigDump
+		if err := protojson.Unmarshal([]byte(full), &all); err != nil {
+			t.Fatalf("decoding /config_dump: %v", err)
+		}
+		var routes *adminv3.RoutesConfigDump
+		for _, a := range all.GetConfigs() {
+			r := &adminv3.RoutesConfigDump{}
+			if a.UnmarshalTo(r) == nil {
+				routes = r
+			}
+		}
+		if routes == nil || len(routes.GetDynamicRouteConfigs()) < 2 {
+			t.Errorf("/config_dump RoutesConfigDump = %v; want the dynamic route configs bad and r2", routes)
+		}
+		for _, name := range []string{"config_reload", "update_success"} {
+			if v, ok := p.stat("http.od2.rds.vhds.r2." + name); !ok || v < 1 {
+				t.Errorf("http.od2.rds.vhds.r2.%s = %d (present %v); want >= 1", name, v, ok)
+			}
+		}
+		if _, _, st := p.get("/stats?filter=^http.od2.rds.vhds.r2.version_text$"); st != "http.od2.rds.vhds.r2.version_text: \"v2\"\n" {
+			t.Errorf("/stats version_text = %q; want http.od2.rds.vhds.r2.version_text: \"v2\"", st)
+		}
+	})
+
+	t.Run("inline scope that does not compile is NACKed", func(t *testing.T) {
+		set("v3", badInline, echoHost("r2/other", "other.example"), echoHost("r2/post.example", "post.example"))
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if v, _ := p.stat("listener_manager.lds.update_rejected"); v >= 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("listener_manager.lds.update_rejected never counted the bad listener")
+			}
+			<-time.After(50 * time.Millisecond) // polling the binary's stats
+		}
+		if s, b := send("GET", iport, "x", "i", ""); s != 200 || b != "inline-v1" {
+			t.Errorf("GET inl = %d %q; want 200 inline-v1 (the previous listener)", s, b)
+		}
+		_, _, raw := p.get("/config_dump?resource=dynamic_listeners")
+		var cd adminv3.ConfigDump
+		if err := protojson.Unmarshal([]byte(raw), &cd); err != nil {
+			t.Fatalf("decoding the listeners dump: %v\n%s", err, raw)
+		}
+		var state *adminv3.UpdateFailureState
+		for _, a := range cd.GetConfigs() {
+			d := &adminv3.ListenersConfigDump_DynamicListener{}
+			if a.UnmarshalTo(d) == nil && d.GetName() == "inl" {
+				state = d.GetErrorState()
+			}
+		}
+		if state == nil || !strings.Contains(state.GetDetails(), "si") || state.GetVersionInfo() != "v3" {
+			t.Errorf("inl error_state = %v; want details naming scope si, version_info v3", state)
+		}
+	})
+}
