@@ -37,6 +37,7 @@ type serverConn struct {
 	remoteIP string
 	local    string
 	tls      bool
+	tlsInfo  *accesslog.TLSInfo // the handshake, for access logs; nil for plain text or no log
 	requests uint32
 	http1    bool        // counted in downstream_cx_http1_*
 	idle     atomic.Bool // waiting for a request head
@@ -92,18 +93,18 @@ func (h *Handler) serveConn(c *listener.Conn) {
 //go:noinline
 func (h *Handler) openConn(c *listener.Conn, start time.Time) *serverConn {
 	h.watchDrain(c)
-	nc, isTLS, alpnH2, ok := h.handshake(c)
+	nc, info, isTLS, alpnH2, ok := h.handshake(c)
 	if !ok {
 		return nil
 	}
 	if h.cfg.Codec == config.CodecHTTP2 || alpnH2 {
-		h.serveH2(c, nc, nil, start)
+		h.serveH2(c, nc, nil, start, info)
 		return nil
 	}
 	if isTLS {
 		h.stats.DownstreamCxSslActive.Inc()
 	}
-	sc := &serverConn{h: h, lc: c, nc: nc, tls: isTLS, start: start}
+	sc := &serverConn{h: h, lc: c, nc: nc, tls: isTLS, tlsInfo: info, start: start}
 	sc.initLimits(start)
 	sc.remote = c.RemoteAddr().String()
 	sc.remoteIP = hostOnly(sc.remote)
@@ -149,19 +150,39 @@ type socketConn struct{ *listener.Conn }
 // Close closes the socket.
 func (s socketConn) Close() error { return s.Conn.Conn.Close() }
 
-// handshake terminates TLS when the chain has a transport socket.
-func (h *Handler) handshake(c *listener.Conn) (nc net.Conn, isTLS, alpnH2, ok bool) {
+// handshake terminates TLS when the chain has a transport socket, counting it in the
+// listener's ssl.* stats. When the handler has access logs, it returns the connection's TLS
+// state for them (%DOWNSTREAM_TLS_*%, tls_properties), made once per connection.
+func (h *Handler) handshake(c *listener.Conn) (nc net.Conn, info *accesslog.TLSInfo, isTLS, alpnH2, ok bool) {
 	if h.tls == nil {
-		return socketConn{c}, false, false, true
+		return socketConn{c}, nil, false, false, true
 	}
-	tc := tls.Server(socketConn{c}, h.tls.Config())
-	c.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
-	if err := tc.Handshake(); err != nil {
-		return nil, false, false, false
+	logged := len(h.logs) > 0
+	tc, cs, local, err := h.tls.Accept(socketConn{c}, time.Now().Add(tlsHandshakeTimeout), logged)
+	if err != nil {
+		return nil, nil, false, false, false
 	}
-	c.SetDeadline(time.Time{})
 	h.stats.DownstreamCxSslTotal.Inc()
-	return tc, true, tc.ConnectionState().NegotiatedProtocol == "h2", true
+	if logged {
+		info = &accesslog.TLSInfo{State: cs, Local: local}
+	}
+	return tc, info, true, cs.NegotiatedProtocol == "h2", true
+}
+
+// downstreamTLS returns what the access log knows of the stream's downstream TLS connection:
+// its state (nil for plain text) and SNI.
+func (s *stream) downstreamTLS() (*accesslog.TLSInfo, string) {
+	var info *accesslog.TLSInfo
+	switch d := s.drain.(type) {
+	case *serverConn:
+		info = d.tlsInfo
+	case *h2conn:
+		info = d.tlsInfo
+	}
+	if info == nil {
+		return nil, ""
+	}
+	return info, info.State.ServerName
 }
 
 // loop is the HTTP/1 request loop. It keeps no locals of its own across the read.
@@ -225,7 +246,7 @@ func (sc *serverConn) handle(head []byte) bool {
 		// Prior-knowledge HTTP/2 (h2c): hand the connection, preface included, to http2.
 		pre := append([]byte(h2Preface+"\r\n"), sc.rd.buf[sc.rd.r:sc.rd.w]...)
 		sc.clearDeadline()
-		h.serveH2(sc.lc, sc.nc, pre, sc.start)
+		h.serveH2(sc.lc, sc.nc, pre, sc.start, sc.tlsInfo)
 		return false
 	}
 	sc.headDone()
@@ -374,8 +395,8 @@ func (h *Handler) drainWatcher(started <-chan struct{}) {
 }
 
 // serveH2 serves an HTTP/2 connection accepted at start; pre holds bytes already read from
-// it (the prior-knowledge preface).
-func (h *Handler) serveH2(lc *listener.Conn, nc net.Conn, pre []byte, start time.Time) {
+// it (the prior-knowledge preface); info is its TLS state for access logs (nil for none).
+func (h *Handler) serveH2(lc *listener.Conn, nc net.Conn, pre []byte, start time.Time, info *accesslog.TLSInfo) {
 	st := h.stats
 	st.DownstreamCxHTTP2Total.Inc()
 	st.DownstreamCxHTTP2Active.Inc()
@@ -387,7 +408,7 @@ func (h *Handler) serveH2(lc *listener.Conn, nc net.Conn, pre []byte, start time
 	wire, conn := h.newH2Wire(conn, nc)
 	remote := lc.RemoteAddr().String()
 	_, isTLS := nc.(*tls.Conn)
-	ch := &h2conn{h: h, wire: wire, drain: lc.DrainClose, remote: remote, remoteIP: hostOnly(remote), local: lc.LocalAddr().String(), tls: isTLS}
+	ch := &h2conn{h: h, wire: wire, drain: lc.DrainClose, remote: remote, remoteIP: hostOnly(remote), local: lc.LocalAddr().String(), tls: isTLS, tlsInfo: info}
 	ch.connID = lc.ID()
 	srv, opts := h.http2, &http2.ServeConnOpts{Handler: ch, BaseConfig: h.h2base}
 	if d := h.cfg.MaxConnectionDuration; d > 0 {
@@ -426,7 +447,8 @@ type h2conn struct {
 	remoteIP string
 	local    string
 	tls      bool
-	connID   uint64 // the listener connection's id (%CONNECTION_ID%)
+	tlsInfo  *accesslog.TLSInfo // see serverConn.tlsInfo
+	connID   uint64             // the listener connection's id (%CONNECTION_ID%)
 }
 
 // DrainClose is the listener's drain decision for the connection.

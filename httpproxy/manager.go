@@ -54,7 +54,9 @@ type Deps struct {
 	// AccessLogs shares access-log files between listeners and reopens them; nil opens a
 	// private manager.
 	AccessLogs *accesslog.Manager
-	// TLS are the dependencies of downstream TLS contexts (secrets, /certs registry).
+	// TLS are the dependencies of downstream TLS contexts (secrets, /certs registry, and
+	// the ssl.* stats scopes: each context counts in its listener's scope, StatPrefix is set
+	// per chain).
 	TLS tlsutil.Deps
 	// LocalClusterName is --service-cluster (node.cluster), for the health check filter.
 	LocalClusterName string
@@ -280,7 +282,7 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 		h.logs = append(h.logs, l)
 	}
 	if ctx != nil && ctx.Chain != nil && ctx.Chain.TransportSocket != "" {
-		if h.tls, err = downstreamTLS(ctx.Chain, cfg, d); err != nil {
+		if h.tls, err = downstreamTLS(ctx, cfg, d); err != nil {
 			return nil, err
 		}
 	}
@@ -334,7 +336,8 @@ func (sh *shared) accessLog(al config.AccessLog, d *Deps) (accessLogger, error) 
 // downstreamTLS builds the TLS context of a filter chain's transport socket. As in Envoy,
 // HTTP/2 over TLS is negotiated only when common_tls_context.alpn_protocols offers "h2";
 // otherwise codec AUTO still recognises the HTTP/2 preface.
-func downstreamTLS(chain *config.FilterChain, cfg *config.HTTPConnectionManager, d *Deps) (*tlsutil.ServerContext, error) {
+func downstreamTLS(ctx *listener.ChainContext, cfg *config.HTTPConnectionManager, d *Deps) (*tlsutil.ServerContext, error) {
+	chain := ctx.Chain
 	u := chain.TransportSocketConfig.GetTypeUrl()
 	if chain.TransportSocket != tlsTransportName && u != downstreamTLSTypeURL {
 		return nil, fmt.Errorf("filter chain %q: transport_socket %q: only %s is implemented", chain.Name, chain.TransportSocket, tlsTransportName)
@@ -349,7 +352,9 @@ func downstreamTLS(chain *config.FilterChain, cfg *config.HTTPConnectionManager,
 	if err != nil {
 		return nil, fmt.Errorf("filter chain %q: %w", chain.Name, err)
 	}
-	sc, err := tlsutil.NewServerContext(tc, d.TLS)
+	deps := d.TLS
+	deps.StatPrefix = ctx.StatPrefix // listener.<address>.ssl.*
+	sc, err := tlsutil.NewServerContext(tc, deps)
 	if err != nil {
 		return nil, fmt.Errorf("filter chain %q: %w", chain.Name, err)
 	}

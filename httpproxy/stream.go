@@ -696,6 +696,7 @@ func (s *stream) fillEntryBasics() {
 	e.DownstreamDirectRemoteAddress = s.remote
 	e.DownstreamLocalAddress = s.local
 	e.ConnectionID = s.connID
+	e.DownstreamTLS, e.RequestedServerName = s.downstreamTLS()
 	e.UpstreamHost = s.upstream
 	e.UpstreamCluster = s.cluster
 	if s.match != nil && s.match.Route != nil {
