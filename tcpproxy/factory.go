@@ -18,8 +18,9 @@ type Deps struct {
 	// AccessLogs builds access_log entries; the zero value refuses them.
 	AccessLogs AccessLogDeps
 	// TLS are the dependencies of filter chains' DownstreamTlsContext (secrets, the /certs
-	// registry, which reloads the contexts when secrets rotate); the zero value loads only
-	// inline and file data sources.
+	// registry, which reloads the contexts when secrets rotate, and the ssl.* stats scopes:
+	// each context counts in its listener's scope); the zero value loads only inline and
+	// file data sources and counts nothing.
 	TLS tlsutil.Deps
 }
 
@@ -44,7 +45,9 @@ func Factory(deps Deps) listener.HandlerFactory {
 		if err != nil {
 			return nil, fmt.Errorf("filter %q: %w", f.Name, err)
 		}
-		sc, err := downstreamTLS(ctx.Chain, deps.TLS)
+		tlsDeps := deps.TLS
+		tlsDeps.StatPrefix = ctx.StatPrefix // listener.<address>.ssl.*
+		sc, err := downstreamTLS(ctx.Chain, tlsDeps)
 		if err != nil {
 			return nil, err
 		}

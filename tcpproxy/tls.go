@@ -2,7 +2,6 @@ package tcpproxy
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"time"
@@ -60,50 +59,17 @@ func handshakeTimeout(chain *config.FilterChain, idle time.Duration) time.Durati
 	return idle
 }
 
-// handshake terminates TLS on down. It returns the TLS connection and what the access log
-// shows of it; the certificate the proxy presented is recorded only when an access log may
-// print it.
+// handshake terminates TLS on down, counting it in the listener's ssl.* stats. It returns
+// the TLS connection and what the access log shows of it; the certificate the proxy
+// presented is recorded only when an access log may print it.
 func (p *Proxy) handshake(down net.Conn) (*tls.Conn, *accesslog.TLSInfo, error) {
-	base := p.tls.Config()
-	cfg := base
-	var local *x509.Certificate // written by the handshake, on this goroutine
-	if len(p.logs) > 0 {
-		cfg = &tls.Config{GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
-			c, err := base.GetConfigForClient(h)
-			if err != nil || c == nil || c.GetCertificate == nil {
-				return c, err
-			}
-			c = c.Clone() // keeps the load's session ticket keys
-			get := c.GetCertificate
-			c.GetCertificate = func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
-				cert, err := get(h)
-				if cert != nil {
-					local = leaf(cert)
-				}
-				return cert, err
-			}
-			return c, nil
-		}}
-	}
-	tc := tls.Server(down, cfg)
+	var deadline time.Time
 	if p.handshakeTimeout > 0 {
-		down.SetDeadline(time.Now().Add(p.handshakeTimeout))
+		deadline = time.Now().Add(p.handshakeTimeout)
 	}
-	if err := tc.Handshake(); err != nil {
+	tc, cs, local, err := p.tls.Accept(down, deadline, len(p.logs) > 0)
+	if err != nil {
 		return nil, nil, err
 	}
-	down.SetDeadline(time.Time{})
-	return tc, &accesslog.TLSInfo{State: tc.ConnectionState(), Local: local}, nil
-}
-
-// leaf returns the parsed leaf of a certificate; nil if it does not parse.
-func leaf(c *tls.Certificate) *x509.Certificate {
-	if c.Leaf != nil || len(c.Certificate) == 0 {
-		return c.Leaf
-	}
-	l, err := x509.ParseCertificate(c.Certificate[0])
-	if err != nil {
-		return nil
-	}
-	return l
+	return tc, &accesslog.TLSInfo{State: cs, Local: local}, nil
 }
