@@ -39,6 +39,9 @@ type dataPlane struct {
 	// means plain TCP. Keyed by the cluster config, so a CDS update gets a
 	// fresh context.
 	upstreamTLS map[*config.Cluster]*tlsutil.ClientContext
+	// tlsStats are the ssl.* stats of listener and cluster scopes, shared by
+	// the TLS contexts of each scope.
+	tlsStats *tlsutil.StatsScopes
 }
 
 // buildDataPlane creates pools, registers the HTTP connection manager and
@@ -47,6 +50,7 @@ type dataPlane struct {
 func (s *Server) buildDataPlane() error {
 	dp := &s.data
 	dp.upstreamTLS = map[*config.Cluster]*tlsutil.ClientContext{}
+	dp.tlsStats = tlsutil.NewStatsScopes(s.store)
 	secrets, err := tlsutil.StaticSecretsFromProto("static_resources.secrets", s.boot.Proto.GetStaticResources().GetSecrets())
 	if err != nil {
 		return err
@@ -63,6 +67,7 @@ func (s *Server) buildDataPlane() error {
 	if dp.pools, err = pool.NewRegistry(pool.RegistryConfig{
 		Clusters: s.clusters,
 		Stats:    s.store,
+		TLSStats: s.clusterTLSStats,
 		TLS: func(c *config.Cluster, h *host.Host) *tls.Config {
 			ctx, err := s.clusterTLS(c)
 			if err != nil {
@@ -117,7 +122,7 @@ func (s *Server) buildDataPlane() error {
 		Logger:            s.logs.Logger("http"),
 		HealthCheckFailed: &s.healthFailed,
 		AccessLogs:        dp.accessLogs,
-		TLS:               tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs},
+		TLS:               tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Stats: dp.tlsStats},
 		LocalClusterName:  s.Node().GetCluster(),
 		Routes:            s.routeProvider(),
 		GRPCAccessLogs:    dp.als,
@@ -130,7 +135,7 @@ func (s *Server) buildDataPlane() error {
 	}
 	if err := tcpproxy.Register(handlers, tcpproxy.Deps{
 		Pools: dp.pools,
-		TLS:   tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs},
+		TLS:   tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Stats: dp.tlsStats},
 		AccessLogs: tcpproxy.AccessLogDeps{
 			Files:   dp.accessLogs,
 			GRPC:    dp.als,
@@ -172,6 +177,16 @@ func (s *Server) buildDataPlane() error {
 	return s.dumps.Add(configdump.Tracker{Key: "listeners", Dump: dump})
 }
 
+// clusterTLSStats returns the cluster.<name>.ssl.* stats its upstream TLS
+// handshakes count in; nil for a plain-text cluster.
+func (s *Server) clusterTLSStats(c *config.Cluster) *tlsutil.Stats {
+	ctx, err := s.clusterTLS(c)
+	if err != nil || ctx == nil {
+		return nil
+	}
+	return ctx.Stats()
+}
+
 // clusterTLS returns the cluster's client TLS context, building it on first
 // use; nil without a TLS transport socket.
 func (s *Server) clusterTLS(c *config.Cluster) (*tlsutil.ClientContext, error) {
@@ -187,7 +202,8 @@ func (s *Server) clusterTLS(c *config.Cluster) (*tlsutil.ClientContext, error) {
 	}
 	var ctx *tlsutil.ClientContext
 	if cfg != nil {
-		if ctx, err = tlsutil.NewClientContext(*cfg, tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs}); err != nil {
+		deps := tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Stats: dp.tlsStats, StatPrefix: "cluster." + c.Name + "."}
+		if ctx, err = tlsutil.NewClientContext(*cfg, deps); err != nil {
 			return nil, err
 		}
 	}
