@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/legateproxy/legate/breaker"
-	"github.com/legateproxy/legate/tlsutil"
 )
 
 // Connection errors. Callers branch on them with errors.Is.
@@ -116,11 +115,7 @@ func (hp *hostPool) connect(ctx context.Context, alpn []string, cx *breaker.Reso
 				cfg.NextProtos = alpn
 			}
 			tc := tls.Client(nc, cfg)
-			var st *tlsutil.Stats
-			if m.tlsStats != nil {
-				st = m.tlsStats()
-			}
-			if _, err = st.Handshake(dctx, tc); err != nil {
+			if err = tc.HandshakeContext(dctx); err != nil {
 				nc.Close()
 			}
 			nc = tc

@@ -33,15 +33,36 @@ type dataPlane struct {
 	accessLogs *accesslog.Manager
 	als        *als.Manager // envoy.access_loggers.http_grpc streams
 	listeners  *listener.Manager
+	// httpFilters are the HTTP filters connection managers build from; RDS checks
+	// typed_per_filter_config against them too.
+	httpFilters *filter.Registry
 
 	tlsMu sync.Mutex // guards upstreamTLS
 	// upstreamTLS caches each cluster's client TLS context; a nil entry
 	// means plain TCP. Keyed by the cluster config, so a CDS update gets a
 	// fresh context.
 	upstreamTLS map[*config.Cluster]*tlsutil.ClientContext
-	// tlsStats are the ssl.* stats of listener and cluster scopes, shared by
-	// the TLS contexts of each scope.
-	tlsStats *tlsutil.StatsScopes
+}
+
+// buildHTTPFilters registers the HTTP filters: health_check, on_demand and tap. Tap
+// filters with an admin_config share one manager with the admin's POST /tap, which exists
+// while they do. It runs before the xDS client, whose RDS checks per-route filter
+// configurations against the registry.
+func (s *Server) buildHTTPFilters() error {
+	r := filter.NewRegistry()
+	taps := tap.NewManager()
+	admin.WatchTap(s.reg, taps)
+	if err := healthcheck.Register(r); err != nil {
+		return err
+	}
+	if err := ondemand.Register(r); err != nil {
+		return err
+	}
+	if err := tap.Register(r, taps); err != nil {
+		return err
+	}
+	s.data.httpFilters = r
+	return nil
 }
 
 // buildDataPlane creates pools, registers the HTTP connection manager and
@@ -50,7 +71,6 @@ type dataPlane struct {
 func (s *Server) buildDataPlane() error {
 	dp := &s.data
 	dp.upstreamTLS = map[*config.Cluster]*tlsutil.ClientContext{}
-	dp.tlsStats = tlsutil.NewStatsScopes(s.store)
 	secrets, err := tlsutil.StaticSecretsFromProto("static_resources.secrets", s.boot.Proto.GetStaticResources().GetSecrets())
 	if err != nil {
 		return err
@@ -67,7 +87,6 @@ func (s *Server) buildDataPlane() error {
 	if dp.pools, err = pool.NewRegistry(pool.RegistryConfig{
 		Clusters: s.clusters,
 		Stats:    s.store,
-		TLSStats: s.clusterTLSStats,
 		TLS: func(c *config.Cluster, h *host.Host) *tls.Config {
 			ctx, err := s.clusterTLS(c)
 			if err != nil {
@@ -99,30 +118,16 @@ func (s *Server) buildDataPlane() error {
 		return err
 	}
 
-	// HTTP filters: health_check and tap. Tap filters with an admin_config
-	// share one manager with the admin's POST /tap, which exists while they do.
-	httpFilters := filter.NewRegistry()
-	taps := tap.NewManager()
-	admin.WatchTap(s.reg, taps)
-	if err := healthcheck.Register(httpFilters); err != nil {
-		return err
-	}
-	if err := ondemand.Register(httpFilters); err != nil {
-		return err
-	}
-	if err := tap.Register(httpFilters, taps); err != nil {
-		return err
-	}
 	handlers := listener.NewRegistry()
 	if err := httpproxy.Register(handlers, httpproxy.Deps{
-		Filters:           httpFilters,
+		Filters:           dp.httpFilters,
 		Clusters:          s.clusters,
 		Pools:             dp.pools,
 		Stats:             s.store,
 		Logger:            s.logs.Logger("http"),
 		HealthCheckFailed: &s.healthFailed,
 		AccessLogs:        dp.accessLogs,
-		TLS:               tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Stats: dp.tlsStats},
+		TLS:               tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs},
 		LocalClusterName:  s.Node().GetCluster(),
 		Routes:            s.routeProvider(),
 		GRPCAccessLogs:    dp.als,
@@ -135,7 +140,7 @@ func (s *Server) buildDataPlane() error {
 	}
 	if err := tcpproxy.Register(handlers, tcpproxy.Deps{
 		Pools: dp.pools,
-		TLS:   tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Stats: dp.tlsStats},
+		TLS:   tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs},
 		AccessLogs: tcpproxy.AccessLogDeps{
 			Files:   dp.accessLogs,
 			GRPC:    dp.als,
@@ -177,16 +182,6 @@ func (s *Server) buildDataPlane() error {
 	return s.dumps.Add(configdump.Tracker{Key: "listeners", Dump: dump})
 }
 
-// clusterTLSStats returns the cluster.<name>.ssl.* stats its upstream TLS
-// handshakes count in; nil for a plain-text cluster.
-func (s *Server) clusterTLSStats(c *config.Cluster) *tlsutil.Stats {
-	ctx, err := s.clusterTLS(c)
-	if err != nil || ctx == nil {
-		return nil
-	}
-	return ctx.Stats()
-}
-
 // clusterTLS returns the cluster's client TLS context, building it on first
 // use; nil without a TLS transport socket.
 func (s *Server) clusterTLS(c *config.Cluster) (*tlsutil.ClientContext, error) {
@@ -202,8 +197,7 @@ func (s *Server) clusterTLS(c *config.Cluster) (*tlsutil.ClientContext, error) {
 	}
 	var ctx *tlsutil.ClientContext
 	if cfg != nil {
-		deps := tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Stats: dp.tlsStats, StatPrefix: "cluster." + c.Name + "."}
-		if ctx, err = tlsutil.NewClientContext(*cfg, deps); err != nil {
+		if ctx, err = tlsutil.NewClientContext(*cfg, tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs}); err != nil {
 			return nil, err
 		}
 	}

@@ -163,6 +163,9 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 	if err := s.buildClusterManager(); err != nil {
 		return nil, err
 	}
+	if err := s.buildHTTPFilters(); err != nil {
+		return nil, err
+	}
 	if err := s.buildXDS(); err != nil {
 		return nil, err
 	}

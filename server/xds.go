@@ -13,6 +13,7 @@ import (
 	"github.com/legateproxy/legate/admin/configdump"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy"
+	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/xds"
@@ -55,11 +56,15 @@ func (s *Server) buildXDS() error {
 			}
 			return t.Ready, nil
 		},
-		Dial:           s.dialXDS,
-		Limits:         config.Limits{MaxObjNameLen: s.opts.MaxObjNameLen},
-		Runtime:        s.runtime,
-		RTDSLayers:     rtds,
-		StaticSecrets:  static,
+		Dial:          s.dialXDS,
+		Limits:        config.Limits{MaxObjNameLen: s.opts.MaxObjNameLen},
+		Runtime:       s.runtime,
+		RTDSLayers:    rtds,
+		StaticSecrets: static,
+		RouteOptions: route.Options{
+			ClusterExists:   s.clusters.Has,
+			PerFilterConfig: s.data.httpFilters.PerRouteConfig,
+		},
 		SecretsChanged: func() { _ = s.certs.Reload() },
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/logging"
@@ -66,6 +67,12 @@ type Config struct {
 	// bootstrap's layered_runtime rtds_layer entries to subscribe. Nil means no RTDS.
 	Runtime    RuntimeLayers
 	RTDSLayers []*bootstrapv3.RuntimeLayer_RtdsLayer
+	// RouteOptions trial-compile RDS route configurations before they are accepted: the
+	// server sets the HTTP filters' per-route configuration check (typed_per_filter_config)
+	// and the cluster lookup, so that what the connection managers would refuse is NACKed.
+	// The zero value checks the routes alone.
+	RouteOptions route.Options
+
 	// StaticSecrets are static_resources.secrets; Secret consults them before SDS.
 	StaticSecrets tlsutil.SecretProvider
 	// SecretsChanged runs after an SDS secret changed, so that TLS contexts reload (the

@@ -29,7 +29,7 @@ type ecdsStats struct {
 var ecdsKind = &namedKind{
 	typeURL: resource.ExtensionConfigType,
 	short:   "ECDS",
-	decode: func(a *anypb.Any) (string, any, error) {
+	decode: func(_ *Client, a *anypb.Any) (string, any, error) {
 		tc, err := resource.DecodeExtensionConfig(a)
 		if err != nil {
 			return resource.ExtensionConfigName(a), nil, err

@@ -22,7 +22,7 @@ type namedKind struct {
 	// short names the type in logs ("RDS").
 	short string
 	// decode validates a resource and returns its name and its value for the watchers.
-	decode func(a *anypb.Any) (name string, val any, err error)
+	decode func(c *Client, a *anypb.Any) (name string, val any, err error)
 	// statPrefix is the prefix of a subscription's stats; user is the first subscriber's
 	// prefix (the connection manager's stat_prefix for RDS).
 	statPrefix func(name, user string) string
@@ -266,7 +266,7 @@ func (h *namedHandler) apply(src *mux, u update) error {
 	var readies []func()
 	h.mu.Lock()
 	for i, a := range u.resources {
-		name, val, err := h.kind.decode(a)
+		name, val, err := h.kind.decode(h.c, a)
 		if name == "" && u.names != nil {
 			name = u.names[i]
 		}

@@ -26,8 +26,8 @@ type rdsStats struct {
 var rdsKind = &namedKind{
 	typeURL: resource.RouteType,
 	short:   "RDS",
-	decode: func(a *anypb.Any) (string, any, error) {
-		rc, err := resource.DecodeRouteConfig(a)
+	decode: func(c *Client, a *anypb.Any) (string, any, error) {
+		rc, err := resource.DecodeRouteConfig(a, c.cfg.RouteOptions)
 		if err != nil {
 			return resource.NamedResourceName(a), nil, err
 		}

@@ -11,7 +11,7 @@ import (
 var rtdsKind = &namedKind{
 	typeURL: resource.RuntimeType,
 	short:   "RTDS",
-	decode: func(a *anypb.Any) (string, any, error) {
+	decode: func(_ *Client, a *anypb.Any) (string, any, error) {
 		name, layer, err := resource.DecodeRuntime(a)
 		if err != nil {
 			return name, nil, err

@@ -16,7 +16,7 @@ import (
 var sdsKind = &namedKind{
 	typeURL: resource.SecretType,
 	short:   "SDS",
-	decode: func(a *anypb.Any) (string, any, error) {
+	decode: func(_ *Client, a *anypb.Any) (string, any, error) {
 		pb, s, err := resource.DecodeSecret(a)
 		if err != nil {
 			return resource.NamedResourceName(a), nil, err

@@ -50,10 +50,11 @@ func decodeValidated(a *anypb.Any, typeURL, kind string, msg validated, nameOf f
 }
 
 // DecodeRouteConfig decodes an RDS resource: the type URL, protoc-gen-validate rules, then a
-// trial compile with httpproxy/route (clusters are not checked, as for RDS in Envoy, where
-// validate_clusters defaults to false), so that a route configuration the connection managers
-// could not serve is NACKed.
-func DecodeRouteConfig(a *anypb.Any) (*routev3.RouteConfiguration, error) {
+// trial compile with httpproxy/route and opts (the data plane's per-filter configuration
+// checks and cluster lookup; clusters are checked only when the resource sets
+// validate_clusters, whose RDS default is false as in Envoy), so that a route configuration
+// the connection managers could not serve is NACKed.
+func DecodeRouteConfig(a *anypb.Any, opts route.Options) (*routev3.RouteConfiguration, error) {
 	rc := &routev3.RouteConfiguration{}
 	name, err := decodeValidated(a, RouteType, "route_config", rc, rc.GetName)
 	if err != nil {
@@ -69,7 +70,8 @@ func DecodeRouteConfig(a *anypb.Any) (*routev3.RouteConfiguration, error) {
 		trial = proto.Clone(rc).(*routev3.RouteConfiguration)
 		trial.Vhds = nil
 	}
-	if _, err := route.Compile(trial, route.Options{}); err != nil {
+	opts.ValidateClusters = false
+	if _, err := route.Compile(trial, opts); err != nil {
 		return nil, fmt.Errorf("route_config %q: %w", name, err)
 	}
 	return rc, nil

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/httpproxy/route"
 )
 
 func FuzzDecodeListener(f *testing.F) {
@@ -22,7 +24,7 @@ func FuzzDecodeListener(f *testing.F) {
 func FuzzDecodeNamed(f *testing.F) {
 	f.Add([]byte{0x0a, 0x01, 'r'})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if rc, err := DecodeRouteConfig(&anypb.Any{TypeUrl: RouteType, Value: data}); err == nil && rc.GetName() == "" {
+		if rc, err := DecodeRouteConfig(&anypb.Any{TypeUrl: RouteType, Value: data}, route.Options{}); err == nil && rc.GetName() == "" {
 			t.Errorf("DecodeRouteConfig succeeded without a name: %v", rc)
 		}
 		if pb, s, err := DecodeSecret(&anypb.Any{TypeUrl: SecretType, Value: data}); err == nil && (pb.GetName() == "" || s.Name != pb.GetName()) {
