@@ -23,4 +23,13 @@
 // current load per handshake in GetConfigForClient. A Registry is safe for
 // concurrent use; it guards its list of contexts with a mutex and reads
 // each context's state through the pointer.
+//
+// Handshakes are counted in Envoy's ssl.* stats of the context's scope
+// (Deps.Stats and Deps.StatPrefix: listener.<address>.ssl.*,
+// cluster.<name>.ssl.*). The caller runs the handshake, so it counts it
+// (ServerContext.Accept does both; clients use Stats.Handshake). A
+// StatsScopes shares one Stats per scope among its contexts under a mutex;
+// counting is atomic and takes no lock once a cipher, version or curve has
+// its counter. CipherName, VersionName and CurveName give BoringSSL's names
+// of what crypto/tls negotiated.
 package tlsutil
