@@ -2,7 +2,7 @@
 // %START_TIME%, %REQ(X?Y):Z%, %RESPONSE_CODE%, …), text and JSON output, and the file sink of
 // envoy.access_loggers.file. A Filter is a compiled AccessLog.filter (status code, duration,
 // not health check, response flag, log type, header (matched by internal/headermatch, as the
-route table matches), gRPC status, runtime sampling, and, or). Entries carry the
+// route table matches), gRPC status, runtime sampling, and, or). Entries carry the
 // downstream TLS state (TLSInfo: %DOWNSTREAM_TLS_VERSION%, %DOWNSTREAM_PEER_SUBJECT%, …, and
 // the gRPC entries' tls_properties), the connection id (%CONNECTION_ID%) and their access log
 // type (TcpConnectionEnd, TcpPeriodic, …) for %ACCESS_LOG_TYPE%, log_type_filter and gRPC logs;
