@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -277,6 +278,7 @@ func (sh *shared) startECDS(h *Handler, list []discoveredFilter) error {
 		h.filters = append(h.filters, nil)
 		copy(h.filters[df.pos+1:], h.filters[df.pos:])
 		h.filters[df.pos] = e
+		h.filterNames = slices.Insert(h.filterNames, df.pos, df.name)
 		h.ecds = append(h.ecds, e)
 	}
 	return nil

@@ -132,23 +132,26 @@ type shared struct {
 // per-stream state belong to the goroutine serving the connection (HTTP/1) or the stream
 // (HTTP/2).
 type Handler struct {
-	sh        *shared
-	cfg       *config.HTTPConnectionManager
-	table     atomic.Pointer[route.Table] // swapped by RDS (rds.go); fixed for route_config
-	rds       *rdsRoutes
-	ecds      []*ecdsFilter              // filters configured over ECDS (ecds.go)
-	scopes    atomic.Pointer[scopeTable] // set with scoped_routes (srds.go): tables by scope key
-	srds      *srdsRoutes
-	filters   []filter.Filter
-	logs      []accessLogger
-	stats     *hcmStats
-	lstats    *listenerHTTPStats
-	hcmPrefix string
-	lPrefix   string
-	tls       *tlsutil.ServerContext
-	http2     *http2.Server
-	h2base    *http.Server // GOAWAY on drain: its Shutdown starts graceful shutdown of h2 conns
-	maxHead   int
+	sh      *shared
+	cfg     *config.HTTPConnectionManager
+	table   atomic.Pointer[route.Table] // swapped by RDS (rds.go); fixed for route_config
+	rds     *rdsRoutes
+	ecds    []*ecdsFilter              // filters configured over ECDS (ecds.go)
+	scopes  atomic.Pointer[scopeTable] // set with scoped_routes (srds.go): tables by scope key
+	srds    *srdsRoutes
+	filters []filter.Filter
+	// filterNames are the http_filters names of filters, index for index (per-route
+	// typed_per_filter_config is keyed by them).
+	filterNames []string
+	logs        []accessLogger
+	stats       *hcmStats
+	lstats      *listenerHTTPStats
+	hcmPrefix   string
+	lPrefix     string
+	tls         *tlsutil.ServerContext
+	http2       *http2.Server
+	h2base      *http.Server // GOAWAY on drain: its Shutdown starts graceful shutdown of h2 conns
+	maxHead     int
 
 	mu       sync.Mutex // guards conns, h2lives, watching, closed and wg.Add
 	conns    map[*serverConn]struct{}
@@ -270,6 +273,7 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 			return nil, fmt.Errorf("http_connection_manager %q: http_filters[%d]: %w", cfg.StatPrefix, i, err)
 		}
 		h.filters = append(h.filters, inst)
+		h.filterNames = append(h.filterNames, f.Name)
 	}
 	for i, al := range cfg.AccessLogs {
 		l, err := sh.accessLog(al, d)

@@ -275,6 +275,16 @@ func (h *Handler) route(req *route.Request) *route.Match {
 	return t.Route(req)
 }
 
+// disablesFilters reports whether a request's route may disable some of h's filters, so that
+// the route must be looked up before they run: the route table says so; with scoped routes
+// the route is always looked up (scopes and filters together are rare).
+func (h *Handler) disablesFilters() bool {
+	if h.scopes.Load() != nil {
+		return true
+	}
+	return h.table.Load().DisablesFilters()
+}
+
 // stopSRDS ends h's scoped routes subscription, if any.
 func (h *Handler) stopSRDS() {
 	if h.srds != nil && h.srds.cancel != nil {

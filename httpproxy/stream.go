@@ -113,6 +113,9 @@ type stream struct {
 	// chain is this stream's filters when its handler has ECDS filters (pinFilters, ecds.go);
 	// empty otherwise, and then h.filters serve.
 	chain []filter.Filter
+	// skip is the route looked up before the filters when its table disables some filter per
+	// route (typed_per_filter_config disabled); nil otherwise.
+	skip *route.Match
 
 	// The filters' streams (filter.StreamFilter) and what feeds them; all unused, and free,
 	// while fstreams is empty.
@@ -139,7 +142,7 @@ func getStream() *stream { return streamPool.Get().(*stream) }
 // putStream clears what the stream must not keep alive and returns it to the pool.
 func putStream(s *stream) {
 	s.ctx.stop()
-	s.h, s.sc, s.h2w, s.drain, s.match, s.body, s.h2req = nil, nil, nil, nil, nil, nil, nil
+	s.h, s.sc, s.h2w, s.drain, s.match, s.body, s.h2req, s.skip = nil, nil, nil, nil, nil, nil, nil, nil
 	s.reqObserved, s.respObserved = observedBody{}, observedBody{}
 	clear(s.trailers)
 	s.req = route.Request{}
@@ -300,7 +303,14 @@ func (s *stream) process() {
 	if len(h.ecds) > 0 {
 		filters = s.pinFilters(filters)
 	}
-	for _, f := range filters {
+	if len(filters) > 0 && h.disablesFilters() {
+		// Envoy has the route before the filters run, and skips those it disables.
+		s.skip = h.route(&s.req)
+	}
+	for i, f := range filters {
+		if s.skip != nil && s.skip.FilterDisabled(h.filterNames[i]) {
+			continue
+		}
 		if sf, ok := f.(filter.StreamFilter); ok {
 			s.openFilterStream(sf)
 		}
@@ -525,7 +535,10 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 	if len(s.chain) > 0 {
 		filters = s.chain
 	}
-	for _, f := range filters {
+	for i, f := range filters {
+		if s.skip != nil && s.skip.FilterDisabled(h.filterNames[i]) {
+			continue
+		}
 		f.OnResponse(&s.fx, s.resp)
 	}
 	switch cfg.ServerHeader {

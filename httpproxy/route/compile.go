@@ -63,6 +63,7 @@ type compiler struct {
 	globalReq    *HeaderOps
 	globalResp   *HeaderOps
 	filters      perFilter // the route configuration's typed_per_filter_config
+	disables     bool      // some typed_per_filter_config entry disables its filter
 }
 
 // Compile converts a RouteConfiguration into a Table. Errors name the field path, the value
@@ -105,6 +106,7 @@ func Compile(rc *routev3.RouteConfiguration, opts Options) (*Table, error) {
 	if c.filters, err = compilePerFilter(rc.GetTypedPerFilterConfig(), "", c.opts); err != nil {
 		return nil, err
 	}
+	c.noteDisabled(c.filters)
 	t := &Table{
 		Name:       rc.GetName(),
 		exact:      map[string]*VirtualHost{},
@@ -149,6 +151,7 @@ func Compile(rc *routev3.RouteConfiguration, opts Options) (*Table, error) {
 	}
 	t.suffixes = levels(suffixes)
 	t.prefixes = levels(prefixes)
+	t.disablesFilters = c.disables
 	return t, nil
 }
 
@@ -190,6 +193,7 @@ func (c *compiler) virtualHost(p *routev3.VirtualHost, path string) (*VirtualHos
 	if vh.filters, err = compilePerFilter(p.GetTypedPerFilterConfig(), path+".", c.opts); err != nil {
 		return nil, err
 	}
+	c.noteDisabled(vh.filters)
 	if vh.requestOps, err = compileHeaderOps(p.GetRequestHeadersToAdd(), p.GetRequestHeadersToRemove(), path+".", "request_headers", c.opts); err != nil {
 		return nil, err
 	}
@@ -223,6 +227,7 @@ func (c *compiler) route(p *routev3.Route, vh *VirtualHost, path string) (*Route
 	if r.filters, err = compilePerFilter(p.GetTypedPerFilterConfig(), path+".", c.opts); err != nil {
 		return nil, err
 	}
+	c.noteDisabled(r.filters)
 	if r.match, err = c.routeMatch(p.GetMatch(), path+".match"); err != nil {
 		return nil, err
 	}
@@ -460,6 +465,7 @@ func (c *compiler) weightedClusters(p *routev3.WeightedCluster, r *Route, path s
 		if w.filters, err = compilePerFilter(cp.GetTypedPerFilterConfig(), cpath+".", c.opts); err != nil {
 			return nil, err
 		}
+		c.noteDisabled(w.filters)
 		if w.MetadataMatch, err = metadataCriteria(cp.GetMetadataMatch(), r.MetadataMatch, cpath+".metadata_match"); err != nil {
 			return nil, err
 		}

@@ -14,8 +14,8 @@
 // cluster_specifier_plugin, host_rewrite_path_regex, filter_state hash policies, vhds,
 // retry_priority, and retry host predicates other than previous_hosts and omit_canary_hosts.
 // typed_per_filter_config (at every level) is compiled through Options.PerFilterConfig and
-// found with Match.PerFilterConfig; FilterConfig.disabled is recorded but the connection
-// manager does not yet take filters out of a route's chain by it.
+// found with Match.PerFilterConfig; FilterConfig.disabled takes the filter out of the chain
+// for requests on that route (Match.FilterDisabled, Table.DisablesFilters).
 // Ignored, as they belong to other filters or to stats: cors, rate_limits, decorator, tracing,
 // request_mirror_policies, virtual_clusters, hedge_policy,
 // upgrade_configs, internal redirects and buffer limits.

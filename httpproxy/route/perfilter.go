@@ -60,6 +60,23 @@ func (m *Match) PerFilterConfig(name string) (cfg *FilterConfig, ok bool) {
 	return cfg, ok
 }
 
+// FilterDisabled reports whether the most specific typed_per_filter_config entry for the filter
+// called name disables it for this request (FilterConfig.disabled); m may be nil.
+func (m *Match) FilterDisabled(name string) bool {
+	cfg, ok := m.PerFilterConfig(name)
+	return ok && cfg.Disabled
+}
+
+// noteDisabled records whether pf disables a filter.
+func (c *compiler) noteDisabled(pf perFilter) {
+	for _, cfg := range pf {
+		if cfg.Disabled {
+			c.disables = true
+			return
+		}
+	}
+}
+
 // compilePerFilter converts one level's typed_per_filter_config, as Envoy's PerFilterConfigs
 // does: an entry is the filter's per-route typed config, or a FilterConfig wrapping it
 // (disabled, is_optional, or an empty config that only enables the filter). path is the

@@ -20,7 +20,14 @@ type Table struct {
 	catchAll   *VirtualHost    // the "*" domain
 	ignorePort bool
 	hosts      []*VirtualHost // in configuration order
+	// disablesFilters: some typed_per_filter_config entry has disabled set, so the connection
+	// manager must look the route up before running its filters.
+	disablesFilters bool
 }
+
+// DisablesFilters reports whether some typed_per_filter_config entry of the table disables its
+// filter (FilterConfig.disabled).
+func (t *Table) DisablesFilters() bool { return t != nil && t.disablesFilters }
 
 // wildcardLevel holds the wildcard domains of one length (without the '*').
 type wildcardLevel struct {
