@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/legateproxy/legate/breaker"
+	"github.com/legateproxy/legate/tlsutil"
 )
 
 // Connection errors. Callers branch on them with errors.Is.
@@ -115,7 +116,11 @@ func (hp *hostPool) connect(ctx context.Context, alpn []string, cx *breaker.Reso
 				cfg.NextProtos = alpn
 			}
 			tc := tls.Client(nc, cfg)
-			if err = tc.HandshakeContext(dctx); err != nil {
+			var st *tlsutil.Stats
+			if m.tlsStats != nil {
+				st = m.tlsStats()
+			}
+			if _, err = st.Handshake(dctx, tc); err != nil {
 				nc.Close()
 			}
 			nc = tc

@@ -17,6 +17,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/stats"
+	"github.com/legateproxy/legate/tlsutil"
 )
 
 // DefaultIdleTimeout is common_http_protocol_options.idle_timeout when unset (Envoy: 1 hour).
@@ -55,6 +56,10 @@ type ManagerConfig struct {
 	// cluster's UpstreamTlsContext: SNI, verification, client certificates, ALPN). Nil, or a
 	// nil result, means plain TCP. For HTTP/2 the pool sets NextProtos to ["h2"].
 	TLS func(h *host.Host) *tls.Config
+	// TLSStats returns the cluster's ssl.* stats (tlsutil.ClientContext.Stats), asked for
+	// each TLS connection: its handshake is counted there as Envoy's upstream TLS socket
+	// counts it. Nil, or a nil result, counts nothing.
+	TLSStats func() *tlsutil.Stats
 	// IdleTimeout is common_http_protocol_options.idle_timeout for HTTP connections: an idle
 	// connection is closed after it (upstream_cx_idle_timeout). Zero means
 	// DefaultIdleTimeout; negative disables the timeout.
@@ -78,6 +83,7 @@ type Manager struct {
 	rq             *rqStats
 	reg            *stats.Registration
 	tls            func(*host.Host) *tls.Config
+	tlsStats       func() *tlsutil.Stats
 	idleTimeout    time.Duration
 	connectTimeout time.Duration
 	maxRequests    uint32
@@ -107,6 +113,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		st:             cfg.Cluster.Stats(),
 		rq:             &rqStats{},
 		tls:            cfg.TLS,
+		tlsStats:       cfg.TLSStats,
 		idleTimeout:    cfg.IdleTimeout,
 		connectTimeout: cc.ConnectTimeout,
 		maxRequests:    cc.MaxRequestsPerConnection,

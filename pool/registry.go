@@ -11,6 +11,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/stats"
+	"github.com/legateproxy/legate/tlsutil"
 )
 
 // DefaultSyncInterval is how often Registry.Run reconciles pools with cluster snapshots.
@@ -25,6 +26,9 @@ type RegistryConfig struct {
 	// TLS returns the client TLS configuration for a host of cluster c; nil, or a nil result,
 	// means plain TCP.
 	TLS func(c *config.Cluster, h *host.Host) *tls.Config
+	// TLSStats returns the cluster.<name>.ssl.* stats the handshakes of cluster c count in
+	// (see ManagerConfig.TLSStats); nil, or a nil result, counts nothing.
+	TLSStats func(c *config.Cluster) *tlsutil.Stats
 	// IdleTimeout returns the HTTP idle timeout of a cluster
 	// (common_http_protocol_options.idle_timeout, see ManagerConfig.IdleTimeout); nil means
 	// DefaultIdleTimeout for every cluster.
@@ -83,6 +87,10 @@ func (r *Registry) Get(name string) *Manager {
 	if r.cfg.TLS != nil {
 		cc := c.Config()
 		cfg.TLS = func(h *host.Host) *tls.Config { return r.cfg.TLS(cc, h) }
+	}
+	if r.cfg.TLSStats != nil {
+		cc := c.Config()
+		cfg.TLSStats = func() *tlsutil.Stats { return r.cfg.TLSStats(cc) }
 	}
 	if r.cfg.IdleTimeout != nil {
 		cfg.IdleTimeout = r.cfg.IdleTimeout(c.Config())

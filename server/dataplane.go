@@ -42,6 +42,9 @@ type dataPlane struct {
 	// means plain TCP. Keyed by the cluster config, so a CDS update gets a
 	// fresh context.
 	upstreamTLS map[*config.Cluster]*tlsutil.ClientContext
+	// tlsStats are the ssl.* stats of listener and cluster scopes, shared by
+	// the TLS contexts of each scope.
+	tlsStats *tlsutil.StatsScopes
 }
 
 // buildHTTPFilters registers the HTTP filters: health_check, on_demand and tap. Tap
@@ -71,6 +74,7 @@ func (s *Server) buildHTTPFilters() error {
 func (s *Server) buildDataPlane() error {
 	dp := &s.data
 	dp.upstreamTLS = map[*config.Cluster]*tlsutil.ClientContext{}
+	dp.tlsStats = tlsutil.NewStatsScopes(s.store)
 	secrets, err := tlsutil.StaticSecretsFromProto("static_resources.secrets", s.boot.Proto.GetStaticResources().GetSecrets())
 	if err != nil {
 		return err
@@ -87,6 +91,7 @@ func (s *Server) buildDataPlane() error {
 	if dp.pools, err = pool.NewRegistry(pool.RegistryConfig{
 		Clusters: s.clusters,
 		Stats:    s.store,
+		TLSStats: s.clusterTLSStats,
 		TLS: func(c *config.Cluster, h *host.Host) *tls.Config {
 			ctx, err := s.clusterTLS(c)
 			if err != nil {
@@ -127,7 +132,7 @@ func (s *Server) buildDataPlane() error {
 		Logger:            s.logs.Logger("http"),
 		HealthCheckFailed: &s.healthFailed,
 		AccessLogs:        dp.accessLogs,
-		TLS:               tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs},
+		TLS:               tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Stats: dp.tlsStats},
 		LocalClusterName:  s.Node().GetCluster(),
 		Routes:            s.routeProvider(),
 		GRPCAccessLogs:    dp.als,
@@ -140,7 +145,7 @@ func (s *Server) buildDataPlane() error {
 	}
 	if err := tcpproxy.Register(handlers, tcpproxy.Deps{
 		Pools: dp.pools,
-		TLS:   tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs},
+		TLS:   tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Stats: dp.tlsStats},
 		AccessLogs: tcpproxy.AccessLogDeps{
 			Files:   dp.accessLogs,
 			GRPC:    dp.als,
@@ -182,6 +187,16 @@ func (s *Server) buildDataPlane() error {
 	return s.dumps.Add(configdump.Tracker{Key: "listeners", Dump: dump})
 }
 
+// clusterTLSStats returns the cluster.<name>.ssl.* stats its upstream TLS
+// handshakes count in; nil for a plain-text cluster.
+func (s *Server) clusterTLSStats(c *config.Cluster) *tlsutil.Stats {
+	ctx, err := s.clusterTLS(c)
+	if err != nil || ctx == nil {
+		return nil
+	}
+	return ctx.Stats()
+}
+
 // clusterTLS returns the cluster's client TLS context, building it on first
 // use; nil without a TLS transport socket.
 func (s *Server) clusterTLS(c *config.Cluster) (*tlsutil.ClientContext, error) {
@@ -197,7 +212,8 @@ func (s *Server) clusterTLS(c *config.Cluster) (*tlsutil.ClientContext, error) {
 	}
 	var ctx *tlsutil.ClientContext
 	if cfg != nil {
-		if ctx, err = tlsutil.NewClientContext(*cfg, tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs}); err != nil {
+		deps := tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Stats: dp.tlsStats, StatPrefix: "cluster." + c.Name + "."}
+		if ctx, err = tlsutil.NewClientContext(*cfg, deps); err != nil {
 			return nil, err
 		}
 	}
