@@ -222,6 +222,18 @@ func (m *Manager) Stats() *ManagerStats { return &m.stats }
 // Get returns the active (warm) cluster called name, or nil. Lock-free.
 func (m *Manager) Get(name string) *Cluster { return (*m.published.Load())[name] }
 
+// HasConfig reports whether c is the configuration of an active or warming cluster, that is,
+// whether CDS has not replaced or removed it.
+func (m *Manager) HasConfig(c *config.Cluster) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if a := m.active[c.Name]; a != nil && a.cfg == c {
+		return true
+	}
+	w := m.warming[c.Name]
+	return w != nil && w.cfg == c
+}
+
 // Has reports whether a cluster called name is active or warming: what route validation
 // (validate_clusters) and other configuration checks accept, as Envoy's hasCluster does, so a
 // static cluster still waiting for its first health check round can be named.

@@ -90,3 +90,26 @@ func TestHasCountsWarmingClusters(t *testing.T) {
 		t.Error("Has(other) = true; want false")
 	}
 }
+
+// TestHasConfig checks that a configuration stops being current once CDS replaces it.
+func TestHasConfig(t *testing.T) {
+	e := newEnv(t, nil)
+	v1 := parseCluster(t, staticYAML("web", "10.0.0.1"))
+	if _, err := e.m.AddOrUpdate(v1, "1"); err != nil {
+		t.Fatal(err)
+	}
+	if !e.m.HasConfig(v1) {
+		t.Fatal("HasConfig(v1) = false for the active configuration")
+	}
+	v2 := parseCluster(t, staticYAML("web", "10.0.0.2"))
+	if _, err := e.m.AddOrUpdate(v2, "2"); err != nil {
+		t.Fatal(err)
+	}
+	if e.m.HasConfig(v1) || !e.m.HasConfig(v2) {
+		t.Errorf("after the update HasConfig(v1), HasConfig(v2) = %v, %v; want false, true", e.m.HasConfig(v1), e.m.HasConfig(v2))
+	}
+	e.m.Remove("web")
+	if e.m.HasConfig(v2) {
+		t.Error("HasConfig(v2) = true after Remove")
+	}
+}

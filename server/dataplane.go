@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/accesslog/als"
@@ -185,6 +187,38 @@ func (s *Server) buildDataPlane() error {
 		return err
 	}
 	return s.dumps.Add(configdump.Tracker{Key: "listeners", Dump: dump})
+}
+
+// retireUpstreamTLS closes the TLS contexts of cluster configurations CDS replaced or removed,
+// so that /certs and cluster.<name>.ssl.* stop listing them. Connections already made keep
+// their tls.Config.
+func (s *Server) retireUpstreamTLS() {
+	dp := &s.data
+	dp.tlsMu.Lock()
+	defer dp.tlsMu.Unlock()
+	for c, ctx := range dp.upstreamTLS {
+		if s.clusters.HasConfig(c) {
+			continue
+		}
+		if ctx != nil {
+			ctx.Close()
+		}
+		delete(dp.upstreamTLS, c)
+	}
+}
+
+// retireUpstreamTLSEvery runs retireUpstreamTLS every interval until ctx ends.
+func (s *Server) retireUpstreamTLSEvery(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.retireUpstreamTLS()
+		}
+	}
 }
 
 // clusterTLSStats returns the cluster.<name>.ssl.* stats its upstream TLS

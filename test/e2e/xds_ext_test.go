@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -30,6 +31,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"sigs.k8s.io/yaml"
 
 	"github.com/legateproxy/legate/tlsutil/tlstest"
@@ -287,6 +289,7 @@ static_resources:
 	lport := freePort(t)
 	set := func(version string, s *tlsv3.Secret) {
 		t.Helper()
+		tlsCluster := proto.Clone(tlsCluster).(*clusterv3.Cluster) // each version a new cluster object
 		snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{
 			resourcev3.ClusterType:  {tlsCluster},
 			resourcev3.ListenerType: {ldsListener(t, lport, "r1")},
@@ -332,5 +335,20 @@ static_resources:
 	_, _, dump := p.get("/config_dump?resource=dynamic_active_secrets")
 	if !strings.Contains(dump, `"name": "client"`) || !strings.Contains(dump, `"version_info": "v2"`) {
 		t.Errorf("dynamic_active_secrets: want client at v2:\n%s", dump)
+	}
+	// A CDS update replaces the cluster: the replaced configuration's TLS context leaves
+	// /certs (one context left, the new one's), and traffic keeps its certificate.
+	tlsCluster.ConnectTimeout = durationpb.New(2 * time.Second)
+	set("v3", secret(ca.Issue(t, tlstest.Options{CommonName: "client-c"})))
+	waitFor("the replaced cluster's certificate", "200 client-c")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, _, certs := p.get("/certs")
+		if n := strings.Count(certs, `"cert_chain"`); n == 1 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("/certs lists %d certificate chains after the cluster was replaced; want 1 (the replaced context retired):\n%s", n, certs)
+		}
+		<-time.After(100 * time.Millisecond)
 	}
 }
