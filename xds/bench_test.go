@@ -36,7 +36,7 @@ func BenchmarkCDS10k(b *testing.B) {
 			warmTotal += warm
 			b.StopTimer()
 			p.stop()
-			cp.stop()
+			cp.Stop()
 		}
 		b.ReportMetric(float64(cdsTotal.Milliseconds())/float64(b.N), "cds-ms")
 		b.ReportMetric(float64(warmTotal.Milliseconds())/float64(b.N), "warm-ms")

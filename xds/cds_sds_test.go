@@ -150,7 +150,7 @@ func TestUpstreamSDS(t *testing.T) {
 				for _, s := range secrets {
 					res[resourcev3.SecretType] = append(res[resourcev3.SecretType], s)
 				}
-				cp.setAll(v, res)
+				cp.Set(v, res)
 			}
 
 			// 1. No secret yet: the cluster warms in the client, not in the manager.
@@ -204,7 +204,7 @@ func TestUpstreamSDS(t *testing.T) {
 			}
 
 			// 5. Removing the cluster ends its secret subscription.
-			cp.setAll("4", map[resourcev3.Type][]types.Resource{resourcev3.ClusterType: {}, resourcev3.SecretType: {pemSecret("client", certB)}})
+			cp.Set("4", map[resourcev3.Type][]types.Resource{resourcev3.ClusterType: {}, resourcev3.SecretType: {pemSecret("client", certB)}})
 			p.waitFor("tls removed", func() bool { return p.cm.Get("tls") == nil })
 			p.waitFor("secret subscription ended", func() bool {
 				return len(p.c.SecretsConfigDump(nil).GetDynamicActiveSecrets()) == 0

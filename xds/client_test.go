@@ -73,7 +73,7 @@ func TestSotWGRPC(t *testing.T) {
 	src := grpcSource(corev3.ApiConfigSource_GRPC)
 	// No Dial hook: the client dials a host of the bootstrap cluster "xds".
 	p := startProxyWith(t, &bootstrapv3.Bootstrap_DynamicResources{CdsConfig: src}, func(p *proxy) {
-		addStatic(t, p.cm, staticCluster("xds", cp.addr))
+		addStatic(t, p.cm, staticCluster("xds", cp.Addr()))
 	})
 	exercise(t, cp, p, src)
 	if got := p.stat("control_plane.connected_state"); got != 1 {
@@ -81,7 +81,7 @@ func TestSotWGRPC(t *testing.T) {
 	}
 	// Separate CDS and EDS streams: every request names one type, and EDS ones name web-svc.
 	var eds bool
-	for _, r := range cp.sotwRequests() {
+	for _, r := range cp.Requests() {
 		if r.GetTypeUrl() == resource.EndpointType && len(r.GetResourceNames()) == 1 && r.GetResourceNames()[0] == "web-svc" {
 			eds = true
 		}
@@ -101,7 +101,7 @@ func TestDeltaGRPC(t *testing.T) {
 	exercise(t, cp, p, src)
 	var sub, unsub bool
 	p.waitFor("delta EDS subscribe and unsubscribe of web-svc", func() bool {
-		for _, r := range cp.deltaRequests() {
+		for _, r := range cp.DeltaRequests() {
 			if r.GetTypeUrl() != resource.EndpointType {
 				continue
 			}
@@ -134,7 +134,7 @@ func TestADS(t *testing.T) {
 			}
 			// ADS ordering: the first EDS request follows the ACK of the CDS response that
 			// introduced web.
-			reqs := cp.sotwRequests()
+			reqs := cp.Requests()
 			cdsAck, firstEDS := -1, -1
 			for i, r := range reqs {
 				if r.GetTypeUrl() == resource.ClusterType && r.GetVersionInfo() == "1" && cdsAck < 0 {
@@ -169,7 +169,7 @@ func TestNACKKeepsServing(t *testing.T) {
 	cp.set("2", []types.Resource{bad, staticCluster("api", "10.0.1.1:8080")}, []types.Resource{assignment("web-svc", "10.0.0.1:80")})
 	var nack *struct{ nonce, detail, version string }
 	p.waitFor("a NACK of version 2", func() bool {
-		for _, r := range cp.sotwRequests() {
+		for _, r := range cp.Requests() {
 			if r.GetTypeUrl() == resource.ClusterType && r.GetErrorDetail() != nil {
 				nack = &struct{ nonce, detail, version string }{r.GetResponseNonce(), r.GetErrorDetail().GetMessage(), r.GetVersionInfo()}
 				return true
@@ -239,8 +239,7 @@ func TestReconnectAndResync(t *testing.T) {
 	cp.set("1", []types.Resource{edsCluster("web", "web-svc", adsSource())}, []types.Resource{assignment("web-svc", "10.0.0.1:80")})
 	p.waitFor("web", p.hasHosts("web", "10.0.0.1:80"))
 
-	addr := cp.addr
-	cp.stop()
+	cp.Stop()
 	p.waitFor("disconnected", func() bool {
 		return p.stat("control_plane.connected_state") == 0 && p.stat("cluster_manager.cds.update_failure") > 0
 	})
@@ -248,7 +247,7 @@ func TestReconnectAndResync(t *testing.T) {
 		t.Errorf("web hosts while the control plane is down = %v; want the last ones", got)
 	}
 	cp.set("2", []types.Resource{edsCluster("web", "web-svc", adsSource())}, []types.Resource{assignment("web-svc", "10.0.0.9:80")})
-	cp.start(addr)
+	cp.Restart()
 	p.waitFor("resync to 10.0.0.9", p.hasHosts("web", "10.0.0.9:80"))
 	p.waitFor("connected", func() bool { return p.stat("control_plane.connected_state") == 1 })
 	if got := p.stat("cluster.web.update_failure"); got == 0 {

@@ -73,7 +73,7 @@ func TestECDS(t *testing.T) {
 				for _, e := range exts {
 					res[resourcev3.ExtensionConfigType] = append(res[resourcev3.ExtensionConfigType], e)
 				}
-				cp.setAll(v, res)
+				cp.Set(v, res)
 			}
 
 			// 1. The listener warms until its filter configuration arrives.
@@ -149,7 +149,7 @@ func TestECDSAndSRDSTransports(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cp := newControlPlane(t, false)
 			p := startProxy(t, nil, withDial(cp))
-			cp.setAll("1", map[resourcev3.Type][]types.Resource{
+			cp.Set("1", map[resourcev3.Type][]types.Resource{
 				resourcev3.ExtensionConfigType: {healthCheckExtension("hc", true)},
 				resourcev3.ScopedRouteType:     {scopedRoute("sa", "ra", "a")},
 				resourcev3.RouteType:           {directRoute("ra", "A")},
@@ -188,12 +188,12 @@ func TestECDSAndSRDSTransports(t *testing.T) {
 // received, or "".
 func nackDetail(cp *controlPlane) string {
 	detail := ""
-	for _, r := range cp.sotwRequests() {
+	for _, r := range cp.Requests() {
 		if r.GetTypeUrl() == resourcev3.ExtensionConfigType && r.GetErrorDetail() != nil {
 			detail = r.GetErrorDetail().GetMessage()
 		}
 	}
-	for _, r := range cp.deltaRequests() {
+	for _, r := range cp.DeltaRequests() {
 		if r.GetTypeUrl() == resourcev3.ExtensionConfigType && r.GetErrorDetail() != nil {
 			detail = r.GetErrorDetail().GetMessage()
 		}
@@ -214,7 +214,7 @@ func TestECDSChecks(t *testing.T) {
 		t.Run(api.String(), func(t *testing.T) {
 			cp, lm, p := startLDSProxy(t, api)
 			snapshot := func(v string, ext *corev3.TypedExtensionConfig) {
-				cp.setAll(v, map[resourcev3.Type][]types.Resource{
+				cp.Set(v, map[resourcev3.Type][]types.Resource{
 					resourcev3.ListenerType:        {ecdsListener("l1", 10001)},
 					resourcev3.ExtensionConfigType: {ext},
 				})

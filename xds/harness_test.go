@@ -2,10 +2,7 @@ package xds
 
 import (
 	"context"
-	"errors"
 	"net"
-	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,19 +10,8 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	clustersvc "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	endpointsvc "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
-	extensionsvc "github.com/envoyproxy/go-control-plane/envoy/service/extension/v3"
-	listenersvc "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
-	routesvc "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
-	runtimesvc "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
-	secretsvc "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -34,186 +20,31 @@ import (
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/stats"
+	"github.com/legateproxy/legate/xds/xdstest"
 )
 
 const testNode = "node-1"
 
-// controlPlane is go-control-plane's management server (snapshot cache, gRPC services and the
-// REST gateway) on 127.0.0.1, recording the requests it receives.
+// controlPlane is xdstest's management server for testNode, with the dialer and the CDS/EDS
+// publisher these tests use.
 type controlPlane struct {
-	t     testing.TB
-	cache cachev3.SnapshotCache
-	addr  string
-
-	mu    sync.Mutex // guards the fields below
-	gs    *grpc.Server
-	hs    *http.Server
-	sotw  []*discoveryv3.DiscoveryRequest
-	delta []*discoveryv3.DeltaDiscoveryRequest
-	// identifier, when set, is sent as every gRPC response's control_plane.identifier.
-	identifier string
-	cancel     context.CancelFunc
-	serveErr   chan error
+	*xdstest.Server
 }
 
 func newControlPlane(t testing.TB, ads bool) *controlPlane {
-	cp := &controlPlane{t: t, cache: cachev3.NewSnapshotCache(ads, cachev3.IDHash{}, nil)}
-	cp.start("127.0.0.1:0")
-	t.Cleanup(cp.stop)
-	return cp
-}
-
-// start serves gRPC and REST (HTTP/1.1 and h2c on one port, split by content type) on addr.
-func (cp *controlPlane) start(addr string) {
-	cp.t.Helper()
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		cp.t.Fatalf("listen %s: %v", addr, err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cb := serverv3.CallbackFuncs{
-		StreamRequestFunc: func(_ int64, r *discoveryv3.DiscoveryRequest) error {
-			cp.mu.Lock()
-			cp.sotw = append(cp.sotw, r)
-			cp.mu.Unlock()
-			return nil
-		},
-		StreamDeltaRequestFunc: func(_ int64, r *discoveryv3.DeltaDiscoveryRequest) error {
-			cp.mu.Lock()
-			cp.delta = append(cp.delta, r)
-			cp.mu.Unlock()
-			return nil
-		},
-		StreamResponseFunc: func(_ context.Context, _ int64, _ *discoveryv3.DiscoveryRequest, r *discoveryv3.DiscoveryResponse) {
-			if id := cp.controlPlaneID(); id != "" {
-				r.ControlPlane = &corev3.ControlPlane{Identifier: id}
-			}
-		},
-		StreamDeltaResponseFunc: func(_ int64, _ *discoveryv3.DeltaDiscoveryRequest, r *discoveryv3.DeltaDiscoveryResponse) {
-			if id := cp.controlPlaneID(); id != "" {
-				r.ControlPlane = &corev3.ControlPlane{Identifier: id}
-			}
-		},
-		FetchResponseFunc: func(_ *discoveryv3.DiscoveryRequest, r *discoveryv3.DiscoveryResponse) {
-			if id := cp.controlPlaneID(); id != "" {
-				r.ControlPlane = &corev3.ControlPlane{Identifier: id}
-			}
-		},
-		FetchRequestFunc: func(_ context.Context, r *discoveryv3.DiscoveryRequest) error {
-			cp.mu.Lock()
-			cp.sotw = append(cp.sotw, r)
-			cp.mu.Unlock()
-			return nil
-		},
-	}
-	srv := serverv3.NewServer(ctx, cp.cache, cb)
-	gs := grpc.NewServer()
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, srv)
-	clustersvc.RegisterClusterDiscoveryServiceServer(gs, srv)
-	endpointsvc.RegisterEndpointDiscoveryServiceServer(gs, srv)
-	listenersvc.RegisterListenerDiscoveryServiceServer(gs, srv)
-	routesvc.RegisterRouteDiscoveryServiceServer(gs, srv)
-	secretsvc.RegisterSecretDiscoveryServiceServer(gs, srv)
-	runtimesvc.RegisterRuntimeDiscoveryServiceServer(gs, srv)
-	extensionsvc.RegisterExtensionConfigDiscoveryServiceServer(gs, srv)
-	routesvc.RegisterScopedRoutesDiscoveryServiceServer(gs, srv)
-	routesvc.RegisterVirtualHostDiscoveryServiceServer(gs, srv)
-	gw := &serverv3.HTTPGateway{Server: srv}
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
-	hs := &http.Server{
-		Protocols: &protocols,
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
-				gs.ServeHTTP(w, r)
-				return
-			}
-			body, code, err := gw.ServeHTTP(r)
-			if err != nil {
-				http.Error(w, err.Error(), code)
-				return
-			}
-			w.WriteHeader(code)
-			w.Write(body)
-		}),
-	}
-	cp.mu.Lock()
-	cp.addr, cp.gs, cp.hs, cp.cancel = lis.Addr().String(), gs, hs, cancel
-	cp.serveErr = make(chan error, 1)
-	done := cp.serveErr
-	cp.mu.Unlock()
-	go func() { done <- hs.Serve(lis) }()
-}
-
-// stop closes the server and every stream, as a crash of the management server would.
-func (cp *controlPlane) stop() {
-	cp.mu.Lock()
-	hs, gs, cancel, done := cp.hs, cp.gs, cp.cancel, cp.serveErr
-	cp.hs = nil
-	cp.mu.Unlock()
-	if hs == nil {
-		return
-	}
-	hs.Close()
-	gs.Stop()
-	cancel()
-	if err := <-done; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		cp.t.Errorf("serve: %v", err)
-	}
-}
-
-// setIdentifier makes every later response name the control plane id.
-func (cp *controlPlane) setIdentifier(id string) {
-	cp.mu.Lock()
-	cp.identifier = id
-	cp.mu.Unlock()
-}
-
-func (cp *controlPlane) controlPlaneID() string {
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	return cp.identifier
+	return &controlPlane{xdstest.New(t, xdstest.Options{Node: testNode, ADS: ads})}
 }
 
 func (cp *controlPlane) dial(ctx context.Context, _ string) (net.Conn, error) {
-	cp.mu.Lock()
-	addr := cp.addr
-	cp.mu.Unlock()
 	var d net.Dialer
-	return d.DialContext(ctx, "tcp", addr)
+	return d.DialContext(ctx, "tcp", cp.Addr())
 }
 
 func (cp *controlPlane) set(version string, clusters []types.Resource, endpoints []types.Resource) {
-	cp.t.Helper()
-	cp.setAll(version, map[resourcev3.Type][]types.Resource{
+	cp.Set(version, map[resourcev3.Type][]types.Resource{
 		resourcev3.ClusterType:  clusters,
 		resourcev3.EndpointType: endpoints,
 	})
-}
-
-// setAll publishes a snapshot holding every type in resources.
-func (cp *controlPlane) setAll(version string, resources map[resourcev3.Type][]types.Resource) {
-	cp.t.Helper()
-	snap, err := cachev3.NewSnapshot(version, resources)
-	if err != nil {
-		cp.t.Fatal(err)
-	}
-	if err := cp.cache.SetSnapshot(context.Background(), testNode, snap); err != nil {
-		cp.t.Fatal(err)
-	}
-}
-
-func (cp *controlPlane) sotwRequests() []*discoveryv3.DiscoveryRequest {
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	return append([]*discoveryv3.DiscoveryRequest(nil), cp.sotw...)
-}
-
-func (cp *controlPlane) deltaRequests() []*discoveryv3.DeltaDiscoveryRequest {
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	return append([]*discoveryv3.DeltaDiscoveryRequest(nil), cp.delta...)
 }
 
 // proxy is the Legate side: a stats store, a cluster manager and the client under test.

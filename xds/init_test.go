@@ -51,7 +51,7 @@ func TestInitialFetchTimeout(t *testing.T) {
 		fake := clock.NewFake(time.Unix(1700000000, 0))
 		cp := newControlPlane(t, true) // no snapshot: CDS is never answered
 		p := startProxy(t, adsResources(corev3.ApiConfigSource_GRPC), withDial(cp), withClock(fake))
-		p.waitFor("CDS requested", func() bool { return len(cp.sotwRequests()) > 0 })
+		p.waitFor("CDS requested", func() bool { return len(cp.Requests()) > 0 })
 		fake.Advance(resource.DefaultInitialFetchTimeout)
 		select {
 		case <-p.ready:

@@ -192,7 +192,7 @@ func TestDynamicListenersRoutesSecretsRuntime(t *testing.T) {
 					res[resourcev3.SecretType] = append(res[resourcev3.SecretType], s)
 				}
 				res[resourcev3.RuntimeType] = []types.Resource{runtimeLayer("rtds", layer)}
-				cp.setAll(v, res)
+				cp.Set(v, res)
 			}
 
 			// 1. The listener arrives before its route configuration: it warms.

@@ -59,7 +59,7 @@ func TestRDSRouteOptions(t *testing.T) {
 			t.Cleanup(cancel)
 		}
 	}
-	cp.setAll("1", map[resourcev3.Type][]types.Resource{resourcev3.RouteType: {perFilter, validated, unvalidated}})
+	cp.Set("1", map[resourcev3.Type][]types.Resource{resourcev3.RouteType: {perFilter, validated, unvalidated}})
 	p.waitFor("all three answered", func() bool {
 		return p.stat("http.unvalidated.rds.unvalidated.update_success") == 1 &&
 			p.stat("http.per_filter.rds.per_filter.update_rejected") == 1 &&

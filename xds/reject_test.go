@@ -101,7 +101,7 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 			t.Fatalf("pending init targets before any answer (-want +got):\n%s", diff)
 		}
 		l := rdsListener("l1", "r1", 10011)
-		cp.setAll("1", map[resourcev3.Type][]types.Resource{
+		cp.Set("1", map[resourcev3.Type][]types.Resource{
 			resourcev3.ListenerType: {l},
 			resourcev3.RouteType:    {badRoute("r0"), badRoute("r1")},
 		})
@@ -130,7 +130,7 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 		})
 		bad := rdsListener("l1", "r1", 10012)
 		bad.Address = nil
-		cp.setAll("1", map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: {bad}})
+		cp.Set("1", map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: {bad}})
 		waitNone(t, p, it)
 		if got := p.stat("listener_manager.lds.update_rejected"); got != 1 {
 			t.Errorf("listener_manager.lds.update_rejected = %d; want 1", got)
@@ -186,7 +186,7 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 		}
 		bad := certSecret("cert", "chain")
 		bad.GetTlsCertificate().CertificateChain = &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: ""}}
-		cp.setAll("1", map[resourcev3.Type][]types.Resource{resourcev3.SecretType: {bad}})
+		cp.Set("1", map[resourcev3.Type][]types.Resource{resourcev3.SecretType: {bad}})
 		waitNone(t, p, it)
 		if got := p.stat("sds.cert.update_rejected"); got != 1 {
 			t.Errorf("sds.cert.update_rejected = %d; want 1", got)
@@ -207,7 +207,7 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 		if diff := cmp.Diff([]string{"SRDS scopes"}, it.list()); diff != "" {
 			t.Fatalf("pending init targets (-want +got):\n%s", diff)
 		}
-		cp.setAll("1", map[resourcev3.Type][]types.Resource{resourcev3.ScopedRouteType: {scopedRoute("s1", "", "a")}})
+		cp.Set("1", map[resourcev3.Type][]types.Resource{resourcev3.ScopedRouteType: {scopedRoute("s1", "", "a")}})
 		waitNone(t, p, it)
 		if got := p.stat("http.ingress.scoped_rds.scopes.update_rejected"); got != 1 {
 			t.Errorf("http.ingress.scoped_rds.scopes.update_rejected = %d; want 1", got)

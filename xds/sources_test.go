@@ -39,7 +39,7 @@ func TestControlPlaneIdentifier(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cp := newControlPlane(t, tc.ads)
-			cp.setIdentifier("cp-1")
+			cp.SetIdentifier("cp-1")
 			cp.set("1", []types.Resource{staticCluster("web", "10.0.0.1:80")}, nil)
 			p := startProxy(t, tc.dr, withDial(cp))
 			p.waitFor("web", p.hasHosts("web", "10.0.0.1:80"))
@@ -51,7 +51,7 @@ func TestControlPlaneIdentifier(t *testing.T) {
 			}
 			p.waitFor("control_plane.identifier cp-1", func() bool { return p.text("control_plane.identifier") == "cp-1" })
 			// Another control plane answers the next version.
-			cp.setIdentifier("cp-2")
+			cp.SetIdentifier("cp-2")
 			cp.set("2", []types.Resource{staticCluster("web", "10.0.0.2:80")}, nil)
 			p.waitFor("web moved", p.hasHosts("web", "10.0.0.2:80"))
 			p.waitFor("control_plane.identifier cp-2", func() bool { return p.text("control_plane.identifier") == "cp-2" })
@@ -224,9 +224,9 @@ func TestRTDSDeltaRemoval(t *testing.T) {
 		s.cfg.Runtime = rt
 		s.cfg.RTDSLayers = []*bootstrapv3.RuntimeLayer_RtdsLayer{{Name: "rtds", RtdsConfig: grpcSource(corev3.ApiConfigSource_DELTA_GRPC)}}
 	})
-	cp.setAll("1", map[resourcev3.Type][]types.Resource{resourcev3.RuntimeType: {runtimeLayer("rtds", map[string]any{"k": "1"})}})
+	cp.Set("1", map[resourcev3.Type][]types.Resource{resourcev3.RuntimeType: {runtimeLayer("rtds", map[string]any{"k": "1"})}})
 	p.waitFor("layer k=1", func() bool { return fmt.Sprint(rt.get("rtds")["k"]) == "1" })
-	cp.setAll("2", map[resourcev3.Type][]types.Resource{resourcev3.RuntimeType: nil})
+	cp.Set("2", map[resourcev3.Type][]types.Resource{resourcev3.RuntimeType: nil})
 	p.waitFor("layer cleared", func() bool { return rt.get("rtds") == nil })
 	if got := p.stat("runtime.update_success"); got != 2 {
 		t.Errorf("runtime.update_success = %d; want 2 (the addition and the removal)", got)

@@ -75,7 +75,7 @@ func TestSRDS(t *testing.T) {
 				for _, rc := range rcs {
 					res[resourcev3.RouteType] = append(res[resourcev3.RouteType], rc)
 				}
-				cp.setAll(v, res)
+				cp.Set(v, res)
 			}
 			seen := &scopesSeen{ch: make(chan []string, 100)}
 			sr := &hcmv3.ScopedRoutes{
@@ -162,13 +162,13 @@ func TestSRDSListenerWarming(t *testing.T) {
 			}
 		}
 	})
-	cp.setAll("1", map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: {scopedListener("l1", 10002)}})
+	cp.Set("1", map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: {scopedListener("l1", 10002)}})
 	p.waitFor("LDS v1", func() bool { return p.stat("listener_manager.lds.update_success") >= 1 })
 	if got := lm.state("l1"); got != "" {
 		t.Fatalf("listener l1 active (version %q) before SRDS answered; want warming", got)
 	}
 	// The scopes arrive, but not the route configuration of scope sa: still warming.
-	cp.setAll("2", map[resourcev3.Type][]types.Resource{
+	cp.Set("2", map[resourcev3.Type][]types.Resource{
 		resourcev3.ListenerType:    {scopedListener("l1", 10002)},
 		resourcev3.ScopedRouteType: {scopedRoute("sa", "ra", "a")},
 	})
@@ -176,7 +176,7 @@ func TestSRDSListenerWarming(t *testing.T) {
 	if got := lm.state("l1"); got != "" {
 		t.Fatalf("listener l1 active (version %q) before the route configuration of its scope; want warming", got)
 	}
-	cp.setAll("3", map[resourcev3.Type][]types.Resource{
+	cp.Set("3", map[resourcev3.Type][]types.Resource{
 		resourcev3.ListenerType:    {scopedListener("l1", 10002)},
 		resourcev3.ScopedRouteType: {scopedRoute("sa", "ra", "a")},
 		resourcev3.RouteType:       {directRoute("ra", "A")},
@@ -194,7 +194,7 @@ func TestSRDSOnDemand(t *testing.T) {
 	p := startProxy(t, dr, withDial(cp))
 	lazy := scopedRoute("sl", "rl", "l")
 	lazy.OnDemand = true
-	cp.setAll("1", map[resourcev3.Type][]types.Resource{
+	cp.Set("1", map[resourcev3.Type][]types.Resource{
 		resourcev3.ScopedRouteType: {scopedRoute("se", "re", "e"), lazy},
 		resourcev3.RouteType:       {directRoute("re", "E"), directRoute("rl", "L")},
 	})

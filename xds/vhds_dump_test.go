@@ -26,7 +26,7 @@ func TestVHDSStatsAndDump(t *testing.T) {
 	delta := grpcSource(corev3.ApiConfigSource_DELTA_GRPC)
 	rc := vhdsRoute("r1", delta)
 	rc.VirtualHosts = append(rc.VirtualHosts, vhost("a-first", "first.example"))
-	cp.setAll("1", map[resourcev3.Type][]types.Resource{resourcev3.RouteType: {rc}, resourcev3.VirtualHostType: {}})
+	cp.Set("1", map[resourcev3.Type][]types.Resource{resourcev3.RouteType: {rc}, resourcev3.VirtualHostType: {}})
 	_, _, cancel, err := p.c.WatchRoutes("r1", adsSource(), "ingress", func(uint64, *routev3.RouteConfiguration) {})
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +38,7 @@ func TestVHDSStatsAndDump(t *testing.T) {
 		t.Fatal("RequestVirtualHost(r1) ok = false; want true")
 	}
 	p.waitFor("subscription to r1/new.example", func() bool {
-		for _, r := range cp.deltaRequests() {
+		for _, r := range cp.DeltaRequests() {
 			for _, n := range r.GetResourceNamesSubscribe() {
 				if n == "r1/new.example" {
 					return true
@@ -47,7 +47,7 @@ func TestVHDSStatsAndDump(t *testing.T) {
 		}
 		return false
 	})
-	cp.setAll("2", map[resourcev3.Type][]types.Resource{resourcev3.RouteType: {rc}, resourcev3.VirtualHostType: {vhost("r1/new.example", "new.example")}})
+	cp.Set("2", map[resourcev3.Type][]types.Resource{resourcev3.RouteType: {rc}, resourcev3.VirtualHostType: {vhost("r1/new.example", "new.example")}})
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
@@ -128,7 +128,7 @@ func TestVHDSInScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cancel()
-	cp.setAll("1", map[resourcev3.Type][]types.Resource{
+	cp.Set("1", map[resourcev3.Type][]types.Resource{
 		resourcev3.ScopedRouteType: {scopedRoute("sa", "ra", "a")},
 		resourcev3.RouteType:       {vhdsRoute("ra", delta)},
 		resourcev3.VirtualHostType: {vhost("ra/extra", "extra.example")},

@@ -25,7 +25,7 @@ func TestVHDSScopedListenerWarming(t *testing.T) {
 		}
 	})
 	delta := grpcSource(corev3.ApiConfigSource_DELTA_GRPC)
-	cp.setAll("1", map[resourcev3.Type][]types.Resource{
+	cp.Set("1", map[resourcev3.Type][]types.Resource{
 		resourcev3.ListenerType:    {scopedListener("l1", 10004)},
 		resourcev3.ScopedRouteType: {scopedRoute("sa", "ra", "a")},
 		resourcev3.RouteType:       {vhdsRoute("ra", delta)},
@@ -34,7 +34,7 @@ func TestVHDSScopedListenerWarming(t *testing.T) {
 	if got := lm.state("l1"); got != "" {
 		t.Fatalf("listener l1 active (version %q) before VHDS answered for its scope's route configuration; want warming", got)
 	}
-	cp.setAll("2", map[resourcev3.Type][]types.Resource{
+	cp.Set("2", map[resourcev3.Type][]types.Resource{
 		resourcev3.ListenerType:    {scopedListener("l1", 10004)},
 		resourcev3.ScopedRouteType: {scopedRoute("sa", "ra", "a")},
 		resourcev3.RouteType:       {vhdsRoute("ra", delta)},

@@ -44,7 +44,7 @@ func TestVHDS(t *testing.T) {
 		for _, vh := range vhs {
 			res[resourcev3.VirtualHostType] = append(res[resourcev3.VirtualHostType], vh)
 		}
-		cp.setAll(v, res)
+		cp.Set(v, res)
 	}
 	got := make(chan []string, 100)
 	_, _, cancel, err := p.c.WatchRoutes("r1", adsSource(), "ingress", func(_ uint64, rc *routev3.RouteConfiguration) {
@@ -104,7 +104,7 @@ func TestVHDSListenerWarming(t *testing.T) {
 		}
 	})
 	delta := grpcSource(corev3.ApiConfigSource_DELTA_GRPC)
-	cp.setAll("1", map[resourcev3.Type][]types.Resource{
+	cp.Set("1", map[resourcev3.Type][]types.Resource{
 		resourcev3.ListenerType: {rdsListener("l1", "r1", 10003)},
 		resourcev3.RouteType:    {vhdsRoute("r1", delta)},
 	})
@@ -112,7 +112,7 @@ func TestVHDSListenerWarming(t *testing.T) {
 	if got := lm.state("l1"); got != "" {
 		t.Fatalf("listener l1 active (version %q) before VHDS answered; want warming", got)
 	}
-	cp.setAll("2", map[resourcev3.Type][]types.Resource{
+	cp.Set("2", map[resourcev3.Type][]types.Resource{
 		resourcev3.ListenerType:    {rdsListener("l1", "r1", 10003)},
 		resourcev3.RouteType:       {vhdsRoute("r1", delta)},
 		resourcev3.VirtualHostType: {vhost("r1/extra", "extra.example")},
@@ -130,7 +130,7 @@ func TestVHDSOnDemand(t *testing.T) {
 	dr := &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: grpcSource(corev3.ApiConfigSource_DELTA_GRPC).GetApiConfigSource()}
 	p := startProxy(t, dr, withDial(cp))
 	delta := grpcSource(corev3.ApiConfigSource_DELTA_GRPC)
-	cp.setAll("1", map[resourcev3.Type][]types.Resource{
+	cp.Set("1", map[resourcev3.Type][]types.Resource{
 		resourcev3.RouteType:       {vhdsRoute("r1", delta)},
 		resourcev3.VirtualHostType: {},
 	})
@@ -148,7 +148,7 @@ func TestVHDSOnDemand(t *testing.T) {
 	}
 	defer cancel()
 	p.waitFor("VHDS stream", func() bool {
-		for _, r := range cp.deltaRequests() {
+		for _, r := range cp.DeltaRequests() {
 			if r.GetTypeUrl() == resourcev3.VirtualHostType {
 				return true
 			}
@@ -179,7 +179,7 @@ func TestVHDSOnDemand(t *testing.T) {
 	}
 	subscribes := func() int {
 		c := 0
-		for _, r := range cp.deltaRequests() {
+		for _, r := range cp.DeltaRequests() {
 			for _, name := range r.GetResourceNamesSubscribe() {
 				if name == "r1/new.example" {
 					c++
@@ -194,7 +194,7 @@ func TestVHDSOnDemand(t *testing.T) {
 		t.Fatal("a request was called back before the server answered")
 	default:
 	}
-	cp.setAll("2", map[resourcev3.Type][]types.Resource{
+	cp.Set("2", map[resourcev3.Type][]types.Resource{
 		resourcev3.RouteType:       {vhdsRoute("r1", delta)},
 		resourcev3.VirtualHostType: {vhost("r1/new.example", "new.example")},
 	})
