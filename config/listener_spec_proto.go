@@ -82,6 +82,10 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 		out.DrainType = DrainModifyOnly
 	}
 	for i, f := range l.GetListenerFilters() {
+		if f.GetConfigDiscovery() != nil {
+			b.fail("listener_filters[%d].config_discovery: set for %q; not implemented by Legate (extension config discovery serves HTTP filters only)", i, f.GetName())
+			continue
+		}
 		if f.GetName() == TLSInspectorFilter || f.GetName() == "envoy.listener.tls_inspector" || f.GetTypedConfig().GetTypeUrl() == tlsInspectorTypeURL {
 			out.TLSInspector = true
 			continue
@@ -145,6 +149,10 @@ func (b *listenerBuilder) chain(path string, fc *listenerv3.FilterChain) *Filter
 		out.TransportSocketConfig = ts.GetTypedConfig()
 	}
 	for i, f := range fc.GetFilters() {
+		if f.GetConfigDiscovery() != nil {
+			b.fail("%s.filters[%d].config_discovery: set for %q; not implemented by Legate (extension config discovery serves HTTP filters only)", path, i, f.GetName())
+			continue
+		}
 		if f.GetName() == "" && f.GetTypedConfig() == nil {
 			b.fail("%s.filters[%d]: neither name nor typed_config is set", path, i)
 		}

@@ -141,6 +141,12 @@ func TestListenerErrors(t *testing.T) {
 		{"bad prefix address", "name: l\n" + addr + "filter_chains: [{filter_chain_match: {prefix_ranges: [{address_prefix: ten}]}}]", `prefix_ranges[0].address_prefix = "ten": malformed IP address`},
 		{"source port", "name: l\n" + addr + "filter_chains: [{filter_chain_match: {source_ports: [70000]}}]", `source_ports[0] = 70000; must be in [1, 65535]`},
 		{"original dst", "name: l\n" + addr + chain + "use_original_dst: true", "use_original_dst = true"},
+		{"listener filter config_discovery", "name: l\n" + addr + chain + "listener_filters: [{name: envoy.filters.listener.tls_inspector, config_discovery: {config_source: {ads: {}}, type_urls: [type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector]}}]",
+			`listener "l": listener_filters[0].config_discovery: set for "envoy.filters.listener.tls_inspector"; not implemented by Legate (extension config discovery serves HTTP filters only)`},
+		{"network filter config_discovery", "name: l\n" + addr + "filter_chains: [{filters: [{name: envoy.filters.network.tcp_proxy, config_discovery: {config_source: {ads: {}}, type_urls: [type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy]}}]}]",
+			`listener "l": filter_chains[0].filters[0].config_discovery: set for "envoy.filters.network.tcp_proxy"; not implemented by Legate (extension config discovery serves HTTP filters only)`},
+		{"default chain network filter config_discovery", "name: l\n" + addr + "default_filter_chain: {filters: [{name: envoy.filters.network.http_connection_manager, config_discovery: {config_source: {ads: {}}}}]}",
+			`listener "l": default_filter_chain.filters[0].config_discovery: set for "envoy.filters.network.http_connection_manager"; not implemented by Legate`},
 		{"matcher API", "name: l\n" + addr + chain + "filter_chain_matcher: {on_no_match: {action: {name: x, typed_config: {\"@type\": type.googleapis.com/google.protobuf.StringValue, value: a}}}}", "filter_chain_matcher"},
 	}
 	for _, tc := range tests {

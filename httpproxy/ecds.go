@@ -24,13 +24,16 @@ import (
 // not suit this filter: its type is not in cd.type_urls or check refuses it), its generation
 // and cancel (which may be called more than once). Every later configuration must pass
 // cd.type_urls and check — of every filter sharing the subscription — before any update
-// sees it; one that does not is rejected (NACKed) and the previous one stays. update is
-// called with each accepted configuration (gen grows) and with nil when the initial fetch
-// times out or fails or the resource is removed. check and update run on another goroutine,
-// without locks the caller could hold, and must not block.
+// sees it; one that does not is rejected (NACKed) and the previous one stays. check may keep
+// what it built for the update that follows and return discard (nil: nothing), which the
+// provider calls instead of update when the configuration is rejected after check accepted
+// it (another filter refused it). update is called with each accepted configuration (gen
+// grows) and with nil when the initial fetch times out or fails or the resource is removed.
+// check, discard and update run on another goroutine, without locks the caller could hold,
+// and must not block.
 type ExtensionConfigProvider interface {
 	WatchExtensionConfig(name string, cd *corev3.ExtensionConfigSource,
-		check func(tc *corev3.TypedExtensionConfig) error,
+		check func(tc *corev3.TypedExtensionConfig) (discard func(), err error),
 		update func(gen uint64, tc *corev3.TypedExtensionConfig)) (*corev3.TypedExtensionConfig, uint64, func(), error)
 }
 
@@ -69,7 +72,7 @@ func takeECDS(pb *hcmv3.HttpConnectionManager) []discoveredFilter {
 // The provider's check builds the instance a new configuration would serve (so a
 // configuration the filter's factory refuses is NACKed) and keeps it for the update that
 // follows. If another filter sharing the subscription rejects that configuration, the
-// instance stays built until the next configuration or Close.
+// provider calls the check's discard and the instance is closed at once.
 //
 // Safe for concurrent use: streams load cur; check, update and Close hold mu.
 type ecdsFilter struct {
@@ -137,23 +140,38 @@ func (s *stream) pinFilters(fs []filter.Filter) []filter.Filter {
 }
 
 // check builds the instance tc would serve and keeps it for update; an error rejects tc.
-func (e *ecdsFilter) check(tc *corev3.TypedExtensionConfig) error {
+// discard closes that instance if it is still waiting (tc was rejected after all).
+func (e *ecdsFilter) check(tc *corev3.TypedExtensionConfig) (discard func(), err error) {
 	f, err := e.build(tc)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	p := &builtConfig{tc: tc, f: f}
 	e.mu.Lock()
 	old := e.pending
 	if e.closed {
-		old, e.pending = &builtConfig{f: f}, nil
+		old, e.pending = p, nil
 	} else {
-		e.pending = &builtConfig{tc: tc, f: f}
+		e.pending = p
 	}
 	e.mu.Unlock()
 	if old != nil {
 		e.closeInstance(old.f)
 	}
-	return nil
+	return func() { e.discard(p) }, nil
+}
+
+// discard closes p, built by check, unless update took it or another replaced it.
+func (e *ecdsFilter) discard(p *builtConfig) {
+	e.mu.Lock()
+	mine := e.pending == p
+	if mine {
+		e.pending = nil
+	}
+	e.mu.Unlock()
+	if mine {
+		e.closeInstance(p.f)
+	}
 }
 
 // update installs configuration gen: tc's instance (the one check built, or a new one), or
@@ -282,6 +300,25 @@ func (sh *shared) startECDS(h *Handler, list []discoveredFilter) error {
 		h.ecds = append(h.ecds, e)
 	}
 	return nil
+}
+
+// CheckDiscoveredFilter returns a check of HTTP filter configurations discovered over ECDS
+// as the connection managers' filters make them: the type must have a factory in filters,
+// which must accept the configuration (the instance it builds is closed at once). The server
+// hands it to the xDS client (xds.Config.ExtensionCheck), so that the configuration a
+// warming listener waits for is NACKed when its filter would refuse it. type_urls are the
+// caller's to check. Safe for concurrent use once filters is filled.
+func CheckDiscoveredFilter(filters *filter.Registry, fctx *filter.Context) func(tc *corev3.TypedExtensionConfig) error {
+	return func(tc *corev3.TypedExtensionConfig) error {
+		f, err := buildDiscovered(filters, fctx, nil, tc)
+		if err != nil {
+			return err
+		}
+		if c, ok := f.(io.Closer); ok {
+			c.Close()
+		}
+		return nil
+	}
 }
 
 // buildDiscovered builds the filter of a discovered configuration: its type must be one of

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,8 +28,9 @@ import (
 )
 
 // fakeExtensions is an ExtensionConfigProvider the test pushes configurations through. Like
-// the xDS client, it offers a configuration to every watcher's type_urls and check before any
-// watcher's update sees it, and hands a new watcher no configuration that does not suit it.
+// the xDS client, it offers a configuration to every watcher's type_urls, then to every
+// watcher's check, before any watcher's update sees it (discarding what the checks built when
+// a later one refuses), and hands a new watcher no configuration that does not suit it.
 type fakeExtensions struct {
 	mu        sync.Mutex
 	gen       uint64
@@ -39,35 +41,57 @@ type fakeExtensions struct {
 
 type fakeWatch struct {
 	typeURLs []string
-	check    func(*corev3.TypedExtensionConfig) error
+	check    func(*corev3.TypedExtensionConfig) (func(), error)
 	update   func(uint64, *corev3.TypedExtensionConfig)
 }
 
-func (w *fakeWatch) vet(tc *corev3.TypedExtensionConfig) error {
-	if err := checkType(w.typeURLs, tc.GetTypedConfig().GetTypeUrl()); err != nil {
-		return err
+// vet runs the type_urls of ws, then their checks, on tc; on a refusal it discards what the
+// checks before built.
+func vet(ws []*fakeWatch, tc *corev3.TypedExtensionConfig) error {
+	for _, w := range ws {
+		if err := checkType(w.typeURLs, tc.GetTypedConfig().GetTypeUrl()); err != nil {
+			return err
+		}
 	}
-	return w.check(tc)
+	var discards []func()
+	for _, w := range ws {
+		d, err := w.check(tc)
+		if err != nil {
+			for _, d := range discards {
+				d()
+			}
+			return err
+		}
+		if d != nil {
+			discards = append(discards, d)
+		}
+	}
+	return nil
 }
 
 func newFakeExtensions() *fakeExtensions {
 	return &fakeExtensions{cur: map[string]*corev3.TypedExtensionConfig{}, watches: map[string][]*fakeWatch{}}
 }
 
-func (f *fakeExtensions) WatchExtensionConfig(name string, cd *corev3.ExtensionConfigSource, check func(*corev3.TypedExtensionConfig) error,
+func (f *fakeExtensions) WatchExtensionConfig(name string, cd *corev3.ExtensionConfigSource, check func(*corev3.TypedExtensionConfig) (func(), error),
 	update func(uint64, *corev3.TypedExtensionConfig)) (*corev3.TypedExtensionConfig, uint64, func(), error) {
 	w := &fakeWatch{typeURLs: cd.GetTypeUrls(), check: check, update: update}
 	f.mu.Lock()
 	f.watches[name] = append(f.watches[name], w)
 	cur, gen := f.cur[name], f.gen
 	f.mu.Unlock()
-	if cur != nil && w.vet(cur) != nil {
+	if cur != nil && vet([]*fakeWatch{w}, cur) != nil {
 		f.mu.Lock()
 		f.conflicts++
 		f.mu.Unlock()
 		cur = nil
 	}
-	return cur, gen, func() {}, nil
+	cancel := func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.watches[name] = slices.DeleteFunc(f.watches[name], func(x *fakeWatch) bool { return x == w })
+	}
+	return cur, gen, cancel, nil
 }
 
 // push offers tc (nil: removed or timed out) to the watchers of name and returns the error
@@ -77,10 +101,8 @@ func (f *fakeExtensions) push(name string, tc *corev3.TypedExtensionConfig) erro
 	ws := append([]*fakeWatch(nil), f.watches[name]...)
 	f.mu.Unlock()
 	if tc != nil {
-		for _, w := range ws {
-			if err := w.vet(tc); err != nil {
-				return err
-			}
+		if err := vet(ws, tc); err != nil {
+			return err
 		}
 	}
 	f.mu.Lock()
@@ -423,4 +445,90 @@ func BenchmarkProxyECDS(b *testing.B) {
 		b.Fatal(err)
 	}
 	benchClient(b, e.addr)
+}
+
+// TestECDSRejectedElsewhere: two connection managers discover "tap" from one subscription;
+// the first's factory accepts an admin_config tap (registering it for /tap), the second's
+// refuses it. The configuration is rejected, and the instance the first built is released
+// at once: /tap goes away with it rather than lingering until the next configuration.
+func TestECDSRejectedElsewhere(t *testing.T) {
+	up := echo(t, "up")
+	taps := tap.NewManager()
+	var available []bool
+	taps.Watch(func(ok bool) { available = append(available, ok) })
+	accepting := filter.NewRegistry()
+	if err := tap.Register(accepting, taps); err != nil {
+		t.Fatal(err)
+	}
+	refusing := filter.NewRegistry()
+	if err := refusing.Register(tap.Name, func(*anypb.Any, *filter.Context) (filter.Filter, error) {
+		return nil, fmt.Errorf("refused by the second connection manager")
+	}, tap.TypeURL); err != nil {
+		t.Fatal(err)
+	}
+	ext := newFakeExtensions()
+	var envs []*env
+	for _, r := range []*filter.Registry{accepting, refusing} {
+		envs = append(envs, newEnv(t, envOptions{clusters: []string{staticCluster("web", "", up.Listener.Addr().String())},
+			hcm: ecdsHCM("tap", tap.TypeURL, ""), ecds: ext, filters: r}))
+	}
+	var pb tapv3.Tap
+	fromYAML(t, `common_config: {admin_config: {config_id: ecds}}`, &pb)
+	err := ext.push("tap", &corev3.TypedExtensionConfig{Name: "tap", TypedConfig: mustAnyOf(t, &pb)})
+	want := `http_connection_manager "ingress": http_filters "tap": refused by the second connection manager`
+	if err == nil || err.Error() != want {
+		t.Fatalf("push = %v; want %q", err, want)
+	}
+	if diff := cmp.Diff([]bool{true, false}, available); diff != "" {
+		t.Errorf("/tap availability (-want +got):\n%s", diff)
+	}
+	for i, e := range envs {
+		if resp, _ := e.get(e.client(), "/app"); resp.StatusCode != 500 {
+			t.Errorf("connection manager %d: GET /app = %d; want 500 (no configuration)", i, resp.StatusCode)
+		}
+	}
+}
+
+// TestCheckDiscoveredFilter: the check the server hands the xDS client builds the filter as a
+// connection manager would and releases it at once.
+func TestCheckDiscoveredFilter(t *testing.T) {
+	taps := tap.NewManager()
+	var available []bool
+	taps.Watch(func(ok bool) { available = append(available, ok) })
+	filters := filter.NewRegistry()
+	if err := healthcheck.Register(filters); err != nil {
+		t.Fatal(err)
+	}
+	if err := tap.Register(filters, taps); err != nil {
+		t.Fatal(err)
+	}
+	check := CheckDiscoveredFilter(filters, &filter.Context{})
+	var adminTap tapv3.Tap
+	fromYAML(t, `common_config: {admin_config: {config_id: ecds}}`, &adminTap)
+	tests := []struct {
+		name string
+		tc   *corev3.TypedExtensionConfig
+		want string
+	}{
+		{"health check", &corev3.TypedExtensionConfig{Name: "hc", TypedConfig: healthCheckAny(t, "/healthz")}, ""},
+		{"admin tap", &corev3.TypedExtensionConfig{Name: "tap", TypedConfig: mustAnyOf(t, &adminTap)}, ""},
+		{"refused by the factory", &corev3.TypedExtensionConfig{Name: "hc", TypedConfig: mustAnyOf(t, &healthcheckv3.HealthCheck{})},
+			`envoy.filters.http.health_check: pass_through_mode: unset; it is required`},
+		{"no factory", &corev3.TypedExtensionConfig{Name: "x", TypedConfig: mustAnyOf(t, &routerv3.Router{})},
+			`typed_config type "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router": unknown HTTP filter`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ""
+			if err := check(tc.tc); err != nil {
+				got = err.Error()
+			}
+			if got != tc.want {
+				t.Errorf("check = %q; want %q", got, tc.want)
+			}
+		})
+	}
+	if diff := cmp.Diff([]bool{true, false}, available); diff != "" {
+		t.Errorf("/tap availability after the checks (-want +got):\n%s", diff)
+	}
 }

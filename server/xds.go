@@ -13,6 +13,7 @@ import (
 	"github.com/legateproxy/legate/admin/configdump"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy"
+	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/tlsutil"
@@ -65,6 +66,10 @@ func (s *Server) buildXDS() error {
 			ClusterExists:   s.clusters.Has,
 			PerFilterConfig: s.data.httpFilters.PerRouteConfig,
 		},
+		// What a warming listener's HTTP filters would refuse is NACKed.
+		ExtensionCheck: httpproxy.CheckDiscoveredFilter(s.data.httpFilters, &filter.Context{
+			Clusters: s.clusters, HealthCheckFailed: &s.healthFailed, LocalClusterName: s.Node().GetCluster(),
+		}),
 		SecretsChanged: func() { _ = s.certs.Reload() },
 	})
 	if err != nil {

@@ -72,6 +72,14 @@ type Config struct {
 	// and the cluster lookup, so that what the connection managers would refuse is NACKed.
 	// The zero value checks the routes alone.
 	RouteOptions route.Options
+	// ExtensionCheck checks an HTTP filter configuration discovered over ECDS as the filter
+	// factories would (the server builds it from its HTTP filter registry: the type must have
+	// a factory, which must accept the configuration). It runs, after the filter's type_urls,
+	// on the configurations a warming listener waits for, so that a first configuration its
+	// filter would refuse is NACKed with the reason and ends the wait (the filter then serves
+	// its default_config, or 500). It runs on an xDS goroutine without locks and must not
+	// block. Nil checks type_urls alone.
+	ExtensionCheck func(tc *corev3.TypedExtensionConfig) error
 
 	// StaticSecrets are static_resources.secrets; Secret consults them before SDS.
 	StaticSecrets tlsutil.SecretProvider

@@ -51,13 +51,16 @@ var ecdsKind = &namedKind{
 }
 
 // vetExtensions runs the filters' checks on the new configurations of u (those a subscription
-// with checks would take) and returns the first error of each, by resource index. Checks run
-// without locks, in the order the filters subscribed; a configuration that fails to decode is
-// left to apply.
-func vetExtensions(h *namedHandler, src *mux, u update) map[int]error {
+// with checks would take): first every subscriber's quick check (type_urls), then every full
+// check (the filter factories), so that nothing is built for a configuration some filter's
+// type_urls exclude. It returns, by resource index, the first error and the discards of the
+// full checks that accepted (all of them released when a later check refuses). Checks run
+// without locks, in the order the filters subscribed; a configuration that fails to decode
+// is left to apply.
+func vetExtensions(h *namedHandler, src *mux, u update) map[int]vetted {
 	type job struct {
 		i      int
-		checks []func(any) error
+		checks []valueCheck
 	}
 	var jobs []job
 	h.mu.Lock()
@@ -78,56 +81,89 @@ func vetExtensions(h *namedHandler, src *mux, u update) map[int]error {
 		jobs = append(jobs, j)
 	}
 	h.mu.Unlock()
-	var out map[int]error
+	var out map[int]vetted
 	for _, j := range jobs {
 		tc, err := resource.DecodeExtensionConfig(u.resources[j.i])
 		if err != nil {
 			continue
 		}
-		for _, check := range j.checks {
-			if err := check(tc); err != nil {
-				if out == nil {
-					out = map[int]error{}
-				}
-				out[j.i] = err
-				break
+		v := vetChecks(j.checks, tc)
+		if v.err != nil || v.discard != nil {
+			if out == nil {
+				out = map[int]vetted{}
 			}
+			out[j.i] = v
 		}
 	}
 	return out
 }
 
-// extensionCheck is the check of one filter's watch of the configuration called name: its
-// type must be one of typeURLs (config_discovery.type_urls; none: any type), then check (the
-// filter's own, nil for none) must accept it. It returns nil when there is nothing to check.
-func extensionCheck(name string, typeURLs []string, check func(*corev3.TypedExtensionConfig) error) func(any) error {
-	if len(typeURLs) == 0 && check == nil {
-		return nil
+// vetChecks runs checks on tc: the quick ones, then the full ones. When one refuses, what the
+// full checks before it built is released at once, and the error returned.
+func vetChecks(checks []valueCheck, tc *corev3.TypedExtensionConfig) vetted {
+	for _, c := range checks {
+		if c.quick == nil {
+			continue
+		}
+		if err := c.quick(tc); err != nil {
+			return vetted{err: err}
+		}
 	}
-	return func(v any) error {
-		tc, _ := v.(*corev3.TypedExtensionConfig)
-		if err := resource.CheckExtensionType(typeURLs, tc); err != nil {
-			return fmt.Errorf("extension config %q: %w", name, err)
+	var v vetted
+	for _, c := range checks {
+		if c.full == nil {
+			continue
 		}
-		if check == nil {
-			return nil
+		discard, err := c.full(tc)
+		if err != nil {
+			for _, d := range v.discard {
+				d()
+			}
+			return vetted{err: err}
 		}
-		if err := check(tc); err != nil {
-			return fmt.Errorf("extension config %q: %w", name, err)
+		if discard != nil {
+			v.discard = append(v.discard, discard)
 		}
-		return nil
 	}
+	return v
 }
 
-// setCheck adds check (nil: nothing) to the checks of r's subscription, which vet runs on
-// every new resource before the watchers see it, and returns the subscription's current
-// value and generation.
-func (r watchRef) setCheck(check func(any) error) (any, uint64) {
+// extensionCheck is the check of one watch of the configuration called name: its type must
+// be one of typeURLs (config_discovery.type_urls; none: any type), then check (the filter's
+// factory; nil for none) must accept it.
+func extensionCheck(name string, typeURLs []string, check func(*corev3.TypedExtensionConfig) (func(), error)) valueCheck {
+	var vc valueCheck
+	if len(typeURLs) > 0 {
+		vc.quick = func(v any) error {
+			tc, _ := v.(*corev3.TypedExtensionConfig)
+			if err := resource.CheckExtensionType(typeURLs, tc); err != nil {
+				return fmt.Errorf("extension config %q: %w", name, err)
+			}
+			return nil
+		}
+	}
+	if check != nil {
+		vc.full = func(v any) (func(), error) {
+			tc, _ := v.(*corev3.TypedExtensionConfig)
+			discard, err := check(tc)
+			if err != nil {
+				return nil, fmt.Errorf("extension config %q: %w", name, err)
+			}
+			return discard, nil
+		}
+	}
+	return vc
+}
+
+// setCheck adds check to the checks of r's subscription, which vet runs on every new
+// resource before the watchers see it, and returns the subscription's current value and
+// generation.
+func (r watchRef) setCheck(check valueCheck) (any, uint64) {
 	r.h.mu.Lock()
 	defer r.h.mu.Unlock()
-	if _, live := r.sub.watchers[r.id]; live && check != nil {
+	if _, live := r.sub.watchers[r.id]; live && (check.quick != nil || check.full != nil) {
 		if r.sub.checks == nil {
-			r.sub.checks = map[uint64]func(any) error{}
+			r.sub.checks = map[uint64]valueCheck{}
 		}
 		r.sub.checks[r.id] = check
 	}
@@ -150,19 +186,21 @@ func (r watchRef) conflict() {
 // version (gen grows), and with nil when the first fetch times out or fails, or the resource
 // is removed.
 //
-// Every new version must suit every filter sharing the subscription before any of them sees
-// it, as in Envoy: its typed_config type must be one of the filter's cd.type_urls and check
-// (nil: none) must accept it. Otherwise the response is NACKed with the error (naming the
-// configuration and the rule), update_rejected and config_fail count it, the config dump shows
-// it as error_state, and the previous version keeps serving.
+// Every new version must suit every watcher of the subscription before any of them sees it,
+// as in Envoy (FilterConfigSubscription::onConfigUpdate): its typed_config type must be one of
+// each watcher's type_urls (all of those are checked before any factory runs), then each
+// check (nil: none) must accept it. Otherwise the response is NACKed with the error (naming
+// the configuration and the rule), update_rejected and config_fail count it, the config dump
+// shows it as error_state, and the previous version keeps serving; the discard of every check
+// that accepted the rejected version is called at once.
 //
 // It returns the current configuration — nil until one arrives, and nil when it does not suit
 // this filter (config_conflict counts that; the filter then serves its default) — its
-// generation and cancel. check and update run on an xDS goroutine without xds locks and must
-// not block; check runs before the update that carries the configuration. Safe for concurrent
-// use; a subscription made before Run registers an init target.
+// generation and cancel. check, discard and update run on an xDS goroutine without xds locks
+// and must not block; check runs before the update that carries the configuration. Safe for
+// concurrent use; a subscription made before Run registers an init target.
 func (c *Client) WatchExtensionConfig(name string, cd *corev3.ExtensionConfigSource,
-	check func(tc *corev3.TypedExtensionConfig) error,
+	check func(tc *corev3.TypedExtensionConfig) (discard func(), err error),
 	update func(gen uint64, tc *corev3.TypedExtensionConfig)) (*corev3.TypedExtensionConfig, uint64, func(), error) {
 	src, err := resource.SourceFromProto(cd.GetConfigSource())
 	if err != nil {
@@ -178,24 +216,30 @@ func (c *Client) WatchExtensionConfig(name string, cd *corev3.ExtensionConfigSou
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("extension config %q: %w", name, err)
 	}
-	full := extensionCheck(name, cd.GetTypeUrls(), check)
-	val, gen := ref.setCheck(full)
+	vc := extensionCheck(name, cd.GetTypeUrls(), check)
+	val, gen := ref.setCheck(vc)
 	tc, _ := val.(*corev3.TypedExtensionConfig)
-	if tc != nil && full != nil {
-		if err := full(tc); err != nil {
+	if tc != nil {
+		if v := vetChecks([]valueCheck{vc}, tc); v.err != nil {
 			ref.conflict()
-			c.log.Warnf("xds: ECDS: %v; the filter serves its default configuration", err)
+			c.log.Warnf("xds: ECDS: %v; the filter serves its default configuration", v.err)
 			tc = nil
 		}
 	}
 	return tc, gen, ref.release, nil
 }
 
-// watchExtensionTypes makes r (a listener's wait for the configuration called name) reject
-// configurations whose type is not one of typeURLs, so that a listener's first configuration
-// is checked as its filters will check the next ones.
-func watchExtensionTypes(r watchRef, name string, typeURLs []string) {
-	r.setCheck(extensionCheck(name, typeURLs, nil))
+// watchListenerExtension makes r (a warming listener's wait for the ECDS configuration of
+// one of its HTTP filters, d) check new configurations as that filter will once built: the
+// type must be one of d's type_urls, and Config.ExtensionCheck (the HTTP filter factories)
+// must accept it. So a first configuration the filter would refuse is NACKed and ends the
+// listener's wait, as Envoy's providers, made with the listener, check it.
+func (c *Client) watchListenerExtension(r watchRef, d resource.Dependency) {
+	var check func(*corev3.TypedExtensionConfig) (func(), error)
+	if fc := c.cfg.ExtensionCheck; fc != nil {
+		check = func(tc *corev3.TypedExtensionConfig) (func(), error) { return nil, fc(tc) }
+	}
+	r.setCheck(extensionCheck(d.Name, d.TypeURLs, check))
 }
 
 // EcdsConfigDump returns the "ecds_filter_http" config dump: an ecds_filters entry per

@@ -250,15 +250,15 @@ func TestECDSChecks(t *testing.T) {
 			snapshot("2", healthCheckExtension("hc", false))
 			p.waitFor("config_reload", func() bool { return p.stat(prefix+"config_reload") == 1 })
 			updates := make(chan *corev3.TypedExtensionConfig, 10)
-			refusePassThrough := func(tc *corev3.TypedExtensionConfig) error {
+			refusePassThrough := func(tc *corev3.TypedExtensionConfig) (func(), error) {
 				var hc healthcheckv3.HealthCheck
 				if err := tc.GetTypedConfig().UnmarshalTo(&hc); err != nil {
-					return err
+					return nil, err
 				}
 				if hc.GetPassThroughMode().GetValue() {
-					return errors.New("pass_through_mode = true; refused by the test")
+					return nil, errors.New("pass_through_mode = true; refused by the test")
 				}
-				return nil
+				return nil, nil
 			}
 			cd := &corev3.ExtensionConfigSource{ConfigSource: adsSource(), TypeUrls: []string{healthCheckTypeURL}}
 			cur, _, cancel, err := p.c.WatchExtensionConfig("hc", cd, refusePassThrough, func(_ uint64, tc *corev3.TypedExtensionConfig) { updates <- tc })

@@ -301,7 +301,7 @@ func (h *ldsHandler) offerLocked(rl *resource.Listener, version string, now time
 			nl.release()
 			return fmt.Errorf("listener %q: extension config %q: %w", rl.Name, d.Name, err)
 		}
-		watchExtensionTypes(ref, d.Name, d.TypeURLs)
+		h.c.watchListenerExtension(ref, d)
 		nl.deps = append(nl.deps, ref)
 	}
 	for _, d := range rl.ScopedRoutes {

@@ -32,12 +32,28 @@ type namedKind struct {
 	// config_reload, ECDS's config_reload and config_fail) and says how to record them.
 	extra func(st *stats.Store, prefix string) subExtra
 	// vet, when set, runs the watchers' checks (watchRef.setCheck) on the new resources of a
-	// response before it is applied and returns their errors by resource index; a resource
+	// response before it is applied and returns their outcome by resource index; a resource
 	// with an error is rejected as one that does not decode (ECDS: each filter's type_urls
 	// and factory). It is called without locks.
-	vet func(h *namedHandler, src *mux, u update) map[int]error
+	vet func(h *namedHandler, src *mux, u update) map[int]vetted
 	// changed, when set, runs (without locks) after a response changed some value.
 	changed func(c *Client)
+}
+
+// valueCheck is one watcher's check of new values (kinds with vet). quick runs first, for
+// every watcher of the value (ECDS: type_urls), then full (ECDS: the filter's factory), which
+// may keep what it built for the update that follows and returns discard (nil: nothing) to
+// release it should the value be rejected after all. Either may be nil.
+type valueCheck struct {
+	quick func(val any) error
+	full  func(val any) (discard func(), err error)
+}
+
+// vetted is what vet found of one resource: err rejects it; discard releases what the checks
+// that accepted it built, for when it is rejected (by err or otherwise) or not applied.
+type vetted struct {
+	err     error
+	discard []func()
 }
 
 // subExtra is what a kind adds to each of its subscriptions: more stats and how to record them.
@@ -78,7 +94,7 @@ type namedSub struct {
 	name     string
 	watchers map[uint64]watchFunc
 	// checks are the watchers' checks of new resources (kinds with vet), by watcher id.
-	checks map[uint64]func(val any) error
+	checks map[uint64]valueCheck
 	// val, raw, version and updated are the last accepted resource; gen counts changes.
 	val     any
 	raw     *anypb.Any
@@ -257,13 +273,13 @@ func runNotices(ns []notice, initReady ...func()) {
 // subscribed are ignored. A delta removal hands the watchers a nil value.
 func (h *namedHandler) apply(src *mux, u update) error {
 	start := h.c.clock.Now()
-	var vetoes map[int]error
+	var vetoes map[int]vetted
 	if h.kind.vet != nil {
 		vetoes = h.kind.vet(h, src, u)
 	}
 	var errs []string
 	var ns []notice
-	var readies []func()
+	var readies, discards []func()
 	h.mu.Lock()
 	for i, a := range u.resources {
 		name, val, err := h.kind.decode(h.c, a)
@@ -276,10 +292,14 @@ func (h *namedHandler) apply(src *mux, u update) error {
 		if err == nil && u.names != nil && u.names[i] != name {
 			err = errors.New(h.kind.short + " resource name " + u.names[i] + " differs from the resource's name " + name)
 		}
-		if err == nil && vetoes[i] != nil {
-			err = vetoes[i]
+		if err == nil && vetoes[i].err != nil {
+			err = vetoes[i].err
 		}
 		sub := h.subs[serviceKey(src, name)]
+		if err != nil || sub == nil {
+			// What the checks built for a resource that is not applied goes at once.
+			discards = append(discards, vetoes[i].discard...)
+		}
 		if err != nil {
 			errs = append(errs, err.Error())
 			if sub != nil {
@@ -309,6 +329,7 @@ func (h *namedHandler) apply(src *mux, u update) error {
 		sub.version = u.version
 		readies = append(readies, sub.markReadyLocked())
 		if sub.raw != nil && proto.Equal(sub.raw, a) {
+			discards = append(discards, vetoes[i].discard...)
 			continue
 		}
 		sub.val, sub.raw, sub.updated = val, a, now
@@ -335,6 +356,9 @@ func (h *namedHandler) apply(src *mux, u update) error {
 		ns = append(ns, sub.noticesLocked()...)
 	}
 	h.mu.Unlock()
+	for _, d := range discards {
+		d()
+	}
 	runNotices(ns, readies...)
 	if len(ns) > 0 && h.kind.changed != nil {
 		h.kind.changed(h.c)

@@ -3,6 +3,7 @@ package resource
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -88,7 +89,8 @@ func DecodeListener(a *anypb.Any) (*Listener, error) {
 				return nil, err
 			}
 			for _, d := range exts {
-				if key := "ecds\x00" + d.Source.Key() + "\x00" + d.Name; !seenRoute[key] {
+				// Filters sharing a configuration but not type_urls each wait with their own.
+				if key := "ecds\x00" + d.Source.Key() + "\x00" + d.Name + "\x00" + strings.Join(d.TypeURLs, "\x00"); !seenRoute[key] {
 					seenRoute[key] = true
 					out.Extensions = append(out.Extensions, d)
 				}
