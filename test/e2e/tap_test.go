@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,11 +16,12 @@ import (
 	tapdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/tap/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/tap/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
+
+	"github.com/legateproxy/legate/xds/xdstest"
 )
 
 // tapListener is a listener on addr whose connection manager runs the tap filter
@@ -288,8 +288,7 @@ tap_config:
 // TestTapGoneWithLastFilter: /tap exists while an LDS listener runs an admin-configured tap
 // filter and disappears (404) once that listener is removed and its connection manager closed.
 func TestTapGoneWithLastFilter(t *testing.T) {
-	snapshots, addr, _ := managementServer(t)
-	xdsHost, xdsPort, _ := net.SplitHostPort(addr)
+	xds := xdstest.New(t, xdstest.Options{Node: "e2e-tap", ADS: true})
 	// The listener is tapListener's, decoded from its YAML into the LDS resource.
 	j, err := yaml.YAMLToJSON([]byte(tapListener(freeAddr(t), `{admin_config: {config_id: demo}}`)))
 	if err != nil {
@@ -305,19 +304,11 @@ func TestTapGoneWithLastFilter(t *testing.T) {
 	}
 	set := func(version string, ls ...types.Resource) {
 		t.Helper()
-		snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: ls})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := snapshots.SetSnapshot(context.Background(), "e2e-tap", snap); err != nil {
-			t.Fatal(err)
-		}
+		xds.Set(version, map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: ls})
 	}
 	set("v1", lis)
 	// A removed listener drains for --drain-time-s before its connection manager closes.
-	p := start(t, "--drain-time-s", "1", "-c", writeConfig(t, ``+adsHeader("e2e-tap", "lds_config")+`static_resources:
-  clusters:
-`+xdsCluster(xdsHost, xdsPort)+``))
+	p := start(t, "--drain-time-s", "1", "-c", writeConfig(t, adsBootstrap("e2e-tap", xds, []string{"lds_config"})))
 	tapStatus := func() int { code, _, _ := p.post("/tap"); return code }
 	waitStatus := func(want int) {
 		t.Helper()

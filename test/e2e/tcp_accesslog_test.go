@@ -3,48 +3,19 @@ package e2e
 import (
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
-	"google.golang.org/grpc"
 )
 
-// tcpALSCollector is a real AccessLogService keeping the TCP entries it receives.
-type tcpALSCollector struct {
-	alsv3.UnimplementedAccessLogServiceServer
-	mu      sync.Mutex
-	logName string
-	entries []*accesslogdatav3.TCPAccessLogEntry
-}
-
-func (c *tcpALSCollector) StreamAccessLogs(st grpc.ClientStreamingServer[alsv3.StreamAccessLogsMessage, alsv3.StreamAccessLogsResponse]) error {
-	for {
-		m, err := st.Recv()
-		if err != nil {
-			return nil
-		}
-		c.mu.Lock()
-		if id := m.GetIdentifier(); id != nil {
-			c.logName = id.GetLogName()
-		}
-		c.entries = append(c.entries, m.GetTcpLogs().GetLogEntry()...)
-		c.mu.Unlock()
-	}
-}
-
-// find returns the first entry logged for the downstream client at addr with the type.
-func (c *tcpALSCollector) find(addr string, typ accesslogdatav3.AccessLogType) *accesslogdatav3.TCPAccessLogEntry {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, e := range c.entries {
+// findTCP returns the first of entries logged for the downstream client at addr with the type.
+func findTCP(entries []*accesslogdatav3.TCPAccessLogEntry, addr string, typ accesslogdatav3.AccessLogType) *accesslogdatav3.TCPAccessLogEntry {
+	for _, e := range entries {
 		cp := e.GetCommonProperties()
 		sa := cp.GetDownstreamRemoteAddress().GetSocketAddress()
 		if net.JoinHostPort(sa.GetAddress(), strconv.Itoa(int(sa.GetPortValue()))) == addr && cp.GetAccessLogType() == typ {
@@ -52,21 +23,6 @@ func (c *tcpALSCollector) find(addr string, typ accesslogdatav3.AccessLogType) *
 		}
 	}
 	return nil
-}
-
-// pollTCPLog polls cond every 10 ms until it holds or 20 s pass.
-func pollTCPLog(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(20 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
 }
 
 // TestTCPAccessLog runs the binary with two TCP proxy listeners, one to an echo server and
@@ -83,20 +39,14 @@ func TestTCPAccessLog(t *testing.T) {
 	}
 	deadAddr := dead.Addr().String()
 	dead.Close()
-	_, deadPort, _ := net.SplitHostPort(deadAddr)
 
-	collector := &tcpALSCollector{}
-	alsLis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	collector := startALS(t, func(m *alsv3.StreamAccessLogsMessage) []*accesslogdatav3.TCPAccessLogEntry {
+		return m.GetTcpLogs().GetLogEntry()
+	})
+	find := func(addr string, typ accesslogdatav3.AccessLogType) *accesslogdatav3.TCPAccessLogEntry {
+		_, entries := collector.seen()
+		return findTCP(entries, addr, typ)
 	}
-	gs := grpc.NewServer()
-	alsv3.RegisterAccessLogServiceServer(gs, collector)
-	served := make(chan struct{})
-	go func() { defer close(served); gs.Serve(alsLis) }()
-	defer func() { gs.Stop(); <-served }()
-	_, alsPort, _ := net.SplitHostPort(alsLis.Addr().String())
-
 	logPath := filepath.Join(t.TempDir(), "tcp.log")
 	proxy := func(name, cluster string) string {
 		return `
@@ -126,28 +76,12 @@ func TestTCPAccessLog(t *testing.T) {
                 grpc_service: {envoy_grpc: {cluster_name: als}}
                 buffer_flush_interval: 0.05s`
 	}
-	endpoint := func(name, port string) string {
-		return `
-    load_assignment:
-      cluster_name: ` + name + `
-      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + port + `}}}}]}]`
-	}
 	cfg := `
 admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
 static_resources:
   listeners:` + proxy("echo", "echo") + proxy("refused", "dead") + `
   clusters:
-  - name: echo
-    connect_timeout: 1s` + endpoint("echo", strconv.Itoa(echoPort)) + `
-  - name: dead
-    connect_timeout: 1s` + endpoint("dead", deadPort) + `
-  - name: als
-    connect_timeout: 1s
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {http2_protocol_options: {}}` + endpoint("als", alsPort) + `
-`
+` + clusterYAML("echo", loopback(echoPort), false) + clusterYAML("dead", deadAddr, false) + clusterYAML("als", collector.addr, true)
 	p := start(t, "-c", writeConfig(t, cfg), "--file-flush-interval-msec", "20")
 
 	// A proxied connection held open until the service has a periodic entry for it.
@@ -163,8 +97,8 @@ static_resources:
 		t.Fatalf("echo: %v", err)
 	}
 	client := conn.LocalAddr().String()
-	pollTCPLog(t, "a TcpPeriodic entry", func() bool { return collector.find(client, accesslogdatav3.AccessLogType_TcpPeriodic) != nil })
-	if e := collector.find(client, accesslogdatav3.AccessLogType_TcpPeriodic); !e.GetCommonProperties().GetIntermediateLogEntry() ||
+	eventually(t, "a TcpPeriodic entry", func() bool { return find(client, accesslogdatav3.AccessLogType_TcpPeriodic) != nil })
+	if e := find(client, accesslogdatav3.AccessLogType_TcpPeriodic); !e.GetCommonProperties().GetIntermediateLogEntry() ||
 		e.GetConnectionProperties().GetReceivedBytes() != uint64(len(msg)) {
 		t.Errorf("periodic entry %v; want intermediate_log_entry and received_bytes %d", e, len(msg))
 	}
@@ -185,15 +119,7 @@ static_resources:
 	}
 	refusedClient := refused.LocalAddr().String()
 
-	var got []string
-	pollTCPLog(t, "two lines in the file access log", func() bool {
-		b, err := os.ReadFile(logPath)
-		if err != nil {
-			return false
-		}
-		got = strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-		return len(got) >= 2
-	})
+	got := logLines(t, logPath, 2)
 	slices.Sort(got)
 	n := strconv.Itoa(len(msg))
 	want := []string{
@@ -205,9 +131,9 @@ static_resources:
 	}
 
 	var end, failed *accesslogdatav3.TCPAccessLogEntry
-	pollTCPLog(t, "the final entries at the access log service", func() bool {
-		end = collector.find(client, accesslogdatav3.AccessLogType_TcpConnectionEnd)
-		failed = collector.find(refusedClient, accesslogdatav3.AccessLogType_TcpConnectionEnd)
+	eventually(t, "the final entries at the access log service", func() bool {
+		end = find(client, accesslogdatav3.AccessLogType_TcpConnectionEnd)
+		failed = find(refusedClient, accesslogdatav3.AccessLogType_TcpConnectionEnd)
 		return end != nil && failed != nil
 	})
 	cp := end.GetCommonProperties()
@@ -221,10 +147,7 @@ static_resources:
 	if f := failed.GetCommonProperties().GetResponseFlags(); !f.GetUpstreamConnectionFailure() || !f.GetUpstreamRetryLimitExceeded() {
 		t.Errorf("refused connection response_flags %v; want upstream_connection_failure and upstream_retry_limit_exceeded", f)
 	}
-	collector.mu.Lock()
-	logName := collector.logName
-	collector.mu.Unlock()
-	if logName != "tcp-e2e" {
+	if logName, _ := collector.seen(); logName != "tcp-e2e" {
 		t.Errorf("identifier log_name = %q; want tcp-e2e", logName)
 	}
 	if _, _, body := p.get("/stats?filter=^access_logs.grpc_access_log.logs_dropped$"); body != "access_logs.grpc_access_log.logs_dropped: 0\n" {

@@ -21,7 +21,7 @@ import (
 // close_notify, then sends its own; it returns the port.
 func tlsEchoServer(t *testing.T, cert *tlstest.Cert) int {
 	t.Helper()
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{cert.Cert.Raw}, PrivateKey: cert.Key}}})
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{tlsCert(cert)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +49,32 @@ func tlsEchoServer(t *testing.T, cert *tlstest.Cert) int {
 		}
 	}()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// secureCluster is the static_resources.clusters entry secure: one host, 127.0.0.1:port,
+// spoken to over TLS with SNI backend.example.com, verified against the CA in caPath and
+// required to have that DNS name.
+func secureCluster(caPath string, port int) string {
+	return `  - name: secure
+    connect_timeout: 1s
+    transport_socket:
+      name: envoy.transport_sockets.tls
+      typed_config:
+        "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext
+        sni: backend.example.com
+        common_tls_context:
+          validation_context:
+            trusted_ca: {filename: ` + caPath + `}
+            match_typed_subject_alt_names: [{san_type: DNS, matcher: {exact: backend.example.com}}]
+    load_assignment:
+      cluster_name: secure
+      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + strconv.Itoa(port) + `}}}}]}]
+`
+}
+
+// tlsCert is c as a certificate for a tls.Config.
+func tlsCert(c *tlstest.Cert) tls.Certificate {
+	return tls.Certificate{Certificate: [][]byte{c.Cert.Raw}, PrivateKey: c.Key}
 }
 
 // writePEM writes b to a file in dir and returns its path.
@@ -125,21 +151,7 @@ static_resources:
     load_assignment:
       cluster_name: echo
       endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + strconv.Itoa(echoPort) + `}}}}]}]
-  - name: secure
-    connect_timeout: 1s
-    transport_socket:
-      name: envoy.transport_sockets.tls
-      typed_config:
-        "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext
-        sni: backend.example.com
-        common_tls_context:
-          validation_context:
-            trusted_ca: {filename: ` + caPath + `}
-            match_typed_subject_alt_names: [{san_type: DNS, matcher: {exact: backend.example.com}}]
-    load_assignment:
-      cluster_name: secure
-      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + strconv.Itoa(tlsPort) + `}}}}]}]
-`
+` + secureCluster(caPath, tlsPort)
 	p := start(t, "-c", writeConfig(t, cfg), "--file-flush-interval-msec", "20")
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.Cert)
@@ -147,7 +159,7 @@ static_resources:
 	dial := func(cert *tlstest.Cert) (string, error) {
 		cfg := &tls.Config{RootCAs: roots, ServerName: "proxy.example.com"}
 		if cert != nil {
-			cfg.Certificates = []tls.Certificate{{Certificate: [][]byte{cert.Cert.Raw}, PrivateKey: cert.Key}}
+			cfg.Certificates = []tls.Certificate{tlsCert(cert)}
 		}
 		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
 		if err != nil {
@@ -170,15 +182,7 @@ static_resources:
 		t.Errorf("without a client certificate read %q; want the handshake refused", got)
 	}
 
-	var got []string
-	pollTCPLog(t, "two lines in the TCP access log", func() bool {
-		b, err := os.ReadFile(logPath)
-		if err != nil {
-			return false
-		}
-		got = strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-		return len(got) >= 2
-	})
+	got := logLines(t, logPath, 2)
 	var ids []string
 	for i, l := range got {
 		j := strings.LastIndexByte(l, ' ')

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -37,7 +36,7 @@ func TestTLSStatsHTTP(t *testing.T) {
 		upTLS <- *r.TLS
 		io.WriteString(w, "hello")
 	}))
-	up.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{backend.Cert.Raw}, PrivateKey: backend.Key}}}
+	up.TLS = &tls.Config{Certificates: []tls.Certificate{tlsCert(backend)}}
 	up.StartTLS()
 	t.Cleanup(up.Close)
 	upPort := up.Listener.Addr().(*net.TCPAddr).Port
@@ -78,21 +77,7 @@ static_resources:
               path: ` + logPath + `
               log_format: {text_format: "%REQ(:PATH)% %RESPONSE_CODE% %DOWNSTREAM_TLS_VERSION% %DOWNSTREAM_PEER_SUBJECT% %DOWNSTREAM_LOCAL_SUBJECT% %REQUESTED_SERVER_NAME%\n"}
   clusters:
-  - name: secure
-    connect_timeout: 1s
-    transport_socket:
-      name: envoy.transport_sockets.tls
-      typed_config:
-        "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext
-        sni: backend.example.com
-        common_tls_context:
-          validation_context:
-            trusted_ca: {filename: ` + caPath + `}
-            match_typed_subject_alt_names: [{san_type: DNS, matcher: {exact: backend.example.com}}]
-    load_assignment:
-      cluster_name: secure
-      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + fmt.Sprint(upPort) + `}}}}]}]
-`
+` + secureCluster(caPath, upPort)
 	p := start(t, "-c", writeConfig(t, cfg), "--file-flush-interval-msec", "20")
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.Cert)
@@ -101,7 +86,7 @@ static_resources:
 	for i, cert := range []*tlstest.Cert{client, nil} {
 		tc := &tls.Config{RootCAs: roots, ServerName: "proxy.example.com", CurvePreferences: []tls.CurveID{tls.X25519}}
 		if cert != nil {
-			tc.Certificates = []tls.Certificate{{Certificate: [][]byte{cert.Cert.Raw}, PrivateKey: cert.Key}}
+			tc.Certificates = []tls.Certificate{tlsCert(cert)}
 		}
 		tr := &http.Transport{TLSClientConfig: tc}
 		c := &http.Client{Transport: tr, Timeout: 20 * time.Second}
@@ -120,15 +105,7 @@ static_resources:
 	// The proxy reuses its upstream connection: one upstream handshake.
 	first := <-upTLS
 
-	var got []string
-	pollTCPLog(t, "two lines in the HTTP access log", func() bool {
-		b, err := os.ReadFile(logPath)
-		if err != nil {
-			return false
-		}
-		got = strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-		return len(got) >= 2
-	})
+	got := logLines(t, logPath, 2)
 	slices.Sort(got)
 	want := []string{
 		"/r0 200 TLSv1.3 CN=client CN=proxy proxy.example.com",

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,14 +16,14 @@ import (
 	tapdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/tap/v3"
 	healthcheckv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/health_check/v3"
 	tapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/tap/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/legateproxy/legate/xds/xdstest"
 )
 
 const tapTypeURL = "type.googleapis.com/envoy.extensions.filters.http.tap.v3.Tap"
@@ -32,17 +31,7 @@ const tapTypeURL = "type.googleapis.com/envoy.extensions.filters.http.tap.v3.Tap
 // ecdsTapListener is an LDS listener on port whose connection manager discovers its tap
 // filter ("tap", type_urls: the tap filter only) over ECDS and routes to cluster backend.
 func ecdsTapListener(t *testing.T, port int) *listenerv3.Listener {
-	var l listenerv3.Listener
-	fromYAMLProto(t, fmt.Sprintf(`
-name: tapped
-address: {socket_address: {address: 127.0.0.1, port_value: %d}}
-filter_chains:
-- filters:
-  - name: envoy.filters.network.http_connection_manager
-    typed_config:
-      "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-      stat_prefix: tapped
-      route_config:
+	return hcmListener(t, "tapped", port, fmt.Sprintf(`      route_config:
         virtual_hosts:
         - name: all
           domains: ["*"]
@@ -54,25 +43,7 @@ filter_chains:
           type_urls: [%s]
       - name: envoy.filters.http.router
         typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
-`, port, tapTypeURL), &l)
-	return &l
-}
-
-// nackOf reads requests until an ECDS NACK whose error_detail contains want arrives.
-func nackOf(t *testing.T, requests <-chan *discoveryv3.DiscoveryRequest, want string) string {
-	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		select {
-		case r := <-requests:
-			if r.GetTypeUrl() == resourcev3.ExtensionConfigType && strings.Contains(r.GetErrorDetail().GetMessage(), want) {
-				return r.GetErrorDetail().GetMessage()
-			}
-		case <-deadline:
-			t.Fatalf("no ECDS NACK containing %q", want)
-			return ""
-		}
-	}
+`, tapTypeURL))
 }
 
 // TestXDSECDSTapAndNACK runs the binary against go-control-plane's server: the tap filter's
@@ -87,17 +58,8 @@ func TestXDSECDSTapAndNACK(t *testing.T) {
 		fmt.Fprintf(w, "echo %s", b)
 	}))
 	defer upstream.Close()
-	_, uport, _ := net.SplitHostPort(upstream.Listener.Addr().String())
-	snapshots, addr, requests := managementServer(t)
-	host, port, _ := net.SplitHostPort(addr)
-	cfg := adsHeader("e2e-ecds", "lds_config") + `static_resources:
-  clusters:
-  - name: backend
-    connect_timeout: 1s
-    load_assignment:
-      cluster_name: backend
-      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + uport + `}}}}]}]
-` + xdsCluster(host, port)
+	xds := xdstest.New(t, xdstest.Options{Node: "e2e-ecds", ADS: true})
+	cfg := adsBootstrap("e2e-ecds", xds, []string{"lds_config"}, clusterYAML("backend", upstream.Listener.Addr().String(), false))
 	lport := freePort(t)
 	listener := ecdsTapListener(t, lport)
 	push := func(version string, tc proto.Message) {
@@ -106,16 +68,10 @@ func TestXDSECDSTapAndNACK(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{
+		xds.Set(version, map[resourcev3.Type][]types.Resource{
 			resourcev3.ListenerType:        {listener},
 			resourcev3.ExtensionConfigType: {&corev3.TypedExtensionConfig{Name: "tap", TypedConfig: a}},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := snapshots.SetSnapshot(context.Background(), "e2e-ecds", snap); err != nil {
-			t.Fatal(err)
-		}
 	}
 	var adminTap tapv3.Tap
 	fromYAMLProto(t, `common_config: {admin_config: {config_id: ecds}}`, &adminTap)
@@ -185,7 +141,7 @@ func TestXDSECDSTapAndNACK(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			version := fmt.Sprintf("bad%d", i)
 			push(version, tc.config)
-			nackOf(t, requests, tc.want)
+			nackOf(t, xds, tc.want)
 			p.waitStatAtLeast(prefix+"update_rejected", uint64(i+1))
 			p.waitStatAtLeast(prefix+"config_fail", uint64(i+1))
 			if v, _ := p.stat(prefix + "config_reload"); v != 1 {

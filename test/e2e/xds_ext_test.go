@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -10,14 +9,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
 	healthcheckv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/health_check/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
@@ -25,60 +22,14 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"sigs.k8s.io/yaml"
 
 	"github.com/legateproxy/legate/tlsutil/tlstest"
+	"github.com/legateproxy/legate/xds/xdstest"
 )
-
-// fromYAMLProto decodes a YAML document into m, as the bootstrap loader does.
-func fromYAMLProto(t *testing.T, y string, m proto.Message) {
-	t.Helper()
-	j, err := yaml.YAMLToJSON([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := protojson.Unmarshal(j, m); err != nil {
-		t.Fatalf("%v in %s", err, j)
-	}
-}
-
-// alsCollector is a real AccessLogService receiving the proxy's entries.
-type alsCollector struct {
-	alsv3.UnimplementedAccessLogServiceServer
-	mu      sync.Mutex
-	logName string
-	paths   []string
-}
-
-func (c *alsCollector) StreamAccessLogs(st grpc.ClientStreamingServer[alsv3.StreamAccessLogsMessage, alsv3.StreamAccessLogsResponse]) error {
-	for {
-		m, err := st.Recv()
-		if err != nil {
-			return nil
-		}
-		c.mu.Lock()
-		if id := m.GetIdentifier(); id != nil {
-			c.logName = id.GetLogName()
-		}
-		for _, e := range m.GetHttpLogs().GetLogEntry() {
-			c.paths = append(c.paths, fmt.Sprintf("%s %d", e.GetRequest().GetPath(), e.GetResponse().GetResponseCode().GetValue()))
-		}
-		c.mu.Unlock()
-	}
-}
-
-func (c *alsCollector) seen() (string, []string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.logName, append([]string(nil), c.paths...)
-}
 
 // TestXDSScopedRoutesECDSAndGRPCAccessLog runs the binary against go-control-plane's server:
 // an LDS listener whose connection manager takes its scopes from SRDS (and their routes from
@@ -89,54 +40,14 @@ func (c *alsCollector) seen() (string, []string) {
 func TestXDSScopedRoutesECDSAndGRPCAccessLog(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "upstream") }))
 	defer upstream.Close()
-	_, uport, _ := net.SplitHostPort(upstream.Listener.Addr().String())
-	als := &alsCollector{}
-	alsLis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	alsv3.RegisterAccessLogServiceServer(gs, als)
-	go gs.Serve(alsLis)
-	defer gs.Stop()
-	_, alsPort, _ := net.SplitHostPort(alsLis.Addr().String())
-
-	snapshots, addr, requests := managementServer(t)
-	host, port, _ := net.SplitHostPort(addr)
-	h2 := `
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {http2_protocol_options: {}}`
-	cfg := `` + adsHeader("e2e-srds", "lds_config") + `static_resources:
-  clusters:
-  - name: backend
-    connect_timeout: 1s
-    load_assignment:
-      cluster_name: backend
-      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + uport + `}}}}]}]
-  - name: als
-    connect_timeout: 1s` + h2 + `
-    load_assignment:
-      cluster_name: als
-      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + alsPort + `}}}}]}]
-` + xdsCluster(host, port) + ``
+	als := startALS(t, func(m *alsv3.StreamAccessLogsMessage) []*accesslogdatav3.HTTPAccessLogEntry {
+		return m.GetHttpLogs().GetLogEntry()
+	})
+	xds := xdstest.New(t, xdstest.Options{Node: "e2e-srds", ADS: true})
+	cfg := adsBootstrap("e2e-srds", xds, []string{"lds_config"},
+		clusterYAML("backend", upstream.Listener.Addr().String(), false), clusterYAML("als", als.addr, true))
 	lport := freePort(t)
-	var l listenerv3.Listener
-	fromYAMLProto(t, fmt.Sprintf(`
-name: scoped
-address: {socket_address: {address: 127.0.0.1, port_value: %d}}
-filter_chains:
-- filters:
-  - name: envoy.filters.network.http_connection_manager
-    typed_config:
-      "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-      stat_prefix: ingress
-      scoped_routes:
-        name: scopes
-        scope_key_builder: {fragments: [{header_value_extractor: {name: x-scope, index: 0}}]}
-        rds_config_source: {ads: {}, resource_api_version: V3}
-        scoped_rds: {scoped_rds_config_source: {ads: {}, resource_api_version: V3}}
+	l := hcmListener(t, "ingress", lport, srdsScopes+`
       http_filters:
       - name: hc
         config_discovery:
@@ -153,59 +64,25 @@ filter_chains:
             transport_api_version: V3
             grpc_service: {envoy_grpc: {cluster_name: als}}
             buffer_flush_interval: 0.05s
-`, lport), &l)
-	scope := func(name, rc, key string) *routev3.ScopedRouteConfiguration {
-		return &routev3.ScopedRouteConfiguration{Name: name, RouteConfigurationName: rc, Key: &routev3.ScopedRouteConfiguration_Key{
-			Fragments: []*routev3.ScopedRouteConfiguration_Key_Fragment{{Type: &routev3.ScopedRouteConfiguration_Key_Fragment_StringKey{StringKey: key}}},
-		}}
-	}
+`)
 	var hc healthcheckv3.HealthCheck
 	fromYAMLProto(t, `{pass_through_mode: false, headers: [{name: ":path", string_match: {exact: /healthz}}]}`, &hc)
 	hcAny, err := anypb.New(&hc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := cachev3.NewSnapshot("v1", map[resourcev3.Type][]types.Resource{
-		resourcev3.ListenerType:        {&l},
-		resourcev3.ScopedRouteType:     {scope("sa", "ra", "a"), scope("sb", "rb", "b")},
+	xds.Set("v1", map[resourcev3.Type][]types.Resource{
+		resourcev3.ListenerType:        {l},
+		resourcev3.ScopedRouteType:     {scopedRoute("sa", "ra", "a", false), scopedRoute("sb", "rb", "b", false)},
 		resourcev3.RouteType:           {routeTo("ra", directRoute("scope a")), routeTo("rb", clusterRoute("backend"))},
 		resourcev3.ExtensionConfigType: {&corev3.TypedExtensionConfig{Name: "hc", TypedConfig: hcAny}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := snapshots.SetSnapshot(context.Background(), "e2e-srds", snap); err != nil {
-		t.Fatal(err)
-	}
 	p := start(t, "-c", writeConfig(t, cfg))
 	client := &http.Client{Timeout: 5 * time.Second}
 	get := func(path, scope string) (int, string) {
-		req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d%s", lport, path), nil)
-		if scope != "" {
-			req.Header.Set("x-scope", scope)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return scopedRequest(client, "GET", fmt.Sprintf("http://127.0.0.1:%d%s", lport, path), "", scope, "")
 	}
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			select {
-			case <-requests:
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}
-	waitFor("scope a", func() bool { s, b := get("/x", "a"); return s == 200 && b == "scope a" })
+	waitXDS(t, xds, "scope a", func() bool { s, b := get("/x", "a"); return s == 200 && b == "scope a" })
 	for _, tc := range []struct {
 		path, scope string
 		status      int
@@ -220,8 +97,12 @@ filter_chains:
 			t.Errorf("GET %s (x-scope %q) = %d %q; want %d %q", tc.path, tc.scope, s, b, tc.status, tc.body)
 		}
 	}
-	waitFor("the access log entries", func() bool {
-		name, paths := als.seen()
+	waitXDS(t, xds, "the access log entries", func() bool {
+		name, entries := als.seen()
+		var paths []string
+		for _, e := range entries {
+			paths = append(paths, fmt.Sprintf("%s %d", e.GetRequest().GetPath(), e.GetResponse().GetResponseCode().GetValue()))
+		}
 		return name == "e2e" && strings.Contains(strings.Join(paths, ","), "/healthz 200")
 	})
 	_, _, dump := p.get("/config_dump")
@@ -262,12 +143,8 @@ func TestXDSUpstreamSDS(t *testing.T) {
 	defer upstream.Close()
 	_, uport, _ := net.SplitHostPort(upstream.Listener.Addr().String())
 
-	snapshots, addr, requests := managementServer(t)
-	host, port, _ := net.SplitHostPort(addr)
-	cfg := `` + adsHeader("e2e-sds", "cds_config") + `  lds_config: {ads: {}, resource_api_version: V3}
-static_resources:
-  clusters:
-` + xdsCluster(host, port) + ``
+	xds := xdstest.New(t, xdstest.Options{Node: "e2e-sds", ADS: true})
+	cfg := adsBootstrap("e2e-sds", xds, []string{"cds_config", "lds_config"})
 	var uportN uint32
 	fmt.Sscan(uport, &uportN)
 	tlsCluster := staticCluster("tls", uportN)
@@ -290,18 +167,12 @@ static_resources:
 	set := func(version string, s *tlsv3.Secret) {
 		t.Helper()
 		tlsCluster := proto.Clone(tlsCluster).(*clusterv3.Cluster) // each version a new cluster object
-		snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{
+		xds.Set(version, map[resourcev3.Type][]types.Resource{
 			resourcev3.ClusterType:  {tlsCluster},
 			resourcev3.ListenerType: {ldsListener(t, lport, "r1")},
 			resourcev3.RouteType:    {routeTo("r1", clusterRoute("tls"))},
 			resourcev3.SecretType:   {s},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := snapshots.SetSnapshot(context.Background(), "e2e-sds", snap); err != nil {
-			t.Fatal(err)
-		}
 	}
 	set("v1", secret(ca.Issue(t, tlstest.Options{CommonName: "client-a"})))
 	p := start(t, "-c", writeConfig(t, cfg))
@@ -317,16 +188,9 @@ static_resources:
 	}
 	waitFor := func(what, want string) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
 		var last string
-		for last = get(); last != want; last = get() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s: last response %q; want %q", what, last, want)
-			}
-			select {
-			case <-requests:
-			case <-time.After(50 * time.Millisecond):
-			}
+		if !awaitXDS(xds, func() bool { last = get(); return last == want }) {
+			t.Fatalf("timed out waiting for %s: last response %q; want %q", what, last, want)
 		}
 	}
 	waitFor("the first certificate", "200 client-a")

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -19,9 +18,10 @@ import (
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/xds/xdstest"
 )
 
 // ldsListener is an LDS listener on 127.0.0.1:port whose connection manager loads route
@@ -84,27 +84,12 @@ func freePort(t *testing.T) int {
 func TestXDSListenersAndRoutesOverADS(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "upstream") }))
 	defer upstream.Close()
-	_, uport, _ := net.SplitHostPort(upstream.Listener.Addr().String())
-	snapshots, addr, requests := managementServer(t)
-	host, port, _ := net.SplitHostPort(addr)
-	cfg := `` + adsHeader("e2e-lds", "lds_config") + `static_resources:
-  clusters:
-  - name: backend
-    connect_timeout: 1s
-    load_assignment:
-      cluster_name: backend
-      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + uport + `}}}}]}]
-` + xdsCluster(host, port) + ``
+	xds := xdstest.New(t, xdstest.Options{Node: "e2e-lds", ADS: true})
+	cfg := adsBootstrap("e2e-lds", xds, []string{"lds_config"}, clusterYAML("backend", upstream.Listener.Addr().String(), false))
 	lport := freePort(t)
 	set := func(version string, ls []types.Resource, rcs ...types.Resource) {
 		t.Helper()
-		snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: ls, resourcev3.RouteType: rcs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := snapshots.SetSnapshot(context.Background(), "e2e-lds", snap); err != nil {
-			t.Fatal(err)
-		}
+		xds.Set(version, map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: ls, resourcev3.RouteType: rcs})
 	}
 	listeners := []types.Resource{ldsListener(t, lport, "r1")}
 	set("v1", listeners, routeTo("r1", clusterRoute("backend")))
@@ -123,20 +108,7 @@ func TestXDSListenersAndRoutesOverADS(t *testing.T) {
 		}
 		return string(b), err
 	}
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			select {
-			case <-requests:
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}
-	waitFor("the LDS listener to proxy to the upstream", func() bool { b, err := get(); return err == nil && b == "upstream" })
+	waitXDS(t, xds, "the LDS listener to proxy to the upstream", func() bool { b, err := get(); return err == nil && b == "upstream" })
 
 	// A steady client runs through the route update and the rejected route.
 	var failures atomic.Int64
@@ -159,11 +131,11 @@ func TestXDSListenersAndRoutesOverADS(t *testing.T) {
 		}
 	}()
 	set("v2", listeners, routeTo("r1", directRoute("rds-v2")))
-	waitFor("the updated route", func() bool { b, err := get(); return err == nil && b == "rds-v2" })
+	waitXDS(t, xds, "the updated route", func() bool { b, err := get(); return err == nil && b == "rds-v2" })
 	bad := routeTo("r1", directRoute("bad"))
 	bad.VirtualHosts[0].Domains = []string{"*", "*"}
 	set("v3", listeners, bad)
-	waitFor("the NACK of the bad route", func() bool {
+	waitXDS(t, xds, "the NACK of the bad route", func() bool {
 		_, _, body := p.get("/stats?filter=^http.ingress.rds.r1.update_rejected$")
 		return strings.HasPrefix(body, "http.ingress.rds.r1.update_rejected: ") && body != "http.ingress.rds.r1.update_rejected: 0\n"
 	})
@@ -186,7 +158,7 @@ func TestXDSListenersAndRoutesOverADS(t *testing.T) {
 
 	// Removing the listener closes its port.
 	set("v4", nil, routeTo("r1", directRoute("rds-v2")))
-	waitFor("the listener to go away", func() bool {
+	waitXDS(t, xds, "the listener to go away", func() bool {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", lport), time.Second)
 		if err != nil {
 			return true

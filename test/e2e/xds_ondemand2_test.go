@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,9 +13,10 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/legateproxy/legate/xds/xdstest"
 )
 
 // TestXDSOnDemand2 runs the binary against go-control-plane's server with LDS listeners that
@@ -29,121 +28,45 @@ import (
 // error_state) while the previous listener keeps serving; (d) a POST to a host that becomes
 // known on demand reaches the upstream with its body.
 func TestXDSOnDemand2(t *testing.T) {
-	snapshots, addr, subscribed := onDemandServer(t)
+	xds := xdstest.New(t, xdstest.Options{Node: "e2e-ondemand2"})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "%s %d:%s", r.Method, len(b), b)
 	}))
 	t.Cleanup(up.Close)
-	host, port, _ := net.SplitHostPort(addr)
-	uhost, uport, _ := net.SplitHostPort(up.Listener.Addr().String())
-	cfg := adsHeader("e2e-ondemand2", "lds_config") + "static_resources:\n  clusters:\n" + xdsCluster(host, port) + `  - name: echo
-    connect_timeout: 1s
-    load_assignment:
-      cluster_name: echo
-      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: ` + uhost + `, port_value: ` + uport + `}}}}]}]
-`
+	cfg := adsBootstrap("e2e-ondemand2", xds, []string{"lds_config"}, clusterYAML("echo", up.Listener.Addr().String(), false))
 	nport, vport, iport := freePort(t), freePort(t), freePort(t)
-	const filters = `
-      http_filters:
-      - name: envoy.filters.http.on_demand
-        typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.on_demand.v3.OnDemand}
-      - name: envoy.filters.http.router
-        typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}`
-	listener := func(name string, port int, hcm string) *listenerv3.Listener {
-		var l listenerv3.Listener
-		fromYAMLProto(t, fmt.Sprintf(`
-name: %s
-address: {socket_address: {address: 127.0.0.1, port_value: %d}}
-filter_chains:
-- filters:
-  - name: envoy.filters.network.http_connection_manager
-    typed_config:
-      "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-      stat_prefix: %s
-%s`, name, port, name, hcm), &l)
-		return &l
-	}
-	nackListener := listener("nacked", nport, `      rds: {route_config_name: bad, config_source: {ads: {}, resource_api_version: V3}}`+filters)
-	vhdsListener := listener("od2", vport, `      rds: {route_config_name: r2, config_source: {ads: {}, resource_api_version: V3}}`+filters)
+	nackListener := hcmListener(t, "nacked", nport, rdsOverADS("bad")+onDemandFilters)
+	vhdsListener := hcmListener(t, "od2", vport, rdsOverADS("r2")+onDemandFilters)
 	inline := func(body string, domains string) *listenerv3.Listener {
-		return listener("inl", iport, `      scoped_routes:
-        name: inl
-        scope_key_builder: {fragments: [{header_value_extractor: {name: x-scope, index: 0}}]}
-        rds_config_source: {ads: {}, resource_api_version: V3}
-        scoped_route_configurations_list:
-          scoped_route_configurations:
-          - name: si
-            key: {fragments: [{string_key: i}]}
-            route_configuration:
-              name: ri
-              virtual_hosts:
-              - name: all
-                domains: `+domains+`
-                routes:
-                - match: {prefix: /}
-                  direct_response: {status: 200, body: {inline_string: `+body+`}}`+filters)
+		return hcmListener(t, "inl", iport, inlineScope("inl", domains, body, onDemandFilters))
 	}
 	goodInline := inline("inline-v1", `["*"]`)
 	badInline := inline("inline-v2", `["x.example", "x.example"]`) // duplicate domains: does not compile
 
-	var bad, r2 routev3.RouteConfiguration
+	var bad routev3.RouteConfiguration
 	fromYAMLProto(t, `
 name: bad
 virtual_hosts:
 - {name: a, domains: [dup.example], routes: [{match: {prefix: /}, direct_response: {status: 200}}]}
 - {name: b, domains: [dup.example], routes: [{match: {prefix: /}, direct_response: {status: 200}}]}
 `, &bad)
-	fromYAMLProto(t, `
-name: r2
-virtual_hosts:
-- name: base
-  domains: [base.example]
-  routes: [{match: {prefix: /}, direct_response: {status: 200, body: {inline_string: base}}}]
-vhds:
-  config_source:
-    resource_api_version: V3
-    api_config_source:
-      api_type: DELTA_GRPC
-      transport_api_version: V3
-      grpc_services: [{envoy_grpc: {cluster_name: xds}}]
-`, &r2)
-	echoHost := func(name, domain string) *routev3.VirtualHost {
-		return &routev3.VirtualHost{Name: name, Domains: []string{domain}, Routes: []*routev3.Route{{
-			Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}, Action: clusterRoute("echo").Action,
-		}}}
-	}
+	r2 := vhdsRouteConfig(t, "r2")
+	echoHost := func(name, domain string) *routev3.VirtualHost { return virtualHost(name, domain, clusterRoute("echo")) }
 	set := func(version string, inl *listenerv3.Listener, vhosts ...types.Resource) {
 		t.Helper()
-		snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{
+		xds.Set(version, map[resourcev3.Type][]types.Resource{
 			resourcev3.ListenerType:    {nackListener, vhdsListener, inl},
-			resourcev3.RouteType:       {&bad, &r2},
+			resourcev3.RouteType:       {&bad, r2},
 			resourcev3.VirtualHostType: vhosts,
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := snapshots.SetSnapshot(context.Background(), "e2e-ondemand2", snap); err != nil {
-			t.Fatal(err)
-		}
 	}
 	set("v1", goodInline, echoHost("r2/other", "other.example"))
 	p := start(t, "-c", writeConfig(t, cfg))
 
 	client := &http.Client{Timeout: 15 * time.Second}
 	send := func(method string, port int, hostHeader, scope, body string) (int, string) {
-		req, _ := http.NewRequest(method, fmt.Sprintf("http://127.0.0.1:%d/", port), strings.NewReader(body))
-		req.Host = hostHeader
-		if scope != "" {
-			req.Header.Set("x-scope", scope)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return scopedRequest(client, method, fmt.Sprintf("http://127.0.0.1:%d/", port), hostHeader, scope, body)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -170,29 +93,13 @@ vhds:
 
 	t.Run("post body to a host known on demand", func(t *testing.T) {
 		body := strings.Repeat("payload-", 4096) // 32 KiB
-		type result struct {
-			status int
-			body   string
-		}
-		res := make(chan result, 1)
+		res := make(chan response, 1)
 		go func() {
 			s, b := send("POST", vport, "Post.Example", "", body)
-			res <- result{s, b}
+			res <- response{s, b}
 		}()
+		waitSubscription(t, xds, "r2/post.example", res)
 		timeout := time.After(20 * time.Second)
-	wait:
-		for {
-			select {
-			case name := <-subscribed:
-				if name == "r2/post.example" {
-					break wait
-				}
-			case r := <-res:
-				t.Fatalf("POST post.example answered %d %.40q before the management server did", r.status, r.body)
-			case <-timeout:
-				t.Fatal("no VHDS subscription to r2/post.example")
-			}
-		}
 		set("v2", goodInline, echoHost("r2/other", "other.example"), echoHost("r2/post.example", "post.example"))
 		select {
 		case r := <-res:

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,92 +20,25 @@ import (
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	listenersvc "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
-	routesvc "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
 	runtimesvc "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/legateproxy/legate/xds/xdstest"
 )
 
 // e2eIdentifier is the control_plane.identifier the sources server sends.
 const e2eIdentifier = "e2e-control-plane"
 
-// sourcesServer is go-control-plane's real server on 127.0.0.1: ADS and the LDS, RDS and RTDS
-// services over gRPC (HTTP/2 without TLS) and the REST gateway (HTTP/1.1) on one port, split by
-// content type. Every gRPC response carries control_plane.identifier e2eIdentifier.
-type sourcesServer struct {
-	t          *testing.T
-	cache      cachev3.SnapshotCache
-	node       string
-	host, port string
-}
-
-func newSourcesServer(t *testing.T, node string) *sourcesServer {
-	t.Helper()
-	s := &sourcesServer{t: t, cache: cachev3.NewSnapshotCache(false, cachev3.IDHash{}, nil), node: node}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv := serverv3.NewServer(ctx, s.cache, serverv3.CallbackFuncs{
-		StreamResponseFunc: func(_ context.Context, _ int64, _ *discoveryv3.DiscoveryRequest, r *discoveryv3.DiscoveryResponse) {
-			r.ControlPlane = &corev3.ControlPlane{Identifier: e2eIdentifier}
-		},
-		StreamDeltaResponseFunc: func(_ int64, _ *discoveryv3.DeltaDiscoveryRequest, r *discoveryv3.DeltaDiscoveryResponse) {
-			r.ControlPlane = &corev3.ControlPlane{Identifier: e2eIdentifier}
-		},
-	})
-	gs := grpc.NewServer()
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(gs, srv)
-	listenersvc.RegisterListenerDiscoveryServiceServer(gs, srv)
-	routesvc.RegisterRouteDiscoveryServiceServer(gs, srv)
-	runtimesvc.RegisterRuntimeDiscoveryServiceServer(gs, srv)
-	gw := &serverv3.HTTPGateway{Server: srv}
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
-	hs := &http.Server{Protocols: &protocols, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
-			gs.ServeHTTP(w, r)
-			return
-		}
-		body, code, err := gw.ServeHTTP(r)
-		if err != nil {
-			http.Error(w, err.Error(), code)
-			return
-		}
-		w.WriteHeader(code)
-		w.Write(body)
-	})}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.host, s.port, _ = net.SplitHostPort(lis.Addr().String())
-	go hs.Serve(lis)
-	t.Cleanup(func() {
-		hs.Close()
-		gs.Stop()
-		cancel()
-	})
-	return s
-}
-
-// set publishes a snapshot for the server's node.
-func (s *sourcesServer) set(version string, resources map[resourcev3.Type][]types.Resource) {
-	s.t.Helper()
-	snap, err := cachev3.NewSnapshot(version, resources)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if err := s.cache.SetSnapshot(context.Background(), s.node, snap); err != nil {
-		s.t.Fatal(err)
-	}
+// newSourcesServer is the management server for node, not in ADS mode (LDS and RDS come over
+// separate streams), naming itself e2eIdentifier in every response.
+func newSourcesServer(t *testing.T, node string) *xdstest.Server {
+	return xdstest.New(t, xdstest.Options{Node: node, Identifier: e2eIdentifier})
 }
 
 // rdsListener is a listener on 127.0.0.1:port whose connection manager (stat_prefix ingress)
@@ -236,19 +168,11 @@ func nameServer(t *testing.T, name string) string {
 
 // sourcesBootstrap takes lds_config from lds and has clusters a and b (at the given ports) and
 // xds (the sources server).
-func sourcesBootstrap(t *testing.T, node string, lds *corev3.ConfigSource, aPort, bPort string, xds *sourcesServer) string {
+func sourcesBootstrap(t *testing.T, node string, lds *corev3.ConfigSource, aPort, bPort string, xds *xdstest.Server) string {
 	t.Helper()
 	ldsJSON, err := protojson.Marshal(lds)
 	if err != nil {
 		t.Fatal(err)
-	}
-	cluster := func(name, port string) string {
-		return `  - name: ` + name + `
-    connect_timeout: 1s
-    load_assignment:
-      cluster_name: ` + name + `
-      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + port + `}}}}]}]
-`
 	}
 	return `
 node: {id: ` + node + `, cluster: e2e}
@@ -257,7 +181,7 @@ dynamic_resources:
   lds_config: ` + string(ldsJSON) + `
 static_resources:
   clusters:
-` + cluster("a", aPort) + cluster("b", bPort) + xdsCluster(xds.host, xds.port)
+` + clusterYAML("a", loopback(aPort), false) + clusterYAML("b", loopback(bPort), false) + xdsCluster(xds)
 }
 
 // steadyClient requests url in a loop until stop, or until 30 s or 20,000 requests have
@@ -359,12 +283,12 @@ func TestXDSSourcesLDSAndRDS(t *testing.T) {
 		name string
 		grpc bool // whether control_plane.* stats apply
 		// setup returns the lds_config and rds config source, and how to publish.
-		setup func(t *testing.T, xds *sourcesServer) (lds, rds *corev3.ConfigSource, pub publishFunc)
+		setup func(t *testing.T, xds *xdstest.Server) (lds, rds *corev3.ConfigSource, pub publishFunc)
 	}{
 		{name: "REST", setup: serverSetup(corev3.ApiConfigSource_REST)},
 		{name: "GRPC", grpc: true, setup: serverSetup(corev3.ApiConfigSource_GRPC)},
 		{name: "DELTA_GRPC", grpc: true, setup: serverSetup(corev3.ApiConfigSource_DELTA_GRPC)},
-		{name: "files", setup: func(t *testing.T, _ *sourcesServer) (*corev3.ConfigSource, *corev3.ConfigSource, publishFunc) {
+		{name: "files", setup: func(t *testing.T, _ *xdstest.Server) (*corev3.ConfigSource, *corev3.ConfigSource, publishFunc) {
 			dir := t.TempDir()
 			ldsPath, rdsPath := filepath.Join(dir, "lds.json"), filepath.Join(dir, "rds.json")
 			return pathSource(ldsPath, ""), pathSource(rdsPath, ""), func(version string, ls, rcs []types.Resource) {
@@ -372,7 +296,7 @@ func TestXDSSourcesLDSAndRDS(t *testing.T) {
 				replaceFile(t, ldsPath, responseJSON(t, version, ls))
 			}
 		}},
-		{name: "watched directory", setup: func(t *testing.T, _ *sourcesServer) (*corev3.ConfigSource, *corev3.ConfigSource, publishFunc) {
+		{name: "watched directory", setup: func(t *testing.T, _ *xdstest.Server) (*corev3.ConfigSource, *corev3.ConfigSource, publishFunc) {
 			d := &configMapDir{t: t, root: t.TempDir()}
 			return pathSource(filepath.Join(d.root, "lds.json"), d.root), pathSource(filepath.Join(d.root, "rds.json"), d.root),
 				func(version string, ls, rcs []types.Resource) {
@@ -435,10 +359,10 @@ type publishFunc func(version string, listeners, routes []types.Resource)
 
 // serverSetup takes LDS and RDS from the sources server, each over its own api_config_source
 // of type api (for gRPC, two separate streams).
-func serverSetup(api corev3.ApiConfigSource_ApiType) func(*testing.T, *sourcesServer) (*corev3.ConfigSource, *corev3.ConfigSource, publishFunc) {
-	return func(t *testing.T, xds *sourcesServer) (*corev3.ConfigSource, *corev3.ConfigSource, publishFunc) {
+func serverSetup(api corev3.ApiConfigSource_ApiType) func(*testing.T, *xdstest.Server) (*corev3.ConfigSource, *corev3.ConfigSource, publishFunc) {
+	return func(t *testing.T, xds *xdstest.Server) (*corev3.ConfigSource, *corev3.ConfigSource, publishFunc) {
 		return apiSource(api), apiSource(api), func(version string, ls, rcs []types.Resource) {
-			xds.set(version, map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: ls, resourcev3.RouteType: rcs})
+			xds.Set(version, map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: ls, resourcev3.RouteType: rcs})
 		}
 	}
 }
@@ -462,10 +386,10 @@ func TestRTDSOverADS(t *testing.T) {
 			}
 			res[resourcev3.RuntimeType] = []types.Resource{&runtimesvc.Runtime{Name: "rt", Layer: st}}
 		}
-		xds.set(version, res)
+		xds.Set(version, res)
 	}
 	setRuntime("0", nil)
-	cfg := routeAllConfig(upstream.URL, xdsCluster(xds.host, xds.port)+`node: {id: `+node+`, cluster: e2e}
+	cfg := routeAllConfig(upstream.URL, xdsCluster(xds)+`node: {id: `+node+`, cluster: e2e}
 dynamic_resources:
   ads_config:
     api_type: DELTA_GRPC
