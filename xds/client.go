@@ -77,7 +77,8 @@ type Config struct {
 	// a factory, which must accept the configuration). It runs, after the filter's type_urls,
 	// on the configurations a warming listener waits for, so that a first configuration its
 	// filter would refuse is NACKed with the reason and ends the wait (the filter then serves
-	// its default_config, or 500). It runs on an xDS goroutine without locks and must not
+	// its default_config, or 500); while filters discovering the configuration are built,
+	// their own checks replace it. It runs on an xDS goroutine without locks and must not
 	// block. Nil checks type_urls alone.
 	ExtensionCheck func(tc *corev3.TypedExtensionConfig) error
 

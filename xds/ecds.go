@@ -98,8 +98,9 @@ func vetExtensions(h *namedHandler, src *mux, u update) map[int]vetted {
 	return out
 }
 
-// vetChecks runs checks on tc: the quick ones, then the full ones. When one refuses, what the
-// full checks before it built is released at once, and the error returned.
+// vetChecks runs checks on tc: the quick ones, then the full ones (those that stand in for
+// others only when no other has one). When one refuses, what the full checks before it built
+// is released at once, and the error returned.
 func vetChecks(checks []valueCheck, tc *corev3.TypedExtensionConfig) vetted {
 	for _, c := range checks {
 		if c.quick == nil {
@@ -109,9 +110,13 @@ func vetChecks(checks []valueCheck, tc *corev3.TypedExtensionConfig) vetted {
 			return vetted{err: err}
 		}
 	}
+	own := false
+	for _, c := range checks {
+		own = own || (c.full != nil && !c.standIn)
+	}
 	var v vetted
 	for _, c := range checks {
-		if c.full == nil {
+		if c.full == nil || (c.standIn && own) {
 			continue
 		}
 		discard, err := c.full(tc)
@@ -233,13 +238,17 @@ func (c *Client) WatchExtensionConfig(name string, cd *corev3.ExtensionConfigSou
 // one of its HTTP filters, d) check new configurations as that filter will once built: the
 // type must be one of d's type_urls, and Config.ExtensionCheck (the HTTP filter factories)
 // must accept it. So a first configuration the filter would refuse is NACKed and ends the
-// listener's wait, as Envoy's providers, made with the listener, check it.
+// listener's wait, as Envoy's providers, made with the listener, check it. The factory check
+// stands in for the filters: it runs only while no filter of the subscription has a check of
+// its own (they make the same check, and their errors name the connection manager).
 func (c *Client) watchListenerExtension(r watchRef, d resource.Dependency) {
 	var check func(*corev3.TypedExtensionConfig) (func(), error)
 	if fc := c.cfg.ExtensionCheck; fc != nil {
 		check = func(tc *corev3.TypedExtensionConfig) (func(), error) { return nil, fc(tc) }
 	}
-	r.setCheck(extensionCheck(d.Name, d.TypeURLs, check))
+	vc := extensionCheck(d.Name, d.TypeURLs, check)
+	vc.standIn = true
+	r.setCheck(vc)
 }
 
 // EcdsConfigDump returns the "ecds_filter_http" config dump: an ecds_filters entry per

@@ -218,3 +218,57 @@ func TestECDSDiscardOnReject(t *testing.T) {
 		}
 	}
 }
+
+// TestVetChecks: quick checks (type_urls) of every watcher run before any full check (the
+// factories); a stand-in full check (a warming listener's) runs only when no filter has a
+// full check of its own; a refusal discards what the earlier full checks built.
+func TestVetChecks(t *testing.T) {
+	tc := healthCheckExtension("hc", false)
+	var events []string
+	quick := func(name string, err error) func(any) error {
+		return func(any) error { events = append(events, "quick "+name); return err }
+	}
+	full := func(name string, err error) func(any) (func(), error) {
+		return func(any) (func(), error) {
+			events = append(events, "full "+name)
+			if err != nil {
+				return nil, err
+			}
+			return func() { events = append(events, "discard "+name) }, nil
+		}
+	}
+	refused := errors.New("refused")
+	tests := []struct {
+		name    string
+		checks  []valueCheck
+		wantErr error
+		want    []string
+		discard int
+	}{
+		{"quick before full", []valueCheck{{quick: quick("a", nil), full: full("a", nil)}, {quick: quick("b", nil), full: full("b", nil)}},
+			nil, []string{"quick a", "quick b", "full a", "full b"}, 2},
+		{"quick refusal builds nothing", []valueCheck{{quick: quick("a", nil), full: full("a", nil)}, {quick: quick("b", refused)}},
+			refused, []string{"quick a", "quick b"}, 0},
+		{"full refusal discards", []valueCheck{{full: full("a", nil)}, {full: full("b", refused)}},
+			refused, []string{"full a", "full b", "discard a"}, 0},
+		{"stand-in alone runs", []valueCheck{{full: full("listener", nil), standIn: true}},
+			nil, []string{"full listener"}, 1},
+		{"stand-in skipped beside a filter", []valueCheck{{quick: quick("listener", nil), full: full("listener", refused), standIn: true}, {full: full("filter", nil)}},
+			nil, []string{"quick listener", "full filter"}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			events = nil
+			v := vetChecks(tt.checks, tc)
+			if !errors.Is(v.err, tt.wantErr) {
+				t.Errorf("err = %v; want %v", v.err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.want, events); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+			if len(v.discard) != tt.discard {
+				t.Errorf("discards = %d; want %d", len(v.discard), tt.discard)
+			}
+		})
+	}
+}

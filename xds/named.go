@@ -43,10 +43,13 @@ type namedKind struct {
 // valueCheck is one watcher's check of new values (kinds with vet). quick runs first, for
 // every watcher of the value (ECDS: type_urls), then full (ECDS: the filter's factory), which
 // may keep what it built for the update that follows and returns discard (nil: nothing) to
-// release it should the value be rejected after all. Either may be nil.
+// release it should the value be rejected after all. Either may be nil. A standIn full check
+// (a warming listener's, for its filters not built yet) runs only when no other full check is
+// set.
 type valueCheck struct {
-	quick func(val any) error
-	full  func(val any) (discard func(), err error)
+	quick   func(val any) error
+	full    func(val any) (discard func(), err error)
+	standIn bool
 }
 
 // vetted is what vet found of one resource: err rejects it; discard releases what the checks
