@@ -109,8 +109,8 @@ http_filters:
 				AccessLogs: []AccessLog{{Name: "envoy.access_loggers.file", Filter: accessLogFilter(t, accessLogFilterYAML)}},
 			},
 		},
-		{name: "access log runtime filter", yaml: "stat_prefix: s\n" + routes + "access_log: [{name: f, filter: {runtime_filter: {runtime_key: k}}}]\n",
-			err: "access_log[0].filter.runtime_filter: not implemented by Legate"},
+		{name: "access log traceable filter", yaml: "stat_prefix: s\n" + routes + "access_log: [{name: f, filter: {traceable_filter: {}}}]\n",
+			err: "access_log[0].filter.traceable_filter: not implemented by Legate"},
 		{name: "access log grpc status", yaml: "stat_prefix: s\n" + routes + "access_log: [{name: f}, {name: g, filter: {or_filter: {filters: [{not_health_check_filter: {}}, {grpc_status_filter: {statuses: [20]}}]}}}]\n",
 			err: "access_log[1].filter.or_filter.filters[1].grpc_status_filter.statuses[0] = 20; not a gRPC status"},
 	}
