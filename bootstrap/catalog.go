@@ -10,6 +10,13 @@ import (
 	tapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/tap/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	clusterprovidedv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/cluster_provided/v3"
+	leastrequestv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/least_request/v3"
+	maglevv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/maglev/v3"
+	randomv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/random/v3"
+	ringhashv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/ring_hash/v3"
+	roundrobinv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
+	wrrlocalityv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpoptionsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
@@ -38,6 +45,13 @@ func Extensions() []Extension {
 		e("envoy.filters.http.tap", "envoy.filters.http", &tapv3.Tap{}),
 		e("envoy.filters.network.http_connection_manager", "envoy.filters.network", &hcmv3.HttpConnectionManager{}),
 		e("envoy.filters.network.tcp_proxy", "envoy.filters.network", &tcpproxyv3.TcpProxy{}),
+		e("envoy.load_balancing_policies.cluster_provided", "envoy.load_balancing_policies", &clusterprovidedv3.ClusterProvided{}),
+		e("envoy.load_balancing_policies.least_request", "envoy.load_balancing_policies", &leastrequestv3.LeastRequest{}),
+		e("envoy.load_balancing_policies.maglev", "envoy.load_balancing_policies", &maglevv3.Maglev{}),
+		e("envoy.load_balancing_policies.random", "envoy.load_balancing_policies", &randomv3.Random{}),
+		e("envoy.load_balancing_policies.ring_hash", "envoy.load_balancing_policies", &ringhashv3.RingHash{}),
+		e("envoy.load_balancing_policies.round_robin", "envoy.load_balancing_policies", &roundrobinv3.RoundRobin{}),
+		e("envoy.load_balancing_policies.wrr_locality", "envoy.load_balancing_policies", &wrrlocalityv3.WrrLocality{}),
 		e("envoy.stat_sinks.hystrix", "envoy.stats_sinks", &metricsv3.HystrixSink{}),
 		e("envoy.transport_sockets.tls", "envoy.transport_sockets.downstream", &tlsv3.DownstreamTlsContext{}),
 		e("envoy.transport_sockets.tls", "envoy.transport_sockets.upstream", &tlsv3.UpstreamTlsContext{}),

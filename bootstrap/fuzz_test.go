@@ -24,6 +24,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(`{"stats_flush_interval": "5s", "node": {"id": "n"}}`), uint8(FormatAuto), false)
 	f.Add([]byte(`{"static_resources": {"clusters": [{"name": "a", "hosts": [{}], "lb_policy": 4}]}}`), uint8(FormatJSON), true)
 	f.Add([]byte("a: &x [*x]"), uint8(FormatYAML), false)
+	f.Add([]byte("tracing: {}\nheader_prefix: x\nstatic_resources: {clusters: [{name: a, track_cluster_stats: {}, filters: [{name: f}]}]}"), uint8(FormatYAML), false)
+	f.Add([]byte("overload_manager: {refresh_interval: 1s, resource_monitors: [{name: m}]}\nwatchdogs: {}"), uint8(FormatYAML), false)
 	f.Fuzz(func(t *testing.T, data []byte, format uint8, allowUnknown bool) {
 		opts := Options{Name: "fuzz.yaml", AllowUnknownFields: allowUnknown}
 		l, err := Parse(data, Format(format%3), opts)
@@ -45,8 +47,16 @@ func FuzzLoad(f *testing.F) {
 		if err := l.Bootstrap.ValidateAll(); err != nil {
 			t.Fatalf("Parse succeeded but ValidateAll() = %v", err)
 		}
-		if !allowUnknown && len(l.Warnings) != 0 {
-			t.Fatalf("strict Parse succeeded with warnings %q", l.Warnings)
+		// A strict parse warns only about the fields Audit finds ignored, one warning each.
+		var ignored int
+		for _, n := range Audit("", l.Bootstrap) {
+			if n.Support == Refused {
+				t.Fatalf("Parse succeeded with refused field %s", n.Path)
+			}
+			ignored++
+		}
+		if !allowUnknown && len(l.Warnings) != ignored {
+			t.Fatalf("strict Parse succeeded with warnings %q; want %d about ignored fields", l.Warnings, ignored)
 		}
 	})
 }

@@ -65,7 +65,9 @@ type Source struct {
 type Loaded struct {
 	Bootstrap *bootstrapv3.Bootstrap
 	// Warnings lists, one per field, the unknown fields dropped because
-	// AllowUnknownStaticFields was set; the server counts them in server.static_unknown_fields.
+	// AllowUnknownStaticFields was set, and the fields set that Legate accepts without
+	// implementing them (Ignored in Audit's table); the server logs them and counts them in
+	// server.static_unknown_fields.
 	Warnings []string
 	// Upgraded lists, one per rewrite, the v2 spellings rewritten into their v3 form.
 	Upgraded []string
@@ -119,6 +121,7 @@ func Load(src Source) (*Loaded, error) {
 	}
 	p := &problems{file: strings.Join(names, " merged with ")}
 	validate(p, "", out.Bootstrap)
+	out.Warnings = append(out.Warnings, auditProblems(p, out.Bootstrap)...)
 	if err := p.err(); err != nil {
 		return nil, err
 	}
@@ -135,6 +138,7 @@ func Parse(data []byte, format Format, opts Options) (*Loaded, error) {
 	out.Bootstrap = b
 	p := &problems{file: name(opts)}
 	validate(p, "", b)
+	out.Warnings = append(out.Warnings, auditProblems(p, b)...)
 	if err := p.err(); err != nil {
 		return nil, err
 	}

@@ -128,7 +128,9 @@ type Cluster struct {
 	MaxRequestsPerConnection uint32
 
 	// LbPolicy is Envoy's LbPolicy name: ROUND_ROBIN, LEAST_REQUEST, RING_HASH, RANDOM, MAGLEV,
-	// CLUSTER_PROVIDED (ORIGINAL_DST_LB in v2).
+	// CLUSTER_PROVIDED (ORIGINAL_DST_LB in v2). When load_balancing_policy is set, it is the
+	// name its chosen policy maps to, and RingHash, LeastRequest, Maglev and the locality
+	// settings of CommonLb come from that policy.
 	LbPolicy     string
 	RingHash     RingHashLbConfig
 	LeastRequest LeastRequestLbConfig
@@ -180,6 +182,10 @@ type Cluster struct {
 
 	// Metadata is the cluster's metadata, kept as the proto for filters and logging.
 	Metadata *corev3.Metadata
+
+	// Ignored lists the paths of the fields set that Legate accepts without implementing them
+	// (operational only; see the table in doc.go), for the caller to warn about.
+	Ignored []string
 
 	// Proto is the cluster as received, for /config_dump. Do not modify it.
 	Proto *clusterv3.Cluster

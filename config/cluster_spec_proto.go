@@ -8,6 +8,9 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+
+	"github.com/legateproxy/legate/bootstrap"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -17,8 +20,9 @@ import (
 const upstreamHTTPOptionsKey = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 
 // ClusterFromProto converts c into a Cluster with every default applied and checks the rules of
-// the cluster configuration spec (its Errors and Limits tables). Errors name the cluster, the
-// field path, the value and the rule. c is kept as Cluster.Proto and must not be modified
+// the cluster configuration spec (its Errors and Limits tables). Fields Legate does not
+// implement are refused or listed in Cluster.Ignored (see the table in doc.go). Errors name the
+// cluster, the field path, the value and the rule. c is kept as Cluster.Proto and must not be modified
 // afterwards.
 func ClusterFromProto(c *clusterv3.Cluster, lim Limits) (*Cluster, error) {
 	if c == nil {
@@ -100,6 +104,10 @@ func (b *clusterBuilder) build(c *clusterv3.Cluster, lim Limits) *Cluster {
 	b.discovery(c, out)
 	b.lbPolicy(c, out)
 	b.commonLb(c.GetCommonLbConfig(), out)
+	if lbp := c.GetLoadBalancingPolicy(); lbp != nil {
+		b.typedPolicy(lbp, out)
+	}
+	b.policyMatchesType(c, out)
 	b.subset(c.GetLbSubsetConfig(), out)
 	b.circuitBreakers(c.GetCircuitBreakers(), out)
 	b.protocols(c, out)
@@ -128,7 +136,14 @@ func (b *clusterBuilder) build(c *clusterv3.Cluster, lim Limits) *Cluster {
 		out.LoadAssignment.OverprovisioningFactor = DefaultOverprovisioningFactor
 	}
 	b.endpointRules(out)
+	out.Ignored = b.audit(c)
 	return out
+}
+
+// audit refuses the fields set in c that change traffic or security semantics and Legate does
+// not implement, and returns the paths of the operational ones it ignores (bootstrap.Audit).
+func (b *clusterBuilder) audit(m proto.Message) []string {
+	return auditFields(m, b.fail)
 }
 
 // discovery sets the discovery type and checks the fields that depend on it.
@@ -173,7 +188,9 @@ func (b *clusterBuilder) discovery(c *clusterv3.Cluster, out *Cluster) {
 	}
 }
 
-// lbPolicy converts lb_policy and its per-policy config.
+// lbPolicy converts lb_policy and its per-policy config. When load_balancing_policy is set,
+// Envoy ignores lb_policy and the per-policy configs (typedPolicy then sets the policy), so
+// only original_dst_lb_config, a setting of the ORIGINAL_DST cluster type, is read.
 func (b *clusterBuilder) lbPolicy(c *clusterv3.Cluster, out *Cluster) {
 	policy := c.GetLbPolicy()
 	out.LbPolicy = policy.String()
@@ -186,6 +203,10 @@ func (b *clusterBuilder) lbPolicy(c *clusterv3.Cluster, out *Cluster) {
 	out.RingHash = RingHashLbConfig{MinimumRingSize: DefaultMinRingSize, MaximumRingSize: MaxRingSize}
 	out.LeastRequest = LeastRequestLbConfig{ChoiceCount: DefaultChoiceCount, ActiveRequestBias: 1}
 	out.Maglev = MaglevLbConfig{TableSize: DefaultMaglevTableSize}
+	b.originalDst(c.GetOriginalDstLbConfig(), out)
+	if c.GetLoadBalancingPolicy() != nil {
+		return
+	}
 	if r := c.GetRingHashLbConfig(); r != nil {
 		if policy != clusterv3.Cluster_RING_HASH {
 			b.fail("ring_hash_lb_config is set, but lb_policy = %s; ring_hash_lb_config needs lb_policy RING_HASH", policy)
@@ -193,14 +214,9 @@ func (b *clusterBuilder) lbPolicy(c *clusterv3.Cluster, out *Cluster) {
 		out.RingHash.MinimumRingSize = u64Or(r.GetMinimumRingSize(), DefaultMinRingSize)
 		out.RingHash.MaximumRingSize = u64Or(r.GetMaximumRingSize(), MaxRingSize)
 		out.RingHash.HashFunction = HashFunction(r.GetHashFunction())
-		switch {
-		case out.RingHash.MinimumRingSize > MaxRingSize:
-			b.fail("ring_hash_lb_config.minimum_ring_size = %d; must be <= %d", out.RingHash.MinimumRingSize, MaxRingSize)
-		case out.RingHash.MaximumRingSize > MaxRingSize:
-			b.fail("ring_hash_lb_config.maximum_ring_size = %d; must be <= %d", out.RingHash.MaximumRingSize, MaxRingSize)
-		case out.RingHash.MinimumRingSize > out.RingHash.MaximumRingSize:
-			b.fail("ring_hash_lb_config.minimum_ring_size = %d; must be <= maximum_ring_size (%d)", out.RingHash.MinimumRingSize, out.RingHash.MaximumRingSize)
-		case out.RingHash.HashFunction > MurmurHash2:
+		if err := out.RingHash.check("ring_hash_lb_config"); err != nil {
+			b.fail("%v", err)
+		} else if out.RingHash.HashFunction > MurmurHash2 {
 			b.fail("ring_hash_lb_config.hash_function = %d; must be XX_HASH or MURMUR_HASH_2", r.GetHashFunction())
 		}
 	}
@@ -224,11 +240,15 @@ func (b *clusterBuilder) lbPolicy(c *clusterv3.Cluster, out *Cluster) {
 			b.fail("maglev_lb_config is set, but lb_policy = %s; maglev_lb_config needs lb_policy MAGLEV", policy)
 		}
 		out.Maglev.TableSize = u64Or(m.GetTableSize(), DefaultMaglevTableSize)
-		if ts := out.Maglev.TableSize; ts > MaxMaglevTableSize || !prime(ts) {
-			b.fail("maglev_lb_config.table_size = %d; must be a prime <= %d", ts, MaxMaglevTableSize)
+		if err := out.Maglev.check("maglev_lb_config"); err != nil {
+			b.fail("%v", err)
 		}
 	}
-	if o := c.GetOriginalDstLbConfig(); o != nil {
+}
+
+// originalDst converts original_dst_lb_config.
+func (b *clusterBuilder) originalDst(o *clusterv3.Cluster_OriginalDstLbConfig, out *Cluster) {
+	if o != nil {
 		out.OriginalDst = OriginalDstLbConfig{
 			UseHTTPHeader:        o.GetUseHttpHeader(),
 			UpstreamPortOverride: u32Or(o.GetUpstreamPortOverride(), 0),
@@ -244,15 +264,48 @@ func (b *clusterBuilder) lbPolicy(c *clusterv3.Cluster, out *Cluster) {
 			}
 		}
 	}
+}
+
+// policyMatchesType checks the effective policy against the discovery type.
+func (b *clusterBuilder) policyMatchesType(c *clusterv3.Cluster, out *Cluster) {
 	// ORIGINAL_DST clusters and the CLUSTER_PROVIDED policy go together, as Envoy requires.
 	switch {
 	case out.Type == OriginalDst && out.LbPolicy != "CLUSTER_PROVIDED":
-		b.fail("lb_policy = %s is not valid for type ORIGINAL_DST; only CLUSTER_PROVIDED (v2: ORIGINAL_DST_LB) is allowed", policy)
+		b.fail("%s = %s is not valid for type ORIGINAL_DST; only CLUSTER_PROVIDED (v2: ORIGINAL_DST_LB) is allowed", policyField(c), out.LbPolicy)
 	case out.Type != OriginalDst && out.Type != Custom && out.LbPolicy == "CLUSTER_PROVIDED":
-		b.fail("lb_policy = %s needs type ORIGINAL_DST, but type = %s", policy, out.Type)
+		b.fail("%s = %s needs type ORIGINAL_DST, but type = %s", policyField(c), out.LbPolicy, out.Type)
 	case out.Type != OriginalDst && c.GetOriginalDstLbConfig() != nil:
 		b.fail("original_dst_lb_config is set, but type = %s; it is valid only for type ORIGINAL_DST", out.Type)
 	}
+}
+
+// check applies Envoy's ring size bounds; at is the path of the config in errors.
+func (r RingHashLbConfig) check(at string) error {
+	switch {
+	case r.MinimumRingSize > MaxRingSize:
+		return fmt.Errorf("%s.minimum_ring_size = %d; must be <= %d", at, r.MinimumRingSize, MaxRingSize)
+	case r.MaximumRingSize > MaxRingSize:
+		return fmt.Errorf("%s.maximum_ring_size = %d; must be <= %d", at, r.MaximumRingSize, MaxRingSize)
+	case r.MinimumRingSize > r.MaximumRingSize:
+		return fmt.Errorf("%s.minimum_ring_size = %d; must be <= maximum_ring_size (%d)", at, r.MinimumRingSize, r.MaximumRingSize)
+	}
+	return nil
+}
+
+// check applies Envoy's rule on the Maglev table size; at is the path of the config in errors.
+func (m MaglevLbConfig) check(at string) error {
+	if ts := m.TableSize; ts > MaxMaglevTableSize || !prime(ts) {
+		return fmt.Errorf("%s.table_size = %d; must be a prime <= %d", at, ts, MaxMaglevTableSize)
+	}
+	return nil
+}
+
+// policyField names the field that chose the cluster's policy, for errors.
+func policyField(c *clusterv3.Cluster) string {
+	if c.GetLoadBalancingPolicy() != nil {
+		return "load_balancing_policy"
+	}
+	return "lb_policy"
 }
 
 func prime(n uint64) bool {
@@ -510,4 +563,18 @@ func u64Or(v *wrapperspb.UInt64Value, def uint64) uint64 {
 		return def
 	}
 	return v.GetValue()
+}
+
+// auditFields reports through fail each field set in m that Legate refuses, and returns the
+// paths of those it ignores.
+func auditFields(m proto.Message, fail func(format string, args ...any)) []string {
+	var ignored []string
+	for _, n := range bootstrap.Audit("", m) {
+		if n.Support == bootstrap.Refused {
+			fail("%s", n)
+			continue
+		}
+		ignored = append(ignored, n.Path)
+	}
+	return ignored
 }

@@ -327,6 +327,11 @@ func TestAddressString(t *testing.T) {
 func FuzzClusterFromProto(f *testing.F) {
 	f.Add([]byte(`{"name":"a","type":"STRICT_DNS","load_assignment":{"endpoints":[{"lb_endpoints":[{"endpoint":{"address":{"socket_address":{"address":"x","port_value":1}}}}]}]}}`))
 	f.Add([]byte(`{"name":"b","lb_policy":"RING_HASH","ring_hash_lb_config":{"minimum_ring_size":"3"}}`))
+	const lbt = `"@type":"type.googleapis.com/envoy.extensions.load_balancing_policies.`
+	f.Add([]byte(`{"name":"c","load_balancing_policy":{"policies":[{"typed_extension_config":{"name":"p","typed_config":{` + lbt + `pick_first.v3.PickFirst"}}},{"typed_extension_config":{"name":"r","typed_config":{` + lbt + `ring_hash.v3.RingHash","minimum_ring_size":"64","hash_function":"MURMUR_HASH_2"}}}]}}`))
+	f.Add([]byte(`{"name":"d","load_balancing_policy":{"policies":[{"typed_extension_config":{"name":"w","typed_config":{` + lbt + `wrr_locality.v3.WrrLocality","endpoint_picking_policy":{"policies":[{"typed_extension_config":{"name":"l","typed_config":{` + lbt + `least_request.v3.LeastRequest","choice_count":3}}}]}}}}]}}`))
+	f.Add([]byte(`{"name":"e","type":"ORIGINAL_DST","load_balancing_policy":{"policies":[{"typed_extension_config":{"name":"c","typed_config":{` + lbt + `cluster_provided.v3.ClusterProvided"}}}]}}`))
+	f.Add([]byte(`{"name":"f","filters":[{"name":"x"}],"track_cluster_stats":{"timeout_budgets":true},"upstream_bind_config":{"source_address":{"address":"127.0.0.1","port_value":0},"freebind":true}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var c clusterv3.Cluster
 		if protojson.Unmarshal(data, &c) != nil {
@@ -335,6 +340,9 @@ func FuzzClusterFromProto(f *testing.F) {
 		out, err := ClusterFromProto(&c, Limits{})
 		if err == nil && out.Name == "" {
 			t.Errorf("ClusterFromProto accepted an empty name")
+		}
+		if err == nil && c.GetFilters() != nil {
+			t.Errorf("ClusterFromProto accepted filters, which Legate refuses")
 		}
 	})
 }

@@ -4,6 +4,125 @@
 // agreeing with its lb config, ring sizes, admin address shape, …). This is the one place where
 // bootstrap protos become structs; code past this package reads the structs.
 //
+// Cluster.load_balancing_policy is converted into the same Cluster values as lb_policy and its
+// config (RoundRobin, LeastRequest, Random, RingHash, Maglev, ClusterProvided, and WrrLocality
+// as locality-weighted balancing around one of them); the first entry of policies whose type
+// Legate implements wins, as in Envoy, and none implemented is an error.
+//
+// # Fields Legate does not implement
+//
+// No configuration field is silently ignored. A field of the Bootstrap, Admin,
+// ClusterManager, Cluster, Listener, FilterChain and the sub-messages below that Legate does not
+// implement is either refused (it changes traffic or security semantics: the configuration is
+// rejected with "<path>: set; not implemented by Legate" before anything binds; over xDS the
+// resource is NACKed) or ignored with a warning (operational only). bootstrap.Audit holds the
+// decisions: bootstrap.Load and bootstrap.Parse add refusals to their errors and warnings to
+// Loaded.Warnings (the server logs them and counts them in server.static_unknown_fields);
+// ClusterFromProto and ListenerFromProto refuse the same fields and list the ignored ones in
+// Cluster.Ignored and Listener.Ignored. A field a newer API adds to one of these messages is
+// refused until it is given a decision. TestDocTableMatchesAudit holds this table equal to
+// bootstrap's:
+//
+//	| message                                          | field                                            | decision | why |
+//	|--------------------------------------------------|--------------------------------------------------|----------|---|
+//	| Bootstrap                                        | node_context_params                              | ignored  | xDS-TP context parameters; Legate sends the node as is |
+//	| Bootstrap                                        | hds_config                                       | ignored  | health discovery for the management server; no traffic changes |
+//	| Bootstrap                                        | flags_path                                       | ignored  | Envoy's flag files (drain, …); Legate's admin endpoints do this |
+//	| Bootstrap                                        | deferred_stat_options                            | ignored  | lazy stat creation; stats stay eager |
+//	| Bootstrap                                        | watchdog                                         | ignored  | dispatcher watchdogs; Go has no event-loop stalls to kill on |
+//	| Bootstrap                                        | watchdogs                                        | ignored  | as watchdog |
+//	| Bootstrap                                        | tracing                                          | ignored  | no tracer; requests are not traced |
+//	| Bootstrap                                        | overload_manager                                 | ignored  | no overload actions; resources are not monitored |
+//	| Bootstrap                                        | enable_dispatcher_stats                          | ignored  | dispatcher histograms only |
+//	| Bootstrap                                        | use_tcp_for_dns_lookups                          | ignored  | DNS transport only; the same names resolve |
+//	| Bootstrap                                        | fatal_actions                                    | ignored  | crash-time actions |
+//	| Bootstrap                                        | inline_headers                                   | ignored  | a header-map performance hint |
+//	| Bootstrap                                        | perf_tracing_file_path                           | ignored  | performance tracing output |
+//	| Bootstrap                                        | default_regex_engine                             | ignored  | Legate's regexes are RE2 (Go regexp), Envoy's default engine |
+//	| Bootstrap                                        | xds_config_tracker_extension                     | ignored  | observes xDS updates only |
+//	| Bootstrap                                        | grpc_async_client_manager_config                 | ignored  | gRPC client cache tuning |
+//	| Bootstrap                                        | memory_allocator_manager                         | ignored  | tcmalloc release tuning |
+//	| Bootstrap                                        | enable_worker_cpu_affinity                       | ignored  | thread pinning |
+//	| Bootstrap                                        | stats_eviction_interval                          | ignored  | unused stats are kept |
+//	| Bootstrap                                        | header_prefix                                    | refused  | renames x-envoy-* headers on the wire |
+//	| Bootstrap                                        | dns_resolution_config                            | refused  | would change which DNS servers resolve cluster hosts |
+//	| Bootstrap                                        | typed_dns_resolver_config                        | refused  | as dns_resolution_config |
+//	| Bootstrap                                        | bootstrap_extensions                             | refused  | arbitrary extensions with unknown effects |
+//	| Bootstrap                                        | config_sources                                   | refused  | xDS-TP resource locators would not resolve |
+//	| Bootstrap                                        | default_config_source                            | refused  | as config_sources |
+//	| Bootstrap                                        | default_socket_interface                         | refused  | replaces how every socket is made |
+//	| Bootstrap                                        | certificate_provider_instances                   | refused  | certificates TLS contexts would use |
+//	| Bootstrap                                        | xds_delegate_extension                           | refused  | changes where xDS resources come from |
+//	| Bootstrap                                        | listener_manager                                 | refused  | replaces the listener manager |
+//	| Admin                                            | socket_options                                   | ignored  | admin socket tuning |
+//	| Admin                                            | allow_paths                                      | refused  | ignoring it would expose every admin endpoint |
+//	| ClusterManager                                   | load_stats_config                                | ignored  | load reports to the management server |
+//	| ClusterManager                                   | enable_deferred_cluster_creation                 | ignored  | clusters are built eagerly, same traffic |
+//	| ClusterManager                                   | upstream_bind_config                             | refused  | source address of upstream connections |
+//	| Cluster                                          | stats_matcher                                    | ignored  | which cluster stats are kept |
+//	| Cluster                                          | per_connection_buffer_high_watermark_timeout     | ignored  | backpressure timeout; flow control still applies |
+//	| Cluster                                          | dns_jitter                                       | ignored  | refresh timing only |
+//	| Cluster                                          | use_tcp_for_dns_lookups                          | ignored  | DNS transport only |
+//	| Cluster                                          | wait_for_warm_on_init                            | ignored  | start-up sequencing; the cluster always warms first |
+//	| Cluster                                          | lrs_server                                       | ignored  | load reports to the management server |
+//	| Cluster                                          | lrs_report_endpoint_metrics                      | ignored  | as lrs_server |
+//	| Cluster                                          | track_timeout_budgets                            | ignored  | extra stats only |
+//	| Cluster                                          | track_cluster_stats                              | ignored  | extra stats only |
+//	| Cluster                                          | preconnect_policy                                | ignored  | connections open on demand; same requests reach the same hosts |
+//	| Cluster                                          | transport_socket_matches                         | refused  | per-endpoint TLS selection |
+//	| Cluster                                          | transport_socket_matcher                         | refused  | as transport_socket_matches |
+//	| Cluster                                          | upstream_http_protocol_options                   | refused  | auto_sni and auto_san_validation change TLS checks |
+//	| Cluster                                          | http_protocol_options                            | refused  | HTTP/1 codec options change the bytes sent |
+//	| Cluster                                          | dns_resolution_config                            | refused  | would change which DNS servers resolve the hosts |
+//	| Cluster                                          | typed_dns_resolver_config                        | refused  | as dns_resolution_config |
+//	| Cluster                                          | filters                                          | refused  | upstream network filters |
+//	| Cluster                                          | upstream_config                                  | refused  | replaces the upstream connection pool |
+//	| Cluster                                          | connection_pool_per_downstream_connection        | refused  | connection isolation between clients |
+//	| Cluster                                          | queuing_policies                                 | refused  | request queueing |
+//	| Cluster.RoundRobinLbConfig                       | slow_start_config                                | refused  | no slow start |
+//	| Cluster.LeastRequestLbConfig                     | slow_start_config                                | refused  | no slow start |
+//	| Cluster.CommonLbConfig                           | override_host_status                             | refused  | host override selection |
+//	| Cluster.CommonLbConfig.ConsistentHashingLbConfig | hash_balance_factor                              | refused  | bounded-load hashing |
+//	| Cluster.LbSubsetConfig                           | list_as_any                                      | refused  | subset matching of list metadata |
+//	| Cluster.LbSubsetConfig                           | metadata_fallback_policy                         | refused  | subset fallback lists |
+//	| Cluster.LbSubsetConfig.LbSubsetSelector          | single_host_per_subset                           | refused  | subset selection |
+//	| Cluster.LbSubsetConfig.LbSubsetSelector          | fallback_policy                                  | refused  | per-selector fallback |
+//	| Cluster.LbSubsetConfig.LbSubsetSelector          | fallback_keys_subset                             | refused  | per-selector fallback |
+//	| BindConfig                                       | freebind                                         | refused  | bind options (cluster upstream_bind_config) |
+//	| BindConfig                                       | socket_options                                   | refused  | bind options |
+//	| BindConfig                                       | extra_source_addresses                           | refused  | source address choice |
+//	| BindConfig                                       | additional_source_addresses                      | refused  | source address choice |
+//	| BindConfig                                       | local_address_selector                           | refused  | source address choice |
+//	| BindConfig                                       | validate_network_namespaces                      | refused  | bind options |
+//	| UpstreamConnectionOptions                        | set_local_interface_name_on_upstream_connections | ignored  | information for filters only |
+//	| UpstreamConnectionOptions                        | happy_eyeballs_config                            | ignored  | connection racing order; same hosts |
+//	| Listener                                         | per_connection_buffer_high_watermark_timeout     | ignored  | backpressure timeout; flow control still applies |
+//	| Listener                                         | tcp_fast_open_queue_length                       | ignored  | TCP Fast Open off; connections still accepted |
+//	| Listener                                         | access_log                                       | ignored  | listener-level access logs (filters' access logs are implemented) |
+//	| Listener                                         | tcp_backlog_size                                 | ignored  | kernel backlog tuning |
+//	| Listener                                         | max_connections_to_accept_per_socket_event       | ignored  | accept batching |
+//	| Listener                                         | enable_reuse_port                                | ignored  | one socket per listener |
+//	| Listener                                         | reuse_port                                       | ignored  | as enable_reuse_port |
+//	| Listener                                         | stats_matcher                                    | ignored  | which listener stats are kept |
+//	| Listener                                         | ignore_global_conn_limit                         | ignored  | Legate has no global connection limit |
+//	| Listener                                         | bypass_overload_manager                          | ignored  | overload_manager is ignored |
+//	| Listener                                         | fcds_config                                      | refused  | filter chain discovery |
+//	| Listener                                         | deprecated_v1                                    | refused  | v1 bind_to_port |
+//	| Listener                                         | transparent                                      | refused  | IP_TRANSPARENT bind option |
+//	| Listener                                         | freebind                                         | refused  | bind option |
+//	| Listener                                         | socket_options                                   | refused  | bind options |
+//	| Listener                                         | connection_balance_config                        | refused  | connection distribution |
+//	| Listener                                         | enable_mptcp                                     | refused  | transport protocol |
+//	| Listener                                         | tcp_keepalive                                    | refused  | connection liveness |
+//	| FilterChainMatch                                 | address_suffix                                   | refused  | filter chain selection |
+//	| FilterChainMatch                                 | suffix_len                                       | refused  | filter chain selection |
+//
+// Fields refused by the code that converts them rather than by this table: listener
+// udp_listener_config, api_listener, internal_listener, filter_chain_matcher,
+// use_original_dst = true, listener filters other than the TLS inspector, config_discovery,
+// use_proxy_proto = true (ListenerFromProto); the load_balancing_policy fields listed in
+// lbpolicy_proto.go; the HTTP connection manager's and the TCP proxy's own lists.
+//
 // Concurrency: FromBootstrap is a pure function. The structs it returns are not modified
 // afterwards and may be read from any goroutine.
 package config

@@ -17,6 +17,11 @@ func FuzzFromBootstrap(f *testing.F) {
 	f.Add(data, uint16(0))
 	f.Add([]byte("stats_flush_interval: 1s\nstats_flush_on_admin: true"), uint16(0))
 	f.Add([]byte(webCluster("lb_policy: RING_HASH", "ring_hash_lb_config: {minimum_ring_size: 10, maximum_ring_size: 5}")), uint16(3))
+	f.Add([]byte(webCluster("load_balancing_policy: {policies: [{typed_extension_config: {name: m, typed_config: {'@type': type.googleapis.com/envoy.extensions.load_balancing_policies.maglev.v3.Maglev, table_size: 131}}}]}")), uint16(0))
+	f.Add([]byte("tracing: {}\nwatchdogs: {}\n"+webCluster("track_cluster_stats: {}", "preconnect_policy: {}")), uint16(0))
+	for _, tc := range refusedCases {
+		f.Add([]byte(tc.yaml), uint16(0))
+	}
 	f.Fuzz(func(t *testing.T, data []byte, maxNameLen uint16) {
 		l, err := bootstrap.Parse(data, bootstrap.FormatYAML, bootstrap.Options{})
 		if err != nil {

@@ -100,6 +100,9 @@ type Listener struct {
 	// IPv4Compat is address.socket_address.ipv4_compat: an IPv6 "::" listener also accepts
 	// IPv4 connections.
 	IPv4Compat bool
+	// Ignored lists the paths of the fields set that Legate accepts without implementing them
+	// (operational only; see the table in doc.go), for the caller to warn about.
+	Ignored []string
 	// Proto is the listener as configured, for /config_dump and change detection.
 	Proto *listenerv3.Listener
 }

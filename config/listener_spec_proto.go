@@ -115,6 +115,7 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 	if len(out.FilterChains) == 0 && out.DefaultFilterChain == nil {
 		b.fail("filter_chains: empty and no default_filter_chain; a TCP listener needs at least one filter chain")
 	}
+	out.Ignored = auditFields(l, b.fail)
 	return out
 }
 
