@@ -30,6 +30,9 @@ type fakeListeners struct {
 	active   map[string]*config.Listener
 	versions map[string]string
 	removed  []string
+	// onAdd, when set, runs in AddOrUpdate (with the LDS handler's lock held), to check what
+	// holds at the moment a listener goes live.
+	onAdd func(name string)
 }
 
 func newFakeListeners() *fakeListeners {
@@ -43,6 +46,9 @@ func (f *fakeListeners) AddOrUpdate(l *config.Listener, v string) (bool, error) 
 		return false, nil
 	}
 	f.active[l.Name], f.versions[l.Name] = l, v
+	if f.onAdd != nil {
+		f.onAdd(l.Name)
+	}
 	return true, nil
 }
 

@@ -98,8 +98,10 @@ func TestSRDS(t *testing.T) {
 				t.Errorf("http.ingress.scoped_rds.scopes.update_success = %d; want >= 1", got)
 			}
 
-			// 2. A scope goes and a route changes.
-			snapshot("2", []*routev3.ScopedRouteConfiguration{scopedRoute("sa", "ra", "a")}, directRoute("ra", "A2"), directRoute("rb", "B"))
+			// 2. A scope goes and a route changes. rb leaves the snapshot with its scope: in ADS
+			// mode go-control-plane answers a route request only when it names every route
+			// configuration of the snapshot, and Legate stops asking for rb.
+			snapshot("2", []*routev3.ScopedRouteConfiguration{scopedRoute("sa", "ra", "a")}, directRoute("ra", "A2"))
 			seen.waitFor(t, "sa=a:A2")
 			p.waitFor("rb unsubscribed", func() bool {
 				for _, st := range p.c.rds.states() {

@@ -311,6 +311,9 @@ func (h *vhdsHandler) serve(rc, prefix string) func() {
 				break
 			}
 		}
+		if upd, ok := h.updates[rc]; ok {
+			ref.sub.accepted(upd.version, upd.at, 0)
+		}
 	}
 	ref.refs++
 	return func() {
@@ -505,7 +508,14 @@ func (w *routeWatch) ready() bool {
 	w.mu.Lock()
 	vh := w.vh
 	w.mu.Unlock()
-	return vh == nil || vh.isReady()
+	if vh == nil {
+		// The subscription is marked ready before its watchers run, and rdsChanged (a watcher)
+		// is what subscribes the VHDS source: until it has, a route configuration with vhds
+		// is not ready, or a listener checking in between would go live before VHDS answers.
+		rc, _ := w.ref.value().(*routev3.RouteConfiguration)
+		return rc.GetVhds() == nil
+	}
+	return vh.isReady()
 }
 
 func (w *routeWatch) stop() {
