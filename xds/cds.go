@@ -153,8 +153,15 @@ func (h *cdsHandler) applyLocked(u update) error {
 	var errs []string
 	seen := make(map[string]bool, len(u.resources))
 	var eds []*resource.Cluster
+	ignored := map[string]int{}
+	defer c.logIgnored("CDS", "cluster", ignored)
 	for i, a := range u.resources {
 		rc, err := resource.DecodeCluster(a, c.cfg.Limits)
+		if rc != nil {
+			for _, f := range rc.Config.Ignored {
+				ignored[f]++
+			}
+		}
 		name := ""
 		switch {
 		case rc != nil:

@@ -219,8 +219,15 @@ func (h *ldsHandler) applyLocked(u update) error {
 	start := c.clock.Now()
 	var errs []string
 	seen := make(map[string]bool, len(u.resources))
+	ignored := map[string]int{}
+	defer c.logIgnored("LDS", "listener", ignored)
 	for i, a := range u.resources {
 		rl, err := resource.DecodeListener(a)
+		if rl != nil {
+			for _, f := range rl.Config.Ignored {
+				ignored[f]++
+			}
+		}
 		name := ""
 		switch {
 		case rl != nil:

@@ -1,6 +1,9 @@
 package xds
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -65,4 +68,30 @@ func (s *SubscriptionStats) accepted(version string, now time.Time, took time.Du
 	s.Version.Set(versionHash(version))
 	s.VersionText.Set(version)
 	s.UpdateDuration.Record(durationMs(took))
+}
+
+// logIgnored warns, once per response, about fields its resources set that Legate accepts
+// without implementing (config's Ignored lists; a static bootstrap warns about the same at
+// load). fields counts the resources setting each field path.
+func (c *Client) logIgnored(api, kind string, fields map[string]int) {
+	if len(fields) == 0 {
+		return
+	}
+	paths := make([]string, 0, len(fields))
+	for f := range fields {
+		paths = append(paths, f)
+	}
+	slices.Sort(paths)
+	var b strings.Builder
+	for i, f := range paths {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (%d %s", f, fields[f], kind)
+		if fields[f] > 1 {
+			b.WriteString("s")
+		}
+		b.WriteString(")")
+	}
+	c.log.Warnf("xds: %s: set, but not implemented by Legate; ignored: %s", api, b.String())
 }
