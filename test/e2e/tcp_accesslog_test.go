@@ -33,12 +33,10 @@ func findTCP(entries []*accesslogdatav3.TCPAccessLogEntry, addr string, typ acce
 // connection is open and a final one with the byte counts when it closes.
 func TestTCPAccessLog(t *testing.T) {
 	echoPort := echoServer(t)
-	dead, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadAddr := dead.Addr().String()
-	dead.Close()
+	// Port 1 refuses: unprivileged processes cannot bind it. A closed ephemeral port could be
+	// taken by another test, or let the kernel connect a socket to itself (TCP simultaneous
+	// open when it picks that port as the source).
+	const deadAddr = "127.0.0.1:1"
 
 	collector := startALS(t, func(m *alsv3.StreamAccessLogsMessage) []*accesslogdatav3.TCPAccessLogEntry {
 		return m.GetTcpLogs().GetLogEntry()
