@@ -39,15 +39,15 @@ func newFlaky(t testing.TB, fail int64, status int) *flaky {
 	return f
 }
 
-// deadAddr returns a 127.0.0.1 address nothing listens on.
-func deadAddr(t testing.TB) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := ln.Addr().String()
-	ln.Close()
-	return a
+// deadAddrs numbers the addresses deadAddr returns.
+var deadAddrs atomic.Uint32
+
+// deadAddr returns a loopback address nothing listens on, a different one each call: port 1
+// of 127.0.0.2, 127.0.0.3, …, which unprivileged processes cannot bind. A closed ephemeral
+// port could be taken by another test, or let the kernel connect a socket to itself.
+func deadAddr(testing.TB) string {
+	n := deadAddrs.Add(1)
+	return fmt.Sprintf("127.0.%d.%d:1", (n+1)/254, (n+1)%254+1)
 }
 
 func TestRetries(t *testing.T) {
