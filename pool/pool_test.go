@@ -99,17 +99,12 @@ func TestKeepAlive(t *testing.T) {
 }
 
 func TestConnectFailure(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now: connections are refused
+	addr := "127.0.0.1:1" // unbindable without privileges: connections are refused
 	cm, store := newClusterManager(t, staticCluster("", addr))
 	m := newManager(t, cm, store, nil)
 	h := onlyHost(t, m)
 	var resp Response
-	err = m.RoundTrip(context.Background(), h, &Request{Method: "GET", Path: "/"}, &resp)
+	err := m.RoundTrip(context.Background(), h, &Request{Method: "GET", Path: "/"}, &resp)
 	if !errors.Is(err, ErrConnectFailure) || errors.Is(err, ErrConnectTimeout) {
 		t.Fatalf("RoundTrip = %v; want ErrConnectFailure (not a timeout)", err)
 	}

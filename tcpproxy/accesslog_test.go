@@ -100,12 +100,7 @@ func newLoggingProxy(t *testing.T, e *env, yml string, deps AccessLogDeps) *Prox
 }
 
 func TestAccessLogFile(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
+	dead := refusedAddr
 	up := newUpstream(t, echo)
 	tests := []struct {
 		name  string
@@ -225,12 +220,7 @@ flush_access_log_on_connected: true, flush_access_log_on_start: true}, access_lo
 }
 
 func TestAccessLogFilter(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
+	dead := refusedAddr
 	up := newUpstream(t, echo)
 	e := newEnv(t, "", map[string][]string{"dead": {dead}, "echo": {up.addr()}})
 	logs := newLogFiles(t)
@@ -366,12 +356,7 @@ func address(t *testing.T, s string) *corev3.Address {
 }
 
 func TestAccessLogGRPC(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
+	dead := refusedAddr
 	up := newUpstream(t, echo)
 	e := newEnv(t, "", map[string][]string{"dead": {dead}, "echo": {up.addr()}})
 	srv, m := startALS(t)

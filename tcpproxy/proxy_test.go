@@ -240,13 +240,12 @@ func TestEchoHalfClose(t *testing.T) {
 	}
 }
 
+// refusedAddr refuses connections: unprivileged processes cannot bind port 1. A closed
+// ephemeral port could be taken by another test, or let the kernel connect a socket to itself.
+const refusedAddr = "127.0.0.1:1"
+
 func TestConnectionRefusals(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close()
+	dead := refusedAddr
 	up := newUpstream(t, echo)
 	tests := []struct {
 		name      string
