@@ -10,6 +10,8 @@ import (
 
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+
+	"github.com/legateproxy/legate/internal/headermatch"
 )
 
 // SANType is the kind of subject alternative name a matcher applies to.
@@ -24,27 +26,6 @@ const (
 	SANIP
 )
 
-// StringMatchKind selects how a StringMatch compares.
-type StringMatchKind uint8
-
-// The match_pattern cases of envoy.type.matcher.v3.StringMatcher.
-const (
-	MatchExact StringMatchKind = iota
-	MatchPrefix
-	MatchSuffix
-	MatchContains
-	MatchRegex
-)
-
-// StringMatch is Envoy's StringMatcher for SAN values. Regex must match the
-// whole value; IgnoreCase does not apply to it.
-type StringMatch struct {
-	Kind       StringMatchKind
-	Value      string
-	Regex      *regexp.Regexp
-	IgnoreCase bool
-}
-
 // SANMatcher is one entry of match_typed_subject_alt_names. The legacy
 // match_subject_alt_names entries become one matcher per type (DNS, URI,
 // email, IP), as Envoy expands them. An exact matcher on a DNS SAN follows
@@ -52,31 +33,17 @@ type StringMatch struct {
 // the value "a.example.com".
 type SANMatcher struct {
 	Type  SANType
-	Match StringMatch
+	Match headermatch.String
 }
 
 // match reports whether value (a SAN of m.Type) satisfies the matcher.
 func (m *SANMatcher) match(value string) bool {
-	s := &m.Match
-	if m.Type == SANDNS && s.Kind == MatchExact {
-		return dnsNameMatch(s.Value, value)
+	if m.Type == SANDNS {
+		if exact, ok := m.Match.Exact(); ok {
+			return dnsNameMatch(exact, value)
+		}
 	}
-	if s.Kind == MatchRegex {
-		return s.Regex.MatchString(value)
-	}
-	want := s.Value
-	if s.IgnoreCase {
-		value, want = strings.ToLower(value), strings.ToLower(want)
-	}
-	switch s.Kind {
-	case MatchPrefix:
-		return strings.HasPrefix(value, want)
-	case MatchSuffix:
-		return strings.HasSuffix(value, want)
-	case MatchContains:
-		return strings.Contains(value, want)
-	}
-	return value == want
+	return m.Match.Match(value)
 }
 
 // dnsNameMatch reports whether name matches the certificate's DNS SAN
@@ -146,35 +113,16 @@ func sanMatchersFromProto(path string, pb *tlsv3.CertificateValidationContext) (
 	return out, nil
 }
 
-func stringMatchFromProto(path string, pb *matcherv3.StringMatcher) (StringMatch, error) {
-	m := StringMatch{IgnoreCase: pb.GetIgnoreCase()}
-	switch p := pb.GetMatchPattern().(type) {
-	case *matcherv3.StringMatcher_Exact:
-		m.Kind, m.Value = MatchExact, p.Exact
-	case *matcherv3.StringMatcher_Prefix:
-		m.Kind, m.Value = MatchPrefix, p.Prefix
-	case *matcherv3.StringMatcher_Suffix:
-		m.Kind, m.Value = MatchSuffix, p.Suffix
-	case *matcherv3.StringMatcher_Contains:
-		m.Kind, m.Value = MatchContains, p.Contains
-	case *matcherv3.StringMatcher_SafeRegex:
-		expr := p.SafeRegex.GetRegex()
-		if _, err := regexp.Compile(expr); err != nil {
-			return m, fmt.Errorf("%s.safe_regex.regex = %q: invalid regex: %w", path, expr, err)
+// stringMatchFromProto compiles a SAN StringMatcher with the same semantics
+// as every other StringMatcher Legate applies (internal/headermatch). A bad
+// regex keeps this package's error text.
+func stringMatchFromProto(path string, pb *matcherv3.StringMatcher) (headermatch.String, error) {
+	if re := pb.GetSafeRegex(); re != nil {
+		if _, err := regexp.Compile(re.GetRegex()); err != nil {
+			return headermatch.String{}, fmt.Errorf("%s.safe_regex.regex = %q: invalid regex: %w", path, re.GetRegex(), err)
 		}
-		// Envoy's RE2 matcher must match the whole value.
-		re, err := regexp.Compile(`^(?:` + expr + `)$`)
-		if err != nil {
-			return m, fmt.Errorf("%s.safe_regex.regex = %q: invalid regex: %w", path, expr, err)
-		}
-		m.Kind, m.Value, m.Regex = MatchRegex, p.SafeRegex.GetRegex(), re
-	default:
-		return m, fmt.Errorf("%s: no supported match_pattern; must be one of exact, prefix, suffix, contains, safe_regex", path)
 	}
-	if m.Kind != MatchExact && m.Kind != MatchRegex && m.Value == "" {
-		return m, fmt.Errorf("%s: empty pattern; prefix, suffix and contains must not be empty", path)
-	}
-	return m, nil
+	return headermatch.CompileString(pb, path)
 }
 
 // sanSet holds a certificate's subject alternative names as written in it, in

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/legateproxy/legate/internal/headermatch"
 )
 
 // Sentinel errors a failed peer verification wraps; they match Envoy's
@@ -107,7 +109,7 @@ func (v *verifier) verify(peer []*x509.Certificate, sni string) error {
 	}
 	sans := v.sans
 	if sni != "" {
-		sans = []SANMatcher{{Type: SANDNS, Match: StringMatch{Kind: MatchExact, Value: sni}}}
+		sans = []SANMatcher{{Type: SANDNS, Match: headermatch.ExactString(sni)}}
 	}
 	if len(sans) > 0 && !matchSANs(sans, leaf) {
 		return fmt.Errorf("%w: certificate serial %s", ErrVerifySAN, serialHex(leaf))

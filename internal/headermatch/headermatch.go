@@ -98,6 +98,21 @@ func CompileString(m *matcherv3.StringMatcher, path string) (String, error) {
 	return sm, nil
 }
 
+// ExactString returns the matcher of StringMatcher{exact: v}: case-sensitive
+// equality with v.
+func ExactString(v string) String { return String{kind: strExact, value: v} }
+
+// Exact returns the value of an exact matcher (in lower case when it ignores
+// case) and true; for any other kind it returns "" and false. Callers with
+// their own rules for exact values use it, as the DNS SAN matcher does for
+// wildcard certificates.
+func (m *String) Exact() (string, bool) {
+	if m.kind != strExact {
+		return "", false
+	}
+	return m.value, true
+}
+
 func (k stringKind) field() string {
 	switch k {
 	case strPrefix:

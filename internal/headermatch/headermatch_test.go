@@ -98,6 +98,38 @@ func TestKey(t *testing.T) {
 	}
 }
 
+func TestExact(t *testing.T) {
+	tests := []struct {
+		name      string
+		m         *matcherv3.StringMatcher
+		wantValue string
+		wantOK    bool
+	}{
+		{"exact", &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "Web"}}, "Web", true},
+		{"exact ignore case", &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "Web"}, IgnoreCase: true}, "web", true},
+		{"prefix", &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Prefix{Prefix: "we"}}, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := CompileString(tt.m, "m")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v, ok := m.Exact(); v != tt.wantValue || ok != tt.wantOK {
+				t.Errorf("Exact() = %q, %v; want %q, %v", v, ok, tt.wantValue, tt.wantOK)
+			}
+		})
+	}
+	t.Run("ExactString", func(t *testing.T) {
+		m := ExactString("Web")
+		for v, want := range map[string]bool{"Web": true, "web": false, "Webs": false} {
+			if got := m.Match(v); got != want {
+				t.Errorf("ExactString(%q).Match(%q) = %v; want %v", "Web", v, got, want)
+			}
+		}
+	})
+}
+
 func TestMatchDoesNotAllocate(t *testing.T) {
 	m, err := CompileHeader(header(t, "{name: x, string_match: {contains: needle, ignore_case: true}}"), "h")
 	if err != nil {
