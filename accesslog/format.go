@@ -395,17 +395,8 @@ func appendMillis(dst []byte, d time.Duration) ([]byte, bool) {
 // requestHeader returns the first present header of a REQ operator.
 func requestHeader(e *Entry, s *segment) string {
 	for k := 0; k < s.nHeader; k++ {
-		var v string
-		switch s.headers[k] {
-		case ":method":
-			v = e.Method
-		case ":path":
-			v = e.Path
-		case ":authority":
-			v = e.Authority
-		case ":scheme":
-			v = e.Scheme
-		default:
+		v, ok := pseudoHeader(e, s.headers[k])
+		if !ok {
 			if vs := e.RequestHeaders[s.headers[k]]; len(vs) > 0 {
 				v = vs[0]
 			}

@@ -31,25 +31,32 @@ func matchHeader(m *headermatch.Header, e *Entry) bool {
 // requestHeaderValue returns a request header (a pseudo-header from the entry's fields),
 // several values joined with ","; ok is false when it is absent.
 func requestHeaderValue(e *Entry, key string) (string, bool) {
-	var v string
+	if v, ok := pseudoHeader(e, key); ok {
+		return v, v != ""
+	}
+	switch vs := e.RequestHeaders[key]; len(vs) {
+	case 0:
+		return "", false
+	case 1:
+		return vs[0], true
+	default:
+		return strings.Join(vs, ","), true
+	}
+}
+
+// pseudoHeader returns the entry field that stands for a request pseudo-header
+// (":method", ":path", ":authority", ":scheme"; "" when unset); ok is false for
+// any other key, which the caller looks up in RequestHeaders.
+func pseudoHeader(e *Entry, key string) (v string, ok bool) {
 	switch key {
 	case ":method":
-		v = e.Method
+		return e.Method, true
 	case ":path":
-		v = e.Path
+		return e.Path, true
 	case ":authority":
-		v = e.Authority
+		return e.Authority, true
 	case ":scheme":
-		v = e.Scheme
-	default:
-		switch vs := e.RequestHeaders[key]; len(vs) {
-		case 0:
-			return "", false
-		case 1:
-			return vs[0], true
-		default:
-			return strings.Join(vs, ","), true
-		}
+		return e.Scheme, true
 	}
-	return v, v != ""
+	return "", false
 }
