@@ -74,7 +74,7 @@ type Server struct {
 	adminLF      *reopenableFile // admin access log, nil when none
 	hot          hotRestart      // hot-restart socket and parent connection
 
-	initialized  atomic.Bool // the init manager finished
+	initialized  atomic.Bool // the init manager finished and the listeners accept
 	healthFailed atomic.Bool // /healthcheck/fail in effect
 	quitOnce     sync.Once
 	quit         chan struct{}
@@ -293,9 +293,7 @@ func (s *Server) Run(ctx context.Context) error {
 	initStart := time.Now()
 	select {
 	case <-s.init.Done():
-		s.initialized.Store(true)
 		s.stats.InitializationTimeMs.Record(uint64(time.Since(initStart).Milliseconds()))
-		s.updateState()
 		s.log.Infof("all dependencies initialized. starting workers")
 		s.inheritListenSockets()
 		if err := s.data.listeners.Start(); err != nil {
@@ -303,6 +301,10 @@ func (s *Server) Run(ctx context.Context) error {
 			s.shutdown()
 			return err
 		}
+		// LIVE once the listeners accept, as Envoy's workers have their listeners when it
+		// goes LIVE: a /ready probe must not send traffic to ports not yet bound.
+		s.initialized.Store(true)
+		s.updateState()
 		wg.Go(func() { s.data.listeners.Run(ctx) })
 		s.handOver()
 	case <-ctx.Done():
