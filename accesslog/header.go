@@ -2,7 +2,6 @@ package accesslog
 
 import (
 	"fmt"
-	"strings"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
@@ -34,14 +33,7 @@ func requestHeaderValue(e *Entry, key string) (string, bool) {
 	if v, ok := pseudoHeader(e, key); ok {
 		return v, v != ""
 	}
-	switch vs := e.RequestHeaders[key]; len(vs) {
-	case 0:
-		return "", false
-	case 1:
-		return vs[0], true
-	default:
-		return strings.Join(vs, ","), true
-	}
+	return headermatch.Value(e.RequestHeaders[key])
 }
 
 // pseudoHeader returns the entry field that stands for a request pseudo-header

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/legateproxy/legate/internal/headermatch"
 )
 
 // Request is the read-only view of a downstream request that routing needs. It is built by
@@ -51,14 +53,7 @@ func (r *Request) header(key string) (string, bool) {
 	if v, isPseudo := r.pseudo(key); isPseudo {
 		return v, v != ""
 	}
-	switch vs := r.Header[key]; len(vs) {
-	case 0:
-		return "", false
-	case 1:
-		return vs[0], true
-	default:
-		return strings.Join(vs, ","), true
-	}
+	return headermatch.Value(r.Header[key])
 }
 
 // pathOnly strips the query and fragment from a :path value.

@@ -177,6 +177,19 @@ func HasPrefixFold(s, lower string) bool {
 	return true
 }
 
+// Value returns what a matcher sees of a header whose values are vs, as Envoy's
+// HeaderUtility gets it: several values joined with ","; ok is false when there are none
+// (the header is absent). It allocates only to join several values.
+func Value(vs []string) (v string, ok bool) {
+	switch len(vs) {
+	case 0:
+		return "", false
+	case 1:
+		return vs[0], true
+	}
+	return strings.Join(vs, ","), true
+}
+
 // Key normalises a header name for lookups: pseudo-headers (":path",
 // ":method", ":scheme", ":status") in lower case, "host" and ":authority" as
 // ":authority", any other name in canonical MIME form (as net/http keys it).

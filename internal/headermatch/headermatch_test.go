@@ -130,6 +130,27 @@ func TestExact(t *testing.T) {
 	})
 }
 
+func TestValue(t *testing.T) {
+	tests := []struct {
+		name   string
+		vs     []string
+		want   string
+		wantOK bool
+	}{
+		{"absent", nil, "", false},
+		{"one", []string{"a"}, "a", true},
+		{"one empty", []string{""}, "", true},
+		{"several joined", []string{"a", "b", "c"}, "a,b,c", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, ok := Value(tt.vs); got != tt.want || ok != tt.wantOK {
+				t.Errorf("Value(%q) = %q, %v; want %q, %v", tt.vs, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
 func TestMatchDoesNotAllocate(t *testing.T) {
 	m, err := CompileHeader(header(t, "{name: x, string_match: {contains: needle, ignore_case: true}}"), "h")
 	if err != nil {
