@@ -79,15 +79,7 @@ func TestAccessLogFilters(t *testing.T) {
 	up := grpcish(t)
 	dir := t.TempDir()
 	all, debug, grpc, failed := filepath.Join(dir, "all.log"), filepath.Join(dir, "debug.log"), filepath.Join(dir, "grpc.log"), filepath.Join(dir, "failed.log")
-	hcm := `stat_prefix: ingress
-route_config:
-  virtual_hosts:
-  - name: all
-    domains: ["*"]
-    routes:
-    - match: {prefix: "/"}
-      route: {cluster: web}
-access_log:` +
+	hcm := webHCM + `access_log:` +
 		fileLogYAML(all, "%REQ(:PATH)% %RESPONSE_CODE% %CONNECTION_ID%\n", "") +
 		fileLogYAML(debug, "%REQ(:PATH)% %REQ(X-DEBUG)%\n", "{header_filter: {header: {name: x-debug, string_match: {exact: 'yes'}}}}") +
 		fileLogYAML(grpc, "%REQ(:PATH)% %RESPONSE_CODE%\n", "{grpc_status_filter: {statuses: [NOT_FOUND, UNAVAILABLE]}}") +

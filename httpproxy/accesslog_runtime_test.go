@@ -15,15 +15,7 @@ func TestAccessLogFilterRuntime(t *testing.T) {
 	up := grpcish(t)
 	dir := t.TempDir()
 	errs, sampled := filepath.Join(dir, "errors.log"), filepath.Join(dir, "sampled.log")
-	hcm := `stat_prefix: ingress
-route_config:
-  virtual_hosts:
-  - name: all
-    domains: ["*"]
-    routes:
-    - match: {prefix: "/"}
-      route: {cluster: web}
-access_log:` +
+	hcm := webHCM + `access_log:` +
 		fileLogYAML(errs, "%REQ(:PATH)% %RESPONSE_CODE%\n", "{status_code_filter: {comparison: {op: GE, value: {default_value: 500, runtime_key: log.min_status}}}}") +
 		fileLogYAML(sampled, "%REQ(:PATH)%\n", "{runtime_filter: {runtime_key: log.sample, percent_sampled: {numerator: 0}}}")
 	runtime := map[string]uint64{"log.min_status": 404, "log.sample": 50}

@@ -12,8 +12,9 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strconv"
-	"sync"
 	"testing"
+
+	"github.com/legateproxy/legate/internal/nettest"
 )
 
 // rawUpstream is a minimal HTTP/1.1 keep-alive server answering every request with a fixed
@@ -26,23 +27,7 @@ func rawUpstream(tb testing.TB) string {
 	body := bytes.Repeat([]byte("x"), 99)
 	body = append(body, '\n')
 	resp := []byte("HTTP/1.1 200 OK\r\nServer: raw\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n" + string(body))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				serveRaw(c, resp)
-			}()
-		}
-	}()
-	tb.Cleanup(func() { ln.Close(); wg.Wait() })
+	nettest.Serve(tb, ln, func(c net.Conn) { serveRaw(c, resp) })
 	return ln.Addr().String()
 }
 

@@ -143,15 +143,7 @@ func healthCheckAny(t *testing.T, path string) *anypb.Any {
 // ecdsHCM is a connection manager whose filter "name" discovers its configuration of type
 // typeURL, with more config_discovery fields, before the router.
 func ecdsHCM(name, typeURL, more string) string {
-	return fmt.Sprintf(`stat_prefix: ingress
-route_config:
-  virtual_hosts:
-  - name: all
-    domains: ["*"]
-    routes:
-    - match: {prefix: "/"}
-      route: {cluster: web}
-http_filters:
+	return fmt.Sprintf(webHCM+`http_filters:
 - name: %s
   config_discovery:
     config_source: {ads: {}}

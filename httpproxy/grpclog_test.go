@@ -9,59 +9,17 @@ import (
 	"testing"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
-	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/grpc"
 
 	"github.com/legateproxy/legate/accesslog/als"
+	"github.com/legateproxy/legate/accesslog/als/alstest"
 	"github.com/legateproxy/legate/lb"
-	"github.com/legateproxy/legate/stats"
 )
-
-// alsServer is a real AccessLogService that hands every received message to msgs.
-type alsServer struct {
-	alsv3.UnimplementedAccessLogServiceServer
-	msgs chan *alsv3.StreamAccessLogsMessage
-}
-
-func (s *alsServer) StreamAccessLogs(st grpc.ClientStreamingServer[alsv3.StreamAccessLogsMessage, alsv3.StreamAccessLogsResponse]) error {
-	for {
-		m, err := st.Recv()
-		if err != nil {
-			return nil
-		}
-		s.msgs <- m
-	}
-}
-
-func startALS(t *testing.T) (*alsServer, string) {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &alsServer{msgs: make(chan *alsv3.StreamAccessLogsMessage, 100)}
-	gs := grpc.NewServer()
-	alsv3.RegisterAccessLogServiceServer(gs, srv)
-	done := make(chan struct{})
-	go func() { defer close(done); gs.Serve(lis) }()
-	t.Cleanup(func() { gs.Stop(); <-done })
-	return srv, lis.Addr().String()
-}
 
 // alsHCM routes to web and logs to the gRPC access log service of cluster als.
 func alsHCM(bufferBytes int) string {
-	return fmt.Sprintf(`stat_prefix: ingress
-route_config:
-  virtual_hosts:
-  - name: all
-    domains: ["*"]
-    routes:
-    - match: {prefix: "/"}
-      route: {cluster: web}
-access_log:
+	return fmt.Sprintf(webHCM+`access_log:
 - name: envoy.access_loggers.http_grpc
   typed_config:
     "@type": type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.HttpGrpcAccessLogConfig
@@ -76,13 +34,12 @@ access_log:
 `, bufferBytes)
 }
 
-// newALSEnv starts a proxy whose access log streams to the cluster als at alsAddr.
-func newALSEnv(t *testing.T, alsAddr string, bufferBytes int) (*env, *als.Manager) {
-	t.Helper()
-	up := echo(t, "a")
-	var e *env
-	dial := func(ctx context.Context, name string) (net.Conn, error) {
-		cl := e.clusters.Get(name)
+// clusterDialer dials a host of the named cluster that (*e)'s cluster manager picks. *e may be
+// set after the dialer is made, as long as it is before the first dial: the env needs the
+// access log manager that dials.
+func clusterDialer(e **env) func(ctx context.Context, cluster string) (net.Conn, error) {
+	return func(ctx context.Context, name string) (net.Conn, error) {
+		cl := (*e).clusters.Get(name)
 		if cl == nil {
 			return nil, fmt.Errorf("no cluster %q", name)
 		}
@@ -93,8 +50,15 @@ func newALSEnv(t *testing.T, alsAddr string, bufferBytes int) (*env, *als.Manage
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", h.Address())
 	}
+}
+
+// newALSEnv starts a proxy whose access log streams to the cluster als at alsAddr.
+func newALSEnv(t *testing.T, alsAddr string, bufferBytes int) (*env, *als.Manager) {
+	t.Helper()
+	up := echo(t, "a")
+	var e *env
 	// The manager's stats go to a store of their own: the env's is made by newEnv.
-	m := newTestALSManager(t, dial)
+	m := alstest.RunManager(t, clusterDialer(&e))
 	e = newEnv(t, envOptions{
 		clusters: []string{staticCluster("web", "", up.Listener.Addr().String()), staticCluster("als", "", alsAddr)},
 		hcm:      alsHCM(bufferBytes),
@@ -110,8 +74,8 @@ func newALSEnv(t *testing.T, alsAddr string, bufferBytes int) (*env, *als.Manage
 // and counted.
 func TestGRPCAccessLog(t *testing.T) {
 	t.Run("entries reach the service", func(t *testing.T) {
-		srv, addr := startALS(t)
-		e, m := newALSEnv(t, addr, 16384)
+		srv := alstest.Start(t)
+		e, m := newALSEnv(t, srv.Addr, 16384)
 		c := e.client()
 		for i := range 3 {
 			e.get(c, fmt.Sprintf("/p%d", i), "x-custom", "v1")
@@ -121,7 +85,7 @@ func TestGRPCAccessLog(t *testing.T) {
 		deadline := time.After(wait)
 		for len(got) < 3 {
 			select {
-			case msg := <-srv.msgs:
+			case msg := <-srv.Msgs:
 				if first {
 					id := msg.GetIdentifier()
 					if id.GetLogName() != "edge" || id.GetNode().GetId() != "node-1" {
@@ -161,21 +125,16 @@ func TestGRPCAccessLog(t *testing.T) {
 		e, _ := newALSEnv(t, addr, 1)
 		c := e.client()
 		e.get(c, "/before")
-		srv := &alsServer{msgs: make(chan *alsv3.StreamAccessLogsMessage, 100)}
 		lis, err = net.Listen("tcp", addr)
 		if err != nil {
 			t.Skipf("cannot listen on %s again: %v", addr, err)
 		}
-		gs := grpc.NewServer()
-		alsv3.RegisterAccessLogServiceServer(gs, srv)
-		done := make(chan struct{})
-		go func() { defer close(done); gs.Serve(lis) }()
-		defer func() { gs.Stop(); <-done }()
+		srv := alstest.Serve(t, lis)
 		deadline := time.After(wait)
 		for i := 0; ; i++ {
 			e.get(c, fmt.Sprintf("/after%d", i))
 			select {
-			case msg := <-srv.msgs:
+			case msg := <-srv.Msgs:
 				if msg.GetIdentifier().GetLogName() != "edge" {
 					t.Errorf("first message after reconnecting: identifier %v; want log_name edge", msg.GetIdentifier())
 				}
@@ -213,27 +172,4 @@ func TestGRPCAccessLog(t *testing.T) {
 			t.Errorf("logs_written = %d, logs_dropped = %d; want 1 (the buffer of 1 byte), 4", w, d)
 		}
 	})
-}
-
-// newTestALSManager runs an als.Manager (node node-1) until the test ends.
-func newTestALSManager(t *testing.T, dial func(context.Context, string) (net.Conn, error)) *als.Manager {
-	t.Helper()
-	store, err := stats.New(stats.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := als.NewManager(als.Config{Dial: dial, Node: &corev3.Node{Id: "node-1"}, Stats: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return m
 }

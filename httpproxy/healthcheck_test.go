@@ -6,15 +6,7 @@ import (
 )
 
 func healthCheckHCM(passThrough bool, minHealthy string) string {
-	return fmt.Sprintf(`stat_prefix: ingress
-route_config:
-  virtual_hosts:
-  - name: all
-    domains: ["*"]
-    routes:
-    - match: {prefix: "/"}
-      route: {cluster: web}
-http_filters:
+	return fmt.Sprintf(webHCM+`http_filters:
 - name: envoy.filters.http.health_check
   typed_config:
     "@type": type.googleapis.com/envoy.extensions.filters.http.health_check.v3.HealthCheck

@@ -200,6 +200,18 @@ func staticCluster(name, extra string, addrs ...string) string {
 	return b.String()
 }
 
+// webHCM begins an HttpConnectionManager YAML: stat_prefix ingress and one virtual host
+// routing every request to cluster web. Tests append access_log, http_filters and so on.
+const webHCM = `stat_prefix: ingress
+route_config:
+  virtual_hosts:
+  - name: all
+    domains: ["*"]
+    routes:
+    - match: {prefix: "/"}
+      route: {cluster: web}
+`
+
 // simpleHCM is an HttpConnectionManager YAML routing every request to cluster, with extra
 // route action fields.
 func simpleHCM(cluster, action string) string {

@@ -1,12 +1,10 @@
 package httpproxy
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"sort"
@@ -19,7 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/legateproxy/legate/lb"
+	"github.com/legateproxy/legate/accesslog/als/alstest"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/tlsutil/tlstest"
@@ -54,17 +52,9 @@ func TestDownstreamTLSInHTTPAccessLogs(t *testing.T) {
 	ca := tlstest.NewCA(t, tlstest.Options{CommonName: "test ca"})
 	clientCert := ca.Issue(t, tlstest.Options{CommonName: "client", URIs: []string{"spiffe://example.com/client"}})
 	up := echo(t, "a")
-	alsSrv, alsAddr := startALS(t)
+	alsSrv := alstest.Start(t)
 	path := filepath.Join(t.TempDir(), "tls.log")
-	hcm := fmt.Sprintf(`stat_prefix: ingress
-route_config:
-  virtual_hosts:
-  - name: all
-    domains: ["*"]
-    routes:
-    - match: {prefix: "/"}
-      route: {cluster: web}
-access_log:%s
+	hcm := fmt.Sprintf(webHCM+`access_log:%s
 - name: envoy.access_loggers.http_grpc
   typed_config:
     "@type": type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.HttpGrpcAccessLogConfig
@@ -75,19 +65,11 @@ access_log:%s
       buffer_flush_interval: 0.05s
 `, fileLogYAML(path, "%REQ(:PATH)% %PROTOCOL% %DOWNSTREAM_TLS_VERSION% %DOWNSTREAM_TLS_CIPHER% %DOWNSTREAM_PEER_SUBJECT% %DOWNSTREAM_PEER_URI_SAN% %DOWNSTREAM_LOCAL_SUBJECT% %REQUESTED_SERVER_NAME%\n", ""))
 	var e *env
-	dial := func(ctx context.Context, name string) (net.Conn, error) {
-		h, err := e.clusters.Get(name).Pick(&lb.Context{})
-		if err != nil {
-			return nil, err
-		}
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", h.Address())
-	}
 	e = newEnv(t, envOptions{
-		clusters: []string{staticCluster("web", "", up.Listener.Addr().String()), staticCluster("als", "", alsAddr)},
+		clusters: []string{staticCluster("web", "", up.Listener.Addr().String()), staticCluster("als", "", alsSrv.Addr)},
 		hcm:      hcm,
 		tls:      mtlsSocket(t, ca),
-		als:      newTestALSManager(t, dial),
+		als:      alstest.RunManager(t, clusterDialer(&e)),
 	})
 
 	roots := x509.NewCertPool()
@@ -124,7 +106,7 @@ access_log:%s
 	timeout := time.After(wait)
 	for len(props) < 2 {
 		select {
-		case msg := <-alsSrv.msgs:
+		case msg := <-alsSrv.Msgs:
 			for _, le := range msg.GetHttpLogs().GetLogEntry() {
 				tp := le.GetCommonProperties().GetTlsProperties()
 				props = append(props, fmt.Sprintf("%s %s %d %s %s %s", le.GetRequest().GetPath(), tp.GetTlsVersion(),

@@ -18,15 +18,12 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
-	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/legateproxy/legate/accesslog"
-	"github.com/legateproxy/legate/accesslog/als"
+	"github.com/legateproxy/legate/accesslog/als/alstest"
 	"github.com/legateproxy/legate/config"
-	"github.com/legateproxy/legate/stats"
 )
 
 // testFormat prints the fields of a TCP entry that a test can know exactly.
@@ -88,15 +85,7 @@ func fileLog(path, format, filter string) string {
 
 func newLoggingProxy(t *testing.T, e *env, yml string, deps AccessLogDeps) *Proxy {
 	t.Helper()
-	cfg, err := config.TCPProxyFromProto(tcpProxyFromYAML(t, yml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := New(Config{Proxy: cfg, Pools: e.pools, AccessLogs: deps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return newProxyWith(t, e, yml, Config{AccessLogs: deps})
 }
 
 func TestAccessLogFile(t *testing.T) {
@@ -131,12 +120,7 @@ func TestAccessLogFile(t *testing.T) {
 			p := newLoggingProxy(t, e, "{"+tt.proxy+", access_log: ["+fileLog(logs.path("a.log"), "", "")+"]}", AccessLogDeps{Files: logs.Manager})
 			addr := serveLocal(t, p)
 			if tt.hold {
-				held := dial(t, addr)
-				io.WriteString(held, "x")
-				held.SetReadDeadline(time.Now().Add(5 * time.Second))
-				if _, err := io.ReadFull(held, make([]byte, 1)); err != nil {
-					t.Fatalf("held connection: %v", err)
-				}
+				holdConn(t, addr)
 			}
 			c := dial(t, addr)
 			io.WriteString(c, tt.send)
@@ -285,63 +269,6 @@ common_config: {log_name: l, transport_api_version: V3, grpc_service: {envoy_grp
 	}
 }
 
-// alsServer is a real AccessLogService that hands every received message to msgs.
-type alsServer struct {
-	alsv3.UnimplementedAccessLogServiceServer
-	msgs chan *alsv3.StreamAccessLogsMessage
-}
-
-func (s *alsServer) StreamAccessLogs(st grpc.ClientStreamingServer[alsv3.StreamAccessLogsMessage, alsv3.StreamAccessLogsResponse]) error {
-	for {
-		m, err := st.Recv()
-		if err != nil {
-			return nil
-		}
-		s.msgs <- m
-	}
-}
-
-// startALS serves an AccessLogService on 127.0.0.1 and runs an als.Manager dialling it.
-func startALS(t *testing.T) (*alsServer, *als.Manager) {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &alsServer{msgs: make(chan *alsv3.StreamAccessLogsMessage, 100)}
-	gs := grpc.NewServer()
-	alsv3.RegisterAccessLogServiceServer(gs, srv)
-	served := make(chan struct{})
-	go func() { defer close(served); gs.Serve(lis) }()
-	store, err := stats.New(stats.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	m, err := als.NewManager(als.Config{
-		Dial: func(ctx context.Context, cluster string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		},
-		Node:  &corev3.Node{Id: "node-1"},
-		Stats: store,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		gs.Stop()
-		<-served
-	})
-	return srv, m
-}
-
 // address is a corev3.Address of "ip:port".
 func address(t *testing.T, s string) *corev3.Address {
 	t.Helper()
@@ -359,7 +286,10 @@ func TestAccessLogGRPC(t *testing.T) {
 	dead := refusedAddr
 	up := newUpstream(t, echo)
 	e := newEnv(t, "", map[string][]string{"dead": {dead}, "echo": {up.addr()}})
-	srv, m := startALS(t)
+	srv := alstest.Start(t)
+	m := alstest.RunManager(t, func(ctx context.Context, cluster string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "tcp", srv.Addr)
+	})
 	grpcLog := `{name: envoy.access_loggers.tcp_grpc, typed_config: {"@type": "type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.TcpGrpcAccessLogConfig",
 common_config: {log_name: tcp-edge, transport_api_version: V3, grpc_service: {envoy_grpc: {cluster_name: als}}, buffer_flush_interval: 0.02s,
 custom_tags: [{tag: zone, literal: {value: z1}}]}}}`
@@ -388,7 +318,7 @@ custom_tags: [{tag: zone, literal: {value: z1}}]}}}`
 	deadline := time.After(5 * time.Second)
 	for len(entries) < 2 {
 		select {
-		case msg := <-srv.msgs:
+		case msg := <-srv.Msgs:
 			if len(entries) == 0 {
 				if got := msg.GetIdentifier(); got.GetLogName() != "tcp-edge" || got.GetNode().GetId() != "node-1" {
 					t.Errorf("first message identifier = %v; want log_name tcp-edge, node node-1", got)

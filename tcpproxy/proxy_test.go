@@ -20,6 +20,7 @@ import (
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/nettest"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/pool"
 	"github.com/legateproxy/legate/stats"
@@ -90,26 +91,7 @@ func serveLocal(t *testing.T, p *Proxy) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				p.Serve(c)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-	})
+	nettest.Serve(t, ln, p.Serve)
 	return ln.Addr().String()
 }
 
@@ -185,15 +167,35 @@ func tcpProxyFromYAML(t *testing.T, yml string) *tcpproxyv3.TcpProxy {
 
 func newProxy(t *testing.T, e *env, yml string, rnd func() uint64) *Proxy {
 	t.Helper()
-	cfg, err := config.TCPProxyFromProto(tcpProxyFromYAML(t, yml))
-	if err != nil {
+	return newProxyWith(t, e, yml, Config{Rand: rnd})
+}
+
+// newProxyWith builds a proxy from tcp_proxy YAML over e's pools; cfg holds the other Config
+// fields.
+func newProxyWith(t *testing.T, e *env, yml string, cfg Config) *Proxy {
+	t.Helper()
+	var err error
+	if cfg.Proxy, err = config.TCPProxyFromProto(tcpProxyFromYAML(t, yml)); err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{Proxy: cfg, Pools: e.pools, Rand: rnd})
+	cfg.Pools = e.pools
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// holdConn opens a connection to addr and waits until its first byte has gone through the
+// proxy and back, so the connection is established upstream; it stays open.
+func holdConn(t *testing.T, addr string) {
+	t.Helper()
+	held := dial(t, addr)
+	io.WriteString(held, "x")
+	held.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(held, make([]byte, 1)); err != nil {
+		t.Fatalf("held connection: %v", err)
+	}
 }
 
 // readAll reads until EOF with a deadline.
@@ -290,12 +292,7 @@ func TestConnectionRefusals(t *testing.T) {
 			p := newProxy(t, e, tt.proxy, nil)
 			addr := serveLocal(t, p)
 			if tt.hold {
-				held := dial(t, addr)
-				io.WriteString(held, "x")
-				held.SetReadDeadline(time.Now().Add(5 * time.Second))
-				if _, err := io.ReadFull(held, make([]byte, 1)); err != nil {
-					t.Fatalf("held connection: %v", err)
-				}
+				holdConn(t, addr)
 			}
 			c := dial(t, addr)
 			if got := readAll(t, c); got != "" {

@@ -92,17 +92,7 @@ func TestECDSWarmingChecks(t *testing.T) {
 	for _, api := range []corev3.ApiConfigSource_ApiType{corev3.ApiConfigSource_GRPC, corev3.ApiConfigSource_DELTA_GRPC} {
 		for _, tc := range tests {
 			t.Run(api.String()+"/"+tc.name, func(t *testing.T) {
-				cp := newControlPlane(t, true)
-				lm := newFakeListeners()
-				dr := &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: grpcSource(api).GetApiConfigSource(), LdsConfig: adsSource()}
-				p := startProxy(t, dr, withDial(cp), func(s *proxySetup) {
-					s.cfg.ExtensionCheck = refusePassThrough
-					s.afterNew = func(c *Client) {
-						if err := c.SetListeners(lm); err != nil {
-							t.Fatal(err)
-						}
-					}
-				})
+				cp, lm, p := startLDSProxy(t, api, func(s *proxySetup) { s.cfg.ExtensionCheck = refusePassThrough })
 				var ls []types.Resource
 				for _, l := range tc.listeners {
 					ls = append(ls, l)

@@ -44,22 +44,6 @@ func healthCheckExtension(name string, passThrough bool) *corev3.TypedExtensionC
 	return &corev3.TypedExtensionConfig{Name: name, TypedConfig: mustAny(&healthcheckv3.HealthCheck{PassThroughMode: wrapperspb.Bool(passThrough)})}
 }
 
-// startLDSProxy starts a client taking LDS over ADS (api: its variant) from a new control
-// plane, its listeners going to a fake listener manager.
-func startLDSProxy(t *testing.T, api corev3.ApiConfigSource_ApiType) (*controlPlane, *fakeListeners, *proxy) {
-	cp := newControlPlane(t, true)
-	lm := newFakeListeners()
-	dr := &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: grpcSource(api).GetApiConfigSource(), LdsConfig: adsSource()}
-	p := startProxy(t, dr, withDial(cp), func(s *proxySetup) {
-		s.afterNew = func(c *Client) {
-			if err := c.SetListeners(lm); err != nil {
-				t.Fatal(err)
-			}
-		}
-	})
-	return cp, lm, p
-}
-
 // TestECDS drives ECDS over ADS (both variants) from go-control-plane's server: a listener
 // whose HTTP filter discovers its configuration warms until the configuration arrives, then
 // the filter's watchers see each update; a configuration without typed_config is NACKed while

@@ -290,6 +290,22 @@ func addStatic(t *testing.T, cm *cluster.Manager, cs ...*clusterv3.Cluster) {
 
 func withDial(cp *controlPlane) proxyOption { return func(s *proxySetup) { s.cfg.Dial = cp.dial } }
 
+// startLDSProxy starts a client taking LDS over ADS (api: its variant) from a new control
+// plane, its listeners going to a fake listener manager; opts apply after those settings.
+func startLDSProxy(t *testing.T, api corev3.ApiConfigSource_ApiType, opts ...proxyOption) (*controlPlane, *fakeListeners, *proxy) {
+	cp := newControlPlane(t, true)
+	lm := newFakeListeners()
+	dr := &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: grpcSource(api).GetApiConfigSource(), LdsConfig: adsSource()}
+	p := startProxy(t, dr, append([]proxyOption{withDial(cp), func(s *proxySetup) {
+		s.afterNew = func(c *Client) {
+			if err := c.SetListeners(lm); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}}, opts...)...)
+	return cp, lm, p
+}
+
 // startProxyWith is startProxy with a setup step (adding bootstrap clusters) before Run.
 func startProxyWith(t *testing.T, dr *bootstrapv3.Bootstrap_DynamicResources, setup func(p *proxy), opts ...proxyOption) *proxy {
 	return startProxy(t, dr, append(opts, func(s *proxySetup) { s.before = setup })...)

@@ -170,21 +170,10 @@ func runtimeLayer(name string, kv map[string]any) *runtimev3.Runtime {
 func TestDynamicListenersRoutesSecretsRuntime(t *testing.T) {
 	for _, api := range []corev3.ApiConfigSource_ApiType{corev3.ApiConfigSource_GRPC, corev3.ApiConfigSource_DELTA_GRPC} {
 		t.Run(api.String(), func(t *testing.T) {
-			cp := newControlPlane(t, true)
-			lm := newFakeListeners()
 			rt := &fakeRuntime{layers: map[string]map[string]any{}}
-			dr := &bootstrapv3.Bootstrap_DynamicResources{
-				AdsConfig: grpcSource(api).GetApiConfigSource(),
-				LdsConfig: adsSource(),
-			}
-			p := startProxy(t, dr, withDial(cp), func(s *proxySetup) {
+			cp, lm, p := startLDSProxy(t, api, func(s *proxySetup) {
 				s.cfg.Runtime = rt
 				s.cfg.RTDSLayers = []*bootstrapv3.RuntimeLayer_RtdsLayer{{Name: "rtds", RtdsConfig: adsSource()}}
-				s.afterNew = func(c *Client) {
-					if err := c.SetListeners(lm); err != nil {
-						t.Fatal(err)
-					}
-				}
 			})
 			snapshot := func(v string, ls []*listenerv3.Listener, rcs []*routev3.RouteConfiguration, secrets []*tlsv3.Secret, layer map[string]any) {
 				res := map[resourcev3.Type][]types.Resource{}

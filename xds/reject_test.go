@@ -72,10 +72,34 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 		rc.VirtualHosts[0].Domains = []string{"*", "*"} // duplicate domain
 		return rc
 	}
-	start := func(t *testing.T, it *initTargets, opts ...proxyOption) (*controlPlane, *proxy) {
+	// start runs a client on the delta ADS stream of a new control plane, recording its init
+	// targets in it.
+	start := func(t *testing.T, opts ...proxyOption) (*controlPlane, *proxy, *initTargets) {
+		it := &initTargets{pending: map[string]bool{}}
 		cp := newControlPlane(t, true)
 		dr := &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: grpcSource(corev3.ApiConfigSource_DELTA_GRPC).GetApiConfigSource()}
-		return cp, startProxy(t, dr, append([]proxyOption{withDial(cp), withInitTargets(it)}, opts...)...)
+		return cp, startProxy(t, dr, append([]proxyOption{withDial(cp), withInitTargets(it)}, opts...)...), it
+	}
+	// withLDS has the client take LDS over ADS into lm and then run also (when not nil).
+	withLDS := func(t *testing.T, lm *fakeListeners, also func(*Client)) proxyOption {
+		return func(s *proxySetup) {
+			s.cfg.DynamicResources.LdsConfig = ads()
+			s.afterNew = func(c *Client) {
+				if err := c.SetListeners(lm); err != nil {
+					t.Fatal(err)
+				}
+				if also != nil {
+					also(c)
+				}
+			}
+		}
+	}
+	// pending checks the init targets pending before any answer.
+	pending := func(t *testing.T, it *initTargets, want ...string) {
+		t.Helper()
+		if diff := cmp.Diff(want, it.list()); diff != "" {
+			t.Fatalf("pending init targets before any answer (-want +got):\n%s", diff)
+		}
 	}
 	waitNone := func(t *testing.T, p *proxy, it *initTargets) {
 		t.Helper()
@@ -83,23 +107,14 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 	}
 
 	t.Run("RDS", func(t *testing.T) {
-		it := &initTargets{pending: map[string]bool{}}
 		lm := newFakeListeners()
-		cp, p := start(t, it, func(s *proxySetup) {
-			s.cfg.DynamicResources.LdsConfig = ads()
-			s.afterNew = func(c *Client) {
-				if err := c.SetListeners(lm); err != nil {
-					t.Fatal(err)
-				}
-				// A connection manager's RDS made before Run registers its init target.
-				if _, _, _, err := c.WatchRoutes("r0", ads(), "boot", func(uint64, *routev3.RouteConfiguration) {}); err != nil {
-					t.Fatal(err)
-				}
+		cp, p, it := start(t, withLDS(t, lm, func(c *Client) {
+			// A connection manager's RDS made before Run registers its init target.
+			if _, _, _, err := c.WatchRoutes("r0", ads(), "boot", func(uint64, *routev3.RouteConfiguration) {}); err != nil {
+				t.Fatal(err)
 			}
-		})
-		if diff := cmp.Diff([]string{"LDS", "RdsRouteConfigSubscription RDS init r0"}, it.list()); diff != "" {
-			t.Fatalf("pending init targets before any answer (-want +got):\n%s", diff)
-		}
+		}))
+		pending(t, it, "LDS", "RdsRouteConfigSubscription RDS init r0")
 		l := rdsListener("l1", "r1", 10011)
 		cp.Set("1", map[resourcev3.Type][]types.Resource{
 			resourcev3.ListenerType: {l},
@@ -118,16 +133,7 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 	})
 
 	t.Run("LDS", func(t *testing.T) {
-		it := &initTargets{pending: map[string]bool{}}
-		lm := newFakeListeners()
-		cp, p := start(t, it, func(s *proxySetup) {
-			s.cfg.DynamicResources.LdsConfig = ads()
-			s.afterNew = func(c *Client) {
-				if err := c.SetListeners(lm); err != nil {
-					t.Fatal(err)
-				}
-			}
-		})
+		cp, p, it := start(t, withLDS(t, newFakeListeners(), nil))
 		bad := rdsListener("l1", "r1", 10012)
 		bad.Address = nil
 		cp.Set("1", map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: {bad}})
@@ -138,11 +144,8 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 	})
 
 	t.Run("CDS and EDS", func(t *testing.T) {
-		it := &initTargets{pending: map[string]bool{}}
-		cp, p := start(t, it, func(s *proxySetup) { s.cfg.DynamicResources.CdsConfig = ads() })
-		if diff := cmp.Diff([]string{CDSInitTarget}, it.list()); diff != "" {
-			t.Fatalf("pending init targets (-want +got):\n%s", diff)
-		}
+		cp, p, it := start(t, func(s *proxySetup) { s.cfg.DynamicResources.CdsConfig = ads() })
+		pending(t, it, CDSInitTarget)
 		bad := staticCluster("bad", "10.0.0.1:80")
 		bad.ConnectTimeout = durationpb.New(-time.Second)
 		cla := assignment("web-svc", "10.0.0.2:80")
@@ -173,17 +176,14 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 	})
 
 	t.Run("SDS", func(t *testing.T) {
-		it := &initTargets{pending: map[string]bool{}}
-		cp, p := start(t, it, func(s *proxySetup) {
+		cp, p, it := start(t, func(s *proxySetup) {
 			s.afterNew = func(c *Client) {
 				if _, err := c.WatchSecrets("test", &tlsv3.CommonTlsContext{TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: "cert", SdsConfig: ads()}}}); err != nil {
 					t.Fatal(err)
 				}
 			}
 		})
-		if diff := cmp.Diff([]string{"SdsApi cert"}, it.list()); diff != "" {
-			t.Fatalf("pending init targets (-want +got):\n%s", diff)
-		}
+		pending(t, it, "SdsApi cert")
 		bad := certSecret("cert", "chain")
 		bad.GetTlsCertificate().CertificateChain = &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: ""}}
 		cp.Set("1", map[resourcev3.Type][]types.Resource{resourcev3.SecretType: {bad}})
@@ -194,8 +194,7 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 	})
 
 	t.Run("SRDS", func(t *testing.T) {
-		it := &initTargets{pending: map[string]bool{}}
-		cp, p := start(t, it, func(s *proxySetup) {
+		cp, p, it := start(t, func(s *proxySetup) {
 			s.afterNew = func(c *Client) {
 				sr := &hcmv3.ScopedRoutes{Name: "scopes", RdsConfigSource: ads(),
 					ConfigSpecifier: &hcmv3.ScopedRoutes_ScopedRds{ScopedRds: &hcmv3.ScopedRds{ScopedRdsConfigSource: ads()}}}
@@ -204,9 +203,7 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 				}
 			}
 		})
-		if diff := cmp.Diff([]string{"SRDS scopes"}, it.list()); diff != "" {
-			t.Fatalf("pending init targets (-want +got):\n%s", diff)
-		}
+		pending(t, it, "SRDS scopes")
 		cp.Set("1", map[resourcev3.Type][]types.Resource{resourcev3.ScopedRouteType: {scopedRoute("s1", "", "a")}})
 		waitNone(t, p, it)
 		if got := p.stat("http.ingress.scoped_rds.scopes.update_rejected"); got != 1 {
@@ -215,15 +212,12 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 	})
 
 	t.Run("RTDS", func(t *testing.T) {
-		it := &initTargets{pending: map[string]bool{}}
 		rt := &fakeRuntime{layers: map[string]map[string]any{}}
-		_, p := start(t, it, func(s *proxySetup) {
+		_, p, it := start(t, func(s *proxySetup) {
 			s.cfg.Runtime = rt
 			s.cfg.RTDSLayers = []*bootstrapv3.RuntimeLayer_RtdsLayer{{Name: "rtds", RtdsConfig: ads()}}
 		})
-		if diff := cmp.Diff([]string{"RTDS rtds"}, it.list()); diff != "" {
-			t.Fatalf("pending init targets (-want +got):\n%s", diff)
-		}
+		pending(t, it, "RTDS rtds")
 		// go-control-plane's cache cannot hold a Runtime that fails validation (its only rule
 		// is a name), so the delta answer that does not decode is handed to the client's
 		// handler as its ADS stream would hand it.

@@ -154,16 +154,7 @@ func scopedListener(name string, port uint32) *listenerv3.Listener {
 // TestSRDSListenerWarming: an LDS listener with scoped_rds warms until the first SRDS
 // response and the route configurations of the scopes it lists have arrived.
 func TestSRDSListenerWarming(t *testing.T) {
-	cp := newControlPlane(t, true)
-	lm := newFakeListeners()
-	dr := &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: grpcSource(corev3.ApiConfigSource_DELTA_GRPC).GetApiConfigSource(), LdsConfig: adsSource()}
-	p := startProxy(t, dr, withDial(cp), func(s *proxySetup) {
-		s.afterNew = func(c *Client) {
-			if err := c.SetListeners(lm); err != nil {
-				t.Fatal(err)
-			}
-		}
-	})
+	cp, lm, p := startLDSProxy(t, corev3.ApiConfigSource_DELTA_GRPC)
 	cp.Set("1", map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: {scopedListener("l1", 10002)}})
 	p.waitFor("LDS v1", func() bool { return p.stat("listener_manager.lds.update_success") >= 1 })
 	if got := lm.state("l1"); got != "" {

@@ -3,7 +3,6 @@ package xds
 import (
 	"testing"
 
-	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -14,16 +13,7 @@ import (
 // until the first VHDS answer, as with plain RDS (Envoy's RDS subscription registers its
 // VHDS subscription's init target while it warms).
 func TestVHDSScopedListenerWarming(t *testing.T) {
-	cp := newControlPlane(t, true)
-	lm := newFakeListeners()
-	dr := &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: grpcSource(corev3.ApiConfigSource_DELTA_GRPC).GetApiConfigSource(), LdsConfig: adsSource()}
-	p := startProxy(t, dr, withDial(cp), func(s *proxySetup) {
-		s.afterNew = func(c *Client) {
-			if err := c.SetListeners(lm); err != nil {
-				t.Fatal(err)
-			}
-		}
-	})
+	cp, lm, p := startLDSProxy(t, corev3.ApiConfigSource_DELTA_GRPC)
 	early := goesLiveBeforeVHDS(p, lm)
 	delta := grpcSource(corev3.ApiConfigSource_DELTA_GRPC)
 	cp.Set("1", map[resourcev3.Type][]types.Resource{

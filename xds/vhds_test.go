@@ -115,16 +115,7 @@ func goesLiveBeforeVHDS(p *proxy, lm *fakeListeners) *atomic.Bool {
 // TestVHDSListenerWarming: an LDS listener whose route configuration has vhds warms until the
 // VHDS source answers.
 func TestVHDSListenerWarming(t *testing.T) {
-	cp := newControlPlane(t, true)
-	lm := newFakeListeners()
-	dr := &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: grpcSource(corev3.ApiConfigSource_DELTA_GRPC).GetApiConfigSource(), LdsConfig: adsSource()}
-	p := startProxy(t, dr, withDial(cp), func(s *proxySetup) {
-		s.afterNew = func(c *Client) {
-			if err := c.SetListeners(lm); err != nil {
-				t.Fatal(err)
-			}
-		}
-	})
+	cp, lm, p := startLDSProxy(t, corev3.ApiConfigSource_DELTA_GRPC)
 	early := goesLiveBeforeVHDS(p, lm)
 	delta := grpcSource(corev3.ApiConfigSource_DELTA_GRPC)
 	cp.Set("1", map[resourcev3.Type][]types.Resource{

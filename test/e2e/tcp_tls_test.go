@@ -10,10 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/legateproxy/legate/internal/nettest"
 	"github.com/legateproxy/legate/tlsutil/tlstest"
 )
 
@@ -25,29 +25,12 @@ func tlsEchoServer(t *testing.T, cert *tlstest.Cert) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
+	nettest.Serve(t, ln, func(c net.Conn) {
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		io.Copy(c, c)
+		c.(*tls.Conn).CloseWrite()
 	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(20 * time.Second))
-				io.Copy(c, c)
-				c.(*tls.Conn).CloseWrite()
-			}()
-		}
-	}()
 	return ln.Addr().(*net.TCPAddr).Port
 }
 

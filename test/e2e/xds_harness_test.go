@@ -15,11 +15,11 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
 
+	"github.com/legateproxy/legate/accesslog/als/alstest"
 	"github.com/legateproxy/legate/xds/xdstest"
 )
 
@@ -225,7 +225,6 @@ func scopedRequest(client *http.Client, method, url, host, scope, body string) (
 // alsCollector is a real AccessLogService on 127.0.0.1 keeping the log name of the streams'
 // identifier and the entries (HTTP or TCP) that entriesOf takes from each message.
 type alsCollector[E any] struct {
-	alsv3.UnimplementedAccessLogServiceServer
 	entriesOf func(*alsv3.StreamAccessLogsMessage) []E
 	addr      string
 
@@ -238,32 +237,18 @@ type alsCollector[E any] struct {
 func startALS[E any](t *testing.T, entriesOf func(*alsv3.StreamAccessLogsMessage) []E) *alsCollector[E] {
 	t.Helper()
 	c := &alsCollector[E]{entriesOf: entriesOf}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.addr = lis.Addr().String()
-	gs := grpc.NewServer()
-	alsv3.RegisterAccessLogServiceServer(gs, c)
-	served := make(chan struct{})
-	go func() { defer close(served); gs.Serve(lis) }()
-	t.Cleanup(func() { gs.Stop(); <-served })
+	c.addr = alstest.Handle(t, c.receive)
 	return c
 }
 
-func (c *alsCollector[E]) StreamAccessLogs(st grpc.ClientStreamingServer[alsv3.StreamAccessLogsMessage, alsv3.StreamAccessLogsResponse]) error {
-	for {
-		m, err := st.Recv()
-		if err != nil {
-			return nil
-		}
-		c.mu.Lock()
-		if id := m.GetIdentifier(); id != nil {
-			c.logName = id.GetLogName()
-		}
-		c.entries = append(c.entries, c.entriesOf(m)...)
-		c.mu.Unlock()
+// receive keeps the log name of m's identifier, if it has one, and its entries.
+func (c *alsCollector[E]) receive(m *alsv3.StreamAccessLogsMessage) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id := m.GetIdentifier(); id != nil {
+		c.logName = id.GetLogName()
 	}
+	c.entries = append(c.entries, c.entriesOf(m)...)
 }
 
 // seen returns the last log name and a copy of the entries received so far.
