@@ -7,8 +7,8 @@ import (
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
+	"github.com/legateproxy/legate/internal/fraction"
 	"github.com/legateproxy/legate/internal/headermatch"
 )
 
@@ -157,14 +157,9 @@ func runtimeFilter(path string, pb *accesslogv3.RuntimeFilter, opts FilterOption
 	f := &Filter{kind: filterRuntime, key: pb.GetRuntimeKey(), runtime: opts.Runtime,
 		value: uint64(pb.GetPercentSampled().GetNumerator()), random: opts.Random,
 		independent: pb.GetUseIndependentRandomness()}
-	switch d := pb.GetPercentSampled().GetDenominator(); d {
-	case typev3.FractionalPercent_HUNDRED:
-		f.buckets = 100
-	case typev3.FractionalPercent_TEN_THOUSAND:
-		f.buckets = 10000
-	case typev3.FractionalPercent_MILLION:
-		f.buckets = 1000000
-	default:
+	d := pb.GetPercentSampled().GetDenominator()
+	var ok bool
+	if f.buckets, ok = fraction.Denominator(d); !ok {
 		return nil, fmt.Errorf("%s.percent_sampled.denominator = %d; must be HUNDRED, TEN_THOUSAND or MILLION", path, d)
 	}
 	if f.random == nil {

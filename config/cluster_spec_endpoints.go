@@ -9,6 +9,8 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/legateproxy/legate/internal/fraction"
 )
 
 // Endpoint metadata namespaces read for load balancing: Envoy's, and the spelling the spec uses.
@@ -80,17 +82,11 @@ func LoadAssignmentFromProto(la *endpointv3.ClusterLoadAssignment) (LoadAssignme
 
 // perMillion converts a FractionalPercent to parts per million (capped at 100%).
 func perMillion(f *typev3.FractionalPercent) (uint32, error) {
-	n := uint64(f.GetNumerator())
-	switch f.GetDenominator() {
-	case typev3.FractionalPercent_HUNDRED:
-		n *= 10000
-	case typev3.FractionalPercent_TEN_THOUSAND:
-		n *= 100
-	case typev3.FractionalPercent_MILLION:
-	default:
+	den, ok := fraction.Denominator(f.GetDenominator())
+	if !ok {
 		return 0, fmt.Errorf("denominator = %d; not a FractionalPercent denominator", f.GetDenominator())
 	}
-	return uint32(min(n, 1000000)), nil
+	return uint32(min(uint64(f.GetNumerator())*(1_000_000/den), 1_000_000)), nil
 }
 
 // lbMetadata reads the envoy.lb (and proxy.lb) metadata of an endpoint, stringified.

@@ -31,6 +31,18 @@ func (d Denominator) Value() uint64 {
 	return 100
 }
 
+// DenominatorOf is Value's inverse: 10,000 and 1,000,000 give their denominators, anything
+// else Hundred.
+func DenominatorOf(n uint64) Denominator {
+	switch n {
+	case 10_000:
+		return TenThousand
+	case 1_000_000:
+		return Million
+	}
+	return Hundred
+}
+
 // Percent is envoy.type.v3.FractionalPercent: Numerator out of Denominator.
 type Percent struct {
 	Numerator   uint32

@@ -274,12 +274,6 @@ func (s *Server) runtimeUint64(key string, def uint64) uint64 {
 // routeFraction decides a route's runtime_fraction as Envoy's featureEnabled(key, default,
 // random) does: the runtime's value of key, else the route's default fraction.
 func (s *Server) routeFraction(key string, numerator, denominator, random uint64) bool {
-	d := runtime.Hundred
-	switch denominator {
-	case 10_000:
-		d = runtime.TenThousand
-	case 1_000_000:
-		d = runtime.Million
-	}
-	return s.runtime.Snapshot().FractionalPercentWith(key, runtime.Percent{Numerator: uint32(numerator), Denominator: d}, random)
+	def := runtime.Percent{Numerator: uint32(numerator), Denominator: runtime.DenominatorOf(denominator)}
+	return s.runtime.Snapshot().FractionalPercentWith(key, def, random)
 }

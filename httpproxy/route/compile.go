@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/legateproxy/legate/internal/fraction"
 	"github.com/legateproxy/legate/lb"
 )
 
@@ -327,13 +328,8 @@ func (c *compiler) routeMatch(p *routev3.RouteMatch, path string) (routeMatch, e
 }
 
 func denominator(d typev3.FractionalPercent_DenominatorType, path string) (uint64, error) {
-	switch d {
-	case typev3.FractionalPercent_HUNDRED:
-		return 100, nil
-	case typev3.FractionalPercent_TEN_THOUSAND:
-		return 10000, nil
-	case typev3.FractionalPercent_MILLION:
-		return 1000000, nil
+	if n, ok := fraction.Denominator(d); ok {
+		return n, nil
 	}
 	return 0, fmt.Errorf("%s = %d: must be HUNDRED, TEN_THOUSAND or MILLION", path, d)
 }

@@ -8,6 +8,8 @@ import (
 	tapconfigv3 "github.com/envoyproxy/go-control-plane/envoy/config/tap/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/legateproxy/legate/internal/fraction"
 )
 
 // Format is envoy.config.tap.v3.OutputSink.Format: how each TraceWrapper is written.
@@ -134,13 +136,8 @@ func (c *Config) admit() bool {
 	if !c.sampled {
 		return true
 	}
-	var den uint64
-	switch c.sampleRate.GetDenominator() {
-	case typev3.FractionalPercent_HUNDRED:
-		den = 100
-	case typev3.FractionalPercent_TEN_THOUSAND:
-		den = 10_000
-	default:
+	den, ok := fraction.Denominator(c.sampleRate.GetDenominator())
+	if !ok {
 		den = 1_000_000
 	}
 	return rand.Uint64N(den) < uint64(c.sampleRate.GetNumerator())
