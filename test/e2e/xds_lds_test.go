@@ -3,9 +3,11 @@ package e2e
 import (
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,14 +70,22 @@ func directRoute(body string) *routev3.Route {
 	}}}
 }
 
+// freePort returns a port nothing listens on now, for a listener the test names in a
+// configuration. It comes from below Linux's ephemeral range (32768 and up): a port the kernel
+// handed out for port 0 and took back could be handed out again at once, to the admin
+// listener Legate binds on port 0 before its data plane.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 200 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			l.Close()
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port in 20000-31999 after 200 tries")
+	return 0
 }
 
 // TestXDSListenersAndRoutesOverADS runs the binary against go-control-plane's server: an LDS
