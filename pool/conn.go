@@ -26,6 +26,11 @@ var (
 	ErrClosed = errors.New("connection pool closed")
 	// ErrReset: the upstream connection closed or failed before the response was complete.
 	ErrReset = errors.New("upstream connection reset")
+	// ErrRequestBody: reading the request body failed (the downstream client sent a
+	// malformed or truncated body, or went away). It is the client's error, never the
+	// upstream host's: callers answer it as a downstream protocol error and charge nothing to
+	// the host. The body reader's own error is wrapped with it.
+	ErrRequestBody = errors.New("downstream request body")
 )
 
 // upConn is one upstream connection with its accounting: it counts bytes into the cluster's
