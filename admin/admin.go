@@ -29,6 +29,13 @@ type Config struct {
 	// OnCrossOrigin is called for each request refused because a browser
 	// sent it from another origin (see RefuseCrossOrigin); nil ignores them.
 	OnCrossOrigin func(r *http.Request)
+	// AllowedHosts are Host names the admin answers besides its own
+	// addresses, loopback names and the machine's hostname ("*": any); see
+	// AllowedHostsEnv.
+	AllowedHosts []string
+	// OnForeignHost is called for each request refused because its Host
+	// names something else (a DNS-rebound page); nil ignores them.
+	OnForeignHost func(r *http.Request)
 }
 
 // Server serves the registry's endpoints over HTTP/1.1 and cleartext HTTP/2
@@ -78,9 +85,10 @@ func (s *Server) ListenOn(ln net.Listener) {
 	protocols.SetUnencryptedHTTP2(true)
 	s.http = &http.Server{
 		// Envoy's admin has no CSRF protection (envoy#2763): a web page
-		// could POST /quitquitquit. Browser requests from another origin are
-		// refused before routing.
-		Handler:           RefuseCrossOrigin(s, s.cfg.OnCrossOrigin),
+		// could POST /quitquitquit. Browser requests from another origin, or
+		// naming another host (DNS rebinding), are refused before routing.
+		Handler: refuseForeignHost(RefuseCrossOrigin(s, s.cfg.OnCrossOrigin),
+			newHostPolicy(ln.Addr(), s.cfg.AllowedHosts), s.cfg.OnForeignHost),
 		Protocols:         protocols,
 		ReadHeaderTimeout: 30 * time.Second,
 	}

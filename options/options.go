@@ -136,6 +136,12 @@ type Options struct {
 	// DisabledExtensions is --disable-extensions split on ','; nil when absent or empty.
 	DisabledExtensions []string
 
+	// AdminAllowedHosts is not a command-line option (Envoy has none, and a
+	// command line must stay valid for Envoy): the caller fills it from the
+	// environment variable admin.AllowedHostsEnv. It lists the extra Host
+	// names the admin answers.
+	AdminAllowedHosts []string
+
 	// AdminAddressPath is --admin-address-path: where the admin address is written.
 	AdminAddressPath string
 	// LocalAddressIPVersion is --local-address-ip-version (v4 or v6).

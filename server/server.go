@@ -196,6 +196,11 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 				s.adminStats.CrossOriginRefused.Inc()
 				adminLog.Warnf("refused cross-origin %s %s (Origin %q, Sec-Fetch-Site %q)", r.Method, r.URL.Path, r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site"))
 			},
+			AllowedHosts: s.opts.AdminAllowedHosts,
+			OnForeignHost: func(r *http.Request) {
+				s.adminStats.ForeignHostRefused.Inc()
+				adminLog.Warnf("refused %s %s for Host %q (set %s to allow it)", r.Method, r.URL.Path, r.Host, admin.AllowedHostsEnv)
+			},
 		}, s.reg)
 		s.store.Register("admin.", &s.adminStats)
 	}

@@ -13,6 +13,7 @@ import (
 // adminStats are Legate's own admin counters (Envoy has no equivalent).
 type adminStats struct {
 	CrossOriginRefused stats.Counter `stat:"cross_origin_refused"`
+	ForeignHostRefused stats.Counter `stat:"foreign_host_refused"`
 }
 
 // buildSinks creates the bootstrap's stats_sinks. Legate implements

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/legateproxy/legate/admin"
 	"github.com/legateproxy/legate/bootstrap"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/logging"
@@ -55,6 +56,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+
+	opts.AdminAllowedHosts = admin.ParseAllowedHosts(os.Getenv(admin.AllowedHostsEnv))
 
 	src := bootstrap.Source{
 		Path:                     opts.ConfigPath,

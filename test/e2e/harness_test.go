@@ -116,10 +116,19 @@ func start(t *testing.T, args ...string) *proc {
 // launch runs legate without waiting for anything.
 func launch(t *testing.T, args ...string) *proc {
 	t.Helper()
+	return launchEnv(t, nil, args...)
+}
+
+// launchEnv is launch with env ("NAME=value") added to the environment.
+func launchEnv(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
 	dir := t.TempDir()
 	addrFile := filepath.Join(dir, "admin-address")
 	args = append([]string{"--admin-address-path", addrFile}, args...)
 	cmd := exec.Command(legateBin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	p := &proc{t: t, cmd: cmd, dir: dir, stderr: newSyncBuffer(), exited: make(chan struct{})}
 	cmd.Stdout = p.stderr
 	cmd.Stderr = p.stderr
@@ -194,11 +203,23 @@ func (p *proc) post(path string) (int, http.Header, string) {
 
 func (p *proc) do(method, path string) (int, http.Header, string) {
 	p.t.Helper()
+	return p.doHost(method, path, "", "")
+}
+
+// doHost is do with the Host header set to host and, when not empty, an
+// Origin header (the requests a DNS-rebound web page sends); an empty host
+// is the admin's address.
+func (p *proc) doHost(method, path, host, origin string) (int, http.Header, string) {
+	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, p.admin+path, nil)
 	if err != nil {
 		p.t.Fatal(err)
+	}
+	req.Host = host
+	if origin != "" {
+		req.Header.Set("Origin", origin)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
