@@ -27,6 +27,19 @@ func matchHeader(m *headermatch.Header, e *Entry) bool {
 	return m.Match(v, ok)
 }
 
+// RequestHeader returns the first value of a request header as Envoy's header map holds it:
+// key is normalised by headermatch.Key, so "host" and ":authority" both read the entry's
+// authority and the other pseudo-headers read their fields. ok is false when it is absent.
+func RequestHeader(e *Entry, key string) (string, bool) {
+	if v, ok := pseudoHeader(e, key); ok {
+		return v, v != ""
+	}
+	if vs := e.RequestHeaders[key]; len(vs) > 0 {
+		return vs[0], true
+	}
+	return "", false
+}
+
 // requestHeaderValue returns a request header (a pseudo-header from the entry's fields),
 // several values joined with ","; ok is false when it is absent.
 func requestHeaderValue(e *Entry, key string) (string, bool) {

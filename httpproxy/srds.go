@@ -2,7 +2,6 @@ package httpproxy
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 
@@ -10,6 +9,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
 	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/internal/headermatch"
 )
 
 // ScopedRouteProvider serves the scopes of connection managers configured with scoped_routes
@@ -69,9 +69,7 @@ func newScopeKeyBuilder(path string, b *hcmv3.ScopedRoutes_ScopeKeyBuilder) (sco
 			return nil, fmt.Errorf("%s.fragments[%d]: only header_value_extractor is supported", path, i)
 		}
 		kf := keyFragment{header: hv.GetName(), sep: hv.GetElementSeparator()}
-		if !strings.HasPrefix(kf.header, ":") {
-			kf.header = http.CanonicalHeaderKey(kf.header)
-		}
+		kf.header = headermatch.Key(kf.header) // "host" is :authority, as everywhere
 		if kf.sep == "" {
 			kf.sep = ","
 		}

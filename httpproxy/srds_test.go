@@ -153,6 +153,10 @@ func TestScopeKeyBuilder(t *testing.T) {
 		{"element absent", []*hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder{extractor("x-k", ";", 0, "t", "=")}, http.Header{"X-K": {"u=1"}}, "", "", false},
 		{"two fragments", []*hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder{extractor("x-k", ",", 0, "", ""), extractor(":authority", ":", 0, "", "")},
 			http.Header{"X-K": {"a"}}, "host:80", "a\x00host", true},
+		// "Host" names :authority, as in Envoy's header map (go-control-plane's e2e suite keys
+		// its scopes on it): an HTTP/1 request's Host header is the request's authority.
+		{"host is authority", []*hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder{extractor("Host", ":", 0, "", "")},
+			http.Header{}, "example.com:9002", "example.com", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := newScopeKeyBuilder("b", &hcmv3.ScopedRoutes_ScopeKeyBuilder{Fragments: tc.fragments})

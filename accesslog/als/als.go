@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/legateproxy/legate/internal/headermatch"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/stats"
 )
@@ -208,7 +208,7 @@ type settings struct {
 type customTag struct {
 	name   string
 	fixed  string
-	header string // canonical MIME form; "" for fixed values
+	header string // headermatch.Key form; "" for fixed values
 	def    string
 }
 
@@ -251,7 +251,7 @@ func settingsFromProto(path string, cc *grpcalsv3.CommonGrpcAccessLogConfig, exi
 				tag.fixed = v
 			}
 		case ct.GetRequestHeader() != nil:
-			tag.header = http.CanonicalHeaderKey(ct.GetRequestHeader().GetName())
+			tag.header = headermatch.Key(ct.GetRequestHeader().GetName())
 			tag.def = ct.GetRequestHeader().GetDefaultValue()
 		default:
 			return s, fmt.Errorf("%s.common_config.custom_tags[%d] (%q): only literal, environment and request_header tags are supported", path, i, ct.GetTag())

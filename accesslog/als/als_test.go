@@ -119,7 +119,9 @@ func TestCustomTags(t *testing.T) {
 		{tag: "env", environment: {name: "ALS_TEST_ZONE"}},
 		{tag: "env-default", environment: {name: "ALS_TEST_UNSET", default_value: "d"}},
 		{tag: "hdr", request_header: {name: "x-tenant"}},
-		{tag: "hdr-default", request_header: {name: "x-absent", default_value: "none"}}]}`, pb); err != nil {
+		{tag: "hdr-default", request_header: {name: "x-absent", default_value: "none"}},
+		{tag: "host", request_header: {name: "host"}},
+		{tag: "method", request_header: {name: ":method"}}]}`, pb); err != nil {
 		t.Fatal(err)
 	}
 	s, err := settingsFromProto("c", pb.GetCommonConfig(), nil)
@@ -127,8 +129,8 @@ func TestCustomTags(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := &HTTPLogger{client: &client[*accesslogdatav3.HTTPAccessLogEntry]{s: s}}
-	got := l.entry(&accesslog.Entry{RequestHeaders: http.Header{"X-Tenant": {"acme"}}}).GetCommonProperties().GetCustomTags()
-	want := map[string]string{"lit": "v", "env": "z1", "env-default": "d", "hdr": "acme", "hdr-default": "none"}
+	got := l.entry(&accesslog.Entry{Authority: "a.example", Method: "GET", RequestHeaders: http.Header{"X-Tenant": {"acme"}}}).GetCommonProperties().GetCustomTags()
+	want := map[string]string{"lit": "v", "env": "z1", "env-default": "d", "hdr": "acme", "hdr-default": "none", "host": "a.example", "method": "GET"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("custom_tags (-want +got):\n%s", diff)
 	}

@@ -124,7 +124,7 @@ func commonProperties(e *accesslog.Entry, tags []customTag) *accesslogdatav3.Acc
 		for _, tag := range tags {
 			v := tag.fixed
 			if tag.header != "" {
-				if v = e.RequestHeaders.Get(tag.header); v == "" {
+				if v, _ = accesslog.RequestHeader(e, tag.header); v == "" {
 					v = tag.def
 				} else {
 					v = strings.Clone(v)
