@@ -91,6 +91,9 @@ func (s *Server) ListenOn(ln net.Listener) {
 			newHostPolicy(ln.Addr(), s.cfg.AllowedHosts), s.cfg.OnForeignHost),
 		Protocols:         protocols,
 		ReadHeaderTimeout: 30 * time.Second,
+		// Room for a query of MaxRequestBytes plus headers, so that an
+		// oversized query reaches the handler's 413 that names the limit.
+		MaxHeaderBytes: MaxRequestBytes + 64<<10,
 	}
 }
 
@@ -168,7 +171,15 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "Method "+r.Method+" not allowed, POST required.")
 		return
 	}
-	e.Handle(w, r, requestQuery(r, !e.QueryOnly))
+	q, err := requestQuery(r, !e.QueryOnly)
+	if err != nil {
+		if !refuseTooLarge(w, err) {
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, "unable to read the request body: "+err.Error())
+		}
+		return
+	}
+	e.Handle(w, r, q)
 }
 
 // responseWriter adds Envoy's default admin headers when the handler

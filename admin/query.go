@@ -1,8 +1,10 @@
 package admin
 
 import (
+	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -85,14 +87,60 @@ func (q Query) NonEmpty(key string) (string, bool) {
 	return v, v != ""
 }
 
+// MaxRequestBytes bounds an admin request's query string and body. A
+// request over it is refused whole (413) rather than cut, so that
+// /runtime_modify never applies part of what was sent.
+const MaxRequestBytes = 1 << 20
+
+// errTooLarge says which part of a request went over MaxRequestBytes.
+type errTooLarge string
+
+func (e errTooLarge) Error() string {
+	return "admin request " + string(e) + " exceeds the limit of " + strconv.Itoa(MaxRequestBytes) + " bytes"
+}
+
 // requestQuery returns the parameters of r: the URL's, or, when the URL has
 // none and the endpoint allows it, those of an
 // application/x-www-form-urlencoded body.
-func requestQuery(r *http.Request, formBody bool) Query {
+func requestQuery(r *http.Request, formBody bool) (Query, error) {
+	if len(r.URL.RawQuery) > MaxRequestBytes {
+		return nil, errTooLarge("query")
+	}
 	q := ParseQuery(r.URL.RawQuery)
 	if len(q) > 0 || !formBody || r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" || r.Body == nil {
-		return q
+		return q, nil
 	}
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	return ParseQuery(string(body))
+	body, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQuery(string(body)), nil
+}
+
+// readBody reads r's whole body, or fails with errTooLarge when it is longer
+// than MaxRequestBytes (announced or not).
+func readBody(r *http.Request) ([]byte, error) {
+	if r.ContentLength > MaxRequestBytes {
+		return nil, errTooLarge("body")
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > MaxRequestBytes {
+		return nil, errTooLarge("body")
+	}
+	return body, nil
+}
+
+// refuseTooLarge answers 413 with the reason when err is errTooLarge, and
+// reports whether it did.
+func refuseTooLarge(w http.ResponseWriter, err error) bool {
+	var tl errTooLarge
+	if !errors.As(err, &tl) {
+		return false
+	}
+	w.WriteHeader(http.StatusRequestEntityTooLarge)
+	io.WriteString(w, tl.Error())
+	return true
 }

@@ -7,9 +7,6 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
 )
 
-// maxTapBody bounds a POST /tap body.
-const maxTapBody = 1 << 20
-
 // WatchTap makes POST /tap exist exactly while at least one tap filter with an admin_config
 // is configured (Envoy adds the handler with the first such filter and removes it with the
 // last); without one, /tap is an unknown path (404 with the help text), which is Envoy's
@@ -44,7 +41,10 @@ func TapEndpoint(m *tap.Manager) Endpoint {
 }
 
 func serveTap(w http.ResponseWriter, r *http.Request, m *tap.Manager) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxTapBody))
+	body, err := readBody(r)
+	if refuseTooLarge(w, err) {
+		return
+	}
 	if err != nil {
 		tapBadRequest(w, "unable to read the request body: "+err.Error())
 		return

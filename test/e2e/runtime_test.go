@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -80,5 +83,35 @@ func TestRuntimeModifyWithoutAdminLayer(t *testing.T) {
 	}
 	if _, _, body := p.get("/runtime"); body != "{\n \"entries\": {},\n \"layers\": []\n}\n" {
 		t.Errorf("GET /runtime without layers = %q", body)
+	}
+}
+
+// TestRuntimeModifyOversizedBody is issue 18's defect 6 on the binary:
+// 100,000 keys in a form body (over the admin's 1 MiB limit) were cut, and
+// the first 18,271 applied with 200. The whole body must be refused and
+// nothing applied.
+func TestRuntimeModifyOversizedBody(t *testing.T) {
+	p := start(t, "-c", writeConfig(t, minimalConfig+runtimeLayers))
+	var b strings.Builder
+	for i := range 100_000 {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString("big.key" + strconv.Itoa(i) + "=1")
+	}
+	resp, err := http.Post(p.admin+"/runtime_modify", "application/x-www-form-urlencoded", strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := "admin request body exceeds the limit of 1048576 bytes"; resp.StatusCode != http.StatusRequestEntityTooLarge || string(body) != want {
+		t.Errorf("POST /runtime_modify with %d bytes = %d %q; want 413 %q", b.Len(), resp.StatusCode, body, want)
+	}
+	if _, _, rt := p.get("/runtime"); strings.Contains(rt, "big.key") {
+		t.Errorf("part of the refused body was applied: /runtime has big.key* entries")
+	}
+	if code, _, body := p.post("/runtime_modify?big.key0=1"); code != http.StatusOK || body != "OK\n" {
+		t.Errorf("a small /runtime_modify after the refusal = %d %q; want 200 OK", code, body)
 	}
 }
