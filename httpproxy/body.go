@@ -235,27 +235,25 @@ func (w *h1writer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// bodySource tells whether the next read of a body returns without waiting for its peer
+// (pool.Response.BodyReady).
+type bodySource interface{ BodyReady() bool }
+
 // copyFrom moves a body from r into the response: straight into the buffer's spare room
 // when the body is not chunked, so a small response goes out in one write with its head.
-func (w *h1writer) copyFrom(r io.Reader) (int64, error) {
-	if w.chunked || w.noBody {
-		var scratch [4096]byte
-		var total int64
-		for {
-			n, err := r.Read(scratch[:])
-			if n > 0 {
-				if _, werr := w.Write(scratch[:n]); werr != nil {
-					return total, werr
-				}
-				total += int64(n)
-			}
-			if err == io.EOF {
-				return total, nil
-			}
-			if err != nil {
-				return total, err
-			}
+// What is buffered is written whenever src says the next read may wait for the upstream, so
+// that a streamed response (server-sent events, long polling, a trickled download) reaches
+// the client as it arrives, as Envoy forwards each read; a body that is already buffered
+// still goes out whole. Writes block while the client is slow, and so does the next read:
+// the upstream is held back by TCP, and the buffer stays under flushAt plus one read.
+func (w *h1writer) copyFrom(r io.Reader, src bodySource) (int64, error) {
+	if !src.BodyReady() {
+		if err := w.flush(); err != nil { // the head, before the wait for the first bytes
+			return 0, err
 		}
+	}
+	if w.chunked || w.noBody {
+		return w.copyChunks(r, src)
 	}
 	var total int64
 	for {
@@ -272,13 +270,42 @@ func (w *h1writer) copyFrom(r io.Reader) (int64, error) {
 		w.buf = w.buf[:len(w.buf)+n]
 		total += int64(n)
 		w.sent += int64(n)
-		if err == io.EOF {
-			return total, nil
-		}
-		if err != nil {
+		if done, err := w.afterRead(n, err, src); done {
 			return total, err
 		}
 	}
+}
+
+// copyChunks is copyFrom for a chunked body, or one that is not sent (HEAD, 204, 304).
+func (w *h1writer) copyChunks(r io.Reader, src bodySource) (int64, error) {
+	var scratch [4096]byte
+	var total int64
+	for {
+		n, err := r.Read(scratch[:])
+		if n > 0 {
+			if _, werr := w.Write(scratch[:n]); werr != nil {
+				return total, werr
+			}
+			total += int64(n)
+		}
+		if done, err := w.afterRead(n, err, src); done {
+			return total, err
+		}
+	}
+}
+
+// afterRead ends a copy at the body's end (nil) or a read or write error; otherwise it
+// writes what is buffered when the read got bytes and the next one may wait for the upstream.
+func (w *h1writer) afterRead(n int, err error, src bodySource) (done bool, _ error) {
+	switch {
+	case err == io.EOF:
+		return true, nil
+	case err != nil:
+		return true, err
+	case n == 0 || len(w.buf) == 0 || src.BodyReady():
+		return false, nil
+	}
+	return w.flush() != nil, w.err
 }
 
 // finish ends the body (the last chunk) and writes everything buffered.

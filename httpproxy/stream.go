@@ -638,7 +638,7 @@ func (s *stream) copyBody(resp *pool.Response) (int64, error) {
 		s.bytesOut += n
 		return n, err
 	}
-	n, err := s.hw.copyFrom(r)
+	n, err := s.hw.copyFrom(r, resp)
 	s.bytesOut += n
 	return n, err
 }
