@@ -1,11 +1,17 @@
 package pool
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // benchResponse is the upstream response of the proxy benchmark: a 100-byte body.
@@ -54,5 +60,54 @@ func BenchmarkHTTP1(b *testing.B) {
 				res.Body.Close()
 			}
 		})
+	})
+}
+
+// BenchmarkIdleWatch measures the two ways of watching an idle connection that idle.go
+// weighs, per request on a connection with nothing to read: "peek", the check the pool makes
+// when it takes a connection, and "parked_reader", a goroutine blocked reading the idle
+// connection that the request must stop (read deadline) and restart.
+func BenchmarkIdleWatch(b *testing.B) {
+	s := newRawServer(b, benchResponse, 0)
+	dial := func(b *testing.B) net.Conn {
+		c, err := net.Dial("tcp", s.addr())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+		return c
+	}
+	b.Run("peek", func(b *testing.B) {
+		nc := dial(b)
+		c := &h1conn{}
+		c.raw, _ = rawSocket(nc)
+		c.peek = c.peekSocket
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := c.raw.Read(c.peek); err != nil || c.peekErr != syscall.EAGAIN { //nolint:errorlint // a bare Errno
+				b.Fatalf("peek = %v, %v; want EAGAIN", err, c.peekErr)
+			}
+		}
+	})
+	b.Run("parked_reader", func(b *testing.B) {
+		nc := dial(b)
+		br := bufio.NewReader(nc)
+		watch, stopped := make(chan bool), make(chan error)
+		go func() { // one reader per connection, parked while the connection is idle
+			for <-watch {
+				_, err := br.Peek(1)
+				stopped <- err
+			}
+		}()
+		defer close(watch)
+		b.ReportAllocs()
+		for b.Loop() {
+			watch <- true // released to the idle list
+			nc.SetReadDeadline(aLongTimeAgo)
+			if err := <-stopped; !errors.Is(err, os.ErrDeadlineExceeded) {
+				b.Fatalf("parked read = %v; want a deadline error", err)
+			}
+			nc.SetReadDeadline(time.Time{})
+		}
 	})
 }

@@ -35,6 +35,16 @@ type h1conn struct {
 	retired   bool        // not to be reused (host health failure); guarded by hp.mu
 	deadline  bool        // a read/write deadline is set
 
+	// The idle check (see checkIdle): raw is the TCP socket under the connection (nil when
+	// the transport has none), peek the callback run on it, built once so that a check
+	// allocates nothing; peekN and peekErr are its results.
+	raw     syscall.RawConn
+	isTLS   bool
+	peek    func(fd uintptr) bool
+	peekBuf [1]byte
+	peekN   int
+	peekErr error
+
 	// The watch on the exchange's Request.Downstream: unwatch stops it; abandoned is set
 	// (by the watch's goroutine) when the downstream request ended and the socket was closed.
 	unwatch   func() bool
@@ -79,6 +89,8 @@ func newH1(uc *upConn) *h1conn {
 	c.br.Reset(uc)
 	c.bw = writers.Get().(*bufio.Writer)
 	c.bw.Reset(uc)
+	c.raw, c.isTLS = rawSocket(uc.Conn)
+	c.peek = c.peekSocket
 	if d := uc.hp.m.idleTimeout; d > 0 {
 		c.timer = time.AfterFunc(d, c.idleExpired)
 	}
@@ -188,20 +200,25 @@ func (m *Manager) pendingEnd(prio *breaker.Priority) {
 	m.st.UpstreamRqPendingActive.Dec()
 }
 
-// takeIdle pops the most recently used idle connection.
+// takeIdle pops the most recently used idle connection that is still clean (checkIdle),
+// discarding those that are not.
 func (hp *hostPool) takeIdle() *h1conn {
-	hp.mu.Lock()
-	n := len(hp.idle)
-	if n == 0 {
+	for {
+		hp.mu.Lock()
+		n := len(hp.idle)
+		if n == 0 {
+			hp.mu.Unlock()
+			return nil
+		}
+		c := hp.idle[n-1]
+		hp.idle[n-1] = nil
+		hp.idle = hp.idle[:n-1]
+		c.idle = false
 		hp.mu.Unlock()
-		return nil
+		if c.checkIdle() {
+			return c
+		}
 	}
-	c := hp.idle[n-1]
-	hp.idle[n-1] = nil
-	hp.idle = hp.idle[:n-1]
-	c.idle = false
-	hp.mu.Unlock()
-	return c
 }
 
 // wait queues the request until a connection is released (returned) or capacity frees
@@ -402,7 +419,7 @@ func (ex exchange) finishH1() error {
 		if c.last && complete && c.keepAlive {
 			hp.m.st.UpstreamCxMaxRequests.Inc()
 		}
-		hp.releaseH1(c, complete && c.keepAlive && !c.last)
+		hp.releaseH1(c, complete && c.keepAlive && !c.last && c.cleanEnd())
 	}
 	o := outcomeComplete
 	switch {

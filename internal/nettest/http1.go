@@ -1,0 +1,67 @@
+package nettest
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// ServeHTTP1 serves raw HTTP/1.1 on ln, for tests of peers that misbehave on purpose: for
+// every request head read on a connection it calls answer with the connection, the method and
+// the request target, and answer writes whatever the test wants. Request bodies are left
+// unread. A connection ends when its peer closes it, when answer closes it, or after ten
+// seconds. The result counts the connections accepted.
+func ServeHTTP1(tb testing.TB, ln net.Listener, answer func(c net.Conn, method, target string)) *atomic.Int64 {
+	accepted := new(atomic.Int64)
+	Serve(tb, ln, func(c net.Conn) {
+		defer c.Close()
+		accepted.Add(1)
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			method, rest, _ := strings.Cut(line, " ")
+			target, _, _ := strings.Cut(rest, " ")
+			for {
+				h, err := br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				if h == "\r\n" {
+					break
+				}
+			}
+			answer(c, method, target)
+		}
+	})
+	return accepted
+}
+
+// StrayBytes is a ServeHTTP1 answer for tests of bytes an upstream sends where no response
+// is due: the request for /first gets First (which may carry bytes past its end), then Later
+// is written on the connection once it is idle (when not empty, reported on LaterSent, which
+// must have room); every other request gets Other.
+type StrayBytes struct {
+	First, Later, Other string
+	LaterSent           chan struct{}
+}
+
+// Answer is the answer function for ServeHTTP1.
+func (s *StrayBytes) Answer(c net.Conn, _, target string) {
+	if target != "/first" {
+		io.WriteString(c, s.Other)
+		return
+	}
+	io.WriteString(c, s.First)
+	if s.Later != "" {
+		io.WriteString(c, s.Later)
+		s.LaterSent <- struct{}{}
+	}
+}

@@ -1,0 +1,150 @@
+package pool
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/nettest"
+	"github.com/legateproxy/legate/tlsutil/tlstest"
+)
+
+// smuggled is a whole response an upstream sends where none was asked for. A pool that
+// reuses the connection hands it to the next request.
+const smuggled = "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled"
+
+// scriptedUpstream is an HTTP/1.1 upstream that misbehaves on purpose (nettest.ServeHTTP1).
+type scriptedUpstream struct {
+	addr     string
+	accepted *atomic.Int64
+}
+
+// newScriptedUpstream serves on 127.0.0.1, over TLS when cfg is not nil.
+func newScriptedUpstream(t *testing.T, cfg *tls.Config, answer func(c net.Conn, method, path string)) *scriptedUpstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &scriptedUpstream{addr: ln.Addr().String()}
+	if cfg != nil {
+		ln = tls.NewListener(ln, cfg)
+	}
+	s.accepted = nettest.ServeHTTP1(t, ln, answer)
+	return s
+}
+
+// upstreamTLS is a server configuration with a fresh self-signed certificate.
+func upstreamTLS(t *testing.T) *tls.Config {
+	leaf := tlstest.SelfSigned(t, tlstest.Options{CommonName: "upstream", IPs: []string{"127.0.0.1"}})
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leaf.Cert.Raw}, PrivateKey: leaf.Key}}}
+}
+
+// TestNoReuseWithUnreadBytes sends a first request whose response leaves bytes behind it (or
+// is followed by bytes on the idle connection), then a second one: the second must get its
+// own response on a new connection, never the bytes, and the bytes count as a protocol error.
+func TestNoReuseWithUnreadBytes(t *testing.T) {
+	tests := []struct {
+		name   string
+		method string
+		first  string // the answer to the first request
+		later  string // written once the first answer was, on the then idle connection
+	}{
+		{name: "bytes past content-length", method: "GET", first: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst" + smuggled},
+		{name: "body with HEAD", method: "HEAD", first: "HTTP/1.1 200 OK\r\nContent-Length: 44\r\n\r\n" + smuggled},
+		{name: "body with 204", method: "GET", first: "HTTP/1.1 204 No Content\r\n\r\n" + smuggled},
+		{name: "body with 304", method: "GET", first: "HTTP/1.1 304 Not Modified\r\n\r\n" + smuggled},
+		{name: "bytes on the idle connection", method: "GET", first: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst", later: smuggled},
+	}
+	for _, tt := range tests {
+		for _, useTLS := range []bool{false, true} {
+			name := tt.name
+			if useTLS {
+				name += " over TLS"
+			}
+			t.Run(name, func(t *testing.T) {
+				var srvTLS, cliTLS *tls.Config
+				if useTLS {
+					srvTLS, cliTLS = upstreamTLS(t), &tls.Config{InsecureSkipVerify: true}
+				}
+				script := &nettest.StrayBytes{First: tt.first, Later: tt.later, LaterSent: make(chan struct{}, 1),
+					Other: "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond"}
+				s := newScriptedUpstream(t, srvTLS, script.Answer)
+				cm, store := newClusterManager(t, staticCluster("", s.addr))
+				m := newManager(t, cm, store, func(c *ManagerConfig) {
+					if cliTLS != nil {
+						c.TLS = func(*host.Host) *tls.Config { return cliTLS }
+					}
+				})
+				h := onlyHost(t, m)
+				var resp Response
+				if err := m.RoundTrip(context.Background(), h, &Request{Method: tt.method, Path: "/first"}, &resp); err != nil {
+					t.Fatalf("first RoundTrip = %v; want nil", err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Close()
+				if tt.later != "" {
+					select {
+					case <-script.LaterSent:
+					case <-time.After(10 * time.Second):
+						t.Fatal("upstream did not write on the idle connection")
+					}
+				}
+				if code, body := get(t, m, h, "/second"); code != 200 || body != "second" {
+					t.Errorf("second request = %d %q; want 200 \"second\"", code, body)
+				}
+				if got := m.st.UpstreamCxProtocolError.Value(); got != 1 {
+					t.Errorf("upstream_cx_protocol_error = %d; want 1", got)
+				}
+				if got := s.accepted.Load(); got != 2 {
+					t.Errorf("upstream connections = %d; want 2", got)
+				}
+			})
+		}
+	}
+}
+
+// TestIdleCloseNoticed: an upstream that closed an idle connection is noticed when the
+// connection is taken, so even a request with a body (which is not retried blindly) goes to
+// a new connection.
+func TestIdleCloseNoticed(t *testing.T) {
+	closed := make(chan struct{}, 1)
+	s := newScriptedUpstream(t, nil, func(c net.Conn, method, path string) {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		if path == "/first" {
+			c.Close()
+			closed <- struct{}{}
+		}
+	})
+	cm, store := newClusterManager(t, staticCluster("", s.addr))
+	m := newManager(t, cm, store, nil)
+	h := onlyHost(t, m)
+	get(t, m, h, "/first")
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("upstream did not close the connection")
+	}
+	var resp Response
+	req := Request{Method: "POST", Path: "/second", Body: strings.NewReader("hello"), ContentLength: 5}
+	if err := m.RoundTrip(context.Background(), h, &req, &resp); err != nil {
+		t.Fatalf("POST after the idle close = %v; want nil", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Close()
+	if resp.StatusCode != 200 || string(body) != "ok" {
+		t.Errorf("POST = %d %q; want 200 \"ok\"", resp.StatusCode, body)
+	}
+	if got := m.st.UpstreamCxDestroyRemote.Value(); got != 1 {
+		t.Errorf("upstream_cx_destroy_remote = %d; want 1", got)
+	}
+	if got := m.st.UpstreamCxProtocolError.Value(); got != 0 {
+		t.Errorf("upstream_cx_protocol_error = %d; want 0", got)
+	}
+}
