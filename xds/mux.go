@@ -62,6 +62,8 @@ type watch struct {
 	sent map[string]struct{}
 	// known are, for delta streams, the versions of the resources held (initial_resource_versions).
 	known map[string]string
+	// added says names were added since the last REST poll went out (see restFetch).
+	added bool
 	// everSent is set once a subscription with at least one name was sent on the current
 	// state-of-the-world stream, after which an empty name list means "none", not wildcard.
 	everSent bool
@@ -115,7 +117,7 @@ func (m *mux) setNames(typeURL string, add, remove []string) {
 		for _, n := range add {
 			if _, ok := w.names[n]; !ok {
 				w.names[n] = struct{}{}
-				changed = true
+				changed, w.added = true, true
 			}
 		}
 		for _, n := range remove {

@@ -71,21 +71,34 @@ func (m *mux) restFetch(ctx context.Context, hc *http.Client, w *watch) {
 		m.mu.Unlock()
 		return
 	}
+	// A poll that adds names goes without version_info. A REST server answers by version
+	// (go-control-plane's gateway says 304 when the version is current), so the version held
+	// for the old names would hide the new names' resources; Envoy does not meet this because
+	// it polls each RDS name on a subscription, and version, of its own.
+	version, added := w.version, w.added
+	if added {
+		version = ""
+	}
 	req := &discoveryv3.DiscoveryRequest{
-		VersionInfo:   w.version,
+		VersionInfo:   version,
 		ResourceNames: sortedNames(w.names),
 		TypeUrl:       w.typeURL,
 		ResponseNonce: w.nonce,
 		ErrorDetail:   errorDetail(w.nack),
 		Node:          m.c.node,
 	}
-	w.dirty = false
+	w.dirty, w.added = false, false
 	m.mu.Unlock()
 	resp, err := m.restPost(ctx, hc, req)
 	switch {
 	case err != nil:
 		if ctx.Err() != nil {
 			return
+		}
+		if added {
+			m.mu.Lock()
+			w.added = true // the next poll still has names to fetch
+			m.mu.Unlock()
 		}
 		m.c.log.Warnf("xds: %s: REST fetch of %s failed: %v", m.key, resource.ShortType(w.typeURL), err)
 		w.h.failed(m)
