@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
@@ -71,6 +72,9 @@ type HTTPConnectionManager struct {
 	HTTPFilters []HTTPFilter
 	// AccessLogs are access_log in order.
 	AccessLogs []AccessLog
+	// UpgradeConfigs are upgrade_configs in order: the upgrade types (WebSocket, CONNECT, …)
+	// the connection manager lets through, unless a route's own upgrade_configs decides.
+	UpgradeConfigs []UpgradeConfig
 
 	// ServerName is server_name (default "envoy"), written in the server response header.
 	ServerName string
@@ -144,7 +148,7 @@ const (
 
 // HTTPConnectionManagerFromProto converts and checks an HttpConnectionManager. Errors wrap
 // ErrHTTPConnectionManager and name the field path, the value and the rule. Features Legate
-// does not implement (rds, scoped_routes, upgrade_configs, HTTP/3) are rejected rather than
+// does not implement (rds, scoped_routes, upgrade filters, HTTP/3) are rejected rather than
 // ignored.
 func HTTPConnectionManagerFromProto(p *hcmv3.HttpConnectionManager) (*HTTPConnectionManager, error) {
 	if p == nil {
@@ -213,10 +217,11 @@ func HTTPConnectionManagerFromProto(p *hcmv3.HttpConnectionManager) (*HTTPConnec
 		return nil, bad("scoped_routes: %s", hcmUnsupportedFieldRuleText)
 	case h.RouteConfig == nil:
 		return nil, bad("route_specifier: unset; route_config is required")
-	case len(p.GetUpgradeConfigs()) > 0:
-		return nil, bad("upgrade_configs: %s", hcmUnsupportedFieldRuleText)
 	}
 	if err := h.filters(p); err != nil {
+		return nil, err
+	}
+	if err := h.upgrades(p.GetUpgradeConfigs()); err != nil {
 		return nil, err
 	}
 	for i, al := range p.GetAccessLog() {
@@ -268,4 +273,36 @@ func (f HTTPFilter) IsRouter() bool {
 		return u == routerFilterTypeURL
 	}
 	return f.Name == routerFilterName
+}
+
+// UpgradeConfig is one entry of HttpConnectionManager.upgrade_configs.
+type UpgradeConfig struct {
+	// Type is upgrade_type as given ("websocket", "CONNECT", …); requests match it without
+	// regard to case, as Envoy matches them.
+	Type string
+	// Enabled is enabled (default true). A disabled type is refused unless a route enables it.
+	Enabled bool
+}
+
+// upgrades converts upgrade_configs. A type given twice is an error, as in Envoy; an upgrade
+// filter chain (filters) is refused: Legate runs the connection manager's http_filters.
+func (h *HTTPConnectionManager) upgrades(ucs []*hcmv3.HttpConnectionManager_UpgradeConfig) error {
+	for i, uc := range ucs {
+		path := fmt.Sprintf("upgrade_configs[%d]", i)
+		t := uc.GetUpgradeType()
+		if t == "" {
+			return fmt.Errorf("%w: %s.upgrade_type = \"\": must not be empty", ErrHTTPConnectionManager, path)
+		}
+		if len(uc.GetFilters()) > 0 {
+			return fmt.Errorf("%w: %s.filters: %s", ErrHTTPConnectionManager, path, hcmUnsupportedFieldRuleText)
+		}
+		for _, prev := range h.UpgradeConfigs {
+			if strings.EqualFold(prev.Type, t) {
+				return fmt.Errorf("%w: %s.upgrade_type = %q: multiple upgrade configs with the same name", ErrHTTPConnectionManager, path, t)
+			}
+		}
+		enabled := uc.GetEnabled() == nil || uc.GetEnabled().GetValue()
+		h.UpgradeConfigs = append(h.UpgradeConfigs, UpgradeConfig{Type: t, Enabled: enabled})
+	}
+	return nil
 }

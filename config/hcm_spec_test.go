@@ -47,6 +47,20 @@ func accessLogFilter(t *testing.T, y string) *accesslogv3.AccessLogFilter {
 	return &pb
 }
 
+// defaultsWith is the configuration of a connection manager with stat_prefix "ingress" and
+// every default, changed by change.
+func defaultsWith(change func(h *HTTPConnectionManager)) *HTTPConnectionManager {
+	h := &HTTPConnectionManager{
+		StatPrefix: "ingress", Codec: CodecAuto, ServerName: "envoy", GenerateRequestID: true,
+		HTTPFilters: []HTTPFilter{{Name: routerFilterName}}, IdleTimeout: time.Hour,
+		MaxHeadersCount: 100, MaxRequestHeadersKB: 60, StreamIdleTimeout: 5 * time.Minute,
+		DrainTimeout: 5 * time.Second, HTTP2MaxConcurrentStreams: 2147483647,
+		HTTP2InitialStreamWindowSize: 256 << 20, HTTP2InitialConnectionWindowSize: 256 << 20,
+	}
+	change(h)
+	return h
+}
+
 func TestHTTPConnectionManagerFromProto(t *testing.T) {
 	const routes = "route_config: {virtual_hosts: [{name: a, domains: ['*']}]}\n"
 	tests := []struct {
@@ -58,13 +72,7 @@ func TestHTTPConnectionManagerFromProto(t *testing.T) {
 		{
 			name: "defaults",
 			yaml: "stat_prefix: ingress\n" + routes,
-			want: &HTTPConnectionManager{
-				StatPrefix: "ingress", Codec: CodecAuto, ServerName: "envoy", GenerateRequestID: true,
-				HTTPFilters: []HTTPFilter{{Name: routerFilterName}}, IdleTimeout: time.Hour,
-				MaxHeadersCount: 100, MaxRequestHeadersKB: 60, StreamIdleTimeout: 5 * time.Minute,
-				DrainTimeout: 5 * time.Second, HTTP2MaxConcurrentStreams: 2147483647,
-				HTTP2InitialStreamWindowSize: 256 << 20, HTTP2InitialConnectionWindowSize: 256 << 20,
-			},
+			want: defaultsWith(func(*HTTPConnectionManager) {}),
 		},
 		{
 			name: "explicit",
@@ -100,15 +108,25 @@ http_filters:
 		{
 			name: "access log filter",
 			yaml: "stat_prefix: s\n" + routes + "access_log: [{name: envoy.access_loggers.file, filter: " + accessLogFilterYAML + "}]\n",
-			want: &HTTPConnectionManager{
-				StatPrefix: "s", Codec: CodecAuto, ServerName: "envoy", GenerateRequestID: true,
-				HTTPFilters: []HTTPFilter{{Name: routerFilterName}}, IdleTimeout: time.Hour,
-				MaxHeadersCount: 100, MaxRequestHeadersKB: 60, StreamIdleTimeout: 5 * time.Minute,
-				DrainTimeout: 5 * time.Second, HTTP2MaxConcurrentStreams: 2147483647,
-				HTTP2InitialStreamWindowSize: 256 << 20, HTTP2InitialConnectionWindowSize: 256 << 20,
-				AccessLogs: []AccessLog{{Name: "envoy.access_loggers.file", Filter: accessLogFilter(t, accessLogFilterYAML)}},
-			},
+			want: defaultsWith(func(h *HTTPConnectionManager) {
+				h.StatPrefix = "s"
+				h.AccessLogs = []AccessLog{{Name: "envoy.access_loggers.file", Filter: accessLogFilter(t, accessLogFilterYAML)}}
+			}),
 		},
+		{
+			name: "upgrade configs",
+			yaml: "stat_prefix: s\n" + routes + "upgrade_configs: [{upgrade_type: websocket}, {upgrade_type: CONNECT, enabled: false}]\n",
+			want: defaultsWith(func(h *HTTPConnectionManager) {
+				h.StatPrefix = "s"
+				h.UpgradeConfigs = []UpgradeConfig{{Type: "websocket", Enabled: true}, {Type: "CONNECT", Enabled: false}}
+			}),
+		},
+		{name: "upgrade filters", yaml: "stat_prefix: s\n" + routes + "upgrade_configs: [{upgrade_type: websocket, filters: [{name: envoy.filters.http.router}]}]\n",
+			err: "upgrade_configs[0].filters: not implemented by Legate"},
+		{name: "upgrade twice", yaml: "stat_prefix: s\n" + routes + "upgrade_configs: [{upgrade_type: websocket}, {upgrade_type: WebSocket}]\n",
+			err: `upgrade_configs[1].upgrade_type = "WebSocket": multiple upgrade configs with the same name`},
+		{name: "upgrade without type", yaml: "stat_prefix: s\n" + routes + "upgrade_configs: [{enabled: true}]\n",
+			err: `upgrade_configs[0].upgrade_type = "": must not be empty`},
 		{name: "access log traceable filter", yaml: "stat_prefix: s\n" + routes + "access_log: [{name: f, filter: {traceable_filter: {}}}]\n",
 			err: "access_log[0].filter.traceable_filter: not implemented by Legate"},
 		{name: "access log grpc status", yaml: "stat_prefix: s\n" + routes + "access_log: [{name: f}, {name: g, filter: {or_filter: {filters: [{not_health_check_filter: {}}, {grpc_status_filter: {statuses: [20]}}]}}}]\n",

@@ -120,6 +120,10 @@ type requestHead struct {
 	expect100      bool
 	absolute       bool // the target was in absolute form
 	teTrailers     bool // TE lists "trailers": the client takes a chunked trailer section
+
+	// What upgrade.go decides an upgrade from.
+	upgrade     string // the Upgrade header's value
+	connUpgrade bool   // Connection lists "upgrade"
 }
 
 // hasTrailersToken reports whether a TE value lists "trailers" (RFC 9110 §10.1.4).
@@ -222,7 +226,10 @@ func parseHead(s string, h http.Header, vals *[]string, maxHeaders int) (request
 		case hdrTE:
 			head.teTrailers = head.teTrailers || hasTrailersToken(value)
 			continue // hop-by-hop: not forwarded
-		case hdrKeepAlive, hdrProxyConnection, hdrUpgrade:
+		case hdrUpgrade:
+			head.upgrade = value
+			continue // hop-by-hop: forwarded only by an upgrade (upgrade.go)
+		case hdrKeepAlive, hdrProxyConnection:
 			continue // hop-by-hop: not forwarded
 		}
 		addValue(h, vals, key, value)
@@ -244,6 +251,8 @@ func parseHead(s string, h http.Header, vals *[]string, maxHeaders int) (request
 			if head.minor == 0 {
 				head.close = false
 			}
+		case equalFold(tok, "upgrade"):
+			head.connUpgrade = true
 		case tok != "" && validToken(tok):
 			h.Del(tok) // a header named by Connection is hop-by-hop
 		}
@@ -287,6 +296,8 @@ func parseRequestLine(line string, head *requestHead) error {
 	}
 	t := head.target
 	switch {
+	case head.method == http.MethodConnect:
+		return parseConnectTarget(head) // authority-form (RFC 9112 §3.2.3)
 	case t[0] == '/':
 	case t == "*" && head.method == http.MethodOptions:
 	case hasPrefixFold(t, "http://") || hasPrefixFold(t, "https://"):

@@ -41,6 +41,12 @@ func (s *stream) routeRequest() {
 	st := h.stats
 	st.RqTotal.Inc()
 	m := h.route(&s.req) // the scope's table with scoped_routes (srds.go)
+	if s.upgrade != "" {
+		if !s.acceptUpgrade(m) {
+			return
+		}
+		defer st.DownstreamCxUpgradesActive.Dec()
+	}
 	if m == nil || m.Route.Kind == route.ActionNonForwarding {
 		st.NoRoute.Inc()
 		s.flags |= accesslog.NoRouteFound
@@ -76,7 +82,25 @@ func (s *stream) routeRequest() {
 		s.localReply(http.StatusServiceUnavailable, nil, m)
 		return
 	}
+	if s.upgrading || s.tunnelsPost(m) {
+		s.forwardUpgrade(mgr, m)
+		return
+	}
 	s.forward(mgr, m)
+}
+
+// upstreamTarget applies the route's path and host rewrites: it returns the upstream
+// request's path (recording the original in x-envoy-original-path) and authority.
+func (s *stream) upstreamTarget(m *route.Match) (path, authority string) {
+	path, rewritten := m.Route.RewritePath(s.req.Path)
+	if rewritten {
+		s.setReqHeader(hdrOriginalPath, s.req.Path)
+	}
+	authority = s.req.Authority
+	if m.HostRewrite != "" {
+		authority = m.HostRewrite
+	}
+	return path, authority
 }
 
 // forward sends the request to the cluster, retrying as the route's retry policy allows, and
@@ -90,14 +114,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 
 	// The upstream request.
 	hd := s.req.Header
-	path, rewritten := r.RewritePath(s.req.Path)
-	if rewritten {
-		s.setReqHeader(hdrOriginalPath, s.req.Path)
-	}
-	authority := s.req.Authority
-	if m.HostRewrite != "" {
-		authority = m.HostRewrite
-	}
+	path, authority := s.upstreamTarget(m)
 	timeout := r.Timeout
 	if v := hd[hdrUpstreamTimeout]; len(v) > 0 {
 		if ms, err := strconv.ParseUint(v[0], 10, 32); err == nil {
@@ -160,10 +177,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	for {
 		hst, err := c.Pick(&s.lbctx)
 		if err != nil {
-			snap.Stats.UpstreamCxNoneHealthy.Inc()
-			s.flags |= accesslog.NoHealthyUpstream
-			s.details = "no_healthy_upstream"
-			s.localReply(http.StatusServiceUnavailable, []byte(bodyNoHealthyUpstream), m)
+			s.noHealthyUpstream(snap, m)
 			return
 		}
 		s.upstream = hst.Address()
@@ -235,6 +249,14 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		s.respond(m, upStart, c, hst)
 		return
 	}
+}
+
+// noHealthyUpstream answers a request for which the cluster has no host to pick.
+func (s *stream) noHealthyUpstream(snap *cluster.Snapshot, m *route.Match) {
+	snap.Stats.UpstreamCxNoneHealthy.Inc()
+	s.flags |= accesslog.NoHealthyUpstream
+	s.details = "no_healthy_upstream"
+	s.localReply(http.StatusServiceUnavailable, []byte(bodyNoHealthyUpstream), m)
 }
 
 // hdrImmediateHealthCheckFail in an upstream response marks its host unhealthy at once.

@@ -45,14 +45,16 @@ type hcmStats struct {
 	DownstreamRqTotal                    stats.Counter `stat:"downstream_rq_total"`
 	DownstreamRqTxReset                  stats.Counter `stat:"downstream_rq_tx_reset"`
 	DownstreamRqMaxDurationReached       stats.Counter `stat:"downstream_rq_max_duration_reached"`
+	DownstreamRqWsOnNonWsRoute           stats.Counter `stat:"downstream_rq_ws_on_non_ws_route"`
 	RsTooLarge                           stats.Counter `stat:"rs_too_large"`
 
-	DownstreamCxActive      stats.Gauge `stat:"downstream_cx_active,accumulate"`
-	DownstreamCxHTTP1Active stats.Gauge `stat:"downstream_cx_http1_active,accumulate"`
-	DownstreamCxHTTP2Active stats.Gauge `stat:"downstream_cx_http2_active,accumulate"`
-	DownstreamCxHTTP3Active stats.Gauge `stat:"downstream_cx_http3_active,accumulate"`
-	DownstreamCxSslActive   stats.Gauge `stat:"downstream_cx_ssl_active,accumulate"`
-	DownstreamRqActive      stats.Gauge `stat:"downstream_rq_active,accumulate"`
+	DownstreamCxActive         stats.Gauge `stat:"downstream_cx_active,accumulate"`
+	DownstreamCxHTTP1Active    stats.Gauge `stat:"downstream_cx_http1_active,accumulate"`
+	DownstreamCxHTTP2Active    stats.Gauge `stat:"downstream_cx_http2_active,accumulate"`
+	DownstreamCxHTTP3Active    stats.Gauge `stat:"downstream_cx_http3_active,accumulate"`
+	DownstreamCxSslActive      stats.Gauge `stat:"downstream_cx_ssl_active,accumulate"`
+	DownstreamCxUpgradesActive stats.Gauge `stat:"downstream_cx_upgrades_active,accumulate"`
+	DownstreamRqActive         stats.Gauge `stat:"downstream_rq_active,accumulate"`
 
 	DownstreamCxLengthMs stats.Histogram `stat:"downstream_cx_length_ms,unit=ms"`
 	DownstreamRqTime     stats.Histogram `stat:"downstream_rq_time,unit=ms"`

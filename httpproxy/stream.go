@@ -128,6 +128,11 @@ type stream struct {
 	respTrailers http.Header       // the upstream response's trailers; made on first use
 	keepTrailer  func(line []byte) // s.addTrailer, made once
 	h2req        *http.Request     // the HTTP/2 request, whose Trailer http2 fills at the body's end
+
+	// Upgrades (upgrade.go).
+	upgrade   string // the upgrade the request asks for ("websocket", "CONNECT"); "" for none
+	upgrading bool   // the upgrade was accepted (counted in downstream_cx_upgrades_active)
+	tunnel    bool   // the response head opens a tunnel: no framing headers, no connection: close
 }
 
 var streamPool = sync.Pool{New: func() any {
@@ -179,6 +184,7 @@ func (s *stream) begin(h *Handler) {
 	s.setCookies = s.setCookies[:0]
 	s.trailersOut = false
 	s.teTrailers = false
+	s.upgrade, s.upgrading, s.tunnel = "", false, false
 	clear(s.trailers)
 	clear(s.respTrailers)
 }
@@ -203,6 +209,7 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 		return false
 	}
 	s.minor = rh.minor
+	s.upgrade = rh.upgradeType()
 	s.proto = "HTTP/1.1"
 	if rh.minor == 0 {
 		s.proto = "HTTP/1.0"
@@ -268,6 +275,7 @@ func (s *stream) serveH2(c *h2conn, w http.ResponseWriter, r *http.Request) {
 	if path == "" {
 		path = r.URL.RequestURI()
 	}
+	path = s.h2Upgrade(r, path)
 	s.req = route.Request{Authority: r.Host, Path: path, Method: r.Method, Scheme: "http", Header: r.Header, Random: rand.Uint64()}
 	if s.tls {
 		s.req.Scheme = "https"
@@ -280,7 +288,7 @@ func (s *stream) serveH2(c *h2conn, w http.ResponseWriter, r *http.Request) {
 	// stream or content-length was 0 (http2 rejects DATA beyond it), -1 when a body of unknown
 	// length follows. A request without a body is forwarded without one: a streamed empty body
 	// costs an extra DATA frame and flush upstream, and turns an HTTP/1 GET into a chunked one.
-	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && s.upgrade == "" {
 		s.body, s.contentLength = r.Body, r.ContentLength
 		s.armH2RequestTimeout(w)
 	}
@@ -577,6 +585,7 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 	}
 	switch {
 	case status < 200 || status == http.StatusNoContent:
+	case s.tunnel: // the tunnel's bytes follow the head unframed
 	case contentLength >= 0:
 		w.buf = append(w.buf, "content-length: "...)
 		w.buf = strconv.AppendInt(w.buf, contentLength, 10)
@@ -587,7 +596,7 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 		w.chunked = true
 		w.buf = append(w.buf, "transfer-encoding: chunked\r\n"...)
 	}
-	if s.closeConn {
+	if s.closeConn && !s.tunnel {
 		w.buf = append(w.buf, "connection: close\r\n"...)
 	}
 	w.buf = append(w.buf, '\r', '\n')

@@ -387,6 +387,9 @@ func (c *compiler) routeAction(r *Route, a *routev3.RouteAction, path string) er
 	if r.match.kind == pathConnect && (r.PrefixRewrite != "" || r.regexRewrite != nil) {
 		return fmt.Errorf("%s: path rewrites are not allowed on connect_matcher routes", path)
 	}
+	if err := compileUpgrades(r, a.GetUpgradeConfigs(), path); err != nil {
+		return err
+	}
 	switch h := a.GetHostRewriteSpecifier().(type) {
 	case *routev3.RouteAction_HostRewriteLiteral:
 		r.HostRewriteLiteral = h.HostRewriteLiteral

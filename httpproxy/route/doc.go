@@ -2,7 +2,8 @@
 // route table and matches requests against it: virtual hosts by domain, routes by path, headers,
 // query parameters and runtime fraction, and the resulting action (cluster, weighted clusters,
 // cluster header, redirect, direct response) with its rewrites, timeouts, retry and hash
-// policies, subset metadata and header mutations.
+// policies, subset metadata, header mutations and upgrade_configs (Route.UpgradeEnabled,
+// Route.Connect).
 //
 // Concurrency: Compile converts the proto once; the Table and everything reachable from it are
 // never modified afterwards and are safe for concurrent use without locks. A new route
@@ -18,5 +19,5 @@
 // for requests on that route (Match.FilterDisabled, Table.DisablesFilters).
 // Ignored, as they belong to other filters or to stats: cors, rate_limits, decorator, tracing,
 // request_mirror_policies, virtual_clusters, hedge_policy,
-// upgrade_configs, internal redirects and buffer limits.
+// internal redirects and buffer limits.
 package route

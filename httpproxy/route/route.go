@@ -139,6 +139,11 @@ type Route struct {
 	Redirect *Redirect
 	// DirectResponse is set for ActionDirectResponse.
 	DirectResponse *DirectResponse
+	// Upgrades is route.upgrade_configs in order (see UpgradeEnabled).
+	Upgrades []Upgrade
+	// Connect is the CONNECT upgrade's connect_config; nil forwards CONNECT requests
+	// upstream as requests.
+	Connect *ConnectConfig
 
 	match       routeMatch
 	vhost       *VirtualHost

@@ -1,0 +1,612 @@
+package httpproxy
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/breaker"
+	"github.com/legateproxy/legate/cluster"
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/lb"
+	"github.com/legateproxy/legate/pool"
+)
+
+// Upgrades and tunnels (Envoy's upgrade_configs and CONNECT support).
+//
+// A request asks for an upgrade when it is an HTTP/1.1 request whose Connection lists
+// "upgrade" (the type is its Upgrade value, "websocket" for a WebSocket), a CONNECT (type
+// "CONNECT", HTTP/1.1 or HTTP/2), or an HTTP/2 extended CONNECT (RFC 8441; the type is its
+// :protocol). The route's upgrade_configs decide first, then the connection manager's; an
+// upgrade neither enables is refused with 403 (upgrade_failed), never downgraded. An
+// "Upgrade: h2c" is stripped instead, as Envoy strips it.
+//
+// An accepted upgrade gets an upstream connection of its own, never pooled: either the
+// request is forwarded on it as HTTP/1.1 (with its Upgrade and Connection headers; an HTTP/2
+// extended CONNECT becomes a GET with "upgrade: <protocol>") and, when the upstream switches
+// protocols (101, or 2xx for a CONNECT), bytes are copied both ways; or, on a route whose
+// CONNECT upgrade has connect_config, the CONNECT is terminated: Legate answers 200 once the
+// TCP connection to the host is up and copies bytes. Any other answer is forwarded as a
+// normal response. Each direction ends with a half-close of the other side; the tunnel ends
+// when both have, when either side fails, or after the route's idle_timeout (else the
+// connection manager's stream_idle_timeout) without a byte either way.
+//
+// The copy runs on the stream's goroutine (downstream to upstream) and one goroutine of its
+// own (upstream to downstream), which the stream waits for before it returns.
+
+const (
+	upgradeConnect       = "CONNECT"
+	detailsUpgradeFailed = "upgrade_failed"
+	tunnelBufferSize     = 16 << 10
+	// bodyH2Upstream is the body of the 503 an upgrade to an HTTP/2 cluster gets.
+	bodyH2Upstream = "upgrades to HTTP/2 upstreams are not implemented by Legate"
+)
+
+// errBadTarget is an upgrade whose request target cannot be written in an HTTP/1.1 request
+// line.
+var errBadTarget = errors.New("request target not valid in an HTTP/1.1 request line")
+
+// upgradeType returns the upgrade an HTTP/1 request asks for ("" for none). A request that
+// names h2c asks for none: Envoy removes an h2c upgrade and serves the request as HTTP/1.1.
+func (rh *requestHead) upgradeType() string {
+	switch {
+	case rh.method == http.MethodConnect:
+		return upgradeConnect
+	case !rh.connUpgrade || rh.upgrade == "" || equalFold(rh.upgrade, "h2c"):
+		return ""
+	}
+	return rh.upgrade
+}
+
+// parseConnectTarget takes the authority-form target of a CONNECT (host:port) as the
+// request's authority; the request has no path.
+func parseConnectTarget(head *requestHead) error {
+	t := head.target
+	host, port, err := net.SplitHostPort(t)
+	if err != nil || host == "" || port == "" || indexByte(t, '/') >= 0 || indexByte(t, '@') >= 0 {
+		return errBadRequest
+	}
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; c <= ' ' || c == 0x7f {
+			return errBadRequest
+		}
+	}
+	head.host, head.hasHost, head.absolute, head.target = t, true, true, ""
+	return nil
+}
+
+// h2Upgrade recognises a CONNECT (no path) and an extended CONNECT (:protocol, with a path) on
+// an HTTP/2 stream and returns the request's path.
+func (s *stream) h2Upgrade(r *http.Request, path string) string {
+	if r.Method != http.MethodConnect {
+		return path
+	}
+	if p := r.Header[":protocol"]; len(p) > 0 {
+		delete(r.Header, ":protocol")
+		s.upgrade = p[0]
+		return path
+	}
+	s.upgrade = upgradeConnect
+	return ""
+}
+
+// upgradeAllowed applies Envoy's rule: a route that lists the type decides (enabled or
+// not); otherwise the connection manager's entry for the type, when enabled.
+func (h *Handler) upgradeAllowed(t string, r *route.Route) bool {
+	if r != nil {
+		if enabled, found := r.UpgradeEnabled(t); found {
+			return enabled
+		}
+	}
+	for _, uc := range h.cfg.UpgradeConfigs {
+		if equalFold(uc.Type, t) {
+			return uc.Enabled
+		}
+	}
+	return false
+}
+
+// acceptUpgrade decides an upgrade request routed to m (nil: no route). A refused upgrade is
+// answered 403 and reported false; an accepted one is counted as Envoy counts it (the caller
+// takes it out of downstream_cx_upgrades_active when the stream ends).
+func (s *stream) acceptUpgrade(m *route.Match) bool {
+	var r *route.Route
+	if m != nil {
+		r = m.Route
+	}
+	st := s.h.stats
+	if !s.h.upgradeAllowed(s.upgrade, r) {
+		st.DownstreamRqWsOnNonWsRoute.Inc()
+		s.details = detailsUpgradeFailed
+		s.localReply(http.StatusForbidden, nil, nil)
+		return false
+	}
+	st.DownstreamCxUpgradesTotal.Inc()
+	st.DownstreamCxUpgradesActive.Inc()
+	s.upgrading = true
+	return true
+}
+
+// tunnelsPost reports a POST on a route whose CONNECT upgrade allows POST (allow_post): it
+// is terminated as a CONNECT would be.
+func (s *stream) tunnelsPost(m *route.Match) bool {
+	c := m.Route.Connect
+	return s.upgrade == "" && c != nil && c.AllowPost && s.req.Method == http.MethodPost
+}
+
+// forwardUpgrade serves an accepted upgrade (or an allow_post POST) on route m of mgr's
+// cluster.
+func (s *stream) forwardUpgrade(mgr *pool.Manager, m *route.Match) {
+	r := m.Route
+	terminate := r.Connect != nil && (s.upgrade == upgradeConnect || s.upgrade == "")
+	if !terminate && mgr.Protocol(&pool.Request{HTTP2: s.h2w != nil}) == pool.HTTP2 {
+		s.flags |= accesslog.UpstreamProtocolError
+		s.details = detailsUpgradeFailed
+		s.localReply(http.StatusServiceUnavailable, []byte(bodyH2Upstream), m)
+		return
+	}
+	c := mgr.Cluster()
+	snap := c.Snapshot()
+	s.lbctx = lb.Context{MetadataMatch: m.MetadataMatch}
+	if len(r.HashPolicy) > 0 {
+		s.req.AddCookie = s.addCookie
+		s.lbctx.HashKey, s.lbctx.HasHashKey = r.HashKey(&s.req, s.remoteIP)
+	}
+	hst, err := c.Pick(&s.lbctx)
+	if err != nil {
+		s.noHealthyUpstream(snap, m)
+		return
+	}
+	s.upstream = hst.Address()
+	s.attempts = 1
+	var deadline time.Time
+	if r.Timeout > 0 {
+		deadline = s.start.Add(r.Timeout)
+	}
+	s.ctx.reset(deadline)
+	prio := config.PriorityDefault
+	if r.Priority == route.PriorityHigh {
+		prio = config.PriorityHigh
+	}
+	up, err := mgr.ConnectTCP(&s.ctx, hst, prio)
+	if err != nil {
+		kind := classify(err, &s.ctx)
+		reportFailure(c, hst, kind, err)
+		if errors.Is(err, breaker.ErrOverflow) {
+			s.flags |= accesslog.UpstreamOverflow
+			s.details = "overflow"
+			s.setRespHeader(hdrOverloaded, "true")
+			s.localReply(http.StatusServiceUnavailable, []byte(bodyResetPrefix+reasonOverflow), m)
+			return
+		}
+		s.failReply(kind, m)
+		return
+	}
+	defer up.Close()
+	st := snap.Stats
+	st.UpstreamRqTotal.Inc()
+	st.UpstreamRqActive.Inc()
+	defer st.UpstreamRqActive.Dec()
+	if terminate {
+		s.details = "via_upstream"
+		s.answerTunnel(http.StatusOK, m)
+		s.splice(up, up, m)
+		return
+	}
+	s.upgradeUpstream(up, m, snap.Stats, deadline)
+}
+
+// upgradeUpstream forwards the upgrade request on up and serves what the upstream answers.
+func (s *stream) upgradeUpstream(up *pool.TCPConn, m *route.Match, cs *cluster.Stats, deadline time.Time) {
+	head, err := s.upgradeHead(m)
+	if err != nil {
+		s.details = "upgrade_failed{invalid_target}"
+		s.localReply(http.StatusBadRequest, nil, nil)
+		return
+	}
+	upStart := s.h.sh.deps.Now()
+	up.SetDeadline(deadline) // the route's timeout bounds the wait for the answer
+	br := bufio.NewReaderSize(up, tunnelBufferSize)
+	var resp *http.Response
+	if _, err = up.Write(head); err == nil {
+		resp, err = readUpgradeResponse(br, s.upgrade)
+	}
+	if err != nil {
+		kind := failReset
+		if isDeadline(err) {
+			kind = failTimeout
+		}
+		s.failReply(kind, m)
+		return
+	}
+	up.SetDeadline(time.Time{})
+	s.h.sh.stats.upstream(m.Cluster).charge(resp.StatusCode, cs)
+	s.copyUpgradeHeaders(resp, upStart)
+	s.details = "via_upstream"
+	if !switched(resp.StatusCode, s.upgrade) {
+		s.forwardAnswer(resp, m)
+		return
+	}
+	status := resp.StatusCode
+	if s.h2w != nil {
+		status = http.StatusOK // RFC 8441 §5: an HTTP/2 stream accepts the upgrade with 200
+	} else if status == http.StatusSwitchingProtocols {
+		for _, v := range resp.Header.Values(hdrUpgrade) {
+			s.resp[hdrUpgrade] = append(s.resp[hdrUpgrade], v)
+		}
+		s.setRespHeader(hdrConnection, "upgrade")
+	}
+	s.answerTunnel(status, m)
+	s.splice(br, up, m)
+}
+
+// switched reports whether an upstream answer opens the tunnel: 101 for an upgrade, 2xx for
+// a CONNECT.
+func switched(status int, upgrade string) bool {
+	if upgrade == upgradeConnect {
+		return status >= 200 && status < 300
+	}
+	return status == http.StatusSwitchingProtocols
+}
+
+// readUpgradeResponse reads the upstream's answer to an upgrade request, past interim 1xx
+// answers other than 101.
+func readUpgradeResponse(br *bufio.Reader, upgrade string) (*http.Response, error) {
+	method := http.MethodGet
+	if upgrade == upgradeConnect {
+		method = http.MethodConnect // a 2xx to a CONNECT has no body: the tunnel follows
+	}
+	for {
+		resp, err := http.ReadResponse(br, &http.Request{Method: method})
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			return resp, nil
+		}
+	}
+}
+
+// upgradeHead builds the HTTP/1.1 request head sent upstream: the route's path and host
+// rewrites and header mutations apply; an extended CONNECT becomes a GET with
+// "upgrade: <protocol>", as Envoy converts it for HTTP/1.1 upstreams.
+func (s *stream) upgradeHead(m *route.Match) ([]byte, error) {
+	path, authority := s.upstreamTarget(m)
+	hd := s.req.Header
+	s.fillEntryBasics()
+	m.FinalizeRequestHeaders(hd, &s.entry)
+	method, target := s.req.Method, path
+	switch {
+	case s.upgrade == upgradeConnect:
+		target = authority
+	case s.h2w != nil:
+		method = http.MethodGet
+	}
+	if target == "" {
+		return nil, errBadTarget
+	}
+	for i := 0; i < len(target); i++ {
+		if c := target[i]; c <= ' ' || c == 0x7f {
+			return nil, errBadTarget
+		}
+	}
+	b := make([]byte, 0, 512)
+	b = append(b, method...)
+	b = append(b, ' ')
+	b = append(b, target...)
+	b = append(b, " HTTP/1.1\r\nhost: "...)
+	b = append(b, authority...)
+	b = append(b, '\r', '\n')
+	for k, vs := range hd {
+		if k == hdrHost {
+			continue
+		}
+		for _, v := range vs {
+			b = appendLowerKey(b, k)
+			b = append(b, ": "...)
+			b = append(b, v...)
+			b = append(b, '\r', '\n')
+		}
+	}
+	if s.upgrade != upgradeConnect {
+		b = append(b, "connection: upgrade\r\nupgrade: "...)
+		b = append(b, s.upgrade...)
+		b = append(b, '\r', '\n')
+	}
+	return append(b, '\r', '\n'), nil
+}
+
+// copyUpgradeHeaders sets the downstream response headers from the upstream's answer,
+// without its hop-by-hop and framing headers.
+func (s *stream) copyUpgradeHeaders(resp *http.Response, upStart time.Time) {
+	clear(s.resp)
+	for k, vs := range resp.Header {
+		if skipResponseHeader(k) {
+			continue
+		}
+		s.resp[k] = append(s.resp[k], vs...)
+	}
+	s.setRespHeader(hdrServiceTime, strconv.FormatInt(s.h.sh.deps.Now().Sub(upStart).Milliseconds(), 10))
+}
+
+// forwardAnswer forwards an upstream answer that did not open the tunnel as a normal
+// response.
+func (s *stream) forwardAnswer(resp *http.Response, m *route.Match) {
+	defer resp.Body.Close()
+	s.sendHead(resp.StatusCode, resp.ContentLength, m)
+	buf := make([]byte, tunnelBufferSize)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if s.writeBody(buf[:n]) != nil {
+				s.closeConn = true
+				return
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			s.flags |= accesslog.UpstreamConnectionTermination
+			s.closeConn = true
+			if s.h2w == nil {
+				s.hw.flush()
+			}
+			return
+		}
+	}
+	s.finish()
+}
+
+// answerTunnel sends the head that opens the tunnel (101 or 200) and flushes it.
+func (s *stream) answerTunnel(status int, m *route.Match) {
+	s.tunnel = true
+	s.closeConn = true // the connection carries the tunnel to its end
+	s.sendHead(status, -1, m)
+	if s.h2w != nil {
+		if fl, ok := s.h2w.(http.Flusher); ok {
+			fl.Flush()
+		}
+		return
+	}
+	s.hw.flush()
+}
+
+// tunnelEnd is one side of a tunnel.
+type tunnelEnd struct {
+	r io.Reader
+	w io.Writer
+	// closeWrite tells the side that no more bytes come (a half-close).
+	closeWrite func()
+	// abort unblocks every read and write on the side.
+	abort func()
+}
+
+// splice copies bytes between the client and up (read through upR) until both directions
+// have ended, applying the idle timeout, and records the bytes and the end for the access
+// log.
+func (s *stream) splice(upR io.Reader, up *pool.TCPConn, m *route.Match) {
+	down := s.downstreamEnd()
+	upEnd := tunnelEnd{r: upR, w: up, closeWrite: func() { up.CloseWrite() }, abort: func() { up.Close() }}
+	abort := func() {
+		down.abort()
+		upEnd.abort()
+	}
+	idle := startIdleTimer(s.tunnelIdleTimeout(m.Route), abort)
+	var wg sync.WaitGroup
+	var sent int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var err error
+		sent, err = pump(&down, &upEnd, idle)
+		if err != nil {
+			abort()
+		}
+	}()
+	received, err := pump(&upEnd, &down, idle)
+	if err != nil {
+		abort()
+	}
+	wg.Wait()
+	if idle.stop() {
+		s.flags |= accesslog.StreamIdleTimeout
+		s.h.stats.DownstreamRqIdleTimeout.Inc()
+	}
+	s.bytesIn += received
+	s.bytesOut += sent
+	s.finish()
+}
+
+// pump copies src to dst until src ends (then dst is half-closed) or a read or write fails.
+// It returns the bytes copied.
+func pump(dst, src *tunnelEnd, idle *idleTimer) (int64, error) {
+	buf := make([]byte, tunnelBufferSize)
+	var n int64
+	for {
+		k, err := src.r.Read(buf)
+		if k > 0 {
+			idle.touch()
+			if _, werr := dst.w.Write(buf[:k]); werr != nil {
+				return n, werr
+			}
+			n += int64(k)
+		}
+		if err == io.EOF {
+			dst.closeWrite()
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// downstreamEnd is the client's side of the tunnel. On HTTP/1 it is the socket, with the
+// bytes the connection read past the request head first. On HTTP/2 it is the stream: its
+// request body and its response; HTTP/2 has no half-close a handler can send, so when the
+// upstream side ends the stream is ended (END_STREAM once the handler returns).
+func (s *stream) downstreamEnd() tunnelEnd {
+	if s.h2w != nil {
+		body := s.h2req.Body
+		w := h2TunnelWriter{s.h2w}
+		return tunnelEnd{r: body, w: w, closeWrite: func() { body.Close() }, abort: func() { body.Close() }}
+	}
+	sc := s.sc
+	nc := sc.nc
+	nc.SetDeadline(time.Time{}) // the tunnel's idle timer replaces the connection's deadlines
+	st := s.h.stats
+	var r io.Reader = s.body // an allow_post POST: its body, read through the connection's buffer
+	if r == nil {
+		rd := &sc.rd
+		var pre []byte
+		if rd.buffered() > 0 {
+			pre = append(pre, rd.buf[rd.r:rd.w]...)
+			rd.r = rd.w
+		}
+		r = &countedReader{pre: pre, conn: nc, n: &st.DownstreamCxRxBytesTotal}
+	}
+	return tunnelEnd{
+		r: r,
+		w: countedWriter{w: nc, n: &st.DownstreamCxTxBytesTotal},
+		closeWrite: func() {
+			if cw, ok := halfCloser(sc); ok {
+				cw.CloseWrite()
+			}
+		},
+		abort: func() { nc.SetDeadline(time.Unix(1, 0)) },
+	}
+}
+
+// halfCloser returns what half-closes the client connection: the TLS connection, or the
+// TCP socket under the listener's connection.
+func halfCloser(sc *serverConn) (interface{ CloseWrite() error }, bool) {
+	if cw, ok := sc.nc.(interface{ CloseWrite() error }); ok {
+		return cw, true
+	}
+	cw, ok := sc.lc.Conn.(interface{ CloseWrite() error })
+	return cw, ok
+}
+
+// tunnelIdleTimeout is the route's idle_timeout, else the connection manager's
+// stream_idle_timeout (0: none).
+func (s *stream) tunnelIdleTimeout(r *route.Route) time.Duration {
+	if r.IdleTimeoutSet {
+		return r.IdleTimeout
+	}
+	return s.h.cfg.StreamIdleTimeout
+}
+
+// countedReader reads the bytes the connection buffered before the tunnel started, then the
+// socket, counting socket bytes in downstream_cx_rx_bytes_total.
+type countedReader struct {
+	pre  []byte
+	conn net.Conn
+	n    interface{ Add(uint64) }
+}
+
+func (c *countedReader) Read(p []byte) (int, error) {
+	if len(c.pre) > 0 {
+		k := copy(p, c.pre)
+		c.pre = c.pre[k:]
+		return k, nil
+	}
+	k, err := c.conn.Read(p)
+	c.n.Add(uint64(k))
+	return k, err
+}
+
+// countedWriter writes to the socket, counting bytes in downstream_cx_tx_bytes_total.
+type countedWriter struct {
+	w net.Conn
+	n interface{ Add(uint64) }
+}
+
+func (c countedWriter) Write(p []byte) (int, error) {
+	k, err := c.w.Write(p)
+	c.n.Add(uint64(k))
+	return k, err
+}
+
+// h2TunnelWriter writes to an HTTP/2 stream and flushes each write, so that tunnel bytes
+// leave at once.
+type h2TunnelWriter struct{ w http.ResponseWriter }
+
+func (h h2TunnelWriter) Write(p []byte) (int, error) {
+	n, err := h.w.Write(p)
+	if err == nil {
+		if fl, ok := h.w.(http.Flusher); ok {
+			fl.Flush()
+		}
+	}
+	return n, err
+}
+
+// idleTimer calls onIdle when no byte has crossed the tunnel for d. A nil *idleTimer (no
+// timeout) does nothing.
+type idleTimer struct {
+	d      time.Duration
+	onIdle func()
+	mu     sync.Mutex // guards the fields below
+	last   time.Time  // when the last byte crossed
+	t      *time.Timer
+	done   bool // stopped, or fired
+	fired  bool
+}
+
+func startIdleTimer(d time.Duration, onIdle func()) *idleTimer {
+	if d <= 0 {
+		return nil
+	}
+	it := &idleTimer{d: d, onIdle: onIdle, last: time.Now()}
+	it.mu.Lock()
+	it.t = time.AfterFunc(d, it.check)
+	it.mu.Unlock()
+	return it
+}
+
+func (it *idleTimer) touch() {
+	if it == nil {
+		return
+	}
+	it.mu.Lock()
+	it.last = time.Now()
+	it.mu.Unlock()
+}
+
+// check runs when the timer fires: the tunnel is idle, or the timer is set again for the
+// rest of the period since the last byte.
+func (it *idleTimer) check() {
+	it.mu.Lock()
+	if it.done {
+		it.mu.Unlock()
+		return
+	}
+	if rest := it.d - time.Since(it.last); rest > 0 {
+		it.t.Reset(rest)
+		it.mu.Unlock()
+		return
+	}
+	it.done, it.fired = true, true
+	it.mu.Unlock()
+	it.onIdle()
+}
+
+// stop stops the timer and reports whether it had fired.
+func (it *idleTimer) stop() bool {
+	if it == nil {
+		return false
+	}
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	it.done = true
+	it.t.Stop()
+	return it.fired
+}
