@@ -4,10 +4,13 @@ import (
 	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
+	streamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
 	aggregatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/aggregate/v3"
 	healthcheckv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/health_check/v3"
+	ondemandv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/on_demand/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	tapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/tap/v3"
+	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	clusterprovidedv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/cluster_provided/v3"
@@ -17,6 +20,9 @@ import (
 	ringhashv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/ring_hash/v3"
 	roundrobinv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
 	wrrlocalityv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
+	googlere2v3 "github.com/envoyproxy/go-control-plane/envoy/extensions/regex_engines/v3"
+	omitcanaryv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/omit_canary_hosts/v3"
+	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpoptionsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
@@ -38,11 +44,15 @@ func Extensions() []Extension {
 	return []Extension{
 		e("envoy.access_loggers.file", "envoy.access_loggers", &filev3.FileAccessLog{}),
 		e("envoy.access_loggers.http_grpc", "envoy.access_loggers", &grpcalsv3.HttpGrpcAccessLogConfig{}),
+		e("envoy.access_loggers.stderr", "envoy.access_loggers", &streamv3.StderrAccessLog{}),
+		e("envoy.access_loggers.stdout", "envoy.access_loggers", &streamv3.StdoutAccessLog{}),
 		e("envoy.access_loggers.tcp_grpc", "envoy.access_loggers", &grpcalsv3.TcpGrpcAccessLogConfig{}),
 		e("envoy.clusters.aggregate", "envoy.clusters", &aggregatev3.ClusterConfig{}),
 		e("envoy.filters.http.health_check", "envoy.filters.http", &healthcheckv3.HealthCheck{}),
+		e("envoy.filters.http.on_demand", "envoy.filters.http", &ondemandv3.OnDemand{}),
 		e("envoy.filters.http.router", "envoy.filters.http", &routerv3.Router{}),
 		e("envoy.filters.http.tap", "envoy.filters.http", &tapv3.Tap{}),
+		e("envoy.filters.listener.tls_inspector", "envoy.filters.listener", &tlsinspectorv3.TlsInspector{}),
 		e("envoy.filters.network.http_connection_manager", "envoy.filters.network", &hcmv3.HttpConnectionManager{}),
 		e("envoy.filters.network.tcp_proxy", "envoy.filters.network", &tcpproxyv3.TcpProxy{}),
 		e("envoy.load_balancing_policies.cluster_provided", "envoy.load_balancing_policies", &clusterprovidedv3.ClusterProvided{}),
@@ -52,6 +62,9 @@ func Extensions() []Extension {
 		e("envoy.load_balancing_policies.ring_hash", "envoy.load_balancing_policies", &ringhashv3.RingHash{}),
 		e("envoy.load_balancing_policies.round_robin", "envoy.load_balancing_policies", &roundrobinv3.RoundRobin{}),
 		e("envoy.load_balancing_policies.wrr_locality", "envoy.load_balancing_policies", &wrrlocalityv3.WrrLocality{}),
+		e("envoy.regex_engines.google_re2", "envoy.regex_engines", &googlere2v3.GoogleRE2{}),
+		e("envoy.retry_host_predicates.omit_canary_hosts", "envoy.retry_host_predicates", &omitcanaryv3.OmitCanaryHostsPredicate{}),
+		e("envoy.retry_host_predicates.previous_hosts", "envoy.retry_host_predicates", &previoushostsv3.PreviousHostsPredicate{}),
 		e("envoy.stat_sinks.hystrix", "envoy.stats_sinks", &metricsv3.HystrixSink{}),
 		e("envoy.transport_sockets.tls", "envoy.transport_sockets.downstream", &tlsv3.DownstreamTlsContext{}),
 		e("envoy.transport_sockets.tls", "envoy.transport_sockets.upstream", &tlsv3.UpstreamTlsContext{}),

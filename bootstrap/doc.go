@@ -4,6 +4,13 @@
 // envoy.config.bootstrap.v3.Bootstrap, and protoc-gen-validate rules checked on the result and
 // on every typed_config (Any) inside it.
 //
+// Strict means Envoy's strictness, no more: YAML is read as yaml-cpp reads it (yaml.go) and the
+// forms protobuf's legacy JSON parser accepts are rewritten into canonical proto3 JSON before
+// decoding (lenient.go): single values for lists, enum names in any case, Duration and wrapper
+// objects, TypedStructs opened into the message they describe. Unknown fields, unknown type
+// URLs (v2 ones included) and an Any without "@type" stay errors. The extensions Legate
+// implements are listed once, in catalog.go.
+//
 // Every problem is reported as a FieldError naming the file, the field path and the rule, for
 // example `envoy.yaml: static_resources.clusters[0].connect_timeout: invalid duration "5x"`.
 //

@@ -22,6 +22,9 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/pick_first/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/subset/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	// The TypedStruct wrappers Envoy opens around any typed_config (lenient.go).
+	_ "github.com/cncf/xds/go/udpa/type/v1"
+	_ "github.com/cncf/xds/go/xds/type/v3"
 	httpoptionsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
 )

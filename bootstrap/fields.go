@@ -3,6 +3,8 @@ package bootstrap
 import (
 	"fmt"
 
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -78,10 +80,19 @@ var fieldNotes = map[protoreflect.FullName]map[protoreflect.Name]Support{
 		"lrs_server": Ignored, "lrs_report_endpoint_metrics": Ignored, "track_timeout_budgets": Ignored,
 		"track_cluster_stats": Ignored, "preconnect_policy": Ignored,
 		"transport_socket_matches": Refused, "transport_socket_matcher": Refused,
-		"upstream_http_protocol_options": Refused, "http_protocol_options": Refused,
+		"upstream_http_protocol_options": Refused,
+		// Deprecated, and accepted only as Envoy's defaults: Http1ProtocolOptions below has no
+		// field Legate implements.
+		"http_protocol_options": Implemented,
 		"dns_resolution_config": Refused, "typed_dns_resolver_config": Refused, "filters": Refused,
 		"upstream_config": Refused, "connection_pool_per_downstream_connection": Refused,
 		"queuing_policies": Refused,
+	},
+	"envoy.config.core.v3.Http1ProtocolOptions": {
+		"allow_absolute_url": Refused, "accept_http_10": Refused, "default_host_for_http_10": Refused,
+		"header_key_format": Refused, "enable_trailers": Refused, "allow_chunked_length": Refused,
+		"override_stream_error_on_invalid_http_message": Refused, "send_fully_qualified_url": Refused,
+		"use_balsa_parser": Refused, "allow_custom_methods": Refused, "ignore_http_11_upgrade": Refused,
 	},
 	"envoy.config.cluster.v3.Cluster.RoundRobinLbConfig": {
 		"slow_start_config": Refused,
@@ -250,4 +261,16 @@ func auditProblems(p *problems, m proto.Message) []string {
 		warnings = append(warnings, p.file+": "+n.String())
 	}
 	return warnings
+}
+
+// deprecations returns a warning, prefixed with file, for each deprecated field set in b that
+// Legate accepts as Envoy does, with the warning Envoy logs.
+func deprecations(file string, b *bootstrapv3.Bootstrap) []string {
+	var out []string
+	for i, c := range b.GetStaticResources().GetClusters() {
+		if c.GetHttpProtocolOptions() != nil {
+			out = append(out, fmt.Sprintf("%s: static_resources.clusters[%d].http_protocol_options: deprecated; use typed_extension_protocol_options[%q] instead", file, i, httpOptionsKey()))
+		}
+	}
+	return out
 }

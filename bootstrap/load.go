@@ -13,7 +13,6 @@ import (
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"sigs.k8s.io/yaml"
 )
 
 // Format is the syntax of a bootstrap source.
@@ -122,6 +121,7 @@ func Load(src Source) (*Loaded, error) {
 	p := &problems{file: strings.Join(names, " merged with ")}
 	validate(p, "", out.Bootstrap)
 	out.Warnings = append(out.Warnings, auditProblems(p, out.Bootstrap)...)
+	out.Warnings = append(out.Warnings, deprecations(p.file, out.Bootstrap)...)
 	if err := p.err(); err != nil {
 		return nil, err
 	}
@@ -139,6 +139,7 @@ func Parse(data []byte, format Format, opts Options) (*Loaded, error) {
 	p := &problems{file: name(opts)}
 	validate(p, "", b)
 	out.Warnings = append(out.Warnings, auditProblems(p, b)...)
+	out.Warnings = append(out.Warnings, deprecations(p.file, b)...)
 	if err := p.err(); err != nil {
 		return nil, err
 	}
@@ -283,17 +284,4 @@ func readJSON(dec *json.Decoder, path string, depth int) (any, error) {
 		return list, nil
 	}
 	return nil, fmt.Errorf("invalid JSON: unexpected %v", delim)
-}
-
-func yamlTree(data []byte) (any, error) {
-	j, err := yaml.YAMLToJSONStrict(data) // strict: a repeated key is an error
-	if err != nil {
-		// yaml lists several problems on indented lines; keep each FieldError on one line.
-		return nil, fmt.Errorf("invalid YAML: %s", strings.ReplaceAll(err.Error(), "\n  ", " "))
-	}
-	tree, err := jsonTree(j)
-	if err != nil {
-		return nil, fmt.Errorf("YAML %v", strings.TrimPrefix(err.Error(), "invalid JSON: "))
-	}
-	return tree, nil
 }

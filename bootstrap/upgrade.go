@@ -95,16 +95,19 @@ func (w *walker) upgradeHosts(path string, c map[string]any) {
 		w.noteUpgrade(hpath, "v2 field dropped: load_assignment is also set and overrides it")
 		return
 	}
-	list, ok := hosts.([]any)
-	if !ok {
-		w.p.add(hpath, fmt.Sprintf("got %s; want a list of addresses", describe(hosts)))
-		return
+	list, isList := hosts.([]any)
+	if !isList {
+		list = []any{hosts} // a single address for a list of one, as for any repeated field
 	}
 	before := len(w.p.errs)
 	address := (&corev3.Address{}).ProtoReflect().Descriptor()
 	lbEndpoints := make([]any, len(list))
 	for i, h := range list {
-		w.message(fmt.Sprintf("%s[%d]", hpath, i), address, h, false)
+		epath := hpath
+		if isList {
+			epath = fmt.Sprintf("%s[%d]", hpath, i)
+		}
+		w.message(epath, address, h, false)
 		lbEndpoints[i] = map[string]any{"endpoint": map[string]any{"address": h}}
 	}
 	if len(w.p.errs) > before {
@@ -176,7 +179,7 @@ func (w *walker) upgradeOriginalDstLB(path string, c map[string]any) {
 func isEnumValue(v any, name string, number int64) bool {
 	switch x := v.(type) {
 	case string:
-		return x == name
+		return strings.EqualFold(x, name) // Envoy reads enum names in any case
 	case json.Number:
 		n, err := x.Int64()
 		return err == nil && n == number

@@ -39,37 +39,40 @@ func (w *walker) noteUpgrade(path, what string) {
 	w.upgraded = append(w.upgraded, w.p.file+": "+path+": "+what)
 }
 
-// message checks v as the JSON form of a message of type md. inAny is true when v is the body
-// of an Any, whose "@type" key has already been consumed.
-func (w *walker) message(path string, md protoreflect.MessageDescriptor, v any, inAny bool) {
+// message checks v as the JSON form of a message of type md and returns its canonical form:
+// what protojson accepts for the same message. inAny is true when v is the body of an Any,
+// whose "@type" key has already been consumed.
+func (w *walker) message(path string, md protoreflect.MessageDescriptor, v any, inAny bool) any {
 	switch md.FullName() {
 	case "google.protobuf.Any":
-		w.anyMessage(path, v)
-		return
+		return w.anyMessage(path, v)
 	case "google.protobuf.Struct":
 		if _, ok := v.(map[string]any); !ok {
 			w.p.add(path, fmt.Sprintf("got %s; want an object", describe(v)))
 		}
-		return
+		return v
 	case "google.protobuf.ListValue":
 		if _, ok := v.([]any); !ok {
 			w.p.add(path, fmt.Sprintf("got %s; want a list", describe(v)))
 		}
-		return
+		return v
 	case "google.protobuf.Value":
-		return // any JSON value
+		return v // any JSON value
 	}
-	if leaf, want, ok := wellKnownLeaf(md); ok {
-		if !leafOK(leaf, v) {
-			w.p.add(path, leafRule(md, v, want))
-		}
-		return
+	if _, _, ok := wellKnownLeaf(md); ok {
+		return w.wellKnown(path, md, v)
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
 		w.p.add(path, fmt.Sprintf("got %s; want an object (%s)", describe(v), md.FullName()))
-		return
+		return v
 	}
+	return w.object(path, md, obj, inAny)
+}
+
+// object checks the fields of obj, the JSON object of a message of type md, and replaces each
+// value with its canonical form.
+func (w *walker) object(path string, md protoreflect.MessageDescriptor, obj map[string]any, inAny bool) map[string]any {
 	w.upgrade(path, md, obj)
 	seen := make(map[protoreflect.FieldNumber]string)
 	oneofs := make(map[protoreflect.Name]string)
@@ -104,18 +107,20 @@ func (w *walker) message(path string, md protoreflect.MessageDescriptor, v any, 
 			}
 			oneofs[od.Name()] = k
 		}
-		w.field(fpath, fd, val)
+		obj[k] = w.field(fpath, fd, val)
 	}
+	return obj
 }
 
 // anyMessage checks the JSON form of a google.protobuf.Any: "@type" must name a registered
 // message (see extensions.go); the other keys are that message's fields, or "value" for the
-// well-known types with a special JSON form.
-func (w *walker) anyMessage(path string, v any) {
+// well-known types with a special JSON form. A TypedStruct is replaced by the Any of the
+// message it describes (typedStruct).
+func (w *walker) anyMessage(path string, v any) any {
 	obj, ok := v.(map[string]any)
 	if !ok {
 		w.p.add(path, fmt.Sprintf("got %s; want an object with an \"@type\"", describe(v)))
-		return
+		return v
 	}
 	raw, present := obj["@type"]
 	url, isString := raw.(string)
@@ -123,17 +128,18 @@ func (w *walker) anyMessage(path string, v any) {
 	switch {
 	case !present:
 		w.p.add(tpath, "missing; a typed_config needs an \"@type\"")
-		return
+		return v
 	case !isString:
 		w.p.add(tpath, fmt.Sprintf("got %s; want a type URL string", describe(raw)))
-		return
+		return v
 	}
-	mt, err := protoregistry.GlobalTypes.FindMessageByURL(url)
-	if err != nil {
-		w.p.add(tpath, fmt.Sprintf("unsupported type %q; Legate does not implement this extension", url))
-		return
+	md, ok := w.extensionType(tpath, url)
+	if !ok {
+		return v
 	}
-	md := mt.Descriptor()
+	if isTypedStruct(md) {
+		return w.typedStruct(path, md, obj)
+	}
 	if hasSpecialJSON(md) {
 		for _, k := range sortedKeys(obj) {
 			if k != "@type" && k != "value" {
@@ -141,35 +147,34 @@ func (w *walker) anyMessage(path string, v any) {
 			}
 		}
 		if val, ok := obj["value"]; ok {
-			w.message(joinPath(path, "value"), md, val, false)
+			obj["value"] = w.message(joinPath(path, "value"), md, val, false)
 		}
-		return
+		return obj
 	}
-	w.message(path, md, obj, true)
+	return w.object(path, md, obj, true)
 }
 
-// field checks the value of one field: a list, a map or a single value.
-func (w *walker) field(path string, fd protoreflect.FieldDescriptor, v any) {
+// extensionType finds the message type an Any's type URL names.
+func (w *walker) extensionType(path, url string) (protoreflect.MessageDescriptor, bool) {
+	mt, err := protoregistry.GlobalTypes.FindMessageByURL(url)
+	if err != nil {
+		w.p.add(path, fmt.Sprintf("unsupported type %q; Legate does not implement this extension", url))
+		return nil, false
+	}
+	return mt.Descriptor(), true
+}
+
+// field checks the value of one field, a list, a map or a single value, and returns its
+// canonical form.
+func (w *walker) field(path string, fd protoreflect.FieldDescriptor, v any) any {
 	switch {
 	case fd.IsList():
-		list, ok := v.([]any)
-		if !ok {
-			w.p.add(path, fmt.Sprintf("got %s; want a list", describe(v)))
-			return
-		}
-		for i, e := range list {
-			epath := fmt.Sprintf("%s[%d]", path, i)
-			if e == nil && !acceptsNull(fd) {
-				w.p.add(epath, "null is not allowed in a list")
-				continue
-			}
-			w.single(epath, fd, e)
-		}
+		return w.list(path, fd, v)
 	case fd.IsMap():
 		obj, ok := v.(map[string]any)
 		if !ok {
 			w.p.add(path, fmt.Sprintf("got %s; want an object (a map)", describe(v)))
-			return
+			return v
 		}
 		for _, k := range sortedKeys(obj) {
 			epath := fmt.Sprintf("%s[%q]", path, k)
@@ -182,11 +187,72 @@ func (w *walker) field(path string, fd protoreflect.FieldDescriptor, v any) {
 				w.p.add(epath, "null is not allowed as a map value")
 				continue
 			}
-			w.single(epath, fd.MapValue(), e)
+			obj[k] = w.single(epath, fd.MapValue(), e)
 		}
+		return obj
 	default:
-		w.single(path, fd, v)
+		return w.single(path, fd, v)
 	}
+}
+
+// list checks a repeated field. As protobuf's legacy JSON parser, which Envoy uses, it takes a
+// single value for a list of one, splices lists nested in the list into it, and reads null
+// elements as the element type's default value.
+func (w *walker) list(path string, fd protoreflect.FieldDescriptor, v any) any {
+	elems, ok := v.([]any)
+	if !ok {
+		return []any{w.single(path, fd, v)}
+	}
+	if fd.Message() == nil || (fd.Message().FullName() != "google.protobuf.Value" && fd.Message().FullName() != "google.protobuf.ListValue") {
+		elems = flatten(elems)
+	}
+	out := make([]any, len(elems))
+	for i, e := range elems {
+		epath := fmt.Sprintf("%s[%d]", path, i)
+		if e == nil && !acceptsNull(fd) {
+			e = zeroJSON(fd)
+		}
+		out[i] = w.single(epath, fd, e)
+	}
+	return out
+}
+
+// flatten splices the elements of lists nested in l into it.
+func flatten(l []any) []any {
+	nested := false
+	for _, e := range l {
+		if _, ok := e.([]any); ok {
+			nested = true
+			break
+		}
+	}
+	if !nested {
+		return l
+	}
+	out := make([]any, 0, len(l))
+	for _, e := range l {
+		if sub, ok := e.([]any); ok {
+			out = append(out, flatten(sub)...)
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// zeroJSON is the JSON form of fd's default value, what a null list element stands for.
+func zeroJSON(fd protoreflect.FieldDescriptor) any {
+	switch fd.Kind() {
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return map[string]any{}
+	case protoreflect.EnumKind:
+		return json.Number("0")
+	case protoreflect.BoolKind:
+		return false
+	case protoreflect.StringKind, protoreflect.BytesKind:
+		return ""
+	}
+	return json.Number("0")
 }
 
 // mapKeyOK reports whether a JSON object key is a valid map key of kind k.
@@ -200,38 +266,15 @@ func mapKeyOK(k protoreflect.Kind, key string) bool {
 	return leafOK(scalarLeaf(k), key)
 }
 
-// single checks one value of fd's type.
-func (w *walker) single(path string, fd protoreflect.FieldDescriptor, v any) {
+// single checks one value of fd's type and returns its canonical form.
+func (w *walker) single(path string, fd protoreflect.FieldDescriptor, v any) any {
 	switch fd.Kind() {
 	case protoreflect.MessageKind, protoreflect.GroupKind:
-		w.message(path, fd.Message(), v, false)
+		return w.message(path, fd.Message(), v, false)
 	case protoreflect.EnumKind:
-		w.enum(path, fd.Enum(), v)
+		return w.enum(path, fd.Enum(), v)
 	default:
-		if !leafOK(scalarLeaf(fd.Kind()), v) {
-			w.p.add(path, fmt.Sprintf("got %s; want %s", describe(v), scalarWant(fd.Kind())))
-		}
-	}
-}
-
-// enum accepts a value name of ed or an int32 number (proto3 enums are open).
-func (w *walker) enum(path string, ed protoreflect.EnumDescriptor, v any) {
-	if ed.FullName() == "google.protobuf.NullValue" && v == nil {
-		return
-	}
-	switch x := v.(type) {
-	case string:
-		if ed.Values().ByName(protoreflect.Name(x)) != nil {
-			return
-		}
-		w.p.add(path, fmt.Sprintf("unknown value %q for enum %s; want one of %s", x, ed.Name(), enumNames(ed)))
-	case json.Number:
-		if leafOK(&wrapperspb.Int32Value{}, x) {
-			return
-		}
-		w.p.add(path, fmt.Sprintf("got %s; want a value of enum %s (%s)", describe(v), ed.Name(), enumNames(ed)))
-	default:
-		w.p.add(path, fmt.Sprintf("got %s; want a value of enum %s (%s)", describe(v), ed.Name(), enumNames(ed)))
+		return w.scalar(path, fd.Kind(), v)
 	}
 }
 

@@ -17,8 +17,10 @@ const (
 )
 
 // clusters builds each static cluster with ClusterFromProto (which checks the per-cluster
-// rules), then checks what concerns the set: unique names, and the load_assignment that STATIC
-// and STRICT_DNS clusters need at bootstrap (LOGICAL_DNS's is checked by ClusterFromProto).
+// rules), then checks what concerns the set: unique names, and the load_assignment that
+// STRICT_DNS clusters need at bootstrap (LOGICAL_DNS's is checked by ClusterFromProto). A STATIC
+// cluster without one is accepted with no hosts, as Envoy does (control planes declare such
+// clusters before they have endpoints).
 func (v *validator) clusters(cs []*clusterv3.Cluster) ([]*Cluster, []string) {
 	var (
 		built []*Cluster
@@ -28,8 +30,7 @@ func (v *validator) clusters(cs []*clusterv3.Cluster) ([]*Cluster, []string) {
 		names = append(names, c.GetName())
 		path := fmt.Sprintf("static_resources.clusters[%d]", i)
 		if c.GetClusterType() == nil && c.GetLoadAssignment() == nil {
-			switch t := c.GetType(); t {
-			case clusterv3.Cluster_STATIC, clusterv3.Cluster_STRICT_DNS:
+			if t := c.GetType(); t == clusterv3.Cluster_STRICT_DNS {
 				v.fail("%s: cluster %q: load_assignment is missing; type %s needs it to list the cluster's hosts", path, c.GetName(), t)
 				continue
 			}

@@ -141,14 +141,14 @@ func TestBadConfigs(t *testing.T) {
 		// Wrong types.
 		{"number for duration", cluster("name: web", "connect_timeout: 5", endpoints),
 			`envoy.yaml: static_resources.clusters[0].connect_timeout: got a number (5); want a duration string`},
-		{"string for bool", webCluster(`respect_dns_ttl: "yes"`),
-			`static_resources.clusters[0].respect_dns_ttl: got a string ("yes"); want true or false`},
+		{"string for bool", webCluster(`respect_dns_ttl: "maybe"`),
+			`static_resources.clusters[0].respect_dns_ttl: got a string ("maybe"); want true or false`},
 		{"list for string", cluster("name: [web]", "connect_timeout: 1s"),
 			`static_resources.clusters[0].name: got a list; want a string`},
-		{"object for list", "static_resources: {clusters: {name: web}}",
-			`static_resources.clusters: got an object; want a list`},
+		{"string for a list of messages", "static_resources: {clusters: web}",
+			`static_resources.clusters: got a string ("web"); want an object (envoy.config.cluster.v3.Cluster)`},
 		{"uint32 overflow", webCluster("per_connection_buffer_limit_bytes: 5000000000"),
-			`per_connection_buffer_limit_bytes: got a number (5000000000); want an integer in 0..4294967295`},
+			`per_connection_buffer_limit_bytes: got a string ("5000000000"); want an integer in 0..4294967295`},
 		{"fraction for integer", webCluster("max_requests_per_connection: 1.5"),
 			`max_requests_per_connection: got a number (1.5); want an integer in 0..4294967295`},
 		// Bad durations.
@@ -248,5 +248,36 @@ func TestBadConfigs(t *testing.T) {
 				t.Errorf("load error =\n%v\nwant it to contain\n%s", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestStaticClusterWithoutEndpoints: Envoy accepts a STATIC cluster with no load_assignment (a
+// control plane declares it before it has endpoints); it has no hosts.
+func TestStaticClusterWithoutEndpoints(t *testing.T) {
+	b, err := load(t, cluster("name: web", "connect_timeout: 1s", "type: STATIC"), Limits{})
+	if err != nil {
+		t.Fatalf("load error: %v", err)
+	}
+	if len(b.Clusters) != 1 {
+		t.Fatalf("len(Clusters) = %d; want 1", len(b.Clusters))
+	}
+	if n := len(b.Clusters[0].LoadAssignment.Localities); n != 0 {
+		t.Errorf("cluster web has %d localities; want none", n)
+	}
+}
+
+// TestDeprecatedHTTPProtocolOptions: Cluster.http_protocol_options asking for the defaults loads
+// with a deprecation warning.
+func TestDeprecatedHTTPProtocolOptions(t *testing.T) {
+	l, err := bootstrap.Parse([]byte(webCluster("http_protocol_options: {}")), bootstrap.FormatYAML, bootstrap.Options{Name: "envoy.yaml"})
+	if err != nil {
+		t.Fatalf("Parse error: %v", err)
+	}
+	if _, err := FromBootstrap(l.Bootstrap, Limits{}); err != nil {
+		t.Fatalf("FromBootstrap error: %v", err)
+	}
+	want := []string{`envoy.yaml: static_resources.clusters[0].http_protocol_options: deprecated; use typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"] instead`}
+	if diff := cmp.Diff(want, l.Warnings); diff != "" {
+		t.Errorf("Warnings (-want +got):\n%s", diff)
 	}
 }

@@ -72,13 +72,23 @@
 //	| Cluster                                          | transport_socket_matches                         | refused  | per-endpoint TLS selection |
 //	| Cluster                                          | transport_socket_matcher                         | refused  | as transport_socket_matches |
 //	| Cluster                                          | upstream_http_protocol_options                   | refused  | auto_sni and auto_san_validation change TLS checks |
-//	| Cluster                                          | http_protocol_options                            | refused  | HTTP/1 codec options change the bytes sent |
 //	| Cluster                                          | dns_resolution_config                            | refused  | would change which DNS servers resolve the hosts |
 //	| Cluster                                          | typed_dns_resolver_config                        | refused  | as dns_resolution_config |
 //	| Cluster                                          | filters                                          | refused  | upstream network filters |
 //	| Cluster                                          | upstream_config                                  | refused  | replaces the upstream connection pool |
 //	| Cluster                                          | connection_pool_per_downstream_connection        | refused  | connection isolation between clients |
 //	| Cluster                                          | queuing_policies                                 | refused  | request queueing |
+//	| Http1ProtocolOptions                             | allow_absolute_url                               | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
+//	| Http1ProtocolOptions                             | accept_http_10                                   | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
+//	| Http1ProtocolOptions                             | default_host_for_http_10                         | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
+//	| Http1ProtocolOptions                             | header_key_format                                | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
+//	| Http1ProtocolOptions                             | enable_trailers                                  | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
+//	| Http1ProtocolOptions                             | allow_chunked_length                             | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
+//	| Http1ProtocolOptions                             | override_stream_error_on_invalid_http_message    | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
+//	| Http1ProtocolOptions                             | send_fully_qualified_url                         | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
+//	| Http1ProtocolOptions                             | use_balsa_parser                                 | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
+//	| Http1ProtocolOptions                             | allow_custom_methods                             | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
+//	| Http1ProtocolOptions                             | ignore_http_11_upgrade                           | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
 //	| Cluster.RoundRobinLbConfig                       | slow_start_config                                | refused  | no slow start |
 //	| Cluster.LeastRequestLbConfig                     | slow_start_config                                | refused  | no slow start |
 //	| Cluster.CommonLbConfig                           | override_host_status                             | refused  | host override selection |
@@ -116,6 +126,10 @@
 //	| Listener                                         | tcp_keepalive                                    | refused  | connection liveness |
 //	| FilterChainMatch                                 | address_suffix                                   | refused  | filter chain selection |
 //	| FilterChainMatch                                 | suffix_len                                       | refused  | filter chain selection |
+//
+// Cluster.http_protocol_options, deprecated in Envoy, is accepted with a deprecation warning
+// (bootstrap's Loaded.Warnings) when it asks for nothing but the defaults; every field set
+// inside it (Http1ProtocolOptions, whose HTTP/1 codec options change the bytes sent) is refused.
 //
 // Fields refused by the code that converts them rather than by this table: listener
 // udp_listener_config, api_listener, internal_listener, filter_chain_matcher,

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/legateproxy/legate/bootstrap"
 	"github.com/legateproxy/legate/config"
 )
 
@@ -83,6 +84,9 @@ func unmarshalCluster(a *anypb.Any) (*clusterv3.Cluster, error) {
 	c := &clusterv3.Cluster{}
 	if err := proto.Unmarshal(a.GetValue(), c); err != nil {
 		return nil, fmt.Errorf("cluster: cannot decode the resource: %v", err)
+	}
+	if err := bootstrap.OpenTypedStructs("", c); err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
 	}
 	return c, nil
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/legateproxy/legate/bootstrap"
 	"github.com/legateproxy/legate/config"
 )
 
@@ -204,6 +205,9 @@ func unmarshalListener(a *anypb.Any) (*listenerv3.Listener, error) {
 	l := &listenerv3.Listener{}
 	if err := proto.Unmarshal(a.GetValue(), l); err != nil {
 		return nil, fmt.Errorf("listener: cannot decode the resource: %v", err)
+	}
+	if err := bootstrap.OpenTypedStructs("", l); err != nil {
+		return nil, fmt.Errorf("listener %q: %w", l.GetName(), err)
 	}
 	return l, nil
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/legateproxy/legate/bootstrap"
 	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/tlsutil"
 )
@@ -30,6 +31,9 @@ func unmarshalNamed(a *anypb.Any, typeURL, kind string, msg proto.Message) error
 	}
 	if err := proto.Unmarshal(a.GetValue(), msg); err != nil {
 		return fmt.Errorf("%s: cannot decode the resource: %v", kind, err)
+	}
+	if err := bootstrap.OpenTypedStructs("", msg); err != nil {
+		return fmt.Errorf("%s: %w", kind, err)
 	}
 	return nil
 }
