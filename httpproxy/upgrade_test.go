@@ -424,3 +424,21 @@ func TestConnectTerminatedHTTP2(t *testing.T) {
 	}
 	waitStat(t, e, "cluster.web.upstream_cx_destroy", 1)
 }
+
+// TestConnectAllowPost checks connect_config.allow_post: a POST on the route is tunnelled to
+// the host as raw bytes (its body upstream, the upstream's bytes as the response body).
+func TestConnectAllowPost(t *testing.T) {
+	echoAddr := tcpEcho(t)
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", echoAddr)},
+		hcm:      upgradeHCM(", upgrade_configs: [{upgrade_type: CONNECT, connect_config: {allow_post: true}}]", ""),
+	})
+	resp, _, _ := rawRequest(t, e.addr, "POST /tunnel HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\nhello world")
+	body, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || err != nil || string(body) != "hello world" {
+		t.Fatalf("POST = %d %q (%v); want 200 and the body echoed until the tunnel closes", resp.StatusCode, body, err)
+	}
+	if got := e.stat("cluster.web.upstream_cx_total"); got != 1 {
+		t.Errorf("upstream_cx_total = %d; want 1", got)
+	}
+}
