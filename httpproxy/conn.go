@@ -457,7 +457,7 @@ func (c *h2conn) DrainClose() bool { return c.drain() }
 func (c *h2conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := getStream()
 	s.serveH2(c, w, r)
-	abort := s.closeConn && s.flags&accesslog.UpstreamConnectionTermination != 0 && s.headSent
+	abort := s.aborted
 	putStream(s)
 	if r.Context().Err() != nil {
 		c.streamCut()

@@ -204,7 +204,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		}
 		if err != nil {
 			s.upResp.Close()
-			kind := classify(err, &s.ctx)
+			kind := s.classify(err)
 			reportFailure(c, hst, kind, err)
 			if kind == failOverflow {
 				s.flags |= accesslog.UpstreamOverflow
@@ -230,7 +230,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 					continue
 				}
 			}
-			s.failReply(kind, m)
+			s.failReply(kind, err, m)
 			return
 		}
 		status := s.upResp.StatusCode
@@ -334,13 +334,15 @@ func grpcToHTTPStatus(v []byte) int {
 //     timeout counts as a 504, a reset or protocol error as a connect failure;
 //   - a request that never had a connection (circuit-breaker overflow, the route's timeout
 //     while connecting or waiting for a connection, a pool closed under it) is not the host's
-//     doing and is not reported, as Envoy reports only attempts that reached a host.
+//     doing and is not reported, as Envoy reports only attempts that reached a host;
+//   - nor is an attempt ended by the downstream request body (malformed, truncated, too
+//     slow): the client's error, which Envoy sees in its codec, never at the host.
 func reportFailure(c *cluster.Cluster, h *host.Host, kind failure, err error) {
 	if c.Outlier() == nil {
 		return
 	}
 	switch {
-	case kind == failOverflow || errors.Is(err, pool.ErrClosed) || errors.Is(err, pool.ErrNotWarm):
+	case kind == failOverflow || kind == failDownstream || errors.Is(err, pool.ErrClosed) || errors.Is(err, pool.ErrNotWarm):
 	case errors.Is(err, pool.ErrConnectFailure):
 		if kind != failTimeout {
 			c.ReportResult(h, outlier.ConnectFailed)
@@ -411,6 +413,7 @@ const (
 	failProtocol
 	failTimeout
 	failOverflow
+	failDownstream // reading the downstream request body failed: the client's error
 )
 
 // isDeadline reports a read that ended at the request's deadline: the route's timeout, not
@@ -419,8 +422,19 @@ func isDeadline(err error) bool {
 	return errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded)
 }
 
+// classify is the stream's view of a failed attempt: a downstream request body that could not
+// be read ended it, whatever the pool made of the failure (bodyFault).
+func (s *stream) classify(err error) failure {
+	if s.bodyFault(err) != faultNone {
+		return failDownstream
+	}
+	return classify(err, &s.ctx)
+}
+
 func classify(err error, ctx context.Context) failure {
 	switch {
+	case errors.Is(err, pool.ErrRequestBody):
+		return failDownstream
 	case errors.Is(err, breaker.ErrOverflow):
 		return failOverflow
 	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
@@ -448,6 +462,8 @@ func (s *stream) retryAllowed(p *route.RetryPolicy, kind failure, status int) bo
 		return on&(route.Retry5xx|route.RetryGatewayError|route.RetryReset) != 0
 	case failTimeout: // a per-try timeout counts as a 504
 		return on&(route.Retry5xx|route.RetryGatewayError) != 0
+	case failDownstream: // the body cannot be read again
+		return false
 	}
 	switch {
 	case on&route.Retry5xx != 0 && status >= 500:
@@ -510,9 +526,11 @@ func (s *stream) startRetry(p *route.RetryPolicy, snap *cluster.Snapshot, left *
 	return res, nil
 }
 
-// failReply answers an attempt that got no response.
-func (s *stream) failReply(kind failure, m *route.Match) {
+// failReply answers an attempt that got no response; err is its failure.
+func (s *stream) failReply(kind failure, err error, m *route.Match) {
 	switch kind {
+	case failDownstream:
+		s.requestBodyFailed(err)
 	case failTimeout:
 		s.flags |= accesslog.UpstreamRequestTimeout
 		s.details = "upstream_per_try_timeout"
@@ -618,18 +636,7 @@ func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, 
 	s.sendHead(resp.StatusCode, resp.ContentLength, m)
 	if resp.Body != nil {
 		if _, err := s.copyBody(resp); err != nil {
-			// The upstream (or the client) failed after the response started: the downstream
-			// response cannot be completed, so the connection is reset.
-			s.h.stats.RqResetAfterDownstreamStarted.Inc()
-			if upErr := s.respObserved.err; upErr != nil && !isDeadline(upErr) {
-				c.ReportResult(h, outlier.ConnectFailed)
-			}
-			s.flags |= accesslog.UpstreamConnectionTermination
-			s.closeConn = true
-			resp.Close()
-			if s.h2w == nil {
-				s.hw.flush()
-			}
+			s.responseCut(c, h)
 			return
 		}
 	}
@@ -638,6 +645,31 @@ func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, 
 	}
 	resp.Close()
 	s.finish()
+}
+
+// responseCut ends a response that failed after it started: the upstream reset, the client
+// went away, or the downstream request body (still streaming upstream) failed. The response
+// cannot be completed, so the downstream connection (HTTP/1) or stream (HTTP/2) is reset. Only
+// an upstream failure is charged to h, reported to c's outlier detector as a connect failure
+// as Envoy's router does.
+func (s *stream) responseCut(c *cluster.Cluster, h *host.Host) {
+	upErr := s.respObserved.err
+	switch {
+	case s.bodyFault(upErr) != faultNone:
+		s.requestBodyFailed(upErr)
+	default:
+		s.h.stats.RqResetAfterDownstreamStarted.Inc()
+		if upErr != nil && !isDeadline(upErr) {
+			c.ReportResult(h, outlier.ConnectFailed)
+		}
+		s.flags |= accesslog.UpstreamConnectionTermination
+	}
+	s.closeConn = true
+	s.aborted = true
+	s.upResp.Close()
+	if s.h2w == nil {
+		s.hw.flush()
+	}
 }
 
 // sendTrailers forwards the upstream response's trailers (gRPC's grpc-status and

@@ -89,6 +89,7 @@ type stream struct {
 	status      int
 	headSent    bool
 	closeConn   bool
+	aborted     bool // the response started and cannot be completed: reset it
 	bytesIn     int64
 	bytesOut    int64
 	flags       accesslog.ResponseFlags
@@ -176,7 +177,7 @@ func (s *stream) begin(h *Handler) {
 	s.arena = s.arena[:0]
 	s.vals = s.vals[:0]
 	s.respVals = s.respVals[:0]
-	s.status, s.headSent, s.closeConn = 0, false, false
+	s.status, s.headSent, s.closeConn, s.aborted = 0, false, false, false
 	s.bytesIn, s.bytesOut = 0, 0
 	s.flags, s.details, s.cluster, s.upstream, s.attempts, s.requestID = 0, "", "", "", 0, ""
 	s.gone = false

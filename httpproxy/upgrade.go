@@ -186,7 +186,7 @@ func (s *stream) forwardUpgrade(mgr *pool.Manager, m *route.Match) {
 			s.localReply(http.StatusServiceUnavailable, []byte(bodyResetPrefix+reasonOverflow), m)
 			return
 		}
-		s.failReply(kind, m)
+		s.failReply(kind, err, m)
 		return
 	}
 	defer up.Close()
@@ -223,7 +223,7 @@ func (s *stream) upgradeUpstream(up *pool.TCPConn, m *route.Match, cs *cluster.S
 		if isDeadline(err) {
 			kind = failTimeout
 		}
-		s.failReply(kind, m)
+		s.failReply(kind, err, m)
 		return
 	}
 	up.SetDeadline(time.Time{})
@@ -356,6 +356,7 @@ func (s *stream) forwardAnswer(resp *http.Response, m *route.Match) {
 		if err != nil {
 			s.flags |= accesslog.UpstreamConnectionTermination
 			s.closeConn = true
+			s.aborted = true
 			if s.h2w == nil {
 				s.hw.flush()
 			}
