@@ -455,6 +455,10 @@ type h2conn struct {
 func (c *h2conn) DrainClose() bool { return c.drain() }
 
 func (c *h2conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if tooManyHeaders(c.h.cfg, r) {
+		c.refuseHeaders(w)
+		return
+	}
 	s := getStream()
 	s.serveH2(c, w, r)
 	abort := s.aborted

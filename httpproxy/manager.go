@@ -290,13 +290,12 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 			return nil, err
 		}
 	}
-	h.http2 = &http2.Server{
-		MaxConcurrentStreams:         cfg.HTTP2MaxConcurrentStreams,
-		MaxUploadBufferPerStream:     int32(min(cfg.HTTP2InitialStreamWindowSize, 1<<30)),
-		MaxUploadBufferPerConnection: int32(min(cfg.HTTP2InitialConnectionWindowSize, 1<<30)),
-		IdleTimeout:                  cfg.IdleTimeout,
+	var bufferLimit uint32
+	if ctx != nil && ctx.Listener != nil {
+		bufferLimit = ctx.Listener.PerConnectionBufferLimitBytes
 	}
-	h.h2base = &http.Server{}
+	h.http2 = newH2Server(cfg, bufferLimit)
+	h.h2base = &http.Server{MaxHeaderBytes: h2HeaderListBytes(cfg)}
 	if err := http2.ConfigureServer(h.h2base, h.http2); err != nil {
 		return nil, fmt.Errorf("http_connection_manager %q: http2: %w", cfg.StatPrefix, err)
 	}

@@ -232,7 +232,7 @@ type h2Lifetime struct {
 
 // newH2Lifetime makes the server of one connection whose duration ends at end, and arms it.
 func (h *Handler) newH2Lifetime(nc net.Conn, end time.Time) (*h2Lifetime, error) {
-	l := &h2Lifetime{h: h, nc: nc, base: &http.Server{}, srv: &http2.Server{
+	l := &h2Lifetime{h: h, nc: nc, base: &http.Server{MaxHeaderBytes: h.h2base.MaxHeaderBytes}, srv: &http2.Server{
 		MaxConcurrentStreams:         h.http2.MaxConcurrentStreams,
 		MaxUploadBufferPerStream:     h.http2.MaxUploadBufferPerStream,
 		MaxUploadBufferPerConnection: h.http2.MaxUploadBufferPerConnection,

@@ -264,6 +264,14 @@ func (ex *exchange) roundTripH2(ctx context.Context, req *Request, resp *Respons
 		hp.m.st.UpstreamRqRxReset.Inc()
 		return fmt.Errorf("%w: %s: %w", ErrReset, hp.host.Address(), err)
 	}
+	if err := checkH2Head(res.Header, hp.host.Address()); err != nil {
+		res.Body.Close() // resets the stream
+		hp.m.st.UpstreamRqTxReset.Inc()
+		if c.uc.rqActive.Add(-1) == 0 && c.retired.Load() {
+			c.close(true)
+		}
+		return err
+	}
 	resp.reset()
 	resp.StatusCode = res.StatusCode
 	resp.HTTP2 = true
@@ -281,6 +289,25 @@ func (ex *exchange) roundTripH2(ctx context.Context, req *Request, resp *Respons
 	b := &h2body{rc: res.Body, c: c, trailer: &res.Trailer, resp: resp}
 	resp.Body = b
 	ex.h2 = b
+	return nil
+}
+
+// checkH2Head applies to an HTTP/2 response head the limits HTTP/1 responses have
+// (maxHeaders fields, maxHeaderBytes of names and values).
+func checkH2Head(h http.Header, addr string) error {
+	n, size := 0, len(":status")+3
+	for k, vs := range h {
+		n += len(vs)
+		for _, v := range vs {
+			size += len(k) + len(v)
+		}
+	}
+	switch {
+	case n > maxHeaders:
+		return protocolError("%s: HTTP/2 response with %d header fields; more than %d", addr, n, maxHeaders)
+	case size > maxHeaderBytes:
+		return protocolError("%s: HTTP/2 response header list of %d bytes; more than %d", addr, size, maxHeaderBytes)
+	}
 	return nil
 }
 
