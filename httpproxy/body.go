@@ -1,46 +1,34 @@
 package httpproxy
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net"
-	"strconv"
 	"time"
 
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/internal/http1"
 	"github.com/legateproxy/legate/stats"
 )
 
-var errBadChunk = errors.New("malformed chunked request body")
-
-// maxChunkLine bounds a chunk-size line with its extensions and each trailer line.
-const maxChunkLine = 4096
-
 // bodyReader reads an HTTP/1 request body (Content-Length or chunked) from the connection's
-// reader. It belongs to the stream's goroutine.
+// reader, with the framing of http1.Body. It belongs to the stream's goroutine.
 type bodyReader struct {
-	rd      *reader
-	left    int64 // bytes left in the body (Content-Length) or in the current chunk
-	chunked bool
-	done    bool
-	err     error
-	read    int64 // body bytes read, for %BYTES_RECEIVED%
+	rd   *reader
+	body http1.Body
+	done bool
+	err  error
+	read int64 // body bytes read, for %BYTES_RECEIVED%
 	// trailer, when set, receives each line of the chunked trailer section (without its CRLF;
 	// valid only during the call): the stream forwards them to HTTP/2 upstreams and filters.
 	trailer func(line []byte)
 }
 
-func (b *bodyReader) reset(rd *reader, head *requestHead) {
-	*b = bodyReader{rd: rd, chunked: head.chunked}
-	switch {
-	case head.chunked:
-	case head.contentLength > 0:
-		b.left = head.contentLength
-	default:
-		b.done = true
-	}
+func (b *bodyReader) reset(rd *reader, f http1.Framing) {
+	*b = bodyReader{rd: rd}
+	b.body.Reset(f)
+	b.done = b.body.Done()
 }
 
 // Read implements io.Reader.
@@ -48,47 +36,32 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
-	if b.done {
-		return 0, io.EOF
-	}
-	if b.chunked && b.left == 0 {
-		if err := b.nextChunk(); err != nil {
-			b.err = err
-			return 0, err
-		}
-		if b.done {
-			return 0, io.EOF
-		}
-	}
 	rd := b.rd
-	if rd.buffered() == 0 {
-		if int64(len(p)) >= b.left || len(p) >= len(rd.buf) {
-			// Large reads bypass the buffer.
-			n, err := rd.conn.Read(p[:min(int64(len(p)), b.left)])
-			rd.rx.Add(uint64(n))
-			return b.consumed(n, err)
+	left, err := b.body.Ready(rd, b.trailer)
+	if err != nil {
+		if err == io.EOF {
+			b.done = true
+		} else {
+			b.err = err
 		}
-		if err := rd.fill(); err != nil {
-			return b.consumed(0, err)
-		}
+		return 0, err
 	}
-	n := copy(p[:min(int64(len(p)), b.left)], rd.buf[rd.r:rd.w])
-	rd.r += n
-	return b.consumed(n, nil)
-}
-
-func (b *bodyReader) consumed(n int, err error) (int, error) {
-	b.left -= int64(n)
+	want := min(int64(len(p)), left)
+	var n int
+	if rd.buffered() == 0 && (int64(len(p)) >= left || len(p) >= len(rd.buf)) {
+		// Large reads bypass the buffer.
+		n, err = rd.conn.Read(p[:want])
+		rd.rx.Add(uint64(n))
+	} else {
+		if rd.buffered() == 0 {
+			err = rd.fill()
+		}
+		n = copy(p[:want], rd.buf[rd.r:rd.w])
+		rd.r += n
+	}
+	b.body.Consumed(n)
+	b.done = b.body.Done()
 	b.read += int64(n)
-	if b.left == 0 && !b.chunked {
-		b.done = true
-	}
-	if b.chunked && b.left == 0 && n > 0 {
-		if e := b.expectCRLF(); e != nil {
-			b.err = e
-			return n, nil
-		}
-	}
 	if err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
@@ -96,79 +69,6 @@ func (b *bodyReader) consumed(n int, err error) (int, error) {
 		b.err = err
 	}
 	return n, b.err
-}
-
-// line returns the next CRLF-terminated line (without the CRLF); it stays valid until the
-// next fill.
-func (b *bodyReader) line() ([]byte, error) {
-	rd := b.rd
-	scanned := 0
-	for {
-		buf := rd.buf[rd.r:rd.w]
-		if i := bytes.Index(buf[max(scanned-1, 0):], []byte("\r\n")); i >= 0 {
-			end := max(scanned-1, 0) + i
-			rd.r += end + 2
-			return buf[:end], nil
-		}
-		scanned = len(buf)
-		if scanned > maxChunkLine {
-			return nil, errBadChunk
-		}
-		if err := rd.fill(); err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
-	}
-}
-
-func (b *bodyReader) expectCRLF() error {
-	l, err := b.line()
-	if err != nil {
-		return err
-	}
-	if len(l) != 0 {
-		return errBadChunk
-	}
-	return nil
-}
-
-// nextChunk reads a chunk-size line; on the last chunk it reads the trailers (handing them to
-// b.trailer when set) and marks the body done.
-func (b *bodyReader) nextChunk() error {
-	l, err := b.line()
-	if err != nil {
-		return err
-	}
-	if i := bytes.IndexByte(l, ';'); i >= 0 {
-		l = l[:i]
-	}
-	l = bytes.TrimRight(l, " \t")
-	if len(l) == 0 || len(l) > 16 {
-		return errBadChunk
-	}
-	size, err := strconv.ParseUint(string(l), 16, 63)
-	if err != nil {
-		return errBadChunk
-	}
-	if size > 0 {
-		b.left = int64(size)
-		return nil
-	}
-	for {
-		t, err := b.line()
-		if err != nil {
-			return err
-		}
-		if len(t) == 0 {
-			b.done = true
-			return nil
-		}
-		if b.trailer != nil {
-			b.trailer(t)
-		}
-	}
 }
 
 // drain reads and discards what is left of the body, up to limit bytes; it reports whether
@@ -220,12 +120,11 @@ func (w *h1writer) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	if w.chunked {
-		w.buf = strconv.AppendUint(w.buf, uint64(len(p)), 16)
-		w.buf = append(w.buf, '\r', '\n')
+		w.buf = http1.AppendChunkSize(w.buf, len(p))
 	}
 	w.buf = append(w.buf, p...)
 	if w.chunked {
-		w.buf = append(w.buf, '\r', '\n')
+		w.buf = append(w.buf, http1.CRLF...)
 	}
 	if len(w.buf) >= flushAt {
 		if err := w.flush(); err != nil {
@@ -311,9 +210,7 @@ func (w *h1writer) afterRead(n int, err error, src bodySource) (done bool, _ err
 // finish ends the body (the last chunk) and writes everything buffered.
 func (w *h1writer) finish() error {
 	if w.chunked && !w.noBody && w.err == nil {
-		w.buf = append(w.buf, "0\r\n"...)
-		w.buf = append(w.buf, w.trailer...)
-		w.buf = append(w.buf, '\r', '\n')
+		w.buf = http1.AppendLastChunk(w.buf, w.trailer)
 	}
 	return w.flush()
 }

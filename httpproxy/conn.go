@@ -16,6 +16,7 @@ import (
 
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/http1"
 	"github.com/legateproxy/legate/listener"
 )
 
@@ -313,13 +314,13 @@ func (sc *serverConn) headError(err error) (resume bool) {
 	case errors.Is(err, errHeadTooLarge):
 		st.DownstreamCxProtocolError.Inc()
 		sc.writeError(http.StatusRequestHeaderFieldsTooLarge)
-	case errors.Is(err, errTooManyHdrs):
+	case errors.Is(err, http1.ErrTooManyFields):
 		st.DownstreamCxProtocolError.Inc()
 		sc.writeError(http.StatusRequestHeaderFieldsTooLarge)
-	case errors.Is(err, errNotImpl):
+	case errors.Is(err, http1.ErrUnsupportedCoding):
 		st.DownstreamCxProtocolError.Inc()
 		sc.writeError(http.StatusNotImplemented)
-	case errors.Is(err, errBadRequest):
+	case errors.Is(err, http1.ErrMalformed):
 		st.DownstreamCxProtocolError.Inc()
 		sc.writeError(http.StatusBadRequest)
 	default:

@@ -2,6 +2,7 @@ package httpproxy
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/legateproxy/legate/internal/http1"
 	"github.com/legateproxy/legate/stats"
 )
 
@@ -18,52 +20,54 @@ func TestParseHead(t *testing.T) {
 	tests := []struct {
 		name   string
 		head   string
-		want   requestHead
+		want   http1.RequestHead
 		header http.Header
 		err    error
 	}{
 		{
 			name:   "simple",
 			head:   "GET /a?b=c HTTP/1.1\r\nHost: example.com\r\nUser-Agent: t\r\naccept: */*\r\n",
-			want:   requestHead{method: "GET", target: "/a?b=c", minor: 1, host: "example.com", hasHost: true, contentLength: -1},
+			want:   head("GET", "/a?b=c", 1, "example.com", func(rh *http1.RequestHead) {}),
 			header: http.Header{"User-Agent": {"t"}, "Accept": {"*/*"}},
 		},
 		{
 			name:   "http/1.0 keep-alive and hop-by-hop",
 			head:   "GET / HTTP/1.0\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: 5\r\nX-Other: 2\r\n",
-			want:   requestHead{method: "GET", target: "/", minor: 0, contentLength: -1},
+			want:   head("GET", "/", 0, "", func(rh *http1.RequestHead) { rh.Connection, rh.Close = "keep-alive, X-Hop", false }),
 			header: http.Header{"X-Other": {"2"}},
 		},
 		{
-			name:   "connection close, repeated header, content length",
-			head:   "POST /p HTTP/1.1\r\nHost: h\r\nConnection: close\r\nX-A: 1\r\nX-A: 2\r\nContent-Length: 5\r\nExpect: 100-continue\r\n",
-			want:   requestHead{method: "POST", target: "/p", minor: 1, host: "h", hasHost: true, contentLength: 5, close: true, expect100: true},
+			name: "connection close, repeated header, content length",
+			head: "POST /p HTTP/1.1\r\nHost: h\r\nConnection: close\r\nX-A: 1\r\nX-A: 2\r\nContent-Length: 5\r\nExpect: 100-continue\r\n",
+			want: head("POST", "/p", 1, "h", func(rh *http1.RequestHead) {
+				rh.Framing, rh.Close, rh.Expect100, rh.Connection = http1.Framing{Mode: http1.Length, Length: 5}, true, true, "close"
+			}),
 			header: http.Header{"X-A": {"1", "2"}, "Content-Length": {"5"}},
 		},
 		{
 			name:   "absolute form",
 			head:   "GET http://other.example:8080/x HTTP/1.1\r\nHost: ignored\r\n",
-			want:   requestHead{method: "GET", target: "/x", minor: 1, host: "other.example:8080", hasHost: true, contentLength: -1, absolute: true},
+			want:   head("GET", "/x", 1, "other.example:8080", func(rh *http1.RequestHead) { rh.Authority, rh.Absolute = "other.example:8080", true }),
 			header: http.Header{},
 		},
-		{name: "conflicting lengths", head: "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n", err: errBadRequest},
-		{name: "negative length", head: "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n", err: errBadRequest},
-		{name: "bad target", head: "GET x HTTP/1.1\r\nHost: h\r\n", err: errBadRequest},
-		{name: "control in value", head: "GET / HTTP/1.1\r\nHost: h\r\nA: b\x01\r\n", err: errBadRequest},
-		{name: "bare LF", head: "GET / HTTP/1.1\nHost: h\r\n", err: errBadRequest},
+		{name: "conflicting lengths", head: "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n", err: http1.ErrMalformed},
+		{name: "negative length", head: "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n", err: http1.ErrMalformed},
+		{name: "bad target", head: "GET x HTTP/1.1\r\nHost: h\r\n", err: http1.ErrMalformed},
+		{name: "control in value", head: "GET / HTTP/1.1\r\nHost: h\r\nA: b\x01\r\n", err: http1.ErrMalformed},
+		{name: "bare LF", head: "GET / HTTP/1.1\nHost: h\r\n", err: http1.ErrMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := http.Header{}
 			var vals []string
 			got, err := parseHead(tt.head, h, &vals, 100)
-			if err != tt.err {
+			if !errors.Is(err, tt.err) || (err == nil) != (tt.err == nil) {
 				t.Fatalf("parseHead() error = %v; want %v", err, tt.err)
 			}
 			if err != nil {
 				return
 			}
-			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(requestHead{})); diff != "" {
+			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("parseHead() head (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tt.header, h); diff != "" {
@@ -71,6 +75,15 @@ func TestParseHead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// head builds the expected head of a request with no body.
+func head(method, target string, minor int, host string, more func(*http1.RequestHead)) http1.RequestHead {
+	rh := http1.RequestHead{RequestLine: http1.RequestLine{Method: method, Target: target, Minor: minor}, Host: host, HasHost: host != ""}
+	rh.Close = minor == 0
+	more(&rh)
+	rh.Framing.Close = rh.Close
+	return rh
 }
 
 func TestCanonicalKey(t *testing.T) {
@@ -98,7 +111,7 @@ func TestChunkedBody(t *testing.T) {
 	in := "3;ext=1\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\nTrailer: x\r\n\r\nNEXT"
 	rd := reader{conn: &pipeConn{r: strings.NewReader(in)}, buf: make([]byte, 8), max: 1 << 10, rx: new(stats.Counter)}
 	var b bodyReader
-	b.reset(&rd, &requestHead{chunked: true})
+	b.reset(&rd, http1.Framing{Mode: http1.Chunked})
 	got, err := io.ReadAll(&b)
 	if err != nil {
 		t.Fatalf("ReadAll: %v", err)
@@ -143,14 +156,11 @@ func FuzzParseHead(f *testing.F) {
 			if err != nil {
 				return
 			}
-			if !validToken(rh.method) || rh.target == "" {
-				t.Fatalf("accepted method %q target %q", rh.method, rh.target)
-			}
-			if rh.chunked && rh.contentLength >= 0 {
-				t.Fatalf("accepted both chunked and content-length")
+			if !http1.ValidToken(rh.Method) || rh.Target == "" {
+				t.Fatalf("accepted method %q target %q", rh.Method, rh.Target)
 			}
 			for k := range h {
-				if !validToken(k) {
+				if !http1.ValidToken(k) {
 					t.Fatalf("accepted header name %q", k)
 				}
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/internal/http1"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/pool"
 )
@@ -202,37 +203,34 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 	s.arena = append(s.arena, head...)
 	clear(s.hdr)
 	rh, err := parseHead(bytesString(s.arena), s.hdr, &s.vals, int(h.cfg.MaxHeadersCount))
-	if err == nil && !rh.hasHost && rh.minor == 1 {
-		err = errBadRequest
-	}
 	if err != nil {
 		sc.headError(err)
 		return false
 	}
-	s.minor = rh.minor
-	s.upgrade = rh.upgradeType()
+	s.minor = rh.Minor
+	s.upgrade = upgradeType(&rh)
 	s.proto = "HTTP/1.1"
-	if rh.minor == 0 {
+	if rh.Minor == 0 {
 		s.proto = "HTTP/1.0"
 	}
-	s.head = rh.method == http.MethodHead
-	s.req = route.Request{Authority: rh.host, Path: rh.target, Method: rh.method, Scheme: "http", Header: s.hdr, Random: rand.Uint64()}
+	s.head = rh.Method == http.MethodHead
+	s.req = route.Request{Authority: rh.Host, Path: rh.Target, Method: rh.Method, Scheme: "http", Header: s.hdr, Random: rand.Uint64()}
 	if s.tls {
 		s.req.Scheme = "https"
 	}
 	s.ctx.setup(h.sh.deps.Now, nil)
-	s.teTrailers = rh.teTrailers
-	s.hbody.reset(&sc.rd, &rh)
-	switch {
-	case rh.chunked:
+	s.teTrailers = rh.TETrailers
+	s.hbody.reset(&sc.rd, rh.Framing)
+	switch rh.Framing.Mode {
+	case http1.Chunked:
 		s.body, s.contentLength = &s.hbody, -1
 		s.hbody.trailer = s.keepTrailer // forwarded to HTTP/2 upstreams
-	case rh.contentLength > 0:
-		s.body, s.contentLength = &s.hbody, rh.contentLength
+	case http1.Length:
+		s.body, s.contentLength = &s.hbody, rh.Framing.Length
 	default:
 		s.body, s.contentLength = nil, 0
 	}
-	s.closeConn = rh.close
+	s.closeConn = rh.Close
 	s.hw = h1writer{conn: sc.nc, buf: s.wbuf[:0], tx: &h.stats.DownstreamCxTxBytesTotal}
 	if s.body != nil {
 		// stream_idle_timeout and request_timeout bound the waits for request body bytes.
@@ -241,7 +239,7 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 			sc.nc.SetReadDeadline(d)
 		}
 	}
-	if rh.expect100 && s.body != nil {
+	if rh.Expect100 && s.body != nil {
 		s.hw.buf = append(s.hw.buf, "HTTP/1.1 100 Continue\r\n\r\n"...)
 		s.hw.flush()
 	}
@@ -812,10 +810,7 @@ func (s *stream) addTrailer(line []byte) {
 		return
 	}
 	colon := bytes.IndexByte(line, ':')
-	if colon <= 0 || !validToken(bytesString(line[:colon])) {
-		return
-	}
-	if !validValue(trimOWS(bytesString(line[colon+1:]))) {
+	if colon <= 0 || !http1.ValidToken(line[:colon]) || !http1.ValidValue(http1.TrimOWS(line[colon+1:])) {
 		return
 	}
 	key := canonicalKey(s.arenaString(line[:colon]))
@@ -823,7 +818,7 @@ func (s *stream) addTrailer(line []byte) {
 	case hdrContentLength, hdrTransferEncoding, hdrHost, hdrTrailer:
 		return
 	}
-	s.trailers[key] = append(s.trailers[key], trimOWS(s.arenaString(line[colon+1:])))
+	s.trailers[key] = append(s.trailers[key], http1.TrimOWS(s.arenaString(line[colon+1:])))
 }
 
 // observedBody passes a body through and reports each chunk read to the filters' streams: the

@@ -19,6 +19,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
+	"github.com/legateproxy/legate/internal/http1"
 	"github.com/legateproxy/legate/listener"
 )
 
@@ -297,11 +298,11 @@ func FuzzTrailerLine(f *testing.F) {
 		clear(s.trailers)
 		s.addTrailer(line)
 		for k, vs := range s.trailers {
-			if !validToken(k) {
+			if !http1.ValidToken(k) {
 				t.Errorf("kept name %q is not a token", k)
 			}
 			for _, v := range vs {
-				if !validValue(v) || v != trimOWS(v) {
+				if !http1.ValidValue(v) || v != http1.TrimOWS(v) {
 					t.Errorf("kept value %q is not a trimmed field value", v)
 				}
 			}

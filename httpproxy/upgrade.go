@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/internal/http1"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/pool"
 )
@@ -49,37 +51,20 @@ const (
 	bodyH2Upstream = "upgrades to HTTP/2 upstreams are not implemented by Legate"
 )
 
-// errBadTarget is an upgrade whose request target cannot be written in an HTTP/1.1 request
-// line.
+// errBadTarget is an upgrade whose method, target or authority cannot be written in an
+// HTTP/1.1 request head.
 var errBadTarget = errors.New("request target not valid in an HTTP/1.1 request line")
 
 // upgradeType returns the upgrade an HTTP/1 request asks for ("" for none). A request that
 // names h2c asks for none: Envoy removes an h2c upgrade and serves the request as HTTP/1.1.
-func (rh *requestHead) upgradeType() string {
+func upgradeType(rh *http1.RequestHead) string {
 	switch {
-	case rh.method == http.MethodConnect:
+	case rh.Method == http.MethodConnect:
 		return upgradeConnect
-	case !rh.connUpgrade || rh.upgrade == "" || equalFold(rh.upgrade, "h2c"):
+	case !rh.ConnUpgrade || rh.Upgrade == "" || http1.EqualFold(rh.Upgrade, "h2c"):
 		return ""
 	}
-	return rh.upgrade
-}
-
-// parseConnectTarget takes the authority-form target of a CONNECT (host:port) as the
-// request's authority; the request has no path.
-func parseConnectTarget(head *requestHead) error {
-	t := head.target
-	host, port, err := net.SplitHostPort(t)
-	if err != nil || host == "" || port == "" || indexByte(t, '/') >= 0 || indexByte(t, '@') >= 0 {
-		return errBadRequest
-	}
-	for i := 0; i < len(t); i++ {
-		if c := t[i]; c <= ' ' || c == 0x7f {
-			return errBadRequest
-		}
-	}
-	head.host, head.hasHost, head.absolute, head.target = t, true, true, ""
-	return nil
+	return rh.Upgrade
 }
 
 // h2Upgrade recognises a CONNECT (no path) and an extended CONNECT (:protocol, with a path) on
@@ -106,7 +91,7 @@ func (h *Handler) upgradeAllowed(t string, r *route.Route) bool {
 		}
 	}
 	for _, uc := range h.cfg.UpgradeConfigs {
-		if equalFold(uc.Type, t) {
+		if strings.EqualFold(uc.Type, t) {
 			return uc.Enabled
 		}
 	}
@@ -289,13 +274,8 @@ func (s *stream) upgradeHead(m *route.Match) ([]byte, error) {
 	case s.h2w != nil:
 		method = http.MethodGet
 	}
-	if target == "" {
+	if !http1.ValidToken(method) || !http1.ValidTarget(target) || !http1.ValidAuthority(authority) {
 		return nil, errBadTarget
-	}
-	for i := 0; i < len(target); i++ {
-		if c := target[i]; c <= ' ' || c == 0x7f {
-			return nil, errBadTarget
-		}
 	}
 	b := make([]byte, 0, 512)
 	b = append(b, method...)

@@ -360,7 +360,9 @@ func (c *h1conn) exchange(ctx context.Context, req *Request, resp *Response) (st
 		c.uc.SetDeadline(time.Time{})
 		c.deadline = false
 	}
-	writeRequestHead(c.bw, req, c.uc.hp.host.Address())
+	if err := writeRequestHead(c.bw, req, c.uc.hp.host.Address()); err != nil {
+		return false, err
+	}
 	if req.Body != nil {
 		if c.scratch == nil && req.ContentLength < 0 {
 			c.scratch = make([]byte, h1BufferSize-16)
@@ -376,7 +378,7 @@ func (c *h1conn) exchange(ctx context.Context, req *Request, resp *Response) (st
 	if err != nil {
 		return len(resp.raw) == 0 && resp.StatusCode == 0, c.ioError(ctx, err)
 	}
-	c.keepAlive = f.keepAlive
+	c.keepAlive = !f.Close
 	c.body.reset(c.br, f, resp)
 	resp.Body = &c.body
 	return false, nil

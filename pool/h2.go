@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/legateproxy/legate/breaker"
+	"github.com/legateproxy/legate/internal/http1"
 )
 
 // h2conn is one HTTP/2 upstream connection (prior knowledge, or TLS with ALPN "h2"). Its
@@ -221,7 +222,7 @@ func declareTrailers(hr *http.Request, trailer http.Header, header []Field) {
 		}
 	}
 	for _, f := range header {
-		if !equalFoldString(f.Name, "trailer") {
+		if !http1.EqualFold(f.Name, "trailer") {
 			continue
 		}
 		for k := range strings.SplitSeq(f.Value, ",") {
@@ -370,7 +371,7 @@ func httpRequest(ctx context.Context, req *Request, authority string, conn net.C
 		}
 	}
 	for _, f := range req.Header {
-		if isFramingHeader(f.Name) || isHopByHop(f.Name) || (hr.Trailer != nil && equalFoldString(f.Name, "trailer")) {
+		if isFramingHeader(f.Name) || isHopByHop(f.Name) || (hr.Trailer != nil && http1.EqualFold(f.Name, "trailer")) {
 			continue // http2 announces the trailers it sends itself
 		}
 		k := http.CanonicalHeaderKey(copyString(&cp, f.Name))
@@ -391,7 +392,7 @@ func copyString(b *strings.Builder, s string) string {
 // isHopByHop reports the connection-specific headers HTTP/2 forbids.
 func isHopByHop(name string) bool {
 	for _, h := range [...]string{"connection", "keep-alive", "proxy-connection", "upgrade"} {
-		if equalFoldString(name, h) {
+		if http1.EqualFold(name, h) {
 			return true
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+
+	"github.com/legateproxy/legate/internal/http1"
 )
 
 // Limits of the HTTP/1.1 response parser, Envoy's defaults for max_response_headers_kb and
@@ -23,39 +25,31 @@ func protocolError(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrProtocol}, args...)...)
 }
 
-// bodyMode is how a response body is delimited.
-type bodyMode uint8
-
-const (
-	bodyNone bodyMode = iota
-	bodyLength
-	bodyChunked
-	bodyUntilClose
-)
-
-// framing is what the response head says about the body and the connection.
-type framing struct {
-	mode      bodyMode
-	length    int64
-	keepAlive bool
-}
+// ErrRequestLine is returned for a request whose method, path or host cannot be written in
+// an HTTP/1 request head without changing its meaning (a space or control character would
+// end the request line early or inject another one). Nothing is written for it.
+var ErrRequestLine = errors.New("request cannot be written as HTTP/1")
 
 // writeRequestHead writes the request line and headers with the framing headers the codec
-// chooses, ending with the empty line. Nothing is flushed.
-func writeRequestHead(bw *bufio.Writer, req *Request, authority string) {
+// chooses, ending with the empty line. Nothing is flushed. It is the last line of defence
+// against request-line injection from an HTTP/2 downstream: a method that is not a token, or
+// a path or host that could split the line, is refused before a byte is written.
+func writeRequestHead(bw *bufio.Writer, req *Request, authority string) error {
+	path, host := req.Path, req.Host
+	if path == "" {
+		path = "/"
+	}
+	if host == "" {
+		host = authority
+	}
+	if !http1.ValidToken(req.Method) || !http1.ValidTarget(path) || !http1.ValidAuthority(host) {
+		return fmt.Errorf("%w: method %q, path %q, host %q", ErrRequestLine, req.Method, path, host)
+	}
 	bw.WriteString(req.Method)
 	bw.WriteByte(' ')
-	if req.Path == "" {
-		bw.WriteByte('/')
-	} else {
-		bw.WriteString(req.Path)
-	}
+	bw.WriteString(path)
 	bw.WriteString(" HTTP/1.1\r\nHost: ")
-	if req.Host != "" {
-		bw.WriteString(req.Host)
-	} else {
-		bw.WriteString(authority)
-	}
+	bw.WriteString(host)
 	bw.WriteString("\r\n")
 	for i := range req.Header {
 		f := &req.Header[i]
@@ -76,6 +70,7 @@ func writeRequestHead(bw *bufio.Writer, req *Request, authority string) {
 		bw.WriteString("\r\n")
 	}
 	bw.WriteString("\r\n")
+	return nil
 }
 
 // isFramingHeader reports whether name is Content-Length or Transfer-Encoding, or a
@@ -83,26 +78,13 @@ func writeRequestHead(bw *bufio.Writer, req *Request, authority string) {
 func isFramingHeader(name string) bool {
 	switch len(name) {
 	case len("content-length"):
-		return equalFoldString(name, "content-length")
+		return http1.EqualFold(name, "content-length")
 	case len("transfer-encoding"):
-		return equalFoldString(name, "transfer-encoding")
+		return http1.EqualFold(name, "transfer-encoding")
 	case len("host"):
-		return equalFoldString(name, "host")
+		return http1.EqualFold(name, "host")
 	}
 	return false
-}
-
-func equalFoldString(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range len(a) {
-		x, y := a[i], b[i]
-		if x != y && (x|0x20 != y|0x20 || (x|0x20) < 'a' || (x|0x20) > 'z') {
-			return false
-		}
-	}
-	return true
 }
 
 // methodExpectsBody reports whether an empty body is announced with Content-Length: 0, as
@@ -143,19 +125,94 @@ func writeRequestBody(bw *bufio.Writer, req *Request, scratch []byte) error {
 	for {
 		n, err := req.Body.Read(scratch)
 		if n > 0 {
-			bw.Write(strconv.AppendUint(bw.AvailableBuffer(), uint64(n), 16))
-			bw.WriteString("\r\n")
+			bw.Write(http1.AppendChunkSize(bw.AvailableBuffer(), n))
 			bw.Write(scratch[:n])
-			bw.WriteString("\r\n")
+			bw.WriteString(http1.CRLF)
 		}
 		if err == io.EOF {
-			_, err = bw.WriteString("0\r\n\r\n")
+			_, err = bw.Write(http1.AppendLastChunk(bw.AvailableBuffer(), nil))
 			return err
 		}
 		if err != nil {
 			return err
 		}
 	}
+}
+
+// readResponseHead parses the status line and headers into resp, skipping interim (1xx)
+// responses other than 101. head is set for a HEAD request.
+func readResponseHead(br *bufio.Reader, resp *Response, head bool) (http1.Framing, error) {
+	for {
+		resp.reset()
+		f, err := readOneHead(br, resp, head)
+		if err != nil {
+			return f, err
+		}
+		if resp.StatusCode >= 200 || resp.StatusCode == 101 {
+			resp.finishHeader()
+			return f, nil
+		}
+	}
+}
+
+func readOneHead(br *bufio.Reader, resp *Response, head bool) (http1.Framing, error) {
+	// The status line is parsed in place, then dropped from the storage.
+	line, used, err := readLine(br, resp.raw[:0], maxHeaderBytes)
+	if err != nil {
+		return http1.Framing{}, err
+	}
+	budget := maxHeaderBytes - used
+	if resp.StatusCode, resp.ProtoMinor, err = http1.ParseStatusLine(line); err != nil {
+		return http1.Framing{}, protocolError("status line %q: %w", line, err)
+	}
+	resp.raw = resp.raw[:0]
+	var fields http1.Fields
+	fields.Reset()
+	for {
+		mark := len(resp.raw)
+		var n int
+		resp.raw, n, err = readLine(br, resp.raw, budget)
+		if err != nil {
+			return http1.Framing{}, err
+		}
+		budget -= n
+		line := resp.raw[mark:]
+		resp.raw = resp.raw[:mark]
+		if len(line) == 0 {
+			break
+		}
+		if len(resp.lens) == maxHeaders {
+			return http1.Framing{}, protocolError("more than %d headers", maxHeaders)
+		}
+		name, value, err := http1.SplitField(line)
+		if err != nil {
+			return http1.Framing{}, protocolError("header line %q: %w", line, err)
+		}
+		if err := framingField(&fields, name, value); err != nil {
+			return http1.Framing{}, protocolError("header line %q: %w", line, err)
+		}
+		// name and value alias the bytes just past len(resp.raw); addField copies them
+		// forward over themselves, which append handles as a memmove.
+		resp.addField(name, value)
+	}
+	f := fields.Response(resp.StatusCode, resp.ProtoMinor, head)
+	if f.Mode == http1.Length || f.Mode == http1.None {
+		resp.ContentLength = fields.Length()
+	}
+	return f, nil
+}
+
+// framingField hands the fields that frame a response to fields.
+func framingField(fields *http1.Fields, name, value []byte) error {
+	switch {
+	case http1.EqualFold(name, "content-length"):
+		return fields.ContentLengthBytes(value)
+	case http1.EqualFold(name, "transfer-encoding"):
+		fields.TransferEncodingBytes(value)
+	case http1.EqualFold(name, "connection"):
+		fields.ConnectionBytes(value)
+	}
+	return nil
 }
 
 // readLine reads one line, CRLF or LF terminated, appending it (without the line end) to
@@ -184,253 +241,43 @@ func readLine(br *bufio.Reader, dst []byte, limit int) ([]byte, int, error) {
 	return dst[:start+len(line)], n, nil
 }
 
-// readResponseHead parses the status line and headers into resp, skipping interim (1xx)
-// responses other than 101. head is set for a HEAD request.
-func readResponseHead(br *bufio.Reader, resp *Response, head bool) (framing, error) {
-	for {
-		resp.reset()
-		f, err := readOneHead(br, resp, head)
-		if err != nil {
-			return f, err
-		}
-		if resp.StatusCode >= 200 || resp.StatusCode == 101 {
-			resp.finishHeader()
-			return f, nil
-		}
-	}
-}
-
-func readOneHead(br *bufio.Reader, resp *Response, head bool) (framing, error) {
-	var f framing
-	// The status line is parsed in place, then dropped from the storage.
-	line, used, err := readLine(br, resp.raw[:0], maxHeaderBytes)
-	if err != nil {
-		return f, err
-	}
-	budget := maxHeaderBytes - used
-	if err := parseStatusLine(line, resp); err != nil {
-		return f, err
-	}
-	resp.raw = resp.raw[:0]
-	f.keepAlive = resp.ProtoMinor == 1
-	var clSeen, chunked, teSeen bool
-	var cl int64
-	for {
-		mark := len(resp.raw)
-		var n int
-		resp.raw, n, err = readLine(br, resp.raw, budget)
-		if err != nil {
-			return f, err
-		}
-		budget -= n
-		line := resp.raw[mark:]
-		resp.raw = resp.raw[:mark]
-		if len(line) == 0 {
-			break
-		}
-		if len(resp.lens) == maxHeaders {
-			return f, protocolError("more than %d headers", maxHeaders)
-		}
-		name, value, err := splitHeader(line)
-		if err != nil {
-			return f, err
-		}
-		// name and value alias the bytes just past len(resp.raw); addField copies them
-		// forward over themselves, which append handles as a memmove.
-		switch {
-		case equalFold(name, "content-length"):
-			v, ok := parseContentLength(value)
-			if !ok || (clSeen && v != cl) {
-				return f, protocolError("content-length %q is invalid", value)
-			}
-			clSeen, cl = true, v
-		case equalFold(name, "transfer-encoding"):
-			teSeen = true
-			chunked = lastTokenIs(value, "chunked")
-		case equalFold(name, "connection"):
-			if hasToken(value, "close") {
-				f.keepAlive = false
-			} else if resp.ProtoMinor == 0 && hasToken(value, "keep-alive") {
-				f.keepAlive = true
-			}
-		}
-		resp.addField(name, value)
-	}
-	switch {
-	case head || resp.StatusCode < 200 || resp.StatusCode == 204 || resp.StatusCode == 304:
-		f.mode = bodyNone
-		if clSeen {
-			resp.ContentLength = cl
-		}
-		if resp.StatusCode == 101 {
-			f.keepAlive = false
-		}
-	case teSeen && chunked:
-		f.mode = bodyChunked
-		if clSeen {
-			f.keepAlive = false // both framings: RFC 9112 6.3 says close after
-		}
-	case teSeen:
-		f.mode, f.keepAlive = bodyUntilClose, false
-	case clSeen:
-		f.mode, f.length = bodyLength, cl
-		resp.ContentLength = cl
-		if cl == 0 {
-			f.mode = bodyNone
-		}
-	default:
-		f.mode, f.keepAlive = bodyUntilClose, false
-	}
-	return f, nil
-}
-
-// parseStatusLine reads "HTTP/1.x NNN reason".
-func parseStatusLine(line []byte, resp *Response) error {
-	if len(line) < 12 || string(line[:7]) != "HTTP/1." || line[8] != ' ' ||
-		(len(line) > 12 && line[12] != ' ') {
-		return protocolError("status line %q is malformed", line)
-	}
-	switch line[7] {
-	case '0':
-		resp.ProtoMinor = 0
-	case '1':
-		resp.ProtoMinor = 1
-	default:
-		return protocolError("status line %q: unsupported version", line)
-	}
-	code := 0
-	for _, c := range line[9:12] {
-		if c < '0' || c > '9' {
-			return protocolError("status line %q: status code is not 3 digits", line)
-		}
-		code = code*10 + int(c-'0')
-	}
-	if code < 100 {
-		return protocolError("status line %q: status code %d < 100", line, code)
-	}
-	resp.StatusCode = code
-	return nil
-}
-
-// splitHeader splits "Name: value" and trims optional whitespace around the value.
-func splitHeader(line []byte) (name, value []byte, err error) {
-	if line[0] == ' ' || line[0] == '\t' {
-		return nil, nil, protocolError("obsolete header line folding")
-	}
-	i := 0
-	for i < len(line) && line[i] != ':' {
-		if !isTokenChar(line[i]) {
-			return nil, nil, protocolError("header name %q has an invalid character", line[:i+1])
-		}
-		i++
-	}
-	if i == 0 || i == len(line) {
-		return nil, nil, protocolError("header line %q has no name or colon", line)
-	}
-	name, value = line[:i], line[i+1:]
-	for len(value) > 0 && (value[0] == ' ' || value[0] == '\t') {
-		value = value[1:]
-	}
-	for len(value) > 0 && (value[len(value)-1] == ' ' || value[len(value)-1] == '\t') {
-		value = value[:len(value)-1]
-	}
-	for _, c := range value {
-		if c == 0 || c == '\r' || c == '\n' {
-			return nil, nil, protocolError("header %q value has a control character", name)
-		}
-	}
-	return name, value, nil
-}
-
-func isTokenChar(c byte) bool {
-	switch {
-	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		return true
-	}
-	switch c {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
-}
-
-func parseContentLength(v []byte) (int64, bool) {
-	if len(v) == 0 || len(v) > 18 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range v {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
-}
-
-// hasToken reports whether the comma-separated list v holds token (case-insensitive).
-func hasToken(v []byte, token string) bool {
-	for len(v) > 0 {
-		i := 0
-		for i < len(v) && v[i] != ',' {
-			i++
-		}
-		t := trimOWS(v[:i])
-		if equalFold(t, token) {
-			return true
-		}
-		if i == len(v) {
-			break
-		}
-		v = v[i+1:]
-	}
-	return false
-}
-
-// lastTokenIs reports whether the last element of the comma-separated list v is token.
-func lastTokenIs(v []byte, token string) bool {
-	i := len(v)
-	for i > 0 && v[i-1] != ',' {
-		i--
-	}
-	return equalFold(trimOWS(v[i:]), token)
-}
-
-func trimOWS(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
-}
-
-// body reads one response body from a connection's bufio.Reader. It is embedded in the
-// connection and reset for each response, so reading a body allocates nothing.
+// body reads one response body from a connection's bufio.Reader, with the framing of
+// http1.Body. It is embedded in the connection and reset for each response, so reading a
+// body allocates nothing.
 type body struct {
-	br        *bufio.Reader
-	mode      bodyMode
-	left      int64 // bytes left in the body (bodyLength) or in the current chunk
-	crlf      bool  // a chunk's trailing CRLF is still to be read
+	src       http1.BufioSource
+	fr        http1.Body
 	done      bool
 	err       error
-	line      []byte // chunk-size line storage
-	onDone    func() // called once when the body ends cleanly; may be nil
 	readBytes int64
 	resp      *Response // receives the chunked trailer section; may be nil
+	trailer   func([]byte)
+	fields    int // trailer fields kept
 }
 
-func (b *body) reset(br *bufio.Reader, f framing, resp *Response) {
-	b.br, b.mode, b.left, b.crlf, b.err, b.readBytes, b.resp = br, f.mode, f.length, false, nil, 0, resp
-	b.done = f.mode == bodyNone
-	if f.mode == bodyChunked {
-		b.left = 0
+func (b *body) reset(br *bufio.Reader, f http1.Framing, resp *Response) {
+	b.src.R, b.err, b.readBytes, b.resp, b.fields = br, nil, 0, resp, 0
+	b.fr.Reset(f)
+	b.done = b.fr.Done()
+	if b.trailer == nil {
+		b.trailer = b.addTrailer // made once per connection
 	}
 }
 
 // complete reports whether the body was read to its end without error.
 func (b *body) complete() bool { return b.done && b.err == nil }
+
+// ready reports whether the body can be read without waiting for the upstream: it has
+// ended, or bytes of it are buffered (the next chunk's size line may be all there is).
+func (b *body) ready() bool {
+	switch {
+	case b.done || b.err != nil:
+		return true
+	case b.fr.Framed():
+		return false
+	}
+	return b.src.R.Buffered() > 0
+}
 
 // peek returns buffered body bytes (at least one unless at the end or on error) without
 // consuming them.
@@ -441,19 +288,23 @@ func (b *body) peek() ([]byte, error) {
 	if b.done {
 		return nil, io.EOF
 	}
-	if b.mode == bodyChunked && b.left == 0 {
-		if err := b.nextChunk(); err != nil {
-			b.err = err
-			return nil, err
-		}
-		if b.done {
-			return nil, io.EOF
-		}
+	left, err := b.fr.Ready(&b.src, b.trailer)
+	switch {
+	case err == io.EOF:
+		b.finish()
+		return nil, io.EOF
+	case errors.Is(err, http1.ErrBadChunk):
+		b.err = protocolError("%w", err)
+		return nil, b.err
+	case err != nil:
+		b.err = err
+		return nil, err
 	}
-	if b.br.Buffered() == 0 {
-		if _, err := b.br.Peek(1); err != nil {
-			if err == io.EOF && b.mode == bodyUntilClose {
-				b.done = true
+	br := b.src.R
+	if br.Buffered() == 0 {
+		if _, err := br.Peek(1); err != nil {
+			if err == io.EOF && b.fr.Closed() {
+				b.finish()
 				return nil, io.EOF
 			}
 			if err == io.EOF {
@@ -463,148 +314,49 @@ func (b *body) peek() ([]byte, error) {
 			return nil, err
 		}
 	}
-	n := b.br.Buffered()
-	if b.mode != bodyUntilClose {
-		n = int(min(int64(n), b.left))
-	}
-	s, _ := b.br.Peek(n)
+	s, _ := br.Peek(int(min(int64(br.Buffered()), left)))
 	return s, nil
 }
 
 // advance consumes n bytes returned by peek.
 func (b *body) advance(n int) {
-	b.br.Discard(n)
+	b.src.R.Discard(n)
 	b.readBytes += int64(n)
-	if b.mode == bodyUntilClose {
-		return
-	}
-	b.left -= int64(n)
-	if b.left > 0 {
-		return
-	}
-	switch b.mode {
-	case bodyLength:
+	b.fr.Consumed(n)
+	if b.fr.Done() {
 		b.finish()
-	case bodyChunked:
-		b.crlf = true
 	}
 }
 
+// finish marks the body read to its end: the trailer section, if any, is complete.
 func (b *body) finish() {
+	if b.done {
+		return
+	}
 	b.done = true
-	if b.onDone != nil {
-		b.onDone()
-	}
-}
-
-// nextChunk reads the CRLF ending the previous chunk and the next chunk-size line; at the
-// last chunk it reads the trailer section and marks the body done.
-func (b *body) nextChunk() error {
-	if b.crlf {
-		var err error
-		if b.line, _, err = readLine(b.br, b.line[:0], 2); err != nil || len(b.line) != 0 {
-			return unexpected(err, "chunk data not followed by CRLF")
-		}
-		b.crlf = false
-	}
-	var err error
-	b.line, _, err = readLine(b.br, b.line[:0], 1024)
-	if err != nil {
-		return unexpected(err, "")
-	}
-	size, ok := parseChunkSize(b.line)
-	if !ok {
-		return protocolError("chunk size line %q is malformed", b.line)
-	}
-	if size > 0 {
-		b.left = size
-		return nil
-	}
-	for budget, fields := maxHeaderBytes, 0; ; fields++ {
-		var n int
-		b.line, n, err = readLine(b.br, b.line[:0], budget)
-		if err != nil {
-			return unexpected(err, "")
-		}
-		budget -= n
-		if len(b.line) == 0 {
-			break
-		}
-		b.addTrailer(b.line, fields)
-	}
-	if b.resp != nil {
+	if b.resp != nil && b.fr.Mode() == http1.Chunked {
 		b.resp.finishTrailer()
 	}
-	b.finish()
-	return nil
 }
 
 // addTrailer keeps one trailer line for the response. Lines that are not well-formed fields,
 // fields past maxHeaders and the fields that frame a message are dropped (RFC 9110 §6.5.1:
 // a recipient may discard trailer fields it cannot use).
-func (b *body) addTrailer(line []byte, fields int) {
-	if b.resp == nil || fields >= maxHeaders {
+func (b *body) addTrailer(line []byte) {
+	if b.resp == nil || b.fields >= maxHeaders {
 		return
 	}
-	name, value, err := splitHeader(line)
+	name, value, err := http1.SplitField(line)
 	if err != nil {
 		return
 	}
 	for _, framing := range [...]string{"content-length", "transfer-encoding", "host", "trailer"} {
-		if equalFold(name, framing) {
+		if http1.EqualFold(name, framing) {
 			return
 		}
 	}
+	b.fields++
 	b.resp.addTrailer(name, value)
-}
-
-func unexpected(err error, what string) error {
-	if err == nil {
-		return protocolError("%s", what)
-	}
-	if err == io.EOF {
-		return io.ErrUnexpectedEOF
-	}
-	return err
-}
-
-// parseChunkSize reads the hexadecimal size before any chunk extension.
-func parseChunkSize(line []byte) (int64, bool) {
-	var n int64
-	digits := 0
-	i := 0
-	for ; i < len(line); i++ {
-		c := line[i]
-		var d byte
-		switch {
-		case c >= '0' && c <= '9':
-			d = c - '0'
-		case c >= 'a' && c <= 'f':
-			d = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			d = c - 'A' + 10
-		default:
-			goto rest
-		}
-		if digits == 15 {
-			return 0, false
-		}
-		n = n<<4 | int64(d)
-		digits++
-	}
-rest:
-	if digits == 0 {
-		return 0, false
-	}
-	for ; i < len(line); i++ {
-		if c := line[i]; c != ' ' && c != '\t' {
-			if c != ';' {
-				return 0, false
-			}
-			break
-		}
-	}
-	return n, true
 }
 
 // Read implements io.Reader.

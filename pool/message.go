@@ -114,14 +114,7 @@ func (r *Response) BodyReady() bool {
 	if c == nil || r.Body == nil {
 		return r.Body == nil
 	}
-	b := &c.body
-	switch {
-	case b.done || b.err != nil:
-		return true
-	case b.mode == bodyChunked && b.left == 0: // the next chunk's size line may be all there is
-		return false
-	}
-	return b.br.Buffered() > 0
+	return c.body.ready()
 }
 
 // Close ends the exchange. The connection goes back to the pool when the body was read to

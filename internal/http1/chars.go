@@ -1,0 +1,147 @@
+package http1
+
+// text is what the parsers take: the downstream reader hands out strings viewing its buffer,
+// the upstream one byte slices of its bufio.Reader.
+type text interface{ ~string | ~[]byte }
+
+// tokenChars marks the characters allowed in a token (RFC 9110 §5.6.2).
+var tokenChars = alnumAnd("!#$%&'*+-.^_`|~")
+
+// authorityChars marks the characters of a URI authority without userinfo (RFC 3986 §3.2:
+// unreserved, pct-encoded, sub-delims, ':' and the brackets of an IP literal).
+var authorityChars = alnumAnd("-._~%!$&'()*+,;=:[]")
+
+// alnumAnd returns a table marking ASCII letters and digits and the characters of extra.
+func alnumAnd(extra string) (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+		t[c-'a'+'A'] = true
+	}
+	for _, c := range extra {
+		t[c] = true
+	}
+	return t
+}
+
+// IsTokenChar reports whether c may appear in a token.
+func IsTokenChar(c byte) bool { return tokenChars[c] }
+
+// ValidToken reports whether s is a non-empty token: a method, a field name, a coding.
+func ValidToken[T text](s T) bool {
+	if len(s) == 0 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !tokenChars[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidValue reports whether s may be a field value: no control character other than HTAB,
+// and no DEL (RFC 9110 §5.5; obs-text is allowed).
+func ValidValue[T text](s T) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidTarget reports whether s may be written as a request target: not empty, and without
+// a space or control character, which would end the request line early or smuggle another
+// line (what nghttp2 checks of an HTTP/2 :path).
+func ValidTarget(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidAuthority reports whether s may be a Host or :authority value: host and optional
+// port, without userinfo (RFC 9112 §3.2, RFC 9110 §4.2.4: "user:pw@" is refused, since it
+// would reach the upstream as part of the host). The empty value is valid (RFC 9112 §3.2 for
+// targets without an authority).
+func ValidAuthority[T text](s T) bool {
+	for i := 0; i < len(s); i++ {
+		if !authorityChars[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// EqualFold reports whether s equals the lower-case ASCII string lower, ignoring case.
+func EqualFold[T text](s T, lower string) bool {
+	if len(s) != len(lower) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c != lower[i] && !('A' <= c && c <= 'Z' && c+'a'-'A' == lower[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// TrimOWS removes optional whitespace (SP and HTAB) around s.
+func TrimOWS[T text](s T) T {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// CutList returns the first element of a comma-separated list, trimmed, and the rest.
+func CutList[T text](s T) (elem, rest T) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == ',' {
+			return TrimOWS(s[:i]), s[i+1:]
+		}
+	}
+	return TrimOWS(s), s[len(s):]
+}
+
+// HasToken reports whether the comma-separated list s holds token (lower case), ignoring
+// case and parameters after ';'.
+func HasToken[T text](s T, token string) bool {
+	for len(s) > 0 {
+		var e T
+		e, s = CutList(s)
+		if EqualFold(TrimOWS(cutParams(e)), token) {
+			return true
+		}
+	}
+	return false
+}
+
+func cutParams[T text](s T) T {
+	for i := 0; i < len(s); i++ {
+		if s[i] == ';' {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+func indexByte[T text](s T, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}

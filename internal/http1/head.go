@@ -1,0 +1,316 @@
+package http1
+
+import (
+	"bytes"
+	"errors"
+	"net"
+)
+
+// Errors of the parsers. Callers map them to their replies: ErrMalformed to 400 downstream
+// (upstream_cx_protocol_error upstream), ErrUnsupportedCoding to 501, ErrTooManyFields to 431.
+var (
+	ErrMalformed         = errors.New("malformed HTTP/1 message")
+	ErrUnsupportedCoding = errors.New("unsupported transfer-coding")
+	ErrTooManyFields     = errors.New("too many header fields")
+)
+
+// HeadEnd finds the end of a head in b: it returns the offset just past the empty line
+// (CRLF CRLF) ending it, or -1 when b does not hold all of it yet. from is how many bytes of
+// b an earlier call already scanned. While the end is missing, a bare LF or CR is reported as
+// ErrMalformed at once rather than leaving the reader waiting for a CRLF CRLF that a bare-LF
+// client never sends; in a complete head, ParseRequestHead finds them.
+func HeadEnd(b []byte, from int) (int, error) {
+	from = max(from-3, 0)
+	if i := bytes.Index(b[from:], crlfcrlf); i >= 0 {
+		return from + i + 4, nil
+	}
+	if bareLineEnd(b, from) {
+		return -1, ErrMalformed
+	}
+	return -1, nil
+}
+
+var crlfcrlf = []byte("\r\n\r\n")
+
+// bareLineEnd reports whether b, from offset from, holds an LF not preceded by CR or a CR
+// not followed by LF (a CR that ends b may still be followed by its LF).
+func bareLineEnd(b []byte, from int) bool {
+	for i := max(from-1, 0); i < len(b); i++ {
+		switch b[i] {
+		case '\n':
+			if i == 0 || b[i-1] != '\r' {
+				return true
+			}
+		case '\r':
+			if i+1 < len(b) && b[i+1] != '\n' {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// CutLine returns the first CRLF-terminated line of s and the rest. ok is false when s holds
+// no CRLF, or a bare LF comes first.
+func CutLine[T text](s T) (line, rest T, ok bool) {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\n':
+			if i == 0 || s[i-1] != '\r' {
+				return s[:0], s[:0], false
+			}
+			return s[:i-1], s[i+1:], true
+		}
+	}
+	return s[:0], s[:0], false
+}
+
+// SplitField splits a field line "name: value", trimming the value's optional whitespace.
+// It refuses obsolete line folding, a name that is not a token (including whitespace before
+// the colon, RFC 9112 §5.1) and a value with a control character.
+func SplitField[T text](line T) (name, value T, err error) {
+	colon := indexByte(line, ':')
+	if colon <= 0 || !ValidToken(line[:colon]) {
+		return line[:0], line[:0], ErrMalformed // a folded line starts with SP or HTAB
+	}
+	value = TrimOWS(line[colon+1:])
+	if !ValidValue(value) {
+		return line[:0], line[:0], ErrMalformed
+	}
+	return line[:colon], value, nil
+}
+
+// RequestLine is a parsed request line (RFC 9112 §3).
+type RequestLine struct {
+	Method string
+	// Target is the request target in origin form ("/path?query"), or "*" for OPTIONS; an
+	// absolute-form target is reduced to its path and query, its authority going to Authority.
+	// A CONNECT's authority-form target goes to Authority, leaving Target empty.
+	Target    string
+	Authority string // the authority of an absolute-form target
+	Absolute  bool   // the target was in absolute form
+	Minor     int    // 0 for HTTP/1.0, 1 for HTTP/1.1
+}
+
+// ParseRequestLine parses "method SP target SP HTTP/1.x". Only origin, absolute (http and
+// https), authority (CONNECT) and asterisk (OPTIONS) forms are accepted; an absolute form with userinfo is refused
+// (RFC 9112 §3.2.2 and RFC 9110 §4.2.4: its authority would become the Host).
+func ParseRequestLine(line string) (RequestLine, error) {
+	var rl RequestLine
+	sp1 := indexByte(line, ' ')
+	if sp1 <= 0 || !ValidToken(line[:sp1]) {
+		return rl, ErrMalformed
+	}
+	rl.Method, line = line[:sp1], line[sp1+1:]
+	sp2 := indexByte(line, ' ')
+	if sp2 <= 0 {
+		return rl, ErrMalformed
+	}
+	rl.Target = line[:sp2]
+	switch line[sp2+1:] {
+	case "HTTP/1.1":
+		rl.Minor = 1
+	case "HTTP/1.0":
+	default:
+		return rl, ErrMalformed
+	}
+	if !ValidTarget(rl.Target) {
+		return rl, ErrMalformed
+	}
+	t := rl.Target
+	switch {
+	case rl.Method == "CONNECT":
+		// authority-form (RFC 9112 §3.2.3): host:port is the authority; there is no path.
+		host, port, err := net.SplitHostPort(t)
+		if err != nil || host == "" || port == "" || !ValidAuthority(t) {
+			return rl, ErrMalformed
+		}
+		rl.Authority, rl.Target, rl.Absolute = t, "", true
+	case t[0] == '/':
+	case t == "*" && rl.Method == "OPTIONS":
+	case hasPrefixFold(t, "http://") || hasPrefixFold(t, "https://"):
+		rest := t[indexByte(t, ':')+3:]
+		end := len(rest)
+		for i := 0; i < len(rest); i++ {
+			if rest[i] == '/' || rest[i] == '?' {
+				end = i
+				break
+			}
+		}
+		rl.Authority, rl.Target, rl.Absolute = rest[:end], rest[end:], true
+		switch {
+		case rl.Target == "":
+			rl.Target = "/"
+		case rl.Target[0] == '?':
+			return rl, ErrMalformed // keeps the target allocation-free: "/?q" would need a copy
+		}
+		if rl.Authority == "" || !ValidAuthority(rl.Authority) {
+			return rl, ErrMalformed
+		}
+	default:
+		return rl, ErrMalformed
+	}
+	return rl, nil
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && EqualFold(s[:len(prefix)], prefix)
+}
+
+// RequestHead is what a server needs from a request head beyond its other fields.
+type RequestHead struct {
+	RequestLine
+	Host    string // the target's authority, else the Host field's value
+	HasHost bool
+	Framing Framing
+	// Close is set when the connection ends after this request: "Connection: close", or
+	// HTTP/1.0 without "keep-alive".
+	Close      bool
+	Expect100  bool   // Expect: 100-continue
+	TETrailers bool   // TE lists "trailers": the client takes a chunked trailer section
+	Connection string // the Connection field's values, joined by commas
+	// What an upgrade is decided from (RFC 9110 §7.8).
+	Upgrade     string // the Upgrade field's value
+	ConnUpgrade bool   // Connection lists "upgrade"
+}
+
+// ParseRequestHead parses a request head s: the request line and field lines, each ending in
+// CRLF (the final empty line may be left off). It interprets the framing fields (Host,
+// Content-Length, Transfer-Encoding, Connection, Expect: 100-continue, TE, Upgrade) and passes every
+// other field, and Content-Length, to add in order; add must not keep name or value beyond s.
+// An HTTP/1.1 request without Host, or with a Host that is not a valid authority or that
+// disagrees with another Host field, is malformed (RFC 9112 §3.2). More than maxFields
+// fields give ErrTooManyFields.
+func ParseRequestHead(s string, maxFields int, add func(name, value string)) (RequestHead, error) {
+	var rh RequestHead
+	line, rest, ok := CutLine(s)
+	if !ok {
+		return rh, ErrMalformed
+	}
+	var err error
+	if rh.RequestLine, err = ParseRequestLine(line); err != nil {
+		return rh, err
+	}
+	if rh.Absolute {
+		rh.Host, rh.HasHost = rh.Authority, true
+	}
+	var f Fields
+	f.Reset()
+	for n := 0; rest != ""; n++ {
+		if line, rest, ok = CutLine(rest); !ok {
+			return rh, ErrMalformed
+		}
+		if line == "" {
+			break
+		}
+		if n == maxFields {
+			return rh, ErrTooManyFields
+		}
+		name, value, err := SplitField(line)
+		if err != nil {
+			return rh, err
+		}
+		if err := rh.field(&f, name, value, add); err != nil {
+			return rh, err
+		}
+	}
+	if !rh.HasHost && rh.Minor == 1 {
+		return rh, ErrMalformed
+	}
+	if rh.Framing, err = f.Request(rh.Minor); err != nil {
+		return rh, err
+	}
+	rh.Close = rh.Framing.Close
+	return rh, nil
+}
+
+// field interprets one field of a request head.
+func (rh *RequestHead) field(f *Fields, name, value string, add func(name, value string)) error {
+	switch len(name) {
+	case len("host"):
+		if EqualFold(name, "host") {
+			return rh.host(value)
+		}
+	case len("te"):
+		if EqualFold(name, "te") {
+			rh.TETrailers = rh.TETrailers || HasToken(value, "trailers")
+			return nil
+		}
+	case len("expect"):
+		if EqualFold(name, "expect") && EqualFold(value, "100-continue") {
+			rh.Expect100 = true
+			return nil
+		}
+	case len("upgrade"):
+		if EqualFold(name, "upgrade") {
+			rh.Upgrade = value
+			return nil
+		}
+	case len("connection"):
+		if EqualFold(name, "connection") {
+			f.Connection(value)
+			rh.ConnUpgrade = rh.ConnUpgrade || HasToken(value, "upgrade")
+			if rh.Connection == "" {
+				rh.Connection = value
+			} else {
+				rh.Connection += "," + value
+			}
+			return nil
+		}
+	case len("content-length"):
+		if EqualFold(name, "content-length") {
+			if err := f.ContentLength(value); err != nil {
+				return err
+			}
+		}
+	case len("transfer-encoding"):
+		if EqualFold(name, "transfer-encoding") {
+			f.TransferEncoding(value)
+			return nil
+		}
+	}
+	add(name, value)
+	return nil
+}
+
+// host takes a Host field's value.
+func (rh *RequestHead) host(value string) error {
+	if !ValidAuthority(value) {
+		return ErrMalformed
+	}
+	switch {
+	case rh.Absolute: // the target's authority wins (RFC 9112 §3.2.2)
+	case rh.HasHost && rh.Host != value:
+		return ErrMalformed
+	default:
+		rh.Host, rh.HasHost = value, true
+	}
+	return nil
+}
+
+// ParseStatusLine parses "HTTP/1.x NNN reason" and returns the status code and the minor
+// version.
+func ParseStatusLine[T text](line T) (status, minor int, err error) {
+	if len(line) < 12 || string(line[:7]) != "HTTP/1." || line[8] != ' ' ||
+		(len(line) > 12 && line[12] != ' ') {
+		return 0, 0, ErrMalformed
+	}
+	switch line[7] {
+	case '0':
+	case '1':
+		minor = 1
+	default:
+		return 0, 0, ErrMalformed
+	}
+	for i := 9; i < 12; i++ {
+		c := line[i]
+		if c < '0' || c > '9' {
+			return 0, 0, ErrMalformed
+		}
+		status = status*10 + int(c-'0')
+	}
+	if status < 100 {
+		return 0, 0, ErrMalformed
+	}
+	return status, minor, nil
+}

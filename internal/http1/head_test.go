@@ -1,0 +1,181 @@
+package http1
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseRequestHead(t *testing.T) {
+	tests := []struct {
+		name   string
+		head   string
+		want   RequestHead
+		fields []string
+		err    error
+	}{
+		{
+			name:   "origin form",
+			head:   "GET /a?b=c HTTP/1.1\r\nHost: example.com\r\nUser-Agent: t\r\naccept:  */* \r\n",
+			want:   RequestHead{RequestLine: RequestLine{Method: "GET", Target: "/a?b=c", Minor: 1}, Host: "example.com", HasHost: true},
+			fields: []string{"User-Agent=t", "accept=*/*"},
+		},
+		{
+			name: "absolute form wins over Host",
+			head: "GET http://other.example:8080/x HTTP/1.1\r\nHost: ignored\r\n",
+			want: RequestHead{RequestLine: RequestLine{Method: "GET", Target: "/x", Authority: "other.example:8080", Absolute: true, Minor: 1},
+				Host: "other.example:8080", HasHost: true},
+		},
+		{
+			name: "absolute form without path",
+			head: "GET HTTPS://h HTTP/1.1\r\n",
+			want: RequestHead{RequestLine: RequestLine{Method: "GET", Target: "/", Authority: "h", Absolute: true, Minor: 1}, Host: "h", HasHost: true},
+		},
+		{
+			name: "http/1.0 without Host closes",
+			head: "OPTIONS * HTTP/1.0\r\n",
+			want: RequestHead{RequestLine: RequestLine{Method: "OPTIONS", Target: "*"}, Close: true, Framing: Framing{Close: true}},
+		},
+		{
+			name: "framing fields",
+			head: "POST /p HTTP/1.1\r\nHost: h\r\nConnection: close, X-Hop\r\nContent-Length: 5\r\nContent-Length: 5\r\nExpect: 100-continue\r\nTE: trailers;q=1\r\n",
+			want: RequestHead{RequestLine: RequestLine{Method: "POST", Target: "/p", Minor: 1}, Host: "h", HasHost: true,
+				Framing: Framing{Mode: Length, Length: 5, Close: true}, Close: true, Expect100: true, TETrailers: true, Connection: "close, X-Hop"},
+			fields: []string{"Content-Length=5", "Content-Length=5"},
+		},
+		{
+			name: "chunked",
+			head: "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: Chunked\r\n",
+			want: RequestHead{RequestLine: RequestLine{Method: "POST", Target: "/", Minor: 1}, Host: "h", HasHost: true, Framing: Framing{Mode: Chunked}},
+		},
+		{name: "missing Host", head: "GET / HTTP/1.1\r\n", err: ErrMalformed},
+		{name: "two Hosts", head: "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n", err: ErrMalformed},
+		{name: "Host with userinfo", head: "GET / HTTP/1.1\r\nHost: user@evil\r\n", err: ErrMalformed},
+		{name: "Host with space", head: "GET / HTTP/1.1\r\nHost: a b\r\n", err: ErrMalformed},
+		{name: "absolute form with userinfo", head: "GET http://user:pw@evil.example/ HTTP/1.1\r\nHost: a\r\n", err: ErrMalformed},
+		{name: "absolute form with empty authority", head: "GET http:///x HTTP/1.1\r\n", err: ErrMalformed},
+		{name: "conflicting lengths", head: "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n", err: ErrMalformed},
+		{name: "signed length", head: "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: +1\r\n", err: ErrMalformed},
+		{name: "length and chunked", head: "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n", err: ErrMalformed},
+		{name: "gzip coding", head: "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n", err: ErrUnsupportedCoding},
+		{name: "chunked twice", head: "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", err: ErrUnsupportedCoding},
+		{name: "http/1.0 chunked", head: "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n", err: ErrMalformed},
+		{name: "bad target", head: "GET x HTTP/1.1\r\nHost: h\r\n", err: ErrMalformed},
+		{name: "method not a token", head: "GE(T / HTTP/1.1\r\nHost: h\r\n", err: ErrMalformed},
+		{name: "version", head: "GET / HTTP/1.2\r\nHost: h\r\n", err: ErrMalformed},
+		{name: "control in value", head: "GET / HTTP/1.1\r\nHost: h\r\nA: b\x01\r\n", err: ErrMalformed},
+		{name: "bare CR in value", head: "GET / HTTP/1.1\r\nHost: h\r\nA: b\rc\r\n", err: ErrMalformed},
+		{name: "folded line", head: "GET / HTTP/1.1\r\nHost: h\r\nA: b\r\n c\r\n", err: ErrMalformed},
+		{name: "space before colon", head: "GET / HTTP/1.1\r\nHost : h\r\n", err: ErrMalformed},
+		{name: "bare LF", head: "GET / HTTP/1.1\nHost: h\r\n", err: ErrMalformed},
+		{name: "too many fields", head: "GET / HTTP/1.1\r\nHost: h\r\n" + strings.Repeat("A: 1\r\n", 6), err: ErrTooManyFields},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var fields []string
+			got, err := ParseRequestHead(tt.head, 6, func(name, value string) { fields = append(fields, name+"="+value) })
+			if !errors.Is(err, tt.err) || (err == nil) != (tt.err == nil) {
+				t.Fatalf("ParseRequestHead() error = %v; want %v", err, tt.err)
+			}
+			if err != nil {
+				return
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ParseRequestHead() (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.fields, fields); diff != "" {
+				t.Errorf("fields passed on (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestHeadEnd(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want int
+		err  error
+	}{
+		{name: "complete", in: "GET / HTTP/1.1\r\nHost: a\r\n\r\nNEXT", want: len("GET / HTTP/1.1\r\nHost: a\r\n\r\n")},
+		{name: "partial", in: "GET / HTTP/1.1\r\nHost: a\r\n", want: -1},
+		{name: "ends in CR", in: "GET / HTTP/1.1\r", want: -1},
+		{name: "bare LF head", in: "GET / HTTP/1.1\nHost: a\n\n", want: -1, err: ErrMalformed},
+		{name: "bare CR", in: "GET / HTTP/1.1\rHost: a", want: -1, err: ErrMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Scanning in steps must give what one scan gives.
+			b := []byte(tt.in)
+			got, err, scanned := -1, error(nil), 0
+			for n := 1; n <= len(b); n++ {
+				if got, err = HeadEnd(b[:n], scanned); got >= 0 || err != nil {
+					break
+				}
+				scanned = n
+			}
+			if got != tt.want || !errors.Is(err, tt.err) || (err == nil) != (tt.err == nil) {
+				t.Errorf("HeadEnd(%q) = %d, %v; want %d, %v", tt.in, got, err, tt.want, tt.err)
+			}
+		})
+	}
+}
+
+func TestParseStatusLine(t *testing.T) {
+	for _, tt := range []struct {
+		line          string
+		status, minor int
+		ok            bool
+	}{
+		{"HTTP/1.1 200 OK", 200, 1, true},
+		{"HTTP/1.0 404", 404, 0, true},
+		{"HTTP/1.1 101 Switching Protocols", 101, 1, true},
+		{"HTTP/1.1 099 X", 0, 0, false},
+		{"HTTP/1.2 200 OK", 0, 0, false},
+		{"HTTP/1.1 20", 0, 0, false},
+		{"HTTP/1.1 2000 OK", 0, 0, false},
+		{"HTTP/2.0 200 OK", 0, 0, false},
+	} {
+		status, minor, err := ParseStatusLine(tt.line)
+		if status != tt.status || minor != tt.minor || (err == nil) != tt.ok {
+			t.Errorf("ParseStatusLine(%q) = %d, %d, %v; want %d, %d, ok %v", tt.line, status, minor, err, tt.status, tt.minor, tt.ok)
+		}
+	}
+}
+
+func TestValidators(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		fn   func(string) bool
+		in   string
+		want bool
+	}{
+		{"token", ValidToken[string], "GET", true},
+		{"token with space", ValidToken[string], "GET /evil", false},
+		{"empty token", ValidToken[string], "", false},
+		{"target", func(s string) bool { return ValidTarget(s) }, "/a?b=%20", true},
+		{"target with space", func(s string) bool { return ValidTarget(s) }, "/x HTTP/1.1", false},
+		{"target with CRLF", func(s string) bool { return ValidTarget(s) }, "/x\r\nA: b", false},
+		{"authority", ValidAuthority[string], "[::1]:8080", true},
+		{"authority with userinfo", ValidAuthority[string], "user:pw@evil.example", false},
+		{"authority with slash", ValidAuthority[string], "a/b", false},
+		{"value with tab and obs-text", ValidValue[string], "a\tb\xff", true},
+		{"value with NUL", ValidValue[string], "a\x00", false},
+		{"value with DEL", ValidValue[string], "a\x7f", false},
+	} {
+		if got := tt.fn(tt.in); got != tt.want {
+			t.Errorf("%s: valid(%q) = %v; want %v", tt.name, tt.in, got, tt.want)
+		}
+	}
+	if !HasToken("gzip, Close ;x=1", "close") || HasToken("closed", "close") {
+		t.Error("HasToken does not find exactly the listed tokens")
+	}
+	if got := TrimOWS(" \ta b\t "); got != "a b" {
+		t.Errorf("TrimOWS = %q; want %q", got, "a b")
+	}
+	if _, _, err := SplitField(strings.Repeat("x", 3)); err == nil {
+		t.Error("SplitField accepted a line without a colon")
+	}
+}
