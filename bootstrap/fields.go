@@ -40,7 +40,7 @@ var fieldNotes = map[protoreflect.FullName]map[protoreflect.Name]Support{
 		"deferred_stat_options": Ignored, "watchdog": Ignored, "watchdogs": Ignored, "tracing": Ignored,
 		"overload_manager": Ignored, "enable_dispatcher_stats": Ignored, "use_tcp_for_dns_lookups": Ignored,
 		"fatal_actions": Ignored, "inline_headers": Ignored, "perf_tracing_file_path": Ignored,
-		"default_regex_engine": Ignored, "xds_config_tracker_extension": Ignored,
+		"default_regex_engine": Implemented, "xds_config_tracker_extension": Ignored,
 		"grpc_async_client_manager_config": Ignored, "memory_allocator_manager": Ignored,
 		"enable_worker_cpu_affinity": Ignored, "stats_eviction_interval": Ignored,
 		"header_prefix": Refused, "dns_resolution_config": Refused, "typed_dns_resolver_config": Refused,

@@ -111,6 +111,7 @@ func FromBootstrap(b *bootstrapv3.Bootstrap, lim Limits) (*Bootstrap, error) {
 		out.StatsServerVersionOverride, out.HasStatsServerVersionOverride = o.GetValue(), true
 	}
 	out.StatsFlushInterval = v.statsFlush(b)
+	v.regexEngine(b.GetDefaultRegexEngine())
 	out.Admin = v.admin(b.GetAdmin())
 	out.Clusters, out.ClusterNames = v.clusters(b.GetStaticResources().GetClusters())
 	out.ListenerNames = v.listeners(b.GetStaticResources().GetListeners())
@@ -145,6 +146,22 @@ func (v *validator) statsFlush(b *bootstrapv3.Bootstrap) time.Duration {
 		return interval.AsDuration()
 	}
 	return DefaultStatsFlushInterval
+}
+
+// googleRE2TypeURL is the typed_config type of envoy.regex_engines.google_re2.
+const googleRE2TypeURL = "type.googleapis.com/envoy.extensions.regex_engines.v3.GoogleRE2"
+
+// regexEngine accepts default_regex_engine when it is Google RE2, Envoy's default and the
+// engine of Go's regexp, which every Legate regex uses. Its options (max_program_size and the
+// like, deprecated in Envoy) are not implemented.
+func (v *validator) regexEngine(e *corev3.TypedExtensionConfig) {
+	switch {
+	case e == nil:
+	case e.GetTypedConfig().GetTypeUrl() != googleRE2TypeURL:
+		v.fail("default_regex_engine.typed_config = %q: not implemented by Legate; only %s (envoy.regex_engines.google_re2) is", e.GetTypedConfig().GetTypeUrl(), googleRE2TypeURL)
+	case len(e.GetTypedConfig().GetValue()) > 0:
+		v.fail("default_regex_engine.typed_config: GoogleRE2 options set; not implemented by Legate")
+	}
 }
 
 // admin builds Admin; nil when there is no admin address.

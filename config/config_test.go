@@ -281,3 +281,24 @@ func TestDeprecatedHTTPProtocolOptions(t *testing.T) {
 		t.Errorf("Warnings (-want +got):\n%s", diff)
 	}
 }
+
+// TestDefaultRegexEngine: google_re2 (every Kuma bootstrap names it) is Legate's own engine and
+// loads without a warning; another engine is refused.
+func TestDefaultRegexEngine(t *testing.T) {
+	const re2 = `default_regex_engine: {name: envoy.regex_engines.google_re2, typed_config: {"@type": type.googleapis.com/envoy.extensions.regex_engines.v3.GoogleRE2}}`
+	l, err := bootstrap.Parse([]byte(re2), bootstrap.FormatYAML, bootstrap.Options{Name: "envoy.yaml"})
+	if err != nil {
+		t.Fatalf("Parse error: %v", err)
+	}
+	if len(l.Warnings) != 0 {
+		t.Errorf("Warnings = %q; want none", l.Warnings)
+	}
+	if _, err := FromBootstrap(l.Bootstrap, Limits{}); err != nil {
+		t.Errorf("FromBootstrap error: %v", err)
+	}
+	other := `default_regex_engine: {name: e, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}`
+	_, err = load(t, other, Limits{})
+	if want := "default_regex_engine.typed_config = \"type.googleapis.com/envoy.extensions.filters.http.router.v3.Router\": not implemented by Legate"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("load error = %v; want one containing %q", err, want)
+	}
+}

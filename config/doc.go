@@ -38,7 +38,6 @@
 //	| Bootstrap                                        | fatal_actions                                    | ignored  | crash-time actions |
 //	| Bootstrap                                        | inline_headers                                   | ignored  | a header-map performance hint |
 //	| Bootstrap                                        | perf_tracing_file_path                           | ignored  | performance tracing output |
-//	| Bootstrap                                        | default_regex_engine                             | ignored  | Legate's regexes are RE2 (Go regexp), Envoy's default engine |
 //	| Bootstrap                                        | xds_config_tracker_extension                     | ignored  | observes xDS updates only |
 //	| Bootstrap                                        | grpc_async_client_manager_config                 | ignored  | gRPC client cache tuning |
 //	| Bootstrap                                        | memory_allocator_manager                         | ignored  | tcmalloc release tuning |
@@ -126,6 +125,9 @@
 //	| Listener                                         | tcp_keepalive                                    | refused  | connection liveness |
 //	| FilterChainMatch                                 | address_suffix                                   | refused  | filter chain selection |
 //	| FilterChainMatch                                 | suffix_len                                       | refused  | filter chain selection |
+//
+// Bootstrap.default_regex_engine may name only envoy.regex_engines.google_re2, the engine
+// Legate's regexes already use (Go's regexp is RE2); any other engine is refused.
 //
 // Cluster.http_protocol_options, deprecated in Envoy, is accepted with a deprecation warning
 // (bootstrap's Loaded.Warnings) when it asks for nothing but the defaults; every field set

@@ -26,8 +26,8 @@ func ExampleProducer_Extract() {
 }
 
 func ExampleNew_badRegex() {
-	_, err := tags.New(tags.Config{Custom: []tags.Spec{{TagName: "x", Regex: `^a(?=\.)`}}})
+	_, err := tags.New(tags.Config{Custom: []tags.Spec{{TagName: "x", Regex: `^a(b`}}})
 	fmt.Println(err)
 	// Output:
-	// stats_config.stats_tags[0].regex = "^a(?=\\.)": must be a valid RE2 regular expression: error parsing regexp: invalid or unsupported Perl syntax: `(?=`
+	// stats_config.stats_tags[0].regex = "^a(b": must be a valid ECMAScript regular expression: error parsing regexp: missing closing ) in `^a(b`
 }

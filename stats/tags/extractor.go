@@ -5,6 +5,8 @@ import (
 	"regexp/syntax"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/dlclark/regexp2"
 )
 
 // kind says how an Extractor matches.
@@ -20,7 +22,8 @@ const (
 	// as std::regex (TagExtractorStdRegexImpl): one capture group is enough;
 	// the tag is added whatever the groups hold, its value is group 2 when the
 	// regex has two or more groups (even if group 2 is empty) and group 1
-	// otherwise. Legate compiles the expression with Go's RE2 engine.
+	// otherwise. Legate compiles the expression with Go's RE2 engine when it
+	// can, and with regexp2's ECMAScript mode otherwise (compileCustom).
 	kindCustomRegex
 	// kindTokens is a dot-separated token pattern (TagExtractorTokensImpl).
 	kindTokens
@@ -43,6 +46,7 @@ type Extractor struct {
 
 	// Regex kinds.
 	re       *regexp.Regexp
+	ecma     *regexp2.Regexp                                       // a custom regex RE2 cannot compile (lookahead); re is nil
 	fast     func(name string) (value string, lo, hi int, ok bool) // replaces re when set
 	window   int                                                   // >0: the result depends only on the name's last window bytes
 	groups   int                                                   // number of capture groups in re
@@ -92,16 +96,77 @@ func newRE2Extractor(d regexDescriptor) *Extractor {
 	return e
 }
 
-func newCustomExtractor(name string, re *regexp.Regexp) *Extractor {
+// newCustomExtractor builds a stats_config.stats_tags regex extractor from one of re and
+// ecma (compileCustom's results).
+func newCustomExtractor(name, expr string, re *regexp.Regexp, ecma *regexp2.Regexp) *Extractor {
 	e := &Extractor{
 		name:   name,
 		kind:   kindCustomRegex,
-		prefix: regexPrefix(re.String()),
+		prefix: regexPrefix(expr),
 		re:     re,
-		groups: re.NumSubexp(),
+		ecma:   ecma,
 	}
-	e.mustStart, e.mustContain = requiredLiterals(re.String())
+	if ecma != nil {
+		e.groups = len(ecma.GetGroupNumbers()) - 1 // group 0 is the whole match
+		return e
+	}
+	e.groups = re.NumSubexp()
+	e.mustStart, e.mustContain = requiredLiterals(expr)
 	return e
+}
+
+// compileCustom compiles a stats_config.stats_tags regex. Envoy uses std::regex, whose
+// ECMAScript grammar has lookahead (Istio's bootstraps use `(?=\.)`) that RE2 lacks. Go's
+// RE2 engine is tried first: for the expressions both accept, its leftmost-first matching
+// picks the same submatches as a backtracking ECMAScript engine, in linear time. The others
+// go to regexp2 in ECMAScript mode.
+func compileCustom(expr string) (*regexp.Regexp, *regexp2.Regexp, error) {
+	if re, err := regexp.Compile(expr); err == nil {
+		return re, nil, nil
+	}
+	ecma, err := regexp2.Compile(posixClasses(expr), regexp2.ECMAScript)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, ecma, nil
+}
+
+// posixBracketClass maps the character class names std::regex accepts inside brackets
+// ("[[:digit:]]") to ranges, which regexp2 would otherwise read as the characters of the name.
+var posixBracketClass = map[string]string{
+	"alnum": "a-zA-Z0-9", "alpha": "a-zA-Z", "blank": ` \t`, "cntrl": `\x00-\x1f\x7f`,
+	"digit": "0-9", "d": "0-9", "graph": `\x21-\x7e`, "lower": "a-z", "print": `\x20-\x7e`,
+	"punct": `!-/:-@\[-` + "`" + `{-~`, "space": `\s`, "s": `\s`, "upper": "A-Z", "w": `\w`,
+	"xdigit": "0-9A-Fa-f",
+}
+
+// posixClasses rewrites the [:name:] classes inside the bracket expressions of expr.
+func posixClasses(expr string) string {
+	var b strings.Builder
+	inBracket := false
+	for i := 0; i < len(expr); i++ {
+		c := expr[i]
+		switch {
+		case c == '\\' && i+1 < len(expr):
+			b.WriteString(expr[i : i+2])
+			i++
+			continue
+		case !inBracket && c == '[':
+			inBracket = true
+		case inBracket && c == ']':
+			inBracket = false
+		case inBracket && strings.HasPrefix(expr[i:], "[:"):
+			if end := strings.Index(expr[i+2:], ":]"); end >= 0 {
+				if ranges, ok := posixBracketClass[expr[i+2:i+2+end]]; ok {
+					b.WriteString(ranges)
+					i += end + 3
+					continue
+				}
+			}
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 func newTokenExtractor(d tokenDescriptor) *Extractor {
@@ -238,6 +303,9 @@ func (e *Extractor) matchRegex(name string) (value string, lo, hi int, ok bool) 
 	if (e.kind == kindRE2 && e.groups < 2) || e.groups < 1 {
 		return "", 0, 0, false
 	}
+	if e.ecma != nil {
+		return e.matchECMA(name)
+	}
 	// FindStringSubmatchIndex allocates only when it matches.
 	m := e.re.FindStringSubmatchIndex(name)
 	if m == nil {
@@ -268,6 +336,43 @@ func (e *Extractor) matchRegex(name string) (value string, lo, hi int, ok bool) 
 		return "", 0, 0, false
 	}
 	return value, g1lo, g1hi, true
+}
+
+// matchECMA is matchRegex's custom-regex rule run by regexp2.
+func (e *Extractor) matchECMA(name string) (value string, lo, hi int, ok bool) {
+	m, err := e.ecma.FindStringMatch(name)
+	if err != nil || m == nil {
+		return "", 0, 0, false
+	}
+	lo, hi, _ = groupBytes(name, m.GroupByNumber(1))
+	if e.groups >= 2 {
+		if vlo, vhi, matched := groupBytes(name, m.GroupByNumber(2)); matched {
+			value = name[vlo:vhi]
+		}
+	} else {
+		value = name[lo:hi]
+	}
+	return value, lo, hi, true
+}
+
+// groupBytes returns the byte range of a regexp2 group (whose positions count runes), and
+// whether it took part in the match.
+func groupBytes(name string, g *regexp2.Group) (lo, hi int, matched bool) {
+	if g == nil || len(g.Captures) == 0 {
+		return 0, 0, false
+	}
+	return runeOffset(name, g.Index), runeOffset(name, g.Index+g.Length), true
+}
+
+// runeOffset is the byte offset of the n-th rune of s.
+func runeOffset(s string, n int) int {
+	for i := range s {
+		if n == 0 {
+			return i
+		}
+		n--
+	}
+	return len(s)
 }
 
 // matchTokens runs a tokenized extractor against the tokens of name. The

@@ -23,8 +23,9 @@ func FuzzExtract(f *testing.F) {
 		f.Add(seed)
 	}
 	p, err := New(Config{
-		Fixed:  []Tag{{"region", "eu"}},
-		Custom: []Spec{{TagName: "custom", Regex: `^cluster\.(?:x\.)?((\w+)_svc\.)`}, {TagName: ClusterName}},
+		Fixed: []Tag{{"region", "eu"}},
+		Custom: []Spec{{TagName: "custom", Regex: `^cluster\.(?:x\.)?((\w+)_svc\.)`}, {TagName: ClusterName},
+			{TagName: "ecma", Regex: `^listener(?=\.)\.(([[:digit:]_.]+?)\.)`}}, // lookahead: regexp2's ECMAScript mode
 	})
 	if err != nil {
 		f.Fatalf("New() error: %v", err)

@@ -2,7 +2,6 @@ package tags
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -101,11 +100,11 @@ func New(cfg Config) (*Producer, error) {
 				return nil, fmt.Errorf("%s.tag_name = %q: no regex specified for tag specifier and no default regex for that name", field, s.TagName)
 			}
 		default:
-			re, err := regexp.Compile(s.Regex)
+			re, ecma, err := compileCustom(s.Regex)
 			if err != nil {
-				return nil, fmt.Errorf("%s.regex = %q: must be a valid RE2 regular expression: %w", field, s.Regex, err)
+				return nil, fmt.Errorf("%s.regex = %q: must be a valid ECMAScript regular expression: %w", field, s.Regex, err)
 			}
-			add(newCustomExtractor(s.TagName, re))
+			add(newCustomExtractor(s.TagName, s.Regex, re, ecma))
 		}
 	}
 	for _, e := range all {

@@ -431,9 +431,9 @@ func TestNewErrors(t *testing.T) {
 		want string
 	}{
 		{"bad regex", Spec{TagName: "x", Regex: "+invalid"},
-			`stats_config.stats_tags[1].regex = "+invalid": must be a valid RE2 regular expression`},
-		{"lookahead", Spec{TagName: "x", Regex: `^a(?=\.)`},
-			`stats_config.stats_tags[1].regex = "^a(?=\\.)": must be a valid RE2 regular expression`},
+			`stats_config.stats_tags[1].regex = "+invalid": must be a valid ECMAScript regular expression`},
+		{"unbalanced lookahead", Spec{TagName: "x", Regex: `^a(?=\.`},
+			`stats_config.stats_tags[1].regex = "^a(?=\\.": must be a valid ECMAScript regular expression`},
 		{"empty tag name", Spec{Regex: `^a\.(b)`},
 			`stats_config.stats_tags[1].tag_name is empty`},
 		{"unknown default", Spec{TagName: "no_such_tag"},
@@ -503,4 +503,23 @@ func TestExtractConcurrent(t *testing.T) {
 	for range 4 {
 		<-done
 	}
+}
+
+// TestCustomRegexECMAScript: stats_config.stats_tags regexes are ECMAScript (Envoy's std::regex),
+// so lookahead, which RE2 lacks, works, with the same tag and name as Envoy.
+func TestCustomRegexECMAScript(t *testing.T) {
+	p := mustNew(t, Config{UseAllDefaultTags: new(false), Custom: []Spec{
+		// Istio's shape: a tag from a listener stat, the prefix checked by lookahead.
+		{TagName: "http_conn", Regex: `^listener(?=\.).*?\.http\.(((?:[_.[:digit:]]*|[_\[\]aAbBcCdDeEfF[:digit:]]*))\.)`},
+		{TagName: "reporter", Regex: `(reporter=\.=(.*?);\.;)`},
+		{TagName: "cluster", Regex: `^cluster(?=\.)\.((\w+)\.)`},
+	}})
+	runExtract(t, p, []extractCase{
+		{"listener.0.0.0.0_80.http.10.1.2.3_8080.downstream_rq", "listener.0.0.0.0_80.http.downstream_rq",
+			[]Tag{{"http_conn", "10.1.2.3_8080"}}},
+		{"istio.reporter=.=destination;.;requests_total", "istio.requests_total",
+			[]Tag{{"reporter", "destination"}}},
+		{"cluster.é.x", "cluster.é.x", nil},
+		{"cluster.web.upstream_rq", "cluster.upstream_rq", []Tag{{"cluster", "web"}}},
+	})
 }

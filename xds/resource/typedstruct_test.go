@@ -1,0 +1,68 @@
+package resource
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	udpatypev1 "github.com/cncf/xds/go/udpa/type/v1"
+	xdstypev3 "github.com/cncf/xds/go/xds/type/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// tcpListener is an LDS listener whose one network filter has the typed_config given.
+func tcpListener(tc *anypb.Any) *listenerv3.Listener {
+	return &listenerv3.Listener{
+		Name: "l",
+		Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+			Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 1}}}},
+		FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{{
+			Name: "any name", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: tc}}}}},
+	}
+}
+
+// TestDecodeListenerTypedStruct: a TypedStruct delivered over xDS is opened into the message its
+// type_url names, with the bootstrap loader's rules (here a Duration object), as Envoy opens it; the listener equals the one sent with the TcpProxy itself.
+func TestDecodeListenerTypedStruct(t *testing.T) {
+	value, err := structpb.NewStruct(map[string]any{
+		"stat_prefix": "t", "cluster": "c",
+		"idle_timeout": map[string]any{"seconds": 5},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tcpURL = "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy"
+	want := mustAny(t, &tcpproxyv3.TcpProxy{StatPrefix: "t", ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: "c"},
+		IdleTimeout: durationpb.New(5 * time.Second)})
+	for _, ts := range []proto.Message{
+		&udpatypev1.TypedStruct{TypeUrl: tcpURL, Value: value},
+		&xdstypev3.TypedStruct{TypeUrl: tcpURL, Value: value},
+	} {
+		name := string(ts.ProtoReflect().Descriptor().FullName())
+		t.Run(name, func(t *testing.T) {
+			got, err := DecodeListener(mustAny(t, tcpListener(mustAny(t, ts))))
+			if err != nil {
+				t.Fatalf("DecodeListener error: %v", err)
+			}
+			tc := got.Config.Proto.GetFilterChains()[0].GetFilters()[0].GetTypedConfig()
+			var gotTCP, wantTCP tcpproxyv3.TcpProxy
+			if tc.GetTypeUrl() != tcpURL || tc.UnmarshalTo(&gotTCP) != nil || want.UnmarshalTo(&wantTCP) != nil || !proto.Equal(&gotTCP, &wantTCP) {
+				t.Errorf("typed_config = %v; want the TcpProxy %v", tc, &wantTCP)
+			}
+		})
+	}
+	bad, err := structpb.NewStruct(map[string]any{"stat_prefix": "t", "cluster": "c", "colour": "blue"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = DecodeListener(mustAny(t, tcpListener(mustAny(t, &udpatypev1.TypedStruct{TypeUrl: tcpURL, Value: bad}))))
+	if want := "filter_chains[0].filters[0].typed_config.value.colour: unknown field"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("DecodeListener error = %v; want one containing %q", err, want)
+	}
+}
