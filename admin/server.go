@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	goruntime "runtime"
@@ -46,7 +47,7 @@ func ServerEndpoints(v ServerView) []Endpoint {
 			Path: "/server_info",
 			Help: "print server version/status information",
 			Handle: func(w http.ResponseWriter, _ *http.Request, _ Query) {
-				writeProto(w, v.ServerInfo(), pbjson.AllFields)
+				writeServerInfo(w, v.ServerInfo())
 			},
 		},
 		{
@@ -122,6 +123,42 @@ func Memory() *adminv3.Memory {
 }
 
 // writeProto writes m as Envoy's pretty proto JSON.
+// writeServerInfo writes info as writeProto does, with the spec's
+// command_line_options.hot_restart_version added after log_path. The field
+// was Envoy's v2 field 12, which v3's message reserves, so the encoder
+// cannot print it. It is always false here: --hot-restart-version prints the
+// version and exits before anything serves.
+func writeServerInfo(w http.ResponseWriter, info *adminv3.ServerInfo) {
+	body, err := pbjson.Marshal(info, pbjson.AllFields)
+	if err != nil {
+		w.WriteHeader(http.StatusInternalServerError)
+		io.WriteString(w, "cannot render server info: "+err.Error()+"\n")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(withHotRestartVersionOption(body))
+}
+
+// withHotRestartVersionOption inserts the hot_restart_version line after
+// command_line_options' log_path line (a JSON string holds no raw newline,
+// so the line ends at the next one).
+func withHotRestartVersionOption(body []byte) []byte {
+	const anchor = "\n  \"log_path\": "
+	i := bytes.Index(body, []byte(anchor))
+	if i < 0 {
+		return body
+	}
+	end := bytes.IndexByte(body[i+len(anchor):], '\n')
+	if end < 0 {
+		return body
+	}
+	at := i + len(anchor) + end + 1
+	out := make([]byte, 0, len(body)+32)
+	out = append(out, body[:at]...)
+	out = append(out, "  \"hot_restart_version\": false,\n"...)
+	return append(out, body[at:]...)
+}
+
 func writeProto(w http.ResponseWriter, m proto.Message, mode pbjson.Mode) {
 	body, err := pbjson.Marshal(m, mode)
 	if err != nil {
