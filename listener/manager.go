@@ -138,6 +138,12 @@ func (m *Manager) healthCheckFailed() bool { return m.cfg.HealthCheckFailed() }
 // listener, old versions included.
 func (m *Manager) ActiveConnections() int64 { return m.active.Load() }
 
+// SetWarming publishes listener_manager.total_listeners_warming: the
+// listeners LDS holds back until their routes, secrets or extension
+// configurations arrive never reach the manager while they warm, so LDS
+// gives their number.
+func (m *Manager) SetWarming(n int) { m.stats.TotalListenersWarming.Set(uint64(n)) }
+
 // DrainManager returns the server drain manager (for SIGTERM and hot restart drains).
 func (m *Manager) DrainManager() *DrainManager { return m.drain }
 

@@ -296,24 +296,32 @@ func (s *Server) Run(ctx context.Context) error {
 	s.stats.State.Set(uint64(Initializing))
 	s.init.Start()
 	initStart := time.Now()
-	select {
-	case <-s.init.Done():
-		s.stats.InitializationTimeMs.Record(uint64(time.Since(initStart).Milliseconds()))
-		s.log.Infof("all dependencies initialized. starting workers")
-		s.inheritListenSockets()
-		if err := s.data.listeners.Start(); err != nil {
-			s.log.Criticalf("%v", err)
-			s.shutdown()
-			return err
+	// A signal must end the process in every state: while initialization
+	// waits (a first xDS fetch, a warming cluster) SIGTERM and SIGINT quit
+	// at once, as nothing serves yet that a drain would protect.
+	for waiting := true; waiting; {
+		select {
+		case <-s.init.Done():
+			s.stats.InitializationTimeMs.Record(uint64(time.Since(initStart).Milliseconds()))
+			if err := s.startWorkers(ctx, &wg); err != nil {
+				return err
+			}
+			waiting = false
+		case <-ctx.Done():
+			waiting = false
+		case <-s.quit:
+			waiting = false
+		case sig := <-sigs:
+			if sig == syscall.SIGUSR1 {
+				if err := s.ReopenLogs(); err != nil {
+					s.log.Errorf("reopening logs: %v", err)
+				}
+				continue
+			}
+			s.log.Warnf("caught %v while initializing: exiting", sig)
+			s.Quit()
+			waiting = false
 		}
-		// LIVE once the listeners accept, as Envoy's workers have their listeners when it
-		// goes LIVE: a /ready probe must not send traffic to ports not yet bound.
-		s.initialized.Store(true)
-		s.updateState()
-		wg.Go(func() { s.data.listeners.Run(ctx) })
-		s.handOver()
-	case <-ctx.Done():
-	case <-s.quit:
 	}
 
 	draining := false
@@ -349,6 +357,25 @@ func (s *Server) Run(ctx context.Context) error {
 	s.log.Infof("shutting down server")
 	cancel()
 	s.shutdown()
+	return nil
+}
+
+// startWorkers starts the listeners once initialization is done and makes
+// the server LIVE. On failure the server is shut down.
+func (s *Server) startWorkers(ctx context.Context, wg *sync.WaitGroup) error {
+	s.log.Infof("all dependencies initialized. starting workers")
+	s.inheritListenSockets()
+	if err := s.data.listeners.Start(); err != nil {
+		s.log.Criticalf("%v", err)
+		s.shutdown()
+		return err
+	}
+	// LIVE once the listeners accept, as Envoy's workers have their listeners when it
+	// goes LIVE: a /ready probe must not send traffic to ports not yet bound.
+	s.initialized.Store(true)
+	s.updateState()
+	wg.Go(func() { s.data.listeners.Run(ctx) })
+	s.handOver()
 	return nil
 }
 
@@ -451,6 +478,7 @@ func (s *Server) refreshServerStats() {
 	s.stats.MemoryPhysicalSize.Set(m.TotalPhysicalBytes)
 	s.stats.DaysUntilFirstCertExpiring.Set(s.certs.DaysUntilFirstCertExpiring())
 	s.stats.TotalConnections.Set(uint64(s.data.listeners.ActiveConnections()))
+	s.stats.StatsRecentLookups.Set(s.store.RecentLookupsTotal())
 }
 
 // Quit starts a clean shutdown (POST /quitquitquit).
@@ -484,9 +512,10 @@ func (s *Server) HotRestartVersion() string {
 	return HotRestartVersion
 }
 
-// UnreadyTargets implements /init_dump. Envoy dumps listener init managers
-// only; Legate also lists the server's own manager while it is pending, so
-// a stuck start-up (a cluster warming, a first xDS fetch) is visible.
+// UnreadyTargets implements /init_dump: the init managers of the listeners
+// warming on LDS, as Envoy dumps them (mask "listener"). Legate also lists
+// the server's own manager while it is pending (mask "server"), so a stuck
+// start-up (a cluster warming, a first xDS fetch) is visible.
 func (s *Server) UnreadyTargets(mask string) *adminv3.UnreadyTargetsDumps {
 	out := &adminv3.UnreadyTargetsDumps{}
 	if mask != "" && mask != "listener" && mask != "server" {
@@ -500,6 +529,9 @@ func (s *Server) UnreadyTargets(mask string) *adminv3.UnreadyTargetsDumps {
 			}
 			out.UnreadyTargetsDumps = append(out.UnreadyTargetsDumps, d)
 		}
+	}
+	if mask != "server" && s.xds != nil {
+		out.UnreadyTargetsDumps = append(out.UnreadyTargetsDumps, s.xds.ListenerInitDumps()...)
 	}
 	return out
 }

@@ -3,7 +3,9 @@ package xds
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -204,6 +206,7 @@ func (h *ldsHandler) apply(_ *mux, u update) error {
 	c := h.c
 	c.mu.Lock()
 	err := h.applyLocked(u)
+	h.publishWarmingLocked()
 	ready := h.takeReadyLocked()
 	c.mu.Unlock()
 	if ready != nil {
@@ -429,6 +432,7 @@ func (h *ldsHandler) depChanged(l *ldsListener) {
 		a, _ := anypb.New(l.rl.Config.Proto)
 		h.failures[l.rl.Name] = &failure{resource: a, at: c.clock.Now(), details: err.Error(), version: l.version}
 	}
+	h.publishWarmingLocked()
 	ready := h.takeReadyLocked()
 	c.mu.Unlock()
 	if ready != nil {
@@ -517,4 +521,85 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// warmingCounter is implemented by a listener manager that publishes
+// listener_manager.total_listeners_warming (listener.Manager does).
+type warmingCounter interface{ SetWarming(n int) }
+
+// publishWarmingLocked gives the listener manager the number of listeners
+// warming here, after every change of it.
+func (h *ldsHandler) publishWarmingLocked() {
+	w, ok := h.lm.(warmingCounter)
+	if !ok {
+		return
+	}
+	n := 0
+	for _, l := range h.listeners {
+		if !l.active {
+			n++
+		}
+	}
+	w.SetWarming(n)
+}
+
+// ListenerInitDumps is the listener part of /init_dump: one entry per
+// warming LDS listener, named as Envoy names a listener's init manager
+// ("init manager Listener-local-init-manager <name> <config hash>"), with
+// the dependencies it still waits for as Envoy names their init targets. A
+// listener waiting on nothing named here (a VHDS answer) has no targets.
+// Without LDS, or with nothing warming, it is empty. Safe for concurrent use.
+func (c *Client) ListenerInitDumps() []*adminv3.UnreadyTargetsDumps_UnreadyTargetsDump {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.lds
+	if h == nil {
+		return nil
+	}
+	var out []*adminv3.UnreadyTargetsDumps_UnreadyTargetsDump
+	for _, name := range sortedKeys(h.listeners) {
+		l := h.listeners[name]
+		if l.active {
+			continue
+		}
+		out = append(out, &adminv3.UnreadyTargetsDumps_UnreadyTargetsDump{
+			Name:        "init manager Listener-local-init-manager " + name + " " + strconv.FormatUint(configHash(l.rl.Config.Proto), 10),
+			TargetNames: l.pendingTargets(),
+		})
+	}
+	return out
+}
+
+// pendingTargets names l's dependencies that have neither arrived nor timed
+// out, with Envoy's init target names.
+func (l *ldsListener) pendingTargets() []string {
+	var out []string
+	for _, d := range l.deps {
+		if d.ready() {
+			continue
+		}
+		switch d.h.kind {
+		case rdsKind:
+			out = append(out, "target RdsRouteConfigSubscription RDS init "+d.sub.name)
+		case sdsKind:
+			out = append(out, "target SdsApi "+d.sub.name)
+		case ecdsKind:
+			out = append(out, "target DynamicFilterConfigProviderImpl "+d.sub.name)
+		}
+	}
+	for _, s := range l.scoped {
+		if !s.ready() {
+			out = append(out, "target ScopedRdsConfigSubscription "+s.name)
+		}
+	}
+	return out
+}
+
+// configHash identifies a listener's configuration in its init manager's
+// name, as Envoy's hash of the listener message does.
+func configHash(m proto.Message) uint64 {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	f := fnv.New64a()
+	f.Write(b)
+	return f.Sum64()
 }

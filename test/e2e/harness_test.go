@@ -158,21 +158,7 @@ func launchEnv(t *testing.T, env []string, args ...string) *proc {
 // is what is watched), then for /ready to say LIVE.
 func (p *proc) waitAdmin() {
 	p.t.Helper()
-	deadline := time.After(30 * time.Second)
-	for {
-		if addr, err := os.ReadFile(filepath.Join(p.dir, "admin-address")); err == nil && len(addr) > 0 {
-			p.admin = "http://" + strings.TrimSpace(string(addr))
-			break
-		}
-		select {
-		case <-p.stderr.notify:
-		case <-time.After(20 * time.Millisecond):
-		case <-p.exited:
-			p.t.Fatalf("legate exited before serving admin: %v\n%s", p.err, p.stderr.String())
-		case <-deadline:
-			p.t.Fatalf("legate wrote no admin address within 30s\n%s", p.stderr.String())
-		}
-	}
+	deadline := p.waitAdminAddr()
 	// The init manager may still be running; LIVE is reported once it ends.
 	for i := 0; ; i++ {
 		resp, err := http.Get(p.admin + "/ready")
@@ -188,6 +174,28 @@ func (p *proc) waitAdmin() {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// waitAdminAddr waits for the admin address file only (the server may still
+// be initializing) and returns the 30 s deadline it started.
+func (p *proc) waitAdminAddr() <-chan time.Time {
+	p.t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		if addr, err := os.ReadFile(filepath.Join(p.dir, "admin-address")); err == nil && len(addr) > 0 {
+			p.admin = "http://" + strings.TrimSpace(string(addr))
+			break
+		}
+		select {
+		case <-p.stderr.notify:
+		case <-time.After(20 * time.Millisecond):
+		case <-p.exited:
+			p.t.Fatalf("legate exited before serving admin: %v\n%s", p.err, p.stderr.String())
+		case <-deadline:
+			p.t.Fatalf("legate wrote no admin address within 30s\n%s", p.stderr.String())
+		}
+	}
+	return deadline
 }
 
 // get fetches path from the admin interface.

@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
+	"github.com/legateproxy/legate/xds/xdstest"
+)
+
+// warmingListenerHCM is an hcmListener body whose routes come over ADS from
+// route configuration route, waited for without an initial fetch timeout.
+func warmingListenerHCM(route string) string {
+	return `      rds:
+        route_config_name: ` + route + `
+        config_source: {ads: {}, resource_api_version: V3, initial_fetch_timeout: 0s}
+      http_filters:
+      - name: envoy.filters.http.router
+        typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
+`
+}
+
+// initDump is /init_dump's shape.
+type initDump struct {
+	Dumps []struct {
+		Name        string   `json:"name"`
+		TargetNames []string `json:"target_names"`
+	} `json:"unready_targets_dumps"`
+}
+
+// TestListenerWarmingOnRDS covers issue 17's items 11 and 16 on the binary:
+// while an LDS listener waits for its route configuration,
+// listener_manager.total_listeners_warming is 1 and /init_dump?mask=listener
+// names the listener's init manager and its RDS target; once the route
+// arrives both clear.
+func TestListenerWarmingOnRDS(t *testing.T) {
+	xds := xdstest.New(t, xdstest.Options{Node: "e2e-warm", ADS: true})
+	port := freePort(t)
+	set := func(version string, rcs ...types.Resource) {
+		xds.Set(version, map[resourcev3.Type][]types.Resource{
+			resourcev3.ListenerType: {hcmListener(t, "warm", port, warmingListenerHCM("late_route"))},
+			resourcev3.RouteType:    rcs,
+		})
+	}
+	set("v1")
+	p := launch(t, "-c", writeConfig(t, adsBootstrap("e2e-warm", xds, []string{"lds_config"})))
+	p.waitAdminAddr()
+	p.waitStat("listener_manager.total_listeners_warming", 1)
+
+	code, _, body := p.get("/init_dump?mask=listener")
+	var d initDump
+	if err := json.Unmarshal([]byte(body), &d); code != 200 || err != nil {
+		t.Fatalf("GET /init_dump?mask=listener = %d %v\n%s", code, err, body)
+	}
+	name := regexp.MustCompile(`^init manager Listener-local-init-manager warm [0-9]+$`)
+	if len(d.Dumps) != 1 || !name.MatchString(d.Dumps[0].Name) ||
+		strings.Join(d.Dumps[0].TargetNames, "|") != "target RdsRouteConfigSubscription RDS init late_route" {
+		t.Errorf("/init_dump?mask=listener while warming:\n%s\nwant one listener init manager waiting for late_route", body)
+	}
+	if _, _, all := p.get("/init_dump"); !strings.Contains(all, "Listener-local-init-manager warm") {
+		t.Errorf("/init_dump without mask leaves out the warming listener:\n%s", all)
+	}
+
+	set("v2", routeTo("late_route", directRoute("warm")))
+	p.waitStat("listener_manager.total_listeners_warming", 0)
+	p.waitAdmin()
+	if _, _, body := p.get("/init_dump?mask=listener"); body != "{}\n" {
+		t.Errorf("/init_dump?mask=listener once warm = %q; want {}", body)
+	}
+	if got, err := getBody(&http.Client{Timeout: 5 * time.Second}, fmt.Sprintf("http://127.0.0.1:%d/", port)); err != nil || got != "warm" {
+		t.Errorf("GET through the warmed listener = %q, %v; want %q", got, err, "warm")
+	}
+}
+
+// TestSignalWhileInitializing is issue 17's item 17: SIGTERM ends a server
+// that is still INITIALIZING (its only listener waits for a route that never
+// comes) promptly and cleanly.
+func TestSignalWhileInitializing(t *testing.T) {
+	xds := xdstest.New(t, xdstest.Options{Node: "e2e-init", ADS: true})
+	xds.Set("v1", map[resourcev3.Type][]types.Resource{
+		resourcev3.ListenerType: {hcmListener(t, "stuck", freePort(t), warmingListenerHCM("never"))},
+	})
+	p := launch(t, "-c", writeConfig(t, adsBootstrap("e2e-init", xds, []string{"lds_config"})))
+	p.waitAdminAddr()
+	waitXDS(t, xds, "the listener's subscription to its route", func() bool {
+		for _, r := range xds.Requests() {
+			if r.GetTypeUrl() == resourcev3.RouteType && slices.Contains(r.GetResourceNames(), "never") {
+				return true
+			}
+		}
+		return false
+	})
+	if code, _, body := p.get("/ready"); code != 503 || body != "INITIALIZING\n" {
+		t.Fatalf("GET /ready = %d %q; want 503 INITIALIZING", code, body)
+	}
+	p.signal(syscall.SIGTERM)
+	if code := p.wait(10 * time.Second); code != 0 {
+		t.Errorf("exit code after SIGTERM while initializing = %d; want 0", code)
+	}
+}
