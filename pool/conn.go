@@ -44,11 +44,15 @@ type upConn struct {
 	closed   atomic.Bool
 	// rqActive is the number of requests in flight on the connection (HTTP/2 has several).
 	rqActive atomic.Int32
+	// rx counts the bytes read, for HTTP/1.1 to tell whether any of a response arrived. It is
+	// touched by whoever reads the connection, one at a time.
+	rx int64
 }
 
 func (c *upConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
+		c.rx += int64(n)
 		c.hp.m.st.UpstreamCxRxBytesTotal.Add(uint64(n))
 	}
 	return n, err

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/legateproxy/legate/breaker"
+	"github.com/legateproxy/legate/internal/http1"
 )
 
 const h1BufferSize = 4 << 10
@@ -44,6 +45,21 @@ type h1conn struct {
 	peekBuf [1]byte
 	peekN   int
 	peekErr error
+
+	// Sending a request body (exchangeBody): reqBody reads it; sending is the request
+	// writeRequestBody writes, with reqBody as its body; the head reader's goroutine reads the
+	// response head into headResp and reports on head; answered tells the body to stop,
+	// bodySent tells the head reader the body is out; early marks a response that came before
+	// the body was whole.
+	reqBody     requestBody
+	sending     Request
+	head        chan error
+	headResp    *Response
+	headOfHEAD  bool
+	headFraming http1.Framing
+	answered    atomic.Bool
+	bodySent    atomic.Bool
+	early       bool
 
 	// The watch on the exchange's Request.Downstream: unwatch stops it; abandoned is set
 	// (by the watch's goroutine) when the downstream request ended and the socket was closed.
@@ -310,24 +326,41 @@ func (hp *hostPool) releaseH1(c *h1conn, reusable bool) {
 	}
 }
 
-// roundTripH1 runs one HTTP/1.1 exchange. A request without a body that fails on a reused
-// connection before any response byte arrived is retried once on another connection: the
-// upstream closed the idle connection as we sent (the keep-alive race).
+// roundTripH1 runs one HTTP/1.1 exchange. A request that fails on a reused connection
+// before any response byte arrived is retried once on another connection: the upstream
+// closed the idle connection as we sent (the keep-alive race). Its body goes again: what the
+// first attempt read of it is kept (up to the cluster's per_connection_buffer_limit_bytes,
+// as Envoy buffers for a retry) and replayed before the rest.
 func (ex *exchange) roundTripH1(ctx context.Context, req *Request, resp *Response) error {
 	hp := ex.hp
+	var kept *[]byte // what the first attempt read of the body
 	for attempt := 0; ; attempt++ {
 		c, err := hp.getH1(ctx, ex.prio)
 		if err != nil {
+			putKept(kept)
 			return err
 		}
 		reused := c.uc.requests.Add(1) > 1
 		if mr := hp.m.maxRequests; mr > 0 && c.uc.requests.Load() >= mr {
 			c.last = true
 		}
+		if hasBody(req) {
+			c.reqBody = requestBody{r: req.Body, length: req.ContentLength, stop: &c.answered}
+			switch {
+			case kept != nil:
+				c.reqBody.replay = *kept
+			case reused:
+				kept = keptBuffers.Get().(*[]byte)
+				c.reqBody.keep, c.reqBody.limit = kept, hp.m.bufferLimit
+			}
+		}
 		c.uc.rqActive.Add(1)
 		c.watch(req.Downstream)
 		stale, err := c.exchange(ctx, req, resp)
+		replayable := !c.reqBody.overflow
+		c.reqBody = requestBody{}
 		if err == nil {
+			putKept(kept)
 			ex.h1 = c
 			return nil
 		}
@@ -337,18 +370,23 @@ func (ex *exchange) roundTripH1(ctx context.Context, req *Request, resp *Respons
 			hp.m.st.UpstreamRqTxReset.Inc()
 			hp.releaseH1(c, false)
 			c.uc.rqActive.Add(-1)
+			putKept(kept)
 			return err
 		}
 		c.uc.rqActive.Add(-1)
 		hp.releaseH1(c, false)
-		if !(stale && reused && req.Body == nil && attempt == 0) {
+		if !(stale && reused && attempt == 0 && replayable) || errors.Is(err, ErrRequestBody) {
 			if errors.Is(err, ErrProtocol) {
 				hp.m.st.UpstreamCxProtocolError.Inc()
 			}
+			putKept(kept)
 			return err
 		}
 	}
 }
+
+// hasBody reports whether req has body bytes to send.
+func hasBody(req *Request) bool { return req.Body != nil && req.ContentLength != 0 }
 
 // exchange writes req and reads the response head. stale reports a failure before any
 // response byte arrived.
@@ -360,28 +398,86 @@ func (c *h1conn) exchange(ctx context.Context, req *Request, resp *Response) (st
 		c.uc.SetDeadline(time.Time{})
 		c.deadline = false
 	}
+	c.early = false
+	rx := c.uc.rx
 	if err := writeRequestHead(c.bw, req, c.uc.hp.host.Address()); err != nil {
 		return false, err
 	}
-	if req.Body != nil {
-		if c.scratch == nil && req.ContentLength < 0 {
-			c.scratch = make([]byte, h1BufferSize-16)
-		}
-		if err := writeRequestBody(c.bw, req, c.scratch); err != nil {
-			return false, c.ioError(ctx, err)
-		}
+	if hasBody(req) {
+		return c.exchangeBody(ctx, req, resp, rx)
 	}
 	if err := c.bw.Flush(); err != nil {
 		return true, c.ioError(ctx, err)
 	}
 	f, err := readResponseHead(c.br, resp, req.Method == "HEAD")
 	if err != nil {
-		return len(resp.raw) == 0 && resp.StatusCode == 0, c.ioError(ctx, err)
+		return c.uc.rx == rx, c.ioError(ctx, err)
 	}
-	c.keepAlive = !f.Close
+	c.startBody(f, resp)
+	return false, nil
+}
+
+// exchangeBody sends the request body while another goroutine reads the response head: an
+// upstream may answer before the body is whole (a 401 or 413 to a large upload) and stop
+// reading it. Such an answer stops the upload, as Envoy stops it: the body stops being read
+// and a write blocked on the upstream is woken by an expired write deadline. The response is
+// returned, and the connection, with its request unfinished, is not reused. rx is the byte
+// count of the connection when the request started.
+func (c *h1conn) exchangeBody(ctx context.Context, req *Request, resp *Response, rx int64) (stale bool, err error) {
+	if c.head == nil {
+		c.head = make(chan error, 1)
+	}
+	c.answered.Store(false)
+	c.bodySent.Store(false)
+	c.headResp, c.headOfHEAD = resp, req.Method == "HEAD"
+	go c.readHeadWhileSending()
+	if c.scratch == nil && req.ContentLength < 0 {
+		c.scratch = make([]byte, h1BufferSize-16)
+	}
+	c.sending = *req
+	c.sending.Body = &c.reqBody
+	werr := writeRequestBody(c.bw, &c.sending, c.scratch)
+	if werr == nil {
+		werr = c.bw.Flush()
+	}
+	c.bodySent.Store(true)
+	c.sending = Request{}
+	if errors.Is(werr, ErrRequestBody) {
+		// The client's body failed: the request cannot end. Closing the socket ends the head
+		// read; the connection is discarded without blaming the upstream.
+		c.uc.Conn.Close()
+	}
+	herr := <-c.head
+	c.headResp = nil
+	c.deadline = true // the head reader may have set a write deadline
+	switch {
+	case errors.Is(werr, ErrRequestBody):
+		return false, werr
+	case herr != nil:
+		return c.uc.rx == rx, c.ioError(ctx, herr)
+	}
+	c.early = werr != nil
+	c.startBody(c.headFraming, resp)
+	return false, nil
+}
+
+// readHeadWhileSending reads the response head of exchangeBody on its own goroutine. Once the
+// head is in (or its read failed), the body is not sent on.
+func (c *h1conn) readHeadWhileSending() {
+	f, err := readResponseHead(c.br, c.headResp, c.headOfHEAD)
+	c.headFraming = f
+	c.answered.Store(true)
+	if !c.bodySent.Load() {
+		c.uc.SetWriteDeadline(aLongTimeAgo)
+	}
+	c.head <- err
+}
+
+// startBody makes resp.Body read the response body that f frames.
+func (c *h1conn) startBody(f http1.Framing, resp *Response) {
+	c.keepAlive = !f.Close && !c.early
 	c.body.reset(c.br, f, resp)
 	resp.Body = &c.body
-	return false, nil
 }
 
 // ioError classifies a read or write failure.

@@ -256,6 +256,9 @@ func (ex *exchange) roundTripH2(ctx context.Context, req *Request, resp *Respons
 	res, err := c.cc.RoundTrip(hr)
 	if err != nil {
 		c.uc.rqActive.Add(-1)
+		if errors.Is(err, ErrRequestBody) {
+			return err // http2 reset the stream; the client's doing, not the host's
+		}
 		if err := ctx.Err(); err != nil {
 			if err == context.Canceled { //nolint:errorlint // the context's own error
 				hp.m.st.UpstreamRqTxReset.Inc() // the downstream went away: http2 reset the stream
@@ -360,11 +363,12 @@ func httpRequest(ctx context.Context, req *Request, authority string, conn net.C
 		ContentLength: max(req.ContentLength, 0),
 	}
 	if req.Body != nil {
-		hr.Body = io.NopCloser(req.Body)
+		body := &requestBody{r: req.Body, length: req.ContentLength}
+		hr.Body = io.NopCloser(body)
 		if req.Trailer != nil {
 			hr.Trailer = make(http.Header, len(req.Trailer))
 			declareTrailers(hr, req.Trailer, req.Header)
-			hr.Body = &requestTrailer{r: req.Body, src: req.Trailer, dst: hr.Trailer}
+			hr.Body = &requestTrailer{r: body, src: req.Trailer, dst: hr.Trailer}
 		}
 		if req.ContentLength < 0 {
 			hr.ContentLength = -1
@@ -411,7 +415,11 @@ func (ex exchange) finishH2() error {
 	b.rc.Close() // resets the stream when the body was not read to its end
 	last := b.c.uc.rqActive.Add(-1) == 0
 	o := outcomeComplete
-	if !complete {
+	switch {
+	case complete:
+	case errors.Is(b.err, ErrRequestBody):
+		o = outcomeDownstream
+	default:
 		o = outcomeError
 		if b.err != nil && !errors.Is(b.err, context.Canceled) {
 			hp.m.st.UpstreamRqRxReset.Inc()

@@ -87,6 +87,7 @@ type Manager struct {
 	idleTimeout    time.Duration
 	connectTimeout time.Duration
 	maxRequests    uint32
+	bufferLimit    int // how much of a request body is kept to replay it on a retry
 	bind           net.Addr
 	dialer         net.Dialer
 	h2             *http2.Transport
@@ -117,11 +118,15 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		idleTimeout:    cfg.IdleTimeout,
 		connectTimeout: cc.ConnectTimeout,
 		maxRequests:    cc.MaxRequestsPerConnection,
+		bufferLimit:    int(cc.PerConnectionBufferLimitBytes),
 		now:            cfg.Now,
 		h2:             &http2.Transport{AllowHTTP: true},
 	}
 	if m.idleTimeout == 0 {
 		m.idleTimeout = DefaultIdleTimeout
+	}
+	if m.bufferLimit == 0 {
+		m.bufferLimit = config.DefaultClusterBufferLimit
 	}
 	if m.connectTimeout <= 0 {
 		m.connectTimeout = config.DefaultConnectTimeout
@@ -274,10 +279,14 @@ const (
 	outcomeComplete outcome = iota
 	outcomeError
 	outcomeTimeout
+	outcomeDownstream // the client's request body failed: nothing is charged to the host
 )
 
 func outcomeOf(err error) outcome {
-	if errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, ErrRequestBody):
+		return outcomeDownstream
+	case errors.Is(err, context.DeadlineExceeded):
 		return outcomeTimeout
 	}
 	return outcomeError
@@ -310,6 +319,7 @@ func (ex *exchange) ended(o outcome, status int) {
 	hp.hs.RqActive.Add(-1)
 	hp.host.AddActiveRequests(-1)
 	switch {
+	case o == outcomeDownstream:
 	case o == outcomeTimeout:
 		st.UpstreamRqTimeout.Inc()
 		hp.hs.RqTimeout.Add(1)

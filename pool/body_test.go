@@ -1,0 +1,245 @@
+package pool
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// post runs one POST of body through the pool and returns the status and response body.
+func post(m *Manager, path string, body io.Reader, length int64) (int, string, error) {
+	var resp Response
+	req := Request{Method: "POST", Path: path, Body: body, ContentLength: length}
+	h := m.cluster.Snapshot().PrioritySet.Sets()[0].Hosts()[0]
+	if err := m.RoundTrip(context.Background(), h, &req, &resp); err != nil {
+		return 0, "", err
+	}
+	defer resp.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// echoBody answers with the request body, read whole first (net/http's HTTP/1.1 server ends
+// the body once the response goes out).
+var echoBody = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Write(b)
+})
+
+// TestPostAfterIdleClose: an upstream with a keep-alive timeout (net/http's IdleTimeout)
+// closes the idle connection; the next POST goes to a new connection and succeeds.
+func TestPostAfterIdleClose(t *testing.T) {
+	srv, cc := newCountedServer(t, echoBody)
+	srv.Config.IdleTimeout = 50 * time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	cm, store := newClusterManager(t, staticCluster("", srv.Listener.Addr().String()))
+	m := newManager(t, cm, store, nil)
+	for i := range 3 {
+		code, body, err := post(m, "/", strings.NewReader("hello"), 5)
+		if err != nil || code != 200 || body != "hello" {
+			t.Fatalf("POST %d = %d %q, %v; want 200 \"hello\"", i, code, body, err)
+		}
+		cc.waitClosed(t, 1) // the upstream's idle timeout
+	}
+}
+
+// TestStaleConnectionRetriedWithBody: the upstream closes a kept-alive connection when the
+// next request arrives on it, without answering (its idle close raced the request). The
+// request, body included, is sent again on a new connection.
+func TestStaleConnectionRetriedWithBody(t *testing.T) {
+	tests := []struct {
+		name   string
+		length int64 // -1: chunked
+		size   int
+	}{
+		{name: "content-length", length: 100 << 10, size: 100 << 10},
+		{name: "chunked", length: -1, size: 100 << 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			type requestsKey struct{}
+			srv, _ := newCountedServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Context().Value(requestsKey{}).(*atomic.Int32).Add(1) > 1 {
+					c, _, err := http.NewResponseController(w).Hijack()
+					if err == nil {
+						c.Close()
+					}
+					return
+				}
+				echoBody(w, r)
+			}))
+			srv.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+				return context.WithValue(ctx, requestsKey{}, new(atomic.Int32))
+			}
+			srv.Start()
+			defer srv.Close()
+			cm, store := newClusterManager(t, staticCluster("", srv.Listener.Addr().String()))
+			m := newManager(t, cm, store, nil)
+			body := bytes.Repeat([]byte("0123456789abcdef"), tt.size/16)
+			for i := range 3 {
+				code, got, err := post(m, "/", bytes.NewReader(body), tt.length)
+				if err != nil || code != 200 || got != string(body) {
+					t.Fatalf("POST %d = %d (%d bytes), %v; want 200 with the %d bytes sent", i, code, len(got), err, len(body))
+				}
+			}
+			if got := m.st.UpstreamCxTotal.Value(); got != 3 {
+				t.Errorf("upstream_cx_total = %d; want 3 (a retry for each reused connection)", got)
+			}
+		})
+	}
+}
+
+// TestStaleConnectionBodyOverLimit: a body larger than per_connection_buffer_limit_bytes
+// cannot be replayed, so its request is not retried.
+func TestStaleConnectionBodyOverLimit(t *testing.T) {
+	first := true
+	s := newScriptedUpstream(t, nil, func(c net.Conn, _, _ string) {
+		if first {
+			first = false
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			return
+		}
+		c.Close()
+	})
+	cm, store := newClusterManager(t, staticCluster("per_connection_buffer_limit_bytes: 1024", s.addr))
+	m := newManager(t, cm, store, nil)
+	if code, _, err := post(m, "/", nil, 0); err != nil || code != 200 {
+		t.Fatalf("first POST = %d, %v; want 200", code, err)
+	}
+	_, _, err := post(m, "/", bytes.NewReader(make([]byte, 64<<10)), 64<<10)
+	if !errors.Is(err, ErrReset) {
+		t.Errorf("POST of 64 KiB on the closing connection = %v; want ErrReset", err)
+	}
+	if got := s.accepted.Load(); got != 1 {
+		t.Errorf("upstream connections = %d; want 1 (no retry)", got)
+	}
+}
+
+// TestEarlyResponse: the upstream answers 413 after reading a few KB of a 10 MB upload. The
+// answer comes back, the rest of the upload is not sent, and the connection is not reused.
+func TestEarlyResponse(t *testing.T) {
+	srv, cc := newCountedServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/upload" {
+			io.CopyN(io.Discard, r.Body, 4<<10)
+			http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	srv.Start()
+	defer srv.Close()
+	cm, store := newClusterManager(t, staticCluster("", srv.Listener.Addr().String()))
+	m := newManager(t, cm, store, nil)
+	for _, length := range []int64{10 << 20, -1} {
+		upload := &countingReader{r: io.LimitReader(zeros{}, 10<<20)}
+		code, body, err := post(m, "/upload", upload, length)
+		if err != nil || code != http.StatusRequestEntityTooLarge || body != "too large\n" {
+			t.Fatalf("upload (length %d) = %d %q, %v; want 413 \"too large\\n\"", length, code, body, err)
+		}
+		if n := upload.n.Load(); n >= 10<<20 {
+			t.Errorf("upload (length %d) read %d bytes of the body; want it stopped early", length, n)
+		}
+		cc.waitClosed(t, 1)
+	}
+	if code, body, err := post(m, "/", strings.NewReader("x"), 1); err != nil || code != 200 || body != "ok" {
+		t.Errorf("POST after = %d %q, %v; want 200 \"ok\"", code, body, err)
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// countingReader counts the bytes read from r.
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// failingBody returns some bytes, then err.
+type failingBody struct {
+	sent bool
+	err  error
+}
+
+func (b *failingBody) Read(p []byte) (int, error) {
+	if !b.sent {
+		b.sent = true
+		return copy(p, "some bytes"), nil
+	}
+	return 0, b.err
+}
+
+// TestRequestBodyError: a failure reading the request body (the client went away, or sent
+// less than its content-length) comes back as ErrRequestBody, over HTTP/1.1 and HTTP/2, and
+// is charged to neither the host nor the upstream connection.
+func TestRequestBodyError(t *testing.T) {
+	bodies := []struct {
+		name   string
+		body   func() io.Reader
+		length int64
+	}{
+		{name: "read error", body: func() io.Reader { return &failingBody{err: errors.New("client went away")} }, length: 100},
+		{name: "read error, chunked", body: func() io.Reader { return &failingBody{err: errors.New("client went away")} }, length: -1},
+		{name: "short body", body: func() io.Reader { return strings.NewReader("short") }, length: 100},
+	}
+	for _, proto := range []string{"HTTP/1.1", "HTTP/2"} {
+		for _, tt := range bodies {
+			t.Run(proto+" "+tt.name, func(t *testing.T) {
+				srv, _ := newCountedServer(t, echoBody)
+				extra := ""
+				if proto == "HTTP/2" {
+					extra = "http2_protocol_options: {}"
+					srv.Config.Protocols = new(http.Protocols)
+					srv.Config.Protocols.SetUnencryptedHTTP2(true)
+				}
+				srv.Start()
+				defer srv.Close()
+				cm, store := newClusterManager(t, staticCluster(extra, srv.Listener.Addr().String()))
+				m := newManager(t, cm, store, nil)
+				h := onlyHost(t, m)
+				_, _, err := post(m, "/", tt.body(), tt.length)
+				if !errors.Is(err, ErrRequestBody) {
+					t.Fatalf("POST = %v; want ErrRequestBody", err)
+				}
+				hs := m.cluster.Snapshot().HostStats(h)
+				got := map[string]uint64{
+					"upstream_cx_protocol_error": m.st.UpstreamCxProtocolError.Value(),
+					"upstream_rq_rx_reset":       m.st.UpstreamRqRxReset.Value(),
+					"upstream_rq_tx_reset":       m.st.UpstreamRqTxReset.Value(),
+					"host rq_error":              hs.RqError.Load(),
+					"host rq_active":             uint64(hs.RqActive.Load()),
+				}
+				for name, v := range got {
+					if v != 0 {
+						t.Errorf("%s = %d; want 0", name, v)
+					}
+				}
+				if proto == "HTTP/1.1" {
+					waitFor(t, "the connection closed locally", func() bool { return m.st.UpstreamCxDestroyLocal.Value() == 1 })
+				}
+			})
+		}
+	}
+}
