@@ -133,6 +133,51 @@
 // (bootstrap's Loaded.Warnings) when it asks for nothing but the defaults; every field set
 // inside it (Http1ProtocolOptions, whose HTTP/1 codec options change the bytes sent) is refused.
 //
+// The HTTP connection manager (HttpConnectionManager) has a table of its own, hcmFields in
+// hcm_fields.go: HTTPConnectionManagerFromProto refuses the fields below marked refused (over
+// xDS the listener is NACKed) and lists the ignored ones in HTTPConnectionManager.Ignored, which
+// the connection manager logs. Every option of its http_protocol_options is refused for now.
+// TestHCMDocTable holds this table equal to hcmFields:
+//
+//	| message               | field                                              | decision | why |
+//	|-----------------------|----------------------------------------------------|----------|---|
+//	| HttpConnectionManager | access_log_flush_interval                          | ignored  | periodic access-log entries for long streams; entries are written at the stream's end |
+//	| HttpConnectionManager | flush_access_log_on_new_request                    | ignored  | an extra access-log entry when a request starts |
+//	| HttpConnectionManager | access_log_options                                 | ignored  | as access_log_flush_interval and flush_access_log_on_new_request |
+//	| HttpConnectionManager | record_route_resolution_stats                      | ignored  | a stat only |
+//	| HttpConnectionManager | drain_timeout_jitter                               | ignored  | spreads drain GOAWAYs; drain_timeout still applies |
+//	| HttpConnectionManager | delayed_close_timeout                              | ignored  | how long a closing connection waits for the peer; Legate closes once the response is written |
+//	| HttpConnectionManager | stream_flush_timeout                               | ignored  | a timeout for flushing to a stalled client; stream_idle_timeout still applies |
+//	| HttpConnectionManager | tracing                                            | refused  | no tracer yet: requests would not be traced |
+//	| HttpConnectionManager | add_user_agent                                     | refused  | changes request headers (user-agent, x-envoy-downstream-service-cluster) |
+//	| HttpConnectionManager | http1_safe_max_connection_duration                 | refused  | connection lifetime |
+//	| HttpConnectionManager | http3_protocol_options                             | refused  | HTTP/3 is not served |
+//	| HttpConnectionManager | scheme_header_transformation                       | refused  | changes :scheme |
+//	| HttpConnectionManager | original_ip_detection_extensions                   | refused  | changes the client address |
+//	| HttpConnectionManager | early_header_mutation_extensions                   | refused  | changes request headers |
+//	| HttpConnectionManager | internal_address_config                            | refused  | changes which clients are internal |
+//	| HttpConnectionManager | via                                                | refused  | changes headers |
+//	| HttpConnectionManager | forward_client_cert_details                        | refused  | x-forwarded-client-cert handling |
+//	| HttpConnectionManager | set_current_client_cert_details                    | refused  | x-forwarded-client-cert handling |
+//	| HttpConnectionManager | forward_client_cert_matcher                        | refused  | x-forwarded-client-cert handling |
+//	| HttpConnectionManager | proxy_100_continue                                 | refused  | changes 100-continue handling |
+//	| HttpConnectionManager | represent_ipv4_remote_address_as_ipv4_mapped_ipv6  | refused  | changes the client address |
+//	| HttpConnectionManager | normalize_path                                     | refused  | path normalisation changes routing |
+//	| HttpConnectionManager | merge_slashes                                      | refused  | path normalisation changes routing |
+//	| HttpConnectionManager | path_with_escaped_slashes_action                   | refused  | path normalisation changes routing |
+//	| HttpConnectionManager | request_id_extension                               | refused  | changes x-request-id |
+//	| HttpConnectionManager | local_reply_config                                 | refused  | changes local replies |
+//	| HttpConnectionManager | strip_matching_host_port                           | refused  | changes the host routes see |
+//	| HttpConnectionManager | stream_error_on_invalid_http_message               | refused  | changes codec error handling |
+//	| HttpConnectionManager | path_normalization_options                         | refused  | path normalisation changes routing |
+//	| HttpConnectionManager | strip_trailing_host_dot                            | refused  | changes the host routes see |
+//	| HttpConnectionManager | proxy_status_config                                | refused  | adds proxy-status headers |
+//	| HttpConnectionManager | typed_header_validation_config                     | refused  | header validation |
+//	| HttpConnectionManager | append_x_forwarded_port                            | refused  | changes request headers |
+//	| HttpConnectionManager | append_local_overload                              | refused  | changes request headers |
+//	| HttpConnectionManager | add_proxy_protocol_connection_state                | refused  | PROXY protocol state |
+//	| HttpConnectionManager | forward_proto_config                               | refused  | changes request headers |
+//
 // Fields refused by the code that converts them rather than by this table: listener
 // udp_listener_config, api_listener, internal_listener, filter_chain_matcher,
 // use_original_dst = true, listener filters other than the TLS inspector, config_discovery,

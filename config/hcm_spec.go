@@ -128,6 +128,9 @@ type HTTPConnectionManager struct {
 
 	// Proto is the configuration as given, for /config_dump.
 	Proto *hcmv3.HttpConnectionManager
+	// Ignored lists the fields set that Legate accepts without implementing them (operational
+	// only; see hcmFields), for a warning.
+	Ignored []string
 }
 
 // Envoy's HttpConnectionManager defaults.
@@ -178,6 +181,11 @@ func HTTPConnectionManagerFromProto(p *hcmv3.HttpConnectionManager) (*HTTPConnec
 	if h.StatPrefix == "" {
 		return nil, bad("stat_prefix = %q; must not be empty", h.StatPrefix)
 	}
+	ignored, err := auditHCM(p)
+	if err != nil {
+		return nil, err
+	}
+	h.Ignored = ignored
 	if h.ServerName == "" {
 		h.ServerName = defaultServerName
 	}

@@ -218,6 +218,9 @@ func TestDocTableMatchesAudit(t *testing.T) {
 	row := regexp.MustCompile(`(?m)^//\s+\|\s*([a-zA-Z0-9_.]+)\s*\|\s*([a-z0-9_]+)\s*\|\s*(ignored|refused)\s*\|`)
 	got := map[string]string{}
 	for _, m := range row.FindAllStringSubmatch(string(data), -1) {
+		if m[1] == "HttpConnectionManager" {
+			continue // hcmFields' table (TestHCMDocTable)
+		}
 		got[m[1]+"."+m[2]] = m[3]
 	}
 	want := map[string]string{}

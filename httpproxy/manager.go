@@ -209,6 +209,11 @@ func (sh *shared) newHandler(ctx *listener.ChainContext) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	if l := sh.deps.Logger; l != nil {
+		for _, f := range cfg.Ignored {
+			l.Warnf("http_connection_manager %q: %s: set, but not implemented by Legate; ignored (it does not change how traffic is handled)", cfg.StatPrefix, f)
+		}
+	}
 	h, err := sh.build(cfg, ctx)
 	if err == nil && ecds != nil {
 		if err = sh.startECDS(h, ecds); err != nil {

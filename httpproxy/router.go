@@ -150,7 +150,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	s.lbctx = lb.Context{MetadataMatch: m.MetadataMatch}
 	if len(r.HashPolicy) > 0 {
 		s.req.AddCookie = s.addCookie
-		s.lbctx.HashKey, s.lbctx.HasHashKey = r.HashKey(&s.req, s.remoteIP)
+		s.lbctx.HashKey, s.lbctx.HasHashKey = r.HashKey(&s.req, s.clientIP)
 	}
 	policy := s.retryPolicy(r.RetryPolicy, hd)
 	if policy != nil && policy.NumRetries > 0 && s.body != nil && !s.bufferBody() {

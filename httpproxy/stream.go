@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,6 +70,10 @@ type stream struct {
 	proto    string
 	remote   string
 	remoteIP string
+	// client and clientIP are the trusted client address (xffClient): the socket's peer
+	// unless x-forwarded-for names another, as Envoy's downstream remote address.
+	client   string
+	clientIP string
 	local    string
 	tls      bool
 	connID   uint64 // the listener connection's id (%CONNECTION_ID%)
@@ -355,6 +360,14 @@ func (s *stream) process() {
 func (s *stream) prepareRequest() {
 	cfg := s.h.cfg
 	hd := s.req.Header
+	s.client, s.clientIP = s.remote, s.remoteIP
+	if ip, ok := xffClient(hd[hdrXFF], cfg.UseRemoteAddress, cfg.XffNumTrustedHops); ok {
+		var b [64]byte
+		if text := ip.AppendTo(b[:0]); string(text) != s.remoteIP {
+			s.clientIP = s.arenaString(text)
+			s.client = s.arenaString(netip.AddrPortFrom(ip, 0).AppendTo(b[:0])) // Envoy prints port 0
+		}
+	}
 	internal := false
 	if cfg.UseRemoteAddress {
 		if !cfg.SkipXffAppend {
@@ -367,13 +380,13 @@ func (s *stream) prepareRequest() {
 				s.setReqHeader(hdrXFF, s.remoteIP)
 			}
 		}
-		internal = isInternalAddress(s.remoteIP)
+		internal = isInternalAddress(s.clientIP)
 		delete(hd, hdrEnvoyInternal)
 		delete(hd, hdrExternalAddress)
 		if internal {
 			s.setReqHeader(hdrEnvoyInternal, "true")
 		} else {
-			s.setReqHeader(hdrExternalAddress, s.remoteIP)
+			s.setReqHeader(hdrExternalAddress, s.clientIP)
 		}
 		s.setReqHeader(hdrXFProto, s.req.Scheme)
 	} else if len(hd[hdrXFProto]) == 0 {
@@ -388,6 +401,41 @@ func (s *stream) prepareRequest() {
 	if v := hd[hdrRequestID]; len(v) > 0 {
 		s.requestID = v[0]
 	}
+}
+
+// xffClient returns the client address x-forwarded-for (xff, as received) vouches for, as
+// Envoy derives the downstream remote address: with use_remote_address the socket's peer is
+// trusted, and xff_num_trusted_hops N > 0 trusts the N addresses the trusted proxies appended
+// to XFF, taking the Nth from the right; without use_remote_address the (N+1)th from the right
+// is taken. ok is false when there is no such entry or it is not an IP address (the socket's
+// peer then stands).
+func xffClient(xff []string, useRemote bool, trusted uint32) (ip netip.Addr, ok bool) {
+	skip := int(trusted) // entries to pass over from the right
+	if useRemote {
+		if trusted == 0 {
+			return ip, false
+		}
+		skip--
+	}
+	for i := len(xff) - 1; i >= 0; i-- {
+		v := xff[i]
+		for v != "" {
+			j := strings.LastIndexByte(v, ',')
+			entry := strings.Trim(v[j+1:], " \t")
+			if j < 0 {
+				v = ""
+			} else {
+				v = v[:j]
+			}
+			if skip > 0 {
+				skip--
+				continue
+			}
+			a, err := netip.ParseAddr(entry)
+			return a, err == nil
+		}
+	}
+	return ip, false
 }
 
 func joinComma(vs []string) string {
@@ -713,7 +761,10 @@ func (s *stream) fillEntryBasics() {
 	e.Method, e.Path, e.Authority, e.Scheme = s.req.Method, s.req.Path, s.req.Authority, s.req.Scheme
 	e.RequestHeaders = s.req.Header
 	e.Protocol = s.proto
-	e.DownstreamRemoteAddress = s.remote
+	e.DownstreamRemoteAddress = s.client
+	if s.client == "" { // answered before the request's headers were applied
+		e.DownstreamRemoteAddress = s.remote
+	}
 	e.DownstreamDirectRemoteAddress = s.remote
 	e.DownstreamLocalAddress = s.local
 	e.ConnectionID = s.connID
