@@ -125,6 +125,9 @@ type HTTPConnectionManager struct {
 	// HTTP2InitialStreamWindowSize and HTTP2InitialConnectionWindowSize are the
 	// http2_protocol_options windows (defaults 256 MiB and 256 MiB).
 	HTTP2InitialStreamWindowSize, HTTP2InitialConnectionWindowSize uint32
+	// HTTP2AllowConnect is http2_protocol_options.allow_connect: HTTP/2 clients may open
+	// WebSockets and other upgrades with extended CONNECT (RFC 8441).
+	HTTP2AllowConnect bool
 
 	// Proto is the configuration as given, for /config_dump.
 	Proto *hcmv3.HttpConnectionManager
@@ -217,6 +220,7 @@ func HTTPConnectionManagerFromProto(p *hcmv3.HttpConnectionManager) (*HTTPConnec
 	h.HTTP2MaxConcurrentStreams = u32Or(h2.GetMaxConcurrentStreams(), defaultH2MaxStreams)
 	h.HTTP2InitialStreamWindowSize = u32Or(h2.GetInitialStreamWindowSize(), defaultH2Window)
 	h.HTTP2InitialConnectionWindowSize = u32Or(h2.GetInitialConnectionWindowSize(), defaultH2Window)
+	h.HTTP2AllowConnect = h2.GetAllowConnect()
 
 	switch {
 	case p.GetRds() != nil:

@@ -115,9 +115,10 @@ http_filters:
 		},
 		{
 			name: "upgrade configs",
-			yaml: "stat_prefix: s\n" + routes + "upgrade_configs: [{upgrade_type: websocket}, {upgrade_type: CONNECT, enabled: false}]\n",
+			yaml: "stat_prefix: s\n" + routes + "upgrade_configs: [{upgrade_type: websocket}, {upgrade_type: CONNECT, enabled: false}]\nhttp2_protocol_options: {allow_connect: true}\n",
 			want: defaultsWith(func(h *HTTPConnectionManager) {
 				h.StatPrefix = "s"
+				h.HTTP2AllowConnect = true
 				h.UpgradeConfigs = []UpgradeConfig{{Type: "websocket", Enabled: true}, {Type: "CONNECT", Enabled: false}}
 			}),
 		},

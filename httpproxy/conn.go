@@ -406,7 +406,7 @@ func (h *Handler) serveH2(lc *listener.Conn, nc net.Conn, pre []byte, start time
 	if len(pre) > 0 {
 		conn = &prefixConn{Conn: nc, pre: pre}
 	}
-	wire, conn := h.newH2Wire(conn, nc)
+	wire, conn := h.newH2Wire(h.hideConnectSetting(conn), nc)
 	remote := lc.RemoteAddr().String()
 	_, isTLS := nc.(*tls.Conn)
 	ch := &h2conn{h: h, wire: wire, drain: lc.DrainClose, remote: remote, remoteIP: hostOnly(remote), local: lc.LocalAddr().String(), tls: isTLS, tlsInfo: info}
@@ -459,6 +459,9 @@ func (c *h2conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if tooManyHeaders(c.h.cfg, r) {
 		c.refuseHeaders(w)
 		return
+	}
+	if c.refusesExtendedConnect(r) {
+		panic(http.ErrAbortHandler) // resets the stream, as Envoy's codec does without allow_connect
 	}
 	s := getStream()
 	s.serveH2(c, w, r)

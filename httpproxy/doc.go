@@ -27,6 +27,12 @@
 // HEADERS, and HTTP/1.1 chunked trailers to clients that sent "TE: trailers" (Envoy's default
 // drops them otherwise); request trailers reach HTTP/2 upstreams only.
 //
+// Upgrades (upgrade.go, extconnect.go): upgrade_configs of the connection manager and of
+// routes decide WebSocket (and other Upgrade) requests, CONNECT and HTTP/2 extended CONNECT
+// (RFC 8441, on listeners with http2_protocol_options.allow_connect); an accepted upgrade
+// gets an upstream connection of its own and its bytes are copied both ways, and one no
+// configuration enables is answered 403 (upgrade_failed).
+//
 // Draining: after each HTTP/1 response the connection closes with "connection: close" when
 // the listener's DrainClose says so; when a drain starts, idle HTTP/1 connections are closed
 // and HTTP/2 connections receive GOAWAY (in-flight streams finish).

@@ -250,6 +250,9 @@ func (d *Deps) routeOptions(cfg *config.HTTPConnectionManager) route.Options {
 // build makes a handler from a converted configuration.
 func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainContext) (*Handler, error) {
 	d := &sh.deps
+	if err := checkAllowConnect(cfg); err != nil {
+		return nil, err
+	}
 	opts := d.routeOptions(cfg)
 	opts.ValidateClusters = true // Envoy's default for a static route_config
 	table, err := route.Compile(cfg.RouteConfig, opts)

@@ -190,8 +190,9 @@ func oneLogLine(t *testing.T, e *env, path string) string {
 	return lines[0]
 }
 
-// rawRequest sends a request head on a new connection and reads the response head.
-func rawRequest(t *testing.T, addr, head string) (*http.Response, *bufio.Reader, net.Conn) {
+// dialProxy connects to addr; the connection closes when the test ends and fails its reads
+// and writes after wait.
+func dialProxy(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -199,6 +200,13 @@ func rawRequest(t *testing.T, addr, head string) (*http.Response, *bufio.Reader,
 	}
 	t.Cleanup(func() { nc.Close() })
 	nc.SetDeadline(time.Now().Add(wait))
+	return nc
+}
+
+// rawRequest sends a request head on a new connection and reads the response head.
+func rawRequest(t *testing.T, addr, head string) (*http.Response, *bufio.Reader, net.Conn) {
+	t.Helper()
+	nc := dialProxy(t, addr)
 	if _, err := io.WriteString(nc, head); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"golang.org/x/net/http2"
 )
 
 // websocketConfig is a bootstrap in the shape of Envoy's websocket example: a listener whose
@@ -28,6 +29,7 @@ static_resources:
         typed_config:
           "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
           stat_prefix: ingress_ws_to_ws
+          http2_protocol_options: {allow_connect: true}
           upgrade_configs:
           - upgrade_type: websocket
           http_filters:
@@ -124,6 +126,7 @@ func TestWebSocketExample(t *testing.T) {
 		<-time.After(10 * time.Millisecond) // polling a stat, not synchronising
 	}
 	connectThrough(t, addr)
+	checkConnectSetting(t, addr)
 	for name, want := range map[string]uint64{
 		"http.ingress_ws_to_ws.downstream_cx_upgrades_total": 2,
 		"cluster.service_ws.upstream_cx_total":               2,
@@ -139,12 +142,7 @@ func TestWebSocketExample(t *testing.T) {
 // which the WebSocket server refuses with 400.
 func connectThrough(t *testing.T, addr string) {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	nc := dialListener(t, addr)
 	br := bufio.NewReader(nc)
 	fmt.Fprintf(nc, "CONNECT service.example:80 HTTP/1.1\r\nHost: service.example:80\r\n\r\n")
 	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
@@ -156,4 +154,42 @@ func connectThrough(t *testing.T, addr string) {
 	if err != nil || inner.StatusCode != http.StatusBadRequest {
 		t.Fatalf("request through the tunnel = %v, %v; want the WebSocket server's 400", inner, err)
 	}
+}
+
+// checkConnectSetting checks that the binary's listener with allow_connect offers extended
+// CONNECT in its HTTP/2 SETTINGS (golang.org/x/net/http2 only does with http2xconnect=1,
+// which Legate turns on before that package initialises).
+func checkConnectSetting(t *testing.T, addr string) {
+	t.Helper()
+	nc := dialListener(t, addr)
+	fmt.Fprint(nc, http2.ClientPreface)
+	fr := http2.NewFramer(nc, nc)
+	fr.WriteSettings()
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading legate's SETTINGS: %v", err)
+		}
+		sf, ok := f.(*http2.SettingsFrame)
+		if !ok || sf.IsAck() {
+			continue
+		}
+		if v, ok := sf.Value(http2.SettingEnableConnectProtocol); !ok || v != 1 {
+			t.Errorf("SETTINGS_ENABLE_CONNECT_PROTOCOL = %d (present %v); want 1 with allow_connect", v, ok)
+		}
+		return
+	}
+}
+
+// dialListener connects to a listener of the binary; the connection closes when the test
+// ends and fails its reads and writes after 10 s.
+func dialListener(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	return nc
 }
