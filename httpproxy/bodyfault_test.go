@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/legateproxy/legate/host"
 )
 
@@ -246,5 +248,51 @@ func waitLogLines(t *testing.T, e *env, path string, want []string) {
 		case <-deadline:
 			t.Fatalf("access log = %q; want %q", got, want)
 		}
+	}
+}
+
+// TestH2ClientLeavingIsNotChargedToUpstream: an HTTP/2 client that resets its stream, or
+// closes its connection, while the upstream has not answered yet ends the upstream request,
+// and that is not the host's failure: no 504 or 5xx for the cluster, no outlier report, and
+// the stream is logged DR (http2.remote_reset) or DC (downstream_remote_disconnect), as
+// Envoy logs them.
+func TestH2ClientLeavingIsNotChargedToUpstream(t *testing.T) {
+	started := make(chan struct{}, 1)
+	holding := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-r.Context().Done()
+	})
+	for _, tc := range []struct {
+		name      string
+		closeConn bool
+		log       string
+	}{
+		{"reset", false, "0 DR http2.remote_reset"},
+		{"close", true, "0 DC downstream_remote_disconnect"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, up, logPath := bodyFaultEnv(t, holding, bodyFaultOutlier)
+			for i := range 6 {
+				fr, conn := frameClient(t, e.addr)
+				if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: requestBlock("/held"), EndHeaders: true, EndStream: true}); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case <-started:
+				case <-time.After(wait):
+					t.Fatal("the request did not reach the upstream")
+				}
+				if tc.closeConn {
+					conn.Close()
+				} else if err := fr.WriteRSTStream(1, http2.ErrCodeCancel); err != nil {
+					t.Fatal(err)
+				}
+				waitLogLines(t, e, logPath, slices.Repeat([]string{tc.log}, i+1))
+			}
+			expectBodyFaultsUncharged(t, e, up)
+			if got := e.stat("cluster.web.upstream_rq_504"); got != 0 {
+				t.Errorf("upstream_rq_504 = %d; want 0", got)
+			}
+		})
 	}
 }
