@@ -10,8 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/gorilla/websocket"
 	"golang.org/x/net/http2"
+
+	"github.com/legateproxy/legate/xds/xdstest"
 )
 
 // websocketConfig is a bootstrap in the shape of Envoy's websocket example: a listener whose
@@ -68,44 +72,12 @@ static_resources:
 // and /stats shows the upgrade and the tunnel's upstream connection. A CONNECT is
 // terminated: through its tunnel an HTTP/1.1 request reaches the server as raw bytes.
 func TestWebSocketExample(t *testing.T) {
-	upgrader := websocket.Upgrader{}
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := upgrader.Upgrade(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		for {
-			typ, msg, err := c.ReadMessage()
-			if err != nil {
-				return
-			}
-			if c.WriteMessage(typ, append([]byte("echo: "), msg...)) != nil {
-				return
-			}
-		}
-	}))
-	defer backend.Close()
+	backend := wsBackend(t)
 	port := backend.Listener.Addr().(*net.TCPAddr).Port
 	p := start(t, "-c", writeConfig(t, fmt.Sprintf(websocketConfig, port)))
 	addr := p.listenerAddr("listener_ws")
 
-	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second}
-	c, resp, err := d.Dial("ws://"+addr+"/ws", nil)
-	if err != nil {
-		t.Fatalf("Dial through legate: %v (response %v)", err, resp)
-	}
-	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	for _, m := range []string{"hi", strings.Repeat("z", 70000)} {
-		if err := c.WriteMessage(websocket.TextMessage, []byte(m)); err != nil {
-			t.Fatal(err)
-		}
-		_, got, err := c.ReadMessage()
-		if err != nil || string(got) != "echo: "+m {
-			t.Fatalf("ReadMessage() = %.40q, %v; want %.40q", got, err, "echo: "+m)
-		}
-	}
+	c := wsSession(t, addr, "hi", strings.Repeat("z", 70000))
 	if err := c.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")); err != nil {
 		t.Fatal(err)
 	}
@@ -135,6 +107,79 @@ func TestWebSocketExample(t *testing.T) {
 		if got, _ := p.stat(name); got != want {
 			t.Errorf("%s = %d; want %d", name, got, want)
 		}
+	}
+}
+
+// wsBackend is a WebSocket server that answers each message with "echo: " and the message.
+func wsBackend(t *testing.T) *httptest.Server {
+	upgrader := websocket.Upgrader{}
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := upgrader.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for {
+			typ, msg, err := c.ReadMessage()
+			if err != nil {
+				return
+			}
+			if c.WriteMessage(typ, append([]byte("echo: "), msg...)) != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(backend.Close)
+	return backend
+}
+
+// wsSession opens a WebSocket through addr (closed when the test ends) and checks the echo
+// of each message.
+func wsSession(t *testing.T, addr string, messages ...string) *websocket.Conn {
+	t.Helper()
+	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second}
+	c, resp, err := d.Dial("ws://"+addr+"/ws", nil)
+	if err != nil {
+		t.Fatalf("Dial through legate: %v (response %v)", err, resp)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for _, m := range messages {
+		if err := c.WriteMessage(websocket.TextMessage, []byte(m)); err != nil {
+			t.Fatal(err)
+		}
+		_, got, err := c.ReadMessage()
+		if err != nil || string(got) != "echo: "+m {
+			t.Fatalf("ReadMessage() = %.40q, %v; want %.40q", got, err, "echo: "+m)
+		}
+	}
+	return c
+}
+
+// TestWebSocketOverLDS delivers a listener whose route enables WebSocket upgrades over LDS
+// (go-control-plane's server): it is accepted, not NACKed, and carries a WebSocket session.
+func TestWebSocketOverLDS(t *testing.T) {
+	backend := wsBackend(t)
+	xds := xdstest.New(t, xdstest.Options{Node: "e2e-ws", ADS: true})
+	cfg := adsBootstrap("e2e-ws", xds, []string{"lds_config"}, clusterYAML("backend", backend.Listener.Addr().String(), false))
+	port := freePort(t)
+	xds.Set("v1", map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: {hcmListener(t, "ws", port, `      route_config:
+        virtual_hosts:
+        - name: all
+          domains: ["*"]
+          routes:
+          - match: {prefix: "/"}
+            route: {cluster: backend, upgrade_configs: [{upgrade_type: websocket}]}
+`)}})
+	p := start(t, "-c", writeConfig(t, cfg))
+	p.waitStatAtLeast("listener_manager.lds.update_success", 1)
+	p.waitStatAtLeast("listener_manager.total_listeners_active", 1)
+	wsSession(t, loopback(port), "over lds")
+	if got, _ := p.stat("listener_manager.lds.update_rejected"); got != 0 {
+		t.Errorf("listener_manager.lds.update_rejected = %d; want 0", got)
+	}
+	if got, _ := p.stat("http.ws.downstream_cx_upgrades_total"); got != 1 {
+		t.Errorf("http.ws.downstream_cx_upgrades_total = %d; want 1", got)
 	}
 }
 
