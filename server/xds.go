@@ -8,7 +8,9 @@ import (
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/admin/configdump"
 	"github.com/legateproxy/legate/config"
@@ -18,13 +20,14 @@ import (
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/xds"
+	"github.com/legateproxy/legate/xds/resource"
 )
 
 // buildXDS creates the xDS client when the bootstrap has dynamic resources
 // or EDS clusters, and registers the clusters config dump: the client's,
 // which adds CDS error states, or the cluster manager's.
 func (s *Server) buildXDS() error {
-	needed := s.boot.Proto.GetDynamicResources() != nil
+	needed := s.boot.Proto.GetDynamicResources() != nil || staticListenersDiscover(s.boot.Proto.GetStaticResources().GetListeners())
 	for _, c := range s.boot.Clusters {
 		if c.Proto.GetEdsClusterConfig() != nil || xds.HasClusterSecrets(c.TransportSocket) {
 			needed = true
@@ -93,6 +96,28 @@ func (s *Server) buildXDS() error {
 		}
 	}
 	return s.dumps.Add(configdump.Tracker{Key: "clusters", Dump: client.ClustersConfigDump})
+}
+
+// staticListenersDiscover reports whether a static listener subscribes to
+// something over xDS (RDS, SRDS, ECDS or SDS through its own config
+// source): Envoy starts those subscriptions without a dynamic_resources
+// block, so Legate's xDS client must exist for them too. A listener that
+// does not decode is left to the data plane to report.
+func staticListenersDiscover(ls []*listenerv3.Listener) bool {
+	for _, l := range ls {
+		a, err := anypb.New(l)
+		if err != nil {
+			continue
+		}
+		rl, err := resource.DecodeListener(a)
+		if err != nil {
+			continue
+		}
+		if len(rl.Routes)+len(rl.ScopedRoutes)+len(rl.Extensions)+len(rl.Secrets) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // dialXDS connects to a host of the bootstrap cluster serving xDS, with the
