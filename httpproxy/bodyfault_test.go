@@ -117,6 +117,15 @@ func expectBodyFaultsUncharged(t *testing.T, e *env, up string) {
 	}
 }
 
+// expectNoHostError checks that the host at up counted no rq_error: the pool charges a
+// failure reading the request body to no host.
+func expectNoHostError(t *testing.T, e *env, up string) {
+	t.Helper()
+	if got := e.hostStats("web", up).RqError.Load(); got != 0 {
+		t.Errorf("host rq_error = %d; want 0", got)
+	}
+}
+
 // expectEjectable shows the outlier detection the test relies on works: five 500s from the
 // upstream eject its host.
 func expectEjectable(t *testing.T, e *env, up string) {
@@ -152,6 +161,7 @@ func TestMalformedRequestBodyIsClientError(t *testing.T) {
 		}
 	}
 	expectBodyFaultsUncharged(t, e, up)
+	expectNoHostError(t, e, up)
 	for name, want := range map[string]uint64{
 		"http.ingress.downstream_cx_protocol_error": n,
 		"http.ingress.downstream_rq_4xx":            n,
@@ -177,6 +187,7 @@ func TestTruncatedUploadIsClientError(t *testing.T) {
 		}
 	}
 	expectBodyFaultsUncharged(t, e, up)
+	expectNoHostError(t, e, up)
 	if got := e.stat("http.ingress.downstream_cx_destroy_remote_active_rq"); got != n {
 		t.Errorf("downstream_cx_destroy_remote_active_rq = %d; want %d", got, n)
 	}
@@ -224,6 +235,7 @@ func TestRequestBodyFaultWhileResponseStreams(t *testing.T) {
 		t.Errorf("the response ended cleanly (%q); want it cut", rest)
 	}
 	expectBodyFaultsUncharged(t, e, up)
+	expectNoHostError(t, e, up)
 	if got := e.stat("http.ingress.downstream_cx_protocol_error"); got != 1 {
 		t.Errorf("downstream_cx_protocol_error = %d; want 1", got)
 	}
