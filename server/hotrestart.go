@@ -61,10 +61,13 @@ type hotRestart struct {
 	start       time.Time
 	parentConns atomic.Int64 // the parent's open connections, 0 once it is gone
 	handedOver  chan struct{}
-	draining    atomic.Bool   // this process drains for its child
-	baseID      uint32        // the base id sock was bound with
-	stop        chan struct{} // closed by stopHotRestart
-	wg          sync.WaitGroup
+	draining    atomic.Bool // this process drains for its child
+	baseID      uint32      // the base id sock was bound with
+	// sharedBaseID is set when another Legate holds this base id's socket:
+	// a bind failure then most likely means that Legate holds the address.
+	sharedBaseID bool
+	stop         chan struct{} // closed by stopHotRestart
+	wg           sync.WaitGroup
 }
 
 // startHotRestart binds this epoch's socket and, from epoch 1 on, connects
@@ -155,6 +158,8 @@ func (s *Server) bindHotRestart() error {
 		// by the first, and its children must not reach the wrong parent.
 		s.log.Errorf("%v: another Legate runs with --base-id %d; this one serves but cannot be hot restarted (use a distinct --base-id or --use-dynamic-base-id)", err, cfg.BaseID)
 		s.hot.sock = nil
+		s.hot.sharedBaseID = true
+		s.hot.baseID = cfg.BaseID
 	case err != nil:
 		return fmt.Errorf("--base-id = %d, --restart-epoch = %d: %w", cfg.BaseID, cfg.Epoch, err)
 	}
@@ -194,6 +199,16 @@ func (s *Server) listenAdmin() error {
 		return nil
 	}
 	return s.admin.Listen()
+}
+
+// explainBind adds the likely cause to a failure to bind the admin or a
+// listener when another Legate runs with the same --base-id (issue 10: two
+// instances started from one configuration collide on every address).
+func (s *Server) explainBind(err error) error {
+	if err == nil || !s.hot.sharedBaseID {
+		return err
+	}
+	return fmt.Errorf("%w (another Legate runs with --base-id %d, probably from the same configuration: give this one its own addresses and --base-id, or hot restart the first with --restart-epoch)", err, s.hot.baseID)
 }
 
 // runHotRestart serves the next epoch and watches the previous one until ctx

@@ -265,7 +265,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.admin != nil {
 		if err := s.listenAdmin(); err != nil {
 			s.stopHotRestart()
-			return err
+			return s.explainBind(err)
 		}
 		if p := s.opts.AdminAddressPath; p != "" {
 			if err := os.WriteFile(p, []byte(s.admin.Addr().String()), 0o644); err != nil {
@@ -366,6 +366,7 @@ func (s *Server) startWorkers(ctx context.Context, wg *sync.WaitGroup) error {
 	s.log.Infof("all dependencies initialized. starting workers")
 	s.inheritListenSockets()
 	if err := s.data.listeners.Start(); err != nil {
+		err = s.explainBind(err)
 		s.log.Criticalf("%v", err)
 		s.shutdown()
 		return err
