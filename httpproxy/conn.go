@@ -50,6 +50,9 @@ type serverConn struct {
 	headDeadline time.Time // request_headers_timeout of the head being read (zero: none)
 	maxEnd       time.Time // end of max_connection_duration (zero: none)
 	maxReached   bool      // downstream_cx_max_duration_reached was counted
+
+	// linger: the connection closes with a request body unread (lingerClose).
+	linger bool
 }
 
 // ServeConn hands one downstream connection to a goroutine of the handler, which serves it
@@ -127,7 +130,40 @@ func (sc *serverConn) finish() {
 	if sc.http1 {
 		h.stats.DownstreamCxHTTP1Active.Dec()
 	}
+	if sc.linger {
+		sc.lingerClose()
+	}
 	sc.nc.Close() // the socket (a TLS connection sends its close_notify first)
+}
+
+// Bounds of lingerClose: Envoy's delayed_close_timeout default, and a cap on the bytes read.
+const (
+	lingerTime     = time.Second
+	lingerMaxBytes = 64 << 20
+)
+
+// lingerClose ends a connection whose client may still be sending a request body that will
+// not be read (an upstream answered a large upload early). Closing a socket with unread bytes
+// makes the kernel send a reset, which can destroy the response before the client reads it:
+// the write side is shut first, so the response ends with a FIN, and what the client still
+// sends is read and dropped for a while, as Envoy's delayed close does.
+//
+//go:noinline
+func (sc *serverConn) lingerClose() {
+	if tc, ok := sc.nc.(*tls.Conn); ok {
+		tc.CloseWrite() // close_notify
+	}
+	if cw, ok := sc.lc.Conn.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	sc.nc.SetReadDeadline(time.Now().Add(lingerTime))
+	for n := 0; n < lingerMaxBytes; {
+		m, err := sc.nc.Read(sc.rd.buf)
+		if err != nil {
+			return
+		}
+		n += m
+	}
 }
 
 func (h *Handler) cxOpened() time.Time {

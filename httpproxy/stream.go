@@ -256,6 +256,7 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 	s.bytesIn = s.hbody.read
 	if s.body != nil && !s.hbody.done && !s.hbody.drain(maxDrainedBody) {
 		s.closeConn = true
+		sc.linger = true // the client may still be sending the body
 	}
 	if maxRq := h.cfg.MaxRequestsPerConnection; maxRq > 0 && sc.requests >= maxRq {
 		h.stats.DownstreamCxMaxRequestsReached.Inc()
@@ -643,10 +644,20 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 		w.chunked = true
 		w.buf = append(w.buf, "transfer-encoding: chunked\r\n"...)
 	}
+	if !s.closeConn && !s.tunnel && s.bodyLeftUndrained() {
+		s.closeConn = true
+	}
 	if s.closeConn && !s.tunnel {
 		w.buf = append(w.buf, "connection: close\r\n"...)
 	}
 	w.buf = append(w.buf, '\r', '\n')
+}
+
+// bodyLeftUndrained reports, as an HTTP/1 response head is written, that the request body has
+// not ended (the upstream answered early, or the answer is local) and is larger than the
+// connection drains to carry another request: the connection closes after the response.
+func (s *stream) bodyLeftUndrained() bool {
+	return s.body != nil && !s.hbody.done && (s.contentLength < 0 || s.contentLength > maxDrainedBody)
 }
 
 func (s *stream) sendHeadH2(status int, contentLength int64) {
