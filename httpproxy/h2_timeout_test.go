@@ -138,7 +138,7 @@ func TestH2RequestHeadersTimeout(t *testing.T) {
 
 // TestH2Wire checks the HTTP/2 socket wrapper's buffered reads against reads of every size.
 func TestH2Wire(t *testing.T) {
-	payload := bytes.Repeat([]byte("0123456789"), 3000)
+	payload := append([]byte(http2.ClientPreface), bytes.Repeat([]byte("0123456789"), 3000)...)
 	tests := []struct {
 		name string
 		size int

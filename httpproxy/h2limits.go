@@ -47,6 +47,8 @@ func newH2Server(cfg *config.HTTPConnectionManager, bufferLimit uint32) *http2.S
 		MaxUploadBufferPerStream:     int32(min(cfg.HTTP2InitialStreamWindowSize, 1<<30)),
 		MaxUploadBufferPerConnection: int32(min(uint64(cfg.HTTP2InitialConnectionWindowSize), connWin, 1<<30)),
 		IdleTimeout:                  cfg.IdleTimeout,
+		// The protocol's default, which Envoy keeps too: http2 would advertise 1 MiB.
+		MaxReadFrameSize: 16 << 10,
 	}
 }
 

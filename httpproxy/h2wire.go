@@ -42,11 +42,16 @@ const (
 //   - A failed read (end of stream or reset from the peer) is noted, so that streams cut by
 //     the peer's close are told from streams it reset (downstream_rq_rx_reset).
 //   - With request_headers_timeout, the frames read are followed (headerWatch).
+//   - The client's connection preface is checked as it is read (checkPreface): http2 closes
+//     a connection with a wrong one at once, which resets it (its unread bytes are dropped)
+//     before the client reads anything; RFC 9113 §3.4 makes it a connection error.
 //
 // Read runs on http2's read goroutine only. Writes come from http2 one at a time and from
 // the cork and header timers; wmu orders them.
 type h2wire struct {
 	net.Conn
+	h        *Handler
+	preface  int    // bytes of the client preface checked so far
 	buf      []byte // made on first use
 	r, w     int    // unread bytes are buf[r:w]
 	peerGone atomic.Bool
@@ -111,7 +116,7 @@ func (w h2wireTLS) ConnectionState() tls.ConnectionState { return w.tc.Connectio
 
 // newH2Wire wraps conn (nc, or nc behind a replayed preface) for http2.
 func (h *Handler) newH2Wire(conn, nc net.Conn) (*h2wire, net.Conn) {
-	w := &h2wire{Conn: conn}
+	w := &h2wire{Conn: conn, h: h}
 	if d := h.cfg.RequestHeadersTimeout; d > 0 {
 		w.hw = &headerWatch{h: h, wire: w, timeout: d, skip: h2PrefaceLen}
 	}
@@ -122,6 +127,14 @@ func (h *Handler) newH2Wire(conn, nc net.Conn) (*h2wire, net.Conn) {
 }
 
 func (w *h2wire) Read(p []byte) (int, error) {
+	n, err := w.read(p)
+	if w.preface < len(http2.ClientPreface) && n > 0 && !w.checkPreface(p[:n]) {
+		return 0, w.badPreface()
+	}
+	return n, err
+}
+
+func (w *h2wire) read(p []byte) (int, error) {
 	if w.r == w.w {
 		if len(p) >= h2ReadBuffer {
 			n, err := w.Conn.Read(p)
@@ -142,6 +155,43 @@ func (w *h2wire) Read(p []byte) (int, error) {
 	w.r += n
 	w.got(p[:n], nil)
 	return n, nil
+}
+
+// checkPreface compares bytes read with the part of the client preface they stand for.
+func (w *h2wire) checkPreface(p []byte) bool {
+	want := http2.ClientPreface[w.preface:]
+	k := min(len(p), len(want))
+	w.preface += k
+	return string(p[:k]) == want[:k]
+}
+
+// errBadPreface ends a connection whose client preface is wrong.
+var errBadPreface = errors.New("http2: invalid client connection preface")
+
+// prefaceDrain bounds how long a connection with a wrong preface is read before it closes.
+const prefaceDrain = 250 * time.Millisecond
+
+// badPreface answers a wrong client preface with a GOAWAY (PROTOCOL_ERROR) and reads what
+// the client sent until it closes or prefaceDrain passes, so that the connection ends with
+// a FIN the client reads after the GOAWAY, not with a reset. It runs on http2's read
+// goroutine, before http2 serves any stream.
+func (w *h2wire) badPreface() error {
+	w.h.stats.DownstreamCxProtocolError.Inc()
+	var out bytes.Buffer
+	http2.NewFramer(&out, nil).WriteGoAway(0, http2.ErrCodeProtocol, nil)
+	w.wmu.Lock()
+	w.flushCork()
+	if w.out.atBoundary() && w.werr == nil {
+		w.Conn.Write(out.Bytes())
+	}
+	w.wmu.Unlock()
+	w.Conn.SetReadDeadline(time.Now().Add(prefaceDrain))
+	var discard [512]byte
+	for {
+		if _, err := w.Conn.Read(discard[:]); err != nil {
+			return errBadPreface
+		}
+	}
 }
 
 // got accounts for bytes read and a read failure.

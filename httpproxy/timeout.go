@@ -237,6 +237,7 @@ func (h *Handler) newH2Lifetime(nc net.Conn, end time.Time) (*h2Lifetime, error)
 		MaxUploadBufferPerStream:     h.http2.MaxUploadBufferPerStream,
 		MaxUploadBufferPerConnection: h.http2.MaxUploadBufferPerConnection,
 		IdleTimeout:                  h.http2.IdleTimeout,
+		MaxReadFrameSize:             h.http2.MaxReadFrameSize,
 	}}
 	if err := http2.ConfigureServer(l.base, l.srv); err != nil {
 		return nil, err

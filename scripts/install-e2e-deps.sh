@@ -2,9 +2,21 @@
 # Installs the Debian tools `make e2e` needs, only when they are missing:
 #   chromium  - the headless browser the admin HTML tests drive (chromedp)
 #   promtool  - `promtool check metrics`, shipped in Debian's prometheus package
+#   h2spec    - the HTTP/2 conformance suite, built with `go install` (pinned)
 # Safe to run again: an installed tool is left alone. Needs root (or sudo)
-# only when something has to be installed.
+# only when a Debian package has to be installed.
 set -euo pipefail
+
+# h2spec's newest release; its module has no go.mod, hence +incompatible.
+h2spec_version=v2.2.1+incompatible
+gobin="$(go env GOBIN)"
+gobin="${gobin:-$(go env GOPATH)/bin}"
+if command -v h2spec >/dev/null 2>&1 || [ -x "$gobin/h2spec" ]; then
+	echo "install-e2e-deps: h2spec already installed"
+else
+	echo "install-e2e-deps: go install h2spec@$h2spec_version"
+	go install "github.com/summerwind/h2spec/cmd/h2spec@$h2spec_version"
+fi
 
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
