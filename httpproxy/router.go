@@ -156,6 +156,9 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	if policy != nil && policy.NumRetries > 0 && s.body != nil && !s.bufferBody() {
 		policy = nil // the body did not fit the retry buffer: no retries
 	}
+	if len(r.Mirrors) > 0 {
+		s.startMirrors(r, timeout)
+	}
 	if policy != nil && (policy.PreviousHosts) {
 		s.lbctx.RetryCount = uint32(max(policy.HostSelectionRetryMaxAttempts, 0))
 	}

@@ -390,6 +390,9 @@ func (c *compiler) routeAction(r *Route, a *routev3.RouteAction, path string) er
 	if err := compileUpgrades(r, a.GetUpgradeConfigs(), path); err != nil {
 		return err
 	}
+	if err := c.compileMirrors(r, a.GetRequestMirrorPolicies(), path); err != nil {
+		return err
+	}
 	switch h := a.GetHostRewriteSpecifier().(type) {
 	case *routev3.RouteAction_HostRewriteLiteral:
 		r.HostRewriteLiteral = h.HostRewriteLiteral

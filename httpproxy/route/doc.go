@@ -17,7 +17,7 @@
 // typed_per_filter_config (at every level) is compiled through Options.PerFilterConfig and
 // found with Match.PerFilterConfig; FilterConfig.disabled takes the filter out of the chain
 // for requests on that route (Match.FilterDisabled, Table.DisablesFilters).
+// request_mirror_policies compile into Route.Mirrors (request_headers_mutations refused).
 // Ignored, as they belong to other filters or to stats: cors, rate_limits, decorator, tracing,
-// request_mirror_policies, virtual_clusters, hedge_policy,
-// internal redirects and buffer limits.
+// virtual_clusters, hedge_policy, internal redirects and buffer limits.
 package route

@@ -144,6 +144,8 @@ type Route struct {
 	// Connect is the CONNECT upgrade's connect_config; nil forwards CONNECT requests
 	// upstream as requests.
 	Connect *ConnectConfig
+	// Mirrors are route.request_mirror_policies in order.
+	Mirrors []Mirror
 
 	match       routeMatch
 	vhost       *VirtualHost
