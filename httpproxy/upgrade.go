@@ -32,8 +32,9 @@ import (
 //
 // An accepted upgrade gets an upstream connection of its own, never pooled: either the
 // request is forwarded on it as HTTP/1.1 (with its Upgrade and Connection headers; an HTTP/2
-// extended CONNECT becomes a GET with "upgrade: <protocol>") and, when the upstream switches
-// protocols (101, or 2xx for a CONNECT), bytes are copied both ways; or, on a route whose
+// extended CONNECT becomes a GET with "upgrade: <protocol>"; to a cluster that speaks HTTP/2
+// it goes as an extended CONNECT, upgrade_h2.go) and, when the upstream switches protocols
+// (101, or 2xx for a CONNECT or over HTTP/2), bytes are copied both ways; or, on a route whose
 // CONNECT upgrade has connect_config, the CONNECT is terminated: Legate answers 200 once the
 // TCP connection to the host is up and copies bytes. Any other answer is forwarded as a
 // normal response. Each direction ends with a half-close of the other side; the tunnel ends
@@ -47,8 +48,6 @@ const (
 	upgradeConnect       = "CONNECT"
 	detailsUpgradeFailed = "upgrade_failed"
 	tunnelBufferSize     = 16 << 10
-	// bodyH2Upstream is the body of the 503 an upgrade to an HTTP/2 cluster gets.
-	bodyH2Upstream = "upgrades to HTTP/2 upstreams are not implemented by Legate"
 )
 
 // errBadTarget is an upgrade whose method, target or authority cannot be written in an
@@ -131,12 +130,6 @@ func (s *stream) tunnelsPost(m *route.Match) bool {
 func (s *stream) forwardUpgrade(mgr *pool.Manager, m *route.Match) {
 	r := m.Route
 	terminate := r.Connect != nil && (s.upgrade == upgradeConnect || s.upgrade == "")
-	if !terminate && mgr.Protocol(&pool.Request{HTTP2: s.h2w != nil}) == pool.HTTP2 {
-		s.flags |= accesslog.UpstreamProtocolError
-		s.details = detailsUpgradeFailed
-		s.localReply(http.StatusServiceUnavailable, []byte(bodyH2Upstream), m)
-		return
-	}
 	c := mgr.Cluster()
 	snap := c.Snapshot()
 	s.lbctx = lb.Context{MetadataMatch: m.MetadataMatch}
@@ -182,7 +175,11 @@ func (s *stream) forwardUpgrade(mgr *pool.Manager, m *route.Match) {
 	if terminate {
 		s.details = "via_upstream"
 		s.answerTunnel(http.StatusOK, m)
-		s.splice(up, up, m)
+		s.splice(tcpEnd(up, up), m)
+		return
+	}
+	if mgr.Protocol(&pool.Request{HTTP2: s.h2w != nil}) == pool.HTTP2 {
+		s.upgradeOverH2(up, m, snap.Stats, deadline)
 		return
 	}
 	s.upgradeUpstream(up, m, snap.Stats, deadline)
@@ -203,42 +200,53 @@ func (s *stream) upgradeUpstream(up *pool.TCPConn, m *route.Match, cs *cluster.S
 	if _, err = up.Write(head); err == nil {
 		resp, err = readUpgradeResponse(br, s.upgrade)
 	}
+	if !s.takeAnswer(resp, err, false, up, m, cs, upStart) {
+		return
+	}
+	s.answerTunnel(s.switchStatus(resp.Header.Values(hdrUpgrade)), m)
+	s.splice(tcpEnd(br, up), m)
+}
+
+// switchStatus returns the status that opens the tunnel downstream, with its headers set: 200
+// on an HTTP/2 stream (RFC 8441 §5) and for a CONNECT, else 101 with the upgrade protocols
+// (upgrade, or the request's upgrade when the upstream named none) and "connection: upgrade".
+func (s *stream) switchStatus(upgrade []string) int {
+	if s.h2w != nil || s.upgrade == upgradeConnect || s.upgrade == "" {
+		return http.StatusOK
+	}
+	if len(upgrade) == 0 {
+		upgrade = []string{s.upgrade}
+	}
+	s.resp[hdrUpgrade] = append(s.resp[hdrUpgrade], upgrade...)
+	s.setRespHeader(hdrConnection, "upgrade")
+	return http.StatusSwitchingProtocols
+}
+
+// takeAnswer accounts for the upstream's answer to an upgrade (err: none came; h2: it came
+// over HTTP/2) and reports whether it opens the tunnel: 101 to an HTTP/1.1 upgrade, a 2xx to
+// a CONNECT or over HTTP/2. Any other outcome is answered downstream here: a failure as the
+// router answers one, another answer forwarded as a normal response.
+func (s *stream) takeAnswer(resp *http.Response, err error, h2 bool, up *pool.TCPConn, m *route.Match, cs *cluster.Stats, upStart time.Time) bool {
 	if err != nil {
 		kind := failReset
 		if isDeadline(err) {
 			kind = failTimeout
 		}
 		s.failReply(kind, err, m)
-		return
+		return false
 	}
 	up.SetDeadline(time.Time{})
 	s.h.sh.stats.upstream(m.Cluster).charge(resp.StatusCode, cs)
 	s.copyUpgradeHeaders(resp, upStart)
 	s.details = "via_upstream"
-	if !switched(resp.StatusCode, s.upgrade) {
+	ok := resp.StatusCode == http.StatusSwitchingProtocols
+	if h2 || s.upgrade == upgradeConnect {
+		ok = resp.StatusCode >= 200 && resp.StatusCode < 300
+	}
+	if !ok {
 		s.forwardAnswer(resp, m)
-		return
 	}
-	status := resp.StatusCode
-	if s.h2w != nil {
-		status = http.StatusOK // RFC 8441 §5: an HTTP/2 stream accepts the upgrade with 200
-	} else if status == http.StatusSwitchingProtocols {
-		for _, v := range resp.Header.Values(hdrUpgrade) {
-			s.resp[hdrUpgrade] = append(s.resp[hdrUpgrade], v)
-		}
-		s.setRespHeader(hdrConnection, "upgrade")
-	}
-	s.answerTunnel(status, m)
-	s.splice(br, up, m)
-}
-
-// switched reports whether an upstream answer opens the tunnel: 101 for an upgrade, 2xx for
-// a CONNECT.
-func switched(status int, upgrade string) bool {
-	if upgrade == upgradeConnect {
-		return status >= 200 && status < 300
-	}
-	return status == http.StatusSwitchingProtocols
+	return ok
 }
 
 // readUpgradeResponse reads the upstream's answer to an upgrade request, past interim 1xx
@@ -370,12 +378,16 @@ type tunnelEnd struct {
 	abort func()
 }
 
-// splice copies bytes between the client and up (read through upR) until both directions
-// have ended, applying the idle timeout, and records the bytes and the end for the access
-// log.
-func (s *stream) splice(upR io.Reader, up *pool.TCPConn, m *route.Match) {
+// tcpEnd is the upstream side of a tunnel on an HTTP/1.1 or TCP connection, read through r
+// (up, or a buffer over it).
+func tcpEnd(r io.Reader, up *pool.TCPConn) tunnelEnd {
+	return tunnelEnd{r: r, w: up, closeWrite: func() { up.CloseWrite() }, abort: func() { up.Close() }}
+}
+
+// splice copies bytes between the client and upEnd until both directions have ended,
+// applying the idle timeout, and records the bytes and the end for the access log.
+func (s *stream) splice(upEnd tunnelEnd, m *route.Match) {
 	down := s.downstreamEnd()
-	upEnd := tunnelEnd{r: upR, w: up, closeWrite: func() { up.CloseWrite() }, abort: func() { up.Close() }}
 	abort := func() {
 		down.abort()
 		upEnd.abort()
@@ -444,8 +456,11 @@ func (s *stream) downstreamEnd() tunnelEnd {
 	nc := sc.nc
 	nc.SetDeadline(time.Time{}) // the tunnel's idle timer replaces the connection's deadlines
 	st := s.h.stats
-	var r io.Reader = s.body // an allow_post POST: its body, read through the connection's buffer
-	if r == nil {
+	// An allow_post POST sends its body, read through the connection's buffer. An upgrade
+	// sends the raw bytes that follow its head: a body it announced is for the upstream's
+	// own HTTP/1.1 parser.
+	var r io.Reader = s.body
+	if r == nil || s.upgrading {
 		rd := &sc.rd
 		var pre []byte
 		if rd.buffered() > 0 {

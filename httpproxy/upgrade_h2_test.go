@@ -1,0 +1,77 @@
+package httpproxy
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"testing"
+
+	"golang.org/x/net/http2"
+
+	"github.com/legateproxy/legate/internal/nettest"
+)
+
+// h2TunnelEcho is an HTTP/2 (prior knowledge) upstream built on x/net/http2's server: it
+// accepts CONNECT and extended CONNECT, sends the :protocol it got back in x-protocol, and
+// echoes the stream's bytes until the client ends it.
+func h2TunnelEcho(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodConnect {
+			http.Error(w, "tunnels only", http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("X-Protocol", r.Header.Get(":protocol"))
+		w.Header().Set("X-Path", r.URL.RequestURI())
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		buf := make([]byte, 1024)
+		for {
+			n, err := r.Body.Read(buf)
+			if n > 0 {
+				w.Write(buf[:n])
+				w.(http.Flusher).Flush()
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	srv := &http2.Server{}
+	nettest.Serve(t, ln, func(c net.Conn) {
+		defer c.Close()
+		srv.ServeConn(c, &http2.ServeConnOpts{Handler: h})
+	})
+	return ln.Addr().String()
+}
+
+// TestUpgradeToHTTP2Upstream sends an HTTP/1.1 WebSocket upgrade to a cluster that speaks
+// HTTP/2: Legate opens it as an extended CONNECT (:protocol websocket) upstream, answers the
+// client 101 when the upstream answers 200, and bytes cross both ways.
+func TestUpgradeToHTTP2Upstream(t *testing.T) {
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "http2_protocol_options: {}", h2TunnelEcho(t))},
+		hcm:      upgradeHCM("", "upgrade_configs: [{upgrade_type: websocket}]"),
+	})
+	resp, br, nc := rawRequest(t, e.addr, "GET /chat?room=1 HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: k\r\n\r\n")
+	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("Upgrade") != "websocket" ||
+		resp.Header.Get("X-Protocol") != "websocket" || resp.Header.Get("X-Path") != "/chat?room=1" {
+		t.Fatalf("response = %d %v; want 101, upgrade websocket, the upstream's :protocol websocket and path /chat?room=1", resp.StatusCode, resp.Header)
+	}
+	io.WriteString(nc, "frames")
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "frames" {
+		t.Fatalf("tunnel read %q (%v); want %q", buf, err, "frames")
+	}
+	nc.(*net.TCPConn).CloseWrite() // END_STREAM upstream; the echo ends its stream; the client sees EOF
+	if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
+		t.Fatalf("after the half-close read %q (%v); want EOF", rest, err)
+	}
+	waitStat(t, e, "cluster.web.upstream_cx_destroy", 1)
+	if got := e.stat("cluster.web.upstream_rq_200"); got != 1 {
+		t.Errorf("upstream_rq_200 = %d; want 1", got)
+	}
+}
