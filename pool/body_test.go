@@ -128,33 +128,46 @@ func TestStaleConnectionBodyOverLimit(t *testing.T) {
 }
 
 // TestEarlyResponse: the upstream answers 413 after reading a few KB of a 10 MB upload. The
-// answer comes back, the rest of the upload is not sent, and the connection is not reused.
+// answer comes back, and the rest of the upload is not sent. Over HTTP/1.1 the connection,
+// its request unfinished, is closed.
 func TestEarlyResponse(t *testing.T) {
-	srv, cc := newCountedServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/upload" {
-			io.CopyN(io.Discard, r.Body, 4<<10)
-			http.Error(w, "too large", http.StatusRequestEntityTooLarge)
-			return
-		}
-		io.WriteString(w, "ok")
-	}))
-	srv.Start()
-	defer srv.Close()
-	cm, store := newClusterManager(t, staticCluster("", srv.Listener.Addr().String()))
-	m := newManager(t, cm, store, nil)
-	for _, length := range []int64{10 << 20, -1} {
-		upload := &countingReader{r: io.LimitReader(zeros{}, 10<<20)}
-		code, body, err := post(m, "/upload", upload, length)
-		if err != nil || code != http.StatusRequestEntityTooLarge || body != "too large\n" {
-			t.Fatalf("upload (length %d) = %d %q, %v; want 413 \"too large\\n\"", length, code, body, err)
-		}
-		if n := upload.n.Load(); n >= 10<<20 {
-			t.Errorf("upload (length %d) read %d bytes of the body; want it stopped early", length, n)
-		}
-		cc.waitClosed(t, 1)
-	}
-	if code, body, err := post(m, "/", strings.NewReader("x"), 1); err != nil || code != 200 || body != "ok" {
-		t.Errorf("POST after = %d %q, %v; want 200 \"ok\"", code, body, err)
+	for _, proto := range []string{"HTTP/1.1", "HTTP/2"} {
+		t.Run(proto, func(t *testing.T) {
+			srv, cc := newCountedServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/upload" {
+					io.CopyN(io.Discard, r.Body, 4<<10)
+					http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+					return
+				}
+				io.WriteString(w, "ok")
+			}))
+			extra := ""
+			if proto == "HTTP/2" {
+				extra = "http2_protocol_options: {}"
+				srv.Config.Protocols = new(http.Protocols)
+				srv.Config.Protocols.SetUnencryptedHTTP2(true)
+			}
+			srv.Start()
+			defer srv.Close()
+			cm, store := newClusterManager(t, staticCluster(extra, srv.Listener.Addr().String()))
+			m := newManager(t, cm, store, nil)
+			for _, length := range []int64{10 << 20, -1} {
+				upload := &countingReader{r: io.LimitReader(zeros{}, 10<<20)}
+				code, body, err := post(m, "/upload", upload, length)
+				if err != nil || code != http.StatusRequestEntityTooLarge || body != "too large\n" {
+					t.Fatalf("upload (length %d) = %d %q, %v; want 413 \"too large\\n\"", length, code, body, err)
+				}
+				if n := upload.n.Load(); n >= 10<<20 {
+					t.Errorf("upload (length %d) read %d bytes of the body; want it stopped early", length, n)
+				}
+				if proto == "HTTP/1.1" {
+					cc.waitClosed(t, 1)
+				}
+			}
+			if code, body, err := post(m, "/", strings.NewReader("x"), 1); err != nil || code != 200 || body != "ok" {
+				t.Errorf("POST after = %d %q, %v; want 200 \"ok\"", code, body, err)
+			}
+		})
 	}
 }
 

@@ -11,9 +11,11 @@
 // Concurrency: Manager and Registry are safe for concurrent use. The request path takes no
 // lock except a host pool's short mutex to take or return an idle connection; breakers and
 // stats are atomics. An HTTP/1.1 connection belongs either to the idle list or to the one
-// exchange using it; an exchange whose Request.Downstream ends first is abandoned by a
-// context.AfterFunc callback that closes its socket. The pools start no goroutines of their
-// own (x/net/http2 runs one read loop per HTTP/2 connection, ended by closing it); idle
-// timeouts are timers. Registry.Run
-// reconciles the pools with cluster snapshots until its context ends.
+// exchange using it, and is reused only when nothing followed its last response (checked
+// when it is taken from the idle list, idle.go); an exchange whose Request.Downstream ends
+// first is abandoned by a context.AfterFunc callback that closes its socket. The only
+// goroutine the pools start reads an HTTP/1.1 response head while the request body is sent
+// (so that an early answer stops the upload); it ends before RoundTrip returns. x/net/http2
+// runs one read loop per HTTP/2 connection, ended by closing it; idle timeouts are timers.
+// Registry.Run reconciles the pools with cluster snapshots until its context ends.
 package pool
