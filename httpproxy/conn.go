@@ -492,8 +492,12 @@ type h2conn struct {
 func (c *h2conn) DrainClose() bool { return c.drain() }
 
 func (c *h2conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if tooManyHeaders(c.h.cfg, r) {
-		c.refuseHeaders(w)
+	switch {
+	case tooManyHeaders(c.h.cfg, r):
+		c.refuse(w, http.StatusRequestHeaderFieldsTooLarge)
+		return
+	case h2Malformed(r):
+		c.refuse(w, http.StatusBadRequest)
 		return
 	}
 	if c.refusesExtendedConnect(r) {
@@ -509,6 +513,14 @@ func (c *h2conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if abort {
 		panic(http.ErrAbortHandler) // resets the stream: the response could not be completed
 	}
+}
+
+// h2Malformed reports an HTTP/2 request whose pseudo-headers could not be forwarded as they
+// are: a :method that is not a token, a :path with a space or control character (each would
+// split or forge an HTTP/1 upstream request line, as nghttp2 checks), or an :authority (or
+// Host) that is not host[:port], such as one with userinfo (RFC 9113 §8.3.1, RFC 9110 §4.2.4).
+func h2Malformed(r *http.Request) bool {
+	return !http1.ValidToken(r.Method) || !http1.ValidTarget(r.RequestURI) || !http1.ValidAuthority(r.Host)
 }
 
 // streamCut counts a stream whose request context ended while it was served: the client

@@ -86,14 +86,15 @@ func tooManyHeaders(cfg *config.HTTPConnectionManager, r *http.Request) bool {
 	return n > int(cfg.MaxHeadersCount) || size > int(cfg.MaxRequestHeadersKB)<<10
 }
 
-// refuseHeaders answers a request whose header list is over the limits with 431, as http2
-// answers one too large for it to decode and as the HTTP/1 codec answers either.
-func (c *h2conn) refuseHeaders(w http.ResponseWriter) {
+// refuse answers a request the connection will not serve with status and no body: 431 for a
+// header list over the limits (as http2 answers one too large for it to decode, and as the
+// HTTP/1 codec answers either), 400 for a malformed head (h2Malformed).
+func (c *h2conn) refuse(w http.ResponseWriter, status int) {
 	st := c.h.stats
 	st.DownstreamRqTotal.Inc()
 	st.DownstreamRqHTTP2Total.Inc()
-	st.responseCode(http.StatusRequestHeaderFieldsTooLarge)
-	c.h.lstats.responseCode(http.StatusRequestHeaderFieldsTooLarge)
+	st.responseCode(status)
+	c.h.lstats.responseCode(status)
 	w.Header()["Content-Length"] = []string{"0"}
-	w.WriteHeader(http.StatusRequestHeaderFieldsTooLarge)
+	w.WriteHeader(status)
 }

@@ -196,6 +196,23 @@ func TestWriteRequest(t *testing.T) {
 			}
 		})
 	}
+	// The last line of defence against request-line injection (issue 14 item 6): nothing is
+	// written for a method, path or host that would split or forge the request line.
+	for _, req := range []Request{
+		{Method: "GET /evil", Path: "/"},
+		{Method: "GET", Path: "/x HTTP/1.1"},
+		{Method: "GET", Path: "/x\r\nA: b"},
+		{Method: "GET", Path: "/", Host: "user:pw@evil.example"},
+		{Method: "GET", Path: "/", Host: "a\r\nX: y"},
+	} {
+		var out bytes.Buffer
+		bw := bufio.NewWriter(&out)
+		err := writeRequestHead(bw, &req, "10.0.0.1:80")
+		bw.Flush()
+		if !errors.Is(err, ErrRequestLine) || out.Len() != 0 {
+			t.Errorf("writeRequestHead(%q %q host %q) = %v, wrote %q; want ErrRequestLine and nothing written", req.Method, req.Path, req.Host, err, out.String())
+		}
+	}
 	t.Run("short body", func(t *testing.T) {
 		bw := bufio.NewWriter(io.Discard)
 		req := Request{Method: "PUT", Body: strings.NewReader("abc"), ContentLength: 5}

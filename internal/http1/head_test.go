@@ -50,6 +50,18 @@ func TestParseRequestHead(t *testing.T) {
 			head: "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: Chunked\r\n",
 			want: RequestHead{RequestLine: RequestLine{Method: "POST", Target: "/", Minor: 1}, Host: "h", HasHost: true, Framing: Framing{Mode: Chunked}},
 		},
+		{
+			name: "CONNECT",
+			head: "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n",
+			want: RequestHead{RequestLine: RequestLine{Method: "CONNECT", Authority: "example.com:443", Absolute: true, Minor: 1}, Host: "example.com:443", HasHost: true},
+		},
+		{
+			name: "upgrade",
+			head: "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n",
+			want: RequestHead{RequestLine: RequestLine{Method: "GET", Target: "/ws", Minor: 1}, Host: "h", HasHost: true, Connection: "Upgrade", Upgrade: "websocket", ConnUpgrade: true},
+		},
+		{name: "CONNECT without port", head: "CONNECT example.com HTTP/1.1\r\nHost: h\r\n", err: ErrMalformed},
+		{name: "CONNECT with userinfo", head: "CONNECT u@example.com:443 HTTP/1.1\r\nHost: h\r\n", err: ErrMalformed},
 		{name: "missing Host", head: "GET / HTTP/1.1\r\n", err: ErrMalformed},
 		{name: "two Hosts", head: "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n", err: ErrMalformed},
 		{name: "Host with userinfo", head: "GET / HTTP/1.1\r\nHost: user@evil\r\n", err: ErrMalformed},
