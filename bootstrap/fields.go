@@ -104,9 +104,9 @@ var fieldNotes = map[protoreflect.FullName]map[protoreflect.Name]Support{
 	"envoy.config.cluster.v3.Cluster.CommonLbConfig": {
 		"healthy_panic_threshold": Implemented, "zone_aware_lb_config": Implemented,
 		"locality_weighted_lb_config": Implemented, "update_merge_window": Implemented,
-		"ignore_new_hosts_until_first_hc": Implemented, "close_connections_on_host_set_change": Implemented,
-		"consistent_hashing_lb_config": Implemented,
-		"override_host_status":         Refused,
+		"ignore_new_hosts_until_first_hc": Implemented,
+		"consistent_hashing_lb_config":    Implemented,
+		"override_host_status":            Refused, "close_connections_on_host_set_change": Refused,
 	},
 	"envoy.config.cluster.v3.Cluster.CommonLbConfig.ConsistentHashingLbConfig": {
 		"use_hostname_for_hashing": Implemented,

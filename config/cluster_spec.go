@@ -250,10 +250,9 @@ type CommonLbConfig struct {
 	// LocalityWeighted is locality_weighted_lb_config.
 	LocalityWeighted bool
 	// UpdateMergeWindow merges health, weight and metadata updates; default 1 s, 0 disables.
-	UpdateMergeWindow               time.Duration
-	IgnoreNewHostsUntilFirstHC      bool
-	CloseConnectionsOnHostSetChange bool
-	UseHostnameForHashing           bool
+	UpdateMergeWindow          time.Duration
+	IgnoreNewHostsUntilFirstHC bool
+	UseHostnameForHashing      bool
 }
 
 // ZoneAwareLbConfig is CommonLbConfig.ZoneAwareLbConfig with defaults.
@@ -278,8 +277,6 @@ type LbSubsetConfig struct {
 // priorities (index PriorityDefault and PriorityHigh).
 type CircuitBreakers struct {
 	Thresholds [NumPriorities]Thresholds
-	// PerHostMaxConnections is per_host_thresholds.max_connections (0: unlimited).
-	PerHostMaxConnections uint32
 }
 
 // Thresholds is CircuitBreakers.Thresholds with Envoy's defaults.

@@ -357,7 +357,6 @@ func (b *clusterBuilder) commonLb(c *clusterv3.Cluster_CommonLbConfig, out *Clus
 		}
 	}
 	cl.IgnoreNewHostsUntilFirstHC = c.GetIgnoreNewHostsUntilFirstHc()
-	cl.CloseConnectionsOnHostSetChange = c.GetCloseConnectionsOnHostSetChange()
 	cl.UseHostnameForHashing = c.GetConsistentHashingLbConfig().GetUseHostnameForHashing()
 }
 
@@ -416,10 +415,9 @@ func (b *clusterBuilder) circuitBreakers(cb *clusterv3.CircuitBreakers, out *Clu
 			}
 		}
 	}
-	for _, t := range cb.GetPerHostThresholds() {
-		if t.GetPriority() == corev3.RoutingPriority_DEFAULT {
-			out.CircuitBreakers.PerHostMaxConnections = u32Or(t.GetMaxConnections(), 0)
-		}
+	if len(cb.GetPerHostThresholds()) > 0 {
+		// The pools hold no per-host connection limit; refused rather than parsed and dropped.
+		b.fail("circuit_breakers.per_host_thresholds: set; not implemented by Legate")
 	}
 }
 

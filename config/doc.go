@@ -91,6 +91,7 @@
 //	| Cluster.RoundRobinLbConfig                       | slow_start_config                                | refused  | no slow start |
 //	| Cluster.LeastRequestLbConfig                     | slow_start_config                                | refused  | no slow start |
 //	| Cluster.CommonLbConfig                           | override_host_status                             | refused  | host override selection |
+//	| Cluster.CommonLbConfig                           | close_connections_on_host_set_change             | refused  | pools are not drained when hosts change |
 //	| Cluster.CommonLbConfig.ConsistentHashingLbConfig | hash_balance_factor                              | refused  | bounded-load hashing |
 //	| Cluster.LbSubsetConfig                           | list_as_any                                      | refused  | subset matching of list metadata |
 //	| Cluster.LbSubsetConfig                           | metadata_fallback_policy                         | refused  | subset fallback lists |
