@@ -138,6 +138,25 @@ func (m *Manager) healthCheckFailed() bool { return m.cfg.HealthCheckFailed() }
 // listener, old versions included.
 func (m *Manager) ActiveConnections() int64 { return m.active.Load() }
 
+// directionStopped reports whether /drain_listeners stopped l's traffic
+// direction. m.mu must be held.
+func (m *Manager) directionStopped(l *config.Listener) bool {
+	return m.stopped == stopAll || m.stopped == stopInbound && l.TrafficDirection == config.DirectionInbound
+}
+
+// SkipIfStopped reports whether l's traffic direction is stopped, counting
+// it in listener_manager.listener_stopped_skipped when it is: LDS skips such
+// a listener and applies the rest of its update, as Envoy does.
+func (m *Manager) SkipIfStopped(l *config.Listener) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.directionStopped(l) {
+		return false
+	}
+	m.stats.ListenerStoppedSkipped.Inc()
+	return true
+}
+
 // SetWarming publishes listener_manager.total_listeners_warming: the
 // listeners LDS holds back until their routes, secrets or extension
 // configurations arrive never reach the manager while they warm, so LDS
@@ -178,7 +197,7 @@ func (m *Manager) addOrUpdate(l *config.Listener, versionInfo string, static boo
 	if name == "" {
 		name = m.uuid()
 	}
-	if m.stopped == stopAll || m.stopped == stopInbound && l.TrafficDirection == config.DirectionInbound {
+	if m.directionStopped(l) {
 		return false, fmt.Errorf("listener %q cannot be added or modified: %w", name, ErrDirectionStopped)
 	}
 	idx := slices.IndexFunc(m.entries, func(e *entry) bool { return e.name == name })

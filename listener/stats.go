@@ -9,13 +9,16 @@ import (
 
 // managerStats are the listener_manager.* stats.
 type managerStats struct {
-	ListenerAdded             stats.Counter `stat:"listener_added"`
-	ListenerCreateFailure     stats.Counter `stat:"listener_create_failure"`
-	ListenerCreateSuccess     stats.Counter `stat:"listener_create_success"`
-	ListenerInPlaceUpdated    stats.Counter `stat:"listener_in_place_updated"`
-	ListenerModified          stats.Counter `stat:"listener_modified"`
-	ListenerRemoved           stats.Counter `stat:"listener_removed"`
-	ListenerStopped           stats.Counter `stat:"listener_stopped"`
+	ListenerAdded          stats.Counter `stat:"listener_added"`
+	ListenerCreateFailure  stats.Counter `stat:"listener_create_failure"`
+	ListenerCreateSuccess  stats.Counter `stat:"listener_create_success"`
+	ListenerInPlaceUpdated stats.Counter `stat:"listener_in_place_updated"`
+	ListenerModified       stats.Counter `stat:"listener_modified"`
+	ListenerRemoved        stats.Counter `stat:"listener_removed"`
+	ListenerStopped        stats.Counter `stat:"listener_stopped"`
+	// ListenerStoppedSkipped is Legate's: the LDS listeners skipped because
+	// their traffic direction is stopped (Envoy skips them with a debug log).
+	ListenerStoppedSkipped    stats.Counter `stat:"listener_stopped_skipped"`
 	TotalFilterChainsDraining stats.Gauge   `stat:"total_filter_chains_draining,accumulate"`
 	TotalListenersActive      stats.Gauge   `stat:"total_listeners_active,never_import"`
 	TotalListenersDraining    stats.Gauge   `stat:"total_listeners_draining,never_import"`

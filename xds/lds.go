@@ -295,6 +295,9 @@ func (h *ldsHandler) offerLocked(rl *resource.Listener, version string, now time
 	if cur != nil && proto.Equal(cur.rl.Config.Proto, rl.Config.Proto) {
 		return nil
 	}
+	if h.skipStoppedLocked(rl.Config) {
+		return nil
+	}
 	nl := &ldsListener{rl: rl, version: version, updated: now}
 	for _, d := range rl.Routes {
 		ref, _, _, _, err := h.c.rds.subscribe(d.Source, d.Name, d.StatPrefix, func(uint64, any) { h.depChanged(nl) })
@@ -409,6 +412,9 @@ func (h *ldsHandler) activateLocked(l *ldsListener) error {
 		} else {
 			delete(h.listeners, name)
 		}
+		if h.skipStoppedLocked(l.rl.Config) {
+			return nil // its direction stopped while it warmed
+		}
 		return fmt.Errorf("listener %q: %w", name, err)
 	}
 	l.active = true
@@ -521,6 +527,24 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// stoppedSkipper is implemented by a listener manager whose traffic
+// directions /drain_listeners can stop (listener.Manager does).
+type stoppedSkipper interface {
+	SkipIfStopped(l *config.Listener) bool
+}
+
+// skipStoppedLocked reports whether l belongs to a stopped traffic direction:
+// Envoy skips such a listener and accepts the rest of the update, where a
+// refusal would NACK listeners that have nothing to do with the stop.
+func (h *ldsHandler) skipStoppedLocked(l *config.Listener) bool {
+	s, ok := h.lm.(stoppedSkipper)
+	if !ok || !s.SkipIfStopped(l) {
+		return false
+	}
+	h.c.log.Infof("xds: LDS: listener %q skipped: listeners in its traffic direction are stopped", l.Name)
+	return true
 }
 
 // warmingCounter is implemented by a listener manager that publishes
