@@ -7,18 +7,12 @@ import (
 	"testing"
 
 	"golang.org/x/net/http2"
-
-	"github.com/legateproxy/legate/internal/nettest"
 )
 
 // h2TunnelEcho is an HTTP/2 (prior knowledge) upstream built on x/net/http2's server: it
 // accepts CONNECT and extended CONNECT, sends the :protocol it got back in x-protocol, and
 // echoes the stream's bytes until the client ends it.
 func h2TunnelEcho(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodConnect {
 			http.Error(w, "tunnels only", http.StatusMethodNotAllowed)
@@ -41,11 +35,7 @@ func h2TunnelEcho(t *testing.T) string {
 		}
 	})
 	srv := &http2.Server{}
-	nettest.Serve(t, ln, func(c net.Conn) {
-		defer c.Close()
-		srv.ServeConn(c, &http2.ServeConnOpts{Handler: h})
-	})
-	return ln.Addr().String()
+	return serveTCP(t, func(c net.Conn) { srv.ServeConn(c, &http2.ServeConnOpts{Handler: h}) })
 }
 
 // TestUpgradeToHTTP2Upstream sends an HTTP/1.1 WebSocket upgrade to a cluster that speaks

@@ -2,6 +2,8 @@ package httpproxy
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +19,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/legateproxy/legate/internal/nettest"
+	"github.com/legateproxy/legate/tlsutil/tlstest"
 )
 
 // wsEcho is a WebSocket upstream: it greets each client with "hello", then echoes every
@@ -50,8 +53,9 @@ func wsEcho(t testing.TB) *httptest.Server {
 	return srv
 }
 
-// tcpEcho is a TCP upstream that echoes bytes and half-closes when its peer does.
-func tcpEcho(t testing.TB) string {
+// serveTCP runs handle for each connection to a new 127.0.0.1 listener, with a deadline of
+// wait on the connection, closed when handle returns; it returns the listener's address.
+func serveTCP(t testing.TB, handle func(c net.Conn)) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -59,10 +63,17 @@ func tcpEcho(t testing.TB) string {
 	nettest.Serve(t, ln, func(c net.Conn) {
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(wait))
+		handle(c)
+	})
+	return ln.Addr().String()
+}
+
+// tcpEcho is a TCP upstream that echoes bytes and half-closes when its peer does.
+func tcpEcho(t testing.TB) string {
+	return serveTCP(t, func(c net.Conn) {
 		io.Copy(c, c)
 		c.(*net.TCPConn).CloseWrite()
 	})
-	return ln.Addr().String()
 }
 
 // upgradeHCM routes "/" to cluster web with route action fields action, and has the
@@ -448,5 +459,87 @@ func TestConnectAllowPost(t *testing.T) {
 	}
 	if got := e.stat("cluster.web.upstream_cx_total"); got != 1 {
 		t.Errorf("upstream_cx_total = %d; want 1", got)
+	}
+}
+
+// forwardProxy is a scripted upstream HTTP proxy: it answers a CONNECT request head with
+// "200 Connection established" and then echoes the tunnel's bytes; the request line it got
+// is sent on heads.
+func forwardProxy(t *testing.T, heads chan<- string) string {
+	return serveTCP(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		heads <- req.Method + " " + req.RequestURI + " host=" + req.Host
+		io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
+		io.Copy(c, br)
+		c.(*net.TCPConn).CloseWrite()
+	})
+}
+
+// TestConnectForwardedUpstream checks a CONNECT route without connect_config: the CONNECT
+// goes to the upstream as a request, its 200 opens the tunnel, and bytes cross both ways.
+func TestConnectForwardedUpstream(t *testing.T) {
+	heads := make(chan string, 1)
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", forwardProxy(t, heads))},
+		hcm: `stat_prefix: ingress
+upgrade_configs: [{upgrade_type: CONNECT}]
+route_config:
+  virtual_hosts:
+  - name: all
+    domains: ["*"]
+    routes:
+    - match: {connect_matcher: {}}
+      route: {cluster: web}
+`,
+	})
+	resp, br, nc := rawRequest(t, e.addr, "CONNECT backend.example:8443 HTTP/1.1\r\nHost: backend.example:8443\r\n\r\n")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT status = %d; want the upstream's 200", resp.StatusCode)
+	}
+	if got, want := <-heads, "CONNECT backend.example:8443 host=backend.example:8443"; got != want {
+		t.Errorf("upstream got %q; want %q", got, want)
+	}
+	io.WriteString(nc, "through")
+	nc.(*net.TCPConn).CloseWrite()
+	if got, err := io.ReadAll(br); err != nil || string(got) != "through" {
+		t.Fatalf("tunnel read %q (%v); want %q then EOF", got, err, "through")
+	}
+	if got := e.stat("cluster.web.upstream_rq_200"); got != 1 {
+		t.Errorf("upstream_rq_200 = %d; want 1", got)
+	}
+}
+
+// TestWebSocketOverTLS runs a WebSocket (wss) through a TLS listener: the tunnel carries
+// the TLS connection's plaintext and the close handshake completes.
+func TestWebSocketOverTLS(t *testing.T) {
+	ca := tlstest.NewCA(t, tlstest.Options{CommonName: "test ca"})
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	upstream := wsEcho(t)
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", upstream.Listener.Addr().String())},
+		hcm:      upgradeHCM("", "upgrade_configs: [{upgrade_type: websocket}]"),
+		tls:      downstreamTLSSocket(t, ca),
+	})
+	d := websocket.Dialer{HandshakeTimeout: wait, TLSClientConfig: &tls.Config{RootCAs: roots}}
+	c, _, err := d.Dial("wss://"+e.addr+"/secure", nil)
+	if err != nil {
+		t.Fatalf("Dial(wss) = %v", err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(wait))
+	readWS(t, c, websocket.TextMessage, "hello")
+	c.WriteMessage(websocket.TextMessage, []byte("secret"))
+	readWS(t, c, websocket.TextMessage, "secret")
+	c.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+	if _, _, err := c.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseNormalClosure) {
+		t.Fatalf("ReadMessage() after close = %v; want the server's close frame", err)
+	}
+	if got := e.stat("http.ingress.downstream_cx_upgrades_total"); got != 1 {
+		t.Errorf("downstream_cx_upgrades_total = %d; want 1", got)
 	}
 }
