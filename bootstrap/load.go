@@ -156,6 +156,28 @@ func name(opts Options) string {
 // decode turns one source into a Bootstrap without protoc-gen-validate checks (those run after
 // merging), appending its warnings and upgrades to out.
 func decode(data []byte, format Format, opts Options, out *Loaded) (*bootstrapv3.Bootstrap, error) {
+	b := &bootstrapv3.Bootstrap{}
+	w, err := decodeMessage(data, format, opts, b)
+	if err != nil {
+		return nil, err
+	}
+	out.Warnings = append(out.Warnings, w.warnings...)
+	out.Upgraded = append(out.Upgraded, w.upgraded...)
+	return b, nil
+}
+
+// Unmarshal decodes data, in format, into m with the rules Envoy's loader applies to any
+// message it reads from a file (MessageUtil::loadFromFile), as Load does for the bootstrap:
+// xDS resources read from a path config source use it. Unknown fields are errors. The error is
+// Errors, naming name and the field paths.
+func Unmarshal(name string, data []byte, format Format, m proto.Message) error {
+	_, err := decodeMessage(data, format, Options{Name: name}, m)
+	return err
+}
+
+// decodeMessage reads one source into m: the tree is checked and made canonical by the walk,
+// then decoded by protojson.
+func decodeMessage(data []byte, format Format, opts Options, m proto.Message) (*walker, error) {
 	p := &problems{file: name(opts)}
 	tree, err := toTree(data, format)
 	var fe *FieldError
@@ -168,11 +190,10 @@ func decode(data []byte, format Format, opts Options, out *Loaded) (*bootstrapv3
 		return nil, p.err()
 	}
 	if tree == nil {
-		tree = map[string]any{} // an empty YAML document is an empty bootstrap
+		tree = map[string]any{} // an empty YAML document is an empty message
 	}
 	w := &walker{p: p, allowUnknown: opts.AllowUnknownFields}
-	b := &bootstrapv3.Bootstrap{}
-	w.message("", b.ProtoReflect().Descriptor(), tree, false)
+	w.message("", m.ProtoReflect().Descriptor(), tree, false)
 	if err := p.err(); err != nil {
 		return nil, err
 	}
@@ -181,14 +202,12 @@ func decode(data []byte, format Format, opts Options, out *Loaded) (*bootstrapv3
 		p.add("", fmt.Sprintf("re-encoding: %v", err))
 		return nil, p.err()
 	}
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: false}).Unmarshal(canonical, b); err != nil {
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: false}).Unmarshal(canonical, m); err != nil {
 		// The walk accepts only what protojson accepts, so this names a gap in the walk.
 		p.add("", fmt.Sprintf("decoding: %v", err))
 		return nil, p.err()
 	}
-	out.Warnings = append(out.Warnings, w.warnings...)
-	out.Upgraded = append(out.Upgraded, w.upgraded...)
-	return b, nil
+	return w, nil
 }
 
 // toTree parses data into a generic JSON tree whose numbers are json.Number, so that 64-bit

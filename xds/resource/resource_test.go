@@ -226,7 +226,9 @@ func TestSourceFromProto(t *testing.T) {
 func TestParseResponseFile(t *testing.T) {
 	yaml := "version_info: \"7\"\nresources:\n- \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: a\n  connect_timeout: 1s\n"
 	json := `{"version_info":"7","resources":[{"@type":"type.googleapis.com/envoy.config.cluster.v3.Cluster","name":"a","connect_timeout":"1s"}]}`
-	for _, tc := range []struct{ name, file, data string }{{"yaml", "cds.yaml", yaml}, {"json", "cds.json", json}} {
+	// Envoy's loader rules: a single resource for the list, the enum in lower case.
+	lenient := "version_info: \"7\"\nresources:\n  \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: a\n  connect_timeout: {seconds: 1}\n  lb_policy: round_robin\n"
+	for _, tc := range []struct{ name, file, data string }{{"yaml", "cds.yaml", yaml}, {"json", "cds.json", json}, {"lenient yaml", "cds.yml", lenient}} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, err := ParseResponseFile(tc.file, []byte(tc.data))
 			if err != nil {
