@@ -86,8 +86,12 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 			b.fail("listener_filters[%d].config_discovery: set for %q; not implemented by Legate (extension config discovery serves HTTP filters only)", i, f.GetName())
 			continue
 		}
-		if f.GetName() == TLSInspectorFilter || f.GetName() == "envoy.listener.tls_inspector" || f.GetTypedConfig().GetTypeUrl() == tlsInspectorTypeURL {
+		if isTLSInspector(f) {
 			out.TLSInspector = true
+			continue
+		}
+		if u := f.GetTypedConfig().GetTypeUrl(); u != "" {
+			b.fail("listener_filters[%d].typed_config = %q: unsupported listener filter; only %s is implemented", i, u, TLSInspectorFilter)
 			continue
 		}
 		b.fail("listener_filters[%d].name = %q: unsupported listener filter; only %s is implemented", i, f.GetName(), TLSInspectorFilter)
@@ -117,6 +121,16 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 	}
 	out.Ignored = auditFields(l, b.fail)
 	return out
+}
+
+// isTLSInspector reports whether a listener filter is the TLS inspector: by its typed_config's
+// type when it has one, as Envoy finds every extension (the name is then free text), else by
+// its name.
+func isTLSInspector(f *listenerv3.ListenerFilter) bool {
+	if u := f.GetTypedConfig().GetTypeUrl(); u != "" {
+		return u == tlsInspectorTypeURL
+	}
+	return f.GetName() == TLSInspectorFilter || f.GetName() == "envoy.listener.tls_inspector"
 }
 
 // address converts a listener address: a socket address with an IP literal, or a pipe.
