@@ -134,6 +134,7 @@ func FuzzParseHead(f *testing.F) {
 		"POST /x HTTP/1.0\r\nContent-Length: 3\r\nConnection: keep-alive\r\n\r\nabc",
 		"GET http://h/p HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
 		"\r\n\r\nOPTIONS * HTTP/1.1\r\nHost: a\r\nX: a\r\nX: b\r\n\r\n",
+		"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -156,8 +157,10 @@ func FuzzParseHead(f *testing.F) {
 			if err != nil {
 				return
 			}
-			if !http1.ValidToken(rh.Method) || rh.Target == "" {
-				t.Fatalf("accepted method %q target %q", rh.Method, rh.Target)
+			// A CONNECT has no target, only its authority (RFC 9112 §3.2.3).
+			connect := rh.Method == http.MethodConnect && rh.Target == "" && rh.Authority != ""
+			if !http1.ValidToken(rh.Method) || (rh.Target == "" && !connect) {
+				t.Fatalf("accepted method %q target %q authority %q", rh.Method, rh.Target, rh.Authority)
 			}
 			for k := range h {
 				if !http1.ValidToken(k) {
