@@ -78,6 +78,10 @@ type ManagerConfig struct {
 	// transport socket use, per host. nil builds it from the cluster's transport_socket with
 	// tlsutil (files and inline data; SDS secrets need the server's function).
 	HealthCheckTLS func(c *config.Cluster) (func(h *host.Host) *tls.Config, error)
+	// DeferTrafficStats is deferred_stat_options.enable_deferred_creation_stats:
+	// a cluster's traffic stats are listed only once it carries traffic, and
+	// the hidden gauge cluster.<name>.ClusterTrafficStats.initialized says so.
+	DeferTrafficStats bool
 }
 
 // Manager is the cluster manager: clusters by name, their discovery and their snapshots.
@@ -97,6 +101,7 @@ type Manager struct {
 	localLocality *host.Locality
 	stats         ManagerStats
 	statsReg      *stats.Registration
+	deferTraffic  bool
 	initFn        InitFunc
 	runtime       RuntimeSource
 	hcSched       *health.Scheduler
@@ -136,9 +141,13 @@ type Manager struct {
 type statsEntry struct {
 	stats Stats
 	// lb points at the lb_* fields of stats for the balancers (lb.Params.Stats).
-	lb   lb.Stats
-	reg  *stats.Registration
-	refs int
+	lb  lb.Stats
+	reg *stats.Registration
+	// traffic registers stats.TrafficStats; deferred is the hidden
+	// initialized gauge when their listing is deferred, else nil.
+	traffic  *stats.Registration
+	deferred *registered[deferredInit]
+	refs     int
 	// health and outlier are the health_check.* and outlier_detection.* stats, registered by the
 	// first cluster of this name that has a health check or an outlier detector. (One pointer
 	// each keeps the entry inside the 2304-byte allocation class.)
@@ -174,6 +183,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		statEntries:  map[string]*statsEntry{},
 		dependents:   map[string][]string{},
 		initPending:  map[*Cluster]bool{},
+		deferTraffic: cfg.DeferTrafficStats,
 	}
 	if m.clock == nil {
 		m.clock = clock.Real()
@@ -429,7 +439,7 @@ func (m *Manager) newClusterLocked(cfg *config.Cluster, api bool, version string
 	if e == nil {
 		e = &statsEntry{}
 		e.lb = e.stats.lbStats()
-		e.reg = m.store.Register("cluster."+cfg.StatName+".", &e.stats)
+		m.registerStatsLocked(e, "cluster."+cfg.StatName+".")
 		m.statEntries[cfg.StatName] = e
 	}
 	e.refs++
@@ -473,6 +483,19 @@ func (m *Manager) releaseLocked(c *Cluster, closeBreaker bool) {
 	m.dropStatsLocked(c)
 }
 
+// registerStatsLocked lists e's stats under prefix; the traffic stats wait
+// for their first use when deferred creation is on, as in Envoy.
+func (m *Manager) registerStatsLocked(e *statsEntry, prefix string) {
+	e.reg = m.store.Register(prefix, &e.stats)
+	if !m.deferTraffic {
+		e.traffic = m.store.Register(prefix, &e.stats.TrafficStats)
+		return
+	}
+	e.deferred = &registered[deferredInit]{}
+	e.deferred.reg = m.store.Register(prefix, &e.deferred.stats)
+	e.traffic = m.store.RegisterDeferred(prefix, &e.stats.TrafficStats, &e.deferred.stats.Initialized)
+}
+
 // dropStatsLocked releases c's reference on its stats entry, unregistering the entry's stats
 // with the last one.
 func (m *Manager) dropStatsLocked(c *Cluster) {
@@ -482,6 +505,10 @@ func (m *Manager) dropStatsLocked(c *Cluster) {
 		return
 	}
 	e.reg.Unregister()
+	e.traffic.Unregister()
+	if e.deferred != nil {
+		e.deferred.reg.Unregister()
+	}
 	if e.health != nil {
 		e.health.reg.Unregister()
 	}

@@ -25,69 +25,9 @@ type ManagerStats struct {
 // the upstream_* fields; the manager maintains the update, membership and version fields.
 // Fields are atomics: safe for concurrent use without locks.
 type Stats struct {
-	// Traffic.
-	BindErrors                             stats.Counter   `stat:"bind_errors"`
-	OriginalDstHostInvalid                 stats.Counter   `stat:"original_dst_host_invalid"`
-	RetryOrShadowAbandoned                 stats.Counter   `stat:"retry_or_shadow_abandoned"`
-	UpstreamCxCloseNotify                  stats.Counter   `stat:"upstream_cx_close_notify"`
-	UpstreamCxConnectAttemptsExceeded      stats.Counter   `stat:"upstream_cx_connect_attempts_exceeded"`
-	UpstreamCxConnectFail                  stats.Counter   `stat:"upstream_cx_connect_fail"`
-	UpstreamCxConnectTimeout               stats.Counter   `stat:"upstream_cx_connect_timeout"`
-	UpstreamCxConnectWith0RTT              stats.Counter   `stat:"upstream_cx_connect_with_0_rtt"`
-	UpstreamCxDestroy                      stats.Counter   `stat:"upstream_cx_destroy"`
-	UpstreamCxDestroyLocal                 stats.Counter   `stat:"upstream_cx_destroy_local"`
-	UpstreamCxDestroyLocalWithActiveRq     stats.Counter   `stat:"upstream_cx_destroy_local_with_active_rq"`
-	UpstreamCxDestroyRemote                stats.Counter   `stat:"upstream_cx_destroy_remote"`
-	UpstreamCxDestroyRemoteWithActiveRq    stats.Counter   `stat:"upstream_cx_destroy_remote_with_active_rq"`
-	UpstreamCxDestroyWithActiveRq          stats.Counter   `stat:"upstream_cx_destroy_with_active_rq"`
-	UpstreamCxHTTP1Total                   stats.Counter   `stat:"upstream_cx_http1_total"`
-	UpstreamCxHTTP2Total                   stats.Counter   `stat:"upstream_cx_http2_total"`
-	UpstreamCxHTTP3Total                   stats.Counter   `stat:"upstream_cx_http3_total"`
-	UpstreamCxIdleTimeout                  stats.Counter   `stat:"upstream_cx_idle_timeout"`
-	UpstreamCxMaxDurationReached           stats.Counter   `stat:"upstream_cx_max_duration_reached"`
-	UpstreamCxMaxRequests                  stats.Counter   `stat:"upstream_cx_max_requests"`
-	UpstreamCxNoneHealthy                  stats.Counter   `stat:"upstream_cx_none_healthy"`
-	UpstreamCxOverflow                     stats.Counter   `stat:"upstream_cx_overflow"`
-	UpstreamCxPoolOverflow                 stats.Counter   `stat:"upstream_cx_pool_overflow"`
-	UpstreamCxProtocolError                stats.Counter   `stat:"upstream_cx_protocol_error"`
-	UpstreamCxRxBytesTotal                 stats.Counter   `stat:"upstream_cx_rx_bytes_total"`
-	UpstreamCxTotal                        stats.Counter   `stat:"upstream_cx_total"`
-	UpstreamCxTxBytesTotal                 stats.Counter   `stat:"upstream_cx_tx_bytes_total"`
-	UpstreamFlowControlBackedUpTotal       stats.Counter   `stat:"upstream_flow_control_backed_up_total"`
-	UpstreamFlowControlDrainedTotal        stats.Counter   `stat:"upstream_flow_control_drained_total"`
-	UpstreamFlowControlPausedReadingTotal  stats.Counter   `stat:"upstream_flow_control_paused_reading_total"`
-	UpstreamFlowControlResumedReadingTotal stats.Counter   `stat:"upstream_flow_control_resumed_reading_total"`
-	UpstreamInternalRedirectFailedTotal    stats.Counter   `stat:"upstream_internal_redirect_failed_total"`
-	UpstreamInternalRedirectSucceededTotal stats.Counter   `stat:"upstream_internal_redirect_succeeded_total"`
-	UpstreamRqCancelled                    stats.Counter   `stat:"upstream_rq_cancelled"`
-	UpstreamRqCompleted                    stats.Counter   `stat:"upstream_rq_completed"`
-	UpstreamRqMaintenanceMode              stats.Counter   `stat:"upstream_rq_maintenance_mode"`
-	UpstreamRqMaxDurationReached           stats.Counter   `stat:"upstream_rq_max_duration_reached"`
-	UpstreamRqPendingFailureEject          stats.Counter   `stat:"upstream_rq_pending_failure_eject"`
-	UpstreamRqPendingOverflow              stats.Counter   `stat:"upstream_rq_pending_overflow"`
-	UpstreamRqPendingTotal                 stats.Counter   `stat:"upstream_rq_pending_total"`
-	UpstreamRq0RTT                         stats.Counter   `stat:"upstream_rq_0rtt"`
-	UpstreamRqPerTryTimeout                stats.Counter   `stat:"upstream_rq_per_try_timeout"`
-	UpstreamRqPerTryIdleTimeout            stats.Counter   `stat:"upstream_rq_per_try_idle_timeout"`
-	UpstreamRqRetry                        stats.Counter   `stat:"upstream_rq_retry"`
-	UpstreamRqRetryBackoffExponential      stats.Counter   `stat:"upstream_rq_retry_backoff_exponential"`
-	UpstreamRqRetryBackoffRatelimited      stats.Counter   `stat:"upstream_rq_retry_backoff_ratelimited"`
-	UpstreamRqRetryLimitExceeded           stats.Counter   `stat:"upstream_rq_retry_limit_exceeded"`
-	UpstreamRqRetryOverflow                stats.Counter   `stat:"upstream_rq_retry_overflow"`
-	UpstreamRqRetrySuccess                 stats.Counter   `stat:"upstream_rq_retry_success"`
-	UpstreamRqRxReset                      stats.Counter   `stat:"upstream_rq_rx_reset"`
-	UpstreamRqTimeout                      stats.Counter   `stat:"upstream_rq_timeout"`
-	UpstreamRqTotal                        stats.Counter   `stat:"upstream_rq_total"`
-	UpstreamRqTxReset                      stats.Counter   `stat:"upstream_rq_tx_reset"`
-	UpstreamHTTP3Broken                    stats.Counter   `stat:"upstream_http3_broken"`
-	UpstreamCxActive                       stats.Gauge     `stat:"upstream_cx_active,accumulate"`
-	UpstreamCxRxBytesBuffered              stats.Gauge     `stat:"upstream_cx_rx_bytes_buffered,accumulate"`
-	UpstreamCxTxBytesBuffered              stats.Gauge     `stat:"upstream_cx_tx_bytes_buffered,accumulate"`
-	UpstreamRqActive                       stats.Gauge     `stat:"upstream_rq_active,accumulate"`
-	UpstreamRqPendingActive                stats.Gauge     `stat:"upstream_rq_pending_active,accumulate"`
-	UpstreamCxConnectMs                    stats.Histogram `stat:"upstream_cx_connect_ms,unit=ms"`
-	UpstreamCxLengthMs                     stats.Histogram `stat:"upstream_cx_length_ms,unit=ms"`
-	UpstreamRqPerCx                        stats.Histogram `stat:"upstream_rq_per_cx,unit=unspecified"`
+	// TrafficStats is registered on its own, so that its listing can be
+	// deferred; its fields are promoted.
+	TrafficStats `stat:"-"`
 
 	// Configuration updates.
 	AssignmentStale           stats.Counter `stat:"assignment_stale"`
@@ -164,4 +104,78 @@ func (s *Stats) lbStats() lb.Stats {
 		SubsetsRemoved:            &s.LbSubsetsRemoved,
 		SubsetsActive:             &s.LbSubsetsActive,
 	}
+}
+
+// TrafficStats are the upstream_* and related stats of one cluster (Envoy's
+// ClusterTrafficStats), which deferred_stat_options.enable_deferred_creation_stats
+// keeps out of the listings until the cluster first carries traffic.
+type TrafficStats struct {
+	BindErrors                             stats.Counter   `stat:"bind_errors"`
+	OriginalDstHostInvalid                 stats.Counter   `stat:"original_dst_host_invalid"`
+	RetryOrShadowAbandoned                 stats.Counter   `stat:"retry_or_shadow_abandoned"`
+	UpstreamCxCloseNotify                  stats.Counter   `stat:"upstream_cx_close_notify"`
+	UpstreamCxConnectAttemptsExceeded      stats.Counter   `stat:"upstream_cx_connect_attempts_exceeded"`
+	UpstreamCxConnectFail                  stats.Counter   `stat:"upstream_cx_connect_fail"`
+	UpstreamCxConnectTimeout               stats.Counter   `stat:"upstream_cx_connect_timeout"`
+	UpstreamCxConnectWith0RTT              stats.Counter   `stat:"upstream_cx_connect_with_0_rtt"`
+	UpstreamCxDestroy                      stats.Counter   `stat:"upstream_cx_destroy"`
+	UpstreamCxDestroyLocal                 stats.Counter   `stat:"upstream_cx_destroy_local"`
+	UpstreamCxDestroyLocalWithActiveRq     stats.Counter   `stat:"upstream_cx_destroy_local_with_active_rq"`
+	UpstreamCxDestroyRemote                stats.Counter   `stat:"upstream_cx_destroy_remote"`
+	UpstreamCxDestroyRemoteWithActiveRq    stats.Counter   `stat:"upstream_cx_destroy_remote_with_active_rq"`
+	UpstreamCxDestroyWithActiveRq          stats.Counter   `stat:"upstream_cx_destroy_with_active_rq"`
+	UpstreamCxHTTP1Total                   stats.Counter   `stat:"upstream_cx_http1_total"`
+	UpstreamCxHTTP2Total                   stats.Counter   `stat:"upstream_cx_http2_total"`
+	UpstreamCxHTTP3Total                   stats.Counter   `stat:"upstream_cx_http3_total"`
+	UpstreamCxIdleTimeout                  stats.Counter   `stat:"upstream_cx_idle_timeout"`
+	UpstreamCxMaxDurationReached           stats.Counter   `stat:"upstream_cx_max_duration_reached"`
+	UpstreamCxMaxRequests                  stats.Counter   `stat:"upstream_cx_max_requests"`
+	UpstreamCxNoneHealthy                  stats.Counter   `stat:"upstream_cx_none_healthy"`
+	UpstreamCxOverflow                     stats.Counter   `stat:"upstream_cx_overflow"`
+	UpstreamCxPoolOverflow                 stats.Counter   `stat:"upstream_cx_pool_overflow"`
+	UpstreamCxProtocolError                stats.Counter   `stat:"upstream_cx_protocol_error"`
+	UpstreamCxRxBytesTotal                 stats.Counter   `stat:"upstream_cx_rx_bytes_total"`
+	UpstreamCxTotal                        stats.Counter   `stat:"upstream_cx_total"`
+	UpstreamCxTxBytesTotal                 stats.Counter   `stat:"upstream_cx_tx_bytes_total"`
+	UpstreamFlowControlBackedUpTotal       stats.Counter   `stat:"upstream_flow_control_backed_up_total"`
+	UpstreamFlowControlDrainedTotal        stats.Counter   `stat:"upstream_flow_control_drained_total"`
+	UpstreamFlowControlPausedReadingTotal  stats.Counter   `stat:"upstream_flow_control_paused_reading_total"`
+	UpstreamFlowControlResumedReadingTotal stats.Counter   `stat:"upstream_flow_control_resumed_reading_total"`
+	UpstreamInternalRedirectFailedTotal    stats.Counter   `stat:"upstream_internal_redirect_failed_total"`
+	UpstreamInternalRedirectSucceededTotal stats.Counter   `stat:"upstream_internal_redirect_succeeded_total"`
+	UpstreamRqCancelled                    stats.Counter   `stat:"upstream_rq_cancelled"`
+	UpstreamRqCompleted                    stats.Counter   `stat:"upstream_rq_completed"`
+	UpstreamRqMaintenanceMode              stats.Counter   `stat:"upstream_rq_maintenance_mode"`
+	UpstreamRqMaxDurationReached           stats.Counter   `stat:"upstream_rq_max_duration_reached"`
+	UpstreamRqPendingFailureEject          stats.Counter   `stat:"upstream_rq_pending_failure_eject"`
+	UpstreamRqPendingOverflow              stats.Counter   `stat:"upstream_rq_pending_overflow"`
+	UpstreamRqPendingTotal                 stats.Counter   `stat:"upstream_rq_pending_total"`
+	UpstreamRq0RTT                         stats.Counter   `stat:"upstream_rq_0rtt"`
+	UpstreamRqPerTryTimeout                stats.Counter   `stat:"upstream_rq_per_try_timeout"`
+	UpstreamRqPerTryIdleTimeout            stats.Counter   `stat:"upstream_rq_per_try_idle_timeout"`
+	UpstreamRqRetry                        stats.Counter   `stat:"upstream_rq_retry"`
+	UpstreamRqRetryBackoffExponential      stats.Counter   `stat:"upstream_rq_retry_backoff_exponential"`
+	UpstreamRqRetryBackoffRatelimited      stats.Counter   `stat:"upstream_rq_retry_backoff_ratelimited"`
+	UpstreamRqRetryLimitExceeded           stats.Counter   `stat:"upstream_rq_retry_limit_exceeded"`
+	UpstreamRqRetryOverflow                stats.Counter   `stat:"upstream_rq_retry_overflow"`
+	UpstreamRqRetrySuccess                 stats.Counter   `stat:"upstream_rq_retry_success"`
+	UpstreamRqRxReset                      stats.Counter   `stat:"upstream_rq_rx_reset"`
+	UpstreamRqTimeout                      stats.Counter   `stat:"upstream_rq_timeout"`
+	UpstreamRqTotal                        stats.Counter   `stat:"upstream_rq_total"`
+	UpstreamRqTxReset                      stats.Counter   `stat:"upstream_rq_tx_reset"`
+	UpstreamHTTP3Broken                    stats.Counter   `stat:"upstream_http3_broken"`
+	UpstreamCxActive                       stats.Gauge     `stat:"upstream_cx_active,accumulate"`
+	UpstreamCxRxBytesBuffered              stats.Gauge     `stat:"upstream_cx_rx_bytes_buffered,accumulate"`
+	UpstreamCxTxBytesBuffered              stats.Gauge     `stat:"upstream_cx_tx_bytes_buffered,accumulate"`
+	UpstreamRqActive                       stats.Gauge     `stat:"upstream_rq_active,accumulate"`
+	UpstreamRqPendingActive                stats.Gauge     `stat:"upstream_rq_pending_active,accumulate"`
+	UpstreamCxConnectMs                    stats.Histogram `stat:"upstream_cx_connect_ms,unit=ms"`
+	UpstreamCxLengthMs                     stats.Histogram `stat:"upstream_cx_length_ms,unit=ms"`
+	UpstreamRqPerCx                        stats.Histogram `stat:"upstream_rq_per_cx,unit=unspecified"`
+}
+
+// deferredInit is Envoy's hidden gauge that tells whether a cluster's
+// deferred traffic stats exist yet.
+type deferredInit struct {
+	Initialized stats.Gauge `stat:"ClusterTrafficStats.initialized,hidden"`
 }

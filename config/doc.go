@@ -28,7 +28,6 @@
 //	| Bootstrap                                        | node_context_params                              | ignored  | xDS-TP context parameters; Legate sends the node as is |
 //	| Bootstrap                                        | hds_config                                       | ignored  | health discovery for the management server; no traffic changes |
 //	| Bootstrap                                        | flags_path                                       | ignored  | Envoy's flag files (drain, …); Legate's admin endpoints do this |
-//	| Bootstrap                                        | deferred_stat_options                            | ignored  | lazy stat creation; stats stay eager |
 //	| Bootstrap                                        | watchdog                                         | ignored  | dispatcher watchdogs; Go has no event-loop stalls to kill on |
 //	| Bootstrap                                        | watchdogs                                        | ignored  | as watchdog |
 //	| Bootstrap                                        | tracing                                          | ignored  | no tracer; requests are not traced |

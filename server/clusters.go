@@ -17,8 +17,9 @@ func (s *Server) buildClusterManager() error {
 		local = &host.Locality{Region: l.GetRegion(), Zone: l.GetZone(), SubZone: l.GetSubZone()}
 	}
 	m, err := cluster.NewManager(cluster.ManagerConfig{
-		Stats:  s.store,
-		Logger: s.logs.Logger("upstream"),
+		Stats:             s.store,
+		DeferTrafficStats: s.boot.Proto.GetDeferredStatOptions().GetEnableDeferredCreationStats(),
+		Logger:            s.logs.Logger("upstream"),
 		Init: func(name string) (func(), error) {
 			t, err := s.init.Add(name)
 			if err != nil {

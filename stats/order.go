@@ -196,6 +196,9 @@ type cursor struct {
 // next positions the cursor on the next wanted field; false at the end.
 func (c *cursor) next() bool {
 	r := c.it.reg
+	if c.pos == 0 && !r.shown() {
+		return false
+	}
 	if c.it.field >= 0 || r.parent != nil {
 		fi := max(int(c.it.field), 0)
 		for c.pos == 0 {

@@ -102,6 +102,27 @@ type Registration struct {
 	dynamic  map[string]*Registration // by full name; only on parents, guarded by store.mu
 	mode     ImportMode               // dynamic gauges: their import mode
 	tags     atomic.Pointer[regTags]  // tag extraction cache, built on first use
+	// deferred, when set, keeps the registration out of every listing until
+	// one of its stats is used; it is then set to 1 (see RegisterDeferred).
+	deferred atomic.Pointer[Gauge]
+}
+
+// shown reports whether r's stats are listed: always, unless r is deferred
+// and none of its stats has been used. The first listing that finds one
+// used marks the deferred stats created.
+func (r *Registration) shown() bool {
+	d := r.deferred.Load()
+	if d == nil || d.Value() != 0 {
+		return true
+	}
+	for fi := range r.layout.fields {
+		st := Stat{reg: r, f: &r.layout.fields[fi], fi: fi}
+		if st.Used() {
+			d.Set(1)
+			return true
+		}
+	}
+	return false
 }
 
 // Prefix returns the registration's name prefix.
@@ -124,6 +145,23 @@ func (s *Store) Register(prefix string, statsStruct any) *Registration {
 // struct must stay in place (it is addressed through the pointer) and is kept
 // alive until Unregister. Histogram fields are given their bucket bounds here.
 func (s *Store) TryRegister(prefix string, statsStruct any) (*Registration, error) {
+	return s.register(prefix, statsStruct, nil)
+}
+
+// RegisterDeferred is Register with Envoy's deferred stat creation
+// (deferred_stat_options.enable_deferred_creation_stats): the stats are left
+// out of /stats, the sinks and every other listing until one of them is
+// used, as if they did not exist yet, and initialized (Envoy's hidden
+// "<StatsStruct>.initialized" gauge) reads 0 until then and 1 after.
+func (s *Store) RegisterDeferred(prefix string, statsStruct any, initialized *Gauge) *Registration {
+	r, err := s.register(prefix, statsStruct, initialized)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+func (s *Store) register(prefix string, statsStruct any, deferred *Gauge) (*Registration, error) {
 	v := reflect.ValueOf(statsStruct)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
 		return nil, fmt.Errorf("stats: Register(%q, %T): want a non-nil pointer to a struct", prefix, statsStruct)
@@ -147,6 +185,7 @@ func (s *Store) TryRegister(prefix string, statsStruct any) (*Registration, erro
 			at[Histogram](r.base, f).init(f.unit, s.bounds(prefix+f.name))
 		}
 	}
+	r.deferred.Store(deferred)
 	s.list(r)
 	return r, nil
 }

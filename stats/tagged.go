@@ -155,7 +155,8 @@ type taggedEntry struct {
 // so a 1M-stat listing allocates 8 bytes per stat once instead of growing
 // a slice per group.
 func (s *Store) EachTagged(kind Kind, keep func(st *Stat) bool, fn func(st *TaggedStat, first bool) bool) {
-	regs := s.snapshotRegs()
+	// Decided once, so that both passes see the same stats.
+	regs := slices.DeleteFunc(s.snapshotRegs(), func(r *Registration) bool { return !r.shown() })
 	sort.SliceStable(regs, func(i, j int) bool {
 		return compareSplit(regs[i].prefix, "", regs[j].prefix, "", true) < 0
 	})
