@@ -198,6 +198,15 @@ func (s *stream) upgradeUpstream(up *pool.TCPConn, m *route.Match, cs *cluster.S
 	br := bufio.NewReaderSize(up, tunnelBufferSize)
 	var resp *http.Response
 	if _, err = up.Write(head); err == nil {
+		var bodyErr error
+		if err, bodyErr = s.sendUpgradeBody(up); bodyErr != nil {
+			s.details = "upgrade_failed{request_body}"
+			s.localReply(http.StatusBadRequest, nil, nil)
+			s.closeConn = true
+			return
+		}
+	}
+	if err == nil {
 		resp, err = readUpgradeResponse(br, s.upgrade)
 	}
 	if !s.takeAnswer(resp, err, false, up, m, cs, upStart) {
@@ -220,6 +229,44 @@ func (s *stream) switchStatus(upgrade []string) int {
 	s.resp[hdrUpgrade] = append(s.resp[hdrUpgrade], upgrade...)
 	s.setRespHeader(hdrConnection, "upgrade")
 	return http.StatusSwitchingProtocols
+}
+
+// sendUpgradeBody sends the body an HTTP/1.1 upgrade request announced, before its answer
+// is awaited (the upstream answers once it has the body), chunked again when it came
+// chunked. It returns the upstream's write error, or the client's read error.
+func (s *stream) sendUpgradeBody(w io.Writer) (writeErr, readErr error) {
+	if s.sc == nil || s.body == nil {
+		return nil, nil
+	}
+	chunked := s.contentLength < 0
+	buf := make([]byte, tunnelBufferSize)
+	out := make([]byte, 0, tunnelBufferSize+32)
+	for {
+		n, err := s.body.Read(buf)
+		out = out[:0]
+		if n > 0 && chunked {
+			out = strconv.AppendInt(out, int64(n), 16)
+			out = append(out, '\r', '\n')
+		}
+		out = append(out, buf[:n]...)
+		if n > 0 && chunked {
+			out = append(out, '\r', '\n')
+		}
+		if err == io.EOF && chunked {
+			out = append(out, "0\r\n\r\n"...)
+		}
+		if len(out) > 0 {
+			if _, werr := w.Write(out); werr != nil {
+				return werr, nil
+			}
+		}
+		if err == io.EOF {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // takeAnswer accounts for the upstream's answer to an upgrade (err: none came; h2: it came
@@ -307,6 +354,9 @@ func (s *stream) upgradeHead(m *route.Match) ([]byte, error) {
 		b = append(b, "connection: upgrade\r\nupgrade: "...)
 		b = append(b, s.upgrade...)
 		b = append(b, '\r', '\n')
+	}
+	if s.sc != nil && s.body != nil && s.contentLength < 0 {
+		b = append(b, "transfer-encoding: chunked\r\n"...) // sendUpgradeBody chunks it again
 	}
 	return append(b, '\r', '\n'), nil
 }
@@ -457,8 +507,7 @@ func (s *stream) downstreamEnd() tunnelEnd {
 	nc.SetDeadline(time.Time{}) // the tunnel's idle timer replaces the connection's deadlines
 	st := s.h.stats
 	// An allow_post POST sends its body, read through the connection's buffer. An upgrade
-	// sends the raw bytes that follow its head: a body it announced is for the upstream's
-	// own HTTP/1.1 parser.
+	// sends the raw bytes that follow its head and its body (sendUpgradeBody sent the body).
 	var r io.Reader = s.body
 	if r == nil || s.upgrading {
 		rd := &sc.rd

@@ -543,3 +543,30 @@ func TestWebSocketOverTLS(t *testing.T) {
 		t.Errorf("downstream_cx_upgrades_total = %d; want 1", got)
 	}
 }
+
+// TestUpgradeWithChunkedBody checks that an HTTP/1.1 upgrade request with a chunked body
+// reaches the upstream still chunked, so that its parser finds the body's end, and that the
+// upstream's answer comes back.
+func TestUpgradeWithChunkedBody(t *testing.T) {
+	bodies := make(chan string, 1)
+	addr := serveTCP(t, func(c net.Conn) {
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
+		}
+		b, _ := io.ReadAll(req.Body)
+		bodies <- string(b)
+		io.WriteString(c, "HTTP/1.1 426 Upgrade Required\r\ncontent-length: 2\r\n\r\nno")
+	})
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", addr)},
+		hcm:      upgradeHCM("", "upgrade_configs: [{upgrade_type: websocket}]"),
+	})
+	resp, _, _ := rawRequest(t, e.addr, "POST / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+	if resp.StatusCode != http.StatusUpgradeRequired {
+		t.Fatalf("status = %d; want the upstream's 426", resp.StatusCode)
+	}
+	if got := <-bodies; got != "hello" {
+		t.Errorf("upstream read body %q; want %q", got, "hello")
+	}
+}
