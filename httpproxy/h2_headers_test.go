@@ -43,6 +43,13 @@ func writeRequest(t testing.TB, fr *http2.Framer, id uint32, path string, extra 
 // status, "reset" or "goaway".
 func answer(t testing.TB, fr *http2.Framer, id uint32) string {
 	t.Helper()
+	a, _, _ := strings.Cut(answerCode(t, fr, id), " ")
+	return a
+}
+
+// answerCode is answer with the error code of a reset: "reset <code>".
+func answerCode(t testing.TB, fr *http2.Framer, id uint32) string {
+	t.Helper()
 	status := ""
 	for {
 		f, err := fr.ReadFrame()
@@ -63,7 +70,7 @@ func answer(t testing.TB, fr *http2.Framer, id uint32) string {
 			}
 		case *http2.RSTStreamFrame:
 			if f.StreamID == id {
-				return "reset"
+				return "reset " + f.ErrCode.String()
 			}
 		case *http2.GoAwayFrame:
 			return "goaway"
@@ -80,18 +87,24 @@ func manyFields(n int) [][2]string {
 	return out
 }
 
+// countingEnv is a proxy in front of an upstream that answers 200 and counts the requests
+// it sees.
+func countingEnv(t *testing.T) (*env, *atomic.Int64) {
+	reached := new(atomic.Int64)
+	up := serveBothProtocols(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+	}))
+	return newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", up.Listener.Addr().String())},
+		hcm:      simpleHCM("web", ""),
+	}), reached
+}
+
 // TestH2RequestHeaderLimits checks that max_headers_count and max_request_headers_kb
 // (defaults 100 and 60) apply to HTTP/2 requests as to HTTP/1 ones: a request over either is
 // answered 431 and never reaches the upstream, and one within both is proxied.
 func TestH2RequestHeaderLimits(t *testing.T) {
-	var reached atomic.Int64
-	up := serveBothProtocols(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		reached.Add(1)
-	}))
-	e := newEnv(t, envOptions{
-		clusters: []string{staticCluster("web", "", up.Listener.Addr().String())},
-		hcm:      simpleHCM("web", ""),
-	})
+	e, reached := countingEnv(t)
 	big := func(n int) [][2]string { return [][2]string{{"x-big", strings.Repeat("b", n)}} }
 	tests := []struct {
 		name   string

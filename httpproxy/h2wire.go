@@ -31,6 +31,7 @@ const (
 
 // h2wire is the socket of an HTTP/2 downstream connection as http2.Server uses it.
 //
+//   - Some frames are held whole and rewritten before http2 reads them (frameGate).
 //   - Reads are buffered: http2's framer reads each frame header and each payload straight
 //     from its connection, two system calls per frame; one buffered read takes what the socket
 //     has, many frames under load.
@@ -39,8 +40,8 @@ const (
 //     then takes the DATA frame, so every response cost two socket writes. A flush whose last
 //     frame is a HEADERS frame that does not end its stream is kept for up to corkDelay and
 //     goes out with the next write (or alone when the delay passes, or before a close).
-//   - A failed read (end of stream or reset from the peer) is noted, so that streams cut by
-//     the peer's close are told from streams it reset (downstream_rq_rx_reset).
+//   - A failed read or write (end of stream or reset from the peer) is noted, so that
+//     streams cut by the peer's close are told from streams it reset (downstream_rq_rx_reset).
 //   - With request_headers_timeout, the frames read are followed (headerWatch).
 //   - The client's connection preface is checked as it is read (checkPreface): http2 closes
 //     a connection with a wrong one at once, which resets it (its unread bytes are dropped)
@@ -54,6 +55,8 @@ type h2wire struct {
 	preface  int    // bytes of the client preface checked so far
 	buf      []byte // made on first use
 	r, w     int    // unread bytes are buf[r:w]
+	ready    int    // of which buf[r:r+ready] may be handed to http2 (frameGate)
+	gate     frameGate
 	peerGone atomic.Bool
 	hw       *headerWatch // nil without request_headers_timeout
 
@@ -116,7 +119,7 @@ func (w h2wireTLS) ConnectionState() tls.ConnectionState { return w.tc.Connectio
 
 // newH2Wire wraps conn (nc, or nc behind a replayed preface) for http2.
 func (h *Handler) newH2Wire(conn, nc net.Conn) (*h2wire, net.Conn) {
-	w := &h2wire{Conn: conn, h: h}
+	w := &h2wire{Conn: conn, h: h, gate: frameGate{skip: h2PrefaceLen}}
 	if d := h.cfg.RequestHeadersTimeout; d > 0 {
 		w.hw = &headerWatch{h: h, wire: w, timeout: d, skip: h2PrefaceLen}
 	}
@@ -135,24 +138,22 @@ func (w *h2wire) Read(p []byte) (int, error) {
 }
 
 func (w *h2wire) read(p []byte) (int, error) {
-	if w.r == w.w {
-		if len(p) >= h2ReadBuffer {
+	if w.ready == 0 {
+		if g := &w.gate; w.r == w.w && g.skip == 0 && len(p) >= h2ReadBuffer && g.left >= len(p) {
+			// Inside a frame that passes as is: straight from the socket.
 			n, err := w.Conn.Read(p)
+			g.left -= n
 			w.got(p[:n], err)
 			return n, err
 		}
-		if w.buf == nil {
-			w.buf = make([]byte, h2ReadBuffer)
-		}
-		n, err := w.Conn.Read(w.buf)
-		w.r, w.w = 0, n
-		if n == 0 {
+		if err := w.advance(); err != nil && w.ready == 0 {
 			w.got(nil, err)
 			return 0, err
 		}
 	}
-	n := copy(p, w.buf[w.r:w.w])
+	n := copy(p, w.buf[w.r:w.r+w.ready])
 	w.r += n
+	w.ready -= n
 	w.got(p[:n], nil)
 	return n, nil
 }
@@ -199,6 +200,13 @@ func (w *h2wire) got(p []byte, err error) {
 	if w.hw != nil && len(p) > 0 {
 		w.hw.read(p)
 	}
+	w.failed(err)
+}
+
+// failed notes a read or write failure that means the peer went away: http2 closes the
+// connection on either, and the failed write may come first (the peer reset the connection
+// before the read side saw it).
+func (w *h2wire) failed(err error) {
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		var ne net.Error
 		if !errors.As(err, &ne) || !ne.Timeout() {
@@ -231,6 +239,7 @@ func (w *h2wire) Write(p []byte) (int, error) {
 	n, err := w.Conn.Write(buf)
 	w.cork = w.cork[:0]
 	if err != nil {
+		w.failed(err)
 		return max(n-(len(buf)-len(p)), 0), err
 	}
 	w.afterWrite()
@@ -264,6 +273,7 @@ func (w *h2wire) flushCork() {
 	}
 	w.timer.Stop()
 	if _, err := w.Conn.Write(w.cork); err != nil && w.werr == nil {
+		w.failed(err)
 		w.werr = err
 	}
 	w.cork = w.cork[:0]
