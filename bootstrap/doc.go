@@ -7,7 +7,8 @@
 // Strict means Envoy's strictness, no more: YAML is read as yaml-cpp reads it (yaml.go) and the
 // forms protobuf's legacy JSON parser accepts are rewritten into canonical proto3 JSON before
 // decoding (lenient.go): single values for lists, enum names in any case, Duration and wrapper
-// objects, TypedStructs opened into the message they describe. Unknown fields, unknown type
+// objects, TypedStructs opened into the message they describe, a key repeated in a JSON
+// object merged as the legacy parser merges it (repeat.go). Unknown fields, unknown type
 // URLs (v2 ones included) and an Any without "@type" stay errors. The extensions Legate
 // implements are listed once, in catalog.go.
 //

@@ -24,6 +24,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(`{"stats_flush_interval": "5s", "node": {"id": "n"}}`), uint8(FormatAuto), false)
 	f.Add([]byte(`{"static_resources": {"clusters": [{"name": "a", "hosts": [{}], "lb_policy": 4}]}}`), uint8(FormatJSON), true)
 	f.Add([]byte("a: &x [*x]"), uint8(FormatYAML), false)
+	f.Add([]byte(`{"admin": {"profile_path": "a"}, "admin": {"profile_path": "b", "x": 1, "x": [2]}, "node": {"metadata": {"k": 1, "k": 2}}}`), uint8(FormatJSON), true)
 	f.Add([]byte("tracing: {}\nheader_prefix: x\nstatic_resources: {clusters: [{name: a, track_cluster_stats: {}, filters: [{name: f}]}]}"), uint8(FormatYAML), false)
 	f.Add([]byte("overload_manager: {refresh_interval: 1s, resource_monitors: [{name: m}]}\nwatchdogs: {}"), uint8(FormatYAML), false)
 	f.Fuzz(func(t *testing.T, data []byte, format uint8, allowUnknown bool) {

@@ -251,8 +251,9 @@ func jsonTree(data []byte) (any, error) {
 	return tree, nil
 }
 
-// readJSON reads one JSON value. Unlike json.Unmarshal into a map, it rejects a key repeated in
-// one object, which protojson and Envoy reject too, rather than keeping the last.
+// readJSON reads one JSON value. Unlike json.Unmarshal into a map, it keeps every value of a
+// key repeated in one object (as a jsonRepeat), because what protobuf's legacy parser makes of
+// them depends on the field (mergeRepeat).
 func readJSON(dec *json.Decoder, path string, depth int) (any, error) {
 	if depth > maxDepth {
 		return nil, &FieldError{Path: path, Rule: fmt.Sprintf("nested more than %d levels deep", maxDepth)}
@@ -274,13 +275,11 @@ func readJSON(dec *json.Decoder, path string, depth int) (any, error) {
 				return nil, fmt.Errorf("invalid JSON: %v", err)
 			}
 			key, _ := kt.(string)
-			kpath := joinPath(path, key)
-			if _, dup := obj[key]; dup {
-				return nil, &FieldError{Path: kpath, Rule: "key appears twice in one object"}
-			}
-			if obj[key], err = readJSON(dec, kpath, depth+1); err != nil {
+			v, err := readJSON(dec, joinPath(path, key), depth+1)
+			if err != nil {
 				return nil, err
 			}
+			obj[key] = withRepeat(obj[key], v)
 		}
 		_, err = dec.Token()
 		if err != nil {

@@ -50,14 +50,14 @@ func (w *walker) message(path string, md protoreflect.MessageDescriptor, v any, 
 		if _, ok := v.(map[string]any); !ok {
 			w.p.add(path, fmt.Sprintf("got %s; want an object", describe(v)))
 		}
-		return v
+		return w.noRepeats(path, v)
 	case "google.protobuf.ListValue":
 		if _, ok := v.([]any); !ok {
 			w.p.add(path, fmt.Sprintf("got %s; want a list", describe(v)))
 		}
-		return v
+		return w.noRepeats(path, v)
 	case "google.protobuf.Value":
-		return v // any JSON value
+		return w.noRepeats(path, v) // any JSON value
 	}
 	if _, _, ok := wellKnownLeaf(md); ok {
 		return w.wellKnown(path, md, v)
@@ -73,6 +73,16 @@ func (w *walker) message(path string, md protoreflect.MessageDescriptor, v any, 
 // object checks the fields of obj, the JSON object of a message of type md, and replaces each
 // value with its canonical form.
 func (w *walker) object(path string, md protoreflect.MessageDescriptor, obj map[string]any, inAny bool) map[string]any {
+	for k, v := range obj {
+		r, repeated := v.(jsonRepeat)
+		switch fd := findField(md, k); {
+		case !repeated || inAny && k == "@type":
+		case fd == nil:
+			obj[k] = r[len(r)-1] // an unknown field, reported below
+		default:
+			obj[k] = w.mergeRepeat(joinPath(path, k), fd, r)
+		}
+	}
 	w.upgrade(path, md, obj)
 	seen := make(map[protoreflect.FieldNumber]string)
 	oneofs := make(map[protoreflect.Name]string)
@@ -125,6 +135,10 @@ func (w *walker) anyMessage(path string, v any) any {
 	raw, present := obj["@type"]
 	url, isString := raw.(string)
 	tpath := joinPath(path, "@type")
+	if _, repeated := raw.(jsonRepeat); repeated {
+		w.p.add(tpath, "repeated in one Any")
+		return v
+	}
 	switch {
 	case !present:
 		w.p.add(tpath, "missing; a typed_config needs an \"@type\"")
@@ -147,6 +161,9 @@ func (w *walker) anyMessage(path string, v any) any {
 			}
 		}
 		if val, ok := obj["value"]; ok {
+			if r, repeated := val.(jsonRepeat); repeated {
+				val = r[len(r)-1]
+			}
 			obj["value"] = w.message(joinPath(path, "value"), md, val, false)
 		}
 		return obj
@@ -183,6 +200,10 @@ func (w *walker) field(path string, fd protoreflect.FieldDescriptor, v any) any 
 				continue
 			}
 			e := obj[k]
+			if r, repeated := e.(jsonRepeat); repeated {
+				w.p.add(epath, "map key appears twice")
+				e = r[len(r)-1]
+			}
 			if e == nil && !acceptsNull(fd.MapValue()) {
 				w.p.add(epath, "null is not allowed as a map value")
 				continue
