@@ -171,3 +171,28 @@ func FuzzParseHead(f *testing.F) {
 		}
 	})
 }
+
+// benchHead is a typical browser-less API request head.
+const benchHead = "GET /api/v1/items?id=42 HTTP/1.1\r\nHost: example.com\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\nAccept-Encoding: gzip\r\nX-Request-Id: 0123456789\r\nConnection: keep-alive\r\n"
+
+// BenchmarkParseHead measures finding a request head in the read buffer and parsing it into
+// the header map, the codec's part of every HTTP/1 request.
+func BenchmarkParseHead(b *testing.B) {
+	in := []byte(benchHead + "\r\n")
+	rd := reader{buf: make([]byte, readBufferSize), max: 60 << 10, rx: new(stats.Counter)}
+	h := http.Header{}
+	var vals []string
+	b.ReportAllocs()
+	for b.Loop() {
+		rd.r, rd.w = 0, copy(rd.buf, in)
+		head, err := rd.nextHead()
+		if err != nil || head == nil {
+			b.Fatalf("nextHead = %q, %v", head, err)
+		}
+		clear(h)
+		vals = vals[:0]
+		if _, err := parseHead(bytesString(head), h, &vals, 100); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

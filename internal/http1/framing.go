@@ -93,14 +93,36 @@ func chunkedLast[T text](value T) bool {
 	return EqualFold(TrimOWS(last), "chunked")
 }
 
-// Connection takes one Connection value, noting close and keep-alive.
-func (f *Fields) Connection(value string) {
-	f.setConnection(HasToken(value, "close"), HasToken(value, "keep-alive"))
+// Connection takes one Connection value, noting close and keep-alive. It reports whether the
+// value lists upgrade (RFC 9110 §7.8), which a server needs to decide an upgrade.
+func (f *Fields) Connection(value string) (upgrade bool) {
+	c, k, u := connectionTokens(value)
+	f.setConnection(c, k)
+	return u
 }
 
 // ConnectionBytes is Connection for a value read into a byte slice.
-func (f *Fields) ConnectionBytes(value []byte) {
-	f.setConnection(HasToken(value, "close"), HasToken(value, "keep-alive"))
+func (f *Fields) ConnectionBytes(value []byte) (upgrade bool) {
+	c, k, u := connectionTokens(value)
+	f.setConnection(c, k)
+	return u
+}
+
+// connectionTokens reads a Connection value's list in one pass.
+func connectionTokens[T text](value T) (close, keepAlive, upgrade bool) {
+	for len(value) > 0 {
+		var t T
+		t, value = CutList(value)
+		switch len(t) {
+		case len("close"):
+			close = close || EqualFold(t, "close")
+		case len("keep-alive"):
+			keepAlive = keepAlive || EqualFold(t, "keep-alive")
+		case len("upgrade"):
+			upgrade = upgrade || EqualFold(t, "upgrade")
+		}
+	}
+	return close, keepAlive, upgrade
 }
 
 func (f *Fields) setConnection(close, keepAlive bool) {

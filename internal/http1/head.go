@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"strings"
 )
 
 // Errors of the parsers. Callers map them to their replies: ErrMalformed to 400 downstream
@@ -52,26 +53,25 @@ func bareLineEnd(b []byte, from int) bool {
 
 // CutLine returns the first CRLF-terminated line of s and the rest. ok is false when s holds
 // no CRLF, or a bare LF comes first.
-func CutLine[T text](s T) (line, rest T, ok bool) {
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\n':
-			if i == 0 || s[i-1] != '\r' {
-				return s[:0], s[:0], false
-			}
-			return s[:i-1], s[i+1:], true
-		}
+func CutLine(s string) (line, rest string, ok bool) {
+	i := strings.IndexByte(s, '\n')
+	if i <= 0 || s[i-1] != '\r' {
+		return "", "", false
 	}
-	return s[:0], s[:0], false
+	return s[:i-1], s[i+1:], true
 }
 
 // SplitField splits a field line "name: value", trimming the value's optional whitespace.
 // It refuses obsolete line folding, a name that is not a token (including whitespace before
 // the colon, RFC 9112 §5.1) and a value with a control character.
 func SplitField[T text](line T) (name, value T, err error) {
-	colon := indexByte(line, ':')
-	if colon <= 0 || !ValidToken(line[:colon]) {
-		return line[:0], line[:0], ErrMalformed // a folded line starts with SP or HTAB
+	colon := 0
+	for colon < len(line) && tokenChars[line[colon]] {
+		colon++
+	}
+	// A folded line starts with SP or HTAB, so it has no name.
+	if colon == 0 || colon == len(line) || line[colon] != ':' {
+		return line[:0], line[:0], ErrMalformed
 	}
 	value = TrimOWS(line[colon+1:])
 	if !ValidValue(value) {
@@ -248,8 +248,7 @@ func (rh *RequestHead) field(f *Fields, name, value string, add func(name, value
 		}
 	case len("connection"):
 		if EqualFold(name, "connection") {
-			f.Connection(value)
-			rh.ConnUpgrade = rh.ConnUpgrade || HasToken(value, "upgrade")
+			rh.ConnUpgrade = f.Connection(value) || rh.ConnUpgrade
 			if rh.Connection == "" {
 				rh.Connection = value
 			} else {
