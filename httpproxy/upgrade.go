@@ -153,7 +153,12 @@ func (s *stream) forwardUpgrade(mgr *pool.Manager, m *route.Match) {
 	if r.Priority == route.PriorityHigh {
 		prio = config.PriorityHigh
 	}
-	up, err := mgr.ConnectTCP(&s.ctx, hst, prio)
+	h2 := !terminate && mgr.Protocol(&pool.Request{HTTP2: s.h2w != nil}) == pool.HTTP2
+	var alpn []string
+	if h2 {
+		alpn = []string{"h2"}
+	}
+	up, err := mgr.ConnectALPN(&s.ctx, hst, prio, alpn)
 	if err != nil {
 		kind := classify(err, &s.ctx)
 		reportFailure(c, hst, kind, err)
@@ -178,7 +183,7 @@ func (s *stream) forwardUpgrade(mgr *pool.Manager, m *route.Match) {
 		s.splice(tcpEnd(up, up), m)
 		return
 	}
-	if mgr.Protocol(&pool.Request{HTTP2: s.h2w != nil}) == pool.HTTP2 {
+	if h2 {
 		s.upgradeOverH2(up, m, snap.Stats, deadline)
 		return
 	}

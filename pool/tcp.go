@@ -19,6 +19,13 @@ type TCPConn struct {
 // fails with an error wrapping breaker.ErrOverflow when max_connections of priority prio is
 // reached (upstream_cx_overflow), or with ErrConnectFailure / ErrConnectTimeout.
 func (m *Manager) ConnectTCP(ctx context.Context, h *host.Host, prio config.Priority) (*TCPConn, error) {
+	return m.ConnectALPN(ctx, h, prio, nil)
+}
+
+// ConnectALPN is ConnectTCP offering alpn in the TLS handshake instead of the TLS
+// configuration's protocols (nil keeps them): the connection manager opens upgrade tunnels
+// to HTTP/2 clusters with ["h2"], as the HTTP/2 pool does.
+func (m *Manager) ConnectALPN(ctx context.Context, h *host.Host, prio config.Priority, alpn []string) (*TCPConn, error) {
 	hp, err := m.pool(h)
 	if err != nil {
 		return nil, err
@@ -32,7 +39,7 @@ func (m *Manager) ConnectTCP(ctx context.Context, h *host.Host, prio config.Prio
 		m.st.UpstreamCxOverflow.Inc()
 		return nil, m.errCxOverflow
 	}
-	uc, err := hp.connect(ctx, nil, cx)
+	uc, err := hp.connect(ctx, alpn, cx)
 	if err != nil {
 		return nil, err
 	}
