@@ -201,3 +201,51 @@ func TestFrameGate(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFrameGate feeds arbitrary client bytes after the preface through the wire, read in
+// pieces of a fuzzed size: it must not panic, must hand every byte over in order, and may
+// only add whole poison fields (4 bytes each).
+func FuzzFrameGate(f *testing.F) {
+	var seed bytes.Buffer
+	fr := http2.NewFramer(&seed, nil)
+	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1}, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 2})
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, kv := range [][2]string{{":method", "GET"}, {":path", "/"}, {"connection", "close"}, {"te", "gzip"}} {
+		enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes()[:3], PadLength: 2})
+	fr.WriteContinuation(1, true, block.Bytes()[3:])
+	fr.WriteData(1, true, []byte("body"))
+	f.Add(seed.Bytes(), uint16(1))
+	f.Add(seed.Bytes(), uint16(9000))
+	f.Add([]byte{0, 0, 5, 1, 0x2c, 0, 0, 0, 1, 9, 0x20}, uint16(3))
+	f.Fuzz(func(t *testing.T, in []byte, size uint16) {
+		a, b := net.Pipe()
+		go func() {
+			b.Write([]byte(http2.ClientPreface))
+			b.Write(in)
+			b.Close()
+		}()
+		w := &h2wire{Conn: a, gate: frameGate{skip: h2PrefaceLen}}
+		var out bytes.Buffer
+		buf := make([]byte, int(size)%(3*h2ReadBuffer)+1)
+		for {
+			n, err := w.Read(buf)
+			out.Write(buf[:n])
+			if err != nil {
+				break
+			}
+		}
+		a.Close()
+		got := out.Bytes()[len(http2.ClientPreface):]
+		if extra := len(got) - len(in); extra < 0 || extra%len(poisonField) != 0 {
+			t.Fatalf("%d bytes in, %d out", len(in), len(got))
+		}
+		if len(got) == len(in) && !bytes.Equal(got, in) && !bytes.Contains(in, []byte{0, 0}) {
+			// Only SETTINGS identifiers change in place; the frames that carry them have a
+			// length whose first byte is 0, so an input without two zero bytes is never one.
+			t.Fatalf("bytes changed: %x -> %x", in, got)
+		}
+	})
+}
