@@ -419,10 +419,13 @@ func (c *h1conn) exchange(ctx context.Context, req *Request, resp *Response) (st
 
 // exchangeBody sends the request body while another goroutine reads the response head: an
 // upstream may answer before the body is whole (a 401 or 413 to a large upload) and stop
-// reading it. Such an answer stops the upload, as Envoy stops it: the body stops being read
-// and a write blocked on the upstream is woken by an expired write deadline. The response is
-// returned, and the connection, with its request unfinished, is not reused. rx is the byte
-// count of the connection when the request started.
+// reading it. Such an answer stops the upload: the body is not read on (a read already
+// waiting for the client ends first) and a write blocked on the upstream is woken by an
+// expired write deadline. The response is returned, and the connection, with its request
+// unfinished, is not reused. Envoy sends on until the response ends; stopping at its head
+// keeps the body with the goroutine that owns the downstream connection, at the cost of
+// HTTP/1.1 upstreams that answer while still reading (rare: net/http's server cannot). rx is
+// the byte count of the connection when the request started.
 func (c *h1conn) exchangeBody(ctx context.Context, req *Request, resp *Response, rx int64) (stale bool, err error) {
 	if c.head == nil {
 		c.head = make(chan error, 1)
