@@ -38,6 +38,18 @@
 // at its boundary, and the head allowed it: HTTP/1.1 unless "Connection: close", HTTP/1.0
 // only with "Connection: keep-alive" (RFC 9112 §9.3).
 //
+// # Where Legate is stricter than net/http
+//
+// TestDifferentialNetHTTP and FuzzFraming hold this package to net/http's parser on input
+// both accept. Legate refuses on purpose: bare LF line ends in request heads and chunked
+// framing; obsolete line folding; a request with both Transfer-Encoding and Content-Length,
+// or with Transfer-Encoding in HTTP/1.0; versions other than HTTP/1.0 and 1.1; status codes
+// below 100; 16-digit chunk sizes; a Host or absolute-form authority that is not host[:port]
+// (userinfo included); "http://h?q" targets; control characters in chunk extensions. On
+// input both accept, Legate closes the connection after a response with both chunked and
+// Content-Length and after a 101, and skips empty lines before a request line (RFC 9112
+// §2.2), which net/http's ReadRequest refuses.
+//
 // Everything here is safe for concurrent use except Body and Fields, which belong to the
 // goroutine reading one message. Nothing allocates on the request path.
 package http1
