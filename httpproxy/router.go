@@ -89,18 +89,28 @@ func (s *stream) routeRequest() {
 	s.forward(mgr, m)
 }
 
-// upstreamTarget applies the route's path and host rewrites: it returns the upstream
-// request's path (recording the original in x-envoy-original-path) and authority.
-func (s *stream) upstreamTarget(m *route.Match) (path, authority string) {
+// upstreamRequest starts the upstream request from the inbound one, which the router never
+// changes (as httputil.ReverseProxy builds outreq): the route's path and host rewrites
+// (s.outPath, s.outAuthority, the original path in x-envoy-original-path) and the header it
+// returns, a map of the stream's own whose values share the inbound ones with their capacity
+// clipped, so that appending to one copies it. From here on the access log shows this
+// request, as Envoy's shows the request its router rewrote in place.
+func (s *stream) upstreamRequest(m *route.Match) http.Header {
+	hd := s.outHdr
+	clear(hd)
+	for k, vs := range s.req.Header {
+		hd[k] = vs[:len(vs):len(vs)]
+	}
 	path, rewritten := m.Route.RewritePath(s.req.Path)
 	if rewritten {
-		s.setReqHeader(hdrOriginalPath, s.req.Path)
+		s.setHeader(hd, hdrOriginalPath, s.req.Path)
 	}
-	authority = s.req.Authority
+	s.outPath, s.outAuthority = path, s.req.Authority
 	if m.HostRewrite != "" {
-		authority = m.HostRewrite
+		s.outAuthority = m.HostRewrite
 	}
-	return path, authority
+	s.forwarded = true
+	return hd
 }
 
 // forward sends the request to the cluster, retrying as the route's retry policy allows, and
@@ -113,8 +123,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	now := s.h.sh.deps.Now
 
 	// The upstream request.
-	hd := s.req.Header
-	path, authority := s.upstreamTarget(m)
+	hd := s.upstreamRequest(m)
 	timeout := r.Timeout
 	if v := hd[hdrUpstreamTimeout]; len(v) > 0 {
 		if ms, err := strconv.ParseUint(v[0], 10, 32); err == nil {
@@ -123,13 +132,14 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		delete(hd, hdrUpstreamTimeout)
 	}
 	if timeout > 0 {
-		s.setReqHeader(hdrExpectedTimeout, s.itoa(timeout.Milliseconds()))
+		s.setHeader(hd, hdrExpectedTimeout, s.itoa(timeout.Milliseconds()))
 	}
 	s.fillEntryBasics()
 	m.FinalizeRequestHeaders(hd, &s.entry)
+	policy := s.retryPolicy(r.RetryPolicy, hd) // consumes x-envoy-retry-on, x-envoy-max-retries
 	s.up.Method = s.req.Method
-	s.up.Path = path
-	s.up.Host = authority
+	s.up.Path = s.outPath
+	s.up.Host = s.outAuthority
 	s.up.Header = pool.AppendHTTPHeader(s.up.Header[:0], hd)
 	s.up.Body = s.body
 	s.up.ContentLength = s.contentLength
@@ -152,7 +162,6 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		s.req.AddCookie = s.addCookie
 		s.lbctx.HashKey, s.lbctx.HasHashKey = r.HashKey(&s.req, s.clientIP)
 	}
-	policy := s.retryPolicy(r.RetryPolicy, hd)
 	if policy != nil && policy.NumRetries > 0 && s.body != nil && !s.bufferBody() {
 		policy = nil // the body did not fit the retry buffer: no retries
 	}

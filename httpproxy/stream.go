@@ -81,6 +81,10 @@ type stream struct {
 
 	req           route.Request
 	hdr           http.Header // HTTP/1 request header storage
+	outHdr        http.Header // the upstream request's header (upstreamRequest)
+	outPath       string      // the upstream request's :path and :authority, once forwarded
+	outAuthority  string
+	forwarded     bool // the router built the upstream request: the access log shows it
 	vals          []string
 	arena         []byte
 	body          io.Reader
@@ -143,7 +147,7 @@ type stream struct {
 }
 
 var streamPool = sync.Pool{New: func() any {
-	s := &stream{hdr: make(http.Header, 16), respStore: make(http.Header, 16), trailers: make(http.Header, 2)}
+	s := &stream{hdr: make(http.Header, 16), outHdr: make(http.Header, 16), respStore: make(http.Header, 16), trailers: make(http.Header, 2)}
 	s.addCookie = s.addDownstreamCookie
 	s.keepTrailer = s.addTrailer
 	return s
@@ -157,6 +161,7 @@ func putStream(s *stream) {
 	s.h, s.sc, s.h2w, s.drain, s.match, s.body, s.h2req, s.skip = nil, nil, nil, nil, nil, nil, nil, nil
 	s.reqObserved, s.respObserved = observedBody{}, observedBody{}
 	clear(s.trailers)
+	clear(s.outHdr)
 	s.req = route.Request{}
 	s.fx = filter.Exchange{}
 	clear(s.chain)
@@ -186,7 +191,7 @@ func (s *stream) begin(h *Handler) {
 	s.status, s.headSent, s.closeConn, s.aborted = 0, false, false, false
 	s.bytesIn, s.bytesOut = 0, 0
 	s.flags, s.details, s.cluster, s.upstream, s.attempts, s.requestID = 0, "", "", "", 0, ""
-	s.gone = false
+	s.gone, s.forwarded = false, false
 	s.bodyBuf = s.bodyBuf[:0]
 	s.setCookies = s.setCookies[:0]
 	s.trailersOut = false
@@ -455,10 +460,13 @@ func joinComma(vs []string) string {
 }
 
 // setReqHeader sets a request header with one value without allocating the value slice.
-func (s *stream) setReqHeader(key, value string) {
+func (s *stream) setReqHeader(key, value string) { s.setHeader(s.req.Header, key, value) }
+
+// setHeader sets a header of h with one value, kept in the stream's value storage.
+func (s *stream) setHeader(h http.Header, key, value string) {
 	s.vals = append(s.vals, value)
 	n := len(s.vals)
-	s.req.Header[key] = s.vals[n-1 : n : n]
+	h[key] = s.vals[n-1 : n : n]
 }
 
 // setRespHeader is setReqHeader for the response.
@@ -771,6 +779,9 @@ func (s *stream) fillEntryBasics() {
 	e.StartTime = s.start
 	e.Method, e.Path, e.Authority, e.Scheme = s.req.Method, s.req.Path, s.req.Authority, s.req.Scheme
 	e.RequestHeaders = s.req.Header
+	if s.forwarded {
+		e.Path, e.Authority, e.RequestHeaders = s.outPath, s.outAuthority, s.outHdr
+	}
 	e.Protocol = s.proto
 	e.DownstreamRemoteAddress = s.client
 	if s.client == "" { // answered before the request's headers were applied

@@ -323,8 +323,8 @@ func readUpgradeResponse(br *bufio.Reader, upgrade string) (*http.Response, erro
 // rewrites and header mutations apply; an extended CONNECT becomes a GET with
 // "upgrade: <protocol>", as Envoy converts it for HTTP/1.1 upstreams.
 func (s *stream) upgradeHead(m *route.Match) ([]byte, error) {
-	path, authority := s.upstreamTarget(m)
-	hd := s.req.Header
+	hd := s.upstreamRequest(m)
+	path, authority := s.outPath, s.outAuthority
 	s.fillEntryBasics()
 	m.FinalizeRequestHeaders(hd, &s.entry)
 	method, target := s.req.Method, path

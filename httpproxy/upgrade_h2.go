@@ -66,8 +66,8 @@ func (s *stream) upgradeOverH2(up *pool.TCPConn, m *route.Match, cs *cluster.Sta
 // extendedConnect builds the HTTP/2 request of an upgrade: the route's rewrites and header
 // mutations apply, the Upgrade type goes in :protocol, and body streams the client's bytes.
 func (s *stream) extendedConnect(m *route.Match, body io.ReadCloser) (*http.Request, error) {
-	path, authority := s.upstreamTarget(m)
-	hd := s.req.Header
+	hd := s.upstreamRequest(m)
+	path, authority := s.outPath, s.outAuthority
 	s.fillEntryBasics()
 	m.FinalizeRequestHeaders(hd, &s.entry)
 	h := make(http.Header, len(hd)+1)
