@@ -20,7 +20,7 @@ import (
 // buffer (over the buffer limit) is not mirrored. Copies outlive the stream, so each owns its
 // strings and body; the handler's Close cancels those still running.
 func (s *stream) startMirrors(r *route.Route, timeout time.Duration) {
-	if s.body != nil && s.bodyBuf == nil && !s.bufferBody() {
+	if s.body != nil && !s.bodyBuffered && !s.bufferBody() {
 		return
 	}
 	for i := range r.Mirrors {

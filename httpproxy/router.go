@@ -185,6 +185,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		if retryRes != nil {
 			retryRes.Release()
 		}
+		s.revokeBody()
 	}()
 	for {
 		hst, err := c.Pick(&s.lbctx)
@@ -204,10 +205,13 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 			}
 		}
 		s.ctx.reset(tryDeadline)
-		if s.body != nil && s.bodyBuf != nil {
+		s.revokeBody() // the last attempt's HTTP/2 transport may still read it
+		s.up.Body = s.body
+		if s.bodyBuffered {
 			s.bodyReplay.Reset(s.bodyBuf)
 			s.up.Body = &s.bodyReplay
 		}
+		s.lendBody(mgr)
 		upStart := now()
 		err = mgr.RoundTrip(&s.ctx, hst, &s.up, &s.upResp)
 		if retryRes != nil {
@@ -216,6 +220,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		}
 		if err != nil {
 			s.upResp.Close()
+			s.revokeBody() // before the body's state is read
 			kind := s.classify(err)
 			reportFailure(c, hst, kind, err)
 			if kind == failOverflow {
@@ -607,7 +612,7 @@ func (s *stream) bufferBody() bool {
 			return false
 		}
 	}
-	s.bodyBuf = buf
+	s.bodyBuf, s.bodyBuffered = buf, true
 	s.contentLength = int64(len(buf))
 	s.up.ContentLength = s.contentLength
 	return true
@@ -665,6 +670,7 @@ func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, 
 // an upstream failure is charged to h, reported to c's outlier detector as a connect failure
 // as Envoy's router does.
 func (s *stream) responseCut(c *cluster.Cluster, h *host.Host) {
+	s.revokeBody() // before the body's state is read
 	upErr := s.respObserved.err
 	switch {
 	case s.bodyFault(upErr) != faultNone:

@@ -93,33 +93,38 @@ type stream struct {
 	fx            filter.Exchange
 	gone          bool // the client went away while a filter paused the request (body.go)
 
-	resp        http.Header
-	respStore   http.Header // HTTP/1 response header storage
-	respVals    []string
-	status      int
-	headSent    bool
-	closeConn   bool
-	aborted     bool // the response started and cannot be completed: reset it
-	bytesIn     int64
-	bytesOut    int64
-	flags       accesslog.ResponseFlags
-	details     string
-	cluster     string
-	upstream    string
-	attempts    uint32
-	requestID   string
-	match       *route.Match
-	up          pool.Request
-	upResp      pool.Response
-	lbctx       lb.Context
-	ctx         deadlineCtx
-	bodyBuf     []byte
-	bodyReplay  bytes.Reader
-	entry       accesslog.Entry
-	logBuf      []byte
-	mergedRetry route.RetryPolicy                                 // the route's retry policy with x-envoy-retry-on/max-retries
-	setCookies  []string                                          // hash policy cookies for the response
-	addCookie   func(name, path string, ttl time.Duration) string // s.addDownstreamCookie, made once
+	resp      http.Header
+	respStore http.Header // HTTP/1 response header storage
+	respVals  []string
+	status    int
+	headSent  bool
+	closeConn bool
+	aborted   bool // the response started and cannot be completed: reset it
+	bytesIn   int64
+	bytesOut  int64
+	flags     accesslog.ResponseFlags
+	details   string
+	cluster   string
+	upstream  string
+	attempts  uint32
+	requestID string
+	match     *route.Match
+	up        pool.Request
+	upResp    pool.Response
+	lbctx     lb.Context
+	ctx       deadlineCtx
+	bodyBuf   []byte
+	// bodyBuffered: bodyBuf holds the whole request body, replayed to each attempt (bodyBuf
+	// itself keeps its storage between requests, so it says nothing).
+	bodyBuffered bool
+	bodyReplay   bytes.Reader
+	lease        *bodyLease // the body lent to the current HTTP/2 upstream exchange (bodylease.go)
+	bodyWoken    bool       // revokeBody woke a Read of the body: its error is not the client's
+	entry        accesslog.Entry
+	logBuf       []byte
+	mergedRetry  route.RetryPolicy                                 // the route's retry policy with x-envoy-retry-on/max-retries
+	setCookies   []string                                          // hash policy cookies for the response
+	addCookie    func(name, path string, ttl time.Duration) string // s.addDownstreamCookie, made once
 
 	// chain is this stream's filters when its handler has ECDS filters (pinFilters, ecds.go);
 	// empty otherwise, and then h.filters serve.
@@ -191,8 +196,8 @@ func (s *stream) begin(h *Handler) {
 	s.status, s.headSent, s.closeConn, s.aborted = 0, false, false, false
 	s.bytesIn, s.bytesOut = 0, 0
 	s.flags, s.details, s.cluster, s.upstream, s.attempts, s.requestID = 0, "", "", "", 0, ""
-	s.gone, s.forwarded = false, false
-	s.bodyBuf = s.bodyBuf[:0]
+	s.gone, s.forwarded, s.bodyWoken = false, false, false
+	s.bodyBuf, s.bodyBuffered = s.bodyBuf[:0], false
 	s.setCookies = s.setCookies[:0]
 	s.trailersOut = false
 	s.teTrailers = false
@@ -665,7 +670,7 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 // not ended (the upstream answered early, or the answer is local) and is larger than the
 // connection drains to carry another request: the connection closes after the response.
 func (s *stream) bodyLeftUndrained() bool {
-	return s.body != nil && !s.hbody.done && (s.contentLength < 0 || s.contentLength > maxDrainedBody)
+	return s.body != nil && !s.bodyEnded() && (s.contentLength < 0 || s.contentLength > maxDrainedBody)
 }
 
 func (s *stream) sendHeadH2(status int, contentLength int64) {
