@@ -27,6 +27,16 @@
 // HEADERS, and HTTP/1.1 chunked trailers to clients that sent "TE: trailers" (Envoy's default
 // drops them otherwise); request trailers reach HTTP/2 upstreams only.
 //
+// Responses stream: a body is forwarded as it arrives, the HTTP/1 writer flushing whenever
+// the next upstream read may wait (pool.Response.BodyReady), while a body already buffered
+// goes out with its head in one write; a slow client holds the upstream back through TCP.
+// The router builds the upstream request from the inbound one and never changes it; the
+// access log shows the upstream request, as Envoy's shows what its router rewrote in place.
+// A request body the client cannot deliver (bodyfault.go) is the client's error, charged to
+// no host: a malformed one is answered 400 (DPE, http1.codec_error), a client that left is
+// not answered (DC, or DR for an HTTP/2 stream reset). A body lent to an HTTP/2 upstream
+// exchange is revoked before the stream moves on (bodylease.go).
+//
 // Upgrades (upgrade.go, extconnect.go): upgrade_configs of the connection manager and of
 // routes decide WebSocket (and other Upgrade) requests, CONNECT and HTTP/2 extended CONNECT
 // (RFC 8441, on listeners with http2_protocol_options.allow_connect); an accepted upgrade
