@@ -34,6 +34,7 @@ import (
 	"github.com/legateproxy/legate/stats/tags"
 	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/xds"
+	"github.com/legateproxy/legate/xds/resource"
 )
 
 // State is the server state as /ready, /server_info and server.state report
@@ -54,6 +55,9 @@ type Server struct {
 	opts  *options.Options
 	boot  *config.Bootstrap
 	start time.Time
+	// staticDeps are the static listeners with the xDS resources they
+	// subscribe to (those that decode; the data plane reports the others).
+	staticDeps []*resource.Listener
 
 	logs         *logging.Registry
 	log          *logging.Logger
@@ -513,8 +517,9 @@ func (s *Server) HotRestartVersion() string {
 	return HotRestartVersion
 }
 
-// UnreadyTargets implements /init_dump: the init managers of the listeners
-// warming on LDS, as Envoy dumps them (mask "listener"). Legate also lists
+// UnreadyTargets implements /init_dump: the listeners' init managers as
+// Envoy dumps them (mask "listener"): the static ones until the server is
+// LIVE, then those warming on LDS. Legate also lists
 // the server's own manager while it is pending (mask "server"), so a stuck
 // start-up (a cluster warming, a first xDS fetch) is visible.
 func (s *Server) UnreadyTargets(mask string) *adminv3.UnreadyTargetsDumps {
@@ -531,8 +536,33 @@ func (s *Server) UnreadyTargets(mask string) *adminv3.UnreadyTargetsDumps {
 			out.UnreadyTargetsDumps = append(out.UnreadyTargetsDumps, d)
 		}
 	}
+	if mask != "server" {
+		out.UnreadyTargetsDumps = append(out.UnreadyTargetsDumps, s.staticListenerInitDumps()...)
+	}
 	if mask != "server" && s.xds != nil {
 		out.UnreadyTargetsDumps = append(out.UnreadyTargetsDumps, s.xds.ListenerInitDumps()...)
+	}
+	return out
+}
+
+// staticListenerInitDumps are the static listeners' init managers, which
+// Envoy dumps until the workers start: one entry per listener, with the
+// subscriptions it still waits for (none: no target_names).
+func (s *Server) staticListenerInitDumps() []*adminv3.UnreadyTargetsDumps_UnreadyTargetsDump {
+	if s.initialized.Load() {
+		return nil
+	}
+	pending := map[string]bool{}
+	for _, p := range s.init.Unready() {
+		pending[p] = true
+	}
+	ready := func(target string) bool { return !pending[target] }
+	out := make([]*adminv3.UnreadyTargetsDumps_UnreadyTargetsDump, 0, len(s.staticDeps))
+	for _, l := range s.staticDeps {
+		out = append(out, &adminv3.UnreadyTargetsDumps_UnreadyTargetsDump{
+			Name:        xds.ListenerInitManagerName(l.Name, l.Config.Proto),
+			TargetNames: xds.ListenerInitTargets(l, ready),
+		})
 	}
 	return out
 }

@@ -27,7 +27,14 @@ import (
 // or EDS clusters, and registers the clusters config dump: the client's,
 // which adds CDS error states, or the cluster manager's.
 func (s *Server) buildXDS() error {
-	needed := s.boot.Proto.GetDynamicResources() != nil || staticListenersDiscover(s.boot.Proto.GetStaticResources().GetListeners())
+	s.staticDeps = decodeStaticListeners(s.boot.Proto.GetStaticResources().GetListeners())
+	needed := s.boot.Proto.GetDynamicResources() != nil
+	for _, l := range s.staticDeps {
+		// Envoy starts these subscriptions without a dynamic_resources block.
+		if len(l.Routes)+len(l.ScopedRoutes)+len(l.Extensions)+len(l.Secrets) > 0 {
+			needed = true
+		}
+	}
 	for _, c := range s.boot.Clusters {
 		if c.Proto.GetEdsClusterConfig() != nil || xds.HasClusterSecrets(c.TransportSocket) {
 			needed = true
@@ -98,26 +105,21 @@ func (s *Server) buildXDS() error {
 	return s.dumps.Add(configdump.Tracker{Key: "clusters", Dump: client.ClustersConfigDump})
 }
 
-// staticListenersDiscover reports whether a static listener subscribes to
-// something over xDS (RDS, SRDS, ECDS or SDS through its own config
-// source): Envoy starts those subscriptions without a dynamic_resources
-// block, so Legate's xDS client must exist for them too. A listener that
-// does not decode is left to the data plane to report.
-func staticListenersDiscover(ls []*listenerv3.Listener) bool {
+// decodeStaticListeners decodes the static listeners as LDS would, to learn
+// the xDS resources each subscribes to (RDS, SRDS, ECDS, SDS). A listener
+// that does not decode is left out: the data plane reports it.
+func decodeStaticListeners(ls []*listenerv3.Listener) []*resource.Listener {
+	var out []*resource.Listener
 	for _, l := range ls {
 		a, err := anypb.New(l)
 		if err != nil {
 			continue
 		}
-		rl, err := resource.DecodeListener(a)
-		if err != nil {
-			continue
-		}
-		if len(rl.Routes)+len(rl.ScopedRoutes)+len(rl.Extensions)+len(rl.Secrets) > 0 {
-			return true
+		if rl, err := resource.DecodeListener(a); err == nil {
+			out = append(out, rl)
 		}
 	}
-	return false
+	return out
 }
 
 // dialXDS connects to a host of the bootstrap cluster serving xDS, with the

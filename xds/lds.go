@@ -587,7 +587,7 @@ func (c *Client) ListenerInitDumps() []*adminv3.UnreadyTargetsDumps_UnreadyTarge
 			continue
 		}
 		out = append(out, &adminv3.UnreadyTargetsDumps_UnreadyTargetsDump{
-			Name:        "init manager Listener-local-init-manager " + name + " " + strconv.FormatUint(configHash(l.rl.Config.Proto), 10),
+			Name:        ListenerInitManagerName(name, l.rl.Config.Proto),
 			TargetNames: l.pendingTargets(),
 		})
 	}
@@ -595,28 +595,52 @@ func (c *Client) ListenerInitDumps() []*adminv3.UnreadyTargetsDumps_UnreadyTarge
 }
 
 // pendingTargets names l's dependencies that have neither arrived nor timed
-// out, with Envoy's init target names.
+// out, with the init target names the server's init manager uses.
 func (l *ldsListener) pendingTargets() []string {
 	var out []string
 	for _, d := range l.deps {
-		if d.ready() {
-			continue
-		}
-		switch d.h.kind {
-		case rdsKind:
-			out = append(out, "target RdsRouteConfigSubscription RDS init "+d.sub.name)
-		case sdsKind:
-			out = append(out, "target SdsApi "+d.sub.name)
-		case ecdsKind:
-			out = append(out, "target DynamicFilterConfigProviderImpl "+d.sub.name)
+		if !d.ready() && d.h.kind.initTarget != nil {
+			out = append(out, "target "+d.h.kind.initTarget(d.sub.name))
 		}
 	}
 	for _, s := range l.scoped {
 		if !s.ready() {
-			out = append(out, "target ScopedRdsConfigSubscription "+s.name)
+			out = append(out, "target "+srdsInitTarget(s.name))
 		}
 	}
 	return out
+}
+
+// ListenerInitTargets names the init targets l's dependencies register
+// while the server initializes (a static listener's RDS, SRDS, ECDS and SDS
+// subscriptions), in /init_dump's spelling ("target <name>"); ready reports
+// whether the server's target of that name is done.
+func ListenerInitTargets(l *resource.Listener, ready func(target string) bool) []string {
+	var out []string
+	add := func(target string) {
+		if !ready(target) {
+			out = append(out, "target "+target)
+		}
+	}
+	for _, d := range l.Routes {
+		add(rdsKind.initTarget(d.Name))
+	}
+	for _, d := range l.ScopedRoutes {
+		add(srdsInitTarget(d.Name))
+	}
+	for _, d := range l.Extensions {
+		add(ecdsKind.initTarget(d.Name))
+	}
+	for _, d := range l.Secrets {
+		add(sdsKind.initTarget(d.Name))
+	}
+	return out
+}
+
+// ListenerInitManagerName is Envoy's name of a listener's init manager in
+// /init_dump.
+func ListenerInitManagerName(name string, config proto.Message) string {
+	return "init manager Listener-local-init-manager " + name + " " + strconv.FormatUint(configHash(config), 10)
 }
 
 // configHash identifies a listener's configuration in its init manager's

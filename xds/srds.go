@@ -71,6 +71,10 @@ type srdsScope struct {
 	key string
 }
 
+// srdsInitTarget is the init target of the SRDS subscription of scoped_routes
+// name.
+func srdsInitTarget(name string) string { return "SRDS " + name }
+
 // srdsFor returns the SRDS handler of src, creating it (with its stats under prefix) on first
 // use.
 func (c *Client) srdsFor(src resource.Source, prefix, initName string) (*srdsHandler, error) {
@@ -415,7 +419,7 @@ func (c *Client) watchScopes(sr *hcmv3.ScopedRoutes, statPrefix string, reportFi
 		if src.Self {
 			return nil, errors.New("scoped_routes.scoped_rds.scoped_rds_config_source.self is not supported")
 		}
-		if w.h, err = c.srdsFor(src, "http."+statPrefix+".scoped_rds."+sr.GetName()+".", "SRDS "+sr.GetName()); err != nil {
+		if w.h, err = c.srdsFor(src, "http."+statPrefix+".scoped_rds."+sr.GetName()+".", srdsInitTarget(sr.GetName())); err != nil {
 			return nil, fmt.Errorf("scoped_routes %q: %w", sr.GetName(), err)
 		}
 	default:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/legateproxy/legate/xds/xdstest"
 )
@@ -27,6 +28,20 @@ func warmingListenerHCM(route string) string {
       - name: envoy.filters.http.router
         typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
 `
+}
+
+// waitRouteRequest waits until xds receives a state-of-the-world request for
+// route configuration name.
+func waitRouteRequest(t *testing.T, xds *xdstest.Server, name string) {
+	t.Helper()
+	waitXDS(t, xds, "a request for route configuration "+name, func() bool {
+		for _, r := range xds.Requests() {
+			if r.GetTypeUrl() == resourcev3.RouteType && slices.Contains(r.GetResourceNames(), name) {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // initDump is /init_dump's shape.
@@ -91,19 +106,57 @@ func TestSignalWhileInitializing(t *testing.T) {
 	})
 	p := launch(t, "-c", writeConfig(t, adsBootstrap("e2e-init", xds, []string{"lds_config"})))
 	p.waitAdminAddr()
-	waitXDS(t, xds, "the listener's subscription to its route", func() bool {
-		for _, r := range xds.Requests() {
-			if r.GetTypeUrl() == resourcev3.RouteType && slices.Contains(r.GetResourceNames(), "never") {
-				return true
-			}
-		}
-		return false
-	})
+	waitRouteRequest(t, xds, "never")
 	if code, _, body := p.get("/ready"); code != 503 || body != "INITIALIZING\n" {
 		t.Fatalf("GET /ready = %d %q; want 503 INITIALIZING", code, body)
 	}
 	p.signal(syscall.SIGTERM)
 	if code := p.wait(10 * time.Second); code != 0 {
 		t.Errorf("exit code after SIGTERM while initializing = %d; want 0", code)
+	}
+}
+
+// TestStaticListenerInitDump: until the server is LIVE, /init_dump?mask=listener
+// has one init manager per static listener, as Envoy's before its workers
+// start: the one waiting for its RDS route names that target, the one
+// waiting for nothing has no target_names. Once LIVE the dump is {}.
+func TestStaticListenerInitDump(t *testing.T) {
+	xds := xdstest.New(t, xdstest.Options{Node: "e2e-static-init"})
+	const grpcSource = `{resource_api_version: V3, initial_fetch_timeout: 0s, api_config_source: {api_type: GRPC, transport_api_version: V3, grpc_services: [{envoy_grpc: {cluster_name: xds}}]}}`
+	waiting := hcmListener(t, "waiting", freePort(t), `      rds: {route_config_name: slow_route, config_source: `+grpcSource+`}
+      http_filters:
+      - name: envoy.filters.http.router
+        typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
+`)
+	ready := hcmListener(t, "ready", freePort(t), `      route_config: {virtual_hosts: [{name: all, domains: ["*"], routes: [{match: {prefix: "/"}, direct_response: {status: 200}}]}]}
+      http_filters:
+      - name: envoy.filters.http.router
+        typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
+`)
+	cfg := `
+node: {id: e2e-static-init, cluster: e2e}
+admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
+static_resources:
+  listeners: [` + protojson.Format(waiting) + `, ` + protojson.Format(ready) + `]
+  clusters:
+` + xdsCluster(xds)
+	p := launch(t, "-c", writeConfig(t, cfg))
+	p.waitAdminAddr()
+	waitRouteRequest(t, xds, "slow_route")
+	_, _, body := p.get("/init_dump?mask=listener")
+	var d initDump
+	if err := json.Unmarshal([]byte(body), &d); err != nil {
+		t.Fatalf("/init_dump?mask=listener: %v\n%s", err, body)
+	}
+	name := regexp.MustCompile(`^init manager Listener-local-init-manager (waiting|ready) [0-9]+$`)
+	if len(d.Dumps) != 2 || !name.MatchString(d.Dumps[0].Name) || !name.MatchString(d.Dumps[1].Name) ||
+		!strings.Contains(d.Dumps[0].Name, " waiting ") || strings.Join(d.Dumps[0].TargetNames, "|") != "target RdsRouteConfigSubscription RDS init slow_route" ||
+		!strings.Contains(d.Dumps[1].Name, " ready ") || len(d.Dumps[1].TargetNames) != 0 {
+		t.Errorf("/init_dump?mask=listener while initializing:\n%s\nwant waiting (with its RDS target) and ready (no targets)", body)
+	}
+	xds.Set("v1", map[resourcev3.Type][]types.Resource{resourcev3.RouteType: {routeTo("slow_route", directRoute("ok"))}})
+	p.waitAdmin()
+	if _, _, body := p.get("/init_dump?mask=listener"); body != "{}\n" {
+		t.Errorf("/init_dump?mask=listener once LIVE = %q; want {}", body)
 	}
 }
