@@ -117,6 +117,22 @@ func TestH2RequestHeadersTimeout(t *testing.T) {
 			t.Errorf("downstream_rq_4xx = %d; want 1", got)
 		}
 	})
+	t.Run("frame not all sent", func(t *testing.T) {
+		// The frame gate holds a HEADERS frame until it is whole; its timer starts anyway.
+		fr, conn := frameClient(t, e.addr)
+		var frame bytes.Buffer
+		http2.NewFramer(&frame, nil).WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: requestBlock("/slow"), EndHeaders: true, EndStream: true})
+		if _, err := conn.Write(frame.Bytes()[:h2FrameHeaderLen+2]); err != nil {
+			t.Fatal(err)
+		}
+		want := []h2Event{
+			{Kind: "headers", Stream: 1, Status: "408"},
+			{Kind: "data", Stream: 1, Data: bodyRequestHeaderTimeout, EndSteam: true},
+		}
+		if diff := cmp.Diff(want, events(t, fr, 1)); diff != "" {
+			t.Errorf("frames (-want +got):\n%s", diff)
+		}
+	})
 	t.Run("continuation in time", func(t *testing.T) {
 		fr, _ := frameClient(t, e.addr)
 		block := requestBlock("/split")
@@ -130,8 +146,8 @@ func TestH2RequestHeadersTimeout(t *testing.T) {
 		if len(got) < 2 || got[0].Status != "200" {
 			t.Fatalf("frames %+v; want a 200 response", got)
 		}
-		if got := e.stat("http.ingress.downstream_rq_header_timeout"); got != 1 {
-			t.Errorf("downstream_rq_header_timeout = %d; want still 1", got)
+		if got := e.stat("http.ingress.downstream_rq_header_timeout"); got != 2 {
+			t.Errorf("downstream_rq_header_timeout = %d; want still 2 (one per subtest above)", got)
 		}
 	})
 }

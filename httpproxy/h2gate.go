@@ -103,6 +103,7 @@ func (w *h2wire) fill() error {
 		w.buf = append(w.buf, make([]byte, len(w.buf))...)
 	}
 	n, err := w.Conn.Read(w.buf[w.w:])
+	w.arrived(w.buf[w.w : w.w+n])
 	w.w += n
 	if n > 0 {
 		return nil

@@ -143,18 +143,18 @@ func (w *h2wire) read(p []byte) (int, error) {
 			// Inside a frame that passes as is: straight from the socket.
 			n, err := w.Conn.Read(p)
 			g.left -= n
-			w.got(p[:n], err)
+			w.arrived(p[:n])
+			w.failed(err)
 			return n, err
 		}
 		if err := w.advance(); err != nil && w.ready == 0 {
-			w.got(nil, err)
+			w.failed(err)
 			return 0, err
 		}
 	}
 	n := copy(p, w.buf[w.r:w.r+w.ready])
 	w.r += n
 	w.ready -= n
-	w.got(p[:n], nil)
 	return n, nil
 }
 
@@ -195,12 +195,13 @@ func (w *h2wire) badPreface() error {
 	}
 }
 
-// got accounts for bytes read and a read failure.
-func (w *h2wire) got(p []byte, err error) {
+// arrived follows bytes as they come from the socket. The header watch sees them before the
+// frame gate holds or rewrites them, so that a header block's timer starts with the first
+// bytes of its frame, however slowly the rest comes.
+func (w *h2wire) arrived(p []byte) {
 	if w.hw != nil && len(p) > 0 {
 		w.hw.read(p)
 	}
-	w.failed(err)
 }
 
 // failed notes a read or write failure that means the peer went away: http2 closes the
