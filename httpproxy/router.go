@@ -148,7 +148,10 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		s.up.Priority = config.PriorityHigh
 	}
 	s.up.HTTP2 = s.h2w != nil
-	s.up.Trailer, s.up.Downstream = nil, nil
+	s.up.Trailer, s.up.Downstream, s.up.InterruptBody = nil, nil, nil
+	if s.body != nil {
+		s.up.InterruptBody = s.interruptBody
+	}
 	switch {
 	case s.h2req != nil:
 		s.up.Trailer = s.h2req.Trailer // http2 fills the declared trailers at the body's end
@@ -214,6 +217,9 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		s.lendBody(mgr)
 		upStart := now()
 		err = mgr.RoundTrip(&s.ctx, hst, &s.up, &s.upResp)
+		if s.bodyStopped.Swap(false) {
+			s.sc.nc.SetReadDeadline(s.sc.deadline) // the body read is over; the deadline is the connection's again
+		}
 		if retryRes != nil {
 			retryRes.Release()
 			retryRes = nil

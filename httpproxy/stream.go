@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -149,12 +150,18 @@ type stream struct {
 	upgrade   string // the upgrade the request asks for ("websocket", "CONNECT"); "" for none
 	upgrading bool   // the upgrade was accepted (counted in downstream_cx_upgrades_active)
 	tunnel    bool   // the response head opens a tunnel: no framing headers, no connection: close
+
+	// interruptBody is stopBodyRead, made once (pool.Request.InterruptBody); bodyStopped
+	// says it set an HTTP/1 read deadline that forward puts back.
+	interruptBody func()
+	bodyStopped   atomic.Bool
 }
 
 var streamPool = sync.Pool{New: func() any {
 	s := &stream{hdr: make(http.Header, 16), outHdr: make(http.Header, 16), respStore: make(http.Header, 16), trailers: make(http.Header, 2)}
 	s.addCookie = s.addDownstreamCookie
 	s.keepTrailer = s.addTrailer
+	s.interruptBody = s.stopBodyRead
 	return s
 }}
 
@@ -671,6 +678,20 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 // connection drains to carry another request: the connection closes after the response.
 func (s *stream) bodyLeftUndrained() bool {
 	return s.body != nil && !s.bodyEnded() && (s.contentLength < 0 || s.contentLength > maxDrainedBody)
+}
+
+// stopBodyRead ends a read of the request body that waits for the client: the upstream
+// answered before the body was sent whole (pool.Request.InterruptBody, called on the pool's
+// goroutine while forward waits in RoundTrip). An HTTP/2 body is closed (the stream then
+// ends with RST_STREAM NO_ERROR); an HTTP/1 read is woken by an expired read deadline.
+func (s *stream) stopBodyRead() {
+	switch {
+	case s.h2req != nil:
+		s.h2req.Body.Close()
+	case s.sc != nil:
+		s.bodyStopped.Store(true)
+		s.sc.nc.SetReadDeadline(time.Unix(1, 0))
+	}
 }
 
 func (s *stream) sendHeadH2(status int, contentLength int64) {

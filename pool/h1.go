@@ -48,7 +48,8 @@ type h1conn struct {
 
 	// Sending a request body (exchangeBody): reqBody reads it; sending is the request
 	// writeRequestBody writes, with reqBody as its body; the head reader's goroutine reads the
-	// response head into headResp and reports on head; answered tells the body to stop,
+	// response head into headResp and reports on head; answered tells the body to stop (and
+	// interrupt, the request's InterruptBody, ends a read of it waiting for the client);
 	// bodySent tells the head reader the body is out; early marks a response that came before
 	// the body was whole.
 	reqBody     requestBody
@@ -57,6 +58,7 @@ type h1conn struct {
 	headResp    *Response
 	headOfHEAD  bool
 	headFraming http1.Framing
+	interrupt   func() // the request's InterruptBody
 	answered    atomic.Bool
 	bodySent    atomic.Bool
 	early       bool
@@ -432,7 +434,7 @@ func (c *h1conn) exchangeBody(ctx context.Context, req *Request, resp *Response,
 	}
 	c.answered.Store(false)
 	c.bodySent.Store(false)
-	c.headResp, c.headOfHEAD = resp, req.Method == "HEAD"
+	c.headResp, c.headOfHEAD, c.interrupt = resp, req.Method == "HEAD", req.InterruptBody
 	go c.readHeadWhileSending()
 	if c.scratch == nil && req.ContentLength < 0 {
 		c.scratch = make([]byte, h1BufferSize-16)
@@ -445,23 +447,23 @@ func (c *h1conn) exchangeBody(ctx context.Context, req *Request, resp *Response,
 	}
 	c.bodySent.Store(true)
 	c.sending = Request{}
-	if errors.Is(werr, ErrRequestBody) {
+	if errors.Is(werr, ErrRequestBody) && !c.answered.Load() {
 		// The client's body failed: the request cannot end. Closing the socket ends the head
 		// read; the connection is discarded without blaming the upstream.
 		c.uc.Conn.Close()
 	}
 	herr := <-c.head
-	c.headResp = nil
+	c.headResp, c.interrupt = nil, nil
 	c.deadline = true // the head reader may have set a write deadline
 	switch {
+	case herr == nil: // answered: how the body ended (cut short, interrupted) is moot
+		c.early = werr != nil
+		c.startBody(c.headFraming, resp)
+		return false, nil
 	case errors.Is(werr, ErrRequestBody):
 		return false, werr
-	case herr != nil:
-		return c.uc.rx == rx, c.ioError(ctx, herr)
 	}
-	c.early = werr != nil
-	c.startBody(c.headFraming, resp)
-	return false, nil
+	return c.uc.rx == rx, c.ioError(ctx, herr)
 }
 
 // readHeadWhileSending reads the response head of exchangeBody on its own goroutine. Once the
@@ -472,6 +474,9 @@ func (c *h1conn) readHeadWhileSending() {
 	c.answered.Store(true)
 	if !c.bodySent.Load() {
 		c.uc.SetWriteDeadline(aLongTimeAgo)
+		if c.interrupt != nil {
+			c.interrupt()
+		}
 	}
 	c.head <- err
 }

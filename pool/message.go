@@ -51,6 +51,11 @@ type Request struct {
 	// abandoned and its connection closed, as Envoy resets the upstream request of a reset
 	// downstream stream. HTTP/2 exchanges are reset through ctx, which should end with it.
 	Downstream context.Context
+	// InterruptBody, when set, ends a Body.Read that waits for the client. The pool calls it,
+	// from another goroutine, when an HTTP/1.1 upstream answers before the body was sent
+	// whole, so that the answer is not held until the client sends more; Body is not read
+	// after that. It may also come just after the body's last read.
+	InterruptBody func()
 }
 
 // AppendHTTPHeader flattens h into dst without copying strings; with enough capacity in dst it
