@@ -2,6 +2,7 @@ package httpproxy
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/legateproxy/legate/host"
 )
@@ -307,4 +309,33 @@ func TestH2ClientLeavingIsNotChargedToUpstream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestH2ShortRequestBodyIsClientError: an HTTP/2 request that ends its stream short of the
+// content-length it declared breaks HTTP/2's messaging rules: the client's protocol error
+// (DPE, http2.violation.of.messaging.rule), never answered 503 nor charged to the host.
+func TestH2ShortRequestBodyIsClientError(t *testing.T) {
+	e, up, logPath := bodyFaultEnv(t, nil, bodyFaultOutlier)
+	fr, conn := frameClient(t, e.addr)
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(wait))
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "web"}, {":path", "/upload"}, {"content-length", "10"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteData(1, true, []byte("abc")); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events(t, fr, 1) {
+		if ev.Kind == "headers" && ev.Status != "400" {
+			t.Errorf("answered %s; want 400 or a reset", ev.Status)
+		}
+	}
+	waitLogLines(t, e, logPath, []string{"400 DPE http2.violation.of.messaging.rule"})
+	expectBodyFaultsUncharged(t, e, up)
+	expectNoHostError(t, e, up)
 }
