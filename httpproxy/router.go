@@ -219,6 +219,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		err = mgr.RoundTrip(&s.ctx, hst, &s.up, &s.upResp)
 		if s.bodyStopped.Swap(false) {
 			s.sc.nc.SetReadDeadline(s.sc.deadline) // the body read is over; the deadline is the connection's again
+			s.bodyWoken = true                     // and its error is the interruption's, not the client's
 		}
 		if retryRes != nil {
 			retryRes.Release()
