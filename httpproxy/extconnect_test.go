@@ -216,3 +216,41 @@ func TestAllowConnectNeedsTheLibrary(t *testing.T) {
 		t.Errorf("checkAllowConnect() with http2xconnect=0 = %v; want the allow_connect refusal", err)
 	}
 }
+
+// TestH2TunnelStalledClientReset checks that a CONNECT tunnel whose HTTP/2 client stops
+// reading (a zero flow-control window) is reset when the connection manager's
+// stream_idle_timeout passes, instead of holding the stream and its upstream connection
+// forever.
+func TestH2TunnelStalledClientReset(t *testing.T) {
+	chatty := serveTCP(t, func(c net.Conn) {
+		c.Write(bytes.Repeat([]byte("x"), 1000))
+		io.Copy(io.Discard, c)
+	})
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", chatty)},
+		hcm:      upgradeHCM("", "stream_idle_timeout: 0.2s"),
+	})
+	nc := dialProxy(t, e.addr)
+	io.WriteString(nc, http2.ClientPreface)
+	fr := http2.NewFramer(nc, nc)
+	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	enc.WriteField(hpack.HeaderField{Name: ":method", Value: "CONNECT"})
+	enc.WriteField(hpack.HeaderField{Name: ":authority", Value: "backend:80"})
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("waiting for RST_STREAM: %v", err)
+		}
+		if sf, ok := f.(*http2.SettingsFrame); ok && !sf.IsAck() {
+			fr.WriteSettingsAck()
+		}
+		if rst, ok := f.(*http2.RSTStreamFrame); ok && rst.StreamID == 1 {
+			break
+		}
+	}
+	waitStat(t, e, "cluster.web.upstream_cx_destroy", 1)
+	waitStat(t, e, "http.ingress.downstream_rq_idle_timeout", 1)
+}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/legateproxy/legate/accesslog"
@@ -503,9 +504,15 @@ func pump(dst, src *tunnelEnd, idle *idleTimer) (int64, error) {
 // upstream side ends the stream is ended (END_STREAM once the handler returns).
 func (s *stream) downstreamEnd() tunnelEnd {
 	if s.h2w != nil {
-		body := s.h2req.Body
-		w := h2TunnelWriter{s.h2w}
-		return tunnelEnd{r: body, w: w, closeWrite: func() { body.Close() }, abort: func() { body.Close() }}
+		body := &h2TunnelBody{body: s.h2req.Body}
+		rc := http.NewResponseController(s.h2w)
+		abort := func() {
+			body.body.Close()
+			// A write waiting for a client that does not read (no flow-control window) ends
+			// only with a write deadline, which resets the stream.
+			rc.SetWriteDeadline(time.Unix(1, 0))
+		}
+		return tunnelEnd{r: body, w: h2TunnelWriter{s.h2w}, closeWrite: body.end, abort: abort}
 	}
 	sc := s.sc
 	nc := sc.nc
@@ -583,6 +590,27 @@ func (c countedWriter) Write(p []byte) (int, error) {
 	k, err := c.w.Write(p)
 	c.n.Add(uint64(k))
 	return k, err
+}
+
+// h2TunnelBody reads an HTTP/2 tunnel's request body. When the upstream side has ended, end
+// closes it so that the stream can end too, and the read it interrupts is the body's end,
+// not a failure.
+type h2TunnelBody struct {
+	body  io.ReadCloser
+	ended atomic.Bool
+}
+
+func (b *h2TunnelBody) Read(p []byte) (int, error) {
+	n, err := b.body.Read(p)
+	if err != nil && b.ended.Load() {
+		err = io.EOF
+	}
+	return n, err
+}
+
+func (b *h2TunnelBody) end() {
+	b.ended.Store(true)
+	b.body.Close()
 }
 
 // h2TunnelWriter writes to an HTTP/2 stream and flushes each write, so that tunnel bytes
