@@ -71,6 +71,8 @@ type Cluster struct {
 	breaker     *breaker.Breaker
 	snap        atomic.Pointer[Snapshot]
 	warmed      atomic.Bool
+	// odstHeaders are the headers that override an ORIGINAL_DST destination, canonical.
+	odstHeaders []string
 	// disc runs the discovery goroutine (DNS refresh, cleanup); nil for clusters without one.
 	disc func(ctx context.Context)
 

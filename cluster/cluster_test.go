@@ -426,7 +426,7 @@ func TestOriginalDst(t *testing.T) {
 		}
 	}()
 	c := e.m.Get("odst")
-	if diff := cmp.Diff([]string{"x-envoy-original-dst-host", "x-proxy-original-dst-host"}, c.OriginalDstHeaders()); diff != "" {
+	if diff := cmp.Diff([]string{"X-Envoy-Original-Dst-Host", "X-Proxy-Original-Dst-Host"}, c.OriginalDstHeaders()); diff != "" {
 		t.Errorf("OriginalDstHeaders (-want +got):\n%s", diff)
 	}
 	h1, err := c.Pick(&lb.Context{OverrideHost: "10.1.1.1:8080"})

@@ -444,6 +444,7 @@ func (m *Manager) newClusterLocked(cfg *config.Cluster, api bool, version string
 	}
 	e.refs++
 	c := &Cluster{m: m, cfg: cfg, addedViaAPI: api, version: version, lastUpdated: m.clock.Now(), stats: e}
+	c.odstHeaders = originalDstHeaders(&cfg.OriginalDst)
 	if err := m.attachHealthLocked(c, plan); err != nil {
 		m.dropStatsLocked(c)
 		return nil, err

@@ -3,8 +3,11 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"github.com/legateproxy/legate/config"
 	"maps"
+	"net/http"
 	"net/netip"
+	"net/textproto"
 	"slices"
 
 	"github.com/legateproxy/legate/host"
@@ -13,8 +16,40 @@ import (
 
 // OriginalDstHeaders returns the request headers that may override the destination of an
 // ORIGINAL_DST cluster (x-envoy-original-dst-host and x-proxy-original-dst-host, or the
-// configured http_header_name), or nil when use_http_header is off.
-func (c *Cluster) OriginalDstHeaders() []string { return c.cfg.OriginalDst.HeaderNames }
+// configured http_header_name) in canonical form, the keys of request header maps; nil when
+// use_http_header is off.
+func (c *Cluster) OriginalDstHeaders() []string { return c.odstHeaders }
+
+func originalDstHeaders(cfg *config.OriginalDstLbConfig) []string {
+	if !cfg.UseHTTPHeader {
+		return nil
+	}
+	out := make([]string, len(cfg.HeaderNames))
+	for i, name := range cfg.HeaderNames {
+		out[i] = textproto.CanonicalMIMEHeaderKey(name)
+	}
+	return out
+}
+
+// OriginalDst returns the destination of one request or connection to an ORIGINAL_DST
+// cluster, for lb.Context.OverrideHost: the first override header present (use_http_header),
+// else the downstream connection's local address when the listener restored it (an
+// original destination), else "" (no destination: no host). header is keyed by canonical
+// name and may be nil (the TCP proxy has none). "" for other cluster types.
+func (c *Cluster) OriginalDst(header http.Header, local string, restored bool) string {
+	if c.cfg.Type != config.OriginalDst {
+		return ""
+	}
+	for _, name := range c.odstHeaders {
+		if v := header[name]; len(v) > 0 && v[0] != "" {
+			return c.OriginalDestination(v[0])
+		}
+	}
+	if restored {
+		return c.OriginalDestination(local)
+	}
+	return ""
+}
 
 // OriginalDestination returns the host address to put in lb.Context.OverrideHost for a
 // downstream original destination (or header value) addr, applying upstream_port_override.

@@ -180,7 +180,7 @@
 //
 // Fields refused by the code that converts them rather than by this table: listener
 // udp_listener_config, api_listener, internal_listener, filter_chain_matcher,
-// use_original_dst = true, listener filters other than the TLS inspector, config_discovery,
+// listener filters other than the TLS inspector and the original destination filter, config_discovery,
 // use_proxy_proto = true (ListenerFromProto); the load_balancing_policy fields listed in
 // lbpolicy_proto.go; the HTTP connection manager's and the TCP proxy's own lists.
 //

@@ -21,6 +21,7 @@ const (
 	HTTPConnectionManagerFilter = "envoy.filters.network.http_connection_manager"
 	TCPProxyFilter              = "envoy.filters.network.tcp_proxy"
 	TLSInspectorFilter          = "envoy.filters.listener.tls_inspector"
+	OriginalDstFilter           = "envoy.filters.listener.original_dst"
 )
 
 // TrafficDirection is core.TrafficDirection, a listener's traffic_direction.
@@ -95,6 +96,14 @@ type Listener struct {
 	// TLSInspector is set when listener_filters holds envoy.filters.listener.tls_inspector:
 	// the first bytes of each connection are read to detect TLS, SNI and ALPN.
 	TLSInspector bool
+	// OriginalDst is set when listener_filters holds envoy.filters.listener.original_dst or
+	// use_original_dst is true: each connection's local address is restored to the destination
+	// it had before an iptables REDIRECT (SO_ORIGINAL_DST), which filter chain matching and
+	// ORIGINAL_DST clusters then use.
+	OriginalDst bool
+	// UseOriginalDst is use_original_dst: a connection whose original destination is the
+	// address of another listener is handed off to that listener.
+	UseOriginalDst bool
 	// BindToPort is bind_to_port (default true).
 	BindToPort bool
 	// IPv4Compat is address.socket_address.ipv4_compat: an IPv6 "::" listener also accepts

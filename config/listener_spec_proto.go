@@ -12,13 +12,16 @@ import (
 // tlsInspectorTypeURL is the typed_config type of the TLS inspector listener filter.
 const tlsInspectorTypeURL = "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector"
 
+// originalDstTypeURL is the typed_config type of the original destination listener filter.
+const originalDstTypeURL = "type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst"
+
 // ListenerFromProto converts l into a Listener with Envoy's defaults applied and checks the
 // rules the listener manager relies on. Errors name the listener, the field path, the value
 // and the rule. l is kept as Listener.Proto and must not be modified afterwards.
 //
 // Legate serves TCP socket and pipe listeners; UDP, internal and API listeners,
-// filter_chain_matcher, use_original_dst and listener filters other than the TLS inspector are
-// refused rather than silently ignored.
+// filter_chain_matcher and listener filters other than the TLS inspector and the original
+// destination filter are refused rather than silently ignored.
 func ListenerFromProto(l *listenerv3.Listener) (*Listener, error) {
 	if l == nil {
 		return nil, fmt.Errorf("listener: nil")
@@ -61,9 +64,10 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 		b.fail("udp_listener_config: UDP listeners are not supported")
 	case l.GetFilterChainMatcher() != nil:
 		b.fail("filter_chain_matcher: the matcher API is not supported; use filter_chain_match")
-	case l.GetUseOriginalDst().GetValue():
-		b.fail("use_original_dst = true: original destination redirection is not supported")
 	}
+	// Envoy adds the original destination filter itself when use_original_dst is set.
+	out.UseOriginalDst = l.GetUseOriginalDst().GetValue()
+	out.OriginalDst = out.UseOriginalDst
 	out.Address, out.IPv4Compat = b.address("address", l.GetAddress())
 	for i, a := range l.GetAdditionalAddresses() {
 		addr, _ := b.address(fmt.Sprintf("additional_addresses[%d].address", i), a.GetAddress())
@@ -86,15 +90,22 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 			b.fail("listener_filters[%d].config_discovery: set for %q; not implemented by Legate (extension config discovery serves HTTP filters only)", i, f.GetName())
 			continue
 		}
-		if isTLSInspector(f) {
+		if isListenerFilter(f, tlsInspectorTypeURL, TLSInspectorFilter, "envoy.listener.tls_inspector") {
 			out.TLSInspector = true
 			continue
 		}
-		if u := f.GetTypedConfig().GetTypeUrl(); u != "" {
-			b.fail("listener_filters[%d].typed_config = %q: unsupported listener filter; only %s is implemented", i, u, TLSInspectorFilter)
+		if isListenerFilter(f, originalDstTypeURL, OriginalDstFilter, "envoy.listener.original_dst") {
+			out.OriginalDst = true
 			continue
 		}
-		b.fail("listener_filters[%d].name = %q: unsupported listener filter; only %s is implemented", i, f.GetName(), TLSInspectorFilter)
+		if u := f.GetTypedConfig().GetTypeUrl(); u != "" {
+			b.fail("listener_filters[%d].typed_config = %q: unsupported listener filter; only %s and %s are implemented", i, u, TLSInspectorFilter, OriginalDstFilter)
+			continue
+		}
+		b.fail("listener_filters[%d].name = %q: unsupported listener filter; only %s and %s are implemented", i, f.GetName(), TLSInspectorFilter, OriginalDstFilter)
+	}
+	if out.OriginalDst && out.Address.Kind == PipeAddress {
+		b.fail("address: %s: the original destination needs a TCP address; a pipe has none", out.Address)
 	}
 	names := map[string]int{}
 	for i, fc := range l.GetFilterChains() {
@@ -123,14 +134,14 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 	return out
 }
 
-// isTLSInspector reports whether a listener filter is the TLS inspector: by its typed_config's
-// type when it has one, as Envoy finds every extension (the name is then free text), else by
-// its name.
-func isTLSInspector(f *listenerv3.ListenerFilter) bool {
+// isListenerFilter reports whether a listener filter is the one of typeURL: by its
+// typed_config's type when it has one, as Envoy finds every extension (the name is then free
+// text), else by its name or its older v2 name.
+func isListenerFilter(f *listenerv3.ListenerFilter, typeURL, name, v2Name string) bool {
 	if u := f.GetTypedConfig().GetTypeUrl(); u != "" {
-		return u == tlsInspectorTypeURL
+		return u == typeURL
 	}
-	return f.GetName() == TLSInspectorFilter || f.GetName() == "envoy.listener.tls_inspector"
+	return f.GetName() == name || f.GetName() == v2Name
 }
 
 // address converts a listener address: a socket address with an IP literal, or a pipe.

@@ -122,6 +122,32 @@ default_filter_chain: {name: fallback, filters: [{name: envoy.filters.network.tc
 	}
 }
 
+func TestListenerOriginalDst(t *testing.T) {
+	const base = "name: l\naddress: {socket_address: {address: 127.0.0.1, port_value: 1}}\nfilter_chains: [{filters: [{name: envoy.filters.network.tcp_proxy}]}]\n"
+	tests := []struct {
+		name             string
+		yaml             string
+		restore, handOff bool
+	}{
+		{"neither", base, false, false},
+		{"use_original_dst", base + "use_original_dst: true", true, true},
+		{"filter by name", base + "listener_filters: [{name: envoy.filters.listener.original_dst}]", true, false},
+		{"filter by v2 name", base + "listener_filters: [{name: envoy.listener.original_dst}]", true, false},
+		{"filter by type", base + "listener_filters: [{name: x, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst}}]", true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := ListenerFromProto(listenerProto(t, tc.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.OriginalDst != tc.restore || l.UseOriginalDst != tc.handOff {
+				t.Errorf("OriginalDst, UseOriginalDst = %v, %v; want %v, %v", l.OriginalDst, l.UseOriginalDst, tc.restore, tc.handOff)
+			}
+		})
+	}
+}
+
 func TestListenerErrors(t *testing.T) {
 	const addr = "address: {socket_address: {address: 127.0.0.1, port_value: 1}}\n"
 	const chain = "filter_chains: [{filters: [{name: envoy.filters.network.tcp_proxy}]}]\n"
@@ -142,7 +168,7 @@ func TestListenerErrors(t *testing.T) {
 		{"bad prefix", "name: l\n" + addr + "filter_chains: [{filter_chain_match: {source_prefix_ranges: [{address_prefix: 10.0.0.0, prefix_len: 33}]}}]", `source_prefix_ranges[0].prefix_len = 33; must be <= 32`},
 		{"bad prefix address", "name: l\n" + addr + "filter_chains: [{filter_chain_match: {prefix_ranges: [{address_prefix: ten}]}}]", `prefix_ranges[0].address_prefix = "ten": malformed IP address`},
 		{"source port", "name: l\n" + addr + "filter_chains: [{filter_chain_match: {source_ports: [70000]}}]", `source_ports[0] = 70000; must be in [1, 65535]`},
-		{"original dst", "name: l\n" + addr + chain + "use_original_dst: true", "use_original_dst = true"},
+		{"original dst on a pipe", "name: l\naddress: {pipe: {path: /tmp/x}}\n" + chain + "use_original_dst: true", "original destination needs a TCP address"},
 		{"listener filter config_discovery", "name: l\n" + addr + chain + "listener_filters: [{name: envoy.filters.listener.tls_inspector, config_discovery: {config_source: {ads: {}}, type_urls: [type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector]}}]",
 			`listener "l": listener_filters[0].config_discovery: set for "envoy.filters.listener.tls_inspector"; not implemented by Legate (extension config discovery serves HTTP filters only)`},
 		{"network filter config_discovery", "name: l\n" + addr + "filter_chains: [{filters: [{name: envoy.filters.network.tcp_proxy, config_discovery: {config_source: {ads: {}}, type_urls: [type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy]}}]}]",

@@ -18,7 +18,6 @@ var unreadFields = map[string]string{
 	// Not implemented yet; each is a known gap with its issue.
 	"Address.EndpointID":                "internal listeners (issue 20): envoy_internal_address endpoints are not routed yet",
 	"Address.UDP":                       "UDP proxying (issue 20)",
-	"OriginalDstLbConfig.UseHTTPHeader": "ORIGINAL_DST hosts are not created from the header yet (issue 17 item 1)",
 	"Admin.IgnoreGlobalConnLimit":       "there is no global connection limit to ignore until the overload manager (issue 18)",
 	// Read through the protos they came from by the server (issue 15 moves the readers here).
 	"Bootstrap.Node":                          "server reads the node proto (server.Node)",

@@ -37,6 +37,7 @@ type serverConn struct {
 	remote   string // the peer's ip:port
 	remoteIP string
 	local    string
+	restored bool // local is an original destination (listener.Conn.LocalAddressRestored)
 	tls      bool
 	tlsInfo  *accesslog.TLSInfo // the handshake, for access logs; nil for plain text or no log
 	requests uint32
@@ -112,7 +113,7 @@ func (h *Handler) openConn(c *listener.Conn, start time.Time) *serverConn {
 	sc.initLimits(start)
 	sc.remote = c.RemoteAddr().String()
 	sc.remoteIP = hostOnly(sc.remote)
-	sc.local = c.LocalAddr().String()
+	sc.local, sc.restored = c.LocalAddr().String(), c.LocalAddressRestored()
 	sc.rd = reader{conn: nc, buf: make([]byte, readBufferSize), max: h.maxHead, rx: &h.stats.DownstreamCxRxBytesTotal}
 	h.track(sc, true)
 	return sc
@@ -445,7 +446,7 @@ func (h *Handler) serveH2(lc *listener.Conn, nc net.Conn, pre []byte, start time
 	wire, conn := h.newH2Wire(h.hideConnectSetting(conn), nc)
 	remote := lc.RemoteAddr().String()
 	_, isTLS := nc.(*tls.Conn)
-	ch := &h2conn{h: h, wire: wire, drain: lc.DrainClose, remote: remote, remoteIP: hostOnly(remote), local: lc.LocalAddr().String(), tls: isTLS, tlsInfo: info}
+	ch := &h2conn{h: h, wire: wire, drain: lc.DrainClose, remote: remote, remoteIP: hostOnly(remote), local: lc.LocalAddr().String(), restored: lc.LocalAddressRestored(), tls: isTLS, tlsInfo: info}
 	ch.connID = lc.ID()
 	srv, opts := h.http2, &http2.ServeConnOpts{Handler: ch, BaseConfig: h.h2base}
 	if d := h.cfg.MaxConnectionDuration; d > 0 {
@@ -483,6 +484,7 @@ type h2conn struct {
 	remote   string
 	remoteIP string
 	local    string
+	restored bool // see serverConn.restored
 	tls      bool
 	tlsInfo  *accesslog.TLSInfo // see serverConn.tlsInfo
 	connID   uint64             // the listener connection's id (%CONNECTION_ID%)

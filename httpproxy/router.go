@@ -160,7 +160,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		s.up.Trailer = s.trailers // the chunked trailer section, read with the body
 	}
 
-	s.lbctx = lb.Context{MetadataMatch: m.MetadataMatch}
+	s.lbctx = lb.Context{MetadataMatch: m.MetadataMatch, OverrideHost: c.OriginalDst(hd, s.local, s.restored)}
 	if len(r.HashPolicy) > 0 {
 		s.req.AddCookie = s.addCookie
 		s.lbctx.HashKey, s.lbctx.HasHashKey = r.HashKey(&s.req, s.clientIP)

@@ -76,6 +76,7 @@ type stream struct {
 	client   string
 	clientIP string
 	local    string
+	restored bool // local is the connection's original destination (ORIGINAL_DST clusters)
 	tls      bool
 	connID   uint64 // the listener connection's id (%CONNECTION_ID%)
 	drain    drainer
@@ -220,6 +221,7 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 	s.begin(h)
 	s.sc = sc
 	s.remote, s.remoteIP, s.local, s.tls = sc.remote, sc.remoteIP, sc.local, sc.tls
+	s.restored = sc.restored
 	s.connID = sc.lc.ID()
 	s.drain = sc
 	s.arena = append(s.arena, head...)
@@ -289,6 +291,7 @@ func (s *stream) serveH2(c *h2conn, w http.ResponseWriter, r *http.Request) {
 	s.h2w = w
 	s.ctx.setup(h.sh.deps.Now, r.Context())
 	s.remote, s.remoteIP, s.local, s.tls = c.remote, c.remoteIP, c.local, c.tls
+	s.restored = c.restored
 	s.connID = c.connID
 	s.drain = c
 	s.proto = "HTTP/2"

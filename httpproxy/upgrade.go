@@ -133,7 +133,7 @@ func (s *stream) forwardUpgrade(mgr *pool.Manager, m *route.Match) {
 	terminate := r.Connect != nil && (s.upgrade == upgradeConnect || s.upgrade == "")
 	c := mgr.Cluster()
 	snap := c.Snapshot()
-	s.lbctx = lb.Context{MetadataMatch: m.MetadataMatch}
+	s.lbctx = lb.Context{MetadataMatch: m.MetadataMatch, OverrideHost: c.OriginalDst(s.req.Header, s.local, s.restored)}
 	if len(r.HashPolicy) > 0 {
 		s.req.AddCookie = s.addCookie
 		s.lbctx.HashKey, s.lbctx.HasHashKey = r.HashKey(&s.req, s.remoteIP)

@@ -26,6 +26,9 @@ type Conn struct {
 	start  time.Time
 	hello  clientHello
 	tls    bool // transport protocol "tls" was detected
+	// restored is the original destination the original_dst listener filter read; nil when
+	// the local address is the one the connection was accepted on.
+	restored *net.TCPAddr
 
 	prev, next *Conn // the chain's connection list, guarded by chain.mu
 	closed     atomic.Bool
@@ -83,6 +86,21 @@ func (c *Conn) Close() error {
 	}
 	return err
 }
+
+// LocalAddr returns the connection's local address: its original destination when the
+// listener restored one (Envoy's restored local address, which %DOWNSTREAM_LOCAL_ADDRESS%
+// and filter chain matching see), else the address it was accepted on.
+func (c *Conn) LocalAddr() net.Addr {
+	if c.restored != nil {
+		return c.restored
+	}
+	return c.Conn.LocalAddr()
+}
+
+// LocalAddressRestored reports whether LocalAddr is an original destination read by the
+// listener (use_original_dst or envoy.filters.listener.original_dst): the address ORIGINAL_DST
+// clusters send the connection's traffic to.
+func (c *Conn) LocalAddressRestored() bool { return c != nil && c.restored != nil }
 
 // ID returns the connection's id (Envoy's connection id, %CONNECTION_ID%): assigned when
 // the connection is handed to its filter chain, unique among the connections of the Manager

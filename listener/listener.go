@@ -58,6 +58,8 @@ type listenerInfo struct {
 	filterTimeout     time.Duration
 	continueOnTimeout bool
 	tlsInspector      bool
+	originalDst       bool // restore the local address from SO_ORIGINAL_DST
+	handOff           bool // use_original_dst: serve on the listener of the original destination
 }
 
 // closed accounts for a connection that has closed.
@@ -182,6 +184,15 @@ func (m *Manager) acceptLoop(s *socket, worker int) {
 // its handler. It runs on the connection's own goroutine.
 func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 	defer m.wg.Done()
+	var restored *net.TCPAddr
+	if v.info.originalDst {
+		if dst, ok := originalDestination(nc); ok {
+			restored = net.TCPAddrFromAddrPort(dst)
+			if v.info.handOff {
+				v = m.handOffTarget(v, dst)
+			}
+		}
+	}
 	info := v.info
 	var hello clientHello
 	var tls bool
@@ -194,7 +205,11 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 			return
 		}
 	}
-	f := factsOf(nc.LocalAddr(), nc.RemoteAddr(), hello, tls)
+	local := nc.LocalAddr()
+	if restored != nil {
+		local = restored
+	}
+	f := factsOf(local, nc.RemoteAddr(), hello, tls)
 	ch := selectChain(v.chains, v.def, &f)
 	if ch == nil {
 		info.stats.s.NoFilterChainMatch.Inc()
@@ -203,7 +218,7 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 		return
 	}
 	w := &ch.info.stats.workers[worker]
-	c := &Conn{Conn: nc, id: m.connIDs.Add(1), peeked: peeked, chain: ch, worker: w, start: m.cfg.Clock.Now(), hello: hello, tls: tls}
+	c := &Conn{Conn: nc, id: m.connIDs.Add(1), peeked: peeked, chain: ch, worker: w, start: m.cfg.Clock.Now(), hello: hello, tls: tls, restored: restored}
 	if !ch.add(c) {
 		nc.Close()
 		return

@@ -341,6 +341,8 @@ func (m *Manager) newVersion(name string, l *config.Listener, reuse *version) (*
 			filterTimeout:     l.ListenerFiltersTimeout,
 			continueOnTimeout: l.ContinueOnListenerFiltersTimeout,
 			tlsInspector:      l.TLSInspector,
+			originalDst:       l.OriginalDst,
+			handOff:           l.UseOriginalDst,
 		}
 	}
 	var old []*chain
@@ -703,6 +705,43 @@ func (m *Manager) uuid() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// handOffTarget returns the listener that serves a connection redirected to dst from a
+// use_original_dst listener v: the listener bound to dst itself (bind_to_port: false ones
+// included), else one on the wildcard address of dst's family and port, else v, as Envoy's
+// hand-off does. It takes mu, on this path only: a redirected connection is rare next to the
+// control operations that hold it.
+func (m *Manager) handOffTarget(v *version, dst netip.AddrPort) *version {
+	dst = unmapped(dst)
+	wildcard := netip.IPv4Unspecified()
+	if dst.Addr().Is6() {
+		wildcard = netip.IPv6Unspecified()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var fallback *version
+	for _, e := range m.entries {
+		cur := e.cur.Load()
+		for _, a := range append([]config.Address{cur.cfg.Address}, cur.cfg.AdditionalAddresses...) {
+			ip, err := netip.ParseAddr(a.Host)
+			if a.Kind == config.PipeAddress || err != nil || uint32(dst.Port()) != a.Port {
+				continue
+			}
+			switch ip.Unmap() {
+			case dst.Addr():
+				return cur
+			case wildcard:
+				if fallback == nil {
+					fallback = cur
+				}
+			}
+		}
+	}
+	if fallback != nil {
+		return fallback
+	}
+	return v
 }
 
 // sameExceptChains reports whether b differs from a in filter chains only (Envoy's condition

@@ -138,6 +138,7 @@ type connInfo struct {
 	start         time.Time
 	id            uint64 // the listener connection's id
 	local, remote string
+	restored      bool // local is the connection's original destination (ORIGINAL_DST clusters)
 	sni           string
 	tls           *accesslog.TLSInfo // set once the handshake succeeded
 	cluster       string             // set once the cluster is found
@@ -156,7 +157,7 @@ type connInfo struct {
 func newConnInfo(down net.Conn) *connInfo {
 	ci := &connInfo{start: time.Now(), local: addrString(down.LocalAddr()), remote: addrString(down.RemoteAddr())}
 	if lc, ok := down.(*listener.Conn); ok {
-		ci.sni, ci.id = lc.ServerName(), lc.ID()
+		ci.sni, ci.id, ci.restored = lc.ServerName(), lc.ID(), lc.LocalAddressRestored()
 	}
 	return ci
 }

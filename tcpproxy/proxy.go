@@ -199,7 +199,7 @@ func (p *Proxy) connect(ci *connInfo) (*pool.TCPConn, error) {
 	}
 	ci.cluster = name
 	c := m.Cluster()
-	var lctx lb.Context
+	lctx := lb.Context{OverrideHost: c.OriginalDst(nil, ci.local, ci.restored)}
 	for attempt := uint32(1); ; attempt++ {
 		h, err := c.Pick(&lctx)
 		if err != nil {

@@ -22,6 +22,11 @@ import (
 var legateBin string
 
 func TestMain(m *testing.M) {
+	// A test re-run inside a network namespace (runInNetns) uses its parent's binary.
+	if bin := os.Getenv(envLegateBin); bin != "" {
+		legateBin = bin
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "legate-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
