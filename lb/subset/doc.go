@@ -5,7 +5,8 @@
 // match criteria equal a group's keys and values picks from that group; otherwise the fallback
 // policy applies: NO_FALLBACK fails, ANY_ENDPOINT uses the whole cluster, DEFAULT_SUBSET uses the
 // hosts matching default_subset (none matching behaves like NO_FALLBACK), and panic_mode_any
-// falls back to the whole cluster when the default subset yields no host.
+// falls back to the whole cluster whenever the subset or the fallback yields no host (an empty
+// default subset included).
 //
 // Concurrency: a Balancer is an immutable snapshot; Pick hashes the criteria without
 // allocating, finds the group in a prebuilt map and delegates to the group's balancer.

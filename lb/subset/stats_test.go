@@ -31,6 +31,11 @@ func TestSubsetPickStats(t *testing.T) {
 			lbCfg: &lb.Config{HealthyPanicThreshold: &zero}, match: []lb.Criterion{crit("version", "v3")}, failing: []int{1},
 			want: counts{FallbackPanic: picks},
 		},
+		{
+			name: "fallback panic over an empty default subset",
+			cfg:  Config{Selectors: [][]string{{"version"}}, FallbackPolicy: DefaultSubset, DefaultSubset: []lb.Criterion{crit("stage", "dev")}, PanicModeAny: true},
+			want: counts{FallbackPanic: picks},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

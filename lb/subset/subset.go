@@ -43,7 +43,10 @@ type Balancer struct {
 	stats    *lb.Stats // complete; shared with the children
 	subsets  map[uint64][]*entry
 	fallback lb.Balancer // nil with NO_FALLBACK or an empty default subset
-	panicAny lb.Balancer // whole-cluster balancer for panic_mode_any, nil otherwise
+	// panicAny is the whole-cluster balancer of panic_mode_any, nil otherwise: it serves
+	// every pick the subsets and the fallback left without a host, as in Envoy, whatever the
+	// fallback policy (an empty default subset included).
+	panicAny lb.Balancer
 }
 
 type entry struct {
@@ -104,9 +107,9 @@ func New(p lb.Params, cfg *lb.Config, sc Config, child lb.Factory) (*Balancer, e
 		if nonEmpty {
 			b.fallback = bal
 		}
-		if sc.PanicModeAny {
-			b.panicAny = all
-		}
+	}
+	if sc.PanicModeAny {
+		b.panicAny = all
 	}
 	for _, sel := range sc.Selectors {
 		keys := slices.Clone(sel)
@@ -183,10 +186,24 @@ func equalCriteria(a, b []lb.Criterion) bool {
 	return true
 }
 
-// Pick picks from the subset matching ctx.MetadataMatch, or applies the fallback policy,
-// counting lb_subsets_selected, lb_subsets_fallback or lb_subsets_fallback_panic for the pick
-// that found a host.
+// Pick picks from the subset matching ctx.MetadataMatch, or applies the fallback policy, and
+// with panic_mode_any picks from the whole cluster when neither found a host. It counts
+// lb_subsets_selected, lb_subsets_fallback or lb_subsets_fallback_panic for the pick that
+// found a host.
 func (b *Balancer) Pick(ctx *lb.Context) (*host.Host, error) {
+	h, err := b.pickSubset(ctx)
+	if err == nil || b.panicAny == nil {
+		return h, err
+	}
+	h, err = b.panicAny.Pick(ctx)
+	if err == nil {
+		b.stats.SubsetsFallbackPanic.Inc()
+	}
+	return h, err
+}
+
+// pickSubset picks from the matching subset, else from the fallback.
+func (b *Balancer) pickSubset(ctx *lb.Context) (*host.Host, error) {
 	if ctx != nil && len(ctx.MetadataMatch) > 0 {
 		if e := b.find(ctx.MetadataMatch); e != nil {
 			h, err := e.balancer.Pick(ctx)
@@ -202,14 +219,6 @@ func (b *Balancer) Pick(ctx *lb.Context) (*host.Host, error) {
 	h, err := b.fallback.Pick(ctx)
 	if err == nil {
 		b.stats.SubsetsFallback.Inc()
-		return h, nil
-	}
-	if b.panicAny == nil {
-		return h, err
-	}
-	h, err = b.panicAny.Pick(ctx)
-	if err == nil {
-		b.stats.SubsetsFallbackPanic.Inc()
 	}
 	return h, err
 }

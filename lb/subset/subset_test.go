@@ -51,6 +51,10 @@ func TestSubsetSelection(t *testing.T) {
 			[]lb.Criterion{crit("version", "v3")}, nil, nil, nil},
 		{"panic mode any", Config{Selectors: [][]string{{"version"}}, FallbackPolicy: DefaultSubset, DefaultSubset: []lb.Criterion{crit("stage", "canary")}, PanicModeAny: true},
 			[]lb.Criterion{crit("version", "v3")}, []int{0, 2, 3, 4}, &lb.Config{HealthyPanicThreshold: &zero}, []int{1}},
+		{"panic mode any over an empty default subset", Config{Selectors: [][]string{{"version"}}, FallbackPolicy: DefaultSubset, DefaultSubset: []lb.Criterion{crit("stage", "dev")}, PanicModeAny: true},
+			[]lb.Criterion{crit("version", "v3")}, []int{0, 1, 2, 3, 4}, nil, nil},
+		{"panic mode any without fallback", Config{Selectors: [][]string{{"version"}}, PanicModeAny: true},
+			[]lb.Criterion{crit("version", "v3")}, []int{0, 1, 2, 3, 4}, nil, nil},
 		{"subset health", Config{Selectors: [][]string{{"version"}}}, []lb.Criterion{crit("version", "v2")}, []int{2}, nil, []int{3}},
 	}
 	for _, tc := range tests {
