@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/nettest"
 )
 
 // bodyFaultOutlier ejects a host after five 5xx or five gateway failures in a row.
@@ -338,4 +339,55 @@ func TestH2ShortRequestBodyIsClientError(t *testing.T) {
 	waitLogLines(t, e, logPath, []string{"400 DPE http2.violation.of.messaging.rule"})
 	expectBodyFaultsUncharged(t, e, up)
 	expectNoHostError(t, e, up)
+}
+
+// TestEarlyAnswerCutIsUpstreamFailure: an upstream answers an upload the client has paused,
+// then cuts its response short. The body read Legate interrupted for the early answer is not
+// the client's fault: the cut is the upstream's (UC), reported as such.
+func TestEarlyAnswerCutIsUpstreamFailure(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nettest.Serve(t, ln, func(c net.Conn) {
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(wait))
+		br := bufio.NewReader(c)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil || line == "\r\n" {
+				break
+			}
+		}
+		// The answer comes before the body; the response is cut (FIN) while the upload is
+		// still read, so the cut is a clean close.
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
+		c.(*net.TCPConn).CloseWrite()
+		io.Copy(io.Discard, br)
+	})
+	path := filepath.Join(t.TempDir(), "access.log")
+	hcm := simpleHCM("web", "") + fmt.Sprintf(`access_log:
+- name: envoy.access_loggers.file
+  typed_config:
+    "@type": type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog
+    path: %s
+    log_format: {text_format_source: {inline_string: "%%RESPONSE_CODE%% %%RESPONSE_FLAGS%%\n"}}
+`, path)
+	e := newEnv(t, envOptions{clusters: []string{staticCluster("web", "", ln.Addr().String())}, hcm: hcm})
+	c, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(wait))
+	// 64 KiB of the body, more than Legate buffers before writing upstream, then a pause.
+	io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: web\r\nContent-Length: 1000000\r\n\r\n"+strings.Repeat("x", 64<<10))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Error("the cut response ended cleanly; want it cut")
+	}
+	waitLogLines(t, e, path, []string{"200 UC"})
 }
