@@ -361,6 +361,39 @@ func TestEDSAssignment(t *testing.T) {
 	e.wantStats(t, map[string]uint64{"cluster.eds.update_empty": 1, "cluster.eds.update_failure": 1, "cluster.eds.update_success": 2})
 }
 
+// TestEDSWeightLimit: the spec limits host weights to 1..100; an assignment with a larger one
+// is refused with its field path (a NACK), never clamped, and the hosts keep their weights.
+func TestEDSWeightLimit(t *testing.T) {
+	e := newEnv(t, nil)
+	if _, err := e.m.AddOrUpdate(parseCluster(t, "name: eds\ntype: EDS\ncommon_lb_config: {update_merge_window: 0s}"), "1"); err != nil {
+		t.Fatal(err)
+	}
+	c := e.m.Warming()[0]
+	assign := func(weight int) error {
+		t.Helper()
+		cla := &endpointv3.ClusterLoadAssignment{}
+		j := fmt.Sprintf(`{"cluster_name":"eds","endpoints":[{"lb_endpoints":[{"endpoint":{"address":{"socket_address":{"address":"10.0.0.1","port_value":80}}},"load_balancing_weight":%d}]}]}`, weight)
+		if err := protojson.Unmarshal([]byte(j), cla); err != nil {
+			t.Fatal(err)
+		}
+		return c.ApplyAssignment(cla)
+	}
+	if err := assign(100); err != nil {
+		t.Fatalf("ApplyAssignment(weight 100) = %v", err)
+	}
+	for _, w := range []int{101, 200} {
+		err := assign(w)
+		want := fmt.Sprintf(`cluster "eds": cluster_load_assignment.endpoints[0].lb_endpoints[0].load_balancing_weight = %d; must be in 1..100`, w)
+		if err == nil || err.Error() != want {
+			t.Errorf("ApplyAssignment(weight %d) = %v; want %q", w, err, want)
+		}
+	}
+	if got := c.Snapshot().PrioritySet.Sets()[0].Hosts()[0].Weight(); got != 100 {
+		t.Errorf("weight after the refused assignments = %d; want 100", got)
+	}
+	e.wantStats(t, map[string]uint64{"cluster.eds.update_failure": 2, "cluster.eds.update_success": 1})
+}
+
 func TestCDSUpdatesUnderConcurrentPicks(t *testing.T) {
 	e := newEnv(t, nil)
 	if _, err := e.m.AddOrUpdate(parseCluster(t, staticYAML("web", "10.0.0.1")), "1"); err != nil {

@@ -19,6 +19,11 @@ const (
 	LbMetadataNamespaceSpec = "proxy.lb"
 )
 
+// MaxEndpointWeight is the largest endpoint load_balancing_weight: the spec limits host
+// weights to 1..100 (Envoy's v2 limit was 128; v3 has none). A weight outside is refused,
+// never clamped.
+const MaxEndpointWeight = 100
+
 // LoadAssignmentFromProto converts a ClusterLoadAssignment (from load_assignment or EDS). Errors
 // name the field path below the assignment.
 func LoadAssignmentFromProto(la *endpointv3.ClusterLoadAssignment) (LoadAssignment, error) {
@@ -66,8 +71,8 @@ func LoadAssignmentFromProto(la *endpointv3.ClusterLoadAssignment) (LoadAssignme
 				Weight:       u32Or(e.GetLoadBalancingWeight(), 0),
 				HealthStatus: HealthStatus(e.GetHealthStatus()),
 			}
-			if e.GetLoadBalancingWeight() != nil && ep.Weight == 0 {
-				return out, fmt.Errorf("%s.load_balancing_weight = 0; must be >= 1", at)
+			if e.GetLoadBalancingWeight() != nil && (ep.Weight == 0 || ep.Weight > MaxEndpointWeight) {
+				return out, fmt.Errorf("%s.load_balancing_weight = %d; must be in 1..%d", at, ep.Weight, MaxEndpointWeight)
 			}
 			if ep.HealthStatus > HealthDegraded {
 				return out, fmt.Errorf("%s.health_status = %d; not a HealthStatus", at, e.GetHealthStatus())

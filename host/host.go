@@ -6,8 +6,9 @@ import (
 	"sync/atomic"
 )
 
-// MaxWeight is the largest endpoint load_balancing_weight Envoy accepts in EDS.
-const MaxWeight = 128
+// MaxWeight is the largest endpoint load_balancing_weight, the spec's limit (config refuses
+// larger ones with their field path before a host is made).
+const MaxWeight = 100
 
 // ErrInvalid is wrapped by every validation error New returns.
 var ErrInvalid = errors.New("invalid host")
@@ -42,7 +43,7 @@ type Config struct {
 	// Hostname is the endpoint's hostname (Endpoint.hostname, or the DNS name for STRICT_DNS);
 	// may be empty.
 	Hostname string
-	// Weight is load_balancing_weight, 1..128. Zero means the default, 1.
+	// Weight is load_balancing_weight, 1..MaxWeight. Zero means the default, 1.
 	Weight uint32
 	// Locality is the endpoint's locality (from its LocalityLbEndpoints).
 	Locality Locality
@@ -143,13 +144,17 @@ func (h *Host) Metadata(key string) (string, bool) {
 // MetadataLen returns the number of envoy.lb metadata keys.
 func (h *Host) MetadataLen() int { return len(h.metadata) }
 
-// Weight returns the current load balancing weight (1..128).
+// Weight returns the current load balancing weight (1..MaxWeight).
 func (h *Host) Weight() uint32 { return h.weight.Load() }
 
-// SetWeight changes the weight (EDS weight updates keep the host identity). Values outside 1..128
-// are clamped. Balancers read weights when a snapshot is built.
+// SetWeight changes the weight (EDS weight updates keep the host identity). w must be in
+// 1..MaxWeight, as config validated it; other values are ignored rather than clamped, so no
+// weight differs silently from the one configured. Balancers read weights when a snapshot is
+// built.
 func (h *Host) SetWeight(w uint32) {
-	h.weight.Store(min(max(w, 1), MaxWeight))
+	if w >= 1 && w <= MaxWeight {
+		h.weight.Store(w)
+	}
 }
 
 // HealthFlags returns the current flag set.

@@ -66,8 +66,8 @@ func TestNewValidates(t *testing.T) {
 		wantWeight uint32
 	}{
 		{"default weight", Config{Address: "10.0.0.1:80"}, false, 1},
-		{"max weight", Config{Address: "10.0.0.1:80", Weight: 128}, false, 128},
-		{"weight too large", Config{Address: "10.0.0.1:80", Weight: 129}, true, 0},
+		{"max weight", Config{Address: "10.0.0.1:80", Weight: 100}, false, 100},
+		{"weight too large", Config{Address: "10.0.0.1:80", Weight: 101}, true, 0},
 		{"no address", Config{}, true, 0},
 	}
 	for _, tc := range tests {
@@ -80,6 +80,23 @@ func TestNewValidates(t *testing.T) {
 				t.Errorf("Weight() = %d; want %d", h.Weight(), tc.wantWeight)
 			}
 		})
+	}
+}
+
+func TestSetWeightNeverClamps(t *testing.T) {
+	h, err := New(Config{Address: "10.0.0.1:80", Weight: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []uint32{0, 101, 200} {
+		h.SetWeight(w)
+		if got := h.Weight(); got != 7 {
+			t.Errorf("after SetWeight(%d) Weight() = %d; want 7 (unchanged)", w, got)
+		}
+	}
+	h.SetWeight(100)
+	if got := h.Weight(); got != 100 {
+		t.Errorf("after SetWeight(100) Weight() = %d; want 100", got)
 	}
 }
 
