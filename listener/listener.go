@@ -29,6 +29,59 @@ type entry struct {
 type socket struct {
 	ln    net.Listener
 	entry *entry
+	// stopping is set by stopAccepting: the accept loops end at their deadline and close the
+	// socket (closeStopped), which closes stopped.
+	stopping atomic.Bool
+	stopOnce sync.Once
+	stopped  chan struct{}
+	// loops counts the running accept loops: a loop whose Accept returned just before the
+	// close still hands its connection on, and the drain waits for that.
+	loops sync.WaitGroup
+}
+
+// stopGrace is how long a stopping socket keeps accepting: long enough to take what the
+// kernel already queued on it.
+const stopGrace = 20 * time.Millisecond
+
+// stopAccepting closes the socket once the connections the kernel already queued on it are
+// accepted and served. Closing a listening socket at once resets the connections waiting in
+// its accept queue, which their clients see as a reset of a request they had sent: a drain's
+// end would fail requests it had admitted. The accept loops take connections until the
+// deadline stopGrace from now, then close the socket.
+func (s *socket) stopAccepting(m *Manager) {
+	s.stopped = make(chan struct{})
+	s.stopping.Store(true)
+	if d, ok := s.ln.(interface{ SetDeadline(time.Time) error }); !ok || d.SetDeadline(time.Now().Add(stopGrace)) != nil {
+		s.closeStopped(m)
+	}
+}
+
+// closeStopped closes a stopping socket, once, after taking the connections still queued
+// on it: an accept loop at its deadline may not have been scheduled for the last arrivals.
+func (s *socket) closeStopped(m *Manager) {
+	s.stopOnce.Do(func() {
+		if d, ok := s.ln.(interface{ SetDeadline(time.Time) error }); ok {
+			d.SetDeadline(time.Time{})
+		}
+		for _, nc := range takeQueued(s.ln) {
+			m.wg.Add(1)
+			m.accepted.Add(1)
+			go m.serveConn(s.entry.cur.Load(), nc, 0)
+		}
+		s.ln.Close()
+		close(s.stopped)
+	})
+}
+
+// awaitStopped waits until stopAccepting's socket is closed; a socket no accept loop serves
+// is closed at twice its grace.
+func (s *socket) awaitStopped(m *Manager) {
+	select {
+	case <-s.stopped:
+	case <-time.After(2 * stopGrace):
+		s.closeStopped(m)
+	}
+	s.loops.Wait() // each loop has counted what it accepted (m.accepted)
 }
 
 // version is one configuration of a listener: its chains and what its connections share.
@@ -159,11 +212,16 @@ func (ch *chain) closeHandler() {
 // acceptLoop accepts connections on s for one worker until s is closed.
 func (m *Manager) acceptLoop(s *socket, worker int) {
 	defer m.wg.Done()
+	defer s.loops.Done()
 	var delay time.Duration
 	for {
 		nc, err := s.ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if s.stopping.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+				s.closeStopped(m) // the deadline of stopAccepting
 				return
 			}
 			// Out of file descriptors and the like: back off as net/http does.
@@ -176,14 +234,23 @@ func (m *Manager) acceptLoop(s *socket, worker int) {
 		v := s.entry.cur.Load()
 		v.info.stats.s.ConnectionsAcceptedPerSocketEvent.Record(1)
 		m.wg.Add(1)
+		m.accepted.Add(1)
 		go m.serveConn(v, nc, worker)
 	}
 }
 
 // serveConn runs the listener filters, selects the filter chain and hands the connection to
 // its handler. It runs on the connection's own goroutine.
+// The caller counted the connection in m.accepted; it moves to m.active (or, closed before
+// it reaches its handler, leaves the count).
 func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 	defer m.wg.Done()
+	counted := false
+	defer func() {
+		if !counted {
+			m.accepted.Add(-1)
+		}
+	}()
 	var restored *net.TCPAddr
 	if v.info.originalDst {
 		if dst, ok := originalDestination(nc); ok {
@@ -224,6 +291,8 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 		return
 	}
 	m.active.Add(1)
+	m.accepted.Add(-1)
+	counted = true
 	st := &ch.info.stats.s
 	st.DownstreamCxTotal.Inc()
 	st.DownstreamCxActive.Inc()

@@ -67,6 +67,9 @@ type Manager struct {
 	// active counts open downstream connections across every listener and
 	// version, for server.total_connections and for draining on SIGTERM.
 	active atomic.Int64
+	// accepted counts connections accepted and not yet counted in active (their serveConn
+	// has not run that far): a drain's end must not take them for an idle server.
+	accepted atomic.Int64
 	// connIDs numbers accepted connections (Conn.ID), starting at 1. The server has one
 	// Manager, so the ids are unique in the process, as Envoy's connection ids are.
 	connIDs atomic.Uint64
@@ -136,7 +139,7 @@ func (m *Manager) healthCheckFailed() bool { return m.cfg.HealthCheckFailed() }
 
 // ActiveConnections is the number of downstream connections open on every
 // listener, old versions included.
-func (m *Manager) ActiveConnections() int64 { return m.active.Load() }
+func (m *Manager) ActiveConnections() int64 { return m.active.Load() + m.accepted.Load() }
 
 // directionStopped reports whether /drain_listeners stopped l's traffic
 // direction. m.mu must be held.
@@ -521,6 +524,7 @@ func (m *Manager) startAccepting(e *entry) {
 	for _, s := range e.sockets {
 		for w := 0; w < m.cfg.Workers; w++ {
 			m.wg.Add(1)
+			s.loops.Add(1)
 			go m.acceptLoop(s, w)
 		}
 	}
@@ -585,7 +589,13 @@ func (m *Manager) Close() {
 // counts each listener stopped.
 func (m *Manager) StopListeners(inboundOnly bool) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	var stopping []*socket
+	defer func() {
+		m.mu.Unlock()
+		for _, s := range stopping { // closed once what the kernel queued is accepted
+			s.awaitStopped(m)
+		}
+	}()
 	if inboundOnly {
 		m.stopped = max(m.stopped, stopInbound)
 	} else {
@@ -597,7 +607,8 @@ func (m *Manager) StopListeners(inboundOnly bool) {
 		}
 		e.stopped = true
 		for _, s := range e.sockets {
-			s.ln.Close()
+			s.stopAccepting(m)
+			stopping = append(stopping, s)
 		}
 		m.stats.ListenerStopped.Inc()
 	}

@@ -227,7 +227,7 @@ func (s *Server) registerEndpoints() error {
 	eps = append(eps, admin.ClustersEndpoint(s.clusters))
 	eps = append(eps, admin.CertsEndpoint(s.certs))
 	eps = append(eps, admin.ListenersEndpoint(s.data.listeners))
-	eps = append(eps, admin.DrainListenersEndpoint(s.data.listeners, s.Quit))
+	eps = append(eps, admin.DrainListenersEndpoint(s.data.listeners, s.quitAfterInFlight))
 	eps = append(eps, admin.HystrixEndpoints(s.hystrix)...)
 	eps = append(eps, admin.RuntimeEndpoints(s.runtime)...)
 	eps = append(eps, admin.HealthCheckEndpoints(&s.healthFailed, s.updateState)...)
@@ -350,7 +350,7 @@ func (s *Server) Run(ctx context.Context) error {
 				// then exit, so a load balancer in front sees no reset.
 				s.log.Warnf("caught SIGTERM: draining listeners for %v, then exiting", s.opts.DrainTime)
 				draining = true
-				s.data.listeners.DrainListeners(listener.DrainRequest{Graceful: true}, s.Quit)
+				s.data.listeners.DrainListeners(listener.DrainRequest{Graceful: true}, s.quitAfterInFlight)
 				wg.Go(func() { s.quitWhenIdle(ctx) })
 			default:
 				s.log.Warnf("caught %v", sig)
@@ -416,7 +416,7 @@ func (s *Server) quitWhenIdle(ctx context.Context) {
 		case <-tick.C:
 			if s.data.listeners.ActiveConnections() == 0 {
 				s.log.Infof("drain complete: no downstream connections left")
-				s.Quit()
+				s.quitAfterInFlight() // one may have been accepted since
 				return
 			}
 		}
@@ -484,6 +484,32 @@ func (s *Server) refreshServerStats() {
 	s.stats.DaysUntilFirstCertExpiring.Set(s.certs.DaysUntilFirstCertExpiring())
 	s.stats.TotalConnections.Set(uint64(s.data.listeners.ActiveConnections()))
 	s.stats.StatsRecentLookups.Set(s.store.RecentLookupsTotal())
+}
+
+// drainGrace bounds how long the end of a drain waits for the connections the listeners
+// accepted to finish their requests (HTTP/1 responses carry connection: close, HTTP/2
+// connections had their GOAWAY), as the connection manager's drain_timeout bounds HTTP/2's.
+const drainGrace = 5 * time.Second
+
+// quitAfterInFlight ends a drain: the listeners stop accepting (what the kernel queued is
+// still accepted and served), the connections already accepted finish their requests, within
+// drainGrace, and the server quits. Quitting at once would cut the requests admitted in the
+// drain's last moments.
+func (s *Server) quitAfterInFlight() {
+	s.data.listeners.StopListeners(false)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	grace := time.After(drainGrace)
+	for s.data.listeners.ActiveConnections() > 0 {
+		select {
+		case <-tick.C:
+		case <-grace:
+			s.log.Warnf("drain: %d downstream connections still open %v after the listeners stopped; closing them", s.data.listeners.ActiveConnections(), drainGrace)
+			s.Quit()
+			return
+		}
+	}
+	s.Quit()
 }
 
 // Quit starts a clean shutdown (POST /quitquitquit).
