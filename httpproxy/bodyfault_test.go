@@ -391,3 +391,47 @@ func TestEarlyAnswerCutIsUpstreamFailure(t *testing.T) {
 	}
 	waitLogLines(t, e, path, []string{"200 UC"})
 }
+
+// TestClientLeavingMidResponse: an HTTP/1 client that closes its connection while a streamed
+// response is written to it went away (DC, downstream_cx_destroy_remote_active_rq); the
+// upstream did nothing wrong (no rq_reset_after_downstream_response_started, no UC).
+func TestClientLeavingMidResponse(t *testing.T) {
+	firstSent := make(chan struct{})
+	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(hdrContentType, "text/event-stream")
+		io.WriteString(w, sseEvent(0))
+		w.(http.Flusher).Flush()
+		close(firstSent)
+		for r.Context().Err() == nil { // until Legate drops the exchange
+			if _, err := io.WriteString(w, sseEvent(1)); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+	})
+	e, _, logPath := bodyFaultEnv(t, upstream, "")
+	c, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(wait))
+	io.WriteString(c, "GET /events HTTP/1.1\r\nHost: web\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status = %d; want 200", resp.StatusCode)
+	}
+	<-firstSent
+	c.Close()
+	waitLogLines(t, e, logPath, []string{"200 DC downstream_remote_disconnect"})
+	for name, want := range map[string]uint64{
+		"http.ingress.downstream_cx_destroy_remote_active_rq":     1,
+		"http.ingress.rq_reset_after_downstream_response_started": 0,
+	} {
+		if got := e.stat(name); got != want {
+			t.Errorf("%s = %d; want %d", name, got, want)
+		}
+	}
+}

@@ -672,16 +672,18 @@ func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, 
 }
 
 // responseCut ends a response that failed after it started: the upstream reset, the client
-// went away, or the downstream request body (still streaming upstream) failed. The response
-// cannot be completed, so the downstream connection (HTTP/1) or stream (HTTP/2) is reset. Only
-// an upstream failure is charged to h, reported to c's outlier detector as a connect failure
-// as Envoy's router does.
+// went away (a failed write: DC), or the downstream request body (still streaming upstream)
+// failed. The response cannot be completed, so the downstream connection (HTTP/1) or stream
+// (HTTP/2) is reset. Only an upstream failure is charged to h, reported to c's outlier
+// detector as a connect failure as Envoy's router does.
 func (s *stream) responseCut(c *cluster.Cluster, h *host.Host) {
 	s.revokeBody() // before the body's state is read
 	upErr := s.respObserved.err
 	switch {
 	case s.bodyFault(upErr) != faultNone:
 		s.requestBodyFailed(upErr)
+	case upErr == nil && s.h2w == nil && s.hw.err != nil:
+		s.downstreamGone() // the client left while the response was written to it
 	default:
 		s.h.stats.RqResetAfterDownstreamStarted.Inc()
 		if upErr != nil && !isDeadline(upErr) {
