@@ -6,10 +6,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/legateproxy/legate/admin/pbjson"
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/pbjson"
 )
 
 // clustersJSONFlush is the amount of buffered JSON after which writeClustersJSON hands it to

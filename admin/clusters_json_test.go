@@ -18,10 +18,10 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/legateproxy/legate/admin/pbjson"
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/pbjson"
 )
 
 // The reference path: build the envoy.admin.v3 protos as Envoy fills them and print them with

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/legateproxy/legate/admin/web"
+	"github.com/legateproxy/legate/internal/web"
 )
 
 // HomeEndpoints returns "/" (the HTML home page: every endpoint with its

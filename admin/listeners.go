@@ -7,8 +7,8 @@ import (
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
-	"github.com/legateproxy/legate/admin/pbjson"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/pbjson"
 	"github.com/legateproxy/legate/listener"
 )
 

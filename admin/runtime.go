@@ -4,7 +4,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/legateproxy/legate/admin/pbjson"
+	"github.com/legateproxy/legate/internal/pbjson"
 	"github.com/legateproxy/legate/runtime"
 )
 

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/legateproxy/legate/admin/pbjson"
+	"github.com/legateproxy/legate/internal/pbjson"
 )
 
 // EndpointKey is the tracker key of the EndpointsConfigDump. Envoy adds that

@@ -4,7 +4,7 @@
 // byte-compatible text, compact JSON and Prometheus 0.0.4 layouts. WriteHTML
 // renders format=html (the text lines inside a page with a query form) and
 // format=active-html (a page whose script polls the JSON form and lists the
-// stats that change most often); its scripts live in admin/web.
+// stats that change most often); its scripts live in internal/web.
 //
 // Concurrency: the functions are safe to call concurrently with each other and
 // with stat updates. They read stats through the store's iteration methods,

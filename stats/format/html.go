@@ -5,7 +5,7 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/legateproxy/legate/admin/web"
+	"github.com/legateproxy/legate/internal/web"
 	"github.com/legateproxy/legate/stats"
 )
 

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/legateproxy/legate/admin/pbjson"
+	"github.com/legateproxy/legate/internal/pbjson"
 )
 
 // checkRoundTrip prints m in both modes, decodes each output strictly with

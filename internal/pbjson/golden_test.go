@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/legateproxy/legate/admin/pbjson"
+	"github.com/legateproxy/legate/internal/pbjson"
 )
 
 func ts(t *testing.T, s string) *timestamppb.Timestamp {

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/legateproxy/legate/admin/pbjson"
+	"github.com/legateproxy/legate/internal/pbjson"
 )
 
 func mustAny(t testing.TB, m proto.Message) *anypb.Any {
