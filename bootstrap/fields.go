@@ -57,7 +57,7 @@ var fieldNotes = map[protoreflect.FullName]map[protoreflect.Name]Support{
 	"envoy.config.bootstrap.v3.ClusterManager": {
 		"local_cluster_name": Implemented, "outlier_detection": Implemented,
 		"load_stats_config": Ignored, "enable_deferred_cluster_creation": Ignored,
-		"upstream_bind_config": Refused,
+		"upstream_bind_config": Implemented,
 	},
 	"envoy.config.cluster.v3.Cluster": {
 		"name": Implemented, "alt_stat_name": Implemented, "type": Implemented, "cluster_type": Implemented,

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
@@ -19,11 +20,16 @@ const (
 	DefaultStatsFlushInterval = 5 * time.Second
 )
 
-// Limits are the command-line limits that Legate's rules depend on.
+// Limits are the command-line limits and the bootstrap-wide defaults that Legate's cluster
+// and listener rules depend on, for static and discovered resources alike.
 type Limits struct {
 	// MaxObjNameLen is --max-obj-name-len, the longest cluster or listener name allowed.
 	// Zero means DefaultMaxObjNameLen.
 	MaxObjNameLen int
+	// UpstreamBindAddress is the bootstrap's cluster_manager.upstream_bind_config
+	// source_address: the source of upstream connections of every cluster without an
+	// upstream_bind_config of its own. Nil binds nothing (Bootstrap.UpstreamBindAddress).
+	UpstreamBindAddress *Address
 }
 
 func (l Limits) maxObjNameLen() int {
@@ -54,6 +60,9 @@ type Bootstrap struct {
 	// ClusterNames and ListenerNames are the static_resources names, in file order.
 	ClusterNames  []string
 	ListenerNames []string
+	// UpstreamBindAddress is cluster_manager.upstream_bind_config.source_address, nil when
+	// unset: the Limits default for the clusters discovery brings later.
+	UpstreamBindAddress *Address
 	// Proto is the bootstrap as decoded, kept for /config_dump. Do not modify it.
 	Proto *bootstrapv3.Bootstrap
 }
@@ -93,8 +102,10 @@ type Admin struct {
 // value and the rule, but not the file, which the caller adds.
 func FromBootstrap(b *bootstrapv3.Bootstrap, lim Limits) (*Bootstrap, error) {
 	v := &validator{lim: lim}
+	v.lim.UpstreamBindAddress = v.upstreamBind(b.GetClusterManager().GetUpstreamBindConfig())
 	out := &Bootstrap{
-		Proto: b,
+		UpstreamBindAddress: v.lim.UpstreamBindAddress,
+		Proto:               b,
 		Node: Node{
 			ID:            b.GetNode().GetId(),
 			Cluster:       b.GetNode().GetCluster(),
@@ -119,6 +130,26 @@ func FromBootstrap(b *bootstrapv3.Bootstrap, lim Limits) (*Bootstrap, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// upstreamBind converts cluster_manager.upstream_bind_config; nil when it has no source
+// address (Envoy binds nothing then).
+func (v *validator) upstreamBind(bc *corev3.BindConfig) *Address {
+	sa := bc.GetSourceAddress()
+	if sa == nil {
+		return nil
+	}
+	const at = "cluster_manager.upstream_bind_config.source_address"
+	a, err := AddressFromProto(&corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: sa}})
+	if err != nil {
+		v.errs = append(v.errs, fmt.Errorf("%s: %w", at, err))
+		return nil
+	}
+	if _, err := netip.ParseAddr(a.Host); err != nil {
+		v.errs = append(v.errs, fmt.Errorf("%s.address = %q; must be an IP address", at, a.Host))
+		return nil
+	}
+	return &a
 }
 
 // validator collects broken rules.

@@ -115,6 +115,12 @@ func (b *clusterBuilder) build(c *clusterv3.Cluster, lim Limits) *Cluster {
 	for i, hc := range c.GetHealthChecks() {
 		out.HealthChecks = append(out.HealthChecks, b.healthCheck(fmt.Sprintf("health_checks[%d]", i), hc))
 	}
+	// A cluster's upstream_bind_config, even one without an address (no bind), overrides the
+	// bootstrap's.
+	out.UpstreamBindAddress = lim.UpstreamBindAddress
+	if c.GetUpstreamBindConfig() != nil {
+		out.UpstreamBindAddress = nil
+	}
 	if sa := c.GetUpstreamBindConfig().GetSourceAddress(); sa != nil {
 		a := b.address("upstream_bind_config.source_address", &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: sa}})
 		out.UpstreamBindAddress = &a

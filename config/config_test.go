@@ -302,3 +302,35 @@ func TestDefaultRegexEngine(t *testing.T) {
 		t.Errorf("load error = %v; want one containing %q", err, want)
 	}
 }
+
+// TestBootstrapUpstreamBind: cluster_manager.upstream_bind_config is the source address of
+// every cluster without an upstream_bind_config of its own (discovered clusters too, through
+// Limits); a cluster's own one, even without an address, overrides it.
+func TestBootstrapUpstreamBind(t *testing.T) {
+	const cm = "cluster_manager: {upstream_bind_config: {source_address: {address: 127.0.0.1, port_value: 4242}}}\n"
+	y := cm + "static_resources:\n  clusters:\n" +
+		"  - {name: plain, connect_timeout: 1s}\n" +
+		"  - {name: own, connect_timeout: 1s, upstream_bind_config: {source_address: {address: 127.0.0.2, port_value: 0}}}\n" +
+		"  - {name: none, connect_timeout: 1s, upstream_bind_config: {}}\n"
+	b, err := load(t, y, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"plain": "127.0.0.1:4242", "own": "127.0.0.2:0", "none": "<nil>"}
+	for _, c := range b.Clusters {
+		got := "<nil>"
+		if c.UpstreamBindAddress != nil {
+			got = c.UpstreamBindAddress.String()
+		}
+		if got != want[c.Name] {
+			t.Errorf("cluster %s: UpstreamBindAddress = %s; want %s", c.Name, got, want[c.Name])
+		}
+	}
+	if b.UpstreamBindAddress == nil || b.UpstreamBindAddress.String() != "127.0.0.1:4242" {
+		t.Errorf("Bootstrap.UpstreamBindAddress = %v; want 127.0.0.1:4242", b.UpstreamBindAddress)
+	}
+	if _, err := load(t, "cluster_manager: {upstream_bind_config: {source_address: {address: localhost, port_value: 1}}}\n", Limits{}); err == nil ||
+		!strings.Contains(err.Error(), "cluster_manager.upstream_bind_config.source_address") {
+		t.Errorf("a host name as the bootstrap bind address: error = %v; want one naming cluster_manager.upstream_bind_config.source_address", err)
+	}
+}

@@ -56,7 +56,6 @@
 //	| Admin                                            | allow_paths                                      | refused  | ignoring it would expose every admin endpoint |
 //	| ClusterManager                                   | load_stats_config                                | ignored  | load reports to the management server |
 //	| ClusterManager                                   | enable_deferred_cluster_creation                 | ignored  | clusters are built eagerly, same traffic |
-//	| ClusterManager                                   | upstream_bind_config                             | refused  | source address of upstream connections |
 //	| Cluster                                          | stats_matcher                                    | ignored  | which cluster stats are kept |
 //	| Cluster                                          | per_connection_buffer_high_watermark_timeout     | ignored  | backpressure timeout; flow control still applies |
 //	| Cluster                                          | dns_jitter                                       | ignored  | refresh timing only |

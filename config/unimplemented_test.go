@@ -39,7 +39,7 @@ var refusedCases = []struct{ name, yaml, path string }{
 	{"xds_delegate_extension", "xds_delegate_extension: {name: d}", "xds_delegate_extension"},
 	{"listener_manager", "listener_manager: {name: m}", "listener_manager"},
 	{"admin.allow_paths", adminAddr + ", allow_paths: [{exact: /stats}]}", "admin.allow_paths"},
-	{"cluster_manager.upstream_bind_config", "cluster_manager: {upstream_bind_config: {source_address: {address: 127.0.0.1, port_value: 0}}}", "cluster_manager.upstream_bind_config"},
+	{"cluster_manager.upstream_bind_config.freebind", "cluster_manager: {upstream_bind_config: {source_address: {address: 127.0.0.1, port_value: 0}, freebind: true}}", "cluster_manager.upstream_bind_config.freebind"},
 	// Cluster.
 	{"cluster transport_socket_matches", webCluster("transport_socket_matches: [{name: m, transport_socket: {name: raw}}]"), "static_resources.clusters[0].transport_socket_matches"},
 	{"cluster transport_socket_matcher", webCluster("transport_socket_matcher: {}"), "static_resources.clusters[0].transport_socket_matcher"},

@@ -68,7 +68,7 @@ func (s *Server) buildXDS() error {
 			return t.Ready, nil
 		},
 		Dial:          s.dialXDS,
-		Limits:        config.Limits{MaxObjNameLen: s.opts.MaxObjNameLen},
+		Limits:        config.Limits{MaxObjNameLen: s.opts.MaxObjNameLen, UpstreamBindAddress: s.boot.UpstreamBindAddress},
 		Runtime:       s.runtime,
 		RTDSLayers:    rtds,
 		StaticSecrets: static,
