@@ -153,7 +153,8 @@ type stream struct {
 	tunnel    bool   // the response head opens a tunnel: no framing headers, no connection: close
 
 	// interruptBody is stopBodyRead, made once (pool.Request.InterruptBody); bodyStopped
-	// says it set an HTTP/1 read deadline that forward puts back.
+	// says it set an HTTP/1 read deadline, which forward puts back after RoundTrip, or
+	// serveH1 after the stream (an HTTP/2 exchange interrupts the body when it ends).
 	interruptBody func()
 	bodyStopped   atomic.Bool
 }
@@ -271,6 +272,9 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 	clear(s.resp)
 	h.stats.DownstreamRqHTTP1Total.Inc()
 	s.process()
+	if s.bodyStopped.Swap(false) {
+		sc.nc.SetReadDeadline(sc.deadline) // the interrupted body read is over
+	}
 	s.wbuf = s.hw.buf
 	s.bytesIn = s.hbody.read
 	if s.body != nil && !s.hbody.done && !s.hbody.drain(maxDrainedBody) {
@@ -684,9 +688,10 @@ func (s *stream) bodyLeftUndrained() bool {
 }
 
 // stopBodyRead ends a read of the request body that waits for the client: the upstream
-// answered before the body was sent whole (pool.Request.InterruptBody, called on the pool's
-// goroutine while forward waits in RoundTrip). An HTTP/2 body is closed (the stream then
-// ends with RST_STREAM NO_ERROR); an HTTP/1 read is woken by an expired read deadline.
+// answered before the body was sent whole (pool.Request.InterruptBody, called on a pool or
+// http2 goroutine while the stream waits on the exchange). An HTTP/2 body is closed (the
+// stream then ends with RST_STREAM NO_ERROR); an HTTP/1 read is woken by an expired read
+// deadline.
 func (s *stream) stopBodyRead() {
 	switch {
 	case s.h2req != nil:

@@ -156,15 +156,26 @@ func TestEarlyUpstreamAnswerEndsHTTP2Stream(t *testing.T) {
 // pauses. The upstream's early 413 reaches it at once, with connection: close, rather than
 // when it sends more.
 func TestEarlyUpstreamAnswerToStalledClient(t *testing.T) {
-	e := tooLargeEnv(t, "")
-	rc := dialRaw(t, e.addr)
-	rc.write("POST /upload HTTP/1.1\r\nHost: example.com\r\nContent-Length: 10485760\r\n\r\n" + strings.Repeat("x", 48<<10))
-	resp, err := http.ReadResponse(rc.br, nil)
-	if err != nil {
-		t.Fatalf("reading the response while the upload is paused: %v; want 413", err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusRequestEntityTooLarge || string(body) != "too large\n" || !resp.Close {
-		t.Errorf("response = %d %q, close %v; want 413 \"too large\\n\" with connection: close", resp.StatusCode, body, resp.Close)
+	for _, upstream := range []string{"http1", "h2c"} {
+		t.Run("to "+upstream, func(t *testing.T) {
+			extra := ""
+			if upstream == "h2c" {
+				extra = "http2_protocol_options: {}"
+			}
+			e := tooLargeEnv(t, extra)
+			rc := dialRaw(t, e.addr)
+			rc.write("POST /upload HTTP/1.1\r\nHost: example.com\r\nContent-Length: 10485760\r\n\r\n" + strings.Repeat("x", 48<<10))
+			resp, err := http.ReadResponse(rc.br, nil)
+			if err != nil {
+				t.Fatalf("reading the response while the upload is paused: %v; want 413", err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatalf("reading the response body while the upload is paused: %v", err)
+			}
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || string(body) != "too large\n" || !resp.Close {
+				t.Errorf("response = %d %q, close %v; want 413 \"too large\\n\" with connection: close", resp.StatusCode, body, resp.Close)
+			}
+		})
 	}
 }

@@ -37,6 +37,29 @@ var echoBody = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	w.Write(b)
 })
 
+// upstreamManager serves h over proto ("HTTP/1.1", or "HTTP/2" with prior knowledge) and
+// returns the pools of a cluster of that one upstream, speaking proto to it.
+func upstreamManager(t *testing.T, proto string, h http.Handler) (*Manager, *connCounter) {
+	t.Helper()
+	srv, cc := newCountedServer(t, h)
+	extra := ""
+	if proto == "HTTP/2" {
+		extra = "http2_protocol_options: {}"
+		srv.Config.Protocols = new(http.Protocols)
+		srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	cm, store := newClusterManager(t, staticCluster(extra, srv.Listener.Addr().String()))
+	return newManager(t, cm, store, nil), cc
+}
+
+// tooLarge answers 413 after reading 4 KB of the request body.
+var tooLarge = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	io.CopyN(io.Discard, r.Body, 4<<10)
+	http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+})
+
 // TestPostAfterIdleClose: an upstream with a keep-alive timeout (net/http's IdleTimeout)
 // closes the idle connection; the next POST goes to a new connection and succeeds.
 func TestPostAfterIdleClose(t *testing.T) {
@@ -133,24 +156,13 @@ func TestStaleConnectionBodyOverLimit(t *testing.T) {
 func TestEarlyResponse(t *testing.T) {
 	for _, proto := range []string{"HTTP/1.1", "HTTP/2"} {
 		t.Run(proto, func(t *testing.T) {
-			srv, cc := newCountedServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			m, cc := upstreamManager(t, proto, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path == "/upload" {
-					io.CopyN(io.Discard, r.Body, 4<<10)
-					http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+					tooLarge(w, r)
 					return
 				}
 				io.WriteString(w, "ok")
 			}))
-			extra := ""
-			if proto == "HTTP/2" {
-				extra = "http2_protocol_options: {}"
-				srv.Config.Protocols = new(http.Protocols)
-				srv.Config.Protocols.SetUnencryptedHTTP2(true)
-			}
-			srv.Start()
-			defer srv.Close()
-			cm, store := newClusterManager(t, staticCluster(extra, srv.Listener.Addr().String()))
-			m := newManager(t, cm, store, nil)
 			for _, length := range []int64{10 << 20, -1} {
 				upload := &countingReader{r: io.LimitReader(zeros{}, 10<<20)}
 				code, body, err := post(m, "/upload", upload, length)
@@ -220,17 +232,7 @@ func TestRequestBodyError(t *testing.T) {
 	for _, proto := range []string{"HTTP/1.1", "HTTP/2"} {
 		for _, tt := range bodies {
 			t.Run(proto+" "+tt.name, func(t *testing.T) {
-				srv, _ := newCountedServer(t, echoBody)
-				extra := ""
-				if proto == "HTTP/2" {
-					extra = "http2_protocol_options: {}"
-					srv.Config.Protocols = new(http.Protocols)
-					srv.Config.Protocols.SetUnencryptedHTTP2(true)
-				}
-				srv.Start()
-				defer srv.Close()
-				cm, store := newClusterManager(t, staticCluster(extra, srv.Listener.Addr().String()))
-				m := newManager(t, cm, store, nil)
+				m, _ := upstreamManager(t, proto, echoBody)
 				h := onlyHost(t, m)
 				_, _, err := post(m, "/", tt.body(), tt.length)
 				if !errors.Is(err, ErrRequestBody) {
@@ -253,6 +255,94 @@ func TestRequestBodyError(t *testing.T) {
 					waitFor(t, "the connection closed locally", func() bool { return m.st.UpstreamCxDestroyLocal.Value() == 1 })
 				}
 			})
+		}
+	}
+}
+
+// stalledBody gives 16 KB, then waits in Read (a client that paused its upload) until
+// interrupt is called. reading says whether a Read is in progress.
+type stalledBody struct {
+	sent      int
+	stop      chan struct{}
+	reading   atomic.Bool
+	interrupt atomic.Int32
+}
+
+func (b *stalledBody) Read(p []byte) (int, error) {
+	b.reading.Store(true)
+	defer b.reading.Store(false)
+	if b.sent < 16<<10 {
+		n := min(len(p), 16<<10-b.sent)
+		b.sent += n
+		return n, nil
+	}
+	<-b.stop
+	return 0, errors.New("interrupted")
+}
+
+func (b *stalledBody) interruptBody() {
+	if b.interrupt.Add(1) == 1 {
+		close(b.stop)
+	}
+}
+
+// TestEarlyResponseInterruptsStalledBody: the upstream answers 413 while the client's upload
+// is paused. The answer comes back without waiting for the client (InterruptBody ends the
+// waiting read), and once the response is closed nothing reads the body any more.
+func TestEarlyResponseInterruptsStalledBody(t *testing.T) {
+	for _, proto := range []string{"HTTP/1.1", "HTTP/2"} {
+		t.Run(proto, func(t *testing.T) {
+			m, _ := upstreamManager(t, proto, tooLarge)
+			body := &stalledBody{stop: make(chan struct{})}
+			req := Request{Method: "POST", Path: "/", Body: body, ContentLength: 10 << 20, InterruptBody: body.interruptBody}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var resp Response
+			if err := m.RoundTrip(ctx, onlyHost(t, m), &req, &resp); err != nil {
+				t.Fatalf("RoundTrip = %v; want the 413", err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Close()
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || string(got) != "too large\n" {
+				t.Errorf("response = %d %q; want 413 \"too large\\n\"", resp.StatusCode, got)
+			}
+			if n := body.interrupt.Load(); n != 1 {
+				t.Errorf("InterruptBody calls = %d; want 1", n)
+			}
+			if body.reading.Load() {
+				t.Error("the body is still being read after Response.Close")
+			}
+		})
+	}
+}
+
+// TestRequestBodyBytesGoOutAsRead: body bytes are sent as they are read, not held until more
+// come: an upstream answering on the first KB gets it while the client's upload is paused.
+func TestRequestBodyBytesGoOutAsRead(t *testing.T) {
+	srv, _ := newCountedServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Full duplex: net/http would otherwise read on the unfinished body before answering.
+		http.NewResponseController(w).EnableFullDuplex()
+		b := make([]byte, 1000)
+		io.ReadFull(r.Body, b)
+		w.Write(b[:10])
+	}))
+	srv.Start()
+	defer srv.Close()
+	cm, store := newClusterManager(t, staticCluster("", srv.Listener.Addr().String()))
+	m := newManager(t, cm, store, nil)
+	for _, length := range []int64{1 << 20, -1} {
+		body := &stalledBody{sent: 16<<10 - 1000, stop: make(chan struct{})} // 1000 bytes, then a pause
+		req := Request{Method: "POST", Path: "/", Body: body, ContentLength: length, InterruptBody: body.interruptBody}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var resp Response
+		err := m.RoundTrip(ctx, onlyHost(t, m), &req, &resp)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Close()
+		}
+		cancel()
+		if err != nil || resp.StatusCode != 200 {
+			t.Errorf("POST (length %d) paused after 1000 bytes = %d, %v; want the upstream's 200", length, resp.StatusCode, err)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"golang.org/x/net/http/httpguts"
@@ -154,6 +155,7 @@ type h2body struct {
 	c       *h2conn
 	trailer *http.Header // the http.Response's Trailer, filled by http2 before io.EOF
 	resp    *Response
+	reqBody *h2RequestBody // nil without a request body
 	done    atomic.Bool
 	err     error
 }
@@ -181,7 +183,7 @@ func (b *h2body) Read(p []byte) (int, error) {
 // http.Request.Trailer after the body has returned io.EOF, on the goroutine reading it).
 // Strings are copied for the reason httpRequest gives.
 type requestTrailer struct {
-	r      io.Reader
+	r      *h2RequestBody
 	src    http.Header
 	dst    http.Header
 	copied bool
@@ -233,7 +235,62 @@ func declareTrailers(hr *http.Request, trailer http.Header, header []Field) {
 	}
 }
 
-func (t *requestTrailer) Close() error { return nil }
+func (t *requestTrailer) Close() error { return t.r.Close() }
+
+// h2RequestBody is what http2 reads a request body through. http2 reads it on a goroutine of
+// its own, which may still wait in a read (a client that paused its upload) when the
+// exchange is over: the upstream answered early, or the stream was reset. Close (http2 is
+// done with the body) and end (the exchange is over) interrupt such a read
+// (Request.InterruptBody); end also waits for it and refuses later reads, so that once the
+// exchange ends the caller alone reads the body again.
+type h2RequestBody struct {
+	mu          sync.Mutex // held through each read; guards ended
+	body        requestBody
+	ended       bool
+	eof         atomic.Bool // the body was read to its end: nothing to interrupt
+	interrupt   func()      // Request.InterruptBody; may be nil
+	interrupted atomic.Bool
+}
+
+// errBodyEnded is what http2 reads from a request body once its exchange is over.
+var errBodyEnded = errors.New("request body read after its exchange ended")
+
+func (b *h2RequestBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ended {
+		return 0, errBodyEnded
+	}
+	n, err := b.body.Read(p)
+	if err == io.EOF {
+		b.eof.Store(true)
+	}
+	return n, err
+}
+
+// Close is called by http2 when it no longer needs the body, maybe while a read waits.
+func (b *h2RequestBody) Close() error {
+	b.stopRead()
+	return nil
+}
+
+func (b *h2RequestBody) stopRead() {
+	if !b.eof.Load() && b.interrupt != nil && b.interrupted.CompareAndSwap(false, true) {
+		b.interrupt()
+	}
+}
+
+// end ends the body's use by http2: a read waiting for the client is interrupted and waited
+// for. b may be nil (no request body).
+func (b *h2RequestBody) end() {
+	if b == nil {
+		return
+	}
+	b.stopRead()
+	b.mu.Lock()
+	b.ended = true
+	b.mu.Unlock()
+}
 
 // roundTripH2 runs one exchange on an HTTP/2 connection.
 func (ex *exchange) roundTripH2(ctx context.Context, req *Request, resp *Response) error {
@@ -248,13 +305,14 @@ func (ex *exchange) roundTripH2(ctx context.Context, req *Request, resp *Respons
 		c.retired.Store(true) // closed when its last stream ends
 		hp.m.st.UpstreamCxMaxRequests.Inc()
 	}
-	hr, err := httpRequest(ctx, req, hp.host.Address(), c.uc.Conn)
+	hr, reqBody, err := httpRequest(ctx, req, hp.host.Address(), c.uc.Conn)
 	if err != nil {
 		c.uc.rqActive.Add(-1)
 		return err
 	}
 	res, err := c.cc.RoundTrip(hr)
 	if err != nil {
+		reqBody.end()
 		c.uc.rqActive.Add(-1)
 		if errors.Is(err, ErrRequestBody) {
 			return err // http2 reset the stream; the client's doing, not the host's
@@ -270,6 +328,7 @@ func (ex *exchange) roundTripH2(ctx context.Context, req *Request, resp *Respons
 	}
 	if err := checkH2Head(res.Header, hp.host.Address()); err != nil {
 		res.Body.Close() // resets the stream
+		reqBody.end()
 		hp.m.st.UpstreamRqTxReset.Inc()
 		if c.uc.rqActive.Add(-1) == 0 && c.retired.Load() {
 			c.close(true)
@@ -290,7 +349,7 @@ func (ex *exchange) roundTripH2(ctx context.Context, req *Request, resp *Respons
 		}
 	}
 	resp.finishHeader()
-	b := &h2body{rc: res.Body, c: c, trailer: &res.Trailer, resp: resp}
+	b := &h2body{rc: res.Body, c: c, trailer: &res.Trailer, resp: resp, reqBody: reqBody}
 	resp.Body = b
 	ex.h2 = b
 	return nil
@@ -330,7 +389,7 @@ func lower(b []byte) {
 // per-stream buffers), while http2's HPACK encoder keeps header names and values in its
 // dynamic table for the connection's lifetime. A reused value corrupts the table (seen as
 // "hpack: id (10) <= evictCount" panics under h2load, and wrong headers on later requests).
-func httpRequest(ctx context.Context, req *Request, authority string, conn net.Conn) (*http.Request, error) {
+func httpRequest(ctx context.Context, req *Request, authority string, conn net.Conn) (*http.Request, *h2RequestBody, error) {
 	scheme := "http"
 	if negotiatedTLS(conn) {
 		scheme = "https"
@@ -344,7 +403,7 @@ func httpRequest(ctx context.Context, req *Request, authority string, conn net.C
 		host = authority
 	}
 	if !strings.HasPrefix(path, "/") && path != "*" {
-		return nil, fmt.Errorf("request path %q: must start with \"/\"", path)
+		return nil, nil, fmt.Errorf("request path %q: must start with \"/\"", path)
 	}
 	n := len(path) + len(host)
 	for _, f := range req.Header {
@@ -362,9 +421,10 @@ func httpRequest(ctx context.Context, req *Request, authority string, conn net.C
 		Header:        make(http.Header, len(req.Header)),
 		ContentLength: max(req.ContentLength, 0),
 	}
+	var body *h2RequestBody
 	if req.Body != nil {
-		body := &requestBody{r: req.Body, length: req.ContentLength}
-		hr.Body = io.NopCloser(body)
+		body = &h2RequestBody{body: requestBody{r: req.Body, length: req.ContentLength}, interrupt: req.InterruptBody}
+		hr.Body = body
 		if req.Trailer != nil {
 			hr.Trailer = make(http.Header, len(req.Trailer))
 			declareTrailers(hr, req.Trailer, req.Header)
@@ -381,7 +441,7 @@ func httpRequest(ctx context.Context, req *Request, authority string, conn net.C
 		k := http.CanonicalHeaderKey(copyString(&cp, f.Name))
 		hr.Header[k] = append(hr.Header[k], copyString(&cp, f.Value))
 	}
-	return hr.WithContext(ctx), nil
+	return hr.WithContext(ctx), body, nil
 }
 
 // copyString appends s to b and returns the copy. b was grown to hold every string copied
@@ -413,6 +473,7 @@ func (ex exchange) finishH2() error {
 	b, hp := ex.h2, ex.hp
 	complete := b.done.Load()
 	b.rc.Close() // resets the stream when the body was not read to its end
+	b.reqBody.end()
 	last := b.c.uc.rqActive.Add(-1) == 0
 	o := outcomeComplete
 	switch {

@@ -92,7 +92,9 @@ func isFramingHeader(name string) bool {
 func methodExpectsBody(m string) bool { return m == "POST" || m == "PUT" || m == "PATCH" }
 
 // writeRequestBody writes req.Body after the head: exactly ContentLength bytes, or chunks.
-// scratch is a per-connection buffer for chunked bodies.
+// scratch is a per-connection buffer for chunked bodies. What a read gave goes out before the
+// next read, which may wait for the client: bytes held back would stall an upstream that
+// answers on what it has (the head and the first bytes still leave in one write).
 func writeRequestBody(bw *bufio.Writer, req *Request, scratch []byte) error {
 	if req.Body == nil {
 		return nil
@@ -100,7 +102,7 @@ func writeRequestBody(bw *bufio.Writer, req *Request, scratch []byte) error {
 	if req.ContentLength >= 0 {
 		left := req.ContentLength
 		for left > 0 {
-			if bw.Available() == 0 {
+			if bw.Buffered() > 0 && (bw.Available() == 0 || left < req.ContentLength) {
 				if err := bw.Flush(); err != nil {
 					return err
 				}
@@ -122,7 +124,12 @@ func writeRequestBody(bw *bufio.Writer, req *Request, scratch []byte) error {
 		}
 		return nil
 	}
-	for {
+	for first := true; ; first = false {
+		if !first && bw.Buffered() > 0 {
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+		}
 		n, err := req.Body.Read(scratch)
 		if n > 0 {
 			bw.Write(http1.AppendChunkSize(bw.AvailableBuffer(), n))

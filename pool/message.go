@@ -53,8 +53,10 @@ type Request struct {
 	Downstream context.Context
 	// InterruptBody, when set, ends a Body.Read that waits for the client. The pool calls it,
 	// from another goroutine, when an HTTP/1.1 upstream answers before the body was sent
-	// whole, so that the answer is not held until the client sends more; Body is not read
-	// after that. It may also come just after the body's last read.
+	// whole (so that the answer is not held until the client sends more), and when an HTTP/2
+	// exchange ends with the body unfinished (so that x/net/http2's read of it ends before
+	// Response.Close returns). Body is not read after that. It may also come just after the
+	// body's last read.
 	InterruptBody func()
 }
 
