@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -72,6 +73,12 @@ func OpenFile(path string, opts FileOptions) (*File, error) {
 }
 
 func openLog(path string) (*os.File, error) {
+	switch path {
+	case StdoutPath:
+		return dupStream(path, os.Stdout)
+	case StderrPath:
+		return dupStream(path, os.Stderr)
+	}
 	fd, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("access log path %q: %w", path, err)
@@ -171,4 +178,17 @@ func (f *File) Close() error {
 		err = cerr
 	}
 	return err
+}
+
+// dupStream returns a duplicate of std's descriptor. /dev/stdout and /dev/stderr are written to
+// the process's own streams rather than opened, as Envoy's stdout and stderr loggers do: opening
+// /dev/stdout fails when descriptor 1 is a socket (systemd's journal). The duplicate lets Close
+// and Reopen leave the process's stream open.
+func dupStream(path string, std *os.File) (*os.File, error) {
+	fd, err := syscall.Dup(int(std.Fd()))
+	if err != nil {
+		return nil, fmt.Errorf("access log path %q: %w", path, err)
+	}
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), path), nil
 }

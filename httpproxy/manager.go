@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"golang.org/x/net/http2"
@@ -32,8 +31,6 @@ const TypeURL = "type.googleapis.com/envoy.extensions.filters.network.http_conne
 
 // Names of the access logger and TLS transport socket the connection manager implements.
 const (
-	fileAccessLogTypeURL = "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog"
-	fileAccessLogName    = "envoy.access_loggers.file"
 	downstreamTLSTypeURL = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"
 	tlsTransportName     = "envoy.transport_sockets.tls"
 )
@@ -321,27 +318,18 @@ func (sh *shared) accessLog(al config.AccessLog, d *Deps) (accessLogger, error) 
 	if al.TypedConfig.GetTypeUrl() == als.TypeURL {
 		return grpcAccessLog(al, d)
 	}
-	if u := al.TypedConfig.GetTypeUrl(); u != fileAccessLogTypeURL && !(u == "" && al.Name == fileAccessLogName) {
-		return accessLogger{}, fmt.Errorf("%q (%s): only %s is implemented", al.Name, u, fileAccessLogName)
+	l, ok, err := accesslog.FromTypedConfig("typed_config", al.Name, al.TypedConfig, accesslog.Options{Hostname: d.Hostname})
+	if !ok {
+		return accessLogger{}, fmt.Errorf("%q (%s): only %s, stdout, stderr and %s are implemented", al.Name, al.TypedConfig.GetTypeUrl(), accesslog.FileName, als.Name)
 	}
-	var pb filev3.FileAccessLog
-	if al.TypedConfig != nil {
-		if err := al.TypedConfig.UnmarshalTo(&pb); err != nil {
-			return accessLogger{}, err
-		}
-	}
-	if pb.GetPath() == "" {
-		return accessLogger{}, fmt.Errorf("path = \"\"; must not be empty")
-	}
-	f, err := accesslog.FromFileAccessLog(&pb, accesslog.Options{Hostname: d.Hostname})
 	if err != nil {
 		return accessLogger{}, err
 	}
-	file, err := d.AccessLogs.Open(pb.GetPath())
+	file, err := d.AccessLogs.Open(l.Path)
 	if err != nil {
 		return accessLogger{}, err
 	}
-	return accessLogger{format: f, file: file}, nil
+	return accessLogger{format: l.Format, file: file}, nil
 }
 
 // downstreamTLS builds the TLS context of a filter chain's transport socket. As in Envoy,

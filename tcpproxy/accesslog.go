@@ -7,23 +7,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
-	streamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/accesslog/als"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/listener"
-)
-
-// The access loggers a TCP proxy accepts, by typed_config type URL.
-const (
-	fileAccessLogTypeURL   = "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog"
-	stdoutAccessLogTypeURL = "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog"
-	stderrAccessLogTypeURL = "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StderrAccessLog"
 )
 
 // AccessLogDeps are what the TCP proxy's access_log entries are built with. The zero value
@@ -75,9 +64,7 @@ func buildAccessLog(path string, al config.TCPAccessLog, d AccessLogDeps) (acces
 	unavailable := func(what string) (accessLogger, error) {
 		return accessLogger{}, fmt.Errorf("%s (%q): %s are not available", typed, al.TypedConfig.GetTypeUrl(), what)
 	}
-	var file string
-	switch u := al.TypedConfig.GetTypeUrl(); u {
-	case als.TCPTypeURL:
+	if al.TypedConfig.GetTypeUrl() == als.TCPTypeURL {
 		if d.GRPC == nil {
 			return unavailable("gRPC access logs")
 		}
@@ -89,46 +76,22 @@ func buildAccessLog(path string, al config.TCPAccessLog, d AccessLogDeps) (acces
 			return accessLogger{}, err
 		}
 		return l, nil
-	case fileAccessLogTypeURL:
-		var pb filev3.FileAccessLog
-		if err := al.TypedConfig.UnmarshalTo(&pb); err != nil {
-			return accessLogger{}, fmt.Errorf("%s: %w", typed, err)
-		}
-		if pb.GetPath() == "" {
-			return accessLogger{}, fmt.Errorf("%s.path = \"\"; must not be empty", typed)
-		}
-		if l.format, err = accesslog.FromFileAccessLog(&pb, opts); err != nil {
-			return accessLogger{}, fmt.Errorf("%s: %w", typed, err)
-		}
-		file = pb.GetPath()
-	case stdoutAccessLogTypeURL, stderrAccessLogTypeURL:
-		var pb streamLog = &streamv3.StdoutAccessLog{}
-		file = "/dev/stdout"
-		if u == stderrAccessLogTypeURL {
-			pb, file = &streamv3.StderrAccessLog{}, "/dev/stderr"
-		}
-		if err := al.TypedConfig.UnmarshalTo(pb); err != nil {
-			return accessLogger{}, fmt.Errorf("%s: %w", typed, err)
-		}
-		if l.format, err = accesslog.FromSubstitutionFormatString(pb.GetLogFormat(), typed+".log_format", opts); err != nil {
-			return accessLogger{}, err
-		}
-	default:
-		return accessLogger{}, fmt.Errorf("%s (%q, name %q): only envoy.access_loggers.file, stdout, stderr and %s are implemented for the TCP proxy", typed, u, al.Name, als.TCPName)
 	}
+	line, ok, err := accesslog.FromTypedConfig(typed, al.Name, al.TypedConfig, opts)
+	if !ok {
+		return accessLogger{}, fmt.Errorf("%s (%q, name %q): only envoy.access_loggers.file, stdout, stderr and %s are implemented for the TCP proxy", typed, al.TypedConfig.GetTypeUrl(), al.Name, als.TCPName)
+	}
+	if err != nil {
+		return accessLogger{}, err
+	}
+	l.format = line.Format
 	if d.Files == nil {
 		return unavailable("file access logs")
 	}
-	if l.file, err = d.Files.Open(file); err != nil {
+	if l.file, err = d.Files.Open(line.Path); err != nil {
 		return accessLogger{}, fmt.Errorf("%s: %w", typed, err)
 	}
 	return l, nil
-}
-
-// streamLog is StdoutAccessLog or StderrAccessLog.
-type streamLog interface {
-	proto.Message
-	GetLogFormat() *corev3.SubstitutionFormatString
 }
 
 // connInfo is what the access log knows about one downstream connection. The fields set
