@@ -5,8 +5,17 @@ import (
 	"sync/atomic"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/stats"
 )
+
+// RuntimeSource gives the current runtime snapshot; *runtime.Runtime implements it. Its
+// circuit_breakers.<cluster>.<default|high>.max_* keys override the configured thresholds,
+// read at every acquisition so that /runtime_modify and RTDS changes apply at once (Envoy's
+// ResourceManagerImpl).
+type RuntimeSource interface {
+	Snapshot() *runtime.Snapshot
+}
 
 // ErrOverflow is returned by TryAcquire when the resource is at its limit (the request or
 // connection overflows the circuit breaker).
@@ -17,6 +26,9 @@ var ErrOverflow = errors.New("circuit breaker overflow")
 type Resource struct {
 	max   uint64
 	count atomic.Uint64
+	// rt and key, when rt is non-nil, let the runtime key override max.
+	rt  RuntimeSource
+	key string
 	// budget, when non-nil, makes the limit dynamic (retry_budget on the retries resource).
 	budget *retryBudget
 
@@ -36,6 +48,11 @@ func (r *Resource) Max() uint64 {
 	if b := r.budget; b != nil {
 		active := float64(b.requests.count.Load() + b.pending.count.Load())
 		return max(b.minConcurrency, uint64(active*b.percent/100))
+	}
+	if r.rt != nil {
+		if snap := r.rt.Snapshot(); snap != nil {
+			return snap.Uint64(r.key, r.max)
+		}
 	}
 	return r.max
 }
@@ -132,8 +149,11 @@ var priorityNames = [config.NumPriorities]string{"default", "high"}
 
 // New builds the resources of cb and registers their gauges under
 // prefix+"circuit_breakers.<default|high>." (prefix is "cluster.<stat name>."). A nil store
-// leaves the gauges unregistered (they still count).
-func New(cb config.CircuitBreakers, store *stats.Store, prefix string) *Breaker {
+// leaves the gauges unregistered (they still count). With rt non-nil, the runtime keys
+// circuit_breakers.<cluster>.<default|high>.max_connections, max_pending_requests,
+// max_requests, max_retries and max_connection_pools override the thresholds (cluster is the
+// cluster's name, as Envoy spells the keys).
+func New(cb config.CircuitBreakers, store *stats.Store, prefix string, rt RuntimeSource, cluster string) *Breaker {
 	b := &Breaker{}
 	for i := range b.priorities {
 		p := &b.priorities[i]
@@ -143,14 +163,18 @@ func New(cb config.CircuitBreakers, store *stats.Store, prefix string) *Breaker 
 		if pools == 0 {
 			pools = ^uint64(0)
 		}
-		set := func(r *Resource, limit uint64, open *stats.Gauge) {
+		keys := "circuit_breakers." + cluster + "." + priorityNames[i] + "."
+		set := func(r *Resource, limit uint64, open *stats.Gauge, key string) {
 			r.max, r.open = limit, open
+			if rt != nil {
+				r.rt, r.key = rt, keys+key
+			}
 		}
-		set(&p.Connections, uint64(t.MaxConnections), &p.open.CxOpen)
-		set(&p.PendingRequests, uint64(t.MaxPendingRequests), &p.open.RqPendingOpen)
-		set(&p.Requests, uint64(t.MaxRequests), &p.open.RqOpen)
-		set(&p.Retries, uint64(t.MaxRetries), &p.open.RqRetryOpen)
-		set(&p.ConnectionPools, pools, &p.open.CxPoolOpen)
+		set(&p.Connections, uint64(t.MaxConnections), &p.open.CxOpen, "max_connections")
+		set(&p.PendingRequests, uint64(t.MaxPendingRequests), &p.open.RqPendingOpen, "max_pending_requests")
+		set(&p.Requests, uint64(t.MaxRequests), &p.open.RqOpen, "max_requests")
+		set(&p.Retries, uint64(t.MaxRetries), &p.open.RqRetryOpen, "max_retries")
+		set(&p.ConnectionPools, pools, &p.open.CxPoolOpen, "max_connection_pools")
 		if rb := t.RetryBudget; rb != nil {
 			p.Retries.budget = &retryBudget{
 				percent:        rb.BudgetPercent,

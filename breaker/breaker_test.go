@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/stats"
 )
 
@@ -27,7 +28,7 @@ func TestResourceLimits(t *testing.T) {
 	cb := config.CircuitBreakers{}
 	cb.Thresholds[0] = config.Thresholds{MaxConnections: 2, MaxPendingRequests: 1, MaxRequests: 1, MaxRetries: 1, TrackRemaining: true}
 	cb.Thresholds[1] = config.DefaultThresholds()
-	b := New(cb, store, "cluster.web.")
+	b := New(cb, store, "cluster.web.", nil, "web")
 	defer b.Close()
 	p := b.Priority(config.PriorityDefault)
 
@@ -75,7 +76,7 @@ func TestRetryBudget(t *testing.T) {
 	cb := config.CircuitBreakers{}
 	cb.Thresholds[0] = config.DefaultThresholds()
 	cb.Thresholds[0].RetryBudget = &config.RetryBudget{BudgetPercent: 50, MinRetryConcurrency: 1}
-	b := New(cb, nil, "")
+	b := New(cb, nil, "", nil, "")
 	p := b.Priority(config.PriorityDefault)
 	tests := []struct {
 		name     string
@@ -103,7 +104,7 @@ func TestRetryBudget(t *testing.T) {
 func TestConcurrentAcquireNeverExceeds(t *testing.T) {
 	cb := config.CircuitBreakers{}
 	cb.Thresholds[0] = config.Thresholds{MaxRequests: 10}
-	b := New(cb, nil, "")
+	b := New(cb, nil, "", nil, "")
 	r := &b.Priority(config.PriorityDefault).Requests
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -135,7 +136,7 @@ func TestConcurrentAcquireNeverExceeds(t *testing.T) {
 func BenchmarkTryAcquireRelease(b *testing.B) {
 	cb := config.CircuitBreakers{}
 	cb.Thresholds[0] = config.DefaultThresholds()
-	br := New(cb, nil, "")
+	br := New(cb, nil, "", nil, "")
 	r := &br.Priority(config.PriorityDefault).Requests
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -145,4 +146,63 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestRuntimeOverrides: circuit_breakers.<cluster>.<priority>.max_* in the runtime override the
+// configured thresholds, and a /runtime_modify change (an admin layer Modify) applies to the
+// next acquisition.
+func TestRuntimeOverrides(t *testing.T) {
+	rt, err := runtime.New(runtime.Config{Layers: []runtime.LayerConfig{{Name: "admin", Admin: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := config.CircuitBreakers{}
+	cb.Thresholds[0] = config.DefaultThresholds()
+	cb.Thresholds[1] = config.DefaultThresholds()
+	b := New(cb, nil, "", rt, "web")
+	if err := rt.Modify(map[string]string{
+		"circuit_breakers.web.default.max_connections":      "1",
+		"circuit_breakers.web.default.max_pending_requests": "2",
+		"circuit_breakers.web.default.max_requests":         "3",
+		"circuit_breakers.web.default.max_retries":          "4",
+		"circuit_breakers.web.high.max_requests":            "5",
+		"circuit_breakers.other.default.max_connections":    "9",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	def, high := b.Priority(config.PriorityDefault), b.Priority(config.PriorityHigh)
+	for _, tc := range []struct {
+		name string
+		r    *Resource
+		want uint64
+	}{
+		{"default max_connections", &def.Connections, 1},
+		{"default max_pending_requests", &def.PendingRequests, 2},
+		{"default max_requests", &def.Requests, 3},
+		{"default max_retries", &def.Retries, 4},
+		{"high max_requests", &high.Requests, 5},
+		{"high max_connections (no key)", &high.Connections, 1024},
+	} {
+		if got := tc.r.Max(); got != tc.want {
+			t.Errorf("%s: Max() = %d; want %d", tc.name, got, tc.want)
+		}
+	}
+	if err := def.Connections.TryAcquire(); err != nil {
+		t.Fatalf("TryAcquire = %v; want nil", err)
+	}
+	if err := def.Connections.TryAcquire(); !errors.Is(err, ErrOverflow) {
+		t.Fatalf("TryAcquire over the runtime limit = %v; want ErrOverflow", err)
+	}
+	if err := rt.Modify(map[string]string{"circuit_breakers.web.default.max_connections": "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := def.Connections.TryAcquire(); err != nil {
+		t.Fatalf("TryAcquire after raising the limit = %v; want nil", err)
+	}
+	if err := rt.Modify(map[string]string{"circuit_breakers.web.default.max_connections": ""}); err != nil {
+		t.Fatal(err)
+	}
+	if got := def.Connections.Max(); got != 1024 {
+		t.Errorf("Max() after the key is removed = %d; want the configured 1024", got)
+	}
 }

@@ -451,7 +451,11 @@ func (m *Manager) newClusterLocked(cfg *config.Cluster, api bool, version string
 	}
 	c.breaker = reuse
 	if c.breaker == nil {
-		c.breaker = breaker.New(cfg.CircuitBreakers, m.store, "cluster."+cfg.StatName+".")
+		var rt breaker.RuntimeSource
+		if m.runtime != nil {
+			rt = m.runtime
+		}
+		c.breaker = breaker.New(cfg.CircuitBreakers, m.store, "cluster."+cfg.StatName+".", rt, cfg.Name)
 	}
 	e.stats.WarmingState.Set(1)
 	if cfg.Type == config.Custom {
