@@ -386,3 +386,42 @@ func TestHashPolicyDetails(t *testing.T) {
 		})
 	}
 }
+
+// TestMetadataMatchNamespaces: metadata_match is read under the spec's proxy.lb as well as
+// Envoy's envoy.lb (envoy.lb wins a key both set), on routes and weighted clusters, as
+// endpoint metadata is.
+func TestMetadataMatchNamespaces(t *testing.T) {
+	const src = `
+virtual_hosts:
+- name: v
+  domains: ["*"]
+  routes:
+  - match: {prefix: "/spec"}
+    route: {cluster: c, metadata_match: {filter_metadata: {proxy.lb: {version: v1, canary: true, weight: 2}}}}
+  - match: {prefix: "/both"}
+    route: {cluster: c, metadata_match: {filter_metadata: {proxy.lb: {version: v1, stage: prod}, envoy.lb: {stage: canary}}}}
+  - match: {prefix: "/weighted"}
+    route:
+      metadata_match: {filter_metadata: {proxy.lb: {version: v1, stage: prod}}}
+      weighted_clusters:
+        clusters:
+        - {name: a, weight: 1, metadata_match: {filter_metadata: {proxy.lb: {version: v2}}}}
+`
+	tbl := mustCompile(t, src, Options{})
+	for _, tc := range []struct {
+		path string
+		want []lb.Criterion
+	}{
+		{"/spec", []lb.Criterion{{Name: "canary", Value: "true"}, {Name: "version", Value: "v1"}, {Name: "weight", Value: "2"}}},
+		{"/both", []lb.Criterion{{Name: "stage", Value: "canary"}, {Name: "version", Value: "v1"}}},
+		{"/weighted", []lb.Criterion{{Name: "stage", Value: "prod"}, {Name: "version", Value: "v2"}}},
+	} {
+		m := tbl.Route(req("h", tc.path))
+		if m == nil {
+			t.Fatalf("Route(%s) = nil", tc.path)
+		}
+		if diff := cmp.Diff(tc.want, m.MetadataMatch); diff != "" {
+			t.Errorf("Route(%s).MetadataMatch (-want +got):\n%s", tc.path, diff)
+		}
+	}
+}

@@ -760,31 +760,43 @@ func duration(d *durationpb.Duration, path string) (time.Duration, error) {
 	return v, nil
 }
 
-// lbNamespace is the filter_metadata key of subset load-balancing criteria.
-const lbNamespace = "envoy.lb"
+// lbNamespaces are the filter_metadata keys of subset load-balancing criteria, the later
+// winning a key both set: the spec's proxy.lb, then Envoy's envoy.lb, as endpoint metadata
+// reads them (config.LbMetadataNamespaceSpec and config.LbMetadataNamespace).
+var lbNamespaces = [...]string{"proxy.lb", "envoy.lb"}
 
-// metadataCriteria reads metadata_match under envoy.lb into sorted criteria, values
-// stringified as host metadata is; the criteria override those of parent with the same name.
+// metadataCriteria reads metadata_match under proxy.lb and envoy.lb into sorted criteria,
+// values stringified as host metadata is, merged over parent (a weighted cluster's criteria
+// override the route's).
 func metadataCriteria(md *corev3.Metadata, parent []lb.Criterion, path string) ([]lb.Criterion, error) {
-	s, ok := md.GetFilterMetadata()[lbNamespace]
-	if !ok {
-		return parent, nil
-	}
-	merged := map[string]string{}
-	for _, c := range parent {
-		merged[c.Name] = c.Value
-	}
-	for k, v := range s.GetFields() {
-		switch x := v.GetKind().(type) {
-		case *structpb.Value_StringValue:
-			merged[k] = x.StringValue
-		case *structpb.Value_NumberValue:
-			merged[k] = fmt.Sprintf("%v", x.NumberValue)
-		case *structpb.Value_BoolValue:
-			merged[k] = strconv.FormatBool(x.BoolValue)
-		default:
-			return nil, fmt.Errorf("%s.filter_metadata[%q].%s: only strings, numbers and booleans are supported", path, lbNamespace, k)
+	fm := md.GetFilterMetadata()
+	var merged map[string]string
+	for _, ns := range lbNamespaces {
+		s, ok := fm[ns]
+		if !ok {
+			continue
 		}
+		if merged == nil {
+			merged = map[string]string{}
+			for _, c := range parent {
+				merged[c.Name] = c.Value
+			}
+		}
+		for k, v := range s.GetFields() {
+			switch x := v.GetKind().(type) {
+			case *structpb.Value_StringValue:
+				merged[k] = x.StringValue
+			case *structpb.Value_NumberValue:
+				merged[k] = fmt.Sprintf("%v", x.NumberValue)
+			case *structpb.Value_BoolValue:
+				merged[k] = strconv.FormatBool(x.BoolValue)
+			default:
+				return nil, fmt.Errorf("%s.filter_metadata[%q].%s: only strings, numbers and booleans are supported", path, ns, k)
+			}
+		}
+	}
+	if merged == nil {
+		return parent, nil
 	}
 	out := make([]lb.Criterion, 0, len(merged))
 	for k, v := range merged {
