@@ -290,7 +290,6 @@ static_resources:
 	if v, _ := p.stat("cluster.odst.membership_total"); v != 2 {
 		t.Errorf("cluster.odst.membership_total = %d; want 2", v)
 	}
-	tc.Close()
 
 	// Hand-off: the connection redirected from 127.0.0.1:9100 is served by the listener
 	// configured for that address, whose TCP proxy goes to the echo cluster.
@@ -306,8 +305,10 @@ static_resources:
 	if got := echo.Load(); got != 2 {
 		t.Errorf("echo server accepted %d connections; want 2", got)
 	}
-	// Unused for a cleanup interval, the created hosts go.
+	// Unused for a cleanup interval, the created hosts go; an open connection stays open.
 	p.waitStat("cluster.odst.membership_total", 0)
+	tcpRoundTrip(t, tc, "still open after the host's cleanup")
+	tc.Close()
 }
 
 // lineEchoServer echoes on 127.0.0.1:port and counts the connections it accepts.
