@@ -399,6 +399,7 @@ func (c *Cluster) applyLocked() (warmedNow bool, err error) {
 	}
 	c.publishMembership(snap.PrioritySet)
 	c.m.stats.ClusterUpdated.Inc()
+	c.m.snapshotSubs.notify(c)
 	if c.warmed.Load() || !c.health.firstRoundDoneLocked(p.hosts) {
 		return false, nil
 	}

@@ -109,6 +109,9 @@ type Manager struct {
 	logs          logFiles
 	outlierLog    *outlier.EventLog
 	failureSubs   healthFailureSubs
+	snapshotSubs  subs[*Cluster]
+	retireSubs    subs[*Cluster]
+	retired       []*Cluster // released under mu, for notifyRetired
 	published     atomic.Pointer[map[string]*Cluster]
 	versionInfo   atomic.Pointer[string]
 
@@ -392,6 +395,7 @@ func (m *Manager) AddOrUpdate(cfg *config.Cluster, version string) (bool, error)
 	m.warming[cfg.Name] = c
 	m.stats.WarmingClusters.Set(uint64(len(m.warming)))
 	m.mu.Unlock()
+	m.notifyRetired()
 	if modified {
 		m.stats.ClusterModified.Inc()
 	} else {
@@ -419,6 +423,7 @@ func (m *Manager) Remove(name string) bool {
 	}
 	m.gaugesLocked()
 	m.mu.Unlock()
+	m.notifyRetired()
 	m.stats.ClusterRemoved.Inc()
 	m.memberChanged(name)
 	return true
@@ -469,6 +474,7 @@ func (m *Manager) newClusterLocked(cfg *config.Cluster, api bool, version string
 // releaseLocked stops c and drops its stats reference; closeBreaker unregisters its breaker.
 func (m *Manager) releaseLocked(c *Cluster, closeBreaker bool) {
 	c.close()
+	m.retired = append(m.retired, c)
 	if closeBreaker {
 		c.breaker.Close()
 	}
@@ -644,6 +650,7 @@ func (m *Manager) clusterWarmed(c *Cluster) {
 	m.publishSoonLocked()
 	m.gaugesLocked()
 	m.mu.Unlock()
+	m.notifyRetired()
 	m.checkInit()
 }
 

@@ -618,8 +618,7 @@ func TestRegistry(t *testing.T) {
 	if am == nil {
 		t.Fatal("Get(api) = nil; want a Manager")
 	}
-	cm.Remove("api")
-	r.Sync()
+	cm.Remove("api") // the cluster manager's OnRetire closes its pools: no Sync, no polling
 	am.mu.Lock()
 	closed := am.closed
 	am.mu.Unlock()
@@ -628,5 +627,45 @@ func TestRegistry(t *testing.T) {
 	}
 	if r.Get("up") != m {
 		t.Error("Get(up) changed after an unrelated removal")
+	}
+}
+
+// TestRegistryFollowsClusterEvents: a host that leaves a cluster has its pool drained as the
+// cluster publishes its new host set (OnSnapshot), with no Sync and no polling.
+func TestRegistryFollowsClusterEvents(t *testing.T) {
+	srvA, _ := newCountedServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srvA.Start()
+	defer srvA.Close()
+	srvB, _ := newCountedServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srvB.Start()
+	defer srvB.Close()
+	cm, store := newClusterManager(t, edsCluster)
+	r, err := NewRegistry(RegistryConfig{Clusters: cm, Stats: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	c := cm.Warming()[0]
+	assign(t, c, srvA.Listener.Addr().String(), srvB.Listener.Addr().String())
+	waitFor(t, "cluster up active", func() bool { return cm.Get("up") != nil })
+	m := r.Get("up")
+	var a *host.Host
+	for _, h := range c.Snapshot().PrioritySet.Sets()[0].Hosts() {
+		if h.Address() == srvA.Listener.Addr().String() {
+			a = h
+		}
+	}
+	if code, _ := get(t, m, a, "/"); code != http.StatusOK {
+		t.Fatalf("GET via A = %d; want 200", code)
+	}
+	if _, ok := m.pools.Load(a); !ok {
+		t.Fatal("no pool for A after a request")
+	}
+	assign(t, c, srvB.Listener.Addr().String()) // A leaves
+	if _, ok := m.pools.Load(a); ok {
+		t.Error("A's pool is still listed once A left the cluster")
+	}
+	if got := m.st.UpstreamCxActive.Value(); got != 0 {
+		t.Errorf("upstream_cx_active = %d after A left; want 0 (its idle connection closed)", got)
 	}
 }

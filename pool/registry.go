@@ -14,9 +14,6 @@ import (
 	"github.com/legateproxy/legate/tlsutil"
 )
 
-// DefaultSyncInterval is how often Registry.Run reconciles pools with cluster snapshots.
-const DefaultSyncInterval = time.Second
-
 // RegistryConfig configures a Registry.
 type RegistryConfig struct {
 	// Clusters is the cluster manager. Required.
@@ -33,21 +30,21 @@ type RegistryConfig struct {
 	// (common_http_protocol_options.idle_timeout, see ManagerConfig.IdleTimeout); nil means
 	// DefaultIdleTimeout for every cluster.
 	IdleTimeout func(c *config.Cluster) time.Duration
-	// SyncInterval is how often Run calls Sync; zero means DefaultSyncInterval.
-	SyncInterval time.Duration
 }
 
-// Registry owns one Manager per active cluster, for the router and the TCP proxy. A cluster
-// replaced by CDS gets a new Manager and the old one drains; a removed cluster's Manager is
-// drained by the next Sync.
+// Registry owns one Manager per active cluster, for the router and the TCP proxy. The pools
+// live and die with their cluster: the cluster manager's events (OnRetire, OnSnapshot) close
+// a removed or replaced cluster's Manager and drain the pools of hosts that leave a cluster as
+// it happens; nothing polls.
 //
 // Concurrency: Get is lock-free when the cluster's Manager exists (a sync.Map read and a
-// pointer comparison); creation, Sync and Close take mu.
+// pointer comparison); creation, the events and Close take mu.
 type Registry struct {
 	cfg      RegistryConfig
 	managers sync.Map   // cluster name -> *Manager
-	mu       sync.Mutex // serialises creation, Sync and Close; guards closed
+	mu       sync.Mutex // serialises creation, the events and Close; guards closed
 	closed   bool
+	cancel   []func() // the cluster manager subscriptions
 }
 
 // NewRegistry builds an empty registry.
@@ -55,10 +52,27 @@ func NewRegistry(cfg RegistryConfig) (*Registry, error) {
 	if cfg.Clusters == nil {
 		return nil, errors.New("pool: RegistryConfig.Clusters is required")
 	}
-	if cfg.SyncInterval <= 0 {
-		cfg.SyncInterval = DefaultSyncInterval
+	r := &Registry{cfg: cfg}
+	r.cancel = []func(){cfg.Clusters.OnRetire(r.retired), cfg.Clusters.OnSnapshot(r.snapshot)}
+	return r, nil
+}
+
+// retired closes the Manager of a cluster that left the cluster manager.
+func (r *Registry) retired(c *cluster.Cluster) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if v, ok := r.managers.Load(c.Config().Name); ok && v.(*Manager).cluster == c {
+		r.managers.Delete(c.Config().Name)
+		v.(*Manager).Close()
 	}
-	return &Registry{cfg: cfg}, nil
+}
+
+// snapshot syncs the Manager of a cluster that published a new host set. It runs under the
+// cluster's lock and takes no lock of the registry: Manager.Sync reads the published snapshot.
+func (r *Registry) snapshot(c *cluster.Cluster) {
+	if v, ok := r.managers.Load(c.Config().Name); ok && v.(*Manager).cluster == c {
+		v.(*Manager).Sync()
+	}
 }
 
 // Get returns the pools of the active cluster named name, or nil when there is no such
@@ -100,11 +114,17 @@ func (r *Registry) Get(name string) *Manager {
 		return nil // the configuration was validated when the cluster was built
 	}
 	r.managers.Store(name, m)
+	if c.Retired() {
+		// Retired while the Manager was built: the OnRetire event may have come first.
+		r.managers.Delete(name)
+		m.Close()
+	}
 	return m
 }
 
 // Sync drains the Managers of removed or replaced clusters and syncs the others (see
-// Manager.Sync).
+// Manager.Sync). The cluster manager's events do this as clusters change; Sync is for callers
+// that want the state reconciled now.
 func (r *Registry) Sync() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -129,25 +149,21 @@ func (r *Registry) HostFailed(h *host.Host, closeConnections bool) {
 	})
 }
 
-// Run calls Sync every SyncInterval until ctx ends, then closes the registry.
+// Run waits for ctx to end, then closes the registry.
 func (r *Registry) Run(ctx context.Context) error {
-	t := time.NewTicker(r.cfg.SyncInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			r.Close()
-			return nil
-		case <-t.C:
-			r.Sync()
-		}
-	}
+	<-ctx.Done()
+	r.Close()
+	return nil
 }
 
-// Close drains every Manager; later Gets return nil.
+// Close ends the subscriptions and drains every Manager; later Gets return nil.
 func (r *Registry) Close() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for _, cancel := range r.cancel {
+		cancel()
+	}
+	r.cancel = nil
 	r.closed = true
 	r.managers.Range(func(k, v any) bool {
 		r.managers.Delete(k)

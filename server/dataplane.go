@@ -1,16 +1,15 @@
 package server
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/accesslog/als"
 	"github.com/legateproxy/legate/admin"
 	"github.com/legateproxy/legate/admin/configdump"
+	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/httpproxy"
@@ -76,6 +75,7 @@ func (s *Server) buildHTTPFilters() error {
 func (s *Server) buildDataPlane() error {
 	dp := &s.data
 	dp.upstreamTLS = map[*config.Cluster]*tlsutil.ClientContext{}
+	s.clusters.OnRetire(s.retireUpstreamTLS) // for the server's life: the manager ends with it
 	dp.tlsStats = tlsutil.NewStatsScopes(s.store)
 	secrets, err := tlsutil.StaticSecretsFromProto("static_resources.secrets", s.boot.Proto.GetStaticResources().GetSecrets())
 	if err != nil {
@@ -189,35 +189,22 @@ func (s *Server) buildDataPlane() error {
 	return s.dumps.Add(configdump.Tracker{Key: "listeners", Dump: dump})
 }
 
-// retireUpstreamTLS closes the TLS contexts of cluster configurations CDS replaced or removed,
-// so that /certs and cluster.<name>.ssl.* stop listing them. Connections already made keep
-// their tls.Config.
-func (s *Server) retireUpstreamTLS() {
+// retireUpstreamTLS closes the TLS context of a cluster that CDS removed or replaced (the
+// cluster manager's OnRetire), unless a current cluster still has its configuration, so that
+// /certs and cluster.<name>.ssl.* stop listing it. Connections already made keep their
+// tls.Config.
+func (s *Server) retireUpstreamTLS(c *cluster.Cluster) {
+	cfg := c.Config()
+	if s.clusters.HasConfig(cfg) {
+		return
+	}
 	dp := &s.data
 	dp.tlsMu.Lock()
-	defer dp.tlsMu.Unlock()
-	for c, ctx := range dp.upstreamTLS {
-		if s.clusters.HasConfig(c) {
-			continue
-		}
-		if ctx != nil {
-			ctx.Close()
-		}
-		delete(dp.upstreamTLS, c)
-	}
-}
-
-// retireUpstreamTLSEvery runs retireUpstreamTLS every interval until ctx ends.
-func (s *Server) retireUpstreamTLSEvery(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.retireUpstreamTLS()
-		}
+	ctx := dp.upstreamTLS[cfg]
+	delete(dp.upstreamTLS, cfg)
+	dp.tlsMu.Unlock()
+	if ctx != nil {
+		ctx.Close()
 	}
 }
 

@@ -27,7 +27,6 @@ import (
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/options"
-	"github.com/legateproxy/legate/pool"
 	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/stats/sinks/hystrix"
@@ -288,7 +287,6 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { s.runtime.Run(ctx) })
 	wg.Go(func() { s.clusters.Run(ctx) })
 	wg.Go(func() { s.data.pools.Run(ctx) })
-	wg.Go(func() { s.retireUpstreamTLSEvery(ctx, pool.DefaultSyncInterval) })
 	wg.Go(func() { s.data.als.Run(ctx) })
 	if s.xds != nil {
 		wg.Go(func() { s.xds.Run(ctx) })
