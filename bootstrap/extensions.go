@@ -64,6 +64,10 @@ func v2FilterType(name string) (string, bool) {
 		return typeURL(&filev3.FileAccessLog{}), true
 	case "envoy.stat_sinks.hystrix", "envoy.hystrix":
 		return typeURL(&metricsv3.HystrixSink{}), true
+	case "envoy.stat_sinks.statsd", "envoy.statsd":
+		return typeURL(&metricsv3.StatsdSink{}), true
+	case "envoy.stat_sinks.dog_statsd", "envoy.dog_statsd":
+		return typeURL(&metricsv3.DogStatsdSink{}), true
 	}
 	return "", false
 }

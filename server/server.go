@@ -30,6 +30,7 @@ import (
 	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/stats/sinks/hystrix"
+	"github.com/legateproxy/legate/stats/sinks/statsd"
 	"github.com/legateproxy/legate/stats/tags"
 	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/xds"
@@ -64,7 +65,8 @@ type Server struct {
 	runtime      *runtime.Runtime
 	runtimeStats runtime.Stats
 	clusters     *cluster.Manager
-	hystrix      *hystrix.Sink // nil without an envoy.stat_sinks.hystrix sink
+	hystrix      *hystrix.Sink  // nil without an envoy.stat_sinks.hystrix sink
+	statsd       []*statsd.Sink // envoy.stat_sinks.statsd and dog_statsd sinks
 	certs        *tlsutil.Registry
 	data         dataPlane
 	xds          *xds.Client // nil without dynamic resources or EDS clusters
@@ -390,6 +392,9 @@ func (s *Server) shutdown() {
 	s.data.pools.Close()
 	if s.hystrix != nil {
 		s.hystrix.Close() // ends the never-idle dashboard streams
+	}
+	for _, k := range s.statsd {
+		k.Close()
 	}
 	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()

@@ -2,12 +2,18 @@ package server
 
 import (
 	"fmt"
+	"net"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/stats/sinks/hystrix"
+	"github.com/legateproxy/legate/stats/sinks/statsd"
 )
 
 // adminStats are Legate's own admin counters (Envoy has no equivalent).
@@ -16,35 +22,123 @@ type adminStats struct {
 	ForeignHostRefused stats.Counter `stat:"foreign_host_refused"`
 }
 
-// buildSinks creates the bootstrap's stats_sinks. Legate implements
-// envoy.stat_sinks.hystrix; any other sink is a configuration error rather
-// than a silent no-op.
+// The stats sinks Legate implements, by typed_config type (or, without one, by name).
+var (
+	hystrixSinkURL   = typeURL(&metricsv3.HystrixSink{})
+	statsdSinkURL    = typeURL(&metricsv3.StatsdSink{})
+	dogStatsdSinkURL = typeURL(&metricsv3.DogStatsdSink{})
+	sinkURLByName    = map[string]string{
+		"envoy.stat_sinks.hystrix": hystrixSinkURL, "envoy.hystrix": hystrixSinkURL,
+		"envoy.stat_sinks.statsd": statsdSinkURL, "envoy.statsd": statsdSinkURL,
+		"envoy.stat_sinks.dog_statsd": dogStatsdSinkURL, "envoy.dog_statsd": dogStatsdSinkURL,
+	}
+)
+
+func typeURL(m proto.Message) string {
+	return "type.googleapis.com/" + string(m.ProtoReflect().Descriptor().FullName())
+}
+
+// buildSinks creates the bootstrap's stats_sinks: envoy.stat_sinks.hystrix, statsd and
+// dog_statsd. Any other sink is a configuration error rather than a silent no-op.
 func (s *Server) buildSinks() error {
 	for i, sink := range s.boot.Proto.GetStatsSinks() {
-		var cfg metricsv3.HystrixSink
-		if tc := sink.GetTypedConfig(); tc == nil || tc.MessageIs(&cfg) {
-			if tc != nil {
-				if err := tc.UnmarshalTo(&cfg); err != nil {
-					return fmt.Errorf("stats_sinks[%d].typed_config: %w", i, err)
-				}
-			}
-			if sink.GetName() != "envoy.stat_sinks.hystrix" && tc == nil {
-				return fmt.Errorf("stats_sinks[%d].name = %q: unsupported stats sink; Legate implements envoy.stat_sinks.hystrix", i, sink.GetName())
-			}
-			if s.hystrix != nil {
-				return fmt.Errorf("stats_sinks[%d]: a second hystrix sink; configure one", i)
-			}
-			h, err := hystrix.New(&cfg, s.store.FlushInterval())
-			if err != nil {
-				return fmt.Errorf("stats_sinks[%d]: %w", i, err)
-			}
-			s.hystrix = h
-			s.store.AddSink(h)
-			continue
+		path := fmt.Sprintf("stats_sinks[%d]", i)
+		tc := sink.GetTypedConfig()
+		u := tc.GetTypeUrl()
+		if tc == nil {
+			u = sinkURLByName[sink.GetName()]
 		}
-		return fmt.Errorf("stats_sinks[%d].typed_config: unsupported stats sink %s; Legate implements envoy.stat_sinks.hystrix", i, sink.GetTypedConfig().GetTypeUrl())
+		var err error
+		switch u {
+		case hystrixSinkURL:
+			err = s.addHystrixSink(path, tc)
+		case statsdSinkURL:
+			var cfg metricsv3.StatsdSink
+			if err = unmarshalSink(path, tc, &cfg); err == nil {
+				err = s.addStatsdSink(statsd.FromStatsd(path+".typed_config", &cfg, s.statsdCluster))
+			}
+		case dogStatsdSinkURL:
+			var cfg metricsv3.DogStatsdSink
+			if err = unmarshalSink(path, tc, &cfg); err == nil {
+				err = s.addStatsdSink(statsd.FromDogStatsd(path+".typed_config", &cfg))
+			}
+		case "":
+			err = fmt.Errorf("%s.name = %q: unsupported stats sink; %s", path, sink.GetName(), implementedSinks)
+		default:
+			err = fmt.Errorf("%s.typed_config: unsupported stats sink %s; %s", path, u, implementedSinks)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+const implementedSinks = "Legate implements envoy.stat_sinks.hystrix, envoy.stat_sinks.statsd and envoy.stat_sinks.dog_statsd"
+
+func unmarshalSink(path string, tc *anypb.Any, m proto.Message) error {
+	if tc == nil {
+		return nil
+	}
+	if err := tc.UnmarshalTo(m); err != nil {
+		return fmt.Errorf("%s.typed_config: %w", path, err)
+	}
+	return nil
+}
+
+func (s *Server) addHystrixSink(path string, tc *anypb.Any) error {
+	var cfg metricsv3.HystrixSink
+	if err := unmarshalSink(path, tc, &cfg); err != nil {
+		return err
+	}
+	if s.hystrix != nil {
+		return fmt.Errorf("%s: a second hystrix sink; configure one", path)
+	}
+	h, err := hystrix.New(&cfg, s.store.FlushInterval())
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	s.hystrix = h
+	s.store.AddSink(h)
+	return nil
+}
+
+func (s *Server) addStatsdSink(k *statsd.Sink, err error) error {
+	if err != nil {
+		return err
+	}
+	s.statsd = append(s.statsd, k)
+	s.store.AddSink(k)
+	return nil
+}
+
+// statsdCluster is the Dialer of a statsd sink's tcp_cluster_name. As in Envoy the cluster must
+// be a static one; each connection goes to a host its load balancer picks, within its
+// connect_timeout. Its transport socket (TLS to the collector) is not implemented.
+func (s *Server) statsdCluster(name string) (statsd.Dialer, error) {
+	var pb *clusterv3.Cluster
+	for _, c := range s.boot.Proto.GetStaticResources().GetClusters() {
+		if c.GetName() == name {
+			pb = c
+		}
+	}
+	switch {
+	case pb == nil:
+		return nil, fmt.Errorf("not a static cluster of the bootstrap")
+	case pb.GetTransportSocket() != nil || len(pb.GetTransportSocketMatches()) > 0:
+		return nil, fmt.Errorf("the cluster's transport_socket: not implemented by Legate for the statsd sink")
+	}
+	return func() (net.Conn, error) {
+		c := s.clusters.Get(name)
+		if c == nil {
+			return nil, fmt.Errorf("cluster %q is gone", name)
+		}
+		h, err := c.Pick(&lb.Context{})
+		if err != nil {
+			return nil, err
+		}
+		return net.DialTimeout("tcp", h.Address(), c.Config().ConnectTimeout)
+	}, nil
 }
 
 // clusterMaxPending gives the hystrix sink each cluster's default-priority
