@@ -22,6 +22,8 @@ import (
 	roundrobinv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
 	wrrlocalityv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
 	googlere2v3 "github.com/envoyproxy/go-control-plane/envoy/extensions/regex_engines/v3"
+	downstreamconnectionsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3"
+	fixedheapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
 	omitcanaryv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/omit_canary_hosts/v3"
 	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -65,6 +67,8 @@ func Extensions() []Extension {
 		e("envoy.load_balancing_policies.round_robin", "envoy.load_balancing_policies", &roundrobinv3.RoundRobin{}),
 		e("envoy.load_balancing_policies.wrr_locality", "envoy.load_balancing_policies", &wrrlocalityv3.WrrLocality{}),
 		e("envoy.regex_engines.google_re2", "envoy.regex_engines", &googlere2v3.GoogleRE2{}),
+		e("envoy.resource_monitors.fixed_heap", "envoy.resource_monitors", &fixedheapv3.FixedHeapConfig{}),
+		e("envoy.resource_monitors.global_downstream_max_connections", "envoy.resource_monitors", &downstreamconnectionsv3.DownstreamConnectionsConfig{}),
 		e("envoy.retry_host_predicates.omit_canary_hosts", "envoy.retry_host_predicates", &omitcanaryv3.OmitCanaryHostsPredicate{}),
 		e("envoy.retry_host_predicates.previous_hosts", "envoy.retry_host_predicates", &previoushostsv3.PreviousHostsPredicate{}),
 		e("envoy.stat_sinks.dog_statsd", "envoy.stats_sinks", &metricsv3.DogStatsdSink{}),

@@ -38,7 +38,7 @@ var fieldNotes = map[protoreflect.FullName]map[protoreflect.Name]Support{
 		"application_log_config": Implemented,
 		"node_context_params":    Ignored, "hds_config": Ignored, "flags_path": Ignored,
 		"deferred_stat_options": Implemented, "watchdog": Ignored, "watchdogs": Ignored, "tracing": Ignored,
-		"overload_manager": Ignored, "enable_dispatcher_stats": Ignored, "use_tcp_for_dns_lookups": Ignored,
+		"overload_manager": Implemented, "enable_dispatcher_stats": Ignored, "use_tcp_for_dns_lookups": Ignored,
 		"fatal_actions": Ignored, "inline_headers": Ignored, "perf_tracing_file_path": Ignored,
 		"default_regex_engine": Implemented, "xds_config_tracker_extension": Ignored,
 		"grpc_async_client_manager_config": Ignored, "memory_allocator_manager": Ignored,
@@ -145,7 +145,7 @@ var fieldNotes = map[protoreflect.FullName]map[protoreflect.Name]Support{
 		"enable_reuse_port": Ignored, "reuse_port": Ignored, "stats_matcher": Ignored,
 		"fcds_config": Refused, "deprecated_v1": Refused, "transparent": Refused, "freebind": Refused,
 		"socket_options": Refused, "connection_balance_config": Refused, "enable_mptcp": Refused,
-		"ignore_global_conn_limit": Ignored, "bypass_overload_manager": Ignored, "tcp_keepalive": Refused,
+		"ignore_global_conn_limit": Implemented, "bypass_overload_manager": Implemented, "tcp_keepalive": Refused,
 	},
 	"envoy.config.listener.v3.FilterChain": {
 		"filter_chain_match": Implemented, "filters": Implemented, "use_proxy_proto": Implemented,

@@ -9,6 +9,8 @@ import (
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
+
+	"github.com/legateproxy/legate/overload"
 )
 
 const (
@@ -63,6 +65,8 @@ type Bootstrap struct {
 	// UpstreamBindAddress is cluster_manager.upstream_bind_config.source_address, nil when
 	// unset: the Limits default for the clusters discovery brings later.
 	UpstreamBindAddress *Address
+	// Overload is overload_manager, converted by package overload; nil when unset.
+	Overload *overload.Config
 	// Proto is the bootstrap as decoded, kept for /config_dump. Do not modify it.
 	Proto *bootstrapv3.Bootstrap
 }
@@ -124,6 +128,11 @@ func FromBootstrap(b *bootstrapv3.Bootstrap, lim Limits) (*Bootstrap, error) {
 	out.StatsFlushInterval = v.statsFlush(b)
 	v.regexEngine(b.GetDefaultRegexEngine())
 	out.Admin = v.admin(b.GetAdmin())
+	ov, err := overload.FromProto(b.GetOverloadManager())
+	if err != nil {
+		v.errs = append(v.errs, err)
+	}
+	out.Overload = ov
 	out.Clusters, out.ClusterNames = v.clusters(b.GetStaticResources().GetClusters())
 	out.ListenerNames = v.listeners(b.GetStaticResources().GetListeners())
 	if err := errors.Join(v.errs...); err != nil {

@@ -31,7 +31,6 @@
 //	| Bootstrap                                        | watchdog                                         | ignored  | dispatcher watchdogs; Go has no event-loop stalls to kill on |
 //	| Bootstrap                                        | watchdogs                                        | ignored  | as watchdog |
 //	| Bootstrap                                        | tracing                                          | ignored  | no tracer; requests are not traced |
-//	| Bootstrap                                        | overload_manager                                 | ignored  | no overload actions; resources are not monitored |
 //	| Bootstrap                                        | enable_dispatcher_stats                          | ignored  | dispatcher histograms only |
 //	| Bootstrap                                        | use_tcp_for_dns_lookups                          | ignored  | DNS transport only; the same names resolve |
 //	| Bootstrap                                        | fatal_actions                                    | ignored  | crash-time actions |
@@ -112,8 +111,6 @@
 //	| Listener                                         | enable_reuse_port                                | ignored  | one socket per listener |
 //	| Listener                                         | reuse_port                                       | ignored  | as enable_reuse_port |
 //	| Listener                                         | stats_matcher                                    | ignored  | which listener stats are kept |
-//	| Listener                                         | ignore_global_conn_limit                         | ignored  | Legate has no global connection limit |
-//	| Listener                                         | bypass_overload_manager                          | ignored  | overload_manager is ignored |
 //	| Listener                                         | fcds_config                                      | refused  | filter chain discovery |
 //	| Listener                                         | deprecated_v1                                    | refused  | v1 bind_to_port |
 //	| Listener                                         | transparent                                      | refused  | IP_TRANSPARENT bind option |

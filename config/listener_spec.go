@@ -109,6 +109,12 @@ type Listener struct {
 	// IPv4Compat is address.socket_address.ipv4_compat: an IPv6 "::" listener also accepts
 	// IPv4 connections.
 	IPv4Compat bool
+	// IgnoreGlobalConnLimit is ignore_global_conn_limit: the listener's connections are not
+	// counted against the overload manager's global_downstream_max_connections.
+	IgnoreGlobalConnLimit bool
+	// BypassOverloadManager is bypass_overload_manager: no overload action, nor the global
+	// connection limit, applies to the listener and its connections.
+	BypassOverloadManager bool
 	// Ignored lists the paths of the fields set that Legate accepts without implementing them
 	// (operational only; see the table in doc.go), for the caller to warn about.
 	Ignored []string

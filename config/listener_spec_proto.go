@@ -53,6 +53,8 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 		ListenerFiltersTimeout:           durationOr(l.GetListenerFiltersTimeout(), DefaultListenerFiltersTimeout),
 		ContinueOnListenerFiltersTimeout: l.GetContinueOnListenerFiltersTimeout(),
 		BindToPort:                       l.GetBindToPort() == nil || l.GetBindToPort().GetValue(),
+		IgnoreGlobalConnLimit:            l.GetIgnoreGlobalConnLimit(),
+		BypassOverloadManager:            l.GetBypassOverloadManager(),
 		Proto:                            l,
 	}
 	switch {

@@ -153,7 +153,7 @@ func TestRefusedThroughProtoConverters(t *testing.T) {
 // TestIgnoredFieldsWarn checks that operational fields are accepted, each with one warning that
 // names its path, from bootstrap.Parse, and listed in Cluster.Ignored and Listener.Ignored.
 func TestIgnoredFieldsWarn(t *testing.T) {
-	y := "overload_manager: {refresh_interval: 1s, resource_monitors: [{name: m}]}\ntracing: {}\nwatchdogs: {}\nenable_dispatcher_stats: true\n" +
+	y := "tracing: {}\nwatchdogs: {}\nenable_dispatcher_stats: true\n" +
 		adminAddr + ", socket_options: [{level: 1, name: 2, int_value: 3}]}\n" +
 		"cluster_manager: {load_stats_config: {api_type: GRPC, grpc_services: [{envoy_grpc: {cluster_name: web}}]}}\n" +
 		webCluster("track_cluster_stats: {timeout_budgets: true}", "preconnect_policy: {per_upstream_preconnect_ratio: 1.5}", "wait_for_warm_on_init: false",
@@ -175,7 +175,6 @@ func TestIgnoredFieldsWarn(t *testing.T) {
 		"watchdogs",
 		"tracing",
 		"admin.socket_options",
-		"overload_manager",
 		"enable_dispatcher_stats",
 	}
 	slices.Sort(got)

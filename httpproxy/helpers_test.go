@@ -31,6 +31,7 @@ import (
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/listener"
+	"github.com/legateproxy/legate/overload"
 	"github.com/legateproxy/legate/pool"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/tlsutil"
@@ -86,6 +87,8 @@ type envOptions struct {
 	filters   *filter.Registry // nil: the health check filter only
 	srds      ScopedRouteProvider
 	runtime   func(key string, def uint64) uint64 // Deps.Runtime
+	overload  *overload.State                     // Deps.Overload and the listener manager's
+	bypass    bool                                // the listener's bypass_overload_manager
 }
 
 func fromYAML(t testing.TB, y string, m proto.Message) {
@@ -133,7 +136,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	reg := listener.NewRegistry()
 	e.logs = accesslog.NewManager(accesslog.FileOptions{})
 	t.Cleanup(func() { e.logs.Close() })
-	if err := Register(reg, Deps{Clusters: e.clusters, Pools: e.pools, Stats: store, HealthCheckFailed: &e.failed, LocalClusterName: "local", AccessLogs: e.logs, GRPCAccessLogs: o.als, ExtensionConfigs: o.ecds, ScopedRoutes: o.srds, Filters: o.filters, Runtime: o.runtime,
+	if err := Register(reg, Deps{Clusters: e.clusters, Pools: e.pools, Stats: store, HealthCheckFailed: &e.failed, LocalClusterName: "local", AccessLogs: e.logs, GRPCAccessLogs: o.als, ExtensionConfigs: o.ecds, ScopedRoutes: o.srds, Filters: o.filters, Runtime: o.runtime, Overload: o.overload,
 		TLS: tlsutil.Deps{Stats: tlsutil.NewStatsScopes(store)}}); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
@@ -155,6 +158,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 			}},
 			TransportSocket: o.tls,
 		}},
+		BypassOverloadManager: o.bypass,
 	}
 	l, err := config.ListenerFromProto(lpb)
 	if err != nil {
@@ -166,7 +170,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	e.lm, err = listener.NewManager(listener.ManagerConfig{
 		Stats: store, Handlers: reg, HealthCheckFailed: e.failed.Load,
-		DrainTime: o.drainTime, DrainStrategy: strategy,
+		DrainTime: o.drainTime, DrainStrategy: strategy, Overload: o.overload,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/logging"
+	"github.com/legateproxy/legate/overload"
 	"github.com/legateproxy/legate/pool"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/tlsutil"
@@ -78,6 +79,9 @@ type Deps struct {
 	// RuntimeFraction decides a route's runtime_fraction through the runtime (key, the
 	// default fraction, the request's random value); nil uses the default fraction.
 	RuntimeFraction func(key string, numerator, denominator, random uint64) bool
+	// Overload is the overload manager's state (stop_accepting_requests,
+	// disable_http_keepalive); nil means none. Listeners with bypass_overload_manager ignore it.
+	Overload *overload.State
 	// Runtime returns the runtime's integer value of key, or def when unset: access log
 	// filters read their runtime_key through it (comparison values, runtime_filter). Nil
 	// uses the configured defaults.
@@ -130,6 +134,7 @@ type shared struct {
 // (HTTP/2).
 type Handler struct {
 	sh      *shared
+	ov      *overload.State // nil: no overload manager, or the listener bypasses it
 	cfg     *config.HTTPConnectionManager
 	table   atomic.Pointer[route.Table] // swapped by RDS (rds.go); fixed for route_config
 	rds     *rdsRoutes
@@ -298,6 +303,9 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 	var bufferLimit uint32
 	if ctx != nil && ctx.Listener != nil {
 		bufferLimit = ctx.Listener.PerConnectionBufferLimitBytes
+		if !ctx.Listener.BypassOverloadManager {
+			h.ov = d.Overload
+		}
 	}
 	h.http2 = newH2Server(cfg, bufferLimit)
 	h.h2base = &http.Server{MaxHeaderBytes: h2HeaderListBytes(cfg)}

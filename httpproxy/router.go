@@ -25,6 +25,7 @@ import (
 // Envoy's local reply bodies and response code details.
 const (
 	bodyNoHealthyUpstream = "no healthy upstream"
+	bodyOverloaded        = "envoy overloaded"
 	bodyUpstreamTimeout   = "upstream request timeout"
 	bodyResetPrefix       = "upstream connect error or disconnect/reset before headers. reset reason: "
 	reasonConnectFailure  = "connection failure"

@@ -26,6 +26,7 @@ type hcmStats struct {
 	DownstreamCxIdleTimeout              stats.Counter `stat:"downstream_cx_idle_timeout"`
 	DownstreamCxMaxDurationReached       stats.Counter `stat:"downstream_cx_max_duration_reached"`
 	DownstreamCxMaxRequestsReached       stats.Counter `stat:"downstream_cx_max_requests_reached"`
+	DownstreamCxOverloadDisableKeepalive stats.Counter `stat:"downstream_cx_overload_disable_keepalive"`
 	DownstreamCxProtocolError            stats.Counter `stat:"downstream_cx_protocol_error"`
 	DownstreamCxRxBytesTotal             stats.Counter `stat:"downstream_cx_rx_bytes_total"`
 	DownstreamCxSslTotal                 stats.Counter `stat:"downstream_cx_ssl_total"`
@@ -37,6 +38,7 @@ type hcmStats struct {
 	DownstreamRqHTTP3Total               stats.Counter `stat:"downstream_rq_http3_total"`
 	DownstreamRqIdleTimeout              stats.Counter `stat:"downstream_rq_idle_timeout"`
 	DownstreamRqNonRelativePath          stats.Counter `stat:"downstream_rq_non_relative_path"`
+	DownstreamRqOverloadClose            stats.Counter `stat:"downstream_rq_overload_close"`
 	DownstreamRqResponseBeforeRqComplete stats.Counter `stat:"downstream_rq_response_before_rq_complete"`
 	DownstreamRqRxReset                  stats.Counter `stat:"downstream_rq_rx_reset"`
 	DownstreamRqTimeout                  stats.Counter `stat:"downstream_rq_timeout"`

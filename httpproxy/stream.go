@@ -340,6 +340,10 @@ func (s *stream) process() {
 	if len(h.ecds) > 0 {
 		filters = s.pinFilters(filters)
 	}
+	if h.ov.StopAcceptingRequests() {
+		s.shedRequest()
+		routed, filters = false, nil
+	}
 	if len(filters) > 0 && h.disablesFilters() {
 		// Envoy has the route before the filters run, and skips those it disables.
 		s.skip = h.route(&s.req)
@@ -378,6 +382,15 @@ func (s *stream) process() {
 	if len(h.logs) > 0 {
 		s.log(end)
 	}
+}
+
+// shedRequest answers a new request with 503 while the overload action
+// stop_accepting_requests holds, before any filter or the router sees it, as Envoy does.
+func (s *stream) shedRequest() {
+	s.h.stats.DownstreamRqOverloadClose.Inc()
+	s.flags |= accesslog.OverloadManager
+	s.details = "overload"
+	s.localReply(http.StatusServiceUnavailable, []byte(bodyOverloaded), nil)
 }
 
 // prepareRequest applies the connection manager's request header rules: x-forwarded-for and
@@ -647,6 +660,10 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 		s.closeConn = true
 		h.stats.DownstreamCxDrainClose.Inc()
 	}
+	if !s.closeConn && h.ov.DisableKeepalive() {
+		s.closeConn = true
+		h.stats.DownstreamCxOverloadDisableKeepalive.Inc()
+	}
 	w := &s.hw
 	w.noBody = s.head || status < 200 || status == http.StatusNoContent || status == http.StatusNotModified
 	w.buf = appendStatusLine(w.buf, max(s.minor, 0), status)
@@ -703,10 +720,14 @@ func (s *stream) stopBodyRead() {
 }
 
 func (s *stream) sendHeadH2(status int, contentLength int64) {
-	if s.drain.DrainClose() {
-		// x/net/http2 answers "Connection: close" with a graceful GOAWAY and strips it.
+	// x/net/http2 answers "Connection: close" with a graceful GOAWAY and strips it.
+	switch {
+	case s.drain.DrainClose():
 		s.setRespHeader(hdrConnection, "close")
 		s.h.stats.DownstreamCxDrainClose.Inc()
+	case s.h.ov.DisableKeepalive():
+		s.setRespHeader(hdrConnection, "close")
+		s.h.stats.DownstreamCxOverloadDisableKeepalive.Inc()
 	}
 	if contentLength >= 0 && !s.head && status >= 200 && status != http.StatusNoContent {
 		s.setRespHeader("Content-Length", strconv.FormatInt(contentLength, 10))

@@ -29,6 +29,8 @@ type Conn struct {
 	// restored is the original destination the original_dst listener filter read; nil when
 	// the local address is the one the connection was accepted on.
 	restored *net.TCPAddr
+	// limited is set when the connection counts against the global connection limit.
+	limited bool
 
 	prev, next *Conn // the chain's connection list, guarded by chain.mu
 	closed     atomic.Bool

@@ -118,6 +118,9 @@ type listenerInfo struct {
 // closed accounts for a connection that has closed.
 func (li *listenerInfo) closed(c *Conn) {
 	li.mgr.active.Add(-1)
+	if c.limited {
+		li.mgr.cfg.Overload.ReleaseConnection()
+	}
 	li.stats.s.DownstreamCxActive.Dec()
 	li.stats.s.DownstreamCxDestroy.Inc()
 	c.worker.DownstreamCxActive.Dec()
@@ -231,6 +234,7 @@ func (m *Manager) acceptLoop(s *socket, worker int) {
 			continue
 		}
 		delay = 0
+		m.awaitAccepting(s)
 		v := s.entry.cur.Load()
 		v.info.stats.s.ConnectionsAcceptedPerSocketEvent.Record(1)
 		m.wg.Add(1)
@@ -246,11 +250,18 @@ func (m *Manager) acceptLoop(s *socket, worker int) {
 func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 	defer m.wg.Done()
 	counted := false
+	limited, admitted := m.admit(v, nc)
 	defer func() {
 		if !counted {
 			m.accepted.Add(-1)
+			if limited {
+				m.cfg.Overload.ReleaseConnection()
+			}
 		}
 	}()
+	if !admitted {
+		return
+	}
 	var restored *net.TCPAddr
 	if v.info.originalDst {
 		if dst, ok := originalDestination(nc); ok {
@@ -285,7 +296,7 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 		return
 	}
 	w := &ch.info.stats.workers[worker]
-	c := &Conn{Conn: nc, id: m.connIDs.Add(1), peeked: peeked, chain: ch, worker: w, start: m.cfg.Clock.Now(), hello: hello, tls: tls, restored: restored}
+	c := &Conn{Conn: nc, id: m.connIDs.Add(1), peeked: peeked, chain: ch, worker: w, start: m.cfg.Clock.Now(), hello: hello, tls: tls, restored: restored, limited: limited}
 	if !ch.add(c) {
 		nc.Close()
 		return

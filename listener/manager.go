@@ -17,6 +17,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/logging"
+	"github.com/legateproxy/legate/overload"
 	"github.com/legateproxy/legate/stats"
 )
 
@@ -48,6 +49,9 @@ type ManagerConfig struct {
 	// HealthCheckFailed reports the /healthcheck/fail state: while true, Conn.DrainClose is
 	// true on listeners with drain_type DEFAULT. Nil means never failed.
 	HealthCheckFailed func() bool
+	// Overload is the overload manager's state: its connection actions and global connection
+	// limit apply at accept. Nil means no overload manager.
+	Overload *overload.State
 }
 
 // Manager is the listener manager (Envoy's ListenerManagerImpl): it binds the listeners,

@@ -19,6 +19,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/options"
+	"github.com/legateproxy/legate/overload"
 	"github.com/legateproxy/legate/pool"
 	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/tcpproxy"
@@ -34,6 +35,7 @@ type dataPlane struct {
 	accessLogs *accesslog.Manager
 	als        *als.Manager // envoy.access_loggers.http_grpc streams
 	listeners  *listener.Manager
+	overload   *overload.Manager // nil State without overload_manager
 	// httpFilters are the HTTP filters connection managers build from; RDS checks
 	// typed_per_filter_config against them too.
 	httpFilters *filter.Registry
@@ -125,6 +127,7 @@ func (s *Server) buildDataPlane() error {
 		return err
 	}
 
+	dp.overload = overload.New(s.boot.Overload, s.store, nil)
 	handlers := listener.NewRegistry()
 	if err := httpproxy.Register(handlers, httpproxy.Deps{
 		Filters:           dp.httpFilters,
@@ -142,6 +145,7 @@ func (s *Server) buildDataPlane() error {
 		ScopedRoutes:      s.scopedRouteProvider(),
 		RuntimeFraction:   s.routeFraction,
 		Runtime:           s.runtimeUint64,
+		Overload:          dp.overload.State(),
 	}); err != nil {
 		return err
 	}
@@ -168,6 +172,7 @@ func (s *Server) buildDataPlane() error {
 		Handlers:          handlers,
 		Workers:           int(s.opts.Concurrency),
 		HealthCheckFailed: s.healthFailed.Load,
+		Overload:          dp.overload.State(),
 	}); err != nil {
 		return err
 	}

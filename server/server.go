@@ -290,6 +290,7 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { s.clusters.Run(ctx) })
 	wg.Go(func() { s.data.pools.Run(ctx) })
 	wg.Go(func() { s.data.als.Run(ctx) })
+	wg.Go(func() { s.data.overload.Run(ctx) })
 	if s.xds != nil {
 		wg.Go(func() { s.xds.Run(ctx) })
 	}

@@ -52,3 +52,17 @@ func Million(tb testing.TB) *stats.Store {
 	runtime.GC()
 	return s
 }
+
+// Value returns the value of the counter or gauge called name in st, and whether it exists.
+func Value(st *stats.Store, name string) (uint64, bool) {
+	var v uint64
+	found := false
+	st.Each(stats.KindSet(stats.KindCounter, stats.KindGauge), func(s *stats.Stat) bool {
+		if s.Name() == name {
+			v, found = s.Value(), true
+			return false
+		}
+		return true
+	})
+	return v, found
+}

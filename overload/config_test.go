@@ -1,0 +1,115 @@
+package overload
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	overloadv3 "github.com/envoyproxy/go-control-plane/envoy/config/overload/v3"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protojson"
+	"sigs.k8s.io/yaml"
+
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/cpu_utilization/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
+)
+
+const (
+	heapMonitor = `{name: envoy.resource_monitors.fixed_heap, typed_config: {"@type": type.googleapis.com/envoy.extensions.resource_monitors.fixed_heap.v3.FixedHeapConfig, max_heap_size_bytes: 1000}}`
+	connMonitor = `{name: envoy.resource_monitors.global_downstream_max_connections, typed_config: {"@type": type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig, max_active_downstream_connections: 10}}`
+)
+
+func parse(t *testing.T, y string) (*Config, error) {
+	t.Helper()
+	j, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pb overloadv3.OverloadManager
+	if err := protojson.Unmarshal(j, &pb); err != nil {
+		t.Fatalf("protojson.Unmarshal(%s): %v", j, err)
+	}
+	return FromProto(&pb)
+}
+
+// TestFromProtoConverts checks the monitors, the actions with threshold and scaled triggers,
+// and refresh_interval's default of 1 s.
+func TestFromProtoConverts(t *testing.T) {
+	got, err := parse(t, "resource_monitors: ["+heapMonitor+", "+connMonitor+"]\n"+
+		"actions:\n"+
+		"- {name: envoy.overload_actions.stop_accepting_requests, triggers: [{name: envoy.resource_monitors.fixed_heap, threshold: {value: 0.95}}]}\n"+
+		"- {name: envoy.overload_actions.disable_http_keepalive, triggers: [{name: envoy.resource_monitors.fixed_heap, scaled: {scaling_threshold: 0.8, saturation_threshold: 0.9}}, {name: envoy.resource_monitors.global_downstream_max_connections, threshold: {value: 0.5}}]}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{
+		RefreshInterval: time.Second,
+		Monitors:        []Monitor{{Name: FixedHeap, MaxHeapBytes: 1000}, {Name: GlobalConnections, MaxConnections: 10}},
+		Actions: []Action{
+			{Name: StopAcceptingRequests, Triggers: []Trigger{{Monitor: FixedHeap, Scaling: 0.95, Saturation: 0.95}}},
+			{Name: DisableHTTPKeepalive, Triggers: []Trigger{{Monitor: FixedHeap, Scaling: 0.8, Saturation: 0.9}, {Monitor: GlobalConnections, Scaling: 0.5, Saturation: 0.5}}},
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("FromProto (-want +got):\n%s", diff)
+	}
+	got, err = parse(t, "refresh_interval: 0.25s\nresource_monitors: ["+heapMonitor+"]")
+	if err != nil || got.RefreshInterval != 250*time.Millisecond {
+		t.Errorf("refresh_interval 0.25s: got %+v, %v", got, err)
+	}
+}
+
+// TestFromProtoRefuses checks that every monitor, action and option Legate does not implement
+// is refused with its field path, as are inconsistent triggers.
+func TestFromProtoRefuses(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, want string }{
+		{"unknown monitor", `resource_monitors: [{name: envoy.resource_monitors.cpu_utilization, typed_config: {"@type": type.googleapis.com/envoy.extensions.resource_monitors.cpu_utilization.v3.CpuUtilizationConfig}}]`,
+			`overload_manager.resource_monitors[0].name: resource monitor "envoy.resource_monitors.cpu_utilization": not implemented by Legate`},
+		{"reduce_timeouts", "resource_monitors: [" + heapMonitor + "]\nactions: [{name: envoy.overload_actions.reduce_timeouts, triggers: [{name: envoy.resource_monitors.fixed_heap, threshold: {value: 0.9}}]}]",
+			`overload_manager.actions[0].name: overload action "envoy.overload_actions.reduce_timeouts": not implemented by Legate`},
+		{"reset_high_memory_stream", "resource_monitors: [" + heapMonitor + "]\nactions: [{name: envoy.overload_actions.reset_high_memory_stream, triggers: [{name: envoy.resource_monitors.fixed_heap, threshold: {value: 0.9}}]}]",
+			`overload_manager.actions[0].name: overload action "envoy.overload_actions.reset_high_memory_stream": not implemented by Legate`},
+		{"action typed_config", "resource_monitors: [" + heapMonitor + "]\nactions: [{name: envoy.overload_actions.shrink_heap, typed_config: {\"@type\": type.googleapis.com/envoy.config.overload.v3.ShrinkHeapConfig}, triggers: [{name: envoy.resource_monitors.fixed_heap, threshold: {value: 0.9}}]}]",
+			"overload_manager.actions[0].typed_config: set; not implemented by Legate"},
+		{"loadshed_points", "loadshed_points: [{name: envoy.load_shed_points.tcp_listener_accept}]", "overload_manager.loadshed_points: set; not implemented by Legate"},
+		{"buffer_factory_config", "buffer_factory_config: {minimum_account_to_track_power_of_two: 10}", "overload_manager.buffer_factory_config: set; not implemented by Legate"},
+		{"max_heap_size_bytes_runtime", `resource_monitors: [{name: envoy.resource_monitors.fixed_heap, typed_config: {"@type": type.googleapis.com/envoy.extensions.resource_monitors.fixed_heap.v3.FixedHeapConfig, max_heap_size_bytes: 1, max_heap_size_bytes_runtime: {default_value: 1, runtime_key: k}}}]`,
+			"overload_manager.resource_monitors[0].typed_config.max_heap_size_bytes_runtime: set; not implemented by Legate"},
+		{"no heap size", `resource_monitors: [{name: envoy.resource_monitors.fixed_heap, typed_config: {"@type": type.googleapis.com/envoy.extensions.resource_monitors.fixed_heap.v3.FixedHeapConfig}}]`,
+			"overload_manager.resource_monitors[0].typed_config.max_heap_size_bytes: must be greater than 0"},
+		{"no typed_config", `resource_monitors: [{name: envoy.resource_monitors.fixed_heap}]`, "overload_manager.resource_monitors[0].typed_config: required"},
+		{"duplicate monitor", "resource_monitors: [" + heapMonitor + ", " + heapMonitor + "]", `overload_manager.resource_monitors[1].name: duplicate resource monitor`},
+		{"unknown trigger", "resource_monitors: [" + heapMonitor + "]\nactions: [{name: envoy.overload_actions.shrink_heap, triggers: [{name: x, threshold: {value: 0.9}}]}]",
+			`overload_manager.actions[0].triggers[0].name: unknown resource monitor "x"`},
+		{"scaled order", "resource_monitors: [" + heapMonitor + "]\nactions: [{name: envoy.overload_actions.shrink_heap, triggers: [{name: envoy.resource_monitors.fixed_heap, scaled: {scaling_threshold: 0.9, saturation_threshold: 0.8}}]}]",
+			"overload_manager.actions[0].triggers[0].scaled: scaling_threshold (0.9) must be less than saturation_threshold (0.8)"},
+		{"no trigger", "resource_monitors: [" + heapMonitor + "]\nactions: [{name: envoy.overload_actions.shrink_heap}]", "overload_manager.actions[0].triggers: at least one trigger is required"},
+		{"refresh 0", "refresh_interval: 0s", "overload_manager.refresh_interval: must be a positive duration"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parse(t, tc.yaml)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("FromProto error = %v; want prefix %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestTriggerState checks threshold and scaled triggers at and around their thresholds.
+func TestTriggerState(t *testing.T) {
+	th := Trigger{Scaling: 0.5, Saturation: 0.5}
+	sc := Trigger{Scaling: 0.5, Saturation: 0.9}
+	for _, tc := range []struct {
+		tr   Trigger
+		p    float64
+		want float64
+	}{
+		{th, 0.49, 0}, {th, 0.5, 1}, {th, 2, 1},
+		{sc, 0.4, 0}, {sc, 0.5, 0}, {sc, 0.7, 0.5}, {sc, 0.9, 1}, {sc, 1.5, 1},
+	} {
+		if got := tc.tr.state(tc.p); got < tc.want-1e-9 || got > tc.want+1e-9 {
+			t.Errorf("%+v.state(%v) = %v; want %v", tc.tr, tc.p, got, tc.want)
+		}
+	}
+}

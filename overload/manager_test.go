@@ -1,0 +1,182 @@
+package overload
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/stats"
+	"github.com/legateproxy/legate/stats/statstest"
+)
+
+func newStore(t *testing.T) *stats.Store {
+	t.Helper()
+	st, err := stats.New(stats.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func wantStat(t *testing.T, st *stats.Store, name string, want uint64) {
+	t.Helper()
+	if got, ok := statstest.Value(st, name); !ok || got != want {
+		t.Errorf("%s = %d (exists: %v); want %d", name, got, ok, want)
+	}
+}
+
+// TestManagerStatsAndStates drives a heap monitor through a scaled and a threshold trigger and
+// checks the published action states and Envoy's overload.* stats.
+func TestManagerStatsAndStates(t *testing.T) {
+	st := newStore(t)
+	cfg := &Config{
+		RefreshInterval: time.Second,
+		Monitors:        []Monitor{{Name: FixedHeap, MaxHeapBytes: 1000}},
+		Actions: []Action{
+			{Name: StopAcceptingRequests, Triggers: []Trigger{{Monitor: FixedHeap, Scaling: 0.95, Saturation: 0.95}}},
+			{Name: DisableHTTPKeepalive, Triggers: []Trigger{{Monitor: FixedHeap, Scaling: 0.5, Saturation: 1}}},
+		},
+	}
+	m := New(cfg, st, clock.NewFake(time.Unix(0, 0)))
+	defer m.Close()
+	var heap atomic.Uint64
+	fail := false
+	m.heap = func() (uint64, bool) { return heap.Load(), !fail }
+	s := m.State()
+
+	heap.Store(750) // keepalive scaled to 50 %, requests not stopped
+	m.Refresh()
+	wantStat(t, st, "overload.envoy.resource_monitors.fixed_heap.pressure", 75)
+	wantStat(t, st, "overload.envoy.overload_actions.disable_http_keepalive.scale_percent", 50)
+	wantStat(t, st, "overload.envoy.overload_actions.disable_http_keepalive.active", 0)
+	wantStat(t, st, "overload.envoy.overload_actions.stop_accepting_requests.active", 0)
+	if s.StopAcceptingRequests() {
+		t.Error("StopAcceptingRequests at 75 % pressure")
+	}
+	if got := s.disableKeepalive.Load(); got != scaleOne/2 {
+		t.Errorf("disable_http_keepalive state = %d; want %d", got, scaleOne/2)
+	}
+
+	heap.Store(960)
+	m.Refresh()
+	wantStat(t, st, "overload.envoy.resource_monitors.fixed_heap.pressure", 96)
+	wantStat(t, st, "overload.envoy.overload_actions.stop_accepting_requests.active", 1)
+	wantStat(t, st, "overload.envoy.overload_actions.stop_accepting_requests.scale_percent", 100)
+	wantStat(t, st, "overload.envoy.overload_actions.disable_http_keepalive.active", 0)
+	wantStat(t, st, "overload.envoy.overload_actions.disable_http_keepalive.scale_percent", 92)
+	if !s.StopAcceptingRequests() {
+		t.Error("saturated actions not published")
+	}
+
+	fail = true // a failed read keeps the last pressure
+	m.Refresh()
+	wantStat(t, st, "overload.envoy.resource_monitors.fixed_heap.failed_updates", 1)
+	wantStat(t, st, "overload.envoy.resource_monitors.fixed_heap.skipped_updates", 0)
+	if !s.StopAcceptingRequests() {
+		t.Error("a failed update released the action")
+	}
+
+	fail = false
+	heap.Store(100)
+	m.Refresh()
+	wantStat(t, st, "overload.envoy.overload_actions.stop_accepting_requests.active", 0)
+	wantStat(t, st, "overload.envoy.overload_actions.disable_http_keepalive.scale_percent", 0)
+	if s.StopAcceptingRequests() || s.DisableKeepalive() {
+		t.Error("actions still set at 10 % pressure")
+	}
+}
+
+// TestManagerRunsEveryRefreshInterval checks that Run reads the monitors every
+// refresh_interval of the (fake) clock.
+func TestManagerRunsEveryRefreshInterval(t *testing.T) {
+	clk := clock.NewFake(time.Unix(0, 0))
+	m := New(&Config{RefreshInterval: 250 * time.Millisecond, Monitors: []Monitor{{Name: FixedHeap, MaxHeapBytes: 1000}}}, newStore(t), clk)
+	defer m.Close()
+	reads := make(chan struct{}, 10)
+	m.heap = func() (uint64, bool) { reads <- struct{}{}; return 1, true }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	for i := 0; i < 3; i++ {
+		<-reads // the first read is at once, each next one a refresh interval later
+		for clk.Pending() == 0 {
+			runtime.Gosched()
+		}
+		if d, _ := clk.Next(); d != 250*time.Millisecond {
+			t.Fatalf("next refresh in %v; want 250ms", d)
+		}
+		clk.Advance(250 * time.Millisecond)
+	}
+}
+
+// TestFixedHeapFromHeldMemory checks the fixed_heap monitor against the Go heap: holding
+// 64 MiB in the test raises its pressure past a threshold that the heap did not reach before,
+// which saturates shrink_heap, which returns memory to the OS.
+func TestFixedHeapFromHeldMemory(t *testing.T) {
+	runtime.GC()
+	base, ok := readHeap()
+	if !ok {
+		t.Fatal("the runtime does not report " + heapMetric)
+	}
+	const hold = 64 << 20
+	limit := base + hold
+	st := newStore(t)
+	m := New(&Config{
+		RefreshInterval: time.Second,
+		Monitors:        []Monitor{{Name: FixedHeap, MaxHeapBytes: limit}},
+		// base/limit is under 0.5 as long as the heap was under 64 MiB; base+hold is over 0.9
+		Actions: []Action{{Name: ShrinkHeap, Triggers: []Trigger{{Monitor: FixedHeap, Scaling: 0.9, Saturation: 0.9}}}},
+	}, st, nil)
+	defer m.Close()
+	shrunk := 0
+	m.freeOSMemory = func() { shrunk++ }
+	if float64(base)/float64(limit) >= 0.5 {
+		t.Skipf("the test process already holds %d heap bytes", base)
+	}
+	m.Refresh()
+	wantStat(t, st, "overload.envoy.overload_actions.shrink_heap.active", 0)
+	held := make([]byte, hold)
+	for i := range held {
+		held[i] = 1
+	}
+	m.Refresh()
+	wantStat(t, st, "overload.envoy.overload_actions.shrink_heap.active", 1)
+	if p, _ := statstest.Value(st, "overload.envoy.resource_monitors.fixed_heap.pressure"); p < 90 {
+		t.Errorf("pressure = %d holding %d bytes of %d; want >= 90", p, hold, limit)
+	}
+	if shrunk != 1 {
+		t.Errorf("shrink_heap freed memory %d times; want 1", shrunk)
+	}
+	runtime.KeepAlive(held)
+}
+
+// TestGlobalConnectionLimit checks that the counted connections stop at the limit and that
+// their count is the monitor's pressure.
+func TestGlobalConnectionLimit(t *testing.T) {
+	st := newStore(t)
+	m := New(&Config{RefreshInterval: time.Second, Monitors: []Monitor{{Name: GlobalConnections, MaxConnections: 2}}}, st, nil)
+	defer m.Close()
+	s := m.State()
+	if !s.AcquireConnection() || !s.AcquireConnection() {
+		t.Fatal("connections under the limit refused")
+	}
+	if s.AcquireConnection() {
+		t.Fatal("a third connection allowed with a limit of 2")
+	}
+	m.Refresh()
+	wantStat(t, st, "overload.envoy.resource_monitors.global_downstream_max_connections.pressure", 100)
+	s.ReleaseConnection()
+	m.Refresh()
+	wantStat(t, st, "overload.envoy.resource_monitors.global_downstream_max_connections.pressure", 50)
+	if !s.AcquireConnection() {
+		t.Error("a connection refused after one closed")
+	}
+	var none *State
+	if !none.AcquireConnection() || none.StopAcceptingRequests() || none.AcceptPaused() != nil {
+		t.Error("a nil State sheds load")
+	}
+}

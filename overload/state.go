@@ -1,0 +1,102 @@
+package overload
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+)
+
+// scaleOne is an action state of 1 in the fixed-point form the data path reads.
+const scaleOne = 1 << 16
+
+// State is what the data path reads: each action's state as one atomic word, and the global
+// connection count. A nil *State is an absent overload manager: nothing is ever shed. The
+// overload manager's goroutine is its only writer, except for the connection count.
+type State struct {
+	stopRequests     atomic.Uint32
+	disableKeepalive atomic.Uint32
+	rejectConns      atomic.Uint32
+
+	mu     sync.Mutex    // guards paused
+	paused chan struct{} // non-nil while stop_accepting_connections is saturated; closed on resume
+
+	conns    atomic.Int64
+	maxConns int64 // 0: no global_downstream_max_connections monitor
+}
+
+// chance reports true with the probability the fixed-point state v stands for, as Envoy's
+// bernoulli draws: never at 0 (a single atomic load), always once saturated.
+func chance(v uint32) bool {
+	return v != 0 && (v >= scaleOne || rand.Uint32N(scaleOne) < v)
+}
+
+// StopAcceptingRequests reports whether a new request must be refused with 503.
+func (s *State) StopAcceptingRequests() bool {
+	return s != nil && chance(s.stopRequests.Load())
+}
+
+// DisableKeepalive reports whether a response must close its connection.
+func (s *State) DisableKeepalive() bool {
+	return s != nil && chance(s.disableKeepalive.Load())
+}
+
+// RejectConnection reports whether a connection just accepted must be closed at once
+// (reject_incoming_connections).
+func (s *State) RejectConnection() bool {
+	return s != nil && chance(s.rejectConns.Load())
+}
+
+// AcceptPaused returns, while stop_accepting_connections is saturated, a channel closed when
+// accepting may resume; nil otherwise.
+func (s *State) AcceptPaused() <-chan struct{} {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.paused == nil {
+		return nil
+	}
+	return s.paused
+}
+
+func (s *State) setPaused(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case on && s.paused == nil:
+		s.paused = make(chan struct{})
+	case !on && s.paused != nil:
+		close(s.paused)
+		s.paused = nil
+	}
+}
+
+// AcquireConnection counts a new downstream connection against
+// global_downstream_max_connections; false, and nothing counted, when the limit is reached.
+// Without the monitor every connection is allowed and counted nowhere.
+func (s *State) AcquireConnection() bool {
+	if s == nil || s.maxConns == 0 {
+		return true
+	}
+	if s.conns.Add(1) > s.maxConns {
+		s.conns.Add(-1)
+		return false
+	}
+	return true
+}
+
+// ReleaseConnection uncounts a connection AcquireConnection counted.
+func (s *State) ReleaseConnection() {
+	if s != nil && s.maxConns != 0 {
+		s.conns.Add(-1)
+	}
+}
+
+// Connections is the number of connections counted against the global limit.
+func (s *State) Connections() int64 {
+	if s == nil {
+		return 0
+	}
+	return s.conns.Load()
+}

@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// overloadConfig is a TCP proxy listener "tcp" to the echo server on port under an overload
+// manager with a global limit of one downstream connection, refreshed every 50 ms.
+func overloadConfig(port int, action string) string {
+	return `
+admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
+overload_manager:
+  refresh_interval: 0.05s
+  resource_monitors:
+  - name: envoy.resource_monitors.global_downstream_max_connections
+    typed_config:
+      "@type": type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig
+      max_active_downstream_connections: 1
+  actions:
+  - name: ` + action + `
+    triggers: [{name: envoy.resource_monitors.global_downstream_max_connections, threshold: {value: 0.99}}]
+static_resources:
+  listeners:
+  - name: tcp
+    stat_prefix: tcp
+    address: {socket_address: {address: 127.0.0.1, port_value: 0}}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.tcp_proxy
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy
+          stat_prefix: echo
+          cluster: echo
+  clusters:
+  - name: echo
+    connect_timeout: 1s
+    load_assignment:
+      cluster_name: echo
+      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + strconv.Itoa(port) + `}}}}]}]
+`
+}
+
+// TestOverloadGlobalConnectionLimit runs the binary with a global limit of one connection: the
+// first connection is proxied, the second is closed at accept and counted, and the monitor's
+// pressure and the action's state show in /stats.
+func TestOverloadGlobalConnectionLimit(t *testing.T) {
+	p := start(t, "-c", writeConfig(t, overloadConfig(echoServer(t), "envoy.overload_actions.disable_http_keepalive")))
+	addr := p.listenerAddr("tcp")
+	first, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	first.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(first, "hello\n")
+	if got, err := bufio.NewReader(first).ReadString('\n'); err != nil || got != "hello\n" {
+		t.Fatalf("echo = %q, %v", got, err)
+	}
+	second, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	second.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(second, "hello\n")
+	if n, err := second.Read(make([]byte, 16)); err == nil {
+		t.Fatalf("the connection over the limit was proxied (%d bytes)", n)
+	}
+	if _, _, body := p.get("/stats?filter=^listener.tcp.downstream_global_cx_overflow$"); body != "listener.tcp.downstream_global_cx_overflow: 1\n" {
+		t.Errorf("overflow stat = %q", body)
+	}
+	want := "overload.envoy.overload_actions.disable_http_keepalive.active: 1\n" +
+		"overload.envoy.overload_actions.disable_http_keepalive.scale_percent: 100\n" +
+		"overload.envoy.resource_monitors.global_downstream_max_connections.failed_updates: 0\n" +
+		"overload.envoy.resource_monitors.global_downstream_max_connections.pressure: 100\n" +
+		"overload.envoy.resource_monitors.global_downstream_max_connections.skipped_updates: 0\n"
+	var body string
+	// The next refresh (every 50 ms) publishes the pressure.
+	eventually(t, "overload stats", func() bool {
+		_, _, body = p.get("/stats?filter=^overload\\.envoy\\.")
+		return body == want
+	})
+}
+
+// TestOverloadRefusesUnimplemented checks that an overload action Legate does not implement
+// fails validation with its field path.
+func TestOverloadRefusesUnimplemented(t *testing.T) {
+	code, _, stderr := runOnce(t, "--mode", "validate", "-c", writeConfig(t, overloadConfig(1, "envoy.overload_actions.reduce_timeouts")))
+	if code == 0 || !strings.Contains(stderr, `overload_manager.actions[0].name: overload action "envoy.overload_actions.reduce_timeouts": not implemented by Legate`) {
+		t.Errorf("validate: exit %d, stderr:\n%s", code, stderr)
+	}
+}
