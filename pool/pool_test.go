@@ -669,3 +669,55 @@ func TestRegistryFollowsClusterEvents(t *testing.T) {
 		t.Errorf("upstream_cx_active = %d after A left; want 0 (its idle connection closed)", got)
 	}
 }
+
+// TestRegistryDial: Legate's own gRPC channels (xDS, the access-log service) reach a cluster
+// through the pools' dialer, so its connection is counted on the cluster and a refused
+// connection is a connect failure.
+func TestRegistryDial(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cm, store := newClusterManager(t, staticCluster("", ln.Addr().String()))
+	r, err := NewRegistry(RegistryConfig{Clusters: cm, Stats: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	conn, err := r.Dial(context.Background(), "up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	io.WriteString(conn, "ping")
+	b := make([]byte, 4)
+	if _, err := io.ReadFull(up, b); err != nil || string(b) != "ping" {
+		t.Fatalf("upstream read %q, %v; want ping", b, err)
+	}
+	m := r.Get("up")
+	if got := m.st.UpstreamCxActive.Value(); got != 1 {
+		t.Errorf("upstream_cx_active = %d with the channel open; want 1", got)
+	}
+	conn.Close()
+	if got := m.st.UpstreamCxActive.Value(); got != 0 {
+		t.Errorf("upstream_cx_active = %d after close; want 0", got)
+	}
+	if _, err := r.Dial(context.Background(), "missing"); err == nil {
+		t.Error("Dial(missing) succeeded")
+	}
+
+	refused, rstore := newClusterManager(t, staticCluster("", "127.0.0.1:1"))
+	rr, err := NewRegistry(RegistryConfig{Clusters: refused, Stats: rstore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rr.Close()
+	if _, err := rr.Dial(context.Background(), "up"); !errors.Is(err, ErrConnectFailure) {
+		t.Errorf("Dial to a refusing host = %v; want ErrConnectFailure", err)
+	}
+}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"net"
 	"sync"
 	"time"
 
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/tlsutil"
 )
@@ -170,4 +173,21 @@ func (r *Registry) Close() {
 		v.(*Manager).Close()
 		return true
 	})
+}
+
+// Dial opens a connection to a host of the cluster named name for one of Legate's own gRPC
+// channels (the xDS client, the gRPC access-log service): the control plane is reached with
+// the data plane's dialer, so it gets the cluster's connect_timeout, upstream_bind_config,
+// upstream_connection_options, TLS (offering h2 by ALPN) and connection stats, and counts
+// against its max_connections, as Envoy's own gRPC clients do.
+func (r *Registry) Dial(ctx context.Context, name string) (net.Conn, error) {
+	m := r.Get(name)
+	if m == nil {
+		return nil, fmt.Errorf("cluster %q not found", name)
+	}
+	h, err := m.Cluster().Pick(&lb.Context{})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", name, err)
+	}
+	return m.ConnectALPN(ctx, h, config.PriorityDefault, []string{"h2"})
 }

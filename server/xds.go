@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/legateproxy/legate/httpproxy"
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/route"
-	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/xds"
 	"github.com/legateproxy/legate/xds/resource"
@@ -122,36 +120,18 @@ func decodeStaticListeners(ls []*listenerv3.Listener) []*resource.Listener {
 	return out
 }
 
-// dialXDS connects to a host of the bootstrap cluster serving xDS, with the
-// cluster's TLS (and h2 by ALPN) when it has a transport socket.
+// dialXDS connects to a host of the bootstrap cluster serving xDS (or the gRPC access-log
+// service) through the pools' dialer (pool.Registry.Dial): the cluster's connect_timeout,
+// bind and socket options, TLS with h2 by ALPN, and its connection stats.
 func (s *Server) dialXDS(ctx context.Context, name string) (net.Conn, error) {
-	c := s.clusters.Get(name)
-	if c == nil {
-		return nil, fmt.Errorf("xds: cluster %q not found", name)
+	if s.data.pools == nil {
+		return nil, fmt.Errorf("xds: cluster %q: the data plane is not built yet", name)
 	}
-	h, err := c.Pick(&lb.Context{})
+	conn, err := s.data.pools.Dial(ctx, name)
 	if err != nil {
-		return nil, fmt.Errorf("xds: cluster %q: %w", name, err)
+		return nil, fmt.Errorf("xds: %w", err)
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", h.Address())
-	if err != nil {
-		return nil, err
-	}
-	tctx, err := s.clusterTLS(c.Config())
-	if err != nil || tctx == nil {
-		return conn, err
-	}
-	cfg := tctx.Config().Clone()
-	if len(cfg.NextProtos) == 0 {
-		cfg.NextProtos = []string{"h2"}
-	}
-	tc := tls.Client(conn, cfg)
-	if err := tc.HandshakeContext(ctx); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("xds: TLS to cluster %q: %w", name, err)
-	}
-	return tc, nil
+	return conn, nil
 }
 
 // secretProvider resolves sds_secret_config names: the xDS client (static
