@@ -36,6 +36,10 @@ type Config struct {
 	// OnForeignHost is called for each request refused because its Host
 	// names something else (a DNS-rebound page); nil ignores them.
 	OnForeignHost func(r *http.Request)
+	// Limit wraps the bound socket for serving: the overload manager's
+	// global connection limit counts admin connections unless
+	// admin.ignore_global_conn_limit. Nil serves the socket as bound.
+	Limit func(net.Listener) net.Listener
 }
 
 // Server serves the registry's endpoints over HTTP/1.1 and cleartext HTTP/2
@@ -123,7 +127,11 @@ func (s *Server) Serve() error {
 	}
 	s.serving.Store(true)
 	defer close(s.done)
-	err := s.http.Serve(s.listener)
+	ln := s.listener
+	if s.cfg.Limit != nil {
+		ln = s.cfg.Limit(ln)
+	}
+	err := s.http.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

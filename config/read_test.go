@@ -16,9 +16,8 @@ import (
 // that is read after all, so the list only shrinks.
 var unreadFields = map[string]string{
 	// Not implemented yet; each is a known gap with its issue.
-	"Address.EndpointID":          "internal listeners (issue 20): envoy_internal_address endpoints are not routed yet",
-	"Address.UDP":                 "UDP proxying (issue 20)",
-	"Admin.IgnoreGlobalConnLimit": "there is no global connection limit to ignore until the overload manager (issue 18)",
+	"Address.EndpointID": "internal listeners (issue 20): envoy_internal_address endpoints are not routed yet",
+	"Address.UDP":        "UDP proxying (issue 20)",
 	// Read through the protos they came from by the server (issue 15 moves the readers here).
 	"Bootstrap.Node":                          "server reads the node proto (server.Node)",
 	"Node.Cluster":                            "server reads the node proto",

@@ -2,6 +2,8 @@ package overload
 
 import (
 	"context"
+	"io"
+	"net"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -179,4 +181,51 @@ func TestGlobalConnectionLimit(t *testing.T) {
 	if !none.AcquireConnection() || none.StopAcceptingRequests() || none.AcceptPaused() != nil {
 		t.Error("a nil State sheds load")
 	}
+}
+
+// TestLimitListener checks the admin's limited socket with real connections: one over the
+// limit is closed at accept, and closing an accepted one frees its place.
+func TestLimitListener(t *testing.T) {
+	m := New(&Config{RefreshInterval: time.Second, Monitors: []Monitor{{Name: GlobalConnections, MaxConnections: 1}}}, newStore(t), nil)
+	defer m.Close()
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := m.State().LimitListener(raw)
+	defer ln.Close()
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", raw.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c
+	}
+	c1 := dial()
+	defer c1.Close()
+	s1 := <-accepted
+	c2 := dial()
+	defer c2.Close()
+	if _, err := c2.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the connection over the limit: read error %v; want EOF", err)
+	}
+	s1.Close()
+	s1.Close() // released once
+	if n := m.State().Connections(); n != 0 {
+		t.Fatalf("connections = %d after the only one closed", n)
+	}
+	c3 := dial()
+	defer c3.Close()
+	(<-accepted).Close()
 }

@@ -2,6 +2,7 @@ package overload
 
 import (
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 )
@@ -99,4 +100,45 @@ func (s *State) Connections() int64 {
 		return 0
 	}
 	return s.conns.Load()
+}
+
+// LimitListener returns ln with each accepted connection counted against the global
+// connection limit, and closed at once when the limit is reached (the admin listener without
+// ignore_global_conn_limit, as in Envoy). Without the limit it returns ln.
+func (s *State) LimitListener(ln net.Listener) net.Listener {
+	if s == nil || s.maxConns == 0 {
+		return ln
+	}
+	return limitedListener{Listener: ln, s: s}
+}
+
+type limitedListener struct {
+	net.Listener
+	s *State
+}
+
+// Accept returns the next connection the limit admits.
+func (l limitedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.s.AcquireConnection() {
+			return &limitedConn{Conn: c, s: l.s}, nil
+		}
+		c.Close()
+	}
+}
+
+// limitedConn releases its place in the limit when it is first closed.
+type limitedConn struct {
+	net.Conn
+	s    *State
+	once sync.Once
+}
+
+func (c *limitedConn) Close() error {
+	c.once.Do(c.s.ReleaseConnection)
+	return c.Conn.Close()
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/tls"
 	"fmt"
+	"net"
 	"sync"
 
 	"github.com/legateproxy/legate/accesslog"
@@ -127,7 +128,6 @@ func (s *Server) buildDataPlane() error {
 		return err
 	}
 
-	dp.overload = overload.New(s.boot.Overload, s.store, nil)
 	handlers := listener.NewRegistry()
 	if err := httpproxy.Register(handlers, httpproxy.Deps{
 		Filters:           dp.httpFilters,
@@ -192,6 +192,15 @@ func (s *Server) buildDataPlane() error {
 		return err
 	}
 	return s.dumps.Add(configdump.Tracker{Key: "listeners", Dump: dump})
+}
+
+// adminLimit is how the admin's connections count against the overload manager's global
+// connection limit: not at all with admin.ignore_global_conn_limit.
+func (s *Server) adminLimit(a *config.Admin) func(net.Listener) net.Listener {
+	if a.IgnoreGlobalConnLimit {
+		return nil
+	}
+	return s.data.overload.State().LimitListener
 }
 
 // retireUpstreamTLS closes the TLS context of a cluster that CDS removed or replaced (the

@@ -27,6 +27,7 @@ import (
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/options"
+	"github.com/legateproxy/legate/overload"
 	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/stats/sinks/hystrix"
@@ -142,6 +143,9 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 		return nil, err
 	}
 	s.store.Register("server.", &s.stats)
+	// The overload manager exists before the admin, whose connections count against its
+	// global connection limit.
+	s.data.overload = overload.New(boot.Overload, s.store, nil)
 	s.stats.Concurrency.Set(uint64(opts.Concurrency))
 	s.stats.Version.Set(versionNumber())
 	s.stats.HotRestartEpoch.Set(uint64(opts.RestartEpoch))
@@ -206,6 +210,7 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 				s.adminStats.ForeignHostRefused.Inc()
 				adminLog.Warnf("refused %s %s for Host %q (set %s to allow it)", r.Method, r.URL.Path, r.Host, admin.AllowedHostsEnv)
 			},
+			Limit: s.adminLimit(a),
 		}, s.reg)
 		s.store.Register("admin.", &s.adminStats)
 	}

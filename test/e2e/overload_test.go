@@ -12,9 +12,9 @@ import (
 
 // overloadConfig is a TCP proxy listener "tcp" to the echo server on port under an overload
 // manager with a global limit of one downstream connection, refreshed every 50 ms.
-func overloadConfig(port int, action string) string {
+func overloadConfig(port int, action string, adminIgnores bool) string {
 	return `
-admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
+admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}, ignore_global_conn_limit: ` + strconv.FormatBool(adminIgnores) + `}
 overload_manager:
   refresh_interval: 0.05s
   resource_monitors:
@@ -50,7 +50,7 @@ static_resources:
 // first connection is proxied, the second is closed at accept and counted, and the monitor's
 // pressure and the action's state show in /stats.
 func TestOverloadGlobalConnectionLimit(t *testing.T) {
-	p := start(t, "-c", writeConfig(t, overloadConfig(echoServer(t), "envoy.overload_actions.disable_http_keepalive")))
+	p := start(t, "-c", writeConfig(t, overloadConfig(echoServer(t), "envoy.overload_actions.disable_http_keepalive", true)))
 	addr := p.listenerAddr("tcp")
 	first, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
@@ -91,8 +91,29 @@ func TestOverloadGlobalConnectionLimit(t *testing.T) {
 // TestOverloadRefusesUnimplemented checks that an overload action Legate does not implement
 // fails validation with its field path.
 func TestOverloadRefusesUnimplemented(t *testing.T) {
-	code, _, stderr := runOnce(t, "--mode", "validate", "-c", writeConfig(t, overloadConfig(1, "envoy.overload_actions.reduce_timeouts")))
+	code, _, stderr := runOnce(t, "--mode", "validate", "-c", writeConfig(t, overloadConfig(1, "envoy.overload_actions.reduce_timeouts", true)))
 	if code == 0 || !strings.Contains(stderr, `overload_manager.actions[0].name: overload action "envoy.overload_actions.reduce_timeouts": not implemented by Legate`) {
 		t.Errorf("validate: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// TestOverloadAdminCountsAgainstGlobalLimit checks that without ignore_global_conn_limit the
+// admin's connections count against the global limit: with the harness's admin connection
+// open, the one allowed, a TCP proxy connection is closed at accept.
+func TestOverloadAdminCountsAgainstGlobalLimit(t *testing.T) {
+	p := start(t, "-c", writeConfig(t, overloadConfig(echoServer(t), "envoy.overload_actions.disable_http_keepalive", false)))
+	addr := p.listenerAddr("tcp") // over the admin's kept-alive connection
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "hello\n")
+	if n, err := c.Read(make([]byte, 16)); err == nil {
+		t.Fatalf("proxied a connection over the limit the admin's connection took (%d bytes)", n)
+	}
+	if got := p.statLine("listener.tcp.downstream_global_cx_overflow"); got != "listener.tcp.downstream_global_cx_overflow: 1" {
+		t.Errorf("overflow stat = %q", got)
 	}
 }
