@@ -141,7 +141,7 @@ var fieldNotes = map[protoreflect.FullName]map[protoreflect.Name]Support{
 		"udp_listener_config": Implemented, "api_listener": Implemented, "internal_listener": Implemented,
 		"bind_to_port": Implemented,
 		"per_connection_buffer_high_watermark_timeout": Ignored, "tcp_fast_open_queue_length": Ignored,
-		"access_log": Ignored, "tcp_backlog_size": Ignored, "max_connections_to_accept_per_socket_event": Ignored,
+		"access_log": Implemented, "tcp_backlog_size": Ignored, "max_connections_to_accept_per_socket_event": Ignored,
 		"enable_reuse_port": Ignored, "reuse_port": Ignored, "stats_matcher": Ignored,
 		"fcds_config": Refused, "deprecated_v1": Refused, "transparent": Refused, "freebind": Refused,
 		"socket_options": Refused, "connection_balance_config": Refused, "enable_mptcp": Refused,

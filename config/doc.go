@@ -105,7 +105,6 @@
 //	| UpstreamConnectionOptions                        | happy_eyeballs_config                            | ignored  | connection racing order; same hosts |
 //	| Listener                                         | per_connection_buffer_high_watermark_timeout     | ignored  | backpressure timeout; flow control still applies |
 //	| Listener                                         | tcp_fast_open_queue_length                       | ignored  | TCP Fast Open off; connections still accepted |
-//	| Listener                                         | access_log                                       | ignored  | listener-level access logs (filters' access logs are implemented) |
 //	| Listener                                         | tcp_backlog_size                                 | ignored  | kernel backlog tuning |
 //	| Listener                                         | max_connections_to_accept_per_socket_event       | ignored  | accept batching |
 //	| Listener                                         | enable_reuse_port                                | ignored  | one socket per listener |

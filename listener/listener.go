@@ -86,10 +86,11 @@ func (s *socket) awaitStopped(m *Manager) {
 
 // version is one configuration of a listener: its chains and what its connections share.
 type version struct {
-	cfg    *config.Listener
-	info   *listenerInfo
-	chains []*chain
-	def    *chain
+	cfg        *config.Listener
+	info       *listenerInfo
+	chains     []*chain
+	def        *chain
+	noChainLog NoChainLog // the listener's access_log; nil without one
 }
 
 // allChains returns the filter chains and the default chain.
@@ -249,6 +250,7 @@ func (m *Manager) acceptLoop(s *socket, worker int) {
 // it reaches its handler, leaves the count).
 func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 	defer m.wg.Done()
+	acceptedAt := m.cfg.Clock.Now()
 	counted := false
 	limited, admitted := m.admit(v, nc)
 	defer func() {
@@ -292,6 +294,9 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 	if ch == nil {
 		info.stats.s.NoFilterChainMatch.Inc()
 		m.cfg.Logger.Debugf("listener '%s': closing connection from %s: no matching filter chain found", info.name, nc.RemoteAddr())
+		if v.noChainLog != nil {
+			v.noChainLog(NoChainConn{Start: acceptedAt, Local: local, Remote: nc.RemoteAddr(), SNI: hello.serverName, ID: m.connIDs.Add(1)})
+		}
 		nc.Close()
 		return
 	}

@@ -52,6 +52,21 @@ type ManagerConfig struct {
 	// Overload is the overload manager's state: its connection actions and global connection
 	// limit apply at accept. Nil means no overload manager.
 	Overload *overload.State
+	// AccessLogs builds a listener's access_log, which logs the connections closed because
+	// no filter chain matched them; nil refuses a listener that sets access_log.
+	AccessLogs func(l *config.Listener) (NoChainLog, error)
+}
+
+// NoChainLog logs a connection that no filter chain matched, on the connection's goroutine
+// before it closes.
+type NoChainLog func(c NoChainConn)
+
+// NoChainConn is what a listener knows of a connection no filter chain matched.
+type NoChainConn struct {
+	Start         time.Time
+	Local, Remote net.Addr // Local is the original destination when restored
+	SNI           string   // from the TLS inspector; empty without one
+	ID            uint64   // the connection's id (Conn.ID)
 }
 
 // Manager is the listener manager (Envoy's ListenerManagerImpl): it binds the listeners,
@@ -329,6 +344,16 @@ func (m *Manager) Remove(name string) (bool, error) {
 // state is shared and chains whose configuration is unchanged are kept. mu is held.
 func (m *Manager) newVersion(name string, l *config.Listener, reuse *version) (*version, error) {
 	v := &version{cfg: l}
+	if len(l.Proto.GetAccessLog()) > 0 {
+		if m.cfg.AccessLogs == nil {
+			return nil, fmt.Errorf("listener %q: access_log: listener access logs are not available", name)
+		}
+		log, err := m.cfg.AccessLogs(l)
+		if err != nil {
+			return nil, fmt.Errorf("listener %q: %w", name, err)
+		}
+		v.noChainLog = log
+	}
 	if reuse != nil {
 		v.info = reuse.info
 	} else {

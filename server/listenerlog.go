@@ -1,0 +1,75 @@
+package server
+
+import (
+	"fmt"
+	"net"
+
+	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/listener"
+)
+
+// lineLogger is one of a listener's access_log entries: its filter, format and file.
+type lineLogger struct {
+	filter *accesslog.Filter
+	format *accesslog.Formatter
+	file   *accesslog.File
+}
+
+// listenerAccessLogs builds a listener's access_log. As in Envoy, it logs the connections
+// that no filter chain matched, with response flag NR and details filter_chain_not_found.
+// File, stdout and stderr loggers are implemented; others are refused.
+func (s *Server) listenerAccessLogs(l *config.Listener) (listener.NoChainLog, error) {
+	var logs []lineLogger
+	for i, al := range l.Proto.GetAccessLog() {
+		path := fmt.Sprintf("access_log[%d]", i)
+		filter, err := accesslog.FilterFromProto(path+".filter", al.GetFilter(), accesslog.FilterOptions{Runtime: s.runtimeUint64})
+		if err != nil {
+			return nil, err
+		}
+		line, ok, err := accesslog.FromTypedConfig(path+".typed_config", al.GetName(), al.GetTypedConfig(), accesslog.Options{})
+		if !ok {
+			return nil, fmt.Errorf("%s (%q, name %q): only envoy.access_loggers.file, stdout and stderr are implemented for listener access logs; not implemented by Legate",
+				path+".typed_config", al.GetTypedConfig().GetTypeUrl(), al.GetName())
+		}
+		if err != nil {
+			return nil, err
+		}
+		file, err := s.data.accessLogs.Open(line.Path)
+		if err != nil {
+			return nil, fmt.Errorf("%s.typed_config: %w", path, err)
+		}
+		logs = append(logs, lineLogger{filter: filter, format: line.Format, file: file})
+	}
+	return func(c listener.NoChainConn) { logNoChain(logs, c) }, nil
+}
+
+// logNoChain writes the entry of a connection no filter chain matched to each logger whose
+// filter passes it. Such connections are rare (a scan, a misrouted client), so the entry and
+// line are allocated per call.
+func logNoChain(logs []lineLogger, c listener.NoChainConn) {
+	e := accesslog.Entry{
+		StartTime:               c.Start,
+		ResponseCodeDetails:     "filter_chain_not_found",
+		ResponseFlags:           accesslog.NoRouteFound,
+		DownstreamRemoteAddress: addrString(c.Remote),
+		DownstreamLocalAddress:  addrString(c.Local),
+		RequestedServerName:     c.SNI,
+		ConnectionID:            c.ID,
+	}
+	e.DownstreamDirectRemoteAddress = e.DownstreamRemoteAddress
+	var buf []byte
+	for _, l := range logs {
+		if l.filter.Match(&e) {
+			buf = l.format.Format(buf[:0], &e)
+			l.file.Write(buf)
+		}
+	}
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
