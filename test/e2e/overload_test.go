@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -98,11 +99,36 @@ func TestOverloadRefusesUnimplemented(t *testing.T) {
 }
 
 // TestOverloadAdminCountsAgainstGlobalLimit checks that without ignore_global_conn_limit the
-// admin's connections count against the global limit: with the harness's admin connection
-// open, the one allowed, a TCP proxy connection is closed at accept.
+// admin's connections count against the global limit: while the test's one admin connection
+// holds the only place, a TCP proxy connection is closed at accept.
 func TestOverloadAdminCountsAgainstGlobalLimit(t *testing.T) {
-	p := start(t, "-c", writeConfig(t, overloadConfig(echoServer(t), "envoy.overload_actions.disable_http_keepalive", false)))
-	addr := p.listenerAddr("tcp") // over the admin's kept-alive connection
+	p := launch(t, "-c", writeConfig(t, overloadConfig(echoServer(t), "envoy.overload_actions.disable_http_keepalive", false)))
+	p.waitAdminAddr()
+	admin, err := net.DialTimeout("tcp", strings.TrimPrefix(p.admin, "http://"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	admin.SetDeadline(time.Now().Add(20 * time.Second))
+	r := bufio.NewReader(admin)
+	get := func(path string) (int, string) {
+		io.WriteString(admin, "GET "+path+" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatalf("GET %s on the admin connection: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	eventually(t, "LIVE", func() bool { code, _ := get("/ready"); return code == http.StatusOK })
+	_, listeners := get("/listeners")
+	addr := ""
+	for _, l := range lines(listeners) {
+		if a, ok := strings.CutPrefix(l, "tcp::"); ok {
+			addr = a
+		}
+	}
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +139,7 @@ func TestOverloadAdminCountsAgainstGlobalLimit(t *testing.T) {
 	if n, err := c.Read(make([]byte, 16)); err == nil {
 		t.Fatalf("proxied a connection over the limit the admin's connection took (%d bytes)", n)
 	}
-	if got := p.statLine("listener.tcp.downstream_global_cx_overflow"); got != "listener.tcp.downstream_global_cx_overflow: 1" {
-		t.Errorf("overflow stat = %q", got)
+	if _, body := get("/stats?filter=^listener.tcp.downstream_global_cx_overflow$"); body != "listener.tcp.downstream_global_cx_overflow: 1\n" {
+		t.Errorf("overflow stat = %q", body)
 	}
 }
