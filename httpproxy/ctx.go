@@ -22,12 +22,15 @@ import (
 type deadlineCtx struct {
 	mu       sync.Mutex // guards every field below
 	now      func() time.Time
-	deadline time.Time       // zero: none
-	parent   context.Context // the downstream request's context; nil: none
-	done     chan struct{}
-	timer    *time.Timer
-	unwatch  func() bool // stops the watch of parent that closes done
-	fired    bool        // done was closed
+	deadline time.Time // zero: none
+	// pending is a timeout that starts when the request's body ends (start): until then
+	// the attempt has no deadline, and Done is a channel that start arms.
+	pending time.Duration
+	parent  context.Context // the downstream request's context; nil: none
+	done    chan struct{}
+	timer   *time.Timer
+	unwatch func() bool // stops the watch of parent that closes done
+	fired   bool        // done was closed
 }
 
 // setup sets the clock (the handler's) and the downstream request's context (nil: none) for
@@ -44,8 +47,32 @@ var _ context.Context = (*deadlineCtx)(nil)
 func (c *deadlineCtx) reset(d time.Time) {
 	c.stop()
 	c.mu.Lock()
-	c.deadline = d
+	c.deadline, c.pending = d, 0
 	c.mu.Unlock()
+}
+
+// resetAtEnd starts a new attempt whose timeout d runs from a later call of start: Envoy
+// starts the route's timer when the downstream request is complete, so an upload that takes
+// longer than the timeout is not cut by it.
+func (c *deadlineCtx) resetAtEnd(d time.Duration) {
+	c.stop()
+	c.mu.Lock()
+	c.deadline, c.pending = time.Time{}, d
+	c.mu.Unlock()
+}
+
+// start starts the pending timeout, if any (the request's body has ended).
+func (c *deadlineCtx) start() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending <= 0 {
+		return
+	}
+	c.deadline, c.pending = c.now().Add(c.pending), 0
+	if c.done != nil && !c.fired {
+		ch := c.done
+		c.timer = time.AfterFunc(c.deadline.Sub(c.now()), func() { c.fire(ch) })
+	}
 }
 
 // stop releases the Done timer of the last attempt.
@@ -71,12 +98,12 @@ func (c *deadlineCtx) Deadline() (time.Time, bool) {
 }
 
 // Done implements context.Context: the parent's channel when the attempt has no deadline
-// (nil, never done, without a parent either), else a channel closed at the deadline or when
-// the parent ends.
+// (nil, never done, without a parent either), else a channel closed at the deadline (a
+// pending one once it starts) or when the parent ends.
 func (c *deadlineCtx) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.deadline.IsZero() {
+	if c.deadline.IsZero() && c.pending <= 0 {
 		if c.parent != nil {
 			return c.parent.Done()
 		}
@@ -85,14 +112,16 @@ func (c *deadlineCtx) Done() <-chan struct{} {
 	if c.done == nil {
 		ch := make(chan struct{})
 		c.done = ch
-		d := c.deadline.Sub(c.now())
-		if d <= 0 {
-			c.fired = true
-			close(ch)
-			return ch
-		}
 		fire := func() { c.fire(ch) }
-		c.timer = time.AfterFunc(d, fire)
+		if !c.deadline.IsZero() {
+			d := c.deadline.Sub(c.now())
+			if d <= 0 {
+				c.fired = true
+				close(ch)
+				return ch
+			}
+			c.timer = time.AfterFunc(d, fire)
+		}
 		if c.parent != nil {
 			c.unwatch = context.AfterFunc(c.parent, fire)
 		}

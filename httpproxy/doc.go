@@ -48,8 +48,8 @@
 // and HTTP/2 connections receive GOAWAY (in-flight streams finish).
 //
 // Timeouts (timeout.go): common_http_protocol_options.idle_timeout closes idle HTTP/1
-// connections (and is http2's IdleTimeout); stream_idle_timeout bounds waits for request body
-// bytes; request_timeout bounds the whole request's arrival (408 "request timeout");
+// connections (and is http2's IdleTimeout); stream_idle_timeout bounds the gaps in a request
+// body (it restarts with every byte received or sent; 408 "stream timeout", SI); request_timeout bounds the whole request's arrival (408 "request timeout");
 // request_headers_timeout bounds an HTTP/1 request head from its first byte and an HTTP/2
 // header block from its first HEADERS frame (408 "request header timeout"; HTTP/1 then
 // closes, HTTP/2 sends GOAWAY and closes, since the peer may send nothing else mid-block);
@@ -57,7 +57,8 @@
 // HTTP/1 responses get "connection: close" and an idle connection closes drain_timeout later,
 // HTTP/2 connections (served by their own http2.Server) get a graceful GOAWAY and are closed
 // drain_timeout later if still open. The route's timeout and retry_policy.per_try_timeout
-// bound upstream attempts (504 "upstream request timeout").
+// bound upstream attempts from the end of the request (its head, or its body's last byte),
+// as Envoy's do (504 "upstream request timeout").
 //
 // Outlier detection and passive health: the router reports every upstream attempt to its
 // cluster (cluster.Cluster.ReportResult: connect success and the status of each response,

@@ -175,9 +175,20 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	if policy != nil && (policy.PreviousHosts) {
 		s.lbctx.RetryCount = uint32(max(policy.HostSelectionRetryMaxAttempts, 0))
 	}
+	// Envoy's route timeout (and per-try timeout) starts when the request is complete: at
+	// the head for a request without a body, at the body's end otherwise. A body still
+	// arriving is bounded by stream_idle_timeout and request_timeout only; the attempt's
+	// timeout then starts at its end (bodyClock), and the attempt's context is the
+	// exchange's downstream, which the HTTP/1 pool abandons when the timer fires (it sets
+	// no socket deadline from a context that has none yet).
 	var deadline time.Time
-	if timeout > 0 {
-		deadline = s.start.Add(timeout)
+	atEnd := s.body != nil && !s.clock.ended
+	if timeout > 0 && !atEnd {
+		deadline = s.start
+		if s.body != nil {
+			deadline = now()
+		}
+		deadline = deadline.Add(timeout)
 	}
 	var retriesLeft uint32
 	if policy != nil {
@@ -202,13 +213,14 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		if policy != nil && policy.PreviousHosts {
 			s.lbctx.AddAttempted(hst)
 		}
-		tryDeadline, perTry := deadline, false
-		if policy != nil && policy.PerTryTimeout > 0 {
-			if d := now().Add(policy.PerTryTimeout); deadline.IsZero() || d.Before(deadline) {
-				tryDeadline, perTry = d, true
-			}
+		var perTry bool
+		if atEnd && !s.clock.ended {
+			perTry = s.timeAtEnd(timeout, policy)
+		} else {
+			var tryDeadline time.Time
+			tryDeadline, perTry = tryTimeout(now(), deadline, policy)
+			s.ctx.reset(tryDeadline)
 		}
-		s.ctx.reset(tryDeadline)
 		s.revokeBody() // the last attempt's HTTP/2 transport may still read it
 		s.up.Body = s.body
 		if s.bodyBuffered {
@@ -274,6 +286,34 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		s.respond(m, upStart, c, hst)
 		return
 	}
+}
+
+// tryTimeout is the deadline of an attempt starting at now within the request's deadline:
+// the per-try timeout's when it ends first (perTry).
+func tryTimeout(now, deadline time.Time, policy *route.RetryPolicy) (time.Time, bool) {
+	if policy != nil && policy.PerTryTimeout > 0 {
+		if d := now.Add(policy.PerTryTimeout); deadline.IsZero() || d.Before(deadline) {
+			return d, true
+		}
+	}
+	return deadline, false
+}
+
+// timeAtEnd sets up an attempt whose timeout starts at the end of the request body that
+// it sends: the route's timeout, or the per-try timeout when shorter (perTry). The attempt's
+// context then stands for the downstream request too (its parent is the HTTP/2 request's).
+func (s *stream) timeAtEnd(timeout time.Duration, policy *route.RetryPolicy) (perTry bool) {
+	d := timeout
+	if policy != nil && policy.PerTryTimeout > 0 && (d <= 0 || policy.PerTryTimeout < d) {
+		d, perTry = policy.PerTryTimeout, true
+	}
+	if d <= 0 {
+		s.ctx.reset(time.Time{})
+		return false
+	}
+	s.ctx.resetAtEnd(d)
+	s.up.Downstream = &s.ctx
+	return perTry
 }
 
 // noHealthyUpstream answers a request for which the cluster has no host to pick.

@@ -67,6 +67,8 @@ type stream struct {
 	h2copy []byte // upstream body copy buffer, made on first use
 
 	rqBody requestBody // the request body under request_timeout (timeout.go)
+	clock  bodyClock   // the request body under stream_idle_timeout and the route's timeout
+	idle   streamIdle  // stream_idle_timeout while the request body arrives
 
 	proto    string
 	remote   string
@@ -186,6 +188,7 @@ func putStream(s *stream) {
 	s.up.Body, s.up.Trailer, s.up.Downstream = nil, nil, nil
 	s.bodyReplay.Reset(nil)
 	s.rqBody = requestBody{}
+	s.clock = bodyClock{}
 	if cap(s.wbuf) > maxRetainedWriteBuf {
 		s.wbuf = nil
 	}
@@ -211,6 +214,7 @@ func (s *stream) begin(h *Handler) {
 	s.trailersOut = false
 	s.teTrailers = false
 	s.upgrade, s.upgrading, s.tunnel = "", false, false
+	s.idle.d = 0
 	clear(s.trailers)
 	clear(s.respTrailers)
 }
@@ -258,11 +262,14 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 	s.closeConn = rh.Close
 	s.hw = h1writer{conn: sc.nc, buf: s.wbuf[:0], tx: &h.stats.DownstreamCxTxBytesTotal}
 	if s.body != nil {
-		// stream_idle_timeout and request_timeout bound the waits for request body bytes.
-		if d := s.bodyDeadline(); !d.IsZero() {
+		// request_timeout bounds the waits for request body bytes; stream_idle_timeout
+		// bounds the gaps between them (streamIdle).
+		// The connection's idle deadline, still on the socket, is not the body's.
+		if d := s.armRequestTimeout(); !d.Equal(sc.deadline) {
 			sc.deadline = d
 			sc.nc.SetReadDeadline(d)
 		}
+		s.watchBody()
 	}
 	if rh.Expect100 && s.body != nil {
 		s.hw.buf = append(s.hw.buf, "HTTP/1.1 100 Continue\r\n\r\n"...)
@@ -320,6 +327,7 @@ func (s *stream) serveH2(c *h2conn, w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && s.upgrade == "" {
 		s.body, s.contentLength = r.Body, r.ContentLength
 		s.armH2RequestTimeout(w)
+		s.watchBody()
 	}
 	s.resp = w.Header()
 	s.h2req = r
@@ -373,6 +381,7 @@ func (s *stream) process() {
 	if !s.headSent && !s.gone {
 		s.localReply(http.StatusInternalServerError, nil, nil) // unreachable in practice
 	}
+	s.idle.disarm()
 	if len(s.fstreams) > 0 {
 		s.endFilterStreams()
 	}
@@ -965,6 +974,9 @@ func (o *observedBody) Read(p []byte) (int, error) {
 		o.err = err
 	}
 	if n > 0 {
+		if o.response {
+			o.s.idle.touch() // the bytes are on their way to the client
+		}
 		for _, fs := range o.s.fstreams {
 			if o.response {
 				fs.ResponseBody(p[:n])

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -180,19 +181,6 @@ func (s *stream) armH2RequestTimeout(w http.ResponseWriter) {
 	}
 }
 
-// bodyDeadline is the socket read deadline for an HTTP/1 request body: stream_idle_timeout
-// and request_timeout, whichever ends first (zero: none).
-func (s *stream) bodyDeadline() time.Time {
-	var d time.Time
-	if t := s.h.cfg.StreamIdleTimeout; t > 0 {
-		d = s.start.Add(t)
-	}
-	if t := s.armRequestTimeout(); !t.IsZero() && (d.IsZero() || t.Before(d)) {
-		d = t
-	}
-	return d
-}
-
 // requestTimedOut turns the local reply of a stream whose request_timeout fired into Envoy's
 // 408 "request timeout"; it reports whether it did.
 func (s *stream) requestTimedOut() (status int, body []byte, ok bool) {
@@ -306,4 +294,116 @@ func (l *h2Lifetime) stop() {
 	l.h.mu.Lock()
 	delete(l.h.h2lives, l)
 	l.h.mu.Unlock()
+}
+
+// monoBase anchors mono, the monotonic clock the stream idle timer compares with.
+var monoBase = time.Now()
+
+func mono() int64 { return int64(time.Since(monoBase)) }
+
+// streamIdle is stream_idle_timeout while a request body arrives. Envoy's timer restarts on
+// every byte received or sent, so it bounds the gaps of an upload, not its length: each body
+// read and each response read records the time (an atomic store, no timer call), and the
+// timer, when it fires, looks at the last activity and sleeps on until a whole timeout has
+// passed without any. Then it ends the body's pending read (an expired read deadline on the
+// socket or the HTTP/2 stream): the attempt fails with the body's timeout and the stream
+// answers 408 "stream timeout" (requestBodyFailed). The timer is made once per pooled
+// stream; mu orders its callback against disarm, after which it touches nothing.
+type streamIdle struct {
+	s    *stream
+	d    time.Duration // the timeout; zero: not armed for this stream
+	last atomic.Int64  // mono of the last byte received or sent
+
+	mu    sync.Mutex // guards the fields below
+	t     *time.Timer
+	armed bool
+}
+
+// arm starts the timer for a stream whose request has a body (d: stream_idle_timeout).
+func (i *streamIdle) arm(s *stream, d time.Duration) {
+	i.s, i.d = s, d
+	i.touch()
+	i.mu.Lock()
+	i.armed = true
+	if i.t == nil {
+		i.t = time.AfterFunc(d, i.expire)
+	} else {
+		i.t.Reset(d)
+	}
+	i.mu.Unlock()
+}
+
+// touch records activity on the stream.
+func (i *streamIdle) touch() {
+	if i.d > 0 {
+		i.last.Store(mono())
+	}
+}
+
+// disarm stops the timer: the body ended, or the stream did.
+func (i *streamIdle) disarm() {
+	if i.d <= 0 {
+		return
+	}
+	i.mu.Lock()
+	i.armed = false
+	i.t.Stop()
+	i.mu.Unlock()
+}
+
+// expire runs on the timer's goroutine.
+func (i *streamIdle) expire() {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if !i.armed {
+		return
+	}
+	if left := time.Duration(i.last.Load() + int64(i.d) - mono()); left > 0 {
+		i.t.Reset(left)
+		return
+	}
+	i.armed = false
+	switch s := i.s; {
+	case s.sc != nil:
+		s.sc.nc.SetReadDeadline(time.Unix(1, 0))
+	case s.h2w != nil:
+		if rd, ok := s.h2w.(interface{ SetReadDeadline(time.Time) error }); ok {
+			rd.SetReadDeadline(time.Unix(1, 0))
+		}
+	}
+}
+
+// bodyClock is the request body as the stream reads it (for filters, the retry buffer or
+// the upstream): its bytes restart stream_idle_timeout, and its end starts the route's
+// timeout (deadlineCtx.resetAtEnd), as Envoy's timers do. A body with a content length ends
+// with its last byte: the HTTP/1 upstream writer reads no further.
+type bodyClock struct {
+	r     io.Reader
+	s     *stream
+	read  int64
+	ended bool
+}
+
+// watchBody wraps the stream's body (set before the call) in its clock and arms
+// stream_idle_timeout for it.
+func (s *stream) watchBody() {
+	s.clock = bodyClock{r: s.body, s: s}
+	s.body = &s.clock
+	if d := s.h.cfg.StreamIdleTimeout; d > 0 {
+		s.idle.arm(s, d)
+	}
+}
+
+func (b *bodyClock) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if n > 0 {
+		b.s.idle.touch()
+		b.read += int64(n)
+	}
+	if !b.ended && (err == io.EOF || (b.s.contentLength >= 0 && b.read >= b.s.contentLength)) {
+		b.ended = true
+		b.s.idle.disarm()
+		b.s.ctx.start()
+	}
+	return n, err
 }

@@ -491,6 +491,10 @@ func (c *h1conn) startBody(f http1.Framing, resp *Response) {
 // ioError classifies a read or write failure.
 func (c *h1conn) ioError(ctx context.Context, err error) error {
 	switch {
+	case c.abandoned.Load() && ctx.Err() == context.DeadlineExceeded: //nolint:errorlint // the context's own error
+		// The exchange's context is its downstream too, and its deadline (one that starts
+		// late, with the request's end) passed: a timeout, not a cancellation.
+		return fmt.Errorf("upstream request to %s: %w", c.uc.hp.host.Address(), context.DeadlineExceeded)
 	case c.abandoned.Load():
 		return fmt.Errorf("upstream request to %s: %w", c.uc.hp.host.Address(), context.Canceled)
 	case errors.Is(err, ErrProtocol):

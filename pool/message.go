@@ -50,6 +50,8 @@ type Request struct {
 	// exchange does (the client reset its stream or went away), an HTTP/1.1 exchange is
 	// abandoned and its connection closed, as Envoy resets the upstream request of a reset
 	// downstream stream. HTTP/2 exchanges are reset through ctx, which should end with it.
+	// It may be the exchange's ctx itself, whose deadline is then set late (when the request
+	// body ends): an exchange it abandons past that deadline fails as a timeout.
 	Downstream context.Context
 	// InterruptBody, when set, ends a Body.Read that waits for the client. The pool calls it,
 	// from another goroutine, when an HTTP/1.1 upstream answers before the body was sent
