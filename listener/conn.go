@@ -29,8 +29,11 @@ type Conn struct {
 	// restored is the original destination the original_dst listener filter read; nil when
 	// the local address is the one the connection was accepted on.
 	restored *net.TCPAddr
-	// limited is set when the connection counts against the global connection limit.
-	limited bool
+	// limited is set when the connection counts against the global connection limit;
+	// admitted is the listener version whose connection limit counts it (the accepting one,
+	// before an original_dst hand-off).
+	limited  bool
+	admitted *listenerInfo
 
 	prev, next *Conn // the chain's connection list, guarded by chain.mu
 	closed     atomic.Bool

@@ -114,14 +114,16 @@ type listenerInfo struct {
 	tlsInspector      bool
 	originalDst       bool // restore the local address from SO_ORIGINAL_DST
 	handOff           bool // use_original_dst: serve on the listener of the original destination
+	// limitKey is the runtime key of the listener's connection limit; open counts the
+	// connections admitted against it.
+	limitKey string
+	open     atomic.Int64
 }
 
 // closed accounts for a connection that has closed.
 func (li *listenerInfo) closed(c *Conn) {
 	li.mgr.active.Add(-1)
-	if c.limited {
-		li.mgr.cfg.Overload.ReleaseConnection()
-	}
+	c.admitted.release(c.limited)
 	li.stats.s.DownstreamCxActive.Dec()
 	li.stats.s.DownstreamCxDestroy.Inc()
 	c.worker.DownstreamCxActive.Dec()
@@ -252,16 +254,17 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 	defer m.wg.Done()
 	acceptedAt := m.cfg.Clock.Now()
 	counted := false
-	limited, admitted := m.admit(v, nc)
+	admitted := v.info
+	limited, ok := m.admit(v, nc)
 	defer func() {
 		if !counted {
 			m.accepted.Add(-1)
-			if limited {
-				m.cfg.Overload.ReleaseConnection()
+			if ok {
+				admitted.release(limited)
 			}
 		}
 	}()
-	if !admitted {
+	if !ok {
 		return
 	}
 	var restored *net.TCPAddr
@@ -301,7 +304,7 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 		return
 	}
 	w := &ch.info.stats.workers[worker]
-	c := &Conn{Conn: nc, id: m.connIDs.Add(1), peeked: peeked, chain: ch, worker: w, start: m.cfg.Clock.Now(), hello: hello, tls: tls, restored: restored, limited: limited}
+	c := &Conn{Conn: nc, id: m.connIDs.Add(1), peeked: peeked, chain: ch, worker: w, start: m.cfg.Clock.Now(), hello: hello, tls: tls, restored: restored, limited: limited, admitted: admitted}
 	if !ch.add(c) {
 		nc.Close()
 		return

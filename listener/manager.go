@@ -52,6 +52,10 @@ type ManagerConfig struct {
 	// Overload is the overload manager's state: its connection actions and global connection
 	// limit apply at accept. Nil means no overload manager.
 	Overload *overload.State
+	// Runtime returns the runtime's integer value of key, or def when unset: each listener's
+	// connection limit is envoy.resource_limits.listener.<name>.connection_limit. Nil means no
+	// runtime, so no limit.
+	Runtime func(key string, def uint64) uint64
 	// AccessLogs builds a listener's access_log, which logs the connections closed because
 	// no filter chain matched them; nil refuses a listener that sets access_log.
 	AccessLogs func(l *config.Listener) (NoChainLog, error)
@@ -375,6 +379,7 @@ func (m *Manager) newVersion(name string, l *config.Listener, reuse *version) (*
 			tlsInspector:      l.TLSInspector,
 			originalDst:       l.OriginalDst,
 			handOff:           l.UseOriginalDst,
+			limitKey:          connectionLimitKey(name),
 		}
 	}
 	var old []*chain

@@ -1,6 +1,7 @@
 package listener
 
 import (
+	"math"
 	"net"
 	"syscall"
 	"time"
@@ -56,28 +57,54 @@ func socketClosed(ln net.Listener) bool {
 }
 
 // admit applies the overload manager to a connection just accepted: the global connection
-// limit (unless the listener ignores it), then reject_incoming_connections. A refused
-// connection is closed and counted; limited reports that the connection counts against the
-// global limit, which the caller releases when it ends.
+// limit (unless the listener ignores it), then reject_incoming_connections, then the
+// listener's own connection limit. A refused connection is closed and counted. An admitted one
+// counts in the listener's open connections and, when limited, against the global limit;
+// the caller releases both when it ends (listenerInfo.release).
 func (m *Manager) admit(v *version, nc net.Conn) (limited, ok bool) {
-	ov := m.cfg.Overload
-	if ov == nil || v.cfg.BypassOverloadManager {
-		return false, true
-	}
-	if !v.cfg.IgnoreGlobalConnLimit {
-		if !ov.AcquireConnection() {
-			v.info.stats.s.DownstreamGlobalCxOverflow.Inc()
-			m.cfg.Logger.Debugf("listener '%s': closing connection from %s: global connection limit reached", v.info.name, nc.RemoteAddr())
-			nc.Close()
+	info := v.info
+	if ov := m.cfg.Overload; ov != nil && !v.cfg.BypassOverloadManager {
+		if !v.cfg.IgnoreGlobalConnLimit {
+			if !ov.AcquireConnection() {
+				info.stats.s.DownstreamGlobalCxOverflow.Inc()
+				m.refuse(info, nc, "global connection limit reached")
+				return false, false
+			}
+			limited = true
+		}
+		if ov.RejectConnection() {
+			info.stats.s.DownstreamCxOverloadReject.Inc()
+			m.refuse(info, nc, "rejected by the overload manager")
+			if limited {
+				ov.ReleaseConnection()
+			}
 			return false, false
 		}
-		limited = true
 	}
-	if ov.RejectConnection() {
-		v.info.stats.s.DownstreamCxOverloadReject.Inc()
-		m.cfg.Logger.Debugf("listener '%s': closing connection from %s: rejected by the overload manager", v.info.name, nc.RemoteAddr())
-		nc.Close()
-		return limited, false
+	if n := info.open.Add(1); m.cfg.Runtime != nil && uint64(n) > m.cfg.Runtime(info.limitKey, math.MaxUint64) {
+		info.stats.s.DownstreamCxOverflow.Inc()
+		m.refuse(info, nc, "listener connection limit reached")
+		info.release(limited)
+		return false, false
 	}
 	return limited, true
+}
+
+// release uncounts an admitted connection: from the listener's open connections and, when
+// limited, from the global limit.
+func (li *listenerInfo) release(limited bool) {
+	li.open.Add(-1)
+	if limited {
+		li.mgr.cfg.Overload.ReleaseConnection()
+	}
+}
+
+func (m *Manager) refuse(info *listenerInfo, nc net.Conn, why string) {
+	m.cfg.Logger.Debugf("listener '%s': closing connection from %s: %s", info.name, nc.RemoteAddr(), why)
+	nc.Close()
+}
+
+// connectionLimitKey is the runtime key of a listener's connection limit, as Envoy names it.
+func connectionLimitKey(name string) string {
+	return "envoy.resource_limits.listener." + name + ".connection_limit"
 }

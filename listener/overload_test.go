@@ -131,7 +131,8 @@ func TestStopAcceptingConnections(t *testing.T) {
 	mustGreet(t, m, "bypass").Close()
 
 	first.Close()
-	<-g.served
+	<-g.served // the bypassing connection
+	<-g.served // first, released on the server side
 	h.ov.Refresh()
 	wantStat(t, h.store, "overload.envoy.overload_actions.stop_accepting_connections.active", 0)
 	c.SetReadDeadline(time.Now().Add(wait))
@@ -139,4 +140,37 @@ func TestStopAcceptingConnections(t *testing.T) {
 	if err != nil || string(buf[:n]) != "a-chain\n" {
 		t.Fatalf("after the action ended: read %q, %v; want the greeting", buf[:n], err)
 	}
+}
+
+// TestListenerConnectionLimitRuntime sets envoy.resource_limits.listener.a.connection_limit
+// to 1: a second connection to "a" is closed at accept and counted in downstream_cx_overflow,
+// another listener is not limited, and a closed connection frees its place.
+func TestListenerConnectionLimitRuntime(t *testing.T) {
+	g := newGreeter()
+	st := newStore(t)
+	runtime := func(key string, def uint64) uint64 {
+		if key == "envoy.resource_limits.listener.a.connection_limit" {
+			return 1
+		}
+		return def
+	}
+	m := testManager(t, ManagerConfig{Handlers: g.registry(t), Workers: 1, Stats: st, Runtime: runtime},
+		listenerFromYAML(t, plainListener("a", ", stat_prefix: a")),
+		listenerFromYAML(t, plainListener("b", ", stat_prefix: b")))
+	first := mustGreet(t, m, "a")
+	if got, c, _ := greet(t, addrOf(t, m, "a"), nil); c != nil {
+		c.Close()
+		t.Fatalf("a connection over the listener's limit was served (greeting %q)", got)
+	}
+	wantStat(t, st, "listener.a.downstream_cx_overflow", 1)
+	b1 := mustGreet(t, m, "b")
+	b2 := mustGreet(t, m, "b")
+	b1.Close()
+	b2.Close()
+	first.Close()
+	for i := 0; i < 3; i++ { // first, b1 and b2 have closed on the server side
+		<-g.served
+	}
+	mustGreet(t, m, "a").Close()
+	wantStat(t, st, "listener.a.downstream_cx_overflow", 1)
 }

@@ -173,6 +173,7 @@ func (s *Server) buildDataPlane() error {
 		Workers:           int(s.opts.Concurrency),
 		HealthCheckFailed: s.healthFailed.Load,
 		Overload:          dp.overload.State(),
+		Runtime:           s.runtimeUint64,
 		AccessLogs:        s.listenerAccessLogs,
 	}); err != nil {
 		return err
