@@ -80,11 +80,15 @@ type TextReadoutSample struct {
 	Value string
 }
 
-// AddSink adds a sink; it receives every later flush.
+// AddSink adds a sink; it receives every later flush and, if it is a HistogramSink, every
+// histogram value recorded from now on.
 func (s *Store) AddSink(k Sink) {
 	s.sinksMu.Lock()
 	defer s.sinksMu.Unlock()
 	s.sinks = append(s.sinks, k)
+	if hk, ok := k.(HistogramSink); ok {
+		s.addHistogramSink(hk)
+	}
 }
 
 // BeforeFlush registers fn to run at the start of every flush, before

@@ -42,7 +42,8 @@ func parseUnit(s string) (Unit, bool) {
 // Unspecified unit and default bounds. Record takes no lock and, once the bins
 // it touches exist, allocates nothing. Safe for concurrent use.
 type Histogram struct {
-	p atomic.Pointer[histogram.Histogram]
+	p   atomic.Pointer[histogram.Histogram]
+	obs atomic.Pointer[histObserver] // the histogram sinks; nil without any
 }
 
 func (h *Histogram) init(unit Unit, bounds []float64) {
@@ -57,8 +58,13 @@ func (h *Histogram) get() *histogram.Histogram {
 	return h.p.Load()
 }
 
-// Record adds one sample.
-func (h *Histogram) Record(v uint64) { h.get().Record(v) }
+// Record adds one sample and hands it to the histogram sinks.
+func (h *Histogram) Record(v uint64) {
+	h.get().Record(v)
+	if o := h.obs.Load(); o != nil {
+		o.record(v)
+	}
+}
 
 // Used reports whether a flush has merged recorded samples.
 func (h *Histogram) Used() bool { return h.get().Used() }

@@ -53,10 +53,12 @@ type Store struct {
 	lookups recentLookups
 	names   names // interned tag-extracted names
 
-	sinksMu sync.Mutex // guards sinks and hooks
-	sinks   []Sink
-	hooks   []func()
-	flushMu sync.Mutex // serialises Flush
+	// histSinks are the sinks that receive histogram values as they are recorded.
+	histSinks atomic.Pointer[[]HistogramSink]
+	sinksMu   sync.Mutex // guards sinks and hooks
+	sinks     []Sink
+	hooks     []func()
+	flushMu   sync.Mutex // serialises Flush
 }
 
 // New validates cfg and builds a Store.
@@ -187,6 +189,11 @@ func (s *Store) register(prefix string, statsStruct any, deferred *Gauge) (*Regi
 	}
 	r.deferred.Store(deferred)
 	s.list(r)
+	for i := range l.fields {
+		if f := &l.fields[i]; f.kind == KindHistogram && r.listed(i) {
+			s.observe(at[Histogram](r.base, f), prefix+f.name)
+		}
+	}
 	return r, nil
 }
 
@@ -298,6 +305,9 @@ func (r *Registration) dynamicStat(kind Kind, name string, mode ImportMode, unit
 	}
 	r.dynamic[full] = d
 	s.list(d)
+	if kind == KindHistogram {
+		s.observe((*Histogram)(p), full)
+	}
 	return p, nil
 }
 

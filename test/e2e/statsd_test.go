@@ -24,7 +24,7 @@ func (s *statsdLines) add(payload string) {
 // waitFor reads lines until one matches re (10 s at most), checking that each is a statsd line.
 func (s *statsdLines) waitFor(t *testing.T, what string, re *regexp.Regexp) {
 	t.Helper()
-	line := regexp.MustCompile(`^[A-Za-z0-9_.\-]+:[0-9]+\|(c|g)(\|#[^|]*)?$`)
+	line := regexp.MustCompile(`^[A-Za-z0-9_.\-]+:([0-9]+\|(c|g|ms)|[0-9.e-]+\|h)(\|#[^|]*)?$`)
 	deadline := time.After(10 * time.Second)
 	for {
 		select {
@@ -88,7 +88,7 @@ func tcpStatsd(t *testing.T) (string, *statsdLines) {
 
 // TestStatsdSinks runs the binary with a statsd sink over UDP, a DogStatsD sink and a statsd
 // sink over TCP to a static cluster, flushing every 100 ms, and checks that a request's
-// upstream_rq_200 reaches each collector as Envoy names it: full name over UDP and TCP
+// upstream_rq_time value (|ms) and upstream_rq_200 delta reach each collector as Envoy names them: full name over UDP and TCP
 // (prefix "tcp" there); for DogStatsD the tag-extracted name with the response code and
 // cluster tags that Envoy's default extractors take out of it.
 func TestStatsdSinks(t *testing.T) {
@@ -123,7 +123,10 @@ stats_sinks:
 `
 	p := start(t, "-c", writeConfig(t, cfg))
 	expectBody(t, noRedirect, "http://"+p.listenerAddr("example")+"/x", http.StatusOK, "up /x")
+	udp.waitFor(t, "statsd UDP", regexp.MustCompile(`^envoy\.cluster\.up\.upstream_rq_time:[0-9]+\|ms$`))
 	udp.waitFor(t, "statsd UDP", regexp.MustCompile(`^envoy\.cluster\.up\.upstream_rq_200:1\|c$`))
+	dog.waitFor(t, "dog_statsd", regexp.MustCompile(`^envoy\.cluster\.upstream_rq_time:[0-9]+\|ms\|#envoy\.cluster_name:up$`))
 	dog.waitFor(t, "dog_statsd", regexp.MustCompile(`^envoy\.cluster\.upstream_rq:1\|c\|#envoy\.response_code:200,envoy\.cluster_name:up$`))
+	tcp.waitFor(t, "statsd TCP", regexp.MustCompile(`^tcp\.cluster\.up\.upstream_rq_time:[0-9]+\|ms$`))
 	tcp.waitFor(t, "statsd TCP", regexp.MustCompile(`^tcp\.cluster\.up\.upstream_rq_200:1\|c$`))
 }

@@ -15,7 +15,7 @@ type ClusterDialer func(cluster string) (Dialer, error)
 // FromStatsd builds an envoy.stat_sinks.statsd sink; path names the config in errors.
 func FromStatsd(path string, pb *metricsv3.StatsdSink, tcp ClusterDialer) (*Sink, error) {
 	if pb.GetScaleHistogramUnitsToMilliseconds() {
-		return nil, fmt.Errorf("%s.scale_histogram_units_to_milliseconds: histograms are not sent; not implemented by Legate", path)
+		return nil, fmt.Errorf("%s.scale_histogram_units_to_milliseconds: not implemented by Legate", path)
 	}
 	opts := Options{Prefix: pb.GetPrefix()}
 	switch {
@@ -34,7 +34,7 @@ func FromStatsd(path string, pb *metricsv3.StatsdSink, tcp ClusterDialer) (*Sink
 // FromDogStatsd builds an envoy.stat_sinks.dog_statsd sink; path names the config in errors.
 func FromDogStatsd(path string, pb *metricsv3.DogStatsdSink) (*Sink, error) {
 	if pb.GetScaleHistogramUnitsToMilliseconds() {
-		return nil, fmt.Errorf("%s.scale_histogram_units_to_milliseconds: histograms are not sent; not implemented by Legate", path)
+		return nil, fmt.Errorf("%s.scale_histogram_units_to_milliseconds: not implemented by Legate", path)
 	}
 	if pb.GetAddress() == nil {
 		return nil, fmt.Errorf("%s.address: must be set", path)

@@ -9,9 +9,15 @@
 // stats_config extracts them) over UDP, packing lines, separated by newlines, into datagrams
 // of at most max_bytes_per_datagram bytes.
 //
-// Histograms are not sent: Envoy sends every recorded value as it is recorded, which Legate's
-// histograms do not report; scale_histogram_units_to_milliseconds is therefore refused.
+// Histogram values are sent one by one as they are recorded, as Envoy sends them:
+// "<prefix>.<name>:<value>|ms" (the raw value, whatever the unit) or "|h" with a fraction for
+// percent histograms. Over UDP each goes at once in its own datagram; over TCP they are sent
+// with the next flush, so that a slow collector never holds up a request.
+// scale_histogram_units_to_milliseconds is not implemented and is refused.
 //
 // Concurrency: Flush runs on the stats flusher's goroutine, one call at a time, and owns the
 // sink's buffers and connection; Close may run concurrently with it and is serialized by mu.
+// OnHistogramComplete runs on any recording goroutine: over UDP it writes its own datagram
+// from a pooled buffer; over TCP it appends to a bounded buffer under histMu, which Flush
+// takes without holding it during the write.
 package statsd

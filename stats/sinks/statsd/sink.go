@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/legateproxy/legate/stats"
+	"github.com/legateproxy/legate/stats/histogram"
 )
 
 // DefaultPrefix starts every name when the sink configures no prefix, as in Envoy.
@@ -44,6 +45,9 @@ type Sink struct {
 	closed bool
 	line   []byte // the line being built
 	out    []byte // the datagram (UDP) or the flush's lines (TCP) not yet written
+
+	histMu sync.Mutex // guards hist
+	hist   []byte     // TCP: histogram lines recorded since the last flush
 }
 
 // NewUDP returns a sink sending datagrams to addr.
@@ -81,14 +85,20 @@ func (k *Sink) Flush(s *stats.Snapshot) {
 		return
 	}
 	k.out = k.out[:0]
+	if k.udp == nil { // the histogram values recorded since the last flush go first
+		k.histMu.Lock()
+		k.out = append(k.out, k.hist...)
+		k.hist = k.hist[:0]
+		k.histMu.Unlock()
+	}
 	for i := range s.Counters {
 		if c := &s.Counters[i]; c.Used {
-			k.add(&c.Metric, c.Delta, 'c')
+			k.add(&c.Metric, c.Delta, "|c")
 		}
 	}
 	for i := range s.Gauges {
 		if g := &s.Gauges[i]; g.Used {
-			k.add(&g.Metric, g.Value, 'g')
+			k.add(&g.Metric, g.Value, "|g")
 		}
 	}
 	if k.udp != nil {
@@ -98,9 +108,44 @@ func (k *Sink) Flush(s *stats.Snapshot) {
 	}
 }
 
+// maxPendingHistograms bounds the histogram lines a TCP sink holds between two flushes;
+// later values are dropped until the next flush.
+const maxPendingHistograms = 1 << 20
+
+// linePool holds the buffers of histogram lines sent over UDP from recording goroutines.
+var linePool = sync.Pool{New: func() any { return new([]byte) }}
+
+// OnHistogramComplete sends one recorded histogram value as Envoy does: "|h" with the value
+// as a fraction for a percent histogram, "|ms" with the raw value for any other unit. Over
+// UDP the line goes at once in its own datagram; over TCP it waits for the next flush, so
+// that a slow collector never holds up the recording goroutine.
+func (k *Sink) OnHistogramComplete(m *stats.Metric, unit stats.Unit, v uint64) {
+	bp := linePool.Get().(*[]byte)
+	b := k.appendHead((*bp)[:0], m)
+	typ := "|ms"
+	if unit == histogram.Percent {
+		typ = "|h"
+		b = strconv.AppendFloat(b, float64(float32(v)/histogram.PercentScale), 'g', 6, 32)
+	} else {
+		b = strconv.AppendUint(b, v, 10)
+	}
+	b = k.appendTail(b, m, typ)
+	if k.udp != nil {
+		k.udp.Write(b)
+	} else {
+		k.histMu.Lock()
+		if len(k.hist)+len(b)+1 <= maxPendingHistograms {
+			k.hist = append(append(k.hist, b...), '\n')
+		}
+		k.histMu.Unlock()
+	}
+	*bp = b
+	linePool.Put(bp)
+}
+
 // add builds one line and queues it: over TCP newline-terminated; over UDP packed into the
 // current datagram as Envoy packs them (a line that cannot fit in any datagram goes alone).
-func (k *Sink) add(m *stats.Metric, v uint64, typ byte) {
+func (k *Sink) add(m *stats.Metric, v uint64, typ string) {
 	k.line = k.appendLine(k.line[:0], m, v, typ)
 	if k.udp == nil {
 		k.out = append(append(k.out, k.line...), '\n')
@@ -118,8 +163,13 @@ func (k *Sink) add(m *stats.Metric, v uint64, typ byte) {
 	k.out = append(k.out, k.line...)
 }
 
-// appendLine appends "<prefix>.<name>:<v>|<typ>", then the tags of a DogStatsD sink.
-func (k *Sink) appendLine(b []byte, m *stats.Metric, v uint64, typ byte) []byte {
+// appendLine appends "<prefix>.<name>:<v><typ>", then the tags of a DogStatsD sink.
+func (k *Sink) appendLine(b []byte, m *stats.Metric, v uint64, typ string) []byte {
+	return k.appendTail(strconv.AppendUint(k.appendHead(b, m), v, 10), m, typ)
+}
+
+// appendHead appends "<prefix>.<name>:", the name being the tag-extracted one for DogStatsD.
+func (k *Sink) appendHead(b []byte, m *stats.Metric) []byte {
 	name := m.Name
 	if k.opts.Tags {
 		name = m.TagExtractedName
@@ -127,9 +177,12 @@ func (k *Sink) appendLine(b []byte, m *stats.Metric, v uint64, typ byte) []byte 
 	b = append(b, k.opts.Prefix...)
 	b = append(b, '.')
 	b = append(b, name...)
-	b = append(b, ':')
-	b = strconv.AppendUint(b, v, 10)
-	b = append(b, '|', typ)
+	return append(b, ':')
+}
+
+// appendTail appends the type ("|c") and, for DogStatsD, the tags ("|#name:value,…").
+func (k *Sink) appendTail(b []byte, m *stats.Metric, typ string) []byte {
+	b = append(b, typ...)
 	if !k.opts.Tags {
 		return b
 	}

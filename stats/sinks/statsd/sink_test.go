@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/legateproxy/legate/stats"
+	"github.com/legateproxy/legate/stats/histogram"
 	"github.com/legateproxy/legate/stats/tags"
 )
 
@@ -32,6 +33,7 @@ type upstream struct {
 	RqRetry  stats.Counter   `stat:"upstream_rq_retry"` // never incremented: unused, not sent
 	CxActive stats.Gauge     `stat:"upstream_cx_active"`
 	RqTime   stats.Histogram `stat:"upstream_rq_time,unit=ms"`
+	Ratio    stats.Histogram `stat:"ratio,unit=percent"`
 }
 
 // newStore returns a store with the cluster "backend" and the command-line tag region:eu.
@@ -48,7 +50,7 @@ func newStore(t *testing.T) (*stats.Store, *upstream) {
 }
 
 // lineRe is a statsd line: name, value, type and DogStatsD tags.
-var lineRe = regexp.MustCompile(`^([A-Za-z0-9_.]+):([0-9]+)\|(c|g)(?:\|#([^|]*))?$`)
+var lineRe = regexp.MustCompile(`^([A-Za-z0-9_.]+):([0-9]+|[0-9.]+(?:e-[0-9]+)?)\|(c|g|ms|h)(?:\|#([^|]*))?$`)
 
 // parseLines checks that every line of a datagram or stream parses and returns them.
 func parseLines(t *testing.T, payload string) []string {
@@ -98,8 +100,9 @@ func (c *udpCollector) datagrams(n int) []string {
 }
 
 // TestStatsdUDP flushes a store into a statsd sink: each used counter's delta and used gauge's
-// value arrives in its own datagram under its full name and the prefix; unused stats,
-// histograms and tags are not sent.
+// value arrives in its own datagram under its full name and the prefix, without tags; unused
+// stats are not sent. Histogram values arrive as they are recorded, before any flush, also
+// from histograms registered after the sink was added.
 func TestStatsdUDP(t *testing.T) {
 	for _, c := range []struct{ prefix, want string }{{"", "envoy"}, {"edge", "edge"}} {
 		col := newUDPCollector(t)
@@ -109,12 +112,23 @@ func TestStatsdUDP(t *testing.T) {
 			t.Fatal(err)
 		}
 		store.AddSink(k)
+		u.RqTime.Record(12)
+		u.Ratio.Record(histogram.PercentValue(0.25))
+		late := new(upstream)
+		store.Register("cluster.late.", late)
+		late.RqTime.Record(1500)
+		store.Register("cluster.late.", &struct{}{}).Histogram("dynamic_us", stats.Unit(histogram.Microseconds)).Record(7)
+		got := col.datagrams(4)
+		want := []string{c.want + ".cluster.backend.upstream_rq_time:12|ms", c.want + ".cluster.backend.ratio:0.25|h",
+			c.want + ".cluster.late.upstream_rq_time:1500|ms", c.want + ".cluster.late.dynamic_us:7|ms"}
+		if !slices.Equal(got, want) {
+			t.Errorf("prefix %q: histogram values = %q; want %q", c.prefix, got, want)
+		}
 		u.RqTotal.Add(3)
 		u.CxActive.Set(7)
-		u.RqTime.Record(12)
 		store.Flush()
-		got := col.datagrams(2)
-		want := []string{c.want + ".cluster.backend.upstream_rq_total:3|c", c.want + ".cluster.backend.upstream_cx_active:7|g"}
+		got = col.datagrams(2)
+		want = []string{c.want + ".cluster.backend.upstream_rq_total:3|c", c.want + ".cluster.backend.upstream_cx_active:7|g"}
 		if !slices.Equal(got, want) {
 			t.Errorf("prefix %q: first flush = %q; want %q", c.prefix, got, want)
 		}
@@ -154,6 +168,10 @@ func TestDogStatsdTagsAndDatagrams(t *testing.T) {
 			t.Fatal(err)
 		}
 		store.AddSink(k)
+		u.RqTime.Record(12)
+		if got, want := col.datagrams(1)[0], "envoy.cluster.upstream_rq_time:12|ms|#region:eu,envoy.cluster_name:backend"; got != want {
+			t.Errorf("max %d: histogram datagram %q; want %q", c.max, got, want)
+		}
 		u.RqTotal.Add(3)
 		u.CxActive.Set(7)
 		store.Flush()
@@ -240,14 +258,18 @@ func TestStatsdTCP(t *testing.T) {
 	store.AddSink(k)
 	u.RqTotal.Add(4)
 	u.CxActive.Set(1)
+	u.RqTime.Record(5)
+	u.RqTime.Record(6)
 	store.Flush()
 	nc, r := col.next(t)
-	want := []string{"p.cluster.backend.upstream_rq_total:4|c", "p.cluster.backend.upstream_cx_active:1|g"}
-	if got := readLines(t, r, 2); !slices.Equal(got, want) {
+	want := []string{"p.cluster.backend.upstream_rq_time:5|ms", "p.cluster.backend.upstream_rq_time:6|ms",
+		"p.cluster.backend.upstream_rq_total:4|c", "p.cluster.backend.upstream_cx_active:1|g"}
+	if got := readLines(t, r, 4); !slices.Equal(got, want) {
 		t.Errorf("first flush = %q; want %q", got, want)
 	}
 	u.RqTotal.Inc()
 	store.Flush()
+	want = want[2:]
 	want[0] = "p.cluster.backend.upstream_rq_total:1|c"
 	if got := readLines(t, r, 2); !slices.Equal(got, want) {
 		t.Errorf("second flush = %q; want %q", got, want)
@@ -275,7 +297,8 @@ func TestStatsdTCP(t *testing.T) {
 	}
 }
 
-// TestFlushAllocations checks that a flush allocates nothing once the buffers have grown.
+// TestFlushAllocations checks that a flush allocates nothing once the buffers have grown, nor
+// does sending a histogram value (checked without the race detector, which defeats sync.Pool).
 func TestFlushAllocations(t *testing.T) {
 	col := newUDPCollector(t)
 	k, err := NewUDP(col.addr(), Options{Tags: true, MaxDatagram: 512})
@@ -293,5 +316,13 @@ func TestFlushAllocations(t *testing.T) {
 	k.Flush(snap)
 	if n := testing.AllocsPerRun(20, func() { k.Flush(snap) }); n != 0 {
 		t.Errorf("Flush allocates %v times; want 0", n)
+	}
+	if raceEnabled {
+		return
+	}
+	m := &snap.Counters[0].Metric
+	k.OnHistogramComplete(m, histogram.Milliseconds, 12)
+	if n := testing.AllocsPerRun(100, func() { k.OnHistogramComplete(m, histogram.Milliseconds, 12) }); n != 0 {
+		t.Errorf("OnHistogramComplete allocates %v times; want 0", n)
 	}
 }
