@@ -28,12 +28,16 @@ func slowUploadEnv(t *testing.T, extra string) (*env, string) {
 }
 
 // trickleH1 sends a chunked HTTP/1.1 POST to path whose body is one byte every gap, n times,
-// with the route timeout timeoutMs and the upstream's delay, and returns the connection, the
-// time the body ended and the response.
-func trickleH1(t *testing.T, e *env, path, timeoutMs, delay string, n int, gap time.Duration) (*rawConn, time.Time, *http.Response, string) {
+// with the route timeout timeoutMs, the upstream's delay and the extra header lines, and
+// returns the connection, the time the body ended and the response.
+func trickleH1(t *testing.T, e *env, path, timeoutMs, delay string, n int, gap time.Duration, extra ...string) (*rawConn, time.Time, *http.Response, string) {
 	rc := dialRaw(t, e.addr)
 	rc.c.SetDeadline(time.Now().Add(wait + time.Duration(n)*gap))
-	rc.write("POST " + path + " HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\nx-delay: " + delay + "\r\nx-envoy-upstream-rq-timeout-ms: " + timeoutMs + "\r\n\r\n")
+	head := "POST " + path + " HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\nx-delay: " + delay + "\r\nx-envoy-upstream-rq-timeout-ms: " + timeoutMs + "\r\n"
+	for _, line := range extra {
+		head += line + "\r\n"
+	}
+	rc.write(head + "\r\n")
 	for i := 0; i < n; i++ {
 		time.Sleep(gap) // the pacing under test
 		if _, err := io.WriteString(rc.c, "1\r\nx\r\n"); err != nil {
@@ -83,8 +87,9 @@ func trickleH2(t *testing.T, e *env, path, timeoutMs, delay string, n int, gap t
 // TestRouteTimeoutStartsAtRequestEnd checks that the route's timeout runs from the end of the
 // request body, as Envoy's does: an upload trickled over longer than the timeout reaches an
 // upstream that answers at once after it (200, no upstream_rq_timeout), to HTTP/1.1 and
-// HTTP/2 upstreams, from HTTP/1.1 and HTTP/2 clients; a complete body to a slow upstream
-// still gets 504 at the timeout, counted in upstream_rq_timeout.
+// HTTP/2 upstreams, from HTTP/1.1 and HTTP/2 clients, and with retries (which buffer the
+// body first); a complete body to a slow upstream still gets 504 at the timeout, counted in
+// upstream_rq_timeout.
 func TestRouteTimeoutStartsAtRequestEnd(t *testing.T) {
 	e, _ := slowUploadEnv(t, "stream_idle_timeout: 2s")
 	for _, path := range []string{"/", "/h2"} {
@@ -96,6 +101,11 @@ func TestRouteTimeoutStartsAtRequestEnd(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || body != "ok" {
 			t.Errorf("http2 upload over 0.8s to %s: got %d %q; want 200 \"ok\"", path, resp.StatusCode, body)
 		}
+	}
+	// Retries buffer the body before the first attempt: the timeout starts after it.
+	_, _, resp, body := trickleH1(t, e, "/", "400", "0s", 8, 100*time.Millisecond, "x-envoy-retry-on: 5xx", "x-envoy-max-retries: 1")
+	if resp.StatusCode != http.StatusOK || body != "ok" {
+		t.Errorf("http1 upload over 0.8s with retries: got %d %q; want 200 \"ok\"", resp.StatusCode, body)
 	}
 	for _, name := range []string{"cluster.web.upstream_rq_timeout", "cluster.web2.upstream_rq_timeout"} {
 		if got := e.stat(name); got != 0 {
