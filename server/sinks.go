@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"slices"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
@@ -10,7 +12,6 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/config"
-	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/stats/sinks/hystrix"
 	"github.com/legateproxy/legate/stats/sinks/statsd"
@@ -113,32 +114,13 @@ func (s *Server) addStatsdSink(k *statsd.Sink, err error) error {
 }
 
 // statsdCluster is the Dialer of a statsd sink's tcp_cluster_name. As in Envoy the cluster must
-// be a static one; each connection goes to a host its load balancer picks, within its
-// connect_timeout. Its transport socket (TLS to the collector) is not implemented.
+// be a static one; each connection goes to a host its load balancer picks, with the cluster's
+// connect_timeout, bind and socket options and transport socket (the dialer xDS uses).
 func (s *Server) statsdCluster(name string) (statsd.Dialer, error) {
-	var pb *clusterv3.Cluster
-	for _, c := range s.boot.Proto.GetStaticResources().GetClusters() {
-		if c.GetName() == name {
-			pb = c
-		}
-	}
-	switch {
-	case pb == nil:
+	if !slices.ContainsFunc(s.boot.Proto.GetStaticResources().GetClusters(), func(c *clusterv3.Cluster) bool { return c.GetName() == name }) {
 		return nil, fmt.Errorf("not a static cluster of the bootstrap")
-	case pb.GetTransportSocket() != nil || len(pb.GetTransportSocketMatches()) > 0:
-		return nil, fmt.Errorf("the cluster's transport_socket: not implemented by Legate for the statsd sink")
 	}
-	return func() (net.Conn, error) {
-		c := s.clusters.Get(name)
-		if c == nil {
-			return nil, fmt.Errorf("cluster %q is gone", name)
-		}
-		h, err := c.Pick(&lb.Context{})
-		if err != nil {
-			return nil, err
-		}
-		return net.DialTimeout("tcp", h.Address(), c.Config().ConnectTimeout)
-	}, nil
+	return func() (net.Conn, error) { return s.dialXDS(context.Background(), name) }, nil
 }
 
 // clusterMaxPending gives the hystrix sink each cluster's default-priority
