@@ -9,6 +9,10 @@
 // as locality-weighted balancing around one of them); the first entry of policies whose type
 // Legate implements wins, as in Envoy, and none implemented is an error.
 //
+// Bootstrap.overload_manager is converted by package overload (overload.FromProto), which
+// decides its sub-fields: the monitors and actions it implements, and every other one refused
+// with its path.
+//
 // # Fields Legate does not implement
 //
 // No configuration field is silently ignored. A field of the Bootstrap, Admin,

@@ -189,3 +189,30 @@ func TestOverloadDisableKeepalive(t *testing.T) {
 		t.Errorf("downstream_cx_overload_disable_keepalive = %d; want 2", got)
 	}
 }
+
+// BenchmarkProxyOverload is BenchmarkProxy's legate case under an overload manager whose
+// request actions are configured but not active: the per-request checks are atomic loads and
+// allocate nothing.
+func BenchmarkProxyOverload(b *testing.B) {
+	st, err := stats.New(stats.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	triggers := []overload.Trigger{{Monitor: overload.GlobalConnections, Scaling: 0.99, Saturation: 0.99}}
+	ov := overload.New(&overload.Config{
+		RefreshInterval: time.Second,
+		Monitors:        []overload.Monitor{{Name: overload.GlobalConnections, MaxConnections: 1 << 20}},
+		Actions: []overload.Action{
+			{Name: overload.StopAcceptingRequests, Triggers: triggers},
+			{Name: overload.DisableHTTPKeepalive, Triggers: triggers},
+		},
+	}, st, nil)
+	defer ov.Close()
+	ov.Refresh()
+	e := newEnv(b, envOptions{
+		clusters: []string{staticCluster("web", "", rawUpstream(b))},
+		hcm:      simpleHCM("web", ""),
+		overload: ov.State(),
+	})
+	benchClient(b, e.addr)
+}
