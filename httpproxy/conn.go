@@ -151,12 +151,7 @@ const (
 //
 //go:noinline
 func (sc *serverConn) lingerClose() {
-	if tc, ok := sc.nc.(*tls.Conn); ok {
-		tc.CloseWrite() // close_notify
-	}
-	if cw, ok := sc.lc.Conn.(interface{ CloseWrite() error }); ok {
-		cw.CloseWrite()
-	}
+	shutWriter(sc.nc, sc.lc.Conn)()
 	sc.nc.SetReadDeadline(time.Now().Add(lingerTime))
 	for n := 0; n < lingerMaxBytes; {
 		m, err := sc.nc.Read(sc.rd.buf)
@@ -443,7 +438,7 @@ func (h *Handler) serveH2(lc *listener.Conn, nc net.Conn, pre []byte, start time
 	if len(pre) > 0 {
 		conn = &prefixConn{Conn: nc, pre: pre}
 	}
-	wire, conn := h.newH2Wire(h.hideConnectSetting(conn), nc)
+	wire, conn := h.newH2Wire(h.hideConnectSetting(conn), nc, lc.Conn)
 	remote := lc.RemoteAddr().String()
 	_, isTLS := nc.(*tls.Conn)
 	ch := &h2conn{h: h, wire: wire, drain: lc.DrainClose, remote: remote, remoteIP: hostOnly(remote), local: lc.LocalAddr().String(), restored: lc.LocalAddressRestored(), tls: isTLS, tlsInfo: info}
@@ -494,6 +489,10 @@ type h2conn struct {
 func (c *h2conn) DrainClose() bool { return c.drain() }
 
 func (c *h2conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if c.wire != nil && r.Context().Err() != nil {
+		c.resetUnserved()
+		return
+	}
 	switch {
 	case tooManyHeaders(c.h.cfg, r):
 		c.refuse(w, http.StatusRequestHeaderFieldsTooLarge)
@@ -507,11 +506,13 @@ func (c *h2conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s := getStream()
 	s.serveH2(c, w, r)
-	abort := s.aborted
+	abort, responded, start := s.aborted, s.status != 0, s.start
 	putStream(s)
-	if r.Context().Err() != nil {
+	reset := r.Context().Err() != nil
+	if reset {
 		c.streamCut()
 	}
+	c.streamEnded(reset, responded, start)
 	if abort {
 		panic(http.ErrAbortHandler) // resets the stream: the response could not be completed
 	}

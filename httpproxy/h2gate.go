@@ -2,6 +2,7 @@ package httpproxy
 
 import (
 	"encoding/binary"
+	"sync/atomic"
 
 	"golang.org/x/net/http2/hpack"
 )
@@ -28,10 +29,15 @@ type frameGate struct {
 	dec    *hpack.Decoder
 	bad    bool // the header block being read is malformed
 	broken bool // decoding failed: header blocks pass unread (http2 fails the connection)
+	// maxStream is the highest stream a HEADERS frame named, for a GOAWAY from another
+	// goroutine (h2reset.go).
+	maxStream atomic.Uint32
+	opening   bool // the header block being read opens a stream
 }
 
 // h2 frame types and flags the gate reads (RFC 9113 §6).
 const (
+	h2FrameRSTStream  = 0x3
 	h2FlagPadded      = 0x8
 	h2FlagPriority    = 0x20
 	maxGatedFrame     = 16 << 10 // http2's SETTINGS_MAX_FRAME_SIZE (newH2Server)
@@ -70,6 +76,9 @@ func (w *h2wire) advance() error {
 		case avail >= h2FrameHeaderLen:
 			hdr := w.buf[start : start+h2FrameHeaderLen]
 			length := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
+			if hdr[3] == h2FrameHeaders {
+				g.opening = g.noteStream(binary.BigEndian.Uint32(hdr[5:]) & 0x7fffffff)
+			}
 			if !gates(hdr[3]) || length > maxGatedFrame {
 				w.ready += h2FrameHeaderLen
 				g.left = length
@@ -88,6 +97,16 @@ func (w *h2wire) advance() error {
 			return err
 		}
 	}
+}
+
+// noteStream follows the highest stream a HEADERS frame named and reports whether id opens
+// a stream (a HEADERS frame of an open one is trailers).
+func (g *frameGate) noteStream(id uint32) bool {
+	if id > g.maxStream.Load() {
+		g.maxStream.Store(id)
+		return true
+	}
+	return false
 }
 
 // fill reads more of the connection into buf, keeping the bytes not yet handed over.
@@ -119,6 +138,13 @@ func (w *h2wire) gateFrame(start, length int) int {
 		return len(f)
 	}
 	at, ok := w.gate.headerBlock(f)
+	if !ok && at > 0 && w.gate.opening && w.takeReset(start, length) {
+		// The client reset the stream in the same read: http2 is made to refuse it (a
+		// stream error, after its HPACK decoder has read the block) rather than start a
+		// handler, a route and perhaps an upstream request for a response no one will read.
+		ok = true
+		w.resetOnArrival()
+	}
 	if !ok {
 		return len(f)
 	}

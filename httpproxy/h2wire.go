@@ -59,12 +59,18 @@ type h2wire struct {
 	gate     frameGate
 	peerGone atomic.Bool
 	hw       *headerWatch // nil without request_headers_timeout
+	resets   resetGuard   // the premature reset guard (h2reset.go)
+	draining atomic.Bool  // it closed the connection
+	// shutWrite shuts the socket's write side (a FIN, after TLS's close_notify).
+	shutWrite func()
 
-	wmu   sync.Mutex // guards the fields below
-	out   frameCursor
-	cork  []byte      // held frames, whole; empty when none
-	timer *time.Timer // writes cork when corkDelay passes; made on first use
-	werr  error       // the failure of a write of held frames, returned by the next Write
+	wmu    sync.Mutex // guards the fields below
+	out    frameCursor
+	cork   []byte      // held frames, whole; empty when none
+	timer  *time.Timer // writes cork when corkDelay passes; made on first use
+	werr   error       // the failure of a write of held frames, returned by the next Write
+	calm   []byte      // the premature reset guard's GOAWAY, waiting for a frame boundary
+	calmAt time.Time   // when it was sent; read by linger after draining is set
 }
 
 // corkDelay bounds how long response headers wait for their DATA frame; the DATA of a
@@ -117,9 +123,10 @@ type h2wireTLS struct {
 // ConnectionState is the TLS connection's state.
 func (w h2wireTLS) ConnectionState() tls.ConnectionState { return w.tc.ConnectionState() }
 
-// newH2Wire wraps conn (nc, or nc behind a replayed preface) for http2.
-func (h *Handler) newH2Wire(conn, nc net.Conn) (*h2wire, net.Conn) {
-	w := &h2wire{Conn: conn, h: h, gate: frameGate{skip: h2PrefaceLen}}
+// newH2Wire wraps conn (nc, or nc behind a replayed preface) for http2; raw is the socket
+// under nc.
+func (h *Handler) newH2Wire(conn, nc, raw net.Conn) (*h2wire, net.Conn) {
+	w := &h2wire{Conn: conn, h: h, gate: frameGate{skip: h2PrefaceLen}, shutWrite: shutWriter(nc, raw), resets: h.newResetGuard()}
 	if d := h.cfg.RequestHeadersTimeout; d > 0 {
 		w.hw = &headerWatch{h: h, wire: w, timeout: d, skip: h2PrefaceLen}
 	}
@@ -130,6 +137,9 @@ func (h *Handler) newH2Wire(conn, nc net.Conn) (*h2wire, net.Conn) {
 }
 
 func (w *h2wire) Read(p []byte) (int, error) {
+	if w.draining.Load() {
+		return 0, w.linger()
+	}
 	n, err := w.read(p)
 	if w.preface < len(http2.ClientPreface) && n > 0 && !w.checkPreface(p[:n]) {
 		return 0, w.badPreface()
@@ -224,6 +234,9 @@ func (w *h2wire) Write(p []byte) (int, error) {
 	if err := w.werr; err != nil {
 		return 0, err
 	}
+	if w.draining.Load() {
+		return len(p), nil // the GOAWAY was the last frame; http2's writes are dropped
+	}
 	whole := w.out.atBoundary()
 	typ, flags := w.out.advance(p)
 	if whole && w.out.atBoundary() && typ == h2FrameHeaders && flags&(h2FlagEndHeaders|h2FlagEndStream) == h2FlagEndHeaders &&
@@ -280,8 +293,11 @@ func (w *h2wire) flushCork() {
 	w.cork = w.cork[:0]
 }
 
-// afterWrite sends a pending header timeout reply at a frame boundary; wmu is held.
+// afterWrite sends a pending header timeout reply or GOAWAY at a frame boundary; wmu is held.
 func (w *h2wire) afterWrite() {
+	if w.calm != nil && w.out.atBoundary() && len(w.cork) == 0 {
+		w.sendCalm()
+	}
 	if w.hw != nil && w.hw.pending != nil && w.out.atBoundary() && len(w.cork) == 0 {
 		w.hw.send(w.hw.pending)
 		w.hw.pending = nil

@@ -117,6 +117,9 @@ func (s *stream) upstreamRequest(m *route.Match) http.Header {
 // forward sends the request to the cluster, retrying as the route's retry policy allows, and
 // streams the response back.
 func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
+	if s.resetBeforeUpstream() {
+		return
+	}
 	r := m.Route
 	c := mgr.Cluster()
 	snap := c.Snapshot()

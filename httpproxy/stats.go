@@ -41,6 +41,7 @@ type hcmStats struct {
 	DownstreamRqOverloadClose            stats.Counter `stat:"downstream_rq_overload_close"`
 	DownstreamRqResponseBeforeRqComplete stats.Counter `stat:"downstream_rq_response_before_rq_complete"`
 	DownstreamRqRxReset                  stats.Counter `stat:"downstream_rq_rx_reset"`
+	DownstreamRqTooManyPrematureResets   stats.Counter `stat:"downstream_rq_too_many_premature_resets"`
 	DownstreamRqTimeout                  stats.Counter `stat:"downstream_rq_timeout"`
 	DownstreamRqHeaderTimeout            stats.Counter `stat:"downstream_rq_header_timeout"`
 	DownstreamRqTooLarge                 stats.Counter `stat:"downstream_rq_too_large"`

@@ -104,19 +104,45 @@ func (c *upConn) shut(local bool) {
 	c.cx.Release()
 }
 
+// cancelWith runs cancel when ctx ends, until the returned stop is called. Unlike a context
+// derived from ctx, it never asks ctx for its error after ctx is done: a request's context
+// may be reused for another request by then (httpproxy's per-attempt context), whose Err is
+// nil, and context.WithTimeout's watch of a context type it does not know panics on that.
+func cancelWith(ctx context.Context, cancel context.CancelFunc) (stop func()) {
+	done := ctx.Done()
+	if done == nil {
+		return func() {}
+	}
+	over := make(chan struct{})
+	go func() {
+		select {
+		case <-done:
+			cancel()
+		case <-over:
+		}
+	}()
+	return func() { close(over) }
+}
+
 // connect dials h with connect_timeout, the bind address and keep-alive settings, and runs the
 // TLS handshake when the TLS hook gives a configuration. alpn overrides the configuration's
 // NextProtos when set. Every attempt is counted (upstream_cx_total, cx_total); failures count
 // upstream_cx_connect_fail (and _timeout) and the host's cx_connect_fail. The caller holds a
-// max_connections unit, which the returned connection owns from now on.
+// max_connections unit, which the returned connection owns from now on. A request whose context
+// has ended dials nothing.
 func (hp *hostPool) connect(ctx context.Context, alpn []string, cx *breaker.Resource) (*upConn, error) {
+	if err := ctx.Err(); err != nil { // the request is gone: no connection for it
+		cx.Release()
+		return nil, err
+	}
 	m := hp.m
 	st := m.st
 	st.UpstreamCxTotal.Inc()
 	hp.hs.CxTotal.Add(1)
 	start := m.now()
-	dctx, cancel := context.WithTimeout(ctx, m.connectTimeout)
+	dctx, cancel := context.WithTimeout(context.Background(), m.connectTimeout)
 	defer cancel()
+	defer cancelWith(ctx, cancel)()
 	nc, err := m.dialer.DialContext(dctx, "tcp", hp.host.Address())
 	if err == nil && m.tls != nil {
 		if cfg := m.tls(hp.host); cfg != nil {

@@ -1,0 +1,219 @@
+package httpproxy
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/legateproxy/legate/accesslog"
+)
+
+// Runtime keys of the premature reset guard, with Envoy's defaults.
+const (
+	rtPrematureResetTotal    = "overload.premature_reset_total_stream_count"
+	rtPrematureResetLifetime = "overload.premature_reset_min_stream_lifetime_seconds"
+	defPrematureResetTotal   = 500
+	defPrematureResetSeconds = 1
+)
+
+// resetGuard closes an HTTP/2 connection whose client resets most of its streams before
+// they are answered (CVE-2023-44487, "rapid reset": a HEADERS and RST_STREAM pair costs the
+// client two frames and the proxy a stream, its filters and perhaps an upstream request). As
+// Envoy's connection manager does, every stream the handler finishes is counted, and a stream
+// is premature when the client reset it before a response status was sent and its lifetime in
+// whole seconds was not above the minimum. Once the connection has closed total streams, it
+// is closed when at least half of them were premature; before that, as soon as the premature
+// ones reach half of total, since the ratio can no longer fall below a half by then. The
+// connection gets a GOAWAY (ENHANCE_YOUR_CALM) and is closed (Envoy aborts it without one).
+//
+// Two things make a reset stream cost next to nothing before the guard trips: a stream
+// whose HEADERS and RST_STREAM frames are read together is refused before http2 starts a
+// handler for it (takeReset), and a handler whose stream was reset before it ran, or before
+// its upstream request started, does no more (resetUnserved, resetBeforeUpstream).
+//
+// Envoy's http.max_requests_per_io_cycle has no counterpart here, and its runtime key is
+// not read: it defers the new streams of a connection beyond N per event loop iteration so
+// that other connections on the same worker get their turn. http2 reads one frame at a time
+// on a goroutine per connection and runs every stream's handler on a goroutine of its own,
+// so connections are not served in turns that one of them could monopolise: the Go scheduler
+// shares the CPU between all of them, and what one connection can start is bounded by the
+// streams it is granted (h2limits.go), by http2's limit on queued handlers, and by this guard.
+//
+// The runtime keys are read when the connection starts; the counters are shared by the
+// connection's handler goroutines and http2's read goroutine.
+type resetGuard struct {
+	total     uint64
+	lifetime  time.Duration // premature below it: (min seconds + 1) s, Envoy compares whole seconds
+	closed    atomic.Uint64
+	premature atomic.Uint64
+	tripped   atomic.Bool
+}
+
+func (h *Handler) newResetGuard() resetGuard {
+	total, secs := uint64(defPrematureResetTotal), uint64(defPrematureResetSeconds)
+	if rt := h.sh.deps.Runtime; rt != nil {
+		total, secs = rt(rtPrematureResetTotal, total), rt(rtPrematureResetLifetime, secs)
+	}
+	return resetGuard{total: max(total, 1), lifetime: time.Duration(min(secs, 1<<20)+1) * time.Second}
+}
+
+// streamClosed counts a finished stream and reports whether the connection must now close.
+func (g *resetGuard) streamClosed(premature bool) bool {
+	closed := g.closed.Add(1)
+	bad := g.premature.Load()
+	if premature {
+		bad = g.premature.Add(1)
+	}
+	if closed < g.total {
+		if bad*2 < g.total {
+			return false
+		}
+	} else if bad*2 < closed {
+		return false
+	}
+	return g.tripped.CompareAndSwap(false, true)
+}
+
+// streamEnded applies the guard to a stream the handler finished: reset tells whether its
+// request context ended, responded whether a status was sent, start when it began.
+func (c *h2conn) streamEnded(reset, responded bool, start time.Time) {
+	if c.wire == nil { // served by net/http (ServeHTTP of the Handler): no connection of ours
+		return
+	}
+	premature := false
+	if reset && !responded && !c.wire.peerGone.Load() {
+		premature = c.h.sh.deps.Now().Sub(start) < c.wire.resets.lifetime
+	}
+	c.wire.streamClosed(premature)
+}
+
+// streamClosed counts a closed stream and closes the connection when the guard says so.
+func (w *h2wire) streamClosed(premature bool) {
+	if w.resets.streamClosed(premature) {
+		w.h.stats.DownstreamRqTooManyPrematureResets.Inc()
+		w.enhanceYourCalm()
+	}
+}
+
+// resetUnserved accounts for a stream reset (or cut by the connection's end) before its
+// handler started: http2 runs the handlers of streams beyond the concurrency it grants later,
+// in order, and under a rapid reset most are reset by then. It is counted as a request
+// (downstream_rq_total, downstream_rq_rx_reset) and a premature reset, and nothing else is
+// done for it: no filters, no route, no access log entry, so that each costs the proxy
+// little more than it costs the client.
+func (c *h2conn) resetUnserved() {
+	st := c.h.stats
+	st.DownstreamRqTotal.Inc()
+	st.DownstreamRqHTTP2Total.Inc()
+	c.streamCut()
+	c.wire.streamClosed(!c.wire.peerGone.Load())
+}
+
+// resetOnArrival accounts for a stream whose HEADERS and RST_STREAM frames were read together
+// (frameGate): it is reset by the client before anything could be done for it, a premature
+// reset, counted as a request (downstream_rq_total, downstream_rq_rx_reset) like Envoy's. It
+// runs on http2's read goroutine.
+func (w *h2wire) resetOnArrival() {
+	st := w.h.stats
+	st.DownstreamRqTotal.Inc()
+	st.DownstreamRqHTTP2Total.Inc()
+	st.DownstreamRqRxReset.Inc()
+	w.streamClosed(true)
+}
+
+// h2FrameIgnored is a frame type no one defines, which receivers ignore (RFC 9113 §4.1).
+const h2FrameIgnored = 0xfa
+
+// takeReset reports whether the frame after the one at buf[start:] (whose payload is length
+// bytes) is already read and is an RST_STREAM of the same stream, and if so turns it into a
+// frame http2 ignores: http2 refuses the stream itself, which leaves it idle in http2's eyes
+// (its HEADERS frame failed to decode), and an RST_STREAM of an idle stream is a connection
+// error.
+func (w *h2wire) takeReset(start, length int) bool {
+	next := start + h2FrameHeaderLen + length
+	if w.w-next < h2FrameHeaderLen+4 || w.buf[next+3] != h2FrameRSTStream {
+		return false
+	}
+	id := func(at int) uint32 { return binary.BigEndian.Uint32(w.buf[at+5:]) & 0x7fffffff }
+	if id(next) != id(start) {
+		return false
+	}
+	w.buf[next+3] = h2FrameIgnored
+	return true
+}
+
+// errTooManyResets ends the read side of a connection closed by the premature reset guard.
+var errTooManyResets = errors.New("http2: too many premature stream resets")
+
+// calmLinger is how long a connection closed by the guard stays open after its GOAWAY and
+// FIN, unread: closing a socket with unread bytes resets it and drops what it has not yet
+// sent, the GOAWAY among them. Not reading makes the client's writes stall instead of
+// costing the proxy more.
+const calmLinger = 250 * time.Millisecond
+
+// enhanceYourCalm sends a GOAWAY (ENHANCE_YOUR_CALM) naming the last stream the client
+// opened, shuts the connection's write side and has its read side stop. It is
+// written at a frame boundary: now, or after the write in progress.
+func (w *h2wire) enhanceYourCalm() {
+	var out bytes.Buffer
+	http2.NewFramer(&out, nil).WriteGoAway(w.gate.maxStream.Load(), http2.ErrCodeEnhanceYourCalm, nil)
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	w.flushCork()
+	w.calm = out.Bytes()
+	w.afterWrite()
+}
+
+// sendCalm writes the pending GOAWAY and shuts the write side; wmu is held.
+func (w *h2wire) sendCalm() {
+	if w.werr == nil {
+		w.Conn.Write(w.calm)
+	}
+	w.calm = nil
+	if w.shutWrite != nil {
+		w.shutWrite()
+	}
+	w.calmAt = time.Now()
+	w.draining.Store(true) // after calmAt, which linger reads; http2's writes are dropped from now on
+}
+
+// linger waits until calmLinger has passed since the GOAWAY, and ends the read side; it
+// runs on http2's read goroutine.
+func (w *h2wire) linger() error {
+	time.Sleep(time.Until(w.calmAt.Add(calmLinger)))
+	return errTooManyResets
+}
+
+// shutWriter returns what shuts the write side of nc (over the socket raw): a TLS
+// close_notify first, then a FIN.
+func shutWriter(nc, raw net.Conn) func() {
+	return func() {
+		if tc, ok := nc.(*tls.Conn); ok {
+			tc.CloseWrite() // close_notify
+		}
+		if cw, ok := raw.(interface{ CloseWrite() error }); ok {
+			cw.CloseWrite()
+		}
+	}
+}
+
+// resetBeforeUpstream reports an HTTP/2 stream its client reset before its upstream request
+// started, and marks it unanswered: no host is picked and nothing is sent upstream for it, so
+// that a client resetting streams as fast as it opens them cannot have the proxy start an
+// upstream request (and, for HTTP/1 upstreams, a connection) per stream. The access log shows
+// DR, as Envoy's for a stream the client reset.
+func (s *stream) resetBeforeUpstream() bool {
+	if s.h2req == nil || s.h2req.Context().Err() == nil {
+		return false
+	}
+	s.gone = true
+	s.flags |= accesslog.DownstreamRemoteReset
+	s.details = "http2.remote_reset"
+	return true
+}
