@@ -57,12 +57,18 @@ func socketClosed(ln net.Listener) bool {
 }
 
 // admit applies the overload manager to a connection just accepted: the global connection
-// limit (unless the listener ignores it), then reject_incoming_connections, then the
-// listener's own connection limit. A refused connection is closed and counted. An admitted one
-// counts in the listener's open connections and, when limited, against the global limit;
-// the caller releases both when it ends (listenerInfo.release).
+// limit (unless the listener ignores it; the overload manager's, else the runtime's), then reject_incoming_connections, then the
+// listener's own connection limit. A refused connection is counted and uncounted before it is
+// closed, so that its client's EOF follows the release. An admitted one counts in the
+// listener's open connections and, when limited, against the global limit; the caller releases
+// both when it ends (listenerInfo.release).
 func (m *Manager) admit(v *version, nc net.Conn) (limited, ok bool) {
 	info := v.info
+	if m.overRuntimeGlobalLimit(v) {
+		info.stats.s.DownstreamGlobalCxOverflow.Inc()
+		m.refuse(info, nc, "global connection limit reached")
+		return false, false
+	}
 	if ov := m.cfg.Overload; ov != nil && !v.cfg.BypassOverloadManager {
 		if !v.cfg.IgnoreGlobalConnLimit {
 			if !ov.AcquireConnection() {
@@ -74,20 +80,35 @@ func (m *Manager) admit(v *version, nc net.Conn) (limited, ok bool) {
 		}
 		if ov.RejectConnection() {
 			info.stats.s.DownstreamCxOverloadReject.Inc()
-			m.refuse(info, nc, "rejected by the overload manager")
 			if limited {
 				ov.ReleaseConnection()
 			}
+			m.refuse(info, nc, "rejected by the overload manager")
 			return false, false
 		}
 	}
 	if n := info.open.Add(1); m.cfg.Runtime != nil && uint64(n) > m.cfg.Runtime(info.limitKey, math.MaxUint64) {
 		info.stats.s.DownstreamCxOverflow.Inc()
-		m.refuse(info, nc, "listener connection limit reached")
 		info.release(limited)
+		m.refuse(info, nc, "listener connection limit reached")
 		return false, false
 	}
 	return limited, true
+}
+
+// globalLimitKey is Envoy's deprecated runtime key for a global connection limit, which
+// applies when the overload manager has no global_downstream_max_connections monitor.
+const globalLimitKey = "overload.global_downstream_max_connections"
+
+// overRuntimeGlobalLimit reports whether a connection just accepted (and counted in
+// m.accepted) takes the connections over the runtime's global limit. As in Envoy, every
+// connection the listeners accepted counts, and listeners with ignore_global_conn_limit are
+// not limited.
+func (m *Manager) overRuntimeGlobalLimit(v *version) bool {
+	if m.cfg.Runtime == nil || v.cfg.IgnoreGlobalConnLimit || m.cfg.Overload.HasConnectionLimit() {
+		return false
+	}
+	return uint64(m.active.Load()+m.accepted.Load()) > m.cfg.Runtime(globalLimitKey, math.MaxUint64)
 }
 
 // release uncounts an admitted connection: from the listener's open connections and, when

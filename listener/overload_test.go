@@ -174,3 +174,29 @@ func TestListenerConnectionLimitRuntime(t *testing.T) {
 	mustGreet(t, m, "a").Close()
 	wantStat(t, st, "listener.a.downstream_cx_overflow", 1)
 }
+
+// TestRuntimeGlobalConnectionLimit sets Envoy's deprecated runtime key
+// overload.global_downstream_max_connections to 1 without an overload manager: a second
+// connection is closed at accept and counted in downstream_global_cx_overflow, while a
+// listener with ignore_global_conn_limit keeps accepting.
+func TestRuntimeGlobalConnectionLimit(t *testing.T) {
+	g := newGreeter()
+	st := newStore(t)
+	runtime := func(key string, def uint64) uint64 {
+		if key == "overload.global_downstream_max_connections" {
+			return 1
+		}
+		return def
+	}
+	m := testManager(t, ManagerConfig{Handlers: g.registry(t), Workers: 1, Stats: st, Runtime: runtime},
+		listenerFromYAML(t, plainListener("a", ", stat_prefix: a")),
+		listenerFromYAML(t, plainListener("free", ", stat_prefix: free, ignore_global_conn_limit: true")))
+	first := mustGreet(t, m, "a")
+	defer first.Close()
+	if got, c, _ := greet(t, addrOf(t, m, "a"), nil); c != nil {
+		c.Close()
+		t.Fatalf("a connection over the runtime's global limit was served (greeting %q)", got)
+	}
+	wantStat(t, st, "listener.a.downstream_global_cx_overflow", 1)
+	mustGreet(t, m, "free").Close()
+}

@@ -87,6 +87,11 @@ func (s *State) AcquireConnection() bool {
 	return true
 }
 
+// HasConnectionLimit reports whether global_downstream_max_connections is configured.
+func (s *State) HasConnectionLimit() bool {
+	return s != nil && s.maxConns != 0
+}
+
 // ReleaseConnection uncounts a connection AcquireConnection counted.
 func (s *State) ReleaseConnection() {
 	if s != nil && s.maxConns != 0 {
