@@ -73,6 +73,7 @@ func Extensions() []Extension {
 		e("envoy.retry_host_predicates.previous_hosts", "envoy.retry_host_predicates", &previoushostsv3.PreviousHostsPredicate{}),
 		e("envoy.stat_sinks.dog_statsd", "envoy.stats_sinks", &metricsv3.DogStatsdSink{}),
 		e("envoy.stat_sinks.hystrix", "envoy.stats_sinks", &metricsv3.HystrixSink{}),
+		e("envoy.stat_sinks.metrics_service", "envoy.stats_sinks", &metricsv3.MetricsServiceConfig{}),
 		e("envoy.stat_sinks.statsd", "envoy.stats_sinks", &metricsv3.StatsdSink{}),
 		e("envoy.transport_sockets.tls", "envoy.transport_sockets.downstream", &tlsv3.DownstreamTlsContext{}),
 		e("envoy.transport_sockets.tls", "envoy.transport_sockets.upstream", &tlsv3.UpstreamTlsContext{}),

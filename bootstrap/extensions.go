@@ -68,6 +68,8 @@ func v2FilterType(name string) (string, bool) {
 		return typeURL(&metricsv3.StatsdSink{}), true
 	case "envoy.stat_sinks.dog_statsd", "envoy.dog_statsd":
 		return typeURL(&metricsv3.DogStatsdSink{}), true
+	case "envoy.stat_sinks.metrics_service", "envoy.metrics_service":
+		return typeURL(&metricsv3.MetricsServiceConfig{}), true
 	}
 	return "", false
 }

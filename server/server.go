@@ -31,7 +31,6 @@ import (
 	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/stats/sinks/hystrix"
-	"github.com/legateproxy/legate/stats/sinks/statsd"
 	"github.com/legateproxy/legate/stats/tags"
 	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/xds"
@@ -67,7 +66,7 @@ type Server struct {
 	runtimeStats runtime.Stats
 	clusters     *cluster.Manager
 	hystrix      *hystrix.Sink  // nil without an envoy.stat_sinks.hystrix sink
-	statsd       []*statsd.Sink // envoy.stat_sinks.statsd and dog_statsd sinks
+	sinkClosers  []func() error // close the statsd, dog_statsd and metrics_service sinks
 	certs        *tlsutil.Registry
 	data         dataPlane
 	xds          *xds.Client // nil without dynamic resources or EDS clusters
@@ -399,8 +398,8 @@ func (s *Server) shutdown() {
 	if s.hystrix != nil {
 		s.hystrix.Close() // ends the never-idle dashboard streams
 	}
-	for _, k := range s.statsd {
-		k.Close()
+	for _, closeSink := range s.sinkClosers {
+		closeSink()
 	}
 	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()

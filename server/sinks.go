@@ -14,6 +14,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/stats/sinks/hystrix"
+	"github.com/legateproxy/legate/stats/sinks/metricsservice"
 	"github.com/legateproxy/legate/stats/sinks/statsd"
 )
 
@@ -28,10 +29,12 @@ var (
 	hystrixSinkURL   = typeURL(&metricsv3.HystrixSink{})
 	statsdSinkURL    = typeURL(&metricsv3.StatsdSink{})
 	dogStatsdSinkURL = typeURL(&metricsv3.DogStatsdSink{})
+	metricsSinkURL   = typeURL(&metricsv3.MetricsServiceConfig{})
 	sinkURLByName    = map[string]string{
 		"envoy.stat_sinks.hystrix": hystrixSinkURL, "envoy.hystrix": hystrixSinkURL,
 		"envoy.stat_sinks.statsd": statsdSinkURL, "envoy.statsd": statsdSinkURL,
 		"envoy.stat_sinks.dog_statsd": dogStatsdSinkURL, "envoy.dog_statsd": dogStatsdSinkURL,
+		"envoy.stat_sinks.metrics_service": metricsSinkURL, "envoy.metrics_service": metricsSinkURL,
 	}
 )
 
@@ -39,8 +42,8 @@ func typeURL(m proto.Message) string {
 	return "type.googleapis.com/" + string(m.ProtoReflect().Descriptor().FullName())
 }
 
-// buildSinks creates the bootstrap's stats_sinks: envoy.stat_sinks.hystrix, statsd and
-// dog_statsd. Any other sink is a configuration error rather than a silent no-op.
+// buildSinks creates the bootstrap's stats_sinks: envoy.stat_sinks.hystrix, statsd, dog_statsd
+// and metrics_service. Any other sink is a configuration error rather than a silent no-op.
 func (s *Server) buildSinks() error {
 	for i, sink := range s.boot.Proto.GetStatsSinks() {
 		path := fmt.Sprintf("stats_sinks[%d]", i)
@@ -56,12 +59,18 @@ func (s *Server) buildSinks() error {
 		case statsdSinkURL:
 			var cfg metricsv3.StatsdSink
 			if err = unmarshalSink(path, tc, &cfg); err == nil {
-				err = s.addStatsdSink(statsd.FromStatsd(path+".typed_config", &cfg, s.statsdCluster))
+				err = s.addClosingSink(statsd.FromStatsd(path+".typed_config", &cfg, s.statsdCluster))
 			}
 		case dogStatsdSinkURL:
 			var cfg metricsv3.DogStatsdSink
 			if err = unmarshalSink(path, tc, &cfg); err == nil {
-				err = s.addStatsdSink(statsd.FromDogStatsd(path+".typed_config", &cfg))
+				err = s.addClosingSink(statsd.FromDogStatsd(path+".typed_config", &cfg))
+			}
+		case metricsSinkURL:
+			var cfg metricsv3.MetricsServiceConfig
+			if err = unmarshalSink(path, tc, &cfg); err == nil {
+				err = s.addClosingSink(metricsservice.New(path+".typed_config", &cfg, metricsservice.Deps{
+					Node: s.Node(), Dial: s.dialXDS, ClusterExists: s.staticCluster}))
 			}
 		case "":
 			err = fmt.Errorf("%s.name = %q: unsupported stats sink; %s", path, sink.GetName(), implementedSinks)
@@ -75,7 +84,7 @@ func (s *Server) buildSinks() error {
 	return nil
 }
 
-const implementedSinks = "Legate implements envoy.stat_sinks.hystrix, envoy.stat_sinks.statsd and envoy.stat_sinks.dog_statsd"
+const implementedSinks = "Legate implements envoy.stat_sinks.hystrix, statsd, dog_statsd and metrics_service"
 
 func unmarshalSink(path string, tc *anypb.Any, m proto.Message) error {
 	if tc == nil {
@@ -104,11 +113,17 @@ func (s *Server) addHystrixSink(path string, tc *anypb.Any) error {
 	return nil
 }
 
-func (s *Server) addStatsdSink(k *statsd.Sink, err error) error {
+// closingSink is a sink with a socket to close at shutdown.
+type closingSink interface {
+	stats.Sink
+	Close() error
+}
+
+func (s *Server) addClosingSink(k closingSink, err error) error {
 	if err != nil {
 		return err
 	}
-	s.statsd = append(s.statsd, k)
+	s.sinkClosers = append(s.sinkClosers, k.Close)
 	s.store.AddSink(k)
 	return nil
 }
@@ -117,10 +132,16 @@ func (s *Server) addStatsdSink(k *statsd.Sink, err error) error {
 // be a static one; each connection goes to a host its load balancer picks, with the cluster's
 // connect_timeout, bind and socket options and transport socket (the dialer xDS uses).
 func (s *Server) statsdCluster(name string) (statsd.Dialer, error) {
-	if !slices.ContainsFunc(s.boot.Proto.GetStaticResources().GetClusters(), func(c *clusterv3.Cluster) bool { return c.GetName() == name }) {
+	if !s.staticCluster(name) {
 		return nil, fmt.Errorf("not a static cluster of the bootstrap")
 	}
 	return func() (net.Conn, error) { return s.dialXDS(context.Background(), name) }, nil
+}
+
+// staticCluster reports whether the bootstrap's static_resources define the cluster: a sink,
+// built before the cluster manager, may only use those, as in Envoy.
+func (s *Server) staticCluster(name string) bool {
+	return slices.ContainsFunc(s.boot.Proto.GetStaticResources().GetClusters(), func(c *clusterv3.Cluster) bool { return c.GetName() == name })
 }
 
 // clusterMaxPending gives the hystrix sink each cluster's default-priority

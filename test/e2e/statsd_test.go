@@ -97,12 +97,7 @@ func TestStatsdSinks(t *testing.T) {
 	tcpAddr, tcp := tcpStatsd(t)
 	up := named(t, "up")
 	port := func(a string) string { _, p, _ := net.SplitHostPort(a); return p }
-	routes := `            - name: all
-              domains: ["*"]
-              routes:
-              - match: {prefix: "/"}
-                route: {cluster: up}`
-	cfg := exampleBootstrap(exampleHCM("ingress_http", routes, ""), exampleCluster("up", "", addrOf(up)),
+	cfg := exampleBootstrap(exampleHCM("ingress_http", routeAllToUp, ""), exampleCluster("up", "", addrOf(up)),
 		exampleCluster("statsd_tcp", "", tcpAddr)) + `
 stats_flush_interval: 0.1s
 stats_sinks:

@@ -1,0 +1,92 @@
+package e2e
+
+import (
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	msv3 "github.com/envoyproxy/go-control-plane/envoy/service/metrics/v3"
+	prom "github.com/prometheus/client_model/go"
+	"google.golang.org/grpc"
+)
+
+// metricsCollector is a MetricsService that hands over every message it receives.
+type metricsCollector struct {
+	msv3.UnimplementedMetricsServiceServer
+	msgs chan *msv3.StreamMetricsMessage
+}
+
+func (c *metricsCollector) StreamMetrics(st grpc.ClientStreamingServer[msv3.StreamMetricsMessage, msv3.StreamMetricsResponse]) error {
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			return nil
+		}
+		c.msgs <- m
+	}
+}
+
+// TestMetricsServiceSink runs the binary with an envoy.stat_sinks.metrics_service sink to a
+// static cluster in front of a real MetricsService, flushing every 100 ms with counters as
+// deltas and tags as labels, and checks that the stream starts with the node and that a
+// request's upstream_rq counter arrives as a COUNTER of delta 1 labelled with its cluster and
+// response code.
+func TestMetricsServiceSink(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := &metricsCollector{msgs: make(chan *msv3.StreamMetricsMessage, 1024)}
+	srv := grpc.NewServer()
+	msv3.RegisterMetricsServiceServer(srv, col)
+	go srv.Serve(ln)
+	defer srv.Stop()
+	up := named(t, "up")
+	cfg := "node: {id: e2e-metrics, cluster: e2e}\n" + exampleBootstrap(exampleHCM("ingress_http", routeAllToUp, ""), exampleCluster("up", "", addrOf(up)),
+		exampleCluster("metrics", `
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {http2_protocol_options: {}}`, ln.Addr().String())) + `
+stats_flush_interval: 0.1s
+stats_sinks:
+- name: envoy.stat_sinks.metrics_service
+  typed_config:
+    "@type": type.googleapis.com/envoy.config.metrics.v3.MetricsServiceConfig
+    transport_api_version: V3
+    grpc_service: {envoy_grpc: {cluster_name: metrics}}
+    report_counters_as_deltas: true
+    emit_tags_as_labels: true
+`
+	p := start(t, "-c", writeConfig(t, cfg))
+	first := true
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case m := <-col.msgs:
+			if first {
+				if got := m.GetIdentifier().GetNode().GetId(); got != "e2e-metrics" {
+					t.Fatalf("first message's node id = %q; want e2e-metrics", got)
+				}
+				first = false
+				// The request after the stream is up, so that its delta is in a later flush.
+				expectBody(t, noRedirect, "http://"+p.listenerAddr("example")+"/x", http.StatusOK, "up /x")
+			}
+			for _, f := range m.GetEnvoyMetrics() {
+				if f.GetName() != "cluster.upstream_rq" || f.GetType() != prom.MetricType_COUNTER {
+					continue
+				}
+				labels := map[string]string{}
+				for _, l := range f.GetMetric()[0].GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["envoy.cluster_name"] == "up" && labels["envoy.response_code"] == "200" && f.GetMetric()[0].GetCounter().GetValue() == 1 {
+					return
+				}
+			}
+		case <-deadline:
+			t.Fatal("no cluster.upstream_rq COUNTER 1 for cluster up, code 200 within 10s")
+		}
+	}
+}
