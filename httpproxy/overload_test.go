@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
 	"testing"
@@ -19,17 +20,19 @@ import (
 )
 
 // overloadEnv is a proxy in front of an upstream answering 200 "ok", under the overload
-// manager ov.
-func overloadEnv(t *testing.T, ov *overload.Manager, bypass bool) *env {
+// manager ov, logging "%RESPONSE_CODE% %RESPONSE_FLAGS% %RESPONSE_CODE_DETAILS%" to the
+// returned path.
+func overloadEnv(t *testing.T, ov *overload.Manager, bypass bool) (*env, string) {
 	t.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
 	t.Cleanup(up.Close)
+	path := filepath.Join(t.TempDir(), "access.log")
 	return newEnv(t, envOptions{
 		clusters: []string{staticCluster("web", "", up.Listener.Addr().String())},
-		hcm:      simpleHCM("web", ""),
+		hcm:      simpleHCM("web", "") + "access_log:" + fileLogYAML(path, "%RESPONSE_CODE% %RESPONSE_FLAGS% %RESPONSE_CODE_DETAILS%\n", ""),
 		overload: ov.State(),
 		bypass:   bypass,
-	})
+	}), path
 }
 
 // alwaysOn is an overload manager whose actions are saturated from its first refresh: a
@@ -99,7 +102,7 @@ func TestOverloadStopAcceptingRequestsOnHeldHeap(t *testing.T) {
 	st := newStatsStore(t)
 	ov := overload.New(cfg, st, nil)
 	t.Cleanup(ov.Close)
-	e := overloadEnv(t, ov, false)
+	e, logPath := overloadEnv(t, ov, false)
 	c := e.client()
 	ov.Refresh()
 	if resp, body := e.get(c, "/"); resp.StatusCode != http.StatusOK || body != "ok" {
@@ -129,13 +132,15 @@ func TestOverloadStopAcceptingRequestsOnHeldHeap(t *testing.T) {
 	if resp, body := e.get(c, "/"); resp.StatusCode != http.StatusOK || body != "ok" {
 		t.Errorf("after freeing the memory: %d %q; want 200 ok", resp.StatusCode, body)
 	}
+	// Envoy's response flag (OM) and details for a shed request.
+	waitLogLines(t, e, logPath, []string{"200 - via_upstream", "503 OM overload", "503 OM overload", "200 - via_upstream"})
 }
 
 // TestOverloadBypassListener checks that a listener with bypass_overload_manager serves
 // requests while stop_accepting_requests holds.
 func TestOverloadBypassListener(t *testing.T) {
 	ov := alwaysOn(t, overload.StopAcceptingRequests)
-	e := overloadEnv(t, ov, true)
+	e, _ := overloadEnv(t, ov, true)
 	if resp, body := e.get(e.client(), "/"); resp.StatusCode != http.StatusOK || body != "ok" {
 		t.Errorf("bypassing listener: %d %q; want 200 ok", resp.StatusCode, body)
 	}
@@ -149,7 +154,7 @@ func TestOverloadBypassListener(t *testing.T) {
 // response, each counted in downstream_cx_overload_disable_keepalive.
 func TestOverloadDisableKeepalive(t *testing.T) {
 	ov := alwaysOn(t, overload.DisableHTTPKeepalive)
-	e := overloadEnv(t, ov, false)
+	e, _ := overloadEnv(t, ov, false)
 	resp, body := e.get(e.client(), "/")
 	if resp.StatusCode != http.StatusOK || body != "ok" || !resp.Close {
 		t.Errorf("HTTP/1: %d %q close=%v; want 200 ok with connection: close", resp.StatusCode, body, resp.Close)
