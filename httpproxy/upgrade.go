@@ -637,6 +637,9 @@ type idleTimer struct {
 	t      *time.Timer
 	done   bool // stopped, or fired
 	fired  bool
+	// running is held while onIdle runs: stop waits for it, so the tunnel's handler does not
+	// return (and x/net/http2 free the stream onIdle's abort writes to) under it.
+	running sync.WaitGroup
 }
 
 func startIdleTimer(d time.Duration, onIdle func()) *idleTimer {
@@ -673,7 +676,9 @@ func (it *idleTimer) check() {
 		return
 	}
 	it.done, it.fired = true, true
+	it.running.Add(1)
 	it.mu.Unlock()
+	defer it.running.Done()
 	it.onIdle()
 }
 
@@ -683,8 +688,10 @@ func (it *idleTimer) stop() bool {
 		return false
 	}
 	it.mu.Lock()
-	defer it.mu.Unlock()
 	it.done = true
 	it.t.Stop()
-	return it.fired
+	fired := it.fired
+	it.mu.Unlock()
+	it.running.Wait() // an onIdle under way ends first
+	return fired
 }
