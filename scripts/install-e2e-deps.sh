@@ -3,6 +3,7 @@
 #   chromium  - the headless browser the admin HTML tests drive (chromedp)
 #   promtool  - `promtool check metrics`, shipped in Debian's prometheus package
 #   h2spec    - the HTTP/2 conformance suite, built with `go install` (pinned)
+#   iptables  - the REDIRECT rule of the ORIGINAL_DST test (in a network namespace it makes)
 # Safe to run again: an installed tool is left alone. Needs root (or sudo)
 # only when a Debian package has to be installed.
 set -euo pipefail
@@ -21,9 +22,10 @@ fi
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+PATH="$PATH:/usr/sbin:/sbin" command -v iptables >/dev/null 2>&1 || missing+=(iptables)
 
 if [ "${#missing[@]}" -eq 0 ]; then
-	echo "install-e2e-deps: chromium and promtool already installed"
+	echo "install-e2e-deps: chromium, promtool and iptables already installed"
 	exit 0
 fi
 
