@@ -40,6 +40,8 @@ func (s *stream) bodyFault(err error) bodyFaultKind {
 	switch {
 	case s.h2req != nil && s.h2req.Context().Err() != nil:
 		return faultGone
+	case s.idle.fired.Load():
+		return faultTimeout
 	case s.sc != nil && s.hbody.err != nil && !s.bodyWoken && !s.bodyStopped.Load():
 		err = s.hbody.err
 	case !errors.Is(err, pool.ErrRequestBody):

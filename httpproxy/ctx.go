@@ -23,14 +23,17 @@ type deadlineCtx struct {
 	mu       sync.Mutex // guards every field below
 	now      func() time.Time
 	deadline time.Time // zero: none
-	// pending is a timeout that starts when the request's body ends (start): until then
-	// the attempt has no deadline, and Done is a channel that start arms.
+	// atEnd: the attempt's timeout, pending (zero: none), starts when the request's body
+	// ends (start); until then the attempt has no deadline, and Done is a channel of its
+	// own, which start arms and abort closes.
+	atEnd   bool
 	pending time.Duration
 	parent  context.Context // the downstream request's context; nil: none
 	done    chan struct{}
 	timer   *time.Timer
 	unwatch func() bool // stops the watch of parent that closes done
 	fired   bool        // done was closed
+	aborted bool        // abort ended the attempt
 }
 
 // setup sets the clock (the handler's) and the downstream request's context (nil: none) for
@@ -47,17 +50,17 @@ var _ context.Context = (*deadlineCtx)(nil)
 func (c *deadlineCtx) reset(d time.Time) {
 	c.stop()
 	c.mu.Lock()
-	c.deadline, c.pending = d, 0
+	c.deadline, c.atEnd, c.pending = d, false, 0
 	c.mu.Unlock()
 }
 
-// resetAtEnd starts a new attempt whose timeout d runs from a later call of start: Envoy
-// starts the route's timer when the downstream request is complete, so an upload that takes
-// longer than the timeout is not cut by it.
+// resetAtEnd starts a new attempt whose timeout d (zero: none) runs from a later call of
+// start: Envoy starts the route's timer when the downstream request is complete, so an
+// upload that takes longer than the timeout is not cut by it.
 func (c *deadlineCtx) resetAtEnd(d time.Duration) {
 	c.stop()
 	c.mu.Lock()
-	c.deadline, c.pending = time.Time{}, d
+	c.deadline, c.atEnd, c.pending = time.Time{}, true, d
 	c.mu.Unlock()
 }
 
@@ -65,6 +68,10 @@ func (c *deadlineCtx) resetAtEnd(d time.Duration) {
 func (c *deadlineCtx) start() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.atEnd {
+		return
+	}
+	c.atEnd = false
 	if c.pending <= 0 {
 		return
 	}
@@ -86,8 +93,20 @@ func (c *deadlineCtx) stop() {
 		c.unwatch()
 		c.unwatch = nil
 	}
-	c.done, c.fired = nil, false
+	c.done, c.fired, c.aborted = nil, false, false
 	c.mu.Unlock()
+}
+
+// abort ends the attempt now (stream_idle_timeout passed while its body was incomplete):
+// Done closes and Err reports context.Canceled.
+func (c *deadlineCtx) abort() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.aborted = true
+	if c.done != nil && !c.fired {
+		c.fired = true
+		close(c.done)
+	}
 }
 
 // Deadline implements context.Context.
@@ -103,7 +122,7 @@ func (c *deadlineCtx) Deadline() (time.Time, bool) {
 func (c *deadlineCtx) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.deadline.IsZero() && c.pending <= 0 {
+	if c.deadline.IsZero() && !c.atEnd && !c.aborted {
 		if c.parent != nil {
 			return c.parent.Done()
 		}
@@ -113,6 +132,11 @@ func (c *deadlineCtx) Done() <-chan struct{} {
 		ch := make(chan struct{})
 		c.done = ch
 		fire := func() { c.fire(ch) }
+		if c.aborted {
+			c.fired = true
+			close(ch)
+			return ch
+		}
 		if !c.deadline.IsZero() {
 			d := c.deadline.Sub(c.now())
 			if d <= 0 {
@@ -146,7 +170,7 @@ func (c *deadlineCtx) Err() error {
 	if !c.deadline.IsZero() && !c.now().Before(c.deadline) {
 		return context.DeadlineExceeded
 	}
-	if c.parent != nil && c.parent.Err() != nil {
+	if c.aborted || (c.parent != nil && c.parent.Err() != nil) {
 		return context.Canceled
 	}
 	return nil

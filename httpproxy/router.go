@@ -303,19 +303,16 @@ func tryTimeout(now, deadline time.Time, policy *route.RetryPolicy) (time.Time, 
 }
 
 // timeAtEnd sets up an attempt whose timeout starts at the end of the request body that
-// it sends: the route's timeout, or the per-try timeout when shorter (perTry). The attempt's
-// context then stands for the downstream request too (its parent is the HTTP/2 request's).
+// it sends: the route's timeout, or the per-try timeout when shorter (perTry), if any. The
+// attempt's context then stands for the downstream request too (its parent is the HTTP/2
+// request's, and stream_idle_timeout aborts it).
 func (s *stream) timeAtEnd(timeout time.Duration, policy *route.RetryPolicy) (perTry bool) {
 	d := timeout
 	if policy != nil && policy.PerTryTimeout > 0 && (d <= 0 || policy.PerTryTimeout < d) {
 		d, perTry = policy.PerTryTimeout, true
 	}
-	if d <= 0 {
-		s.ctx.reset(time.Time{})
-		return false
-	}
 	s.ctx.resetAtEnd(d)
-	s.up.Downstream = &s.ctx
+	s.up.Downstream = &s.ctx // also ended by stream_idle_timeout while the body is incomplete
 	return perTry
 }
 

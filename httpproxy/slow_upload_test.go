@@ -2,8 +2,10 @@ package httpproxy
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -160,16 +162,62 @@ func TestStreamIdleTimeoutResetsOnBodyBytes(t *testing.T) {
 		t.Errorf("access log (-want +got):\n%s", diff)
 	}
 	_, resp, body = trickleH2(t, e, "/", "10000", "0s", 2, 2*time.Second)
-	if resp.StatusCode != http.StatusRequestTimeout || body != bodyStreamTimeout {
-		t.Errorf("http2 pause: got %d %q; want 408 %q", resp.StatusCode, body, bodyStreamTimeout)
+	checkIdleTimeout(t, e, "http2 pause", resp, body, 2)
+	if log := e.readLog(t, logPath); len(log) != 4 || log[3] != "408 SI stream_idle_timeout" {
+		t.Errorf("access log %q; want a fourth line \"408 SI stream_idle_timeout\"", log)
 	}
-	if got := e.stat("http.ingress.downstream_rq_idle_timeout"); got != 2 {
-		t.Errorf("downstream_rq_idle_timeout = %d; want 2", got)
+}
+
+// TestStreamIdleTimeoutUpstreamNotReading checks stream_idle_timeout when neither side
+// moves and no read of the client waits: an upstream that accepts a request and reads none
+// of its body holds the proxy's body writer once the socket buffers are full. Envoy's timer
+// sees no byte either way and answers 408 "stream timeout" (SI); the route's timeout, which
+// starts only with the body's end, does not apply.
+func TestStreamIdleTimeoutUpstreamNotReading(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() }) // held open, never read
+		}
+	}()
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", ln.Addr().String())},
+		hcm:      simpleHCM("web", "") + "stream_idle_timeout: 1s\n",
+	})
+	rc := dialRaw(t, e.addr)
+	const size = 256 << 20
+	rc.write("POST / HTTP/1.1\r\nhost: a\r\ncontent-length: " + strconv.Itoa(size) + "\r\n\r\n")
+	go func() {
+		chunk := make([]byte, 64<<10)
+		for sent := 0; sent < size; sent += len(chunk) {
+			if _, err := rc.c.Write(chunk); err != nil {
+				return // the proxy answered and closed
+			}
+		}
+	}()
+	resp, body := rc.response()
+	checkIdleTimeout(t, e, "upstream not reading", resp, body, 1)
+}
+
+// checkIdleTimeout checks that what got resp and body was stream_idle_timeout's 408, the
+// count-th counted in downstream_rq_idle_timeout, and none of them an upstream timeout.
+func checkIdleTimeout(t *testing.T, e *env, what string, resp *http.Response, body string, count uint64) {
+	t.Helper()
+	if resp.StatusCode != http.StatusRequestTimeout || body != bodyStreamTimeout {
+		t.Errorf("%s: got %d %q; want 408 %q", what, resp.StatusCode, body, bodyStreamTimeout)
+	}
+	if got := e.stat("http.ingress.downstream_rq_idle_timeout"); got != count {
+		t.Errorf("downstream_rq_idle_timeout = %d; want %d", got, count)
 	}
 	if got := e.stat("cluster.web.upstream_rq_timeout"); got != 0 {
 		t.Errorf("upstream_rq_timeout = %d; want 0 (the client was idle, not the upstream)", got)
-	}
-	if log := e.readLog(t, logPath); len(log) != 4 || log[3] != "408 SI stream_idle_timeout" {
-		t.Errorf("access log %q; want a fourth line \"408 SI stream_idle_timeout\"", log)
 	}
 }

@@ -215,6 +215,7 @@ func (s *stream) begin(h *Handler) {
 	s.teTrailers = false
 	s.upgrade, s.upgrading, s.tunnel = "", false, false
 	s.idle.d = 0
+	s.idle.fired.Store(false)
 	clear(s.trailers)
 	clear(s.respTrailers)
 }

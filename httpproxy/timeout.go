@@ -305,14 +305,17 @@ func mono() int64 { return int64(time.Since(monoBase)) }
 // every byte received or sent, so it bounds the gaps of an upload, not its length: each body
 // read and each response read records the time (an atomic store, no timer call), and the
 // timer, when it fires, looks at the last activity and sleeps on until a whole timeout has
-// passed without any. Then it ends the body's pending read (an expired read deadline on the
-// socket or the HTTP/2 stream): the attempt fails with the body's timeout and the stream
-// answers 408 "stream timeout" (requestBodyFailed). The timer is made once per pooled
+// passed without any. Then it ends the upstream attempt and the body's pending read (an
+// expired read deadline on the socket or the HTTP/2 stream), and the stream answers 408
+// "stream timeout" (requestBodyFailed). The timer is made once per pooled
 // stream; mu orders its callback against disarm, after which it touches nothing.
 type streamIdle struct {
 	s    *stream
 	d    time.Duration // the timeout; zero: not armed for this stream
 	last atomic.Int64  // mono of the last byte received or sent
+	// fired: the timeout passed with the body incomplete; the stream's answer is 408 SI
+	// whatever the upstream attempt made of it (bodyFault).
+	fired atomic.Bool
 
 	mu    sync.Mutex // guards the fields below
 	t     *time.Timer
@@ -322,6 +325,7 @@ type streamIdle struct {
 // arm starts the timer for a stream whose request has a body (d: stream_idle_timeout).
 func (i *streamIdle) arm(s *stream, d time.Duration) {
 	i.s, i.d = s, d
+	i.fired.Store(false)
 	i.touch()
 	i.mu.Lock()
 	i.armed = true
@@ -363,6 +367,10 @@ func (i *streamIdle) expire() {
 		return
 	}
 	i.armed = false
+	i.fired.Store(true)
+	// The attempt ends too: its writer may be blocked on an upstream that does not read,
+	// with no read of the client's body to wake.
+	i.s.ctx.abort()
 	switch s := i.s; {
 	case s.sc != nil:
 		s.sc.nc.SetReadDeadline(time.Unix(1, 0))
