@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"sync/atomic"
 
+	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
 
@@ -135,6 +136,13 @@ func (w *h2wire) gateFrame(start, length int) int {
 	f := w.buf[start : start+h2FrameHeaderLen+length]
 	if f[3] == h2FrameSettings {
 		dedupeSettings(f)
+		return len(f)
+	}
+	if f[3] == h2FrameHeaders && w.wasRefused(binary.BigEndian.Uint32(f[5:])&0x7fffffff) {
+		// HEADERS on a stream closed by its reset: a connection error (STREAM_CLOSED) that
+		// http2, which took the refused stream for idle, would not see.
+		f[3] = h2FrameIgnored
+		w.goAway(http2.ErrCodeStreamClosed)
 		return len(f)
 	}
 	at, ok := w.gate.headerBlock(f)

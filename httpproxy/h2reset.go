@@ -97,7 +97,7 @@ func (c *h2conn) streamEnded(reset, responded bool, start time.Time) {
 func (w *h2wire) streamClosed(premature bool) {
 	if w.resets.streamClosed(premature) {
 		w.h.stats.DownstreamRqTooManyPrematureResets.Inc()
-		w.enhanceYourCalm()
+		w.goAway(http2.ErrCodeEnhanceYourCalm)
 	}
 }
 
@@ -145,7 +145,20 @@ func (w *h2wire) takeReset(start, length int) bool {
 		return false
 	}
 	w.buf[next+3] = h2FrameIgnored
+	w.refused[w.nrefused%uint32(len(w.refused))] = id(start)
+	w.nrefused++
 	return true
+}
+
+// wasRefused reports whether stream id is one takeReset refused lately: http2 took it for idle,
+// so a later HEADERS on it would open it anew where RFC 9113 §5.1 makes it closed.
+func (w *h2wire) wasRefused(id uint32) bool {
+	for _, r := range w.refused {
+		if r == id && id != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // errTooManyResets ends the read side of a connection closed by the premature reset guard.
@@ -157,12 +170,12 @@ var errTooManyResets = errors.New("http2: too many premature stream resets")
 // costing the proxy more.
 const calmLinger = 250 * time.Millisecond
 
-// enhanceYourCalm sends a GOAWAY (ENHANCE_YOUR_CALM) naming the last stream the client
+// goAway sends a GOAWAY with code (ENHANCE_YOUR_CALM for the premature reset guard) naming the last stream the client
 // opened, shuts the connection's write side and has its read side stop. It is
 // written at a frame boundary: now, or after the write in progress.
-func (w *h2wire) enhanceYourCalm() {
+func (w *h2wire) goAway(code http2.ErrCode) {
 	var out bytes.Buffer
-	http2.NewFramer(&out, nil).WriteGoAway(w.gate.maxStream.Load(), http2.ErrCodeEnhanceYourCalm, nil)
+	http2.NewFramer(&out, nil).WriteGoAway(w.gate.maxStream.Load(), code, nil)
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
 	w.flushCork()

@@ -51,11 +51,16 @@ const (
 // the cork and header timers; wmu orders them.
 type h2wire struct {
 	net.Conn
-	h        *Handler
-	preface  int    // bytes of the client preface checked so far
-	buf      []byte // made on first use
-	r, w     int    // unread bytes are buf[r:w]
-	ready    int    // of which buf[r:r+ready] may be handed to http2 (frameGate)
+	h       *Handler
+	preface int    // bytes of the client preface checked so far
+	buf     []byte // made on first use
+	r, w    int    // unread bytes are buf[r:w]
+	ready   int    // of which buf[r:r+ready] may be handed to http2 (frameGate)
+	// refused are the last streams takeReset refused (HEADERS and RST_STREAM read together),
+	// nrefused how many were: a later HEADERS on one is a connection error (wasRefused). They
+	// belong to http2's read goroutine, as the gate does.
+	refused  [8]uint32
+	nrefused uint32
 	gate     frameGate
 	peerGone atomic.Bool
 	hw       *headerWatch // nil without request_headers_timeout
@@ -69,7 +74,7 @@ type h2wire struct {
 	cork   []byte      // held frames, whole; empty when none
 	timer  *time.Timer // writes cork when corkDelay passes; made on first use
 	werr   error       // the failure of a write of held frames, returned by the next Write
-	calm   []byte      // the premature reset guard's GOAWAY, waiting for a frame boundary
+	calm   []byte      // a GOAWAY of the wire's own (goAway), waiting for a frame boundary
 	calmAt time.Time   // when it was sent; read by linger after draining is set
 }
 
