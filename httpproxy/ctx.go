@@ -34,6 +34,34 @@ type deadlineCtx struct {
 	unwatch func() bool // stops the watch of parent that closes done
 	fired   bool        // done was closed
 	aborted bool        // abort ended the attempt
+	// onAbort cancels the standard context handed to the pool as the downstream request's
+	// (watch): the pool watches that one with context.AfterFunc, which over this reused
+	// context would start a goroutine that reads Err after the stream moved on (a panic in
+	// the context package: "missing cancel error").
+	onAbort context.CancelFunc
+	// endTimer cancels that context when a timeout started by start passes.
+	endTimer *time.Timer
+}
+
+// watch returns a standard context that ends when the downstream request does (parent) or
+// when abort ends the attempt; stop releases it. It is what the pool watches for an attempt
+// whose body is still arriving.
+func (c *deadlineCtx) watch(parent context.Context) context.Context {
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithCancel(parent)
+	c.mu.Lock()
+	if c.onAbort != nil {
+		c.onAbort()
+	}
+	c.onAbort = cancel
+	aborted := c.aborted
+	c.mu.Unlock()
+	if aborted {
+		cancel()
+	}
+	return ctx
 }
 
 // setup sets the clock (the handler's) and the downstream request's context (nil: none) for
@@ -80,6 +108,9 @@ func (c *deadlineCtx) start() {
 		ch := c.done
 		c.timer = time.AfterFunc(c.deadline.Sub(c.now()), func() { c.fire(ch) })
 	}
+	if c.onAbort != nil {
+		c.endTimer = time.AfterFunc(c.deadline.Sub(c.now()), c.onAbort)
+	}
 }
 
 // stop releases the Done timer of the last attempt.
@@ -92,6 +123,14 @@ func (c *deadlineCtx) stop() {
 	if c.unwatch != nil {
 		c.unwatch()
 		c.unwatch = nil
+	}
+	if c.endTimer != nil {
+		c.endTimer.Stop()
+		c.endTimer = nil
+	}
+	if c.onAbort != nil {
+		c.onAbort()
+		c.onAbort = nil
 	}
 	c.done, c.fired, c.aborted = nil, false, false
 	c.mu.Unlock()
@@ -106,6 +145,9 @@ func (c *deadlineCtx) abort() {
 	if c.done != nil && !c.fired {
 		c.fired = true
 		close(c.done)
+	}
+	if c.onAbort != nil {
+		c.onAbort()
 	}
 }
 

@@ -312,7 +312,11 @@ func (s *stream) timeAtEnd(timeout time.Duration, policy *route.RetryPolicy) (pe
 		d, perTry = policy.PerTryTimeout, true
 	}
 	s.ctx.resetAtEnd(d)
-	s.up.Downstream = &s.ctx // also ended by stream_idle_timeout while the body is incomplete
+	var parent context.Context
+	if s.h2req != nil {
+		parent = s.h2req.Context()
+	}
+	s.up.Downstream = s.ctx.watch(parent) // also ended by stream_idle_timeout while the body is incomplete
 	return perTry
 }
 
