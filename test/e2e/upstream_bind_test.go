@@ -80,6 +80,12 @@ static_resources:
 	want := strconv.Itoa(bindPort)
 	for _, path := range []string{"/static", "/dyn"} {
 		code, body := httpGet(t, client, url+path, nil)
+		// Both clusters bind the same source port: until the previous connection's socket is
+		// closed on Legate's side the bind fails (a connect failure, 503). Retried briefly.
+		for tries := 0; code == http.StatusServiceUnavailable && tries < 40; tries++ {
+			time.Sleep(50 * time.Millisecond) // the previous socket's close has no event here
+			code, body = httpGet(t, client, url+path, nil)
+		}
 		if code != http.StatusOK || body != want {
 			t.Errorf("GET %s: %d, source port %q; want 200 from the bootstrap's port %s", path, code, body, want)
 		}
