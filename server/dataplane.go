@@ -250,6 +250,17 @@ func (s *Server) clusterTLS(c *config.Cluster) (*tlsutil.ClientContext, error) {
 	var ctx *tlsutil.ClientContext
 	if cfg != nil {
 		deps := tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Stats: dp.tlsStats, StatPrefix: "cluster." + c.Name + "."}
+		if !s.clusters.HasConfig(c) {
+			// Retired already (a connection of a request that picked the replaced cluster):
+			// its OnRetire has run or is waiting for tlsMu, so a context cached now would
+			// stay in /certs for ever. This one serves the caller and is never listed.
+			deps.Registry = nil
+			if ctx, err = tlsutil.NewClientContext(*cfg, deps); err != nil {
+				return nil, err
+			}
+			ctx.Close()
+			return ctx, nil
+		}
 		if ctx, err = tlsutil.NewClientContext(*cfg, deps); err != nil {
 			return nil, err
 		}

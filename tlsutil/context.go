@@ -29,6 +29,10 @@ type state struct {
 
 func newState(deps *Deps, load func() (*material, error)) (*state, error) {
 	s := &state{load: load, reg: deps.Registry}
+	var reloads uint64
+	if s.reg != nil {
+		reloads = s.reg.reloads.Load()
+	}
 	m, err := load()
 	if err != nil {
 		return nil, err
@@ -36,6 +40,11 @@ func newState(deps *Deps, load func() (*material, error)) (*state, error) {
 	s.cur.Store(m)
 	if s.reg != nil {
 		s.reg.add(s)
+		if s.reg.reloads.Load() != reloads {
+			// A secret changed while this loaded, and that Reload did not see this context.
+			// A failed load keeps the current material, as Reload does for every context.
+			_ = s.reload()
+		}
 	}
 	s.scopes, s.prefix = deps.Stats, deps.StatPrefix
 	s.stats = s.scopes.acquire(s.prefix)

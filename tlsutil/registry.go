@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,6 +18,9 @@ import (
 // the zero value is not usable, call NewRegistry.
 type Registry struct {
 	now func() time.Time
+	// reloads counts Reload calls: a context built while one ran reloads once it has joined
+	// (see newState), or it would keep material loaded before the change Reload announced.
+	reloads atomic.Uint64
 
 	mu       sync.Mutex // guards contexts
 	contexts []*state
@@ -126,6 +130,7 @@ func (r *Registry) DaysUntilFirstCertExpiring() uint64 {
 // ClientContext.Reload). Contexts that fail keep their current state; the
 // errors are joined.
 func (r *Registry) Reload() error {
+	r.reloads.Add(1)
 	var errs []error
 	for _, s := range r.snapshot() {
 		if err := s.reload(); err != nil {

@@ -190,7 +190,10 @@ func TestXDSUpstreamSDS(t *testing.T) {
 		t.Helper()
 		var last string
 		if !awaitXDS(xds, func() bool { last = get(); return last == want }) {
-			t.Fatalf("timed out waiting for %s: last response %q; want %q", what, last, want)
+			_, _, d1 := p.get("/config_dump?resource=dynamic_active_secrets")
+			_, _, d2 := p.get("/config_dump?resource=dynamic_active_clusters")
+			_, _, d3 := p.get("/certs")
+			t.Fatalf("timed out waiting for %s: last response %q; want %q\n%s\n%s\n%s", what, last, want, d1, d2, d3)
 		}
 	}
 	waitFor("the first certificate", "200 client-a")
@@ -207,8 +210,11 @@ func TestXDSUpstreamSDS(t *testing.T) {
 	waitFor("the replaced cluster's certificate", "200 client-c")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
+		// A request that picked the replaced cluster may have answered client-c; the new
+		// cluster's context exists once a request reaches it.
+		resp := get()
 		_, _, certs := p.get("/certs")
-		if n := strings.Count(certs, `"cert_chain"`); n == 1 {
+		if n := strings.Count(certs, `"cert_chain"`); n == 1 && resp == "200 client-c" {
 			break
 		} else if time.Now().After(deadline) {
 			t.Fatalf("/certs lists %d certificate chains after the cluster was replaced; want 1 (the replaced context retired):\n%s", n, certs)
