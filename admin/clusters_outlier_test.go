@@ -13,7 +13,7 @@ import (
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
-	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/clock/clocktest"
 	"github.com/legateproxy/legate/outlier"
 	"github.com/legateproxy/legate/stats"
 )
@@ -27,7 +27,7 @@ func outlierFixture(t *testing.T) *cluster.Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := clock.NewFake(time.Unix(1700000000, 0))
+	clk := clocktest.NewFake(time.Unix(1700000000, 0))
 	m, err := cluster.NewManager(cluster.ManagerConfig{Stats: store, Clock: clk})
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/stats"
 )
@@ -69,6 +70,11 @@ func (t *fakeTimer) Stop() bool {
 		}
 	}
 	return false
+}
+
+// NewTicker is part of Clock; the cluster manager schedules with AfterFunc only.
+func (c *fakeClock) NewTicker(time.Duration) clock.Ticker {
+	panic("cluster: the manager is not expected to make tickers")
 }
 
 // Advance moves time forward and runs due timers on the caller's goroutine.

@@ -17,7 +17,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
-	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/clock/clocktest"
 	"github.com/legateproxy/legate/runtime"
 )
 
@@ -78,7 +78,7 @@ type change struct {
 // harness runs a Checker on a fake clock with a fake prober.
 type harness struct {
 	t       *testing.T
-	clk     *clock.Fake
+	clk     *clocktest.Fake
 	prober  *fakeProber
 	st      *Stats
 	c       *Checker
@@ -128,7 +128,7 @@ func spec(mod func(*config.HealthCheckSpec)) *config.HealthCheckSpec {
 
 func newHarness(t *testing.T, s *config.HealthCheckSpec, mod func(*Options)) *harness {
 	t.Helper()
-	hs := &harness{t: t, clk: clock.NewFake(epoch), prober: newFakeProber(), st: &Stats{},
+	hs := &harness{t: t, clk: clocktest.NewFake(epoch), prober: newFakeProber(), st: &Stats{},
 		changes: make(chan change, 64), events: &syncBuffer{}}
 	opts := Options{
 		ClusterName: "web",

@@ -22,7 +22,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
-	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/clock/clocktest"
 )
 
 // TestScale20k is part 2 of the health-checking issue: 20,000 endpoints checked over HTTP/1.1
@@ -240,7 +240,7 @@ func BenchmarkProbe(b *testing.B) {
 // flags, stats, callback) with a prober that answers at once: one op is one round of 1,000 hosts.
 func BenchmarkCheckerRound(b *testing.B) {
 	const hosts = 1000
-	clk := clock.NewFake(epoch)
+	clk := clocktest.NewFake(epoch)
 	var st Stats
 	done := make(chan struct{}, hosts)
 	c, err := New(spec(nil), Options{ClusterName: "bench", Stats: &st, Clock: clk, Prober: instantProber{},

@@ -10,7 +10,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
-	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/clock/clocktest"
 )
 
 var epoch = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
@@ -46,7 +46,7 @@ func hosts(t testing.TB, n int) []*host.Host {
 type fixture struct {
 	t     testing.TB
 	d     *Detector
-	clk   *clock.Fake
+	clk   *clocktest.Fake
 	hosts []*host.Host
 
 	mu      sync.Mutex
@@ -63,7 +63,7 @@ type fixtureOpts struct {
 
 func newFixture(t testing.TB, o fixtureOpts) *fixture {
 	t.Helper()
-	f := &fixture{t: t, clk: clock.NewFake(epoch), hosts: hosts(t, o.hosts)}
+	f := &fixture{t: t, clk: clocktest.NewFake(epoch), hosts: hosts(t, o.hosts)}
 	random := o.random
 	if random == nil {
 		random = func() uint64 { t.Helper(); t.Fatalf("unexpected random draw"); return 0 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
-	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/clock/clocktest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -26,7 +26,7 @@ func receive(t *testing.T, ch <-chan string, what string) string {
 }
 
 func TestRun(t *testing.T) {
-	clk := clock.NewFake(epoch)
+	clk := clocktest.NewFake(epoch)
 	hs := hosts(t, 2)
 	changes := make(chan string, 8)
 	d, err := New(spec(t, allowAll), Options{

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/clock/clocktest"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/stats/statstest"
 )
@@ -42,7 +42,7 @@ func TestManagerStatsAndStates(t *testing.T) {
 			{Name: DisableHTTPKeepalive, Triggers: []Trigger{{Monitor: FixedHeap, Scaling: 0.5, Saturation: 1}}},
 		},
 	}
-	m := New(cfg, st, clock.NewFake(time.Unix(0, 0)))
+	m := New(cfg, st, clocktest.NewFake(time.Unix(0, 0)))
 	defer m.Close()
 	var heap atomic.Uint64
 	fail := false
@@ -94,7 +94,7 @@ func TestManagerStatsAndStates(t *testing.T) {
 // TestManagerRunsEveryRefreshInterval checks that Run reads the monitors every
 // refresh_interval of the (fake) clock.
 func TestManagerRunsEveryRefreshInterval(t *testing.T) {
-	clk := clock.NewFake(time.Unix(0, 0))
+	clk := clocktest.NewFake(time.Unix(0, 0))
 	m := New(&Config{RefreshInterval: 250 * time.Millisecond, Monitors: []Monitor{{Name: FixedHeap, MaxHeapBytes: 1000}}}, newStore(t), clk)
 	defer m.Close()
 	reads := make(chan struct{}, 10)

@@ -9,6 +9,7 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 
 	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/clock/clocktest"
 	"github.com/legateproxy/legate/xds/resource"
 )
 
@@ -16,7 +17,7 @@ func withClock(c clock.Clock) proxyOption { return func(s *proxySetup) { s.cfg.C
 
 func TestInitialFetchTimeout(t *testing.T) {
 	t.Run("EDS", func(t *testing.T) {
-		fake := clock.NewFake(time.Unix(1700000000, 0))
+		fake := clocktest.NewFake(time.Unix(1700000000, 0))
 		cp := newControlPlane(t, true)
 		p := startProxy(t, adsResources(corev3.ApiConfigSource_GRPC), withDial(cp), withClock(fake))
 		// The snapshot has the cluster but no assignment: the server never answers EDS.
@@ -48,7 +49,7 @@ func TestInitialFetchTimeout(t *testing.T) {
 		p.waitFor("late assignment", p.hasHosts("web", "10.0.0.1:80"))
 	})
 	t.Run("CDS", func(t *testing.T) {
-		fake := clock.NewFake(time.Unix(1700000000, 0))
+		fake := clocktest.NewFake(time.Unix(1700000000, 0))
 		cp := newControlPlane(t, true) // no snapshot: CDS is never answered
 		p := startProxy(t, adsResources(corev3.ApiConfigSource_GRPC), withDial(cp), withClock(fake))
 		p.waitFor("CDS requested", func() bool { return len(cp.Requests()) > 0 })

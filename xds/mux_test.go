@@ -11,7 +11,7 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
-	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/clock/clocktest"
 	"github.com/legateproxy/legate/xds/resource"
 )
 
@@ -20,9 +20,9 @@ type nopHandler struct{}
 func (nopHandler) apply(*mux, update) error { return nil }
 func (nopHandler) failed(*mux)              {}
 
-func testMux(t *testing.T, api resource.APISource) (*mux, *clock.Fake) {
+func testMux(t *testing.T, api resource.APISource) (*mux, *clocktest.Fake) {
 	t.Helper()
-	fake := clock.NewFake(time.Unix(1700000000, 0))
+	fake := clocktest.NewFake(time.Unix(1700000000, 0))
 	c := &Client{clock: fake, node: &corev3.Node{Id: testNode}}
 	return newMux(c, "ads", resource.Source{ADS: true}, &api, true), fake
 }

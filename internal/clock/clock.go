@@ -1,17 +1,17 @@
 package clock
 
-import (
-	"container/heap"
-	"sync"
-	"time"
-)
+import "time"
 
-// Clock tells the time and schedules callbacks. Implementations must be safe for concurrent use.
+// Clock tells the time and schedules callbacks and ticks. Implementations must be safe for
+// concurrent use.
 type Clock interface {
 	// Now returns the current time.
 	Now() time.Time
 	// AfterFunc arranges for f to be called once, d from now. A d <= 0 makes f due at once.
 	AfterFunc(d time.Duration, f func()) Timer
+	// NewTicker returns a Ticker that delivers the time every d (d > 0). Like time.Ticker, it
+	// drops ticks for a slow reader.
+	NewTicker(d time.Duration) Ticker
 }
 
 // Timer is a pending AfterFunc call.
@@ -20,7 +20,15 @@ type Timer interface {
 	Stop() bool
 }
 
-// Real returns the system clock: time.Now and time.AfterFunc.
+// Ticker is a periodic tick source.
+type Ticker interface {
+	// C returns the channel the ticks arrive on.
+	C() <-chan time.Time
+	// Stop ends the ticks; it does not close the channel.
+	Stop()
+}
+
+// Real returns the system clock: time.Now, time.AfterFunc and time.NewTicker.
 func Real() Clock { return realClock{} }
 
 type realClock struct{}
@@ -29,123 +37,10 @@ func (realClock) Now() time.Time { return time.Now() }
 
 func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
-// Fake is a manual clock. Time moves only when Advance is called; timers whose deadline is reached
-// fire inside Advance. The zero value is not usable; call NewFake.
-type Fake struct {
-	// mu guards now, seq and timers.
-	mu     sync.Mutex
-	now    time.Time
-	seq    uint64
-	timers timerHeap
-}
+func (realClock) NewTicker(d time.Duration) Ticker { return realTicker{time.NewTicker(d)} }
 
-// NewFake returns a Fake clock reading start.
-func NewFake(start time.Time) *Fake { return &Fake{now: start} }
+// realTicker adapts time.Ticker to Ticker.
+type realTicker struct{ t *time.Ticker }
 
-// Now returns the fake time.
-func (f *Fake) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-// AfterFunc schedules fn at Now()+d. It never calls fn itself, even for d <= 0: the next Advance
-// (Advance(0) included) does.
-func (f *Fake) AfterFunc(d time.Duration, fn func()) Timer {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.seq++
-	t := &fakeTimer{clock: f, when: f.now.Add(max(d, 0)), seq: f.seq, fn: fn, index: -1}
-	heap.Push(&f.timers, t)
-	return t
-}
-
-// Advance moves the clock forward by d, firing every timer due at or before the new time in
-// deadline order (ties in creation order). Each callback sees Now() equal to its own deadline, and
-// timers that callbacks create are fired too when they fall due within the window.
-func (f *Fake) Advance(d time.Duration) {
-	f.mu.Lock()
-	end := f.now.Add(max(d, 0))
-	for {
-		if len(f.timers) == 0 || f.timers[0].when.After(end) {
-			break
-		}
-		t := heap.Pop(&f.timers).(*fakeTimer)
-		if t.when.After(f.now) {
-			f.now = t.when
-		}
-		f.mu.Unlock()
-		t.fn()
-		f.mu.Lock()
-	}
-	f.now = end
-	f.mu.Unlock()
-}
-
-// Pending returns the number of scheduled timers that have not fired or been stopped.
-func (f *Fake) Pending() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.timers)
-}
-
-// Next returns the delay until the earliest pending timer, and false when none is pending.
-func (f *Fake) Next() (time.Duration, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.timers) == 0 {
-		return 0, false
-	}
-	return f.timers[0].when.Sub(f.now), true
-}
-
-type fakeTimer struct {
-	clock *Fake
-	when  time.Time
-	seq   uint64
-	fn    func()
-	index int // position in the heap; -1 once fired or stopped
-}
-
-func (t *fakeTimer) Stop() bool {
-	f := t.clock
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if t.index < 0 {
-		return false
-	}
-	heap.Remove(&f.timers, t.index)
-	return true
-}
-
-type timerHeap []*fakeTimer
-
-func (h timerHeap) Len() int { return len(h) }
-
-func (h timerHeap) Less(i, j int) bool {
-	if !h[i].when.Equal(h[j].when) {
-		return h[i].when.Before(h[j].when)
-	}
-	return h[i].seq < h[j].seq
-}
-
-func (h timerHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
-}
-
-func (h *timerHeap) Push(x any) {
-	t := x.(*fakeTimer)
-	t.index = len(*h)
-	*h = append(*h, t)
-}
-
-func (h *timerHeap) Pop() any {
-	old := *h
-	t := old[len(old)-1]
-	old[len(old)-1] = nil
-	t.index = -1
-	*h = old[:len(old)-1]
-	return t
-}
+func (t realTicker) C() <-chan time.Time { return t.t.C }
+func (t realTicker) Stop()               { t.t.Stop() }

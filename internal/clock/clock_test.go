@@ -3,55 +3,7 @@ package clock
 import (
 	"testing"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
 )
-
-var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-
-func TestFakeFiresInDeadlineOrder(t *testing.T) {
-	f := NewFake(epoch)
-	var got []string
-	record := func(name string) func() {
-		return func() { got = append(got, name+"@"+f.Now().Sub(epoch).String()) }
-	}
-	f.AfterFunc(3*time.Second, record("c"))
-	f.AfterFunc(time.Second, record("a"))
-	f.AfterFunc(time.Second, record("b"))
-	f.AfterFunc(0, func() {
-		got = append(got, "zero")
-		f.AfterFunc(2*time.Second, record("nested"))
-	})
-	stopped := f.AfterFunc(2*time.Second, record("stopped"))
-	if !stopped.Stop() {
-		t.Errorf("Stop() = false on a pending timer; want true")
-	}
-	if stopped.Stop() {
-		t.Errorf("second Stop() = true; want false")
-	}
-	f.Advance(0)
-	f.Advance(2 * time.Second)
-	want := []string{"zero", "a@1s", "b@1s", "nested@2s"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("fired (-want +got):\n%s", diff)
-	}
-	if n := f.Pending(); n != 1 {
-		t.Errorf("Pending() = %d; want 1", n)
-	}
-	if d, ok := f.Next(); !ok || d != time.Second {
-		t.Errorf("Next() = %v, %v; want 1s, true", d, ok)
-	}
-	f.Advance(time.Hour)
-	if got[len(got)-1] != "c@3s" {
-		t.Errorf("last fired = %q; want c@3s", got[len(got)-1])
-	}
-	if now := f.Now().Sub(epoch); now != time.Hour+2*time.Second {
-		t.Errorf("Now() = epoch+%v; want epoch+1h0m2s", now)
-	}
-	if _, ok := f.Next(); ok {
-		t.Errorf("Next() reports a timer after all fired")
-	}
-}
 
 func TestRealClockFires(t *testing.T) {
 	c := Real()
@@ -64,5 +16,15 @@ func TestRealClockFires(t *testing.T) {
 	}
 	if c.Now().IsZero() {
 		t.Errorf("Now() is zero")
+	}
+}
+
+func TestRealTickerTicks(t *testing.T) {
+	tk := Real().NewTicker(time.Millisecond)
+	defer tk.Stop()
+	select {
+	case <-tk.C():
+	case <-time.After(5 * time.Second):
+		t.Fatal("real ticker did not tick within 5s")
 	}
 }

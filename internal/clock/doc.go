@@ -1,8 +1,8 @@
-// Package clock is the time source Legate's control-plane components take in their constructors
-// (DESIGN.md rule 3): the real clock for production, and Fake for deterministic tests of timing
-// rules (health-check intervals, jitter, timeouts) without sleeping.
+// Package clock is the one time source of Legate's components (DESIGN.md rule 8): the server
+// builds one Clock and passes it down through constructors. Real is the system clock;
+// clocktest.Fake, imported only by tests, moves when a test advances it, for deterministic tests
+// of timing rules (health-check intervals, jitter, timeouts, drains, flushes) without sleeping.
 //
-// Concurrency: both implementations are safe for concurrent use. Real timer callbacks run on their
-// own goroutines, as time.AfterFunc does. Fake runs due callbacks synchronously inside Advance, on
-// the caller's goroutine, in deadline order, with no lock held.
+// Concurrency: Real is safe for concurrent use; its timer callbacks run on their own goroutines,
+// as time.AfterFunc does.
 package clock
