@@ -8,23 +8,6 @@ import (
 	"github.com/legateproxy/legate/stats/tags"
 )
 
-// Clock is the time source of the flush timer. Implementations must be safe
-// for concurrent use.
-type Clock interface {
-	Now() time.Time
-	// NewTicker returns a channel that receives every d and a stop function.
-	NewTicker(d time.Duration) (<-chan time.Time, func())
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-func (systemClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
-	t := time.NewTicker(d)
-	return t.C, t.Stop
-}
-
 // Sink receives a Snapshot at every flush (Envoy's Stats::Sink). Flush is
 // called on the flushing goroutine, one call at a time; it must not retain s
 // after returning and should not block for long.
@@ -110,13 +93,13 @@ func (s *Store) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	tick, stop := s.cfg.Clock.NewTicker(s.cfg.FlushInterval)
-	defer stop()
+	tick := s.cfg.Clock.NewTicker(s.cfg.FlushInterval)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick:
+		case <-tick.C():
 			s.Flush()
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/stats/histogram"
 	"github.com/legateproxy/legate/stats/tags"
 )
@@ -33,7 +34,7 @@ type Config struct {
 	// FlushOnAdmin is stats_flush_on_admin: no timer, flush on admin reads.
 	FlushOnAdmin bool
 	// Clock drives the flush timer; nil means the system clock.
-	Clock Clock
+	Clock clock.Clock
 }
 
 // Store holds every registered stat. Safe for concurrent use: see the package
@@ -82,7 +83,7 @@ func New(cfg Config) (*Store, error) {
 		cfg.FlushInterval = 5 * time.Second
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = systemClock{}
+		cfg.Clock = clock.Real()
 	}
 	s := &Store{cfg: cfg, tagger: tp, layouts: make(map[reflect.Type]*layout)}
 	s.root = &Registration{store: s, index: -1, layout: &layout{}}

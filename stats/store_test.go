@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
+
+	"github.com/legateproxy/legate/internal/clock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -338,12 +340,17 @@ func TestRecentLookups(t *testing.T) {
 	}
 }
 
+// fakeClock's one ticker is ch, which the test sends on to flush: the send returns once Run has
+// taken the tick.
 type fakeClock struct{ ch chan time.Time }
 
 func (f *fakeClock) Now() time.Time { return time.Unix(100, 0) }
-func (f *fakeClock) NewTicker(time.Duration) (<-chan time.Time, func()) {
-	return f.ch, func() {}
+func (f *fakeClock) AfterFunc(time.Duration, func()) clock.Timer {
+	panic("stats: the store is not expected to schedule callbacks")
 }
+func (f *fakeClock) NewTicker(time.Duration) clock.Ticker { return f }
+func (f *fakeClock) C() <-chan time.Time                  { return f.ch }
+func (f *fakeClock) Stop()                                {}
 
 type chanSink chan *Snapshot
 

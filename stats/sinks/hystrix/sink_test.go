@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
+	"github.com/legateproxy/legate/internal/clock/clocktest"
 	"github.com/legateproxy/legate/stats"
 )
 
@@ -27,14 +28,8 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fixedClock gives every flush the same time; the store never ticks because
-// tests call Flush directly.
-type fixedClock struct{}
-
-func (fixedClock) Now() time.Time { return time.Unix(1735689600, 0) }
-func (fixedClock) NewTicker(time.Duration) (<-chan time.Time, func()) {
-	return make(chan time.Time), func() {}
-}
+// fixedClock never moves: the store never ticks and the tests flush it themselves.
+func fixedClock() *clocktest.Fake { return clocktest.NewFake(time.Unix(1735689600, 0)) }
 
 // upstream holds the stats a router and a cluster would keep for one
 // cluster, named as Envoy names them.
@@ -59,7 +54,7 @@ type fixture struct {
 
 func newFixture(t testing.TB, numBuckets int64) *fixture {
 	t.Helper()
-	store, err := stats.New(stats.Config{Clock: fixedClock{}, FlushInterval: 5 * time.Second})
+	store, err := stats.New(stats.Config{Clock: fixedClock(), FlushInterval: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -593,7 +588,7 @@ func FuzzCommandJSON(f *testing.F) {
 // envoy.cluster_name tag of its counters, and reports 0 hosts.
 func TestClusterFoundByTag(t *testing.T) {
 	store, err := stats.New(stats.Config{
-		Clock:   fixedClock{},
+		Clock:   fixedClock(),
 		Matcher: &stats.Matcher{Exclusion: []stats.StringMatcher{stats.SuffixMatcher(".membership_total")}},
 	})
 	if err != nil {

@@ -15,17 +15,14 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/legateproxy/legate/internal/clock/clocktest"
 	"github.com/legateproxy/legate/stats"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-type manualClock struct{}
-
-func (manualClock) Now() time.Time { return time.UnixMilli(1735689600123) }
-func (manualClock) NewTicker(time.Duration) (<-chan time.Time, func()) {
-	return make(chan time.Time), func() {}
-}
+// manualClock never moves: the store never ticks and the tests flush it themselves.
+func manualClock() *clocktest.Fake { return clocktest.NewFake(time.UnixMilli(1735689600123)) }
 
 // collector is a MetricsService on 127.0.0.1 that hands over every message it receives.
 type collector struct {
@@ -90,7 +87,7 @@ func config(cluster string, mutate func(*metricsv3.MetricsServiceConfig)) *metri
 // setup returns a store with the cluster "backend" flushing into a sink streaming to col.
 func setup(t *testing.T, col *collector, pb *metricsv3.MetricsServiceConfig) (*stats.Store, *upstream) {
 	t.Helper()
-	store, err := stats.New(stats.Config{Clock: manualClock{}, FlushInterval: time.Second})
+	store, err := stats.New(stats.Config{Clock: manualClock(), FlushInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

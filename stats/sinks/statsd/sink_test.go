@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/legateproxy/legate/internal/clock/clocktest"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/stats/histogram"
 	"github.com/legateproxy/legate/stats/tags"
@@ -19,13 +20,8 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// manualClock never ticks: the tests flush the store themselves.
-type manualClock struct{}
-
-func (manualClock) Now() time.Time { return time.Unix(1735689600, 0) }
-func (manualClock) NewTicker(time.Duration) (<-chan time.Time, func()) {
-	return make(chan time.Time), func() {}
-}
+// manualClock never moves: the store never ticks and the tests flush it themselves.
+func manualClock() *clocktest.Fake { return clocktest.NewFake(time.Unix(1735689600, 0)) }
 
 // upstream is a cluster's stats as Envoy names them.
 type upstream struct {
@@ -39,7 +35,7 @@ type upstream struct {
 // newStore returns a store with the cluster "backend" and the command-line tag region:eu.
 func newStore(t *testing.T) (*stats.Store, *upstream) {
 	t.Helper()
-	store, err := stats.New(stats.Config{Clock: manualClock{}, FlushInterval: time.Second,
+	store, err := stats.New(stats.Config{Clock: manualClock(), FlushInterval: time.Second,
 		Tags: tags.Config{Fixed: []tags.Tag{{Name: "region", Value: "eu"}}}})
 	if err != nil {
 		t.Fatal(err)
