@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/legateproxy/legate/internal/clock"
 )
 
 // DrainStrategy is --drain-strategy (Envoy's Server::DrainStrategy).
@@ -32,27 +34,6 @@ const (
 // traffic_direction.
 func (d DrainDirection) covers(inbound bool) bool { return d == DrainAll || inbound }
 
-// Clock is the listener manager's time source: drain timing, connection lengths and
-// last_updated times. Implementations must be safe for concurrent use.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc calls f on its own goroutine after d.
-	AfterFunc(d time.Duration, f func()) Timer
-}
-
-// Timer is a pending AfterFunc call.
-type Timer interface {
-	// Stop prevents the call; it reports whether the call was still pending.
-	Stop() bool
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-func (systemClock) AfterFunc(d time.Duration, f func()) Timer {
-	return time.AfterFunc(d, f)
-}
-
 // DrainConfig configures a DrainManager.
 type DrainConfig struct {
 	// Time is --drain-time-s: how long a drain lasts (Envoy's default is 600 s; the zero value
@@ -60,8 +41,8 @@ type DrainConfig struct {
 	Time time.Duration
 	// Strategy is --drain-strategy.
 	Strategy DrainStrategy
-	// Clock; nil means the system clock.
-	Clock Clock
+	// Clock times drains; nil means the system clock.
+	Clock clock.Clock
 	// Rand returns uniformly distributed values for the gradual strategy; nil means
 	// math/rand/v2.
 	Rand func() uint64
@@ -90,12 +71,12 @@ type serverDrain struct {
 	start time.Time
 }
 
-type drainTimer struct{ t Timer }
+type drainTimer struct{ t clock.Timer }
 
 // NewDrainManager returns a drain manager that is not draining.
 func NewDrainManager(cfg DrainConfig) *DrainManager {
 	if cfg.Clock == nil {
-		cfg.Clock = systemClock{}
+		cfg.Clock = clock.Real()
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Uint64

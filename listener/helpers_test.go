@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -18,67 +17,16 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/clock/clocktest"
 	"github.com/legateproxy/legate/stats"
 )
 
 // wait is how long a test waits for something that should happen at once.
 const wait = 10 * time.Second
 
-// fakeClock is a Clock whose time moves only with Advance, which runs due timers on the
-// calling goroutine.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	c    *fakeClock
-	at   time.Time
-	f    func()
-	done bool
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := !t.done
-	t.done = true
-	return was
-}
-
-// Advance moves the time forward by d and runs the timers that became due, in order.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	var due []*fakeTimer
-	for _, t := range c.timers {
-		if !t.done && !t.at.After(c.now) {
-			t.done = true
-			due = append(due, t)
-		}
-	}
-	c.mu.Unlock()
-	sort.SliceStable(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
-	for _, t := range due {
-		t.f()
-	}
+// newFakeClock returns the fake clock the listener tests drive.
+func newFakeClock() *clocktest.Fake {
+	return clocktest.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
 // listenerFromYAML parses a Listener in Envoy's YAML and converts it.

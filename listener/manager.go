@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/overload"
 	"github.com/legateproxy/legate/stats"
@@ -32,8 +33,8 @@ type ManagerConfig struct {
 	Stats *stats.Store
 	// Logger logs accept errors and connection decisions; nil discards.
 	Logger *logging.Logger
-	// Clock; nil means the system clock.
-	Clock Clock
+	// Clock times drains, connection lengths and last_updated; nil means the system clock.
+	Clock clock.Clock
 	// DrainTime is --drain-time-s; DrainStrategy is --drain-strategy.
 	DrainTime     time.Duration
 	DrainStrategy DrainStrategy
@@ -131,7 +132,7 @@ type retiring struct {
 	v           *version
 	chains      []*chain
 	whole       bool // the whole listener (update or removal), not filter chains only
-	timer       Timer
+	timer       clock.Timer
 }
 
 // NewManager returns a manager without listeners.
@@ -140,7 +141,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		return nil, fmt.Errorf("listener manager: no stats store")
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = systemClock{}
+		cfg.Clock = clock.Real()
 	}
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Uint64
