@@ -76,6 +76,8 @@ type h2wire struct {
 	werr   error       // the failure of a write of held frames, returned by the next Write
 	calm   []byte      // a GOAWAY of the wire's own (goAway), waiting for a frame boundary
 	calmAt time.Time   // when it was sent; read by linger after draining is set
+	// corkFor replaces corkDelay when set (tests that must not depend on the scheduler).
+	corkFor time.Duration
 }
 
 // corkDelay bounds how long response headers wait for their DATA frame; the DATA of a
@@ -268,10 +270,14 @@ func (w *h2wire) Write(p []byte) (int, error) {
 // hold keeps p (whole frames ending in response HEADERS) for the next write; wmu is held.
 func (w *h2wire) hold(p []byte) {
 	if len(w.cork) == 0 {
+		d := corkDelay
+		if w.corkFor > 0 {
+			d = w.corkFor
+		}
 		if w.timer == nil {
-			w.timer = time.AfterFunc(corkDelay, w.uncork)
+			w.timer = time.AfterFunc(d, w.uncork)
 		} else {
-			w.timer.Reset(corkDelay)
+			w.timer.Reset(d)
 		}
 	}
 	w.cork = append(w.cork, p...)

@@ -49,20 +49,24 @@ func TestH2WireCork(t *testing.T) {
 		name   string
 		writes [][]byte
 		close  bool
+		hold   bool     // the cork waits longer than the test (it must not depend on the scheduler)
 		want   [][]byte // the writes the socket sees
 	}{
-		{name: "headers then data", writes: [][]byte{headers, data}, want: [][]byte{cat(headers, data)}},
+		{name: "headers then data", writes: [][]byte{headers, data}, hold: true, want: [][]byte{cat(headers, data)}},
 		{name: "headers ending the stream", writes: [][]byte{headersEnd}, want: [][]byte{headersEnd}},
 		{name: "data alone", writes: [][]byte{data}, want: [][]byte{data}},
 		{name: "headers alone leave after the delay", writes: [][]byte{headers}, want: [][]byte{headers}},
 		{name: "a frame split across writes is not held", writes: [][]byte{headers[:4], headers[4:], data},
 			want: [][]byte{headers[:4], headers[4:], data}},
-		{name: "close writes held headers", writes: [][]byte{headers}, close: true, want: [][]byte{headers}},
+		{name: "close writes held headers", writes: [][]byte{headers}, close: true, hold: true, want: [][]byte{headers}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &writeRecorder{writes: make(chan []byte, 8)}
 			w := &h2wire{Conn: rec}
+			if tc.hold {
+				w.corkFor = time.Hour
+			}
 			for _, p := range tc.writes {
 				if n, err := w.Write(p); n != len(p) || err != nil {
 					t.Fatalf("Write = %d, %v; want %d, nil", n, err, len(p))

@@ -325,6 +325,17 @@ func TestDrainReachesConnectionsWithOwnServer(t *testing.T) {
 	if code, _, err := h2Get(cc, e.addr); err != nil || code != 200 {
 		t.Fatalf("request before the drain: %d, %v; want 200", code, err)
 	}
+	// The server's SETTINGS says the raw connection is served, so the drain can reach it.
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("ReadFrame: %v; want the server's SETTINGS", err)
+		}
+		if s, ok := f.(*http2.SettingsFrame); ok && !s.IsAck() {
+			fr.WriteSettingsAck()
+			break
+		}
+	}
 	e.lm.DrainListeners(listener.DrainRequest{Graceful: true, SkipExit: true}, nil)
 	if g := readGoAway(t, fr); g.ErrCode != http2.ErrCodeNo {
 		t.Errorf("GOAWAY code %v; want NO_ERROR", g.ErrCode)
