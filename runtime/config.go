@@ -7,6 +7,7 @@ import (
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/logging"
 )
 
@@ -29,15 +30,8 @@ type Config struct {
 	// PollInterval is how often Run checks disk layer symlink roots for a
 	// swap; zero means one second.
 	PollInterval time.Duration
-	// NewTicker makes Run's poll ticker; nil uses time.NewTicker. Tests pass
-	// a fake to drive polls.
-	NewTicker func(time.Duration) Ticker
-}
-
-// Ticker is the part of time.Ticker the disk watcher uses.
-type Ticker interface {
-	Chan() <-chan time.Time
-	Stop()
+	// Clock makes Run's poll ticker; nil means the system clock.
+	Clock clock.Clock
 }
 
 // LayerConfig is one layered_runtime.layers entry: a name and exactly one of

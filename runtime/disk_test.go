@@ -11,6 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
+
+	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/clock/clocktest"
 )
 
 func TestDiskValues(t *testing.T) {
@@ -144,8 +147,16 @@ type fakeTicker struct {
 	stopped chan struct{}
 }
 
-func (f *fakeTicker) Chan() <-chan time.Time { return f.c }
-func (f *fakeTicker) Stop()                  { close(f.stopped) }
+func (f *fakeTicker) C() <-chan time.Time { return f.c }
+func (f *fakeTicker) Stop()               { close(f.stopped) }
+
+// tickerClock is a fake clock whose one ticker is ticker.
+type tickerClock struct {
+	*clocktest.Fake
+	ticker *fakeTicker
+}
+
+func (c tickerClock) NewTicker(time.Duration) clock.Ticker { return c.ticker }
 
 func (f *fakeTicker) tick(t *testing.T) {
 	t.Helper()
@@ -196,7 +207,7 @@ func TestDiskSymlinkSwapWhileReading(t *testing.T) {
 	}
 	ticker := &fakeTicker{c: make(chan time.Time), stopped: make(chan struct{})}
 	st := &Stats{}
-	r := mustNew(t, Config{Stats: st, NewTicker: func(time.Duration) Ticker { return ticker },
+	r := mustNew(t, Config{Stats: st, Clock: tickerClock{clocktest.NewFake(time.Unix(0, 0)), ticker},
 		Layers: []LayerConfig{{Name: "disk", Disk: &DiskLayer{SymlinkRoot: link}}}})
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/logging"
 )
 
@@ -215,12 +216,6 @@ func (r *Runtime) diskPath(d *DiskLayer) string {
 	return path
 }
 
-// realTicker adapts time.Ticker to Ticker.
-type realTicker struct{ t *time.Ticker }
-
-func (t realTicker) Chan() <-chan time.Time { return t.t.C }
-func (t realTicker) Stop()                  { t.t.Stop() }
-
 // Run watches the symlink roots of the disk layers and reloads when one is
 // swapped (replaced by a rename, re-pointed, created or removed), the way
 // Envoy reloads on a moved-to event. It polls every PollInterval and returns
@@ -235,11 +230,11 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if interval <= 0 {
 		interval = time.Second
 	}
-	newTicker := r.cfg.NewTicker
-	if newTicker == nil {
-		newTicker = func(d time.Duration) Ticker { return realTicker{time.NewTicker(d)} }
+	clk := r.cfg.Clock
+	if clk == nil {
+		clk = clock.Real()
 	}
-	ticker := newTicker(interval)
+	ticker := clk.NewTicker(interval)
 	defer ticker.Stop()
 	seen := make([]linkState, len(roots))
 	for i, root := range roots {
@@ -249,7 +244,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ticker.Chan():
+		case <-ticker.C():
 		}
 		changed := false
 		for i, root := range roots {
