@@ -17,6 +17,7 @@ func (s *Server) buildClusterManager() error {
 		local = &host.Locality{Region: l.GetRegion(), Zone: l.GetZone(), SubZone: l.GetSubZone()}
 	}
 	m, err := cluster.NewManager(cluster.ManagerConfig{
+		Clock:             s.clock,
 		Stats:             s.store,
 		DeferTrafficStats: s.boot.Proto.GetDeferredStatOptions().GetEnableDeferredCreationStats(),
 		Logger:            s.logs.Logger("upstream"),

@@ -130,6 +130,7 @@ func (s *Server) buildDataPlane() error {
 
 	handlers := listener.NewRegistry()
 	if err := httpproxy.Register(handlers, httpproxy.Deps{
+		Now:               s.clock.Now,
 		Filters:           dp.httpFilters,
 		Clusters:          s.clusters,
 		Pools:             dp.pools,
@@ -165,6 +166,7 @@ func (s *Server) buildDataPlane() error {
 		strategy = listener.DrainImmediate
 	}
 	if dp.listeners, err = listener.NewManager(listener.ManagerConfig{
+		Clock:             s.clock,
 		Stats:             s.store,
 		Logger:            s.logs.Logger("config"),
 		DrainTime:         s.opts.DrainTime,

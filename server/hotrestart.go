@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/legateproxy/legate/hotrestart"
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/stats"
 )
@@ -286,31 +287,31 @@ func (s *Server) handOver() {
 // superviseParent imports the parent's stats until it exits, and ends it
 // when it is drained and idle or --parent-shutdown-time-s after handOver.
 func (s *Server) superviseParent(ctx context.Context) {
-	tick := time.NewTicker(parentPollInterval)
+	tick := s.clock.NewTicker(parentPollInterval)
 	defer tick.Stop()
-	statsTick := time.NewTicker(s.store.FlushInterval())
+	statsTick := s.clock.NewTicker(s.store.FlushInterval())
 	defer statsTick.Stop()
 	handed := s.hot.handedOver
-	var deadline <-chan time.Time
+	var deadline <-chan struct{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-handed:
 			handed = nil
-			t := time.NewTimer(s.opts.ParentShutdownTime)
+			var t clock.Timer
+			deadline, t = clock.After(s.clock, s.opts.ParentShutdownTime)
 			defer t.Stop()
-			deadline = t.C
 		case <-deadline:
 			s.terminateParent("--parent-shutdown-time-s elapsed")
 			return
-		case <-statsTick.C:
+		case <-statsTick.C():
 			if err := s.pollParent(); err != nil {
 				s.log.Warnf("hot restart: parent gone: %v", err)
 				s.parentGone()
 				return
 			}
-		case <-tick.C:
+		case <-tick.C():
 			st, err := s.hot.child.Status()
 			if err != nil {
 				s.log.Warnf("hot restart: parent gone: %v", err)
@@ -366,7 +367,7 @@ func (s *Server) parentGone() {
 // refreshHotRestartStats runs before each flush, after refreshServerStats:
 // it adds the parent's share to the gauges that sets.
 func (s *Server) refreshHotRestartStats() {
-	s.stats.Uptime.Set(uint64(time.Since(s.hot.start).Seconds()))
+	s.stats.Uptime.Set(uint64(s.clock.Now().Sub(s.hot.start).Seconds()))
 	pc := uint64(max(s.hot.parentConns.Load(), 0))
 	s.stats.ParentConnections.Set(pc)
 	s.stats.TotalConnections.Add(pc)
@@ -443,7 +444,7 @@ func (s *Server) drainForChild() {
 	}
 	s.data.listeners.StopListeners(false)
 	s.data.listeners.DrainManager().StartDrainSequence(listener.DrainAll, nil)
-	t := time.AfterFunc(s.opts.ParentShutdownTime+parentFallbackGrace, func() {
+	t := s.clock.AfterFunc(s.opts.ParentShutdownTime+parentFallbackGrace, func() {
 		s.log.Warnf("hot restart: the child did not end this process within --parent-shutdown-time-s (%v): exiting", s.opts.ParentShutdownTime)
 		s.Quit()
 	})

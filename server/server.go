@@ -24,6 +24,7 @@ import (
 	"github.com/legateproxy/legate/admin/configdump"
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/options"
@@ -84,6 +85,7 @@ type Server struct {
 	quitOnce     sync.Once
 	quit         chan struct{}
 	bootLoadedAt time.Time
+	clock        clock.Clock // the one clock, passed to every component
 }
 
 // New builds every component from the options and the validated bootstrap
@@ -91,16 +93,19 @@ type Server struct {
 // warnings are the loader's notes (unknown fields ignored), logged and
 // counted in server.static_unknown_fields.
 func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Server, error) {
+	// The one clock every component takes (internal/clock's rule).
+	clk := clock.Real()
 	s := &Server{
 		opts:         opts,
 		boot:         boot,
-		start:        time.Now(),
+		clock:        clk,
+		start:        clk.Now(),
 		reg:          admin.NewRegistry(),
-		certs:        tlsutil.NewRegistry(time.Now),
+		certs:        tlsutil.NewRegistry(clk.Now),
 		dumps:        configdump.NewRegistry(),
 		init:         NewInit("Server"),
 		quit:         make(chan struct{}),
-		bootLoadedAt: time.Now(),
+		bootLoadedAt: clk.Now(),
 	}
 	logCfg := logging.Config{
 		Level:           opts.LogLevel,
@@ -109,6 +114,7 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 		Escaped:         opts.LogFormatEscaped,
 		Path:            opts.LogPath,
 		FineGrain:       opts.EnableFineGrainLogging,
+		Now:             clk.Now,
 	}
 	if lf := boot.Proto.GetApplicationLogConfig().GetLogFormat(); lf != nil {
 		// Envoy refuses both sources of the format rather than pick one.
@@ -135,6 +141,7 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 	storeCfg.FlushInterval = boot.StatsFlushInterval
 	storeCfg.FlushOnAdmin = boot.StatsFlushOnAdmin
 	storeCfg.FakeSymbolTable = opts.UseFakeSymbolTable
+	storeCfg.Clock = clk
 	for _, t := range opts.StatsTags {
 		storeCfg.Tags.Fixed = append(storeCfg.Tags.Fixed, tags.Tag{Name: t.Name, Value: t.Value})
 	}
@@ -144,7 +151,7 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 	s.store.Register("server.", &s.stats)
 	// The overload manager exists before the admin, whose connections count against its
 	// global connection limit.
-	s.data.overload = overload.New(boot.Overload, s.store, nil)
+	s.data.overload = overload.New(boot.Overload, s.store, clk)
 	s.stats.Concurrency.Set(uint64(opts.Concurrency))
 	s.stats.Version.Set(versionNumber())
 	s.stats.HotRestartEpoch.Set(uint64(opts.RestartEpoch))
@@ -161,6 +168,7 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 	rtCfg.ServiceCluster = s.Node().GetCluster()
 	rtCfg.Stats = &s.runtimeStats
 	rtCfg.Log = logs.Logger("runtime")
+	rtCfg.Clock = clk
 	s.store.Register("runtime.", &s.runtimeStats)
 	if s.runtime, err = runtime.New(rtCfg); err != nil {
 		return nil, err
@@ -304,14 +312,14 @@ func (s *Server) Run(ctx context.Context) error {
 
 	s.stats.State.Set(uint64(Initializing))
 	s.init.Start()
-	initStart := time.Now()
+	initStart := s.clock.Now()
 	// A signal must end the process in every state: while initialization
 	// waits (a first xDS fetch, a warming cluster) SIGTERM and SIGINT quit
 	// at once, as nothing serves yet that a drain would protect.
 	for waiting := true; waiting; {
 		select {
 		case <-s.init.Done():
-			s.stats.InitializationTimeMs.Record(uint64(time.Since(initStart).Milliseconds()))
+			s.stats.InitializationTimeMs.Record(uint64(s.clock.Now().Sub(initStart).Milliseconds()))
 			if err := s.startWorkers(ctx, &wg); err != nil {
 				return err
 			}
@@ -415,13 +423,13 @@ func (s *Server) shutdown() {
 // quitWhenIdle ends a SIGTERM drain early once no downstream connection is
 // left: waiting out the whole drain time would only delay a restart.
 func (s *Server) quitWhenIdle(ctx context.Context) {
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := s.clock.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.C():
 			if s.data.listeners.ActiveConnections() == 0 {
 				s.log.Infof("drain complete: no downstream connections left")
 				s.quitAfterInFlight() // one may have been accepted since
@@ -484,7 +492,7 @@ func (s *Server) updateState() {
 // server gauges when it flushes.
 func (s *Server) refreshServerStats() {
 	s.updateState()
-	s.stats.Uptime.Set(uint64(time.Since(s.start).Seconds()))
+	s.stats.Uptime.Set(uint64(s.clock.Now().Sub(s.start).Seconds()))
 	m := admin.Memory()
 	s.stats.MemoryAllocated.Set(m.Allocated)
 	s.stats.MemoryHeapSize.Set(m.HeapSize)
@@ -505,12 +513,13 @@ const drainGrace = 5 * time.Second
 // drain's last moments.
 func (s *Server) quitAfterInFlight() {
 	s.data.listeners.StopListeners(false)
-	tick := time.NewTicker(10 * time.Millisecond)
+	tick := s.clock.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	grace := time.After(drainGrace)
+	grace, graceTimer := clock.After(s.clock, drainGrace)
+	defer graceTimer.Stop()
 	for s.data.listeners.ActiveConnections() > 0 {
 		select {
-		case <-tick.C:
+		case <-tick.C():
 		case <-grace:
 			s.log.Warnf("drain: %d downstream connections still open %v after the listeners stopped; closing them", s.data.listeners.ActiveConnections(), drainGrace)
 			s.Quit()
@@ -603,12 +612,13 @@ func (s *Server) staticListenerInitDumps() []*adminv3.UnreadyTargetsDumps_Unread
 
 // ServerInfo implements /server_info.
 func (s *Server) ServerInfo() *adminv3.ServerInfo {
-	up := durationpb.New(time.Duration(time.Since(s.start).Seconds()) * time.Second)
+	now := s.clock.Now()
+	up := durationpb.New(time.Duration(now.Sub(s.start).Seconds()) * time.Second)
 	return &adminv3.ServerInfo{
 		Version:            VersionString(),
 		State:              adminv3.ServerInfo_State(s.State()),
 		UptimeCurrentEpoch: up,
-		UptimeAllEpochs:    durationpb.New(time.Duration(time.Since(s.firstStart()).Seconds()) * time.Second),
+		UptimeAllEpochs:    durationpb.New(time.Duration(now.Sub(s.firstStart()).Seconds()) * time.Second),
 		HotRestartVersion:  s.HotRestartVersion(),
 		CommandLineOptions: s.opts.CommandLineOptions(),
 		Node:               s.Node(),

@@ -53,6 +53,7 @@ func (s *Server) buildXDS() error {
 		return err
 	}
 	client, err := xds.New(xds.Config{
+		Clock:            s.clock,
 		DynamicResources: s.boot.Proto.GetDynamicResources(),
 		Node:             s.Node(),
 		Clusters:         s.clusters,

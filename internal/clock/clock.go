@@ -44,3 +44,10 @@ type realTicker struct{ t *time.Ticker }
 
 func (t realTicker) C() <-chan time.Time { return t.t.C }
 func (t realTicker) Stop()               { t.t.Stop() }
+
+// After returns a channel that is closed d from now on c, and the timer that closes it; stopping
+// the timer leaves the channel open. It is time.After for code that selects on a deadline.
+func After(c Clock, d time.Duration) (<-chan struct{}, Timer) {
+	done := make(chan struct{})
+	return done, c.AfterFunc(d, func() { close(done) })
+}

@@ -28,3 +28,21 @@ func TestRealTickerTicks(t *testing.T) {
 		t.Fatal("real ticker did not tick within 5s")
 	}
 }
+
+func TestAfterClosesAtDeadline(t *testing.T) {
+	done, _ := After(Real(), time.Millisecond)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("After's channel not closed within 5s")
+	}
+	stopped, timer := After(Real(), time.Hour)
+	if !timer.Stop() {
+		t.Errorf("Stop() = false on a pending After; want true")
+	}
+	select {
+	case <-stopped:
+		t.Errorf("channel closed after Stop")
+	default:
+	}
+}
