@@ -26,6 +26,7 @@ import (
 	fixedheapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
 	omitcanaryv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/omit_canary_hosts/v3"
 	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
+	otelsinkv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/stat_sinks/open_telemetry/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpoptionsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
@@ -75,6 +76,7 @@ func Extensions() []Extension {
 		e("envoy.stat_sinks.hystrix", "envoy.stats_sinks", &metricsv3.HystrixSink{}),
 		e("envoy.stat_sinks.metrics_service", "envoy.stats_sinks", &metricsv3.MetricsServiceConfig{}),
 		e("envoy.stat_sinks.statsd", "envoy.stats_sinks", &metricsv3.StatsdSink{}),
+		e("envoy.stat_sinks.open_telemetry", "envoy.stats_sinks", &otelsinkv3.SinkConfig{}),
 		e("envoy.transport_sockets.tls", "envoy.transport_sockets.downstream", &tlsv3.DownstreamTlsContext{}),
 		e("envoy.transport_sockets.tls", "envoy.transport_sockets.upstream", &tlsv3.UpstreamTlsContext{}),
 		e("envoy.upstreams.http.http_protocol_options", "envoy.upstream_options", &httpoptionsv3.HttpProtocolOptions{}),

@@ -8,6 +8,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
+	otelsinkv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/stat_sinks/open_telemetry/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/stats/sinks/hystrix"
 	"github.com/legateproxy/legate/stats/sinks/metricsservice"
+	"github.com/legateproxy/legate/stats/sinks/opentelemetry"
 	"github.com/legateproxy/legate/stats/sinks/statsd"
 )
 
@@ -30,11 +32,13 @@ var (
 	statsdSinkURL    = typeURL(&metricsv3.StatsdSink{})
 	dogStatsdSinkURL = typeURL(&metricsv3.DogStatsdSink{})
 	metricsSinkURL   = typeURL(&metricsv3.MetricsServiceConfig{})
+	otelSinkURL      = typeURL(&otelsinkv3.SinkConfig{})
 	sinkURLByName    = map[string]string{
 		"envoy.stat_sinks.hystrix": hystrixSinkURL, "envoy.hystrix": hystrixSinkURL,
 		"envoy.stat_sinks.statsd": statsdSinkURL, "envoy.statsd": statsdSinkURL,
 		"envoy.stat_sinks.dog_statsd": dogStatsdSinkURL, "envoy.dog_statsd": dogStatsdSinkURL,
 		"envoy.stat_sinks.metrics_service": metricsSinkURL, "envoy.metrics_service": metricsSinkURL,
+		"envoy.stat_sinks.open_telemetry": otelSinkURL,
 	}
 )
 
@@ -42,8 +46,8 @@ func typeURL(m proto.Message) string {
 	return "type.googleapis.com/" + string(m.ProtoReflect().Descriptor().FullName())
 }
 
-// buildSinks creates the bootstrap's stats_sinks: envoy.stat_sinks.hystrix, statsd, dog_statsd
-// and metrics_service. Any other sink is a configuration error rather than a silent no-op.
+// buildSinks creates the bootstrap's stats_sinks: envoy.stat_sinks.hystrix, statsd, dog_statsd,
+// metrics_service and open_telemetry. Any other sink is a configuration error rather than a silent no-op.
 func (s *Server) buildSinks() error {
 	for i, sink := range s.boot.Proto.GetStatsSinks() {
 		path := fmt.Sprintf("stats_sinks[%d]", i)
@@ -72,6 +76,12 @@ func (s *Server) buildSinks() error {
 				err = s.addClosingSink(metricsservice.New(path+".typed_config", &cfg, metricsservice.Deps{
 					Node: s.Node(), Dial: s.dialXDS, ClusterExists: s.staticCluster}))
 			}
+		case otelSinkURL:
+			var cfg otelsinkv3.SinkConfig
+			if err = unmarshalSink(path, tc, &cfg); err == nil {
+				err = s.addClosingSink(opentelemetry.New(path+".typed_config", &cfg, opentelemetry.Deps{
+					Dial: s.dialXDS, ClusterExists: s.staticCluster}))
+			}
 		case "":
 			err = fmt.Errorf("%s.name = %q: unsupported stats sink; %s", path, sink.GetName(), implementedSinks)
 		default:
@@ -84,7 +94,7 @@ func (s *Server) buildSinks() error {
 	return nil
 }
 
-const implementedSinks = "Legate implements envoy.stat_sinks.hystrix, statsd, dog_statsd and metrics_service"
+const implementedSinks = "Legate implements envoy.stat_sinks.hystrix, statsd, dog_statsd, metrics_service and open_telemetry"
 
 func unmarshalSink(path string, tc *anypb.Any, m proto.Message) error {
 	if tc == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -17,8 +16,8 @@ import (
 	runtimesvc "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 	secretsvc "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/legateproxy/legate/internal/grpcclient"
 	"github.com/legateproxy/legate/xds/resource"
 )
 
@@ -52,19 +51,9 @@ func (m *mux) runGRPC(ctx context.Context) {
 // grpcSession runs one stream on a fresh channel. got reports whether a response arrived.
 func (m *mux) grpcSession(ctx context.Context) (got bool, err error) {
 	cluster := m.api.Cluster
-	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return m.c.dial(ctx, cluster) }),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1 << 30)),
-	}
-	authority := m.api.Authority
-	if authority == "" {
-		authority = cluster
-	}
-	opts = append(opts, grpc.WithAuthority(authority))
-	conn, err := grpc.NewClient("passthrough:///"+cluster, opts...)
+	conn, err := grpcclient.New(cluster, m.api.Authority, m.c.dial, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30)))
 	if err != nil {
-		return false, fmt.Errorf("cluster %q: %w", cluster, err)
+		return false, err
 	}
 	defer conn.Close()
 	sctx, cancel := context.WithCancel(ctx)

@@ -14,9 +14,9 @@ import (
 	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/legateproxy/legate/internal/grpcclient"
 	"github.com/legateproxy/legate/internal/headermatch"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/stats"
@@ -285,12 +285,9 @@ type client[E proto.Message] struct {
 }
 
 func newClient[E proto.Message](m *Manager, s settings, wrap func([]E) *alsv3.StreamAccessLogsMessage) (*client[E], error) {
-	conn, err := grpc.NewClient("passthrough:///"+s.cluster,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return m.cfg.Dial(ctx, s.cluster) }),
-		grpc.WithAuthority(s.authority))
+	conn, err := grpcclient.New(s.cluster, s.authority, m.cfg.Dial)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %q: %w", s.cluster, err)
+		return nil, err
 	}
 	return &client[E]{m: m, s: s, conn: conn, wrap: wrap, out: make(chan *alsv3.StreamAccessLogsMessage, 1), kick: make(chan struct{}, 1)}, nil
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"testing"
@@ -8,6 +9,8 @@ import (
 
 	msv3 "github.com/envoyproxy/go-control-plane/envoy/service/metrics/v3"
 	prom "github.com/prometheus/client_model/go"
+	otlpmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	otlpmetricsdata "go.opentelemetry.io/proto/otlp/metrics/v1"
 	"google.golang.org/grpc"
 )
 
@@ -87,6 +90,84 @@ stats_sinks:
 			}
 		case <-deadline:
 			t.Fatal("no cluster.upstream_rq COUNTER 1 for cluster up, code 200 within 10s")
+		}
+	}
+}
+
+// otlpCollector is an OTLP MetricsService (the generated OTLP service on grpc-go) that hands
+// over every export it receives.
+type otlpCollector struct {
+	otlpmetrics.UnimplementedMetricsServiceServer
+	exports chan *otlpmetrics.ExportMetricsServiceRequest
+}
+
+func (c *otlpCollector) Export(_ context.Context, req *otlpmetrics.ExportMetricsServiceRequest) (*otlpmetrics.ExportMetricsServiceResponse, error) {
+	c.exports <- req
+	return &otlpmetrics.ExportMetricsServiceResponse{}, nil
+}
+
+// TestOpenTelemetrySink runs the binary with an envoy.stat_sinks.open_telemetry sink (as Envoy
+// Gateway's bootstrap sets it) to a static cluster in front of a real OTLP collector, flushing
+// every 100 ms with counters as deltas, and checks that a request's upstream_rq counter
+// arrives as a DELTA sum of 1 under its tag-extracted name, with its cluster and response code
+// as attributes.
+func TestOpenTelemetrySink(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := &otlpCollector{exports: make(chan *otlpmetrics.ExportMetricsServiceRequest, 1024)}
+	srv := grpc.NewServer()
+	otlpmetrics.RegisterMetricsServiceServer(srv, col)
+	go srv.Serve(ln)
+	defer srv.Stop()
+	up := named(t, "up")
+	cfg := "node: {id: e2e-otel, cluster: e2e}\n" + exampleBootstrap(exampleHCM("ingress_http", routeAllToUp, ""), exampleCluster("up", "", addrOf(up)),
+		exampleCluster("otel", `
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {http2_protocol_options: {}}`, ln.Addr().String())) + `
+stats_flush_interval: 0.1s
+stats_sinks:
+- name: envoy.stat_sinks.open_telemetry
+  typed_config:
+    "@type": type.googleapis.com/envoy.extensions.stat_sinks.open_telemetry.v3.SinkConfig
+    grpc_service: {envoy_grpc: {cluster_name: otel}, timeout: 2s}
+    report_counters_as_deltas: true
+`
+	p := start(t, "-c", writeConfig(t, cfg))
+	first := true
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case req := <-col.exports:
+			if first {
+				first = false
+				// The request after the first export, so that its delta is in a later one.
+				expectBody(t, noRedirect, "http://"+p.listenerAddr("example")+"/x", http.StatusOK, "up /x")
+			}
+			for _, rm := range req.GetResourceMetrics() {
+				for _, sm := range rm.GetScopeMetrics() {
+					for _, m := range sm.GetMetrics() {
+						if m.GetName() != "cluster.upstream_rq" || m.GetSum() == nil {
+							continue
+						}
+						for _, dp := range m.GetSum().GetDataPoints() {
+							attrs := map[string]string{}
+							for _, a := range dp.GetAttributes() {
+								attrs[a.GetKey()] = a.GetValue().GetStringValue()
+							}
+							if attrs["envoy.cluster_name"] == "up" && attrs["envoy.response_code"] == "200" && dp.GetAsInt() == 1 &&
+								m.GetSum().GetAggregationTemporality() == otlpmetricsdata.AggregationTemporality_AGGREGATION_TEMPORALITY_DELTA {
+								return
+							}
+						}
+					}
+				}
+			}
+		case <-deadline:
+			t.Fatal("no cluster.upstream_rq DELTA sum of 1 for cluster up, code 200 within 10s")
 		}
 	}
 }

@@ -3,7 +3,6 @@ package metricsservice
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -11,8 +10,8 @@ import (
 	msv3 "github.com/envoyproxy/go-control-plane/envoy/service/metrics/v3"
 	prom "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/legateproxy/legate/internal/grpcclient"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/stats/histogram"
 )
@@ -22,7 +21,7 @@ type Deps struct {
 	// Node identifies Legate in the first message of each stream.
 	Node *corev3.Node
 	// Dial connects to a host of the named cluster (with its TLS, if any).
-	Dial func(ctx context.Context, cluster string) (net.Conn, error)
+	Dial grpcclient.Dial
 	// ClusterExists reports whether the named cluster may be used; nil accepts any.
 	ClusterExists func(cluster string) bool
 }
@@ -50,16 +49,12 @@ func New(path string, pb *metricsv3.MetricsServiceConfig, d Deps) (*Sink, error)
 		return nil, fmt.Errorf("%s.transport_api_version = %s; only V3 is supported", path, v)
 	}
 	gs := pb.GetGrpcService()
-	eg := gs.GetEnvoyGrpc()
-	switch {
-	case eg == nil:
-		return nil, fmt.Errorf("%s.grpc_service: only envoy_grpc is implemented; google_grpc is not implemented by Legate", path)
-	case len(gs.GetInitialMetadata()) > 0:
+	if len(gs.GetInitialMetadata()) > 0 {
 		return nil, fmt.Errorf("%s.grpc_service.initial_metadata: not implemented by Legate", path)
-	case gs.GetRetryPolicy() != nil:
-		return nil, fmt.Errorf("%s.grpc_service.retry_policy: not implemented by Legate", path)
-	case d.ClusterExists != nil && !d.ClusterExists(eg.GetClusterName()):
-		return nil, fmt.Errorf("%s.grpc_service.envoy_grpc.cluster_name = %q; unknown cluster", path, eg.GetClusterName())
+	}
+	cluster, authority, err := grpcclient.EnvoyGrpc(path+".grpc_service", gs, d.ClusterExists)
+	if err != nil {
+		return nil, err
 	}
 	k := &Sink{node: d.Node, deltas: pb.GetReportCountersAsDeltas().GetValue(), labels: pb.GetEmitTagsAsLabels(), batch: int(pb.GetBatchSize())}
 	switch m := pb.GetHistogramEmitMode(); m {
@@ -72,15 +67,7 @@ func New(path string, pb *metricsv3.MetricsServiceConfig, d Deps) (*Sink, error)
 	default:
 		return nil, fmt.Errorf("%s.histogram_emit_mode = %d; unknown", path, m)
 	}
-	authority := eg.GetAuthority()
-	if authority == "" {
-		authority = eg.GetClusterName()
-	}
-	cluster := eg.GetClusterName()
-	conn, err := grpc.NewClient("passthrough:///"+cluster,
-		grpc.WithTransportCredentials(insecure.NewCredentials()), // the cluster's dialer brings its TLS
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return d.Dial(ctx, cluster) }),
-		grpc.WithAuthority(authority))
+	conn, err := grpcclient.New(cluster, authority, d.Dial)
 	if err != nil {
 		return nil, fmt.Errorf("%s.grpc_service: %w", path, err)
 	}
