@@ -37,13 +37,16 @@ type Extension struct {
 	Name     string // e.g. envoy.filters.http.router
 	Category string // e.g. envoy.filters.http
 	TypeName string // the config message's full name
+	Config   proto.Message
 }
 
-// Extensions lists every extension Legate registers, sorted by category then
-// name, as /server_info and the bootstrap dump report them in node.extensions.
+// Extensions is the older list of extensions, which extensions.New declares in the registry
+// (registry.Registry.Entries is the whole list, as node.extensions reports it). It shrinks as
+// each extension registers itself from its own package. A new extension registers itself
+// instead (docs/DESIGN.md, "Adding an extension"); an entry added here is still declared.
 func Extensions() []Extension {
 	e := func(name, category string, m proto.Message) Extension {
-		return Extension{Name: name, Category: category, TypeName: string(m.ProtoReflect().Descriptor().FullName())}
+		return Extension{Name: name, Category: category, TypeName: string(m.ProtoReflect().Descriptor().FullName()), Config: m}
 	}
 	return []Extension{
 		e("envoy.access_loggers.file", "envoy.access_loggers", &filev3.FileAccessLog{}),

@@ -8,27 +8,30 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/legateproxy/legate/bootstrap"
+	"github.com/legateproxy/legate/extensions"
 	"github.com/legateproxy/legate/httpproxy/filter"
-	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
-	"github.com/legateproxy/legate/httpproxy/filters/ondemand"
-	"github.com/legateproxy/legate/httpproxy/filters/tap"
+	"github.com/legateproxy/legate/internal/registry"
 )
 
-// TestCatalogAgreesWithHTTPFilterFactories holds the loader's catalog (bootstrap.Extensions)
-// and the HTTP filter factories the server registers to the same set of types, in both
-// directions: every registered message type a factory answers to is in the catalog (so the
-// loader never refuses a filter Legate builds), and every HTTP filter of the catalog has a
-// factory, or is the router, which the connection manager runs itself.
+// TestCatalogAgreesWithHTTPFilterFactories holds the loader's catalog (the registry's
+// entries) and the HTTP filter factories the server builds from it to the same set of types,
+// in both directions: every registered message type a factory answers to is in the catalog
+// (so the loader never refuses a filter Legate builds), and every HTTP filter of the catalog
+// has a factory, or is the router, which the connection manager runs itself.
 func TestCatalogAgreesWithHTTPFilterFactories(t *testing.T) {
-	r := filter.NewRegistry()
-	for _, err := range []error{healthcheck.Register(r), ondemand.Register(r), tap.Register(r, tap.NewManager())} {
-		if err != nil {
-			t.Fatal(err)
-		}
+	ext, err := extensions.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := filter.FromRegistry(ext)
+	if err != nil {
+		t.Fatal(err)
 	}
 	const router = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
-	catalog := bootstrap.SupportedTypeURLs()
+	var catalog []string
+	for _, e := range ext.Entries() {
+		catalog = append(catalog, e.TypeURL())
+	}
 	built := func(url string) bool {
 		_, ok := r.Lookup("a name no factory has", &anypb.Any{TypeUrl: url})
 		return ok
@@ -36,14 +39,13 @@ func TestCatalogAgreesWithHTTPFilterFactories(t *testing.T) {
 	protoregistry.GlobalTypes.RangeMessages(func(mt protoreflect.MessageType) bool {
 		url := "type.googleapis.com/" + string(mt.Descriptor().FullName())
 		if built(url) && !slices.Contains(catalog, url) {
-			t.Errorf("an HTTP filter factory builds %s, which bootstrap.Extensions does not list", url)
+			t.Errorf("an HTTP filter factory builds %s, which the registry does not list", url)
 		}
 		return true
 	})
-	for _, e := range bootstrap.Extensions() {
-		url := "type.googleapis.com/" + e.TypeName
-		if e.Category == "envoy.filters.http" && url != router && !built(url) {
-			t.Errorf("bootstrap.Extensions lists HTTP filter %s (%s), which no factory builds", e.Name, url)
+	for _, e := range ext.Entries() {
+		if e.Category == registry.HTTPFilter && e.TypeURL() != router && !built(e.TypeURL()) {
+			t.Errorf("the registry lists HTTP filter %s (%s), which no factory builds", e.Name, e.TypeURL())
 		}
 	}
 }

@@ -10,7 +10,9 @@
 // objects, TypedStructs opened into the message they describe, a key repeated in a JSON
 // object merged as the legacy parser merges it (repeat.go). Unknown fields, unknown type
 // URLs (v2 ones included) and an Any without "@type" stay errors. The extensions Legate
-// implements are listed once, in catalog.go.
+// implements are those of the extension registry (internal/registry, built by
+// extensions.New), whose packages link their config messages; catalog.go holds the older
+// list the registry still declares.
 //
 // Every problem is reported as a FieldError naming the file, the field path and the rule, for
 // example `envoy.yaml: static_resources.clusters[0].connect_timeout: invalid duration "5x"`.

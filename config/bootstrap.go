@@ -10,6 +10,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/overload"
 )
 
@@ -32,6 +33,9 @@ type Limits struct {
 	// source_address: the source of upstream connections of every cluster without an
 	// upstream_bind_config of its own. Nil binds nothing (Bootstrap.UpstreamBindAddress).
 	UpstreamBindAddress *Address
+	// Extensions are the extensions Legate is built with (extensions.New), which FromBootstrap
+	// hands to the server in Bootstrap.Extensions. Nil there makes the server build them.
+	Extensions *registry.Registry
 }
 
 func (l Limits) maxObjNameLen() int {
@@ -69,6 +73,8 @@ type Bootstrap struct {
 	Overload *overload.Config
 	// Proto is the bootstrap as decoded, kept for /config_dump. Do not modify it.
 	Proto *bootstrapv3.Bootstrap
+	// Extensions is Limits.Extensions: the registry the configuration was read with.
+	Extensions *registry.Registry
 }
 
 // Node is Envoy's bootstrap `node` (envoy.config.core.v3.Node), the fields Legate reports.
@@ -110,6 +116,7 @@ func FromBootstrap(b *bootstrapv3.Bootstrap, lim Limits) (*Bootstrap, error) {
 	out := &Bootstrap{
 		UpstreamBindAddress: v.lim.UpstreamBindAddress,
 		Proto:               b,
+		Extensions:          lim.Extensions,
 		Node: Node{
 			ID:            b.GetNode().GetId(),
 			Cluster:       b.GetNode().GetCluster(),

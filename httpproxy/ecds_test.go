@@ -388,10 +388,7 @@ func TestECDSTap(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	taps := tap.NewManager()
-	filters := filter.NewRegistry()
-	if err := tap.Register(filters, taps); err != nil {
-		t.Fatal(err)
-	}
+	filters := filtersOf(t, taps)
 	ext := newFakeExtensions()
 	e := newEnv(t, envOptions{clusters: []string{staticCluster("web", "", up.Listener.Addr().String())},
 		hcm: ecdsHCM("tap", tap.TypeURL, ""), ecds: ext, filters: filters})
@@ -448,10 +445,7 @@ func TestECDSRejectedElsewhere(t *testing.T) {
 	taps := tap.NewManager()
 	var available []bool
 	taps.Watch(func(ok bool) { available = append(available, ok) })
-	accepting := filter.NewRegistry()
-	if err := tap.Register(accepting, taps); err != nil {
-		t.Fatal(err)
-	}
+	accepting := filtersOf(t, taps)
 	refusing := filter.NewRegistry()
 	if err := refusing.Register(tap.Name, func(*anypb.Any, *filter.Context) (filter.Filter, error) {
 		return nil, fmt.Errorf("refused by the second connection manager")
@@ -487,13 +481,7 @@ func TestCheckDiscoveredFilter(t *testing.T) {
 	taps := tap.NewManager()
 	var available []bool
 	taps.Watch(func(ok bool) { available = append(available, ok) })
-	filters := filter.NewRegistry()
-	if err := healthcheck.Register(filters); err != nil {
-		t.Fatal(err)
-	}
-	if err := tap.Register(filters, taps); err != nil {
-		t.Fatal(err)
-	}
+	filters := filtersOf(t, taps, healthcheck.Register)
 	check := CheckDiscoveredFilter(filters, &filter.Context{})
 	var adminTap tapv3.Tap
 	fromYAML(t, `common_config: {admin_config: {config_id: ecds}}`, &adminTap)

@@ -18,6 +18,7 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/health_check/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	tapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/tap/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -30,6 +31,8 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/httpproxy/filter"
+	"github.com/legateproxy/legate/httpproxy/filters/tap"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/overload"
 	"github.com/legateproxy/legate/pool"
@@ -297,4 +300,22 @@ func (e *env) hostStats(name, addr string) *cluster.HostStats {
 	}
 	e.t.Fatalf("cluster %q has no host %s", name, addr)
 	return nil
+}
+
+// filtersOf returns the HTTP filters that register registers, and the tap filter when taps is
+// not nil: its filters join taps, as the server's join its /tap endpoint.
+func filtersOf(t testing.TB, taps *tap.Manager, register ...func(*registry.Builder)) *filter.Registry {
+	t.Helper()
+	if taps != nil {
+		register = append(register, func(b *registry.Builder) {
+			registry.Add(b, filter.HTTPFilters, tap.Name, &tapv3.Tap{}, filter.Extension{
+				New: func(cfg *anypb.Any, _ *filter.Context) (filter.Filter, error) { return tap.FromAny(cfg, taps) },
+			})
+		})
+	}
+	filters, err := filter.Of(register...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filters
 }

@@ -60,6 +60,9 @@ type Deps struct {
 	LocalClusterName string
 	// Hostname is what %HOSTNAME% prints; empty means os.Hostname().
 	Hostname string
+	// Taps is the /tap endpoint's registry of tap filters (filter.Context.Taps); nil when
+	// there is no /tap.
+	Taps any
 	// Filters are the HTTP filters besides the router; nil means the built-in set
 	// (envoy.filters.http.health_check).
 	Filters *filter.Registry
@@ -96,8 +99,8 @@ func Register(reg *listener.Registry, deps Deps) error {
 		return fmt.Errorf("httpproxy: Deps.Clusters and Deps.Pools are required")
 	}
 	if deps.Filters == nil {
-		deps.Filters = filter.NewRegistry()
-		if err := healthcheck.Register(deps.Filters); err != nil {
+		var err error
+		if deps.Filters, err = filter.Of(healthcheck.Register); err != nil {
 			return err
 		}
 	}
@@ -268,7 +271,7 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 		conns:     map[*serverConn]struct{}{},
 		stop:      make(chan struct{}),
 	}
-	fctx := &filter.Context{Clusters: d.Clusters, HealthCheckFailed: d.HealthCheckFailed, LocalClusterName: d.LocalClusterName}
+	fctx := &filter.Context{Clusters: d.Clusters, HealthCheckFailed: d.HealthCheckFailed, LocalClusterName: d.LocalClusterName, Taps: d.Taps}
 	for i, f := range cfg.HTTPFilters {
 		if f.IsRouter() {
 			continue

@@ -15,7 +15,6 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
-	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/filters/ondemand"
 )
 
@@ -69,10 +68,7 @@ func pauseEnv(t *testing.T) (*env, *heldScopes, *routev3.RouteConfiguration) {
 	lazy.OnDemand = true
 	f := &heldScopes{scopes: []*routev3.ScopedRouteConfiguration{lazy}, routes: map[string]*routev3.RouteConfiguration{},
 		loads: make(chan heldLoad, 10), cancels: make(chan string, 10)}
-	reg := filter.NewRegistry()
-	if err := ondemand.Register(reg); err != nil {
-		t.Fatal(err)
-	}
+	reg := filtersOf(t, nil, ondemand.Register)
 	e := newEnv(t, envOptions{hcm: srdsOnDemandHCM, srds: f, filters: reg,
 		clusters: []string{staticCluster("up", "", up.Listener.Addr().String())}})
 	f.push(f.scopes, f.routes)

@@ -11,7 +11,6 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
-	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/filters/ondemand"
 	"github.com/legateproxy/legate/httpproxy/route"
 )
@@ -296,10 +295,7 @@ func TestScopedRoutesOnDemand(t *testing.T) {
 				lazy:   map[string]*routev3.RouteConfiguration{"l": directRC("rl", "lazy")},
 				loads:  make(chan string, 10),
 			}
-			reg := filter.NewRegistry()
-			if err := ondemand.Register(reg); err != nil {
-				t.Fatal(err)
-			}
+			reg := filtersOf(t, nil, ondemand.Register)
 			e := newEnv(t, envOptions{hcm: tc.hcm, srds: f, filters: reg})
 			f.push(f.scopes, f.routes)
 			for _, w := range []struct {

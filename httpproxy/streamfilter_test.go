@@ -333,10 +333,7 @@ func TestHandlerCloseRemovesTap(t *testing.T) {
 	taps := tap.NewManager()
 	var available []bool
 	taps.Watch(func(a bool) { available = append(available, a) })
-	filters := filter.NewRegistry()
-	if err := tap.Register(filters, taps); err != nil {
-		t.Fatal(err)
-	}
+	filters := filtersOf(t, taps)
 	hcm := strings.Replace(simpleHCM("web", ""), "http_filters:\n", `http_filters:
 - name: envoy.filters.http.tap
   typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.tap.v3.Tap, common_config: {admin_config: {config_id: demo}}}

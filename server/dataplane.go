@@ -15,8 +15,6 @@ import (
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/httpproxy"
 	"github.com/legateproxy/legate/httpproxy/filter"
-	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
-	"github.com/legateproxy/legate/httpproxy/filters/ondemand"
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/options"
@@ -40,6 +38,8 @@ type dataPlane struct {
 	// httpFilters are the HTTP filters connection managers build from; RDS checks
 	// typed_per_filter_config against them too.
 	httpFilters *filter.Registry
+	// taps is the /tap endpoint's registry of tap filters (filter.Context.Taps).
+	taps *tap.Manager
 
 	tlsMu sync.Mutex // guards upstreamTLS
 	// upstreamTLS caches each cluster's client TLS context; a nil entry
@@ -51,23 +51,17 @@ type dataPlane struct {
 	tlsStats *tlsutil.StatsScopes
 }
 
-// buildHTTPFilters registers the HTTP filters: health_check, on_demand and tap. Tap
-// filters with an admin_config share one manager with the admin's POST /tap, which exists
-// while they do. It runs before the xDS client, whose RDS checks per-route filter
+// buildHTTPFilters takes the HTTP filters from the extension registry (extensions.New).
+// Tap filters with an admin_config share one manager (filter.Context.Taps) with the admin's
+// POST /tap, which exists while they do. It runs before the xDS client, whose RDS checks per-route filter
 // configurations against the registry.
 func (s *Server) buildHTTPFilters() error {
-	r := filter.NewRegistry()
-	taps := tap.NewManager()
-	admin.WatchTap(s.reg, taps)
-	if err := healthcheck.Register(r); err != nil {
+	r, err := filter.FromRegistry(s.ext)
+	if err != nil {
 		return err
 	}
-	if err := ondemand.Register(r); err != nil {
-		return err
-	}
-	if err := tap.Register(r, taps); err != nil {
-		return err
-	}
+	s.data.taps = tap.NewManager()
+	admin.WatchTap(s.reg, s.data.taps)
 	s.data.httpFilters = r
 	return nil
 }
@@ -137,6 +131,7 @@ func (s *Server) buildDataPlane() error {
 		Stats:             s.store,
 		Logger:            s.logs.Logger("http"),
 		HealthCheckFailed: &s.healthFailed,
+		Taps:              dp.taps,
 		AccessLogs:        dp.accessLogs,
 		TLS:               tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Stats: dp.tlsStats},
 		LocalClusterName:  s.Node().GetCluster(),

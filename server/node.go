@@ -5,7 +5,7 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/legateproxy/legate/bootstrap"
+	"github.com/legateproxy/legate/internal/registry"
 )
 
 // BuildVersion is node.user_agent_build_version: the Envoy API release Legate
@@ -24,14 +24,14 @@ func BuildVersion() *corev3.BuildVersion {
 	}
 }
 
-// Extensions is node.extensions: every extension Legate registers.
-func Extensions() []*corev3.Extension {
+// nodeExtensions is node.extensions: every extension of r.
+func nodeExtensions(r *registry.Registry) []*corev3.Extension {
 	var out []*corev3.Extension
-	for _, e := range bootstrap.Extensions() {
+	for _, e := range r.Entries() {
 		out = append(out, &corev3.Extension{
 			Name:     e.Name,
-			Category: e.Category,
-			TypeUrls: []string{e.TypeName},
+			Category: string(e.Category),
+			TypeUrls: []string{e.TypeName()},
 		})
 	}
 	return out

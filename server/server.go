@@ -24,7 +24,9 @@ import (
 	"github.com/legateproxy/legate/admin/configdump"
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/extensions"
 	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/options"
@@ -56,6 +58,8 @@ type Server struct {
 	opts  *options.Options
 	boot  *config.Bootstrap
 	start time.Time
+	// ext are the extensions Legate is built with (boot.Extensions, else extensions.New's).
+	ext *registry.Registry
 	// staticDeps are the static listeners with the xDS resources they
 	// subscribe to (those that decode; the data plane reports the others).
 	staticDeps []*resource.Listener
@@ -106,6 +110,13 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 		init:         NewInit("Server"),
 		quit:         make(chan struct{}),
 		bootLoadedAt: clk.Now(),
+	}
+	if s.ext = boot.Extensions; s.ext == nil {
+		ext, err := extensions.New()
+		if err != nil {
+			return nil, err
+		}
+		s.ext = ext
 	}
 	logCfg := logging.Config{
 		Level:           opts.LogLevel,
@@ -646,7 +657,7 @@ func (s *Server) Node() *corev3.Node {
 	}
 	n.UserAgentName = "envoy"
 	n.UserAgentVersionType = &corev3.Node_UserAgentBuildVersion{UserAgentBuildVersion: BuildVersion()}
-	n.Extensions = Extensions()
+	n.Extensions = nodeExtensions(s.ext)
 	return n
 }
 

@@ -77,7 +77,7 @@ func (s *Server) buildXDS() error {
 		},
 		// What a warming listener's HTTP filters would refuse is NACKed.
 		ExtensionCheck: httpproxy.CheckDiscoveredFilter(s.data.httpFilters, &filter.Context{
-			Clusters: s.clusters, HealthCheckFailed: &s.healthFailed, LocalClusterName: s.Node().GetCluster(),
+			Clusters: s.clusters, HealthCheckFailed: &s.healthFailed, LocalClusterName: s.Node().GetCluster(), Taps: s.data.taps,
 		}),
 		SecretsChanged: func() { _ = s.certs.Reload() },
 	})

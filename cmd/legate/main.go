@@ -11,6 +11,7 @@ import (
 	"github.com/legateproxy/legate/admin"
 	"github.com/legateproxy/legate/bootstrap"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/extensions"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/options"
 	"github.com/legateproxy/legate/server"
@@ -69,12 +70,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		src.YAML = defaultConfig
 		configName = "<embedded default>"
 	}
+	ext, err := extensions.New()
+	if err != nil {
+		fmt.Fprintf(stderr, "legate: %v\n", err)
+		return 1
+	}
 	loaded, err := bootstrap.Load(src)
 	if err != nil {
 		fmt.Fprintf(stderr, "legate: invalid configuration: %v\n", err)
 		return 1
 	}
-	boot, err := config.FromBootstrap(loaded.Bootstrap, config.Limits{MaxObjNameLen: opts.MaxObjNameLen})
+	boot, err := config.FromBootstrap(loaded.Bootstrap, config.Limits{MaxObjNameLen: opts.MaxObjNameLen, Extensions: ext})
 	if err != nil {
 		fmt.Fprintf(stderr, "legate: invalid configuration: %s: %v\n", configName, err)
 		return 1

@@ -3,7 +3,8 @@
 // headers before routing and may answer it locally, and sees the response headers before they
 // are sent. A filter that also implements StreamFilter gets a Stream per request that is fed
 // the bodies, trailers, final response headers and the stream's end. Filters are found by
-// name or typed_config type URL in a Registry.
+// name or typed_config type URL in a Registry, which FromRegistry makes from the extension
+// registry (internal/registry) and its HTTPFilters entries.
 //
 // Concurrency: a Filter is built once per connection manager configuration by its Factory and
 // shared by every stream, so its methods must be safe for concurrent use; per-stream state

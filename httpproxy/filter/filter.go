@@ -107,6 +107,9 @@ type Context struct {
 	HealthCheckFailed *atomic.Bool
 	// LocalClusterName is --service-cluster (node.cluster).
 	LocalClusterName string
+	// Taps is the /tap admin endpoint's registry of tap filters (a *tap.Manager, which this
+	// package cannot name: tap imports it); nil when the server has no /tap.
+	Taps any
 }
 
 // Factory builds a filter from its typed_config (nil when the filter has none). Errors name

@@ -16,8 +16,9 @@ const module = "github.com/legateproxy/legate/"
 // is docs/DESIGN.md's, from the bottom: shared utilities, stats, the leaves of the data plane
 // (balancing, TLS, runtime), access logs, configuration, the components configuration builds
 // (listeners, health checks, outlier detection, breakers), the cluster manager, the pools, the
-// proxies, then xDS and the admin, the server that wires them, and the binaries. A new
-// top-level package must be placed here: the test names it.
+// proxies, then xDS and the admin, the server that wires them and the list of extensions it
+// is built with, and the binaries. A new top-level package must be placed here: the test
+// names it.
 var layerOf = map[string]int{
 	"internal":   1,
 	"logging":    1,
@@ -43,6 +44,7 @@ var layerOf = map[string]int{
 	"xds":        10,
 	"admin":      10,
 	"server":     11,
+	"extensions": 11,
 	"cmd":        12,
 	"test":       13,
 }

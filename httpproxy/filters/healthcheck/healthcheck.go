@@ -14,6 +14,7 @@ import (
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/internal/registry"
 )
 
 // Name and TypeURL select the filter in http_filters.
@@ -47,11 +48,11 @@ type Filter struct {
 	localName   string
 }
 
-// Register adds the filter's factory to r.
-func Register(r *filter.Registry) error {
-	return r.Register(Name, func(cfg *anypb.Any, ctx *filter.Context) (filter.Filter, error) {
-		return FromAny(cfg, ctx)
-	}, TypeURL)
+// Register registers the filter.
+func Register(b *registry.Builder) {
+	registry.Add(b, filter.HTTPFilters, Name, &hcv3.HealthCheck{}, filter.Extension{
+		New: func(cfg *anypb.Any, ctx *filter.Context) (filter.Filter, error) { return FromAny(cfg, ctx) },
+	})
 }
 
 // FromAny builds the filter from its typed_config.

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/httpproxy/filter"
+	"github.com/legateproxy/legate/internal/registry"
 )
 
 // Name and the type URLs select the filter in http_filters (TypeURL) and in
@@ -29,20 +30,18 @@ type Filter struct {
 	Wait time.Duration
 }
 
-// Register adds the filter's factory and its per-route configuration (PerRouteConfig) to r.
-func Register(r *filter.Registry) error {
-	err := r.Register(Name, func(cfg *anypb.Any, _ *filter.Context) (filter.Filter, error) {
-		return FromAny(cfg)
-	}, TypeURL)
-	if err != nil {
-		return err
-	}
-	return r.RegisterPerRoute(func(cfg *anypb.Any) (any, error) {
-		if err := PerRouteFromAny(cfg); err != nil {
-			return nil, err
-		}
-		return &PerRoute{}, nil
-	}, PerRouteTypeURL)
+// Register registers the filter and its per-route configuration (PerRouteConfig).
+func Register(b *registry.Builder) {
+	registry.Add(b, filter.HTTPFilters, Name, &ondemandv3.OnDemand{}, filter.Extension{
+		New: func(cfg *anypb.Any, _ *filter.Context) (filter.Filter, error) { return FromAny(cfg) },
+		PerRoute: func(cfg *anypb.Any) (any, error) {
+			if err := PerRouteFromAny(cfg); err != nil {
+				return nil, err
+			}
+			return &PerRoute{}, nil
+		},
+		PerRouteConfig: &ondemandv3.PerRouteConfig{},
+	})
 }
 
 // PerRoute is a checked PerRouteConfig (typed_per_filter_config). Its only field, odcds,

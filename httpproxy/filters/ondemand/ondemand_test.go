@@ -199,8 +199,8 @@ func TestOnRequestPauses(t *testing.T) {
 // and checked; a filter type that takes no per-route configuration is refused unless
 // optional; types no Legate filter knows are accepted and unused.
 func TestRegistryPerRoute(t *testing.T) {
-	reg := filter.NewRegistry()
-	if err := Register(reg); err != nil {
+	reg, err := filter.Of(Register)
+	if err != nil {
 		t.Fatal(err)
 	}
 	odcds := &ondemandv3.OnDemandCds{Source: &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}}}

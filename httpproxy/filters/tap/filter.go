@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/httpproxy/filter"
+	"github.com/legateproxy/legate/internal/registry"
 )
 
 // Name and TypeURL select the filter in http_filters.
@@ -38,11 +39,15 @@ type Filter struct {
 	closed     atomic.Bool
 }
 
-// Register adds the filter's factory to r; every tap filter built through it shares m.
-func Register(r *filter.Registry, m *Manager) error {
-	return r.Register(Name, func(cfg *anypb.Any, _ *filter.Context) (filter.Filter, error) {
-		return FromAny(cfg, m)
-	}, TypeURL)
+// Register registers the filter; a tap filter joins the *Manager of its filter.Context
+// (Context.Taps).
+func Register(b *registry.Builder) {
+	registry.Add(b, filter.HTTPFilters, Name, &tapv3.Tap{}, filter.Extension{
+		New: func(cfg *anypb.Any, ctx *filter.Context) (filter.Filter, error) {
+			m, _ := ctx.Taps.(*Manager)
+			return FromAny(cfg, m)
+		},
+	})
 }
 
 // FromAny builds the filter from its typed_config.
@@ -72,6 +77,8 @@ func New(pb *tapv3.Tap, m *Manager) (*Filter, error) {
 	f := &Filter{mgr: m, recordTime: pb.GetRecordHeadersReceivedTime()}
 	common := pb.GetCommonConfig()
 	switch {
+	case common.GetAdminConfig() != nil && m == nil:
+		return nil, fmt.Errorf("%s: common_config.admin_config: this server has no /tap admin endpoint", Name)
 	case common.GetAdminConfig() != nil:
 		f.configID = common.GetAdminConfig().GetConfigId()
 		m.register(f)

@@ -1,0 +1,27 @@
+package extensions
+
+import (
+	"github.com/legateproxy/legate/bootstrap"
+	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
+	"github.com/legateproxy/legate/httpproxy/filters/ondemand"
+	"github.com/legateproxy/legate/httpproxy/filters/tap"
+	"github.com/legateproxy/legate/internal/registry"
+)
+
+// New registers every extension Legate implements and returns the registry. It fails only when
+// two registrations conflict, a programming error the tests catch.
+func New() (*registry.Registry, error) {
+	b := registry.NewBuilder()
+	for _, register := range []func(*registry.Builder){
+		healthcheck.Register,
+		ondemand.Register,
+		tap.Register,
+	} {
+		register(b)
+	}
+	// The loader's older catalog, until each of its extensions registers itself.
+	for _, e := range bootstrap.Extensions() {
+		b.Declare(registry.Category(e.Category), e.Name, e.Config)
+	}
+	return b.Build()
+}
