@@ -10,7 +10,9 @@ import (
 	ondemandv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/on_demand/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	tapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/tap/v3"
+	httpinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/http_inspector/v3"
 	originaldstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
+	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/proxy_protocol/v3"
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
@@ -59,7 +61,9 @@ func Extensions() []Extension {
 		e("envoy.filters.http.on_demand", "envoy.filters.http", &ondemandv3.OnDemand{}),
 		e("envoy.filters.http.router", "envoy.filters.http", &routerv3.Router{}),
 		e("envoy.filters.http.tap", "envoy.filters.http", &tapv3.Tap{}),
+		e("envoy.filters.listener.http_inspector", "envoy.filters.listener", &httpinspectorv3.HttpInspector{}),
 		e("envoy.filters.listener.original_dst", "envoy.filters.listener", &originaldstv3.OriginalDst{}),
+		e("envoy.filters.listener.proxy_protocol", "envoy.filters.listener", &proxyprotocolv3.ProxyProtocol{}),
 		e("envoy.filters.listener.tls_inspector", "envoy.filters.listener", &tlsinspectorv3.TlsInspector{}),
 		e("envoy.filters.network.http_connection_manager", "envoy.filters.network", &hcmv3.HttpConnectionManager{}),
 		e("envoy.filters.network.tcp_proxy", "envoy.filters.network", &tcpproxyv3.TcpProxy{}),

@@ -179,8 +179,9 @@
 //
 // Fields refused by the code that converts them rather than by this table: listener
 // udp_listener_config, api_listener, internal_listener, filter_chain_matcher,
-// listener filters other than the TLS inspector and the original destination filter, config_discovery,
-// use_proxy_proto = true (ListenerFromProto); the load_balancing_policy fields listed in
+// listener filters other than the TLS inspector, the original destination filter, the PROXY
+// protocol filter and the HTTP inspector, config_discovery, filter_disabled
+// (ListenerFromProto); the PROXY protocol filter's own fields (listener/proxyprotocol); the load_balancing_policy fields listed in
 // lbpolicy_proto.go; the HTTP connection manager's and the TCP proxy's own lists.
 //
 // Concurrency: FromBootstrap is a pure function. The structs it returns are not modified

@@ -22,6 +22,8 @@ const (
 	TCPProxyFilter              = "envoy.filters.network.tcp_proxy"
 	TLSInspectorFilter          = "envoy.filters.listener.tls_inspector"
 	OriginalDstFilter           = "envoy.filters.listener.original_dst"
+	ProxyProtocolFilter         = "envoy.filters.listener.proxy_protocol"
+	HTTPInspectorFilter         = "envoy.filters.listener.http_inspector"
 )
 
 // TrafficDirection is core.TrafficDirection, a listener's traffic_direction.
@@ -96,6 +98,16 @@ type Listener struct {
 	// TLSInspector is set when listener_filters holds envoy.filters.listener.tls_inspector:
 	// the first bytes of each connection are read to detect TLS, SNI and ALPN.
 	TLSInspector bool
+	// ProxyProtocol is set when listener_filters holds envoy.filters.listener.proxy_protocol
+	// or a filter chain sets the deprecated use_proxy_proto: each connection starts with a
+	// PROXY protocol header whose addresses replace the socket's. ProxyProtocolConfig is the
+	// filter's typed_config (nil for the defaults), which package listener/proxyprotocol reads.
+	ProxyProtocol       bool
+	ProxyProtocolConfig *anypb.Any
+	// HTTPInspector is set when listener_filters holds envoy.filters.listener.http_inspector:
+	// a plain-text connection's first bytes tell HTTP/1.0, HTTP/1.1 or h2c for
+	// filter_chain_match.application_protocols.
+	HTTPInspector bool
 	// OriginalDst is set when listener_filters holds envoy.filters.listener.original_dst or
 	// use_original_dst is true: each connection's local address is restored to the destination
 	// it had before an iptables REDIRECT (SO_ORIGINAL_DST), which filter chain matching and

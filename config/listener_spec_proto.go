@@ -15,6 +15,15 @@ const tlsInspectorTypeURL = "type.googleapis.com/envoy.extensions.filters.listen
 // originalDstTypeURL is the typed_config type of the original destination listener filter.
 const originalDstTypeURL = "type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst"
 
+// The typed_config types of the PROXY protocol filter and the HTTP inspector.
+const (
+	proxyProtocolTypeURL = "type.googleapis.com/envoy.extensions.filters.listener.proxy_protocol.v3.ProxyProtocol"
+	httpInspectorTypeURL = "type.googleapis.com/envoy.extensions.filters.listener.http_inspector.v3.HttpInspector"
+)
+
+// implementedListenerFilters names the listener filters Legate runs, for errors.
+const implementedListenerFilters = TLSInspectorFilter + ", " + OriginalDstFilter + ", " + ProxyProtocolFilter + " and " + HTTPInspectorFilter
+
 // ListenerFromProto converts l into a Listener with Envoy's defaults applied and checks the
 // rules the listener manager relies on. Errors name the listener, the field path, the value
 // and the rule. l is kept as Listener.Proto and must not be modified afterwards.
@@ -92,6 +101,10 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 			b.fail("listener_filters[%d].config_discovery: set for %q; not implemented by Legate (extension config discovery serves HTTP filters only)", i, f.GetName())
 			continue
 		}
+		if f.GetFilterDisabled() != nil {
+			b.fail("listener_filters[%d].filter_disabled: set for %q; not implemented by Legate", i, f.GetName())
+			continue
+		}
 		if isListenerFilter(f, tlsInspectorTypeURL, TLSInspectorFilter, "envoy.listener.tls_inspector") {
 			out.TLSInspector = true
 			continue
@@ -100,11 +113,26 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 			out.OriginalDst = true
 			continue
 		}
-		if u := f.GetTypedConfig().GetTypeUrl(); u != "" {
-			b.fail("listener_filters[%d].typed_config = %q: unsupported listener filter; only %s and %s are implemented", i, u, TLSInspectorFilter, OriginalDstFilter)
+		if isListenerFilter(f, proxyProtocolTypeURL, ProxyProtocolFilter, "envoy.listener.proxy_protocol") {
+			out.ProxyProtocol, out.ProxyProtocolConfig = true, f.GetTypedConfig()
 			continue
 		}
-		b.fail("listener_filters[%d].name = %q: unsupported listener filter; only %s and %s are implemented", i, f.GetName(), TLSInspectorFilter, OriginalDstFilter)
+		if isListenerFilter(f, httpInspectorTypeURL, HTTPInspectorFilter, "envoy.listener.http_inspector") {
+			out.HTTPInspector = true
+			continue
+		}
+		if u := f.GetTypedConfig().GetTypeUrl(); u != "" {
+			b.fail("listener_filters[%d].typed_config = %q: unsupported listener filter; only %s are implemented", i, u, implementedListenerFilters)
+			continue
+		}
+		b.fail("listener_filters[%d].name = %q: unsupported listener filter; only %s are implemented", i, f.GetName(), implementedListenerFilters)
+	}
+	// Envoy adds the PROXY protocol filter itself, with its defaults, when a filter chain
+	// sets the deprecated use_proxy_proto.
+	for _, fc := range l.GetFilterChains() {
+		if fc.GetUseProxyProto().GetValue() && !out.ProxyProtocol {
+			out.ProxyProtocol = true
+		}
 	}
 	if out.OriginalDst && out.Address.Kind == PipeAddress {
 		b.fail("address: %s: the original destination needs a TCP address; a pipe has none", out.Address)
@@ -169,9 +197,6 @@ func (b *listenerBuilder) address(path string, a *corev3.Address) (Address, bool
 
 func (b *listenerBuilder) chain(path string, fc *listenerv3.FilterChain) *FilterChain {
 	out := &FilterChain{Name: fc.GetName(), Proto: fc}
-	if fc.GetUseProxyProto().GetValue() {
-		b.fail("%s.use_proxy_proto = true: the PROXY protocol is not supported", path)
-	}
 	if ts := fc.GetTransportSocket(); ts != nil {
 		out.TransportSocket = ts.GetName()
 		out.TransportSocketConfig = ts.GetTypedConfig()

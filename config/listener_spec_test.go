@@ -156,7 +156,7 @@ func TestListenerErrors(t *testing.T) {
 		{"no address", "name: l\n" + chain, `listener "l": address: address is missing`},
 		{"hostname", "name: l\naddress: {socket_address: {address: example.com, port_value: 1}}\n" + chain, `address.socket_address.address = "example.com": malformed IP address`},
 		{"udp", "name: l\naddress: {socket_address: {protocol: UDP, address: 127.0.0.1, port_value: 1}}\n" + chain, "UDP listeners are not supported"},
-		{"unknown listener filter", "name: l\n" + addr + chain + "listener_filters: [{name: envoy.filters.listener.http_inspector}]", `listener_filters[0].name = "envoy.filters.listener.http_inspector": unsupported listener filter`},
+		{"unknown listener filter", "name: l\n" + addr + chain + "listener_filters: [{name: envoy.filters.listener.original_src}]", `listener_filters[0].name = "envoy.filters.listener.original_src": unsupported listener filter`},
 		{"listener filter named as the TLS inspector but typed otherwise", "name: l\n" + addr + chain + "listener_filters: [{name: envoy.filters.listener.tls_inspector, typed_config: {\"@type\": type.googleapis.com/google.protobuf.StringValue, value: a}}]",
 			`listener_filters[0].typed_config = "type.googleapis.com/google.protobuf.StringValue": unsupported listener filter`},
 		{"partial wildcard", "name: l\n" + addr + "filter_chains: [{filter_chain_match: {server_names: [\"www.*.com\"]}}]", `filter_chains[0].filter_chain_match.server_names[0] = "www.*.com": partial wildcards are not supported`},

@@ -34,8 +34,9 @@ type serverConn struct {
 	lc       *listener.Conn
 	nc       net.Conn // lc, or the TLS connection over it
 	rd       reader
-	remote   string // the peer's ip:port
+	remote   string // the peer's ip:port, or the client a PROXY protocol header named
 	remoteIP string
+	direct   string // the socket's peer (listener.Conn.DirectRemoteAddr)
 	local    string
 	restored bool // local is an original destination (listener.Conn.LocalAddressRestored)
 	tls      bool
@@ -113,6 +114,7 @@ func (h *Handler) openConn(c *listener.Conn, start time.Time) *serverConn {
 	sc.initLimits(start)
 	sc.remote = c.RemoteAddr().String()
 	sc.remoteIP = hostOnly(sc.remote)
+	sc.direct = directRemote(c, sc.remote)
 	sc.local, sc.restored = c.LocalAddr().String(), c.LocalAddressRestored()
 	sc.rd = reader{conn: nc, buf: make([]byte, readBufferSize), max: h.maxHead, rx: &h.stats.DownstreamCxRxBytesTotal}
 	h.track(sc, true)
@@ -443,6 +445,7 @@ func (h *Handler) serveH2(lc *listener.Conn, nc net.Conn, pre []byte, start time
 	_, isTLS := nc.(*tls.Conn)
 	ch := &h2conn{h: h, wire: wire, drain: lc.DrainClose, remote: remote, remoteIP: hostOnly(remote), local: lc.LocalAddr().String(), restored: lc.LocalAddressRestored(), tls: isTLS, tlsInfo: info}
 	ch.connID = lc.ID()
+	ch.direct = directRemote(lc, remote)
 	srv, opts := h.http2, &http2.ServeConnOpts{Handler: ch, BaseConfig: h.h2base}
 	if d := h.cfg.MaxConnectionDuration; d > 0 {
 		l, err := h.newH2Lifetime(nc, start.Add(d))
@@ -478,6 +481,7 @@ type h2conn struct {
 	drain    func() bool // the listener's DrainClose
 	remote   string
 	remoteIP string
+	direct   string // see serverConn.direct
 	local    string
 	restored bool // see serverConn.restored
 	tls      bool
@@ -584,4 +588,13 @@ func (d *dateCache) get(now time.Time) string {
 	v := &dateValue{sec: sec, s: now.UTC().Format(http.TimeFormat)}
 	d.cur.Store(v)
 	return v.s
+}
+
+// directRemote returns the socket peer of c, whose remote address reads remote: the same
+// string unless a PROXY protocol header replaced the remote address.
+func directRemote(c *listener.Conn, remote string) string {
+	if d := c.DirectRemoteAddr(); d != c.RemoteAddr() {
+		return d.String()
+	}
+	return remote
 }

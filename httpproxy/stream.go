@@ -73,6 +73,7 @@ type stream struct {
 	proto    string
 	remote   string
 	remoteIP string
+	direct   string // the socket's peer, for %DOWNSTREAM_DIRECT_REMOTE_ADDRESS%
 	// client and clientIP are the trusted client address (xffClient): the socket's peer
 	// unless x-forwarded-for names another, as Envoy's downstream remote address.
 	client   string
@@ -227,7 +228,7 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 	s.begin(h)
 	s.sc = sc
 	s.remote, s.remoteIP, s.local, s.tls = sc.remote, sc.remoteIP, sc.local, sc.tls
-	s.restored = sc.restored
+	s.restored, s.direct = sc.restored, sc.direct
 	s.connID = sc.lc.ID()
 	s.drain = sc
 	s.arena = append(s.arena, head...)
@@ -303,7 +304,7 @@ func (s *stream) serveH2(c *h2conn, w http.ResponseWriter, r *http.Request) {
 	s.h2w = w
 	s.ctx.setup(h.sh.deps.Now, r.Context())
 	s.remote, s.remoteIP, s.local, s.tls = c.remote, c.remoteIP, c.local, c.tls
-	s.restored = c.restored
+	s.restored, s.direct = c.restored, c.direct
 	s.connID = c.connID
 	s.drain = c
 	s.proto = "HTTP/2"
@@ -852,7 +853,7 @@ func (s *stream) fillEntryBasics() {
 	if s.client == "" { // answered before the request's headers were applied
 		e.DownstreamRemoteAddress = s.remote
 	}
-	e.DownstreamDirectRemoteAddress = s.remote
+	e.DownstreamDirectRemoteAddress = s.direct
 	e.DownstreamLocalAddress = s.local
 	e.ConnectionID = s.connID
 	e.DownstreamTLS, e.RequestedServerName = s.downstreamTLS()

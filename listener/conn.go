@@ -29,6 +29,9 @@ type Conn struct {
 	// restored is the original destination the original_dst listener filter read; nil when
 	// the local address is the one the connection was accepted on.
 	restored *net.TCPAddr
+	// remote is the client address of the PROXY protocol header; nil when the remote address
+	// is the socket's peer.
+	remote *net.TCPAddr
 	// limited is set when the connection counts against the global connection limit;
 	// admitted is the listener version whose connection limit counts it (the accepting one,
 	// before an original_dst hand-off).
@@ -93,14 +96,29 @@ func (c *Conn) Close() error {
 }
 
 // LocalAddr returns the connection's local address: its original destination when the
-// listener restored one (Envoy's restored local address, which %DOWNSTREAM_LOCAL_ADDRESS%
-// and filter chain matching see), else the address it was accepted on.
+// listener restored one from SO_ORIGINAL_DST or a PROXY protocol header (Envoy's restored
+// local address, which %DOWNSTREAM_LOCAL_ADDRESS% and filter chain matching see), else the
+// address it was accepted on.
 func (c *Conn) LocalAddr() net.Addr {
 	if c.restored != nil {
 		return c.restored
 	}
 	return c.Conn.LocalAddr()
 }
+
+// RemoteAddr returns the connection's remote address: the client the PROXY protocol header
+// named (Envoy's remote address after the proxy_protocol listener filter), else the socket's
+// peer.
+func (c *Conn) RemoteAddr() net.Addr {
+	if c.remote != nil {
+		return c.remote
+	}
+	return c.Conn.RemoteAddr()
+}
+
+// DirectRemoteAddr returns the socket's peer, whatever a PROXY header said (Envoy's direct
+// remote address, %DOWNSTREAM_DIRECT_REMOTE_ADDRESS%).
+func (c *Conn) DirectRemoteAddr() net.Addr { return c.Conn.RemoteAddr() }
 
 // LocalAddressRestored reports whether LocalAddr is an original destination read by the
 // listener (use_original_dst or envoy.filters.listener.original_dst): the address ORIGINAL_DST

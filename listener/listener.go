@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/listener/httpinspector"
+	"github.com/legateproxy/legate/listener/proxyprotocol"
 )
 
 // entry is one active listener by name; its version changes with updates.
@@ -112,8 +114,10 @@ type listenerInfo struct {
 	filterTimeout     time.Duration
 	continueOnTimeout bool
 	tlsInspector      bool
-	originalDst       bool // restore the local address from SO_ORIGINAL_DST
-	handOff           bool // use_original_dst: serve on the listener of the original destination
+	proxyProtocol     *proxyprotocol.Filter    // nil without the PROXY protocol filter
+	httpInspector     *httpinspector.Inspector // nil without the HTTP inspector
+	originalDst       bool                     // restore the local address from SO_ORIGINAL_DST
+	handOff           bool                     // use_original_dst: serve on the listener of the original destination
 	// limitKey is the runtime key of the listener's connection limit; open counts the
 	// connections admitted against it.
 	limitKey string
@@ -277,34 +281,33 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 		}
 	}
 	info := v.info
-	var hello clientHello
-	var tls bool
-	var peeked []byte
-	if info.tlsInspector {
-		var ok bool
-		peeked, hello, tls, ok = m.inspect(info, nc)
-		if !ok {
+	a := accepted{restored: restored}
+	if info.needsData() {
+		if !m.runFilters(info, nc, &a) {
 			nc.Close()
 			return
 		}
 	}
-	local := nc.LocalAddr()
-	if restored != nil {
-		local = restored
+	local, remote := nc.LocalAddr(), nc.RemoteAddr()
+	if a.restored != nil {
+		local = a.restored
 	}
-	f := factsOf(local, nc.RemoteAddr(), hello, tls)
+	if a.remote != nil {
+		remote = a.remote
+	}
+	f := factsOf(local, remote, nc.RemoteAddr(), a.hello, a.tls)
 	ch := selectChain(v.chains, v.def, &f)
 	if ch == nil {
 		info.stats.s.NoFilterChainMatch.Inc()
-		m.cfg.Logger.Debugf("listener '%s': closing connection from %s: no matching filter chain found", info.name, nc.RemoteAddr())
+		m.cfg.Logger.Debugf("listener '%s': closing connection from %s: no matching filter chain found", info.name, remote)
 		if v.noChainLog != nil {
-			v.noChainLog(NoChainConn{Start: acceptedAt, Local: local, Remote: nc.RemoteAddr(), SNI: hello.serverName, ID: m.connIDs.Add(1)})
+			v.noChainLog(NoChainConn{Start: acceptedAt, Local: local, Remote: remote, DirectRemote: nc.RemoteAddr(), SNI: a.hello.serverName, ID: m.connIDs.Add(1)})
 		}
 		nc.Close()
 		return
 	}
 	w := &ch.info.stats.workers[worker]
-	c := &Conn{Conn: nc, id: m.connIDs.Add(1), peeked: peeked, chain: ch, worker: w, start: m.cfg.Clock.Now(), hello: hello, tls: tls, restored: restored, limited: limited, admitted: admitted}
+	c := &Conn{Conn: nc, id: m.connIDs.Add(1), peeked: a.peeked, chain: ch, worker: w, start: m.cfg.Clock.Now(), hello: a.hello, tls: a.tls, restored: a.restored, remote: a.remote, limited: limited, admitted: admitted}
 	if !ch.add(c) {
 		nc.Close()
 		return
@@ -322,56 +325,6 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 		return
 	}
 	ch.handler.ServeConn(c)
-}
-
-// inspect is the TLS inspector: it reads the start of the connection to tell TLS from raw
-// bytes and, for TLS, the SNI and ALPN of the ClientHello. ok is false when the connection
-// must be closed (listener filter error, remote close, or timeout without
-// continue_on_listener_filters_timeout).
-func (m *Manager) inspect(info *listenerInfo, nc net.Conn) (peeked []byte, hello clientHello, tls, ok bool) {
-	st := &info.stats.s
-	st.DownstreamPreCxActive.Inc()
-	defer st.DownstreamPreCxActive.Dec()
-	if info.filterTimeout > 0 {
-		nc.SetReadDeadline(time.Now().Add(info.filterTimeout))
-		defer nc.SetReadDeadline(time.Time{})
-	}
-	buf := make([]byte, 0, 2048) // ClientHellos with post-quantum key shares are 1.5-2 KiB
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, make([]byte, len(buf))...)[:len(buf)]
-		}
-		n, err := nc.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if n > 0 {
-			h, perr := parseClientHello(buf)
-			switch perr {
-			case nil:
-				return buf, h, true, true
-			case errNotTLS:
-				return buf, clientHello{}, false, true
-			case errHelloTooLarge:
-				st.DownstreamListenerFilterError.Inc()
-				return nil, clientHello{}, false, false
-			}
-		}
-		if err == nil {
-			continue
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			st.DownstreamPreCxTimeout.Inc()
-			if info.continueOnTimeout {
-				return buf, clientHello{}, false, true
-			}
-			return nil, clientHello{}, false, false
-		}
-		if errors.Is(err, io.EOF) {
-			st.DownstreamListenerFilterRemoteClose.Inc()
-		} else {
-			st.DownstreamListenerFilterError.Inc()
-		}
-		return nil, clientHello{}, false, false
-	}
 }
 
 // bind opens the listening sockets of e's current version, taking inherited

@@ -69,7 +69,8 @@ type NoChainLog func(c NoChainConn)
 // NoChainConn is what a listener knows of a connection no filter chain matched.
 type NoChainConn struct {
 	Start         time.Time
-	Local, Remote net.Addr // Local is the original destination when restored
+	Local, Remote net.Addr // the original destination when restored; the PROXY header's source
+	DirectRemote  net.Addr // the socket's peer
 	SNI           string   // from the TLS inspector; empty without one
 	ID            uint64   // the connection's id (Conn.ID)
 }
@@ -381,6 +382,10 @@ func (m *Manager) newVersion(name string, l *config.Listener, reuse *version) (*
 			originalDst:       l.OriginalDst,
 			handOff:           l.UseOriginalDst,
 			limitKey:          connectionLimitKey(name),
+		}
+		if err := m.buildListenerFilters(v.info, l); err != nil {
+			m.discard(v, reuse)
+			return nil, fmt.Errorf("listener %q: %w", name, err)
 		}
 	}
 	var old []*chain

@@ -11,13 +11,14 @@ import (
 // connFacts is what filter chain selection knows about a new connection.
 type connFacts struct {
 	dst, src  netip.AddrPort // valid only when ip
+	directSrc netip.AddrPort // the socket's peer; src is the PROXY header's source when one came
 	ip        bool           // false for pipe connections
 	sni       string
 	alpn      []string
 	transport string // "tls" or "raw_buffer"
 }
 
-func factsOf(local, remote net.Addr, hello clientHello, tls bool) connFacts {
+func factsOf(local, remote, direct net.Addr, hello clientHello, tls bool) connFacts {
 	f := connFacts{sni: hello.serverName, alpn: hello.alpn, transport: "raw_buffer"}
 	if tls {
 		f.transport = "tls"
@@ -28,6 +29,10 @@ func factsOf(local, remote net.Addr, hello clientHello, tls bool) connFacts {
 		f.ip = true
 		f.dst = unmapped(l.AddrPort())
 		f.src = unmapped(r.AddrPort())
+		f.directSrc = f.src
+		if d, ok := direct.(*net.TCPAddr); ok {
+			f.directSrc = unmapped(d.AddrPort())
+		}
 	}
 	return f
 }
@@ -108,7 +113,7 @@ func score(step int, m *config.FilterChainMatch, f *connFacts) int {
 	case stepApplicationProtocols:
 		return alpnScore(m.ApplicationProtocols, f.alpn)
 	case stepDirectSourceIP:
-		return prefixScore(m.DirectSourcePrefixRanges, f.src.Addr(), f.ip)
+		return prefixScore(m.DirectSourcePrefixRanges, f.directSrc.Addr(), f.ip)
 	case stepSourceType:
 		if m.SourceType == config.SourceAny {
 			return 0

@@ -57,7 +57,7 @@ func logNoChain(logs []lineLogger, c listener.NoChainConn) {
 		RequestedServerName:     c.SNI,
 		ConnectionID:            c.ID,
 	}
-	e.DownstreamDirectRemoteAddress = e.DownstreamRemoteAddress
+	e.DownstreamDirectRemoteAddress = addrString(c.DirectRemote)
 	var buf []byte
 	for _, l := range logs {
 		if l.filter.Match(&e) {

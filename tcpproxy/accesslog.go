@@ -101,7 +101,8 @@ type connInfo struct {
 	start         time.Time
 	id            uint64 // the listener connection's id
 	local, remote string
-	restored      bool // local is the connection's original destination (ORIGINAL_DST clusters)
+	direct        string // the socket's peer; remote may come from a PROXY protocol header
+	restored      bool   // local is the connection's original destination (ORIGINAL_DST clusters)
 	sni           string
 	tls           *accesslog.TLSInfo // set once the handshake succeeded
 	cluster       string             // set once the cluster is found
@@ -119,8 +120,10 @@ type connInfo struct {
 
 func newConnInfo(down net.Conn) *connInfo {
 	ci := &connInfo{start: time.Now(), local: addrString(down.LocalAddr()), remote: addrString(down.RemoteAddr())}
+	ci.direct = ci.remote
 	if lc, ok := down.(*listener.Conn); ok {
 		ci.sni, ci.id, ci.restored = lc.ServerName(), lc.ID(), lc.LocalAddressRestored()
+		ci.direct = addrString(lc.DirectRemoteAddr())
 	}
 	return ci
 }
@@ -161,7 +164,7 @@ func (ci *connInfo) entry(t accesslog.Type) accesslog.Entry {
 		BytesSent:                     ci.tx.Load(),
 		Duration:                      max(time.Since(ci.start), 1),
 		DownstreamRemoteAddress:       ci.remote,
-		DownstreamDirectRemoteAddress: ci.remote,
+		DownstreamDirectRemoteAddress: ci.direct,
 		DownstreamLocalAddress:        ci.local,
 		UpstreamHost:                  ci.host,
 		UpstreamLocalAddress:          ci.upstreamLocal,
