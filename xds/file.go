@@ -21,6 +21,17 @@ const DefaultFilePollInterval = time.Second
 func (m *mux) runFile(ctx context.Context) {
 	w := &fileWatch{path: m.src.Path, dir: m.src.WatchedDirectory}
 	for {
+		if !m.watching() {
+			// The mux starts before its first watch is added: a file read now would be a
+			// response for an unsubscribed type, dropped, and not read again until it changes.
+			// addWatch signals wake.
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.wake:
+			}
+			continue
+		}
 		reload, err := w.check()
 		if err != nil {
 			m.c.log.Warnf("xds: %s: %v", m.key, err)
@@ -101,6 +112,13 @@ func (w *fileWatch) fail(err error) error {
 	}
 	w.failing = true
 	return err
+}
+
+// watching reports whether the mux has a watch for its type.
+func (m *mux) watching() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.watches[m.typeURL] != nil
 }
 
 func (m *mux) fileLoad() {

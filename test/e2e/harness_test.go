@@ -127,10 +127,16 @@ func launch(t *testing.T, args ...string) *proc {
 // launchEnv is launch with env ("NAME=value") added to the environment.
 func launchEnv(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
+	return launchBin(t, legateBin, env, args...)
+}
+
+// launchBin is launchEnv running the legate binary at bin.
+func launchBin(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
 	dir := t.TempDir()
 	addrFile := filepath.Join(dir, "admin-address")
 	args = append([]string{"--admin-address-path", addrFile}, args...)
-	cmd := exec.Command(legateBin, args...)
+	cmd := exec.Command(bin, args...)
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
