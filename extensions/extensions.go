@@ -2,6 +2,7 @@ package extensions
 
 import (
 	"github.com/legateproxy/legate/bootstrap"
+	"github.com/legateproxy/legate/httpproxy/filters/cors"
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
 	"github.com/legateproxy/legate/httpproxy/filters/ondemand"
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
@@ -13,6 +14,7 @@ import (
 func New() (*registry.Registry, error) {
 	b := registry.NewBuilder()
 	for _, register := range []func(*registry.Builder){
+		cors.Register,
 		healthcheck.Register,
 		ondemand.Register,
 		tap.Register,

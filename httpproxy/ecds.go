@@ -258,8 +258,8 @@ func (sh *shared) startECDS(h *Handler, list []discoveredFilter) error {
 	if d.ExtensionConfigs == nil {
 		return fmt.Errorf("http_connection_manager %q: http_filters %q: config_discovery needs the xDS client", h.cfg.StatPrefix, list[0].name)
 	}
-	fctx := &filter.Context{Clusters: d.Clusters, HealthCheckFailed: d.HealthCheckFailed, LocalClusterName: d.LocalClusterName, Taps: d.Taps}
 	for _, df := range list {
+		fctx := sh.filterContext(h.hcmPrefix, df.name)
 		e := &ecdsFilter{
 			build: func(tc *corev3.TypedExtensionConfig) (filter.Filter, error) {
 				f, err := buildDiscovered(d.Filters, fctx, df.cd.GetTypeUrls(), tc)

@@ -110,7 +110,7 @@ func Register(reg *listener.Registry, deps Deps) error {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	shared := &shared{deps: deps, stats: newStatsRegistry(deps.Stats), dates: newDateCache(deps.Now)}
+	shared := &shared{deps: deps, stats: newStatsRegistry(deps.Stats), filterStats: filter.NewStats(deps.Stats), dates: newDateCache(deps.Now)}
 	return reg.Register(config.HTTPConnectionManagerFilter, func(ctx *listener.ChainContext) (listener.FilterChainHandler, error) {
 		h, err := shared.newHandler(ctx)
 		if err != nil {
@@ -122,9 +122,21 @@ func Register(reg *listener.Registry, deps Deps) error {
 
 // shared is what the handlers of one Register call share.
 type shared struct {
-	deps  Deps
-	stats *statsRegistry
-	dates *dateCache
+	deps        Deps
+	stats       *statsRegistry
+	filterStats *filter.Stats
+	dates       *dateCache
+}
+
+// filterContext is what the factory of the HTTP filter called name, in the connection
+// manager whose stats prefix is hcmPrefix, builds from.
+func (sh *shared) filterContext(hcmPrefix, name string) *filter.Context {
+	d := &sh.deps
+	return &filter.Context{
+		Clusters: d.Clusters, HealthCheckFailed: d.HealthCheckFailed, LocalClusterName: d.LocalClusterName, Taps: d.Taps,
+		Name: name, StatPrefix: hcmPrefix, Stats: sh.filterStats,
+		Runtime: d.Runtime, RuntimeFraction: d.RuntimeFraction, Now: d.Now,
+	}
 }
 
 // Handler is the HTTP connection manager of one filter chain (Envoy's
@@ -271,7 +283,6 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 		conns:     map[*serverConn]struct{}{},
 		stop:      make(chan struct{}),
 	}
-	fctx := &filter.Context{Clusters: d.Clusters, HealthCheckFailed: d.HealthCheckFailed, LocalClusterName: d.LocalClusterName, Taps: d.Taps}
 	for i, f := range cfg.HTTPFilters {
 		if f.IsRouter() {
 			continue
@@ -280,7 +291,7 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 		if !ok {
 			return nil, fmt.Errorf("http_connection_manager %q: http_filters[%d] = %q: unknown HTTP filter", cfg.StatPrefix, i, f.Name)
 		}
-		inst, err := factory(f.TypedConfig, fctx)
+		inst, err := factory(f.TypedConfig, sh.filterContext(h.hcmPrefix, f.Name))
 		if err != nil {
 			h.closeFilters()
 			return nil, fmt.Errorf("http_connection_manager %q: http_filters[%d]: %w", cfg.StatPrefix, i, err)

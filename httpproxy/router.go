@@ -16,6 +16,7 @@ import (
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/outlier"
@@ -640,10 +641,29 @@ func (s *stream) discardResponse() {
 
 // bufferBody reads the request body into memory so that retries can replay it; it reports
 // false when the body exceeds the buffer limit (the body read so far is still sent).
-func (s *stream) bufferBody() bool {
-	limit := s.bufferLimit()
+func (s *stream) bufferBody() bool { return s.readBody(s.bufferLimit()) == nil }
+
+// BufferBody implements filter.Downstream (the buffer filter): the whole body in memory, up
+// to limit bytes.
+func (s *stream) BufferBody(limit int64) error {
+	if s.body == nil {
+		return nil
+	}
+	return s.readBody(limit)
+}
+
+// readBody reads the request body into bodyBuf, to be replayed to each attempt. Past limit,
+// or on a read error, what was read is still sent, followed by the rest of the body, and the
+// error is filter.ErrBodyTooLarge or the read's.
+func (s *stream) readBody(limit int64) error {
+	if s.bodyBuffered {
+		if int64(len(s.bodyBuf)) > limit {
+			return filter.ErrBodyTooLarge
+		}
+		return nil
+	}
 	if s.contentLength > limit {
-		return false
+		return filter.ErrBodyTooLarge
 	}
 	buf := s.bodyBuf[:0]
 	for {
@@ -656,18 +676,20 @@ func (s *stream) bufferBody() bool {
 			break
 		}
 		if err != nil || int64(len(buf)) > limit {
-			s.bodyBuf = buf
 			s.bodyReplay.Reset(buf)
 			s.up.Body = io.MultiReader(&s.bodyReplay, s.body)
 			s.body = s.up.Body
 			s.bodyBuf = nil
-			return false
+			if err != nil {
+				return err
+			}
+			return filter.ErrBodyTooLarge
 		}
 	}
 	s.bodyBuf, s.bodyBuffered = buf, true
 	s.contentLength = int64(len(buf))
 	s.up.ContentLength = s.contentLength
-	return true
+	return nil
 }
 
 // hop-by-hop and framing response headers the codec owns.

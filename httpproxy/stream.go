@@ -96,7 +96,8 @@ type stream struct {
 	contentLength int64
 	start         time.Time
 	fx            filter.Exchange
-	gone          bool // the client went away while a filter paused the request (body.go)
+	replyHeader   http.Header // a filter's local reply's headers (filter.Reply.Header)
+	gone          bool        // the client went away while a filter paused the request (body.go)
 
 	resp      http.Header
 	respStore http.Header // HTTP/1 response header storage
@@ -175,7 +176,7 @@ func getStream() *stream { return streamPool.Get().(*stream) }
 // putStream clears what the stream must not keep alive and returns it to the pool.
 func putStream(s *stream) {
 	s.ctx.stop()
-	s.h, s.sc, s.h2w, s.drain, s.match, s.body, s.h2req, s.skip = nil, nil, nil, nil, nil, nil, nil, nil
+	s.h, s.sc, s.h2w, s.drain, s.match, s.body, s.h2req, s.skip, s.replyHeader = nil, nil, nil, nil, nil, nil, nil, nil, nil
 	s.reqObserved, s.respObserved = observedBody{}, observedBody{}
 	clear(s.trailers)
 	clear(s.outHdr)
@@ -368,6 +369,7 @@ func (s *stream) process() {
 		if r := f.OnRequest(&s.fx); r != nil {
 			s.flags |= r.Flags
 			s.details = r.Details
+			s.replyHeader = r.Header
 			s.localReply(r.Status, []byte(r.Body), nil)
 			routed = false
 			break
@@ -617,6 +619,10 @@ func (s *stream) localReply(status int, body []byte, m *route.Match) {
 	if len(body) > 0 {
 		s.setRespHeader(hdrContentType, textPlain)
 	}
+	for k, vs := range s.replyHeader {
+		s.resp[k] = append(s.resp[k], vs...)
+	}
+	s.replyHeader = nil
 	s.sendHead(status, int64(len(body)), m)
 	if len(body) > 0 {
 		s.writeBody(body)

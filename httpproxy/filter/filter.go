@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"sync/atomic"
@@ -26,6 +27,58 @@ type Exchange struct {
 	// Downstream is the connection manager's hold on the stream (pausing it, its current
 	// route); nil when it offers none (then a filter cannot pause the request).
 	Downstream Downstream
+
+	// kept holds what filters keep for the stream between their calls (Keep); two inline
+	// entries cover a chain's usual stateful filters without allocating.
+	kept     [2]keptValue
+	keptMore []keptValue
+}
+
+type keptValue struct{ key, v any }
+
+// Keep stores v for this stream under key (a filter uses itself as the key), replacing what
+// was kept under key; OnResponse and a Stream read it back with Kept. It is the per-stream
+// state of a filter whose instance is shared by every stream.
+func (x *Exchange) Keep(key, v any) {
+	for i := range x.kept {
+		if k := &x.kept[i]; k.key == nil || k.key == key {
+			*k = keptValue{key, v}
+			return
+		}
+	}
+	for i := range x.keptMore {
+		if x.keptMore[i].key == key {
+			x.keptMore[i].v = v
+			return
+		}
+	}
+	x.keptMore = append(x.keptMore, keptValue{key, v})
+}
+
+// Kept returns what Keep stored under key for this stream, or nil.
+func (x *Exchange) Kept(key any) any {
+	for i := range x.kept {
+		if x.kept[i].key == key {
+			return x.kept[i].v
+		}
+	}
+	for i := range x.keptMore {
+		if x.keptMore[i].key == key {
+			return x.keptMore[i].v
+		}
+	}
+	return nil
+}
+
+// PerFilterConfigs appends to dst the typed_per_filter_config entries called name of the
+// request's current route, most specific first (weighted cluster, route, virtual host, route
+// configuration), as Envoy's getAllPerFilterConfig read in reverse. See
+// route.Match.PerFilterConfigs.
+func (x *Exchange) PerFilterConfigs(name string, dst []*route.FilterConfig) []*route.FilterConfig {
+	if x.Downstream == nil {
+		return dst
+	}
+	return x.Downstream.Route().PerFilterConfigs(name, dst)
 }
 
 // PerFilterConfig returns the typed_per_filter_config entry called name that applies to the
@@ -58,7 +111,15 @@ type Downstream interface {
 	Pause(ready <-chan struct{}, bound time.Duration) (gone bool)
 	// Route is the request's route in the current route tables (nil: none).
 	Route() *route.Match
+	// BufferBody reads the whole request body into memory before the request goes on (it is
+	// then sent upstream with its length), failing with ErrBodyTooLarge once it exceeds limit
+	// bytes (Envoy's buffer filter). Another error means the client went away or sent a
+	// malformed body.
+	BufferBody(limit int64) error
 }
+
+// ErrBodyTooLarge is BufferBody's error for a body over its limit.
+var ErrBodyTooLarge = errors.New("request body too large")
 
 // RouteDiscovery is the connection manager's half of on-demand route discovery (Envoy's
 // route() and requestRouteConfigUpdate, which envoy.filters.http.on_demand drives). Methods
@@ -82,6 +143,9 @@ type Reply struct {
 	Flags accesslog.ResponseFlags
 	// Details is %RESPONSE_CODE_DETAILS%.
 	Details string
+	// Header is added to the local reply's headers (Envoy's sendLocalReply modify_headers:
+	// a CORS preflight's allow headers, a rate limit's x-ratelimit-* headers); nil adds none.
+	Header http.Header
 }
 
 // Filter is one configured HTTP filter. Methods are called on the stream's goroutine and must
@@ -110,6 +174,50 @@ type Context struct {
 	// Taps is the /tap admin endpoint's registry of tap filters (a *tap.Manager, which this
 	// package cannot name: tap imports it); nil when the server has no /tap.
 	Taps any
+	// Name is the filter's name in http_filters (or its ECDS resource name): the key of its
+	// typed_per_filter_config entries.
+	Name string
+	// StatPrefix is the connection manager's stats prefix ("http.<stat_prefix>."), under
+	// which Envoy's filters name most of their stats.
+	StatPrefix string
+	// Stats lists the filters' stats; nil leaves them unlisted (a configuration check).
+	Stats *Stats
+	// Runtime returns the runtime's integer value of key, or def when unset; nil uses def.
+	Runtime func(key string, def uint64) uint64
+	// RuntimeFraction decides a runtime fractional percent (key, the configured default
+	// numerator and denominator, the request's random value), as Envoy's featureEnabled; nil
+	// uses the default.
+	RuntimeFraction func(key string, numerator, denominator, random uint64) bool
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// RuntimeValue is ctx.Runtime(key, def), or def without a runtime or a key.
+func (ctx *Context) RuntimeValue(key string, def uint64) uint64 {
+	if ctx == nil || ctx.Runtime == nil || key == "" {
+		return def
+	}
+	return ctx.Runtime(key, def)
+}
+
+// FractionEnabled is ctx.RuntimeFraction, or the default fraction numerator/denominator
+// decided by random without a runtime or a key.
+func (ctx *Context) FractionEnabled(key string, numerator, denominator, random uint64) bool {
+	if ctx != nil && ctx.RuntimeFraction != nil && key != "" {
+		return ctx.RuntimeFraction(key, numerator, denominator, random)
+	}
+	if denominator == 0 {
+		return false
+	}
+	return random%denominator < numerator
+}
+
+// Clock is ctx.Now, or time.Now.
+func (ctx *Context) Clock() func() time.Time {
+	if ctx == nil || ctx.Now == nil {
+		return time.Now
+	}
+	return ctx.Now
 }
 
 // Factory builds a filter from its typed_config (nil when the filter has none). Errors name

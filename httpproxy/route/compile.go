@@ -195,6 +195,9 @@ func (c *compiler) virtualHost(p *routev3.VirtualHost, path string) (*VirtualHos
 		return nil, err
 	}
 	c.noteDisabled(vh.filters)
+	if vh.cors, err = compileLegacyCors(p.GetCors(), path+".cors", c.opts); err != nil {
+		return nil, err
+	}
 	if vh.requestOps, err = compileHeaderOps(p.GetRequestHeadersToAdd(), p.GetRequestHeadersToRemove(), path+".", "request_headers", c.opts); err != nil {
 		return nil, err
 	}
@@ -242,6 +245,9 @@ func (c *compiler) route(p *routev3.Route, vh *VirtualHost, path string) (*Route
 	case *routev3.Route_Route:
 		r.Kind = ActionRoute
 		if err := c.routeAction(r, a.Route, path+".route"); err != nil {
+			return nil, err
+		}
+		if r.cors, err = compileLegacyCors(a.Route.GetCors(), path+".route.cors", c.opts); err != nil {
 			return nil, err
 		}
 	case *routev3.Route_Redirect:

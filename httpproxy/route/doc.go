@@ -18,6 +18,8 @@
 // found with Match.PerFilterConfig; FilterConfig.disabled takes the filter out of the chain
 // for requests on that route (Match.FilterDisabled, Table.DisablesFilters).
 // request_mirror_policies compile into Route.Mirrors (request_headers_mutations refused).
-// Ignored, as they belong to other filters or to stats: cors, rate_limits, decorator, tracing,
+// The deprecated cors fields of virtual hosts and routes go through Options.PerFilterConfig as
+// entries of the CORS filter's CorsPolicy type (Match.LegacyCors).
+// Ignored, as they belong to other filters or to stats: rate_limits, decorator, tracing,
 // virtual_clusters, hedge_policy, internal redirects and buffer limits.
 package route

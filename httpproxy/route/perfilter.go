@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -59,6 +60,91 @@ func (m *Match) PerFilterConfig(name string) (cfg *FilterConfig, ok bool) {
 	cfg, ok = vh.configFilters[name]
 	return cfg, ok
 }
+
+// PerFilterConfigs appends to dst every level's typed_per_filter_config entry called name,
+// most specific first (weighted cluster, route, virtual host, route configuration): Envoy's
+// getAllPerFilterConfig in reverse, for filters that merge the levels (CORS). m may be nil.
+func (m *Match) PerFilterConfigs(name string, dst []*FilterConfig) []*FilterConfig {
+	if m == nil {
+		return dst
+	}
+	if m.Weighted != nil {
+		if cfg, ok := m.Weighted.filters[name]; ok {
+			dst = append(dst, cfg)
+		}
+	}
+	vh := m.VirtualHost
+	if m.Route != nil {
+		if cfg, ok := m.Route.filters[name]; ok {
+			dst = append(dst, cfg)
+		}
+		if vh == nil {
+			vh = m.Route.vhost
+		}
+	}
+	if vh != nil {
+		if cfg, ok := vh.filters[name]; ok {
+			dst = append(dst, cfg)
+		}
+		if cfg, ok := vh.configFilters[name]; ok {
+			dst = append(dst, cfg)
+		}
+	}
+	return dst
+}
+
+// LegacyCors returns the deprecated cors policies of the route (RouteAction.cors) and of its
+// virtual host, as Options.PerFilterConfig made them (nil where unset), which Envoy's CORS
+// filter reads when no typed_per_filter_config level has its entry. m may be nil.
+func (m *Match) LegacyCors() (routeLevel, vhostLevel any) {
+	if m == nil {
+		return nil, nil
+	}
+	vh := m.VirtualHost
+	if m.Route != nil {
+		routeLevel = m.Route.cors
+		if vh == nil {
+			vh = m.Route.vhost
+		}
+	}
+	if vh != nil {
+		vhostLevel = vh.cors
+	}
+	return routeLevel, vhostLevel
+}
+
+// compileLegacyCors hands a deprecated cors field to Options.PerFilterConfig as the CORS
+// filter's own per-route policy (envoy.extensions.filters.http.cors.v3.CorsPolicy, which has
+// the same fields); without a hook, or without that filter, it is kept unused.
+func compileLegacyCors(p *routev3.CorsPolicy, path string, opts *Options) (any, error) {
+	if p == nil || opts.PerFilterConfig == nil {
+		return nil, nil
+	}
+	pol := &corsv3.CorsPolicy{
+		AllowOriginStringMatch:       p.GetAllowOriginStringMatch(),
+		AllowMethods:                 p.GetAllowMethods(),
+		AllowHeaders:                 p.GetAllowHeaders(),
+		ExposeHeaders:                p.GetExposeHeaders(),
+		MaxAge:                       p.GetMaxAge(),
+		AllowCredentials:             p.GetAllowCredentials(),
+		FilterEnabled:                p.GetFilterEnabled(),
+		ShadowEnabled:                p.GetShadowEnabled(),
+		AllowPrivateNetworkAccess:    p.GetAllowPrivateNetworkAccess(),
+		ForwardNotMatchingPreflights: p.GetForwardNotMatchingPreflights(),
+	}
+	a, err := anypb.New(pol)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	v, err := opts.PerFilterConfig(LegacyCorsName, a, false)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
+}
+
+// LegacyCorsName is the name deprecated cors fields are compiled under.
+const LegacyCorsName = "envoy.filters.http.cors"
 
 // FilterDisabled reports whether the most specific typed_per_filter_config entry for the filter
 // called name disables it for this request (FilterConfig.disabled); m may be nil.

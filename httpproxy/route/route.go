@@ -70,6 +70,7 @@ type VirtualHost struct {
 	// filters and configFilters are the typed_per_filter_config of the virtual host and of
 	// its route configuration.
 	filters, configFilters perFilter
+	cors                   any // cors (deprecated) as Options.PerFilterConfig made it
 }
 
 func (vh *VirtualHost) globalOps(request bool) *HeaderOps {
@@ -154,6 +155,7 @@ type Route struct {
 	requestOps  *HeaderOps
 	responseOps *HeaderOps
 	filters     perFilter // typed_per_filter_config
+	cors        any       // route.cors (deprecated) as Options.PerFilterConfig made it
 }
 
 // WeightedClusters is RouteAction.weighted_clusters.

@@ -170,6 +170,8 @@ func (d *fakeDownstream) Pause(ready <-chan struct{}, bound time.Duration) bool 
 
 func (d *fakeDownstream) Route() *route.Match { return nil }
 
+func (d *fakeDownstream) BufferBody(int64) error { return nil }
+
 // TestOnRequestPauses: with a Downstream the filter holds the request through Pause (which
 // buffers the body and sees the client leave) with its bound, and withdraws its interest
 // once Pause returns, whether the answer came or the client left.
