@@ -4,9 +4,10 @@ import (
 	"fmt"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
-
+	httpoptionsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // Support says what Legate does with one configuration field when it is set.
@@ -87,6 +88,31 @@ var fieldNotes = map[protoreflect.FullName]map[protoreflect.Name]Support{
 		"dns_resolution_config": Refused, "typed_dns_resolver_config": Refused, "filters": Refused,
 		"upstream_config": Refused, "connection_pool_per_downstream_connection": Refused,
 		"queuing_policies": Refused,
+	},
+	"envoy.config.core.v3.HttpProtocolOptions": {
+		"idle_timeout": Implemented, "max_connection_duration": Implemented, "max_headers_count": Implemented,
+		"max_response_headers_kb": Implemented, "max_stream_duration": Implemented,
+		"max_requests_per_connection":     Implemented,
+		"headers_with_underscores_action": Ignored, "max_connection_duration_jitter": Ignored,
+	},
+	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+		"common_http_protocol_options": Implemented, "explicit_http_config": Implemented,
+		"use_downstream_protocol_config": Implemented, "auto_config": Implemented,
+		"upstream_http_protocol_options": Refused, "http_filters": Refused,
+		"header_validation_config": Refused, "outlier_detection": Refused,
+		"request_mirror_policies": Refused, "hash_policy": Refused, "retry_policy": Refused,
+	},
+	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions.ExplicitHttpConfig": {
+		"http_protocol_options": Implemented, "http2_protocol_options": Implemented,
+		"http3_protocol_options": Refused,
+	},
+	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions.UseDownstreamHttpConfig": {
+		"http_protocol_options": Implemented, "http2_protocol_options": Implemented,
+		"http3_protocol_options": Refused,
+	},
+	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions.AutoHttpConfig": {
+		"http_protocol_options": Implemented, "http2_protocol_options": Implemented,
+		"http3_protocol_options": Refused, "alternate_protocols_cache_options": Refused,
 	},
 	"envoy.config.core.v3.Http1ProtocolOptions": {
 		"allow_absolute_url": Refused, "accept_http_10": Refused, "default_host_for_http_10": Refused,
@@ -217,6 +243,10 @@ func audit(path string, m protoreflect.Message, out *[]FieldNote) {
 	if !m.IsValid() {
 		return
 	}
+	if opts := upstreamHTTPOptions(m); opts != nil {
+		audit(path, opts.ProtoReflect(), out)
+		return
+	}
 	_, audited := fieldNotes[m.Descriptor().FullName()]
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		fpath := joinPath(path, string(fd.Name()))
@@ -273,4 +303,19 @@ func deprecations(file string, b *bootstrapv3.Bootstrap) []string {
 		}
 	}
 	return out
+}
+
+// upstreamHTTPOptions returns the upstream HttpProtocolOptions packed in m when m is an Any
+// holding one (a cluster's typed_extension_protocol_options entry), so that its fields are
+// audited like the Cluster's own. Other Anys are left to the code that decodes them.
+func upstreamHTTPOptions(m protoreflect.Message) *httpoptionsv3.HttpProtocolOptions {
+	a, ok := m.Interface().(*anypb.Any)
+	if !ok || a.GetTypeUrl() != typeURL(&httpoptionsv3.HttpProtocolOptions{}) {
+		return nil
+	}
+	var opts httpoptionsv3.HttpProtocolOptions
+	if a.UnmarshalTo(&opts) != nil {
+		return nil // the cluster's converter reports the bad payload
+	}
+	return &opts
 }

@@ -166,6 +166,14 @@ type Cluster struct {
 	// HTTP/2): the upstream speaks HTTP/2 with prior knowledge.
 	HTTP2             bool
 	ProtocolSelection ProtocolSelection
+	// AutoHTTP is HttpProtocolOptions.auto_config: each connection speaks what TLS ALPN
+	// negotiates, HTTP/2 when the upstream offers h2, HTTP/1.1 otherwise.
+	AutoHTTP bool
+	// HTTP holds common_http_protocol_options as they apply to the cluster's upstream
+	// connections, from typed_extension_protocol_options'
+	// envoy.extensions.upstreams.http.v3.HttpProtocolOptions when that is set (it then
+	// replaces the Cluster's own protocol fields, as in Envoy), else from the Cluster.
+	HTTP UpstreamHTTPOptions
 	// TypedExtensionProtocolOptions are typed_extension_protocol_options, by filter name,
 	// left opaque for the filters that read them.
 	TypedExtensionProtocolOptions map[string]*anypb.Any
@@ -190,6 +198,32 @@ type Cluster struct {
 	// Proto is the cluster as received, for /config_dump. Do not modify it.
 	Proto *clusterv3.Cluster
 }
+
+// UpstreamHTTPOptions are the core.v3.HttpProtocolOptions of a cluster's HTTP connections.
+type UpstreamHTTPOptions struct {
+	// IdleTimeout is idle_timeout: a connection without a request that long is closed
+	// (DefaultUpstreamIdleTimeout when unset; 0 disables).
+	IdleTimeout time.Duration
+	// MaxConnectionDuration is max_connection_duration: a connection that old takes no new
+	// request and closes when its last one ends (0: no limit).
+	MaxConnectionDuration time.Duration
+	// MaxHeadersCount is max_headers_count, the most fields an upstream response head may
+	// have (default 100).
+	MaxHeadersCount uint32
+	// MaxResponseHeadersBytes is max_response_headers_kb in bytes (default 60 KiB).
+	MaxResponseHeadersBytes uint32
+	// MaxStreamDuration is max_stream_duration: an upstream request is reset that long after
+	// it started (0: no limit).
+	MaxStreamDuration time.Duration
+}
+
+// Defaults of UpstreamHTTPOptions (Envoy's).
+const (
+	DefaultUpstreamIdleTimeout     = time.Hour
+	DefaultMaxResponseHeadersCount = 100
+	DefaultMaxResponseHeadersKB    = 60
+	maxResponseHeadersKB           = 8192 // Envoy's bound on max_response_headers_kb
+)
 
 // CustomClusterType is Cluster.CustomClusterType: a cluster_type extension named in
 // ClusterTypes.

@@ -95,9 +95,6 @@ func (b *clusterBuilder) build(c *clusterv3.Cluster, lim Limits) *Cluster {
 	if out.DNSLookupFamily > All {
 		b.fail("dns_lookup_family = %d; not a DnsLookupFamily", c.GetDnsLookupFamily())
 	}
-	if mr := c.GetCommonHttpProtocolOptions().GetMaxRequestsPerConnection(); mr != nil && out.MaxRequestsPerConnection == 0 {
-		out.MaxRequestsPerConnection = mr.GetValue()
-	}
 	for i, a := range c.GetDnsResolvers() {
 		out.DNSResolvers = append(out.DNSResolvers, b.address(fmt.Sprintf("dns_resolvers[%d]", i), a))
 	}
@@ -142,7 +139,7 @@ func (b *clusterBuilder) build(c *clusterv3.Cluster, lim Limits) *Cluster {
 		out.LoadAssignment.OverprovisioningFactor = DefaultOverprovisioningFactor
 	}
 	b.endpointRules(out)
-	out.Ignored = b.audit(c)
+	out.Ignored = append(out.Ignored, b.audit(c)...)
 	return out
 }
 
@@ -427,28 +424,92 @@ func (b *clusterBuilder) circuitBreakers(cb *clusterv3.CircuitBreakers, out *Clu
 	}
 }
 
-// protocols works out TLS and HTTP/2 from the v3 fields (v2's tls_context and
-// http2_protocol_options are upgraded by bootstrap into these).
+// protocols works out TLS, HTTP/2 and the HTTP connection options from the v3 fields (v2's
+// tls_context, http2_protocol_options and extension_protocol_options are upgraded by bootstrap
+// into these). typed_extension_protocol_options' HttpProtocolOptions, when set, replaces the
+// Cluster's http2_protocol_options, common_http_protocol_options and protocol_selection, as in
+// Envoy; those are then listed as ignored.
 func (b *clusterBuilder) protocols(c *clusterv3.Cluster, out *Cluster) {
 	if ts := c.GetTransportSocket(); ts != nil {
 		out.TLS = ts.GetName() == "envoy.transport_sockets.tls" || ts.GetName() == "tls" ||
 			strings.HasSuffix(ts.GetTypedConfig().GetTypeUrl(), ".UpstreamTlsContext")
 	}
 	out.HTTP2 = c.GetHttp2ProtocolOptions() != nil
+	common := c.GetCommonHttpProtocolOptions()
 	if a, ok := c.GetTypedExtensionProtocolOptions()[upstreamHTTPOptionsKey]; ok {
+		at := fmt.Sprintf("typed_extension_protocol_options[%q]", upstreamHTTPOptionsKey)
 		var opts upstreamhttpv3.HttpProtocolOptions
 		if err := a.UnmarshalTo(&opts); err != nil {
-			b.fail("typed_extension_protocol_options[%q]: %v", upstreamHTTPOptionsKey, err)
+			b.fail("%s: %v", at, err)
 			return
 		}
-		if opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions() != nil {
-			out.HTTP2 = true
+		for _, legacy := range []struct {
+			name string
+			set  bool
+		}{
+			{"http2_protocol_options", c.GetHttp2ProtocolOptions() != nil},
+			{"common_http_protocol_options", common != nil},
+			{"protocol_selection", c.GetProtocolSelection() != clusterv3.Cluster_USE_CONFIGURED_PROTOCOL},
+		} {
+			if legacy.set {
+				out.Ignored = append(out.Ignored, legacy.name+" (replaced by "+at+")")
+			}
 		}
-		if opts.GetUseDownstreamProtocolConfig() != nil {
+		out.HTTP2 = false
+		out.ProtocolSelection = UseConfiguredProtocol
+		switch {
+		case opts.GetExplicitHttpConfig() != nil:
+			out.HTTP2 = opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions() != nil
+		case opts.GetUseDownstreamProtocolConfig() != nil:
 			out.ProtocolSelection = UseDownstreamProtocol
+		case opts.GetAutoConfig() != nil:
+			b.autoConfig(at+".auto_config", out)
 		}
-		if mr := opts.GetCommonHttpProtocolOptions().GetMaxRequestsPerConnection(); mr != nil && out.MaxRequestsPerConnection == 0 {
-			out.MaxRequestsPerConnection = mr.GetValue()
+		common = opts.GetCommonHttpProtocolOptions()
+		if common.GetMaxRequestsPerConnection() != nil && c.GetMaxRequestsPerConnection() != nil {
+			b.fail("max_requests_per_connection and %s.common_http_protocol_options.max_requests_per_connection are both set; set only one (Envoy refuses both)", at)
+		}
+	}
+	b.httpOptions(common, out)
+}
+
+// autoConfig checks auto_config, which needs ALPN and so TLS: Envoy refuses it on a cluster
+// whose transport socket cannot negotiate a protocol.
+func (b *clusterBuilder) autoConfig(at string, out *Cluster) {
+	if !out.TLS {
+		b.fail("%s: set on a cluster without a TLS transport_socket; the protocol is chosen by TLS ALPN (use explicit_http_config for plain text)", at)
+	}
+	out.AutoHTTP = true
+}
+
+// httpOptions converts the common_http_protocol_options of the cluster's connections.
+func (b *clusterBuilder) httpOptions(p *corev3.HttpProtocolOptions, out *Cluster) {
+	out.HTTP = UpstreamHTTPOptions{
+		IdleTimeout:             durationOr(p.GetIdleTimeout(), DefaultUpstreamIdleTimeout),
+		MaxConnectionDuration:   p.GetMaxConnectionDuration().AsDuration(),
+		MaxHeadersCount:         u32Or(p.GetMaxHeadersCount(), DefaultMaxResponseHeadersCount),
+		MaxResponseHeadersBytes: u32Or(p.GetMaxResponseHeadersKb(), DefaultMaxResponseHeadersKB) << 10,
+		MaxStreamDuration:       p.GetMaxStreamDuration().AsDuration(),
+	}
+	if mr := p.GetMaxRequestsPerConnection(); mr != nil && out.MaxRequestsPerConnection == 0 {
+		out.MaxRequestsPerConnection = mr.GetValue()
+	}
+	if kb := p.GetMaxResponseHeadersKb(); kb != nil && (kb.GetValue() == 0 || kb.GetValue() > maxResponseHeadersKB) {
+		b.fail("common_http_protocol_options.max_response_headers_kb = %d; must be 1 to %d", kb.GetValue(), maxResponseHeadersKB)
+	}
+	if n := p.GetMaxHeadersCount(); n != nil && n.GetValue() == 0 {
+		b.fail("common_http_protocol_options.max_headers_count = 0; must be at least 1")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"idle_timeout", out.HTTP.IdleTimeout},
+		{"max_connection_duration", out.HTTP.MaxConnectionDuration},
+		{"max_stream_duration", out.HTTP.MaxStreamDuration},
+	} {
+		if d.v < 0 {
+			b.fail("common_http_protocol_options.%s = %v; must not be negative", d.name, d.v)
 		}
 	}
 }

@@ -69,6 +69,7 @@ load_assignment:
 		}},
 		DNSRefreshRate:  5 * time.Second,
 		CleanupInterval: 5 * time.Second,
+		HTTP:            UpstreamHTTPOptions{IdleTimeout: time.Hour, MaxHeadersCount: 100, MaxResponseHeadersBytes: 60 << 10},
 	}
 	if diff := cmp.Diff(want, c, cmpopts.IgnoreFields(Cluster{}, "Proto")); diff != "" {
 		t.Errorf("ClusterFromProto() mismatch (-want +got):\n%s", diff)
@@ -346,4 +347,109 @@ func FuzzClusterFromProto(f *testing.F) {
 			t.Errorf("ClusterFromProto accepted filters, which Legate refuses")
 		}
 	})
+}
+
+// typedHTTPCluster is a cluster whose typed_extension_protocol_options hold the upstream
+// HttpProtocolOptions fields given, with extra cluster fields.
+func typedHTTPCluster(fields, extra string) string {
+	return `
+name: web
+load_assignment:
+  endpoints:
+  - lb_endpoints:
+    - endpoint: {address: {socket_address: {address: 10.0.0.1, port_value: 80}}}
+typed_extension_protocol_options:
+  envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+    "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+    ` + fields + "\n" + extra
+}
+
+const tlsSocket = `transport_socket: {name: envoy.transport_sockets.tls, typed_config: {"@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext}}`
+
+func TestClusterUpstreamHTTPOptions(t *testing.T) {
+	tests := []struct {
+		name, fields, extra string
+		http2, auto         bool
+		sel                 ProtocolSelection
+		opts                UpstreamHTTPOptions
+		maxRequests         uint32
+		ignored             []string
+	}{
+		{
+			name:        "explicit http2 with common options",
+			fields:      "explicit_http_config: {http2_protocol_options: {}}\n    common_http_protocol_options: {idle_timeout: 7s, max_connection_duration: 60s, max_headers_count: 20, max_response_headers_kb: 16, max_stream_duration: 3s, max_requests_per_connection: 9}",
+			http2:       true,
+			opts:        UpstreamHTTPOptions{IdleTimeout: 7 * time.Second, MaxConnectionDuration: time.Minute, MaxHeadersCount: 20, MaxResponseHeadersBytes: 16 << 10, MaxStreamDuration: 3 * time.Second},
+			maxRequests: 9,
+		},
+		{
+			name:   "explicit http1",
+			fields: "explicit_http_config: {http_protocol_options: {}}",
+			opts:   UpstreamHTTPOptions{IdleTimeout: time.Hour, MaxHeadersCount: 100, MaxResponseHeadersBytes: 60 << 10},
+		},
+		{
+			name:   "idle timeout 0 disables",
+			fields: "explicit_http_config: {http_protocol_options: {}}\n    common_http_protocol_options: {idle_timeout: 0s}",
+			opts:   UpstreamHTTPOptions{MaxHeadersCount: 100, MaxResponseHeadersBytes: 60 << 10},
+		},
+		{
+			name:   "downstream protocol",
+			fields: "use_downstream_protocol_config: {http2_protocol_options: {}}",
+			sel:    UseDownstreamProtocol,
+			opts:   UpstreamHTTPOptions{IdleTimeout: time.Hour, MaxHeadersCount: 100, MaxResponseHeadersBytes: 60 << 10},
+		},
+		{
+			name:   "auto over TLS",
+			fields: "auto_config: {http2_protocol_options: {}}",
+			extra:  tlsSocket,
+			auto:   true,
+			opts:   UpstreamHTTPOptions{IdleTimeout: time.Hour, MaxHeadersCount: 100, MaxResponseHeadersBytes: 60 << 10},
+		},
+		{
+			name:    "typed options replace the cluster's",
+			fields:  "explicit_http_config: {http_protocol_options: {}}",
+			extra:   "http2_protocol_options: {}\ncommon_http_protocol_options: {idle_timeout: 5s}\nprotocol_selection: USE_DOWNSTREAM_PROTOCOL",
+			opts:    UpstreamHTTPOptions{IdleTimeout: time.Hour, MaxHeadersCount: 100, MaxResponseHeadersBytes: 60 << 10},
+			ignored: []string{"http2_protocol_options (replaced by typed_extension_protocol_options[\"envoy.extensions.upstreams.http.v3.HttpProtocolOptions\"])", "common_http_protocol_options (replaced by typed_extension_protocol_options[\"envoy.extensions.upstreams.http.v3.HttpProtocolOptions\"])", "protocol_selection (replaced by typed_extension_protocol_options[\"envoy.extensions.upstreams.http.v3.HttpProtocolOptions\"])"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mustCluster(t, typedHTTPCluster(tc.fields, tc.extra))
+			if c.HTTP2 != tc.http2 || c.AutoHTTP != tc.auto || c.ProtocolSelection != tc.sel {
+				t.Errorf("HTTP2, AutoHTTP, ProtocolSelection = %v, %v, %v; want %v, %v, %v", c.HTTP2, c.AutoHTTP, c.ProtocolSelection, tc.http2, tc.auto, tc.sel)
+			}
+			if diff := cmp.Diff(tc.opts, c.HTTP); diff != "" {
+				t.Errorf("HTTP (-want +got):\n%s", diff)
+			}
+			if c.MaxRequestsPerConnection != tc.maxRequests {
+				t.Errorf("MaxRequestsPerConnection = %d; want %d", c.MaxRequestsPerConnection, tc.maxRequests)
+			}
+			if diff := cmp.Diff(tc.ignored, c.Ignored, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Ignored (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestClusterUpstreamHTTPOptionsRefused(t *testing.T) {
+	tests := []struct{ name, y, want string }{
+		{"auto without TLS", typedHTTPCluster("auto_config: {}", ""), `auto_config: set on a cluster without a TLS transport_socket`},
+		{"max requests twice", typedHTTPCluster("common_http_protocol_options: {max_requests_per_connection: 2}", "max_requests_per_connection: 3"), "max_requests_per_connection and typed_extension_protocol_options"},
+		{"headers kb too large", typedHTTPCluster("common_http_protocol_options: {max_response_headers_kb: 9000}", ""), "max_response_headers_kb = 9000; must be 1 to 8192"},
+		{"http1 option delegated", typedHTTPCluster("explicit_http_config: {http_protocol_options: {accept_http_10: true}}", ""), `typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].explicit_http_config.http_protocol_options.accept_http_10: set; not implemented by Legate`},
+		{"upstream options", typedHTTPCluster("upstream_http_protocol_options: {auto_sni: true}", ""), `typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].upstream_http_protocol_options: set; not implemented by Legate`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pc, err := clusterYAML(t, tc.y)
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			_, err = ClusterFromProto(pc, Limits{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("ClusterFromProto error = %v; want it to contain %q", err, tc.want)
+			}
+		})
+	}
 }

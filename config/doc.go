@@ -78,6 +78,19 @@
 //	| Cluster                                          | upstream_config                                  | refused  | replaces the upstream connection pool |
 //	| Cluster                                          | connection_pool_per_downstream_connection        | refused  | connection isolation between clients |
 //	| Cluster                                          | queuing_policies                                 | refused  | request queueing |
+//	| HttpProtocolOptions                              | headers_with_underscores_action                  | ignored  | applies to downstream requests only; Envoy ignores it on clusters too |
+//	| HttpProtocolOptions                              | max_connection_duration_jitter                   | ignored  | Envoy honours it for downstream connections only |
+//	| HttpProtocolOptions                              | upstream_http_protocol_options                   | refused  | auto_sni and auto_san_validation change TLS checks (upstreams.http.v3.HttpProtocolOptions) |
+//	| HttpProtocolOptions                              | http_filters                                     | refused  | upstream HTTP filters |
+//	| HttpProtocolOptions                              | header_validation_config                         | refused  | header validation |
+//	| HttpProtocolOptions                              | outlier_detection                                | refused  | HTTP-level outlier detection matchers |
+//	| HttpProtocolOptions                              | request_mirror_policies                          | refused  | cluster-level request mirroring |
+//	| HttpProtocolOptions                              | hash_policy                                      | refused  | cluster-level hash policy |
+//	| HttpProtocolOptions                              | retry_policy                                     | refused  | cluster-level retry policy |
+//	| HttpProtocolOptions.ExplicitHttpConfig           | http3_protocol_options                           | refused  | HTTP/3 upstreams |
+//	| HttpProtocolOptions.UseDownstreamHttpConfig      | http3_protocol_options                           | refused  | HTTP/3 upstreams |
+//	| HttpProtocolOptions.AutoHttpConfig               | http3_protocol_options                           | refused  | HTTP/3 upstreams |
+//	| HttpProtocolOptions.AutoHttpConfig               | alternate_protocols_cache_options                | refused  | HTTP/3 discovery |
 //	| Http1ProtocolOptions                             | allow_absolute_url                               | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
 //	| Http1ProtocolOptions                             | accept_http_10                                   | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
 //	| Http1ProtocolOptions                             | default_host_for_http_10                         | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
@@ -127,6 +140,17 @@
 //
 // Bootstrap.default_regex_engine may name only envoy.regex_engines.google_re2, the engine
 // Legate's regexes already use (Go's regexp is RE2); any other engine is refused.
+//
+// HttpProtocolOptions above is both core.v3.HttpProtocolOptions (a Cluster's
+// common_http_protocol_options: idle_timeout, max_connection_duration, max_headers_count,
+// max_response_headers_kb, max_stream_duration and max_requests_per_connection are
+// implemented) and the typed_extension_protocol_options entry
+// envoy.extensions.upstreams.http.v3.HttpProtocolOptions, whose fields the audit reads inside
+// the Any. When that entry is set it replaces the Cluster's http2_protocol_options,
+// common_http_protocol_options and protocol_selection, as in Envoy (those are then listed as
+// ignored); explicit_http_config, use_downstream_protocol_config and auto_config (TLS only:
+// ALPN chooses HTTP/2 or HTTP/1.1 per connection) are implemented, and their
+// http_protocol_options follows the rules of Cluster.http_protocol_options.
 //
 // Cluster.http_protocol_options, deprecated in Envoy, is accepted with a deprecation warning
 // (bootstrap's Loaded.Warnings) when it asks for nothing but the defaults; every field set

@@ -77,6 +77,18 @@ var refusedCases = []struct{ name, yaml, path string }{
 	{"cluster upstream_bind_config.additional_source_addresses", webCluster("upstream_bind_config: {source_address: {address: 127.0.0.1, port_value: 0}, additional_source_addresses: [{address: '::1', port_value: 0}]}"), "static_resources.clusters[0].upstream_bind_config.additional_source_addresses"},
 	{"cluster upstream_bind_config.local_address_selector", webCluster("upstream_bind_config: {source_address: {address: 127.0.0.1, port_value: 0}, local_address_selector: {name: s}}"), "static_resources.clusters[0].upstream_bind_config.local_address_selector"},
 	{"cluster upstream_bind_config.validate_network_namespaces", webCluster("upstream_bind_config: {source_address: {address: 127.0.0.1, port_value: 0}, validate_network_namespaces: true}"), "static_resources.clusters[0].upstream_bind_config.validate_network_namespaces"},
+	// The upstream HttpProtocolOptions inside typed_extension_protocol_options.
+	{"http options upstream_http_protocol_options", httpOptionsCluster("upstream_http_protocol_options: {auto_sni: true}"), httpOptionsPath + ".upstream_http_protocol_options"},
+	{"http options http_filters", httpOptionsCluster("http_filters: [{name: f}]"), httpOptionsPath + ".http_filters"},
+	{"http options header_validation_config", httpOptionsCluster("header_validation_config: {name: v}"), httpOptionsPath + ".header_validation_config"},
+	{"http options outlier_detection", httpOptionsCluster("outlier_detection: {}"), httpOptionsPath + ".outlier_detection"},
+	{"http options request_mirror_policies", httpOptionsCluster("request_mirror_policies: [{cluster: web}]"), httpOptionsPath + ".request_mirror_policies"},
+	{"http options hash_policy", httpOptionsCluster("hash_policy: [{header: {header_name: x}}]"), httpOptionsPath + ".hash_policy"},
+	{"http options retry_policy", httpOptionsCluster("retry_policy: {}"), httpOptionsPath + ".retry_policy"},
+	{"http options explicit http3_protocol_options", httpOptionsCluster("explicit_http_config: {http3_protocol_options: {}}"), httpOptionsPath + ".explicit_http_config.http3_protocol_options"},
+	{"http options downstream http3_protocol_options", httpOptionsCluster("use_downstream_protocol_config: {http3_protocol_options: {}}"), httpOptionsPath + ".use_downstream_protocol_config.http3_protocol_options"},
+	{"http options auto http3_protocol_options", httpOptionsCluster("auto_config: {http3_protocol_options: {}}"), httpOptionsPath + ".auto_config.http3_protocol_options"},
+	{"http options auto alternate_protocols_cache_options", httpOptionsCluster("auto_config: {alternate_protocols_cache_options: {name: c}}"), httpOptionsPath + ".auto_config.alternate_protocols_cache_options"},
 	// Listener.
 	{"listener fcds_config", listenerYAML(", fcds_config: {name: f}", "", ""), "static_resources.listeners[0].fcds_config"},
 	{"listener deprecated_v1", listenerYAML(", deprecated_v1: {bind_to_port: true}", "", ""), "static_resources.listeners[0].deprecated_v1"},
@@ -88,6 +100,15 @@ var refusedCases = []struct{ name, yaml, path string }{
 	{"listener tcp_keepalive", listenerYAML(", tcp_keepalive: {keepalive_time: 10}", "", ""), "static_resources.listeners[0].tcp_keepalive"},
 	{"filter chain match address_suffix", listenerYAML("", "", "address_suffix: x"), "static_resources.listeners[0].filter_chains[0].filter_chain_match.address_suffix"},
 	{"filter chain match suffix_len", listenerYAML("", "", "suffix_len: 8"), "static_resources.listeners[0].filter_chains[0].filter_chain_match.suffix_len"},
+}
+
+// httpOptionsPath is the field path of a cluster's upstream HttpProtocolOptions.
+const httpOptionsPath = `static_resources.clusters[0].typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]`
+
+// httpOptionsCluster returns a bootstrap whose cluster sets the upstream HttpProtocolOptions
+// fields given.
+func httpOptionsCluster(fields string) string {
+	return webCluster("typed_extension_protocol_options: {envoy.extensions.upstreams.http.v3.HttpProtocolOptions: {'@type': type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions, " + fields + "}}")
 }
 
 // TestBadConfigsUnimplemented extends TestBadConfigs: each field Legate refuses stops the load

@@ -50,7 +50,7 @@ func (s *stream) bodyEnded() bool {
 // lendBody hands s.up.Body to the attempt about to start through a lease when the exchange
 // is HTTP/2. HTTP/1.1 exchanges read the body on the caller's goroutine, within RoundTrip.
 func (s *stream) lendBody(mgr *pool.Manager) {
-	if s.up.Body == nil || mgr.Protocol(&s.up) != pool.HTTP2 {
+	if s.up.Body == nil || !mgr.MayUseHTTP2(&s.up) {
 		return
 	}
 	s.lease = &bodyLease{r: s.up.Body}

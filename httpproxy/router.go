@@ -28,6 +28,7 @@ const (
 	bodyNoHealthyUpstream = "no healthy upstream"
 	bodyOverloaded        = "envoy overloaded"
 	bodyUpstreamTimeout   = "upstream request timeout"
+	bodyMaxStreamDuration = "upstream max stream duration reached"
 	bodyResetPrefix       = "upstream connect error or disconnect/reset before headers. reset reason: "
 	reasonConnectFailure  = "connection failure"
 	reasonTermination     = "connection termination"
@@ -412,7 +413,7 @@ func reportFailure(c *cluster.Cluster, h *host.Host, kind failure, err error) {
 		return
 	}
 	switch {
-	case kind == failOverflow || kind == failDownstream || errors.Is(err, pool.ErrClosed) || errors.Is(err, pool.ErrNotWarm):
+	case kind == failOverflow || kind == failDownstream || kind == failMaxDuration || errors.Is(err, pool.ErrClosed) || errors.Is(err, pool.ErrNotWarm):
 	case errors.Is(err, pool.ErrConnectFailure):
 		if kind != failTimeout {
 			c.ReportResult(h, outlier.ConnectFailed)
@@ -483,7 +484,8 @@ const (
 	failProtocol
 	failTimeout
 	failOverflow
-	failDownstream // reading the downstream request body failed: the client's error
+	failDownstream  // reading the downstream request body failed: the client's error
+	failMaxDuration // the cluster's max_stream_duration reset the attempt
 )
 
 // isDeadline reports a read that ended at the request's deadline: the route's timeout, not
@@ -507,6 +509,8 @@ func classify(err error, ctx context.Context) failure {
 		return failDownstream
 	case errors.Is(err, breaker.ErrOverflow):
 		return failOverflow
+	case errors.Is(err, pool.ErrMaxStreamDuration):
+		return failMaxDuration
 	case errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil:
 		return failTimeout
 	case errors.Is(err, pool.ErrConnectTimeout):
@@ -533,6 +537,8 @@ func (s *stream) retryAllowed(p *route.RetryPolicy, kind failure, status int) bo
 	case failTimeout: // a per-try timeout counts as a 504
 		return on&(route.Retry5xx|route.RetryGatewayError) != 0
 	case failDownstream: // the body cannot be read again
+		return false
+	case failMaxDuration: // the limit is the cluster's, not the attempt's
 		return false
 	}
 	switch {
@@ -614,6 +620,15 @@ func (s *stream) failReply(kind failure, err error, m *route.Match) {
 		s.flags |= accesslog.UpstreamConnectionFailure
 		s.details = "upstream_reset_before_response_started{connection_timeout}"
 		s.localReply(http.StatusServiceUnavailable, []byte(bodyResetPrefix+reasonConnectTimeout), m)
+	case failMaxDuration:
+		// Envoy's 408 while the request is still arriving, 504 once it was whole.
+		status := http.StatusGatewayTimeout
+		if s.body != nil && !s.clock.ended {
+			status = http.StatusRequestTimeout
+		}
+		s.flags |= accesslog.UpstreamMaxStreamDurationReached
+		s.details = "upstream_max_stream_duration_reached"
+		s.localReply(status, []byte(bodyMaxStreamDuration), m)
 	case failProtocol:
 		s.flags |= accesslog.UpstreamProtocolError
 		s.details = "upstream_reset_before_response_started{protocol_error}"

@@ -156,8 +156,11 @@ func (s *stream) forwardUpgrade(mgr *pool.Manager, m *route.Match) {
 	}
 	h2 := !terminate && mgr.Protocol(&pool.Request{HTTP2: s.h2w != nil}) == pool.HTTP2
 	var alpn []string
-	if h2 {
+	switch {
+	case h2:
 		alpn = []string{"h2"}
+	case mgr.AutoHTTP():
+		alpn = []string{"http/1.1"} // auto_config: an HTTP/1.1 upgrade needs an HTTP/1.1 connection
 	}
 	up, err := mgr.ConnectALPN(&s.ctx, hst, prio, alpn)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -28,12 +29,13 @@ type h1conn struct {
 	body      body
 	scratch   []byte      // chunked request bodies; allocated on first use
 	timer     *time.Timer // idle timeout; armed once, re-armed by itself (see idleExpired)
+	lifetime  *time.Timer // max_connection_duration; nil when unset
 	idleSince int64       // UnixNano when the connection last went idle; guarded by hp.mu
 	idle      bool        // in hp.idle; guarded by hp.mu
 	keepAlive bool        // the last response allows reuse
 	last      bool        // max_requests_per_connection reached
 	peerGone  bool        // the upstream closed or reset the connection
-	retired   bool        // not to be reused (host health failure); guarded by hp.mu
+	retired   bool        // not to be reused (host health failure, max_connection_duration); guarded by hp.mu
 	deadline  bool        // a read/write deadline is set
 
 	// The idle check (see checkIdle): raw is the TCP socket under the connection (nil when
@@ -84,6 +86,10 @@ func (c *h1conn) abandon() {
 	c.uc.Conn.Close()
 }
 
+// abortStream is the max_stream_duration clock's abort: closing the socket ends whatever the
+// exchange is doing with it.
+func (c *h1conn) abortStream() { c.uc.Conn.Close() }
+
 // stopWatch ends the watch of the exchange that ends. A watch that already fired (or is
 // firing) leaves the connection abandoned: its socket is closed or about to be.
 func (c *h1conn) stopWatch() {
@@ -112,6 +118,9 @@ func newH1(uc *upConn) *h1conn {
 	if d := uc.hp.m.idleTimeout; d > 0 {
 		c.timer = time.AfterFunc(d, c.idleExpired)
 	}
+	if d := uc.hp.m.maxDuration; d > 0 {
+		c.lifetime = time.AfterFunc(d, c.durationReached)
+	}
 	return c
 }
 
@@ -119,6 +128,9 @@ func newH1(uc *upConn) *h1conn {
 func (c *h1conn) destroy(local bool) {
 	if c.timer != nil {
 		c.timer.Stop()
+	}
+	if c.lifetime != nil {
+		c.lifetime.Stop()
 	}
 	c.uc.shut(local)
 	if c.br != nil {
@@ -135,33 +147,61 @@ func (c *h1conn) destroy(local bool) {
 // for the whole timeout is closed (upstream_cx_idle_timeout).
 func (c *h1conn) idleExpired() {
 	hp := c.uc.hp
-	d := hp.m.idleTimeout
+	hp.mu.Lock()
+	if c.uc.closed.Load() || !idleDue(c.timer, !c.idle, c.idleSince, hp.m.idleTimeout) {
+		hp.mu.Unlock()
+		return
+	}
+	hp.dropIdleLocked(c)
+	hp.mu.Unlock()
+	hp.m.st.UpstreamCxIdleTimeout.Inc()
+	c.destroy(true)
+}
+
+// idleDue decides what an idle timer that fired does: it re-arms t and returns false for a
+// busy connection (for the whole timeout) or one idle since less than d ago (for the rest);
+// true means the connection was idle for d and is to be closed. The caller holds hp.mu.
+func idleDue(t *time.Timer, busy bool, idleSince int64, d time.Duration) bool {
+	if busy {
+		t.Reset(d)
+		return false
+	}
+	if left := time.Duration(idleSince + int64(d) - time.Now().UnixNano()); left > 0 {
+		t.Reset(left)
+		return false
+	}
+	return true
+}
+
+// durationReached runs at max_connection_duration (upstream_cx_max_duration_reached): an
+// idle connection is closed now, a busy one is not reused and closes when its request ends.
+func (c *h1conn) durationReached() {
+	hp := c.uc.hp
 	hp.mu.Lock()
 	if c.uc.closed.Load() {
 		hp.mu.Unlock()
 		return
 	}
-	if !c.idle {
-		c.timer.Reset(d)
-		hp.mu.Unlock()
-		return
+	c.retired = true
+	idle := c.idle
+	if idle {
+		hp.dropIdleLocked(c)
 	}
-	if left := time.Duration(c.idleSince + int64(d) - time.Now().UnixNano()); left > 0 {
-		c.timer.Reset(left)
-		hp.mu.Unlock()
-		return
+	hp.mu.Unlock()
+	hp.m.st.UpstreamCxMaxDurationReached.Inc()
+	if idle {
+		c.destroy(true)
 	}
+}
+
+// dropIdleLocked takes the idle connection c out of the pool, whose owner the caller becomes.
+// hp.mu is held.
+func (hp *hostPool) dropIdleLocked(c *h1conn) {
 	c.idle = false
-	for i, x := range hp.idle {
-		if x == c {
-			hp.idle = append(hp.idle[:i], hp.idle[i+1:]...)
-			break
-		}
+	if i := slices.Index(hp.idle, c); i >= 0 {
+		hp.idle = slices.Delete(hp.idle, i, i+1)
 	}
 	delete(hp.h1, c)
-	hp.mu.Unlock()
-	hp.m.st.UpstreamCxIdleTimeout.Inc()
-	c.destroy(true)
 }
 
 // waiter is a request waiting for a connection when max_connections is reached. It receives
@@ -182,7 +222,7 @@ func (hp *hostPool) getH1(ctx context.Context, prio *breaker.Priority) (*h1conn,
 	defer hp.m.pendingEnd(prio)
 	for {
 		if prio.Connections.TryAcquire() == nil {
-			uc, err := hp.connect(ctx, nil, &prio.Connections)
+			uc, err := hp.connect(ctx, hp.alpnFor(HTTP1), &prio.Connections)
 			if err != nil {
 				return nil, err
 			}
@@ -358,6 +398,9 @@ func (ex *exchange) roundTripH1(ctx context.Context, req *Request, resp *Respons
 		}
 		c.uc.rqActive.Add(1)
 		c.watch(req.Downstream)
+		if hp.m.streamDuration > 0 { // the method value would allocate on every request
+			ex.clock = hp.m.startClock(c.abortStream)
+		}
 		stale, err := c.exchange(ctx, req, resp)
 		replayable := !c.reqBody.overflow
 		c.reqBody = requestBody{}
@@ -367,6 +410,13 @@ func (ex *exchange) roundTripH1(ctx context.Context, req *Request, resp *Respons
 			return nil
 		}
 		c.stopWatch()
+		if ex.clock.stop() {
+			hp.m.st.UpstreamRqTxReset.Inc()
+			hp.releaseH1(c, false) // closed by the clock with its request active
+			c.uc.rqActive.Add(-1)
+			putKept(kept)
+			return expired(hp.host.Address())
+		}
 		if c.abandoned.Load() {
 			// Closed under an active request: upstream_cx_destroy_local_with_active_rq.
 			hp.m.st.UpstreamRqTxReset.Inc()
@@ -411,7 +461,7 @@ func (c *h1conn) exchange(ctx context.Context, req *Request, resp *Response) (st
 	if err := c.bw.Flush(); err != nil {
 		return true, c.ioError(ctx, err)
 	}
-	f, err := readResponseHead(c.br, resp, req.Method == "HEAD")
+	f, err := readResponseHead(c.br, resp, req.Method == "HEAD", c.uc.hp.m.head)
 	if err != nil {
 		return c.uc.rx == rx, c.ioError(ctx, err)
 	}
@@ -469,7 +519,7 @@ func (c *h1conn) exchangeBody(ctx context.Context, req *Request, resp *Response,
 // readHeadWhileSending reads the response head of exchangeBody on its own goroutine. Once the
 // head is in (or its read failed), the body is not sent on.
 func (c *h1conn) readHeadWhileSending() {
-	f, err := readResponseHead(c.br, c.headResp, c.headOfHEAD)
+	f, err := readResponseHead(c.br, c.headResp, c.headOfHEAD, c.uc.hp.m.head)
 	c.headFraming = f
 	c.answered.Store(true)
 	if !c.bodySent.Load() {
@@ -513,6 +563,9 @@ func (c *h1conn) ioError(ctx context.Context, err error) error {
 func (ex exchange) finishH1() error {
 	c, hp := ex.h1, ex.hp
 	c.stopWatch()
+	if ex.clock.stop() {
+		c.abandoned.Store(true) // closed by the clock: a local reset
+	}
 	complete := c.body.complete()
 	bodyErr := c.body.err
 	if c.abandoned.Load() {

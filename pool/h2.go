@@ -9,9 +9,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
@@ -22,13 +24,45 @@ import (
 
 // h2conn is one HTTP/2 upstream connection (prior knowledge, or TLS with ALPN "h2"). Its
 // streams are multiplexed by golang.org/x/net/http2; the pool bounds them with the
-// max_requests circuit breaker.
+// max_requests circuit breaker. uc.rqActive counts its streams: taken under hp.mu when a
+// stream is reserved (getH2), so that a timer deciding under hp.mu that the connection is
+// idle cannot race a request about to use it.
 type h2conn struct {
 	uc *upConn
 	cc *http2.ClientConn
-	// retired: no new streams (drain, health failure, max_requests_per_connection); the
-	// connection closes when its last stream ends.
+	// retired: no new streams (drain, health failure, max_requests_per_connection,
+	// max_connection_duration); the connection closes when its last stream ends.
 	retired atomic.Bool
+	// idleSince is when the last stream ended (UnixNano); guarded by hp.mu.
+	idleSince int64
+	// idle fires after idle_timeout, lifetime after max_connection_duration; nil when unset.
+	idle, lifetime *time.Timer
+}
+
+// newH2Transport returns the HTTP/2 client the pools of one cluster share. Each stream's
+// receive window is the cluster's per_connection_buffer_limit_bytes: x/net/http2 returns
+// window as the body is read, so a response the downstream does not read stops its upstream
+// once that much waits here (x/net's own default is 4 MiB a stream).
+func newH2Transport(bufferLimit int) (*http2.Transport, error) {
+	t1 := &http.Transport{HTTP2: &http.HTTP2Config{MaxReceiveBufferPerStream: bufferLimit}}
+	t2, err := http2.ConfigureTransports(t1)
+	if err != nil {
+		return nil, err
+	}
+	t2.AllowHTTP = true
+	return t2, nil
+}
+
+// startTimers arms the idle and lifetime timers of a new connection.
+func (c *h2conn) startTimers() {
+	m := c.uc.hp.m
+	c.idleSince = time.Now().UnixNano()
+	if m.idleTimeout > 0 {
+		c.idle = time.AfterFunc(m.idleTimeout, c.idleExpired)
+	}
+	if m.maxDuration > 0 {
+		c.lifetime = time.AfterFunc(m.maxDuration, c.durationReached)
+	}
 }
 
 // retire stops new streams and closes the connection now when it has none.
@@ -41,13 +75,86 @@ func (c *h2conn) retire() {
 
 // close closes the connection and records its end.
 func (c *h2conn) close(local bool) {
+	if c.idle != nil {
+		c.idle.Stop()
+	}
+	if c.lifetime != nil {
+		c.lifetime.Stop()
+	}
 	c.cc.Close()
 	c.uc.shut(local)
+}
+
+// endStream ends one stream of the connection: the last one starts its idle time and closes
+// it when it is retired or its pool drains.
+func (c *h2conn) endStream() {
+	hp := c.uc.hp
+	hp.mu.Lock()
+	last := c.uc.rqActive.Add(-1) == 0
+	if last {
+		c.idleSince = time.Now().UnixNano()
+	}
+	closing := last && (c.retired.Load() || hp.draining)
+	hp.mu.Unlock()
+	if closing {
+		c.close(true)
+	}
+}
+
+// idleExpired runs when the idle timer fires: a connection without streams for the whole
+// idle_timeout is closed (upstream_cx_idle_timeout); otherwise the timer is re-armed for the
+// time left.
+func (c *h2conn) idleExpired() {
+	hp := c.uc.hp
+	hp.mu.Lock()
+	if c.uc.closed.Load() || c.retired.Load() || !idleDue(c.idle, c.uc.rqActive.Load() > 0, c.idleSince, hp.m.idleTimeout) {
+		hp.mu.Unlock()
+		return
+	}
+	c.retired.Store(true)
+	hp.dropH2Locked(c)
+	hp.mu.Unlock()
+	hp.m.st.UpstreamCxIdleTimeout.Inc()
+	c.close(true)
+}
+
+// durationReached runs at max_connection_duration: the connection takes no new stream
+// (upstream_cx_max_duration_reached) and closes now if it has none, else when its last ends.
+func (c *h2conn) durationReached() {
+	hp := c.uc.hp
+	hp.mu.Lock()
+	if c.uc.closed.Load() {
+		hp.mu.Unlock()
+		return
+	}
+	c.retired.Store(true)
+	idle := c.uc.rqActive.Load() == 0
+	if idle {
+		hp.dropH2Locked(c)
+	}
+	hp.mu.Unlock()
+	hp.m.st.UpstreamCxMaxDurationReached.Inc()
+	if idle {
+		c.close(true)
+	}
+}
+
+// dropH2Locked removes c from the pool's HTTP/2 connections. hp.mu is held.
+func (hp *hostPool) dropH2Locked(c *h2conn) {
+	for i, x := range hp.h2 {
+		if x == c {
+			hp.h2 = slices.Delete(hp.h2, i, i+1)
+			return
+		}
+	}
 }
 
 // getH2 returns a connection with a reserved stream slot, connecting when none has room.
 func (hp *hostPool) getH2(ctx context.Context, prio *breaker.Priority) (*h2conn, error) {
 	for {
+		if hp.alpn.Load() == alpnHTTP1 {
+			return nil, errSpeaksHTTP1 // a dial this request waited for negotiated HTTP/1.1
+		}
 		hp.mu.Lock()
 		if hp.draining {
 			hp.mu.Unlock()
@@ -73,6 +180,7 @@ func (hp *hostPool) getH2(ctx context.Context, prio *breaker.Priority) (*h2conn,
 		for _, c := range hp.h2 {
 			if !c.retired.Load() && c.cc.ReserveNewRequest() {
 				got = c
+				got.uc.rqActive.Add(1)
 				break
 			}
 		}
@@ -114,6 +222,9 @@ func (hp *hostPool) dialH2(ctx context.Context, prio *breaker.Priority, open *h2
 	if prio.Connections.TryAcquire() != nil {
 		st.UpstreamCxOverflow.Inc()
 		if open != nil {
+			hp.mu.Lock()
+			open.uc.rqActive.Add(1)
+			hp.mu.Unlock()
 			return open, nil
 		}
 		return nil, hp.m.errCxOverflow
@@ -123,9 +234,17 @@ func (hp *hostPool) dialH2(ctx context.Context, prio *breaker.Priority, open *h2
 		return nil, err
 	}
 	defer hp.m.pendingEnd(prio)
-	uc, err := hp.connect(ctx, []string{"h2"}, &prio.Connections)
+	uc, err := hp.connect(ctx, hp.alpnFor(HTTP2), &prio.Connections)
 	if err != nil {
 		return nil, err
+	}
+	if hp.m.cfg.AutoHTTP {
+		if negotiated(uc.Conn) != "h2" {
+			hp.alpn.Store(alpnHTTP1)
+			hp.adoptH1(uc)
+			return nil, errSpeaksHTTP1
+		}
+		hp.alpn.Store(alpnHTTP2)
 	}
 	if p := negotiated(uc.Conn); p != "" && p != "h2" {
 		uc.shut(true)
@@ -139,13 +258,29 @@ func (hp *hostPool) dialH2(ctx context.Context, prio *breaker.Priority, open *h2
 	}
 	st.UpstreamCxHTTP2Total.Inc()
 	c := &h2conn{uc: uc, cc: cc}
+	reserved := cc.ReserveNewRequest()
 	hp.mu.Lock()
+	c.startTimers()
 	hp.h2 = append(hp.h2, c)
+	if reserved {
+		c.uc.rqActive.Add(1)
+	}
 	hp.mu.Unlock()
-	if !cc.ReserveNewRequest() {
+	if !reserved {
 		return nil, fmt.Errorf("%w: %s: new HTTP/2 connection has no stream", ErrReset, hp.host.Address())
 	}
 	return c, nil
+}
+
+// adoptH1 makes a connection dialled for HTTP/2 that negotiated HTTP/1.1 (auto_config) an
+// idle HTTP/1.1 connection, for the exchange that dialled it or one waiting.
+func (hp *hostPool) adoptH1(uc *upConn) {
+	hp.m.st.UpstreamCxHTTP1Total.Inc()
+	c := newH1(uc)
+	hp.mu.Lock()
+	hp.h1[c] = struct{}{}
+	hp.mu.Unlock()
+	hp.releaseH1(c, true)
 }
 
 // h2body is the body of an HTTP/2 response; it notes whether it was read to its end and
@@ -300,20 +435,28 @@ func (ex *exchange) roundTripH2(ctx context.Context, req *Request, resp *Respons
 		return err
 	}
 	n := c.uc.requests.Add(1)
-	c.uc.rqActive.Add(1)
 	if mr := hp.m.maxRequests; mr > 0 && n >= mr {
 		c.retired.Store(true) // closed when its last stream ends
 		hp.m.st.UpstreamCxMaxRequests.Inc()
 	}
 	hr, reqBody, err := httpRequest(ctx, req, hp.host.Address(), c.uc.Conn)
 	if err != nil {
-		c.uc.rqActive.Add(-1)
+		c.endStream()
 		return err
+	}
+	if hp.m.streamDuration > 0 {
+		cancel := make(chan struct{})
+		hr.Cancel = cancel //nolint:staticcheck // x/net/http2 resets the stream when it closes, with no context to derive (see cancelWith)
+		ex.clock = hp.m.startClock(func() { close(cancel) })
 	}
 	res, err := c.cc.RoundTrip(hr)
 	if err != nil {
 		reqBody.end()
-		c.uc.rqActive.Add(-1)
+		c.endStream()
+		if ex.clock.stop() {
+			hp.m.st.UpstreamRqTxReset.Inc()
+			return expired(hp.host.Address())
+		}
 		if errors.Is(err, ErrRequestBody) {
 			return err // http2 reset the stream; the client's doing, not the host's
 		}
@@ -326,13 +469,12 @@ func (ex *exchange) roundTripH2(ctx context.Context, req *Request, resp *Respons
 		hp.m.st.UpstreamRqRxReset.Inc()
 		return fmt.Errorf("%w: %s: %w", ErrReset, hp.host.Address(), err)
 	}
-	if err := checkH2Head(res.Header, hp.host.Address()); err != nil {
+	if err := checkH2Head(res.Header, hp.host.Address(), hp.m.head); err != nil {
 		res.Body.Close() // resets the stream
+		ex.clock.stop()
 		reqBody.end()
 		hp.m.st.UpstreamRqTxReset.Inc()
-		if c.uc.rqActive.Add(-1) == 0 && c.retired.Load() {
-			c.close(true)
-		}
+		c.endStream()
 		return err
 	}
 	resp.reset()
@@ -356,8 +498,8 @@ func (ex *exchange) roundTripH2(ctx context.Context, req *Request, resp *Respons
 }
 
 // checkH2Head applies to an HTTP/2 response head the limits HTTP/1 responses have
-// (maxHeaders fields, maxHeaderBytes of names and values).
-func checkH2Head(h http.Header, addr string) error {
+// (max_headers_count fields, max_response_headers_kb of names and values).
+func checkH2Head(h http.Header, addr string, lim headLimits) error {
 	n, size := 0, len(":status")+3
 	for k, vs := range h {
 		n += len(vs)
@@ -366,10 +508,10 @@ func checkH2Head(h http.Header, addr string) error {
 		}
 	}
 	switch {
-	case n > maxHeaders:
-		return protocolError("%s: HTTP/2 response with %d header fields; more than %d", addr, n, maxHeaders)
-	case size > maxHeaderBytes:
-		return protocolError("%s: HTTP/2 response header list of %d bytes; more than %d", addr, size, maxHeaderBytes)
+	case n > lim.fields:
+		return protocolError("%s: HTTP/2 response with %d header fields; more than %d (max_headers_count)", addr, n, lim.fields)
+	case size > lim.bytes:
+		return protocolError("%s: HTTP/2 response header list of %d bytes; more than %d (max_response_headers_kb)", addr, size, lim.bytes)
 	}
 	return nil
 }
@@ -471,10 +613,10 @@ func negotiatedTLS(conn net.Conn) bool {
 // finishH2 ends an HTTP/2 exchange at Response.Close.
 func (ex exchange) finishH2() error {
 	b, hp := ex.h2, ex.hp
+	cut := ex.clock.stop() // max_stream_duration reset the stream
 	complete := b.done.Load()
 	b.rc.Close() // resets the stream when the body was not read to its end
 	b.reqBody.end()
-	last := b.c.uc.rqActive.Add(-1) == 0
 	o := outcomeComplete
 	switch {
 	case complete:
@@ -482,15 +624,13 @@ func (ex exchange) finishH2() error {
 		o = outcomeDownstream
 	default:
 		o = outcomeError
-		if b.err != nil && !errors.Is(b.err, context.Canceled) {
+		if b.err != nil && !errors.Is(b.err, context.Canceled) && !cut {
 			hp.m.st.UpstreamRqRxReset.Inc()
 		} else {
 			hp.m.st.UpstreamRqTxReset.Inc()
 		}
 	}
-	if last && (b.c.retired.Load() || hp.isDraining()) {
-		b.c.close(true)
-	}
+	b.c.endStream()
 	ex.ended(o, ex.status)
 	return nil
 }

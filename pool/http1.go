@@ -10,12 +10,16 @@ import (
 	"github.com/legateproxy/legate/internal/http1"
 )
 
-// Limits of the HTTP/1.1 response parser, Envoy's defaults for max_response_headers_kb and
-// max_headers_count.
-const (
-	maxHeaderBytes = 60 << 10
-	maxHeaders     = 100
-)
+// maxHeaders bounds the trailer fields kept from a response (Envoy's default
+// max_headers_count).
+const maxHeaders = 100
+
+// headLimits bound a response head: its number of fields (max_headers_count) and the bytes
+// of its status line and fields (max_response_headers_kb).
+type headLimits struct{ fields, bytes int }
+
+// defaultHeadLimits are Envoy's defaults.
+var defaultHeadLimits = headLimits{fields: maxHeaders, bytes: 60 << 10}
 
 // ErrProtocol is wrapped by every error about a malformed upstream response (Envoy's
 // upstream_cx_protocol_error).
@@ -148,10 +152,10 @@ func writeRequestBody(bw *bufio.Writer, req *Request, scratch []byte) error {
 
 // readResponseHead parses the status line and headers into resp, skipping interim (1xx)
 // responses other than 101. head is set for a HEAD request.
-func readResponseHead(br *bufio.Reader, resp *Response, head bool) (http1.Framing, error) {
+func readResponseHead(br *bufio.Reader, resp *Response, head bool, lim headLimits) (http1.Framing, error) {
 	for {
 		resp.reset()
-		f, err := readOneHead(br, resp, head)
+		f, err := readOneHead(br, resp, head, lim)
 		if err != nil {
 			return f, err
 		}
@@ -162,13 +166,13 @@ func readResponseHead(br *bufio.Reader, resp *Response, head bool) (http1.Framin
 	}
 }
 
-func readOneHead(br *bufio.Reader, resp *Response, head bool) (http1.Framing, error) {
+func readOneHead(br *bufio.Reader, resp *Response, head bool, lim headLimits) (http1.Framing, error) {
 	// The status line is parsed in place, then dropped from the storage.
-	line, used, err := readLine(br, resp.raw[:0], maxHeaderBytes)
+	line, used, err := readLine(br, resp.raw[:0], lim.bytes)
 	if err != nil {
 		return http1.Framing{}, err
 	}
-	budget := maxHeaderBytes - used
+	budget := lim.bytes - used
 	if resp.StatusCode, resp.ProtoMinor, err = http1.ParseStatusLine(line); err != nil {
 		return http1.Framing{}, protocolError("status line %q: %w", line, err)
 	}
@@ -188,8 +192,8 @@ func readOneHead(br *bufio.Reader, resp *Response, head bool) (http1.Framing, er
 		if len(line) == 0 {
 			break
 		}
-		if len(resp.lens) == maxHeaders {
-			return http1.Framing{}, protocolError("more than %d headers", maxHeaders)
+		if len(resp.lens) == lim.fields {
+			return http1.Framing{}, protocolError("more than %d headers (max_headers_count)", lim.fields)
 		}
 		name, value, err := http1.SplitField(line)
 		if err != nil {
@@ -229,7 +233,7 @@ func readLine(br *bufio.Reader, dst []byte, limit int) ([]byte, int, error) {
 	for {
 		s, err := br.ReadSlice('\n')
 		if len(dst)-start+len(s) > limit {
-			return dst, 0, protocolError("header section larger than %d bytes", maxHeaderBytes)
+			return dst, 0, protocolError("response head over the limit of max_response_headers_kb")
 		}
 		dst = append(dst, s...)
 		if err == nil {

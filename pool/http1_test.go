@@ -30,7 +30,7 @@ func parse(raw string, head bool) (parsed, error) {
 	// The buffer is small, so that lines span reads; a line of chunked framing must fit in it.
 	br := bufio.NewReaderSize(iotest.HalfReader(strings.NewReader(raw)), 32)
 	var resp Response
-	f, err := readResponseHead(br, &resp, head)
+	f, err := readResponseHead(br, &resp, head, defaultHeadLimits)
 	if err != nil {
 		return parsed{}, err
 	}
@@ -135,7 +135,7 @@ func TestReadResponseErrors(t *testing.T) {
 		{name: "bad chunk size", raw: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", protocol: true},
 		{name: "chunk without CRLF", raw: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n0\r\n\r\n", protocol: true},
 		{name: "trailer line longer than the buffer", raw: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nA: " + strings.Repeat("x", 40) + "\r\n\r\n", protocol: true},
-		{name: "header too large", raw: "HTTP/1.1 200 OK\r\nA: " + strings.Repeat("x", maxHeaderBytes) + "\r\n\r\n", protocol: true},
+		{name: "header too large", raw: "HTTP/1.1 200 OK\r\nA: " + strings.Repeat("x", defaultHeadLimits.bytes) + "\r\n\r\n", protocol: true},
 		{name: "too many headers", raw: "HTTP/1.1 200 OK\r\n" + strings.Repeat("A: b\r\n", maxHeaders+1) + "\r\n", protocol: true},
 		{name: "truncated body", raw: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"},
 		{name: "truncated head", raw: "HTTP/1.1 200 OK\r\nA: b"},
@@ -231,7 +231,7 @@ func FuzzReadResponse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw string, head bool) {
 		br := bufio.NewReaderSize(strings.NewReader(raw), 16)
 		var resp Response
-		fr, err := readResponseHead(br, &resp, head)
+		fr, err := readResponseHead(br, &resp, head, defaultHeadLimits)
 		if err != nil {
 			return
 		}

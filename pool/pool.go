@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -19,9 +20,6 @@ import (
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/tlsutil"
 )
-
-// DefaultIdleTimeout is common_http_protocol_options.idle_timeout when unset (Envoy: 1 hour).
-const DefaultIdleTimeout = time.Hour
 
 // Protocol is the protocol of an upstream HTTP exchange.
 type Protocol uint8
@@ -60,10 +58,6 @@ type ManagerConfig struct {
 	// each TLS connection: its handshake is counted there as Envoy's upstream TLS socket
 	// counts it. Nil, or a nil result, counts nothing.
 	TLSStats func() *tlsutil.Stats
-	// IdleTimeout is common_http_protocol_options.idle_timeout for HTTP connections: an idle
-	// connection is closed after it (upstream_cx_idle_timeout). Zero means
-	// DefaultIdleTimeout; negative disables the timeout.
-	IdleTimeout time.Duration
 	// Now is the clock for the connect and request histograms; nil means time.Now.
 	Now func() time.Time
 }
@@ -84,14 +78,20 @@ type Manager struct {
 	reg            *stats.Registration
 	tls            func(*host.Host) *tls.Config
 	tlsStats       func() *tlsutil.Stats
-	idleTimeout    time.Duration
+	idleTimeout    time.Duration // 0: none
+	maxDuration    time.Duration // max_connection_duration; 0: none
+	streamDuration time.Duration // max_stream_duration; 0: none
+	head           headLimits    // of response heads
 	connectTimeout time.Duration
 	maxRequests    uint32
-	bufferLimit    int // how much of a request body is kept to replay it on a retry
-	bind           net.Addr
-	dialer         net.Dialer
-	h2             *http2.Transport
-	now            func() time.Time
+	// bufferLimit is per_connection_buffer_limit_bytes: how much of a request body is kept to
+	// replay it on a retry, and the HTTP/2 receive window of each stream, so that a response
+	// the downstream does not read holds at most that much here.
+	bufferLimit int
+	bind        net.Addr
+	dialer      net.Dialer
+	h2          *http2.Transport
+	now         func() time.Time
 
 	errRqOverflow, errPendingOverflow, errCxOverflow error
 
@@ -115,18 +115,27 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		rq:             &rqStats{},
 		tls:            cfg.TLS,
 		tlsStats:       cfg.TLSStats,
-		idleTimeout:    cfg.IdleTimeout,
+		idleTimeout:    cc.HTTP.IdleTimeout,
+		maxDuration:    cc.HTTP.MaxConnectionDuration,
+		streamDuration: cc.HTTP.MaxStreamDuration,
+		head:           headLimits{fields: int(cc.HTTP.MaxHeadersCount), bytes: int(cc.HTTP.MaxResponseHeadersBytes)},
 		connectTimeout: cc.ConnectTimeout,
 		maxRequests:    cc.MaxRequestsPerConnection,
 		bufferLimit:    int(cc.PerConnectionBufferLimitBytes),
 		now:            cfg.Now,
-		h2:             &http2.Transport{AllowHTTP: true},
-	}
-	if m.idleTimeout == 0 {
-		m.idleTimeout = DefaultIdleTimeout
 	}
 	if m.bufferLimit == 0 {
 		m.bufferLimit = config.DefaultClusterBufferLimit
+	}
+	if m.head.fields == 0 {
+		m.head.fields = config.DefaultMaxResponseHeadersCount
+	}
+	if m.head.bytes == 0 {
+		m.head.bytes = config.DefaultMaxResponseHeadersKB << 10
+	}
+	var err error
+	if m.h2, err = newH2Transport(m.bufferLimit); err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", cc.Name, err)
 	}
 	if m.connectTimeout <= 0 {
 		m.connectTimeout = config.DefaultConnectTimeout
@@ -208,6 +217,17 @@ func (m *Manager) Protocol(req *Request) Protocol {
 	return HTTP1
 }
 
+// AutoHTTP reports whether the cluster sets auto_config: each connection speaks the protocol
+// TLS ALPN negotiates. Protocol then says HTTP/1.1 (what an upgrade must use), while
+// RoundTrip may use HTTP/2.
+func (m *Manager) AutoHTTP() bool { return m.cfg.AutoHTTP }
+
+// MayUseHTTP2 reports whether an exchange of req may go over HTTP/2 (whose transport reads
+// the request body on a goroutine of its own).
+func (m *Manager) MayUseHTTP2(req *Request) bool {
+	return m.cfg.AutoHTTP || m.Protocol(req) == HTTP2
+}
+
 // pool returns h's pool, creating it on first use.
 func (m *Manager) pool(h *host.Host) (*hostPool, error) {
 	if v, ok := m.pools.Load(h); ok {
@@ -258,8 +278,11 @@ func (m *Manager) RoundTrip(ctx context.Context, h *host.Host, req *Request, res
 	}
 	ex := exchange{hp: hp, prio: prio, start: m.now()}
 	ex.started()
-	if m.Protocol(req) == HTTP2 {
+	if hp.protocol(req) == HTTP2 {
 		err = ex.roundTripH2(ctx, req, resp)
+		if errors.Is(err, errSpeaksHTTP1) { // auto_config: ALPN chose HTTP/1.1
+			err = ex.roundTripH1(ctx, req, resp)
+		}
 	} else {
 		err = ex.roundTripH1(ctx, req, resp)
 	}
@@ -300,6 +323,7 @@ type exchange struct {
 	status int
 	h1     *h1conn
 	h2     *h2body
+	clock  *streamClock // max_stream_duration; nil when unset
 }
 
 func (ex *exchange) started() {
@@ -429,6 +453,48 @@ type hostPool struct {
 	h2dial   chan struct{} // closed when the HTTP/2 connection being established is ready
 	tcp      map[*TCPConn]struct{}
 	draining bool
+	// alpn is what auto_config learned of the host: alpnUnknown until a connection
+	// negotiated, then the protocol of the last one.
+	alpn atomic.Uint32
+}
+
+// What auto_config learned of a host (hostPool.alpn).
+const (
+	alpnUnknown uint32 = iota
+	alpnHTTP1
+	alpnHTTP2
+)
+
+// errSpeaksHTTP1 is how the HTTP/2 path of an auto_config cluster hands an exchange to the
+// HTTP/1.1 path: the connection it dialled negotiated HTTP/1.1 and waits in the idle list.
+var errSpeaksHTTP1 = errors.New("upstream negotiated HTTP/1.1")
+
+// protocol returns the protocol an exchange of req starts with on this host: with
+// auto_config, HTTP/1.1 once the host negotiated it, else HTTP/2 (whose dial offers both and
+// hands an HTTP/1.1 connection over).
+func (hp *hostPool) protocol(req *Request) Protocol {
+	if !hp.m.cfg.AutoHTTP {
+		return hp.m.Protocol(req)
+	}
+	if hp.alpn.Load() == alpnHTTP1 {
+		return HTTP1
+	}
+	return HTTP2
+}
+
+// alpnFor returns the ALPN list a new connection offers: auto_config offers h2 and
+// http/1.1 for HTTP/2 dials and http/1.1 alone for HTTP/1.1 ones; other clusters offer h2
+// for HTTP/2 and leave HTTP/1.1 to the TLS configuration.
+func (hp *hostPool) alpnFor(p Protocol) []string {
+	switch {
+	case hp.m.cfg.AutoHTTP && p == HTTP2:
+		return []string{"h2", "http/1.1"}
+	case hp.m.cfg.AutoHTTP:
+		return []string{"http/1.1"}
+	case p == HTTP2:
+		return []string{"h2"}
+	}
+	return nil
 }
 
 // drain stops new requests, closes idle connections and lets busy ones finish.

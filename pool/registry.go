@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"time"
 
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
@@ -29,10 +28,6 @@ type RegistryConfig struct {
 	// TLSStats returns the cluster.<name>.ssl.* stats the handshakes of cluster c count in
 	// (see ManagerConfig.TLSStats); nil, or a nil result, counts nothing.
 	TLSStats func(c *config.Cluster) *tlsutil.Stats
-	// IdleTimeout returns the HTTP idle timeout of a cluster
-	// (common_http_protocol_options.idle_timeout, see ManagerConfig.IdleTimeout); nil means
-	// DefaultIdleTimeout for every cluster.
-	IdleTimeout func(c *config.Cluster) time.Duration
 }
 
 // Registry owns one Manager per active cluster, for the router and the TCP proxy. The pools
@@ -108,9 +103,6 @@ func (r *Registry) Get(name string) *Manager {
 	if r.cfg.TLSStats != nil {
 		cc := c.Config()
 		cfg.TLSStats = func() *tlsutil.Stats { return r.cfg.TLSStats(cc) }
-	}
-	if r.cfg.IdleTimeout != nil {
-		cfg.IdleTimeout = r.cfg.IdleTimeout(c.Config())
 	}
 	m, err := NewManager(cfg)
 	if err != nil {
