@@ -4,6 +4,7 @@ import (
 	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
+	otelalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/open_telemetry/v3"
 	streamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
 	aggregatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/aggregate/v3"
 	healthcheckv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/health_check/v3"
@@ -53,6 +54,7 @@ func Extensions() []Extension {
 	return []Extension{
 		e("envoy.access_loggers.file", "envoy.access_loggers", &filev3.FileAccessLog{}),
 		e("envoy.access_loggers.http_grpc", "envoy.access_loggers", &grpcalsv3.HttpGrpcAccessLogConfig{}),
+		e("envoy.access_loggers.open_telemetry", "envoy.access_loggers", &otelalsv3.OpenTelemetryAccessLogConfig{}),
 		e("envoy.access_loggers.stderr", "envoy.access_loggers", &streamv3.StderrAccessLog{}),
 		e("envoy.access_loggers.stdout", "envoy.access_loggers", &streamv3.StdoutAccessLog{}),
 		e("envoy.access_loggers.tcp_grpc", "envoy.access_loggers", &grpcalsv3.TcpGrpcAccessLogConfig{}),

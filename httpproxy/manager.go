@@ -185,9 +185,12 @@ type accessLogger struct {
 	filter *accesslog.Filter
 	format *accesslog.Formatter
 	file   *accesslog.File
-	// grpc, when set, receives the entries instead (http_grpc).
-	grpc *als.HTTPLogger
+	// entries, when set, receives the entries instead (http_grpc, open_telemetry).
+	entries entryLogger
 }
+
+// entryLogger is an access log service client: it converts and buffers entries itself.
+type entryLogger interface{ Log(*accesslog.Entry) }
 
 // log writes e to the logger if its filter passes it; buf is scratch space for the line,
 // returned for reuse.
@@ -195,8 +198,8 @@ func (l *accessLogger) log(e *accesslog.Entry, buf []byte) []byte {
 	if !l.filter.Match(e) {
 		return buf
 	}
-	if l.grpc != nil {
-		l.grpc.Log(e)
+	if l.entries != nil {
+		l.entries.Log(e)
 		return buf
 	}
 	buf = l.format.Format(buf[:0], e)
@@ -337,12 +340,15 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 }
 
 func (sh *shared) accessLog(al config.AccessLog, d *Deps) (accessLogger, error) {
-	if al.TypedConfig.GetTypeUrl() == als.TypeURL {
+	switch al.TypedConfig.GetTypeUrl() {
+	case als.TypeURL:
 		return grpcAccessLog(al, d)
+	case als.OTelTypeURL:
+		return otelAccessLog(al, d)
 	}
 	l, ok, err := accesslog.FromTypedConfig("typed_config", al.Name, al.TypedConfig, accesslog.Options{Hostname: d.Hostname})
 	if !ok {
-		return accessLogger{}, fmt.Errorf("%q (%s): only %s, stdout, stderr and %s are implemented", al.Name, al.TypedConfig.GetTypeUrl(), accesslog.FileName, als.Name)
+		return accessLogger{}, fmt.Errorf("%q (%s): only %s, stdout, stderr, %s and %s are implemented", al.Name, al.TypedConfig.GetTypeUrl(), accesslog.FileName, als.Name, als.OTelName)
 	}
 	if err != nil {
 		return accessLogger{}, err

@@ -73,6 +73,10 @@ type Manager struct {
 	runCtx  context.Context
 	stopped bool
 	wg      sync.WaitGroup
+
+	otelMu   sync.Mutex        // guards otel and otelRegs
+	otel     map[string]*Stats // access_logs.open_telemetry_access_log[.<stat_prefix>]. counters
+	otelRegs []*stats.Registration
 }
 
 // streamer is a logger's stream side, run by the Manager.
@@ -116,6 +120,11 @@ func (m *Manager) Run(ctx context.Context) error {
 		l.close()
 	}
 	m.reg.Unregister()
+	m.otelMu.Lock()
+	for _, r := range m.otelRegs {
+		r.Unregister()
+	}
+	m.otelMu.Unlock()
 	return nil
 }
 

@@ -1,13 +1,18 @@
 package als
 
 import (
+	"context"
+	"errors"
 	"math/bits"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
 	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
+	otelalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/open_telemetry/v3"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
@@ -16,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/stats"
 )
 
 func TestResponseFlags(t *testing.T) {
@@ -167,6 +173,40 @@ func TestTCPEntry(t *testing.T) {
 				ConnectionProperties: &accesslogdatav3.ConnectionProperties{ReceivedBytes: 7, SentBytes: 9}}
 			if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
 				t.Errorf("entry (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestOTelLoggerErrors checks that the OpenTelemetry logger refuses what it does not
+// implement, and bad format strings, with the field's path.
+func TestOTelLoggerErrors(t *testing.T) {
+	store, err := stats.New(stats.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewManager(Config{Dial: func(context.Context, string) (net.Conn, error) { return nil, errors.New("no dial") }, Stats: store,
+		ClusterExists: func(n string) bool { return n == "otel" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const common = `common_config: {log_name: "a", transport_api_version: V3, grpc_service: {envoy_grpc: {cluster_name: "otel"}}} `
+	for _, tc := range []struct{ name, in, want string }{
+		{"http_service", `http_service: {http_uri: {uri: "http://x/v1/logs", cluster: "otel", timeout: {seconds: 1}}}`, "c.http_service: OTLP over HTTP is not implemented by Legate"},
+		{"formatters", common + `formatters: [{name: "f", typed_config: {[type.googleapis.com/google.protobuf.Empty]: {}}}]`, "c.formatters: custom formatter extensions are not implemented by Legate"},
+		{"resource_detectors", common + `resource_detectors: [{name: "env", typed_config: {[type.googleapis.com/google.protobuf.Empty]: {}}}]`, "c.resource_detectors: not implemented by Legate"},
+		{"bad body", common + `body: {string_value: "%REQ(%"}`, "c.body.string_value:"},
+		{"bad nested attribute", common + `attributes: {values: [{key: "k", value: {kvlist_value: {values: [{key: "n", value: {string_value: "%NOPE%"}}]}}}]}`, "c.attributes.values[0].kvlist_value.values[0].string_value:"},
+		{"unknown cluster", `grpc_service: {envoy_grpc: {cluster_name: "nope"}}`, `c.common_config.grpc_service.envoy_grpc.cluster_name = "nope"; unknown cluster`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pb := &otelalsv3.OpenTelemetryAccessLogConfig{}
+			if err := protoUnmarshalText(tc.in, pb); err != nil {
+				t.Fatal(err)
+			}
+			_, err := m.OTelLogger("c", pb)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("OTelLogger() error = %v; want %q", err, tc.want)
 			}
 		})
 	}

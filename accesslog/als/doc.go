@@ -17,6 +17,13 @@
 // keeps no filter state) and grpc_stream_retry_policy is not used: a failed stream is retried by
 // the next flush.
 //
+// The same Manager makes envoy.access_loggers.open_telemetry loggers (OTelLogger): each entry
+// becomes an OTLP LogRecord (body and attributes formatted by the substitution formatter, the
+// request's start as its time), buffered under the same common_config rules (or the
+// config's own grpc_service, log_name and buffer fields) and exported by unary
+// LogsService/Export calls under a Resource with Envoy's built-in labels and
+// resource_attributes; counted in access_logs.open_telemetry_access_log[.<stat_prefix>].*.
+//
 // Concurrency: HTTPLogger.Log and TCPLogger.Log are called by connection goroutines; they
 // convert the entry before returning (the caller reuses it) and take the logger's mutex
 // briefly, never waiting on the network. Each logger has one goroutine that owns its gRPC

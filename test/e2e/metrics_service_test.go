@@ -9,6 +9,7 @@ import (
 
 	msv3 "github.com/envoyproxy/go-control-plane/envoy/service/metrics/v3"
 	prom "github.com/prometheus/client_model/go"
+	otlplogs "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	otlpmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	otlpmetricsdata "go.opentelemetry.io/proto/otlp/metrics/v1"
 	"google.golang.org/grpc"
@@ -169,5 +170,81 @@ stats_sinks:
 		case <-deadline:
 			t.Fatal("no cluster.upstream_rq DELTA sum of 1 for cluster up, code 200 within 10s")
 		}
+	}
+}
+
+// otlpLogsCollector is an OTLP LogsService that hands over every export it receives.
+type otlpLogsCollector struct {
+	otlplogs.UnimplementedLogsServiceServer
+	exports chan *otlplogs.ExportLogsServiceRequest
+}
+
+func (c *otlpLogsCollector) Export(_ context.Context, req *otlplogs.ExportLogsServiceRequest) (*otlplogs.ExportLogsServiceResponse, error) {
+	c.exports <- req
+	return &otlplogs.ExportLogsServiceResponse{}, nil
+}
+
+// TestOpenTelemetryAccessLog runs the binary with an envoy.access_loggers.open_telemetry access
+// log (the shape of Envoy's OpenTelemetry example) to a static HTTP/2 cluster in front of a
+// real OTLP logs collector, and checks that a request arrives as a LogRecord whose body and
+// attributes are formatted from it, under a Resource naming the node.
+func TestOpenTelemetryAccessLog(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := &otlpLogsCollector{exports: make(chan *otlplogs.ExportLogsServiceRequest, 64)}
+	srv := grpc.NewServer()
+	otlplogs.RegisterLogsServiceServer(srv, col)
+	go srv.Serve(ln)
+	defer srv.Stop()
+	up := named(t, "up")
+	accessLog := `
+          access_log:
+          - name: envoy.access_loggers.open_telemetry
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.access_loggers.open_telemetry.v3.OpenTelemetryAccessLogConfig
+              common_config:
+                log_name: otel_envoy_accesslog
+                grpc_service: {envoy_grpc: {cluster_name: otel}}
+                transport_api_version: V3
+                buffer_flush_interval: 0.1s
+              body: {string_value: "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL% %RESPONSE_CODE%"}
+              attributes:
+                values:
+                - {key: "x-request-header", value: {string_value: "%REQ(X-TEST)%"}}`
+	cfg := "node: {id: e2e-otel-log, cluster: e2e}\n" + exampleBootstrap(exampleHCM("ingress_http", routeAllToUp, accessLog), exampleCluster("up", "", addrOf(up)),
+		exampleCluster("otel", `
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {http2_protocol_options: {}}`, ln.Addr().String()))
+	p := start(t, "-c", writeConfig(t, cfg))
+	req, _ := http.NewRequest("GET", "http://"+p.listenerAddr("example")+"/x", nil)
+	req.Header.Set("X-Test", "abc")
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	select {
+	case exp := <-col.exports:
+		rl := exp.GetResourceLogs()[0]
+		res := map[string]string{}
+		for _, kv := range rl.GetResource().GetAttributes() {
+			res[kv.GetKey()] = kv.GetValue().GetStringValue()
+		}
+		if res["node_name"] != "e2e-otel-log" || res["cluster_name"] != "e2e" || res["log_name"] != "otel_envoy_accesslog" {
+			t.Errorf("resource attributes = %v; want node_name e2e-otel-log, cluster_name e2e, log_name otel_envoy_accesslog", res)
+		}
+		recs := rl.GetScopeLogs()[0].GetLogRecords()
+		if len(recs) != 1 || recs[0].GetBody().GetStringValue() != "GET /x HTTP/1.1 200" {
+			t.Fatalf("records = %v; want one with body %q", recs, "GET /x HTTP/1.1 200")
+		}
+		if a := recs[0].GetAttributes(); len(a) != 1 || a[0].GetKey() != "x-request-header" || a[0].GetValue().GetStringValue() != "abc" {
+			t.Errorf("attributes = %v; want x-request-header abc", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no export within 10s")
 	}
 }
