@@ -453,7 +453,8 @@ func (c *Cluster) build(hosts []*host.Host, s setSettings, hostStats map[*host.H
 		hostStats:     hostStats,
 	}
 	if c.cfg.Type == config.Custom {
-		snap.PrioritySet, snap.Balancer = customTypes[c.cfg.CustomType.Name].build(c.m, c)
+		ct, _ := c.m.customType(c.cfg.CustomType.Name)
+		snap.PrioritySet, snap.Balancer = ct.build(c.m, c)
 		return snap, nil
 	}
 	snap.Balancer, err = c.balancer(ps)

@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	aggregatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/aggregate/v3"
+
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/lb"
 )
 
@@ -16,10 +19,30 @@ type customType struct {
 	build func(m *Manager, c *Cluster) (*host.PrioritySet, lb.Balancer)
 }
 
-// customTypes are the cluster_type extensions the manager implements, by name. The map is
-// filled at package initialisation and never modified (DESIGN rule 3). Its names are those
-// config.ClusterTypes accepts, so a cluster that passed config always finds its type here;
-// TestCustomTypesMatchConfig holds the two sets equal.
-var customTypes = map[string]customType{
-	config.AggregateClusterType: {dependencies: aggregateMembers, build: buildAggregate},
+// customTypes is the kind of cluster_type extensions as the manager builds them. Package
+// config reads their typed_config under the same names (config.ClusterTypeDecoders);
+// TestCustomTypesMatchConfig holds the two sets equal, so a cluster that passed config
+// always finds its type here.
+var customTypes = registry.Kind[customType]{Category: registry.ClusterType, Facet: "cluster"}
+
+// Register registers the cluster types the manager builds: envoy.clusters.aggregate.
+func Register(b *registry.Builder) {
+	registry.Add(b, customTypes, config.AggregateClusterType, &aggregatev3.ClusterConfig{},
+		customType{dependencies: aggregateMembers, build: buildAggregate})
+}
+
+// ownExtensions is the registry of a manager built without one: config's cluster types and
+// policies and the manager's own, which TestCustomTypesMatchConfig holds free of conflicts.
+func ownExtensions() *registry.Registry {
+	b := registry.NewBuilder()
+	config.Register(b)
+	Register(b)
+	r, _ := b.Build()
+	return r
+}
+
+// customType returns the behaviour of the cluster type name.
+func (m *Manager) customType(name string) (customType, bool) {
+	ct, _, ok := registry.Lookup(m.ext, customTypes, name, "")
+	return ct, ok
 }

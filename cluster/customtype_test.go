@@ -1,27 +1,31 @@
 package cluster
 
 import (
-	"maps"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/registry"
 )
 
 // TestCustomTypesMatchConfig holds the manager's cluster types and the names config accepts
 // equal, so a cluster that config accepts always has a behaviour here.
 func TestCustomTypesMatchConfig(t *testing.T) {
-	got := slices.Sorted(maps.Keys(customTypes))
-	if diff := cmp.Diff(config.ClusterTypes(), got); diff != "" {
-		t.Errorf("customTypes names mismatch (-config.ClusterTypes +customTypes):\n%s", diff)
+	r := ownExtensions()
+	if r == nil {
+		t.Fatal("config's and the manager's registrations conflict")
 	}
-	for name, ct := range customTypes {
+	var got []string
+	for e, ct := range registry.All(r, customTypes) {
+		got = append(got, e.Name)
 		if ct.dependencies == nil || ct.build == nil {
-			t.Errorf("customTypes[%q] = %+v; want dependencies and build set", name, ct)
+			t.Errorf("custom type %q = %+v; want dependencies and build set", e.Name, ct)
 		}
+	}
+	if diff := cmp.Diff(config.ClusterTypes(r), got); diff != "" {
+		t.Errorf("custom type names mismatch (-config.ClusterTypes +customTypes):\n%s", diff)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/legateproxy/legate/health"
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/lb/policies"
 	"github.com/legateproxy/legate/logging"
@@ -62,6 +63,9 @@ type ManagerConfig struct {
 	LocalLocality *host.Locality
 	// Policies are the load balancing policies; nil means policies.Registry().
 	Policies *lb.Registry
+	// Extensions are the extensions Legate is built with (extensions.New), of which the
+	// manager reads the cluster types; nil means config's and the manager's own.
+	Extensions *registry.Registry
 	// Rand is the balancers' random source (also the health checkers' jitter and the outlier
 	// detectors' enforcing_* draws); nil means math/rand/v2.
 	Rand func() uint64
@@ -96,6 +100,7 @@ type Manager struct {
 	clock         Clock
 	resolver      Resolver
 	policies      *lb.Registry
+	ext           *registry.Registry // the cluster types (customTypes)
 	rand          func() uint64
 	localCluster  string
 	localLocality *host.Locality
@@ -175,6 +180,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		clock:        cfg.Clock,
 		resolver:     cfg.Resolver,
 		policies:     cfg.Policies,
+		ext:          cfg.Extensions,
 		rand:         cfg.Rand,
 		localCluster: cfg.LocalClusterName,
 		initFn:       cfg.Init,
@@ -187,6 +193,9 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		dependents:   map[string][]string{},
 		initPending:  map[*Cluster]bool{},
 		deferTraffic: cfg.DeferTrafficStats,
+	}
+	if m.ext == nil {
+		m.ext = ownExtensions()
 	}
 	if m.clock == nil {
 		m.clock = clock.Real()
@@ -436,8 +445,8 @@ func (m *Manager) newClusterLocked(cfg *config.Cluster, api bool, version string
 		if cfg.CustomType == nil {
 			return nil, fmt.Errorf("cluster %q: cluster_type is missing; a custom cluster needs one", cfg.Name)
 		}
-		if _, ok := customTypes[cfg.CustomType.Name]; !ok {
-			return nil, fmt.Errorf("cluster %q: cluster_type.name = %q; must match a supported cluster type (%s)", cfg.Name, cfg.CustomType.Name, strings.Join(config.ClusterTypes(), ", "))
+		if _, ok := m.customType(cfg.CustomType.Name); !ok {
+			return nil, fmt.Errorf("cluster %q: cluster_type.name = %q; must match a supported cluster type (%s)", cfg.Name, cfg.CustomType.Name, strings.Join(config.ClusterTypes(m.ext), ", "))
 		}
 	}
 	e := m.statEntries[cfg.StatName]
@@ -464,7 +473,8 @@ func (m *Manager) newClusterLocked(cfg *config.Cluster, api bool, version string
 	}
 	e.stats.WarmingState.Set(1)
 	if cfg.Type == config.Custom {
-		for _, dep := range customTypes[cfg.CustomType.Name].dependencies(cfg) {
+		ct, _ := m.customType(cfg.CustomType.Name)
+		for _, dep := range ct.dependencies(cfg) {
 			m.dependents[dep] = append(m.dependents[dep], cfg.Name)
 		}
 	}
@@ -479,7 +489,8 @@ func (m *Manager) releaseLocked(c *Cluster, closeBreaker bool) {
 		c.breaker.Close()
 	}
 	if c.cfg.Type == config.Custom {
-		for _, dep := range customTypes[c.cfg.CustomType.Name].dependencies(c.cfg) {
+		ct, _ := m.customType(c.cfg.CustomType.Name)
+		for _, dep := range ct.dependencies(c.cfg) {
 			list := m.dependents[dep]
 			for i, n := range list {
 				if n == c.cfg.Name {

@@ -10,6 +10,7 @@ import (
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 
 	"github.com/legateproxy/legate/bootstrap"
+	"github.com/legateproxy/legate/internal/registry"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -28,7 +29,7 @@ func ClusterFromProto(c *clusterv3.Cluster, lim Limits) (*Cluster, error) {
 	if c == nil {
 		return nil, fmt.Errorf("cluster: nil")
 	}
-	b := clusterBuilder{at: fmt.Sprintf("cluster %q", c.GetName())}
+	b := clusterBuilder{at: fmt.Sprintf("cluster %q", c.GetName()), ext: lim.extensions()}
 	out := b.build(c, lim)
 	if b.err != nil {
 		return nil, b.err
@@ -39,6 +40,7 @@ func ClusterFromProto(c *clusterv3.Cluster, lim Limits) (*Cluster, error) {
 // clusterBuilder keeps the first error met while converting.
 type clusterBuilder struct {
 	at  string
+	ext *registry.Registry // the cluster types and load balancing policies
 	err error
 }
 
@@ -154,9 +156,9 @@ func (b *clusterBuilder) discovery(c *clusterv3.Cluster, out *Cluster) {
 	if ct := c.GetClusterType(); ct != nil {
 		out.Type = Custom
 		out.CustomType = &CustomClusterType{Name: ct.GetName(), Config: ct.GetTypedConfig()}
-		decode, ok := clusterTypes[ct.GetName()]
+		decode, _, ok := registry.Lookup(b.ext, ClusterTypeDecoders, ct.GetName(), "")
 		if !ok {
-			b.fail("cluster_type.name = %q; must match a supported cluster type (%s)", ct.GetName(), strings.Join(ClusterTypes(), ", "))
+			b.fail("cluster_type.name = %q; must match a supported cluster type (%s)", ct.GetName(), strings.Join(ClusterTypes(b.ext), ", "))
 			return
 		}
 		settings, err := decode(out.Name, ct.GetTypedConfig())

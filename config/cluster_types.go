@@ -3,29 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 
 	aggregatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/aggregate/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 )
-
-// clusterTypeDecoder checks the typed_config of one cluster_type extension for the cluster
-// named cluster and returns its settings (CustomClusterType.Settings). Error texts name the
-// field path below cluster_type.
-type clusterTypeDecoder func(cluster string, typedConfig *anypb.Any) (settings any, err error)
-
-// clusterTypes are the cluster_type extensions Legate implements, by name. The map is filled
-// at package initialisation and never modified (DESIGN rule 3), so lookups need no lock. The
-// cluster manager keeps the behaviour of each name in its own registry; its tests hold the
-// two sets of names equal.
-var clusterTypes = map[string]clusterTypeDecoder{
-	AggregateClusterType: decodeAggregate,
-}
-
-// ClusterTypes returns the names of the cluster_type extensions Legate implements, sorted.
-// Cluster.cluster_type.name must be one of them.
-func ClusterTypes() []string { return slices.Sorted(maps.Keys(clusterTypes)) }
 
 // AggregateConfig is envoy.extensions.clusters.aggregate.v3.ClusterConfig, the settings of an
 // envoy.clusters.aggregate cluster.

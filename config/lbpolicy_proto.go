@@ -15,6 +15,8 @@ import (
 	wrrlocalityv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/internal/registry"
 )
 
 // typedLbPolicy is the result of converting one load_balancing_policy.policies entry: the
@@ -34,47 +36,26 @@ type typedLbPolicy struct {
 }
 
 // lbPolicyDecoder converts the typed_config of one policy extension. at is the field path of
-// typed_config, used in errors.
-type lbPolicyDecoder func(at string, a *anypb.Any, depth int) (*typedLbPolicy, error)
-
-// lbPolicyDecoders are the load_balancing_policies extensions Legate implements, by message
-// type URL. Filled at package initialisation (in init, since WrrLocality's decoder reads the
-// map) and never modified afterwards, so lookups need no lock.
-var lbPolicyDecoders map[string]lbPolicyDecoder
-
-func init() {
-	lbPolicyDecoders = map[string]lbPolicyDecoder{
-		typeURLOf(&roundrobinv3.RoundRobin{}):           decodeRoundRobin,
-		typeURLOf(&leastrequestv3.LeastRequest{}):       decodeLeastRequest,
-		typeURLOf(&randomv3.Random{}):                   decodeRandom,
-		typeURLOf(&ringhashv3.RingHash{}):               decodeRingHash,
-		typeURLOf(&maglevv3.Maglev{}):                   decodeMaglev,
-		typeURLOf(&clusterprovidedv3.ClusterProvided{}): decodeClusterProvided,
-		typeURLOf(&wrrlocalityv3.WrrLocality{}):         decodeWrrLocality,
-	}
-}
-
-func typeURLOf(m proto.Message) string {
-	return "type.googleapis.com/" + string(m.ProtoReflect().Descriptor().FullName())
-}
+// typed_config, used in errors; r holds the policies a nested policy may name.
+type lbPolicyDecoder func(r *registry.Registry, at string, a *anypb.Any, depth int) (*typedLbPolicy, error)
 
 // maxLbPolicyDepth bounds WrrLocality nesting (Envoy accepts one level: the endpoint picking
 // policy of a WrrLocality cannot itself be a WrrLocality).
 const maxLbPolicyDepth = 1
 
-// selectLbPolicy returns the first entry of p.policies whose type Legate implements, as Envoy
+// selectLbPolicy returns the first entry of p.policies whose type is a policy of r, as Envoy
 // picks the first policy it has a factory for. at is the field path of p.
-func selectLbPolicy(at string, p *clusterv3.LoadBalancingPolicy, depth int) (*typedLbPolicy, error) {
+func selectLbPolicy(r *registry.Registry, at string, p *clusterv3.LoadBalancingPolicy, depth int) (*typedLbPolicy, error) {
 	var skipped []string
 	for i, pol := range p.GetPolicies() {
 		tec := pol.GetTypedExtensionConfig()
 		url := tec.GetTypedConfig().GetTypeUrl()
-		decode, ok := lbPolicyDecoders[url]
+		decode, _, ok := registry.Lookup(r, lbPolicies, "", url)
 		if !ok {
 			skipped = append(skipped, fmt.Sprintf("%q (%s)", tec.GetName(), url))
 			continue
 		}
-		return decode(fmt.Sprintf("%s.policies[%d].typed_extension_config.typed_config", at, i), tec.GetTypedConfig(), depth)
+		return decode(r, fmt.Sprintf("%s.policies[%d].typed_extension_config.typed_config", at, i), tec.GetTypedConfig(), depth)
 	}
 	if len(skipped) == 0 {
 		return nil, fmt.Errorf("%s.policies is empty; at least one policy is required", at)
@@ -93,7 +74,7 @@ func notImplemented(at, field string) error {
 	return fmt.Errorf("%s.%s: set; not implemented by Legate", at, field)
 }
 
-func decodeRoundRobin(at string, a *anypb.Any, _ int) (*typedLbPolicy, error) {
+func decodeRoundRobin(_ *registry.Registry, at string, a *anypb.Any, _ int) (*typedLbPolicy, error) {
 	var m roundrobinv3.RoundRobin
 	if err := unmarshalPolicy(at, a, &m); err != nil {
 		return nil, err
@@ -105,7 +86,7 @@ func decodeRoundRobin(at string, a *anypb.Any, _ int) (*typedLbPolicy, error) {
 	return out, out.locality(at+".locality_lb_config", m.GetLocalityLbConfig())
 }
 
-func decodeLeastRequest(at string, a *anypb.Any, _ int) (*typedLbPolicy, error) {
+func decodeLeastRequest(_ *registry.Registry, at string, a *anypb.Any, _ int) (*typedLbPolicy, error) {
 	var m leastrequestv3.LeastRequest
 	if err := unmarshalPolicy(at, a, &m); err != nil {
 		return nil, err
@@ -134,7 +115,7 @@ func decodeLeastRequest(at string, a *anypb.Any, _ int) (*typedLbPolicy, error) 
 	return out, out.locality(at+".locality_lb_config", m.GetLocalityLbConfig())
 }
 
-func decodeRandom(at string, a *anypb.Any, _ int) (*typedLbPolicy, error) {
+func decodeRandom(_ *registry.Registry, at string, a *anypb.Any, _ int) (*typedLbPolicy, error) {
 	var m randomv3.Random
 	if err := unmarshalPolicy(at, a, &m); err != nil {
 		return nil, err
@@ -143,7 +124,7 @@ func decodeRandom(at string, a *anypb.Any, _ int) (*typedLbPolicy, error) {
 	return out, out.locality(at+".locality_lb_config", m.GetLocalityLbConfig())
 }
 
-func decodeRingHash(at string, a *anypb.Any, _ int) (*typedLbPolicy, error) {
+func decodeRingHash(_ *registry.Registry, at string, a *anypb.Any, _ int) (*typedLbPolicy, error) {
 	var m ringhashv3.RingHash
 	if err := unmarshalPolicy(at, a, &m); err != nil {
 		return nil, err
@@ -174,7 +155,7 @@ func decodeRingHash(at string, a *anypb.Any, _ int) (*typedLbPolicy, error) {
 	return out, nil
 }
 
-func decodeMaglev(at string, a *anypb.Any, _ int) (*typedLbPolicy, error) {
+func decodeMaglev(_ *registry.Registry, at string, a *anypb.Any, _ int) (*typedLbPolicy, error) {
 	var m maglevv3.Maglev
 	if err := unmarshalPolicy(at, a, &m); err != nil {
 		return nil, err
@@ -190,7 +171,7 @@ func decodeMaglev(at string, a *anypb.Any, _ int) (*typedLbPolicy, error) {
 	return out, nil
 }
 
-func decodeClusterProvided(at string, a *anypb.Any, _ int) (*typedLbPolicy, error) {
+func decodeClusterProvided(_ *registry.Registry, at string, a *anypb.Any, _ int) (*typedLbPolicy, error) {
 	var m clusterprovidedv3.ClusterProvided
 	if err := unmarshalPolicy(at, a, &m); err != nil {
 		return nil, err
@@ -200,7 +181,7 @@ func decodeClusterProvided(at string, a *anypb.Any, _ int) (*typedLbPolicy, erro
 
 // decodeWrrLocality is locality-weighted balancing over localities with the endpoint picking
 // policy inside each: Legate's locality_weighted_lb_config with that policy.
-func decodeWrrLocality(at string, a *anypb.Any, depth int) (*typedLbPolicy, error) {
+func decodeWrrLocality(r *registry.Registry, at string, a *anypb.Any, depth int) (*typedLbPolicy, error) {
 	var m wrrlocalityv3.WrrLocality
 	if err := unmarshalPolicy(at, a, &m); err != nil {
 		return nil, err
@@ -208,7 +189,7 @@ func decodeWrrLocality(at string, a *anypb.Any, depth int) (*typedLbPolicy, erro
 	if depth >= maxLbPolicyDepth {
 		return nil, fmt.Errorf("%s: a WrrLocality inside a WrrLocality is not supported", at)
 	}
-	inner, err := selectLbPolicy(at+".endpoint_picking_policy", m.GetEndpointPickingPolicy(), depth+1)
+	inner, err := selectLbPolicy(r, at+".endpoint_picking_policy", m.GetEndpointPickingPolicy(), depth+1)
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +257,7 @@ func (t *typedLbPolicy) consistentHashing(at string, c *lbcommonv3.ConsistentHas
 // typedPolicy applies load_balancing_policy, which replaces lb_policy and its config oneof as
 // in Envoy. The locality settings of the chosen policy replace those of common_lb_config.
 func (b *clusterBuilder) typedPolicy(p *clusterv3.LoadBalancingPolicy, out *Cluster) {
-	t, err := selectLbPolicy("load_balancing_policy", p, 0)
+	t, err := selectLbPolicy(b.ext, "load_balancing_policy", p, 0)
 	if err != nil {
 		b.fail("%v", err)
 		return

@@ -2,6 +2,8 @@ package extensions
 
 import (
 	"github.com/legateproxy/legate/bootstrap"
+	"github.com/legateproxy/legate/cluster"
+	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy/filters/cors"
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
 	"github.com/legateproxy/legate/httpproxy/filters/ondemand"
@@ -14,6 +16,8 @@ import (
 func New() (*registry.Registry, error) {
 	b := registry.NewBuilder()
 	for _, register := range []func(*registry.Builder){
+		config.Register,  // load balancing policies, the aggregate cluster's typed_config
+		cluster.Register, // the aggregate cluster's hosts
 		cors.Register,
 		healthcheck.Register,
 		ondemand.Register,

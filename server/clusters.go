@@ -32,6 +32,7 @@ func (s *Server) buildClusterManager() error {
 		ServiceZone:         s.opts.ServiceZone,
 		LocalLocality:       local,
 		Runtime:             s.runtime,
+		Extensions:          s.ext,
 		OutlierEventLogPath: s.boot.Proto.GetClusterManager().GetOutlierDetection().GetEventLogPath(),
 	})
 	if err != nil {

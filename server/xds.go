@@ -67,7 +67,7 @@ func (s *Server) buildXDS() error {
 			return t.Ready, nil
 		},
 		Dial:          s.dialXDS,
-		Limits:        config.Limits{MaxObjNameLen: s.opts.MaxObjNameLen, UpstreamBindAddress: s.boot.UpstreamBindAddress},
+		Limits:        config.Limits{MaxObjNameLen: s.opts.MaxObjNameLen, UpstreamBindAddress: s.boot.UpstreamBindAddress, Extensions: s.ext},
 		Runtime:       s.runtime,
 		RTDSLayers:    rtds,
 		StaticSecrets: static,

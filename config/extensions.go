@@ -1,0 +1,65 @@
+package config
+
+import (
+	aggregatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/aggregate/v3"
+	clusterprovidedv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/cluster_provided/v3"
+	leastrequestv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/least_request/v3"
+	maglevv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/maglev/v3"
+	randomv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/random/v3"
+	ringhashv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/ring_hash/v3"
+	roundrobinv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
+	wrrlocalityv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/internal/registry"
+)
+
+// ClusterTypeDecoders is the kind of cluster_type extensions as package config reads them.
+// The cluster manager builds the same extensions with a kind of its own (their hosts and
+// balancer), registered under the same names.
+var ClusterTypeDecoders = registry.Kind[ClusterTypeDecoder]{Category: registry.ClusterType, Facet: "config"}
+
+// ClusterTypeDecoder checks the typed_config of one cluster_type extension for the cluster
+// named cluster and returns its settings (CustomClusterType.Settings). Error texts name the
+// field path below cluster_type.
+type ClusterTypeDecoder func(cluster string, typedConfig *anypb.Any) (settings any, err error)
+
+// lbPolicies is the kind of load_balancing_policies extensions: each converts its
+// typed_config into one of Legate's policies and its settings.
+var lbPolicies = registry.Kind[lbPolicyDecoder]{Category: registry.LBPolicy}
+
+// Register registers the extensions package config reads: the load balancing policies and the
+// aggregate cluster type's typed_config (whose hosts package cluster builds).
+func Register(b *registry.Builder) {
+	registry.Add(b, ClusterTypeDecoders, AggregateClusterType, &aggregatev3.ClusterConfig{}, decodeAggregate)
+	registry.Add(b, lbPolicies, "envoy.load_balancing_policies.round_robin", &roundrobinv3.RoundRobin{}, decodeRoundRobin)
+	registry.Add(b, lbPolicies, "envoy.load_balancing_policies.least_request", &leastrequestv3.LeastRequest{}, decodeLeastRequest)
+	registry.Add(b, lbPolicies, "envoy.load_balancing_policies.random", &randomv3.Random{}, decodeRandom)
+	registry.Add(b, lbPolicies, "envoy.load_balancing_policies.ring_hash", &ringhashv3.RingHash{}, decodeRingHash)
+	registry.Add(b, lbPolicies, "envoy.load_balancing_policies.maglev", &maglevv3.Maglev{}, decodeMaglev)
+	registry.Add(b, lbPolicies, "envoy.load_balancing_policies.cluster_provided", &clusterprovidedv3.ClusterProvided{}, decodeClusterProvided)
+	registry.Add(b, lbPolicies, "envoy.load_balancing_policies.wrr_locality", &wrrlocalityv3.WrrLocality{}, decodeWrrLocality)
+}
+
+// extensions is l.Extensions, or, without one (tests and tools that convert without the
+// server), a registry of config's own extensions: Register's, which TestRegisterBuilds holds
+// free of conflicts.
+func (l Limits) extensions() *registry.Registry {
+	if l.Extensions != nil {
+		return l.Extensions
+	}
+	b := registry.NewBuilder()
+	Register(b)
+	r, _ := b.Build()
+	return r
+}
+
+// ClusterTypes returns the names of the cluster_type extensions of r that config reads,
+// sorted (Entries' order). Cluster.cluster_type.name must be one of them.
+func ClusterTypes(r *registry.Registry) []string {
+	var names []string
+	for e := range registry.All(r, ClusterTypeDecoders) {
+		names = append(names, e.Name)
+	}
+	return names
+}
