@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/legateproxy/legate/internal/clock"
 )
 
 // FileOptions configure a File. The zero value gives Envoy's defaults.
@@ -16,8 +18,8 @@ type FileOptions struct {
 	FlushInterval time.Duration
 	// MinFlushSize is the buffered size that triggers an immediate write; zero means 64 KiB.
 	MinFlushSize int
-	// Ticks, when set, replaces the flush timer (tests drive flushes through it).
-	Ticks <-chan time.Time
+	// Clock makes the flush ticker; nil means the system clock.
+	Clock clock.Clock
 }
 
 // ErrClosed is returned by writes to a closed File.
@@ -62,13 +64,10 @@ func OpenFile(path string, opts FileOptions) (*File, error) {
 		done:    make(chan struct{}),
 		stopped: make(chan struct{}),
 	}
-	ticks := opts.Ticks
-	var ticker *time.Ticker
-	if ticks == nil {
-		ticker = time.NewTicker(opts.FlushInterval)
-		ticks = ticker.C
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
 	}
-	go f.flushLoop(ticks, ticker)
+	go f.flushLoop(opts.Clock.NewTicker(opts.FlushInterval))
 	return f, nil
 }
 
@@ -87,16 +86,14 @@ func openLog(path string) (*os.File, error) {
 }
 
 // flushLoop writes the buffer on every tick until Close.
-func (f *File) flushLoop(ticks <-chan time.Time, ticker *time.Ticker) {
+func (f *File) flushLoop(ticker clock.Ticker) {
 	defer close(f.stopped)
-	if ticker != nil {
-		defer ticker.Stop()
-	}
+	defer ticker.Stop()
 	for {
 		select {
 		case <-f.done:
 			return
-		case <-ticks:
+		case <-ticker.C():
 			f.mu.Lock()
 			f.flushLocked()
 			f.mu.Unlock()

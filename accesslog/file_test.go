@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/legateproxy/legate/internal/clock/clocktest"
 )
 
 func readAll(t *testing.T, path string) string {
@@ -26,8 +28,9 @@ func TestFile(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "access.log")
-	ticks := make(chan time.Time)
-	f, err := OpenFile(path, FileOptions{Ticks: ticks, MinFlushSize: 1 << 20})
+	clk := clocktest.NewTicks(time.Unix(0, 0))
+	ticks := clk.Ch
+	f, err := OpenFile(path, FileOptions{Clock: clk, MinFlushSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

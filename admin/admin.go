@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/legateproxy/legate/internal/clock"
 )
 
 // Config is what the bootstrap's admin block and the command line give the
@@ -24,7 +26,7 @@ type Config struct {
 	// Warnf reports operator-facing warnings (a non-loopback bind, a GET on a
 	// mutation); nil drops them.
 	Warnf func(format string, args ...any)
-	// Now is the clock for access-log timestamps; nil means time.Now.
+	// Now is the clock for access-log timestamps; nil means the system clock.
 	Now func() time.Time
 	// OnCrossOrigin is called for each request refused because a browser
 	// sent it from another origin (see RefuseCrossOrigin); nil ignores them.
@@ -58,7 +60,7 @@ type Server struct {
 // New returns a server for reg. Nothing is bound until Listen.
 func New(cfg Config, reg *Registry) *Server {
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Real().Now
 	}
 	if cfg.Warnf == nil {
 		cfg.Warnf = func(string, ...any) {}

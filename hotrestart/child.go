@@ -170,6 +170,7 @@ func (c *Child) request(m *message, want string, maxFiles int) (*replyFiles, err
 	if c.c == nil {
 		return nil, errClosed
 	}
+	// Real clock: a socket deadline, which the runtime poller compares with the system clock.
 	c.c.uc.SetDeadline(time.Now().Add(c.cfg.Timeout))
 	defer func() {
 		if c.c != nil {

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/legateproxy/legate/internal/clock"
 )
 
 // helloTimeout bounds how long a connected peer may take to say hello.
@@ -93,7 +95,7 @@ func Listen(cfg ParentConfig) (*Parent, error) {
 		cfg.Logf = func(string, ...any) {}
 	}
 	if cfg.Start.IsZero() {
-		cfg.Start = time.Now()
+		cfg.Start = clock.Real().Now()
 	}
 	name := SocketName(cfg.SocketPath, cfg.BaseID, cfg.Epoch)
 	ln, err := listenSocket(name, cfg.SocketMode)
@@ -172,6 +174,7 @@ func (p *Parent) serveConn(c *net.UnixConn) {
 		p.wg.Done()
 	}()
 	cn := &conn{uc: c}
+	// Real clock: a socket deadline, which the runtime poller compares with the system clock.
 	c.SetReadDeadline(time.Now().Add(helloTimeout))
 	m, files, err := cn.read()
 	closeFiles(files)

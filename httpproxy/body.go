@@ -228,6 +228,7 @@ func (w *h1writer) finish() error {
 func (s *stream) Pause(ready <-chan struct{}, bound time.Duration) (gone bool) {
 	var timeout <-chan time.Time
 	if bound > 0 {
+		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 		t := time.NewTimer(bound)
 		defer t.Stop()
 		timeout = t.C

@@ -154,6 +154,7 @@ const (
 //go:noinline
 func (sc *serverConn) lingerClose() {
 	shutWriter(sc.nc, sc.lc.Conn)()
+	// Real clock: a socket deadline, which the runtime poller compares with the system clock.
 	sc.nc.SetReadDeadline(time.Now().Add(lingerTime))
 	for n := 0; n < lingerMaxBytes; {
 		m, err := sc.nc.Read(sc.rd.buf)
@@ -193,6 +194,7 @@ func (h *Handler) handshake(c *listener.Conn) (nc net.Conn, info *accesslog.TLSI
 		return socketConn{c}, nil, false, false, true
 	}
 	logged := len(h.logs) > 0
+	// Real clock: a socket deadline, which the runtime poller compares with the system clock.
 	tc, cs, local, err := h.tls.Accept(socketConn{c}, time.Now().Add(tlsHandshakeTimeout), logged)
 	if err != nil {
 		return nil, nil, false, false, false
@@ -420,6 +422,7 @@ func (h *Handler) drainWatcher(started <-chan struct{}) {
 	for l := range h.h2lives { // connections with their own server (max_connection_duration)
 		l.goAway()
 	}
+	// Real clock: a socket deadline, which the runtime poller compares with the system clock.
 	now := time.Now()
 	for sc := range h.conns {
 		if sc.idle.Load() {

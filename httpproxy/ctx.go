@@ -106,9 +106,11 @@ func (c *deadlineCtx) start() {
 	c.deadline, c.pending = c.now().Add(c.pending), 0
 	if c.done != nil && !c.fired {
 		ch := c.done
+		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 		c.timer = time.AfterFunc(c.deadline.Sub(c.now()), func() { c.fire(ch) })
 	}
 	if c.onAbort != nil {
+		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 		c.endTimer = time.AfterFunc(c.deadline.Sub(c.now()), c.onAbort)
 	}
 }
@@ -186,6 +188,7 @@ func (c *deadlineCtx) Done() <-chan struct{} {
 				close(ch)
 				return ch
 			}
+			// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 			c.timer = time.AfterFunc(d, fire)
 		}
 		if c.parent != nil {

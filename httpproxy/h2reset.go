@@ -192,6 +192,7 @@ func (w *h2wire) sendCalm() {
 	if w.shutWrite != nil {
 		w.shutWrite()
 	}
+	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 	w.calmAt = time.Now()
 	w.draining.Store(true) // after calmAt, which linger reads; http2's writes are dropped from now on
 }
@@ -199,6 +200,7 @@ func (w *h2wire) sendCalm() {
 // linger waits until calmLinger has passed since the GOAWAY, and ends the read side; it
 // runs on http2's read goroutine.
 func (w *h2wire) linger() error {
+	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 	time.Sleep(time.Until(w.calmAt.Add(calmLinger)))
 	return errTooManyResets
 }

@@ -203,6 +203,7 @@ func (w *h2wire) badPreface() error {
 		w.Conn.Write(out.Bytes())
 	}
 	w.wmu.Unlock()
+	// Real clock: a socket deadline, which the runtime poller compares with the system clock.
 	w.Conn.SetReadDeadline(time.Now().Add(prefaceDrain))
 	var discard [512]byte
 	for {
@@ -275,6 +276,7 @@ func (w *h2wire) hold(p []byte) {
 			d = w.corkFor
 		}
 		if w.timer == nil {
+			// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 			w.timer = time.AfterFunc(d, w.uncork)
 		} else {
 			w.timer.Reset(d)
@@ -410,6 +412,7 @@ func (hw *headerWatch) blockStart(id uint32) {
 	hw.inBlock = true
 	hw.mu.Lock()
 	hw.open, hw.stream = true, id
+	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 	hw.deadline = time.Now().Add(hw.timeout)
 	if hw.timer == nil {
 		hw.timer = time.AfterFunc(hw.timeout, hw.expire)
@@ -435,6 +438,7 @@ func (hw *headerWatch) expire() {
 		hw.mu.Unlock()
 		return
 	}
+	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 	if left := time.Until(hw.deadline); left > 0 { // a later block re-armed the timer
 		hw.timer.Reset(left)
 		hw.mu.Unlock()

@@ -19,6 +19,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
 	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/overload"
@@ -66,7 +67,7 @@ type Deps struct {
 	// Filters are the HTTP filters besides the router; nil means the built-in set
 	// (envoy.filters.http.health_check).
 	Filters *filter.Registry
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means the system clock.
 	Now func() time.Time
 	// Routes serves the route configurations of connection managers with rds (RDS); nil
 	// refuses rds.
@@ -108,7 +109,7 @@ func Register(reg *listener.Registry, deps Deps) error {
 		deps.AccessLogs = accesslog.NewManager(accesslog.FileOptions{})
 	}
 	if deps.Now == nil {
-		deps.Now = time.Now
+		deps.Now = clock.Real().Now
 	}
 	shared := &shared{deps: deps, stats: newStatsRegistry(deps.Stats), filterStats: filter.NewStats(deps.Stats), dates: newDateCache(deps.Now)}
 	return reg.Register(config.HTTPConnectionManagerFilter, func(ctx *listener.ChainContext) (listener.FilterChainHandler, error) {

@@ -596,6 +596,7 @@ func (s *stream) startRetry(p *route.RetryPolicy, snap *cluster.Snapshot, left *
 		}
 	}
 	if wait > 0 {
+		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 		t := time.NewTimer(wait)
 		<-t.C
 	}

@@ -237,6 +237,7 @@ func (h *Handler) newH2Lifetime(nc net.Conn, end time.Time) (*h2Lifetime, error)
 	h.h2lives[l] = struct{}{}
 	h.mu.Unlock()
 	l.mu.Lock()
+	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 	l.timer = time.AfterFunc(end.Sub(h.sh.deps.Now()), l.expire)
 	l.mu.Unlock()
 	return l, nil
@@ -251,6 +252,7 @@ func (l *h2Lifetime) expire() {
 	}
 	l.h.stats.DownstreamCxMaxDurationReached.Inc()
 	l.goAwayLocked()
+	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 	l.force = time.AfterFunc(l.h.cfg.DrainTimeout, l.closeConn)
 }
 
@@ -297,6 +299,7 @@ func (l *h2Lifetime) stop() {
 }
 
 // monoBase anchors mono, the monotonic clock the stream idle timer compares with.
+// Real clock: request path, monotonic reading only (see internal/clock/direct_test.go).
 var monoBase = time.Now()
 
 func mono() int64 { return int64(time.Since(monoBase)) }
@@ -330,6 +333,7 @@ func (i *streamIdle) arm(s *stream, d time.Duration) {
 	i.mu.Lock()
 	i.armed = true
 	if i.t == nil {
+		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 		i.t = time.AfterFunc(d, i.expire)
 	} else {
 		i.t.Reset(d)

@@ -649,6 +649,7 @@ func startIdleTimer(d time.Duration, onIdle func()) *idleTimer {
 	if d <= 0 {
 		return nil
 	}
+	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 	it := &idleTimer{d: d, onIdle: onIdle, last: time.Now()}
 	it.mu.Lock()
 	it.t = time.AfterFunc(d, it.check)
@@ -661,6 +662,7 @@ func (it *idleTimer) touch() {
 		return
 	}
 	it.mu.Lock()
+	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 	it.last = time.Now()
 	it.mu.Unlock()
 }
@@ -673,6 +675,7 @@ func (it *idleTimer) check() {
 		it.mu.Unlock()
 		return
 	}
+	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 	if rest := it.d - time.Since(it.last); rest > 0 {
 		it.t.Reset(rest)
 		it.mu.Unlock()

@@ -86,6 +86,7 @@ func (m *Manager) runFilters(info *listenerInfo, nc net.Conn, a *accepted) bool 
 	st.DownstreamPreCxActive.Inc()
 	defer st.DownstreamPreCxActive.Dec()
 	if info.filterTimeout > 0 {
+		// Real clock: a socket deadline, which the runtime poller compares with the system clock.
 		nc.SetReadDeadline(time.Now().Add(info.filterTimeout))
 		defer nc.SetReadDeadline(time.Time{})
 	}

@@ -53,6 +53,7 @@ const stopGrace = 20 * time.Millisecond
 func (s *socket) stopAccepting(m *Manager) {
 	s.stopped = make(chan struct{})
 	s.stopping.Store(true)
+	// Real clock: a socket deadline, which the runtime poller compares with the system clock.
 	if d, ok := s.ln.(interface{ SetDeadline(time.Time) error }); !ok || d.SetDeadline(time.Now().Add(stopGrace)) != nil {
 		s.closeStopped(m)
 	}
@@ -80,6 +81,7 @@ func (s *socket) closeStopped(m *Manager) {
 func (s *socket) awaitStopped(m *Manager) {
 	select {
 	case <-s.stopped:
+	// Real clock: waits on the network or the kernel, not a timing rule; a fake clock would stall it.
 	case <-time.After(2 * stopGrace):
 		s.closeStopped(m)
 	}
@@ -237,6 +239,7 @@ func (m *Manager) acceptLoop(s *socket, worker int) {
 			// Out of file descriptors and the like: back off as net/http does.
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
 			m.cfg.Logger.Warnf("listener '%s': accept: %v; retrying in %v", s.entry.name, err, delay)
+			// Real clock: waits on the network or the kernel, not a timing rule; a fake clock would stall it.
 			time.Sleep(delay)
 			continue
 		}

@@ -27,6 +27,7 @@ func (m *Manager) awaitAccepting(s *socket) {
 			return
 		}
 		if t == nil {
+			// Real clock: waits on the network or the kernel, not a timing rule; a fake clock would stall it.
 			t = time.NewTimer(pausePoll)
 			defer t.Stop()
 		} else {

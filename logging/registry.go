@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/legateproxy/legate/internal/clock"
 )
 
 // DefaultFormat is Envoy's default --log-format.
@@ -38,7 +40,7 @@ type Config struct {
 	JSONFormat map[string]any
 	// Out receives the log when Path is empty; nil means os.Stderr.
 	Out io.Writer
-	// Now is the clock for timestamps; nil means time.Now.
+	// Now is the clock for timestamps; nil means the system clock.
 	Now func() time.Time
 	// Location is the time zone of timestamps; nil means time.Local, as
 	// spdlog prints local time.
@@ -158,7 +160,7 @@ func New(cfg Config) (*Registry, error) {
 		defaultLevel: level,
 	}
 	if r.now == nil {
-		r.now = time.Now
+		r.now = clock.Real().Now
 	}
 	if r.loc == nil {
 		r.loc = time.Local

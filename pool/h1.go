@@ -116,9 +116,11 @@ func newH1(uc *upConn) *h1conn {
 	c.raw, c.isTLS = rawSocket(uc.Conn)
 	c.peek = c.peekSocket
 	if d := uc.hp.m.idleTimeout; d > 0 {
+		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 		c.timer = time.AfterFunc(d, c.idleExpired)
 	}
 	if d := uc.hp.m.maxDuration; d > 0 {
+		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 		c.lifetime = time.AfterFunc(d, c.durationReached)
 	}
 	return c
@@ -166,6 +168,7 @@ func idleDue(t *time.Timer, busy bool, idleSince int64, d time.Duration) bool {
 		t.Reset(d)
 		return false
 	}
+	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 	if left := time.Duration(idleSince + int64(d) - time.Now().UnixNano()); left > 0 {
 		t.Reset(left)
 		return false
@@ -353,6 +356,7 @@ func (hp *hostPool) releaseH1(c *h1conn, reusable bool) {
 		}
 		c.idle = true
 		if c.timer != nil {
+			// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 			c.idleSince = time.Now().UnixNano()
 		}
 		hp.idle = append(hp.idle, c)

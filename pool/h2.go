@@ -56,11 +56,14 @@ func newH2Transport(bufferLimit int) (*http2.Transport, error) {
 // startTimers arms the idle and lifetime timers of a new connection.
 func (c *h2conn) startTimers() {
 	m := c.uc.hp.m
+	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 	c.idleSince = time.Now().UnixNano()
 	if m.idleTimeout > 0 {
+		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 		c.idle = time.AfterFunc(m.idleTimeout, c.idleExpired)
 	}
 	if m.maxDuration > 0 {
+		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 		c.lifetime = time.AfterFunc(m.maxDuration, c.durationReached)
 	}
 }
@@ -92,6 +95,7 @@ func (c *h2conn) endStream() {
 	hp.mu.Lock()
 	last := c.uc.rqActive.Add(-1) == 0
 	if last {
+		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 		c.idleSince = time.Now().UnixNano()
 	}
 	closing := last && (c.retired.Load() || hp.draining)

@@ -123,6 +123,7 @@ func (c *h1conn) idleState() idleState {
 	case c.isTLS:
 		// Records arrived: application data, a close_notify alert, or a post-handshake
 		// message. Read them to tell; a connection that sent something else is not reused.
+		// Real clock: a socket deadline, which the runtime poller compares with the system clock.
 		if s := c.readIdle(time.Now().Add(tlsPeekWait)); s != idleClean {
 			return s
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/tlsutil"
 )
@@ -58,7 +59,7 @@ type ManagerConfig struct {
 	// each TLS connection: its handshake is counted there as Envoy's upstream TLS socket
 	// counts it. Nil, or a nil result, counts nothing.
 	TLSStats func() *tlsutil.Stats
-	// Now is the clock for the connect and request histograms; nil means time.Now.
+	// Now is the clock for the connect and request histograms; nil means the system clock.
 	Now func() time.Time
 }
 
@@ -141,7 +142,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		m.connectTimeout = config.DefaultConnectTimeout
 	}
 	if m.now == nil {
-		m.now = time.Now
+		m.now = clock.Real().Now
 	}
 	if a := cc.UpstreamBindAddress; a != nil {
 		ip, err := netip.ParseAddr(a.Host)

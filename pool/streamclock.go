@@ -33,6 +33,7 @@ func (m *Manager) startClock(abort func()) *streamClock {
 		return nil
 	}
 	c := &streamClock{abort: abort, st: m.st}
+	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 	c.timer = time.AfterFunc(m.streamDuration, c.expire)
 	return c
 }

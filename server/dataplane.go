@@ -111,13 +111,14 @@ func (s *Server) buildDataPlane() error {
 	// Unhealthy or ejected hosts lose their idle connections (and every
 	// connection with close_connections_on_host_health_failure).
 	s.clusters.OnHostHealthFailure(dp.pools.HostFailed)
-	dp.accessLogs = accesslog.NewManager(accesslog.FileOptions{FlushInterval: s.opts.FileFlushInterval})
+	dp.accessLogs = accesslog.NewManager(accesslog.FileOptions{FlushInterval: s.opts.FileFlushInterval, Clock: s.clock})
 	if dp.als, err = als.NewManager(als.Config{
 		Dial:          s.dialXDS, // a host of the bootstrap cluster, with its TLS
 		ClusterExists: s.clusters.Has,
 		Node:          s.Node(),
 		Stats:         s.store,
 		Logger:        s.logs.Logger("grpc"),
+		Clock:         s.clock,
 	}); err != nil {
 		return err
 	}
@@ -133,7 +134,7 @@ func (s *Server) buildDataPlane() error {
 		HealthCheckFailed: &s.healthFailed,
 		Taps:              dp.taps,
 		AccessLogs:        dp.accessLogs,
-		TLS:               tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Stats: dp.tlsStats},
+		TLS:               tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Now: s.clock.Now, Stats: dp.tlsStats},
 		LocalClusterName:  s.Node().GetCluster(),
 		Routes:            s.routeProvider(),
 		GRPCAccessLogs:    dp.als,
@@ -147,7 +148,7 @@ func (s *Server) buildDataPlane() error {
 	}
 	if err := tcpproxy.Register(handlers, tcpproxy.Deps{
 		Pools: dp.pools,
-		TLS:   tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Stats: dp.tlsStats},
+		TLS:   tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Now: s.clock.Now, Stats: dp.tlsStats},
 		AccessLogs: tcpproxy.AccessLogDeps{
 			Files:   dp.accessLogs,
 			GRPC:    dp.als,
@@ -246,7 +247,7 @@ func (s *Server) clusterTLS(c *config.Cluster) (*tlsutil.ClientContext, error) {
 	}
 	var ctx *tlsutil.ClientContext
 	if cfg != nil {
-		deps := tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Stats: dp.tlsStats, StatPrefix: "cluster." + c.Name + "."}
+		deps := tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Now: s.clock.Now, Stats: dp.tlsStats, StatPrefix: "cluster." + c.Name + "."}
 		if !s.clusters.HasConfig(c) {
 			// Retired already (a connection of a request that picked the replaced cluster):
 			// its OnRetire has run or is waiting for tlsMu, so a context cached now would

@@ -219,6 +219,7 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 			Address:   net.JoinHostPort(a.Address, strconv.FormatUint(uint64(a.Port), 10)),
 			AccessLog: accessLog,
 			Warnf:     adminLog.Warnf,
+			Now:       s.clock.Now,
 			OnCrossOrigin: func(r *http.Request) {
 				s.adminStats.CrossOriginRefused.Inc()
 				adminLog.Warnf("refused cross-origin %s %s (Origin %q, Sec-Fetch-Site %q)", r.Method, r.URL.Path, r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site"))

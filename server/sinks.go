@@ -80,7 +80,7 @@ func (s *Server) buildSinks() error {
 			var cfg otelsinkv3.SinkConfig
 			if err = unmarshalSink(path, tc, &cfg); err == nil {
 				err = s.addClosingSink(opentelemetry.New(path+".typed_config", &cfg, opentelemetry.Deps{
-					Dial: s.dialXDS, ClusterExists: s.staticCluster}))
+					Dial: s.dialXDS, ClusterExists: s.staticCluster, Clock: s.clock}))
 			}
 		case "":
 			err = fmt.Errorf("%s.name = %q: unsupported stats sink; %s", path, sink.GetName(), implementedSinks)

@@ -119,6 +119,7 @@ type connInfo struct {
 }
 
 func newConnInfo(down net.Conn) *connInfo {
+	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 	ci := &connInfo{start: time.Now(), local: addrString(down.LocalAddr()), remote: addrString(down.RemoteAddr())}
 	ci.direct = ci.remote
 	if lc, ok := down.(*listener.Conn); ok {
@@ -162,7 +163,7 @@ func (ci *connInfo) entry(t accesslog.Type) accesslog.Entry {
 		ResponseFlags:                 accesslog.ResponseFlags(ci.flags.Load()),
 		BytesReceived:                 ci.rx.Load(),
 		BytesSent:                     ci.tx.Load(),
-		Duration:                      max(time.Since(ci.start), 1),
+		Duration:                      max(time.Since(ci.start), 1), // real clock: request path (internal/clock's allowedDirect)
 		DownstreamRemoteAddress:       ci.remote,
 		DownstreamDirectRemoteAddress: ci.direct,
 		DownstreamLocalAddress:        ci.local,

@@ -24,6 +24,7 @@ import (
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/accesslog/als/alstest"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/clock/clocktest"
 )
 
 // testFormat prints the fields of a TCP entry that a test can know exactly.
@@ -37,7 +38,7 @@ type logFiles struct {
 
 func newLogFiles(t *testing.T) *logFiles {
 	t.Helper()
-	m := accesslog.NewManager(accesslog.FileOptions{Ticks: make(chan time.Time)})
+	m := accesslog.NewManager(accesslog.FileOptions{Clock: clocktest.NewFake(time.Unix(0, 0))})
 	t.Cleanup(func() { m.Close() })
 	return &logFiles{Manager: m, dir: t.TempDir()}
 }
@@ -383,7 +384,7 @@ custom_tags: [{tag: zone, literal: {value: z1}}]}}}`
 // BenchmarkAccessLog is the cost of the final entry of a connection with one file access log
 // in Envoy's default format: building the entry, formatting and buffering the line.
 func BenchmarkAccessLog(b *testing.B) {
-	m := accesslog.NewManager(accesslog.FileOptions{Ticks: make(chan time.Time)})
+	m := accesslog.NewManager(accesslog.FileOptions{Clock: clocktest.NewFake(time.Unix(0, 0))})
 	defer m.Close()
 	f, err := m.Open(filepath.Join(b.TempDir(), "a.log"))
 	if err != nil {

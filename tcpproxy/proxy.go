@@ -245,6 +245,7 @@ type session struct {
 
 // arm starts a timer that calls f after d, stored in t before it can fire.
 func arm(t *atomic.Pointer[time.Timer], d time.Duration, f func()) {
+	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 	tm := time.AfterFunc(time.Duration(math.MaxInt64), f)
 	t.Store(tm)
 	tm.Reset(d)
@@ -289,11 +290,13 @@ func (s *session) periodic() {
 	}
 }
 
+// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 func (s *session) touch() { s.last.Store(time.Now().UnixNano()) }
 
 // checkIdle closes the pair after idle_timeout without traffic, or re-arms the timer.
 func (s *session) checkIdle() {
 	d := s.p.cfg.IdleTimeout
+	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 	since := time.Duration(time.Now().UnixNano() - s.last.Load())
 	if since < d {
 		s.idle.Load().Reset(d - since)

@@ -65,6 +65,7 @@ func handshakeTimeout(chain *config.FilterChain, idle time.Duration) time.Durati
 func (p *Proxy) handshake(down net.Conn) (*tls.Conn, *accesslog.TLSInfo, error) {
 	var deadline time.Time
 	if p.handshakeTimeout > 0 {
+		// Real clock: a socket deadline, which the runtime poller compares with the system clock.
 		deadline = time.Now().Add(p.handshakeTimeout)
 	}
 	tc, cs, local, err := p.tls.Accept(down, deadline, len(p.logs) > 0)

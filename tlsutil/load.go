@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/legateproxy/legate/internal/clock"
 )
 
 // Deps are what a context needs from outside. Every field may be nil.
@@ -21,7 +23,7 @@ type Deps struct {
 	// Registry lists the context in /certs; nil leaves it unlisted.
 	Registry *Registry
 	// Now is the clock for certificate validity and CRL checks; nil is
-	// time.Now.
+	// the system clock.
 	Now func() time.Time
 	// ReadFile and LookupEnv read filename and environment_variable data
 	// sources; nil is os.ReadFile and os.LookupEnv.
@@ -53,7 +55,7 @@ func (d *Deps) now() time.Time {
 	if d.Now != nil {
 		return d.Now()
 	}
-	return time.Now()
+	return clock.Real().Now()
 }
 
 // secret resolves name to a secret holding what want says, or explains why

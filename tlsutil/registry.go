@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/legateproxy/legate/internal/clock"
 )
 
 // Registry is the set of live TLS contexts, client and server, in creation
@@ -27,10 +29,10 @@ type Registry struct {
 }
 
 // NewRegistry returns an empty registry; now is the clock for days until
-// expiration (nil is time.Now).
+// expiration (nil is the system clock).
 func NewRegistry(now func() time.Time) *Registry {
 	if now == nil {
-		now = time.Now
+		now = clock.Real().Now
 	}
 	return &Registry{now: now}
 }

@@ -191,6 +191,7 @@ func recvError(failed <-chan error, sendErr error) error {
 	select {
 	case err := <-failed:
 		return err
+	// Real clock: waits on the network or the kernel, not a timing rule; a fake clock would stall it.
 	case <-time.After(100 * time.Millisecond):
 		return sendErr
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/internal/grpcclient"
 	"github.com/legateproxy/legate/internal/headermatch"
 	"github.com/legateproxy/legate/logging"
@@ -58,6 +59,8 @@ type Config struct {
 	Stats *stats.Store
 	// Logger logs stream failures; nil discards.
 	Logger *logging.Logger
+	// Clock makes the buffer_flush_interval tickers; nil means the system clock.
+	Clock clock.Clock
 }
 
 // Manager creates and shares gRPC access loggers (HTTP and TCP) and runs their streams.
@@ -89,6 +92,9 @@ type streamer interface {
 func NewManager(cfg Config) (*Manager, error) {
 	if cfg.Dial == nil || cfg.Stats == nil {
 		return nil, errors.New("als: Dial and Stats are required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
 	}
 	m := &Manager{cfg: cfg, loggers: map[string]streamer{}}
 	m.reg = cfg.Stats.Register("access_logs.grpc_access_log.", &m.stats)
@@ -375,7 +381,7 @@ func (l *client[E]) Flush() {
 // flush asks for one, sends queued messages (the first of each stream with the identifier),
 // and notices when the service closes the stream.
 func (l *client[E]) run(ctx context.Context) {
-	tick := time.NewTicker(l.s.interval)
+	tick := l.m.cfg.Clock.NewTicker(l.s.interval)
 	defer tick.Stop()
 	client := alsv3.NewAccessLogServiceClient(l.conn)
 	var (
@@ -405,7 +411,7 @@ func (l *client[E]) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.C():
 			l.Flush()
 		case <-l.kick:
 			if st != nil {

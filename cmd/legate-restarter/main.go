@@ -92,6 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "legate-restarter: caught %v: stopping every child\n", sig)
 				r.signalAll(sig)
 				if killAfter == nil {
+					// Real clock: the restarter is a separate supervisor binary with no components to inject a clock into.
 					killAfter = time.After(*termTimeout)
 				}
 			}
@@ -172,6 +173,7 @@ func (r *restarter) signalAll(sig os.Signal) {
 
 // waitAll waits for every running child, killing those left after timeout.
 func (r *restarter) waitAll(timeout time.Duration) {
+	// Real clock: the restarter is a separate supervisor binary with no components to inject a clock into.
 	deadline := time.After(timeout)
 	for len(r.running) > 0 {
 		select {

@@ -215,6 +215,7 @@ func (ctx *Context) FractionEnabled(key string, numerator, denominator, random u
 // Clock is ctx.Now, or time.Now.
 func (ctx *Context) Clock() func() time.Time {
 	if ctx == nil || ctx.Now == nil {
+		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 		return time.Now
 	}
 	return ctx.Now

@@ -115,6 +115,7 @@ func (f *Filter) OnRequest(x *filter.Exchange) *filter.Reply {
 		x.Downstream.Pause(done, wait)
 		return nil
 	}
+	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {

@@ -12,6 +12,8 @@ import (
 	tapdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/tap/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
+
+	"github.com/legateproxy/legate/internal/clock"
 )
 
 // ErrAttached is returned by Manager.Attach while another admin session is attached; Envoy
@@ -41,7 +43,7 @@ type Manager struct {
 
 // NewManager returns a Manager with no filters.
 func NewManager() *Manager {
-	return &Manager{now: time.Now, byID: map[string]map[*Filter]struct{}{}}
+	return &Manager{now: clock.Real().Now, byID: map[string]map[*Filter]struct{}{}}
 }
 
 // Watch sets fn, called with true when the first filter with an admin_config registers and

@@ -189,3 +189,22 @@ func (h *timerHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return t
 }
+
+// Ticks is a fake clock whose tickers all deliver on Ch, which the test sends on: a send returns
+// once the code under test has taken the tick. Now and AfterFunc are the embedded Fake's.
+type Ticks struct {
+	*Fake
+	Ch chan time.Time
+}
+
+// NewTicks returns a Ticks reading start with an unbuffered Ch.
+func NewTicks(start time.Time) *Ticks { return &Ticks{Fake: NewFake(start), Ch: make(chan time.Time)} }
+
+// NewTicker returns a ticker on c.Ch, whatever d is.
+func (c *Ticks) NewTicker(time.Duration) clock.Ticker { return sentTicker(c.Ch) }
+
+// sentTicker is a ticker whose ticks a test sends; Stop does nothing, as no tick is scheduled.
+type sentTicker chan time.Time
+
+func (t sentTicker) C() <-chan time.Time { return t }
+func (t sentTicker) Stop()               {}

@@ -87,3 +87,20 @@ func TestFakeTicker(t *testing.T) {
 	default:
 	}
 }
+
+func TestTicksDeliversSentTicks(t *testing.T) {
+	c := NewTicks(epoch)
+	tk := c.NewTicker(time.Minute)
+	got := make(chan time.Time)
+	go func() { got <- <-tk.C() }()
+	c.Ch <- epoch.Add(time.Second)
+	select {
+	case v := <-got:
+		if v.Sub(epoch) != time.Second {
+			t.Errorf("tick = epoch+%v; want epoch+1s", v.Sub(epoch))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("sent tick not received within 5s")
+	}
+	tk.Stop()
+}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/internal/grpcclient"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/stats/histogram"
@@ -26,6 +27,8 @@ type Deps struct {
 	Dial grpcclient.Dial
 	// ClusterExists reports whether the named cluster may be used; nil accepts any.
 	ClusterExists func(cluster string) bool
+	// Clock gives the start of the first flush's points; nil means the system clock.
+	Clock clock.Clock
 }
 
 // Sink exports each flush to an OTLP metrics collector.
@@ -64,6 +67,9 @@ func New(path string, pb *otelsinkv3.SinkConfig, d Deps) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d.Clock == nil {
+		d.Clock = clock.Real()
+	}
 	k := &Sink{
 		timeout:   5 * time.Second,
 		counterDt: pb.GetReportCountersAsDeltas(),
@@ -71,7 +77,7 @@ func New(path string, pb *otelsinkv3.SinkConfig, d Deps) (*Sink, error) {
 		tags:      pb.GetEmitTagsAsAttributes() == nil || pb.GetEmitTagsAsAttributes().GetValue(),
 		extracted: pb.GetUseTagExtractedName() == nil || pb.GetUseTagExtractedName().GetValue(),
 		maxPoints: int(pb.GetMaxDataPointsPerRequest()),
-		last:      time.Now(),
+		last:      d.Clock.Now(),
 	}
 	for i, h := range gs.GetInitialMetadata() {
 		if h.GetKey() == "" {

@@ -219,6 +219,7 @@ func (k *Sink) writeTCP() {
 		}
 		k.tcp = c
 	}
+	// Real clock: a socket deadline, which the runtime poller compares with the system clock.
 	k.tcp.SetWriteDeadline(time.Now().Add(k.opts.WriteTimeout))
 	if _, err := k.tcp.Write(k.out); err != nil {
 		k.tcp.Close()
