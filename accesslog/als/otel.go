@@ -303,13 +303,13 @@ func (l *OTelLogger) Flush() {
 // run exports batches: the ones Log hands over and, every buffer_flush_interval, what is
 // buffered.
 func (l *OTelLogger) run(ctx context.Context) {
-	tick := time.NewTicker(l.s.interval)
+	tick := l.m.cfg.Clock.NewTicker(l.s.interval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.C():
 			l.Flush()
 		case batch := <-l.out:
 			l.export(ctx, batch)
