@@ -169,6 +169,12 @@ type Cluster struct {
 	// AutoHTTP is HttpProtocolOptions.auto_config: each connection speaks what TLS ALPN
 	// negotiates, HTTP/2 when the upstream offers h2, HTTP/1.1 otherwise.
 	AutoHTTP bool
+	// HTTP1Options are the Http1ProtocolOptions of the cluster's HTTP/1.1 connections: the
+	// http_protocol_options of the typed HttpProtocolOptions' explicit_http_config,
+	// use_downstream_protocol_config or auto_config when that is set, else the Cluster's own
+	// (deprecated) http_protocol_options; nil when neither is set. Kept as the proto, whose
+	// fields bootstrap's audit table decides.
+	HTTP1Options *corev3.Http1ProtocolOptions
 	// HTTP holds common_http_protocol_options as they apply to the cluster's upstream
 	// connections, from typed_extension_protocol_options'
 	// envoy.extensions.upstreams.http.v3.HttpProtocolOptions when that is set (it then

@@ -437,6 +437,7 @@ func (b *clusterBuilder) protocols(c *clusterv3.Cluster, out *Cluster) {
 			strings.HasSuffix(ts.GetTypedConfig().GetTypeUrl(), ".UpstreamTlsContext")
 	}
 	out.HTTP2 = c.GetHttp2ProtocolOptions() != nil
+	out.HTTP1Options = c.GetHttpProtocolOptions()
 	common := c.GetCommonHttpProtocolOptions()
 	if a, ok := c.GetTypedExtensionProtocolOptions()[upstreamHTTPOptionsKey]; ok {
 		at := fmt.Sprintf("typed_extension_protocol_options[%q]", upstreamHTTPOptionsKey)
@@ -449,6 +450,7 @@ func (b *clusterBuilder) protocols(c *clusterv3.Cluster, out *Cluster) {
 			name string
 			set  bool
 		}{
+			{"http_protocol_options", c.GetHttpProtocolOptions() != nil},
 			{"http2_protocol_options", c.GetHttp2ProtocolOptions() != nil},
 			{"common_http_protocol_options", common != nil},
 			{"protocol_selection", c.GetProtocolSelection() != clusterv3.Cluster_USE_CONFIGURED_PROTOCOL},
@@ -462,10 +464,13 @@ func (b *clusterBuilder) protocols(c *clusterv3.Cluster, out *Cluster) {
 		switch {
 		case opts.GetExplicitHttpConfig() != nil:
 			out.HTTP2 = opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions() != nil
+			out.HTTP1Options = opts.GetExplicitHttpConfig().GetHttpProtocolOptions()
 		case opts.GetUseDownstreamProtocolConfig() != nil:
 			out.ProtocolSelection = UseDownstreamProtocol
+			out.HTTP1Options = opts.GetUseDownstreamProtocolConfig().GetHttpProtocolOptions()
 		case opts.GetAutoConfig() != nil:
 			b.autoConfig(at+".auto_config", out)
+			out.HTTP1Options = opts.GetAutoConfig().GetHttpProtocolOptions()
 		}
 		common = opts.GetCommonHttpProtocolOptions()
 		if common.GetMaxRequestsPerConnection() != nil && c.GetMaxRequestsPerConnection() != nil {

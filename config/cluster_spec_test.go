@@ -422,6 +422,9 @@ func TestClusterUpstreamHTTPOptions(t *testing.T) {
 			if diff := cmp.Diff(tc.opts, c.HTTP); diff != "" {
 				t.Errorf("HTTP (-want +got):\n%s", diff)
 			}
+			if wantH1 := strings.Contains(tc.fields, "http_protocol_options: {}"); (c.HTTP1Options != nil) != wantH1 {
+				t.Errorf("HTTP1Options = %v; want set: %v", c.HTTP1Options, wantH1)
+			}
 			if c.MaxRequestsPerConnection != tc.maxRequests {
 				t.Errorf("MaxRequestsPerConnection = %d; want %d", c.MaxRequestsPerConnection, tc.maxRequests)
 			}

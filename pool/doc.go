@@ -4,9 +4,15 @@
 // reusable Response, bodies streamed from the connection's buffer), HTTP/2 connections
 // (prior knowledge or TLS with ALPN, through golang.org/x/net/http2) and raw TCP
 // connections for the TCP proxy. The pools apply the cluster's connect_timeout,
-// max_requests_per_connection, idle timeout, upstream_bind_config, tcp_keepalive and
-// circuit breakers, and count the cluster's upstream_cx_*/upstream_rq_* stats and the
-// per-host stats /clusters prints. A Registry owns one Manager per active cluster.
+// max_requests_per_connection, upstream_bind_config, tcp_keepalive, circuit breakers and
+// common_http_protocol_options (idle_timeout and max_connection_duration on HTTP/1.1 and
+// HTTP/2 connections alike, max_headers_count and max_response_headers_kb on response heads,
+// max_stream_duration on exchanges), choose the protocol as the typed upstream
+// HttpProtocolOptions say (explicit, the downstream's, or auto_config: what TLS ALPN
+// negotiates, per connection), bound what an HTTP/2 response may buffer by
+// per_connection_buffer_limit_bytes (the stream's receive window), and count the cluster's
+// upstream_cx_*/upstream_rq_* stats and the per-host stats /clusters prints. A Registry owns
+// one Manager per active cluster.
 //
 // Concurrency: Manager and Registry are safe for concurrent use. The request path takes no
 // lock except a host pool's short mutex to take or return an idle connection; breakers and
@@ -16,6 +22,7 @@
 // first is abandoned by a context.AfterFunc callback that closes its socket. The only
 // goroutine the pools start reads an HTTP/1.1 response head while the request body is sent
 // (so that an early answer stops the upload); it ends before RoundTrip returns. x/net/http2
-// runs one read loop per HTTP/2 connection, ended by closing it; idle timeouts are timers.
+// runs one read loop per HTTP/2 connection, ended by closing it; idle timeouts, connection
+// lifetimes and stream durations are timers.
 // Registry.Run reconciles the pools with cluster snapshots until its context ends.
 package pool
