@@ -6,6 +6,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy/filters/cors"
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
+	"github.com/legateproxy/legate/httpproxy/filters/localratelimit"
 	"github.com/legateproxy/legate/httpproxy/filters/ondemand"
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
 	"github.com/legateproxy/legate/internal/registry"
@@ -20,6 +21,7 @@ func New() (*registry.Registry, error) {
 		cluster.Register, // the aggregate cluster's hosts
 		cors.Register,
 		healthcheck.Register,
+		localratelimit.Register,
 		ondemand.Register,
 		tap.Register,
 	} {

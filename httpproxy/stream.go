@@ -345,7 +345,7 @@ func (s *stream) process() {
 	st.DownstreamRqTotal.Inc()
 	st.DownstreamRqActive.Inc()
 	s.prepareRequest()
-	s.fx = filter.Exchange{Request: &s.req, Routes: routeDiscovery{h}, Downstream: s}
+	s.fx = filter.Exchange{Request: &s.req, Routes: routeDiscovery{h}, Downstream: s, ClientIP: s.clientIP}
 	routed := true
 	filters := h.filters
 	if len(h.ecds) > 0 {

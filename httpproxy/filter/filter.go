@@ -27,6 +27,9 @@ type Exchange struct {
 	// Downstream is the connection manager's hold on the stream (pausing it, its current
 	// route); nil when it offers none (then a filter cannot pause the request).
 	Downstream Downstream
+	// ClientIP is the downstream client's address without port, as the connection manager
+	// decided it (x-forwarded-for with use_remote_address and xff_num_trusted_hops).
+	ClientIP string
 
 	// kept holds what filters keep for the stream between their calls (Keep); two inline
 	// entries cover a chain's usual stateful filters without allocating.

@@ -132,3 +132,18 @@ func (ops *HeaderOps) apply(h http.Header, e *accesslog.Entry) {
 		}
 	}
 }
+
+// CompileHeaderOps compiles header additions and removals for an HTTP filter's header lists
+// (response_headers_to_add and the like); path and field name them in errors as for route
+// levels. nil means nothing to do.
+func CompileHeaderOps(add []*corev3.HeaderValueOption, remove []string, path, field string) (*HeaderOps, error) {
+	return compileHeaderOps(add, remove, path, field, &Options{})
+}
+
+// Apply mutates h as the ops say (removals, then additions); ops may be nil. Value formatters
+// see an empty access-log entry.
+func (ops *HeaderOps) Apply(h http.Header) {
+	if ops != nil {
+		ops.apply(h, nil)
+	}
+}

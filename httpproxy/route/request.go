@@ -133,3 +133,8 @@ func cookieValue(h http.Header, name string) (string, bool) {
 	}
 	return "", false
 }
+
+// HeaderValue is a header's value as Envoy's header matchers see it (pseudo-headers
+// included, several values joined with ','); ok is false when it is absent. key is as
+// headermatch.Key makes it.
+func (r *Request) HeaderValue(key string) (string, bool) { return r.header(key) }

@@ -103,3 +103,45 @@ func TestCORSFilterEnvoyConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalRateLimitEnvoyConfig: Envoy's documented local rate limit setup (one bucket for the
+// listener, enabled and enforced through runtime keys with 100% defaults) answers 429 once the
+// bucket is empty and counts under <stat_prefix>.http_local_rate_limit.*.
+func TestLocalRateLimitEnvoyConfig(t *testing.T) {
+	cfg := policyConfig(namedBackend(t, 0, "backend"), "", `          - name: envoy.filters.http.local_ratelimit
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit
+              stat_prefix: http_local_rate_limiter
+              token_bucket: {max_tokens: 3, tokens_per_fill: 3, fill_interval: 3600s}
+              filter_enabled:
+                runtime_key: local_rate_limit_enabled
+                default_value: {numerator: 100, denominator: HUNDRED}
+              filter_enforced:
+                runtime_key: local_rate_limit_enforced
+                default_value: {numerator: 100, denominator: HUNDRED}
+              response_headers_to_add:
+              - append_action: OVERWRITE_IF_EXISTS_OR_ADD
+                header: {key: x-local-rate-limit, value: "true"}`)
+	p := start(t, "-c", writeConfig(t, cfg))
+	client := &http.Client{Timeout: 10 * time.Second}
+	url := "http://" + p.listenerAddr("http") + "/"
+	for i := range 3 {
+		if code, _, body := send(t, client, http.MethodGet, url, nil); code != 200 || body != "backend" {
+			t.Fatalf("GET #%d = %d %q; want 200 backend", i, code, body)
+		}
+	}
+	code, h, body := send(t, client, http.MethodGet, url, nil)
+	if code != 429 || body != "local_rate_limited" || h.Get("X-Local-Rate-Limit") != "true" {
+		t.Errorf("GET over the limit = %d %q x-local-rate-limit %q; want 429 local_rate_limited true", code, body, h.Get("X-Local-Rate-Limit"))
+	}
+	for name, want := range map[string]uint64{
+		"http_local_rate_limiter.http_local_rate_limit.enabled":      4,
+		"http_local_rate_limiter.http_local_rate_limit.ok":           3,
+		"http_local_rate_limiter.http_local_rate_limit.rate_limited": 1,
+		"http_local_rate_limiter.http_local_rate_limit.enforced":     1,
+	} {
+		if v, _ := p.stat(name); v != want {
+			t.Errorf("%s = %d; want %d", name, v, want)
+		}
+	}
+}

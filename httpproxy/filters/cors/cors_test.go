@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	corsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
@@ -17,6 +16,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/legateproxy/legate/httpproxy/filter"
+	"github.com/legateproxy/legate/httpproxy/filter/filtertest"
 	"github.com/legateproxy/legate/httpproxy/route"
 )
 
@@ -99,13 +99,6 @@ func TestFromAny(t *testing.T) {
 	}
 }
 
-// routed is a filter.Downstream whose route is fixed.
-type routed struct{ m *route.Match }
-
-func (r routed) Pause(<-chan struct{}, time.Duration) bool { return false }
-func (r routed) Route() *route.Match                       { return r.m }
-func (r routed) BufferBody(int64) error                    { return nil }
-
 // BenchmarkCORS is the filter's cost for a simple cross-origin request with a virtual host
 // policy: the request and the response headers.
 func BenchmarkCORS(b *testing.B) {
@@ -132,7 +125,7 @@ func BenchmarkCORS(b *testing.B) {
 	h := http.Header{}
 	b.ReportAllocs()
 	for b.Loop() {
-		x := filter.Exchange{Request: req, Downstream: routed{m}}
+		x := filter.Exchange{Request: req, Downstream: filtertest.Routed{Match: m}}
 		if f.OnRequest(&x) != nil {
 			b.Fatal("local reply")
 		}
