@@ -61,7 +61,8 @@ func (s *stream) bodyFault(err error) bodyFaultKind {
 // downstream (bodyFault), as Envoy's connection manager does. Nothing is charged to the
 // upstream host. A malformed body is a downstream protocol error: 400 (DPE) and the
 // connection closes. A client that went away is not answered (clientLeft). A body that stopped
-// arriving gets request_timeout's 408, or stream_idle_timeout's (SI). Once the response has
+// arriving gets request_timeout's 408, or stream_idle_timeout's (SI); a complete request whose
+// response stopped coming gets stream_idle_timeout's 504 (SI). Once the response has
 // started, only the flags and details are set: the caller resets the response.
 func (s *stream) requestBodyFailed(err error) {
 	st := s.h.stats
@@ -76,6 +77,12 @@ func (s *stream) requestBodyFailed(err error) {
 		st.DownstreamRqIdleTimeout.Inc()
 		s.flags |= accesslog.StreamIdleTimeout
 		s.details = detailsStreamIdleTimeout
+		if s.idle.reqDone.Load() {
+			// Envoy answers a complete request whose response did not come in time with
+			// 504; the connection stays usable.
+			s.localReply(http.StatusGatewayTimeout, []byte(bodyStreamTimeout), nil)
+			return
+		}
 		s.closeConn = true
 		s.localReply(http.StatusRequestTimeout, []byte(bodyStreamTimeout), nil)
 	default:

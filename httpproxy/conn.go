@@ -18,6 +18,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/http1"
 	"github.com/legateproxy/legate/listener"
+	"github.com/legateproxy/legate/overload"
 )
 
 // tlsHandshakeTimeout bounds a downstream TLS handshake.
@@ -48,6 +49,7 @@ type serverConn struct {
 	start    time.Time   // when the connection was accepted
 
 	// Deadlines while waiting for a request head (timeout.go).
+	idleSince    time.Time // when the connection went idle, as armIdle last moved it
 	idleAt       time.Time // the idle timeout as armed (zero: none)
 	headDeadline time.Time // request_headers_timeout of the head being read (zero: none)
 	maxEnd       time.Time // end of max_connection_duration (zero: none)
@@ -195,7 +197,7 @@ func (h *Handler) handshake(c *listener.Conn) (nc net.Conn, info *accesslog.TLSI
 	}
 	logged := len(h.logs) > 0
 	// Real clock: a socket deadline, which the runtime poller compares with the system clock.
-	tc, cs, local, err := h.tls.Accept(socketConn{c}, time.Now().Add(tlsHandshakeTimeout), logged)
+	tc, cs, local, err := h.tls.Accept(socketConn{c}, time.Now().Add(h.ov.ScaleTimer(overload.TransportSocketConnect, tlsHandshakeTimeout)), logged)
 	if err != nil {
 		return nil, nil, false, false, false
 	}
@@ -301,18 +303,30 @@ func (sc *serverConn) handle(head []byte) bool {
 }
 
 // armIdle sets the read deadline for the idle timeout (or an earlier deadline of
-// max_connection_duration). The idle deadline is only moved when it is more than an eighth of
-// the timeout off, so a busy connection rarely touches its timer.
+// max_connection_duration). The idle period's start is only moved when it is more than an
+// eighth of the timeout old, so a busy connection rarely touches its timer.
 func (sc *serverConn) armIdle() {
-	if d := sc.h.cfg.IdleTimeout; d > 0 {
-		want := sc.h.sh.deps.Now().Add(d)
-		if diff := want.Sub(sc.idleAt); diff > d/8 || diff < 0 {
-			sc.idleAt = want
-		}
-	} else {
+	d := sc.idleTimeout()
+	if d <= 0 {
 		sc.idleAt = time.Time{}
+	} else if now := sc.h.sh.deps.Now(); now.Sub(sc.idleSince) > d/8 || now.Before(sc.idleSince) {
+		sc.idleSince = now
 	}
+	sc.rescaleIdle()
 	sc.setDeadline(sc.nextDeadline())
+}
+
+// idleTimeout is the connection manager's idle_timeout as reduce_timeouts scales it now.
+func (sc *serverConn) idleTimeout() time.Duration {
+	return sc.h.ov.ScaleTimer(overload.ConnectionIdle, sc.h.cfg.IdleTimeout)
+}
+
+// rescaleIdle recomputes the idle deadline from the idle period's start under the present
+// scale of reduce_timeouts (the connection was woken because it changed, or is going idle).
+func (sc *serverConn) rescaleIdle() {
+	if d := sc.idleTimeout(); d > 0 && !sc.idleSince.IsZero() {
+		sc.idleAt = sc.idleSince.Add(d)
+	}
 }
 
 func (sc *serverConn) clearDeadline() {
@@ -406,6 +420,36 @@ func (h *Handler) watchDrain(c *listener.Conn) {
 	h.watching = true
 	h.wg.Add(1)
 	go h.drainWatcher(c.DrainStarted())
+	if ch := h.ov.TimersChanged(); ch != nil && (h.ov.ScalesTimer(overload.ConnectionIdle) || h.ov.ScalesTimer(overload.ConnectionMax)) {
+		h.wg.Add(1)
+		go h.timerWatcher(ch)
+	}
+}
+
+// timerWatcher wakes the idle HTTP/1 connections each time reduce_timeouts' state changes,
+// so that they move their idle and duration deadlines, and moves the duration timers of
+// HTTP/2 connections: Envoy's scaled timers follow the scale while they run, so connections
+// idle before the pressure rose are closed sooner too. ch is the first change to wait for.
+func (h *Handler) timerWatcher(ch <-chan struct{}) {
+	defer h.wg.Done()
+	for {
+		select {
+		case <-ch:
+		case <-h.stop:
+			return
+		}
+		ch = h.ov.TimersChanged() // before the wake-up, so that no change is missed
+		h.mu.Lock()
+		for sc := range h.conns {
+			if sc.idle.Load() {
+				sc.nc.SetReadDeadline(time.Unix(1, 0)) // in the past: the read returns now
+			}
+		}
+		for l := range h.h2lives {
+			l.rescale()
+		}
+		h.mu.Unlock()
+	}
 }
 
 func (h *Handler) drainWatcher(started <-chan struct{}) {
@@ -451,7 +495,7 @@ func (h *Handler) serveH2(lc *listener.Conn, nc net.Conn, pre []byte, start time
 	ch.direct = directRemote(lc, remote)
 	srv, opts := h.http2, &http2.ServeConnOpts{Handler: ch, BaseConfig: h.h2base}
 	if d := h.cfg.MaxConnectionDuration; d > 0 {
-		l, err := h.newH2Lifetime(nc, start.Add(d))
+		l, err := h.newH2Lifetime(nc, start)
 		if err != nil {
 			return
 		}

@@ -34,6 +34,9 @@ type deadlineCtx struct {
 	unwatch func() bool // stops the watch of parent that closes done
 	fired   bool        // done was closed
 	aborted bool        // abort ended the attempt
+	// abortable: abort may end the attempt (watch was called), so Done is a channel of
+	// its own even without a deadline (the HTTP/2 pool waits on it).
+	abortable bool
 	// onAbort cancels the standard context handed to the pool as the downstream request's
 	// (watch): the pool watches that one with context.AfterFunc, which over this reused
 	// context would start a goroutine that reads Err after the stream moved on (a panic in
@@ -56,6 +59,7 @@ func (c *deadlineCtx) watch(parent context.Context) context.Context {
 		c.onAbort()
 	}
 	c.onAbort = cancel
+	c.abortable = true
 	aborted := c.aborted
 	c.mu.Unlock()
 	if aborted {
@@ -78,7 +82,7 @@ var _ context.Context = (*deadlineCtx)(nil)
 func (c *deadlineCtx) reset(d time.Time) {
 	c.stop()
 	c.mu.Lock()
-	c.deadline, c.atEnd, c.pending = d, false, 0
+	c.deadline, c.atEnd, c.pending, c.abortable = d, false, 0, false
 	c.mu.Unlock()
 }
 
@@ -88,7 +92,7 @@ func (c *deadlineCtx) reset(d time.Time) {
 func (c *deadlineCtx) resetAtEnd(d time.Duration) {
 	c.stop()
 	c.mu.Lock()
-	c.deadline, c.atEnd, c.pending = time.Time{}, true, d
+	c.deadline, c.atEnd, c.pending, c.abortable = time.Time{}, true, d, false
 	c.mu.Unlock()
 }
 
@@ -138,8 +142,8 @@ func (c *deadlineCtx) stop() {
 	c.mu.Unlock()
 }
 
-// abort ends the attempt now (stream_idle_timeout passed while its body was incomplete):
-// Done closes and Err reports context.Canceled.
+// abort ends the attempt now (stream_idle_timeout passed): Done closes and Err reports
+// context.Canceled.
 func (c *deadlineCtx) abort() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -166,7 +170,7 @@ func (c *deadlineCtx) Deadline() (time.Time, bool) {
 func (c *deadlineCtx) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.deadline.IsZero() && !c.atEnd && !c.aborted {
+	if c.deadline.IsZero() && !c.atEnd && !c.aborted && !c.abortable {
 		if c.parent != nil {
 			return c.parent.Done()
 		}

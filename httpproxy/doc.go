@@ -48,8 +48,11 @@
 // and HTTP/2 connections receive GOAWAY (in-flight streams finish).
 //
 // Timeouts (timeout.go): common_http_protocol_options.idle_timeout closes idle HTTP/1
-// connections (and is http2's IdleTimeout); stream_idle_timeout bounds the gaps in a request
-// body (it restarts with every byte received or sent; 408 "stream timeout", SI); request_timeout bounds the whole request's arrival (408 "request timeout");
+// connections (and is http2's IdleTimeout); stream_idle_timeout, or the route's
+// idle_timeout, bounds the gaps in a stream's traffic both ways (it restarts with every byte
+// received or sent): 408 "stream timeout" (SI) while the request is incomplete, 504 "stream
+// timeout" once it is complete and no response came, a reset once the response started;
+// request_timeout bounds the whole request's arrival (408 "request timeout");
 // request_headers_timeout bounds an HTTP/1 request head from its first byte and an HTTP/2
 // header block from its first HEADERS frame (408 "request header timeout"; HTTP/1 then
 // closes, HTTP/2 sends GOAWAY and closes, since the peer may send nothing else mid-block);
@@ -58,7 +61,12 @@
 // HTTP/2 connections (served by their own http2.Server) get a graceful GOAWAY and are closed
 // drain_timeout later if still open. The route's timeout and retry_policy.per_try_timeout
 // bound upstream attempts from the end of the request (its head, or its body's last byte),
-// as Envoy's do (504 "upstream request timeout").
+// as Envoy's do (504 "upstream request timeout"). The overload manager's reduce_timeouts
+// scales the HTTP/1 idle timeout, stream_idle_timeout, max_connection_duration and the TLS
+// handshake's limit; the connections waiting under the first and the third are woken to move
+// their deadlines whenever the action's state changes (Handler.timerWatcher), the stream idle
+// timer looks again every eighth of its timeout while the action is configured. HTTP/2
+// connections' idle timeout is x/net/http2's, read by its serving loop, and is not scaled.
 //
 // Outlier detection and passive health: the router reports every upstream attempt to its
 // cluster (cluster.Cluster.ReportResult: connect success and the status of each response,

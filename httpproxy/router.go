@@ -186,6 +186,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	// timeout then starts at its end (bodyClock), and the attempt's context is the
 	// exchange's downstream, which the HTTP/1 pool abandons when the timer fires (it sets
 	// no socket deadline from a context that has none yet).
+	s.armStreamIdle(r)
 	var deadline time.Time
 	atEnd := s.body != nil && !s.clock.ended
 	if timeout > 0 && !atEnd {
@@ -225,6 +226,10 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 			var tryDeadline time.Time
 			tryDeadline, perTry = tryTimeout(now(), deadline, policy)
 			s.ctx.reset(tryDeadline)
+			s.up.Downstream = s.downstreamCtx()
+			if s.idleMayCut(tryDeadline) {
+				s.up.Downstream = s.ctx.watch(s.up.Downstream)
+			}
 		}
 		s.revokeBody() // the last attempt's HTTP/2 transport may still read it
 		s.up.Body = s.body
@@ -235,6 +240,9 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		s.lendBody(mgr)
 		upStart := now()
 		err = mgr.RoundTrip(&s.ctx, hst, &s.up, &s.upResp)
+		if err == nil {
+			s.idle.touch() // the response head arrived
+		}
 		if s.bodyStopped.Swap(false) {
 			s.sc.nc.SetReadDeadline(s.sc.deadline) // the body read is over; the deadline is the connection's again
 			s.bodyWoken = true                     // and its error is the interruption's, not the client's
@@ -314,12 +322,31 @@ func (s *stream) timeAtEnd(timeout time.Duration, policy *route.RetryPolicy) (pe
 		d, perTry = policy.PerTryTimeout, true
 	}
 	s.ctx.resetAtEnd(d)
-	var parent context.Context
-	if s.h2req != nil {
-		parent = s.h2req.Context()
-	}
-	s.up.Downstream = s.ctx.watch(parent) // also ended by stream_idle_timeout while the body is incomplete
+	s.up.Downstream = s.ctx.watch(s.downstreamCtx()) // also ended by stream_idle_timeout
 	return perTry
+}
+
+// downstreamCtx is the HTTP/2 request's context; nil for HTTP/1.
+func (s *stream) downstreamCtx() context.Context {
+	if s.h2req != nil {
+		return s.h2req.Context()
+	}
+	return nil
+}
+
+// armStreamIdle applies the route's idle_timeout, which overrides stream_idle_timeout, and
+// arms the timer for a request without a body (one with a body armed it for the body).
+func (s *stream) armStreamIdle(r *route.Route) {
+	d := s.h.cfg.StreamIdleTimeout
+	if r.IdleTimeoutSet {
+		d = r.IdleTimeout
+	}
+	switch {
+	case s.idle.d > 0:
+		s.idle.retime(d)
+	case d > 0 && s.body == nil:
+		s.idle.arm(s, d, true)
+	}
 }
 
 // noHealthyUpstream answers a request for which the cluster has no host to pick.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/legateproxy/legate/overload"
 )
 
 // Envoy's local reply bodies and response code details of the connection manager's timeouts.
@@ -43,9 +45,18 @@ func (sc *serverConn) DrainClose() bool {
 	return !sc.maxEnd.IsZero() && sc.durationReached(sc.h.sh.deps.Now())
 }
 
+// rescaleMax moves the end of max_connection_duration to where reduce_timeouts puts it now,
+// until the end is reached (the drain that follows runs from there).
+func (sc *serverConn) rescaleMax() {
+	if !sc.maxEnd.IsZero() && !sc.maxReached && sc.h.ov.ScalesTimer(overload.ConnectionMax) {
+		sc.maxEnd = sc.start.Add(sc.h.ov.ScaleTimer(overload.ConnectionMax, sc.h.cfg.MaxConnectionDuration))
+	}
+}
+
 // durationReached reports whether max_connection_duration has passed, counting
 // downstream_cx_max_duration_reached the first time it is seen.
 func (sc *serverConn) durationReached(now time.Time) bool {
+	sc.rescaleMax()
 	if sc.maxEnd.IsZero() || now.Before(sc.maxEnd) {
 		return false
 	}
@@ -81,6 +92,7 @@ func (sc *serverConn) headDone() {
 
 // nextDeadline is the earliest deadline of a connection waiting for a head.
 func (sc *serverConn) nextDeadline() time.Time {
+	sc.rescaleMax()
 	d := sc.idleAt
 	earlier := func(t time.Time) {
 		if !t.IsZero() && (d.IsZero() || t.Before(d)) {
@@ -113,6 +125,7 @@ func (sc *serverConn) setDeadline(t time.Time) {
 func (sc *serverConn) readTimeout() (resume bool) {
 	st := sc.h.stats
 	buffered := sc.rd.buffered() > 0
+	sc.rescaleIdle() // the wake-up may be reduce_timeouts' scale changing
 	if !buffered && sc.drainNow() {
 		return false
 	}
@@ -206,21 +219,23 @@ func (s *stream) requestTimedOut() (status int, body []byte, ok bool) {
 // Its timers run their callbacks on their own goroutines; stop, called when the connection's
 // serving ends, stops them, and mu orders them against it.
 type h2Lifetime struct {
-	h    *Handler
-	nc   net.Conn
-	srv  *http2.Server
-	base *http.Server
+	h     *Handler
+	nc    net.Conn
+	srv   *http2.Server
+	base  *http.Server
+	start time.Time // when the connection was accepted
 
 	mu       sync.Mutex // guards the fields below
 	timer    *time.Timer
 	force    *time.Timer
 	goneAway bool
+	expired  bool // max_connection_duration ended
 	stopped  bool
 }
 
-// newH2Lifetime makes the server of one connection whose duration ends at end, and arms it.
-func (h *Handler) newH2Lifetime(nc net.Conn, end time.Time) (*h2Lifetime, error) {
-	l := &h2Lifetime{h: h, nc: nc, base: &http.Server{MaxHeaderBytes: h.h2base.MaxHeaderBytes}, srv: &http2.Server{
+// newH2Lifetime makes the server of one connection accepted at start, and arms its duration.
+func (h *Handler) newH2Lifetime(nc net.Conn, start time.Time) (*h2Lifetime, error) {
+	l := &h2Lifetime{h: h, nc: nc, start: start, base: &http.Server{MaxHeaderBytes: h.h2base.MaxHeaderBytes}, srv: &http2.Server{
 		MaxConcurrentStreams:         h.http2.MaxConcurrentStreams,
 		MaxUploadBufferPerStream:     h.http2.MaxUploadBufferPerStream,
 		MaxUploadBufferPerConnection: h.http2.MaxUploadBufferPerConnection,
@@ -238,18 +253,34 @@ func (h *Handler) newH2Lifetime(nc net.Conn, end time.Time) (*h2Lifetime, error)
 	h.mu.Unlock()
 	l.mu.Lock()
 	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
-	l.timer = time.AfterFunc(end.Sub(h.sh.deps.Now()), l.expire)
+	l.timer = time.AfterFunc(l.left(), l.expire)
 	l.mu.Unlock()
 	return l, nil
+}
+
+// left is the time until max_connection_duration ends, as reduce_timeouts scales it now.
+func (l *h2Lifetime) left() time.Duration {
+	d := l.h.ov.ScaleTimer(overload.ConnectionMax, l.h.cfg.MaxConnectionDuration)
+	return l.start.Add(d).Sub(l.h.sh.deps.Now())
+}
+
+// rescale moves the duration's end when reduce_timeouts' scale changed.
+func (l *h2Lifetime) rescale() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.stopped && !l.expired {
+		l.timer.Reset(l.left())
+	}
 }
 
 // expire runs when max_connection_duration ends.
 func (l *h2Lifetime) expire() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.stopped {
+	if l.stopped || l.expired {
 		return
 	}
+	l.expired = true
 	l.h.stats.DownstreamCxMaxDurationReached.Inc()
 	l.goAwayLocked()
 	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
@@ -304,41 +335,84 @@ var monoBase = time.Now()
 
 func mono() int64 { return int64(time.Since(monoBase)) }
 
-// streamIdle is stream_idle_timeout while a request body arrives. Envoy's timer restarts on
-// every byte received or sent, so it bounds the gaps of an upload, not its length: each body
-// read and each response read records the time (an atomic store, no timer call), and the
-// timer, when it fires, looks at the last activity and sleeps on until a whole timeout has
-// passed without any. Then it ends the upstream attempt and the body's pending read (an
-// expired read deadline on the socket or the HTTP/2 stream), and the stream answers 408
-// "stream timeout" (requestBodyFailed). The timer is made once per pooled
-// stream; mu orders its callback against disarm, after which it touches nothing.
+// streamIdle is stream_idle_timeout, or the route's idle_timeout. Envoy's timer runs for the
+// whole stream and restarts on every byte received or sent, so it bounds the gaps of an
+// upload, the wait for a response and the gaps of a streamed response, not their length:
+// each body read and each response read records the time (an atomic store, no timer call),
+// and the timer, when it fires, looks at the last activity and sleeps on until a whole
+// timeout has passed without any. Then it ends the upstream attempt and the body's pending
+// read (an expired read deadline on the socket or the HTTP/2 stream), and the stream answers
+// as Envoy's connection manager does (requestBodyFailed): 408 "stream timeout" while the
+// request is incomplete, 504 once it is complete, a reset once the response has started.
+// It is armed when a request body is to be read (watchBody), else when the request is
+// forwarded (forward); an attempt it may end before the route's timeout does has a context
+// the abort ends (idleMayCut). reduce_timeouts scales it (HTTP_DOWNSTREAM_STREAM_IDLE).
+// The timer is made once per pooled stream; mu orders its callback against disarm, after
+// which it touches nothing.
 type streamIdle struct {
 	s    *stream
 	d    time.Duration // the timeout; zero: not armed for this stream
 	last atomic.Int64  // mono of the last byte received or sent
-	// fired: the timeout passed with the body incomplete; the stream's answer is 408 SI
-	// whatever the upstream attempt made of it (bodyFault).
+	// fired: the timeout passed; the stream's answer is the timeout's whatever the upstream
+	// attempt made of it (bodyFault).
 	fired atomic.Bool
+	// reqDone: the downstream request is complete (it has no body, or its end was read).
+	reqDone atomic.Bool
 
 	mu    sync.Mutex // guards the fields below
 	t     *time.Timer
 	armed bool
 }
 
-// arm starts the timer for a stream whose request has a body (d: stream_idle_timeout).
-func (i *streamIdle) arm(s *stream, d time.Duration) {
-	i.s, i.d = s, d
+// arm starts the timer for a stream (d: its idle timeout); done: the request is complete.
+func (i *streamIdle) arm(s *stream, d time.Duration, done bool) {
 	i.fired.Store(false)
-	i.touch()
+	i.reqDone.Store(done)
 	i.mu.Lock()
+	i.s, i.d = s, d
+	i.touch()
 	i.armed = true
 	if i.t == nil {
 		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
-		i.t = time.AfterFunc(d, i.expire)
+		i.t = time.AfterFunc(i.sleep(d), i.expire)
 	} else {
-		i.t.Reset(d)
+		i.t.Reset(i.sleep(d))
 	}
 	i.mu.Unlock()
+}
+
+// retime replaces the timeout of an armed timer (the route's idle_timeout overrides the
+// connection manager's); zero disarms it.
+func (i *streamIdle) retime(d time.Duration) {
+	if i.d <= 0 || d == i.d {
+		return
+	}
+	if d <= 0 {
+		i.disarm()
+		i.d = 0
+		return
+	}
+	i.mu.Lock()
+	i.d = d
+	if i.armed {
+		i.t.Reset(0) // expire recomputes from the last activity
+	}
+	i.mu.Unlock()
+}
+
+// timeout is the timeout as reduce_timeouts scales it now.
+func (i *streamIdle) timeout() time.Duration {
+	return i.s.h.ov.ScaleTimer(overload.StreamIdle, i.d)
+}
+
+// sleep bounds one sleep of the timer: while reduce_timeouts may shorten the timeout, the
+// timer looks again every eighth of it, so that a timeout shortened while the stream waits
+// ends it at most that much late.
+func (i *streamIdle) sleep(left time.Duration) time.Duration {
+	if i.s.h.ov.ScalesTimer(overload.StreamIdle) {
+		return min(left, max(i.d/8, time.Millisecond))
+	}
+	return left
 }
 
 // touch records activity on the stream.
@@ -348,7 +422,12 @@ func (i *streamIdle) touch() {
 	}
 }
 
-// disarm stops the timer: the body ended, or the stream did.
+// remaining is how long the stream may stay idle from now.
+func (i *streamIdle) remaining() time.Duration {
+	return time.Duration(i.last.Load() + int64(i.timeout()) - mono())
+}
+
+// disarm stops the timer: the stream ended.
 func (i *streamIdle) disarm() {
 	if i.d <= 0 {
 		return
@@ -366,15 +445,19 @@ func (i *streamIdle) expire() {
 	if !i.armed {
 		return
 	}
-	if left := time.Duration(i.last.Load() + int64(i.d) - mono()); left > 0 {
-		i.t.Reset(left)
+	if left := i.remaining(); left > 0 {
+		i.t.Reset(i.sleep(left))
 		return
 	}
 	i.armed = false
 	i.fired.Store(true)
 	// The attempt ends too: its writer may be blocked on an upstream that does not read,
-	// with no read of the client's body to wake.
+	// with no read of the client's body to wake, or it waits for a response that does not
+	// come.
 	i.s.ctx.abort()
+	if i.reqDone.Load() {
+		return // no body read to wake; the connection stays usable after a 504
+	}
 	switch s := i.s; {
 	case s.sc != nil:
 		s.sc.nc.SetReadDeadline(time.Unix(1, 0))
@@ -383,6 +466,20 @@ func (i *streamIdle) expire() {
 			rd.SetReadDeadline(time.Unix(1, 0))
 		}
 	}
+}
+
+// idleMayCut reports whether stream_idle_timeout may end an attempt whose deadline is
+// deadline (zero: none) before the deadline does: the attempt then needs a context the
+// timer's abort ends (the HTTP/1 pool abandons its socket), which costs an allocation, so
+// attempts the route's timeout ends first do without.
+func (s *stream) idleMayCut(deadline time.Time) bool {
+	if s.idle.d <= 0 {
+		return false
+	}
+	if deadline.IsZero() || s.h.ov.ScalesTimer(overload.StreamIdle) {
+		return true
+	}
+	return s.idle.remaining() < deadline.Sub(s.h.sh.deps.Now())
 }
 
 // bodyClock is the request body as the stream reads it (for filters, the retry buffer or
@@ -402,7 +499,7 @@ func (s *stream) watchBody() {
 	s.clock = bodyClock{r: s.body, s: s}
 	s.body = &s.clock
 	if d := s.h.cfg.StreamIdleTimeout; d > 0 {
-		s.idle.arm(s, d)
+		s.idle.arm(s, d, false)
 	}
 }
 
@@ -414,7 +511,7 @@ func (b *bodyClock) Read(p []byte) (int, error) {
 	}
 	if !b.ended && (err == io.EOF || (b.s.contentLength >= 0 && b.read >= b.s.contentLength)) {
 		b.ended = true
-		b.s.idle.disarm()
+		b.s.idle.reqDone.Store(true) // the idle timer runs on, now for the response
 		b.s.ctx.start()
 	}
 	return n, err

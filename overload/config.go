@@ -47,6 +47,8 @@ type Monitor struct {
 type Action struct {
 	Name     string
 	Triggers []Trigger
+	// Timers are reduce_timeouts' minimums, by Timer; unset for every other action.
+	Timers [numTimers]TimerMinimum
 }
 
 // Trigger turns the pressure of Monitor into an action state in [0, 1]. A threshold trigger
@@ -170,11 +172,17 @@ func actionFromProto(path string, a *overloadv3.OverloadAction, monitors map[str
 	out := Action{Name: a.GetName()}
 	switch a.GetName() {
 	case StopAcceptingRequests, DisableHTTPKeepalive, StopAcceptingConnections, RejectIncomingConnections, ShrinkHeap:
+		if a.GetTypedConfig() != nil {
+			return out, notImplemented(path + ".typed_config")
+		}
+	case ReduceTimeouts:
+		timers, err := scaleTimersFromProto(path, a.GetTypedConfig())
+		if err != nil {
+			return out, err
+		}
+		out.Timers = timers
 	default:
 		return out, fmt.Errorf("%s.name: overload action %q: not implemented by Legate", path, a.GetName())
-	}
-	if a.GetTypedConfig() != nil {
-		return out, notImplemented(path + ".typed_config")
 	}
 	if len(a.GetTriggers()) == 0 {
 		return out, fmt.Errorf("%s.triggers: at least one trigger is required", path)

@@ -66,8 +66,18 @@ func TestFromProtoRefuses(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"unknown monitor", `resource_monitors: [{name: envoy.resource_monitors.cpu_utilization, typed_config: {"@type": type.googleapis.com/envoy.extensions.resource_monitors.cpu_utilization.v3.CpuUtilizationConfig}}]`,
 			`overload_manager.resource_monitors[0].name: resource monitor "envoy.resource_monitors.cpu_utilization": not implemented by Legate`},
-		{"reduce_timeouts", "resource_monitors: [" + heapMonitor + "]\nactions: [{name: envoy.overload_actions.reduce_timeouts, triggers: [{name: envoy.resource_monitors.fixed_heap, threshold: {value: 0.9}}]}]",
-			`overload_manager.actions[0].name: overload action "envoy.overload_actions.reduce_timeouts": not implemented by Legate`},
+		{"reduce_timeouts without typed_config", reduceTimeouts(""), "overload_manager.actions[0].typed_config: required"},
+		{"reduce_timeouts without timers", reduceTimeouts("[]"), "overload_manager.actions[0].typed_config.timer_scale_factors: at least one timer is required"},
+		{"stream flush timer", reduceTimeouts("[{timer: HTTP_DOWNSTREAM_STREAM_FLUSH, min_scale: {value: 10}}]"),
+			"overload_manager.actions[0].typed_config.timer_scale_factors[0].timer: HTTP_DOWNSTREAM_STREAM_FLUSH: not implemented by Legate"},
+		{"unspecified timer", reduceTimeouts("[{min_scale: {value: 10}}]"), "overload_manager.actions[0].typed_config.timer_scale_factors[0].timer: UNSPECIFIED is not a timer type"},
+		{"duplicate timer", reduceTimeouts("[{timer: HTTP_DOWNSTREAM_STREAM_IDLE, min_scale: {value: 10}}, {timer: HTTP_DOWNSTREAM_STREAM_IDLE, min_timeout: 1s}]"),
+			"overload_manager.actions[0].typed_config.timer_scale_factors[1].timer: duplicate entry for HTTP_DOWNSTREAM_STREAM_IDLE"},
+		{"no minimum", reduceTimeouts("[{timer: HTTP_DOWNSTREAM_STREAM_IDLE}]"), "overload_manager.actions[0].typed_config.timer_scale_factors[0]: min_timeout or min_scale is required"},
+		{"min_scale over 100", reduceTimeouts("[{timer: HTTP_DOWNSTREAM_STREAM_IDLE, min_scale: {value: 101}}]"),
+			"overload_manager.actions[0].typed_config.timer_scale_factors[0].min_scale.value: 101 is not in [0, 100]"},
+		{"negative min_timeout", reduceTimeouts("[{timer: HTTP_DOWNSTREAM_STREAM_IDLE, min_timeout: -1s}]"),
+			"overload_manager.actions[0].typed_config.timer_scale_factors[0].min_timeout: must be a non-negative duration"},
 		{"reset_high_memory_stream", "resource_monitors: [" + heapMonitor + "]\nactions: [{name: envoy.overload_actions.reset_high_memory_stream, triggers: [{name: envoy.resource_monitors.fixed_heap, threshold: {value: 0.9}}]}]",
 			`overload_manager.actions[0].name: overload action "envoy.overload_actions.reset_high_memory_stream": not implemented by Legate`},
 		{"action typed_config", "resource_monitors: [" + heapMonitor + "]\nactions: [{name: envoy.overload_actions.shrink_heap, typed_config: {\"@type\": type.googleapis.com/envoy.config.overload.v3.ShrinkHeapConfig}, triggers: [{name: envoy.resource_monitors.fixed_heap, threshold: {value: 0.9}}]}]",
@@ -93,6 +103,35 @@ func TestFromProtoRefuses(t *testing.T) {
 				t.Errorf("FromProto error = %v; want prefix %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// reduceTimeouts is an overload_manager with reduce_timeouts triggered by the heap monitor, its
+// timer_scale_factors set to timers (no typed_config when empty).
+func reduceTimeouts(timers string) string {
+	tc := ""
+	if timers != "" {
+		tc = `, typed_config: {"@type": type.googleapis.com/envoy.config.overload.v3.ScaleTimersOverloadActionConfig, timer_scale_factors: ` + timers + `}`
+	}
+	return "resource_monitors: [" + heapMonitor + "]\nactions: [{name: envoy.overload_actions.reduce_timeouts" + tc + ", triggers: [{name: envoy.resource_monitors.fixed_heap, scaled: {scaling_threshold: 0.5, saturation_threshold: 0.9}}]}]"
+}
+
+// TestFromProtoReduceTimeouts checks reduce_timeouts' timers and their minimums, absolute
+// and scaled.
+func TestFromProtoReduceTimeouts(t *testing.T) {
+	got, err := parse(t, reduceTimeouts("[{timer: HTTP_DOWNSTREAM_CONNECTION_IDLE, min_timeout: 2s}, {timer: HTTP_DOWNSTREAM_STREAM_IDLE, min_scale: {value: 25}}, "+
+		"{timer: TRANSPORT_SOCKET_CONNECT, min_timeout: 0s}, {timer: HTTP_DOWNSTREAM_CONNECTION_MAX, min_scale: {value: 50}}]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [numTimers]TimerMinimum{
+		ConnectionIdle:         {Set: true, Absolute: 2 * time.Second},
+		StreamIdle:             {Set: true, Scale: 0.25, IsScale: true},
+		TransportSocketConnect: {Set: true},
+		ConnectionMax:          {Set: true, Scale: 0.5, IsScale: true},
+	}
+	if diff := cmp.Diff(want, got.Actions[0].Timers); diff != "" {
+		t.Errorf("timers (-want +got):\n%s", diff)
 	}
 }
 

@@ -15,14 +15,21 @@
 // with the probability of a scaled state, as Envoy's bernoulli draws —, stop_accepting_connections
 // (the accept loops pause while saturated), reject_incoming_connections (closed at accept with
 // the state's probability, listener.<prefix>.downstream_cx_overload_reject) and shrink_heap
-// (debug.FreeOSMemory at each refresh while saturated). Listeners with bypass_overload_manager
-// are subject to none of them, nor to the global connection limit.
+// (debug.FreeOSMemory at each refresh while saturated), and reduce_timeouts with its
+// ScaleTimersOverloadActionConfig: HTTP_DOWNSTREAM_CONNECTION_IDLE (HTTP/1 connections),
+// HTTP_DOWNSTREAM_STREAM_IDLE, TRANSPORT_SOCKET_CONNECT (downstream TLS handshakes of the
+// HTTP connection manager and the TCP proxy) and HTTP_DOWNSTREAM_CONNECTION_MAX, each with
+// min_timeout or min_scale; a timer of timeout d and minimum m lasts m + (d-m)×(1-state), as
+// Envoy's scaled range timers do, and timers already running move when the state does
+// (State.TimersChanged). Listeners with bypass_overload_manager are subject to none of them,
+// nor to the global connection limit.
 //
 // Stats: overload.<monitor>.pressure (percent), failed_updates and skipped_updates;
 // overload.<action>.active (1 when saturated) and scale_percent; overload.refresh_interval_delay.
 //
-// Refused with their path and "not implemented by Legate": every other monitor and action
-// (reduce_timeouts among them), an action's typed_config, loadshed_points,
+// Refused with their path and "not implemented by Legate": every other monitor and action,
+// the typed_config of an action other than reduce_timeouts, reduce_timeouts'
+// HTTP_DOWNSTREAM_STREAM_FLUSH (Legate has no stream_flush_timeout), loadshed_points,
 // buffer_factory_config and fixed_heap's max_heap_size_bytes_runtime.
 //
 // Concurrency: Manager.Run's goroutine owns the monitors and actions and is the only writer

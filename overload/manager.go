@@ -87,6 +87,10 @@ func New(cfg *Config, store *stats.Store, clk clock.Clock) *Manager {
 	}
 	for _, ac := range cfg.Actions {
 		a := &action{cfg: ac}
+		if ac.Name == ReduceTimeouts {
+			m.state.timers, m.state.hasTimers = ac.Timers, true
+			m.state.timersChanged = make(chan struct{})
+		}
 		m.regs = append(m.regs, store.Register("overload."+ac.Name+".", &a.stats))
 		m.actions = append(m.actions, a)
 	}
@@ -191,6 +195,8 @@ func (m *Manager) evaluate(a *action) {
 		m.state.rejectConns.Store(fixed)
 	case StopAcceptingConnections:
 		m.state.setPaused(saturated)
+	case ReduceTimeouts:
+		m.state.setReduceTimeouts(fixed)
 	case ShrinkHeap:
 		if saturated {
 			m.freeOSMemory()

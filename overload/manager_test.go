@@ -229,3 +229,79 @@ func TestLimitListener(t *testing.T) {
 	defer c3.Close()
 	(<-accepted).Close()
 }
+
+// TestReduceTimeoutsScalesTimers drives reduce_timeouts through a scaled trigger and checks
+// the timeouts ScaleTimer gives at each state (Envoy's scaled range: the minimum plus the
+// rest scaled down by the state), the stat, and that TimersChanged fires on each change
+// only.
+func TestReduceTimeoutsScalesTimers(t *testing.T) {
+	st := newStore(t)
+	cfg := &Config{
+		RefreshInterval: time.Second,
+		Monitors:        []Monitor{{Name: FixedHeap, MaxHeapBytes: 1000}},
+		Actions: []Action{{
+			Name:     ReduceTimeouts,
+			Triggers: []Trigger{{Monitor: FixedHeap, Scaling: 0.5, Saturation: 1}},
+			Timers: [numTimers]TimerMinimum{
+				ConnectionIdle: {Set: true, Absolute: 2 * time.Second},
+				StreamIdle:     {Set: true, Scale: 0.25, IsScale: true},
+			},
+		}},
+	}
+	m := New(cfg, st, clock.NewFake(time.Unix(0, 0)))
+	defer m.Close()
+	var heap atomic.Uint64
+	m.heap = func() (uint64, bool) { return heap.Load(), true }
+	s := m.State()
+	if !s.ScalesTimer(ConnectionIdle) || !s.ScalesTimer(StreamIdle) || s.ScalesTimer(TransportSocketConnect) {
+		t.Error("ScalesTimer does not follow the configured timers")
+	}
+	check := func(what string, timer Timer, d, want time.Duration) {
+		t.Helper()
+		if got := s.ScaleTimer(timer, d); got != want {
+			t.Errorf("%s: ScaleTimer(%d, %v) = %v; want %v", what, timer, d, got, want)
+		}
+	}
+	changed := s.TimersChanged()
+
+	heap.Store(100) // below the scaling threshold: nothing moves
+	m.Refresh()
+	check("off", ConnectionIdle, 10*time.Second, 10*time.Second)
+	wantStat(t, st, "overload.envoy.overload_actions.reduce_timeouts.scale_percent", 0)
+	select {
+	case <-changed:
+		t.Error("TimersChanged fired without a change")
+	default:
+	}
+
+	heap.Store(750) // half way
+	m.Refresh()
+	wantStat(t, st, "overload.envoy.overload_actions.reduce_timeouts.scale_percent", 50)
+	wantStat(t, st, "overload.envoy.overload_actions.reduce_timeouts.active", 0)
+	check("50 %, min_timeout", ConnectionIdle, 10*time.Second, 6*time.Second)
+	check("50 %, min_timeout above the timeout", ConnectionIdle, time.Second, time.Second)
+	check("50 %, min_scale", StreamIdle, 8*time.Second, 5*time.Second)
+	check("50 %, timer not configured", TransportSocketConnect, 8*time.Second, 8*time.Second)
+	check("50 %, timer disabled", StreamIdle, 0, 0)
+	select {
+	case <-changed:
+	default:
+		t.Error("TimersChanged did not fire when the state moved")
+	}
+
+	heap.Store(1000) // saturated: the minimums
+	m.Refresh()
+	wantStat(t, st, "overload.envoy.overload_actions.reduce_timeouts.scale_percent", 100)
+	wantStat(t, st, "overload.envoy.overload_actions.reduce_timeouts.active", 1)
+	check("saturated, min_timeout", ConnectionIdle, 10*time.Second, 2*time.Second)
+	check("saturated, min_scale", StreamIdle, 8*time.Second, 2*time.Second)
+
+	heap.Store(0)
+	m.Refresh()
+	check("released", ConnectionIdle, 10*time.Second, 10*time.Second)
+
+	var none *State
+	if none.ScaleTimer(StreamIdle, time.Second) != time.Second || none.TimersChanged() != nil || none.ScalesTimer(StreamIdle) {
+		t.Error("a nil State scales timers")
+	}
+}

@@ -17,9 +17,15 @@ type State struct {
 	stopRequests     atomic.Uint32
 	disableKeepalive atomic.Uint32
 	rejectConns      atomic.Uint32
+	reduceTimeouts   atomic.Uint32
+	// timers are reduce_timeouts' minimums (fixed at New); hasTimers: the action is configured.
+	timers    [numTimers]TimerMinimum
+	hasTimers bool
 
-	mu     sync.Mutex    // guards paused
+	mu     sync.Mutex    // guards paused and timersChanged
 	paused chan struct{} // non-nil while stop_accepting_connections is saturated; closed on resume
+	// timersChanged is closed, and replaced, when reduce_timeouts' state changes.
+	timersChanged chan struct{}
 
 	conns    atomic.Int64
 	maxConns int64 // 0: no global_downstream_max_connections monitor

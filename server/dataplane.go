@@ -147,8 +147,9 @@ func (s *Server) buildDataPlane() error {
 		return err
 	}
 	if err := tcpproxy.Register(handlers, tcpproxy.Deps{
-		Pools: dp.pools,
-		TLS:   tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Now: s.clock.Now, Stats: dp.tlsStats},
+		Pools:    dp.pools,
+		Overload: dp.overload.State(),
+		TLS:      tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Now: s.clock.Now, Stats: dp.tlsStats},
 		AccessLogs: tcpproxy.AccessLogDeps{
 			Files:   dp.accessLogs,
 			GRPC:    dp.als,

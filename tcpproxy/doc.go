@@ -14,7 +14,8 @@
 // A filter chain with an envoy.transport_sockets.tls transport_socket (DownstreamTlsContext,
 // static certificates or SDS secrets, require_client_certificate) has its TLS terminated
 // here: the handshake runs first, bounded by transport_socket_connect_timeout (else the
-// idle_timeout), and the plain text is proxied; a failed handshake closes the connection
+// idle_timeout, either scaled by the overload manager's reduce_timeouts), and the plain text
+// is proxied; a failed handshake closes the connection
 // without an upstream one. The contexts are registered for /certs and reload with it when SDS
 // secrets rotate. Entries then carry the TLS state (%DOWNSTREAM_TLS_VERSION%,
 // %DOWNSTREAM_PEER_SUBJECT%, tls_properties, …). Without one, TLS passes through and is

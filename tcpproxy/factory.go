@@ -6,6 +6,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/listener"
+	"github.com/legateproxy/legate/overload"
 	"github.com/legateproxy/legate/pool"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/tlsutil"
@@ -22,6 +23,9 @@ type Deps struct {
 	// each context counts in its listener's scope); the zero value loads only inline and
 	// file data sources and counts nothing.
 	TLS tlsutil.Deps
+	// Overload is the overload manager's state; nil for none. Listeners with
+	// bypass_overload_manager do without it.
+	Overload *overload.State
 }
 
 // Register adds the envoy.filters.network.tcp_proxy handler factory (by name and by its
@@ -51,9 +55,13 @@ func Factory(deps Deps) listener.HandlerFactory {
 		if err != nil {
 			return nil, err
 		}
+		ov := deps.Overload
+		if ctx.Listener != nil && ctx.Listener.BypassOverloadManager {
+			ov = nil
+		}
 		st := t.acquire(ctx.Stats, cfg.StatPrefix)
 		p, err := New(Config{Proxy: cfg, Pools: deps.Pools, Stats: st.stats, Logger: ctx.Logger, AccessLogs: deps.AccessLogs,
-			TLS: sc, HandshakeTimeout: handshakeTimeout(ctx.Chain, cfg.IdleTimeout)})
+			TLS: sc, HandshakeTimeout: handshakeTimeout(ctx.Chain, cfg.IdleTimeout), Overload: ov})
 		if err != nil {
 			t.release(cfg.StatPrefix)
 			if sc != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/logging"
+	"github.com/legateproxy/legate/overload"
 	"github.com/legateproxy/legate/pool"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/tlsutil"
@@ -71,6 +72,9 @@ type Config struct {
 	TLS *tlsutil.ServerContext
 	// HandshakeTimeout bounds the TLS handshake; zero means no limit.
 	HandshakeTimeout time.Duration
+	// Overload is the overload manager's state (nil: none, or the listener bypasses it):
+	// reduce_timeouts scales HandshakeTimeout (TRANSPORT_SOCKET_CONNECT).
+	Overload *overload.State
 }
 
 // Proxy is the envoy.filters.network.tcp_proxy filter: each downstream connection is joined to
@@ -95,6 +99,7 @@ type Proxy struct {
 
 	tls              *tlsutil.ServerContext // nil: no TLS termination
 	handshakeTimeout time.Duration
+	ov               *overload.State
 }
 
 // New builds a Proxy.
@@ -106,7 +111,7 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{cfg: cfg.Proxy, pools: cfg.Pools, st: cfg.Stats, rand: cfg.Rand, log: cfg.Logger, logs: logs, tls: cfg.TLS, handshakeTimeout: cfg.HandshakeTimeout}
+	p := &Proxy{cfg: cfg.Proxy, pools: cfg.Pools, st: cfg.Stats, rand: cfg.Rand, log: cfg.Logger, logs: logs, tls: cfg.TLS, handshakeTimeout: cfg.HandshakeTimeout, ov: cfg.Overload}
 	if p.st == nil {
 		p.st = &Stats{}
 	}

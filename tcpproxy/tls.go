@@ -10,6 +10,7 @@ import (
 
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/overload"
 	"github.com/legateproxy/legate/tlsutil"
 )
 
@@ -66,7 +67,7 @@ func (p *Proxy) handshake(down net.Conn) (*tls.Conn, *accesslog.TLSInfo, error) 
 	var deadline time.Time
 	if p.handshakeTimeout > 0 {
 		// Real clock: a socket deadline, which the runtime poller compares with the system clock.
-		deadline = time.Now().Add(p.handshakeTimeout)
+		deadline = time.Now().Add(p.ov.ScaleTimer(overload.TransportSocketConnect, p.handshakeTimeout))
 	}
 	tc, cs, local, err := p.tls.Accept(down, deadline, len(p.logs) > 0)
 	if err != nil {

@@ -89,13 +89,48 @@ func TestOverloadGlobalConnectionLimit(t *testing.T) {
 	})
 }
 
-// TestOverloadRefusesUnimplemented checks that an overload action Legate does not implement
-// fails validation with its field path.
+// TestOverloadRefusesUnimplemented checks that an overload action Legate does not implement,
+// and a timer of reduce_timeouts it has no timeout for, fail validation with their field
+// paths.
 func TestOverloadRefusesUnimplemented(t *testing.T) {
-	code, _, stderr := runOnce(t, "--mode", "validate", "-c", writeConfig(t, overloadConfig(1, "envoy.overload_actions.reduce_timeouts", true)))
-	if code == 0 || !strings.Contains(stderr, `overload_manager.actions[0].name: overload action "envoy.overload_actions.reduce_timeouts": not implemented by Legate`) {
+	code, _, stderr := runOnce(t, "--mode", "validate", "-c", writeConfig(t, overloadConfig(1, "envoy.overload_actions.reset_high_memory_stream", true)))
+	if code == 0 || !strings.Contains(stderr, `overload_manager.actions[0].name: overload action "envoy.overload_actions.reset_high_memory_stream": not implemented by Legate`) {
 		t.Errorf("validate: exit %d, stderr:\n%s", code, stderr)
 	}
+	code, _, stderr = runOnce(t, "--mode", "validate", "-c", writeConfig(t, reduceTimeoutsConfig(1, "HTTP_DOWNSTREAM_STREAM_FLUSH")))
+	if code == 0 || !strings.Contains(stderr, `overload_manager.actions[0].typed_config.timer_scale_factors[0].timer: HTTP_DOWNSTREAM_STREAM_FLUSH: not implemented by Legate`) {
+		t.Errorf("validate: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// reduceTimeoutsConfig is overloadConfig with reduce_timeouts scaling timer to 0.1 s.
+func reduceTimeoutsConfig(port int, timer string) string {
+	return strings.Replace(overloadConfig(port, "envoy.overload_actions.reduce_timeouts", true), "    triggers:",
+		`    typed_config: {"@type": type.googleapis.com/envoy.config.overload.v3.ScaleTimersOverloadActionConfig, timer_scale_factors: [{timer: `+timer+`, min_timeout: 0.1s}]}
+    triggers:`, 1)
+}
+
+// TestOverloadReduceTimeouts runs the binary with reduce_timeouts on the global connection
+// limit: the configuration loads, and while one connection holds the only place the action's
+// scale_percent is 100 in /stats.
+func TestOverloadReduceTimeouts(t *testing.T) {
+	p := start(t, "-c", writeConfig(t, reduceTimeoutsConfig(echoServer(t), "TRANSPORT_SOCKET_CONNECT")))
+	c, err := net.DialTimeout("tcp", p.listenerAddr("tcp"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "hello\n")
+	if got, err := bufio.NewReader(c).ReadString('\n'); err != nil || got != "hello\n" {
+		t.Fatalf("echo = %q, %v", got, err)
+	}
+	const want = "overload.envoy.overload_actions.reduce_timeouts.scale_percent: 100\n"
+	var body string
+	eventually(t, "reduce_timeouts stats", func() bool { // the next refresh publishes it
+		_, _, body = p.get("/stats?filter=^overload\\.envoy\\.overload_actions\\.reduce_timeouts\\.scale_percent$")
+		return body == want
+	})
 }
 
 // TestOverloadAdminCountsAgainstGlobalLimit checks that without ignore_global_conn_limit the
