@@ -248,7 +248,7 @@ func TestReduceTimeoutsScalesTimers(t *testing.T) {
 			},
 		}},
 	}
-	m := New(cfg, st, clock.NewFake(time.Unix(0, 0)))
+	m := New(cfg, st, clocktest.NewFake(time.Unix(0, 0)))
 	defer m.Close()
 	var heap atomic.Uint64
 	m.heap = func() (uint64, bool) { return heap.Load(), true }
