@@ -194,8 +194,11 @@ func TestH2RapidResetClosesConnection(t *testing.T) {
 	if got := e.stat("http.ingress.downstream_rq_too_many_premature_resets"); got != rounds {
 		t.Errorf("downstream_rq_too_many_premature_resets = %d; want %d", got, rounds)
 	}
-	if attacked*10 < baseline*8 {
-		t.Errorf("normal client served %d requests under attack; want at least 80 %% of %d", attacked, baseline)
+	// Unmitigated, the normal client kept 2.5 % of its rate; mitigated it keeps 80-90 % on an
+	// idle machine. Under -race on a busy 2-core CI machine the ratio swings by half, so the
+	// bound is one that still tells the two apart by ten times.
+	if attacked*4 < baseline {
+		t.Errorf("normal client served %d requests under attack; want at least 25 %% of %d", attacked, baseline)
 	}
 }
 
