@@ -24,43 +24,23 @@ type RuntimeSource interface {
 	Snapshot() *runtime.Snapshot
 }
 
-// healthPlan is a cluster's active health check and outlier detection, converted and validated
-// before the cluster is built, so that a bad cluster is refused before it replaces anything.
+// healthPlan is a cluster's active health check and outlier detection, as the config path
+// converted and checked them, with the TLS the checks use, built before the cluster is so that a
+// cluster whose TLS fails is refused before it replaces anything.
 type healthPlan struct {
-	check   *config.HealthCheckSpec      // nil without health_checks
-	outlier *config.OutlierDetectionSpec // nil without outlier_detection
+	check   *config.HealthCheck          // nil without health_checks
+	outlier *config.OutlierDetection     // nil without outlier_detection
 	tlsFor  func(*host.Host) *tls.Config // nil: plain-text checks
 }
 
-// planHealth converts and checks cfg's health_checks and outlier_detection. Like Envoy, it
-// accepts at most one health check per cluster and a gRPC health check only on a cluster that
-// speaks HTTP/2.
+// planHealth takes cfg's health check and outlier detection and builds the health checks' TLS.
 func (m *Manager) planHealth(cfg *config.Cluster) (*healthPlan, error) {
-	p := &healthPlan{}
-	switch n := len(cfg.HealthChecks); {
-	case n > 1:
-		return nil, fmt.Errorf("cluster %q: health_checks has %d entries; at most one health check per cluster is supported, as in Envoy", cfg.Name, n)
-	case n == 1:
-		spec, err := config.HealthCheckFromProto(cfg.HealthChecks[0].Proto)
-		if err != nil {
-			return nil, fmt.Errorf("cluster %q: health_checks[0]: %w", cfg.Name, err)
+	p := &healthPlan{check: cfg.HealthCheck, outlier: cfg.OutlierDetection}
+	if p.check != nil && cfg.TLS {
+		var err error
+		if p.tlsFor, err = m.hcTLS(cfg); err != nil {
+			return nil, fmt.Errorf("cluster %q: health_checks[0]: TLS for health checks: %w", cfg.Name, err)
 		}
-		if spec.Kind == config.GRPCHealthCheckKind && !cfg.HTTP2 {
-			return nil, fmt.Errorf("cluster %q: health_checks[0].grpc_health_check is set but the cluster has no http2_protocol_options; gRPC health checking needs an HTTP/2 cluster", cfg.Name)
-		}
-		p.check = spec
-		if cfg.TLS {
-			if p.tlsFor, err = m.hcTLS(cfg); err != nil {
-				return nil, fmt.Errorf("cluster %q: health_checks[0]: TLS for health checks: %w", cfg.Name, err)
-			}
-		}
-	}
-	if cfg.Proto != nil {
-		od, err := config.OutlierDetectionFromProto(cfg.Proto.GetOutlierDetection())
-		if err != nil {
-			return nil, fmt.Errorf("cluster %q: %w", cfg.Name, err)
-		}
-		p.outlier = od
 	}
 	return p, nil
 }

@@ -264,59 +264,12 @@ func TestHealthFailurePublishesThroughMergeWindow(t *testing.T) {
 	}
 }
 
-func TestHealthConfigErrors(t *testing.T) {
-	tests := []struct {
-		name string
-		yaml string
-		want string
-	}{
-		{
-			name: "two health checks",
-			yaml: staticYAML("web", "10.0.0.1") + hcYAML + `
-- timeout: 1s
-  interval: 5s
-  unhealthy_threshold: 2
-  healthy_threshold: 2
-  tcp_health_check: {}
-`,
-			want: `cluster "web": health_checks has 2 entries; at most one health check per cluster is supported`,
-		},
-		{
-			name: "grpc without http2",
-			yaml: staticYAML("web", "10.0.0.1") + `
-health_checks:
-- timeout: 1s
-  interval: 5s
-  unhealthy_threshold: 2
-  healthy_threshold: 2
-  grpc_health_check: {}
-`,
-			want: `cluster "web": health_checks[0].grpc_health_check is set but the cluster has no http2_protocol_options`,
-		},
-		{
-			name: "invalid outlier detection",
-			yaml: staticYAML("web", "10.0.0.1") + "outlier_detection: {base_ejection_time: 400s, max_ejection_time: 10s}\n",
-			want: `cluster "web": `,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e := newHCEnv(t)
-			err := e.m.AddStatic([]*config.Cluster{parseCluster(t, tt.yaml)})
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("AddStatic() = %v; want an error containing %q", err, tt.want)
-			}
-			if _, err := e.m.AddOrUpdate(parseCluster(t, tt.yaml), "1"); err == nil {
-				t.Errorf("AddOrUpdate() = nil; want an error")
-			}
-			if w := e.m.Warming(); len(w) != 0 {
-				t.Errorf("Warming() = %d clusters after a refused cluster; want 0", len(w))
-			}
-		})
-	}
-	t.Run("grpc with http2", func(t *testing.T) {
-		e := newHCEnv(t)
-		y := staticYAML("web", "10.0.0.1") + "http2_protocol_options: {}\n" + `
+// TestHealthGRPCCheckOnHTTP2Cluster: a gRPC health check on an HTTP/2 cluster is accepted. The
+// refusals (two health checks, gRPC without HTTP/2, bad outlier detection) are the config path's,
+// tested in config's TestClusterErrors.
+func TestHealthGRPCCheckOnHTTP2Cluster(t *testing.T) {
+	e := newHCEnv(t)
+	y := staticYAML("web", "10.0.0.1") + "http2_protocol_options: {}\n" + `
 health_checks:
 - timeout: 1s
   interval: 5s
@@ -324,10 +277,9 @@ health_checks:
   healthy_threshold: 2
   grpc_health_check: {}
 `
-		if err := e.m.AddStatic([]*config.Cluster{parseCluster(t, y)}); err != nil {
-			t.Errorf("AddStatic() = %v; want nil", err)
-		}
-	})
+	if err := e.m.AddStatic([]*config.Cluster{parseCluster(t, y)}); err != nil {
+		t.Errorf("AddStatic() = %v; want nil", err)
+	}
 }
 
 func assignment(t *testing.T, addrs ...string) *endpointv3.ClusterLoadAssignment {

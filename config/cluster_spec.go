@@ -143,7 +143,11 @@ type Cluster struct {
 	// LoadAssignment is load_assignment (or the v2 hosts list upgraded by bootstrap).
 	LoadAssignment LoadAssignment
 
-	HealthChecks     []HealthCheck
+	// HealthCheck is health_checks[0], converted with Envoy's defaults and checked; nil without
+	// health checks. Legate refuses more than one, as Envoy supports one per cluster.
+	HealthCheck *HealthCheck
+	// OutlierDetection is outlier_detection, converted with Envoy's defaults and checked; nil
+	// when outlier detection is off.
 	OutlierDetection *OutlierDetection
 	CircuitBreakers  CircuitBreakers
 
@@ -347,47 +351,6 @@ func DefaultThresholds() Thresholds {
 		MaxRequests:        DefaultMaxRequests,
 		MaxRetries:         DefaultMaxRetries,
 	}
-}
-
-// OutlierDetection is cluster.OutlierDetection with Envoy's defaults, carried for the outlier
-// package.
-type OutlierDetection struct {
-	Consecutive5xx                         uint32
-	Interval                               time.Duration
-	BaseEjectionTime                       time.Duration
-	MaxEjectionTime                        time.Duration
-	MaxEjectionPercent                     uint32
-	EnforcingConsecutive5xx                uint32
-	EnforcingSuccessRate                   uint32
-	SuccessRateMinimumHosts                uint32
-	SuccessRateRequestVolume               uint32
-	SuccessRateStdevFactor                 uint32
-	ConsecutiveGatewayFailure              uint32
-	EnforcingConsecutiveGatewayFailure     uint32
-	SplitExternalLocalOriginErrors         bool
-	ConsecutiveLocalOriginFailure          uint32
-	EnforcingConsecutiveLocalOriginFailure uint32
-	EnforcingLocalOriginSuccessRate        uint32
-	FailurePercentageThreshold             uint32
-	EnforcingFailurePercentage             uint32
-	EnforcingFailurePercentageLocalOrigin  uint32
-	FailurePercentageMinimumHosts          uint32
-	FailurePercentageRequestVolume         uint32
-}
-
-// HealthCheck is core.HealthCheck, the parts the health package schedules on, with the proto
-// kept for the protocol-specific probers.
-type HealthCheck struct {
-	Timeout            time.Duration
-	Interval           time.Duration
-	IntervalJitter     time.Duration
-	UnhealthyThreshold uint32
-	HealthyThreshold   uint32
-	// NoTrafficInterval defaults to 60 s.
-	NoTrafficInterval time.Duration
-	// Kind is "http", "tcp", "grpc" or "custom".
-	Kind  string
-	Proto *corev3.HealthCheck
 }
 
 // AddressKind says which member of core.Address is set.

@@ -50,6 +50,13 @@ func (b *clusterBuilder) fail(format string, args ...any) {
 	}
 }
 
+// failWrap is fail for an error a conversion returned, kept for errors.Is.
+func (b *clusterBuilder) failWrap(prefix string, err error) {
+	if b.err == nil {
+		b.err = fmt.Errorf("%s: %s%w", b.at, prefix, err)
+	}
+}
+
 // StatName returns the name a cluster's stats use: alt_stat_name when set, else the name, with
 // each ':' replaced by '_' (Envoy's sanitising of stat names).
 func StatName(name, altStatName string) string {
@@ -110,9 +117,8 @@ func (b *clusterBuilder) build(c *clusterv3.Cluster, lim Limits) *Cluster {
 	b.subset(c.GetLbSubsetConfig(), out)
 	b.circuitBreakers(c.GetCircuitBreakers(), out)
 	b.protocols(c, out)
-	out.OutlierDetection = outlierFromProto(c.GetOutlierDetection())
 	for i, hc := range c.GetHealthChecks() {
-		out.HealthChecks = append(out.HealthChecks, b.healthCheck(fmt.Sprintf("health_checks[%d]", i), hc))
+		b.healthCheckShape(fmt.Sprintf("health_checks[%d]", i), hc)
 	}
 	// A cluster's upstream_bind_config, even one without an address (no bind), overrides the
 	// bootstrap's.
@@ -142,6 +148,7 @@ func (b *clusterBuilder) build(c *clusterv3.Cluster, lim Limits) *Cluster {
 	}
 	b.endpointRules(out)
 	out.Ignored = append(out.Ignored, b.audit(c)...)
+	b.healthChecking(c, out)
 	return out
 }
 
@@ -548,35 +555,46 @@ func (b *clusterBuilder) endpointRules(out *Cluster) {
 	}
 }
 
-func (b *clusterBuilder) healthCheck(at string, hc *corev3.HealthCheck) HealthCheck {
-	out := HealthCheck{
-		Timeout:            hc.GetTimeout().AsDuration(),
-		Interval:           hc.GetInterval().AsDuration(),
-		IntervalJitter:     hc.GetIntervalJitter().AsDuration(),
-		UnhealthyThreshold: u32Or(hc.GetUnhealthyThreshold(), 0),
-		HealthyThreshold:   u32Or(hc.GetHealthyThreshold(), 0),
-		NoTrafficInterval:  durationOr(hc.GetNoTrafficInterval(), 60*time.Second),
-		Proto:              hc,
-	}
-	switch {
-	case hc.GetHttpHealthCheck() != nil:
-		out.Kind = "http"
-	case hc.GetTcpHealthCheck() != nil:
-		out.Kind = "tcp"
-	case hc.GetGrpcHealthCheck() != nil:
-		out.Kind = "grpc"
-	case hc.GetCustomHealthCheck() != nil:
-		out.Kind = "custom"
-	default:
+// healthCheckShape checks what every entry of health_checks needs before the cluster's one
+// health check is converted (healthChecking): a checker, a timeout and an interval.
+func (b *clusterBuilder) healthCheckShape(at string, hc *corev3.HealthCheck) {
+	if hc.GetHttpHealthCheck() == nil && hc.GetTcpHealthCheck() == nil && hc.GetGrpcHealthCheck() == nil && hc.GetCustomHealthCheck() == nil {
 		b.fail("%s: no health checker set; one of http_health_check, tcp_health_check, grpc_health_check, custom_health_check is required", at)
 	}
-	if out.Timeout <= 0 {
-		b.fail("%s.timeout = %v; must be > 0", at, out.Timeout)
+	if d := hc.GetTimeout().AsDuration(); d <= 0 {
+		b.fail("%s.timeout = %v; must be > 0", at, d)
 	}
-	if out.Interval <= 0 {
-		b.fail("%s.interval = %v; must be > 0", at, out.Interval)
+	if d := hc.GetInterval().AsDuration(); d <= 0 {
+		b.fail("%s.interval = %v; must be > 0", at, d)
 	}
-	return out
+}
+
+// healthChecking converts health_checks and outlier_detection into the one form the health,
+// outlier and cluster packages run. It comes last, so that the cluster's other errors are
+// reported first. Like Envoy, it accepts at most one health check per cluster and a gRPC health
+// check only on a cluster that speaks HTTP/2.
+func (b *clusterBuilder) healthChecking(c *clusterv3.Cluster, out *Cluster) {
+	switch n := len(c.GetHealthChecks()); {
+	case n > 1:
+		b.fail("health_checks has %d entries; at most one health check per cluster is supported, as in Envoy", n)
+	case n == 1:
+		hc, err := HealthCheckFromProto(c.GetHealthChecks()[0])
+		if err != nil {
+			b.failWrap("health_checks[0]: ", err)
+			break
+		}
+		if hc.Kind == GRPCHealthCheckKind && !out.HTTP2 {
+			b.fail("health_checks[0].grpc_health_check is set but the cluster has no http2_protocol_options; gRPC health checking needs an HTTP/2 cluster")
+			break
+		}
+		out.HealthCheck = hc
+	}
+	od, err := OutlierDetectionFromProto(c.GetOutlierDetection())
+	if err != nil {
+		b.failWrap("", err)
+		return
+	}
+	out.OutlierDetection = od
 }
 
 func (b *clusterBuilder) address(at string, a *corev3.Address) Address {
@@ -585,35 +603,6 @@ func (b *clusterBuilder) address(at string, a *corev3.Address) Address {
 		b.fail("%s: %v", at, err)
 	}
 	return out
-}
-
-func outlierFromProto(o *clusterv3.OutlierDetection) *OutlierDetection {
-	if o == nil {
-		return nil
-	}
-	return &OutlierDetection{
-		Consecutive5xx:                         u32Or(o.GetConsecutive_5Xx(), 5),
-		Interval:                               durationOr(o.GetInterval(), 10*time.Second),
-		BaseEjectionTime:                       durationOr(o.GetBaseEjectionTime(), 30*time.Second),
-		MaxEjectionTime:                        durationOr(o.GetMaxEjectionTime(), 300*time.Second),
-		MaxEjectionPercent:                     u32Or(o.GetMaxEjectionPercent(), 10),
-		EnforcingConsecutive5xx:                u32Or(o.GetEnforcingConsecutive_5Xx(), 100),
-		EnforcingSuccessRate:                   u32Or(o.GetEnforcingSuccessRate(), 100),
-		SuccessRateMinimumHosts:                u32Or(o.GetSuccessRateMinimumHosts(), 5),
-		SuccessRateRequestVolume:               u32Or(o.GetSuccessRateRequestVolume(), 100),
-		SuccessRateStdevFactor:                 u32Or(o.GetSuccessRateStdevFactor(), 1900),
-		ConsecutiveGatewayFailure:              u32Or(o.GetConsecutiveGatewayFailure(), 5),
-		EnforcingConsecutiveGatewayFailure:     u32Or(o.GetEnforcingConsecutiveGatewayFailure(), 0),
-		SplitExternalLocalOriginErrors:         o.GetSplitExternalLocalOriginErrors(),
-		ConsecutiveLocalOriginFailure:          u32Or(o.GetConsecutiveLocalOriginFailure(), 5),
-		EnforcingConsecutiveLocalOriginFailure: u32Or(o.GetEnforcingConsecutiveLocalOriginFailure(), 100),
-		EnforcingLocalOriginSuccessRate:        u32Or(o.GetEnforcingLocalOriginSuccessRate(), 100),
-		FailurePercentageThreshold:             u32Or(o.GetFailurePercentageThreshold(), 85),
-		EnforcingFailurePercentage:             u32Or(o.GetEnforcingFailurePercentage(), 0),
-		EnforcingFailurePercentageLocalOrigin:  u32Or(o.GetEnforcingFailurePercentageLocalOrigin(), 0),
-		FailurePercentageMinimumHosts:          u32Or(o.GetFailurePercentageMinimumHosts(), 5),
-		FailurePercentageRequestVolume:         u32Or(o.GetFailurePercentageRequestVolume(), 50),
-	}
 }
 
 func durationOr(d *durationpb.Duration, def time.Duration) time.Duration {

@@ -141,8 +141,8 @@ load_assignment:
 	if c.OutlierDetection == nil || c.OutlierDetection.Consecutive5xx != 9 || c.OutlierDetection.Interval != 10*time.Second {
 		t.Errorf("OutlierDetection = %+v; want consecutive_5xx 9 and interval 10s", c.OutlierDetection)
 	}
-	if len(c.HealthChecks) != 1 || c.HealthChecks[0].Kind != "http" || c.HealthChecks[0].NoTrafficInterval != time.Minute {
-		t.Errorf("HealthChecks = %+v; want one http check with no_traffic_interval 60s", c.HealthChecks)
+	if c.HealthCheck == nil || c.HealthCheck.Kind != HTTPHealthCheckKind || c.HealthCheck.NoTrafficInterval != time.Minute {
+		t.Errorf("HealthCheck = %+v; want an http check with no_traffic_interval 60s", c.HealthCheck)
 	}
 	if got, want := c.RingHash, (RingHashLbConfig{64, 128, MurmurHash2}); got != want {
 		t.Errorf("RingHash = %+v; want %+v", got, want)
@@ -235,6 +235,10 @@ func TestClusterErrors(t *testing.T) {
 		{name: "endpoint weight zero", yaml: "name: a\nload_assignment: {endpoints: [{lb_endpoints: [{load_balancing_weight: 0, endpoint: {address: {socket_address: {address: 1.2.3.4, port_value: 1}}}}]}]}", want: "lb_endpoints[0].load_balancing_weight = 0; must be in 1..100"},
 		{name: "endpoint weight over 100", yaml: "name: a\nload_assignment: {endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 1.2.3.4, port_value: 1}}}}, {load_balancing_weight: 101, endpoint: {address: {socket_address: {address: 1.2.3.5, port_value: 1}}}}]}]}", want: "load_assignment.endpoints[0].lb_endpoints[1].load_balancing_weight = 101; must be in 1..100"},
 		{name: "health check without checker", yaml: "name: a\nhealth_checks: [{timeout: 1s, interval: 1s}]", want: "health_checks[0]: no health checker set"},
+		{name: "two health checks", yaml: "name: web\nhealth_checks:\n- " + hcEntry + "  http_health_check: {path: /healthz}\n- " + hcEntry + "  tcp_health_check: {}", want: `cluster "web": health_checks has 2 entries; at most one health check per cluster is supported`},
+		{name: "grpc health check without http2", yaml: "name: web\nhealth_checks:\n- " + hcEntry + "  grpc_health_check: {}", want: `cluster "web": health_checks[0].grpc_health_check is set but the cluster has no http2_protocol_options`},
+		{name: "health check without thresholds", yaml: "name: web\nhealth_checks: [{timeout: 1s, interval: 5s, tcp_health_check: {}}]", want: `cluster "web": health_checks[0]: invalid health check: unhealthy_threshold is unset`},
+		{name: "invalid outlier detection", yaml: "name: web\noutlier_detection: {base_ejection_time: 400s, max_ejection_time: 10s}", want: `cluster "web": invalid outlier_detection: outlier_detection.max_ejection_time = 10s; must be >= base_ejection_time`},
 		{name: "subset selector without keys", yaml: "name: a\nlb_subset_config: {subset_selectors: [{keys: []}]}", want: "subset_selectors[0].keys is empty"},
 	}
 	for _, tt := range tests {
@@ -454,5 +458,29 @@ func TestClusterUpstreamHTTPOptionsRefused(t *testing.T) {
 				t.Fatalf("ClusterFromProto error = %v; want it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// hcEntry is the schedule of a valid health check, the first line of a YAML list entry.
+const hcEntry = "timeout: 1s\n  interval: 5s\n  unhealthy_threshold: 2\n  healthy_threshold: 2\n"
+
+func TestClusterHealthChecking(t *testing.T) {
+	pc, err := clusterYAML(t, "name: web\nhttp2_protocol_options: {}\nhealth_checks:\n- "+hcEntry+"  grpc_health_check: {}\noutlier_detection: {consecutive_5xx: 3}")
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	c, err := ClusterFromProto(pc, Limits{})
+	if err != nil {
+		t.Fatalf("ClusterFromProto() = %v; want a gRPC health check on an HTTP/2 cluster accepted", err)
+	}
+	if c.HealthCheck == nil || c.HealthCheck.Kind != GRPCHealthCheckKind || c.HealthCheck.UnhealthyThreshold != 2 {
+		t.Errorf("HealthCheck = %+v; want a gRPC check with unhealthy_threshold 2", c.HealthCheck)
+	}
+	if c.OutlierDetection == nil || c.OutlierDetection.Consecutive5xx != 3 || !c.OutlierDetection.SuccessfulActiveHealthCheckUnejectHost {
+		t.Errorf("OutlierDetection = %+v; want consecutive_5xx 3 and Envoy's defaults", c.OutlierDetection)
+	}
+	pc.HealthChecks, pc.OutlierDetection = nil, nil
+	if c, err = ClusterFromProto(pc, Limits{}); err != nil || c.HealthCheck != nil || c.OutlierDetection != nil {
+		t.Errorf("ClusterFromProto() without health checking = %+v, %v; want no HealthCheck and no OutlierDetection", c, err)
 	}
 }

@@ -25,7 +25,7 @@ const (
 // ErrHealthCheck is wrapped by every error HealthCheckFromProto returns.
 var ErrHealthCheck = errors.New("invalid health check")
 
-// HealthCheckKind says which health checker a HealthCheckSpec configures.
+// HealthCheckKind says which health checker a HealthCheck configures.
 type HealthCheckKind uint8
 
 // Health checker kinds. Custom health checkers (custom_health_check) are not implemented.
@@ -46,13 +46,12 @@ func (k HealthCheckKind) String() string {
 	return "UNKNOWN"
 }
 
-// HealthCheckSpec is everything of a core.HealthCheck that the health package runs: schedule,
-// thresholds, logging and one protocol's probe settings, with Envoy's defaults applied. It is the
-// complete form of the summary HealthCheck that ClusterFromProto keeps in Cluster.HealthChecks;
-// build it with HealthCheckFromProto(cluster.HealthChecks[i].Proto).
+// HealthCheck is everything of a core.HealthCheck that the health package runs: schedule,
+// thresholds, logging and one protocol's probe settings, with Envoy's defaults applied.
+// ClusterFromProto builds it once, with HealthCheckFromProto, into Cluster.HealthCheck.
 //
 // The value is immutable once built and safe to share between goroutines.
-type HealthCheckSpec struct {
+type HealthCheck struct {
 	// Timeout is timeout: how long a check may take before it counts as a network timeout.
 	Timeout time.Duration
 	// Interval is interval, the base time between checks of a healthy host.
@@ -228,15 +227,15 @@ func (m *StringMatch) Match(s string) bool {
 	}
 }
 
-// HealthCheckFromProto converts a core.HealthCheck into a HealthCheckSpec, applying Envoy's
+// HealthCheckFromProto converts a core.HealthCheck into a HealthCheck, applying Envoy's
 // defaults and checking the rules Envoy enforces (required fields, status ranges, hex payloads,
 // methods with bodies, the receive size against response_buffer_size). Errors wrap ErrHealthCheck
 // and name the field, the value and the rule.
-func HealthCheckFromProto(hc *corev3.HealthCheck) (*HealthCheckSpec, error) {
+func HealthCheckFromProto(hc *corev3.HealthCheck) (*HealthCheck, error) {
 	if hc == nil {
 		return nil, fmt.Errorf("%w: health check is nil", ErrHealthCheck)
 	}
-	s := &HealthCheckSpec{
+	s := &HealthCheck{
 		Timeout:                      hc.GetTimeout().AsDuration(),
 		Interval:                     hc.GetInterval().AsDuration(),
 		InitialJitter:                durationOr(hc.GetInitialJitter(), 0),
@@ -288,7 +287,7 @@ func hcErr(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrHealthCheck}, args...)...)
 }
 
-func (s *HealthCheckSpec) checkSchedule(hc *corev3.HealthCheck) error {
+func (s *HealthCheck) checkSchedule(hc *corev3.HealthCheck) error {
 	switch {
 	case hc.GetTimeout() == nil || s.Timeout <= 0:
 		return hcErr("timeout = %v; must be set and > 0", s.Timeout)

@@ -34,7 +34,7 @@ func TestHealthCheckDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("HealthCheckFromProto: %v", err)
 	}
-	want := &HealthCheckSpec{
+	want := &HealthCheck{
 		Timeout:                  time.Second,
 		Interval:                 5 * time.Second,
 		UnhealthyThreshold:       3,
@@ -53,7 +53,7 @@ func TestHealthCheckDefaults(t *testing.T) {
 			ExpectedStatuses:   []StatusRange{{200, 201}},
 		},
 	}
-	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(HealthCheckSpec{}, "Proto")); diff != "" {
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(HealthCheck{}, "Proto")); diff != "" {
 		t.Errorf("HealthCheckFromProto (-want +got):\n%s", diff)
 	}
 }

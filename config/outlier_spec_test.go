@@ -19,29 +19,27 @@ func TestOutlierDetectionFromProtoDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &OutlierDetectionSpec{
-		OutlierDetection: OutlierDetection{
-			Consecutive5xx:                         5,
-			Interval:                               10 * time.Second,
-			BaseEjectionTime:                       30 * time.Second,
-			MaxEjectionTime:                        300 * time.Second,
-			MaxEjectionPercent:                     10,
-			EnforcingConsecutive5xx:                100,
-			EnforcingSuccessRate:                   100,
-			SuccessRateMinimumHosts:                5,
-			SuccessRateRequestVolume:               100,
-			SuccessRateStdevFactor:                 1900,
-			ConsecutiveGatewayFailure:              5,
-			EnforcingConsecutiveGatewayFailure:     0,
-			ConsecutiveLocalOriginFailure:          5,
-			EnforcingConsecutiveLocalOriginFailure: 100,
-			EnforcingLocalOriginSuccessRate:        100,
-			FailurePercentageThreshold:             85,
-			EnforcingFailurePercentage:             0,
-			EnforcingFailurePercentageLocalOrigin:  0,
-			FailurePercentageMinimumHosts:          5,
-			FailurePercentageRequestVolume:         50,
-		},
+	want := &OutlierDetection{
+		Consecutive5xx:                         5,
+		Interval:                               10 * time.Second,
+		BaseEjectionTime:                       30 * time.Second,
+		MaxEjectionTime:                        300 * time.Second,
+		MaxEjectionPercent:                     10,
+		EnforcingConsecutive5xx:                100,
+		EnforcingSuccessRate:                   100,
+		SuccessRateMinimumHosts:                5,
+		SuccessRateRequestVolume:               100,
+		SuccessRateStdevFactor:                 1900,
+		ConsecutiveGatewayFailure:              5,
+		EnforcingConsecutiveGatewayFailure:     0,
+		ConsecutiveLocalOriginFailure:          5,
+		EnforcingConsecutiveLocalOriginFailure: 100,
+		EnforcingLocalOriginSuccessRate:        100,
+		FailurePercentageThreshold:             85,
+		EnforcingFailurePercentage:             0,
+		EnforcingFailurePercentageLocalOrigin:  0,
+		FailurePercentageMinimumHosts:          5,
+		FailurePercentageRequestVolume:         50,
 		SuccessfulActiveHealthCheckUnejectHost: true,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -56,31 +54,31 @@ func TestOutlierDetectionFromProtoValues(t *testing.T) {
 	tests := []struct {
 		name  string
 		in    *clusterv3.OutlierDetection
-		check func(*OutlierDetectionSpec) (got, want any)
+		check func(*OutlierDetection) (got, want any)
 	}{
 		{
 			name:  "max_ejection_time defaults to base_ejection_time when larger",
 			in:    &clusterv3.OutlierDetection{BaseEjectionTime: durationpb.New(400 * time.Second)},
-			check: func(s *OutlierDetectionSpec) (any, any) { return s.MaxEjectionTime, 400 * time.Second },
+			check: func(s *OutlierDetection) (any, any) { return s.MaxEjectionTime, 400 * time.Second },
 		},
 		{
 			name: "explicit values",
 			in:   &clusterv3.OutlierDetection{Consecutive_5Xx: wrapperspb.UInt32(0), MaxEjectionTimeJitter: durationpb.New(2 * time.Second)},
-			check: func(s *OutlierDetectionSpec) (any, any) {
+			check: func(s *OutlierDetection) (any, any) {
 				return [2]any{s.Consecutive5xx, s.MaxEjectionTimeJitter}, [2]any{uint32(0), 2 * time.Second}
 			},
 		},
 		{
 			name: "uneject off and always eject one on",
 			in:   &clusterv3.OutlierDetection{SuccessfulActiveHealthCheckUnejectHost: wrapperspb.Bool(false), AlwaysEjectOneHost: wrapperspb.Bool(true)},
-			check: func(s *OutlierDetectionSpec) (any, any) {
+			check: func(s *OutlierDetection) (any, any) {
 				return [2]bool{s.SuccessfulActiveHealthCheckUnejectHost, s.AlwaysEjectOneHost}, [2]bool{false, true}
 			},
 		},
 		{
 			name: "split",
 			in:   &clusterv3.OutlierDetection{SplitExternalLocalOriginErrors: true, EnforcingFailurePercentageLocalOrigin: wrapperspb.UInt32(100)},
-			check: func(s *OutlierDetectionSpec) (any, any) {
+			check: func(s *OutlierDetection) (any, any) {
 				return [2]any{s.SplitExternalLocalOriginErrors, s.EnforcingFailurePercentageLocalOrigin}, [2]any{true, uint32(100)}
 			},
 		},

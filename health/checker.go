@@ -95,7 +95,7 @@ type Options struct {
 // All methods are safe for concurrent use. Checks run on goroutines the Checker owns; Close stops
 // them and waits.
 type Checker struct {
-	spec    *config.HealthCheckSpec
+	spec    *config.HealthCheck
 	opts    Options
 	clock   clock.Clock
 	sched   *Scheduler
@@ -116,7 +116,7 @@ type Checker struct {
 
 // New builds a Checker for spec. It opens the event log file when one is configured. Checks
 // begin at Start.
-func New(spec *config.HealthCheckSpec, opts Options) (*Checker, error) {
+func New(spec *config.HealthCheck, opts Options) (*Checker, error) {
 	if spec == nil {
 		return nil, fmt.Errorf("health: cluster %q: health check spec is nil", opts.ClusterName)
 	}
@@ -273,7 +273,7 @@ func (c *Checker) ReportPassiveFailure(h *host.Host, immediate bool) {
 }
 
 // Spec returns the health check the checker runs.
-func (c *Checker) Spec() *config.HealthCheckSpec { return c.spec }
+func (c *Checker) Spec() *config.HealthCheck { return c.spec }
 
 // spawn runs fn on a goroutine owned by the checker; it reports false once the checker is closed.
 func (c *Checker) spawn(fn func()) bool {

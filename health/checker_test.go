@@ -105,8 +105,8 @@ func (b *syncBuffer) String() string {
 
 var epoch = time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
 
-func spec(mod func(*config.HealthCheckSpec)) *config.HealthCheckSpec {
-	s := &config.HealthCheckSpec{
+func spec(mod func(*config.HealthCheck)) *config.HealthCheck {
+	s := &config.HealthCheck{
 		Timeout:                  time.Second,
 		Interval:                 10 * time.Second,
 		UnhealthyThreshold:       3,
@@ -126,7 +126,7 @@ func spec(mod func(*config.HealthCheckSpec)) *config.HealthCheckSpec {
 	return s
 }
 
-func newHarness(t *testing.T, s *config.HealthCheckSpec, mod func(*Options)) *harness {
+func newHarness(t *testing.T, s *config.HealthCheck, mod func(*Options)) *harness {
 	t.Helper()
 	hs := &harness{t: t, clk: clocktest.NewFake(epoch), prober: newFakeProber(), st: &Stats{},
 		changes: make(chan change, 64), events: &syncBuffer{}}
@@ -293,7 +293,7 @@ func TestStats(t *testing.T) {
 }
 
 func TestIntervals(t *testing.T) {
-	s := spec(func(s *config.HealthCheckSpec) {
+	s := spec(func(s *config.HealthCheck) {
 		s.Interval = 10 * time.Second
 		s.UnhealthyInterval = 20 * time.Second
 		s.UnhealthyEdgeInterval = 3 * time.Second
@@ -346,21 +346,21 @@ func TestJitter(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		mod     func(*config.HealthCheckSpec)
+		mod     func(*config.HealthCheck)
 		rand    uint64
 		runtime map[string]any
 		first   time.Duration // delay of the first check
 		next    time.Duration // delay after a passing check
 	}{
 		{"none", nil, 12345, nil, 0, 10 * time.Second},
-		{"interval_jitter", func(s *config.HealthCheckSpec) { s.IntervalJitter = time.Second }, 1700, nil, 0, 10*time.Second + 700*time.Millisecond},
-		{"interval_jitter_percent", func(s *config.HealthCheckSpec) { s.IntervalJitterPercent = 10 }, 1700, nil, 0, 10700 * time.Millisecond},
-		{"both", func(s *config.HealthCheckSpec) { s.IntervalJitterPercent = 10; s.IntervalJitter = time.Second },
+		{"interval_jitter", func(s *config.HealthCheck) { s.IntervalJitter = time.Second }, 1700, nil, 0, 10*time.Second + 700*time.Millisecond},
+		{"interval_jitter_percent", func(s *config.HealthCheck) { s.IntervalJitterPercent = 10 }, 1700, nil, 0, 10700 * time.Millisecond},
+		{"both", func(s *config.HealthCheck) { s.IntervalJitterPercent = 10; s.IntervalJitter = time.Second },
 			1500, nil, 0, 11 * time.Second},
-		{"initial_jitter", func(s *config.HealthCheckSpec) { s.InitialJitter = 2 * time.Second }, 2500, nil, 500 * time.Millisecond, 10 * time.Second},
+		{"initial_jitter", func(s *config.HealthCheck) { s.InitialJitter = 2 * time.Second }, 2500, nil, 500 * time.Millisecond, 10 * time.Second},
 		{"runtime max_interval", nil, 0, map[string]any{"health_check": map[string]any{"max_interval": 4000.0}}, 0, 4 * time.Second},
 		{"runtime min_interval", nil, 0, map[string]any{"health_check": map[string]any{"min_interval": 15000.0}}, 0, 15 * time.Second},
-		{"initial jitter raised to min_interval", func(s *config.HealthCheckSpec) { s.InitialJitter = time.Second }, 0,
+		{"initial jitter raised to min_interval", func(s *config.HealthCheck) { s.InitialJitter = time.Second }, 0,
 			map[string]any{"health_check": map[string]any{"min_interval": 3000.0}}, 3 * time.Second, 10 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -388,7 +388,7 @@ func TestJitter(t *testing.T) {
 }
 
 func TestTimeoutIsNetworkFailure(t *testing.T) {
-	hs := newHarness(t, spec(func(s *config.HealthCheckSpec) { s.UnhealthyThreshold = 2 }), nil)
+	hs := newHarness(t, spec(func(s *config.HealthCheck) { s.UnhealthyThreshold = 2 }), nil)
 	h := newHost(t, "127.0.0.1:1", host.FailedActiveHC)
 	hs.c.SetHosts([]*host.Host{h})
 	hs.c.Start()
@@ -464,7 +464,7 @@ func TestImmediateFailFlag(t *testing.T) {
 }
 
 func TestRemovedBeforeFirstCheck(t *testing.T) {
-	hs := newHarness(t, spec(func(s *config.HealthCheckSpec) { s.InitialJitter = time.Minute }), func(o *Options) {
+	hs := newHarness(t, spec(func(s *config.HealthCheck) { s.InitialJitter = time.Minute }), func(o *Options) {
 		o.Rand = func() uint64 { return 30000 }
 	})
 	h := newHost(t, "127.0.0.1:1", host.FailedActiveHC)
@@ -510,7 +510,7 @@ func TestRemovedDuringCheck(t *testing.T) {
 }
 
 func TestEventLog(t *testing.T) {
-	hs := newHarness(t, spec(func(s *config.HealthCheckSpec) {
+	hs := newHarness(t, spec(func(s *config.HealthCheck) {
 		s.UnhealthyThreshold = 1
 		s.AlwaysLogHealthCheckFailures = true
 	}), nil)
@@ -591,7 +591,7 @@ func TestNewErrors(t *testing.T) {
 	if _, err := New(spec(nil), Options{}); err == nil {
 		t.Errorf("New without Stats succeeded")
 	}
-	if _, err := New(spec(func(s *config.HealthCheckSpec) { s.EventLogPath = t.TempDir() + "/no/such/dir/log" }), Options{Stats: &Stats{}}); err == nil {
+	if _, err := New(spec(func(s *config.HealthCheck) { s.EventLogPath = t.TempDir() + "/no/such/dir/log" }), Options{Stats: &Stats{}}); err == nil {
 		t.Errorf("New with an unopenable event_log_path succeeded")
 	}
 }

@@ -4,7 +4,7 @@
 //
 // # Using it (for the cluster manager)
 //
-//	spec, err := config.HealthCheckFromProto(cluster.HealthChecks[0].Proto)
+//	spec := cluster.HealthCheck // converted and checked by config.ClusterFromProto
 //	var st health.Stats
 //	reg := store.Register("cluster."+statName+".health_check.", &st)
 //	hc, err := health.New(spec, health.Options{

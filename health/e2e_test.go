@@ -102,7 +102,7 @@ func TestUpstreamProcessKilled(t *testing.T) {
 // TestEventLogFile writes event_log_path through the real file path.
 func TestEventLogFile(t *testing.T) {
 	path := t.TempDir() + "/hc.log"
-	hs := newHarness(t, spec(func(s *config.HealthCheckSpec) { s.EventLogPath = path }), func(o *Options) { o.EventLog = nil })
+	hs := newHarness(t, spec(func(s *config.HealthCheck) { s.EventLogPath = path }), func(o *Options) { o.EventLog = nil })
 	h := newHost(t, "127.0.0.1:9", host.FailedActiveHC)
 	hs.c.SetHosts([]*host.Host{h})
 	hs.c.Start()

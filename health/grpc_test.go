@@ -45,8 +45,8 @@ func startGRPC(t *testing.T) (*health.Server, string, func() metadata.MD) {
 	}
 }
 
-func grpcSpec(service, authority string) *config.HealthCheckSpec {
-	return spec(func(s *config.HealthCheckSpec) {
+func grpcSpec(service, authority string) *config.HealthCheck {
+	return spec(func(s *config.HealthCheck) {
 		s.Kind = config.GRPCHealthCheckKind
 		s.TCP = nil
 		s.GRPC = &config.GRPCHealthCheck{ServiceName: service, Authority: authority,

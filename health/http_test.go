@@ -21,7 +21,7 @@ import (
 )
 
 // probeOnce builds the prober for s and runs one check against h.
-func probeOnce(t *testing.T, s *config.HealthCheckSpec, opts Options, h *host.Host) Result {
+func probeOnce(t *testing.T, s *config.HealthCheck, opts Options, h *host.Host) Result {
 	t.Helper()
 	if opts.ClusterName == "" {
 		opts.ClusterName = "web"
@@ -37,8 +37,8 @@ func probeOnce(t *testing.T, s *config.HealthCheckSpec, opts Options, h *host.Ho
 	return sess.Check(ctx)
 }
 
-func httpSpec(mod func(*config.HTTPHealthCheck)) *config.HealthCheckSpec {
-	return spec(func(s *config.HealthCheckSpec) {
+func httpSpec(mod func(*config.HTTPHealthCheck)) *config.HealthCheck {
+	return spec(func(s *config.HealthCheck) {
 		s.Kind = config.HTTPHealthCheckKind
 		s.TCP = nil
 		s.HTTP = &config.HTTPHealthCheck{Path: "/hc", Method: "GET", ResponseBufferSize: 1024,

@@ -16,7 +16,7 @@ import (
 type DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 
 // newProber builds the prober for spec.Kind.
-func newProber(spec *config.HealthCheckSpec, opts *Options) (Prober, error) {
+func newProber(spec *config.HealthCheck, opts *Options) (Prober, error) {
 	t := target{spec: spec, opts: opts}
 	switch {
 	case spec.Kind == config.HTTPHealthCheckKind && spec.HTTP != nil:
@@ -31,7 +31,7 @@ func newProber(spec *config.HealthCheckSpec, opts *Options) (Prober, error) {
 
 // target holds what every prober needs to reach a host.
 type target struct {
-	spec *config.HealthCheckSpec
+	spec *config.HealthCheck
 	opts *Options
 }
 

@@ -208,7 +208,7 @@ func BenchmarkProbe(b *testing.B) {
 	noReuse.ReuseConnection = false
 	for _, bc := range []struct {
 		name string
-		spec *config.HealthCheckSpec
+		spec *config.HealthCheck
 		addr string
 	}{
 		{"http_keepalive", httpSpec(nil), httpHost},

@@ -63,8 +63,8 @@ func pingPong(c net.Conn) {
 	}
 }
 
-func tcpSpec(send string, receive ...string) *config.HealthCheckSpec {
-	return spec(func(s *config.HealthCheckSpec) {
+func tcpSpec(send string, receive ...string) *config.HealthCheck {
+	return spec(func(s *config.HealthCheck) {
 		s.TCP = &config.TCPHealthCheck{}
 		if send != "" {
 			s.TCP.Send = []byte(send)
@@ -82,7 +82,7 @@ func TestTCPChecks(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		serve   func(net.Conn)
-		spec    *config.HealthCheckSpec
+		spec    *config.HealthCheck
 		timeout time.Duration
 		want    Outcome
 		failure FailureType
@@ -116,7 +116,7 @@ func TestTCPChecks(t *testing.T) {
 
 func TestTCPRefused(t *testing.T) {
 	addr := closedAddr(t)
-	for _, s := range []*config.HealthCheckSpec{tcpSpec(""), tcpSpec("PING", "PONG")} {
+	for _, s := range []*config.HealthCheck{tcpSpec(""), tcpSpec("PING", "PONG")} {
 		if r := probeOnce(t, s, Options{}, newHost(t, addr, 0)); r.Outcome != Failed || r.Failure != Network {
 			t.Errorf("Check against a closed port = %+v; want a network failure", r)
 		}

@@ -10,13 +10,13 @@ import (
 func BenchmarkReport(b *testing.B) {
 	cases := []struct {
 		name string
-		mod  func(*config.OutlierDetectionSpec)
+		mod  func(*config.OutlierDetection)
 		r    Result
 	}{
 		{"200", nil, HTTPStatus(200)},
-		{"500", func(s *config.OutlierDetectionSpec) { s.Consecutive5xx = 0 }, HTTPStatus(500)},
-		{"503", func(s *config.OutlierDetectionSpec) { s.Consecutive5xx = 0; s.ConsecutiveGatewayFailure = 0 }, HTTPStatus(503)},
-		{"split_connect_failed", func(s *config.OutlierDetectionSpec) {
+		{"500", func(s *config.OutlierDetection) { s.Consecutive5xx = 0 }, HTTPStatus(500)},
+		{"503", func(s *config.OutlierDetection) { s.Consecutive5xx = 0; s.ConsecutiveGatewayFailure = 0 }, HTTPStatus(503)},
+		{"split_connect_failed", func(s *config.OutlierDetection) {
 			s.SplitExternalLocalOriginErrors = true
 			s.ConsecutiveLocalOriginFailure = 0
 		}, ConnectFailed},
@@ -56,7 +56,7 @@ func BenchmarkReport(b *testing.B) {
 }
 
 func TestReportAllocatesNothing(t *testing.T) {
-	f := newFixture(t, fixtureOpts{hosts: 3, mod: func(s *config.OutlierDetectionSpec) { s.Consecutive5xx = 7 }})
+	f := newFixture(t, fixtureOpts{hosts: 3, mod: func(s *config.OutlierDetection) { s.Consecutive5xx = 7 }})
 	results := []Result{HTTPStatus(200), HTTPStatus(500), HTTPStatus(503), ConnectFailed, Timeout.WithStatus(504), RequestSuccess}
 	allocs := testing.AllocsPerRun(200, func() {
 		for i, r := range results {

@@ -8,12 +8,12 @@ import (
 	"github.com/legateproxy/legate/config"
 )
 
-func allowAll(s *config.OutlierDetectionSpec) { s.MaxEjectionPercent = 100 }
+func allowAll(s *config.OutlierDetection) { s.MaxEjectionPercent = 100 }
 
 func TestConsecutive5xx(t *testing.T) {
 	tests := []struct {
 		name    string
-		mod     func(*config.OutlierDetectionSpec)
+		mod     func(*config.OutlierDetection)
 		results []Result
 		want    bool
 	}{
@@ -23,9 +23,9 @@ func TestConsecutive5xx(t *testing.T) {
 		{"a 404 is not a failure", allowAll, append(append(repeat(HTTPStatus(500), 4), HTTPStatus(404)), repeat(HTTPStatus(500), 4)...), false},
 		{"599 counts", allowAll, repeat(HTTPStatus(599), 5), true},
 		{"600 does not count", allowAll, repeat(HTTPStatus(600), 10), false},
-		{"threshold 3", func(s *config.OutlierDetectionSpec) { allowAll(s); s.Consecutive5xx = 3 }, repeat(HTTPStatus(500), 3), true},
-		{"threshold 0 disables", func(s *config.OutlierDetectionSpec) { allowAll(s); s.Consecutive5xx = 0 }, repeat(HTTPStatus(500), 50), false},
-		{"enforcing 0 detects only", func(s *config.OutlierDetectionSpec) { allowAll(s); s.EnforcingConsecutive5xx = 0 }, repeat(HTTPStatus(500), 5), false},
+		{"threshold 3", func(s *config.OutlierDetection) { allowAll(s); s.Consecutive5xx = 3 }, repeat(HTTPStatus(500), 3), true},
+		{"threshold 0 disables", func(s *config.OutlierDetection) { allowAll(s); s.Consecutive5xx = 0 }, repeat(HTTPStatus(500), 50), false},
+		{"enforcing 0 detects only", func(s *config.OutlierDetection) { allowAll(s); s.EnforcingConsecutive5xx = 0 }, repeat(HTTPStatus(500), 5), false},
 		{"max_ejection_percent 10 of one host blocks", nil, repeat(HTTPStatus(500), 5), false},
 	}
 	for _, tt := range tests {
@@ -91,7 +91,7 @@ func TestConsecutive5xxStats(t *testing.T) {
 func TestGatewayFailure(t *testing.T) {
 	tests := []struct {
 		name         string
-		mod          func(*config.OutlierDetectionSpec)
+		mod          func(*config.OutlierDetection)
 		results      []Result
 		wantEjected  bool
 		wantDetected [2]uint64 // gateway, 5xx
@@ -107,7 +107,7 @@ func TestGatewayFailure(t *testing.T) {
 		},
 		{
 			name: "enforced gateway ejects first",
-			mod: func(s *config.OutlierDetectionSpec) {
+			mod: func(s *config.OutlierDetection) {
 				allowAll(s)
 				s.EnforcingConsecutiveGatewayFailure = 100
 				s.ConsecutiveGatewayFailure = 3
@@ -119,7 +119,7 @@ func TestGatewayFailure(t *testing.T) {
 		},
 		{
 			name: "a 500 resets the gateway run but not the 5xx run",
-			mod: func(s *config.OutlierDetectionSpec) {
+			mod: func(s *config.OutlierDetection) {
 				allowAll(s)
 				s.EnforcingConsecutiveGatewayFailure = 100
 				s.ConsecutiveGatewayFailure = 3
@@ -130,7 +130,7 @@ func TestGatewayFailure(t *testing.T) {
 		},
 		{
 			name: "gateway at threshold 5 then 5xx at 5 with gateway enforced",
-			mod: func(s *config.OutlierDetectionSpec) {
+			mod: func(s *config.OutlierDetection) {
 				allowAll(s)
 				s.EnforcingConsecutiveGatewayFailure = 100
 			},
@@ -162,10 +162,10 @@ func TestGatewayFailure(t *testing.T) {
 }
 
 func TestLocalOriginSplit(t *testing.T) {
-	split := func(s *config.OutlierDetectionSpec) { allowAll(s); s.SplitExternalLocalOriginErrors = true }
+	split := func(s *config.OutlierDetection) { allowAll(s); s.SplitExternalLocalOriginErrors = true }
 	tests := []struct {
 		name    string
-		mod     func(*config.OutlierDetectionSpec)
+		mod     func(*config.OutlierDetection)
 		results []Result
 		want    EjectionType
 		ejected bool
@@ -182,7 +182,7 @@ func TestLocalOriginSplit(t *testing.T) {
 		{"split: connect success resets local origin", split, append(append(repeat(ConnectFailed, 4), ConnectSuccess), ConnectFailed), 0, false},
 		{"split: request failed is a 503", split, repeat(RequestFailed, 5), Consecutive5xx, true},
 		{"split: request success resets both", split, append(append(repeat(ConnectFailed, 4), RequestSuccess), ConnectFailed), 0, false},
-		{"split: local origin threshold 0 disables", func(s *config.OutlierDetectionSpec) { split(s); s.ConsecutiveLocalOriginFailure = 0 }, repeat(ConnectFailed, 20), 0, false},
+		{"split: local origin threshold 0 disables", func(s *config.OutlierDetection) { split(s); s.ConsecutiveLocalOriginFailure = 0 }, repeat(ConnectFailed, 20), 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -56,7 +56,7 @@ const notifyQueue = 256
 // Report never takes. The getters read atomics. A Detector is built by New and is not usable as a
 // zero value.
 type Detector struct {
-	cfg      config.OutlierDetectionSpec
+	cfg      config.OutlierDetection
 	split    bool
 	cluster  string
 	stats    *Stats
@@ -98,7 +98,7 @@ type hostRate struct {
 
 // New builds the detector for one cluster from its outlier_detection spec. cfg must not be nil.
 // The detector does nothing on its own until Run is started.
-func New(cfg *config.OutlierDetectionSpec, opts Options) (*Detector, error) {
+func New(cfg *config.OutlierDetection, opts Options) (*Detector, error) {
 	if cfg == nil {
 		return nil, errors.New("outlier: config is nil")
 	}

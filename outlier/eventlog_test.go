@@ -96,7 +96,7 @@ func TestEventLogConsecutive(t *testing.T) {
 
 func TestEventLogRates(t *testing.T) {
 	buf := &lineBuffer{}
-	f := newFixture(t, fixtureOpts{hosts: 11, log: NewEventLog(buf), mod: func(s *config.OutlierDetectionSpec) {
+	f := newFixture(t, fixtureOpts{hosts: 11, log: NewEventLog(buf), mod: func(s *config.OutlierDetection) {
 		noConsecutive(s)
 		s.MaxEjectionPercent = 20
 		s.EnforcingFailurePercentage = 100

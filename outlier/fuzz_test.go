@@ -18,7 +18,7 @@ func FuzzDetector(f *testing.F) {
 	f.Add([]byte{0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 2, 3, 6, 3, 7})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		const n = 7
-		fx := newFixture(t, fixtureOpts{hosts: n, mod: func(s *config.OutlierDetectionSpec) {
+		fx := newFixture(t, fixtureOpts{hosts: n, mod: func(s *config.OutlierDetection) {
 			s.MaxEjectionPercent = 30
 			s.Consecutive5xx = 3
 			s.SuccessRateMinimumHosts = 2

@@ -16,7 +16,7 @@ import (
 var epoch = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 
 // spec returns the default spec (built from an empty proto, so Envoy's defaults) changed by mod.
-func spec(t testing.TB, mod func(*config.OutlierDetectionSpec)) *config.OutlierDetectionSpec {
+func spec(t testing.TB, mod func(*config.OutlierDetection)) *config.OutlierDetection {
 	t.Helper()
 	s, err := config.OutlierDetectionFromProto(&clusterv3.OutlierDetection{})
 	if err != nil {
@@ -55,7 +55,7 @@ type fixture struct {
 
 type fixtureOpts struct {
 	hosts  int
-	mod    func(*config.OutlierDetectionSpec)
+	mod    func(*config.OutlierDetection)
 	random func() uint64
 	rt     Runtime
 	log    *EventLog

@@ -35,7 +35,7 @@ func TestMaxEjectionPercent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, fixtureOpts{hosts: tt.hosts, mod: func(s *config.OutlierDetectionSpec) {
+			f := newFixture(t, fixtureOpts{hosts: tt.hosts, mod: func(s *config.OutlierDetection) {
 				s.MaxEjectionPercent = tt.percent
 				s.AlwaysEjectOneHost = tt.alwaysOne
 			}})
@@ -86,7 +86,7 @@ func TestEnforcingPercentages(t *testing.T) {
 				hosts:  1,
 				log:    NewEventLog(buf),
 				random: func() uint64 { draws++; return tt.random },
-				mod: func(s *config.OutlierDetectionSpec) {
+				mod: func(s *config.OutlierDetection) {
 					allowAll(s)
 					s.EnforcingConsecutive5xx = tt.enforcing
 				},
@@ -134,11 +134,11 @@ func newRuntime(t testing.TB, values map[string]string) *runtime.Runtime {
 }
 
 func TestRuntimeOverrides(t *testing.T) {
-	split := func(s *config.OutlierDetectionSpec) { allowAll(s); s.SplitExternalLocalOriginErrors = true }
+	split := func(s *config.OutlierDetection) { allowAll(s); s.SplitExternalLocalOriginErrors = true }
 	tests := []struct {
 		name    string
 		hosts   int
-		mod     func(*config.OutlierDetectionSpec)
+		mod     func(*config.OutlierDetection)
 		values  map[string]string
 		traffic func(f *fixture)
 		want    []int
@@ -199,7 +199,7 @@ func TestRuntimeOverrides(t *testing.T) {
 		},
 		{
 			name: "enforcing_local_origin_success_rate 0", hosts: 3,
-			mod: func(s *config.OutlierDetectionSpec) { noConsecutive(s); split(s); s.SuccessRateMinimumHosts = 3 },
+			mod: func(s *config.OutlierDetection) { noConsecutive(s); split(s); s.SuccessRateMinimumHosts = 3 },
 			values: map[string]string{
 				runtime.KeyOutlierSuccessRateRequestVolume:        "10",
 				runtime.KeyOutlierEnforcingLocalOriginSuccessRate: "0",
@@ -270,7 +270,7 @@ func TestActiveHealthCheckUneject(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, fixtureOpts{hosts: 1, mod: func(s *config.OutlierDetectionSpec) {
+			f := newFixture(t, fixtureOpts{hosts: 1, mod: func(s *config.OutlierDetection) {
 				allowAll(s)
 				s.SuccessfulActiveHealthCheckUnejectHost = tt.uneject
 			}})

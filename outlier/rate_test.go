@@ -11,7 +11,7 @@ import (
 )
 
 // noConsecutive turns off consecutive-failure ejection so that rate tests see only rates.
-func noConsecutive(s *config.OutlierDetectionSpec) {
+func noConsecutive(s *config.OutlierDetection) {
 	s.Consecutive5xx = 0
 	s.ConsecutiveGatewayFailure = 0
 	s.ConsecutiveLocalOriginFailure = 0
@@ -80,7 +80,7 @@ func TestSuccessRateThresholdBoundary(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strconv.FormatUint(uint64(tt.factor), 10), func(t *testing.T) {
-			f := newFixture(t, fixtureOpts{hosts: 5, mod: func(s *config.OutlierDetectionSpec) {
+			f := newFixture(t, fixtureOpts{hosts: 5, mod: func(s *config.OutlierDetection) {
 				noConsecutive(s)
 				s.SuccessRateStdevFactor = tt.factor
 				s.MaxEjectionPercent = 20
@@ -102,7 +102,7 @@ func TestSuccessRateThresholdBoundary(t *testing.T) {
 
 func TestSuccessRateMinimumHosts(t *testing.T) {
 	// Four hosts have enough volume, one does not: success rate needs five.
-	f := newFixture(t, fixtureOpts{hosts: 5, mod: func(s *config.OutlierDetectionSpec) { noConsecutive(s); allowAll(s) }})
+	f := newFixture(t, fixtureOpts{hosts: 5, mod: func(s *config.OutlierDetection) { noConsecutive(s); allowAll(s) }})
 	f.requests(0, 100, 0)
 	for i := 1; i < 4; i++ {
 		f.requests(i, 100, 100)
@@ -121,7 +121,7 @@ func TestSuccessRateMinimumHosts(t *testing.T) {
 }
 
 func TestFailurePercentage(t *testing.T) {
-	base := func(s *config.OutlierDetectionSpec) {
+	base := func(s *config.OutlierDetection) {
 		noConsecutive(s)
 		allowAll(s)
 		s.SuccessRateMinimumHosts = 100 // success rate off
@@ -130,7 +130,7 @@ func TestFailurePercentage(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		mod     func(*config.OutlierDetectionSpec)
+		mod     func(*config.OutlierDetection)
 		hosts   int
 		traffic func(f *fixture)
 		want    []int
@@ -176,7 +176,7 @@ func TestFailurePercentage(t *testing.T) {
 		},
 		{
 			name:  "enforcing 0 by default",
-			mod:   func(s *config.OutlierDetectionSpec) { base(s); s.EnforcingFailurePercentage = 0 },
+			mod:   func(s *config.OutlierDetection) { base(s); s.EnforcingFailurePercentage = 0 },
 			hosts: 5,
 			traffic: func(f *fixture) {
 				f.requests(0, 100, 0)
@@ -189,7 +189,7 @@ func TestFailurePercentage(t *testing.T) {
 		},
 		{
 			name:  "threshold from config",
-			mod:   func(s *config.OutlierDetectionSpec) { base(s); s.FailurePercentageThreshold = 30 },
+			mod:   func(s *config.OutlierDetection) { base(s); s.FailurePercentageThreshold = 30 },
 			hosts: 5,
 			traffic: func(f *fixture) {
 				f.requests(0, 100, 70)
@@ -202,7 +202,7 @@ func TestFailurePercentage(t *testing.T) {
 		},
 		{
 			name:  "local origin",
-			mod:   func(s *config.OutlierDetectionSpec) { base(s); s.SplitExternalLocalOriginErrors = true },
+			mod:   func(s *config.OutlierDetection) { base(s); s.SplitExternalLocalOriginErrors = true },
 			hosts: 5,
 			traffic: func(f *fixture) {
 				for range 90 {
@@ -237,7 +237,7 @@ func TestFailurePercentage(t *testing.T) {
 }
 
 func TestLocalOriginSuccessRate(t *testing.T) {
-	f := newFixture(t, fixtureOpts{hosts: 5, mod: func(s *config.OutlierDetectionSpec) {
+	f := newFixture(t, fixtureOpts{hosts: 5, mod: func(s *config.OutlierDetection) {
 		noConsecutive(s)
 		s.SplitExternalLocalOriginErrors = true
 		s.MaxEjectionPercent = 20

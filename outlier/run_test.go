@@ -98,7 +98,7 @@ func TestNewNilConfig(t *testing.T) {
 	if _, err := New(nil, Options{}); err == nil {
 		t.Errorf("New(nil) error = nil; want an error")
 	}
-	d, err := New(&config.OutlierDetectionSpec{}, Options{})
+	d, err := New(&config.OutlierDetection{}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

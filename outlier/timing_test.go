@@ -34,7 +34,7 @@ func ejectionLengths(t *testing.T, f *fixture, rounds int) []time.Duration {
 func TestEjectionTimeBackoff(t *testing.T) {
 	tests := []struct {
 		name string
-		mod  func(*config.OutlierDetectionSpec)
+		mod  func(*config.OutlierDetection)
 		want []time.Duration
 	}{
 		{
@@ -44,12 +44,12 @@ func TestEjectionTimeBackoff(t *testing.T) {
 		},
 		{
 			name: "capped by max_ejection_time",
-			mod:  func(s *config.OutlierDetectionSpec) { allowAll(s); s.MaxEjectionTime = 70 * time.Second },
+			mod:  func(s *config.OutlierDetection) { allowAll(s); s.MaxEjectionTime = 70 * time.Second },
 			want: []time.Duration{30 * time.Second, 60 * time.Second, 70 * time.Second, 70 * time.Second, 70 * time.Second},
 		},
 		{
 			name: "sweeps at 10 s round the end up",
-			mod:  func(s *config.OutlierDetectionSpec) { allowAll(s); s.BaseEjectionTime = 25 * time.Second },
+			mod:  func(s *config.OutlierDetection) { allowAll(s); s.BaseEjectionTime = 25 * time.Second },
 			want: []time.Duration{30 * time.Second, 50 * time.Second, 80 * time.Second},
 		},
 	}
@@ -92,7 +92,7 @@ func TestBackoffDecrementsWhileHealthy(t *testing.T) {
 func TestBackoffOvershootsCapByOne(t *testing.T) {
 	// base 30 s, max 60 s: the multiplier grows while 30 × n < 90, to 3. After the third ejection
 	// one healthy interval brings it to 2 (still 60 s) and a second to 1 (30 s).
-	f := newFixture(t, fixtureOpts{hosts: 1, mod: func(s *config.OutlierDetectionSpec) { allowAll(s); s.MaxEjectionTime = 60 * time.Second }})
+	f := newFixture(t, fixtureOpts{hosts: 1, mod: func(s *config.OutlierDetection) { allowAll(s); s.MaxEjectionTime = 60 * time.Second }})
 	ejectionLengths(t, f, 4)
 	if got := f.d.monitors[f.hosts[0]].backoff; got != 3 {
 		t.Fatalf("backoff after four ejections = %d; want 3", got)
@@ -122,7 +122,7 @@ func TestJitter(t *testing.T) {
 			f := newFixture(t, fixtureOpts{
 				hosts:  1,
 				random: func() uint64 { return tt.random },
-				mod:    func(s *config.OutlierDetectionSpec) { allowAll(s); s.MaxEjectionTimeJitter = maxJitter },
+				mod:    func(s *config.OutlierDetection) { allowAll(s); s.MaxEjectionTimeJitter = maxJitter },
 			})
 			got := ejectionLengths(t, f, 1)
 			if j := f.d.monitors[f.hosts[0]].jitter; j != tt.jitter || j < 0 || j > maxJitter {
@@ -140,7 +140,7 @@ func TestJitterBounds(t *testing.T) {
 	f := newFixture(t, fixtureOpts{
 		hosts:  1,
 		random: func() uint64 { next = next*6364136223846793005 + 1442695040888963407; return next },
-		mod:    func(s *config.OutlierDetectionSpec) { allowAll(s); s.MaxEjectionTimeJitter = 1500 * time.Millisecond },
+		mod:    func(s *config.OutlierDetection) { allowAll(s); s.MaxEjectionTimeJitter = 1500 * time.Millisecond },
 	})
 	m := f.d.monitors[f.hosts[0]]
 	for i := range 500 {
