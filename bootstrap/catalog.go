@@ -6,6 +6,7 @@ import (
 	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
 	otelalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/open_telemetry/v3"
 	streamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
+	internallistenerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/bootstrap/internal_listener/v3"
 	aggregatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/aggregate/v3"
 	healthcheckv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/health_check/v3"
 	ondemandv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/on_demand/v3"
@@ -30,6 +31,8 @@ import (
 	omitcanaryv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/omit_canary_hosts/v3"
 	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
 	otelsinkv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/stat_sinks/open_telemetry/v3"
+	internalupstreamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/internal_upstream/v3"
+	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpoptionsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/proto"
@@ -58,6 +61,7 @@ func Extensions() []Extension {
 		e("envoy.access_loggers.stderr", "envoy.access_loggers", &streamv3.StderrAccessLog{}),
 		e("envoy.access_loggers.stdout", "envoy.access_loggers", &streamv3.StdoutAccessLog{}),
 		e("envoy.access_loggers.tcp_grpc", "envoy.access_loggers", &grpcalsv3.TcpGrpcAccessLogConfig{}),
+		e("envoy.bootstrap.internal_listener", "envoy.bootstrap", &internallistenerv3.InternalListener{}),
 		e("envoy.clusters.aggregate", "envoy.clusters", &aggregatev3.ClusterConfig{}),
 		e("envoy.filters.http.health_check", "envoy.filters.http", &healthcheckv3.HealthCheck{}),
 		e("envoy.filters.http.on_demand", "envoy.filters.http", &ondemandv3.OnDemand{}),
@@ -86,6 +90,8 @@ func Extensions() []Extension {
 		e("envoy.stat_sinks.metrics_service", "envoy.stats_sinks", &metricsv3.MetricsServiceConfig{}),
 		e("envoy.stat_sinks.statsd", "envoy.stats_sinks", &metricsv3.StatsdSink{}),
 		e("envoy.stat_sinks.open_telemetry", "envoy.stats_sinks", &otelsinkv3.SinkConfig{}),
+		e("envoy.transport_sockets.internal_upstream", "envoy.transport_sockets.upstream", &internalupstreamv3.InternalUpstreamTransport{}),
+		e("envoy.transport_sockets.raw_buffer", "envoy.transport_sockets.upstream", &rawbufferv3.RawBuffer{}),
 		e("envoy.transport_sockets.tls", "envoy.transport_sockets.downstream", &tlsv3.DownstreamTlsContext{}),
 		e("envoy.transport_sockets.tls", "envoy.transport_sockets.upstream", &tlsv3.UpstreamTlsContext{}),
 		e("envoy.upstreams.http.http_protocol_options", "envoy.upstream_options", &httpoptionsv3.HttpProtocolOptions{}),

@@ -45,7 +45,7 @@ var fieldNotes = map[protoreflect.FullName]map[protoreflect.Name]Support{
 		"grpc_async_client_manager_config": Ignored, "memory_allocator_manager": Ignored,
 		"enable_worker_cpu_affinity": Ignored, "stats_eviction_interval": Ignored,
 		"header_prefix": Refused, "dns_resolution_config": Refused, "typed_dns_resolver_config": Refused,
-		"bootstrap_extensions": Refused, "config_sources": Refused, "default_config_source": Refused,
+		"bootstrap_extensions": Implemented, "config_sources": Refused, "default_config_source": Refused,
 		"default_socket_interface": Refused, "certificate_provider_instances": Refused,
 		"xds_delegate_extension": Refused, "listener_manager": Refused,
 	},

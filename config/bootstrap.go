@@ -71,6 +71,9 @@ type Bootstrap struct {
 	UpstreamBindAddress *Address
 	// Overload is overload_manager, converted by package overload; nil when unset.
 	Overload *overload.Config
+	// InternalListener is the envoy.bootstrap.internal_listener bootstrap extension; nil
+	// without it, and then listeners with internal_listener are refused, as in Envoy.
+	InternalListener *InternalListener
 	// Proto is the bootstrap as decoded, kept for /config_dump. Do not modify it.
 	Proto *bootstrapv3.Bootstrap
 	// Extensions is Limits.Extensions: the registry the configuration was read with.
@@ -134,6 +137,7 @@ func FromBootstrap(b *bootstrapv3.Bootstrap, lim Limits) (*Bootstrap, error) {
 	}
 	out.StatsFlushInterval = v.statsFlush(b)
 	v.regexEngine(b.GetDefaultRegexEngine())
+	out.InternalListener = v.bootstrapExtensions(b.GetBootstrapExtensions())
 	out.Admin = v.admin(b.GetAdmin())
 	ov, err := overload.FromProto(b.GetOverloadManager())
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	internalupstreamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/internal_upstream/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 
 	"github.com/legateproxy/legate/bootstrap"
@@ -439,7 +440,7 @@ func (b *clusterBuilder) circuitBreakers(cb *clusterv3.CircuitBreakers, out *Clu
 // Cluster's http2_protocol_options, common_http_protocol_options and protocol_selection, as in
 // Envoy; those are then listed as ignored.
 func (b *clusterBuilder) protocols(c *clusterv3.Cluster, out *Cluster) {
-	if ts := c.GetTransportSocket(); ts != nil {
+	if ts := innerTransportSocket(c.GetTransportSocket()); ts != nil {
 		out.TLS = ts.GetName() == "envoy.transport_sockets.tls" || ts.GetName() == "tls" ||
 			strings.HasSuffix(ts.GetTypedConfig().GetTypeUrl(), ".UpstreamTlsContext")
 	}
@@ -638,4 +639,14 @@ func auditFields(m proto.Message, fail func(format string, args ...any)) []strin
 		ignored = append(ignored, n.Path)
 	}
 	return ignored
+}
+
+// innerTransportSocket returns the socket an envoy.transport_sockets.internal_upstream wraps,
+// or ts itself.
+func innerTransportSocket(ts *corev3.TransportSocket) *corev3.TransportSocket {
+	var iu internalupstreamv3.InternalUpstreamTransport
+	if ts.GetTypedConfig().MessageIs(&iu) && ts.GetTypedConfig().UnmarshalTo(&iu) == nil {
+		return iu.GetTransportSocket()
+	}
+	return ts
 }

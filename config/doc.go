@@ -48,7 +48,6 @@
 //	| Bootstrap                                        | header_prefix                                    | refused  | renames x-envoy-* headers on the wire |
 //	| Bootstrap                                        | dns_resolution_config                            | refused  | would change which DNS servers resolve cluster hosts |
 //	| Bootstrap                                        | typed_dns_resolver_config                        | refused  | as dns_resolution_config |
-//	| Bootstrap                                        | bootstrap_extensions                             | refused  | arbitrary extensions with unknown effects |
 //	| Bootstrap                                        | config_sources                                   | refused  | xDS-TP resource locators would not resolve |
 //	| Bootstrap                                        | default_config_source                            | refused  | as config_sources |
 //	| Bootstrap                                        | default_socket_interface                         | refused  | replaces how every socket is made |

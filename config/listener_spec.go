@@ -116,6 +116,10 @@ type Listener struct {
 	// UseOriginalDst is use_original_dst: a connection whose original destination is the
 	// address of another listener is handed off to that listener.
 	UseOriginalDst bool
+	// Internal is set for an internal listener (internal_listener): it has no socket and
+	// accepts the in-memory connections of clusters whose endpoints have an
+	// envoy_internal_address naming it. Address is then that internal address.
+	Internal bool
 	// BindToPort is bind_to_port (default true).
 	BindToPort bool
 	// IPv4Compat is address.socket_address.ipv4_compat: an IPv6 "::" listener also accepts

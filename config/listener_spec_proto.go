@@ -69,8 +69,6 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 	switch {
 	case l.GetApiListener() != nil:
 		b.fail("api_listener: API listeners are not supported")
-	case l.GetInternalListener() != nil:
-		b.fail("internal_listener: internal listeners are not supported")
 	case l.GetUdpListenerConfig() != nil:
 		b.fail("udp_listener_config: UDP listeners are not supported")
 	case l.GetFilterChainMatcher() != nil:
@@ -79,7 +77,12 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 	// Envoy adds the original destination filter itself when use_original_dst is set.
 	out.UseOriginalDst = l.GetUseOriginalDst().GetValue()
 	out.OriginalDst = out.UseOriginalDst
-	out.Address, out.IPv4Compat = b.address("address", l.GetAddress())
+	out.Internal = l.GetInternalListener() != nil
+	if out.Internal {
+		b.internal(l, out)
+	} else {
+		out.Address, out.IPv4Compat = b.address("address", l.GetAddress())
+	}
 	for i, a := range l.GetAdditionalAddresses() {
 		addr, _ := b.address(fmt.Sprintf("additional_addresses[%d].address", i), a.GetAddress())
 		if addr.Kind != out.Address.Kind {
@@ -134,8 +137,8 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 			out.ProxyProtocol = true
 		}
 	}
-	if out.OriginalDst && out.Address.Kind == PipeAddress {
-		b.fail("address: %s: the original destination needs a TCP address; a pipe has none", out.Address)
+	if out.OriginalDst && out.Address.Kind != SocketAddress {
+		b.fail("address: %s: the original destination needs a TCP address; a pipe or an internal listener has none", out.Address)
 	}
 	names := map[string]int{}
 	for i, fc := range l.GetFilterChains() {
@@ -164,6 +167,28 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 	return out
 }
 
+// internal checks an internal listener: it is found by its name, has no socket, and its
+// address, if set, is an internal one.
+func (b *listenerBuilder) internal(l *listenerv3.Listener, out *Listener) {
+	if l.GetName() == "" {
+		b.fail("name: empty; an internal listener is found by its name (envoy_internal_address.server_listener_name)")
+	}
+	if a := l.GetAddress(); a != nil {
+		if a.GetEnvoyInternalAddress() == nil {
+			b.fail("address: a %s on an internal listener; it can only be an envoy_internal_address", addressKind(a))
+		} else if n := a.GetEnvoyInternalAddress().GetServerListenerName(); n != l.GetName() {
+			b.fail("address.envoy_internal_address.server_listener_name = %q; an internal listener's address names the listener itself (%q)", n, l.GetName())
+		}
+	}
+	out.Address = Address{Kind: InternalAddress, Path: l.GetName()}
+	if len(l.GetAdditionalAddresses()) > 0 {
+		b.fail("additional_addresses: set on an internal listener, which has no socket")
+	}
+	if l.GetUseOriginalDst().GetValue() {
+		b.fail("use_original_dst: set on an internal listener, which has no socket to read an original destination from")
+	}
+}
+
 // isListenerFilter reports whether a listener filter is the one of typeURL: by its
 // typed_config's type when it has one, as Envoy finds every extension (the name is then free
 // text), else by its name or its older v2 name.
@@ -183,7 +208,7 @@ func (b *listenerBuilder) address(path string, a *corev3.Address) (Address, bool
 	}
 	switch out.Kind {
 	case InternalAddress:
-		b.fail("%s.envoy_internal_address: internal listeners are not supported", path)
+		b.fail("%s.envoy_internal_address: set on a listener without internal_listener; an internal address is for internal listeners", path)
 	case SocketAddress:
 		if out.UDP {
 			b.fail("%s.socket_address.protocol = UDP: UDP listeners are not supported", path)

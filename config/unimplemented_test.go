@@ -31,7 +31,6 @@ var refusedCases = []struct{ name, yaml, path string }{
 	{"header_prefix", "header_prefix: x-acme", "header_prefix"},
 	{"dns_resolution_config", "dns_resolution_config: {}", "dns_resolution_config"},
 	{"typed_dns_resolver_config", "typed_dns_resolver_config: {name: r}", "typed_dns_resolver_config"},
-	{"bootstrap_extensions", "bootstrap_extensions: [{name: e}]", "bootstrap_extensions"},
 	{"config_sources", "config_sources: [{ads: {}}]", "config_sources"},
 	{"default_config_source", "default_config_source: {ads: {}}", "default_config_source"},
 	{"default_socket_interface", "default_socket_interface: custom", "default_socket_interface"},

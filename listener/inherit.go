@@ -53,7 +53,7 @@ func (m *Manager) ListenAddresses() []config.Address {
 	var out []config.Address
 	for _, e := range m.entries {
 		cfg := e.cur.Load().cfg
-		if cfg.BindToPort {
+		if cfg.BindToPort && !cfg.Internal {
 			out = append(out, cfg.Address)
 			out = append(out, cfg.AdditionalAddresses...)
 		}

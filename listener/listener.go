@@ -338,6 +338,9 @@ func (m *Manager) bind(e *entry) ([]*socket, error) {
 		return nil, nil
 	}
 	var out []*socket
+	if cfg.Internal {
+		return []*socket{{ln: m.internalListen(e.name), entry: e}}, nil
+	}
 	for _, a := range append([]config.Address{cfg.Address}, cfg.AdditionalAddresses...) {
 		ln, err := m.takeInherited(a), error(nil)
 		if ln == nil {

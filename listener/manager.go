@@ -57,6 +57,9 @@ type ManagerConfig struct {
 	// connection limit is envoy.resource_limits.listener.<name>.connection_limit. Nil means no
 	// runtime, so no limit.
 	Runtime func(key string, def uint64) uint64
+	// InternalListener is the envoy.bootstrap.internal_listener bootstrap extension; nil
+	// refuses listeners with internal_listener, as Envoy does without the extension.
+	InternalListener *config.InternalListener
 	// AccessLogs builds a listener's access_log, which logs the connections closed because
 	// no filter chain matched them; nil refuses a listener that sets access_log.
 	AccessLogs func(l *config.Listener) (NoChainLog, error)
@@ -98,6 +101,9 @@ type Manager struct {
 	// connIDs numbers accepted connections (Conn.ID), starting at 1. The server has one
 	// Manager, so the ids are unique in the process, as Envoy's connection ids are.
 	connIDs atomic.Uint64
+	// internal holds the bound internal listeners by name (string -> *internalListener), for
+	// DialInternal, which takes no manager lock.
+	internal sync.Map
 
 	mu       sync.Mutex // guards the fields below
 	entries  []*entry   // active listeners in insertion order
@@ -350,6 +356,9 @@ func (m *Manager) Remove(name string) (bool, error) {
 // state is shared and chains whose configuration is unchanged are kept. mu is held.
 func (m *Manager) newVersion(name string, l *config.Listener, reuse *version) (*version, error) {
 	v := &version{cfg: l}
+	if l.Internal && m.cfg.InternalListener == nil {
+		return nil, fmt.Errorf("listener %q: internal_listener: set, but the bootstrap has no %s extension (bootstrap_extensions), which internal listeners need", name, config.InternalListenerExtension)
+	}
 	if len(l.Proto.GetAccessLog()) > 0 {
 		if m.cfg.AccessLogs == nil {
 			return nil, fmt.Errorf("listener %q: access_log: listener access logs are not available", name)

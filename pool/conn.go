@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/legateproxy/legate/breaker"
+	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/tlsutil"
 )
 
@@ -124,6 +126,17 @@ func cancelWith(ctx context.Context, cancel context.CancelFunc) (stop func()) {
 	return func() { close(over) }
 }
 
+// dial connects to a host's address: over TCP, or in memory to an internal listener.
+func (m *Manager) dial(ctx context.Context, address string) (net.Conn, error) {
+	if strings.HasPrefix(address, "envoy://") {
+		if m.dialInternal == nil {
+			return nil, fmt.Errorf("%s: internal addresses need the %s bootstrap extension", address, config.InternalListenerExtension)
+		}
+		return m.dialInternal(ctx, address)
+	}
+	return m.dialer.DialContext(ctx, "tcp", address)
+}
+
 // connect dials h with connect_timeout, the bind address and keep-alive settings, and runs the
 // TLS handshake when the TLS hook gives a configuration. alpn overrides the configuration's
 // NextProtos when set. Every attempt is counted (upstream_cx_total, cx_total); failures count
@@ -143,7 +156,7 @@ func (hp *hostPool) connect(ctx context.Context, alpn []string, cx *breaker.Reso
 	dctx, cancel := context.WithTimeout(context.Background(), m.connectTimeout)
 	defer cancel()
 	defer cancelWith(ctx, cancel)()
-	nc, err := m.dialer.DialContext(dctx, "tcp", hp.host.Address())
+	nc, err := m.dial(dctx, hp.host.Address())
 	if err == nil && m.tls != nil {
 		if cfg := m.tls(hp.host); cfg != nil {
 			if alpn != nil {

@@ -61,6 +61,10 @@ type ManagerConfig struct {
 	TLSStats func() *tlsutil.Stats
 	// Now is the clock for the connect and request histograms; nil means the system clock.
 	Now func() time.Time
+	// DialInternal connects to a host whose address is an envoy_internal_address
+	// ("envoy://<listener>/<endpoint id>"): the listener manager's in-memory internal
+	// listeners. Nil fails such hosts.
+	DialInternal func(ctx context.Context, address string) (net.Conn, error)
 }
 
 // Manager holds the connection pools of one cluster, one per host, created on first use. It
@@ -88,11 +92,12 @@ type Manager struct {
 	// bufferLimit is per_connection_buffer_limit_bytes: how much of a request body is kept to
 	// replay it on a retry, and the HTTP/2 receive window of each stream, so that a response
 	// the downstream does not read holds at most that much here.
-	bufferLimit int
-	bind        net.Addr
-	dialer      net.Dialer
-	h2          *http2.Transport
-	now         func() time.Time
+	bufferLimit  int
+	bind         net.Addr
+	dialer       net.Dialer
+	dialInternal func(ctx context.Context, address string) (net.Conn, error)
+	h2           *http2.Transport
+	now          func() time.Time
 
 	errRqOverflow, errPendingOverflow, errCxOverflow error
 
@@ -124,6 +129,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		maxRequests:    cc.MaxRequestsPerConnection,
 		bufferLimit:    int(cc.PerConnectionBufferLimitBytes),
 		now:            cfg.Now,
+		dialInternal:   cfg.DialInternal,
 	}
 	if m.bufferLimit == 0 {
 		m.bufferLimit = config.DefaultClusterBufferLimit

@@ -28,6 +28,8 @@ type RegistryConfig struct {
 	// TLSStats returns the cluster.<name>.ssl.* stats the handshakes of cluster c count in
 	// (see ManagerConfig.TLSStats); nil, or a nil result, counts nothing.
 	TLSStats func(c *config.Cluster) *tlsutil.Stats
+	// DialInternal connects to hosts with an internal address (see ManagerConfig).
+	DialInternal func(ctx context.Context, address string) (net.Conn, error)
 }
 
 // Registry owns one Manager per active cluster, for the router and the TCP proxy. The pools
@@ -95,7 +97,7 @@ func (r *Registry) Get(name string) *Manager {
 		}
 		old.Close()
 	}
-	cfg := ManagerConfig{Cluster: c, Stats: r.cfg.Stats}
+	cfg := ManagerConfig{Cluster: c, Stats: r.cfg.Stats, DialInternal: r.cfg.DialInternal}
 	if r.cfg.TLS != nil {
 		cc := c.Config()
 		cfg.TLS = func(h *host.Host) *tls.Config { return r.cfg.TLS(cc, h) }

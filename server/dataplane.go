@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -91,6 +92,11 @@ func (s *Server) buildDataPlane() error {
 		Clusters: s.clusters,
 		Stats:    s.store,
 		TLSStats: s.clusterTLSStats,
+		// Endpoints with an envoy_internal_address reach the internal listeners in memory;
+		// the listener manager is built below, before any traffic.
+		DialInternal: func(ctx context.Context, address string) (net.Conn, error) {
+			return dp.listeners.DialInternal(ctx, address)
+		},
 		TLS: func(c *config.Cluster, h *host.Host) *tls.Config {
 			ctx, err := s.clusterTLS(c)
 			if err != nil {
@@ -174,6 +180,7 @@ func (s *Server) buildDataPlane() error {
 		Overload:          dp.overload.State(),
 		Runtime:           s.runtimeUint64,
 		AccessLogs:        s.listenerAccessLogs,
+		InternalListener:  s.boot.InternalListener,
 	}); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	internalupstreamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/internal_upstream/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 )
 
@@ -125,6 +126,20 @@ func UpstreamFromTransportSocket(path string, ts *corev3.TransportSocket) (*Upst
 			return nil, fmt.Errorf("%s.typed_config: missing for transport socket %q", path, n)
 		}
 	}
+	var iu internalupstreamv3.InternalUpstreamTransport
+	if ts.GetTypedConfig().MessageIs(&iu) {
+		// envoy.transport_sockets.internal_upstream: the wrapped socket does the work.
+		if err := ts.GetTypedConfig().UnmarshalTo(&iu); err != nil {
+			return nil, fmt.Errorf("%s.typed_config: %w", path, err)
+		}
+		if len(iu.GetPassthroughMetadata()) > 0 {
+			return nil, fmt.Errorf("%s.typed_config.passthrough_metadata: set; not implemented by Legate (nothing on an internal listener reads passed metadata)", path)
+		}
+		if iu.GetTransportSocket() == nil {
+			return nil, nil // raw_buffer by default
+		}
+		return UpstreamFromTransportSocket(path+".typed_config.transport_socket", iu.GetTransportSocket())
+	}
 	var up tlsv3.UpstreamTlsContext
 	if ts.GetTypedConfig().MessageIs(&up) {
 		if err := ts.GetTypedConfig().UnmarshalTo(&up); err != nil {
@@ -136,7 +151,7 @@ func UpstreamFromTransportSocket(path string, ts *corev3.TransportSocket) (*Upst
 	if strings.HasSuffix(ts.GetTypedConfig().GetTypeUrl(), "envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer") {
 		return nil, nil
 	}
-	return nil, fmt.Errorf("%s.typed_config.@type = %q; must be envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext or RawBuffer", path, ts.GetTypedConfig().GetTypeUrl())
+	return nil, fmt.Errorf("%s.typed_config.@type = %q; must be envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext, RawBuffer or InternalUpstreamTransport", path, ts.GetTypedConfig().GetTypeUrl())
 }
 
 // UpstreamFromProto converts and validates an UpstreamTlsContext without

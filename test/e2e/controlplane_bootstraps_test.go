@@ -14,8 +14,9 @@ import (
 // TestValidateControlPlaneBootstraps runs `legate --mode validate` on bootstraps written here in
 // the shapes Istio, Consul, Kuma and go-control-plane's samples generate (testdata/controlplanes):
 // a single grpc_services object and domains string (Consul, go-control-plane), camelCase keys
-// and google_re2 (Kuma), lookahead stats_tags regexes, TypedStructs, the TLS inspector and
-// filters found by their type URL whatever their name (Istio). Envoy loads each; so must Legate.
+// and google_re2 (Kuma), lookahead stats_tags regexes, TypedStructs, the TLS inspector,
+// filters found by their type URL whatever their name, and the internal listener bootstrap
+// extension every Istio bootstrap sets (Istio). Envoy loads each; so must Legate.
 func TestValidateControlPlaneBootstraps(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join("testdata", "controlplanes", "*"))
 	if err != nil || len(paths) < 4 {

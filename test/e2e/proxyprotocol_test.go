@@ -61,16 +61,23 @@ func waitFileLine(t *testing.T, path, prefix string) string {
 	}
 }
 
-func TestProxyProtocol(t *testing.T) {
-	backend := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, r.Header.Get("X-Forwarded-For"))
-	})}
-	bl, err := net.Listen("tcp", "127.0.0.1:0")
+// httpBackend serves h on a port of 127.0.0.1 for the test's life and returns the port.
+func httpBackend(t *testing.T, h http.HandlerFunc) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go backend.Serve(bl)
-	t.Cleanup(func() { backend.Close() })
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func TestProxyProtocol(t *testing.T) {
+	backendPort := httpBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Header.Get("X-Forwarded-For"))
+	})
 	echoPort := echoServer(t)
 	dir := t.TempDir()
 	httpLog, tcpLog := filepath.Join(dir, "http.log"), filepath.Join(dir, "tcp.log")
@@ -121,7 +128,7 @@ static_resources:
   clusters:
   - name: backend
     connect_timeout: 1s
-    load_assignment: {cluster_name: backend, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + strconv.Itoa(bl.Addr().(*net.TCPAddr).Port) + `}}}}]}]}
+    load_assignment: {cluster_name: backend, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + strconv.Itoa(backendPort) + `}}}}]}]}
   - name: echo
     connect_timeout: 1s
     load_assignment: {cluster_name: echo, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + strconv.Itoa(echoPort) + `}}}}]}]}
