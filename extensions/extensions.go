@@ -8,6 +8,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
 	"github.com/legateproxy/legate/httpproxy/filters/localratelimit"
 	"github.com/legateproxy/legate/httpproxy/filters/ondemand"
+	"github.com/legateproxy/legate/httpproxy/filters/rbac"
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
 	"github.com/legateproxy/legate/internal/registry"
 )
@@ -24,6 +25,7 @@ func New() (*registry.Registry, error) {
 		localratelimit.Register,
 		ondemand.Register,
 		tap.Register,
+		rbac.Register,
 	} {
 		register(b)
 	}

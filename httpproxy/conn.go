@@ -41,7 +41,7 @@ type serverConn struct {
 	local    string
 	restored bool // local is an original destination (listener.Conn.LocalAddressRestored)
 	tls      bool
-	tlsInfo  *accesslog.TLSInfo // the handshake, for access logs; nil for plain text or no log
+	tlsInfo  *accesslog.TLSInfo // the handshake, for access logs and filters; nil for plain text or neither
 	requests uint32
 	http1    bool        // counted in downstream_cx_http1_*
 	idle     atomic.Bool // waiting for a request head
@@ -189,8 +189,9 @@ type socketConn struct{ *listener.Conn }
 func (s socketConn) Close() error { return s.Conn.Conn.Close() }
 
 // handshake terminates TLS when the chain has a transport socket, counting it in the
-// listener's ssl.* stats. When the handler has access logs, it returns the connection's TLS
-// state for them (%DOWNSTREAM_TLS_*%, tls_properties), made once per connection.
+// listener's ssl.* stats. When the handler has access logs or HTTP filters, it returns the
+// connection's TLS state for them (%DOWNSTREAM_TLS_*%, tls_properties, the filters'
+// Connection), made once per connection.
 func (h *Handler) handshake(c *listener.Conn) (nc net.Conn, info *accesslog.TLSInfo, isTLS, alpnH2, ok bool) {
 	if h.tls == nil {
 		return socketConn{c}, nil, false, false, true
@@ -202,7 +203,7 @@ func (h *Handler) handshake(c *listener.Conn) (nc net.Conn, info *accesslog.TLSI
 		return nil, nil, false, false, false
 	}
 	h.stats.DownstreamCxSslTotal.Inc()
-	if logged {
+	if logged || len(h.filters) > 0 { // filters read the peer's certificate and SNI (rbac)
 		info = &accesslog.TLSInfo{State: cs, Local: local}
 	}
 	return tc, info, true, cs.NegotiatedProtocol == "h2", true

@@ -135,7 +135,7 @@ func (sh *shared) filterContext(hcmPrefix, name string) *filter.Context {
 	d := &sh.deps
 	return &filter.Context{
 		Clusters: d.Clusters, HealthCheckFailed: d.HealthCheckFailed, LocalClusterName: d.LocalClusterName, Taps: d.Taps,
-		Name: name, StatPrefix: hcmPrefix, Stats: sh.filterStats,
+		Name: name, StatPrefix: hcmPrefix, Stats: sh.filterStats, Pools: d.Pools,
 		Runtime: d.Runtime, RuntimeFraction: d.RuntimeFraction, Now: d.Now,
 	}
 }

@@ -397,6 +397,18 @@ func (s *stream) process() {
 	}
 }
 
+// Connection is the stream's downstream connection as filters see it (filter.Exchange.Connection).
+func (s *stream) Connection() filter.Connection {
+	var c filter.Connection
+	c.DirectRemote, _ = netip.ParseAddrPort(s.remote)
+	c.Remote, _ = netip.ParseAddrPort(s.client)
+	c.Local, _ = netip.ParseAddrPort(s.local)
+	if info, _ := s.downstreamTLS(); info != nil {
+		c.TLS = &info.State
+	}
+	return c
+}
+
 // shedRequest answers a new request with 503 while the overload action
 // stop_accepting_requests holds, before any filter or the router sees it, as Envoy does.
 func (s *stream) shedRequest() {

@@ -1,17 +1,21 @@
 package filter
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/pool"
 )
 
 // Exchange is one stream as filters see it. It belongs to the stream's goroutine.
@@ -25,11 +29,15 @@ type Exchange struct {
 	// uses it); nil when the connection manager offers none.
 	Routes RouteDiscovery
 	// Downstream is the connection manager's hold on the stream (pausing it, its current
-	// route); nil when it offers none (then a filter cannot pause the request).
+	// route, its connection); nil when it offers none (then a filter cannot pause the request).
 	Downstream Downstream
 	// ClientIP is the downstream client's address without port, as the connection manager
 	// decided it (x-forwarded-for with use_remote_address and xff_num_trusted_hops).
 	ClientIP string
+	// Metadata is the stream's dynamic metadata by filter namespace (Envoy's
+	// StreamInfo dynamicMetadata): filters write it (jwt_authn's payload_in_metadata) for
+	// later filters to read (rbac's metadata matcher). Nil until a filter sets an entry.
+	Metadata map[string]*structpb.Struct
 
 	// kept holds what filters keep for the stream between their calls (Keep); two inline
 	// entries cover a chain's usual stateful filters without allocating.
@@ -82,6 +90,47 @@ func (x *Exchange) PerFilterConfigs(name string, dst []*route.FilterConfig) []*r
 		return dst
 	}
 	return x.Downstream.Route().PerFilterConfigs(name, dst)
+
+}
+
+// SetMetadata merges fields into the dynamic metadata namespace ns, as Envoy's
+// setDynamicMetadata does (a key already there is replaced).
+func (x *Exchange) SetMetadata(ns string, fields map[string]*structpb.Value) {
+	if x.Metadata == nil {
+		x.Metadata = map[string]*structpb.Struct{}
+	}
+	st := x.Metadata[ns]
+	if st == nil {
+		st = &structpb.Struct{Fields: map[string]*structpb.Value{}}
+		x.Metadata[ns] = st
+	}
+	for k, v := range fields {
+		st.Fields[k] = v
+	}
+}
+
+// Connection describes the stream's downstream connection; it is empty when the connection
+// manager's Downstream does not tell (a test's).
+func (x *Exchange) Connection() Connection {
+	if c, ok := x.Downstream.(interface{ Connection() Connection }); ok {
+		return c.Connection()
+	}
+	return Connection{}
+}
+
+// Connection is the downstream connection of a stream as filters see it.
+type Connection struct {
+	// DirectRemote is the socket's peer address.
+	DirectRemote netip.AddrPort
+	// Remote is the trusted client address: the socket's peer unless x-forwarded-for names
+	// another (use_remote_address, xff_num_trusted_hops), as Envoy's downstream remote
+	// address; its port is 0 then.
+	Remote netip.AddrPort
+	// Local is the address the connection was accepted on (the original destination when
+	// the listener restored it).
+	Local netip.AddrPort
+	// TLS is the handshake's state; nil for plain text.
+	TLS *tls.ConnectionState
 }
 
 // PerFilterConfig returns the typed_per_filter_config entry called name that applies to the
@@ -185,6 +234,10 @@ type Context struct {
 	StatPrefix string
 	// Stats lists the filters' stats; nil leaves them unlisted (a configuration check).
 	Stats *Stats
+	// Pools are the upstream connection pools: filters that call a service (ext_authz,
+	// jwt_authn's remote JWKS) reach it through its cluster with them (see Call and Dial).
+	// Nil when the connection manager offers none; such filters then refuse to build.
+	Pools *pool.Registry
 	// Runtime returns the runtime's integer value of key, or def when unset; nil uses def.
 	Runtime func(key string, def uint64) uint64
 	// RuntimeFraction decides a runtime fractional percent (key, the configured default

@@ -56,6 +56,9 @@ func (r *Request) header(key string) (string, bool) {
 	return headermatch.Value(r.Header[key])
 }
 
+// PathOnly is :path without its query and fragment.
+func (r *Request) PathOnly() string { return pathOnly(r.Path) }
+
 // pathOnly strips the query and fragment from a :path value.
 func pathOnly(p string) string {
 	for i := 0; i < len(p); i++ {
