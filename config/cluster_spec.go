@@ -179,6 +179,9 @@ type Cluster struct {
 	// (deprecated) http_protocol_options; nil when neither is set. Kept as the proto, whose
 	// fields bootstrap's audit table decides.
 	HTTP1Options *corev3.Http1ProtocolOptions
+	// HTTP2Options are the http2_protocol_options in force (the typed options' or the
+	// Cluster's), as the upstream HTTP/2 client applies them.
+	HTTP2Options UpstreamHTTP2Options
 	// HTTP holds common_http_protocol_options as they apply to the cluster's upstream
 	// connections, from typed_extension_protocol_options'
 	// envoy.extensions.upstreams.http.v3.HttpProtocolOptions when that is set (it then
@@ -225,6 +228,25 @@ type UpstreamHTTPOptions struct {
 	// MaxStreamDuration is max_stream_duration: an upstream request is reset that long after
 	// it started (0: no limit).
 	MaxStreamDuration time.Duration
+}
+
+// UpstreamHTTP2Options are the core.v3.Http2ProtocolOptions of a cluster's HTTP/2
+// connections that Legate implements; zero values mean unset (Envoy's defaults).
+type UpstreamHTTP2Options struct {
+	// HpackTableSize is hpack_table_size, the HPACK table the upstream may use to encode
+	// response headers (SETTINGS_HEADER_TABLE_SIZE).
+	HpackTableSize uint32
+	// MaxConcurrentStreams is max_concurrent_streams: at most that many streams at once on
+	// one connection; more open another connection.
+	MaxConcurrentStreams uint32
+	// InitialStreamWindowSize and InitialConnectionWindowSize are the receive windows
+	// advertised; a stream's is never above per_connection_buffer_limit_bytes.
+	InitialStreamWindowSize     uint32
+	InitialConnectionWindowSize uint32
+	// KeepaliveInterval and KeepaliveTimeout are connection_keepalive: a PING after that
+	// long without a frame from the upstream, the connection closed when its answer takes
+	// longer than the timeout.
+	KeepaliveInterval, KeepaliveTimeout time.Duration
 }
 
 // Defaults of UpstreamHTTPOptions (Envoy's).

@@ -446,6 +446,7 @@ func (b *clusterBuilder) protocols(c *clusterv3.Cluster, out *Cluster) {
 	}
 	out.HTTP2 = c.GetHttp2ProtocolOptions() != nil
 	out.HTTP1Options = c.GetHttpProtocolOptions()
+	http2 := c.GetHttp2ProtocolOptions()
 	common := c.GetCommonHttpProtocolOptions()
 	if a, ok := c.GetTypedExtensionProtocolOptions()[upstreamHTTPOptionsKey]; ok {
 		at := fmt.Sprintf("typed_extension_protocol_options[%q]", upstreamHTTPOptionsKey)
@@ -471,14 +472,19 @@ func (b *clusterBuilder) protocols(c *clusterv3.Cluster, out *Cluster) {
 		out.ProtocolSelection = UseConfiguredProtocol
 		switch {
 		case opts.GetExplicitHttpConfig() != nil:
-			out.HTTP2 = opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions() != nil
+			http2 = opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions()
+			out.HTTP2 = http2 != nil
 			out.HTTP1Options = opts.GetExplicitHttpConfig().GetHttpProtocolOptions()
 		case opts.GetUseDownstreamProtocolConfig() != nil:
 			out.ProtocolSelection = UseDownstreamProtocol
+			http2 = opts.GetUseDownstreamProtocolConfig().GetHttp2ProtocolOptions()
 			out.HTTP1Options = opts.GetUseDownstreamProtocolConfig().GetHttpProtocolOptions()
 		case opts.GetAutoConfig() != nil:
 			b.autoConfig(at+".auto_config", out)
+			http2 = opts.GetAutoConfig().GetHttp2ProtocolOptions()
 			out.HTTP1Options = opts.GetAutoConfig().GetHttpProtocolOptions()
+		default:
+			http2 = nil
 		}
 		common = opts.GetCommonHttpProtocolOptions()
 		if common.GetMaxRequestsPerConnection() != nil && c.GetMaxRequestsPerConnection() != nil {
@@ -486,6 +492,24 @@ func (b *clusterBuilder) protocols(c *clusterv3.Cluster, out *Cluster) {
 		}
 	}
 	b.httpOptions(common, out)
+	b.http2Options(http2, out)
+}
+
+// http2Options converts the http2_protocol_options the upstream HTTP/2 client applies.
+func (b *clusterBuilder) http2Options(p *corev3.Http2ProtocolOptions, out *Cluster) {
+	out.HTTP2Options = UpstreamHTTP2Options{
+		MaxConcurrentStreams:        p.GetMaxConcurrentStreams().GetValue(),
+		InitialStreamWindowSize:     p.GetInitialStreamWindowSize().GetValue(),
+		InitialConnectionWindowSize: p.GetInitialConnectionWindowSize().GetValue(),
+		KeepaliveInterval:           p.GetConnectionKeepalive().GetInterval().AsDuration(),
+		KeepaliveTimeout:            p.GetConnectionKeepalive().GetTimeout().AsDuration(),
+	}
+	if t := p.GetHpackTableSize(); t != nil {
+		if t.GetValue() == 0 {
+			b.fail("http2_protocol_options.hpack_table_size = 0; Legate's HTTP/2 client cannot turn the dynamic table off (set at least 1)")
+		}
+		out.HTTP2Options.HpackTableSize = t.GetValue()
+	}
 }
 
 // autoConfig checks auto_config, which needs ALPN and so TLS: Envoy refuses it on a cluster

@@ -90,6 +90,25 @@
 //	| HttpProtocolOptions.UseDownstreamHttpConfig      | http3_protocol_options                           | refused  | HTTP/3 upstreams |
 //	| HttpProtocolOptions.AutoHttpConfig               | http3_protocol_options                           | refused  | HTTP/3 upstreams |
 //	| HttpProtocolOptions.AutoHttpConfig               | alternate_protocols_cache_options                | refused  | HTTP/3 discovery |
+//	| Http2ProtocolOptions                             | allow_connect                                    | ignored  | Legate's upstream HTTP/2 carries extended CONNECT (upgrades) whether set or not |
+//	| Http2ProtocolOptions                             | max_outbound_frames                              | ignored  | flood protection; x/net/http2 bounds its queues itself |
+//	| Http2ProtocolOptions                             | max_outbound_control_frames                      | ignored  | as max_outbound_frames |
+//	| Http2ProtocolOptions                             | max_consecutive_inbound_frames_with_empty_payload | ignored  | as max_outbound_frames |
+//	| Http2ProtocolOptions                             | max_inbound_priority_frames_per_stream           | ignored  | as max_outbound_frames |
+//	| Http2ProtocolOptions                             | max_inbound_window_update_frames_per_data_frame_sent | ignored  | as max_outbound_frames |
+//	| Http2ProtocolOptions                             | enable_huffman_encoding                          | ignored  | header encoding only; the same headers are sent |
+//	| Http2ProtocolOptions                             | stream_reset_burst                               | ignored  | reset flood protection |
+//	| Http2ProtocolOptions                             | stream_reset_rate                                | ignored  | reset flood protection |
+//	| Http2ProtocolOptions                             | max_metadata_size                                | ignored  | METADATA frames are not used |
+//	| Http2ProtocolOptions                             | use_oghttp2_codec                                | ignored  | Envoy's choice of codec library; the protocol is the same |
+//	| Http2ProtocolOptions                             | allow_metadata                                   | refused  | METADATA frames |
+//	| Http2ProtocolOptions                             | stream_error_on_invalid_http_messaging           | refused  | codec error handling |
+//	| Http2ProtocolOptions                             | override_stream_error_on_invalid_http_message    | refused  | codec error handling |
+//	| Http2ProtocolOptions                             | custom_settings_parameters                       | refused  | extra SETTINGS |
+//	| Http2ProtocolOptions                             | max_header_field_size_kb                         | refused  | a per-field limit; max_response_headers_kb applies |
+//	| Http2ProtocolOptions                             | disallow_obs_text                                | refused  | header validation |
+//	| KeepaliveSettings                                | interval_jitter                                  | ignored  | PING timing only |
+//	| KeepaliveSettings                                | connection_idle_interval                         | refused  | a PING before reusing an idle connection |
 //	| Http1ProtocolOptions                             | allow_absolute_url                               | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
 //	| Http1ProtocolOptions                             | accept_http_10                                   | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
 //	| Http1ProtocolOptions                             | default_host_for_http_10                         | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
@@ -150,6 +169,13 @@
 // ignored); explicit_http_config, use_downstream_protocol_config and auto_config (TLS only:
 // ALPN chooses HTTP/2 or HTTP/1.1 per connection) are implemented, and their
 // http_protocol_options follows the rules of Cluster.http_protocol_options.
+//
+// Http2ProtocolOptions above are a cluster's (http2_protocol_options, or the typed options'):
+// hpack_table_size, max_concurrent_streams (a cap on Legate's streams per connection),
+// initial_stream_window_size (never above per_connection_buffer_limit_bytes),
+// initial_connection_window_size and connection_keepalive's interval and timeout are
+// implemented by the pools' HTTP/2 client. Legate's own gRPC channels (xDS, access-log and
+// metrics services) are grpc-go's and do not apply them.
 //
 // Cluster.http_protocol_options, deprecated in Envoy, is accepted with a deprecation warning
 // (bootstrap's Loaded.Warnings) when it asks for nothing but the defaults; every field set

@@ -76,6 +76,14 @@ var refusedCases = []struct{ name, yaml, path string }{
 	{"cluster upstream_bind_config.additional_source_addresses", webCluster("upstream_bind_config: {source_address: {address: 127.0.0.1, port_value: 0}, additional_source_addresses: [{address: '::1', port_value: 0}]}"), "static_resources.clusters[0].upstream_bind_config.additional_source_addresses"},
 	{"cluster upstream_bind_config.local_address_selector", webCluster("upstream_bind_config: {source_address: {address: 127.0.0.1, port_value: 0}, local_address_selector: {name: s}}"), "static_resources.clusters[0].upstream_bind_config.local_address_selector"},
 	{"cluster upstream_bind_config.validate_network_namespaces", webCluster("upstream_bind_config: {source_address: {address: 127.0.0.1, port_value: 0}, validate_network_namespaces: true}"), "static_resources.clusters[0].upstream_bind_config.validate_network_namespaces"},
+	// Http2ProtocolOptions of a cluster.
+	{"cluster http2 allow_metadata", webCluster("http2_protocol_options: {allow_metadata: true}"), "static_resources.clusters[0].http2_protocol_options.allow_metadata"},
+	{"cluster http2 stream_error_on_invalid_http_messaging", webCluster("http2_protocol_options: {stream_error_on_invalid_http_messaging: true}"), "static_resources.clusters[0].http2_protocol_options.stream_error_on_invalid_http_messaging"},
+	{"cluster http2 custom_settings_parameters", webCluster("http2_protocol_options: {custom_settings_parameters: [{identifier: 10, value: 1}]}"), "static_resources.clusters[0].http2_protocol_options.custom_settings_parameters"},
+	{"cluster http2 max_header_field_size_kb", webCluster("http2_protocol_options: {max_header_field_size_kb: 64}"), "static_resources.clusters[0].http2_protocol_options.max_header_field_size_kb"},
+	{"cluster http2 disallow_obs_text", webCluster("http2_protocol_options: {disallow_obs_text: true}"), "static_resources.clusters[0].http2_protocol_options.disallow_obs_text"},
+	{"cluster http2 connection_idle_interval", webCluster("http2_protocol_options: {connection_keepalive: {interval: 10s, timeout: 1s, connection_idle_interval: 5s}}"), "static_resources.clusters[0].http2_protocol_options.connection_keepalive.connection_idle_interval"},
+	{"http options explicit http2 allow_metadata", httpOptionsCluster("explicit_http_config: {http2_protocol_options: {allow_metadata: true}}"), httpOptionsPath + ".explicit_http_config.http2_protocol_options.allow_metadata"},
 	// The upstream HttpProtocolOptions inside typed_extension_protocol_options.
 	{"http options upstream_http_protocol_options", httpOptionsCluster("upstream_http_protocol_options: {auto_sni: true}"), httpOptionsPath + ".upstream_http_protocol_options"},
 	{"http options http_filters", httpOptionsCluster("http_filters: [{name: f}]"), httpOptionsPath + ".http_filters"},

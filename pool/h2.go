@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/legateproxy/legate/breaker"
+	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/http1"
 )
 
@@ -39,12 +40,23 @@ type h2conn struct {
 	idle, lifetime *time.Timer
 }
 
-// newH2Transport returns the HTTP/2 client the pools of one cluster share. Each stream's
-// receive window is the cluster's per_connection_buffer_limit_bytes: x/net/http2 returns
-// window as the body is read, so a response the downstream does not read stops its upstream
-// once that much waits here (x/net's own default is 4 MiB a stream).
-func newH2Transport(bufferLimit int) (*http2.Transport, error) {
-	t1 := &http.Transport{HTTP2: &http.HTTP2Config{MaxReceiveBufferPerStream: bufferLimit}}
+// newH2Transport returns the HTTP/2 client the pools of one cluster share, with the
+// cluster's http2_protocol_options. Each stream's receive window is at most the cluster's
+// per_connection_buffer_limit_bytes: x/net/http2 returns window as the body is read, so a
+// response the downstream does not read stops its upstream once that much waits here
+// (x/net's own default is 4 MiB a stream, Envoy's initial_stream_window_size 256 MiB).
+func newH2Transport(bufferLimit int, o config.UpstreamHTTP2Options) (*http2.Transport, error) {
+	window := bufferLimit
+	if w := int(o.InitialStreamWindowSize); w > 0 && w < window {
+		window = w
+	}
+	t1 := &http.Transport{HTTP2: &http.HTTP2Config{
+		MaxReceiveBufferPerStream:     window,
+		MaxReceiveBufferPerConnection: int(o.InitialConnectionWindowSize),
+		MaxDecoderHeaderTableSize:     int(o.HpackTableSize),
+		SendPingTimeout:               o.KeepaliveInterval,
+		PingTimeout:                   o.KeepaliveTimeout,
+	}}
 	t2, err := http2.ConfigureTransports(t1)
 	if err != nil {
 		return nil, err
@@ -182,7 +194,9 @@ func (hp *hostPool) getH2(ctx context.Context, prio *breaker.Priority) (*h2conn,
 		hp.h2 = keep
 		var got *h2conn
 		for _, c := range hp.h2 {
-			if !c.retired.Load() && c.cc.ReserveNewRequest() {
+			// max_concurrent_streams caps the streams Legate opens on a connection, whatever the
+			// upstream allows; rqActive only grows under hp.mu, so the check holds.
+			if !c.retired.Load() && c.uc.rqActive.Load() < hp.m.h2Streams && c.cc.ReserveNewRequest() {
 				got = c
 				got.uc.rqActive.Add(1)
 				break

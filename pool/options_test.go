@@ -1,12 +1,14 @@
 package pool
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -14,6 +16,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/tlsutil/tlstest"
@@ -228,55 +232,161 @@ func TestUpstreamMaxStreamDuration(t *testing.T) {
 	}
 }
 
-// TestHTTP2StreamWindowIsBufferLimit: a response nobody reads makes its HTTP/2 upstream
-// stop once per_connection_buffer_limit_bytes are waiting in the proxy (the stream's receive
-// window), not after x/net's default of 4 MiB; reading on lets it continue.
-func TestHTTP2StreamWindowIsBufferLimit(t *testing.T) {
-	const limit = 64 << 10
-	var written atomic.Int64
-	stop := make(chan struct{})
-	addr, _ := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		chunk := make([]byte, 4<<10)
-		for written.Load() < 8<<20 {
-			select {
-			case <-stop:
-				return
-			default:
+// TestHTTP2StreamWindow: a response nobody reads makes its HTTP/2 upstream stop once the
+// stream's receive window is used: per_connection_buffer_limit_bytes (not x/net's default of
+// 4 MiB), or http2_protocol_options.initial_stream_window_size when smaller; reading on lets
+// it continue.
+func TestHTTP2StreamWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name, cluster string
+		window        int64
+	}{
+		{"buffer limit", "per_connection_buffer_limit_bytes: 65536\n" + typedOptions("explicit_http_config: {http2_protocol_options: {}}"), 64 << 10},
+		{"initial_stream_window_size", typedOptions("explicit_http_config: {http2_protocol_options: {initial_stream_window_size: 100000}}"), 100000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var written atomic.Int64
+			stop := make(chan struct{})
+			addr, _ := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				chunk := make([]byte, 4<<10)
+				for written.Load() < 8<<20 {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					n, err := w.Write(chunk)
+					written.Add(int64(n))
+					if err != nil {
+						return
+					}
+					w.(http.Flusher).Flush()
+				}
+			}))
+			defer close(stop)
+			cm, store := newClusterManager(t, staticCluster(tc.cluster, addr))
+			m := newManager(t, cm, store, nil)
+			var resp Response
+			if err := m.RoundTrip(context.Background(), onlyHost(t, m), &Request{Method: "GET", Path: "/"}, &resp); err != nil {
+				t.Fatal(err)
 			}
-			n, err := w.Write(chunk)
-			written.Add(int64(n))
-			if err != nil {
-				return
+			defer resp.Close()
+			// The upstream sends a window's worth, then waits for a WINDOW_UPDATE that never
+			// comes: watch its writes stop for a while.
+			waitFor(t, "the upstream to send the window", func() bool { return written.Load() >= tc.window/2 })
+			settled := written.Load()
+			for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end) && settled <= 2*tc.window; {
+				time.Sleep(10 * time.Millisecond)
+				settled = written.Load()
 			}
-			w.(http.Flusher).Flush()
-		}
+			// The handler's own buffer (4 KiB) and one chunk may be in flight past the window.
+			if settled > tc.window+16<<10 {
+				t.Fatalf("upstream wrote %d bytes with nothing read; want at most about the %d byte window", settled, tc.window)
+			}
+			if _, err := io.CopyN(io.Discard, resp.Body, tc.window); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the upstream to continue once read", func() bool { return written.Load() > settled+tc.window/2 })
+		})
+	}
+}
+
+// TestHTTP2MaxConcurrentStreams: http2_protocol_options.max_concurrent_streams caps the
+// streams Legate opens on one connection: a second request while one is in flight opens a
+// second connection, though the upstream allows many streams.
+func TestHTTP2MaxConcurrentStreams(t *testing.T) {
+	arrived, release := make(chan struct{}, 2), make(chan struct{})
+	addr, cc := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
 	}))
-	defer close(stop)
-	cm, store := newClusterManager(t, staticCluster(fmt.Sprintf("per_connection_buffer_limit_bytes: %d\n", limit)+
-		typedOptions("explicit_http_config: {http2_protocol_options: {}}"), addr))
+	cm, store := newClusterManager(t, staticCluster(typedOptions("explicit_http_config: {http2_protocol_options: {max_concurrent_streams: 1}}"), addr))
 	m := newManager(t, cm, store, nil)
-	var resp Response
-	if err := m.RoundTrip(context.Background(), onlyHost(t, m), &Request{Method: "GET", Path: "/"}, &resp); err != nil {
-		t.Fatal(err)
+	h := onlyHost(t, m)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- roundTrip(m, h, "/") }()
 	}
-	defer resp.Close()
-	// The upstream sends a window's worth, then waits for a WINDOW_UPDATE that never comes.
-	waitFor(t, "the upstream to send the window", func() bool { return written.Load() >= limit/2 })
-	settled := written.Load()
-	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); {
-		if settled = written.Load(); settled > 2*limit {
-			break
+	for range 2 {
+		select {
+		case <-arrived:
+		case <-time.After(10 * time.Second):
+			t.Fatal("both requests did not reach the upstream at once")
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	// The handler's own buffer (4 KiB) and one chunk may be in flight past the window.
-	if settled > limit+16<<10 {
-		t.Fatalf("upstream wrote %d bytes with nothing read; want at most about the %d byte buffer limit", settled, limit)
+	close(release)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := io.CopyN(io.Discard, resp.Body, limit); err != nil {
+	if got := cc.opened.Load(); got != 2 {
+		t.Errorf("upstream connections = %d; want 2 (one stream each)", got)
+	}
+}
+
+// TestHTTP2ConnectionKeepalive: connection_keepalive sends a PING once the upstream has been
+// silent for the interval, and closes the connection when the answer does not come within
+// the timeout. The upstream is a scripted HTTP/2 server that never answers PINGs.
+func TestHTTP2ConnectionKeepalive(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the upstream to continue once read", func() bool { return written.Load() > settled+limit/2 })
+	t.Cleanup(func() { ln.Close() })
+	pinged, closed := make(chan struct{}, 1), make(chan struct{})
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		preface := make([]byte, len(http2.ClientPreface))
+		if _, err := io.ReadFull(c, preface); err != nil {
+			return
+		}
+		fr := http2.NewFramer(c, c)
+		fr.WriteSettings()
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				close(closed) // Legate closed the connection
+				return
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					fr.WriteSettingsAck()
+				}
+			case *http2.HeadersFrame:
+				var block bytes.Buffer
+				hpack.NewEncoder(&block).WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+				fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: block.Bytes(), EndHeaders: true, EndStream: true})
+			case *http2.PingFrame:
+				if !f.IsAck() {
+					select {
+					case pinged <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}
+	}()
+	cm, store := newClusterManager(t, staticCluster(typedOptions("explicit_http_config: {http2_protocol_options: {connection_keepalive: {interval: 0.2s, timeout: 0.2s}}}"), ln.Addr().String()))
+	m := newManager(t, cm, store, nil)
+	if code, _ := get(t, m, onlyHost(t, m), "/"); code != 200 {
+		t.Fatalf("status %d; want 200", code)
+	}
+	for _, ev := range []struct {
+		what string
+		ch   <-chan struct{}
+	}{{"a PING", pinged}, {"the connection to close", closed}} {
+		select {
+		case <-ev.ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("timed out waiting for %s", ev.what)
+		}
+	}
 }
 
 // TestAutoConfigALPN: auto_config offers h2 and http/1.1 by ALPN and speaks what each TLS

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"sync"
@@ -93,6 +94,7 @@ type Manager struct {
 	// replay it on a retry, and the HTTP/2 receive window of each stream, so that a response
 	// the downstream does not read holds at most that much here.
 	bufferLimit  int
+	h2Streams    int32 // http2_protocol_options.max_concurrent_streams
 	bind         net.Addr
 	dialer       net.Dialer
 	dialInternal func(ctx context.Context, address string) (net.Conn, error)
@@ -141,7 +143,11 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		m.head.bytes = config.DefaultMaxResponseHeadersKB << 10
 	}
 	var err error
-	if m.h2, err = newH2Transport(m.bufferLimit); err != nil {
+	m.h2Streams = math.MaxInt32 // Envoy's default max_concurrent_streams
+	if n := cc.HTTP2Options.MaxConcurrentStreams; n > 0 && n < math.MaxInt32 {
+		m.h2Streams = int32(n)
+	}
+	if m.h2, err = newH2Transport(m.bufferLimit, cc.HTTP2Options); err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", cc.Name, err)
 	}
 	if m.connectTimeout <= 0 {
