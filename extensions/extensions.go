@@ -5,6 +5,7 @@ import (
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy/filters/cors"
+	"github.com/legateproxy/legate/httpproxy/filters/fault"
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
 	"github.com/legateproxy/legate/httpproxy/filters/localratelimit"
 	"github.com/legateproxy/legate/httpproxy/filters/ondemand"
@@ -21,6 +22,7 @@ func New() (*registry.Registry, error) {
 		config.Register,  // load balancing policies, the aggregate cluster's typed_config
 		cluster.Register, // the aggregate cluster's hosts
 		cors.Register,
+		fault.Register,
 		healthcheck.Register,
 		localratelimit.Register,
 		ondemand.Register,

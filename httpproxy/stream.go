@@ -366,7 +366,9 @@ func (s *stream) process() {
 		if sf, ok := f.(filter.StreamFilter); ok {
 			s.openFilterStream(sf)
 		}
-		if r := f.OnRequest(&s.fx); r != nil {
+		r := f.OnRequest(&s.fx)
+		s.flags |= s.fx.Flags
+		if r != nil {
 			s.flags |= r.Flags
 			s.details = r.Details
 			s.replyHeader = r.Header

@@ -31,6 +31,9 @@ type Exchange struct {
 	// Downstream is the connection manager's hold on the stream (pausing it, its current
 	// route, its connection); nil when it offers none (then a filter cannot pause the request).
 	Downstream Downstream
+	// Flags are response flags a filter sets on a request it lets go on (the fault filter's
+	// DI for a delay); the connection manager adds them to the stream's.
+	Flags accesslog.ResponseFlags
 	// ClientIP is the downstream client's address without port, as the connection manager
 	// decided it (x-forwarded-for with use_remote_address and xff_num_trusted_hops).
 	ClientIP string

@@ -71,3 +71,13 @@ func (s *Stats) release(key statsKey) {
 		delete(s.byKey, key)
 	}
 }
+
+// Counter returns the counter called name, listed for as long as the process runs: for stats
+// whose names come from requests (Envoy's per-downstream-cluster fault stats). Without a
+// store it is a counter of the caller's own.
+func (s *Stats) Counter(name string) *stats.Counter {
+	if s == nil || s.store == nil {
+		return new(stats.Counter)
+	}
+	return s.store.Counter(name)
+}

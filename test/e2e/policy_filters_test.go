@@ -145,3 +145,43 @@ func TestLocalRateLimitEnvoyConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestFaultEnvoyConfig: an Envoy-shaped fault injection setup (a fixed abort for a share of
+// requests selected by a header, header-controlled delays) aborts and delays requests on the
+// binary and counts them under http.policy.fault.*.
+func TestFaultEnvoyConfig(t *testing.T) {
+	cfg := policyConfig(namedBackend(t, 0, "backend"), "", `          - name: envoy.filters.http.fault
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault
+              abort:
+                http_status: 503
+                percentage: {numerator: 100, denominator: HUNDRED}
+              headers: [{name: x-chaos, string_match: {exact: abort}}]
+          - name: fault_delays
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault
+              delay:
+                header_delay: {}
+                percentage: {numerator: 100}`)
+	p := start(t, "-c", writeConfig(t, cfg))
+	client := &http.Client{Timeout: 10 * time.Second}
+	url := "http://" + p.listenerAddr("http") + "/"
+	if code, _, body := send(t, client, http.MethodGet, url, nil, "x-chaos", "abort"); code != 503 || body != "fault filter abort" {
+		t.Errorf("GET with x-chaos: abort = %d %q; want 503 fault filter abort", code, body)
+	}
+	if code, _, body := send(t, client, http.MethodGet, url, nil); code != 200 || body != "backend" {
+		t.Errorf("GET = %d %q; want 200 backend", code, body)
+	}
+	began := time.Now()
+	if code, _, body := send(t, client, http.MethodGet, url, nil, "x-envoy-fault-delay-request", "250"); code != 200 || body != "backend" {
+		t.Errorf("GET with a delay header = %d %q; want 200 backend", code, body)
+	}
+	if d := time.Since(began); d < 250*time.Millisecond {
+		t.Errorf("delayed GET took %v; want at least 250ms", d)
+	}
+	for name, want := range map[string]uint64{"http.policy.fault.aborts_injected": 1, "http.policy.fault.delays_injected": 1} {
+		if v, _ := p.stat(name); v != want {
+			t.Errorf("%s = %d; want %d", name, v, want)
+		}
+	}
+}
