@@ -485,3 +485,18 @@ func TestClusterHealthChecking(t *testing.T) {
 		t.Errorf("ClusterFromProto() without health checking = %+v, %v; want no HealthCheck and no OutlierDetection", c, err)
 	}
 }
+
+// TestDeprecatedExtensionProtocolOptions: the v2 map extension_protocol_options, under the
+// upstream HttpProtocolOptions key, is read as the typed options are.
+func TestDeprecatedExtensionProtocolOptions(t *testing.T) {
+	b, err := load(t, cluster("name: web", "connect_timeout: 1s", endpoints,
+		"extension_protocol_options: {envoy.extensions.upstreams.http.v3.HttpProtocolOptions: {explicit_http_config: {http2_protocol_options: {initial_stream_window_size: 70000}}, common_http_protocol_options: {idle_timeout: 3s, max_stream_duration: 2s}}}"), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.Clusters[0]
+	if !c.HTTP2 || c.HTTP.IdleTimeout != 3*time.Second || c.HTTP.MaxStreamDuration != 2*time.Second || c.HTTP2Options.InitialStreamWindowSize != 70000 {
+		t.Errorf("HTTP2 %v, idle_timeout %v, max_stream_duration %v, initial_stream_window_size %d; want true, 3s, 2s, 70000",
+			c.HTTP2, c.HTTP.IdleTimeout, c.HTTP.MaxStreamDuration, c.HTTP2Options.InitialStreamWindowSize)
+	}
+}
