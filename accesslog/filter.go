@@ -135,6 +135,32 @@ func FilterFromProto(path string, pb *accesslogv3.AccessLogFilter, opts FilterOp
 	return nil, fmt.Errorf("%s: filter_specifier is unset; one filter is required", path)
 }
 
+// Bind returns f with opts, the runtime and randomness that come from outside the
+// configuration: the configuration path compiles a filter once, without them, and each logger
+// binds its copy. A nil f gives nil.
+func (f *Filter) Bind(opts FilterOptions) *Filter {
+	if f == nil {
+		return nil
+	}
+	b := *f
+	switch f.kind {
+	case filterStatusCode, filterDuration:
+		b.runtime = opts.Runtime
+	case filterRuntime:
+		b.runtime, b.random = opts.Runtime, opts.Random
+		if b.random == nil {
+			b.random = rand.Uint64
+		}
+	}
+	if f.children != nil {
+		b.children = make([]*Filter, len(f.children))
+		for i, c := range f.children {
+			b.children[i] = c.Bind(opts)
+		}
+	}
+	return &b
+}
+
 func comparison(path string, kind filterKind, c *accesslogv3.ComparisonFilter, opts FilterOptions) (*Filter, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%s: is required", path)

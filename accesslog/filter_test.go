@@ -191,3 +191,43 @@ func FuzzFilterFromProto(f *testing.F) {
 		flt.Match(&Entry{Type: Type(typ), ResponseFlags: ResponseFlags(flags), Duration: time.Second, ResponseCode: 200})
 	})
 }
+
+// TestFilterBind: a filter compiled without runtime (as the config path compiles it) takes the
+// runtime and randomness each logger binds, in nested filters too, and is itself unchanged.
+func TestFilterBind(t *testing.T) {
+	compiled, err := FilterFromProto("filter", filterProto(t, `{and_filter: {filters: [
+		{duration_filter: {comparison: {op: GE, value: {default_value: 1, runtime_key: log.min_ms}}}},
+		{runtime_filter: {runtime_key: log.sample, percent_sampled: {numerator: 100}, use_independent_randomness: true}}]}}`), FilterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime := func(key string, def uint64) uint64 {
+		switch key {
+		case "log.min_ms":
+			return 1000
+		case "log.sample":
+			return 50
+		}
+		return def
+	}
+	draw := uint64(70) // above the runtime's 50 %, below the configured 100 %
+	bound := compiled.Bind(FilterOptions{Runtime: runtime, Random: func() uint64 { return draw }})
+	long := &Entry{ResponseCode: 200, Duration: 2 * time.Second}
+	short := &Entry{ResponseCode: 200, Duration: 3 * time.Millisecond}
+	if bound.Match(short) {
+		t.Errorf("bound Match(3ms) = true; want false: the runtime raises the minimum to 1000 ms")
+	}
+	if bound.Match(long) {
+		t.Errorf("bound Match(2s) with draw 70 = true; want false: the runtime samples 50 %%")
+	}
+	draw = 30
+	if !bound.Match(long) {
+		t.Errorf("bound Match(2s) with draw 30 = false; want true")
+	}
+	if !compiled.Match(short) {
+		t.Errorf("unbound Match(3ms) = false; want true: Bind must not change the compiled filter")
+	}
+	if (*Filter)(nil).Bind(FilterOptions{Runtime: runtime}) != nil {
+		t.Errorf("nil.Bind() != nil")
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -52,9 +51,9 @@ type AccessLog struct {
 	Name string
 	// TypedConfig is typed_config; nil when unset.
 	TypedConfig *anypb.Any
-	// Filter is filter, checked with accesslog.FilterFromProto (which the connection manager
-	// compiles it with); nil when unset.
-	Filter *accesslogv3.AccessLogFilter
+	// Filter is filter, compiled without runtime (the connection manager binds it with
+	// Filter.Bind); nil when unset.
+	Filter *accesslog.Filter
 }
 
 // HTTPConnectionManager is the part of an envoy.filters.network.http_connection_manager
@@ -238,10 +237,11 @@ func HTTPConnectionManagerFromProto(p *hcmv3.HttpConnectionManager) (*HTTPConnec
 	}
 	for i, al := range p.GetAccessLog() {
 		path := fmt.Sprintf("access_log[%d].filter", i)
-		if _, err := accesslog.FilterFromProto(path, al.GetFilter(), accesslog.FilterOptions{}); err != nil {
+		filter, err := accesslog.FilterFromProto(path, al.GetFilter(), accesslog.FilterOptions{})
+		if err != nil {
 			return nil, bad("%v", err)
 		}
-		h.AccessLogs = append(h.AccessLogs, AccessLog{Name: al.GetName(), TypedConfig: al.GetTypedConfig(), Filter: al.GetFilter()})
+		h.AccessLogs = append(h.AccessLogs, AccessLog{Name: al.GetName(), TypedConfig: al.GetTypedConfig(), Filter: filter})
 	}
 	return h, nil
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,8 @@ import (
 
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/health_check/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+
+	"github.com/legateproxy/legate/accesslog"
 )
 
 func hcmFromYAML(t *testing.T, y string) *hcmv3.HttpConnectionManager {
@@ -34,7 +37,8 @@ func hcmFromYAML(t *testing.T, y string) *hcmv3.HttpConnectionManager {
 // filters.
 const accessLogFilterYAML = "{and_filter: {filters: [{header_filter: {header: {name: x-debug}}}, {grpc_status_filter: {statuses: [UNAVAILABLE]}}]}}"
 
-func accessLogFilter(t *testing.T, y string) *accesslogv3.AccessLogFilter {
+// accessLogFilter compiles the access-log filter in YAML y, as the config path does.
+func accessLogFilter(t *testing.T, y string) *accesslog.Filter {
 	t.Helper()
 	j, err := yaml.YAMLToJSON([]byte(y))
 	if err != nil {
@@ -44,7 +48,11 @@ func accessLogFilter(t *testing.T, y string) *accesslogv3.AccessLogFilter {
 	if err := protojson.Unmarshal(j, &pb); err != nil {
 		t.Fatal(err)
 	}
-	return &pb
+	f, err := accesslog.FilterFromProto("access_log[0].filter", &pb, accesslog.FilterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // defaultsWith is the configuration of a connection manager with stat_prefix "ingress" and
@@ -149,6 +157,8 @@ http_filters:
 				cmpopts.IgnoreFields(HTTPConnectionManager{}, "Proto", "RouteConfig"),
 				cmpopts.IgnoreFields(HTTPFilter{}, "TypedConfig"),
 				protocmp.Transform(),
+				// A compiled filter has no exported fields: the same compiled structure.
+				cmp.Comparer(func(a, b *accesslog.Filter) bool { return reflect.DeepEqual(a, b) }),
 			}
 			if diff := cmp.Diff(tt.want, got, opts); diff != "" {
 				t.Errorf("HTTPConnectionManagerFromProto() (-want +got):\n%s", diff)

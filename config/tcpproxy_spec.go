@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -41,9 +40,8 @@ type TCPProxy struct {
 	MaxConnectAttempts uint32
 	// MaxDownstreamConnectionDuration is max_downstream_connection_duration; zero means none.
 	MaxDownstreamConnectionDuration time.Duration
-	// AccessLogs are access_log, in order. Their filters have been checked with
-	// accesslog.FilterFromProto; the loggers' typed_config is checked by the TCP proxy, which
-	// builds them.
+	// AccessLogs are access_log, in order, their filters compiled; the loggers' typed_config is
+	// checked by the TCP proxy, which builds them.
 	AccessLogs []TCPAccessLog
 	// AccessLogFlushInterval is access_log_options.access_log_flush_interval (or the deprecated
 	// access_log_flush_interval): how often a TcpPeriodic entry is logged while the connection
@@ -65,8 +63,9 @@ type TCPAccessLog struct {
 	Name string
 	// TypedConfig is typed_config; nil when unset.
 	TypedConfig *anypb.Any
-	// Filter is filter; nil when unset.
-	Filter *accesslogv3.AccessLogFilter
+	// Filter is filter, compiled without runtime (the TCP proxy binds it with Filter.Bind);
+	// nil when unset.
+	Filter *accesslog.Filter
 }
 
 // minAccessLogFlushInterval is the smallest access_log_flush_interval Envoy accepts.
@@ -190,10 +189,11 @@ func (out *TCPProxy) accessLogs(p *tcpproxyv3.TcpProxy) error {
 		if al.GetTypedConfig() == nil {
 			return fmt.Errorf("%s.typed_config is unset; an access logger configuration is required", path)
 		}
-		if _, err := accesslog.FilterFromProto(path+".filter", al.GetFilter(), accesslog.FilterOptions{}); err != nil {
+		filter, err := accesslog.FilterFromProto(path+".filter", al.GetFilter(), accesslog.FilterOptions{})
+		if err != nil {
 			return err
 		}
-		out.AccessLogs = append(out.AccessLogs, TCPAccessLog{Name: al.GetName(), TypedConfig: al.GetTypedConfig(), Filter: al.GetFilter()})
+		out.AccessLogs = append(out.AccessLogs, TCPAccessLog{Name: al.GetName(), TypedConfig: al.GetTypedConfig(), Filter: filter})
 	}
 	interval, intervalPath := p.GetAccessLogFlushInterval(), "access_log_flush_interval"
 	out.FlushAccessLogOnConnected = p.GetFlushAccessLogOnConnected()

@@ -308,9 +308,7 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 		if err != nil {
 			return nil, fmt.Errorf("http_connection_manager %q: access_log[%d]: %w", cfg.StatPrefix, i, err)
 		}
-		if l.filter, err = accesslog.FilterFromProto(fmt.Sprintf("access_log[%d].filter", i), al.Filter, accesslog.FilterOptions{Runtime: d.Runtime}); err != nil {
-			return nil, fmt.Errorf("http_connection_manager %q: %w", cfg.StatPrefix, err)
-		}
+		l.filter = al.Filter.Bind(accesslog.FilterOptions{Runtime: d.Runtime})
 		h.logs = append(h.logs, l)
 	}
 	if ctx != nil && ctx.Chain != nil && ctx.Chain.TransportSocket != "" {

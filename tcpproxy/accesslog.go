@@ -54,11 +54,7 @@ func buildAccessLogs(cfg *config.TCPProxy, d AccessLogDeps) ([]accessLogger, err
 }
 
 func buildAccessLog(path string, al config.TCPAccessLog, d AccessLogDeps) (accessLogger, error) {
-	filter, err := accesslog.FilterFromProto(path+".filter", al.Filter, accesslog.FilterOptions{Runtime: d.Runtime})
-	if err != nil {
-		return accessLogger{}, err
-	}
-	l := accessLogger{filter: filter}
+	l := accessLogger{filter: al.Filter.Bind(accesslog.FilterOptions{Runtime: d.Runtime})}
 	opts := accesslog.Options{Hostname: d.Hostname}
 	typed := path + ".typed_config"
 	unavailable := func(what string) (accessLogger, error) {
@@ -72,6 +68,7 @@ func buildAccessLog(path string, al config.TCPAccessLog, d AccessLogDeps) (acces
 		if err := al.TypedConfig.UnmarshalTo(&pb); err != nil {
 			return accessLogger{}, fmt.Errorf("%s: %w", typed, err)
 		}
+		var err error
 		if l.grpc, err = d.GRPC.TCPLogger(typed, &pb); err != nil {
 			return accessLogger{}, err
 		}
