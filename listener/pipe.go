@@ -205,6 +205,8 @@ func (d *deadline) set(t time.Time) {
 	if t.IsZero() {
 		return
 	}
+	// Real clock: a net.Conn deadline is an absolute time on the system clock, as the runtime
+	// poller reads it for sockets.
 	if dur := time.Until(t); dur <= 0 {
 		close(d.ch)
 		return

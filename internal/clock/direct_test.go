@@ -49,6 +49,7 @@ var allowedDirect = map[string]struct {
 	"internal/clock/clock.go":                {3, "Real is the system clock"},
 	"listener/filters.go":                    {1, "a socket deadline: the runtime poller compares it with the system clock"},
 	"listener/listener.go":                   {3, "a socket deadline (1); waits on the kernel (2): the accept socket's stop grace, the accept-error backoff"},
+	"listener/pipe.go":                       {3, "an in-memory connection's net.Conn deadlines, absolute times on the system clock"},
 	"listener/overload.go":                   {1, "waits on the network or the kernel, not a timing rule: a fake clock would stall it"},
 	"pool/h1.go":                             {4, requestPath},
 	"pool/h2.go":                             {4, requestPath},
