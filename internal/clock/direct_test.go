@@ -40,6 +40,7 @@ var allowedDirect = map[string]struct {
 	"httpproxy/conn.go":                      {3, "a socket deadline: the runtime poller compares it with the system clock"},
 	"httpproxy/ctx.go":                       {3, requestPath},
 	"httpproxy/filter/filter.go":             {1, "request path: a filter context without a clock"},
+	"httpproxy/filters/fault/filter.go":      {1, "request path: the injected delay"},
 	"httpproxy/filters/ondemand/ondemand.go": {1, requestPath},
 	"httpproxy/h2reset.go":                   {3, requestPath},
 	"httpproxy/h2wire.go":                    {5, "a socket deadline (1); request path (4)"},

@@ -79,6 +79,7 @@ func New(s *Settings, ctx *filter.Context) *Filter {
 	if ctx == nil {
 		ctx = &filter.Context{}
 	}
+	// Real clock: request path, the injected delay (see internal/clock/direct_test.go).
 	f := &Filter{name: ctx.Name, ctx: ctx, settings: s, sleep: time.Sleep}
 	if f.name == "" {
 		f.name = Name
