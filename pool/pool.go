@@ -467,7 +467,8 @@ type hostPool struct {
 	tcp      map[*TCPConn]struct{}
 	draining bool
 	// alpn is what auto_config learned of the host: alpnUnknown until a connection
-	// negotiated, then the protocol of the last one.
+	// negotiated, then what the last dial offering h2 got. Once it is HTTP/1.1, new
+	// connections offer http/1.1 only, so it stays so.
 	alpn atomic.Uint32
 }
 
