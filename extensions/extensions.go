@@ -4,6 +4,7 @@ import (
 	"github.com/legateproxy/legate/bootstrap"
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/httpproxy/filters/buffer"
 	"github.com/legateproxy/legate/httpproxy/filters/cors"
 	"github.com/legateproxy/legate/httpproxy/filters/fault"
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
@@ -21,6 +22,7 @@ func New() (*registry.Registry, error) {
 	for _, register := range []func(*registry.Builder){
 		config.Register,  // load balancing policies, the aggregate cluster's typed_config
 		cluster.Register, // the aggregate cluster's hosts
+		buffer.Register,
 		cors.Register,
 		fault.Register,
 		healthcheck.Register,

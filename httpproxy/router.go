@@ -692,7 +692,11 @@ func (s *stream) BufferBody(limit int64) error {
 	if s.body == nil {
 		return nil
 	}
-	return s.readBody(limit)
+	err := s.readBody(limit)
+	if err == filter.ErrBodyTooLarge {
+		s.h.stats.DownstreamRqTooLarge.Inc()
+	}
+	return err
 }
 
 // readBody reads the request body into bodyBuf, to be replayed to each attempt. Past limit,

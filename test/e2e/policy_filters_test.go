@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -183,5 +184,26 @@ func TestFaultEnvoyConfig(t *testing.T) {
 		if v, _ := p.stat(name); v != want {
 			t.Errorf("%s = %d; want %d", name, v, want)
 		}
+	}
+}
+
+// TestBufferEnvoyConfig: with Envoy's buffer filter a body over max_request_bytes is answered
+// 413 by the binary and one within it reaches the backend.
+func TestBufferEnvoyConfig(t *testing.T) {
+	cfg := policyConfig(namedBackend(t, 0, "backend"), "", `          - name: envoy.filters.http.buffer
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer
+              max_request_bytes: 64`)
+	p := start(t, "-c", writeConfig(t, cfg))
+	client := &http.Client{Timeout: 10 * time.Second}
+	url := "http://" + p.listenerAddr("http") + "/upload"
+	if code, _, body := send(t, client, http.MethodPost, url, strings.NewReader(strings.Repeat("a", 32))); code != 200 || body != "backend" {
+		t.Errorf("POST 32 bytes = %d %q; want 200 backend", code, body)
+	}
+	if code, _, body := send(t, client, http.MethodPost, url, strings.NewReader(strings.Repeat("a", 100))); code != 413 || body != "Payload Too Large" {
+		t.Errorf("POST 100 bytes = %d %q; want 413 Payload Too Large", code, body)
+	}
+	if v, _ := p.stat("http.policy.downstream_rq_too_large"); v != 1 {
+		t.Errorf("http.policy.downstream_rq_too_large = %d; want 1", v)
 	}
 }
