@@ -6,6 +6,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy/filters/buffer"
 	"github.com/legateproxy/legate/httpproxy/filters/cors"
+	"github.com/legateproxy/legate/httpproxy/filters/extauthz"
 	"github.com/legateproxy/legate/httpproxy/filters/fault"
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
 	"github.com/legateproxy/legate/httpproxy/filters/localratelimit"
@@ -30,6 +31,7 @@ func New() (*registry.Registry, error) {
 		ondemand.Register,
 		tap.Register,
 		rbac.Register,
+		extauthz.Register,
 	} {
 		register(b)
 	}

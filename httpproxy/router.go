@@ -699,6 +699,15 @@ func (s *stream) BufferBody(limit int64) error {
 	return err
 }
 
+// BufferedBody is the request body BufferBody read whole (filter.Exchange.BufferedBody); nil
+// when it has not been read. Filters may read it until the stream ends; they must not change it.
+func (s *stream) BufferedBody() []byte {
+	if !s.bodyBuffered {
+		return nil
+	}
+	return s.bodyBuf
+}
+
 // readBody reads the request body into bodyBuf, to be replayed to each attempt. Past limit,
 // or on a read error, what was read is still sent, followed by the rest of the body, and the
 // error is filter.ErrBodyTooLarge or the read's.

@@ -121,6 +121,16 @@ func (x *Exchange) Connection() Connection {
 	return Connection{}
 }
 
+// BufferedBody is the request body a Downstream.BufferBody call read whole (ext_authz's
+// with_request_body sends it to the service); nil when none was read. It is the connection
+// manager's memory: read it during the stream, never change it.
+func (x *Exchange) BufferedBody() []byte {
+	if b, ok := x.Downstream.(interface{ BufferedBody() []byte }); ok {
+		return b.BufferedBody()
+	}
+	return nil
+}
+
 // Connection is the downstream connection of a stream as filters see it.
 type Connection struct {
 	// DirectRemote is the socket's peer address.
