@@ -18,6 +18,7 @@ import (
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	preservecasev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/header_formatters/preserve_case/v3"
 	clusterprovidedv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/cluster_provided/v3"
 	leastrequestv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/least_request/v3"
 	maglevv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/maglev/v3"
@@ -73,6 +74,7 @@ func Extensions() []Extension {
 		e("envoy.filters.listener.tls_inspector", "envoy.filters.listener", &tlsinspectorv3.TlsInspector{}),
 		e("envoy.filters.network.http_connection_manager", "envoy.filters.network", &hcmv3.HttpConnectionManager{}),
 		e("envoy.filters.network.tcp_proxy", "envoy.filters.network", &tcpproxyv3.TcpProxy{}),
+		e("envoy.http.stateful_header_formatters.preserve_case", "envoy.http.stateful_header_formatters", &preservecasev3.PreserveCaseFormatterConfig{}),
 		e("envoy.load_balancing_policies.cluster_provided", "envoy.load_balancing_policies", &clusterprovidedv3.ClusterProvided{}),
 		e("envoy.load_balancing_policies.least_request", "envoy.load_balancing_policies", &leastrequestv3.LeastRequest{}),
 		e("envoy.load_balancing_policies.maglev", "envoy.load_balancing_policies", &maglevv3.Maglev{}),

@@ -82,8 +82,7 @@ var fieldNotes = map[protoreflect.FullName]map[protoreflect.Name]Support{
 		"track_cluster_stats": Ignored, "preconnect_policy": Ignored,
 		"transport_socket_matches": Refused, "transport_socket_matcher": Refused,
 		"upstream_http_protocol_options": Refused,
-		// Deprecated, and accepted only as Envoy's defaults: Http1ProtocolOptions below has no
-		// field Legate implements.
+		// Deprecated; its Http1ProtocolOptions (below) are the upstream codec's options.
 		"http_protocol_options": Implemented,
 		"dns_resolution_config": Refused, "typed_dns_resolver_config": Refused, "filters": Refused,
 		"upstream_config": Refused, "connection_pool_per_downstream_connection": Refused,
@@ -133,10 +132,11 @@ var fieldNotes = map[protoreflect.FullName]map[protoreflect.Name]Support{
 		"interval_jitter": Ignored, "connection_idle_interval": Refused,
 	},
 	"envoy.config.core.v3.Http1ProtocolOptions": {
-		"allow_absolute_url": Refused, "accept_http_10": Refused, "default_host_for_http_10": Refused,
-		"header_key_format": Refused, "enable_trailers": Refused, "allow_chunked_length": Refused,
-		"override_stream_error_on_invalid_http_message": Refused, "send_fully_qualified_url": Refused,
-		"use_balsa_parser": Refused, "allow_custom_methods": Refused, "ignore_http_11_upgrade": Refused,
+		"allow_absolute_url": Implemented, "accept_http_10": Implemented, "default_host_for_http_10": Implemented,
+		"header_key_format": Implemented, "enable_trailers": Implemented, "allow_chunked_length": Implemented,
+		"send_fully_qualified_url":                      Implemented,
+		"override_stream_error_on_invalid_http_message": Refused,
+		"use_balsa_parser":                              Refused, "allow_custom_methods": Refused, "ignore_http_11_upgrade": Refused,
 	},
 	"envoy.config.cluster.v3.Cluster.RoundRobinLbConfig": {
 		"slow_start_config": Refused,

@@ -173,12 +173,6 @@ type Cluster struct {
 	// AutoHTTP is HttpProtocolOptions.auto_config: each connection speaks what TLS ALPN
 	// negotiates, HTTP/2 when the upstream offers h2, HTTP/1.1 otherwise.
 	AutoHTTP bool
-	// HTTP1Options are the Http1ProtocolOptions of the cluster's HTTP/1.1 connections: the
-	// http_protocol_options of the typed HttpProtocolOptions' explicit_http_config,
-	// use_downstream_protocol_config or auto_config when that is set, else the Cluster's own
-	// (deprecated) http_protocol_options; nil when neither is set. Kept as the proto, whose
-	// fields bootstrap's audit table decides.
-	HTTP1Options *corev3.Http1ProtocolOptions
 	// HTTP2Options are the http2_protocol_options in force (the typed options' or the
 	// Cluster's), as the upstream HTTP/2 client applies them.
 	HTTP2Options UpstreamHTTP2Options
@@ -187,6 +181,10 @@ type Cluster struct {
 	// envoy.extensions.upstreams.http.v3.HttpProtocolOptions when that is set (it then
 	// replaces the Cluster's own protocol fields, as in Envoy), else from the Cluster.
 	HTTP UpstreamHTTPOptions
+	// HTTP1 is the upstream HTTP/1 codec's options: http_protocol_options, or, when the
+	// typed HttpProtocolOptions is set, the http_protocol_options of its explicit_http_config,
+	// use_downstream_protocol_config or auto_config.
+	HTTP1 HTTP1Options
 	// TypedExtensionProtocolOptions are typed_extension_protocol_options, by filter name,
 	// left opaque for the filters that read them.
 	TypedExtensionProtocolOptions map[string]*anypb.Any

@@ -445,9 +445,9 @@ func (b *clusterBuilder) protocols(c *clusterv3.Cluster, out *Cluster) {
 			strings.HasSuffix(ts.GetTypedConfig().GetTypeUrl(), ".UpstreamTlsContext")
 	}
 	out.HTTP2 = c.GetHttp2ProtocolOptions() != nil
-	out.HTTP1Options = c.GetHttpProtocolOptions()
 	http2 := c.GetHttp2ProtocolOptions()
 	common := c.GetCommonHttpProtocolOptions()
+	b.http1("http_protocol_options", c.GetHttpProtocolOptions(), out)
 	if a, ok := c.GetTypedExtensionProtocolOptions()[upstreamHTTPOptionsKey]; ok {
 		at := fmt.Sprintf("typed_extension_protocol_options[%q]", upstreamHTTPOptionsKey)
 		var opts upstreamhttpv3.HttpProtocolOptions
@@ -470,19 +470,20 @@ func (b *clusterBuilder) protocols(c *clusterv3.Cluster, out *Cluster) {
 		}
 		out.HTTP2 = false
 		out.ProtocolSelection = UseConfiguredProtocol
+		out.HTTP1 = HTTP1Options{}
 		switch {
 		case opts.GetExplicitHttpConfig() != nil:
 			http2 = opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions()
 			out.HTTP2 = http2 != nil
-			out.HTTP1Options = opts.GetExplicitHttpConfig().GetHttpProtocolOptions()
+			b.http1(at+".explicit_http_config.http_protocol_options", opts.GetExplicitHttpConfig().GetHttpProtocolOptions(), out)
 		case opts.GetUseDownstreamProtocolConfig() != nil:
 			out.ProtocolSelection = UseDownstreamProtocol
 			http2 = opts.GetUseDownstreamProtocolConfig().GetHttp2ProtocolOptions()
-			out.HTTP1Options = opts.GetUseDownstreamProtocolConfig().GetHttpProtocolOptions()
+			b.http1(at+".use_downstream_protocol_config.http_protocol_options", opts.GetUseDownstreamProtocolConfig().GetHttpProtocolOptions(), out)
 		case opts.GetAutoConfig() != nil:
 			b.autoConfig(at+".auto_config", out)
 			http2 = opts.GetAutoConfig().GetHttp2ProtocolOptions()
-			out.HTTP1Options = opts.GetAutoConfig().GetHttpProtocolOptions()
+			b.http1(at+".auto_config.http_protocol_options", opts.GetAutoConfig().GetHttpProtocolOptions(), out)
 		default:
 			http2 = nil
 		}
@@ -551,6 +552,19 @@ func (b *clusterBuilder) httpOptions(p *corev3.HttpProtocolOptions, out *Cluster
 			b.fail("common_http_protocol_options.%s = %v; must not be negative", d.name, d.v)
 		}
 	}
+}
+
+// http1 reads one spelling of the upstream HTTP/1 codec's options, when set.
+func (b *clusterBuilder) http1(at string, p *corev3.Http1ProtocolOptions, out *Cluster) {
+	if p == nil {
+		return
+	}
+	o, err := HTTP1OptionsFromProto(p)
+	if err != nil {
+		b.fail("%s.%v", at, err)
+		return
+	}
+	out.HTTP1 = o
 }
 
 // endpointRules checks the rules that tie endpoints to the discovery type.

@@ -109,14 +109,7 @@
 //	| Http2ProtocolOptions                             | disallow_obs_text                                | refused  | header validation |
 //	| KeepaliveSettings                                | interval_jitter                                  | ignored  | PING timing only |
 //	| KeepaliveSettings                                | connection_idle_interval                         | refused  | a PING before reusing an idle connection |
-//	| Http1ProtocolOptions                             | allow_absolute_url                               | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
-//	| Http1ProtocolOptions                             | accept_http_10                                   | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
-//	| Http1ProtocolOptions                             | default_host_for_http_10                         | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
-//	| Http1ProtocolOptions                             | header_key_format                                | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
-//	| Http1ProtocolOptions                             | enable_trailers                                  | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
-//	| Http1ProtocolOptions                             | allow_chunked_length                             | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
 //	| Http1ProtocolOptions                             | override_stream_error_on_invalid_http_message    | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
-//	| Http1ProtocolOptions                             | send_fully_qualified_url                         | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
 //	| Http1ProtocolOptions                             | use_balsa_parser                                 | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
 //	| Http1ProtocolOptions                             | allow_custom_methods                             | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
 //	| Http1ProtocolOptions                             | ignore_http_11_upgrade                           | refused  | HTTP/1 codec option (deprecated Cluster.http_protocol_options) |
@@ -165,8 +158,8 @@
 // implemented) and the typed_extension_protocol_options entry
 // envoy.extensions.upstreams.http.v3.HttpProtocolOptions, whose fields the audit reads inside
 // the Any. When that entry is set it replaces the Cluster's http2_protocol_options,
-// common_http_protocol_options and protocol_selection, as in Envoy (those are then listed as
-// ignored); explicit_http_config, use_downstream_protocol_config and auto_config (TLS only:
+// common_http_protocol_options, protocol_selection and http_protocol_options, as in Envoy
+// (those are then listed as ignored); explicit_http_config, use_downstream_protocol_config and auto_config (TLS only:
 // ALPN chooses HTTP/2 or HTTP/1.1 per connection) are implemented, and their
 // http_protocol_options follows the rules of Cluster.http_protocol_options.
 //
@@ -178,13 +171,14 @@
 // metrics services) are grpc-go's and do not apply them.
 //
 // Cluster.http_protocol_options, deprecated in Envoy, is accepted with a deprecation warning
-// (bootstrap's Loaded.Warnings) when it asks for nothing but the defaults; every field set
-// inside it (Http1ProtocolOptions, whose HTTP/1 codec options change the bytes sent) is refused.
+// (bootstrap's Loaded.Warnings); its Http1ProtocolOptions, like those of the typed
+// HttpProtocolOptions, become Cluster.HTTP1 (HTTP1OptionsFromProto), the fields above refused.
 //
 // The HTTP connection manager (HttpConnectionManager) has a table of its own, hcmFields in
 // hcm_fields.go: HTTPConnectionManagerFromProto refuses the fields below marked refused (over
 // xDS the listener is NACKed) and lists the ignored ones in HTTPConnectionManager.Ignored, which
-// the connection manager logs. Every option of its http_protocol_options is refused for now.
+// the connection manager logs. Its http_protocol_options become HTTPConnectionManager.HTTP1,
+// refusing the fields the cluster's table refuses.
 // TestHCMDocTable holds this table equal to hcmFields:
 //
 //	| message               | field                                              | decision | why |

@@ -54,9 +54,14 @@ var hcmFields = map[protoreflect.Name]bootstrap.Support{
 }
 
 // http1Fields decides the fields of the connection manager's http_protocol_options
-// (core.v3.Http1ProtocolOptions): none is implemented yet, so an empty message loads and any
-// option is refused rather than ignored.
-var http1Fields = map[protoreflect.Name]bootstrap.Support{}
+// (core.v3.Http1ProtocolOptions, read by HTTP1OptionsFromProto). send_fully_qualified_url is
+// about requests Legate sends, so it means nothing here, as in Envoy.
+var http1Fields = map[protoreflect.Name]bootstrap.Support{
+	"allow_absolute_url": bootstrap.Implemented, "accept_http_10": bootstrap.Implemented,
+	"default_host_for_http_10": bootstrap.Implemented, "header_key_format": bootstrap.Implemented,
+	"enable_trailers": bootstrap.Implemented, "allow_chunked_length": bootstrap.Implemented,
+	"send_fully_qualified_url": bootstrap.Implemented,
+}
 
 // auditHCM refuses the set fields of p that Legate does not implement (the first, in field
 // order) and returns the paths of those it ignores.

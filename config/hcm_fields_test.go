@@ -91,16 +91,16 @@ func TestHCMRefusedFields(t *testing.T) {
 			}
 		})
 	}
-	// http_protocol_options: the empty message loads; any of its options is refused.
+	// http_protocol_options: the options Legate implements load; the others are refused.
 	p := minimalHCM()
-	p.HttpProtocolOptions = &corev3.Http1ProtocolOptions{}
-	if _, err := HTTPConnectionManagerFromProto(p); err != nil {
-		t.Errorf("empty http_protocol_options: %v", err)
+	p.HttpProtocolOptions = &corev3.Http1ProtocolOptions{AcceptHttp_10: true}
+	if h, err := HTTPConnectionManagerFromProto(p); err != nil || !h.HTTP1.AcceptHTTP10 {
+		t.Errorf("accept_http_10: %v", err)
 	}
-	p.HttpProtocolOptions.AcceptHttp_10 = true
-	want := "http_protocol_options.accept_http_10: set; not implemented by Legate"
+	p.HttpProtocolOptions.AllowCustomMethods = true
+	want := "http_protocol_options.allow_custom_methods: set; not implemented by Legate"
 	if _, err := HTTPConnectionManagerFromProto(p); err == nil || !strings.HasSuffix(err.Error(), want) {
-		t.Errorf("accept_http_10 error = %v; want one ending in %q", err, want)
+		t.Errorf("allow_custom_methods error = %v; want one ending in %q", err, want)
 	}
 }
 

@@ -106,6 +106,8 @@ type HTTPConnectionManager struct {
 	MaxRequestsPerConnection uint32
 	// MaxHeadersCount is common_http_protocol_options.max_headers_count (default 100).
 	MaxHeadersCount uint32
+	// HTTP1 is http_protocol_options, the downstream HTTP/1 codec's options.
+	HTTP1 HTTP1Options
 	// MaxRequestHeadersKB is max_request_headers_kb (default 60).
 	MaxRequestHeadersKB uint32
 	// StreamIdleTimeout is stream_idle_timeout (default 5 min; 0 disables).
@@ -215,6 +217,11 @@ func HTTPConnectionManagerFromProto(p *hcmv3.HttpConnectionManager) (*HTTPConnec
 	if err := h.commonOptions(p.GetCommonHttpProtocolOptions()); err != nil {
 		return nil, err
 	}
+	h1, err := HTTP1OptionsFromProto(p.GetHttpProtocolOptions())
+	if err != nil {
+		return nil, bad("http_protocol_options.%v", err)
+	}
+	h.HTTP1 = h1
 	h2 := p.GetHttp2ProtocolOptions()
 	h.HTTP2MaxConcurrentStreams = u32Or(h2.GetMaxConcurrentStreams(), defaultH2MaxStreams)
 	h.HTTP2InitialStreamWindowSize = u32Or(h2.GetInitialStreamWindowSize(), defaultH2Window)

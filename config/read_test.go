@@ -34,7 +34,6 @@ var unreadFields = map[string]string{
 	"LoadAssignment.ClusterName":              "the cluster's own name is used (Envoy ignores it for static clusters too)",
 	"Cluster.Metadata":                        "filter metadata is read from the cluster proto",
 	"Cluster.TypedExtensionProtocolOptions":   "read through the cluster proto by the pools",
-	"Cluster.HTTP1Options":                    "every Http1ProtocolOptions field is refused until issue 17 item 4 implements them; the upstream HTTP/1.1 codec reads them here",
 	"CustomClusterType.Config":                "custom cluster types read the typed config from the proto",
 	"HTTPConnectionManager.Proto":             "kept for /config_dump, which dumps the listener",
 	"TCPProxy.Proto":                          "kept for /config_dump, which dumps the listener",

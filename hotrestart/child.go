@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -38,6 +39,11 @@ type Child struct {
 
 	mu sync.Mutex // guards c and each request/reply exchange
 	c  *conn      // nil once closed
+
+	// uc is c's socket, kept for Abort, which must not wait for mu (a request holds it
+	// while it waits for the parent); aborted makes every request after Abort fail.
+	uc      *net.UnixConn
+	aborted atomic.Bool
 }
 
 // Connect dials the parent's socket and performs the handshake. A parent
@@ -57,7 +63,12 @@ func Connect(ctx context.Context, cfg ChildConfig) (*Child, error) {
 		return nil, fmt.Errorf("%w for --restart-epoch %d at %s (is epoch %d running with --base-id %d, without --disable-hot-restart?): %v",
 			ErrNoParent, cfg.Epoch, name, cfg.Epoch-1, cfg.BaseID, err)
 	}
-	ch := &Child{cfg: cfg, c: &conn{uc: nc.(*net.UnixConn)}}
+	uc := nc.(*net.UnixConn)
+	ch := &Child{cfg: cfg, c: &conn{uc: uc}, uc: uc}
+	// A parent that accepts but does not answer must not hold the child past ctx (a SIGTERM
+	// while connecting): the handshake waits at most until then.
+	stop := context.AfterFunc(ctx, ch.Abort)
+	defer stop()
 	mine := newHello(cfg.Version, cfg.Protocol, cfg.Features, cfg.Build, cfg.BaseID, cfg.Epoch)
 	reply, err := ch.roundTrip(&message{Type: typeHello, Hello: mine}, typeHello)
 	if err != nil {
@@ -141,6 +152,14 @@ func (c *Child) Terminate() (Stats, error) {
 	return *m.msg.Stats, nil
 }
 
+// Abort ends the request waiting for the parent, if any, and fails every later one at once.
+// Unlike Close it does not wait for that request, so another goroutine (a signal's) can
+// call it. Close must still be called.
+func (c *Child) Abort() {
+	c.aborted.Store(true)
+	c.uc.SetDeadline(time.Unix(1, 0))
+}
+
 // Close closes the connection; the parent carries on as it was.
 func (c *Child) Close() error {
 	c.mu.Lock()
@@ -155,6 +174,9 @@ func (c *Child) Close() error {
 
 // errClosed is a request on a closed Child.
 var errClosed = errors.New("hot restart: connection to the parent is closed")
+
+// errAborted is a request on an aborted Child.
+var errAborted = errors.New("hot restart: connection to the parent aborted")
 
 // replyFiles is a reply and the descriptors that came with it.
 type replyFiles struct {
@@ -172,6 +194,9 @@ func (c *Child) request(m *message, want string, maxFiles int) (*replyFiles, err
 	}
 	// Real clock: a socket deadline, which the runtime poller compares with the system clock.
 	c.c.uc.SetDeadline(time.Now().Add(c.cfg.Timeout))
+	if c.aborted.Load() { // after the deadline is set, so that an Abort racing it wins
+		return nil, errAborted
+	}
 	defer func() {
 		if c.c != nil {
 			c.c.uc.SetDeadline(time.Time{})

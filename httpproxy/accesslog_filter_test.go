@@ -84,7 +84,9 @@ func TestAccessLogFilters(t *testing.T) {
 		fileLogYAML(debug, "%REQ(:PATH)% %REQ(X-DEBUG)%\n", "{header_filter: {header: {name: x-debug, string_match: {exact: 'yes'}}}}") +
 		fileLogYAML(grpc, "%REQ(:PATH)% %RESPONSE_CODE%\n", "{grpc_status_filter: {statuses: [NOT_FOUND, UNAVAILABLE]}}") +
 		fileLogYAML(failed, "%REQ(:PATH)%\n", "{and_filter: {filters: [{status_code_filter: {comparison: {op: GE, value: {default_value: 500, runtime_key: k}}}}, {not_health_check_filter: {}}]}}")
-	e := newEnv(t, envOptions{clusters: []string{staticCluster("web", "", up.Listener.Addr().String())}, hcm: hcm})
+	// The gRPC statuses come in HTTP/1 trailers, which Envoy's codec keeps only with
+	// enable_trailers.
+	e := newEnv(t, envOptions{clusters: []string{staticCluster("web", h1Trailers, up.Listener.Addr().String())}, hcm: hcm})
 	c := e.client()
 	c.Transport.(*http.Transport).MaxConnsPerHost = 1
 	requests := []struct {

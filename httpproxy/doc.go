@@ -24,8 +24,16 @@
 // buffer and with response HEADERS held up to 200 µs for the DATA that follows (h2wire.go), so
 // a response is one socket write instead of two. Upstream requests go through package pool,
 // which picks HTTP/1.1 or HTTP/2 per cluster. Trailers pass both ways: HTTP/2 trailing
-// HEADERS, and HTTP/1.1 chunked trailers to clients that sent "TE: trailers" (Envoy's default
-// drops them otherwise); request trailers reach HTTP/2 upstreams only.
+// HEADERS, and HTTP/1.1 chunked trailer sections where http_protocol_options.enable_trailers
+// allows them (the connection manager's for the client's side, the cluster's for the
+// upstream's); without it Envoy's HTTP/1 codec drops them, and so does Legate.
+//
+// The connection manager's http_protocol_options (config.HTTP1Options) also decide which
+// HTTP/1 requests are served (http1.go, refusal: accept_http_10, default_host_for_http_10,
+// allow_absolute_url, allow_chunked_length) and how response header names are spelled
+// (header_key_format: lower case by default, as Envoy; proper case; or, with preserve_case,
+// the client's spelling for the upstream request and the upstream's for the response when
+// the cluster preserves case too).
 //
 // Responses stream: a body is forwarded as it arrives, the HTTP/1 writer flushing whenever
 // the next upstream read may wait (pool.Response.BodyReady), while a body already buffered

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"unsafe"
 
+	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/http1"
 	"github.com/legateproxy/legate/stats"
 )
@@ -120,18 +121,27 @@ const (
 
 // parseHead parses a request head (as returned by nextHead, copied to stable memory) and
 // fills h with its end-to-end fields. Header values are substrings of s; vals is per-stream
-// storage for one-value slices, so that the common case does not allocate.
-func parseHead(s string, h http.Header, vals *[]string, maxHeaders int) (http1.RequestHead, error) {
-	rh, err := http1.ParseRequestHead(s, maxHeaders, func(name, value string) {
+// storage for one-value slices, so that the common case does not allocate. o are the
+// connection manager's HTTP/1 options; with preserve_case, names receives each field name
+// as the client spelled it.
+func parseHead(s string, h http.Header, vals *[]string, maxHeaders int, o *config.HTTP1Options, names *[]string) (http1.RequestHead, error) {
+	spell := o.HeaderCase == config.HeaderCasePreserve
+	rh, err := http1.ParseRequestHead(s, maxHeaders, o.AllowChunkedLength, func(name, value string) {
 		switch key := canonicalKey(name); key {
 		case hdrKeepAlive, hdrProxyConnection:
 			// hop-by-hop: not forwarded
 		default:
 			addValue(h, vals, key, value)
+			if spell {
+				*names = append(*names, name)
+			}
 		}
 	})
 	if err != nil {
 		return rh, err
+	}
+	if rh.Framing.Mode == http1.Chunked {
+		delete(h, hdrContentLength) // allow_chunked_length: chunked wins, as in Envoy
 	}
 	for c := rh.Connection; c != ""; {
 		var tok string
@@ -141,6 +151,29 @@ func parseHead(s string, h http.Header, vals *[]string, maxHeaders int) (http1.R
 		}
 	}
 	return rh, nil
+}
+
+// refusal is why the connection manager's HTTP/1 options refuse a parsed request, in
+// Envoy's order: the codec's version check (426, closing the connection), then the
+// connection manager's host and path checks. It fills in default_host_for_http_10.
+func refusal(rh *http1.RequestHead, o *config.HTTP1Options) (status int, details string) {
+	if rh.Minor == 0 {
+		if !o.AcceptHTTP10 {
+			return http.StatusUpgradeRequired, "low_version"
+		}
+		if !rh.HasHost && o.DefaultHostForHTTP10 != "" {
+			rh.Host, rh.HasHost = o.DefaultHostForHTTP10, true
+		}
+	}
+	switch {
+	case !rh.HasHost:
+		return http.StatusBadRequest, "missing_host_header"
+	case rh.Absolute && rh.Method != http.MethodConnect && o.NoAbsoluteURL:
+		// Without allow_absolute_url Envoy keeps the whole target as the path, which is not
+		// relative.
+		return http.StatusNotFound, "absolute_path"
+	}
+	return 0, ""
 }
 
 // addValue appends value to h[key] without allocating for the first value.

@@ -172,7 +172,7 @@ func TestCodecErrors(t *testing.T) {
 		{"unknown transfer coding", "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", "501"},
 		{"head too large", "GET / HTTP/1.1\r\nHost: x\r\nBig: " + strings.Repeat("a", 70<<10) + "\r\n\r\n", "431"},
 		{"valid chunked post", "POST /p HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", "200"},
-		{"http/1.0", "GET /old HTTP/1.0\r\n\r\n", "200"},
+		{"http/1.0 without accept_http_10", "GET /old HTTP/1.0\r\n\r\n", "426"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

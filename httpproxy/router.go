@@ -116,6 +116,28 @@ func (s *stream) upstreamRequest(m *route.Match) http.Header {
 	return hd
 }
 
+// spellRequest gives the upstream request's names the spelling the client used when the
+// connection manager's preserve_case formatter recorded it (Envoy's formatter travels with
+// the request headers to the upstream codec); the names Legate added are spelled in the
+// formatter's case for them.
+func (s *stream) spellRequest() {
+	o := &s.h.cfg.HTTP1
+	s.up.Spelled = o.HeaderCase == config.HeaderCasePreserve && s.sc != nil
+	if !s.up.Spelled {
+		return
+	}
+	s.up.OthersCase = o.PreserveOthers
+	var buf [64]byte
+	for i := range s.up.Header {
+		f := &s.up.Header[i]
+		if n, ok := spelling(s.reqNames, f.Name); ok {
+			f.Name = n
+		} else {
+			f.Name = s.arenaString(config.AppendName(buf[:0], f.Name, o.PreserveOthers))
+		}
+	}
+}
+
 // forward sends the request to the cluster, retrying as the route's retry policy allows, and
 // streams the response back.
 func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
@@ -147,6 +169,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	s.up.Path = s.outPath
 	s.up.Host = s.outAuthority
 	s.up.Header = pool.AppendHTTPHeader(s.up.Header[:0], hd)
+	s.spellRequest()
 	s.up.Body = s.body
 	s.up.ContentLength = s.contentLength
 	s.up.Priority = config.PriorityDefault
@@ -154,6 +177,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		s.up.Priority = config.PriorityHigh
 	}
 	s.up.HTTP2 = s.h2w != nil
+	s.up.Scheme = s.req.Scheme
 	s.up.Trailer, s.up.Downstream, s.up.InterruptBody = nil, nil, nil
 	if s.body != nil {
 		s.up.InterruptBody = s.interruptBody
@@ -762,11 +786,18 @@ func skipResponseHeader(k string) bool {
 func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, h *host.Host) {
 	resp := &s.upResp
 	clear(s.resp)
+	if hc := c.Config().HTTP1; hc.HeaderCase == config.HeaderCasePreserve && !resp.HTTP2 {
+		s.respSpelled, s.respOthers = true, hc.PreserveOthers
+	}
 	for i := range resp.Header {
 		f := &resp.Header[i]
-		k := canonicalKey(s.arenaString(f.Name))
+		name := s.arenaString(f.Name)
+		k := canonicalKey(name)
 		if skipResponseHeader(k) {
 			continue
+		}
+		if s.respSpelled {
+			s.respNames = append(s.respNames, name)
 		}
 		v := s.arenaString(f.Value)
 		if old, ok := s.resp[k]; ok {
@@ -824,14 +855,13 @@ func (s *stream) responseCut(c *cluster.Cluster, h *host.Host) {
 
 // sendTrailers forwards the upstream response's trailers (gRPC's grpc-status and
 // grpc-message): in a trailing HEADERS frame on HTTP/2, and in the chunked trailer section on
-// HTTP/1.1 when the client sent "TE: trailers". Other HTTP/1 responses go without them, as
-// Envoy's HTTP/1 codec drops trailers unless enable_trailers is set. Filters and the access
-// log (%TRAILER(...)%) see them either way.
+// HTTP/1.1 when the connection manager's enable_trailers is set (Envoy's HTTP/1 codec drops
+// them otherwise). Filters and the access log (%TRAILER(...)%) see them either way.
 func (s *stream) sendTrailers(fields []pool.RawField) {
 	if s.respTrailers == nil {
 		s.respTrailers = make(http.Header, len(fields))
 	}
-	h1 := s.h2w == nil && s.hw.chunked && !s.hw.noBody && s.teTrailers
+	h1 := s.h2w == nil && s.hw.chunked && !s.hw.noBody && s.h.cfg.HTTP1.EnableTrailers
 	for i := range fields {
 		f := &fields[i]
 		k := canonicalKey(s.arenaString(f.Name))
@@ -846,7 +876,7 @@ func (s *stream) sendTrailers(fields []pool.RawField) {
 			tk := http.TrailerPrefix + k
 			s.resp[tk] = append(s.resp[tk], v)
 		case h1:
-			s.hw.trailer = appendLowerKey(s.hw.trailer, k)
+			s.hw.trailer = s.appendRespName(s.hw.trailer, k)
 			s.hw.trailer = append(s.hw.trailer, ": "...)
 			s.hw.trailer = append(s.hw.trailer, v...)
 			s.hw.trailer = append(s.hw.trailer, '\r', '\n')

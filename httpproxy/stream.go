@@ -146,10 +146,22 @@ type stream struct {
 	respObserved observedBody      // wraps the upstream response body (ResponseBody, read errors)
 	trailersOut  bool              // RequestTrailers was reported
 	trailers     http.Header       // HTTP/1 request trailers (chunked trailer section)
-	teTrailers   bool              // the HTTP/1 request has "TE: trailers"
 	respTrailers http.Header       // the upstream response's trailers; made on first use
 	keepTrailer  func(line []byte) // s.addTrailer, made once
 	h2req        *http.Request     // the HTTP/2 request, whose Trailer http2 fills at the body's end
+
+	// Header names as their sender spelled them, kept under a preserve_case formatter:
+	// reqNames those of an HTTP/1 request (the connection manager's), respNames those of an
+	// HTTP/1 upstream response (the cluster's) when respSpelled; names without a recorded
+	// spelling are written in respOthers case (formatter_type_on_envoy_headers).
+	reqNames    []string
+	respNames   []string
+	respSpelled bool
+	respOthers  config.HeaderCase
+	// reject is the status the connection manager's HTTP/1 options answer the request with
+	// (426, 400, 404; see refusal), rejectDetails its response code details; 0 for none.
+	reject        int
+	rejectDetails string
 
 	// Upgrades (upgrade.go).
 	upgrade   string // the upgrade the request asks for ("websocket", "CONNECT"); "" for none
@@ -214,7 +226,8 @@ func (s *stream) begin(h *Handler) {
 	s.bodyBuf, s.bodyBuffered = s.bodyBuf[:0], false
 	s.setCookies = s.setCookies[:0]
 	s.trailersOut = false
-	s.teTrailers = false
+	s.reqNames, s.respNames, s.respSpelled = s.reqNames[:0], s.respNames[:0], false
+	s.reject, s.rejectDetails = 0, ""
 	s.upgrade, s.upgrading, s.tunnel = "", false, false
 	s.idle.d = 0
 	s.idle.fired.Store(false)
@@ -234,16 +247,20 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 	s.drain = sc
 	s.arena = append(s.arena, head...)
 	clear(s.hdr)
-	rh, err := parseHead(bytesString(s.arena), s.hdr, &s.vals, int(h.cfg.MaxHeadersCount))
+	rh, err := parseHead(bytesString(s.arena), s.hdr, &s.vals, int(h.cfg.MaxHeadersCount), &h.cfg.HTTP1, &s.reqNames)
 	if err != nil {
 		sc.headError(err)
 		return false
 	}
+	s.reject, s.rejectDetails = refusal(&rh, &h.cfg.HTTP1)
 	s.minor = rh.Minor
 	s.upgrade = upgradeType(&rh)
 	s.proto = "HTTP/1.1"
 	if rh.Minor == 0 {
 		s.proto = "HTTP/1.0"
+	}
+	if s.reject == http.StatusUpgradeRequired {
+		s.minor = 1 // Envoy answers in HTTP/1.1 when it does not accept HTTP/1.0
 	}
 	s.head = rh.Method == http.MethodHead
 	s.req = route.Request{Authority: rh.Host, Path: rh.Target, Method: rh.Method, Scheme: "http", Header: s.hdr, Random: rand.Uint64()}
@@ -251,18 +268,19 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 		s.req.Scheme = "https"
 	}
 	s.ctx.setup(h.sh.deps.Now, nil)
-	s.teTrailers = rh.TETrailers
 	s.hbody.reset(&sc.rd, rh.Framing)
 	switch rh.Framing.Mode {
 	case http1.Chunked:
 		s.body, s.contentLength = &s.hbody, -1
-		s.hbody.trailer = s.keepTrailer // forwarded to HTTP/2 upstreams
+		if h.cfg.HTTP1.EnableTrailers { // Envoy's HTTP/1 codec drops them otherwise
+			s.hbody.trailer = s.keepTrailer
+		}
 	case http1.Length:
 		s.body, s.contentLength = &s.hbody, rh.Framing.Length
 	default:
 		s.body, s.contentLength = nil, 0
 	}
-	s.closeConn = rh.Close
+	s.closeConn = rh.Close || s.reject == http.StatusUpgradeRequired // a codec error in Envoy
 	s.hw = h1writer{conn: sc.nc, buf: s.wbuf[:0], tx: &h.stats.DownstreamCxTxBytesTotal}
 	if s.body != nil {
 		// request_timeout bounds the waits for request body bytes; stream_idle_timeout
@@ -355,6 +373,10 @@ func (s *stream) process() {
 		s.shedRequest()
 		routed, filters = false, nil
 	}
+	if s.reject != 0 && routed {
+		s.refuse()
+		routed, filters = false, nil
+	}
 	if len(filters) > 0 && h.disablesFilters() {
 		// Envoy has the route before the filters run, and skips those it disables.
 		s.skip = h.route(&s.req)
@@ -409,6 +431,20 @@ func (s *stream) Connection() filter.Connection {
 		c.TLS = &info.State
 	}
 	return c
+}
+
+// refuse answers a request the connection manager's HTTP/1 options refuse, before any filter
+// sees it, as Envoy's codec and connection manager do.
+func (s *stream) refuse() {
+	var body []byte
+	switch s.reject {
+	case http.StatusUpgradeRequired:
+		body = []byte(http.StatusText(s.reject)) // Envoy's codec errors name their status
+	case http.StatusNotFound:
+		s.h.stats.DownstreamRqNonRelativePath.Inc()
+	}
+	s.details = s.rejectDetails
+	s.localReply(s.reject, body, nil)
 }
 
 // shedRequest answers a new request with 503 while the overload action
@@ -624,6 +660,7 @@ func (s *stream) localReply(status int, body []byte, m *route.Match) {
 	keep := s.resp[hdrOverloaded]
 	loc := s.resp[hdrLocation]
 	clear(s.resp)
+	s.respSpelled = false
 	if keep != nil {
 		s.resp[hdrOverloaded] = keep
 	}
@@ -700,30 +737,34 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 	w.buf = appendStatusLine(w.buf, max(s.minor, 0), status)
 	for k, vs := range s.resp {
 		for _, v := range vs {
-			w.buf = appendLowerKey(w.buf, k)
+			w.buf = s.appendRespName(w.buf, k)
 			w.buf = append(w.buf, ": "...)
 			w.buf = append(w.buf, v...)
 			w.buf = append(w.buf, '\r', '\n')
 		}
 	}
+	own := s.respCase()
 	switch {
 	case status < 200 || status == http.StatusNoContent:
 	case s.tunnel: // the tunnel's bytes follow the head unframed
 	case contentLength >= 0:
-		w.buf = append(w.buf, "content-length: "...)
+		w.buf = config.AppendName(w.buf, "content-length", own)
+		w.buf = append(w.buf, ": "...)
 		w.buf = strconv.AppendInt(w.buf, contentLength, 10)
 		w.buf = append(w.buf, '\r', '\n')
 	case s.minor == 0:
 		s.closeConn = true // the body ends when the connection closes
 	case !w.noBody:
 		w.chunked = true
-		w.buf = append(w.buf, "transfer-encoding: chunked\r\n"...)
+		w.buf = config.AppendName(w.buf, "transfer-encoding", own)
+		w.buf = append(w.buf, ": chunked\r\n"...)
 	}
 	if !s.closeConn && !s.tunnel && s.bodyLeftUndrained() {
 		s.closeConn = true
 	}
 	if s.closeConn && !s.tunnel {
-		w.buf = append(w.buf, "connection: close\r\n"...)
+		w.buf = config.AppendName(w.buf, "connection", own)
+		w.buf = append(w.buf, ": close\r\n"...)
 	}
 	w.buf = append(w.buf, '\r', '\n')
 }
@@ -764,6 +805,36 @@ func (s *stream) sendHeadH2(status int, contentLength int64) {
 		s.setRespHeader("Content-Length", strconv.FormatInt(contentLength, 10))
 	}
 	s.h2w.WriteHeader(status)
+}
+
+// respCase is the case of the HTTP/1 response's names that have no recorded spelling: the
+// upstream's preserve_case formatter travels with the response it read (as in Envoy), else
+// the connection manager's header_key_format applies.
+func (s *stream) respCase() config.HeaderCase {
+	if s.respSpelled {
+		return s.respOthers
+	}
+	return s.h.cfg.HTTP1.StatelessCase()
+}
+
+// appendRespName appends a response header name as the downstream HTTP/1 codec writes it.
+func (s *stream) appendRespName(dst []byte, k string) []byte {
+	if s.respSpelled {
+		if n, ok := spelling(s.respNames, k); ok {
+			return append(dst, n...)
+		}
+	}
+	return config.AppendName(dst, k, s.respCase())
+}
+
+// spelling finds how a recorded name list spells k.
+func spelling(names []string, k string) (string, bool) {
+	for _, n := range names {
+		if len(n) == len(k) && http1.EqualFold(n, k) {
+			return n, true
+		}
+	}
+	return "", false
 }
 
 // appendLowerKey appends a header name in lower case, as Envoy's HTTP/1 codec writes them.
@@ -916,7 +987,7 @@ func (s *stream) openFilterStream(sf filter.StreamFilter) {
 	}
 	s.reqObserved = observedBody{r: s.body, s: s}
 	s.body = &s.reqObserved
-	if s.sc != nil {
+	if s.sc != nil && s.h.cfg.HTTP1.EnableTrailers {
 		s.hbody.trailer = s.keepTrailer
 	}
 }

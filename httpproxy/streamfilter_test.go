@@ -162,6 +162,7 @@ func buildHandler(t testing.TB, e *env, filters *filter.Registry, pb *hcmv3.Http
 // recordingHCM routes /local to a direct response and everything else to cluster web, with
 // the recording filter before the router.
 const recordingHCM = `stat_prefix: filters
+http_protocol_options: {enable_trailers: true}
 route_config:
   virtual_hosts:
   - name: all

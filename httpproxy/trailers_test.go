@@ -107,13 +107,18 @@ func TestGRPCThroughProxy(t *testing.T) {
 
 // bothProtocolsEnv is a proxy in front of one upstream serving h over HTTP/1.1 and
 // prior-knowledge HTTP/2: paths under /h1 go to cluster "h1" (HTTP/1.1), the rest to "h2".
+// Both the connection manager and the HTTP/1 cluster set enable_trailers, without which
+// Envoy's HTTP/1 codec drops trailers (TestHTTP1TrailersNeedEnableTrailers).
 func bothProtocolsEnv(t *testing.T, h http.Handler) *env {
 	addr := serveBothProtocols(t, h).Listener.Addr().String()
 	return newEnv(t, envOptions{
-		clusters: []string{staticCluster("h2", h2ClusterOptions, addr), staticCluster("h1", "", addr)},
-		hcm:      twoRouteHCM("/h1", "h1", "h2", ""),
+		clusters: []string{staticCluster("h2", h2ClusterOptions, addr), staticCluster("h1", h1Trailers, addr)},
+		hcm:      twoRouteHCM("/h1", "h1", "h2", "http_protocol_options: {enable_trailers: true}"),
 	})
 }
+
+// h1Trailers is the cluster option that keeps HTTP/1 trailers both ways.
+const h1Trailers = "http_protocol_options: {enable_trailers: true}"
 
 // trailerEcho answers every request with a streamed body and trailers: x-result, and
 // x-seen-<name> for each request trailer it received.
@@ -196,10 +201,10 @@ func TestResponseTrailersHTTP2(t *testing.T) {
 	}
 }
 
-// TestResponseTrailersHTTP1 checks the chunked trailer section an HTTP/1.1 client gets: the
-// upstream's trailers when it sent "TE: trailers", none otherwise (Envoy's HTTP/1 codec
-// drops trailers), and that chunked request trailers reach an HTTP/2 upstream (not an HTTP/1.1
-// one: Envoy sends none there without enable_trailers).
+// TestResponseTrailersHTTP1 checks the chunked trailer section an HTTP/1.1 client gets with
+// enable_trailers on both sides: the upstream's trailers, whether or not the client sent
+// "TE: trailers" (Envoy's codec does not look at TE), and that chunked request trailers reach
+// both kinds of upstream.
 func TestResponseTrailersHTTP1(t *testing.T) {
 	e := bothProtocolsEnv(t, trailerEcho())
 	tests := []struct {
@@ -210,13 +215,12 @@ func TestResponseTrailersHTTP1(t *testing.T) {
 		want  string // the response's chunked trailer section
 	}{
 		{name: "te trailers", path: "/h2", extra: "TE: trailers\r\n", body: "4\r\nbody\r\n0\r\n\r\n", want: "x-result: done\r\n"},
-		{name: "no te", path: "/h2", body: "4\r\nbody\r\n0\r\n\r\n", want: ""},
+		{name: "no te", path: "/h2", body: "4\r\nbody\r\n0\r\n\r\n", want: "x-result: done\r\n"},
 		{name: "request trailers forwarded", path: "/h2", extra: "TE: trailers\r\nTrailer: checksum\r\n",
 			body: "4\r\nbody\r\n0\r\nChecksum: abc\r\n\r\n", want: "x-result: done\r\nx-seen-checksum: abc\r\n"},
 		{name: "http1 upstream, te trailers", path: "/h1", extra: "TE: trailers\r\n", body: "4\r\nbody\r\n0\r\n\r\n", want: "x-result: done\r\n"},
-		// Envoy's HTTP/1 codec sends no trailers upstream without enable_trailers.
-		{name: "http1 upstream gets no request trailers", path: "/h1", extra: "TE: trailers\r\n",
-			body: "4\r\nbody\r\n0\r\nChecksum: abc\r\n\r\n", want: "x-result: done\r\n"},
+		{name: "http1 upstream gets request trailers", path: "/h1",
+			body: "4\r\nbody\r\n0\r\nChecksum: abc\r\n\r\n", want: "x-result: done\r\nx-seen-checksum: abc\r\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -248,4 +252,49 @@ func TestResponseTrailersHTTP1(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHTTP1TrailersNeedEnableTrailers: without enable_trailers, Envoy's HTTP/1 codec drops
+// trailers both ways: a chunked request's trailer section reaches no upstream (HTTP/1.1 or
+// HTTP/2), an HTTP/1.1 client gets no trailer section even with "TE: trailers", and an
+// HTTP/1.1 upstream's trailers are not read (an HTTP/2 client gets none from it).
+func TestHTTP1TrailersNeedEnableTrailers(t *testing.T) {
+	addr := serveBothProtocols(t, trailerEcho()).Listener.Addr().String()
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("h2", h2ClusterOptions, addr), staticCluster("h1", "", addr)},
+		hcm:      twoRouteHCM("/h1", "h1", "h2", ""),
+	})
+	for _, path := range []string{"/h1", "/h2"} {
+		t.Run("http1 client to "+path, func(t *testing.T) {
+			c, err := net.Dial("tcp", e.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nTE: trailers\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n0\r\nChecksum: abc\r\n\r\n", path)
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if b, err := io.ReadAll(resp.Body); err != nil || string(b) != "body" {
+				t.Fatalf("body = %q, %v; want \"body\"", b, err)
+			}
+			if len(resp.Trailer) != 0 {
+				t.Errorf("trailers = %v; want none", resp.Trailer)
+			}
+		})
+	}
+	t.Run("http2 client to an http1 upstream", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+e.addr+"/h1", strings.NewReader("body"))
+		resp, err := h2cClient(t).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		io.ReadAll(resp.Body)
+		if got := resp.Trailer.Get("X-Result"); got != "" {
+			t.Errorf("x-result trailer = %q; want none (the HTTP/1 upstream's trailers are not read)", got)
+		}
+	})
 }

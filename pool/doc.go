@@ -10,7 +10,11 @@
 // max_stream_duration on exchanges), choose the protocol as the typed upstream
 // HttpProtocolOptions say (explicit, the downstream's, or auto_config: what TLS ALPN
 // negotiates, per connection), bound what an HTTP/2 response may buffer by
-// per_connection_buffer_limit_bytes (the stream's receive window), and count the cluster's
+// per_connection_buffer_limit_bytes (the stream's receive window), write and read HTTP/1.1
+// as the cluster's Http1ProtocolOptions say (config.HTTP1Options: header names in lower
+// case unless header_key_format, or as the downstream spelled them under its preserve_case;
+// trailers only with enable_trailers; allow_chunked_length; send_fully_qualified_url), and
+// count the cluster's
 // upstream_cx_*/upstream_rq_* stats and the per-host stats /clusters prints. A Registry owns
 // one Manager per active cluster.
 //

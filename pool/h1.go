@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/legateproxy/legate/breaker"
+	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/http1"
 )
 
@@ -456,7 +457,7 @@ func (c *h1conn) exchange(ctx context.Context, req *Request, resp *Response) (st
 	}
 	c.early = false
 	rx := c.uc.rx
-	if err := writeRequestHead(c.bw, req, c.uc.hp.host.Address()); err != nil {
+	if err := writeRequestHead(c.bw, req, c.uc.hp.host.Address(), c.opts()); err != nil {
 		return false, err
 	}
 	if hasBody(req) {
@@ -495,7 +496,7 @@ func (c *h1conn) exchangeBody(ctx context.Context, req *Request, resp *Response,
 	}
 	c.sending = *req
 	c.sending.Body = &c.reqBody
-	werr := writeRequestBody(c.bw, &c.sending, c.scratch)
+	werr := writeRequestBody(c.bw, &c.sending, c.scratch, c.opts())
 	if werr == nil {
 		werr = c.bw.Flush()
 	}
@@ -535,10 +536,17 @@ func (c *h1conn) readHeadWhileSending() {
 	c.head <- err
 }
 
+// opts are the cluster's HTTP/1 codec options.
+func (c *h1conn) opts() *config.HTTP1Options { return &c.uc.hp.m.cfg.HTTP1 }
+
 // startBody makes resp.Body read the response body that f frames.
 func (c *h1conn) startBody(f http1.Framing, resp *Response) {
 	c.keepAlive = !f.Close && !c.early
-	c.body.reset(c.br, f, resp)
+	trailers := resp
+	if !c.opts().EnableTrailers {
+		trailers = nil // Envoy's HTTP/1 codec drops a response's trailers without enable_trailers
+	}
+	c.body.reset(c.br, f, trailers)
 	resp.Body = &c.body
 }
 

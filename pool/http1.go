@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/http1"
 )
 
@@ -15,8 +16,13 @@ import (
 const maxHeaders = 100
 
 // headLimits bound a response head: its number of fields (max_headers_count) and the bytes
-// of its status line and fields (max_response_headers_kb).
-type headLimits struct{ fields, bytes int }
+// of its status line and fields (max_response_headers_kb). chunkedLength is the cluster's
+// allow_chunked_length: a head with both Transfer-Encoding and Content-Length is read as
+// chunked rather than refused.
+type headLimits struct {
+	fields, bytes int
+	chunkedLength bool
+}
 
 // defaultHeadLimits are Envoy's defaults.
 var defaultHeadLimits = headLimits{fields: maxHeaders, bytes: 60 << 10}
@@ -37,8 +43,10 @@ var ErrRequestLine = errors.New("request cannot be written as HTTP/1")
 // writeRequestHead writes the request line and headers with the framing headers the codec
 // chooses, ending with the empty line. Nothing is flushed. It is the last line of defence
 // against request-line injection from an HTTP/2 downstream: a method that is not a token, or
-// a path or host that could split the line, is refused before a byte is written.
-func writeRequestHead(bw *bufio.Writer, req *Request, authority string) error {
+// a path or host that could split the line, is refused before a byte is written. o is the
+// cluster's HTTP/1 codec options: header_key_format spells the names (unless the request's
+// own names are Spelled), send_fully_qualified_url makes the target absolute.
+func writeRequestHead(bw *bufio.Writer, req *Request, authority string, o *config.HTTP1Options) error {
 	path, host := req.Path, req.Host
 	if path == "" {
 		path = "/"
@@ -51,30 +59,60 @@ func writeRequestHead(bw *bufio.Writer, req *Request, authority string) error {
 	}
 	bw.WriteString(req.Method)
 	bw.WriteByte(' ')
+	if o.SendFullyQualifiedURL && req.Method != "CONNECT" {
+		bw.WriteString(req.scheme())
+		bw.WriteString("://")
+		bw.WriteString(host)
+	}
 	bw.WriteString(path)
-	bw.WriteString(" HTTP/1.1\r\nHost: ")
-	bw.WriteString(host)
-	bw.WriteString("\r\n")
+	bw.WriteString(" HTTP/1.1\r\n")
+	nc := namer{c: o.StatelessCase()}
+	if req.Spelled {
+		nc = namer{spelled: true, c: req.OthersCase}
+	}
+	if req.Spelled && req.HostName != "" {
+		nc.field(bw, req.HostName, host, true)
+	} else {
+		nc.field(bw, "host", host, false)
+	}
 	for i := range req.Header {
 		f := &req.Header[i]
 		if isFramingHeader(f.Name) {
 			continue
 		}
-		bw.WriteString(f.Name)
-		bw.WriteString(": ")
-		bw.WriteString(f.Value)
-		bw.WriteString("\r\n")
+		nc.field(bw, f.Name, f.Value, true)
 	}
 	switch {
 	case req.Body != nil && req.ContentLength < 0:
-		bw.WriteString("Transfer-Encoding: chunked\r\n")
+		nc.field(bw, "transfer-encoding", "chunked", false)
 	case req.ContentLength > 0 || (req.ContentLength == 0 && methodExpectsBody(req.Method)):
-		bw.WriteString("Content-Length: ")
+		nc.field(bw, "content-length", "", false)
 		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), max(req.ContentLength, 0), 10))
 		bw.WriteString("\r\n")
 	}
 	bw.WriteString("\r\n")
 	return nil
+}
+
+// namer writes header names in the case an HTTP/1 codec is configured for.
+type namer struct {
+	spelled bool // the names the request carries were spelled by the downstream's formatter
+	c       config.HeaderCase
+}
+
+// field writes "name: value", and the line end when value is not empty. given is set for a
+// name the request carries, rather than one the codec adds.
+func (n namer) field(bw *bufio.Writer, name, value string, given bool) {
+	if n.spelled && given {
+		bw.WriteString(name)
+	} else {
+		bw.Write(config.AppendName(bw.AvailableBuffer(), name, n.c))
+	}
+	bw.WriteString(": ")
+	if value != "" {
+		bw.WriteString(value)
+		bw.WriteString("\r\n")
+	}
 }
 
 // isFramingHeader reports whether name is Content-Length or Transfer-Encoding, or a
@@ -95,11 +133,12 @@ func isFramingHeader(name string) bool {
 // user agents do for these methods.
 func methodExpectsBody(m string) bool { return m == "POST" || m == "PUT" || m == "PATCH" }
 
-// writeRequestBody writes req.Body after the head: exactly ContentLength bytes, or chunks.
+// writeRequestBody writes req.Body after the head: exactly ContentLength bytes, or chunks
+// (ending with req.Trailer when o enables trailers).
 // scratch is a per-connection buffer for chunked bodies. What a read gave goes out before the
 // next read, which may wait for the client: bytes held back would stall an upstream that
 // answers on what it has (the head and the first bytes still leave in one write).
-func writeRequestBody(bw *bufio.Writer, req *Request, scratch []byte) error {
+func writeRequestBody(bw *bufio.Writer, req *Request, scratch []byte, o *config.HTTP1Options) error {
 	if req.Body == nil {
 		return nil
 	}
@@ -141,13 +180,33 @@ func writeRequestBody(bw *bufio.Writer, req *Request, scratch []byte) error {
 			bw.WriteString(http1.CRLF)
 		}
 		if err == io.EOF {
-			_, err = bw.Write(http1.AppendLastChunk(bw.AvailableBuffer(), nil))
-			return err
+			return writeLastChunk(bw, req, o)
 		}
 		if err != nil {
 			return err
 		}
 	}
+}
+
+// writeLastChunk ends a chunked request body, with its trailers when o enables them (Envoy's
+// HTTP/1 codec drops them otherwise).
+func writeLastChunk(bw *bufio.Writer, req *Request, o *config.HTTP1Options) error {
+	bw.WriteString(http1.LastChunk)
+	if o.EnableTrailers {
+		nc := namer{c: o.StatelessCase()}
+		for k, vs := range req.Trailer {
+			if !http1.ValidToken(k) || isFramingHeader(k) {
+				continue
+			}
+			for _, v := range vs {
+				if http1.ValidValue(v) {
+					nc.field(bw, k, v, false)
+				}
+			}
+		}
+	}
+	_, err := bw.WriteString(http1.CRLF)
+	return err
 }
 
 // readResponseHead parses the status line and headers into resp, skipping interim (1xx)
@@ -206,6 +265,11 @@ func readOneHead(br *bufio.Reader, resp *Response, head bool, lim headLimits) (h
 		// forward over themselves, which append handles as a memmove.
 		resp.addField(name, value)
 	}
+	if fields.ChunkedWithLength() && !lim.chunkedLength {
+		// Envoy refuses a message with both unless allow_chunked_length (RFC 9112 §6.3 calls
+		// it a possible response-splitting attempt).
+		return http1.Framing{}, protocolError("both Transfer-Encoding and Content-Length")
+	}
 	f := fields.Response(resp.StatusCode, resp.ProtoMinor, head)
 	if f.Mode == http1.Length || f.Mode == http1.None {
 		resp.ContentLength = fields.Length()
@@ -261,7 +325,7 @@ type body struct {
 	done      bool
 	err       error
 	readBytes int64
-	resp      *Response // receives the chunked trailer section; may be nil
+	resp      *Response // receives the chunked trailer section (with enable_trailers); may be nil
 	trailer   func([]byte)
 	fields    int // trailer fields kept
 }

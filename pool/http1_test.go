@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/http1"
 )
 
@@ -154,40 +155,85 @@ func TestReadResponseErrors(t *testing.T) {
 }
 
 func TestWriteRequest(t *testing.T) {
+	proper := &config.HTTP1Options{HeaderCase: config.HeaderCaseProper}
+	preserve := &config.HTTP1Options{HeaderCase: config.HeaderCasePreserve}
 	tests := []struct {
 		name string
 		req  Request
+		opts *config.HTTP1Options
 		want string
 	}{
 		{
 			name: "GET",
 			req:  Request{Method: "GET", Path: "/a?b", Host: "h", Header: []Field{{"X", "1"}, {"content-length", "9"}, {"Host", "other"}}},
-			want: "GET /a?b HTTP/1.1\r\nHost: h\r\nX: 1\r\n\r\n",
+			want: "GET /a?b HTTP/1.1\r\nhost: h\r\nx: 1\r\n\r\n",
 		},
 		{
 			name: "POST without body",
 			req:  Request{Method: "POST", Path: "/"},
-			want: "POST / HTTP/1.1\r\nHost: 10.0.0.1:80\r\nContent-Length: 0\r\n\r\n",
+			want: "POST / HTTP/1.1\r\nhost: 10.0.0.1:80\r\ncontent-length: 0\r\n\r\n",
 		},
 		{
 			name: "content-length body",
 			req:  Request{Method: "PUT", Path: "/", Host: "h", Body: strings.NewReader("hello"), ContentLength: 5},
-			want: "PUT / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello",
+			want: "PUT / HTTP/1.1\r\nhost: h\r\ncontent-length: 5\r\n\r\nhello",
 		},
 		{
 			name: "chunked body",
 			req:  Request{Method: "POST", Path: "/", Host: "h", Body: iotest.OneByteReader(strings.NewReader("ab")), ContentLength: -1},
-			want: "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n1\r\nb\r\n0\r\n\r\n",
+			want: "POST / HTTP/1.1\r\nhost: h\r\ntransfer-encoding: chunked\r\n\r\n1\r\na\r\n1\r\nb\r\n0\r\n\r\n",
+		},
+		{
+			name: "chunked body without enable_trailers drops the trailers",
+			req: Request{Method: "POST", Path: "/", Host: "h", Body: strings.NewReader("ab"), ContentLength: -1,
+				Trailer: map[string][]string{"Checksum": {"x"}}},
+			want: "POST / HTTP/1.1\r\nhost: h\r\ntransfer-encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n",
+		},
+		{
+			name: "enable_trailers",
+			req: Request{Method: "POST", Path: "/", Host: "h", Body: strings.NewReader("ab"), ContentLength: -1,
+				Trailer: map[string][]string{"Checksum": {"x"}, "Content-Length": {"1"}}},
+			opts: &config.HTTP1Options{EnableTrailers: true},
+			want: "POST / HTTP/1.1\r\nhost: h\r\ntransfer-encoding: chunked\r\n\r\n2\r\nab\r\n0\r\nchecksum: x\r\n\r\n",
+		},
+		{
+			name: "proper_case_words",
+			req:  Request{Method: "PUT", Path: "/", Host: "h", Header: []Field{{"X-Foo_bar", "1"}, {"x-9abc.def", "2"}}, Body: strings.NewReader("hello"), ContentLength: 5},
+			opts: proper,
+			want: "PUT / HTTP/1.1\r\nHost: h\r\nX-Foo_Bar: 1\r\nX-9abc.Def: 2\r\nContent-Length: 5\r\n\r\nhello",
+		},
+		{
+			name: "preserve_case on the cluster only: no recorded spelling, lower case",
+			req:  Request{Method: "GET", Path: "/", Host: "h", Header: []Field{{"X-Foo", "1"}}},
+			opts: preserve,
+			want: "GET / HTTP/1.1\r\nhost: h\r\nx-foo: 1\r\n\r\n",
+		},
+		{
+			name: "names spelled downstream win over the cluster's format",
+			req: Request{Method: "POST", Path: "/", Host: "h", Header: []Field{{"x-FOO", "1"}}, Spelled: true, HostName: "HoSt",
+				OthersCase: config.HeaderCaseProper},
+			opts: proper,
+			want: "POST / HTTP/1.1\r\nHoSt: h\r\nx-FOO: 1\r\nContent-Length: 0\r\n\r\n",
+		},
+		{
+			name: "send_fully_qualified_url",
+			req:  Request{Method: "GET", Path: "/a?b", Host: "h:8", Scheme: "https"},
+			opts: &config.HTTP1Options{SendFullyQualifiedURL: true},
+			want: "GET https://h:8/a?b HTTP/1.1\r\nhost: h:8\r\n\r\n",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
 			bw := bufio.NewWriter(&out)
-			if err := writeRequestHead(bw, &tt.req, "10.0.0.1:80"); err != nil {
+			opts := tt.opts
+			if opts == nil {
+				opts = &config.HTTP1Options{}
+			}
+			if err := writeRequestHead(bw, &tt.req, "10.0.0.1:80", opts); err != nil {
 				t.Fatal(err)
 			}
-			if err := writeRequestBody(bw, &tt.req, make([]byte, 64)); err != nil {
+			if err := writeRequestBody(bw, &tt.req, make([]byte, 64), opts); err != nil {
 				t.Fatal(err)
 			}
 			bw.Flush()
@@ -207,7 +253,7 @@ func TestWriteRequest(t *testing.T) {
 	} {
 		var out bytes.Buffer
 		bw := bufio.NewWriter(&out)
-		err := writeRequestHead(bw, &req, "10.0.0.1:80")
+		err := writeRequestHead(bw, &req, "10.0.0.1:80", &config.HTTP1Options{})
 		bw.Flush()
 		if !errors.Is(err, ErrRequestLine) || out.Len() != 0 {
 			t.Errorf("writeRequestHead(%q %q host %q) = %v, wrote %q; want ErrRequestLine and nothing written", req.Method, req.Path, req.Host, err, out.String())
@@ -216,7 +262,7 @@ func TestWriteRequest(t *testing.T) {
 	t.Run("short body", func(t *testing.T) {
 		bw := bufio.NewWriter(io.Discard)
 		req := Request{Method: "PUT", Body: strings.NewReader("abc"), ContentLength: 5}
-		if err := writeRequestBody(bw, &req, nil); err == nil {
+		if err := writeRequestBody(bw, &req, nil, &config.HTTP1Options{}); err == nil {
 			t.Error("writeRequestBody = nil; want an error for a body shorter than its content length")
 		}
 	})

@@ -31,6 +31,17 @@ type Request struct {
 	Host string
 	// Header holds the other header lines, in order.
 	Header []Field
+	// Scheme is the request's scheme ("http" when empty), written in an absolute-form
+	// target (send_fully_qualified_url).
+	Scheme string
+	// Spelled is set when the names of Header, and HostName, are spelled as the downstream
+	// connection manager's preserve_case formatter recorded them (Envoy's stateful formatter
+	// travels with the headers it read): they are written as they are, and the names the
+	// codec adds (host without HostName, content-length, transfer-encoding) in OthersCase,
+	// whatever the cluster's header_key_format.
+	Spelled    bool
+	HostName   string
+	OthersCase config.HeaderCase
 	// Body is the request body; nil means none.
 	Body io.Reader
 	// ContentLength is the body length; -1 with a non-nil Body sends a chunked body.
@@ -43,8 +54,8 @@ type Request struct {
 	// Trailer holds the request's trailer fields. It is read once Body has returned io.EOF,
 	// so the caller may fill it while the body is read (a downstream body's trailers arrive
 	// with its end); nil means none. HTTP/2 connections send the fields (copied) in a
-	// trailing HEADERS frame; HTTP/1.1 requests go without them, as Envoy's HTTP/1 codec does
-	// unless enable_trailers is set.
+	// trailing HEADERS frame; HTTP/1.1 requests carry them in the chunked trailer section
+	// only with the cluster's enable_trailers, as in Envoy.
 	Trailer http.Header
 	// Downstream, when set, is the downstream request's context: when it ends before the
 	// exchange does (the client reset its stream or went away), an HTTP/1.1 exchange is
@@ -60,6 +71,13 @@ type Request struct {
 	// Response.Close returns). Body is not read after that. It may also come just after the
 	// body's last read.
 	InterruptBody func()
+}
+
+func (r *Request) scheme() string {
+	if r.Scheme == "" {
+		return "http"
+	}
+	return r.Scheme
 }
 
 // AppendHTTPHeader flattens h into dst without copying strings; with enough capacity in dst it

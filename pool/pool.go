@@ -77,10 +77,14 @@ type ManagerConfig struct {
 // and takes that pool's mutex only to take or return an idle connection. Sync and Close are
 // the control path.
 type Manager struct {
-	cluster        *cluster.Cluster
-	cfg            *config.Cluster
-	st             *cluster.Stats
-	rq             *rqStats
+	cluster *cluster.Cluster
+	cfg     *config.Cluster
+	st      *cluster.Stats
+	rq      *rqStats
+	// rqCreated is set once upstream_rq_time exists (RegisterDeferred's flag, not listed):
+	// Envoy's router creates the histogram with the cluster's first response, with or
+	// without deferred_stat_options, so an idle cluster lists none.
+	rqCreated      stats.Gauge
 	reg            *stats.Registration
 	tls            func(*host.Host) *tls.Config
 	tlsStats       func() *tlsutil.Stats
@@ -126,7 +130,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		idleTimeout:    cc.HTTP.IdleTimeout,
 		maxDuration:    cc.HTTP.MaxConnectionDuration,
 		streamDuration: cc.HTTP.MaxStreamDuration,
-		head:           headLimits{fields: int(cc.HTTP.MaxHeadersCount), bytes: int(cc.HTTP.MaxResponseHeadersBytes)},
+		head:           headLimits{fields: int(cc.HTTP.MaxHeadersCount), bytes: int(cc.HTTP.MaxResponseHeadersBytes), chunkedLength: cc.HTTP1.AllowChunkedLength},
 		connectTimeout: cc.ConnectTimeout,
 		maxRequests:    cc.MaxRequestsPerConnection,
 		bufferLimit:    int(cc.PerConnectionBufferLimitBytes),
@@ -174,7 +178,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		}
 	}
 	if cfg.Stats != nil {
-		m.reg = cfg.Stats.Register("cluster."+cc.StatName+".", m.rq)
+		m.reg = cfg.Stats.RegisterDeferred("cluster."+cc.StatName+".", m.rq, &m.rqCreated)
 	}
 	name := cc.Name
 	m.errRqOverflow = fmt.Errorf("cluster %q: circuit_breakers max_requests reached: %w", name, breaker.ErrOverflow)

@@ -62,13 +62,10 @@ type hotRestart struct {
 	start       time.Time
 	parentConns atomic.Int64 // the parent's open connections, 0 once it is gone
 	handedOver  chan struct{}
-	draining    atomic.Bool // this process drains for its child
-	baseID      uint32      // the base id sock was bound with
-	// sharedBaseID is set when another Legate holds this base id's socket:
-	// a bind failure then most likely means that Legate holds the address.
-	sharedBaseID bool
-	stop         chan struct{} // closed by stopHotRestart
-	wg           sync.WaitGroup
+	draining    atomic.Bool   // this process drains for its child
+	baseID      uint32        // the base id sock was bound with
+	stop        chan struct{} // closed by stopHotRestart
+	wg          sync.WaitGroup
 }
 
 // startHotRestart binds this epoch's socket and, from epoch 1 on, connects
@@ -112,6 +109,9 @@ func (s *Server) startHotRestart(ctx context.Context) error {
 		return err
 	}
 	h.child = c
+	// The requests below wait on the parent too; a signal ends them (Run's signalsDuring).
+	stop := context.AfterFunc(ctx, c.Abort)
+	defer stop()
 	p := c.Parent()
 	h.start = time.Unix(0, p.StartUnixNano)
 	s.log.Infof("hot restart: connected to parent epoch %d (pid %d, build %s)", p.Epoch, p.PID, p.Build)
@@ -153,21 +153,15 @@ func (s *Server) bindHotRestart() error {
 		s.hot.sock, err = hotrestart.Listen(cfg)
 	}
 	switch {
-	case errors.Is(err, hotrestart.ErrInUse) && cfg.Epoch == 0 && !s.opts.UseDynamicBaseID:
-		// Envoy exits here. Legate serves on, but cannot be hot restarted:
-		// a second, unrelated Legate (a test, a sidecar) must not be killed
-		// by the first, and its children must not reach the wrong parent.
-		s.log.Errorf("%v: another Legate runs with --base-id %d; this one serves but cannot be hot restarted (use a distinct --base-id or --use-dynamic-base-id)", err, cfg.BaseID)
-		s.hot.sock = nil
-		s.hot.sharedBaseID = true
-		s.hot.baseID = cfg.BaseID
+	case errors.Is(err, hotrestart.ErrInUse) && cfg.Epoch == 0:
+		// As Envoy: a first epoch whose socket another process holds exits, rather than
+		// serve beside it where its children could reach the wrong parent.
+		return fmt.Errorf("--base-id = %d: %w: another Legate (or Envoy) runs with this base id; give this one its own --base-id, or pass --use-dynamic-base-id or --disable-hot-restart", cfg.BaseID, err)
 	case err != nil:
 		return fmt.Errorf("--base-id = %d, --restart-epoch = %d: %w", cfg.BaseID, cfg.Epoch, err)
 	}
-	if s.hot.sock != nil {
-		s.hot.baseID = cfg.BaseID
-		s.log.Infof("hot restart socket: %s", s.hot.sock.Name())
-	}
+	s.hot.baseID = cfg.BaseID
+	s.log.Infof("hot restart socket: %s", s.hot.sock.Name())
 	if p := s.opts.BaseIDPath; p != "" {
 		if err := os.WriteFile(p, []byte(strconv.FormatUint(uint64(cfg.BaseID), 10)), 0o644); err != nil {
 			return fmt.Errorf("--base-id-path %s: %w", p, err)
@@ -200,16 +194,6 @@ func (s *Server) listenAdmin() error {
 		return nil
 	}
 	return s.admin.Listen()
-}
-
-// explainBind adds the likely cause to a failure to bind the admin or a
-// listener when another Legate runs with the same --base-id (issue 10: two
-// instances started from one configuration collide on every address).
-func (s *Server) explainBind(err error) error {
-	if err == nil || !s.hot.sharedBaseID {
-		return err
-	}
-	return fmt.Errorf("%w (another Legate runs with --base-id %d, probably from the same configuration: give this one its own addresses and --base-id, or hot restart the first with --restart-epoch)", err, s.hot.baseID)
 }
 
 // runHotRestart serves the next epoch and watches the previous one until ctx

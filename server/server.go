@@ -287,14 +287,21 @@ func (s *Server) Run(ctx context.Context) error {
 		wg.Wait()
 	}()
 
-	if err := s.startHotRestart(ctx); err != nil {
+	hctx, endWatch := s.signalsDuring(ctx, sigs)
+	err := s.startHotRestart(hctx)
+	if sig := endWatch(); sig != nil {
+		s.log.Warnf("caught %v while starting hot restart: exiting", sig)
+		s.stopHotRestart()
+		return nil
+	}
+	if err != nil {
 		s.stopHotRestart()
 		return err
 	}
 	if s.admin != nil {
 		if err := s.listenAdmin(); err != nil {
 			s.stopHotRestart()
-			return s.explainBind(err)
+			return err
 		}
 		if p := s.opts.AdminAddressPath; p != "" {
 			if err := os.WriteFile(p, []byte(s.admin.Addr().String()), 0o644); err != nil {
@@ -389,13 +396,47 @@ func (s *Server) Run(ctx context.Context) error {
 	return nil
 }
 
+// signalsDuring watches sigs while a start-up step that waits on another process runs (the
+// hot restart handshake with a parent that may never answer): SIGTERM or SIGINT cancels the
+// returned context, so that the step ends at once, as a signal must end the process in every
+// state; SIGUSR1 reopens the logs. end stops the watch and returns the signal that cancelled
+// the step, or nil.
+func (s *Server) signalsDuring(ctx context.Context, sigs <-chan os.Signal) (_ context.Context, end func() os.Signal) {
+	ctx, cancel := context.WithCancel(ctx)
+	var caught os.Signal
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case sig := <-sigs:
+				if sig == syscall.SIGUSR1 {
+					if err := s.ReopenLogs(); err != nil {
+						s.log.Errorf("reopening logs: %v", err)
+					}
+					continue
+				}
+				caught = sig
+				cancel()
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ctx, func() os.Signal {
+		cancel()
+		<-done
+		return caught
+	}
+}
+
 // startWorkers starts the listeners once initialization is done and makes
 // the server LIVE. On failure the server is shut down.
 func (s *Server) startWorkers(ctx context.Context, wg *sync.WaitGroup) error {
 	s.log.Infof("all dependencies initialized. starting workers")
 	s.inheritListenSockets()
 	if err := s.data.listeners.Start(); err != nil {
-		err = s.explainBind(err)
 		s.log.Criticalf("%v", err)
 		s.shutdown()
 		return err
@@ -573,8 +614,8 @@ func (s *Server) HotRestartVersion() string {
 }
 
 // UnreadyTargets implements /init_dump: the listeners' init managers as
-// Envoy dumps them (mask "listener"): the static ones until the server is
-// LIVE, then those warming on LDS. Legate also lists
+// Envoy dumps them (mask "listener"): every listener, static or from LDS,
+// until the server is LIVE, then those warming on LDS. Legate also lists
 // the server's own manager while it is pending (mask "server"), so a stuck
 // start-up (a cluster warming, a first xDS fetch) is visible.
 func (s *Server) UnreadyTargets(mask string) *adminv3.UnreadyTargetsDumps {
@@ -595,7 +636,7 @@ func (s *Server) UnreadyTargets(mask string) *adminv3.UnreadyTargetsDumps {
 		out.UnreadyTargetsDumps = append(out.UnreadyTargetsDumps, s.staticListenerInitDumps()...)
 	}
 	if mask != "server" && s.xds != nil {
-		out.UnreadyTargetsDumps = append(out.UnreadyTargetsDumps, s.xds.ListenerInitDumps()...)
+		out.UnreadyTargetsDumps = append(out.UnreadyTargetsDumps, s.xds.ListenerInitDumps(s.initialized.Load())...)
 	}
 	return out
 }

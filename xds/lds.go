@@ -568,12 +568,15 @@ func (h *ldsHandler) publishWarmingLocked() {
 }
 
 // ListenerInitDumps is the listener part of /init_dump: one entry per
-// warming LDS listener, named as Envoy names a listener's init manager
-// ("init manager Listener-local-init-manager <name> <config hash>"), with
-// the dependencies it still waits for as Envoy names their init targets. A
-// listener waiting on nothing named here (a VHDS answer) has no targets.
-// Without LDS, or with nothing warming, it is empty. Safe for concurrent use.
-func (c *Client) ListenerInitDumps() []*adminv3.UnreadyTargetsDumps_UnreadyTargetsDump {
+// warming LDS listener, or per LDS listener while the server initializes
+// (started false: Envoy dumps its active listeners until the workers start,
+// and every listener added by then is active), named as Envoy names a
+// listener's init manager ("init manager Listener-local-init-manager <name>
+// <config hash>"), with the dependencies it still waits for as Envoy names
+// their init targets. A listener waiting on nothing named here (a VHDS
+// answer, or nothing at all) has no targets. Without LDS it is empty. Safe
+// for concurrent use.
+func (c *Client) ListenerInitDumps(started bool) []*adminv3.UnreadyTargetsDumps_UnreadyTargetsDump {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h := c.lds
@@ -583,7 +586,7 @@ func (c *Client) ListenerInitDumps() []*adminv3.UnreadyTargetsDumps_UnreadyTarge
 	var out []*adminv3.UnreadyTargetsDumps_UnreadyTargetsDump
 	for _, name := range sortedKeys(h.listeners) {
 		l := h.listeners[name]
-		if l.active {
+		if l.active && started {
 			continue
 		}
 		out = append(out, &adminv3.UnreadyTargetsDumps_UnreadyTargetsDump{

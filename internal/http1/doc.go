@@ -19,7 +19,8 @@
 //  3. A request with Transfer-Encoding is chunked only when the field is exactly "chunked",
 //     once; any other coding is refused (501, as Envoy). A request with both
 //     Transfer-Encoding and Content-Length is refused (400): RFC 9112 §6.1 calls it a
-//     smuggling attempt, and Envoy refuses it by default.
+//     smuggling attempt, and Envoy refuses it unless allow_chunked_length (ParseRequestHead's
+//     chunkedLength), which reads it as chunked.
 //     An HTTP/1.0 request with Transfer-Encoding is refused (400); an HTTP/1.0 response with
 //     it is framed as if the field were absent, and its connection closed (RFC 9112 §6.1
 //     calls both faulty framing).

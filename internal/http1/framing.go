@@ -27,6 +27,8 @@ type Fields struct {
 	onlyChunked bool  // every Transfer-Encoding field is exactly "chunked"
 	close       bool  // Connection lists close
 	keepAlive   bool  // Connection lists keep-alive
+	// chunkedLength lets a chunked request carry Content-Length too (allow_chunked_length).
+	chunkedLength bool
 }
 
 // Reset prepares f for a new head.
@@ -130,6 +132,10 @@ func (f *Fields) setConnection(close, keepAlive bool) {
 	f.keepAlive = f.keepAlive || keepAlive
 }
 
+// ChunkedWithLength reports a head with both Transfer-Encoding and Content-Length, which
+// Envoy refuses unless allow_chunked_length.
+func (f *Fields) ChunkedWithLength() bool { return f.codings > 0 && f.length >= 0 }
+
 // Length returns the Content-Length read, or -1.
 func (f *Fields) Length() int64 { return f.length }
 
@@ -156,7 +162,7 @@ func (f *Fields) request(minor int) (Framing, error) {
 		return Framing{}, ErrMalformed // RFC 9112 §6.1: HTTP/1.0 has no transfer codings
 	case f.codings > 0 && (f.codings > 1 || !f.onlyChunked):
 		return Framing{}, ErrUnsupportedCoding
-	case f.codings > 0 && f.length >= 0:
+	case f.codings > 0 && f.length >= 0 && !f.chunkedLength:
 		return Framing{}, ErrMalformed
 	case f.codings > 0:
 		return Framing{Mode: Chunked}, nil

@@ -180,8 +180,10 @@ type RequestHead struct {
 // other field, and Content-Length, to add in order; add must not keep name or value beyond s.
 // An HTTP/1.1 request without Host, or with a Host that is not a valid authority or that
 // disagrees with another Host field, is malformed (RFC 9112 §3.2). More than maxFields
-// fields give ErrTooManyFields.
-func ParseRequestHead(s string, maxFields int, add func(name, value string)) (RequestHead, error) {
+// fields give ErrTooManyFields. chunkedLength is Envoy's allow_chunked_length: a request
+// with both Transfer-Encoding: chunked and Content-Length is read as chunked (its
+// Content-Length, passed to add, is the caller's to drop) rather than refused.
+func ParseRequestHead(s string, maxFields int, chunkedLength bool, add func(name, value string)) (RequestHead, error) {
 	var rh RequestHead
 	line, rest, ok := CutLine(s)
 	if !ok {
@@ -196,6 +198,7 @@ func ParseRequestHead(s string, maxFields int, add func(name, value string)) (Re
 	}
 	var f Fields
 	f.Reset()
+	f.chunkedLength = chunkedLength
 	for n := 0; rest != ""; n++ {
 		if line, rest, ok = CutLine(rest); !ok {
 			return rh, ErrMalformed

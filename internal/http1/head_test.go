@@ -87,7 +87,7 @@ func TestParseRequestHead(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var fields []string
-			got, err := ParseRequestHead(tt.head, 6, func(name, value string) { fields = append(fields, name+"="+value) })
+			got, err := ParseRequestHead(tt.head, 6, false, func(name, value string) { fields = append(fields, name+"="+value) })
 			if !errors.Is(err, tt.err) || (err == nil) != (tt.err == nil) {
 				t.Fatalf("ParseRequestHead() error = %v; want %v", err, tt.err)
 			}

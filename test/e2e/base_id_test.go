@@ -3,16 +3,21 @@ package e2e
 import (
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/legateproxy/legate/hotrestart"
 )
 
-// TestSecondInstanceSameBaseIDFailsClearly is issue 17's item 19: a second
-// Legate started from the same configuration and --base-id cannot bind the
-// first one's addresses; it must exit 1 saying which address and why,
-// while the first keeps serving.
+// TestSecondInstanceSameBaseIDFailsClearly is issue 17's item 19: as Envoy, a
+// second Legate started with the --base-id of a running one exits 1 at epoch 0,
+// naming the base id, whether or not it could bind its own addresses, while
+// the first keeps serving; with --disable-hot-restart it has no socket to
+// share and serves.
 func TestSecondInstanceSameBaseIDFailsClearly(t *testing.T) {
 	baseID := strconv.Itoa(1000 + rand.IntN(50000))
 	port := freePort(t)
@@ -31,24 +36,72 @@ static_resources:
     load_assignment: {cluster_name: backend, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: 1}}}}]}]}
 `, port))
 	first := start(t, "-c", cfg, "--base-id", baseID)
+	// A configuration whose addresses are all free: only the base id is shared.
+	bindable := writeConfig(t, minimalConfig)
 
-	second := launch(t, "-c", cfg, "--base-id", baseID)
-	if code := second.wait(20 * time.Second); code != 1 {
-		t.Errorf("second instance exit code = %d; want 1", code)
+	for _, tc := range []struct{ name, cfg string }{{"same configuration", cfg}, {"addresses free", bindable}} {
+		t.Run(tc.name, func(t *testing.T) {
+			second := launch(t, "-c", tc.cfg, "--base-id", baseID)
+			if code := second.wait(20 * time.Second); code != 1 {
+				t.Errorf("second instance exit code = %d; want 1", code)
+			}
+			out := second.stderr.String()
+			for _, want := range []string{"legate: ", "--base-id = " + baseID, "hot restart socket in use", "another Legate (or Envoy) runs with this base id"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("second instance's output lacks %q:\n%s", want, out)
+				}
+			}
+			if strings.Contains(out, "admin address:") {
+				t.Errorf("second instance served its admin before exiting:\n%s", out)
+			}
+		})
 	}
-	out := second.stderr.String()
-	for _, want := range []string{
-		fmt.Sprintf("listener 'tcp': cannot bind 127.0.0.1:%d", port),
-		"another Legate runs with --base-id " + baseID,
-	} {
-		if !strings.Contains(out, "legate: ") || !strings.Contains(out, want) {
-			t.Errorf("second instance's output lacks %q:\n%s", want, out)
+	t.Run("--disable-hot-restart", func(t *testing.T) {
+		other := start(t, "-c", bindable, "--base-id", baseID, "--disable-hot-restart")
+		if code, _, _ := other.get("/ready"); code != 200 {
+			t.Errorf("instance with --disable-hot-restart /ready = %d; want 200", code)
 		}
-	}
+	})
 	if code, _, _ := first.get("/ready"); code != 200 {
 		t.Errorf("first instance no longer ready")
 	}
 	if !strings.Contains(first.listenerAddr("tcp"), strconv.Itoa(port)) {
 		t.Errorf("first instance lost its listener")
+	}
+}
+
+// TestSIGTERMWhileConnectingToParent is the rest of issue 17's item 17: a
+// hot restart child whose parent accepted its connection but never answers
+// the handshake acts on SIGTERM at once, not after the handshake's 30 s
+// timeout.
+func TestSIGTERMWhileConnectingToParent(t *testing.T) {
+	base := hotRestartBaseID(9)
+	id, _ := strconv.ParseUint(base, 10, 32)
+	ln, err := net.Listen("unix", hotrestart.SocketName("@envoy_domain_socket", uint32(id), 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			accepted <- c // held open, never answered
+		}
+	}()
+	child := launch(t, "-c", writeConfig(t, minimalConfig), "--base-id", base, "--restart-epoch", "1")
+	select {
+	case c := <-accepted:
+		defer c.Close()
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the child did not connect to the parent's socket:\n%s", child.stderr.String())
+	}
+	sent := time.Now()
+	child.signal(syscall.SIGTERM)
+	code := child.wait(10 * time.Second)
+	if took := time.Since(sent); code != 0 {
+		t.Errorf("exit code %d after %v; want 0", code, took)
+	}
+	if out := child.stderr.String(); !strings.Contains(out, "while starting hot restart: exiting") {
+		t.Errorf("log lacks the signal:\n%s", out)
 	}
 }

@@ -136,6 +136,11 @@ func launchBin(t *testing.T, bin string, env []string, args ...string) *proc {
 	dir := t.TempDir()
 	addrFile := filepath.Join(dir, "admin-address")
 	args = append([]string{"--admin-address-path", addrFile}, args...)
+	if !hasBaseIDFlag(args) {
+		// As Envoy, a first epoch exits when another instance holds its base id's hot
+		// restart socket; instances a test starts side by side each get a free one.
+		args = append(args, "--use-dynamic-base-id")
+	}
 	cmd := exec.Command(bin, args...)
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
@@ -162,6 +167,17 @@ func launchBin(t *testing.T, bin string, env []string, args ...string) *proc {
 		}
 	})
 	return p
+}
+
+// hasBaseIDFlag reports whether args choose the hot restart socket themselves.
+func hasBaseIDFlag(args []string) bool {
+	for _, a := range args {
+		switch strings.SplitN(a, "=", 2)[0] {
+		case "--base-id", "--use-dynamic-base-id", "--disable-hot-restart":
+			return true
+		}
+	}
+	return false
 }
 
 // waitAdmin waits for the admin address file (written before legate logs

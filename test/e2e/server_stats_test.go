@@ -3,9 +3,11 @@ package e2e
 import (
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestStatsRecentLookupsGauge is issue 17's item 12: the by-name stat
@@ -42,7 +44,7 @@ func TestHiddenStatsDeferredCreation(t *testing.T) {
 	const initialized = "cluster.backend.ClusterTrafficStats.initialized"
 	stats := func(query string) string {
 		t.Helper()
-		code, _, body := p.get("/stats?filter=" + url.QueryEscape(`^cluster\.backend\.(ClusterTrafficStats|upstream_rq_total|membership_total)`) + query)
+		code, _, body := p.get("/stats?filter=" + url.QueryEscape(`^cluster\.backend\.(ClusterTrafficStats|upstream_rq_total|upstream_rq_time$|membership_total)`) + query)
 		if code != http.StatusOK {
 			t.Fatalf("GET /stats%s = %d\n%s", query, code, body)
 		}
@@ -63,11 +65,44 @@ func TestHiddenStatsDeferredCreation(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	// upstream_rq_time, which Envoy's router creates with the first response, is listed now
+	// (item 14's rest: it was listed from the start). It is recorded when the exchange ends,
+	// which may be just after the client has the response.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(stats(""), "cluster.backend.upstream_rq_time: "); {
+		if time.Now().After(deadline) {
+			t.Fatalf("upstream_rq_time not listed 10 s after a request:\n%s", stats(""))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	want := initialized + ": 1\ncluster.backend.membership_total: 1\ncluster.backend.upstream_rq_total: 1\n"
-	if got := stats("&hidden=include"); got != want {
-		t.Errorf("after a request, /stats&hidden=include =\n%s\nwant\n%s", got, want)
+	got := stats("&hidden=include")
+	got = regexp.MustCompile(`(?m)^cluster\.backend\.upstream_rq_time: .*\n`).ReplaceAllString(got, "")
+	if got != want {
+		t.Errorf("after a request, /stats&hidden=include =\n%s\nwant\n%s and upstream_rq_time", stats("&hidden=include"), want)
 	}
 	if got := stats(""); strings.Contains(got, initialized) || !strings.Contains(got, "upstream_rq_total: 1") {
 		t.Errorf("after a request, /stats (hidden excluded) =\n%s\nwant upstream_rq_total and no hidden gauge", got)
+	}
+}
+
+// TestUpstreamRqTimeOnlyWithAResponse: Envoy's router creates
+// cluster.<name>.upstream_rq_time with the first upstream response, so a
+// cluster whose requests all failed to connect (503) lists none, with or
+// without deferred_stat_options; its other traffic stats are there.
+func TestUpstreamRqTimeOnlyWithAResponse(t *testing.T) {
+	for _, extra := range []string{"", "deferred_stat_options: {enable_deferred_creation_stats: true}\n"} {
+		p := start(t, "-c", writeConfig(t, routeAllConfig("http://127.0.0.1:1", extra)))
+		resp, err := http.Get("http://" + p.listenerAddr("http") + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("status %d; want 503 (nothing listens on port 1)", resp.StatusCode)
+		}
+		p.waitStatAtLeast("cluster.backend.upstream_cx_connect_fail", 1)
+		if _, _, body := p.get("/stats?filter=" + url.QueryEscape(`^cluster\.backend\.upstream_rq_time$`)); body != "" {
+			t.Errorf("%q: /stats lists %q; want no upstream_rq_time before a response", extra, body)
+		}
 	}
 }

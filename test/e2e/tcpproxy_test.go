@@ -12,6 +12,12 @@ import (
 
 // echoServer accepts connections on 127.0.0.1 and echoes each line.
 func echoServer(t *testing.T) int {
+	return tcpServer(t, func(c net.Conn) { io.Copy(c, c) })
+}
+
+// tcpServer accepts connections on 127.0.0.1 until the test ends, serving each with handle
+// on its own goroutine (the connection is closed when handle returns), and returns the port.
+func tcpServer(t *testing.T, handle func(net.Conn)) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -26,7 +32,7 @@ func echoServer(t *testing.T) int {
 			}
 			go func() {
 				defer c.Close()
-				io.Copy(c, c)
+				handle(c)
 			}()
 		}
 	}()

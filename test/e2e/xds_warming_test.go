@@ -160,3 +160,54 @@ static_resources:
 		t.Errorf("/init_dump?mask=listener once LIVE = %q; want {}", body)
 	}
 }
+
+// TestLDSListenersInInitDumpAtStartup is the rest of issue 17's item 11:
+// while the server initializes, /init_dump?mask=listener lists every LDS
+// listener's init manager, the one already ready (inline routes, no
+// targets) as well as the one waiting for its RDS route, as Envoy dumps its
+// active listeners until the workers start; once LIVE the dump is {}.
+func TestLDSListenersInInitDumpAtStartup(t *testing.T) {
+	xds := xdstest.New(t, xdstest.Options{Node: "e2e-lds-init", ADS: true})
+	inline := hcmListener(t, "inline", freePort(t), `      route_config: {virtual_hosts: [{name: all, domains: ["*"], routes: [{match: {prefix: "/"}, direct_response: {status: 200}}]}]}
+      http_filters:
+      - name: envoy.filters.http.router
+        typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
+`)
+	warm := hcmListener(t, "warm", freePort(t), warmingListenerHCM("late_route"))
+	xds.Set("v1", map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: {inline, warm}})
+	p := launch(t, "-c", writeConfig(t, adsBootstrap("e2e-lds-init", xds, []string{"lds_config"})))
+	p.waitAdminAddr()
+	waitRouteRequest(t, xds, "late_route")
+
+	name := regexp.MustCompile(`^init manager Listener-local-init-manager (inline|warm) [0-9]+$`)
+	var body string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		_, _, body = p.get("/init_dump?mask=listener")
+		var d initDump
+		if err := json.Unmarshal([]byte(body), &d); err != nil {
+			t.Fatalf("/init_dump?mask=listener: %v\n%s", err, body)
+		}
+		if len(d.Dumps) == 2 && name.MatchString(d.Dumps[0].Name) && name.MatchString(d.Dumps[1].Name) &&
+			strings.Contains(d.Dumps[0].Name, " inline ") && len(d.Dumps[0].TargetNames) == 0 &&
+			strings.Contains(d.Dumps[1].Name, " warm ") &&
+			strings.Join(d.Dumps[1].TargetNames, "|") == "target RdsRouteConfigSubscription RDS init late_route" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/init_dump?mask=listener while initializing:\n%s\nwant inline (no targets) and warm (its RDS target)", body)
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("legate exited:\n%s", p.stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	xds.Set("v2", map[resourcev3.Type][]types.Resource{
+		resourcev3.ListenerType: {inline, warm},
+		resourcev3.RouteType:    {routeTo("late_route", directRoute("warm"))},
+	})
+	p.waitAdmin()
+	if _, _, body := p.get("/init_dump?mask=listener"); body != "{}\n" {
+		t.Errorf("/init_dump?mask=listener once LIVE = %q; want {}", body)
+	}
+}

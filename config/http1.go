@@ -1,0 +1,148 @@
+package config
+
+import (
+	"fmt"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	preservecasev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/header_formatters/preserve_case/v3"
+
+	"github.com/legateproxy/legate/internal/http1"
+)
+
+// HeaderCase is how an HTTP/1 codec spells the header names it writes
+// (Http1ProtocolOptions.header_key_format).
+type HeaderCase uint8
+
+const (
+	// HeaderCaseLower writes every name in lower case, Envoy's default.
+	HeaderCaseLower HeaderCase = iota
+	// HeaderCaseProper is proper_case_words: a letter at the start of the name or after a
+	// character that is neither a letter nor a digit is upper case, every other letter lower
+	// case ("x-foo_bar" is written "X-Foo_Bar").
+	HeaderCaseProper
+	// HeaderCasePreserve is the preserve_case stateful formatter: the names of the headers
+	// this side's codec reads keep the peer's spelling when the other side's codec writes
+	// them; names without a recorded spelling (those Legate adds) are written in
+	// PreserveOthers case.
+	HeaderCasePreserve
+)
+
+// PreserveCaseName is the name of Envoy's preserve_case stateful header formatter.
+const PreserveCaseName = "envoy.http.stateful_header_formatters.preserve_case"
+
+// HTTP1Options is core.v3.Http1ProtocolOptions, shared by the connection manager
+// (http_protocol_options: the downstream codec) and clusters (the deprecated
+// Cluster.http_protocol_options, or explicit_http_config.http_protocol_options of the typed
+// HttpProtocolOptions: the upstream codec). The zero value is Envoy's defaults.
+//
+// As in Envoy, accept_http_10, default_host_for_http_10 and allow_absolute_url are about
+// requests, so only a connection manager reads them; send_fully_qualified_url is about the
+// requests Legate sends, so only a cluster reads it.
+type HTTP1Options struct {
+	HeaderCase HeaderCase
+	// PreserveOthers is the case of names without a recorded spelling under
+	// HeaderCasePreserve: formatter_type_on_envoy_headers (DEFAULT: lower, PROPER_CASE).
+	PreserveOthers HeaderCase
+	// AcceptHTTP10 is accept_http_10: without it an HTTP/1.0 request gets 426.
+	AcceptHTTP10 bool
+	// DefaultHostForHTTP10 is default_host_for_http_10, the host of an HTTP/1.0 request
+	// without one.
+	DefaultHostForHTTP10 string
+	// NoAbsoluteURL is allow_absolute_url set to false: an absolute-form target stays the
+	// path, which is not relative, so the request gets 404.
+	NoAbsoluteURL bool
+	// EnableTrailers is enable_trailers: chunked trailer sections are read and written;
+	// without it they are dropped both ways.
+	EnableTrailers bool
+	// AllowChunkedLength is allow_chunked_length: a message with both Transfer-Encoding:
+	// chunked and Content-Length is read as chunked, its Content-Length removed; without it
+	// such a request gets 400 and such a response is a protocol error.
+	AllowChunkedLength bool
+	// SendFullyQualifiedURL is send_fully_qualified_url: requests go upstream with an
+	// absolute-form target (scheme://host/path), as to a forward proxy.
+	SendFullyQualifiedURL bool
+}
+
+// HTTP1OptionsFromProto converts p (nil: the defaults). Error messages start with the field's
+// path below p.
+func HTTP1OptionsFromProto(p *corev3.Http1ProtocolOptions) (HTTP1Options, error) {
+	var o HTTP1Options
+	if p == nil {
+		return o, nil
+	}
+	o.AcceptHTTP10 = p.GetAcceptHttp_10()
+	o.DefaultHostForHTTP10 = p.GetDefaultHostForHttp_10()
+	if o.DefaultHostForHTTP10 != "" && !http1.ValidAuthority(o.DefaultHostForHTTP10) {
+		return o, fmt.Errorf("default_host_for_http_10 = %q; not a valid host[:port]", o.DefaultHostForHTTP10)
+	}
+	o.NoAbsoluteURL = p.GetAllowAbsoluteUrl() != nil && !p.GetAllowAbsoluteUrl().GetValue()
+	o.EnableTrailers = p.GetEnableTrailers()
+	o.AllowChunkedLength = p.GetAllowChunkedLength()
+	o.SendFullyQualifiedURL = p.GetSendFullyQualifiedUrl()
+	if err := o.headerKeyFormat(p.GetHeaderKeyFormat()); err != nil {
+		return o, fmt.Errorf("header_key_format.%w", err)
+	}
+	return o, nil
+}
+
+// headerKeyFormat reads header_key_format: proper_case_words, or the preserve_case stateful
+// formatter (the only stateful formatter Envoy has).
+func (o *HTTP1Options) headerKeyFormat(f *corev3.Http1ProtocolOptions_HeaderKeyFormat) error {
+	switch {
+	case f.GetProperCaseWords() != nil:
+		o.HeaderCase = HeaderCaseProper
+	case f.GetStatefulFormatter() != nil:
+		sf := f.GetStatefulFormatter()
+		var pc preservecasev3.PreserveCaseFormatterConfig
+		if err := sf.GetTypedConfig().UnmarshalTo(&pc); err != nil {
+			return fmt.Errorf("stateful_formatter: %q (%s): set; not implemented by Legate (only %s)",
+				sf.GetName(), sf.GetTypedConfig().GetTypeUrl(), PreserveCaseName)
+		}
+		if pc.GetForwardReasonPhrase() {
+			return fmt.Errorf("stateful_formatter.typed_config.forward_reason_phrase: set; not implemented by Legate")
+		}
+		o.HeaderCase = HeaderCasePreserve
+		if pc.GetFormatterTypeOnEnvoyHeaders() == preservecasev3.PreserveCaseFormatterConfig_PROPER_CASE {
+			o.PreserveOthers = HeaderCaseProper
+		}
+	}
+	return nil
+}
+
+// StatelessCase is the case names are written in when no spelling was recorded for them:
+// the preserve_case formatter records spellings only for the headers its own codec reads.
+func (o *HTTP1Options) StatelessCase() HeaderCase {
+	if o.HeaderCase == HeaderCasePreserve {
+		return HeaderCaseLower
+	}
+	return o.HeaderCase
+}
+
+// AppendName appends the header name to dst in case c (HeaderCasePreserve is lower case: a
+// name with a recorded spelling is written as recorded by the caller).
+func AppendName(dst []byte, name string, c HeaderCase) []byte {
+	if c != HeaderCaseProper {
+		for i := 0; i < len(name); i++ {
+			dst = append(dst, lowerASCII(name[i]))
+		}
+		return dst
+	}
+	upper := true
+	for i := 0; i < len(name); i++ {
+		b := lowerASCII(name[i])
+		alpha := 'a' <= b && b <= 'z'
+		if upper && alpha {
+			b -= 'a' - 'A'
+		}
+		dst = append(dst, b)
+		upper = !alpha && !('0' <= b && b <= '9')
+	}
+	return dst
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}

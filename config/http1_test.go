@@ -1,0 +1,76 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const http1Cluster = `name: web
+connect_timeout: 1s
+load_assignment: {cluster_name: web, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: 80}}}}]}]}
+`
+
+// TestClusterHTTP1Options: each spelling of a cluster's Http1ProtocolOptions becomes
+// Cluster.HTTP1; the typed HttpProtocolOptions, when set, replaces the deprecated field (as
+// Envoy), which is then listed as ignored.
+func TestClusterHTTP1Options(t *testing.T) {
+	const preserve = `{stateful_formatter: {name: preserve_case, typed_config: {"@type": type.googleapis.com/envoy.extensions.http.header_formatters.preserve_case.v3.PreserveCaseFormatterConfig, formatter_type_on_envoy_headers: PROPER_CASE}}}`
+	typed := func(config string) string {
+		return `typed_extension_protocol_options:
+  envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+    "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+    ` + config + "\n"
+	}
+	tests := []struct {
+		name, extra string
+		want        HTTP1Options
+		ignored     string
+	}{
+		{name: "none"},
+		{name: "deprecated field", extra: "http_protocol_options: {enable_trailers: true, allow_chunked_length: true, send_fully_qualified_url: true}\n",
+			want: HTTP1Options{EnableTrailers: true, AllowChunkedLength: true, SendFullyQualifiedURL: true}},
+		{name: "explicit_http_config", extra: typed("explicit_http_config: {http_protocol_options: {header_key_format: {proper_case_words: {}}}}"),
+			want: HTTP1Options{HeaderCase: HeaderCaseProper}},
+		{name: "use_downstream_protocol_config", extra: typed("use_downstream_protocol_config: {http_protocol_options: {header_key_format: " + preserve + "}}"),
+			want: HTTP1Options{HeaderCase: HeaderCasePreserve, PreserveOthers: HeaderCaseProper}},
+		{name: "typed replaces the deprecated field", extra: "http_protocol_options: {enable_trailers: true}\n" + typed("explicit_http_config: {http_protocol_options: {}}"),
+			ignored: "http_protocol_options (replaced by"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustCluster(t, http1Cluster+tt.extra)
+			if diff := cmp.Diff(tt.want, c.HTTP1); diff != "" {
+				t.Errorf("HTTP1 (-want +got):\n%s", diff)
+			}
+			if tt.ignored != "" && !strings.Contains(strings.Join(c.Ignored, "\n"), tt.ignored) {
+				t.Errorf("Ignored = %q; want an entry %q", c.Ignored, tt.ignored)
+			}
+		})
+	}
+}
+
+// TestHTTP1OptionsRefused: what Legate cannot honour in Http1ProtocolOptions is refused with
+// its path.
+func TestHTTP1OptionsRefused(t *testing.T) {
+	tests := []struct{ name, extra, want string }{
+		{"other stateful formatter", `http_protocol_options: {header_key_format: {stateful_formatter: {name: x, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}}}`,
+			"http_protocol_options.header_key_format.stateful_formatter: \"x\""},
+		{"forward_reason_phrase", `http_protocol_options: {header_key_format: {stateful_formatter: {name: p, typed_config: {"@type": type.googleapis.com/envoy.extensions.http.header_formatters.preserve_case.v3.PreserveCaseFormatterConfig, forward_reason_phrase: true}}}}`,
+			"forward_reason_phrase: set; not implemented by Legate"},
+		{"bad default host", `http_protocol_options: {default_host_for_http_10: "a b"}`,
+			`http_protocol_options.default_host_for_http_10 = "a b"; not a valid host[:port]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pc, err := clusterYAML(t, http1Cluster+tt.extra+"\n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ClusterFromProto(pc, Limits{}); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("ClusterFromProto() = %v; want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
