@@ -46,7 +46,7 @@ type HTTPFilter struct {
 	TypedConfig *anypb.Any
 }
 
-// AccessLog is one entry of HttpConnectionManager.access_log.
+// AccessLog is one access_log entry of an HTTP connection manager or a listener.
 type AccessLog struct {
 	Name string
 	// TypedConfig is typed_config; nil when unset.

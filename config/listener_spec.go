@@ -134,6 +134,9 @@ type Listener struct {
 	// Ignored lists the paths of the fields set that Legate accepts without implementing them
 	// (operational only; see the table in doc.go), for the caller to warn about.
 	Ignored []string
+	// AccessLogs are access_log, in order, their filters compiled: the connections no filter
+	// chain matched are logged there.
+	AccessLogs []AccessLog
 	// Proto is the listener as configured, for /config_dump and change detection.
 	Proto *listenerv3.Listener
 }

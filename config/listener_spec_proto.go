@@ -7,6 +7,8 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+
+	"github.com/legateproxy/legate/accesslog"
 )
 
 // tlsInspectorTypeURL is the typed_config type of the TLS inspector listener filter.
@@ -164,7 +166,21 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 		b.fail("filter_chains: empty and no default_filter_chain; a TCP listener needs at least one filter chain")
 	}
 	out.Ignored = auditFields(l, b.fail)
+	b.accessLogs(l, out)
 	return out
+}
+
+// accessLogs compiles access_log's filters; the loggers' typed_config is checked by the server,
+// which builds them.
+func (b *listenerBuilder) accessLogs(l *listenerv3.Listener, out *Listener) {
+	for i, al := range l.GetAccessLog() {
+		filter, err := accesslog.FilterFromProto(fmt.Sprintf("access_log[%d].filter", i), al.GetFilter(), accesslog.FilterOptions{})
+		if err != nil {
+			b.fail("%v", err)
+			return
+		}
+		out.AccessLogs = append(out.AccessLogs, AccessLog{Name: al.GetName(), TypedConfig: al.GetTypedConfig(), Filter: filter})
+	}
 }
 
 // internal checks an internal listener: it is found by its name, has no socket, and its

@@ -153,6 +153,7 @@ func TestListenerErrors(t *testing.T) {
 	const chain = "filter_chains: [{filters: [{name: envoy.filters.network.tcp_proxy}]}]\n"
 	tests := []struct{ name, yaml, want string }{
 		{"no filter chains", "name: l\n" + addr, `listener "l": filter_chains: empty and no default_filter_chain`},
+		{"access log filter", "name: l\n" + addr + chain + "access_log: [{name: envoy.access_loggers.stdout, filter: {traceable_filter: {}}}]", `listener "l": access_log[0].filter.traceable_filter: not implemented by Legate`},
 		{"no address", "name: l\n" + chain, `listener "l": address: address is missing`},
 		{"hostname", "name: l\naddress: {socket_address: {address: example.com, port_value: 1}}\n" + chain, `address.socket_address.address = "example.com": malformed IP address`},
 		{"udp", "name: l\naddress: {socket_address: {protocol: UDP, address: 127.0.0.1, port_value: 1}}\n" + chain, "UDP listeners are not supported"},
@@ -221,4 +222,21 @@ func FuzzListenerFromProto(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestListenerAccessLogs(t *testing.T) {
+	l, err := ListenerFromProto(listenerProto(t, `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 10000}}, filter_chains: [{filters: [{name: envoy.filters.network.tcp_proxy}]}],
+access_log: [{name: envoy.access_loggers.stdout, typed_config: {"@type": type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog}, filter: {not_health_check_filter: {}}}, {name: plain}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.AccessLogs) != 2 {
+		t.Fatalf("AccessLogs = %+v; want 2 entries", l.AccessLogs)
+	}
+	if a := l.AccessLogs[0]; a.Name != "envoy.access_loggers.stdout" || a.TypedConfig == nil || a.Filter == nil {
+		t.Errorf("AccessLogs[0] = %+v; want the stdout logger with its compiled filter", a)
+	}
+	if a := l.AccessLogs[1]; a.Name != "plain" || a.Filter != nil {
+		t.Errorf("AccessLogs[1] = %+v; want %q without a filter", a, "plain")
+	}
 }

@@ -359,7 +359,7 @@ func (m *Manager) newVersion(name string, l *config.Listener, reuse *version) (*
 	if l.Internal && m.cfg.InternalListener == nil {
 		return nil, fmt.Errorf("listener %q: internal_listener: set, but the bootstrap has no %s extension (bootstrap_extensions), which internal listeners need", name, config.InternalListenerExtension)
 	}
-	if len(l.Proto.GetAccessLog()) > 0 {
+	if len(l.AccessLogs) > 0 {
 		if m.cfg.AccessLogs == nil {
 			return nil, fmt.Errorf("listener %q: access_log: listener access logs are not available", name)
 		}

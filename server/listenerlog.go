@@ -21,16 +21,13 @@ type lineLogger struct {
 // File, stdout and stderr loggers are implemented; others are refused.
 func (s *Server) listenerAccessLogs(l *config.Listener) (listener.NoChainLog, error) {
 	var logs []lineLogger
-	for i, al := range l.Proto.GetAccessLog() {
+	for i, al := range l.AccessLogs {
 		path := fmt.Sprintf("access_log[%d]", i)
-		filter, err := accesslog.FilterFromProto(path+".filter", al.GetFilter(), accesslog.FilterOptions{Runtime: s.runtimeUint64})
-		if err != nil {
-			return nil, err
-		}
-		line, ok, err := accesslog.FromTypedConfig(path+".typed_config", al.GetName(), al.GetTypedConfig(), accesslog.Options{})
+		filter := al.Filter.Bind(accesslog.FilterOptions{Runtime: s.runtimeUint64})
+		line, ok, err := accesslog.FromTypedConfig(path+".typed_config", al.Name, al.TypedConfig, accesslog.Options{})
 		if !ok {
 			return nil, fmt.Errorf("%s (%q, name %q): only envoy.access_loggers.file, stdout and stderr are implemented for listener access logs; not implemented by Legate",
-				path+".typed_config", al.GetTypedConfig().GetTypeUrl(), al.GetName())
+				path+".typed_config", al.TypedConfig.GetTypeUrl(), al.Name)
 		}
 		if err != nil {
 			return nil, err
