@@ -16,7 +16,12 @@ import (
 	originaldstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
 	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/proxy_protocol/v3"
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	connlimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/connection_limit/v3"
+	directresponsev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/direct_response/v3"
+	echov3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/echo/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	netlocalratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/local_ratelimit/v3"
+	sniclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/sni_cluster/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	preservecasev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/header_formatters/preserve_case/v3"
 	clusterprovidedv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/cluster_provided/v3"
@@ -72,7 +77,12 @@ func Extensions() []Extension {
 		e("envoy.filters.listener.original_dst", "envoy.filters.listener", &originaldstv3.OriginalDst{}),
 		e("envoy.filters.listener.proxy_protocol", "envoy.filters.listener", &proxyprotocolv3.ProxyProtocol{}),
 		e("envoy.filters.listener.tls_inspector", "envoy.filters.listener", &tlsinspectorv3.TlsInspector{}),
+		e("envoy.filters.network.connection_limit", "envoy.filters.network", &connlimitv3.ConnectionLimit{}),
+		e("envoy.filters.network.direct_response", "envoy.filters.network", &directresponsev3.Config{}),
+		e("envoy.filters.network.echo", "envoy.filters.network", &echov3.Echo{}),
 		e("envoy.filters.network.http_connection_manager", "envoy.filters.network", &hcmv3.HttpConnectionManager{}),
+		e("envoy.filters.network.local_ratelimit", "envoy.filters.network", &netlocalratelimitv3.LocalRateLimit{}),
+		e("envoy.filters.network.sni_cluster", "envoy.filters.network", &sniclusterv3.SniCluster{}),
 		e("envoy.filters.network.tcp_proxy", "envoy.filters.network", &tcpproxyv3.TcpProxy{}),
 		e("envoy.http.stateful_header_formatters.preserve_case", "envoy.http.stateful_header_formatters", &preservecasev3.PreserveCaseFormatterConfig{}),
 		e("envoy.load_balancing_policies.cluster_provided", "envoy.load_balancing_policies", &clusterprovidedv3.ClusterProvided{}),

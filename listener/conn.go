@@ -40,6 +40,28 @@ type Conn struct {
 
 	prev, next *Conn // the chain's connection list, guarded by chain.mu
 	closed     atomic.Bool
+	// onClose are the network filters' close hooks (OnClose); set before the terminal filter
+	// has the connection, run by the first Close.
+	onClose []func()
+	// upstreamCluster is the envoy.tcp_proxy.cluster filter state (sni_cluster sets it).
+	upstreamCluster string
+}
+
+// OnClose registers fn to run once when the connection closes. Network filters call it from
+// ConnFilter.OnConnection, before the terminal filter has the connection.
+func (c *Conn) OnClose(fn func()) { c.onClose = append(c.onClose, fn) }
+
+// SetUpstreamCluster sets the cluster the TCP proxy connects to instead of its configured
+// one (Envoy's envoy.tcp_proxy.cluster filter state). Network filters call it from
+// ConnFilter.OnConnection.
+func (c *Conn) SetUpstreamCluster(name string) { c.upstreamCluster = name }
+
+// UpstreamCluster returns the cluster a network filter chose for the TCP proxy; "" for none.
+func (c *Conn) UpstreamCluster() string {
+	if c == nil {
+		return ""
+	}
+	return c.upstreamCluster
 }
 
 // Read reads the peeked bytes first, then from the socket.
@@ -89,6 +111,9 @@ func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 func (c *Conn) Close() error {
 	err := c.Conn.Close()
 	if c.closed.CompareAndSwap(false, true) {
+		for _, fn := range c.onClose {
+			fn()
+		}
 		c.chain.remove(c)
 		c.chain.info.closed(c)
 	}

@@ -144,6 +144,7 @@ func (li *listenerInfo) closed(c *Conn) {
 type chain struct {
 	cfg     *config.FilterChain
 	handler FilterChainHandler // nil: a chain without filters closes its connections
+	filters []ConnFilter       // the non-terminal network filters, in order
 	info    *listenerInfo
 	drain   *drainSignal
 
@@ -326,6 +327,12 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 	if ch.handler == nil {
 		c.Close()
 		return
+	}
+	for _, f := range ch.filters {
+		if !f.OnConnection(c) {
+			c.Close()
+			return
+		}
 	}
 	ch.handler.ServeConn(c)
 }

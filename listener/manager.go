@@ -437,21 +437,40 @@ func (m *Manager) newChain(info *listenerInfo, l *config.Listener, path string, 
 	if len(fc.Filters) == 0 {
 		return c, nil
 	}
-	var factory HandlerFactory
-	for i, f := range fc.Filters {
-		h, ok := m.cfg.Handlers.lookup(f)
+	ctx := &ChainContext{Listener: l, Chain: fc, StatPrefix: info.stats.prefix, Stats: m.cfg.Stats, Logger: m.cfg.Logger}
+	last := len(fc.Filters) - 1
+	for i, f := range fc.Filters[:last] {
+		cf, ok := m.cfg.Handlers.lookupConn(f)
 		if !ok {
-			return nil, fmt.Errorf("listener %q: %s.filters[%d]: name = %q, typed_config type %q: no such network filter; known filters: %v",
-				info.name, path, i, f.Name, f.TypeURL(), m.cfg.Handlers.Names())
+			if _, terminal := m.cfg.Handlers.lookup(f); terminal {
+				return nil, fmt.Errorf("listener %q: %s.filters[%d]: %q is a terminal filter; it must be the last filter of its chain", info.name, path, i, f.Name)
+			}
+			return nil, unknownFilter(info.name, path, i, f, m.cfg.Handlers)
 		}
-		factory = h
+		filter, err := cf(ctx, i)
+		if err != nil {
+			return nil, fmt.Errorf("listener %q: %s.filters[%d]: %w", info.name, path, i, err)
+		}
+		c.filters = append(c.filters, filter)
 	}
-	h, err := factory(&ChainContext{Listener: l, Chain: fc, StatPrefix: info.stats.prefix, Stats: m.cfg.Stats, Logger: m.cfg.Logger})
+	factory, ok := m.cfg.Handlers.lookup(fc.Filters[last])
+	if !ok {
+		if _, conn := m.cfg.Handlers.lookupConn(fc.Filters[last]); conn {
+			return nil, fmt.Errorf("listener %q: %s.filters[%d]: %q is not a terminal filter; the last filter of a chain must be one (tcp_proxy, http_connection_manager, echo, direct_response)", info.name, path, last, fc.Filters[last].Name)
+		}
+		return nil, unknownFilter(info.name, path, last, fc.Filters[last], m.cfg.Handlers)
+	}
+	h, err := factory(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("listener %q: %s: %w", info.name, path, err)
 	}
 	c.handler = h
 	return c, nil
+}
+
+func unknownFilter(listener, path string, i int, f config.NetworkFilter, r *Registry) error {
+	return fmt.Errorf("listener %q: %s.filters[%d]: name = %q, typed_config type %q: no such network filter; known filters: %v",
+		listener, path, i, f.Name, f.TypeURL(), r.Names())
 }
 
 // discard undoes a version that will not serve: closes the handlers of chains built for it

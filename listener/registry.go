@@ -60,11 +60,84 @@ type HandlerFactory func(ctx *ChainContext) (FilterChainHandler, error)
 type Registry struct {
 	byName map[string]HandlerFactory
 	byType map[string]HandlerFactory
+	// connByName and connByType are the non-terminal network filters (ConnFilterFactory).
+	connByName map[string]ConnFilterFactory
+	connByType map[string]ConnFilterFactory
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{byName: map[string]HandlerFactory{}, byType: map[string]HandlerFactory{}}
+	return &Registry{byName: map[string]HandlerFactory{}, byType: map[string]HandlerFactory{},
+		connByName: map[string]ConnFilterFactory{}, connByType: map[string]ConnFilterFactory{}}
+}
+
+// ConnFilter is a non-terminal network filter (connection_limit, local_ratelimit, rbac,
+// sni_cluster): it runs once on each new connection of its filter chain, in chain order,
+// before the chain's terminal filter gets the connection. It must be safe for concurrent use.
+type ConnFilter interface {
+	// OnConnection decides about c: false closes it (the filter has counted why), true lets
+	// the next filter have it. It may register work for c's close with c.OnClose.
+	OnConnection(c *Conn) bool
+}
+
+// ConnFilterFactory builds the ConnFilter of one filter of a chain: ctx.Chain.Filters[index].
+type ConnFilterFactory func(ctx *ChainContext, index int) (ConnFilter, error)
+
+// RegisterConnFilter adds a non-terminal network filter's factory under its name and type
+// URLs, as Register does for terminal filters. A name or type is registered once across
+// both kinds.
+func (r *Registry) RegisterConnFilter(name string, f ConnFilterFactory, typeURLs ...string) error {
+	if f == nil {
+		return fmt.Errorf("listener: network filter %q: nil factory", name)
+	}
+	if err := r.free(name, typeURLs); err != nil {
+		return err
+	}
+	r.connByName[name] = f
+	for _, u := range typeURLs {
+		r.connByType[u] = f
+	}
+	return nil
+}
+
+// free checks that name and typeURLs are registered to no filter of either kind.
+func (r *Registry) free(name string, typeURLs []string) error {
+	_, dup1 := r.byName[name]
+	_, dup2 := r.connByName[name]
+	if dup1 || dup2 {
+		return fmt.Errorf("listener: network filter %q is already registered", name)
+	}
+	for _, u := range typeURLs {
+		_, dup1 := r.byType[u]
+		_, dup2 := r.connByType[u]
+		if dup1 || dup2 {
+			return fmt.Errorf("listener: network filter type %q is already registered", u)
+		}
+	}
+	return nil
+}
+
+func (r *Registry) lookupConn(f config.NetworkFilter) (ConnFilterFactory, bool) {
+	if r == nil {
+		return nil, false
+	}
+	return lookupIn(f, r.connByName, r.connByType, r.byType)
+}
+
+// lookupIn finds f's factory among byName and byType: by its type URL first, as Envoy finds
+// extensions, and by name only when the type is not one of the other kind's (otherTypes).
+func lookupIn[F any, G any](f config.NetworkFilter, byName, byType map[string]F, otherTypes map[string]G) (F, bool) {
+	if u := f.TypeURL(); u != "" {
+		if h, ok := byType[u]; ok {
+			return h, true
+		}
+		if _, ok := otherTypes[u]; ok {
+			var zero F
+			return zero, false
+		}
+	}
+	h, ok := byName[f.Name]
+	return h, ok
 }
 
 // Register adds f under the network filter name (for example
@@ -76,13 +149,8 @@ func (r *Registry) Register(name string, f HandlerFactory, typeURLs ...string) e
 	if f == nil {
 		return fmt.Errorf("listener: network filter %q: nil factory", name)
 	}
-	if _, dup := r.byName[name]; dup {
-		return fmt.Errorf("listener: network filter %q is already registered", name)
-	}
-	for _, u := range typeURLs {
-		if _, dup := r.byType[u]; dup {
-			return fmt.Errorf("listener: network filter type %q is already registered", u)
-		}
+	if err := r.free(name, typeURLs); err != nil {
+		return err
 	}
 	r.byName[name] = f
 	for _, u := range typeURLs {
@@ -93,8 +161,11 @@ func (r *Registry) Register(name string, f HandlerFactory, typeURLs ...string) e
 
 // Names returns the registered filter names, sorted.
 func (r *Registry) Names() []string {
-	out := make([]string, 0, len(r.byName))
+	out := make([]string, 0, len(r.byName)+len(r.connByName))
 	for n := range r.byName {
+		out = append(out, n)
+	}
+	for n := range r.connByName {
 		out = append(out, n)
 	}
 	sort.Strings(out)
@@ -105,11 +176,5 @@ func (r *Registry) lookup(f config.NetworkFilter) (HandlerFactory, bool) {
 	if r == nil {
 		return nil, false
 	}
-	if u := f.TypeURL(); u != "" {
-		if h, ok := r.byType[u]; ok {
-			return h, true
-		}
-	}
-	h, ok := r.byName[f.Name]
-	return h, ok
+	return lookupIn(f, r.byName, r.byType, r.connByType)
 }

@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/accesslog/als"
@@ -18,6 +20,11 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
 	"github.com/legateproxy/legate/listener"
+	"github.com/legateproxy/legate/listener/filters/connlimit"
+	"github.com/legateproxy/legate/listener/filters/directresponse"
+	"github.com/legateproxy/legate/listener/filters/echo"
+	"github.com/legateproxy/legate/listener/filters/localratelimit"
+	"github.com/legateproxy/legate/listener/filters/snicluster"
 	"github.com/legateproxy/legate/options"
 	"github.com/legateproxy/legate/overload"
 	"github.com/legateproxy/legate/pool"
@@ -65,6 +72,18 @@ func (s *Server) buildHTTPFilters() error {
 	admin.WatchTap(s.reg, s.data.taps)
 	s.data.httpFilters = r
 	return nil
+}
+
+// registerNetworkFilters registers the network filters other than the connection manager
+// and the TCP proxy: echo, direct_response, connection_limit, local_ratelimit, sni_cluster.
+func registerNetworkFilters(r *listener.Registry, now func() time.Time) error {
+	return errors.Join(
+		echo.Register(r),
+		directresponse.Register(r),
+		connlimit.Register(r),
+		localratelimit.Register(r, now),
+		snicluster.Register(r),
+	)
 }
 
 // buildDataPlane creates pools, registers the HTTP connection manager and
@@ -162,6 +181,9 @@ func (s *Server) buildDataPlane() error {
 			Runtime: s.runtimeUint64,
 		},
 	}); err != nil {
+		return err
+	}
+	if err := registerNetworkFilters(handlers, s.clock.Now); err != nil {
 		return err
 	}
 	strategy := listener.DrainGradual

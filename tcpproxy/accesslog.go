@@ -103,6 +103,7 @@ type connInfo struct {
 	sni           string
 	tls           *accesslog.TLSInfo // set once the handshake succeeded
 	cluster       string             // set once the cluster is found
+	filterCluster string             // the envoy.tcp_proxy.cluster filter state (sni_cluster), "" for none
 	host          string             // the upstream host attempted last
 	upstreamLocal string
 	attempts      uint32

@@ -154,6 +154,9 @@ func (p *Proxy) Serve(down net.Conn) {
 	st := p.st
 	st.DownstreamCxTotal.Inc()
 	ci := newConnInfo(down)
+	if lc, ok := down.(*listener.Conn); ok {
+		ci.filterCluster = lc.UpstreamCluster()
+	}
 	limit := copyBufferSize
 	if lc, ok := down.(*listener.Conn); ok && lc.BufferLimit() > 0 {
 		limit = min(limit, int(lc.BufferLimit()))
@@ -195,7 +198,10 @@ var errNoRoute = errors.New("no route")
 // count and the response flags (NC without the cluster, UH without a healthy host, UO on the
 // max_connections breaker, UF per failed attempt and URX once they are exhausted).
 func (p *Proxy) connect(ci *connInfo) (*pool.TCPConn, error) {
-	name := p.cluster()
+	name := ci.filterCluster
+	if name == "" {
+		name = p.cluster()
+	}
 	m := p.pools.Get(name)
 	if m == nil {
 		p.st.DownstreamCxNoRoute.Inc()
