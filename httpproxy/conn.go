@@ -495,13 +495,16 @@ func (h *Handler) serveH2(lc *listener.Conn, nc net.Conn, pre []byte, start time
 	ch.connID = lc.ID()
 	ch.direct = directRemote(lc, remote)
 	srv, opts := h.http2, &http2.ServeConnOpts{Handler: ch, BaseConfig: h.h2base}
-	if d := h.cfg.MaxConnectionDuration; d > 0 {
+	if h.cfg.MaxConnectionDuration > 0 || h.scalesH2Idle() {
 		l, err := h.newH2Lifetime(nc, start)
 		if err != nil {
 			return
 		}
 		defer l.stop()
 		srv, opts.BaseConfig = l.srv, l.base
+		if l.idle != nil {
+			ch.life = l
+		}
 	}
 	srv.ServeConn(conn, opts)
 }
@@ -535,12 +538,18 @@ type h2conn struct {
 	tls      bool
 	tlsInfo  *accesslog.TLSInfo // see serverConn.tlsInfo
 	connID   uint64             // the listener connection's id (%CONNECTION_ID%)
+	// life tracks the streams for the idle timeout reduce_timeouts scales; nil without it.
+	life *h2Lifetime
 }
 
 // DrainClose is the listener's drain decision for the connection.
 func (c *h2conn) DrainClose() bool { return c.drain() }
 
 func (c *h2conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if l := c.life; l != nil {
+		l.streamStarted()
+		defer l.streamEnded()
+	}
 	if c.wire != nil && r.Context().Err() != nil {
 		c.resetUnserved()
 		return
@@ -572,10 +581,14 @@ func (c *h2conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // h2Malformed reports an HTTP/2 request whose pseudo-headers could not be forwarded as they
 // are: a :method that is not a token, a :path with a space or control character (each would
-// split or forge an HTTP/1 upstream request line, as nghttp2 checks), or an :authority (or
-// Host) that is not host[:port], such as one with userinfo (RFC 9113 §8.3.1, RFC 9110 §4.2.4).
+// split or forge an HTTP/1 upstream request line, as nghttp2 checks), an :authority (or
+// Host) that is not host[:port], such as one with userinfo (RFC 9113 §8.3.1, RFC 9110 §4.2.4),
+// or a :protocol on a method other than CONNECT (RFC 8441 §4, as nghttp2 checks): http2
+// passes it on as a header field named ":protocol", which would reach an HTTP/1 upstream
+// as a field whose name is not a token.
 func h2Malformed(r *http.Request) bool {
-	return !http1.ValidToken(r.Method) || !http1.ValidTarget(r.RequestURI) || !http1.ValidAuthority(r.Host)
+	return !http1.ValidToken(r.Method) || !http1.ValidTarget(r.RequestURI) || !http1.ValidAuthority(r.Host) ||
+		(r.Method != http.MethodConnect && len(r.Header[":protocol"]) > 0)
 }
 
 // streamCut counts a stream whose request context ended while it was served: the client

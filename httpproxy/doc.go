@@ -70,11 +70,12 @@
 // drain_timeout later if still open. The route's timeout and retry_policy.per_try_timeout
 // bound upstream attempts from the end of the request (its head, or its body's last byte),
 // as Envoy's do (504 "upstream request timeout"). The overload manager's reduce_timeouts
-// scales the HTTP/1 idle timeout, stream_idle_timeout, max_connection_duration and the TLS
-// handshake's limit; the connections waiting under the first and the third are woken to move
-// their deadlines whenever the action's state changes (Handler.timerWatcher), the stream idle
-// timer looks again every eighth of its timeout while the action is configured. HTTP/2
-// connections' idle timeout is x/net/http2's, read by its serving loop, and is not scaled.
+// scales the idle timeout, stream_idle_timeout, max_connection_duration and the TLS
+// handshake's limit; connections waiting under the first and the third are woken, or their
+// timers moved, whenever the action's state changes (Handler.timerWatcher), and the stream
+// idle timer looks again every eighth of its timeout while the action is configured. http2
+// reads its IdleTimeout from its serving loop, so while the idle timeout is scaled each
+// HTTP/2 connection gets a server and an idle timer of its own (h2Lifetime).
 //
 // Outlier detection and passive health: the router reports every upstream attempt to its
 // cluster (cluster.Cluster.ReportResult: connect success and the status of each response,

@@ -2,18 +2,23 @@ package httpproxy
 
 import (
 	"context"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/legateproxy/legate/overload"
 	"github.com/legateproxy/legate/stats/statstest"
 )
 
 // reduceTimeoutsManager runs an overload manager, refreshed every 50 ms, whose
-// reduce_timeouts action saturates when 3 of its 4 global downstream connections are open,
+// reduce_timeouts action saturates when 3 of its 8 global downstream connections are open,
 // scaling the timers to their minimums; it returns the manager and a function that waits
 // for the action's scale_percent to reach want.
 func reduceTimeoutsManager(t *testing.T, timers [4]overload.TimerMinimum) (*overload.Manager, func(want uint64)) {
@@ -21,10 +26,10 @@ func reduceTimeoutsManager(t *testing.T, timers [4]overload.TimerMinimum) (*over
 	st := newStatsStore(t)
 	cfg := &overload.Config{
 		RefreshInterval: 50 * time.Millisecond,
-		Monitors:        []overload.Monitor{{Name: overload.GlobalConnections, MaxConnections: 4}},
+		Monitors:        []overload.Monitor{{Name: overload.GlobalConnections, MaxConnections: 8}},
 		Actions: []overload.Action{{
 			Name:     overload.ReduceTimeouts,
-			Triggers: []overload.Trigger{{Monitor: overload.GlobalConnections, Scaling: 0.75, Saturation: 0.75}},
+			Triggers: []overload.Trigger{{Monitor: overload.GlobalConnections, Scaling: 0.375, Saturation: 0.375}},
 			Timers:   timers,
 		}},
 	}
@@ -111,9 +116,10 @@ func awaitClose(t *testing.T, rc *rawConn, since time.Time) time.Duration {
 // manager's idle_timeout (HTTP_DOWNSTREAM_CONNECTION_IDLE, min_timeout 0.5 s) with a real
 // listener under the global connection monitor, raised by real connections: with the
 // action off an idle connection outlives the minimum; once three held connections saturate
-// it, that connection, idle since before, is closed at once (Envoy's scaled timers follow
-// the scale while they run), a new idle connection lasts the minimum instead of the 30 s
-// idle_timeout, both counted in downstream_cx_idle_timeout; the stat shows 100.
+// it, that connection and an idle HTTP/2 one (GOAWAY, then closed), idle since before, are
+// closed at once (Envoy's scaled timers follow the scale while they run), a new idle
+// connection lasts the minimum instead of the 30 s idle_timeout, all counted in
+// downstream_cx_idle_timeout; the stat shows 100.
 func TestOverloadReduceTimeoutsClosesIdleSooner(t *testing.T) {
 	e, await := reduceTimeoutsEnv(t, "stream_idle_timeout: 0s\ncommon_http_protocol_options: {idle_timeout: 30s}\n", [4]overload.TimerMinimum{
 		overload.ConnectionIdle: {Set: true, Absolute: 500 * time.Millisecond},
@@ -123,6 +129,7 @@ func TestOverloadReduceTimeoutsClosesIdleSooner(t *testing.T) {
 	if resp, body := idle.response(); resp.StatusCode != http.StatusOK || body != "ok" {
 		t.Fatalf("got %d %q; want 200 \"ok\"", resp.StatusCode, body)
 	}
+	h2c, h2fr := idleH2(t, e.addr)
 	idleSince := time.Now()
 	idle.c.SetReadDeadline(time.Now().Add(time.Second)) // twice the minimum
 	if idle.closed() {
@@ -137,13 +144,57 @@ func TestOverloadReduceTimeoutsClosesIdleSooner(t *testing.T) {
 	if got := awaitClose(t, idle, idleSince); got > 5*time.Second {
 		t.Errorf("idle connection closed %v after it went idle; want soon after the action (30s unscaled)", got)
 	}
+	if got := awaitGoAway(t, h2c, h2fr, idleSince); got > 5*time.Second {
+		t.Errorf("idle HTTP/2 connection closed %v after it went idle; want soon after the action (30s unscaled)", got)
+	}
 	fresh := dialRaw(t, e.addr)
 	opened := time.Now()
 	if got := awaitClose(t, fresh, opened); got < 400*time.Millisecond || got > 5*time.Second {
 		t.Errorf("new idle connection closed after %v; want about the 0.5s minimum", got)
 	}
-	if got := e.stat("http.ingress.downstream_cx_idle_timeout"); got != 2 {
-		t.Errorf("downstream_cx_idle_timeout = %d; want 2", got)
+	if got := e.stat("http.ingress.downstream_cx_idle_timeout"); got != 3 {
+		t.Errorf("downstream_cx_idle_timeout = %d; want 3", got)
+	}
+}
+
+// idleH2 opens an h2c connection to addr, serves one request on it and returns it idle.
+func idleH2(t *testing.T, addr string) (net.Conn, *http2.Framer) {
+	t.Helper()
+	c := dialRaw(t, addr).c
+	io.WriteString(c, http2.ClientPreface)
+	fr := http2.NewFramer(c, c)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	writeRequest(t, fr, 1, "/", nil)
+	if got := answer(t, fr, 1); got != "200" {
+		t.Fatalf("HTTP/2 request: %s; want 200", got)
+	}
+	return c, fr
+}
+
+// awaitGoAway waits for the proxy to send GOAWAY on c and close it, and returns how long it
+// took from since.
+func awaitGoAway(t *testing.T, c net.Conn, fr *http2.Framer, since time.Time) time.Duration {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(wait))
+	goAway := false
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatalf("HTTP/2 connection still open %v after it went idle", time.Since(since))
+			}
+			if !goAway {
+				t.Errorf("HTTP/2 connection closed without a GOAWAY: %v", err)
+			}
+			return time.Since(since)
+		}
+		if ga, ok := f.(*http2.GoAwayFrame); ok && ga.ErrCode == http2.ErrCodeNo {
+			goAway = true
+		}
 	}
 }
 

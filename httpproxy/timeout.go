@@ -214,7 +214,9 @@ func (s *stream) requestTimedOut() (status int, body []byte, ok bool) {
 // later it is closed if it is still open (Envoy: "the drain sequence will kick-in, and the
 // connection will be force-closed after the drain period"). Envoy first sends a GOAWAY
 // announcing the shutdown and the final one drain_timeout later; http2 sends the final one at
-// once, which clients answer by retrying unprocessed streams on a new connection.
+// once, which clients answer by retrying unprocessed streams on a new connection. It also
+// runs the idle timeout when reduce_timeouts scales it, ending an idle connection with the
+// same GOAWAY.
 //
 // Its timers run their callbacks on their own goroutines; stop, called when the connection's
 // serving ends, stops them, and mu orders them against it.
@@ -225,12 +227,22 @@ type h2Lifetime struct {
 	base  *http.Server
 	start time.Time // when the connection was accepted
 
-	mu       sync.Mutex // guards the fields below
-	timer    *time.Timer
+	// idleTimeout is the connection manager's idle_timeout when reduce_timeouts scales it
+	// (zero: http2's own idle timer alone applies): http2 reads its IdleTimeout unlocked
+	// from its serving loop, so the scaled timeout is a timer of this connection's.
+	idleTimeout time.Duration
+
+	mu       sync.Mutex  // guards the fields below
+	timer    *time.Timer // max_connection_duration; nil without it
 	force    *time.Timer
 	goneAway bool
 	expired  bool // max_connection_duration ended
 	stopped  bool
+	// The scaled idle timeout: the streams being served, since when none is, and its timer
+	// (nil without idleTimeout).
+	active    int
+	idleSince time.Time
+	idle      *time.Timer
 }
 
 // newH2Lifetime makes the server of one connection accepted at start, and arms its duration.
@@ -252,10 +264,63 @@ func (h *Handler) newH2Lifetime(nc net.Conn, start time.Time) (*h2Lifetime, erro
 	h.h2lives[l] = struct{}{}
 	h.mu.Unlock()
 	l.mu.Lock()
-	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
-	l.timer = time.AfterFunc(l.left(), l.expire)
+	if h.cfg.MaxConnectionDuration > 0 {
+		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
+		l.timer = time.AfterFunc(l.left(), l.expire)
+	}
+	if h.scalesH2Idle() {
+		l.idleTimeout, l.idleSince = h.cfg.IdleTimeout, start
+		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
+		l.idle = time.AfterFunc(l.idleLeft(), l.idleExpired)
+	}
 	l.mu.Unlock()
 	return l, nil
+}
+
+// scalesH2Idle reports whether reduce_timeouts scales the idle timeout of HTTP/2
+// connections, which then get an h2Lifetime each.
+func (h *Handler) scalesH2Idle() bool {
+	return h.cfg.IdleTimeout > 0 && h.ov.ScalesTimer(overload.ConnectionIdle)
+}
+
+// idleLeft is the time until the connection, idle since idleSince, reaches its idle timeout
+// as reduce_timeouts scales it now.
+func (l *h2Lifetime) idleLeft() time.Duration {
+	d := l.h.ov.ScaleTimer(overload.ConnectionIdle, l.idleTimeout)
+	return l.idleSince.Add(d).Sub(l.h.sh.deps.Now())
+}
+
+// streamStarted and streamEnded bracket each stream the connection serves, for the scaled
+// idle timeout.
+func (l *h2Lifetime) streamStarted() {
+	l.mu.Lock()
+	l.active++
+	l.mu.Unlock()
+}
+
+func (l *h2Lifetime) streamEnded() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.active--; l.active == 0 && !l.stopped {
+		l.idleSince = l.h.sh.deps.Now()
+		l.idle.Reset(l.idleLeft())
+	}
+}
+
+// idleExpired runs when the scaled idle timeout may have passed: a connection still idle
+// gets a graceful GOAWAY, as http2's own idle timer sends, and closes.
+func (l *h2Lifetime) idleExpired() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped || l.goneAway || l.active > 0 {
+		return
+	}
+	if left := l.idleLeft(); left > 0 {
+		l.idle.Reset(left)
+		return
+	}
+	l.h.stats.DownstreamCxIdleTimeout.Inc()
+	l.goAwayLocked()
 }
 
 // left is the time until max_connection_duration ends, as reduce_timeouts scales it now.
@@ -264,12 +329,19 @@ func (l *h2Lifetime) left() time.Duration {
 	return l.start.Add(d).Sub(l.h.sh.deps.Now())
 }
 
-// rescale moves the duration's end when reduce_timeouts' scale changed.
+// rescale moves the duration's end, and an idle connection's idle timeout, when
+// reduce_timeouts' scale changed.
 func (l *h2Lifetime) rescale() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.stopped && !l.expired {
+	if l.stopped {
+		return
+	}
+	if l.timer != nil && !l.expired {
 		l.timer.Reset(l.left())
+	}
+	if l.idle != nil && l.active == 0 && !l.goneAway {
+		l.idle.Reset(max(l.idleLeft(), 0))
 	}
 }
 
@@ -319,7 +391,12 @@ func (l *h2Lifetime) closeConn() {
 func (l *h2Lifetime) stop() {
 	l.mu.Lock()
 	l.stopped = true
-	l.timer.Stop()
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	if l.idle != nil {
+		l.idle.Stop()
+	}
 	if l.force != nil {
 		l.force.Stop()
 	}

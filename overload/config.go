@@ -49,7 +49,18 @@ type Action struct {
 	Triggers []Trigger
 	// Timers are reduce_timeouts' minimums, by Timer; unset for every other action.
 	Timers [numTimers]TimerMinimum
+	// ShrinkInterval and MaxUnfreedBytes are shrink_heap's ShrinkHeapConfig: while the
+	// action is saturated, every ShrinkInterval the free heap is returned to the OS when it
+	// holds at least MaxUnfreedBytes.
+	ShrinkInterval  time.Duration
+	MaxUnfreedBytes uint64
 }
+
+// shrink_heap's defaults, as Envoy's heap shrinker's.
+const (
+	DefaultShrinkInterval  = 10 * time.Second
+	DefaultMaxUnfreedBytes = 100 << 20
+)
 
 // Trigger turns the pressure of Monitor into an action state in [0, 1]. A threshold trigger
 // has Scaling == Saturation: the state is 1 from that pressure on, 0 below.
@@ -171,9 +182,13 @@ func unpack(path string, tc *anypb.Any, m proto.Message) error {
 func actionFromProto(path string, a *overloadv3.OverloadAction, monitors map[string]bool) (Action, error) {
 	out := Action{Name: a.GetName()}
 	switch a.GetName() {
-	case StopAcceptingRequests, DisableHTTPKeepalive, StopAcceptingConnections, RejectIncomingConnections, ShrinkHeap:
+	case StopAcceptingRequests, DisableHTTPKeepalive, StopAcceptingConnections, RejectIncomingConnections:
 		if a.GetTypedConfig() != nil {
 			return out, notImplemented(path + ".typed_config")
+		}
+	case ShrinkHeap:
+		if err := shrinkHeapFromProto(path, a.GetTypedConfig(), &out); err != nil {
+			return out, err
 		}
 	case ReduceTimeouts:
 		timers, err := scaleTimersFromProto(path, a.GetTypedConfig())
@@ -229,4 +244,26 @@ func triggerFromProto(path string, t *overloadv3.Trigger) (Trigger, error) {
 		return out, fmt.Errorf("%s: a threshold or scaled trigger is required", path)
 	}
 	return out, nil
+}
+
+// shrinkHeapFromProto reads shrink_heap's optional ShrinkHeapConfig into a.
+func shrinkHeapFromProto(path string, tc *anypb.Any, a *Action) error {
+	a.ShrinkInterval, a.MaxUnfreedBytes = DefaultShrinkInterval, DefaultMaxUnfreedBytes
+	if tc == nil {
+		return nil
+	}
+	var pb overloadv3.ShrinkHeapConfig
+	if err := unpack(path, tc, &pb); err != nil {
+		return err
+	}
+	if ti := pb.GetTimerInterval(); ti != nil {
+		if err := ti.CheckValid(); err != nil || ti.AsDuration() <= 0 {
+			return fmt.Errorf("%s.typed_config.timer_interval: must be a positive duration", path)
+		}
+		a.ShrinkInterval = ti.AsDuration()
+	}
+	if mu := pb.GetMaxUnfreedMemoryBytes(); mu != nil {
+		a.MaxUnfreedBytes = mu.GetValue()
+	}
+	return nil
 }

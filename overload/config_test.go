@@ -1,6 +1,7 @@
 package overload
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -80,8 +81,12 @@ func TestFromProtoRefuses(t *testing.T) {
 			"overload_manager.actions[0].typed_config.timer_scale_factors[0].min_timeout: must be a non-negative duration"},
 		{"reset_high_memory_stream", "resource_monitors: [" + heapMonitor + "]\nactions: [{name: envoy.overload_actions.reset_high_memory_stream, triggers: [{name: envoy.resource_monitors.fixed_heap, threshold: {value: 0.9}}]}]",
 			`overload_manager.actions[0].name: overload action "envoy.overload_actions.reset_high_memory_stream": not implemented by Legate`},
-		{"action typed_config", "resource_monitors: [" + heapMonitor + "]\nactions: [{name: envoy.overload_actions.shrink_heap, typed_config: {\"@type\": type.googleapis.com/envoy.config.overload.v3.ShrinkHeapConfig}, triggers: [{name: envoy.resource_monitors.fixed_heap, threshold: {value: 0.9}}]}]",
+		{"action typed_config", "resource_monitors: [" + heapMonitor + "]\nactions: [{name: envoy.overload_actions.stop_accepting_requests, typed_config: {\"@type\": type.googleapis.com/envoy.config.overload.v3.ShrinkHeapConfig}, triggers: [{name: envoy.resource_monitors.fixed_heap, threshold: {value: 0.9}}]}]",
 			"overload_manager.actions[0].typed_config: set; not implemented by Legate"},
+		{"shrink_heap timer_interval", "resource_monitors: [" + heapMonitor + "]\nactions: [{name: envoy.overload_actions.shrink_heap, typed_config: {\"@type\": type.googleapis.com/envoy.config.overload.v3.ShrinkHeapConfig, timer_interval: 0s}, triggers: [{name: envoy.resource_monitors.fixed_heap, threshold: {value: 0.9}}]}]",
+			"overload_manager.actions[0].typed_config.timer_interval: must be a positive duration"},
+		{"shrink_heap typed_config type", "resource_monitors: [" + heapMonitor + "]\nactions: [{name: envoy.overload_actions.shrink_heap, typed_config: {\"@type\": type.googleapis.com/envoy.config.overload.v3.ScaleTimersOverloadActionConfig}, triggers: [{name: envoy.resource_monitors.fixed_heap, threshold: {value: 0.9}}]}]",
+			"overload_manager.actions[0].typed_config: want envoy.config.overload.v3.ShrinkHeapConfig"},
 		{"loadshed_points", "loadshed_points: [{name: envoy.load_shed_points.tcp_listener_accept}]", "overload_manager.loadshed_points: set; not implemented by Legate"},
 		{"buffer_factory_config", "buffer_factory_config: {minimum_account_to_track_power_of_two: 10}", "overload_manager.buffer_factory_config: set; not implemented by Legate"},
 		{"max_heap_size_bytes_runtime", `resource_monitors: [{name: envoy.resource_monitors.fixed_heap, typed_config: {"@type": type.googleapis.com/envoy.extensions.resource_monitors.fixed_heap.v3.FixedHeapConfig, max_heap_size_bytes: 1, max_heap_size_bytes_runtime: {default_value: 1, runtime_key: k}}}]`,
@@ -132,6 +137,29 @@ func TestFromProtoReduceTimeouts(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got.Actions[0].Timers); diff != "" {
 		t.Errorf("timers (-want +got):\n%s", diff)
+	}
+}
+
+// TestFromProtoShrinkHeap checks shrink_heap's ShrinkHeapConfig and its defaults (10 s,
+// 100 MiB, as Envoy's).
+func TestFromProtoShrinkHeap(t *testing.T) {
+	const action = "resource_monitors: [" + heapMonitor + "]\nactions: [{name: envoy.overload_actions.shrink_heap%s, triggers: [{name: envoy.resource_monitors.fixed_heap, threshold: {value: 0.9}}]}]"
+	for _, tc := range []struct {
+		typedConfig string
+		interval    time.Duration
+		unfreed     uint64
+	}{
+		{"", 10 * time.Second, 100 << 20},
+		{`, typed_config: {"@type": type.googleapis.com/envoy.config.overload.v3.ShrinkHeapConfig, timer_interval: 2s, max_unfreed_memory_bytes: 4096}`, 2 * time.Second, 4096},
+		{`, typed_config: {"@type": type.googleapis.com/envoy.config.overload.v3.ShrinkHeapConfig, max_unfreed_memory_bytes: 0}`, 10 * time.Second, 0},
+	} {
+		got, err := parse(t, fmt.Sprintf(action, tc.typedConfig))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.typedConfig, err)
+		}
+		if a := got.Actions[0]; a.ShrinkInterval != tc.interval || a.MaxUnfreedBytes != tc.unfreed {
+			t.Errorf("%q: interval %v, max unfreed %d; want %v, %d", tc.typedConfig, a.ShrinkInterval, a.MaxUnfreedBytes, tc.interval, tc.unfreed)
+		}
 	}
 }
 

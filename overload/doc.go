@@ -14,9 +14,11 @@
 // on HTTP/1, GOAWAY on HTTP/2, http.<prefix>.downstream_cx_overload_disable_keepalive) — both
 // with the probability of a scaled state, as Envoy's bernoulli draws —, stop_accepting_connections
 // (the accept loops pause while saturated), reject_incoming_connections (closed at accept with
-// the state's probability, listener.<prefix>.downstream_cx_overload_reject) and shrink_heap
-// (debug.FreeOSMemory at each refresh while saturated), and reduce_timeouts with its
-// ScaleTimersOverloadActionConfig: HTTP_DOWNSTREAM_CONNECTION_IDLE (HTTP/1 connections),
+// the state's probability, listener.<prefix>.downstream_cx_overload_reject), shrink_heap
+// (while saturated, at once and then every ShrinkHeapConfig.timer_interval, default 10 s,
+// debug.FreeOSMemory when the free heap not yet returned holds max_unfreed_memory_bytes,
+// default 100 MiB, counted in overload.envoy.overload_actions.shrink_heap.shrink_count) and
+// reduce_timeouts with its ScaleTimersOverloadActionConfig: HTTP_DOWNSTREAM_CONNECTION_IDLE,
 // HTTP_DOWNSTREAM_STREAM_IDLE, TRANSPORT_SOCKET_CONNECT (downstream TLS handshakes of the
 // HTTP connection manager and the TCP proxy) and HTTP_DOWNSTREAM_CONNECTION_MAX, each with
 // min_timeout or min_scale; a timer of timeout d and minimum m lasts m + (d-m)×(1-state), as
@@ -28,7 +30,7 @@
 // overload.<action>.active (1 when saturated) and scale_percent; overload.refresh_interval_delay.
 //
 // Refused with their path and "not implemented by Legate": every other monitor and action,
-// the typed_config of an action other than reduce_timeouts, reduce_timeouts'
+// the typed_config of an action other than reduce_timeouts and shrink_heap, reduce_timeouts'
 // HTTP_DOWNSTREAM_STREAM_FLUSH (Legate has no stream_flush_timeout), loadshed_points,
 // buffer_factory_config and fixed_heap's max_heap_size_bytes_runtime.
 //

@@ -28,6 +28,11 @@ type actionStats struct {
 	ScalePercent stats.Gauge `stat:"scale_percent,never_import"`
 }
 
+// shrinkStats are shrink_heap's own: overload.envoy.overload_actions.shrink_heap.*.
+type shrinkStats struct {
+	ShrinkCount stats.Counter `stat:"shrink_count"`
+}
+
 // managerStats are overload.*.
 type managerStats struct {
 	RefreshIntervalDelay stats.Histogram `stat:"refresh_interval_delay,unit=ms"`
@@ -44,6 +49,9 @@ type action struct {
 	cfg   Action
 	stats actionStats
 	state float64
+	// shrink_heap only: its shrink_count, and when it last ran (zero: not while saturated).
+	shrink     shrinkStats
+	lastShrink time.Time
 }
 
 // Manager is the overload manager. Its Run goroutine owns the monitors and actions: it reads
@@ -59,8 +67,10 @@ type Manager struct {
 	regs     []*stats.Registration
 	// heap reads the heap size; a field so that tests can fail it.
 	heap func() (uint64, bool)
-	// freeOSMemory returns memory to the OS (shrink_heap).
+	// freeOSMemory returns memory to the OS (shrink_heap); heapFree reads the free heap
+	// bytes not yet returned. Fields so that tests can watch them.
 	freeOSMemory func()
+	heapFree     func() uint64
 	lastRefresh  time.Time
 }
 
@@ -70,7 +80,7 @@ func New(cfg *Config, store *stats.Store, clk clock.Clock) *Manager {
 	if clk == nil {
 		clk = clock.Real()
 	}
-	m := &Manager{clock: clk, heap: readHeap, freeOSMemory: debug.FreeOSMemory}
+	m := &Manager{clock: clk, heap: readHeap, freeOSMemory: debug.FreeOSMemory, heapFree: readHeapFree}
 	if cfg == nil {
 		return m
 	}
@@ -92,6 +102,9 @@ func New(cfg *Config, store *stats.Store, clk clock.Clock) *Manager {
 			m.state.timersChanged = make(chan struct{})
 		}
 		m.regs = append(m.regs, store.Register("overload."+ac.Name+".", &a.stats))
+		if ac.Name == ShrinkHeap {
+			m.regs = append(m.regs, store.Register("overload."+ac.Name+".", &a.shrink))
+		}
 		m.actions = append(m.actions, a)
 	}
 	return m
@@ -146,7 +159,7 @@ func (m *Manager) Refresh() {
 		m.update(mon)
 	}
 	for _, a := range m.actions {
-		m.evaluate(a)
+		m.evaluate(a, now)
 	}
 }
 
@@ -170,7 +183,7 @@ func (m *Manager) update(mon *monitor) {
 }
 
 // evaluate sets the action's state to the highest of its triggers' and publishes it.
-func (m *Manager) evaluate(a *action) {
+func (m *Manager) evaluate(a *action, now time.Time) {
 	var s float64
 	for _, t := range a.cfg.Triggers {
 		if mon := m.monitor(t.Monitor); mon != nil && mon.ok {
@@ -198,10 +211,27 @@ func (m *Manager) evaluate(a *action) {
 	case ReduceTimeouts:
 		m.state.setReduceTimeouts(fixed)
 	case ShrinkHeap:
-		if saturated {
-			m.freeOSMemory()
-		}
+		m.shrink(a, saturated, now)
 	}
+}
+
+// shrink runs shrink_heap as Envoy's heap shrinker does: every interval while the action is
+// saturated it counts shrink_count and, when the free heap not yet returned holds at least
+// max_unfreed_memory_bytes, returns it to the OS. The first run is at the refresh that
+// finds the action saturated.
+func (m *Manager) shrink(a *action, saturated bool, now time.Time) {
+	if !saturated {
+		a.lastShrink = time.Time{}
+		return
+	}
+	if !a.lastShrink.IsZero() && now.Sub(a.lastShrink) < a.cfg.ShrinkInterval {
+		return
+	}
+	a.lastShrink = now
+	if m.heapFree() >= a.cfg.MaxUnfreedBytes {
+		m.freeOSMemory()
+	}
+	a.shrink.ShrinkCount.Inc()
 }
 
 func (m *Manager) monitor(name string) *monitor {
@@ -221,4 +251,18 @@ func readHeap() (uint64, bool) {
 		return 0, false
 	}
 	return s[0].Value.Uint64(), true
+}
+
+// heapFreeMetric is the Go runtime's count of free heap bytes not yet returned to the OS,
+// what tcmalloc's release to the system would free.
+const heapFreeMetric = "/memory/classes/heap/free:bytes"
+
+// readHeapFree returns the free heap bytes not yet returned to the OS; 0 if unknown.
+func readHeapFree() uint64 {
+	s := []metrics.Sample{{Name: heapFreeMetric}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }

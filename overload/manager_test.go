@@ -305,3 +305,45 @@ func TestReduceTimeoutsScalesTimers(t *testing.T) {
 		t.Error("a nil State scales timers")
 	}
 }
+
+// TestShrinkHeapEveryInterval checks shrink_heap's timing, as Envoy's heap shrinker's: while
+// saturated it runs at once and then every timer_interval (fake clock), counting
+// shrink_count each time and returning memory to the OS only when the free heap holds at
+// least max_unfreed_memory_bytes; it stops when the action does.
+func TestShrinkHeapEveryInterval(t *testing.T) {
+	st := newStore(t)
+	clk := clocktest.NewFake(time.Unix(0, 0))
+	m := New(&Config{
+		RefreshInterval: time.Second,
+		Monitors:        []Monitor{{Name: FixedHeap, MaxHeapBytes: 1000}},
+		Actions: []Action{{Name: ShrinkHeap, Triggers: []Trigger{{Monitor: FixedHeap, Scaling: 0.9, Saturation: 0.9}},
+			ShrinkInterval: 10 * time.Second, MaxUnfreedBytes: 500}},
+	}, st, clk)
+	defer m.Close()
+	var heap, free atomic.Uint64
+	m.heap = func() (uint64, bool) { return heap.Load(), true }
+	m.heapFree = free.Load
+	freed := 0
+	m.freeOSMemory = func() { freed++ }
+	step := func(d time.Duration, wantCount uint64, wantFreed int) {
+		t.Helper()
+		clk.Advance(d)
+		m.Refresh()
+		wantStat(t, st, "overload.envoy.overload_actions.shrink_heap.shrink_count", wantCount)
+		if freed != wantFreed {
+			t.Errorf("memory returned %d times; want %d", freed, wantFreed)
+		}
+	}
+	heap.Store(100)
+	step(0, 0, 0) // not saturated
+	heap.Store(950)
+	free.Store(600)
+	step(time.Second, 1, 1) // saturated: runs at once
+	step(5*time.Second, 1, 1)
+	free.Store(100) // under max_unfreed_memory_bytes: counted, nothing returned
+	step(5*time.Second, 2, 1)
+	free.Store(600)
+	step(10*time.Second, 3, 2)
+	heap.Store(100)
+	step(10*time.Second, 3, 2) // the action stopped
+}

@@ -45,7 +45,7 @@ var allowedDirect = map[string]struct {
 	"httpproxy/h2reset.go":                   {3, requestPath},
 	"httpproxy/h2wire.go":                    {5, "a socket deadline (1); request path (4)"},
 	"httpproxy/router.go":                    {1, requestPath},
-	"httpproxy/timeout.go":                   {5, "request path (3); mono (2)"},
+	"httpproxy/timeout.go":                   {6, "request path (4); mono (2)"},
 	"httpproxy/upgrade.go":                   {4, requestPath},
 	"internal/clock/clock.go":                {3, "Real is the system clock"},
 	"listener/filters.go":                    {1, "a socket deadline: the runtime poller compares it with the system clock"},
