@@ -6,6 +6,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy/filters/buffer"
 	"github.com/legateproxy/legate/httpproxy/filters/cors"
+	"github.com/legateproxy/legate/httpproxy/filters/csrf"
 	"github.com/legateproxy/legate/httpproxy/filters/extauthz"
 	"github.com/legateproxy/legate/httpproxy/filters/fault"
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
@@ -25,6 +26,7 @@ func New() (*registry.Registry, error) {
 		cluster.Register, // the aggregate cluster's hosts
 		buffer.Register,
 		cors.Register,
+		csrf.Register,
 		fault.Register,
 		healthcheck.Register,
 		localratelimit.Register,

@@ -207,3 +207,29 @@ func TestBufferEnvoyConfig(t *testing.T) {
 		t.Errorf("http.policy.downstream_rq_too_large = %d; want 1", v)
 	}
 }
+
+// TestCSRFEnvoyConfig: Envoy's CSRF filter on the binary refuses a cross-origin POST with 403
+// and lets a same-origin one through.
+func TestCSRFEnvoyConfig(t *testing.T) {
+	cfg := policyConfig(namedBackend(t, 0, "backend"), "", `          - name: envoy.filters.http.csrf
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.csrf.v3.CsrfPolicy
+              filter_enabled:
+                default_value: {numerator: 100, denominator: HUNDRED}
+                runtime_key: csrf.enabled`)
+	p := start(t, "-c", writeConfig(t, cfg))
+	client := &http.Client{Timeout: 10 * time.Second}
+	addr := p.listenerAddr("http")
+	url := "http://" + addr + "/form"
+	if code, _, body := send(t, client, http.MethodPost, url, nil, "Origin", "http://"+addr); code != 200 || body != "backend" {
+		t.Errorf("same-origin POST = %d %q; want 200 backend", code, body)
+	}
+	if code, _, body := send(t, client, http.MethodPost, url, nil, "Origin", "https://evil.example"); code != 403 || body != "Invalid origin" {
+		t.Errorf("cross-origin POST = %d %q; want 403 Invalid origin", code, body)
+	}
+	for name, want := range map[string]uint64{"http.policy.csrf.request_valid": 1, "http.policy.csrf.request_invalid": 1} {
+		if v, _ := p.stat(name); v != want {
+			t.Errorf("%s = %d; want %d", name, v, want)
+		}
+	}
+}
