@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -448,6 +450,12 @@ func (b *clusterBuilder) protocols(c *clusterv3.Cluster, out *Cluster) {
 	http2 := c.GetHttp2ProtocolOptions()
 	common := c.GetCommonHttpProtocolOptions()
 	b.http1("http_protocol_options", c.GetHttpProtocolOptions(), out)
+	for _, key := range slices.Sorted(maps.Keys(c.GetTypedExtensionProtocolOptions())) {
+		if key != upstreamHTTPOptionsKey {
+			// Envoy refuses a key no extension registers; Legate registers this one only.
+			b.fail("typed_extension_protocol_options[%q]: set; not implemented by Legate (only %q is)", key, upstreamHTTPOptionsKey)
+		}
+	}
 	if a, ok := c.GetTypedExtensionProtocolOptions()[upstreamHTTPOptionsKey]; ok {
 		at := fmt.Sprintf("typed_extension_protocol_options[%q]", upstreamHTTPOptionsKey)
 		var opts upstreamhttpv3.HttpProtocolOptions

@@ -440,6 +440,12 @@ func TestClusterUpstreamHTTPOptionsRefused(t *testing.T) {
 	tests := []struct{ name, y, want string }{
 		{"auto without TLS", typedHTTPCluster("auto_config: {}", ""), `auto_config: set on a cluster without a TLS transport_socket`},
 		{"max requests twice", typedHTTPCluster("common_http_protocol_options: {max_requests_per_connection: 2}", "max_requests_per_connection: 3"), "max_requests_per_connection and typed_extension_protocol_options"},
+		{"other key", `
+name: web
+load_assignment: {endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 10.0.0.1, port_value: 80}}}}]}]}
+typed_extension_protocol_options:
+  envoy.filters.network.thrift_proxy: {"@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions, explicit_http_config: {http_protocol_options: {}}}
+`, `typed_extension_protocol_options["envoy.filters.network.thrift_proxy"]: set; not implemented by Legate`},
 		{"hpack table off", typedHTTPCluster("explicit_http_config: {http2_protocol_options: {hpack_table_size: 0}}", ""), "http2_protocol_options.hpack_table_size = 0"},
 		{"headers kb too large", typedHTTPCluster("common_http_protocol_options: {max_response_headers_kb: 9000}", ""), "max_response_headers_kb = 9000; must be 1 to 8192"},
 		{"http1 option delegated", typedHTTPCluster("explicit_http_config: {http_protocol_options: {allow_custom_methods: true}}", ""), `typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].explicit_http_config.http_protocol_options.allow_custom_methods: set; not implemented by Legate`},
