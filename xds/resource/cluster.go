@@ -6,6 +6,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	internalupstreamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/internal_upstream/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -123,6 +124,14 @@ const upstreamTLSTypeURL = "type.googleapis.com/envoy.extensions.transport_socke
 // transport socket in errors.
 func UpstreamSecretDependencies(path string, ts *corev3.TransportSocket) ([]Dependency, error) {
 	a := ts.GetTypedConfig()
+	var iu internalupstreamv3.InternalUpstreamTransport
+	if a.MessageIs(&iu) {
+		// internal_upstream wraps the socket that holds the secrets.
+		if err := a.UnmarshalTo(&iu); err != nil {
+			return nil, fmt.Errorf("%s.typed_config: %v", path, err)
+		}
+		return UpstreamSecretDependencies(path+".typed_config.transport_socket", iu.GetTransportSocket())
+	}
 	if a.GetTypeUrl() != upstreamTLSTypeURL {
 		return nil, nil
 	}

@@ -1,0 +1,49 @@
+package connlimit
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	clv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/connection_limit/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/listener"
+	"github.com/legateproxy/legate/stats"
+)
+
+// TestConfig: the limit, prefix and delay are read; runtime_enabled, a missing prefix and a
+// zero limit are refused with their names.
+func TestConfig(t *testing.T) {
+	st, err := stats.New(stats.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := func(pb *clv3.ConnectionLimit) *listener.ChainContext {
+		a, err := anypb.New(pb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &listener.ChainContext{Chain: &config.FilterChain{Filters: []config.NetworkFilter{{Name: Name, TypedConfig: a}}}, Stats: st}
+	}
+	f, err := build(ctx(&clv3.ConnectionLimit{StatPrefix: "p", MaxConnections: wrapperspb.UInt64(7), Delay: durationpb.New(time.Second)}), 0)
+	if l, ok := f.(*limiter); err != nil || !ok || l.max != 7 || l.delay != time.Second {
+		t.Fatalf("build = %+v, %v", f, err)
+	}
+	for _, tc := range []struct {
+		pb   *clv3.ConnectionLimit
+		want string
+	}{
+		{&clv3.ConnectionLimit{StatPrefix: "p", MaxConnections: wrapperspb.UInt64(1), RuntimeEnabled: &corev3.RuntimeFeatureFlag{RuntimeKey: "k"}}, "runtime_enabled: not implemented by Legate"},
+		{&clv3.ConnectionLimit{MaxConnections: wrapperspb.UInt64(1)}, "stat_prefix"},
+		{&clv3.ConnectionLimit{StatPrefix: "p"}, "max_connections"},
+	} {
+		if _, err := build(ctx(tc.pb), 0); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v; want an error containing %q", tc.pb, err, tc.want)
+		}
+	}
+}
