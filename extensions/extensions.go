@@ -10,6 +10,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/extauthz"
 	"github.com/legateproxy/legate/httpproxy/filters/fault"
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
+	"github.com/legateproxy/legate/httpproxy/filters/jwtauthn"
 	"github.com/legateproxy/legate/httpproxy/filters/localratelimit"
 	"github.com/legateproxy/legate/httpproxy/filters/ondemand"
 	"github.com/legateproxy/legate/httpproxy/filters/rbac"
@@ -34,6 +35,7 @@ func New() (*registry.Registry, error) {
 		tap.Register,
 		rbac.Register,
 		extauthz.Register,
+		jwtauthn.Register,
 	} {
 		register(b)
 	}
