@@ -283,3 +283,38 @@ rules: [{match: {prefix: /}, requires: {provider_name: p}}]`)
 		}
 	}
 }
+
+// TestJWKSUnreachable: when the JWKS cannot be fetched the request is refused with Envoy's
+// "Jwks remote fetch is failed" and the failure is counted; a JWKS server answering 500
+// counts as a failure too.
+func TestJWKSUnreachable(t *testing.T) {
+	k := newKeys(t, "k1")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "broken", http.StatusInternalServerError)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	p := filtertest.Start(t, filtertest.Options{
+		Clusters: []string{filtertest.StaticCluster("web", "", filtertest.Upstream(t)), filtertest.StaticCluster("jwks", "", ln.Addr().String())},
+		HCM: filtertest.HCM(`- name: envoy.filters.http.jwt_authn
+  typed_config:
+    "@type": type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication
+    providers:
+      p: {remote_jwks: {http_uri: {uri: "http://jwks/keys", cluster: jwks, timeout: 5s}}}
+    rules: [{match: {prefix: /}, requires: {provider_name: p}}]
+`, ""),
+		Register: []func(*registry.Builder){Register},
+	})
+	tok := k.token(t, map[string]any{"exp": time.Now().Add(time.Hour).Unix()})
+	resp, body := p.Get(p.Client(), "/x", "authorization", "Bearer "+tok)
+	if resp.StatusCode != 401 || body != "Jwks remote fetch is failed" {
+		t.Errorf("GET = %d %q; want 401 Jwks remote fetch is failed", resp.StatusCode, body)
+	}
+	if got := p.Stat("http.ingress.jwt_authn.jwks_fetch_failed"); got != 1 {
+		t.Errorf("jwks_fetch_failed = %d; want 1", got)
+	}
+}
