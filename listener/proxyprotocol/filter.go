@@ -73,7 +73,7 @@ func New(pb *ppv3.ProxyProtocol, store *stats.Store) (*Filter, error) {
 	}
 	prefix := "proxy_proto."
 	if p := pb.GetStatPrefix(); p != "" {
-		prefix += p + "."
+		prefix = stats.PrefixJoin(prefix+p, "")
 	}
 	f.st = filterStats{
 		legacyError:        store.Counter("downstream_cx_proxy_proto_error"),

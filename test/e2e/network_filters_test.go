@@ -135,7 +135,7 @@ static_resources:
 			t.Errorf("rate-limited connection %d got %q; want %q", i+1, line, want)
 		}
 	}
-	p.waitStat("local_ratelimit.rl.rate_limited", 1)
+	p.waitStat("local_rate_limit.rl.rate_limited", 1)
 
 	// sni_cluster: SNI a.example.com reaches cluster a.example.com; without SNI the TCP
 	// proxy's own cluster b.

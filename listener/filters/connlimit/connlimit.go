@@ -47,12 +47,12 @@ func build(ctx *listener.ChainContext, i int) (listener.ConnFilter, error) {
 	case pb.GetMaxConnections().GetValue() < 1:
 		return nil, fmt.Errorf("%s: max_connections: %d; it must be at least 1", Name, pb.GetMaxConnections().GetValue())
 	}
-	prefix := "connection_limit." + pb.GetStatPrefix() + "."
+	prefix := "connection_limit." + pb.GetStatPrefix()
 	return &limiter{
 		max:     int64(pb.GetMaxConnections().GetValue()),
 		delay:   pb.GetDelay().AsDuration(),
-		limited: ctx.Stats.Counter(prefix + "limited_connections"),
-		active:  ctx.Stats.Gauge(prefix+"active_connections", stats.Accumulate),
+		limited: ctx.Stats.Counter(stats.PrefixJoin(prefix, "limited_connections")),
+		active:  ctx.Stats.Gauge(stats.PrefixJoin(prefix, "active_connections"), stats.Accumulate),
 	}, nil
 }
 

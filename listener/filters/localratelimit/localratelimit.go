@@ -8,7 +8,8 @@
 // fill_interval, up to max_tokens. runtime_enabled and share_key are refused with "not
 // implemented by Legate".
 //
-// Stats, as Envoy's: local_ratelimit.<stat_prefix>.rate_limited.
+// Stats, as Envoy's: local_rate_limit.<stat_prefix>.rate_limited (Envoy's source spells it so; its
+// documentation says local_ratelimit).
 package localratelimit
 
 import (
@@ -65,7 +66,7 @@ func build(ctx *listener.ChainContext, i int, now func() time.Time) (listener.Co
 	return &bucket{
 		now: now, max: tb.GetMaxTokens(), perFill: perFill, interval: tb.GetFillInterval().AsDuration(),
 		tokens: tb.GetMaxTokens(), last: now(),
-		limited: ctx.Stats.Counter("local_ratelimit." + pb.GetStatPrefix() + ".rate_limited"),
+		limited: ctx.Stats.Counter(stats.PrefixJoin("local_rate_limit."+pb.GetStatPrefix(), "rate_limited")),
 	}, nil
 }
 

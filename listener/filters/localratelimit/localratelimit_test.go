@@ -62,7 +62,7 @@ func TestBucketRefills(t *testing.T) {
 	if got := take(5); got != 3 {
 		t.Fatalf("after an hour %d admitted; want max_tokens 3", got)
 	}
-	if v := ctx.Stats.Counter("local_ratelimit.rl.rate_limited").Value(); v != 6 {
+	if v := ctx.Stats.Counter("local_rate_limit.rl.rate_limited").Value(); v != 6 {
 		t.Errorf("rate_limited = %d; want 6", v)
 	}
 }
