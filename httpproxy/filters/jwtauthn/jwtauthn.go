@@ -18,6 +18,7 @@ import (
 
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/stats"
 )
@@ -109,7 +110,7 @@ func New(pb *jwtv3.JwtAuthentication, ctx *filter.Context) (*Filter, error) {
 		return nil, fmt.Errorf("%s: filter_state_rules: not implemented by Legate", Name)
 	}
 	f := &Filter{name: Name, providers: map[string]*provider{}, reqMap: map[string]*requirement{},
-		bypassCORS: pb.GetBypassCorsPreflight(), stripFailure: pb.GetStripFailureResponse(), now: time.Now}
+		bypassCORS: pb.GetBypassCorsPreflight(), stripFailure: pb.GetStripFailureResponse(), now: clock.Real().Now}
 	var st *filter.Stats
 	hcm := ""
 	if ctx != nil {

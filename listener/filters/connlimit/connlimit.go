@@ -86,6 +86,7 @@ func (l *limiter) OnConnection(c *listener.Conn) bool {
 
 // hold waits delay before the connection is closed, or less if the client leaves first.
 func (l *limiter) hold(c *listener.Conn) {
+	// Real clock: a socket deadline, which the runtime poller compares with the system clock.
 	c.SetReadDeadline(time.Now().Add(l.delay))
 	var b [512]byte
 	for {

@@ -19,6 +19,7 @@ import (
 
 	lrlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/local_ratelimit/v3"
 
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/stats"
 )
@@ -29,10 +30,10 @@ const Name = "envoy.filters.network.local_ratelimit"
 // TypeURL is its typed_config type.
 var TypeURL = "type.googleapis.com/" + string((&lrlv3.LocalRateLimit{}).ProtoReflect().Descriptor().FullName())
 
-// Register adds the filter to r. now is the clock of the token buckets (nil: time.Now).
+// Register adds the filter to r. now is the clock of the token buckets (nil: the system clock).
 func Register(r *listener.Registry, now func() time.Time) error {
 	if now == nil {
-		now = time.Now
+		now = clock.Real().Now
 	}
 	return r.RegisterConnFilter(Name, func(ctx *listener.ChainContext, i int) (listener.ConnFilter, error) {
 		return build(ctx, i, now)
