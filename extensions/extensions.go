@@ -9,6 +9,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/csrf"
 	"github.com/legateproxy/legate/httpproxy/filters/extauthz"
 	"github.com/legateproxy/legate/httpproxy/filters/fault"
+	"github.com/legateproxy/legate/httpproxy/filters/headermutation"
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
 	"github.com/legateproxy/legate/httpproxy/filters/jwtauthn"
 	"github.com/legateproxy/legate/httpproxy/filters/localratelimit"
@@ -29,6 +30,7 @@ func New() (*registry.Registry, error) {
 		cors.Register,
 		csrf.Register,
 		fault.Register,
+		headermutation.Register,
 		healthcheck.Register,
 		localratelimit.Register,
 		ondemand.Register,
