@@ -187,13 +187,6 @@ func addValue(h http.Header, vals *[]string, key, value string) {
 	h[key] = (*vals)[n-1 : n : n]
 }
 
-func lower(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
-}
-
 // commonKeys interns the canonical form of frequent header names so that lower-case names
 // (HTTP/2 clients, curl's custom headers) canonicalise without allocating.
 var commonKeys = func() map[string]string {

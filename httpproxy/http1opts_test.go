@@ -287,3 +287,27 @@ func TestUpstreamChunkedWithLength(t *testing.T) {
 		t.Errorf("lenient cluster: response = %q; want 200 with the chunked body", got)
 	}
 }
+
+// TestUpgradeHeaderKeyFormat: the HTTP/1.1 request of an upgrade (WebSocket) goes upstream
+// with its names in the cluster's header_key_format, lower case by default.
+func TestUpgradeHeaderKeyFormat(t *testing.T) {
+	up, heads := headRecorder(t, "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n")
+	hcm := simpleHCM("web", "") + "upgrade_configs: [{upgrade_type: websocket}]\n"
+	const req = "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nX-Foo_bar: 1\r\n\r\n"
+	for _, tc := range []struct {
+		name, cluster string
+		want          []string
+	}{
+		{"default", "", []string{"\r\nhost: x\r\n", "\r\nconnection: upgrade\r\n", "\r\nupgrade: websocket\r\n", "\r\nx-foo_bar: 1\r\n"}},
+		{"proper case", "http_protocol_options: {header_key_format: {proper_case_words: {}}}",
+			[]string{"\r\nHost: x\r\n", "\r\nConnection: upgrade\r\n", "\r\nUpgrade: websocket\r\n", "\r\nX-Foo_Bar: 1\r\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, envOptions{clusters: []string{staticCluster("web", tc.cluster, up)}, hcm: hcm})
+			if got := exchangeRaw(t, e.addr, req); !strings.HasPrefix(got, "HTTP/1.1 101 ") {
+				t.Fatalf("response = %q; want 101", got)
+			}
+			checkLines(t, "upstream upgrade request", nextHead(t, heads), tc.want, nil)
+		})
+	}
+}

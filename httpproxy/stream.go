@@ -837,14 +837,6 @@ func spelling(names []string, k string) (string, bool) {
 	return "", false
 }
 
-// appendLowerKey appends a header name in lower case, as Envoy's HTTP/1 codec writes them.
-func appendLowerKey(dst []byte, k string) []byte {
-	for i := 0; i < len(k); i++ {
-		dst = append(dst, lower(k[i]))
-	}
-	return dst
-}
-
 // writeBody sends body bytes downstream.
 func (s *stream) writeBody(p []byte) error {
 	if !s.head { // a HEAD response carries no body, so filters see none

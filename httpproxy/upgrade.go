@@ -191,12 +191,13 @@ func (s *stream) forwardUpgrade(mgr *pool.Manager, m *route.Match) {
 		s.upgradeOverH2(up, m, snap.Stats, deadline)
 		return
 	}
-	s.upgradeUpstream(up, m, snap.Stats, deadline)
+	s.upgradeUpstream(up, m, snap.Stats, deadline, &c.Config().HTTP1)
 }
 
-// upgradeUpstream forwards the upgrade request on up and serves what the upstream answers.
-func (s *stream) upgradeUpstream(up *pool.TCPConn, m *route.Match, cs *cluster.Stats, deadline time.Time) {
-	head, err := s.upgradeHead(m)
+// upgradeUpstream forwards the upgrade request on up and serves what the upstream answers; o
+// are the cluster's HTTP/1 codec options.
+func (s *stream) upgradeUpstream(up *pool.TCPConn, m *route.Match, cs *cluster.Stats, deadline time.Time, o *config.HTTP1Options) {
+	head, err := s.upgradeHead(m, o.StatelessCase())
 	if err != nil {
 		s.details = "upgrade_failed{invalid_target}"
 		s.localReply(http.StatusBadRequest, nil, nil)
@@ -323,10 +324,11 @@ func readUpgradeResponse(br *bufio.Reader, upgrade string) (*http.Response, erro
 	}
 }
 
-// upgradeHead builds the HTTP/1.1 request head sent upstream: the route's path and host
-// rewrites and header mutations apply; an extended CONNECT becomes a GET with
-// "upgrade: <protocol>", as Envoy converts it for HTTP/1.1 upstreams.
-func (s *stream) upgradeHead(m *route.Match) ([]byte, error) {
+// upgradeHead builds the HTTP/1.1 request head sent upstream, its names in case c (the
+// cluster's header_key_format): the route's path and host rewrites and header mutations
+// apply; an extended CONNECT becomes a GET with "upgrade: <protocol>", as Envoy converts it
+// for HTTP/1.1 upstreams.
+func (s *stream) upgradeHead(m *route.Match, c config.HeaderCase) ([]byte, error) {
 	hd := s.upstreamRequest(m)
 	path, authority := s.outPath, s.outAuthority
 	s.fillEntryBasics()
@@ -345,29 +347,32 @@ func (s *stream) upgradeHead(m *route.Match) ([]byte, error) {
 	b = append(b, method...)
 	b = append(b, ' ')
 	b = append(b, target...)
-	b = append(b, " HTTP/1.1\r\nhost: "...)
-	b = append(b, authority...)
-	b = append(b, '\r', '\n')
+	b = append(b, " HTTP/1.1\r\n"...)
+	b = appendField(b, "host", authority, c)
 	for k, vs := range hd {
 		if k == hdrHost {
 			continue
 		}
 		for _, v := range vs {
-			b = appendLowerKey(b, k)
-			b = append(b, ": "...)
-			b = append(b, v...)
-			b = append(b, '\r', '\n')
+			b = appendField(b, k, v, c)
 		}
 	}
 	if s.upgrade != upgradeConnect {
-		b = append(b, "connection: upgrade\r\nupgrade: "...)
-		b = append(b, s.upgrade...)
-		b = append(b, '\r', '\n')
+		b = appendField(b, "connection", "upgrade", c)
+		b = appendField(b, "upgrade", s.upgrade, c)
 	}
 	if s.sc != nil && s.body != nil && s.contentLength < 0 {
-		b = append(b, "transfer-encoding: chunked\r\n"...) // sendUpgradeBody chunks it again
+		b = appendField(b, "transfer-encoding", "chunked", c) // sendUpgradeBody chunks it again
 	}
 	return append(b, '\r', '\n'), nil
+}
+
+// appendField appends the field line "name: value", the name in case c.
+func appendField(b []byte, name, value string, c config.HeaderCase) []byte {
+	b = config.AppendName(b, name, c)
+	b = append(b, ": "...)
+	b = append(b, value...)
+	return append(b, '\r', '\n')
 }
 
 // copyUpgradeHeaders sets the downstream response headers from the upstream's answer,
