@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/testing/protocmp"
 )
 
@@ -55,14 +54,6 @@ func TestLoadDecodesFields(t *testing.T) {
 	for _, c := range checks {
 		if c.got != c.want {
 			t.Errorf("%s = %v; want %v", c.name, c.got, c.want)
-		}
-	}
-}
-
-func TestSupportedTypesRegistered(t *testing.T) {
-	for _, url := range SupportedTypeURLs() {
-		if _, err := protoregistry.GlobalTypes.FindMessageByURL(url); err != nil {
-			t.Errorf("FindMessageByURL(%q) = %v; want registered", url, err)
 		}
 	}
 }

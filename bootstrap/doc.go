@@ -11,8 +11,7 @@
 // object merged as the legacy parser merges it (repeat.go). Unknown fields, unknown type
 // URLs (v2 ones included) and an Any without "@type" stay errors. The extensions Legate
 // implements are those of the extension registry (internal/registry, built by
-// extensions.New), whose packages link their config messages; catalog.go holds the older
-// list the registry still declares.
+// extensions.New), whose packages link their config messages.
 //
 // Every problem is reported as a FieldError naming the file, the field path and the rule, for
 // example `envoy.yaml: static_resources.clusters[0].connect_timeout: invalid duration "5x"`.

@@ -1,10 +1,9 @@
 package bootstrap
 
-// The extensions Legate implements, and the v2 names and keys that stand for them. Importing
-// their packages (here and in catalog.go, whose Extensions is the full list) registers their
-// message types in the protobuf registry, so a typed_config whose "@type" names one of them
-// resolves; any other "@type" is reported as unsupported. Keep catalog.go in step with the
-// filters, sinks, loggers and cluster types Legate builds.
+// The v2 names and keys that stand for extensions Legate implements, and their v3 types.
+// Which extensions Legate implements is the extension registry's (internal/registry, built
+// by extensions.New): each extension's package links its config message, so a typed_config
+// whose "@type" names one resolves; any other "@type" is reported as unsupported.
 
 import (
 	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
@@ -32,17 +31,6 @@ import (
 // typeURL returns the Any type URL of m's message type.
 func typeURL(m proto.Message) string {
 	return "type.googleapis.com/" + string(m.ProtoReflect().Descriptor().FullName())
-}
-
-// SupportedTypeURLs lists the typed_config types Legate registers: the config messages of
-// Extensions (catalog.go), in its order.
-func SupportedTypeURLs() []string {
-	exts := Extensions()
-	urls := make([]string, len(exts))
-	for i, e := range exts {
-		urls[i] = "type.googleapis.com/" + e.TypeName
-	}
-	return urls
 }
 
 // v2FilterType maps the extension names a v2 file uses with the untyped `config` form to the

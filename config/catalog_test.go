@@ -4,24 +4,20 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/legateproxy/legate/bootstrap"
 	"github.com/legateproxy/legate/internal/registry"
 )
 
-// TestImplementedTypesInCatalog holds package config's decoders to the loader's extension
-// catalog (bootstrap.Extensions): every typed_config type config builds is one the loader
-// resolves, so that no implemented extension is refused at load as "does not implement this
+// TestImplementedTypesRegistered holds package config's decoders to its registrations: every
+// typed_config type config reads is one it registers, so that the loader, which takes the
+// registry's types, never refuses an implemented extension as "does not implement this
 // extension" (the TLS inspector once was).
-func TestImplementedTypesInCatalog(t *testing.T) {
-	catalog := bootstrap.SupportedTypeURLs()
-	implemented := []string{tlsInspectorTypeURL, TCPProxyTypeURL, routerFilterTypeURL, googleRE2TypeURL,
-		"type.googleapis.com/" + upstreamHTTPOptionsKey}
-	for e := range registry.All(Limits{}.extensions(), lbPolicies) {
-		implemented = append(implemented, e.TypeURL())
-	}
+func TestImplementedTypesRegistered(t *testing.T) {
+	r := Limits{}.extensions()
+	implemented := []string{tlsInspectorTypeURL, originalDstTypeURL, TCPProxyTypeURL, routerFilterTypeURL,
+		googleRE2TypeURL, "type.googleapis.com/" + upstreamHTTPOptionsKey}
 	for _, u := range implemented {
-		if !slices.Contains(catalog, u) {
-			t.Errorf("config implements %s, which bootstrap.Extensions does not list", u)
+		if _, ok := r.Find(u); !ok {
+			t.Errorf("config implements %s, which it does not register", u)
 		}
 	}
 }

@@ -1,7 +1,14 @@
 package config
 
 import (
+	internallistenerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/bootstrap/internal_listener/v3"
 	aggregatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/aggregate/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	originaldstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
+	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	preservecasev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/header_formatters/preserve_case/v3"
 	clusterprovidedv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/cluster_provided/v3"
 	leastrequestv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/least_request/v3"
 	maglevv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/maglev/v3"
@@ -9,6 +16,10 @@ import (
 	ringhashv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/ring_hash/v3"
 	roundrobinv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
 	wrrlocalityv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
+	googlere2v3 "github.com/envoyproxy/go-control-plane/envoy/extensions/regex_engines/v3"
+	internalupstreamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/internal_upstream/v3"
+	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
+	httpoptionsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/internal/registry"
@@ -29,8 +40,23 @@ type ClusterTypeDecoder func(cluster string, typedConfig *anypb.Any) (settings a
 var lbPolicies = registry.Kind[lbPolicyDecoder]{Category: registry.LBPolicy}
 
 // Register registers the extensions package config reads: the load balancing policies and the
-// aggregate cluster type's typed_config (whose hosts package cluster builds).
+// aggregate cluster type's typed_config (whose hosts package cluster builds), and declares the
+// ones it converts for their packages to run: the connection manager and its router, the TCP
+// proxy, the TLS inspector and original destination listener filters, the RE2 regex engine,
+// the upstream HTTP protocol options, internal listeners, the internal_upstream and
+// raw_buffer transport sockets and the preserve_case header formatter.
 func Register(b *registry.Builder) {
+	b.Declare(registry.NetworkFilter, "envoy.filters.network.http_connection_manager", &hcmv3.HttpConnectionManager{})
+	b.Declare(registry.NetworkFilter, "envoy.filters.network.tcp_proxy", &tcpproxyv3.TcpProxy{})
+	b.Declare(registry.HTTPFilter, "envoy.filters.http.router", &routerv3.Router{})
+	b.Declare(registry.ListenerFilter, TLSInspectorFilter, &tlsinspectorv3.TlsInspector{})
+	b.Declare(registry.ListenerFilter, OriginalDstFilter, &originaldstv3.OriginalDst{})
+	b.Declare(registry.RegexEngine, "envoy.regex_engines.google_re2", &googlere2v3.GoogleRE2{})
+	b.Declare(registry.UpstreamOptions, "envoy.upstreams.http.http_protocol_options", &httpoptionsv3.HttpProtocolOptions{})
+	b.Declare(registry.Bootstrap, "envoy.bootstrap.internal_listener", &internallistenerv3.InternalListener{})
+	b.Declare(registry.UpstreamTransportSocket, "envoy.transport_sockets.internal_upstream", &internalupstreamv3.InternalUpstreamTransport{})
+	b.Declare(registry.UpstreamTransportSocket, "envoy.transport_sockets.raw_buffer", &rawbufferv3.RawBuffer{})
+	b.Declare(registry.HeaderFormatter, PreserveCaseName, &preservecasev3.PreserveCaseFormatterConfig{})
 	registry.Add(b, ClusterTypeDecoders, AggregateClusterType, &aggregatev3.ClusterConfig{}, decodeAggregate)
 	registry.Add(b, lbPolicies, "envoy.load_balancing_policies.round_robin", &roundrobinv3.RoundRobin{}, decodeRoundRobin)
 	registry.Add(b, lbPolicies, "envoy.load_balancing_policies.least_request", &leastrequestv3.LeastRequest{}, decodeLeastRequest)

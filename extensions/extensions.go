@@ -1,7 +1,8 @@
 package extensions
 
 import (
-	"github.com/legateproxy/legate/bootstrap"
+	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/accesslog/als"
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy/filters/buffer"
@@ -16,34 +17,68 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/ondemand"
 	"github.com/legateproxy/legate/httpproxy/filters/rbac"
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
+	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/internal/registry"
+	"github.com/legateproxy/legate/listener/filters/connlimit"
+	"github.com/legateproxy/legate/listener/filters/directresponse"
+	"github.com/legateproxy/legate/listener/filters/echo"
+	netlocalratelimit "github.com/legateproxy/legate/listener/filters/localratelimit"
+	"github.com/legateproxy/legate/listener/filters/snicluster"
+	"github.com/legateproxy/legate/listener/httpinspector"
+	"github.com/legateproxy/legate/listener/proxyprotocol"
+	"github.com/legateproxy/legate/overload"
+	"github.com/legateproxy/legate/stats/sinks/hystrix"
+	"github.com/legateproxy/legate/stats/sinks/metricsservice"
+	"github.com/legateproxy/legate/stats/sinks/opentelemetry"
+	"github.com/legateproxy/legate/stats/sinks/statsd"
+	"github.com/legateproxy/legate/tlsutil"
 )
+
+// registrations are the Register functions of every package that implements extensions.
+// Adding an extension adds its package's Register here, and nothing else.
+func registrations() []func(*registry.Builder) {
+	return []func(*registry.Builder){
+		// the connection manager, router, TCP proxy, TLS inspector, original destination, RE2,
+		// upstream HTTP options, load balancing policies and the aggregate cluster's config
+		config.Register,
+		cluster.Register, // the aggregate cluster's hosts
+		accesslog.Register,
+		als.Register,
+		buffer.Register,
+		cors.Register,
+		csrf.Register,
+		extauthz.Register,
+		fault.Register,
+		headermutation.Register,
+		healthcheck.Register,
+		jwtauthn.Register,
+		localratelimit.Register,
+		ondemand.Register,
+		rbac.Register,
+		tap.Register,
+		route.Register,    // retry host predicates
+		connlimit.Declare, // network filters
+		directresponse.Declare,
+		echo.Declare,
+		netlocalratelimit.Declare,
+		snicluster.Declare,
+		httpinspector.Register,
+		proxyprotocol.Register,
+		overload.Register, // resource monitors
+		hystrix.Register,
+		metricsservice.Register,
+		opentelemetry.Register,
+		statsd.Register,
+		tlsutil.Register,
+	}
+}
 
 // New registers every extension Legate implements and returns the registry. It fails only when
 // two registrations conflict, a programming error the tests catch.
 func New() (*registry.Registry, error) {
 	b := registry.NewBuilder()
-	for _, register := range []func(*registry.Builder){
-		config.Register,  // load balancing policies, the aggregate cluster's typed_config
-		cluster.Register, // the aggregate cluster's hosts
-		buffer.Register,
-		cors.Register,
-		csrf.Register,
-		fault.Register,
-		headermutation.Register,
-		healthcheck.Register,
-		localratelimit.Register,
-		ondemand.Register,
-		tap.Register,
-		rbac.Register,
-		extauthz.Register,
-		jwtauthn.Register,
-	} {
+	for _, register := range registrations() {
 		register(b)
-	}
-	// The loader's older catalog, until each of its extensions registers itself.
-	for _, e := range bootstrap.Extensions() {
-		b.Declare(registry.Category(e.Category), e.Name, e.Config)
 	}
 	return b.Build()
 }

@@ -31,6 +31,7 @@ const (
 	Bootstrap                 Category = "envoy.bootstrap"
 	RegexEngine               Category = "envoy.regex_engines"
 	UpstreamOptions           Category = "envoy.upstream_options"
+	HeaderFormatter           Category = "envoy.http.stateful_header_formatters"
 )
 
 // Kind is one way of building extensions of a category: the category and F, the Go type of

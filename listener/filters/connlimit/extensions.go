@@ -1,0 +1,13 @@
+package connlimit
+
+import (
+	clv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/connection_limit/v3"
+
+	"github.com/legateproxy/legate/internal/registry"
+)
+
+// Declare declares the filter in the extension registry; the server builds it from the
+// listener registry (Register) until network filters have a registry.Kind.
+func Declare(b *registry.Builder) {
+	b.Declare(registry.NetworkFilter, Name, &clv3.ConnectionLimit{})
+}

@@ -1,0 +1,13 @@
+package directresponse
+
+import (
+	drv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/direct_response/v3"
+
+	"github.com/legateproxy/legate/internal/registry"
+)
+
+// Declare declares the filter in the extension registry; the server builds it from the
+// listener registry (Register) until network filters have a registry.Kind.
+func Declare(b *registry.Builder) {
+	b.Declare(registry.NetworkFilter, Name, &drv3.Config{})
+}

@@ -1,0 +1,13 @@
+package localratelimit
+
+import (
+	lrlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/local_ratelimit/v3"
+
+	"github.com/legateproxy/legate/internal/registry"
+)
+
+// Declare declares the filter in the extension registry; the server builds it from the
+// listener registry (Register) until network filters have a registry.Kind.
+func Declare(b *registry.Builder) {
+	b.Declare(registry.NetworkFilter, Name, &lrlv3.LocalRateLimit{})
+}

@@ -1,0 +1,13 @@
+package proxyprotocol
+
+import (
+	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/proxy_protocol/v3"
+
+	"github.com/legateproxy/legate/internal/registry"
+)
+
+// Register declares the filter; package config reads its typed_config and the listener
+// manager runs it.
+func Register(b *registry.Builder) {
+	b.Declare(registry.ListenerFilter, Name, &proxyprotocolv3.ProxyProtocol{})
+}

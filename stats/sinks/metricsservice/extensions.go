@@ -1,0 +1,12 @@
+package metricsservice
+
+import (
+	metricsv3 "github.com/envoyproxy/go-control-plane/envoy/config/metrics/v3"
+
+	"github.com/legateproxy/legate/internal/registry"
+)
+
+// Register declares the sink.
+func Register(b *registry.Builder) {
+	b.Declare(registry.StatsSink, "envoy.stat_sinks.metrics_service", &metricsv3.MetricsServiceConfig{})
+}
