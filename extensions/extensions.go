@@ -23,6 +23,7 @@ import (
 	"github.com/legateproxy/legate/listener/filters/directresponse"
 	"github.com/legateproxy/legate/listener/filters/echo"
 	netlocalratelimit "github.com/legateproxy/legate/listener/filters/localratelimit"
+	netrbac "github.com/legateproxy/legate/listener/filters/rbac"
 	"github.com/legateproxy/legate/listener/filters/snicluster"
 	"github.com/legateproxy/legate/listener/httpinspector"
 	"github.com/legateproxy/legate/listener/proxyprotocol"
@@ -61,6 +62,7 @@ func registrations() []func(*registry.Builder) {
 		directresponse.Declare,
 		echo.Declare,
 		netlocalratelimit.Declare,
+		netrbac.Declare,
 		snicluster.Declare,
 		httpinspector.Register,
 		proxyprotocol.Register,

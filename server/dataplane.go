@@ -24,6 +24,7 @@ import (
 	"github.com/legateproxy/legate/listener/filters/directresponse"
 	"github.com/legateproxy/legate/listener/filters/echo"
 	"github.com/legateproxy/legate/listener/filters/localratelimit"
+	"github.com/legateproxy/legate/listener/filters/rbac"
 	"github.com/legateproxy/legate/listener/filters/snicluster"
 	"github.com/legateproxy/legate/options"
 	"github.com/legateproxy/legate/overload"
@@ -75,7 +76,8 @@ func (s *Server) buildHTTPFilters() error {
 }
 
 // registerNetworkFilters registers the network filters other than the connection manager
-// and the TCP proxy: echo, direct_response, connection_limit, local_ratelimit, sni_cluster.
+// and the TCP proxy: echo, direct_response, connection_limit, local_ratelimit, sni_cluster,
+// rbac.
 func registerNetworkFilters(r *listener.Registry, now func() time.Time) error {
 	return errors.Join(
 		echo.Register(r),
@@ -83,6 +85,7 @@ func registerNetworkFilters(r *listener.Registry, now func() time.Time) error {
 		connlimit.Register(r),
 		localratelimit.Register(r, now),
 		snicluster.Register(r),
+		rbac.Register(r),
 	)
 }
 
