@@ -16,6 +16,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/localratelimit"
 	"github.com/legateproxy/legate/httpproxy/filters/ondemand"
 	"github.com/legateproxy/legate/httpproxy/filters/rbac"
+	"github.com/legateproxy/legate/httpproxy/filters/setmetadata"
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
 	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/internal/registry"
@@ -56,6 +57,7 @@ func registrations() []func(*registry.Builder) {
 		localratelimit.Register,
 		ondemand.Register,
 		rbac.Register,
+		setmetadata.Register,
 		tap.Register,
 		route.Register,    // retry host predicates
 		connlimit.Declare, // network filters

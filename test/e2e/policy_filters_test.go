@@ -260,3 +260,28 @@ func TestHeaderMutationEnvoyConfig(t *testing.T) {
 		t.Errorf("GET = %d %q x-internal %q; want 200, the backend saw x-tenant acme, x-internal removed", code, body, h.Get("X-Internal"))
 	}
 }
+
+// TestSetMetadataEnvoyConfig: on the binary, the dynamic metadata Envoy's set_metadata filter
+// writes is what a later RBAC filter's metadata principal matches.
+func TestSetMetadataEnvoyConfig(t *testing.T) {
+	cfg := policyConfig(namedBackend(t, 0, "backend"), "", `          - name: envoy.filters.http.set_metadata
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.set_metadata.v3.Config
+              metadata:
+              - metadata_namespace: acme
+                value: {plan: free}
+          - name: envoy.filters.http.rbac
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC
+              rules:
+                action: ALLOW
+                policies:
+                  paid-only:
+                    permissions: [{any: true}]
+                    principals: [{metadata: {filter: acme, path: [{key: plan}], value: {string_match: {exact: paid}}}}]`)
+	p := start(t, "-c", writeConfig(t, cfg))
+	client := &http.Client{Timeout: 10 * time.Second}
+	if code, _, body := send(t, client, http.MethodGet, "http://"+p.listenerAddr("http")+"/", nil); code != 403 {
+		t.Errorf("GET = %d %q; want 403: the plan set_metadata wrote is not paid", code, body)
+	}
+}
