@@ -86,7 +86,7 @@ func writeRequestHead(bw *bufio.Writer, req *Request, authority string, o *confi
 	case req.Body != nil && req.ContentLength < 0:
 		nc.field(bw, "transfer-encoding", "chunked", false)
 	case req.ContentLength > 0 || (req.ContentLength == 0 && methodExpectsBody(req.Method)):
-		nc.field(bw, "content-length", "", false)
+		nc.name(bw, "content-length", false)
 		bw.Write(strconv.AppendInt(bw.AvailableBuffer(), max(req.ContentLength, 0), 10))
 		bw.WriteString("\r\n")
 	}
@@ -103,16 +103,20 @@ type namer struct {
 // field writes "name: value", and the line end when value is not empty. given is set for a
 // name the request carries, rather than one the codec adds.
 func (n namer) field(bw *bufio.Writer, name, value string, given bool) {
+	n.name(bw, name, given)
+	bw.WriteString(value)
+	bw.WriteString("\r\n")
+}
+
+// name writes a field's name and the ": " after it; the caller writes the value and the
+// line's end.
+func (n namer) name(bw *bufio.Writer, name string, given bool) {
 	if n.spelled && given {
 		bw.WriteString(name)
 	} else {
 		bw.Write(config.AppendName(bw.AvailableBuffer(), name, n.c))
 	}
 	bw.WriteString(": ")
-	if value != "" {
-		bw.WriteString(value)
-		bw.WriteString("\r\n")
-	}
 }
 
 // isFramingHeader reports whether name is Content-Length or Transfer-Encoding, or a

@@ -216,6 +216,13 @@ func TestWriteRequest(t *testing.T) {
 			want: "POST / HTTP/1.1\r\nHoSt: h\r\nx-FOO: 1\r\nContent-Length: 0\r\n\r\n",
 		},
 		{
+			// An empty value ends its line too: it joined the next field's line, or left the
+			// head without its end (found by httpproxy's FuzzH2RequestHeaders).
+			name: "empty values",
+			req:  Request{Method: "GET", Path: "/", Host: "h", Header: []Field{{"x-a", ""}, {"x-b", "1"}, {"x-c", ""}}},
+			want: "GET / HTTP/1.1\r\nhost: h\r\nx-a: \r\nx-b: 1\r\nx-c: \r\n\r\n",
+		},
+		{
 			name: "send_fully_qualified_url",
 			req:  Request{Method: "GET", Path: "/a?b", Host: "h:8", Scheme: "https"},
 			opts: &config.HTTP1Options{SendFullyQualifiedURL: true},
