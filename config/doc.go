@@ -190,7 +190,6 @@
 //	| HttpConnectionManager | drain_timeout_jitter                               | ignored  | spreads drain GOAWAYs; drain_timeout still applies |
 //	| HttpConnectionManager | delayed_close_timeout                              | ignored  | how long a closing connection waits for the peer; Legate closes once the response is written |
 //	| HttpConnectionManager | stream_flush_timeout                               | ignored  | a timeout for flushing to a stalled client; stream_idle_timeout still applies |
-//	| HttpConnectionManager | tracing                                            | refused  | no tracer yet: requests would not be traced |
 //	| HttpConnectionManager | add_user_agent                                     | refused  | changes request headers (user-agent, x-envoy-downstream-service-cluster) |
 //	| HttpConnectionManager | http1_safe_max_connection_duration                 | refused  | connection lifetime |
 //	| HttpConnectionManager | http3_protocol_options                             | refused  | HTTP/3 is not served |

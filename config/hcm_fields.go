@@ -36,7 +36,7 @@ var hcmFields = map[protoreflect.Name]bootstrap.Support{
 	"drain_timeout_jitter": bootstrap.Ignored, "delayed_close_timeout": bootstrap.Ignored,
 	"stream_flush_timeout": bootstrap.Ignored,
 
-	"tracing": bootstrap.Refused, "add_user_agent": bootstrap.Refused,
+	"tracing": bootstrap.Implemented, "add_user_agent": bootstrap.Refused,
 	"http1_safe_max_connection_duration": bootstrap.Refused, "http3_protocol_options": bootstrap.Refused,
 	"scheme_header_transformation": bootstrap.Refused, "original_ip_detection_extensions": bootstrap.Refused,
 	"early_header_mutation_extensions": bootstrap.Refused, "internal_address_config": bootstrap.Refused,

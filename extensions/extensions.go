@@ -34,6 +34,7 @@ import (
 	"github.com/legateproxy/legate/stats/sinks/opentelemetry"
 	"github.com/legateproxy/legate/stats/sinks/statsd"
 	"github.com/legateproxy/legate/tlsutil"
+	"github.com/legateproxy/legate/tracing"
 )
 
 // registrations are the Register functions of every package that implements extensions.
@@ -73,6 +74,7 @@ func registrations() []func(*registry.Builder) {
 		metricsservice.Register,
 		opentelemetry.Register,
 		statsd.Register,
+		tracing.Register,
 		tlsutil.Register,
 	}
 }

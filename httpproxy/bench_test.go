@@ -120,6 +120,12 @@ func BenchmarkProxy(b *testing.B) {
 		defer srv.Close()
 		benchClient(b, ln.Addr().String())
 	})
+	// With OpenTelemetry tracing: an unsampled request must stay free; a sampled one pays
+	// for its span.
+	unsampled, _ := newTraceEnvUp(b, otelTraceHCM("  random_sampling: {value: 0}\n"), nil, up)
+	b.Run("tracing-unsampled", func(b *testing.B) { benchClient(b, unsampled.addr) })
+	sampled, _ := newTraceEnvUp(b, otelTraceHCM(""), nil, up)
+	b.Run("tracing-sampled", func(b *testing.B) { benchClient(b, sampled.addr) })
 }
 
 func benchClient(b *testing.B, addr string) {

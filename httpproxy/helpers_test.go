@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/legateproxy/legate/tracing"
 	"io"
 	"net"
 	"net/http"
@@ -92,6 +93,7 @@ type envOptions struct {
 	runtime   func(key string, def uint64) uint64 // Deps.Runtime
 	overload  *overload.State                     // Deps.Overload and the listener manager's
 	bypass    bool                                // the listener's bypass_overload_manager
+	tracing   tracing.Deps                        // Deps.Tracing
 }
 
 func fromYAML(t testing.TB, y string, m proto.Message) {
@@ -139,7 +141,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	reg := listener.NewRegistry()
 	e.logs = accesslog.NewManager(accesslog.FileOptions{})
 	t.Cleanup(func() { e.logs.Close() })
-	if err := Register(reg, Deps{Clusters: e.clusters, Pools: e.pools, Stats: store, HealthCheckFailed: &e.failed, LocalClusterName: "local", AccessLogs: e.logs, GRPCAccessLogs: o.als, ExtensionConfigs: o.ecds, ScopedRoutes: o.srds, Filters: o.filters, Runtime: o.runtime, Overload: o.overload,
+	if err := Register(reg, Deps{Clusters: e.clusters, Pools: e.pools, Stats: store, HealthCheckFailed: &e.failed, LocalClusterName: "local", AccessLogs: e.logs, GRPCAccessLogs: o.als, ExtensionConfigs: o.ecds, ScopedRoutes: o.srds, Filters: o.filters, Runtime: o.runtime, Overload: o.overload, Tracing: o.tracing,
 		TLS: tlsutil.Deps{Stats: tlsutil.NewStatsScopes(store)}}); err != nil {
 		t.Fatalf("Register: %v", err)
 	}

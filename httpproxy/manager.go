@@ -26,6 +26,7 @@ import (
 	"github.com/legateproxy/legate/pool"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/tlsutil"
+	"github.com/legateproxy/legate/tracing"
 )
 
 // TypeURL is the typed_config type of envoy.filters.network.http_connection_manager.
@@ -90,6 +91,9 @@ type Deps struct {
 	// filters read their runtime_key through it (comparison values, runtime_filter). Nil
 	// uses the configured defaults.
 	Runtime func(key string, def uint64) uint64
+	// Tracing is what the tracers of connection managers with tracing are built with (its
+	// Stats and Runtime default to those above); a nil Dial refuses tracing.
+	Tracing tracing.Deps
 }
 
 // Register registers the envoy.filters.network.http_connection_manager handler factory with
@@ -162,6 +166,7 @@ type Handler struct {
 	// typed_per_filter_config is keyed by them).
 	filterNames []string
 	logs        []accessLogger
+	trace       *tracer // nil without tracing (trace.go)
 	stats       *hcmStats
 	lstats      *listenerHTTPStats
 	hcmPrefix   string
@@ -226,6 +231,8 @@ func (sh *shared) newHandler(ctx *listener.ChainContext) (*Handler, error) {
 	rds := takeRDS(&pb)
 	srds := takeSRDS(&pb)
 	ecds := takeECDS(&pb)
+	tracingPB := pb.GetTracing()
+	pb.Tracing = nil // read here, by the tracing package
 	cfg, err := config.HTTPConnectionManagerFromProto(&pb)
 	if err != nil {
 		return nil, err
@@ -236,6 +243,11 @@ func (sh *shared) newHandler(ctx *listener.ChainContext) (*Handler, error) {
 		}
 	}
 	h, err := sh.build(cfg, ctx)
+	if err == nil && tracingPB != nil {
+		if err = sh.startTracing(h, tracingPB); err != nil {
+			h.Close()
+		}
+	}
 	if err == nil && ecds != nil {
 		if err = sh.startECDS(h, ecds); err != nil {
 			h.Close()
@@ -406,6 +418,7 @@ func (h *Handler) Close() error {
 	h.stopECDS()
 	h.stopSRDS()
 	h.sh.stats.release(h.hcmPrefix, h.lPrefix)
+	h.stopTracing()
 	if h.tls != nil {
 		h.tls.Close()
 	}

@@ -17,6 +17,7 @@ func echo(t testing.TB, name string) *httptest.Server {
 		w.Header().Set("X-Seen-Path", r.URL.RequestURI())
 		w.Header().Set("X-Seen-Xff", r.Header.Get("X-Forwarded-For"))
 		w.Header().Set("X-Seen-Request-Id", r.Header.Get("X-Request-Id"))
+		w.Header().Set("X-Seen-Traceparent", r.Header.Get("Traceparent"))
 		w.Header().Set("X-Seen-Proto", r.Proto)
 		w.Header().Set("X-Seen-Added", r.Header.Get("X-Added"))
 		w.Header().Set("X-Seen-Remove-Me", r.Header.Get("X-Remove-Me"))

@@ -21,6 +21,7 @@ import (
 	"github.com/legateproxy/legate/internal/http1"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/pool"
+	"github.com/legateproxy/legate/tracing"
 )
 
 // Header names the connection manager and router write, in canonical form.
@@ -114,12 +115,18 @@ type stream struct {
 	upstream  string
 	attempts  uint32
 	requestID string
-	match     *route.Match
-	up        pool.Request
-	upResp    pool.Response
-	lbctx     lb.Context
-	ctx       deadlineCtx
-	bodyBuf   []byte
+	edge      bool // an external request at the edge (use_remote_address, not internal)
+	// The request's trace (trace.go): traced says its span is sampled and exported; tctx is
+	// its context, tparent the propagated parent span (zero for a root).
+	traced  bool
+	tctx    tracing.Context
+	tparent [8]byte
+	match   *route.Match
+	up      pool.Request
+	upResp  pool.Response
+	lbctx   lb.Context
+	ctx     deadlineCtx
+	bodyBuf []byte
 	// bodyBuffered: bodyBuf holds the whole request body, replayed to each attempt (bodyBuf
 	// itself keeps its storage between requests, so it says nothing).
 	bodyBuffered bool
@@ -363,6 +370,9 @@ func (s *stream) process() {
 	st.DownstreamRqTotal.Inc()
 	st.DownstreamRqActive.Inc()
 	s.prepareRequest()
+	if h.trace != nil {
+		s.startTrace()
+	}
 	s.fx = filter.Exchange{Request: &s.req, Routes: routeDiscovery{h}, Downstream: s, ClientIP: s.clientIP}
 	routed := true
 	filters := h.filters
@@ -416,6 +426,10 @@ func (s *stream) process() {
 	st.DownstreamRqActive.Dec()
 	end := h.sh.deps.Now()
 	st.DownstreamRqTime.Record(uint64(end.Sub(s.start).Milliseconds()))
+	if s.traced {
+		s.traced = false
+		s.finishTrace(end)
+	}
 	if len(h.logs) > 0 {
 		s.log(end)
 	}
@@ -493,8 +507,9 @@ func (s *stream) prepareRequest() {
 	} else if len(hd[hdrXFProto]) == 0 {
 		s.setReqHeader(hdrXFProto, s.req.Scheme)
 	}
+	s.edge = cfg.UseRemoteAddress && !internal
 	if cfg.GenerateRequestID {
-		edge := cfg.UseRemoteAddress && !internal
+		edge := s.edge
 		if v := hd[hdrRequestID]; len(v) == 0 || v[0] == "" || (edge && !cfg.PreserveExternalRequestID) {
 			s.setReqHeader(hdrRequestID, s.newRequestID())
 		}

@@ -32,6 +32,7 @@ import (
 	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/tcpproxy"
 	"github.com/legateproxy/legate/tlsutil"
+	"github.com/legateproxy/legate/tracing"
 	"github.com/legateproxy/legate/xds"
 )
 
@@ -171,6 +172,12 @@ func (s *Server) buildDataPlane() error {
 		RuntimeFraction:   s.routeFraction,
 		Runtime:           s.runtimeUint64,
 		Overload:          dp.overload.State(),
+		Tracing: tracing.Deps{
+			Dial:   s.dialXDS, // a host of the collector's cluster, with its TLS
+			NodeID: s.Node().GetId(),
+			Zone:   s.Node().GetLocality().GetZone(),
+			Clock:  s.clock,
+		},
 	}); err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ var layerOf = map[string]int{
 	"tlsutil":    3,
 	"runtime":    3,
 	"accesslog":  4,
+	"tracing":    4,
 	"config":     5,
 	"overload":   5,
 	"breaker":    6,

@@ -1,0 +1,205 @@
+package httpproxy
+
+import (
+	"context"
+	"encoding/hex"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	coltracev1 "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
+
+	"github.com/legateproxy/legate/tracing"
+)
+
+// traceCollector is an OTLP TraceService (grpc-go, the generated OTLP service) on 127.0.0.1
+// that hands over every span it receives.
+type traceCollector struct {
+	coltracev1.UnimplementedTraceServiceServer
+	spans   chan *tracev1.Span
+	service chan string
+}
+
+func (c *traceCollector) Export(_ context.Context, req *coltracev1.ExportTraceServiceRequest) (*coltracev1.ExportTraceServiceResponse, error) {
+	for _, rs := range req.GetResourceSpans() {
+		for _, kv := range rs.GetResource().GetAttributes() {
+			if kv.GetKey() == "service.name" {
+				select {
+				case c.service <- kv.GetValue().GetStringValue():
+				default:
+				}
+			}
+		}
+		for _, ss := range rs.GetScopeSpans() {
+			for _, sp := range ss.GetSpans() {
+				select {
+				case c.spans <- sp:
+				default: // benchmarks do not read them
+				}
+			}
+		}
+	}
+	return &coltracev1.ExportTraceServiceResponse{}, nil
+}
+
+func startTraceCollector(t testing.TB) (*traceCollector, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &traceCollector{spans: make(chan *tracev1.Span, 1024), service: make(chan string, 1024)}
+	srv := grpc.NewServer()
+	coltracev1.RegisterTraceServiceServer(srv, c)
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	return c, ln.Addr().String()
+}
+
+func otelTraceHCM(extra string) string {
+	return webHCM + `tracing:
+  max_path_tag_length: 6
+  custom_tags:
+  - {tag: team, literal: {value: blue}}
+  - {tag: tenant, request_header: {name: x-tenant, default_value: none}}
+  provider:
+    name: envoy.tracers.opentelemetry
+    typed_config:
+      "@type": type.googleapis.com/envoy.config.trace.v3.OpenTelemetryConfig
+      service_name: edge-proxy
+      grpc_service: {envoy_grpc: {cluster_name: otel}}
+` + extra
+}
+
+// flushEachSpan sends every span as soon as it ends (min_flush_spans 1).
+func flushEachSpan(key string, def uint64) uint64 {
+	if key == "tracing.opentelemetry.min_flush_spans" {
+		return 1
+	}
+	return def
+}
+
+func newTraceEnv(t testing.TB, hcm string, runtime func(string, uint64) uint64) (*env, *traceCollector) {
+	return newTraceEnvUp(t, hcm, runtime, echoTraceparent(t))
+}
+
+func newTraceEnvUp(t testing.TB, hcm string, runtime func(string, uint64) uint64, up string) (*env, *traceCollector) {
+	col, addr := startTraceCollector(t)
+	var e *env
+	e = newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", up), staticCluster("otel", "", addr)},
+		hcm:      hcm,
+		runtime:  runtime,
+		tracing:  tracing.Deps{Dial: clusterDialer(&e), NodeID: "node-1", Zone: "z1"},
+	})
+	return e, col
+}
+
+// echoTraceparent is an upstream answering with the traceparent and x-request-id it received.
+func echoTraceparent(t testing.TB) string {
+	up := echo(t, "a")
+	return up.Listener.Addr().String()
+}
+
+// TestOpenTelemetryTracing sends a sampled request through a real listener and checks the span
+// a real OTLP collector receives (name, kind, Envoy's tags, custom tags, the path cut at
+// max_path_tag_length, service.name) and the traceparent the upstream saw: the same trace id,
+// the span's id, sampled.
+func TestOpenTelemetryTracing(t *testing.T) {
+	e, col := newTraceEnv(t, otelTraceHCM(""), flushEachSpan)
+	c := e.client()
+	resp, _ := e.get(c, "/abcdefgh", "user-agent", "tester", "x-tenant", "t7", "x-envoy-force-trace", "1")
+	tp := resp.Header.Get("X-Seen-Traceparent")
+	sp := awaitSpan(t, col)
+	if got := <-col.service; got != "edge-proxy" {
+		t.Errorf("service.name = %q; want edge-proxy", got)
+	}
+	if sp.GetName() != "ingress" || sp.GetKind() != tracev1.Span_SPAN_KIND_SERVER || len(sp.GetParentSpanId()) != 0 {
+		t.Errorf("span %q kind %v parent %x; want a root SERVER span named ingress", sp.GetName(), sp.GetKind(), sp.GetParentSpanId())
+	}
+	want := "00-" + hex.EncodeToString(sp.GetTraceId()) + "-" + hex.EncodeToString(sp.GetSpanId()) + "-01"
+	if tp != want {
+		t.Errorf("upstream traceparent = %q; want %q (the span's context, sampled)", tp, want)
+	}
+	tags := map[string]string{}
+	for _, kv := range sp.GetAttributes() {
+		tags[kv.GetKey()] = kv.GetValue().GetStringValue()
+	}
+	rid := resp.Header.Get("X-Seen-Request-Id")
+	for k, v := range map[string]string{
+		"component": "proxy", "node_id": "node-1", "zone": "z1", "http.url": "http://" + e.addr + "/abcde",
+		"http.method": "GET", "user_agent": "tester", "downstream_cluster": "-", "http.protocol": "HTTP/1.1",
+		"http.status_code": "200", "response_flags": "-", "upstream_cluster": "web", "upstream_cluster.name": "web",
+		"team": "blue", "tenant": "t7", "guid:x-request-id": rid,
+	} {
+		if tags[k] != v {
+			t.Errorf("tag %s = %q; want %q", k, tags[k], v)
+		}
+	}
+	if _, ok := tags["error"]; ok {
+		t.Errorf("error tag set on a 200")
+	}
+	if len(rid) != 36 || rid[14] != 'a' {
+		t.Errorf("x-request-id = %q; want a UUID whose 15th character is a (forced)", rid)
+	}
+	if n := e.stat("http.ingress.tracing.service_forced"); n != 1 {
+		t.Errorf("tracing.service_forced = %d; want 1", n)
+	}
+}
+
+func awaitSpan(t *testing.T, col *traceCollector) *tracev1.Span {
+	t.Helper()
+	select {
+	case sp := <-col.spans:
+		return sp
+	case <-time.After(wait):
+		t.Fatal("no span reached the collector")
+	}
+	return nil
+}
+
+// TestOpenTelemetryParent checks that a request with a sampled W3C parent continues its trace:
+// the span has the parent's trace id and span id as parent, and the upstream sees the new span.
+func TestOpenTelemetryParent(t *testing.T) {
+	e, col := newTraceEnv(t, otelTraceHCM("  random_sampling: {value: 0}\n"), flushEachSpan)
+	const parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	resp, _ := e.get(e.client(), "/", "traceparent", parent)
+	sp := awaitSpan(t, col)
+	if hex.EncodeToString(sp.GetTraceId()) != "0af7651916cd43dd8448eb211c80319c" || hex.EncodeToString(sp.GetParentSpanId()) != "b7ad6b7169203331" {
+		t.Errorf("span trace %x parent %x; want the traceparent's", sp.GetTraceId(), sp.GetParentSpanId())
+	}
+	if got := resp.Header.Get("X-Seen-Traceparent"); !strings.HasPrefix(got, "00-0af7651916cd43dd8448eb211c80319c-"+hex.EncodeToString(sp.GetSpanId())) {
+		t.Errorf("upstream traceparent = %q; want the trace with span %x", got, sp.GetSpanId())
+	}
+}
+
+// TestOpenTelemetrySampledFraction sends requests at random_sampling 50 % and checks that the
+// sampled fraction (counted, and the spans exported) follows the request ids' integers.
+func TestOpenTelemetrySampledFraction(t *testing.T) {
+	e, col := newTraceEnv(t, otelTraceHCM("  random_sampling: {value: 50}\n"), flushEachSpan)
+	c := e.client()
+	const n = 200
+	want := 0
+	for range n {
+		resp, _ := e.get(c, "/")
+		rid := resp.Header.Get("X-Seen-Request-Id")
+		if rid[14] == '9' {
+			want++
+		}
+		if tp := resp.Header.Get("X-Seen-Traceparent"); (tp != "") != (rid[14] == '9') {
+			t.Fatalf("request id %s, traceparent %q: sampled requests alone carry one", rid, tp)
+		}
+	}
+	for range want {
+		awaitSpan(t, col)
+	}
+	if got := e.stat("http.ingress.tracing.random_sampling"); got != uint64(want) || want < n/4 || want > 3*n/4 {
+		t.Errorf("random_sampling = %d, sampled ids %d of %d; want equal and near half", got, want, n)
+	}
+	if got := e.stat("http.ingress.tracing.not_traceable"); got != uint64(n-want) {
+		t.Errorf("not_traceable = %d; want %d", got, n-want)
+	}
+}

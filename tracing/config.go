@@ -1,0 +1,143 @@
+package tracing
+
+import (
+	"fmt"
+	"math"
+	"os"
+
+	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tracingv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+
+	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/grpcclient"
+	"github.com/legateproxy/legate/stats"
+)
+
+// OTelName and OTelTypeURL name the OpenTelemetry provider.
+const (
+	OTelName    = "envoy.tracers.opentelemetry"
+	OTelTypeURL = "type.googleapis.com/envoy.config.trace.v3.OpenTelemetryConfig"
+)
+
+// Config is one connection manager's tracing: its sampling, its tags and its exporter.
+type Config struct {
+	// Client, Random and Overall are client_sampling, random_sampling and overall_sampling as
+	// numerators out of 10000.
+	Client, Random, Overall uint64
+	MaxPathTagLength        int
+	Tags                    []CustomTag
+	// Runtime returns the runtime's value of key, or def; nil uses def.
+	Runtime func(key string, def uint64) uint64
+	// NodeID and Zone are the node_id and zone tags.
+	NodeID, Zone string
+	Exporter     *OTel
+}
+
+// CustomTag is one custom_tags entry: a literal, an environment variable (read once, at load,
+// as Envoy does) or a request header.
+type CustomTag struct {
+	Name   string
+	Value  string // the literal or environment value, or the header's default
+	Header string // the request header to read; "" for a fixed value
+}
+
+// Deps are what a tracer is built with.
+type Deps struct {
+	Dial          grpcclient.Dial
+	ClusterExists func(string) bool
+	Stats         *stats.Store
+	Runtime       func(key string, def uint64) uint64
+	NodeID, Zone  string
+	// Clock ticks the exporters' flush interval; nil means the system clock.
+	Clock clock.Clock
+}
+
+// HCMStats are the http.<stat_prefix>.tracing.* counters of a connection manager.
+type HCMStats struct {
+	RandomSampling stats.Counter `stat:"random_sampling"`
+	ServiceForced  stats.Counter `stat:"service_forced"`
+	ClientEnabled  stats.Counter `stat:"client_enabled"`
+	NotTraceable   stats.Counter `stat:"not_traceable"`
+	HealthCheck    stats.Counter `stat:"health_check"`
+}
+
+// FromProto builds the tracing of a connection manager; path names t in errors. The caller
+// closes the returned exporter (Config.Exporter.Close) with the connection manager.
+func FromProto(path string, t *hcmv3.HttpConnectionManager_Tracing, d Deps) (*Config, error) {
+	switch {
+	case t.GetSpawnUpstreamSpan().GetValue():
+		return nil, fmt.Errorf("%s.spawn_upstream_span: upstream spans are not implemented by Legate", path)
+	case t.GetOperation() != "":
+		return nil, fmt.Errorf("%s.operation: not implemented by Legate", path)
+	case t.GetUpstreamOperation() != "":
+		return nil, fmt.Errorf("%s.upstream_operation: not implemented by Legate", path)
+	case t.GetNoContextPropagation():
+		return nil, fmt.Errorf("%s.no_context_propagation: not implemented by Legate", path)
+	}
+	c := &Config{
+		Client: percent(t.GetClientSampling()), Random: percent(t.GetRandomSampling()), Overall: percent(t.GetOverallSampling()),
+		MaxPathTagLength: 256, Runtime: d.Runtime, NodeID: d.NodeID, Zone: d.Zone,
+	}
+	if m := t.GetMaxPathTagLength(); m != nil {
+		c.MaxPathTagLength = int(m.GetValue())
+	}
+	for i, ct := range t.GetCustomTags() {
+		tag, err := customTag(fmt.Sprintf("%s.custom_tags[%d]", path, i), ct)
+		if err != nil {
+			return nil, err
+		}
+		c.Tags = append(c.Tags, tag)
+	}
+	p := t.GetProvider()
+	if p == nil {
+		return nil, fmt.Errorf("%s.provider: required (Legate has no bootstrap tracer)", path)
+	}
+	if p.GetTypedConfig().GetTypeUrl() != OTelTypeURL {
+		return nil, fmt.Errorf("%s.provider: %q (%s): only %s is implemented; other tracers are not implemented by Legate", path, p.GetName(), p.GetTypedConfig().GetTypeUrl(), OTelName)
+	}
+	var oc tracev3.OpenTelemetryConfig
+	if err := p.GetTypedConfig().UnmarshalTo(&oc); err != nil {
+		return nil, fmt.Errorf("%s.provider.typed_config: %w", path, err)
+	}
+	if err := oc.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("%s.provider.typed_config: %w", path, err)
+	}
+	exp, err := NewOTel(path+".provider.typed_config", &oc, d)
+	if err != nil {
+		return nil, err
+	}
+	c.Exporter = exp
+	return c, nil
+}
+
+// percent converts a sampling Percent (default 100 %) to a numerator out of 10000.
+func percent(p *typev3.Percent) uint64 {
+	if p == nil {
+		return 10000
+	}
+	return uint64(math.Round(p.GetValue() * 100))
+}
+
+// customTag converts one custom_tags entry; metadata tags are refused.
+func customTag(path string, ct *tracingv3.CustomTag) (CustomTag, error) {
+	tag := CustomTag{Name: ct.GetTag()}
+	switch {
+	case ct.GetLiteral() != nil:
+		tag.Value = ct.GetLiteral().GetValue()
+	case ct.GetEnvironment() != nil:
+		v, ok := os.LookupEnv(ct.GetEnvironment().GetName())
+		if !ok {
+			v = ct.GetEnvironment().GetDefaultValue()
+		}
+		tag.Value = v
+	case ct.GetRequestHeader() != nil:
+		tag.Header, tag.Value = ct.GetRequestHeader().GetName(), ct.GetRequestHeader().GetDefaultValue()
+	case ct.GetMetadata() != nil:
+		return tag, fmt.Errorf("%s.metadata: not implemented by Legate", path)
+	default:
+		return tag, fmt.Errorf("%s: not implemented by Legate (only literal, environment and request_header)", path)
+	}
+	return tag, nil
+}

@@ -1,0 +1,252 @@
+package tracing
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
+	collectorv1 "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonv1 "go.opentelemetry.io/proto/otlp/common/v1"
+	resourcev1 "go.opentelemetry.io/proto/otlp/resource/v1"
+	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/grpcclient"
+	"github.com/legateproxy/legate/stats"
+)
+
+// OTelStats are the tracing.opentelemetry.* counters: spans_sent and timer_flushed are
+// Envoy's; spans_dropped (buffer full) is Legate's.
+type OTelStats struct {
+	SpansSent    stats.Counter `stat:"spans_sent"`
+	TimerFlushed stats.Counter `stat:"timer_flushed"`
+	SpansDropped stats.Counter `stat:"spans_dropped"`
+}
+
+// otelStatsBy shares the server-wide counters between the exporters of every connection
+// manager, as Envoy's are one set per server.
+var (
+	otelStatsMu   sync.Mutex
+	otelStatsBy   = map[*stats.Store]*otelShared{}
+	defaultBuffer = 1024
+)
+
+type otelShared struct {
+	st   OTelStats
+	refs int
+	reg  *stats.Registration
+}
+
+// OTel exports spans to an OTLP trace collector from its own goroutine: Export only queues
+// (dropping when max_cache_size spans wait), the goroutine sends a batch once
+// tracing.opentelemetry.min_flush_spans spans wait or at each flush interval.
+type OTel struct {
+	conn     *grpc.ClientConn
+	client   collectorv1.TraceServiceClient
+	resource *resourcev1.Resource
+	timeout  time.Duration
+	metadata []string
+	runtime  func(string, uint64) uint64
+	store    *stats.Store
+	shared   *otelShared
+	st       *OTelStats
+	clock    clock.Clock
+
+	in   chan *Span
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+// NewOTel starts the exporter of an OpenTelemetryConfig; path names it in errors.
+func NewOTel(path string, pb *tracev3.OpenTelemetryConfig, d Deps) (*OTel, error) {
+	switch {
+	case pb.GetHttpService() != nil:
+		return nil, fmt.Errorf("%s.http_service: OTLP over HTTP is not implemented by Legate; use grpc_service", path)
+	case pb.GetExporter() != nil:
+		return nil, fmt.Errorf("%s.exporter: not implemented by Legate", path)
+	case len(pb.GetResourceDetectors()) > 0:
+		return nil, fmt.Errorf("%s.resource_detectors: not implemented by Legate", path)
+	case pb.GetSampler() != nil:
+		return nil, fmt.Errorf("%s.sampler: not implemented by Legate", path)
+	}
+	gs := pb.GetGrpcService()
+	cluster, authority, err := grpcclient.EnvoyGrpc(path+".grpc_service", gs, d.ClusterExists)
+	if err != nil {
+		return nil, err
+	}
+	o := &OTel{timeout: 5 * time.Second, runtime: d.Runtime, store: d.Stats, clock: d.Clock, stop: make(chan struct{}), done: make(chan struct{})}
+	if o.clock == nil {
+		o.clock = clock.Real()
+	}
+	for i, h := range gs.GetInitialMetadata() {
+		if h.GetKey() == "" {
+			return nil, fmt.Errorf("%s.grpc_service.initial_metadata[%d].key: must not be empty", path, i)
+		}
+		o.metadata = append(o.metadata, strings.ToLower(h.GetKey()), h.GetValue())
+	}
+	if t := gs.GetTimeout(); t != nil {
+		if err := t.CheckValid(); err != nil || t.AsDuration() <= 0 {
+			return nil, fmt.Errorf("%s.grpc_service.timeout: must be a positive duration", path)
+		}
+		o.timeout = t.AsDuration()
+	}
+	buffer := defaultBuffer
+	if m := pb.GetMaxCacheSize(); m != nil {
+		buffer = int(m.GetValue())
+	}
+	o.in = make(chan *Span, buffer)
+	service := pb.GetServiceName()
+	if service == "" {
+		service = "unknown_service:envoy" // Envoy's default service.name
+	}
+	o.resource = &resourcev1.Resource{Attributes: []*commonv1.KeyValue{
+		strAttr("service.name", service),
+		strAttr("telemetry.sdk.language", "go"),
+		strAttr("telemetry.sdk.name", "legate"),
+	}}
+	conn, err := grpcclient.New(cluster, authority, d.Dial)
+	if err != nil {
+		return nil, fmt.Errorf("%s.grpc_service: %w", path, err)
+	}
+	o.conn, o.client = conn, collectorv1.NewTraceServiceClient(conn)
+	o.shared = acquireOTelStats(d.Stats)
+	o.st = &o.shared.st
+	go o.run()
+	return o, nil
+}
+
+func acquireOTelStats(s *stats.Store) *otelShared {
+	otelStatsMu.Lock()
+	defer otelStatsMu.Unlock()
+	sh := otelStatsBy[s]
+	if sh == nil {
+		sh = &otelShared{}
+		if s != nil {
+			sh.reg = s.Register("tracing.opentelemetry.", &sh.st)
+		}
+		otelStatsBy[s] = sh
+	}
+	sh.refs++
+	return sh
+}
+
+func releaseOTelStats(s *stats.Store, sh *otelShared) {
+	otelStatsMu.Lock()
+	defer otelStatsMu.Unlock()
+	if sh.refs--; sh.refs == 0 {
+		if sh.reg != nil {
+			sh.reg.Unregister()
+		}
+		delete(otelStatsBy, s)
+	}
+}
+
+// Stats returns the exporter's counters.
+func (o *OTel) Stats() *OTelStats { return o.st }
+
+// Export queues a finished span without blocking; a full buffer drops it.
+func (o *OTel) Export(s *Span) {
+	select {
+	case o.in <- s:
+	default:
+		o.st.SpansDropped.Inc()
+	}
+}
+
+// Close sends the spans still queued and stops the exporter.
+func (o *OTel) Close() {
+	o.once.Do(func() {
+		close(o.stop)
+		<-o.done
+		o.conn.Close()
+		releaseOTelStats(o.store, o.shared)
+	})
+}
+
+func (o *OTel) setting(key string, def uint64) uint64 {
+	if o.runtime == nil {
+		return def
+	}
+	return o.runtime(key, def)
+}
+
+// run batches the queued spans and sends them.
+func (o *OTel) run() {
+	defer close(o.done)
+	interval := time.Duration(max(o.setting("tracing.opentelemetry.flush_interval_ms", 5000), 1)) * time.Millisecond
+	tick := o.clock.NewTicker(interval)
+	defer tick.Stop()
+	var batch []*Span
+	for {
+		select {
+		case s := <-o.in:
+			batch = append(batch, s)
+			if uint64(len(batch)) >= o.setting("tracing.opentelemetry.min_flush_spans", 5) {
+				batch = o.send(batch)
+			}
+		case <-tick.C():
+			o.st.TimerFlushed.Inc()
+			batch = o.send(batch)
+		case <-o.stop:
+			for n := len(o.in); n > 0; n-- {
+				batch = append(batch, <-o.in)
+			}
+			o.send(batch)
+			return
+		}
+	}
+}
+
+// send exports batch (lost on error, as in Envoy) and returns it emptied.
+func (o *OTel) send(batch []*Span) []*Span {
+	if len(batch) == 0 {
+		return batch
+	}
+	spans := make([]*tracev1.Span, len(batch))
+	for i, s := range batch {
+		spans[i] = otlpSpan(s)
+	}
+	req := &collectorv1.ExportTraceServiceRequest{ResourceSpans: []*tracev1.ResourceSpans{{
+		Resource:   o.resource,
+		ScopeSpans: []*tracev1.ScopeSpans{{Scope: &commonv1.InstrumentationScope{Name: "envoy"}, Spans: spans}},
+	}}}
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	if len(o.metadata) > 0 {
+		ctx = metadata.AppendToOutgoingContext(ctx, o.metadata...)
+	}
+	_, err := o.client.Export(ctx, req)
+	cancel()
+	if err == nil {
+		o.st.SpansSent.Add(uint64(len(batch)))
+	}
+	clear(batch)
+	return batch[:0]
+}
+
+func otlpSpan(s *Span) *tracev1.Span {
+	sp := &tracev1.Span{
+		TraceId: append([]byte(nil), s.TraceID[:]...), SpanId: append([]byte(nil), s.SpanID[:]...),
+		Name: s.Name, Kind: tracev1.Span_SPAN_KIND_SERVER,
+		StartTimeUnixNano: uint64(s.Start.UnixNano()), EndTimeUnixNano: uint64(s.End.UnixNano()),
+	}
+	if s.Parent != [8]byte{} {
+		sp.ParentSpanId = append([]byte(nil), s.Parent[:]...)
+	}
+	for _, t := range s.Tags {
+		sp.Attributes = append(sp.Attributes, strAttr(t.Key, t.Value))
+	}
+	if s.Error {
+		sp.Status = &tracev1.Status{Code: tracev1.Status_STATUS_CODE_ERROR}
+	}
+	return sp
+}
+
+func strAttr(k, v string) *commonv1.KeyValue {
+	return &commonv1.KeyValue{Key: k, Value: &commonv1.AnyValue{Value: &commonv1.AnyValue_StringValue{StringValue: v}}}
+}

@@ -1,0 +1,80 @@
+package tracing
+
+import (
+	"strings"
+	"testing"
+
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"sigs.k8s.io/yaml"
+)
+
+// TestDecide checks Envoy's decision order on UUID request ids: a reason already in the id
+// stands, x-client-trace-id (client_sampling) comes before x-envoy-force-trace, random
+// sampling reads the id's first 8 hex digits modulo 10000, and overall_sampling can veto.
+func TestDecide(t *testing.T) {
+	const low = "00000001-1111-4111-8111-111111111111"  // integer 1
+	const high = "0000270f-1111-4111-8111-111111111111" // integer 9999
+	full := Config{Client: 10000, Random: 10000, Overall: 10000}
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		req     Request
+		want    Reason
+		changed bool
+	}{
+		{"random", Config{Random: 2, Overall: 10000}, Request{RequestID: low}, Sampled, true},
+		{"random misses", Config{Random: 2, Overall: 10000}, Request{RequestID: high}, NotTraceable, false},
+		{"client first", full, Request{RequestID: low, ClientTraceID: true, ForceTrace: true}, ClientForced, true},
+		{"forced", Config{Overall: 10000}, Request{RequestID: high, ForceTrace: true}, ServiceForced, true},
+		{"already sampled", Config{Overall: 10000}, Request{RequestID: "00000001-1111-9111-8111-111111111111"}, Sampled, false},
+		{"overall vetoes", Config{Random: 10000, Overall: 2}, Request{RequestID: high}, NotTraceable, false},
+		{"overall clears", Config{Overall: 2}, Request{RequestID: "0000270f-1111-a111-8111-111111111111"}, NotTraceable, true},
+		{"not a uuid", full, Request{RequestID: "abc"}, NotTraceable, false},
+	} {
+		var st HCMStats
+		got, changed := tc.cfg.Decide(tc.req, &st)
+		if got != tc.want || changed != tc.changed {
+			t.Errorf("%s: Decide = %v, %v; want %v, %v", tc.name, got, changed, tc.want, tc.changed)
+		}
+	}
+}
+
+// TestTraceparent checks W3C traceparent parsing and formatting round trip and refusals.
+func TestTraceparent(t *testing.T) {
+	const v = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	c, ok := ParseTraceparent(v)
+	if !ok || !c.Sampled || string(c.AppendTraceparent(nil)) != v {
+		t.Fatalf("ParseTraceparent(%q) = %+v, %v; want a sampled context that formats back", v, c, ok)
+	}
+	for _, bad := range []string{"", "01" + v[2:], strings.Replace(v, "0af7", "zzzz", 1), "00-00000000000000000000000000000000-b7ad6b7169203331-01", v + "x"} {
+		if _, ok := ParseTraceparent(bad); ok {
+			t.Errorf("ParseTraceparent(%q) accepted", bad)
+		}
+	}
+}
+
+// TestFromProtoRefuses checks that the fields Legate does not implement stop the configuration
+// with "not implemented by Legate".
+func TestFromProtoRefuses(t *testing.T) {
+	otel := `provider: {name: envoy.tracers.opentelemetry, typed_config: {"@type": type.googleapis.com/envoy.config.trace.v3.OpenTelemetryConfig, grpc_service: {envoy_grpc: {cluster_name: c}}%s}}`
+	for _, y := range []string{
+		"spawn_upstream_span: true\n" + strings.Replace(otel, "%s", "", 1),
+		"custom_tags: [{tag: a, metadata: {kind: {request: {}}, metadata_key: {key: k, path: [{key: p}]}}}]\n" + strings.Replace(otel, "%s", "", 1),
+		`provider: {name: envoy.tracers.zipkin, typed_config: {"@type": type.googleapis.com/envoy.config.trace.v3.ZipkinConfig, collector_cluster: c, collector_endpoint: /api/v2/spans, collector_endpoint_version: HTTP_JSON}}`,
+		strings.Replace(otel, "%s", ", http_service: {http_uri: {uri: http://x/v1/traces, cluster: c, timeout: 1s}}", 1),
+	} {
+		var pb hcmv3.HttpConnectionManager_Tracing
+		j, err := yaml.YAMLToJSON([]byte(y))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := protojson.Unmarshal(j, &pb); err != nil {
+			t.Fatalf("%s: %v", y, err)
+		}
+		_, err = FromProto("tracing", &pb, Deps{})
+		if err == nil || !strings.Contains(err.Error(), "not implemented by Legate") {
+			t.Errorf("%s: FromProto = %v; want not implemented by Legate", y, err)
+		}
+	}
+}
