@@ -18,6 +18,9 @@ func echo(t testing.TB, name string) *httptest.Server {
 		w.Header().Set("X-Seen-Xff", r.Header.Get("X-Forwarded-For"))
 		w.Header().Set("X-Seen-Request-Id", r.Header.Get("X-Request-Id"))
 		w.Header().Set("X-Seen-Traceparent", r.Header.Get("Traceparent"))
+		for _, k := range []string{"X-B3-Traceid", "X-B3-Spanid", "X-B3-Parentspanid", "X-B3-Sampled"} {
+			w.Header().Set("X-Seen-"+k, r.Header.Get(k))
+		}
 		w.Header().Set("X-Seen-Proto", r.Proto)
 		w.Header().Set("X-Seen-Added", r.Header.Get("X-Added"))
 		w.Header().Set("X-Seen-Remove-Me", r.Header.Get("X-Remove-Me"))

@@ -121,6 +121,7 @@ type stream struct {
 	traced  bool
 	tctx    tracing.Context
 	tparent [8]byte
+	tshared bool // the span shares the client's span id (Zipkin's shared_span_context)
 	match   *route.Match
 	up      pool.Request
 	upResp  pool.Response

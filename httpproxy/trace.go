@@ -14,7 +14,6 @@ import (
 )
 
 const (
-	hdrTraceparent    = "Traceparent"
 	hdrClientTraceID  = "X-Client-Trace-Id"
 	hdrForceTrace     = "X-Envoy-Force-Trace"
 	hdrDownstreamName = "X-Envoy-Downstream-Service-Cluster"
@@ -64,9 +63,9 @@ func (h *Handler) stopTracing() {
 	}
 }
 
-// startTrace decides whether the request is traced and, when it is (or carries a W3C parent),
-// starts its span and sends its context to the upstream in traceparent. A request neither
-// sampled nor with a parent allocates nothing.
+// startTrace decides whether the request is traced and, when it is (or carries a parent),
+// starts its span and sends its context to the upstream in the provider's headers. A request
+// neither sampled nor with a parent allocates nothing.
 func (s *stream) startTrace() {
 	t := s.h.trace
 	hd := s.req.Header
@@ -83,26 +82,20 @@ func (s *stream) startTrace() {
 		s.requestID = s.arenaString(b[:])
 		s.setReqHeader(hdrRequestID, s.requestID)
 	}
-	sampled := reason != tracing.NotTraceable
-	var parent tracing.Context
-	hasParent := false
-	if v := hd[hdrTraceparent]; len(v) > 0 {
-		parent, hasParent = tracing.ParseTraceparent(v[0])
-	}
-	if hasParent {
-		sampled = parent.Sampled // Envoy's OpenTelemetry tracer follows the parent's decision
-	}
-	if !sampled && !hasParent {
+	in, hasParent := t.cfg.Extract(hd)
+	if reason == tracing.NotTraceable && !hasParent {
 		return
 	}
-	s.tctx = tracing.Context{TraceID: parent.TraceID, SpanID: tracing.NewSpanID(), Sampled: sampled}
-	s.tparent = parent.SpanID
-	if !hasParent {
-		s.tctx.TraceID = tracing.NewTraceID()
-	}
-	s.traced = sampled
-	var b [55]byte
-	s.setReqHeader(hdrTraceparent, s.arenaString(s.tctx.AppendTraceparent(b[:0])))
+	s.tctx, s.tparent = t.cfg.Begin(in, hasParent, reason != tracing.NotTraceable)
+	s.tshared = hasParent && t.cfg.Format == tracing.B3 && t.cfg.SharedContext
+	s.traced = s.tctx.Sampled
+	var b [64]byte
+	t.cfg.Inject(s.tctx, s.tparent, b[:0], s.setTraceHeader)
+}
+
+// setTraceHeader sets a trace context header of the upstream request.
+func (s *stream) setTraceHeader(key string, value []byte) {
+	s.setReqHeader(key, s.arenaString(value))
 }
 
 // finishTrace hands the downstream span, with Envoy's tags, to the exporter.
@@ -119,7 +112,7 @@ func (s *stream) finishTrace(end time.Time) {
 	if len(path) > cfg.MaxPathTagLength {
 		path = path[:cfg.MaxPathTagLength]
 	}
-	sp := &tracing.Span{Context: s.tctx, Parent: s.tparent, Name: "ingress", Start: s.start, End: end}
+	sp := &tracing.Span{Context: s.tctx, Parent: s.tparent, Shared: s.tshared, Name: "ingress", Start: s.start, End: end}
 	sp.Tags = append(make([]tracing.Tag, 0, 20),
 		tracing.Tag{Key: "component", Value: "proxy"},
 		tracing.Tag{Key: "node_id", Value: cfg.NodeID},

@@ -3,7 +3,10 @@ package httpproxy
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -201,5 +204,116 @@ func TestOpenTelemetrySampledFraction(t *testing.T) {
 	}
 	if got := e.stat("http.ingress.tracing.not_traceable"); got != uint64(n-want) {
 		t.Errorf("not_traceable = %d; want %d", got, n-want)
+	}
+}
+
+// zipkinReport is one span of a Zipkin v2 JSON report, as the test receiver decodes it.
+type zipkinReport struct {
+	TraceID, ID, ParentID, Name, Kind string
+	Shared                            bool
+	LocalEndpoint                     struct{ ServiceName string }
+	Tags                              map[string]string
+}
+
+// startZipkin is a Zipkin collector (net/http on 127.0.0.1) handing over every span POSTed as
+// JSON to /api/v2/spans.
+func startZipkin(t *testing.T) (chan zipkinReport, string) {
+	spans := make(chan zipkinReport, 1024)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var rep []zipkinReport
+		if r.URL.Path != "/api/v2/spans" || r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("report %s %s (%s); want POST /api/v2/spans, application/json", r.Method, r.URL.Path, r.Header.Get("Content-Type"))
+		}
+		if err := json.NewDecoder(r.Body).Decode(&rep); err != nil {
+			t.Errorf("report: %v", err)
+		}
+		for _, sp := range rep {
+			spans <- sp
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(srv.Close)
+	return spans, srv.Listener.Addr().String()
+}
+
+func zipkinHCM(extra string) string {
+	return webHCM + `tracing:
+  provider:
+    name: envoy.tracers.zipkin
+    typed_config:
+      "@type": type.googleapis.com/envoy.config.trace.v3.ZipkinConfig
+      collector_cluster: zipkin
+      collector_endpoint: /api/v2/spans
+      collector_endpoint_version: HTTP_JSON
+` + extra
+}
+
+func newZipkinEnv(t *testing.T, hcm string) (*env, chan zipkinReport) {
+	spans, addr := startZipkin(t)
+	up := echoTraceparent(t)
+	var e *env
+	e = newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", up), staticCluster("zipkin", "", addr)},
+		hcm:      hcm,
+		runtime: func(key string, def uint64) uint64 {
+			return flushEachSpan(strings.Replace(key, "zipkin", "opentelemetry", 1), def)
+		},
+		tracing: tracing.Deps{Dial: clusterDialer(&e), NodeID: "node-1", LocalCluster: "front"},
+	})
+	return e, spans
+}
+
+func awaitZipkin(t *testing.T, spans chan zipkinReport) zipkinReport {
+	t.Helper()
+	select {
+	case sp := <-spans:
+		return sp
+	case <-time.After(wait):
+		t.Fatal("no span reached the Zipkin receiver")
+	}
+	return zipkinReport{}
+}
+
+// TestZipkinTracing sends a sampled request without context through a real listener and checks
+// the span a real Zipkin receiver gets (64-bit trace id, SERVER, ingress, node.cluster as
+// service name, Envoy's tags) and the B3 headers the upstream saw (the span's ids, sampled).
+func TestZipkinTracing(t *testing.T) {
+	e, spans := newZipkinEnv(t, zipkinHCM(""))
+	resp, _ := e.get(e.client(), "/z", "x-envoy-force-trace", "1")
+	sp := awaitZipkin(t, spans)
+	if sp.Name != "ingress" || sp.Kind != "SERVER" || sp.ParentID != "" || len(sp.TraceID) != 16 || sp.LocalEndpoint.ServiceName != "front" {
+		t.Errorf("span = %+v; want a root SERVER span ingress with a 64-bit trace id and service front", sp)
+	}
+	if sp.Tags["http.status_code"] != "200" || sp.Tags["upstream_cluster"] != "web" || sp.Tags["node_id"] != "node-1" || sp.Tags["http.url"] != "http://"+e.addr+"/z" {
+		t.Errorf("tags = %v", sp.Tags)
+	}
+	if resp.Header.Get("X-Seen-X-B3-Traceid") != sp.TraceID || resp.Header.Get("X-Seen-X-B3-Spanid") != sp.ID || resp.Header.Get("X-Seen-X-B3-Sampled") != "1" {
+		t.Errorf("upstream B3 = %s/%s/%s; want %s/%s/1", resp.Header.Get("X-Seen-X-B3-Traceid"), resp.Header.Get("X-Seen-X-B3-Spanid"), resp.Header.Get("X-Seen-X-B3-Sampled"), sp.TraceID, sp.ID)
+	}
+}
+
+// TestZipkinSharedContext checks that a request carrying B3 context (single header) keeps its
+// span id with shared_span_context (the default) and gets a child span under it without.
+func TestZipkinSharedContext(t *testing.T) {
+	const b3 = "80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-1-05e3ac9a4f6e3b90"
+	for _, tc := range []struct {
+		extra        string
+		id, parentID string // "" id: a new one
+	}{
+		{"", "e457b5a2e4d86bd1", "05e3ac9a4f6e3b90"},
+		{"      shared_span_context: false\n", "", "e457b5a2e4d86bd1"},
+	} {
+		e, spans := newZipkinEnv(t, zipkinHCM(tc.extra))
+		resp, _ := e.get(e.client(), "/", "b3", b3)
+		sp := awaitZipkin(t, spans)
+		if sp.TraceID != "80f198ee56343ba864fe8b2a57d3eff7" || sp.ParentID != tc.parentID || (tc.id != "" && sp.ID != tc.id) || (tc.id == "" && sp.ID == "e457b5a2e4d86bd1") {
+			t.Errorf("%q: span %s/%s parent %s; want id %q parent %s", tc.extra, sp.TraceID, sp.ID, sp.ParentID, tc.id, tc.parentID)
+		}
+		if sp.Shared != (tc.id != "") {
+			t.Errorf("%q: shared = %v", tc.extra, sp.Shared)
+		}
+		if got := resp.Header.Get("X-Seen-X-B3-Spanid"); got != sp.ID {
+			t.Errorf("%q: upstream x-b3-spanid = %q; want the span's %s", tc.extra, got, sp.ID)
+		}
 	}
 }

@@ -173,10 +173,11 @@ func (s *Server) buildDataPlane() error {
 		Runtime:           s.runtimeUint64,
 		Overload:          dp.overload.State(),
 		Tracing: tracing.Deps{
-			Dial:   s.dialXDS, // a host of the collector's cluster, with its TLS
-			NodeID: s.Node().GetId(),
-			Zone:   s.Node().GetLocality().GetZone(),
-			Clock:  s.clock,
+			Dial:         s.dialXDS, // a host of the collector's cluster, with its TLS
+			NodeID:       s.Node().GetId(),
+			Zone:         s.Node().GetLocality().GetZone(),
+			LocalCluster: s.Node().GetCluster(),
+			Clock:        s.clock,
 		},
 	}); err != nil {
 		return err

@@ -9,6 +9,8 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tracingv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/internal/grpcclient"
@@ -32,7 +34,19 @@ type Config struct {
 	Runtime func(key string, def uint64) uint64
 	// NodeID and Zone are the node_id and zone tags.
 	NodeID, Zone string
-	Exporter     *OTel
+	Exporter     Exporter
+	// Format is the provider's context headers; SharedContext and TraceID128 are Zipkin's
+	// shared_span_context and trace_id_128bit.
+	Format                    Format
+	SharedContext, TraceID128 bool
+}
+
+// Exporter sends finished spans off the request path.
+type Exporter interface {
+	// Export queues a span without blocking.
+	Export(*Span)
+	// Close sends what is queued and stops.
+	Close()
 }
 
 // CustomTag is one custom_tags entry: a literal, an environment variable (read once, at load,
@@ -50,6 +64,8 @@ type Deps struct {
 	Stats         *stats.Store
 	Runtime       func(key string, def uint64) uint64
 	NodeID, Zone  string
+	// LocalCluster is node.cluster: Zipkin's localEndpoint service name.
+	LocalCluster string
 	// Clock ticks the exporters' flush interval; nil means the system clock.
 	Clock clock.Clock
 }
@@ -94,22 +110,48 @@ func FromProto(path string, t *hcmv3.HttpConnectionManager_Tracing, d Deps) (*Co
 	if p == nil {
 		return nil, fmt.Errorf("%s.provider: required (Legate has no bootstrap tracer)", path)
 	}
-	if p.GetTypedConfig().GetTypeUrl() != OTelTypeURL {
-		return nil, fmt.Errorf("%s.provider: %q (%s): only %s is implemented; other tracers are not implemented by Legate", path, p.GetName(), p.GetTypedConfig().GetTypeUrl(), OTelName)
+	tpath := path + ".provider.typed_config"
+	switch p.GetTypedConfig().GetTypeUrl() {
+	case OTelTypeURL:
+		var oc tracev3.OpenTelemetryConfig
+		if err := unpack(tpath, p.GetTypedConfig(), &oc); err != nil {
+			return nil, err
+		}
+		exp, err := NewOTel(tpath, &oc, d)
+		if err != nil {
+			return nil, err
+		}
+		c.Exporter = exp
+	case ZipkinTypeURL:
+		var zc tracev3.ZipkinConfig
+		if err := unpack(tpath, p.GetTypedConfig(), &zc); err != nil {
+			return nil, err
+		}
+		exp, err := NewZipkin(tpath, &zc, d)
+		if err != nil {
+			return nil, err
+		}
+		c.Exporter, c.Format = exp, B3
+		c.SharedContext = zc.GetSharedSpanContext() == nil || zc.GetSharedSpanContext().GetValue()
+		c.TraceID128 = zc.GetTraceId_128Bit()
+	default:
+		return nil, fmt.Errorf("%s.provider: %q (%s): only %s and %s are implemented; other tracers are not implemented by Legate", path, p.GetName(), p.GetTypedConfig().GetTypeUrl(), OTelName, ZipkinName)
 	}
-	var oc tracev3.OpenTelemetryConfig
-	if err := p.GetTypedConfig().UnmarshalTo(&oc); err != nil {
-		return nil, fmt.Errorf("%s.provider.typed_config: %w", path, err)
-	}
-	if err := oc.ValidateAll(); err != nil {
-		return nil, fmt.Errorf("%s.provider.typed_config: %w", path, err)
-	}
-	exp, err := NewOTel(path+".provider.typed_config", &oc, d)
-	if err != nil {
-		return nil, err
-	}
-	c.Exporter = exp
 	return c, nil
+}
+
+// unpack unmarshals and validates a provider's typed_config.
+func unpack(path string, a *anypb.Any, m interface {
+	proto.Message
+	ValidateAll() error
+}) error {
+	if err := a.UnmarshalTo(m); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := m.ValidateAll(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
 // percent converts a sampling Percent (default 100 %) to a numerator out of 10000.

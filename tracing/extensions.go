@@ -6,8 +6,9 @@ import (
 	"github.com/legateproxy/legate/internal/registry"
 )
 
-// Register declares the OpenTelemetry tracer, which the connection manager builds in place
+// Register declares the OpenTelemetry and Zipkin tracers, which the connection manager builds in place
 // from its tracing block (FromProto).
 func Register(b *registry.Builder) {
 	b.Declare(registry.Tracer, OTelName, &tracev3.OpenTelemetryConfig{})
+	b.Declare(registry.Tracer, ZipkinName, &tracev3.ZipkinConfig{})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
@@ -15,7 +14,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/internal/grpcclient"
 	"github.com/legateproxy/legate/stats"
 )
@@ -28,40 +26,21 @@ type OTelStats struct {
 	SpansDropped stats.Counter `stat:"spans_dropped"`
 }
 
-// otelStatsBy shares the server-wide counters between the exporters of every connection
-// manager, as Envoy's are one set per server.
-var (
-	otelStatsMu   sync.Mutex
-	otelStatsBy   = map[*stats.Store]*otelShared{}
-	defaultBuffer = 1024
-)
-
-type otelShared struct {
-	st   OTelStats
-	refs int
-	reg  *stats.Registration
-}
-
 // OTel exports spans to an OTLP trace collector from its own goroutine: Export only queues
 // (dropping when max_cache_size spans wait), the goroutine sends a batch once
 // tracing.opentelemetry.min_flush_spans spans wait or at each flush interval.
 type OTel struct {
+	batcher
 	conn     *grpc.ClientConn
 	client   collectorv1.TraceServiceClient
 	resource *resourcev1.Resource
 	timeout  time.Duration
 	metadata []string
-	runtime  func(string, uint64) uint64
 	store    *stats.Store
-	shared   *otelShared
 	st       *OTelStats
-	clock    clock.Clock
-
-	in   chan *Span
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
 }
+
+const otelPrefix = "tracing.opentelemetry."
 
 // NewOTel starts the exporter of an OpenTelemetryConfig; path names it in errors.
 func NewOTel(path string, pb *tracev3.OpenTelemetryConfig, d Deps) (*OTel, error) {
@@ -80,10 +59,7 @@ func NewOTel(path string, pb *tracev3.OpenTelemetryConfig, d Deps) (*OTel, error
 	if err != nil {
 		return nil, err
 	}
-	o := &OTel{timeout: 5 * time.Second, runtime: d.Runtime, store: d.Stats, clock: d.Clock, stop: make(chan struct{}), done: make(chan struct{})}
-	if o.clock == nil {
-		o.clock = clock.Real()
-	}
+	o := &OTel{timeout: 5 * time.Second, store: d.Stats}
 	for i, h := range gs.GetInitialMetadata() {
 		if h.GetKey() == "" {
 			return nil, fmt.Errorf("%s.grpc_service.initial_metadata[%d].key: must not be empty", path, i)
@@ -100,7 +76,6 @@ func NewOTel(path string, pb *tracev3.OpenTelemetryConfig, d Deps) (*OTel, error
 	if m := pb.GetMaxCacheSize(); m != nil {
 		buffer = int(m.GetValue())
 	}
-	o.in = make(chan *Span, buffer)
 	service := pb.GetServiceName()
 	if service == "" {
 		service = "unknown_service:envoy" // Envoy's default service.name
@@ -115,99 +90,22 @@ func NewOTel(path string, pb *tracev3.OpenTelemetryConfig, d Deps) (*OTel, error
 		return nil, fmt.Errorf("%s.grpc_service: %w", path, err)
 	}
 	o.conn, o.client = conn, collectorv1.NewTraceServiceClient(conn)
-	o.shared = acquireOTelStats(d.Stats)
-	o.st = &o.shared.st
-	go o.run()
+	o.st = acquireStats(d.Stats, otelPrefix, func() any { return &OTelStats{} }).(*OTelStats)
+	o.batcher = batcher{prefix: otelPrefix, runtime: d.Runtime, clock: d.Clock, send: o.send, timerFlushed: &o.st.TimerFlushed, dropped: &o.st.SpansDropped}
+	o.start(buffer)
 	return o, nil
-}
-
-func acquireOTelStats(s *stats.Store) *otelShared {
-	otelStatsMu.Lock()
-	defer otelStatsMu.Unlock()
-	sh := otelStatsBy[s]
-	if sh == nil {
-		sh = &otelShared{}
-		if s != nil {
-			sh.reg = s.Register("tracing.opentelemetry.", &sh.st)
-		}
-		otelStatsBy[s] = sh
-	}
-	sh.refs++
-	return sh
-}
-
-func releaseOTelStats(s *stats.Store, sh *otelShared) {
-	otelStatsMu.Lock()
-	defer otelStatsMu.Unlock()
-	if sh.refs--; sh.refs == 0 {
-		if sh.reg != nil {
-			sh.reg.Unregister()
-		}
-		delete(otelStatsBy, s)
-	}
-}
-
-// Stats returns the exporter's counters.
-func (o *OTel) Stats() *OTelStats { return o.st }
-
-// Export queues a finished span without blocking; a full buffer drops it.
-func (o *OTel) Export(s *Span) {
-	select {
-	case o.in <- s:
-	default:
-		o.st.SpansDropped.Inc()
-	}
 }
 
 // Close sends the spans still queued and stops the exporter.
 func (o *OTel) Close() {
-	o.once.Do(func() {
-		close(o.stop)
-		<-o.done
+	o.close(func() {
 		o.conn.Close()
-		releaseOTelStats(o.store, o.shared)
+		releaseStats(o.store, otelPrefix)
 	})
 }
 
-func (o *OTel) setting(key string, def uint64) uint64 {
-	if o.runtime == nil {
-		return def
-	}
-	return o.runtime(key, def)
-}
-
-// run batches the queued spans and sends them.
-func (o *OTel) run() {
-	defer close(o.done)
-	interval := time.Duration(max(o.setting("tracing.opentelemetry.flush_interval_ms", 5000), 1)) * time.Millisecond
-	tick := o.clock.NewTicker(interval)
-	defer tick.Stop()
-	var batch []*Span
-	for {
-		select {
-		case s := <-o.in:
-			batch = append(batch, s)
-			if uint64(len(batch)) >= o.setting("tracing.opentelemetry.min_flush_spans", 5) {
-				batch = o.send(batch)
-			}
-		case <-tick.C():
-			o.st.TimerFlushed.Inc()
-			batch = o.send(batch)
-		case <-o.stop:
-			for n := len(o.in); n > 0; n-- {
-				batch = append(batch, <-o.in)
-			}
-			o.send(batch)
-			return
-		}
-	}
-}
-
-// send exports batch (lost on error, as in Envoy) and returns it emptied.
-func (o *OTel) send(batch []*Span) []*Span {
-	if len(batch) == 0 {
-		return batch
-	}
+// send exports batch (lost on error, as in Envoy).
+func (o *OTel) send(batch []*Span) {
 	spans := make([]*tracev1.Span, len(batch))
 	for i, s := range batch {
 		spans[i] = otlpSpan(s)
@@ -225,8 +123,6 @@ func (o *OTel) send(batch []*Span) []*Span {
 	if err == nil {
 		o.st.SpansSent.Add(uint64(len(batch)))
 	}
-	clear(batch)
-	return batch[:0]
 }
 
 func otlpSpan(s *Span) *tracev1.Span {

@@ -81,4 +81,5 @@ type Span struct {
 	Start, End time.Time
 	Tags       []Tag
 	Error      bool // the request failed (Envoy's error tag): the span's status is an error
+	Shared     bool // the span id is the client's (Zipkin's shared_span_context)
 }

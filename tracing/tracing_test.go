@@ -1,6 +1,8 @@
 package tracing
 
 import (
+	"encoding/hex"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -61,7 +63,8 @@ func TestFromProtoRefuses(t *testing.T) {
 	for _, y := range []string{
 		"spawn_upstream_span: true\n" + strings.Replace(otel, "%s", "", 1),
 		"custom_tags: [{tag: a, metadata: {kind: {request: {}}, metadata_key: {key: k, path: [{key: p}]}}}]\n" + strings.Replace(otel, "%s", "", 1),
-		`provider: {name: envoy.tracers.zipkin, typed_config: {"@type": type.googleapis.com/envoy.config.trace.v3.ZipkinConfig, collector_cluster: c, collector_endpoint: /api/v2/spans, collector_endpoint_version: HTTP_JSON}}`,
+		`provider: {name: envoy.tracers.zipkin, typed_config: {"@type": type.googleapis.com/envoy.config.trace.v3.ZipkinConfig, collector_cluster: c, collector_endpoint: /api/v2/spans, collector_endpoint_version: HTTP_PROTO}}`,
+		`provider: {name: envoy.tracers.datadog, typed_config: {"@type": type.googleapis.com/envoy.config.trace.v3.DatadogConfig, collector_cluster: c, service_name: s}}`,
 		strings.Replace(otel, "%s", ", http_service: {http_uri: {uri: http://x/v1/traces, cluster: c, timeout: 1s}}", 1),
 	} {
 		var pb hcmv3.HttpConnectionManager_Tracing
@@ -75,6 +78,40 @@ func TestFromProtoRefuses(t *testing.T) {
 		_, err = FromProto("tracing", &pb, Deps{})
 		if err == nil || !strings.Contains(err.Error(), "not implemented by Legate") {
 			t.Errorf("%s: FromProto = %v; want not implemented by Legate", y, err)
+		}
+	}
+}
+
+// TestB3 checks the B3 multi and single header forms, and the contexts Begin makes from them
+// with and without shared_span_context.
+func TestB3(t *testing.T) {
+	c := &Config{Format: B3, SharedContext: true}
+	h := http.Header{"X-B3-Traceid": {"463ac35c9f6413ad"}, "X-B3-Spanid": {"a2fb4a1d1a96d312"}, "X-B3-Parentspanid": {"0020000000000001"}, "X-B3-Sampled": {"1"}}
+	in, ok := c.Extract(h)
+	if !ok || !in.Sampled || hex.EncodeToString(in.TraceID[:]) != "0000000000000000463ac35c9f6413ad" || hex.EncodeToString(in.Parent[:]) != "0020000000000001" {
+		t.Fatalf("Extract(multi) = %+v, %v", in, ok)
+	}
+	ctx, parent := c.Begin(in, ok, false)
+	if ctx.SpanID != in.SpanID || parent != in.Parent || !ctx.Sampled {
+		t.Errorf("shared Begin = %+v parent %x; want the client's span id and parent, sampled by the header", ctx, parent)
+	}
+	c.SharedContext = false
+	ctx, parent = c.Begin(in, ok, false)
+	if ctx.SpanID == in.SpanID || parent != in.SpanID {
+		t.Errorf("unshared Begin = %+v parent %x; want a new span under the client's", ctx, parent)
+	}
+	got := map[string]string{}
+	c.Inject(ctx, parent, nil, func(k string, v []byte) { got[k] = string(v) })
+	if got["X-B3-Traceid"] != "463ac35c9f6413ad" || got["X-B3-Spanid"] != hex.EncodeToString(ctx.SpanID[:]) || got["X-B3-Parentspanid"] != "a2fb4a1d1a96d312" || got["X-B3-Sampled"] != "1" {
+		t.Errorf("Inject = %v", got)
+	}
+	in, ok = c.Extract(http.Header{"B3": {"80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-0-05e3ac9a4f6e3b90"}})
+	if !ok || in.Sampled || !in.SampledSet || hex.EncodeToString(in.Parent[:]) != "05e3ac9a4f6e3b90" || hex.EncodeToString(in.TraceID[:]) != "80f198ee56343ba864fe8b2a57d3eff7" {
+		t.Errorf("Extract(single) = %+v, %v", in, ok)
+	}
+	for _, bad := range []string{"1", "x-y", "80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-7"} {
+		if _, ok := c.Extract(http.Header{"B3": {bad}}); ok {
+			t.Errorf("Extract(b3: %q) accepted", bad)
 		}
 	}
 }
