@@ -152,6 +152,9 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 
 	// The upstream request.
 	hd := s.upstreamRequest(m)
+	if s.traced && s.h.trace.cfg.Spawn && s.tchild == [8]byte{} {
+		s.startUpstreamSpan(hd)
+	}
 	timeout := r.Timeout
 	if v := hd[hdrUpstreamTimeout]; len(v) > 0 {
 		if ms, err := strconv.ParseUint(v[0], 10, 32); err == nil {

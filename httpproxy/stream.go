@@ -122,12 +122,17 @@ type stream struct {
 	tctx    tracing.Context
 	tparent [8]byte
 	tshared bool // the span shares the client's span id (Zipkin's shared_span_context)
-	match   *route.Match
-	up      pool.Request
-	upResp  pool.Response
-	lbctx   lb.Context
-	ctx     deadlineCtx
-	bodyBuf []byte
+	// tchild is the router's span (spawn_upstream_span), zero for none, started at tchildStart;
+	// traceDst is where setTraceHeader writes.
+	tchild      [8]byte
+	tchildStart time.Time
+	traceDst    http.Header
+	match       *route.Match
+	up          pool.Request
+	upResp      pool.Response
+	lbctx       lb.Context
+	ctx         deadlineCtx
+	bodyBuf     []byte
 	// bodyBuffered: bodyBuf holds the whole request body, replayed to each attempt (bodyBuf
 	// itself keeps its storage between requests, so it says nothing).
 	bodyBuffered bool
@@ -197,6 +202,7 @@ func getStream() *stream { return streamPool.Get().(*stream) }
 func putStream(s *stream) {
 	s.ctx.stop()
 	s.h, s.sc, s.h2w, s.drain, s.match, s.body, s.h2req, s.skip, s.replyHeader = nil, nil, nil, nil, nil, nil, nil, nil, nil
+	s.traceDst = nil
 	s.reqObserved, s.respObserved = observedBody{}, observedBody{}
 	clear(s.trailers)
 	clear(s.outHdr)

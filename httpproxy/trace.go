@@ -7,8 +7,10 @@ import (
 	"strings"
 	"time"
 
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
+	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/tracing"
 )
@@ -46,12 +48,25 @@ func (sh *shared) startTracing(h *Handler, pb *hcmv3.HttpConnectionManager_Traci
 	if err != nil {
 		return fmt.Errorf("http_connection_manager %q: %w", h.cfg.StatPrefix, err)
 	}
+	cfg.Spawn = cfg.Spawn || routerStartsChildSpan(h.cfg)
 	t := &tracer{cfg: cfg}
 	if d.Stats != nil {
 		t.reg = d.Stats.Register(h.hcmPrefix+"tracing.", &t.stats)
 	}
 	h.trace = t
 	return nil
+}
+
+// routerStartsChildSpan reads the router's start_child_span, which asks for the same upstream
+// span as spawn_upstream_span.
+func routerStartsChildSpan(cfg *config.HTTPConnectionManager) bool {
+	for _, f := range cfg.HTTPFilters {
+		var r routerv3.Router
+		if f.IsRouter() && f.TypedConfig != nil && f.TypedConfig.UnmarshalTo(&r) == nil {
+			return r.GetStartChildSpan()
+		}
+	}
+	return false
 }
 
 func (h *Handler) stopTracing() {
@@ -90,16 +105,56 @@ func (s *stream) startTrace() {
 	s.tshared = hasParent && t.cfg.Format == tracing.B3 && t.cfg.SharedContext
 	s.traced = s.tctx.Sampled
 	var b [64]byte
+	s.traceDst = s.req.Header
 	t.cfg.Inject(s.tctx, s.tparent, b[:0], s.setTraceHeader)
 }
 
-// setTraceHeader sets a trace context header of the upstream request.
+// setTraceHeader sets a trace context header in s.traceDst.
 func (s *stream) setTraceHeader(key string, value []byte) {
-	s.setReqHeader(key, s.arenaString(value))
+	s.setHeader(s.traceDst, key, s.arenaString(value))
 }
 
-// finishTrace hands the downstream span, with Envoy's tags, to the exporter.
+// startUpstreamSpan (spawn_upstream_span) starts the router's span, child of the downstream
+// one, and gives the upstream request hd its context instead.
+func (s *stream) startUpstreamSpan(hd http.Header) {
+	s.tchild = tracing.NewSpanID()
+	s.tchildStart = s.h.sh.deps.Now()
+	child := s.tctx
+	child.SpanID = s.tchild
+	var b [64]byte
+	s.traceDst = hd
+	s.h.trace.cfg.Inject(child, s.tctx.SpanID, b[:0], s.setTraceHeader)
+}
+
+// finishUpstreamSpan hands the router's span to the exporter.
+func (s *stream) finishUpstreamSpan(end time.Time) {
+	ctx := s.tctx
+	ctx.SpanID = s.tchild
+	sp := &tracing.Span{Context: ctx, Parent: s.tctx.SpanID, Client: true, Name: "router " + s.cluster + " egress", Start: s.tchildStart, End: end}
+	sp.Tags = append(make([]tracing.Tag, 0, 8),
+		tracing.Tag{Key: "component", Value: "proxy"},
+		tracing.Tag{Key: "http.protocol", Value: s.proto},
+		tracing.Tag{Key: "upstream_cluster", Value: s.cluster},
+		tracing.Tag{Key: "upstream_cluster.name", Value: s.cluster},
+		tracing.Tag{Key: "upstream_address", Value: s.upstream},
+		tracing.Tag{Key: "http.status_code", Value: strconv.Itoa(s.status)},
+	)
+	if s.status == 0 || s.status >= 500 {
+		sp.Error = true
+		sp.Tags = append(sp.Tags, tracing.Tag{Key: "error", Value: "true"})
+	}
+	ownTagValues(sp.Tags)
+	sp.Name = strings.Clone(sp.Name)
+	s.h.trace.cfg.Exporter.Export(sp)
+}
+
+// finishTrace hands the downstream span, with Envoy's tags, to the exporter (after the
+// router's span, if any).
 func (s *stream) finishTrace(end time.Time) {
+	if s.tchild != [8]byte{} {
+		s.finishUpstreamSpan(end)
+		s.tchild = [8]byte{}
+	}
 	cfg := s.h.trace.cfg
 	hd := s.req.Header
 	or := func(v string) string {

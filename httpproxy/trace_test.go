@@ -317,3 +317,46 @@ func TestZipkinSharedContext(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenTelemetryUpstreamSpan checks spawn_upstream_span: the router's CLIENT span
+// "router web egress" is a child of the downstream SERVER span in the same trace, and the
+// upstream sees the router span's context in traceparent.
+func TestOpenTelemetryUpstreamSpan(t *testing.T) {
+	e, col := newTraceEnv(t, otelTraceHCM("  spawn_upstream_span: true\n"), flushEachSpan)
+	resp, _ := e.get(e.client(), "/", "x-envoy-force-trace", "1")
+	byKind := map[tracev1.Span_SpanKind]*tracev1.Span{}
+	for range 2 {
+		sp := awaitSpan(t, col)
+		byKind[sp.GetKind()] = sp
+	}
+	down, up := byKind[tracev1.Span_SPAN_KIND_SERVER], byKind[tracev1.Span_SPAN_KIND_CLIENT]
+	if down == nil || up == nil {
+		t.Fatalf("spans by kind = %v; want one SERVER and one CLIENT", byKind)
+	}
+	if up.GetName() != "router web egress" || string(up.GetParentSpanId()) != string(down.GetSpanId()) || string(up.GetTraceId()) != string(down.GetTraceId()) {
+		t.Errorf("upstream span %q parent %x trace %x; want router web egress under %x in trace %x", up.GetName(), up.GetParentSpanId(), up.GetTraceId(), down.GetSpanId(), down.GetTraceId())
+	}
+	want := "00-" + hex.EncodeToString(up.GetTraceId()) + "-" + hex.EncodeToString(up.GetSpanId()) + "-01"
+	if got := resp.Header.Get("X-Seen-Traceparent"); got != want {
+		t.Errorf("upstream traceparent = %q; want the router span's %q", got, want)
+	}
+}
+
+// TestRouterStartChildSpan checks that the router's start_child_span asks for the upstream span
+// as spawn_upstream_span does.
+func TestRouterStartChildSpan(t *testing.T) {
+	hcm := otelTraceHCM("") + `http_filters:
+- name: envoy.filters.http.router
+  typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router, start_child_span: true}
+`
+	e, col := newTraceEnv(t, hcm, flushEachSpan)
+	e.get(e.client(), "/", "x-envoy-force-trace", "1")
+	kinds := map[tracev1.Span_SpanKind]string{}
+	for range 2 {
+		sp := awaitSpan(t, col)
+		kinds[sp.GetKind()] = sp.GetName()
+	}
+	if kinds[tracev1.Span_SPAN_KIND_CLIENT] != "router web egress" || kinds[tracev1.Span_SPAN_KIND_SERVER] != "ingress" {
+		t.Errorf("spans = %v; want ingress (SERVER) and router web egress (CLIENT)", kinds)
+	}
+}

@@ -39,6 +39,9 @@ type Config struct {
 	// shared_span_context and trace_id_128bit.
 	Format                    Format
 	SharedContext, TraceID128 bool
+	// Spawn is spawn_upstream_span: the router's request gets a CLIENT span of its own, child
+	// of the downstream span, whose context the upstream receives.
+	Spawn bool
 }
 
 // Exporter sends finished spans off the request path.
@@ -83,8 +86,6 @@ type HCMStats struct {
 // closes the returned exporter (Config.Exporter.Close) with the connection manager.
 func FromProto(path string, t *hcmv3.HttpConnectionManager_Tracing, d Deps) (*Config, error) {
 	switch {
-	case t.GetSpawnUpstreamSpan().GetValue():
-		return nil, fmt.Errorf("%s.spawn_upstream_span: upstream spans are not implemented by Legate", path)
 	case t.GetOperation() != "":
 		return nil, fmt.Errorf("%s.operation: not implemented by Legate", path)
 	case t.GetUpstreamOperation() != "":
@@ -95,6 +96,7 @@ func FromProto(path string, t *hcmv3.HttpConnectionManager_Tracing, d Deps) (*Co
 	c := &Config{
 		Client: percent(t.GetClientSampling()), Random: percent(t.GetRandomSampling()), Overall: percent(t.GetOverallSampling()),
 		MaxPathTagLength: 256, Runtime: d.Runtime, NodeID: d.NodeID, Zone: d.Zone,
+		Spawn: t.GetSpawnUpstreamSpan().GetValue(),
 	}
 	if m := t.GetMaxPathTagLength(); m != nil {
 		c.MaxPathTagLength = int(m.GetValue())

@@ -8,8 +8,9 @@
 // client_sampling, overall_sampling (runtime keys tracing.random_sampling,
 // tracing.client_enabled, tracing.global_enabled; numerators out of 10000),
 // custom_tags (literal, environment, request_header), max_path_tag_length, verbose (accepted:
-// Legate records no per-filter span events, so it changes nothing), spawn_upstream_span (false
-// only).
+// Legate records no per-filter span events, so it changes nothing), spawn_upstream_span (one
+// CLIENT span "router <cluster> egress" for the router's upstream request, all attempts
+// included; Envoy makes one per attempt; the router's start_child_span asks for the same).
 //
 // OpenTelemetryConfig: grpc_service (envoy_grpc, initial_metadata, timeout), service_name,
 // max_cache_size (the bounded span buffer; spans beyond it are dropped and counted in
@@ -26,7 +27,7 @@
 // trace_context_option other than USE_B3, timestamp_trace_ids.
 //
 // Refused ("not implemented by Legate"): other providers (datadog, …), custom_tags
-// metadata, spawn_upstream_span true, operation, upstream_operation, no_context_propagation,
+// metadata, operation, upstream_operation, no_context_propagation,
 // OpenTelemetry http_service, exporter, resource_detectors and sampler.
 //
 // A request that is not sampled and carries no context gets no span and no context headers

@@ -131,6 +131,9 @@ func otlpSpan(s *Span) *tracev1.Span {
 		Name: s.Name, Kind: tracev1.Span_SPAN_KIND_SERVER,
 		StartTimeUnixNano: uint64(s.Start.UnixNano()), EndTimeUnixNano: uint64(s.End.UnixNano()),
 	}
+	if s.Client {
+		sp.Kind = tracev1.Span_SPAN_KIND_CLIENT
+	}
 	if s.Parent != [8]byte{} {
 		sp.ParentSpanId = append([]byte(nil), s.Parent[:]...)
 	}

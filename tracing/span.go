@@ -82,4 +82,5 @@ type Span struct {
 	Tags       []Tag
 	Error      bool // the request failed (Envoy's error tag): the span's status is an error
 	Shared     bool // the span id is the client's (Zipkin's shared_span_context)
+	Client     bool // an upstream (CLIENT) span; the downstream span is a SERVER span
 }

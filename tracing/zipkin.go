@@ -121,6 +121,9 @@ func (z *Zipkin) send(batch []*Span) {
 			Name: s.Name, Kind: "SERVER", Timestamp: s.Start.UnixMicro(), Duration: max(s.End.Sub(s.Start).Microseconds(), 1),
 			Shared: s.Shared, LocalEndpoint: zipkinEndpoint{ServiceName: z.service}, Tags: make(map[string]string, len(s.Tags)),
 		}
+		if s.Client {
+			zs.Kind = "CLIENT"
+		}
 		if s.Parent != [8]byte{} {
 			zs.ParentID = hex.EncodeToString(s.Parent[:])
 		}
