@@ -38,7 +38,7 @@ var fieldNotes = map[protoreflect.FullName]map[protoreflect.Name]Support{
 		"layered_runtime": Implemented, "admin": Implemented, "stats_server_version_override": Implemented,
 		"application_log_config": Implemented,
 		"node_context_params":    Ignored, "hds_config": Ignored, "flags_path": Ignored,
-		"deferred_stat_options": Implemented, "watchdog": Ignored, "watchdogs": Ignored, "tracing": Ignored,
+		"deferred_stat_options": Implemented, "watchdog": Ignored, "watchdogs": Ignored, "tracing": Implemented,
 		"overload_manager": Implemented, "enable_dispatcher_stats": Ignored, "use_tcp_for_dns_lookups": Ignored,
 		"fatal_actions": Ignored, "inline_headers": Ignored, "perf_tracing_file_path": Ignored,
 		"default_regex_engine": Implemented, "xds_config_tracker_extension": Ignored,

@@ -60,7 +60,7 @@ static_resources:
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Parse error lines (-want +got):\n%s", diff)
 	}
-	ok, err := Parse([]byte("tracing: {}\nstatic_resources: {clusters: [{name: web, track_cluster_stats: {}}]}"), FormatYAML, Options{})
+	ok, err := Parse([]byte("watchdogs: {}\nstatic_resources: {clusters: [{name: web, track_cluster_stats: {}}]}"), FormatYAML, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ static_resources:
 	}
 	wantNotes := []string{
 		"static_resources.clusters[0].track_cluster_stats: set, but not implemented by Legate; ignored (it does not change how traffic is handled)",
-		"tracing: set, but not implemented by Legate; ignored (it does not change how traffic is handled)",
+		"watchdogs: set, but not implemented by Legate; ignored (it does not change how traffic is handled)",
 	}
 	slices.Sort(notes)
 	if diff := cmp.Diff(wantNotes, notes); diff != "" {

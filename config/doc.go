@@ -34,7 +34,6 @@
 //	| Bootstrap                                        | flags_path                                       | ignored  | Envoy's flag files (drain, …); Legate's admin endpoints do this |
 //	| Bootstrap                                        | watchdog                                         | ignored  | dispatcher watchdogs; Go has no event-loop stalls to kill on |
 //	| Bootstrap                                        | watchdogs                                        | ignored  | as watchdog |
-//	| Bootstrap                                        | tracing                                          | ignored  | no tracer; requests are not traced |
 //	| Bootstrap                                        | enable_dispatcher_stats                          | ignored  | dispatcher histograms only |
 //	| Bootstrap                                        | use_tcp_for_dns_lookups                          | ignored  | DNS transport only; the same names resolve |
 //	| Bootstrap                                        | fatal_actions                                    | ignored  | crash-time actions |

@@ -194,7 +194,6 @@ func TestIgnoredFieldsWarn(t *testing.T) {
 		"static_resources.clusters[0].preconnect_policy",
 		"cluster_manager.load_stats_config",
 		"watchdogs",
-		"tracing",
 		"admin.socket_options",
 		"enable_dispatcher_stats",
 	}

@@ -178,6 +178,7 @@ func (s *Server) buildDataPlane() error {
 			Zone:         s.Node().GetLocality().GetZone(),
 			LocalCluster: s.Node().GetCluster(),
 			Clock:        s.clock,
+			Default:      s.boot.Proto.GetTracing().GetHttp(),
 		},
 	}); err != nil {
 		return err

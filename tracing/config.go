@@ -71,6 +71,9 @@ type Deps struct {
 	LocalCluster string
 	// Clock ticks the exporters' flush interval; nil means the system clock.
 	Clock clock.Clock
+	// Default is the bootstrap's tracing.http: the provider of a connection manager whose
+	// tracing names none, as in Envoy.
+	Default *tracev3.Tracing_Http
 }
 
 // HCMStats are the http.<stat_prefix>.tracing.* counters of a connection manager.
@@ -110,7 +113,10 @@ func FromProto(path string, t *hcmv3.HttpConnectionManager_Tracing, d Deps) (*Co
 	}
 	p := t.GetProvider()
 	if p == nil {
-		return nil, fmt.Errorf("%s.provider: required (Legate has no bootstrap tracer)", path)
+		p = d.Default
+	}
+	if p == nil {
+		return nil, fmt.Errorf("%s.provider: required when the bootstrap sets no tracing.http", path)
 	}
 	tpath := path + ".provider.typed_config"
 	switch p.GetTypedConfig().GetTypeUrl() {

@@ -6,9 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
+
+	"github.com/legateproxy/legate/stats"
 )
 
 // TestDecide checks Envoy's decision order on UUID request ids: a reason already in the id
@@ -112,5 +115,33 @@ func TestB3(t *testing.T) {
 		if _, ok := c.Extract(http.Header{"B3": {bad}}); ok {
 			t.Errorf("Extract(b3: %q) accepted", bad)
 		}
+	}
+}
+
+// TestBootstrapProviderIsTheDefault: a connection manager's tracing that names no provider
+// uses the bootstrap's tracing.http, as in Envoy; with neither, it is refused.
+func TestBootstrapProviderIsTheDefault(t *testing.T) {
+	var def tracev3.Tracing_Http
+	j, err := yaml.YAMLToJSON([]byte(`{name: envoy.tracers.zipkin, typed_config: {"@type": type.googleapis.com/envoy.config.trace.v3.ZipkinConfig, collector_cluster: c, collector_endpoint: /api/v2/spans, collector_endpoint_version: HTTP_JSON}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := protojson.Unmarshal(j, &def); err != nil {
+		t.Fatal(err)
+	}
+	store, err := stats.New(stats.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := FromProto("tracing", &hcmv3.HttpConnectionManager_Tracing{}, Deps{Default: &def, Stats: store})
+	if err != nil {
+		t.Fatalf("FromProto with the bootstrap's provider: %v", err)
+	}
+	defer c.Exporter.Close()
+	if c.Format != B3 {
+		t.Errorf("Format = %v; want B3 (the bootstrap's Zipkin tracer)", c.Format)
+	}
+	if _, err := FromProto("tracing", &hcmv3.HttpConnectionManager_Tracing{}, Deps{}); err == nil || !strings.Contains(err.Error(), "tracing.provider: required") {
+		t.Errorf("FromProto without any provider = %v; want tracing.provider: required", err)
 	}
 }
