@@ -37,22 +37,11 @@ func (c *metricsCollector) StreamMetrics(st grpc.ClientStreamingServer[msv3.Stre
 // request's upstream_rq counter arrives as a COUNTER of delta 1 labelled with its cluster and
 // response code.
 func TestMetricsServiceSink(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	col := &metricsCollector{msgs: make(chan *msv3.StreamMetricsMessage, 1024)}
-	srv := grpc.NewServer()
-	msv3.RegisterMetricsServiceServer(srv, col)
-	go srv.Serve(ln)
-	defer srv.Stop()
+	addr := serveGRPC(t, func(srv *grpc.Server) { msv3.RegisterMetricsServiceServer(srv, col) })
 	up := named(t, "up")
 	cfg := "node: {id: e2e-metrics, cluster: e2e}\n" + exampleBootstrap(exampleHCM("ingress_http", routeAllToUp, ""), exampleCluster("up", "", addrOf(up)),
-		exampleCluster("metrics", `
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {http2_protocol_options: {}}`, ln.Addr().String())) + `
+		grpcCluster("metrics", addr)) + `
 stats_flush_interval: 0.1s
 stats_sinks:
 - name: envoy.stat_sinks.metrics_service
@@ -113,22 +102,11 @@ func (c *otlpCollector) Export(_ context.Context, req *otlpmetrics.ExportMetrics
 // arrives as a DELTA sum of 1 under its tag-extracted name, with its cluster and response code
 // as attributes.
 func TestOpenTelemetrySink(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	col := &otlpCollector{exports: make(chan *otlpmetrics.ExportMetricsServiceRequest, 1024)}
-	srv := grpc.NewServer()
-	otlpmetrics.RegisterMetricsServiceServer(srv, col)
-	go srv.Serve(ln)
-	defer srv.Stop()
+	addr := serveGRPC(t, func(srv *grpc.Server) { otlpmetrics.RegisterMetricsServiceServer(srv, col) })
 	up := named(t, "up")
 	cfg := "node: {id: e2e-otel, cluster: e2e}\n" + exampleBootstrap(exampleHCM("ingress_http", routeAllToUp, ""), exampleCluster("up", "", addrOf(up)),
-		exampleCluster("otel", `
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {http2_protocol_options: {}}`, ln.Addr().String())) + `
+		grpcCluster("otel", addr)) + `
 stats_flush_interval: 0.1s
 stats_sinks:
 - name: envoy.stat_sinks.open_telemetry
@@ -189,15 +167,8 @@ func (c *otlpLogsCollector) Export(_ context.Context, req *otlplogs.ExportLogsSe
 // real OTLP logs collector, and checks that a request arrives as a LogRecord whose body and
 // attributes are formatted from it, under a Resource naming the node.
 func TestOpenTelemetryAccessLog(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	col := &otlpLogsCollector{exports: make(chan *otlplogs.ExportLogsServiceRequest, 64)}
-	srv := grpc.NewServer()
-	otlplogs.RegisterLogsServiceServer(srv, col)
-	go srv.Serve(ln)
-	defer srv.Stop()
+	addr := serveGRPC(t, func(srv *grpc.Server) { otlplogs.RegisterLogsServiceServer(srv, col) })
 	up := named(t, "up")
 	accessLog := `
           access_log:
@@ -214,11 +185,7 @@ func TestOpenTelemetryAccessLog(t *testing.T) {
                 values:
                 - {key: "x-request-header", value: {string_value: "%REQ(X-TEST)%"}}`
 	cfg := "node: {id: e2e-otel-log, cluster: e2e}\n" + exampleBootstrap(exampleHCM("ingress_http", routeAllToUp, accessLog), exampleCluster("up", "", addrOf(up)),
-		exampleCluster("otel", `
-    typed_extension_protocol_options:
-      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
-        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
-        explicit_http_config: {http2_protocol_options: {}}`, ln.Addr().String()))
+		grpcCluster("otel", addr))
 	p := start(t, "-c", writeConfig(t, cfg))
 	req, _ := http.NewRequest("GET", "http://"+p.listenerAddr("example")+"/x", nil)
 	req.Header.Set("X-Test", "abc")
@@ -247,4 +214,29 @@ func TestOpenTelemetryAccessLog(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no export within 10s")
 	}
+}
+
+// serveGRPC starts a gRPC server on 127.0.0.1 with the services register adds, stopped when
+// the test ends, and returns its address.
+func serveGRPC(t *testing.T, register func(*grpc.Server)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	register(srv)
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	return ln.Addr().String()
+}
+
+// grpcCluster is a STATIC cluster of one gRPC service at addr, HTTP/2 set the modern way
+// (typed_extension_protocol_options).
+func grpcCluster(name, addr string) string {
+	return exampleCluster(name, `
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {http2_protocol_options: {}}`, addr)
 }
