@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // Category is an Envoy extension category, as node.extensions and /server_info name it.
@@ -60,6 +61,19 @@ func (e Entry) TypeName() string { return string(e.Config.ProtoReflect().Descrip
 // TypeURL is the type URL of an Any that holds the config message.
 func (e Entry) TypeURL() string { return "type.googleapis.com/" + e.TypeName() }
 
+// Decode returns a new config message of the entry's type holding tc; an empty one when tc is
+// nil (an extension configured by name alone). path names tc in the error.
+func (e Entry) Decode(path string, tc *anypb.Any) (proto.Message, error) {
+	m := e.Config.ProtoReflect().New().Interface()
+	if tc == nil {
+		return m, nil
+	}
+	if err := tc.UnmarshalTo(m); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
 // entry is an Entry and the factories registered for it, by Kind.Facet.
 type entry struct {
 	Entry
@@ -81,11 +95,20 @@ type urlKey struct {
 type Builder struct {
 	entries []*entry
 	byName  map[nameKey]*entry
+	aliases map[nameKey]string
 	errs    []error
 }
 
 // NewBuilder returns an empty Builder.
-func NewBuilder() *Builder { return &Builder{byName: map[nameKey]*entry{}} }
+func NewBuilder() *Builder {
+	return &Builder{byName: map[nameKey]*entry{}, aliases: map[nameKey]string{}}
+}
+
+// Alias makes old, a deprecated name Envoy still accepts (envoy.statsd), find the extension
+// of category c named name. Build reports an alias of an unregistered name.
+func (b *Builder) Alias(c Category, old, name string) {
+	b.aliases[nameKey{c, old}] = name
+}
 
 // Declare registers an extension that its consumer implements itself, without a factory
 // (the router, which the HTTP connection manager runs, for one). Declaring an extension that
@@ -146,6 +169,17 @@ func (b *Builder) entry(c Category, name string, config proto.Message) *entry {
 func (b *Builder) Build() (*Registry, error) {
 	r := &Registry{byName: make(map[nameKey]*entry, len(b.entries)), byURL: make(map[urlKey]*entry, len(b.entries))}
 	errs := b.errs
+	for k, name := range b.aliases {
+		e, ok := b.byName[nameKey{k.category, name}]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("registry: %s alias %q names %q, which is not registered", k.category, k.name, name))
+		case b.byName[k] != nil:
+			errs = append(errs, fmt.Errorf("registry: %s alias %q is also an extension's name", k.category, k.name))
+		default:
+			r.byName[k] = e
+		}
+	}
 	for _, e := range b.entries {
 		k := urlKey{e.Category, e.TypeURL()}
 		if other, dup := r.byURL[k]; dup {
@@ -162,7 +196,7 @@ func (b *Builder) Build() (*Registry, error) {
 	slices.SortFunc(r.entries, func(a, b *entry) int {
 		return cmp.Or(cmp.Compare(a.Category, b.Category), cmp.Compare(a.Name, b.Name))
 	})
-	b.entries, b.byName = nil, nil
+	b.entries, b.byName, b.aliases = nil, nil, nil
 	return r, nil
 }
 
@@ -210,7 +244,8 @@ func (r *Registry) Has(c Category, typeURL string) bool {
 }
 
 // Lookup returns how k builds an extension: the one whose typed_config type is typeURL,
-// else (typeURL empty or unknown) the one named name, as Envoy finds a factory by type first.
+// else (typeURL empty or unknown) the one named name or by an alias of it, as Envoy finds a
+// factory by type first.
 // ok is false when neither is registered for k.
 func Lookup[F any](r *Registry, k Kind[F], name, typeURL string) (f F, e Entry, ok bool) {
 	if r == nil {

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -138,5 +140,52 @@ func TestNilRegistryIsEmpty(t *testing.T) {
 	}
 	if _, ok := r.Find("type.googleapis.com/google.protobuf.Empty"); ok {
 		t.Error("Find on a nil Registry found an extension")
+	}
+}
+
+func TestAliasFindsTheNamedExtension(t *testing.T) {
+	b := registry.NewBuilder()
+	registry.Add(b, greeters, "hello", &emptypb.Empty{}, func() string { return "hello" })
+	b.Alias(registry.HTTPFilter, "hi", "hello")
+	r := mustBuild(t, b)
+	f, e, ok := registry.Lookup(r, greeters, "hi", "")
+	if !ok || f() != "hello" || e.Name != "hello" {
+		t.Fatalf("Lookup(alias %q) = %v, %q; want the extension %q", "hi", ok, e.Name, "hello")
+	}
+	if got := len(r.Entries()); got != 1 {
+		t.Errorf("Entries() has %d entries; want 1 (an alias is not an extension)", got)
+	}
+}
+
+func TestAliasErrors(t *testing.T) {
+	b := registry.NewBuilder()
+	registry.Add(b, greeters, "hello", &emptypb.Empty{}, func() string { return "hello" })
+	registry.Add(b, greeters, "bye", &durationpb.Duration{}, func() string { return "bye" })
+	b.Alias(registry.HTTPFilter, "hi", "nobody")
+	b.Alias(registry.HTTPFilter, "bye", "hello")
+	_, err := b.Build()
+	for _, want := range []string{`alias "hi" names "nobody", which is not registered`, `alias "bye" is also an extension's name`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Build() = %v; want an error containing %q", err, want)
+		}
+	}
+}
+
+func TestDecode(t *testing.T) {
+	e := registry.Entry{Name: "d", Config: &durationpb.Duration{}}
+	m, err := e.Decode("x", nil)
+	if err != nil || !proto.Equal(m, &durationpb.Duration{}) {
+		t.Errorf("Decode(nil) = %v, %v; want an empty Duration", m, err)
+	}
+	tc, err := anypb.New(durationpb.New(3e9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err = e.Decode("x", tc); err != nil || m.(*durationpb.Duration).GetSeconds() != 3 {
+		t.Errorf("Decode(3s) = %v, %v; want 3s", m, err)
+	}
+	wrong, _ := anypb.New(&emptypb.Empty{})
+	if _, err := e.Decode("stats_sinks[0].typed_config", wrong); err == nil || !strings.HasPrefix(err.Error(), "stats_sinks[0].typed_config: ") {
+		t.Errorf("Decode(Empty into Duration) = %v; want an error naming the path", err)
 	}
 }
