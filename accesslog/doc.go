@@ -5,8 +5,9 @@
 // route table matches), gRPC status, runtime sampling, and, or). Entries carry the
 // downstream TLS state (TLSInfo: %DOWNSTREAM_TLS_VERSION%, %DOWNSTREAM_PEER_SUBJECT%, …, and
 // the gRPC entries' tls_properties), the connection id (%CONNECTION_ID%) and their access log
-// type (TcpConnectionEnd, TcpPeriodic, …) for %ACCESS_LOG_TYPE%, log_type_filter and gRPC logs;
-// package als sends entries to a gRPC access log service.
+// type (TcpConnectionEnd, TcpPeriodic, …) for %ACCESS_LOG_TYPE%, log_type_filter and gRPC logs,
+// and the stream's dynamic metadata for %DYNAMIC_METADATA(NS:KEY*)% (a string as it is, other
+// values as JSON, which allocates); package als sends entries to a gRPC access log service.
 //
 // A format string is parsed once into a Formatter, which is immutable and safe for concurrent
 // use; Format appends one log line for an Entry to a caller-owned buffer and allocates only when

@@ -3,6 +3,8 @@ package accesslog
 import (
 	"net/http"
 	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // Entry is what the proxy knows about one finished (or locally answered) request. The formatter
@@ -65,6 +67,9 @@ type Entry struct {
 	// the TCP proxy logs TcpConnectionEnd at close, TcpPeriodic every
 	// access_log_flush_interval and TcpUpstreamConnected when the upstream connects.
 	Type Type
+	// DynamicMetadata is the stream's dynamic metadata by namespace, as filters set it
+	// (%DYNAMIC_METADATA(NS:KEY)%); read only.
+	DynamicMetadata map[string]*structpb.Struct
 	// HealthCheck marks a request answered as a health check (not_health_check_filter).
 	HealthCheck bool
 }

@@ -189,6 +189,9 @@ func (f *Formatter) appendJSONValue(dst []byte, n *jsonNode, e *Entry) ([]byte, 
 		return append(dst, n.literal...), true
 	case len(n.segs) == 1 && n.segs[0].op != opLiteral:
 		s := &n.segs[0]
+		if s.op == opDynamicMetadata && !f.strings {
+			return appendTypedMetadata(dst, s, e)
+		}
 		mark := len(dst)
 		raw, ok := appendValue(dst, s, e)
 		switch {
@@ -367,6 +370,8 @@ func appendValue(dst []byte, s *segment, e *Entry) ([]byte, bool) {
 		return strconv.AppendUint(dst, e.ConnectionID, 10), true
 	case opAccessLogType:
 		str = e.Type.String()
+	case opDynamicMetadata:
+		return appendMetadata(dst, s, e)
 	default:
 		if s.op >= opTLSVersion {
 			return appendTLS(dst, s, e)

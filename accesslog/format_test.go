@@ -182,6 +182,8 @@ func TestParseErrors(t *testing.T) {
 		{"%PROTOCOL(x)%", "takes no arguments"},
 		{"%ENVIRONMENT%", "needs a variable name"},
 		{"%%%a", "must start an operator"},
+		{"%DYNAMIC_METADATA%", "needs a namespace"},
+		{"%DYNAMIC_METADATA(ns::k)%", "empty namespace or key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.format, func(t *testing.T) {

@@ -3,6 +3,7 @@ package accesslog
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -51,6 +52,7 @@ const (
 	opVirtualClusterName
 	opConnectionID
 	opAccessLogType
+	opDynamicMetadata
 
 	// The TLS operators (tls.go), last: appendValue hands every op from opTLSVersion on to
 	// appendTLS.
@@ -113,6 +115,7 @@ var operators = map[string]op{
 	"VIRTUAL_CLUSTER_NAME":                          opVirtualClusterName,
 	"CONNECTION_ID":                                 opConnectionID,
 	"ACCESS_LOG_TYPE":                               opAccessLogType,
+	"DYNAMIC_METADATA":                              opDynamicMetadata,
 	"DOWNSTREAM_TLS_VERSION":                        opTLSVersion,
 	"DOWNSTREAM_TLS_CIPHER":                         opTLSCipher,
 	"DOWNSTREAM_PEER_SUBJECT":                       opPeerSubject,
@@ -151,7 +154,9 @@ type segment struct {
 	headers [2]string
 	nHeader int
 	maxLen  int // 0: no limit
-	time    *timeFormat
+	// metadata is DYNAMIC_METADATA's namespace followed by the path of keys into it.
+	metadata []string
+	time     *timeFormat
 }
 
 // Options are the inputs of parsing that come from outside the format string.
@@ -303,6 +308,14 @@ func parseCommand(format string, start int, opts *Options) (segment, int, error)
 			seg.headers[k] = headerKey(n)
 		}
 		seg.nHeader = len(names)
+	case opDynamicMetadata:
+		if args == "" {
+			return fail(start, "operator %s needs a namespace: %%%s(NAMESPACE:KEY*)%%", name, name)
+		}
+		seg.metadata = strings.Split(args, ":")
+		if slices.Contains(seg.metadata, "") {
+			return fail(start, "operator %s: empty namespace or key in %q", name, args)
+		}
 	case opStartTime:
 		f := args
 		if f == "" {

@@ -11,6 +11,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/extauthz"
 	"github.com/legateproxy/legate/httpproxy/filters/fault"
 	"github.com/legateproxy/legate/httpproxy/filters/headermutation"
+	"github.com/legateproxy/legate/httpproxy/filters/headertometadata"
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
 	"github.com/legateproxy/legate/httpproxy/filters/jwtauthn"
 	"github.com/legateproxy/legate/httpproxy/filters/localratelimit"
@@ -53,6 +54,7 @@ func registrations() []func(*registry.Builder) {
 		extauthz.Register,
 		fault.Register,
 		headermutation.Register,
+		headertometadata.Register,
 		healthcheck.Register,
 		jwtauthn.Register,
 		localratelimit.Register,

@@ -982,6 +982,7 @@ func (s *stream) log(end time.Time) {
 	e.Duration = end.Sub(s.start)
 	e.UpstreamRequestAttemptCount = s.attempts
 	e.HealthCheck = s.fx.HealthCheck
+	e.DynamicMetadata = s.fx.Metadata
 	for i := range s.h.logs {
 		s.logBuf = s.h.logs[i].log(e, s.logBuf)
 	}

@@ -99,17 +99,31 @@ func (x *Exchange) PerFilterConfigs(name string, dst []*route.FilterConfig) []*r
 // SetMetadata merges fields into the dynamic metadata namespace ns, as Envoy's
 // setDynamicMetadata does (a key already there is replaced).
 func (x *Exchange) SetMetadata(ns string, fields map[string]*structpb.Value) {
+	st := x.metadataNamespace(ns)
+	for k, v := range fields {
+		st.Fields[k] = v
+	}
+}
+
+// SetMetadataValue sets one key of the dynamic metadata namespace ns.
+func (x *Exchange) SetMetadataValue(ns, key string, v *structpb.Value) {
+	x.metadataNamespace(ns).Fields[key] = v
+}
+
+// metadataNamespace returns the struct of namespace ns, made when missing.
+func (x *Exchange) metadataNamespace(ns string) *structpb.Struct {
 	if x.Metadata == nil {
 		x.Metadata = map[string]*structpb.Struct{}
 	}
 	st := x.Metadata[ns]
 	if st == nil {
-		st = &structpb.Struct{Fields: map[string]*structpb.Value{}}
+		st = &structpb.Struct{}
 		x.Metadata[ns] = st
 	}
-	for k, v := range fields {
-		st.Fields[k] = v
+	if st.Fields == nil {
+		st.Fields = map[string]*structpb.Value{}
 	}
+	return st
 }
 
 // Connection describes the stream's downstream connection; it is empty when the connection

@@ -2,8 +2,6 @@ package route
 
 import (
 	"fmt"
-	"regexp"
-	"strings"
 
 	"github.com/legateproxy/legate/internal/headermatch"
 
@@ -19,57 +17,11 @@ func compileRegex(m *matcherv3.RegexMatcher, path string) (*regex, error) {
 	return headermatch.CompileRegex(m, path)
 }
 
-// rewrite is a compiled RegexMatchAndSubstitute: every match of the pattern is replaced,
-// with \N in the substitution naming capture groups (RE2's syntax).
-type rewrite struct {
-	re  *regexp.Regexp
-	sub string // in Go's $N syntax
-}
+// rewrite is a compiled RegexMatchAndSubstitute (shared with header_to_metadata).
+type rewrite = headermatch.Rewrite
 
 func compileRewrite(m *matcherv3.RegexMatchAndSubstitute, path string) (*rewrite, error) {
-	if m.GetPattern() == nil {
-		return nil, fmt.Errorf("%s.pattern: regex is missing", path)
-	}
-	re, err := regexp.Compile(m.GetPattern().GetRegex())
-	if err != nil {
-		return nil, fmt.Errorf("%s.pattern.regex = %q: invalid RE2: %v", path, m.GetPattern().GetRegex(), err)
-	}
-	sub, err := goSubstitution(m.GetSubstitution(), re.NumSubexp())
-	if err != nil {
-		return nil, fmt.Errorf("%s.substitution = %q: %v", path, m.GetSubstitution(), err)
-	}
-	return &rewrite{re: re, sub: sub}, nil
-}
-
-// goSubstitution converts RE2's "\1" references to Go's "${1}" and escapes '$'.
-func goSubstitution(s string, groups int) (string, error) {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '$':
-			b.WriteString("$$")
-		case c == '\\' && i+1 < len(s) && s[i+1] >= '0' && s[i+1] <= '9':
-			n := int(s[i+1] - '0')
-			if n > groups {
-				return "", fmt.Errorf(`\%d refers to a capture group the pattern does not have (%d groups)`, n, groups)
-			}
-			fmt.Fprintf(&b, "${%d}", n)
-			i++
-		case c == '\\' && i+1 < len(s) && s[i+1] == '\\':
-			b.WriteByte('\\')
-			i++
-		case c == '\\':
-			return "", fmt.Errorf(`'\' must be followed by a digit or '\'`)
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String(), nil
-}
-
-func (r *rewrite) apply(s string) string {
-	return r.re.ReplaceAllString(s, r.sub)
+	return headermatch.CompileRewrite(m, path)
 }
 
 // stringMatcher is a compiled envoy.type.matcher.v3.StringMatcher.

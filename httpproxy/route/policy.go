@@ -230,7 +230,7 @@ func (p *HashPolicy) rewritten(v string) string {
 	if p.rewrite == nil {
 		return v
 	}
-	return p.rewrite.apply(v)
+	return p.rewrite.Apply(v)
 }
 
 // Redirect is Route.redirect.
@@ -297,7 +297,7 @@ func (r *Route) RedirectLocation(req *Request) string {
 		}
 	case rd.regexRewrite != nil:
 		p := pathOnly(req.Path)
-		path = rd.regexRewrite.apply(p) + req.Path[len(p):]
+		path = rd.regexRewrite.Apply(p) + req.Path[len(p):]
 	case rd.PrefixRewrite != "":
 		p := pathOnly(req.Path)
 		path = rd.PrefixRewrite + p[r.match.rewriteLen(p):] + req.Path[len(p):]

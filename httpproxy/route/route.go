@@ -326,7 +326,7 @@ func (r *Route) RewritePath(path string) (string, bool) {
 	p := pathOnly(path)
 	query := path[len(p):]
 	if r.regexRewrite != nil {
-		return r.regexRewrite.apply(p) + query, true
+		return r.regexRewrite.Apply(p) + query, true
 	}
 	n := r.match.rewriteLen(p)
 	return r.PrefixRewrite + p[n:] + query, true

@@ -105,7 +105,8 @@ func Start(t testing.TB, o Options) *Proxy {
 		t.Fatal(err)
 	}
 	reg := listener.NewRegistry()
-	logs := accesslog.NewManager(accesslog.FileOptions{})
+	// Access-log files flush every few milliseconds so tests see a line soon after its stream.
+	logs := accesslog.NewManager(accesslog.FileOptions{FlushInterval: 5 * time.Millisecond})
 	t.Cleanup(func() { logs.Close() })
 	if err := httpproxy.Register(reg, httpproxy.Deps{Clusters: clusters, Pools: pools, Stats: store, LocalClusterName: "local",
 		AccessLogs: logs, Filters: filters, TLS: tlsutil.Deps{Stats: tlsutil.NewStatsScopes(store)}}); err != nil {
