@@ -94,6 +94,7 @@ type envOptions struct {
 	overload  *overload.State                     // Deps.Overload and the listener manager's
 	bypass    bool                                // the listener's bypass_overload_manager
 	tracing   tracing.Deps                        // Deps.Tracing
+	direction corev3.TrafficDirection             // the listener's traffic_direction
 }
 
 func fromYAML(t testing.TB, y string, m proto.Message) {
@@ -164,6 +165,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 			TransportSocket: o.tls,
 		}},
 		BypassOverloadManager: o.bypass,
+		TrafficDirection:      o.direction,
 	}
 	l, err := config.ListenerFromProto(lpb)
 	if err != nil {

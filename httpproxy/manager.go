@@ -244,7 +244,7 @@ func (sh *shared) newHandler(ctx *listener.ChainContext) (*Handler, error) {
 	}
 	h, err := sh.build(cfg, ctx)
 	if err == nil && tracingPB != nil {
-		if err = sh.startTracing(h, tracingPB); err != nil {
+		if err = sh.startTracing(h, tracingPB, ctx.Listener != nil && ctx.Listener.TrafficDirection == config.DirectionOutbound); err != nil {
 			h.Close()
 		}
 	}

@@ -152,7 +152,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 
 	// The upstream request.
 	hd := s.upstreamRequest(m)
-	if s.traced && s.h.trace.cfg.Spawn && s.tchild == [8]byte{} {
+	if s.tr.sampled && s.h.trace.cfg.Spawn {
 		s.startUpstreamSpan(hd)
 	}
 	timeout := r.Timeout
@@ -304,6 +304,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 			}
 			if s.retryAllowed(policy, kind, 0) {
 				if retryRes, err = s.startRetry(policy, snap, &retriesLeft, deadline); err == nil {
+					s.retryUpstreamSpan(0)
 					continue
 				}
 			}
@@ -316,6 +317,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		if s.retryAllowed(policy, failNone, status) {
 			if res, rerr := s.startRetry(policy, snap, &retriesLeft, deadline); rerr == nil {
 				retryRes = res
+				s.retryUpstreamSpan(status)
 				s.discardResponse()
 				continue
 			}

@@ -21,7 +21,6 @@ import (
 	"github.com/legateproxy/legate/internal/http1"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/pool"
-	"github.com/legateproxy/legate/tracing"
 )
 
 // Header names the connection manager and router write, in canonical form.
@@ -115,24 +114,14 @@ type stream struct {
 	upstream  string
 	attempts  uint32
 	requestID string
-	edge      bool // an external request at the edge (use_remote_address, not internal)
-	// The request's trace (trace.go): traced says its span is sampled and exported; tctx is
-	// its context, tparent the propagated parent span (zero for a root).
-	traced  bool
-	tctx    tracing.Context
-	tparent [8]byte
-	tshared bool // the span shares the client's span id (Zipkin's shared_span_context)
-	// tchild is the router's span (spawn_upstream_span), zero for none, started at tchildStart;
-	// traceDst is where setTraceHeader writes.
-	tchild      [8]byte
-	tchildStart time.Time
-	traceDst    http.Header
-	match       *route.Match
-	up          pool.Request
-	upResp      pool.Response
-	lbctx       lb.Context
-	ctx         deadlineCtx
-	bodyBuf     []byte
+	edge      bool        // an external request at the edge (use_remote_address, not internal)
+	tr        streamTrace // the request's span (trace.go)
+	match     *route.Match
+	up        pool.Request
+	upResp    pool.Response
+	lbctx     lb.Context
+	ctx       deadlineCtx
+	bodyBuf   []byte
 	// bodyBuffered: bodyBuf holds the whole request body, replayed to each attempt (bodyBuf
 	// itself keeps its storage between requests, so it says nothing).
 	bodyBuffered bool
@@ -202,7 +191,7 @@ func getStream() *stream { return streamPool.Get().(*stream) }
 func putStream(s *stream) {
 	s.ctx.stop()
 	s.h, s.sc, s.h2w, s.drain, s.match, s.body, s.h2req, s.skip, s.replyHeader = nil, nil, nil, nil, nil, nil, nil, nil, nil
-	s.traceDst = nil
+	s.tr = streamTrace{}
 	s.reqObserved, s.respObserved = observedBody{}, observedBody{}
 	clear(s.trailers)
 	clear(s.outHdr)
@@ -433,8 +422,7 @@ func (s *stream) process() {
 	st.DownstreamRqActive.Dec()
 	end := h.sh.deps.Now()
 	st.DownstreamRqTime.Record(uint64(end.Sub(s.start).Milliseconds()))
-	if s.traced {
-		s.traced = false
+	if s.tr.active {
 		s.finishTrace(end)
 	}
 	if len(h.logs) > 0 {
@@ -726,6 +714,9 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 			continue
 		}
 		f.OnResponse(&s.fx, s.resp)
+	}
+	if s.tr.active {
+		s.decorateResponse()
 	}
 	switch cfg.ServerHeader {
 	case config.ServerHeaderOverwrite:

@@ -25,11 +25,9 @@ const (
 
 // Config is one connection manager's tracing: its sampling, its tags and its exporter.
 type Config struct {
-	// Client, Random and Overall are client_sampling, random_sampling and overall_sampling as
-	// numerators out of 10000.
-	Client, Random, Overall uint64
-	MaxPathTagLength        int
-	Tags                    []CustomTag
+	Sampling
+	MaxPathTagLength int
+	Tags             []CustomTag
 	// Runtime returns the runtime's value of key, or def; nil uses def.
 	Runtime func(key string, def uint64) uint64
 	// NodeID and Zone are the node_id and zone tags.
@@ -42,6 +40,12 @@ type Config struct {
 	// Spawn is spawn_upstream_span: the router's request gets a CLIENT span of its own, child
 	// of the downstream span, whose context the upstream receives.
 	Spawn bool
+}
+
+// Sampling are client_sampling, random_sampling and overall_sampling as numerators out of
+// 10000: the connection manager's, or a route's tracing block's.
+type Sampling struct {
+	Client, Random, Overall uint64
 }
 
 // Exporter sends finished spans off the request path.
@@ -97,7 +101,7 @@ func FromProto(path string, t *hcmv3.HttpConnectionManager_Tracing, d Deps) (*Co
 		return nil, fmt.Errorf("%s.no_context_propagation: not implemented by Legate", path)
 	}
 	c := &Config{
-		Client: percent(t.GetClientSampling()), Random: percent(t.GetRandomSampling()), Overall: percent(t.GetOverallSampling()),
+		Sampling:         Sampling{Client: percent(t.GetClientSampling()), Random: percent(t.GetRandomSampling()), Overall: percent(t.GetOverallSampling())},
 		MaxPathTagLength: 256, Runtime: d.Runtime, NodeID: d.NodeID, Zone: d.Zone,
 		Spawn: t.GetSpawnUpstreamSpan().GetValue(),
 	}
@@ -105,7 +109,7 @@ func FromProto(path string, t *hcmv3.HttpConnectionManager_Tracing, d Deps) (*Co
 		c.MaxPathTagLength = int(m.GetValue())
 	}
 	for i, ct := range t.GetCustomTags() {
-		tag, err := customTag(fmt.Sprintf("%s.custom_tags[%d]", path, i), ct)
+		tag, err := CustomTagFromProto(fmt.Sprintf("%s.custom_tags[%d]", path, i), ct)
 		if err != nil {
 			return nil, err
 		}
@@ -170,8 +174,9 @@ func percent(p *typev3.Percent) uint64 {
 	return uint64(math.Round(p.GetValue() * 100))
 }
 
-// customTag converts one custom_tags entry; metadata tags are refused.
-func customTag(path string, ct *tracingv3.CustomTag) (CustomTag, error) {
+// CustomTagFromProto converts one custom_tags entry (of a connection manager or a route);
+// path names it in errors. Metadata tags are refused.
+func CustomTagFromProto(path string, ct *tracingv3.CustomTag) (CustomTag, error) {
 	tag := CustomTag{Name: ct.GetTag()}
 	switch {
 	case ct.GetLiteral() != nil:

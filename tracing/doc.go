@@ -8,9 +8,17 @@
 // client_sampling, overall_sampling (runtime keys tracing.random_sampling,
 // tracing.client_enabled, tracing.global_enabled; numerators out of 10000),
 // custom_tags (literal, environment, request_header), max_path_tag_length, verbose (accepted:
-// Legate records no per-filter span events, so it changes nothing), spawn_upstream_span (one
-// CLIENT span "router <cluster> egress" for the router's upstream request, all attempts
-// included; Envoy makes one per attempt; the router's start_child_span asks for the same).
+// Legate records no per-filter span events, so it changes nothing), spawn_upstream_span (a
+// CLIENT span "router <cluster> egress" for each attempt of the router's upstream request,
+// whose context that attempt carries; the router's start_child_span asks for the same).
+//
+// Span names and kinds as Envoy's: a listener whose traffic_direction is OUTBOUND makes egress
+// spans (CLIENT, "egress <host>"), any other ingress spans (SERVER, "ingress"); Zipkin names
+// the span after the request's host. A route's decorator names the span instead and travels
+// in x-envoy-decorator-operation (on egress requests, on ingress responses; propagate false
+// keeps it home); that header from the previous hop (ingress request, egress response) names
+// the span and is not forwarded. A route's tracing block replaces the connection manager's
+// three sampling fractions (each defaulting to 100 %) and adds its custom tags.
 //
 // OpenTelemetryConfig: grpc_service (envoy_grpc, initial_metadata, timeout), service_name,
 // max_cache_size (the bounded span buffer; spans beyond it are dropped and counted in
@@ -30,7 +38,7 @@
 // metadata, operation, upstream_operation, no_context_propagation,
 // OpenTelemetry http_service, exporter, resource_detectors and sampler.
 //
-// A request that is not sampled and carries no context gets no span and no context headers
-// (Envoy propagates an unsampled context); one with a context follows its sampled flag, as
-// Envoy's tracers do.
+// Every request gets a span context, as Envoy's tracers make a span for each: an unsampled one
+// goes to the upstream with its sampled flag clear (traceparent flags 00, x-b3-sampled 0) and
+// is not exported; a request carrying a context follows its sampled flag.
 package tracing

@@ -75,6 +75,9 @@ type Request struct {
 	RequestID     string
 	ClientTraceID bool // x-client-trace-id is present
 	ForceTrace    bool // x-envoy-force-trace on an internal request
+	// Route is the request's route's sampling (route.tracing), which replaces the connection
+	// manager's; nil for none.
+	Route *Sampling
 }
 
 // Decide makes Envoy's sampling decision: a reason already in the request id stands;
@@ -88,18 +91,22 @@ func (c *Config) Decide(r Request, st *HCMStats) (reason Reason, changed bool) {
 		return NotTraceable, false
 	}
 	v %= 10000
+	sm := &c.Sampling
+	if r.Route != nil {
+		sm = r.Route
+	}
 	reason = ReasonOf(r.RequestID)
 	if reason == NotTraceable {
 		switch {
-		case r.ClientTraceID && c.enabled("tracing.client_enabled", c.Client, v):
+		case r.ClientTraceID && c.enabled("tracing.client_enabled", sm.Client, v):
 			reason, changed = ClientForced, true
 		case r.ForceTrace:
 			reason, changed = ServiceForced, true
-		case c.enabled("tracing.random_sampling", c.Random, v):
+		case c.enabled("tracing.random_sampling", sm.Random, v):
 			reason, changed = Sampled, true
 		}
 	}
-	if reason != NotTraceable && !c.enabled("tracing.global_enabled", c.Overall, v) {
+	if reason != NotTraceable && !c.enabled("tracing.global_enabled", sm.Overall, v) {
 		reason, changed = NotTraceable, ReasonOf(r.RequestID) != NotTraceable
 	}
 	switch reason {

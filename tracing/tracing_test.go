@@ -20,7 +20,7 @@ import (
 func TestDecide(t *testing.T) {
 	const low = "00000001-1111-4111-8111-111111111111"  // integer 1
 	const high = "0000270f-1111-4111-8111-111111111111" // integer 9999
-	full := Config{Client: 10000, Random: 10000, Overall: 10000}
+	full := Config{Sampling: Sampling{Client: 10000, Random: 10000, Overall: 10000}}
 	for _, tc := range []struct {
 		name    string
 		cfg     Config
@@ -28,14 +28,16 @@ func TestDecide(t *testing.T) {
 		want    Reason
 		changed bool
 	}{
-		{"random", Config{Random: 2, Overall: 10000}, Request{RequestID: low}, Sampled, true},
-		{"random misses", Config{Random: 2, Overall: 10000}, Request{RequestID: high}, NotTraceable, false},
+		{"random", Config{Sampling: Sampling{Random: 2, Overall: 10000}}, Request{RequestID: low}, Sampled, true},
+		{"random misses", Config{Sampling: Sampling{Random: 2, Overall: 10000}}, Request{RequestID: high}, NotTraceable, false},
 		{"client first", full, Request{RequestID: low, ClientTraceID: true, ForceTrace: true}, ClientForced, true},
-		{"forced", Config{Overall: 10000}, Request{RequestID: high, ForceTrace: true}, ServiceForced, true},
-		{"already sampled", Config{Overall: 10000}, Request{RequestID: "00000001-1111-9111-8111-111111111111"}, Sampled, false},
-		{"overall vetoes", Config{Random: 10000, Overall: 2}, Request{RequestID: high}, NotTraceable, false},
-		{"overall clears", Config{Overall: 2}, Request{RequestID: "0000270f-1111-a111-8111-111111111111"}, NotTraceable, true},
+		{"forced", Config{Sampling: Sampling{Overall: 10000}}, Request{RequestID: high, ForceTrace: true}, ServiceForced, true},
+		{"already sampled", Config{Sampling: Sampling{Overall: 10000}}, Request{RequestID: "00000001-1111-9111-8111-111111111111"}, Sampled, false},
+		{"overall vetoes", Config{Sampling: Sampling{Random: 10000, Overall: 2}}, Request{RequestID: high}, NotTraceable, false},
+		{"overall clears", Config{Sampling: Sampling{Overall: 2}}, Request{RequestID: "0000270f-1111-a111-8111-111111111111"}, NotTraceable, true},
 		{"not a uuid", full, Request{RequestID: "abc"}, NotTraceable, false},
+		{"route sampling replaces", full, Request{RequestID: high, Route: &Sampling{Random: 2, Overall: 10000}}, NotTraceable, false},
+		{"route samples", Config{}, Request{RequestID: low, Route: &Sampling{Random: 2, Overall: 10000}}, Sampled, true},
 	} {
 		var st HCMStats
 		got, changed := tc.cfg.Decide(tc.req, &st)

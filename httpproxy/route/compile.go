@@ -65,6 +65,7 @@ type compiler struct {
 	globalResp   *HeaderOps
 	filters      perFilter // the route configuration's typed_per_filter_config
 	disables     bool      // some typed_per_filter_config entry disables its filter
+	traces       bool      // some route has a decorator or a tracing block
 }
 
 // Compile converts a RouteConfiguration into a Table. Errors name the field path, the value
@@ -153,6 +154,7 @@ func Compile(rc *routev3.RouteConfiguration, opts Options) (*Table, error) {
 	t.suffixes = levels(suffixes)
 	t.prefixes = levels(prefixes)
 	t.disablesFilters = c.disables
+	t.traces = c.traces
 	return t, nil
 }
 
@@ -270,6 +272,11 @@ func (c *compiler) route(p *routev3.Route, vh *VirtualHost, path string) (*Route
 	if r.RetryPolicy == nil && r.Kind == ActionRoute {
 		r.RetryPolicy = vh.RetryPolicy
 	}
+	r.Decorator = compileDecorator(p.GetDecorator())
+	if r.Tracing, err = compileTracing(p.GetTracing(), path+".tracing"); err != nil {
+		return nil, err
+	}
+	c.traces = c.traces || r.Decorator != nil || r.Tracing != nil
 	precompute(r)
 	return r, nil
 }

@@ -20,6 +20,8 @@
 // request_mirror_policies compile into Route.Mirrors (request_headers_mutations refused).
 // The deprecated cors fields of virtual hosts and routes go through Options.PerFilterConfig as
 // entries of the CORS filter's CorsPolicy type (Match.LegacyCors).
-// Ignored, as they belong to other filters or to stats: rate_limits, decorator, tracing,
+// decorator and tracing compile into Route.Decorator and Route.Tracing (the connection
+// manager names and samples spans with them).
+// Ignored, as they belong to other filters or to stats: rate_limits,
 // virtual_clusters, hedge_policy, internal redirects and buffer limits.
 package route

@@ -23,11 +23,18 @@ type Table struct {
 	// disablesFilters: some typed_per_filter_config entry has disabled set, so the connection
 	// manager must look the route up before running its filters.
 	disablesFilters bool
+	// traces: some route has a decorator or a tracing block, which the connection manager
+	// reads when it starts the request's span.
+	traces bool
 }
 
 // DisablesFilters reports whether some typed_per_filter_config entry of the table disables its
 // filter (FilterConfig.disabled).
 func (t *Table) DisablesFilters() bool { return t != nil && t.disablesFilters }
+
+// Traces reports whether some route of the table has a decorator or a tracing block, so that
+// a traced request's route must be known when its span starts.
+func (t *Table) Traces() bool { return t != nil && t.traces }
 
 // wildcardLevel holds the wildcard domains of one length (without the '*').
 type wildcardLevel struct {
@@ -147,6 +154,10 @@ type Route struct {
 	Connect *ConnectConfig
 	// Mirrors are route.request_mirror_policies in order.
 	Mirrors []Mirror
+	// Decorator is route.decorator; nil for none.
+	Decorator *Decorator
+	// Tracing is route.tracing; nil for none (the connection manager's sampling applies).
+	Tracing *Tracing
 
 	match       routeMatch
 	vhost       *VirtualHost
