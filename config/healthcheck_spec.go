@@ -380,7 +380,7 @@ func httpHealthCheckFromProto(h *corev3.HealthCheck_HttpHealthCheck) (*HTTPHealt
 		}
 	}
 	if out.RequestHeadersToAdd, err = headersToAdd("http_health_check.request_headers_to_add", h.GetRequestHeadersToAdd()); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrHealthCheck, err)
 	}
 	if out.ExpectedStatuses, err = statusRanges("http_health_check.expected_statuses", h.GetExpectedStatuses()); err != nil {
 		return nil, err
@@ -491,13 +491,13 @@ func headersToAdd(field string, in []*corev3.HeaderValueOption) ([]HeaderToAdd, 
 			val = string(raw)
 		}
 		if strings.HasPrefix(key, ":") || key == "host" {
-			return nil, hcErr("%s[%d].header.key = %q; pseudo-headers and host may not be modified", field, i, key)
+			return nil, fmt.Errorf("%s[%d].header.key = %q; pseudo-headers and host may not be modified", field, i, key)
 		}
 		if key == "" || strings.ContainsAny(key, ": \t\r\n\x00") {
-			return nil, hcErr("%s[%d].header.key = %q; not a valid header name", field, i, o.GetHeader().GetKey())
+			return nil, fmt.Errorf("%s[%d].header.key = %q; not a valid header name", field, i, o.GetHeader().GetKey())
 		}
 		if strings.ContainsAny(val, "\r\n\x00") {
-			return nil, hcErr("%s[%d].header.value contains CR, LF or NUL; not a valid header value", field, i)
+			return nil, fmt.Errorf("%s[%d].header.value contains CR, LF or NUL; not a valid header value", field, i)
 		}
 		h := HeaderToAdd{Key: key, Value: val, KeepEmptyValue: o.GetKeepEmptyValue()}
 		switch {
@@ -508,7 +508,7 @@ func headersToAdd(field string, in []*corev3.HeaderValueOption) ([]HeaderToAdd, 
 		default:
 			h.Action = HeaderAppend(o.GetAppendAction())
 			if h.Action > OverwriteIfExists {
-				return nil, hcErr("%s[%d].append_action = %d; not a HeaderAppendAction", field, i, o.GetAppendAction())
+				return nil, fmt.Errorf("%s[%d].append_action = %d; not a HeaderAppendAction", field, i, o.GetAppendAction())
 			}
 		}
 		out = append(out, h)

@@ -54,6 +54,8 @@ type TCPProxy struct {
 	// FlushAccessLogOnStart is access_log_options.flush_access_log_on_start: log a
 	// TcpConnectionStart entry when the downstream connection is accepted.
 	FlushAccessLogOnStart bool
+	// Tunnel is tunneling_config; nil proxies raw TCP.
+	Tunnel *TCPTunnel
 	// Proto is the configuration as given, for /config_dump.
 	Proto *tcpproxyv3.TcpProxy
 }
@@ -94,7 +96,7 @@ func TCPProxyFromAny(a *anypb.Any) (*TCPProxy, error) {
 }
 
 // TCPProxyFromProto validates p and applies defaults. Fields Legate does not implement
-// (on_demand, tunneling_config, hash_policy, metadata_match, upstream idle timeouts split by
+// (on_demand, hash_policy, metadata_match, upstream idle timeouts split by
 // direction, access log filters other than those of accesslog.Filter, …) are refused rather
 // than silently ignored.
 func TCPProxyFromProto(p *tcpproxyv3.TcpProxy) (*TCPProxy, error) {
@@ -167,11 +169,16 @@ func TCPProxyFromProto(p *tcpproxyv3.TcpProxy) (*TCPProxy, error) {
 		{"downstream_idle_timeout", p.GetDownstreamIdleTimeout() != nil},
 		{"upstream_idle_timeout", p.GetUpstreamIdleTimeout() != nil},
 		{"hash_policy", len(p.GetHashPolicy()) > 0},
-		{"tunneling_config", p.GetTunnelingConfig() != nil},
 		{"proxy_protocol_tlvs", len(p.GetProxyProtocolTlvs()) > 0},
 	} {
 		if u.set {
 			return nil, at("%s is set; not supported by Legate's TCP proxy", u.name)
+		}
+	}
+	if t := p.GetTunnelingConfig(); t != nil {
+		var err error
+		if out.Tunnel, err = tunnelFromProto(t); err != nil {
+			return nil, at("%w", err)
 		}
 	}
 	if err := out.accessLogs(p); err != nil {

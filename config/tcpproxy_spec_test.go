@@ -13,6 +13,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"sigs.k8s.io/yaml"
 
+	"github.com/legateproxy/legate/accesslog"
+
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 )
 
@@ -83,7 +85,20 @@ func TestTCPProxyFromProtoErrors(t *testing.T) {
 		{"zero weights", "{stat_prefix: t, weighted_clusters: {clusters: [{name: a}]}}", "total weight = 0"},
 		{"unnamed weighted", "{stat_prefix: t, weighted_clusters: {clusters: [{weight: 1}]}}", `clusters[0].name = ""`},
 		{"zero attempts", "{stat_prefix: t, cluster: a, max_connect_attempts: 0}", "max_connect_attempts = 0; must be >= 1"},
-		{"tunneling", "{stat_prefix: t, cluster: a, tunneling_config: {hostname: x}}", "tunneling_config is set; not supported"},
+		{"tunnel without hostname", "{stat_prefix: t, cluster: a, tunneling_config: {use_post: true}}", `tunneling_config.hostname = ""`},
+		{"tunnel propagating headers", "{stat_prefix: t, cluster: a, tunneling_config: {hostname: x, propagate_response_headers: true}}",
+			"tunneling_config.propagate_response_headers is set; not implemented by Legate"},
+		{"tunnel propagating trailers", "{stat_prefix: t, cluster: a, tunneling_config: {hostname: x, propagate_response_trailers: true}}",
+			"tunneling_config.propagate_response_trailers is set; not implemented by Legate"},
+		{"tunnel request id", "{stat_prefix: t, cluster: a, tunneling_config: {hostname: x, request_id_extension: {}}}",
+			"tunneling_config.request_id_extension is set; not implemented by Legate"},
+		{"tunnel post path without post", "{stat_prefix: t, cluster: a, tunneling_config: {hostname: x, post_path: /p}}",
+			`tunneling_config.post_path = "/p" without use_post`},
+		{"tunnel relative post path", "{stat_prefix: t, cluster: a, tunneling_config: {hostname: x, use_post: true, post_path: p}}",
+			`tunneling_config.post_path = "p"; must be an absolute path`},
+		{"tunnel bad hostname format", "{stat_prefix: t, cluster: a, tunneling_config: {hostname: '%NOPE%'}}", "tunneling_config.hostname: access log format"},
+		{"tunnel host header", "{stat_prefix: t, cluster: a, tunneling_config: {hostname: x, headers_to_add: [{header: {key: host, value: v}}]}}",
+			"tunneling_config.headers_to_add[0].header.key = \"host\"; pseudo-headers and host may not be modified"},
 		{"access log without typed_config", "{stat_prefix: t, cluster: a, access_log: [{name: envoy.access_loggers.file}]}",
 			`tcp_proxy "t": access_log[0].typed_config is unset`},
 		{"nested refused filter", `{stat_prefix: t, cluster: a, access_log: [{name: f, typed_config: {"@type": "` + fileLogType + `", path: /dev/null},
@@ -159,4 +174,28 @@ func FuzzTCPProxyFromAny(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		TCPProxyFromAny(&anypb.Any{TypeUrl: TCPProxyTypeURL, Value: b})
 	})
+}
+
+func TestTCPProxyTunnelingConfig(t *testing.T) {
+	got, err := TCPProxyFromProto(tcpProxyProto(t, `{stat_prefix: t, cluster: up, tunneling_config: {
+hostname: "host-%DOWNSTREAM_LOCAL_PORT%:443", use_post: true,
+headers_to_add: [{header: {key: X-Port, value: "%DOWNSTREAM_LOCAL_PORT%"}}, {header: {key: x-e, value: ""}, keep_empty_value: true, append_action: OVERWRITE_IF_EXISTS_OR_ADD}]}}`))
+	if err != nil {
+		t.Fatalf("TCPProxyFromProto = %v; want nil", err)
+	}
+	tun := got.Tunnel
+	if tun == nil || !tun.UsePost || tun.PostPath != "/" || len(tun.Headers) != 2 {
+		t.Fatalf("Tunnel = %+v; want use_post with post_path / and 2 headers", tun)
+	}
+	e := accesslog.Entry{DownstreamLocalAddress: "127.0.0.1:8443"}
+	if h := string(tun.Hostname.Format(nil, &e)); h != "host-8443:443" {
+		t.Errorf("hostname formats to %q; want host-8443:443", h)
+	}
+	h0, h1 := tun.Headers[0], tun.Headers[1]
+	if h0.Key != "x-port" || string(h0.Value.Format(nil, &e)) != "8443" || h0.Action != AppendIfExistsOrAdd {
+		t.Errorf("headers_to_add[0] = %+v; want x-port: 8443, appended", h0)
+	}
+	if h1.Key != "x-e" || !h1.KeepEmptyValue || h1.Action != OverwriteIfExistsOrAdd {
+		t.Errorf("headers_to_add[1] = %+v; want x-e kept empty, overwriting", h1)
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/nettest"
 	"github.com/legateproxy/legate/tlsutil/tlstest"
 )
 
@@ -27,19 +28,7 @@ func h2TunnelEcho(t *testing.T, cfg *tls.Config) string {
 		}
 		w.Header().Set("X-Protocol", r.Header.Get(":protocol"))
 		w.Header().Set("X-Path", r.URL.RequestURI())
-		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
-		buf := make([]byte, 1024)
-		for {
-			n, err := r.Body.Read(buf)
-			if n > 0 {
-				w.Write(buf[:n])
-				w.(http.Flusher).Flush()
-			}
-			if err != nil {
-				return
-			}
-		}
+		nettest.EchoBody(w, r)
 	})
 	srv := &http2.Server{}
 	return serveTCP(t, func(c net.Conn) {

@@ -15,6 +15,7 @@ import (
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/breaker"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/logging"
@@ -197,7 +198,7 @@ var errNoRoute = errors.New("no route")
 // Envoy's stream info holds for the access log: the cluster, the host attempted, the attempt
 // count and the response flags (NC without the cluster, UH without a healthy host, UO on the
 // max_connections breaker, UF per failed attempt and URX once they are exhausted).
-func (p *Proxy) connect(ci *connInfo) (*pool.TCPConn, error) {
+func (p *Proxy) connect(ci *connInfo) (net.Conn, error) {
 	name := ci.filterCluster
 	if name == "" {
 		name = p.cluster()
@@ -218,7 +219,7 @@ func (p *Proxy) connect(ci *connInfo) (*pool.TCPConn, error) {
 			ci.setFlag(accesslog.NoHealthyUpstream)
 			return nil, fmt.Errorf("cluster %q: %w", name, err)
 		}
-		up, err := m.ConnectTCP(context.Background(), h, config.PriorityDefault)
+		up, err := p.connectHost(m, h, ci)
 		if err == nil {
 			ci.host, ci.attempts = h.Address(), attempt
 			return up, nil
@@ -239,11 +240,36 @@ func (p *Proxy) connect(ci *connInfo) (*pool.TCPConn, error) {
 	}
 }
 
+// connectHost connects to h, and opens the tunnel on the connection when the proxy has
+// tunneling_config. A tunnel that does not open counts as a failed connection attempt.
+func (p *Proxy) connectHost(m *pool.Manager, h *host.Host, ci *connInfo) (net.Conn, error) {
+	tun := p.cfg.Tunnel
+	if tun == nil {
+		return m.ConnectTCP(context.Background(), h, config.PriorityDefault)
+	}
+	up, err := m.ConnectALPN(context.Background(), h, config.PriorityDefault, tunnelALPN(m))
+	if err != nil {
+		return nil, err
+	}
+	ci.host = h.Address()
+	st := m.Cluster().Stats()
+	st.UpstreamRqTotal.Inc()
+	st.UpstreamRqActive.Inc()
+	t, err := newTunnelRequest(tun, ci).open(up, tunnelOverH2(m, up), &m.Cluster().Config().HTTP1, p.cfg.IdleTimeout)
+	if err != nil {
+		st.UpstreamRqActive.Dec()
+		up.Close()
+		return nil, fmt.Errorf("tunnel to %s: %w", h.Address(), err)
+	}
+	t.release = st.UpstreamRqActive.Dec
+	return t, nil
+}
+
 // session is one proxied connection pair.
 type session struct {
 	p       *Proxy
 	down    net.Conn
-	up      *pool.TCPConn
+	up      net.Conn // a pool.TCPConn, or a tunnel over one
 	info    *connInfo
 	limit   int          // the copy buffer size, per_connection_buffer_limit_bytes at most
 	last    atomic.Int64 // time of the last byte in either direction, UnixNano

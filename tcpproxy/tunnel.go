@@ -1,0 +1,278 @@
+package tcpproxy
+
+import (
+	"bufio"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/pool"
+)
+
+// Tunnels (tunneling_config): the connection's bytes travel in one HTTP request on an
+// upstream connection of their own, never pooled: a CONNECT to the formatted hostname, or a
+// POST to post_path with use_post. The cluster's protocol options choose the codec: HTTP/2
+// when the cluster speaks it (with auto_config, what TLS negotiates), else HTTP/1.1. As in
+// Envoy, an HTTP/1.1 answer opens the tunnel with any 2xx, an HTTP/2 one only with 200;
+// anything else fails the attempt (and max_connect_attempts may try another). The wait for
+// the answer is bounded by the idle_timeout.
+
+// tunnelBufferSize is the read buffer of an HTTP/1.1 tunnel's response head.
+const tunnelBufferSize = 16 << 10
+
+// errTunnelRefused is an answer that does not open the tunnel.
+var errTunnelRefused = errors.New("upstream refused the tunnel")
+
+// tunnelALPN returns the protocols a tunnel's connection offers in TLS.
+func tunnelALPN(m *pool.Manager) []string {
+	switch {
+	case m.AutoHTTP():
+		return []string{"h2", "http/1.1"}
+	case m.Protocol(&pool.Request{}) == pool.HTTP2:
+		return []string{"h2"}
+	}
+	return nil
+}
+
+// tunnelOverH2 reports whether a tunnel on up speaks HTTP/2.
+func tunnelOverH2(m *pool.Manager, up *pool.TCPConn) bool {
+	if m.AutoHTTP() {
+		tc, ok := up.Conn.(*tls.Conn)
+		return ok && tc.ConnectionState().NegotiatedProtocol == "h2"
+	}
+	return m.Protocol(&pool.Request{}) == pool.HTTP2
+}
+
+// tunnelRequest is the tunnel's request for one connection: its authority and added headers
+// formatted from what is known of the downstream connection.
+type tunnelRequest struct {
+	cfg       *config.TCPTunnel
+	authority string
+	fields    http.Header
+	order     []string // field names in the order they were first added
+}
+
+func newTunnelRequest(cfg *config.TCPTunnel, ci *connInfo) *tunnelRequest {
+	e := ci.entry(accesslog.TypeNotSet)
+	r := &tunnelRequest{cfg: cfg, authority: string(cfg.Hostname.Format(nil, &e)), fields: http.Header{}}
+	for _, h := range cfg.Headers {
+		r.add(h, string(h.Value.Format(nil, &e)))
+	}
+	return r
+}
+
+// add applies one headers_to_add entry with its formatted value v. A value the formatter
+// filled with bytes a header may not hold is dropped.
+func (r *tunnelRequest) add(h config.TunnelHeader, v string) {
+	if (v == "" && !h.KeepEmptyValue) || strings.ContainsAny(v, "\r\n\x00") {
+		return
+	}
+	_, exists := r.fields[h.Key]
+	switch h.Action {
+	case config.AddIfAbsent:
+		if exists {
+			return
+		}
+	case config.OverwriteIfExists:
+		if !exists {
+			return
+		}
+		r.fields[h.Key] = nil
+	case config.OverwriteIfExistsOrAdd:
+		r.fields[h.Key] = nil
+	}
+	if !exists {
+		r.order = append(r.order, h.Key)
+	}
+	r.fields[h.Key] = append(r.fields[h.Key], v)
+}
+
+// open sends the request on up and waits for an answer that opens the tunnel, for at most
+// wait (zero: no limit). It returns the tunnel as a connection whose reads and writes are the
+// tunnel's payload, or an error wrapping errTunnelRefused (or the transport's failure).
+func (r *tunnelRequest) open(up *pool.TCPConn, h2 bool, o *config.HTTP1Options, wait time.Duration) (*tunnelConn, error) {
+	if wait > 0 {
+		// Real clock: a socket deadline (see internal/clock/direct_test.go's allowedDirect).
+		up.SetDeadline(time.Now().Add(wait))
+	}
+	var t *tunnelConn
+	var err error
+	if h2 {
+		t, err = r.openH2(up)
+	} else {
+		t, err = r.openH1(up, o)
+	}
+	if err != nil {
+		return nil, err
+	}
+	up.SetDeadline(time.Time{})
+	return t, nil
+}
+
+// openH1 sends the request as HTTP/1.1: a CONNECT whose payload follows the answer's head
+// raw, or a chunked POST whose answer's body is the payload.
+func (r *tunnelRequest) openH1(up *pool.TCPConn, o *config.HTTP1Options) (*tunnelConn, error) {
+	if _, err := up.Write(r.h1Head(o.StatelessCase())); err != nil {
+		return nil, err
+	}
+	method := http.MethodConnect
+	if r.cfg.UsePost {
+		method = http.MethodPost
+	}
+	br := bufio.NewReaderSize(up, tunnelBufferSize)
+	var resp *http.Response
+	for {
+		var err error
+		if resp, err = http.ReadResponse(br, &http.Request{Method: method}); err != nil {
+			return nil, err
+		}
+		if resp.StatusCode >= http.StatusOK {
+			break
+		}
+	}
+	if resp.StatusCode/100 != 2 {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%w: %s", errTunnelRefused, resp.Status)
+	}
+	if !r.cfg.UsePost {
+		// A 2xx to a CONNECT has no body: what follows the head is the tunnel.
+		return &tunnelConn{Conn: up, r: br, w: up, closeWrite: up.CloseWrite, close: up.Close}, nil
+	}
+	cw := &chunkWriter{w: up}
+	return &tunnelConn{Conn: up, r: resp.Body, w: cw, closeWrite: cw.end, close: up.Close}, nil
+}
+
+// h1Head is the HTTP/1.1 request head, its field names in case c.
+func (r *tunnelRequest) h1Head(c config.HeaderCase) []byte {
+	b := make([]byte, 0, 256)
+	if r.cfg.UsePost {
+		b = append(b, "POST "...)
+		b = append(b, r.cfg.PostPath...)
+	} else {
+		b = append(b, "CONNECT "...)
+		b = append(b, r.authority...)
+	}
+	b = append(b, " HTTP/1.1\r\n"...)
+	b = appendField(b, "host", r.authority, c)
+	for _, k := range r.order {
+		for _, v := range r.fields[k] {
+			b = appendField(b, k, v, c)
+		}
+	}
+	if r.cfg.UsePost {
+		b = appendField(b, "transfer-encoding", "chunked", c)
+	}
+	return append(b, '\r', '\n')
+}
+
+func appendField(b []byte, name, value string, c config.HeaderCase) []byte {
+	b = config.AppendName(b, name, c)
+	b = append(b, ": "...)
+	b = append(b, value...)
+	return append(b, '\r', '\n')
+}
+
+// openH2 sends the request as a stream of an HTTP/2 connection of its own over up: a CONNECT
+// (no :scheme, no :path) or a POST, the payload in DATA frames both ways.
+func (r *tunnelRequest) openH2(up *pool.TCPConn) (*tunnelConn, error) {
+	if tc, ok := up.Conn.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol != "h2" {
+		return nil, errors.New("upstream did not negotiate h2 for the tunnel")
+	}
+	cc, err := (&http2.Transport{}).NewClientConn(up)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	h := r.fields.Clone()
+	if _, ok := h["user-agent"]; !ok {
+		h["User-Agent"] = nil // x/net/http2 adds its own unless told not to
+	}
+	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Host: r.authority}, Host: r.authority, Header: h,
+		Body: pr, ContentLength: -1, Proto: "HTTP/2.0", ProtoMajor: 2}
+	if r.cfg.UsePost {
+		req.Method = http.MethodPost
+		req.URL = &url.URL{Scheme: "http", Host: r.authority, Path: r.cfg.PostPath}
+		if _, ok := up.Conn.(*tls.Conn); ok {
+			req.URL.Scheme = "https"
+		}
+	}
+	abort := func() error {
+		pw.CloseWithError(io.ErrClosedPipe)
+		cc.Close()
+		return up.Close()
+	}
+	resp, err := cc.RoundTrip(req)
+	if err != nil {
+		abort()
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		abort()
+		return nil, fmt.Errorf("%w: %d", errTunnelRefused, resp.StatusCode)
+	}
+	return &tunnelConn{Conn: up, r: resp.Body, w: pw, closeWrite: pw.Close, close: abort}, nil
+}
+
+// tunnelConn is an open tunnel seen as a connection: reads and writes carry the payload,
+// CloseWrite ends the request's body, Close tears the tunnel down and then, once, runs
+// release. The embedded upstream connection gives the addresses.
+type tunnelConn struct {
+	net.Conn
+	r          io.Reader
+	w          io.Writer
+	closeWrite func() error
+	close      func() error
+	release    func() // nil for none
+	released   sync.Once
+}
+
+func (t *tunnelConn) Read(p []byte) (int, error)  { return t.r.Read(p) }
+func (t *tunnelConn) Write(p []byte) (int, error) { return t.w.Write(p) }
+func (t *tunnelConn) CloseWrite() error           { return t.closeWrite() }
+
+func (t *tunnelConn) Close() error {
+	err := t.close()
+	if t.release != nil {
+		t.released.Do(t.release)
+	}
+	return err
+}
+
+// chunkWriter writes a POST tunnel's payload as HTTP/1.1 chunks; end writes the last chunk.
+// One goroutine writes (the downstream-to-upstream copy), so buf needs no lock.
+type chunkWriter struct {
+	w   io.Writer
+	buf []byte
+}
+
+func (c *chunkWriter) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.buf = strconv.AppendInt(c.buf[:0], int64(len(p)), 16)
+	c.buf = append(c.buf, '\r', '\n')
+	c.buf = append(c.buf, p...)
+	c.buf = append(c.buf, '\r', '\n')
+	if _, err := c.w.Write(c.buf); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (c *chunkWriter) end() error {
+	_, err := c.w.Write([]byte("0\r\n\r\n"))
+	return err
+}
