@@ -3,6 +3,10 @@ package runtime
 import (
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/xds/watch"
 )
 
 func FuzzStringEntry(f *testing.F) {
@@ -57,4 +61,15 @@ func BenchmarkSnapshotLookups(b *testing.B) {
 		_ = s.ZoneRoutingEnabled(100)
 		_ = s.Uint64("missing.key", 3)
 	}
+}
+
+// FuzzDecodeRTDS decodes bytes as an RTDS resource: a success always carries the resource's
+// non-empty name and a layer.
+func FuzzDecodeRTDS(f *testing.F) {
+	f.Add([]byte{0x0a, 0x01, 'r'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if name, layer, err := DecodeRTDS(&anypb.Any{TypeUrl: watch.RuntimeType, Value: data}); err == nil && (name == "" || layer == nil) {
+			t.Errorf("DecodeRTDS succeeded with %q, %v", name, layer)
+		}
+	})
 }

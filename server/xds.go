@@ -16,6 +16,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy"
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/xds"
 	"github.com/legateproxy/legate/xds/resource"
@@ -68,8 +69,6 @@ func (s *Server) buildXDS() error {
 		},
 		Dial:          s.dialXDS,
 		Limits:        config.Limits{MaxObjNameLen: s.opts.MaxObjNameLen, UpstreamBindAddress: s.boot.UpstreamBindAddress, Extensions: s.ext},
-		Runtime:       s.runtime,
-		RTDSLayers:    rtds,
 		StaticSecrets: static,
 		RouteOptions: route.Options{
 			ClusterExists:   s.clusters.Has,
@@ -85,6 +84,11 @@ func (s *Server) buildXDS() error {
 		return err
 	}
 	s.xds = client
+	// The runtime owns RTDS: its layers are watched before the client runs, so that
+	// initialization waits for them.
+	if err := runtime.WatchRTDS(client, rtds, s.runtime.SetRTDSLayer, s.logs.Logger("config")); err != nil {
+		return err
+	}
 	if err := s.dumps.Add(configdump.Tracker{Key: "ecds_filter_http", Dump: func(match func(string) bool) proto.Message {
 		// Envoy has no ecds section until some filter discovers its configuration.
 		if d := client.EcdsConfigDump(match); len(d.GetEcdsFilters()) > 0 {

@@ -63,10 +63,6 @@ type Config struct {
 	// DefaultFilePollInterval.
 	FilePollInterval time.Duration
 
-	// Runtime receives the RTDS layers (runtime.Runtime.SetRTDSLayer); RTDSLayers are the
-	// bootstrap's layered_runtime rtds_layer entries to subscribe. Nil means no RTDS.
-	Runtime    RuntimeLayers
-	RTDSLayers []*bootstrapv3.RuntimeLayer_RtdsLayer
 	// RouteOptions trial-compile RDS route configurations before they are accepted: the
 	// server sets the HTTP filters' per-route configuration check (typed_per_filter_config)
 	// and the cluster lookup, so that what the connection managers would refuse is NACKed.
@@ -87,11 +83,6 @@ type Config struct {
 	// SecretsChanged runs after an SDS secret changed, so that TLS contexts reload (the
 	// server passes its certificate registry's Reload); nil does nothing.
 	SecretsChanged func()
-}
-
-// RuntimeLayers is the runtime's RTDS hook (runtime.Runtime implements it).
-type RuntimeLayers interface {
-	SetRTDSLayer(name string, layer map[string]any) error
 }
 
 // Client is Legate's xDS client for CDS and EDS: it opens the transports the bootstrap's
@@ -125,9 +116,8 @@ type Client struct {
 	eds *edsHandler
 	lds *ldsHandler
 
-	// rds, sds, rtds and ecds are the named subscriptions (their own locks; see
-	// namedHandler).
-	rds, sds, rtds, ecds *namedHandler
+	// rds, sds and ecds are the named subscriptions (their own locks; see namedHandler).
+	rds, sds, ecds *namedHandler
 
 	// srdsMu guards srds, vhds, scoped and nextScopedID (SRDS, srds.go; VHDS, vhds.go);
 	// taken before an SRDS handler's mutex and after muxMu.
@@ -137,10 +127,12 @@ type Client struct {
 	scoped       map[uint64]*scopedWatch
 	nextScopedID uint64
 
-	muxMu  sync.Mutex // guards muxes, runCtx and wg.Add; taken after mu
-	muxes  map[string]*mux
-	runCtx context.Context
-	wg     sync.WaitGroup
+	muxMu sync.Mutex // guards muxes, watched, runCtx and wg.Add; taken after mu
+	muxes map[string]*mux
+	// watched are the subscriptions of the types owners watch (Watch), by type URL.
+	watched map[string]*namedHandler
+	runCtx  context.Context
+	wg      sync.WaitGroup
 }
 
 // New validates the dynamic_resources config sources and builds a Client. Nothing is dialled
@@ -152,11 +144,10 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		cfg: cfg, log: cfg.Logger, clock: cfg.Clock, node: cfg.Node, rand: cfg.Rand,
 		backoffBase: cfg.BackoffBase, backoffMax: cfg.BackoffMax, filePoll: cfg.FilePollInterval,
-		muxes: map[string]*mux{}, srds: map[*mux]*srdsHandler{}, vhds: map[*mux]*vhdsHandler{}, scoped: map[uint64]*scopedWatch{},
+		muxes: map[string]*mux{}, watched: map[string]*namedHandler{}, srds: map[*mux]*srdsHandler{}, vhds: map[*mux]*vhdsHandler{}, scoped: map[uint64]*scopedWatch{},
 	}
 	c.rds = newNamedHandler(c, rdsKind)
 	c.sds = newNamedHandler(c, sdsKind)
-	c.rtds = newNamedHandler(c, rtdsKind)
 	c.ecds = newNamedHandler(c, ecdsKind)
 	if c.clock == nil {
 		c.clock = clock.Real()
@@ -210,12 +201,6 @@ func New(cfg Config) (*Client, error) {
 			}
 			c.cds.initReady = ready
 		}
-	}
-	if err := c.startRTDS(); err != nil {
-		if c.cds != nil {
-			c.cds.reg.Unregister()
-		}
-		return nil, err
 	}
 	c.cpReg = cfg.Stats.Register("control_plane.", &c.cpStats)
 	return c, nil
@@ -298,7 +283,7 @@ func (c *Client) Run(ctx context.Context) error {
 	}
 	c.eds.stopLocked()
 	c.mu.Unlock()
-	for _, h := range []*namedHandler{c.rds, c.sds, c.rtds, c.ecds} {
+	for _, h := range c.namedHandlers() {
 		h.stop()
 	}
 	c.stopSRDS()

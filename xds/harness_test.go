@@ -19,6 +19,7 @@ import (
 
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/xds/xdstest"
 )
@@ -69,6 +70,9 @@ type proxySetup struct {
 	before func(p *proxy) // runs before the client is built
 	// afterNew runs after New and before Run (SetListeners).
 	afterNew func(c *Client)
+	// rtds are layered_runtime rtds_layer entries watched into runtime (as the server does).
+	rtds    []*bootstrapv3.RuntimeLayer_RtdsLayer
+	runtime *fakeRuntime
 }
 
 func startProxy(t testing.TB, dr *bootstrapv3.Bootstrap_DynamicResources, opts ...proxyOption) *proxy {
@@ -104,6 +108,11 @@ func startProxy(t testing.TB, dr *bootstrapv3.Bootstrap_DynamicResources, opts .
 	p.c, err = New(ps.cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if ps.runtime != nil {
+		if err := runtime.WatchRTDS(p.c, ps.rtds, ps.runtime.SetRTDSLayer, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if ps.afterNew != nil {
 		ps.afterNew(p.c)

@@ -172,8 +172,8 @@ func TestDynamicListenersRoutesSecretsRuntime(t *testing.T) {
 		t.Run(api.String(), func(t *testing.T) {
 			rt := &fakeRuntime{layers: map[string]map[string]any{}}
 			cp, lm, p := startLDSProxy(t, api, func(s *proxySetup) {
-				s.cfg.Runtime = rt
-				s.cfg.RTDSLayers = []*bootstrapv3.RuntimeLayer_RtdsLayer{{Name: "rtds", RtdsConfig: adsSource()}}
+				s.runtime = rt
+				s.rtds = []*bootstrapv3.RuntimeLayer_RtdsLayer{{Name: "rtds", RtdsConfig: adsSource()}}
 			})
 			snapshot := func(v string, ls []*listenerv3.Listener, rcs []*routev3.RouteConfiguration, secrets []*tlsv3.Secret, layer map[string]any) {
 				res := map[resourcev3.Type][]types.Resource{}

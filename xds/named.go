@@ -15,7 +15,8 @@ import (
 	"github.com/legateproxy/legate/xds/resource"
 )
 
-// namedKind describes one resource type subscribed to by name (RDS, SDS, RTDS): how its
+// namedKind describes one resource type subscribed to by name (RDS, SDS, ECDS and the types
+// owners watch, Watch): how its
 // resources decode and where the stats of a subscription live.
 type namedKind struct {
 	typeURL string
@@ -26,7 +27,8 @@ type namedKind struct {
 	// statPrefix is the prefix of a subscription's stats; user is the first subscriber's
 	// prefix (the connection manager's stat_prefix for RDS).
 	statPrefix func(name, user string) string
-	// initTarget is the name of the init target of a subscription made before Run.
+	// initTarget is the name of the init target of a subscription made before Run; nil or
+	// "" for none.
 	initTarget func(name string) string
 	// extra, when set, registers more stats of a subscription under its prefix (RDS's
 	// config_reload, ECDS's config_reload and config_fail) and says how to record them.
@@ -151,8 +153,8 @@ func (h *namedHandler) subscribe(src resource.Source, name, user string, fn watc
 		if t := src.InitialFetchTimeout; t > 0 {
 			sub.timer = h.c.clock.AfterFunc(t, func() { h.initTimeout(sub) })
 		}
-		if !started && h.c.cfg.Init != nil && h.kind.initTarget != nil {
-			if ready, err := h.c.cfg.Init(h.kind.initTarget(name)); err == nil {
+		if target := h.initTarget(name); !started && h.c.cfg.Init != nil && target != "" {
+			if ready, err := h.c.cfg.Init(target); err == nil {
 				sub.initReady = ready
 			}
 		}
@@ -165,6 +167,14 @@ func (h *namedHandler) subscribe(src resource.Source, name, user string, fn watc
 	val, gen, ready := sub.val, sub.gen, sub.ready
 	h.mu.Unlock()
 	return watchRef{h: h, sub: sub, id: id}, val, gen, ready, nil
+}
+
+// initTarget names the init target of a subscription to name; "" for none.
+func (h *namedHandler) initTarget(name string) string {
+	if h.kind.initTarget == nil {
+		return ""
+	}
+	return h.kind.initTarget(name)
 }
 
 // release ends the watch; the last watcher unsubscribes. Releasing twice is harmless.

@@ -214,15 +214,15 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 	t.Run("RTDS", func(t *testing.T) {
 		rt := &fakeRuntime{layers: map[string]map[string]any{}}
 		_, p, it := start(t, func(s *proxySetup) {
-			s.cfg.Runtime = rt
-			s.cfg.RTDSLayers = []*bootstrapv3.RuntimeLayer_RtdsLayer{{Name: "rtds", RtdsConfig: ads()}}
+			s.runtime = rt
+			s.rtds = []*bootstrapv3.RuntimeLayer_RtdsLayer{{Name: "rtds", RtdsConfig: ads()}}
 		})
 		pending(t, it, "RTDS rtds")
 		// go-control-plane's cache cannot hold a Runtime that fails validation (its only rule
 		// is a name), so the delta answer that does not decode is handed to the client's
 		// handler as its ADS stream would hand it.
 		bad := update{version: "1", resources: []*anypb.Any{{TypeUrl: resource.RuntimeType, Value: []byte{0xff}}}, names: []string{"rtds"}}
-		if err := p.c.rtds.apply(p.c.ads, bad); err == nil {
+		if err := p.c.watched[resource.RuntimeType].apply(p.c.ads, bad); err == nil {
 			t.Fatal("apply of an undecodable Runtime = nil; want an error")
 		}
 		waitNone(t, p, it)

@@ -221,8 +221,8 @@ func TestRTDSDeltaRemoval(t *testing.T) {
 	cp := newControlPlane(t, false)
 	rt := &fakeRuntime{layers: map[string]map[string]any{}}
 	p := startProxy(t, nil, withDial(cp), func(s *proxySetup) {
-		s.cfg.Runtime = rt
-		s.cfg.RTDSLayers = []*bootstrapv3.RuntimeLayer_RtdsLayer{{Name: "rtds", RtdsConfig: grpcSource(corev3.ApiConfigSource_DELTA_GRPC)}}
+		s.runtime = rt
+		s.rtds = []*bootstrapv3.RuntimeLayer_RtdsLayer{{Name: "rtds", RtdsConfig: grpcSource(corev3.ApiConfigSource_DELTA_GRPC)}}
 	})
 	cp.Set("1", map[resourcev3.Type][]types.Resource{resourcev3.RuntimeType: {runtimeLayer("rtds", map[string]any{"k": "1"})}})
 	p.waitFor("layer k=1", func() bool { return fmt.Sprint(rt.get("rtds")["k"]) == "1" })

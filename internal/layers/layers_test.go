@@ -13,12 +13,12 @@ import (
 const module = "github.com/legateproxy/legate/"
 
 // layerOf places each package by its path: the longest prefix in the table wins. The order
-// is docs/DESIGN.md's, from the bottom: shared utilities, stats, the leaves of the data plane
-// (balancing, TLS, runtime), access logs, configuration, the components configuration builds
-// (listeners, health checks, outlier detection, breakers), the cluster manager, the pools, the
-// proxies, then xDS and the admin, the server that wires them and the list of extensions it
-// is built with, and the binaries. A new top-level package must be placed here: the test
-// names it.
+// is docs/DESIGN.md's, from the bottom: shared utilities (with xDS's watch contract), stats,
+// the leaves of the data plane (balancing, TLS, runtime), access logs, configuration, the
+// components configuration builds (listeners, health checks, outlier detection, breakers), the
+// cluster manager, the pools, the proxies, then xDS and the admin, the server that wires them
+// and the list of extensions it is built with, and the binaries. A new top-level package must
+// be placed here: the test names it.
 var layerOf = map[string]int{
 	"internal":   1,
 	"logging":    1,
@@ -26,6 +26,7 @@ var layerOf = map[string]int{
 	"hotrestart": 1,
 	"host":       1,
 	"bootstrap":  1,
+	"xds/watch":  1,
 	"stats":      2,
 	"lb":         3,
 	"tlsutil":    3,

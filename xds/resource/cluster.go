@@ -13,6 +13,7 @@ import (
 
 	"github.com/legateproxy/legate/bootstrap"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/xds/watch"
 )
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
@@ -41,7 +42,7 @@ func DecodeCluster(a *anypb.Any, lim config.Limits) (*Cluster, error) {
 	}
 	at := fmt.Sprintf("cluster %q", c.GetName())
 	if err := c.ValidateAll(); err != nil {
-		return nil, fmt.Errorf("%s: %w", at, flatten(err))
+		return nil, fmt.Errorf("%s: %w", at, watch.Flatten(err))
 	}
 	cfg, err := config.ClusterFromProto(c, lim)
 	if err != nil {
@@ -79,7 +80,7 @@ func unmarshalCluster(a *anypb.Any) (*clusterv3.Cluster, error) {
 	if a == nil {
 		return nil, errors.New("cluster: resource is empty")
 	}
-	if err := checkTypeURL(a.GetTypeUrl(), ClusterType); err != nil {
+	if err := watch.CheckTypeURL(a.GetTypeUrl(), ClusterType); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	c := &clusterv3.Cluster{}
@@ -90,30 +91,6 @@ func unmarshalCluster(a *anypb.Any) (*clusterv3.Cluster, error) {
 		return nil, fmt.Errorf("cluster %q: %w", c.GetName(), err)
 	}
 	return c, nil
-}
-
-// multiError is what protoc-gen-validate's ValidateAll returns.
-type multiError interface{ AllErrors() []error }
-
-// flatten joins the errors of a ValidateAll result with "; ", so that a NACK's error_detail
-// stays one line.
-func flatten(err error) error {
-	var m multiError
-	if !errors.As(err, &m) {
-		return err
-	}
-	all := m.AllErrors()
-	if len(all) == 1 {
-		return all[0]
-	}
-	msg := ""
-	for i, e := range all {
-		if i > 0 {
-			msg += "; "
-		}
-		msg += e.Error()
-	}
-	return errors.New(msg)
 }
 
 // upstreamTLSTypeURL is the typed_config type of a cluster's TLS transport socket.

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/xds/watch"
 )
 
 // Endpoints is a decoded and validated EDS resource.
@@ -27,7 +28,7 @@ func DecodeEndpoints(a *anypb.Any) (*Endpoints, error) {
 	if a == nil {
 		return nil, errors.New("cluster_load_assignment: resource is empty")
 	}
-	if err := checkTypeURL(a.GetTypeUrl(), EndpointType); err != nil {
+	if err := watch.CheckTypeURL(a.GetTypeUrl(), EndpointType); err != nil {
 		return nil, fmt.Errorf("cluster_load_assignment: %w", err)
 	}
 	cla := &endpointv3.ClusterLoadAssignment{}
@@ -36,7 +37,7 @@ func DecodeEndpoints(a *anypb.Any) (*Endpoints, error) {
 	}
 	at := fmt.Sprintf("cluster_load_assignment %q", cla.GetClusterName())
 	if err := cla.ValidateAll(); err != nil {
-		return nil, fmt.Errorf("%s: %w", at, flatten(err))
+		return nil, fmt.Errorf("%s: %w", at, watch.Flatten(err))
 	}
 	la, err := config.LoadAssignmentFromProto(cla)
 	if err != nil {

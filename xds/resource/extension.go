@@ -7,6 +7,8 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/xds/watch"
 )
 
 // ExtensionConfigType is the type URL of ECDS resources (TypedExtensionConfig).
@@ -17,7 +19,7 @@ const ExtensionConfigType = "type.googleapis.com/envoy.config.core.v3.TypedExten
 // filter that subscribed (config_discovery.type_urls).
 func DecodeExtensionConfig(a *anypb.Any) (*corev3.TypedExtensionConfig, error) {
 	pb := &corev3.TypedExtensionConfig{}
-	if _, err := decodeValidated(a, ExtensionConfigType, "extension_config", pb, pb.GetName); err != nil {
+	if _, err := watch.DecodeNamed(a, ExtensionConfigType, "extension_config", pb, pb.GetName); err != nil {
 		return nil, err
 	}
 	return pb, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/legateproxy/legate/bootstrap"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/xds/watch"
 )
 
 // hcmTypeURL is the typed_config type of envoy.filters.network.http_connection_manager.
@@ -63,7 +64,7 @@ func DecodeListener(a *anypb.Any) (*Listener, error) {
 		return nil, errors.New(`listener "": name is empty; an LDS listener needs a name`)
 	}
 	if err := l.ValidateAll(); err != nil {
-		return nil, fmt.Errorf("%s: %w", at, flatten(err))
+		return nil, fmt.Errorf("%s: %w", at, watch.Flatten(err))
 	}
 	cfg, err := config.ListenerFromProto(l)
 	if err != nil {
@@ -199,7 +200,7 @@ func unmarshalListener(a *anypb.Any) (*listenerv3.Listener, error) {
 	if a == nil {
 		return nil, errors.New("listener: resource is empty")
 	}
-	if err := checkTypeURL(a.GetTypeUrl(), ListenerType); err != nil {
+	if err := watch.CheckTypeURL(a.GetTypeUrl(), ListenerType); err != nil {
 		return nil, fmt.Errorf("listener: %w", err)
 	}
 	l := &listenerv3.Listener{}

@@ -9,49 +9,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	"github.com/legateproxy/legate/bootstrap"
 	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/tlsutil"
+	"github.com/legateproxy/legate/xds/watch"
 )
-
-// validated is a generated message with protoc-gen-validate's ValidateAll.
-type validated interface {
-	proto.Message
-	ValidateAll() error
-}
-
-// unmarshalNamed checks a's type URL and decodes it into msg; kind names the resource in
-// errors ("route_config").
-func unmarshalNamed(a *anypb.Any, typeURL, kind string, msg proto.Message) error {
-	if a == nil {
-		return fmt.Errorf("%s: resource is empty", kind)
-	}
-	if err := checkTypeURL(a.GetTypeUrl(), typeURL); err != nil {
-		return fmt.Errorf("%s: %w", kind, err)
-	}
-	if err := proto.Unmarshal(a.GetValue(), msg); err != nil {
-		return fmt.Errorf("%s: cannot decode the resource: %v", kind, err)
-	}
-	if err := bootstrap.OpenTypedStructs("", msg); err != nil {
-		return fmt.Errorf("%s: %w", kind, err)
-	}
-	return nil
-}
-
-// decodeValidated unmarshals and validates msg, naming it with the name nameOf returns.
-func decodeValidated(a *anypb.Any, typeURL, kind string, msg validated, nameOf func() string) (string, error) {
-	if err := unmarshalNamed(a, typeURL, kind, msg); err != nil {
-		return "", err
-	}
-	name := nameOf()
-	if name == "" {
-		return "", fmt.Errorf("%s %q: name is empty; a %s delivered by xDS needs a name", kind, name, kind)
-	}
-	if err := msg.ValidateAll(); err != nil {
-		return name, fmt.Errorf("%s %q: %w", kind, name, flatten(err))
-	}
-	return name, nil
-}
 
 // DecodeRouteConfig decodes an RDS resource: the type URL, protoc-gen-validate rules, then a
 // trial compile with httpproxy/route and opts (the data plane's per-filter configuration
@@ -60,7 +21,7 @@ func decodeValidated(a *anypb.Any, typeURL, kind string, msg validated, nameOf f
 // the connection managers could not serve is NACKed.
 func DecodeRouteConfig(a *anypb.Any, opts route.Options) (*routev3.RouteConfiguration, error) {
 	rc := &routev3.RouteConfiguration{}
-	name, err := decodeValidated(a, RouteType, "route_config", rc, rc.GetName)
+	name, err := watch.DecodeNamed(a, RouteType, "route_config", rc, rc.GetName)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +45,7 @@ func DecodeRouteConfig(a *anypb.Any, opts route.Options) (*routev3.RouteConfigur
 // DecodeSecret decodes an SDS resource into its proto and tlsutil's form.
 func DecodeSecret(a *anypb.Any) (*tlsv3.Secret, tlsutil.Secret, error) {
 	pb := &tlsv3.Secret{}
-	name, err := decodeValidated(a, SecretType, "secret", pb, pb.GetName)
+	name, err := watch.DecodeNamed(a, SecretType, "secret", pb, pb.GetName)
 	if err != nil {
 		return nil, tlsutil.Secret{}, err
 	}
@@ -93,20 +54,6 @@ func DecodeSecret(a *anypb.Any) (*tlsv3.Secret, tlsutil.Secret, error) {
 		return nil, tlsutil.Secret{}, err
 	}
 	return pb, s, nil
-}
-
-// DecodeRuntime decodes an RTDS resource: its name and its layer as structpb.Struct.AsMap
-// returns it (runtime.Runtime.SetRTDSLayer's input).
-func DecodeRuntime(a *anypb.Any) (string, map[string]any, error) {
-	pb := &runtimev3.Runtime{}
-	name, err := decodeValidated(a, RuntimeType, "runtime", pb, pb.GetName)
-	if err != nil {
-		return name, nil, err
-	}
-	if pb.GetLayer() == nil {
-		return name, map[string]any{}, nil
-	}
-	return name, pb.GetLayer().AsMap(), nil
 }
 
 // NamedResourceName returns the name of an RDS, SDS or RTDS resource without validating it,

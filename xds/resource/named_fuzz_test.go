@@ -19,7 +19,7 @@ func FuzzDecodeListener(f *testing.F) {
 	})
 }
 
-// FuzzDecodeNamed decodes the same bytes as an RDS, SDS and RTDS resource: a success always
+// FuzzDecodeNamed decodes the same bytes as an RDS and an SDS resource: a success always
 // carries the resource's non-empty name.
 func FuzzDecodeNamed(f *testing.F) {
 	f.Add([]byte{0x0a, 0x01, 'r'})
@@ -29,9 +29,6 @@ func FuzzDecodeNamed(f *testing.F) {
 		}
 		if pb, s, err := DecodeSecret(&anypb.Any{TypeUrl: SecretType, Value: data}); err == nil && (pb.GetName() == "" || s.Name != pb.GetName()) {
 			t.Errorf("DecodeSecret succeeded with %v, %+v", pb, s)
-		}
-		if name, layer, err := DecodeRuntime(&anypb.Any{TypeUrl: RuntimeType, Value: data}); err == nil && (name == "" || layer == nil) {
-			t.Errorf("DecodeRuntime succeeded with %q, %v", name, layer)
 		}
 		for _, u := range []string{RouteType, SecretType, RuntimeType} {
 			_ = NamedResourceName(&anypb.Any{TypeUrl: u, Value: data})

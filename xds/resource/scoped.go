@@ -7,6 +7,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/xds/watch"
 )
 
 // DecodeScopedRoute decodes an SRDS resource (ScopedRouteConfiguration): the type URL,
@@ -16,7 +18,7 @@ import (
 // is fetched when a request first needs it (envoy.filters.http.on_demand).
 func DecodeScopedRoute(a *anypb.Any) (*routev3.ScopedRouteConfiguration, error) {
 	pb := &routev3.ScopedRouteConfiguration{}
-	name, err := decodeValidated(a, ScopedRouteType, "scoped_route", pb, pb.GetName)
+	name, err := watch.DecodeNamed(a, ScopedRouteType, "scoped_route", pb, pb.GetName)
 	if err != nil {
 		return nil, err
 	}

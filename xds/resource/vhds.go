@@ -9,6 +9,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/xds/watch"
 )
 
 // checkVHDSSource applies Envoy's rule for vhds.config_source: VHDS exists only in the
@@ -29,7 +31,7 @@ func checkVHDSSource(cs *corev3.ConfigSource) error {
 // host joins).
 func DecodeVirtualHost(a *anypb.Any) (*routev3.VirtualHost, error) {
 	pb := &routev3.VirtualHost{}
-	name, err := decodeValidated(a, VirtualHostType, "virtual_host", pb, pb.GetName)
+	name, err := watch.DecodeNamed(a, VirtualHostType, "virtual_host", pb, pb.GetName)
 	if err != nil {
 		return nil, err
 	}
