@@ -817,14 +817,18 @@ func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, 
 	}
 	s.details = "via_upstream"
 	s.sendHead(resp.StatusCode, resp.ContentLength, m)
-	if resp.Body != nil {
+	if resp.Body != nil || s.respRW != nil {
 		if _, err := s.copyBody(resp); err != nil {
 			s.responseCut(c, h)
 			return
 		}
 	}
-	if len(resp.Trailer) > 0 {
-		s.sendTrailers(resp.Trailer)
+	switch {
+	case s.respRW != nil:
+		s.emitTrailers() // collected, and rewritten, at the body's end
+	case len(resp.Trailer) > 0:
+		s.collectTrailers(resp.Trailer)
+		s.emitTrailers()
 	}
 	resp.Close()
 	s.finish()
@@ -858,33 +862,44 @@ func (s *stream) responseCut(c *cluster.Cluster, h *host.Host) {
 	}
 }
 
-// sendTrailers forwards the upstream response's trailers (gRPC's grpc-status and
-// grpc-message): in a trailing HEADERS frame on HTTP/2, and in the chunked trailer section on
-// HTTP/1.1 when the connection manager's enable_trailers is set (Envoy's HTTP/1 codec drops
-// them otherwise). Filters and the access log (%TRAILER(...)%) see them either way.
-func (s *stream) sendTrailers(fields []pool.RawField) {
+// collectTrailers keeps the upstream response's trailer fields (gRPC's grpc-status and
+// grpc-message) in respTrailers, without the fields the codec owns.
+func (s *stream) collectTrailers(fields []pool.RawField) {
 	if s.respTrailers == nil {
 		s.respTrailers = make(http.Header, len(fields))
 	}
-	h1 := s.h2w == nil && s.hw.chunked && !s.hw.noBody && s.h.cfg.HTTP1.EnableTrailers
 	for i := range fields {
 		f := &fields[i]
 		k := canonicalKey(s.arenaString(f.Name))
 		if skipResponseHeader(k) || k == hdrTrailer {
 			continue
 		}
-		v := s.arenaString(f.Value)
-		s.respTrailers[k] = append(s.respTrailers[k], v)
-		switch {
-		case s.h2w != nil:
-			// http2 sends the header map's http.TrailerPrefix keys as trailers.
-			tk := http.TrailerPrefix + k
-			s.resp[tk] = append(s.resp[tk], v)
-		case h1:
-			s.hw.trailer = s.appendRespName(s.hw.trailer, k)
-			s.hw.trailer = append(s.hw.trailer, ": "...)
-			s.hw.trailer = append(s.hw.trailer, v...)
-			s.hw.trailer = append(s.hw.trailer, '\r', '\n')
+		s.respTrailers[k] = append(s.respTrailers[k], s.arenaString(f.Value))
+	}
+}
+
+// emitTrailers sends respTrailers, when there are any: in a trailing HEADERS frame on HTTP/2,
+// and in the chunked trailer section on HTTP/1.1 when the connection manager's
+// enable_trailers is set (Envoy's HTTP/1 codec drops them otherwise). Filters and the access
+// log (%TRAILER(...)%) see them either way.
+func (s *stream) emitTrailers() {
+	if len(s.respTrailers) == 0 {
+		return
+	}
+	h1 := s.h2w == nil && s.hw.chunked && !s.hw.noBody && s.h.cfg.HTTP1.EnableTrailers
+	for k, vs := range s.respTrailers {
+		for _, v := range vs {
+			switch {
+			case s.h2w != nil:
+				// http2 sends the header map's http.TrailerPrefix keys as trailers.
+				tk := http.TrailerPrefix + k
+				s.resp[tk] = append(s.resp[tk], v)
+			case h1:
+				s.hw.trailer = s.appendRespName(s.hw.trailer, k)
+				s.hw.trailer = append(s.hw.trailer, ": "...)
+				s.hw.trailer = append(s.hw.trailer, v...)
+				s.hw.trailer = append(s.hw.trailer, '\r', '\n')
+			}
 		}
 	}
 	for _, fs := range s.fstreams {

@@ -152,6 +152,11 @@ type stream struct {
 	keepTrailer  func(line []byte) // s.addTrailer, made once
 	h2req        *http.Request     // the HTTP/2 request, whose Trailer http2 fills at the body's end
 
+	// The filters' body rewriters (rewrite.go): respRW those of the response, set as its head
+	// is sent; rwClosers the rewriters' readers to close when the stream is done.
+	respRW    []filter.BodyRewriter
+	rwClosers []io.Closer
+
 	// Header names as their sender spelled them, kept under a preserve_case formatter:
 	// reqNames those of an HTTP/1 request (the connection manager's), respNames those of an
 	// HTTP/1 upstream response (the cluster's) when respSpelled; names without a recorded
@@ -192,6 +197,7 @@ func putStream(s *stream) {
 	s.ctx.stop()
 	s.h, s.sc, s.h2w, s.drain, s.match, s.body, s.h2req, s.skip, s.replyHeader = nil, nil, nil, nil, nil, nil, nil, nil, nil
 	s.tr = streamTrace{}
+	s.respRW = nil
 	s.reqObserved, s.respObserved = observedBody{}, observedBody{}
 	clear(s.trailers)
 	clear(s.outHdr)
@@ -229,6 +235,7 @@ func (s *stream) begin(h *Handler) {
 	s.bodyBuf, s.bodyBuffered = s.bodyBuf[:0], false
 	s.setCookies = s.setCookies[:0]
 	s.trailersOut = false
+	s.respRW = nil
 	s.reqNames, s.respNames, s.respSpelled = s.reqNames[:0], s.respNames[:0], false
 	s.reject, s.rejectDetails = 0, ""
 	s.upgrade, s.upgrading, s.tunnel = "", false, false
@@ -409,6 +416,9 @@ func (s *stream) process() {
 			break
 		}
 	}
+	if rws := s.fx.RequestRewriters(); routed && len(rws) > 0 && s.body != nil && s.upgrade == "" {
+		s.rewriteRequest(rws)
+	}
 	if routed {
 		s.routeRequest()
 	}
@@ -416,6 +426,9 @@ func (s *stream) process() {
 		s.localReply(http.StatusInternalServerError, nil, nil) // unreachable in practice
 	}
 	s.idle.disarm()
+	if len(s.rwClosers) > 0 {
+		s.closeRewriters()
+	}
 	if len(s.fstreams) > 0 {
 		s.endFilterStreams()
 	}
@@ -685,7 +698,10 @@ func (s *stream) localReply(status int, body []byte, m *route.Match) {
 	}
 	s.replyHeader = nil
 	s.sendHead(status, int64(len(body)), m)
-	if len(body) > 0 {
+	switch {
+	case s.respRW != nil:
+		s.writeRewritten(body)
+	case len(body) > 0:
 		s.writeBody(body)
 	}
 	s.finish()
@@ -709,6 +725,7 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 	if len(s.chain) > 0 {
 		filters = s.chain
 	}
+	s.fx.Status, s.fx.ResponseLength = status, contentLength
 	for i, f := range filters {
 		if s.skip != nil && s.skip.FilterDisabled(h.filterNames[i]) {
 			continue
@@ -717,6 +734,9 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 	}
 	if s.tr.active {
 		s.decorateResponse()
+	}
+	if rws := s.fx.ResponseRewriters(); len(rws) > 0 && s.mayRewriteResponse(status) {
+		s.respRW, contentLength = rws, -1 // the rewritten body's length is not known
 	}
 	switch cfg.ServerHeader {
 	case config.ServerHeaderOverwrite:
@@ -866,12 +886,23 @@ func (s *stream) writeBody(p []byte) error {
 	return err
 }
 
-// copyBody streams the upstream response's body downstream.
+// copyBody streams the upstream response's body downstream, through the filters' rewriters
+// when they asked for any (then a response without a body is rewritten from an empty one).
 func (s *stream) copyBody(resp *pool.Response) (int64, error) {
-	s.respObserved = observedBody{r: resp.Body, s: s, response: true}
-	r := &s.respObserved
+	var r io.Reader = &s.respObserved
+	cl := resp.ContentLength
+	if s.respRW == nil {
+		s.respObserved = observedBody{r: resp.Body, s: s, response: true}
+	} else {
+		body := resp.Body
+		if body == nil {
+			body = http.NoBody
+		}
+		s.respObserved = observedBody{r: body, s: s, response: true, quiet: true}
+		r, cl = s.rewriteResponse(r, resp), -1
+	}
 	if s.h2w != nil {
-		n, err := s.copyBodyH2(r, resp)
+		n, err := s.copyBodyH2(r, resp, cl)
 		s.bytesOut += n
 		return n, err
 	}
@@ -886,14 +917,13 @@ func (s *stream) copyBody(resp *pool.Response) (int64, error) {
 // forwards it, what was written is flushed whenever the next read may have to wait for the
 // upstream. A response whose body is already buffered (a small HTTP/1 response) goes out
 // whole at the handler's end: HEADERS and DATA with END_STREAM in one write.
-func (s *stream) copyBodyH2(r io.Reader, resp *pool.Response) (int64, error) {
+func (s *stream) copyBodyH2(r io.Reader, resp *pool.Response, cl int64) (int64, error) {
 	// The copy buffer lives with the pooled stream, not on the stack: an 8 KiB array made
 	// every HTTP/2 handler goroutine (new per stream) grow and copy its stack.
 	if s.h2copy == nil {
 		s.h2copy = make([]byte, h2CopyBuffer)
 	}
 	fl, _ := s.h2w.(http.Flusher)
-	cl := resp.ContentLength
 	// The headers wait for the first body bytes when the body has a known length and comes
 	// from an HTTP/2 upstream (whose buffering the pool cannot see): such a body follows its
 	// headers at once, and one write then carries both. Without a body the handler's end
@@ -1064,6 +1094,7 @@ type observedBody struct {
 	r        io.Reader
 	s        *stream
 	response bool
+	quiet    bool  // the upstream body under rewriters: the filters' streams see what they make
 	err      error // the first error other than io.EOF
 }
 
@@ -1077,6 +1108,9 @@ func (o *observedBody) Read(p []byte) (int, error) {
 			o.s.idle.touch() // the bytes are on their way to the client
 		}
 		for _, fs := range o.s.fstreams {
+			if o.quiet {
+				break
+			}
 			if o.response {
 				fs.ResponseBody(p[:n])
 			} else {

@@ -96,6 +96,24 @@ func filterServer(t testing.TB, e *env, hcm string) (addr, nethttpAddr string, f
 	if err := filters.Register("test.recording", func(*anypb.Any, *filter.Context) (filter.Filter, error) { return f, nil }); err != nil {
 		t.Fatal(err)
 	}
+	addr, pb := serveFilters(t, e, filters, hcm)
+	h = buildHandler(t, e, filters, pb)
+	t.Cleanup(func() { h.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: &h2conn{h: h, drain: func() bool { return false }, remote: "127.0.0.1:1", remoteIP: "127.0.0.1", local: ln.Addr().String()}}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return addr, ln.Addr().String(), f, h
+}
+
+// serveFilters serves the env's clusters through a listener whose connection manager (hcm
+// YAML) builds its filters from filters; it returns the listener's address and the
+// connection manager's configuration.
+func serveFilters(t testing.TB, e *env, filters *filter.Registry, hcm string) (string, *hcmv3.HttpConnectionManager) {
+	t.Helper()
 	handlers := listener.NewRegistry()
 	if err := Register(handlers, Deps{Clusters: e.clusters, Pools: e.pools, Stats: e.store, Filters: filters}); err != nil {
 		t.Fatal(err)
@@ -129,17 +147,7 @@ func filterServer(t testing.TB, e *env, hcm string) (addr, nethttpAddr string, f
 	done := make(chan error, 1)
 	go func() { done <- lm.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-
-	h = buildHandler(t, e, filters, &pb)
-	t.Cleanup(func() { h.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: &h2conn{h: h, drain: func() bool { return false }, remote: "127.0.0.1:1", remoteIP: "127.0.0.1", local: ln.Addr().String()}}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return lm.Addrs()["filters"][0].String(), ln.Addr().String(), f, h
+	return lm.Addrs()["filters"][0].String(), &pb
 }
 
 // buildHandler builds a Handler of pb over the env's clusters with filters, outside any

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
 	"sync/atomic"
@@ -41,6 +42,17 @@ type Exchange struct {
 	// StreamInfo dynamicMetadata): filters write it (jwt_authn's payload_in_metadata) for
 	// later filters to read (rbac's metadata matcher). Nil until a filter sets an entry.
 	Metadata map[string]*structpb.Struct
+	// Status is the response's status and ResponseLength its body's length as the upstream
+	// (or the local reply) gives it (-1: unknown, 0: no body): the connection manager sets
+	// both before the filters' OnResponse. A filter that rewrites the body sees the length
+	// before its rewrite.
+	Status         int
+	ResponseLength int64
+
+	// reqRewrite and respRewrite are the body rewriters filters asked for, in the order they
+	// asked (RewriteRequestBody, RewriteResponseBody).
+	reqRewrite  []BodyRewriter
+	respRewrite []BodyRewriter
 
 	// kept holds what filters keep for the stream between their calls (Keep); two inline
 	// entries cover a chain's usual stateful filters without allocating.
@@ -144,6 +156,58 @@ func (x *Exchange) BufferedBody() []byte {
 	}
 	return nil
 }
+
+// Body is a request or response body as a BodyRewriter reads it: the bytes that come before
+// the rewriter (from the client, the upstream, or the previous rewriter) and, once Read has
+// returned io.EOF, their trailers.
+type Body interface {
+	io.Reader
+	// Trailers returns the body's trailers once Read has returned io.EOF, and nil before.
+	// The rewriter may change the map in place (delete every field to send none): what it
+	// leaves is what the next rewriter sees and what is forwarded. A nil map after io.EOF
+	// means the body carries no trailers and none can be added (an HTTP/1 request whose
+	// connection manager does not enable trailers).
+	Trailers() http.Header
+}
+
+// BodyRewriter makes the body that is forwarded in place of src: the connection manager
+// reads what it returns as it forwards the body, chunk by chunk, so the rewrite streams
+// under the peers' flow control (nothing is read from src until the reader asks for it, and
+// a slow receiver holds the sender back). The returned reader is read by one goroutine at a
+// time, not always the stream's (an HTTP/2 upstream's transport reads the request body on
+// its own), so it must not touch the Exchange; it reads src until io.EOF, returns io.EOF when its body is done, and returns
+// another error to abort the stream (then the request, or the response already started, is
+// reset). A reader that writes in its own buffer per chunk should hand each chunk on when
+// src would wait (a compressor flushes per read of src) so that a streamed body keeps
+// streaming. When the reader is also an io.Closer it is closed once the stream is done with
+// it, whether it reached io.EOF or not.
+type BodyRewriter func(src Body) io.Reader
+
+// RewriteRequestBody asks, from OnRequest, that the request body be forwarded through rw
+// (Envoy's decodeData and decodeTrailers rewriting the buffer they are given). The body is
+// then forwarded without its length (chunked to an HTTP/1.1 upstream) and the request's
+// content-length header is removed. Rewriters apply in the order they were asked for, the
+// first filter's first. A request without a body is not rewritten. A body a filter already
+// read whole (Downstream.BufferBody) is rewritten whole when the request goes on, and keeps a
+// length.
+func (x *Exchange) RewriteRequestBody(rw BodyRewriter) { x.reqRewrite = append(x.reqRewrite, rw) }
+
+// RewriteResponseBody asks, from OnResponse, that the response body be sent through rw (Envoy's
+// encodeData and encodeTrailers rewriting what they are given). The response is then sent
+// without a content-length: chunked on HTTP/1.1 (to the connection's end on HTTP/1.0), as
+// DATA frames until END_STREAM on HTTP/2. The filter sets the headers that describe the new
+// body (content-encoding, content-type) in OnResponse. Rewriters apply in the reverse order of
+// the filters (the one nearest the router first, as Envoy's encoder filters run). A response
+// that cannot have a body (HEAD, 1xx, 204, 304, an upgrade) is not rewritten; one without a
+// body (ResponseLength 0) is rewritten from an empty body, so a rewriter may give it one.
+func (x *Exchange) RewriteResponseBody(rw BodyRewriter) {
+	x.respRewrite = append(x.respRewrite, rw)
+}
+
+// RequestRewriters and ResponseRewriters are the rewriters asked for: the connection
+// manager's to apply.
+func (x *Exchange) RequestRewriters() []BodyRewriter  { return x.reqRewrite }
+func (x *Exchange) ResponseRewriters() []BodyRewriter { return x.respRewrite }
 
 // Connection is the downstream connection of a stream as filters see it.
 type Connection struct {
