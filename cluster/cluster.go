@@ -18,6 +18,7 @@ import (
 	"github.com/legateproxy/legate/lb/originaldst"
 	"github.com/legateproxy/legate/lb/subset"
 	"github.com/legateproxy/legate/outlier"
+	"github.com/legateproxy/legate/stats"
 )
 
 // Snapshot is the immutable state of one cluster the data plane reads: hosts, balancer,
@@ -73,6 +74,8 @@ type Cluster struct {
 	warmed      atomic.Bool
 	// odstHeaders are the headers that override an ORIGINAL_DST destination, canonical.
 	odstHeaders []string
+	// socketMatches count the hosts created per transport socket, by host.Config.SocketMatch.
+	socketMatches []*stats.Counter
 	// disc runs the discovery goroutine (DNS refresh, cleanup); nil for clusters without one.
 	disc func(ctx context.Context)
 
@@ -182,7 +185,7 @@ func hostKey(cfg *host.Config) string { return cfg.Address }
 
 func sameIdentity(h *host.Host, cfg *host.Config) bool {
 	if h.Hostname() != cfg.Hostname || h.Locality() != cfg.Locality || h.Priority() != cfg.Priority ||
-		h.Canary() != cfg.Canary || h.MetadataLen() != len(cfg.Metadata) {
+		h.Canary() != cfg.Canary || h.SocketMatch() != cfg.SocketMatch || h.MetadataLen() != len(cfg.Metadata) {
 		return false
 	}
 	for k, v := range cfg.Metadata {
@@ -191,6 +194,14 @@ func sameIdentity(h *host.Host, cfg *host.Config) bool {
 		}
 	}
 	return true
+}
+
+// countSocketMatch counts a new host in the stats of its transport socket, as Envoy counts
+// each host's socket resolution.
+func (c *Cluster) countSocketMatch(h *host.Host) {
+	if i := h.SocketMatch(); i < len(c.socketMatches) {
+		c.socketMatches[i].Inc()
+	}
 }
 
 // update applies a discovery result: membership changes at once, health and weight changes
@@ -256,6 +267,7 @@ func (c *Cluster) updateLocked(u hostUpdate) (warmedNow, changed bool, err error
 		if err != nil {
 			return false, false, fmt.Errorf("cluster %q: %w", c.cfg.Name, err)
 		}
+		c.countSocketMatch(h)
 		if newStats == nil {
 			newStats = make(map[*host.Host]*HostStats, len(u.hosts))
 		}

@@ -34,7 +34,7 @@ func (c *Cluster) ApplyAssignment(cla *endpointv3.ClusterLoadAssignment) error {
 			}
 		}
 	}
-	u, err := assignmentUpdate(la)
+	u, err := assignmentUpdate(c.cfg, la)
 	if err != nil {
 		st.UpdateFailure.Inc()
 		return err

@@ -36,7 +36,7 @@ type healthPlan struct {
 // planHealth takes cfg's health check and outlier detection and builds the health checks' TLS.
 func (m *Manager) planHealth(cfg *config.Cluster) (*healthPlan, error) {
 	p := &healthPlan{check: cfg.HealthCheck, outlier: cfg.OutlierDetection}
-	if p.check != nil && cfg.TLS {
+	if p.check != nil && (cfg.TLS || len(cfg.TransportSocketMatches) > 0) {
 		var err error
 		if p.tlsFor, err = m.hcTLS(cfg); err != nil {
 			return nil, fmt.Errorf("cluster %q: health_checks[0]: TLS for health checks: %w", cfg.Name, err)
@@ -45,18 +45,37 @@ func (m *Manager) planHealth(cfg *config.Cluster) (*healthPlan, error) {
 	return p, nil
 }
 
-// defaultHealthCheckTLS builds the TLS client configuration of a cluster's transport_socket
-// without SDS.
+// defaultHealthCheckTLS builds the TLS client configurations of a cluster's transport sockets
+// without SDS: a host is checked over the socket its traffic uses, or, with the check's
+// transport_socket_match_criteria, over the socket those criteria select (as in Envoy).
 func defaultHealthCheckTLS(cfg *config.Cluster) (func(*host.Host) *tls.Config, error) {
-	up, err := tlsutil.UpstreamFromTransportSocket("transport_socket", cfg.TransportSocket)
-	if err != nil || up == nil {
-		return nil, err
+	ctxs := make([]*tlsutil.ClientContext, 1+len(cfg.TransportSocketMatches))
+	for i := range ctxs {
+		up, err := tlsutil.UpstreamFromTransportSocket(cfg.TransportSocketPath(i), cfg.TransportSocketFor(i))
+		if err != nil {
+			return nil, err
+		}
+		if up == nil {
+			continue
+		}
+		if ctxs[i], err = tlsutil.NewClientContext(*up, tlsutil.Deps{}); err != nil {
+			return nil, err
+		}
 	}
-	cc, err := tlsutil.NewClientContext(*up, tlsutil.Deps{})
-	if err != nil {
-		return nil, err
+	fixed := -1
+	if hc := cfg.HealthCheck; hc != nil && hc.SocketMatchCriteria != nil {
+		fixed = cfg.MatchTransportSocket(hc.SocketMatchCriteria, nil)
 	}
-	return func(h *host.Host) *tls.Config { return cc.ConfigForHost(h.Hostname()) }, nil
+	return func(h *host.Host) *tls.Config {
+		i := h.SocketMatch()
+		if fixed >= 0 {
+			i = fixed
+		}
+		if i >= len(ctxs) || ctxs[i] == nil {
+			return nil
+		}
+		return ctxs[i].ConfigForHost(h.Hostname())
+	}, nil
 }
 
 // clusterHealth is the active health checking of one cluster.

@@ -161,6 +161,9 @@ type statsEntry struct {
 	// each keeps the entry inside the 2304-byte allocation class.)
 	health  *registered[health.Stats]
 	outlier *registered[outlier.Stats]
+	// matches are the stats of the transport_socket_matches names the entry's clusters have
+	// used, by name; registered when a cluster naming them is built, kept with the entry.
+	matches map[string]*registered[SocketMatchStats]
 }
 
 // registered is a stats struct with its registration.
@@ -458,6 +461,7 @@ func (m *Manager) newClusterLocked(cfg *config.Cluster, api bool, version string
 	}
 	e.refs++
 	c := &Cluster{m: m, cfg: cfg, addedViaAPI: api, version: version, lastUpdated: m.clock.Now(), stats: e}
+	c.socketMatches = m.socketMatchCountersLocked(e, cfg)
 	c.odstHeaders = originalDstHeaders(&cfg.OriginalDst)
 	if err := m.attachHealthLocked(c, plan); err != nil {
 		m.dropStatsLocked(c)
@@ -518,6 +522,31 @@ func (m *Manager) registerStatsLocked(e *statsEntry, prefix string) {
 	e.traffic = m.store.RegisterDeferred(prefix, &e.stats.TrafficStats, &e.deferred.stats.Initialized)
 }
 
+// socketMatchCountersLocked returns the total_match_count counters of cfg's transport
+// sockets, by MatchTransportSocket's index (0: default.total_match_count), registering the
+// ones e lacks. Envoy creates them with the cluster, so they are listed before any host.
+func (m *Manager) socketMatchCountersLocked(e *statsEntry, cfg *config.Cluster) []*stats.Counter {
+	out := make([]*stats.Counter, 1+len(cfg.TransportSocketMatches))
+	out[0] = &e.stats.DefaultTotalMatchCount
+	for i, tm := range cfg.TransportSocketMatches {
+		if tm.Name == "default" {
+			out[i+1] = out[0] // the same stat name: one counter
+			continue
+		}
+		r := e.matches[tm.Name]
+		if r == nil {
+			if e.matches == nil {
+				e.matches = map[string]*registered[SocketMatchStats]{}
+			}
+			r = &registered[SocketMatchStats]{}
+			r.reg = m.store.Register("cluster."+cfg.StatName+"."+tm.Name+".", &r.stats)
+			e.matches[tm.Name] = r
+		}
+		out[i+1] = &r.stats.TotalMatchCount
+	}
+	return out
+}
+
 // dropStatsLocked releases c's reference on its stats entry, unregistering the entry's stats
 // with the last one.
 func (m *Manager) dropStatsLocked(c *Cluster) {
@@ -536,6 +565,9 @@ func (m *Manager) dropStatsLocked(c *Cluster) {
 	}
 	if e.outlier != nil {
 		e.outlier.reg.Unregister()
+	}
+	for _, r := range e.matches {
+		r.reg.Unregister()
 	}
 	delete(m.statEntries, c.cfg.StatName)
 }

@@ -91,6 +91,7 @@ func (c *Cluster) addOriginalDst(addr string) (*host.Host, error) {
 		c.mu.Unlock()
 		return nil, err
 	}
+	c.countSocketMatch(h)
 	st := &HostStats{}
 	st.used.Store(true)
 	hostStats := maps.Clone(c.hostStats)

@@ -8,7 +8,7 @@ import (
 // startStatic publishes a STATIC cluster's load_assignment at once: the cluster is warm as soon
 // as it is added.
 func (c *Cluster) startStatic() error {
-	u, err := assignmentUpdate(c.cfg.LoadAssignment)
+	u, err := assignmentUpdate(c.cfg, c.cfg.LoadAssignment)
 	if err != nil {
 		return err
 	}
@@ -22,13 +22,13 @@ func (c *Cluster) startStatic() error {
 	return nil
 }
 
-// assignmentUpdate converts a load assignment whose addresses are IPs (STATIC, EDS) into a host
-// update.
-func assignmentUpdate(la config.LoadAssignment) (hostUpdate, error) {
+// assignmentUpdate converts a load assignment of cluster cfg whose addresses are IPs (STATIC,
+// EDS) into a host update.
+func assignmentUpdate(cfg *config.Cluster, la config.LoadAssignment) (hostUpdate, error) {
 	u := hostUpdate{settings: assignmentSettings(la)}
 	for _, l := range la.Localities {
 		for _, e := range l.Endpoints {
-			u.hosts = append(u.hosts, endpointHost(l, e, e.Address.String()))
+			u.hosts = append(u.hosts, endpointHost(cfg, l, e, e.Address.String()))
 		}
 	}
 	return u, nil
@@ -55,17 +55,19 @@ func assignmentSettings(la config.LoadAssignment) setSettings {
 	return s
 }
 
-// endpointHost describes the host of endpoint e of locality l at address addr.
-func endpointHost(l config.LocalityEndpoints, e config.Endpoint, addr string) host.Config {
+// endpointHost describes the host of endpoint e of locality l at address addr, with the
+// transport socket of cluster cfg that the endpoint's metadata selects.
+func endpointHost(cfg *config.Cluster, l config.LocalityEndpoints, e config.Endpoint, addr string) host.Config {
 	return host.Config{
-		Address:  addr,
-		Hostname: e.Hostname,
-		Weight:   e.Weight,
-		Locality: host.Locality{Region: l.Region, Zone: l.Zone, SubZone: l.SubZone},
-		Priority: l.Priority,
-		Metadata: e.Metadata,
-		Canary:   e.Canary,
-		Health:   edsHealthFlags(e.HealthStatus),
+		SocketMatch: cfg.MatchTransportSocket(e.SocketMatch, l.SocketMatch),
+		Address:     addr,
+		Hostname:    e.Hostname,
+		Weight:      e.Weight,
+		Locality:    host.Locality{Region: l.Region, Zone: l.Zone, SubZone: l.SubZone},
+		Priority:    l.Priority,
+		Metadata:    e.Metadata,
+		Canary:      e.Canary,
+		Health:      edsHealthFlags(e.HealthStatus),
 	}
 }
 

@@ -65,8 +65,15 @@ type Stats struct {
 	LbZoneRoutingSampled        stats.HotCounter `stat:"lb_zone_routing_sampled"`
 	LbSubsetsActive             stats.Gauge      `stat:"lb_subsets_active,never_import"`
 
-	// Transport socket matches.
+	// Transport socket matches: the hosts created on the cluster's own transport_socket.
 	DefaultTotalMatchCount stats.Counter `stat:"default.total_match_count"`
+}
+
+// SocketMatchStats are the cluster.<name>.<match name>.* stats of one entry of
+// transport_socket_matches (Envoy's TransportSocketMatchStats).
+type SocketMatchStats struct {
+	// TotalMatchCount counts the hosts created whose metadata selected the entry.
+	TotalMatchCount stats.Counter `stat:"total_match_count"`
 }
 
 // HostStats are the per-host statistics /clusters prints (cx_total, cx_active, …). They are not

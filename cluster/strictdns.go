@@ -75,7 +75,7 @@ func (c *Cluster) resolveRound(ctx context.Context, servers []string, last *[][]
 			addrs = logicalAddrs(addrs)
 		}
 		for _, a := range addrs {
-			hc := endpointHost(t.l, t.e, netip.AddrPortFrom(a, uint16(t.e.Address.Port)).String())
+			hc := endpointHost(c.cfg, t.l, t.e, netip.AddrPortFrom(a, uint16(t.e.Address.Port)).String())
 			if hc.Hostname == "" {
 				hc.Hostname = t.e.Address.Host
 			}

@@ -165,6 +165,10 @@ type Cluster struct {
 	// TransportSocket keeps the proto for the TLS package.
 	TLS             bool
 	TransportSocket *corev3.TransportSocket
+	// TransportSocketMatches are transport_socket_matches: each endpoint's (or its
+	// locality's) envoy.transport_socket_match metadata selects one, else TransportSocket
+	// applies (MatchTransportSocket).
+	TransportSocketMatches []TransportSocketMatch
 
 	// HTTP2 is set when http2_protocol_options is present (or the upstream options ask for
 	// HTTP/2): the upstream speaks HTTP/2 with prior knowledge.
@@ -437,6 +441,8 @@ type LocalityEndpoints struct {
 	// Weight is load_balancing_weight; 0 when unset.
 	Weight    uint32
 	Endpoints []Endpoint
+	// SocketMatch is the locality's envoy.transport_socket_match metadata (SocketMatchLabels).
+	SocketMatch map[string]string
 }
 
 // Endpoint is LbEndpoint.
@@ -451,6 +457,8 @@ type Endpoint struct {
 	Metadata map[string]string
 	// Canary is envoy.lb metadata "canary": true.
 	Canary bool
+	// SocketMatch is the endpoint's envoy.transport_socket_match metadata (SocketMatchLabels).
+	SocketMatch map[string]string
 }
 
 // DropOverload is ClusterLoadAssignment.Policy.DropOverload, the drop rate in parts per million.

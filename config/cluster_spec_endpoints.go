@@ -44,11 +44,12 @@ func LoadAssignmentFromProto(la *endpointv3.ClusterLoadAssignment) (LoadAssignme
 	}
 	for li, l := range la.GetEndpoints() {
 		le := LocalityEndpoints{
-			Region:   l.GetLocality().GetRegion(),
-			Zone:     l.GetLocality().GetZone(),
-			SubZone:  l.GetLocality().GetSubZone(),
-			Priority: l.GetPriority(),
-			Weight:   u32Or(l.GetLoadBalancingWeight(), 0),
+			Region:      l.GetLocality().GetRegion(),
+			Zone:        l.GetLocality().GetZone(),
+			SubZone:     l.GetLocality().GetSubZone(),
+			Priority:    l.GetPriority(),
+			Weight:      u32Or(l.GetLoadBalancingWeight(), 0),
+			SocketMatch: socketMatchMetadata(l.GetMetadata()),
 		}
 		if l.GetLoadBalancingWeight() != nil {
 			out.HasLocalityWeights = true
@@ -78,6 +79,7 @@ func LoadAssignmentFromProto(la *endpointv3.ClusterLoadAssignment) (LoadAssignme
 				return out, fmt.Errorf("%s.health_status = %d; not a HealthStatus", at, e.GetHealthStatus())
 			}
 			ep.Metadata, ep.Canary = lbMetadata(e.GetMetadata())
+			ep.SocketMatch = socketMatchMetadata(e.GetMetadata())
 			le.Endpoints = append(le.Endpoints, ep)
 		}
 		out.Localities = append(out.Localities, le)

@@ -67,8 +67,7 @@
 //	| Cluster                                          | track_timeout_budgets                            | ignored  | extra stats only |
 //	| Cluster                                          | track_cluster_stats                              | ignored  | extra stats only |
 //	| Cluster                                          | preconnect_policy                                | ignored  | connections open on demand; same requests reach the same hosts |
-//	| Cluster                                          | transport_socket_matches                         | refused  | per-endpoint TLS selection |
-//	| Cluster                                          | transport_socket_matcher                         | refused  | as transport_socket_matches |
+//	| Cluster                                          | transport_socket_matcher                         | refused  | the matcher API's per-endpoint socket selection; transport_socket_matches is implemented |
 //	| Cluster                                          | upstream_http_protocol_options                   | refused  | auto_sni and auto_san_validation change TLS checks |
 //	| Cluster                                          | dns_resolution_config                            | refused  | would change which DNS servers resolve the hosts |
 //	| Cluster                                          | typed_dns_resolver_config                        | refused  | as dns_resolution_config |

@@ -95,6 +95,10 @@ type HealthCheck struct {
 	// TLSALPN is tls_options.alpn_protocols; when non-empty it replaces the ALPN list of the
 	// cluster's TLS configuration for health-check connections.
 	TLSALPN []string
+	// SocketMatchCriteria is transport_socket_match_criteria (SocketMatchLabels): when set,
+	// checks use the transport socket of the cluster's transport_socket_matches these labels
+	// select instead of each host's own; nil when unset.
+	SocketMatchCriteria map[string]string
 
 	// Kind says which of HTTP, TCP and GRPC is set; exactly one is.
 	Kind HealthCheckKind
@@ -249,6 +253,7 @@ func HealthCheckFromProto(hc *corev3.HealthCheck) (*HealthCheck, error) {
 		AlwaysLogHealthCheckFailures: hc.GetAlwaysLogHealthCheckFailures(),
 		AlwaysLogHealthCheckSuccess:  hc.GetAlwaysLogHealthCheckSuccess(),
 		TLSALPN:                      hc.GetTlsOptions().GetAlpnProtocols(),
+		SocketMatchCriteria:          socketMatchCriteria(hc.GetTransportSocketMatchCriteria()),
 		Proto:                        hc,
 	}
 	s.NoTrafficHealthyInterval = durationOr(hc.GetNoTrafficHealthyInterval(), s.NoTrafficInterval)

@@ -34,6 +34,8 @@ var unreadFields = map[string]string{
 	"LoadAssignment.ClusterName":              "the cluster's own name is used (Envoy ignores it for static clusters too)",
 	"Cluster.Metadata":                        "filter metadata is read from the cluster proto",
 	"Cluster.TypedExtensionProtocolOptions":   "read through the cluster proto by the pools",
+	"TransportSocketMatch.Labels":             "read through Cluster.MatchTransportSocket, which the cluster manager calls",
+	"TransportSocketMatch.TransportSocket":    "read through Cluster.TransportSocketFor, which the server and health checks call",
 	"CustomClusterType.Config":                "custom cluster types read the typed config from the proto",
 	"HTTPConnectionManager.Proto":             "kept for /config_dump, which dumps the listener",
 	"TCPProxy.Proto":                          "kept for /config_dump, which dumps the listener",

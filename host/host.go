@@ -56,6 +56,11 @@ type Config struct {
 	Metadata map[string]string
 	// Canary marks a canary host (envoy.lb metadata "canary": true).
 	Canary bool
+	// SocketMatch is the cluster's transport socket the host's connections use: 0 for the
+	// cluster's transport_socket, i for transport_socket_matches[i-1] (the cluster resolves it
+	// from the endpoint's metadata). A host whose selection changes is a new host, so its
+	// connections never mix sockets.
+	SocketMatch int
 	// Health is the initial set of health flags (for example PendingActiveHC when active health
 	// checking is configured, or FailedEDSHealth from EDS).
 	Health HealthFlag
@@ -73,6 +78,7 @@ type Host struct {
 	priority uint32
 	metadata map[string]string
 	canary   bool
+	socket   int
 
 	weight atomic.Uint32
 	health atomic.Uint32
@@ -108,6 +114,7 @@ func New(cfg Config) (*Host, error) {
 		locality: cfg.Locality,
 		priority: cfg.Priority,
 		canary:   cfg.Canary,
+		socket:   cfg.SocketMatch,
 	}
 	if len(cfg.Metadata) > 0 {
 		h.metadata = make(map[string]string, len(cfg.Metadata))
@@ -131,6 +138,9 @@ func (h *Host) Locality() Locality { return h.locality }
 
 // Priority returns the endpoint priority.
 func (h *Host) Priority() uint32 { return h.priority }
+
+// SocketMatch returns the transport socket the host's connections use (Config.SocketMatch).
+func (h *Host) SocketMatch() int { return h.socket }
 
 // Canary reports whether the host is a canary.
 func (h *Host) Canary() bool { return h.canary }

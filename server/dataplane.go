@@ -52,10 +52,11 @@ type dataPlane struct {
 	taps *tap.Manager
 
 	tlsMu sync.Mutex // guards upstreamTLS
-	// upstreamTLS caches each cluster's client TLS context; a nil entry
-	// means plain TCP. Keyed by the cluster config, so a CDS update gets a
-	// fresh context.
-	upstreamTLS map[*config.Cluster]*tlsutil.ClientContext
+	// upstreamTLS caches the client TLS context of each transport socket of
+	// each cluster (its transport_socket and transport_socket_matches); a nil
+	// entry means plain TCP. Keyed by the cluster config, so a CDS update gets
+	// fresh contexts.
+	upstreamTLS map[upstreamSocket]*tlsutil.ClientContext
 	// tlsStats are the ssl.* stats of listener and cluster scopes, shared by
 	// the TLS contexts of each scope.
 	tlsStats *tlsutil.StatsScopes
@@ -95,7 +96,7 @@ func registerNetworkFilters(r *listener.Registry, now func() time.Time) error {
 // initialization is done).
 func (s *Server) buildDataPlane() error {
 	dp := &s.data
-	dp.upstreamTLS = map[*config.Cluster]*tlsutil.ClientContext{}
+	dp.upstreamTLS = map[upstreamSocket]*tlsutil.ClientContext{}
 	s.clusters.OnRetire(s.retireUpstreamTLS) // for the server's life: the manager ends with it
 	dp.tlsStats = tlsutil.NewStatsScopes(s.store)
 	secrets, err := tlsutil.StaticSecretsFromProto("static_resources.secrets", s.boot.Proto.GetStaticResources().GetSecrets())
@@ -107,8 +108,10 @@ func (s *Server) buildDataPlane() error {
 	// rather than the first request.
 	// Clusters loading secrets over SDS are checked when the secrets arrive.
 	for _, c := range s.boot.Clusters {
-		if _, err := s.clusterTLS(c); err != nil && !xds.HasClusterSecrets(c.TransportSocket) {
-			return err
+		for i := range 1 + len(c.TransportSocketMatches) {
+			if _, err := s.clusterTLS(c, i); err != nil && !xds.HasClusterSecrets(c.TransportSocketFor(i)) {
+				return err
+			}
 		}
 	}
 	if dp.pools, err = pool.NewRegistry(pool.RegistryConfig{
@@ -121,7 +124,9 @@ func (s *Server) buildDataPlane() error {
 			return dp.listeners.DialInternal(ctx, address)
 		},
 		TLS: func(c *config.Cluster, h *host.Host) *tls.Config {
-			ctx, err := s.clusterTLS(c)
+			// The host's metadata chose its socket (transport_socket_matches); a host
+			// never changes socket, so each host's pool keeps to one.
+			ctx, err := s.clusterTLS(c, h.SocketMatch())
 			if err != nil {
 				// Never plain text for a TLS cluster: its SDS secret timed out.
 				return failingTLS(err)
@@ -245,9 +250,15 @@ func (s *Server) adminLimit(a *config.Admin) func(net.Listener) net.Listener {
 	return s.data.overload.State().LimitListener
 }
 
-// retireUpstreamTLS closes the TLS context of a cluster that CDS removed or replaced (the
+// upstreamSocket is one transport socket of a cluster: i is MatchTransportSocket's index.
+type upstreamSocket struct {
+	c *config.Cluster
+	i int
+}
+
+// retireUpstreamTLS closes the TLS contexts of a cluster that CDS removed or replaced (the
 // cluster manager's OnRetire), unless a current cluster still has its configuration, so that
-// /certs and cluster.<name>.ssl.* stop listing it. Connections already made keep their
+// /certs and cluster.<name>.ssl.* stop listing them. Connections already made keep their
 // tls.Config.
 func (s *Server) retireUpstreamTLS(c *cluster.Cluster) {
 	cfg := c.Config()
@@ -255,35 +266,44 @@ func (s *Server) retireUpstreamTLS(c *cluster.Cluster) {
 		return
 	}
 	dp := &s.data
+	var ctxs []*tlsutil.ClientContext
 	dp.tlsMu.Lock()
-	ctx := dp.upstreamTLS[cfg]
-	delete(dp.upstreamTLS, cfg)
+	for i := range 1 + len(cfg.TransportSocketMatches) {
+		k := upstreamSocket{cfg, i}
+		ctxs = append(ctxs, dp.upstreamTLS[k])
+		delete(dp.upstreamTLS, k)
+	}
 	dp.tlsMu.Unlock()
-	if ctx != nil {
-		ctx.Close()
+	for _, ctx := range ctxs {
+		if ctx != nil {
+			ctx.Close()
+		}
 	}
 }
 
-// clusterTLSStats returns the cluster.<name>.ssl.* stats its upstream TLS
-// handshakes count in; nil for a plain-text cluster.
+// clusterTLSStats returns the cluster.<name>.ssl.* stats its upstream TLS handshakes count
+// in (every TLS socket of the cluster shares them); nil for a plain-text cluster.
 func (s *Server) clusterTLSStats(c *config.Cluster) *tlsutil.Stats {
-	ctx, err := s.clusterTLS(c)
-	if err != nil || ctx == nil {
-		return nil
+	for i := range 1 + len(c.TransportSocketMatches) {
+		if ctx, err := s.clusterTLS(c, i); err == nil && ctx != nil {
+			return ctx.Stats()
+		}
 	}
-	return ctx.Stats()
+	return nil
 }
 
-// clusterTLS returns the cluster's client TLS context, building it on first
-// use; nil without a TLS transport socket.
-func (s *Server) clusterTLS(c *config.Cluster) (*tlsutil.ClientContext, error) {
+// clusterTLS returns the client TLS context of the cluster's transport socket i (see
+// config.Cluster.MatchTransportSocket), building it on first use; nil for a plain-text
+// socket.
+func (s *Server) clusterTLS(c *config.Cluster, i int) (*tlsutil.ClientContext, error) {
 	dp := &s.data
 	dp.tlsMu.Lock()
 	defer dp.tlsMu.Unlock()
-	if ctx, ok := dp.upstreamTLS[c]; ok {
+	key := upstreamSocket{c, i}
+	if ctx, ok := dp.upstreamTLS[key]; ok {
 		return ctx, nil
 	}
-	cfg, err := tlsutil.UpstreamFromTransportSocket(fmt.Sprintf("cluster %q: transport_socket", c.Name), c.TransportSocket)
+	cfg, err := tlsutil.UpstreamFromTransportSocket(c.TransportSocketPath(i), c.TransportSocketFor(i))
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +325,7 @@ func (s *Server) clusterTLS(c *config.Cluster) (*tlsutil.ClientContext, error) {
 			return nil, err
 		}
 	}
-	dp.upstreamTLS[c] = ctx
+	dp.upstreamTLS[key] = ctx
 	return ctx, nil
 }
 

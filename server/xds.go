@@ -35,8 +35,13 @@ func (s *Server) buildXDS() error {
 		}
 	}
 	for _, c := range s.boot.Clusters {
-		if c.Proto.GetEdsClusterConfig() != nil || xds.HasClusterSecrets(c.TransportSocket) {
+		if c.Proto.GetEdsClusterConfig() != nil {
 			needed = true
+		}
+		for i := range 1 + len(c.TransportSocketMatches) {
+			if xds.HasClusterSecrets(c.TransportSocketFor(i)) {
+				needed = true
+			}
 		}
 	}
 	var rtds []*bootstrapv3.RuntimeLayer_RtdsLayer
@@ -101,8 +106,10 @@ func (s *Server) buildXDS() error {
 	// Bootstrap clusters with SDS secrets: initialization waits for them;
 	// the subscriptions last as long as the client.
 	for _, c := range s.boot.Clusters {
-		if _, err := client.WatchClusterSecrets(c.Name, c.TransportSocket); err != nil {
-			return err
+		for i := range 1 + len(c.TransportSocketMatches) {
+			if _, err := client.WatchClusterSecrets(c.Name, c.TransportSocketFor(i)); err != nil {
+				return err
+			}
 		}
 	}
 	return s.dumps.Add(configdump.Tracker{Key: "clusters", Dump: client.ClustersConfigDump})

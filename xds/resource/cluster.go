@@ -63,6 +63,13 @@ func DecodeCluster(a *anypb.Any, lim config.Limits) (*Cluster, error) {
 	if out.Secrets, err = UpstreamSecretDependencies(at+": transport_socket", c.GetTransportSocket()); err != nil {
 		return nil, err
 	}
+	for i, m := range c.GetTransportSocketMatches() {
+		deps, err := UpstreamSecretDependencies(fmt.Sprintf("%s: transport_socket_matches[%d].transport_socket", at, i), m.GetTransportSocket())
+		if err != nil {
+			return nil, err
+		}
+		out.Secrets = append(out.Secrets, deps...)
+	}
 	return out, nil
 }
 
