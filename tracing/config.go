@@ -37,6 +37,9 @@ type Config struct {
 	// shared_span_context and trace_id_128bit.
 	Format                    Format
 	SharedContext, TraceID128 bool
+	// Sample is the provider's sampler (OpenTelemetry's sampler), which decides instead of
+	// the sampling fractions and a propagated flag; nil for none.
+	Sample Sampler
 	// Spawn is spawn_upstream_span: the router's request gets a CLIENT span of its own, child
 	// of the downstream span, whose context the upstream receives.
 	Spawn bool
@@ -75,6 +78,8 @@ type Deps struct {
 	LocalCluster string
 	// Clock ticks the exporters' flush interval; nil means the system clock.
 	Clock clock.Clock
+	// Getenv reads the environment (OTEL_RESOURCE_ATTRIBUTES); nil is os.Getenv.
+	Getenv func(string) string
 	// Default is the bootstrap's tracing.http: the provider of a connection manager whose
 	// tracing names none, as in Envoy.
 	Default *tracev3.Tracing_Http
@@ -133,7 +138,7 @@ func FromProto(path string, t *hcmv3.HttpConnectionManager_Tracing, d Deps) (*Co
 		if err != nil {
 			return nil, err
 		}
-		c.Exporter = exp
+		c.Exporter, c.Sample = exp, exp.sampler
 	case ZipkinTypeURL:
 		var zc tracev3.ZipkinConfig
 		if err := unpack(tpath, p.GetTypedConfig(), &zc); err != nil {

@@ -20,7 +20,11 @@
 // the span and is not forwarded. A route's tracing block replaces the connection manager's
 // three sampling fractions (each defaulting to 100 %) and adds its custom tags.
 //
-// OpenTelemetryConfig: grpc_service (envoy_grpc, initial_metadata, timeout), service_name,
+// OpenTelemetryConfig: grpc_service (envoy_grpc, initial_metadata, timeout) or http_service
+// (OTLP/HTTP protobuf POSTed to http_uri through its cluster, request_headers_to_add; package
+// internal/httpservice), resource_detectors (environment: OTEL_RESOURCE_ATTRIBUTES;
+// static_config), sampler (always_on, trace_id_ratio_based, parent_based: it decides instead
+// of the connection manager's sampling), service_name,
 // max_cache_size (the bounded span buffer; spans beyond it are dropped and counted in
 // tracing.opentelemetry.spans_dropped, a Legate counter). Runtime keys
 // tracing.opentelemetry.min_flush_spans (5) and tracing.opentelemetry.flush_interval_ms (5000).
@@ -35,8 +39,8 @@
 // trace_context_option other than USE_B3, timestamp_trace_ids.
 //
 // Refused ("not implemented by Legate"): other providers (datadog, …), custom_tags
-// metadata, operation, upstream_operation, no_context_propagation,
-// OpenTelemetry http_service, exporter, resource_detectors and sampler.
+// metadata, operation, upstream_operation, no_context_propagation, OpenTelemetry exporter,
+// other resource detectors and samplers (dynatrace, cel), http_service formatters.
 //
 // Every request gets a span context, as Envoy's tracers make a span for each: an unsampled one
 // goes to the upstream with its sampled flag clear (traceparent flags 00, x-b3-sampled 0) and

@@ -13,8 +13,10 @@ import (
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/legateproxy/legate/internal/grpcclient"
+	"github.com/legateproxy/legate/internal/httpservice"
 	"github.com/legateproxy/legate/stats"
 )
 
@@ -31,9 +33,11 @@ type OTelStats struct {
 // tracing.opentelemetry.min_flush_spans spans wait or at each flush interval.
 type OTel struct {
 	batcher
-	conn     *grpc.ClientConn
-	client   collectorv1.TraceServiceClient
+	conn     *grpc.ClientConn               // OTLP over gRPC (grpc_service)
+	client   collectorv1.TraceServiceClient // on conn
+	web      *httpservice.Client            // OTLP over HTTP (http_service)
 	resource *resourcev1.Resource
+	sampler  Sampler // the configured sampler; nil for none
 	timeout  time.Duration
 	metadata []string
 	store    *stats.Store
@@ -45,61 +49,86 @@ const otelPrefix = "tracing.opentelemetry."
 // NewOTel starts the exporter of an OpenTelemetryConfig; path names it in errors.
 func NewOTel(path string, pb *tracev3.OpenTelemetryConfig, d Deps) (*OTel, error) {
 	switch {
-	case pb.GetHttpService() != nil:
-		return nil, fmt.Errorf("%s.http_service: OTLP over HTTP is not implemented by Legate; use grpc_service", path)
 	case pb.GetExporter() != nil:
 		return nil, fmt.Errorf("%s.exporter: not implemented by Legate", path)
-	case len(pb.GetResourceDetectors()) > 0:
-		return nil, fmt.Errorf("%s.resource_detectors: not implemented by Legate", path)
-	case pb.GetSampler() != nil:
-		return nil, fmt.Errorf("%s.sampler: not implemented by Legate", path)
-	}
-	gs := pb.GetGrpcService()
-	cluster, authority, err := grpcclient.EnvoyGrpc(path+".grpc_service", gs, d.ClusterExists)
-	if err != nil {
-		return nil, err
+	case pb.GetGrpcService() == nil && pb.GetHttpService() == nil:
+		return nil, fmt.Errorf("%s: one of grpc_service and http_service is required", path)
+	case pb.GetGrpcService() != nil && pb.GetHttpService() != nil:
+		// Envoy would export over gRPC and ignore http_service: say so rather than drop it.
+		return nil, fmt.Errorf("%s: grpc_service and http_service are both set; set one", path)
 	}
 	o := &OTel{timeout: 5 * time.Second, store: d.Stats}
-	for i, h := range gs.GetInitialMetadata() {
-		if h.GetKey() == "" {
-			return nil, fmt.Errorf("%s.grpc_service.initial_metadata[%d].key: must not be empty", path, i)
-		}
-		o.metadata = append(o.metadata, strings.ToLower(h.GetKey()), h.GetValue())
-	}
-	if t := gs.GetTimeout(); t != nil {
-		if err := t.CheckValid(); err != nil || t.AsDuration() <= 0 {
-			return nil, fmt.Errorf("%s.grpc_service.timeout: must be a positive duration", path)
-		}
-		o.timeout = t.AsDuration()
+	if err := o.connect(path, pb, d); err != nil {
+		return nil, err
 	}
 	buffer := defaultBuffer
 	if m := pb.GetMaxCacheSize(); m != nil {
 		buffer = int(m.GetValue())
 	}
-	service := pb.GetServiceName()
-	if service == "" {
-		service = "unknown_service:envoy" // Envoy's default service.name
+	var err error
+	if o.resource, err = otelResource(path, pb, d); err != nil {
+		o.closeTransport()
+		return nil, err
 	}
-	o.resource = &resourcev1.Resource{Attributes: []*commonv1.KeyValue{
-		strAttr("service.name", service),
-		strAttr("telemetry.sdk.language", "go"),
-		strAttr("telemetry.sdk.name", "legate"),
-	}}
-	conn, err := grpcclient.New(cluster, authority, d.Dial)
-	if err != nil {
-		return nil, fmt.Errorf("%s.grpc_service: %w", path, err)
+	if o.sampler, err = newSampler(path+".sampler", pb.GetSampler()); err != nil {
+		o.closeTransport()
+		return nil, err
 	}
-	o.conn, o.client = conn, collectorv1.NewTraceServiceClient(conn)
 	o.st = acquireStats(d.Stats, otelPrefix, func() any { return &OTelStats{} }).(*OTelStats)
 	o.batcher = batcher{prefix: otelPrefix, runtime: d.Runtime, clock: d.Clock, send: o.send, timerFlushed: &o.st.TimerFlushed, dropped: &o.st.SpansDropped}
 	o.start(buffer)
 	return o, nil
 }
 
+// connect sets up the exporter's transport: OTLP/gRPC to grpc_service's cluster, or
+// OTLP/HTTP (protobuf) to http_service.
+func (o *OTel) connect(path string, pb *tracev3.OpenTelemetryConfig, d Deps) error {
+	if hs := pb.GetHttpService(); hs != nil {
+		c, err := httpservice.New(path+".http_service", hs, d.ClusterExists, d.Dial)
+		if err != nil {
+			return err
+		}
+		o.web = c
+		return nil
+	}
+	gs := pb.GetGrpcService()
+	cluster, authority, err := grpcclient.EnvoyGrpc(path+".grpc_service", gs, d.ClusterExists)
+	if err != nil {
+		return err
+	}
+	for i, h := range gs.GetInitialMetadata() {
+		if h.GetKey() == "" {
+			return fmt.Errorf("%s.grpc_service.initial_metadata[%d].key: must not be empty", path, i)
+		}
+		o.metadata = append(o.metadata, strings.ToLower(h.GetKey()), h.GetValue())
+	}
+	if t := gs.GetTimeout(); t != nil {
+		if err := t.CheckValid(); err != nil || t.AsDuration() <= 0 {
+			return fmt.Errorf("%s.grpc_service.timeout: must be a positive duration", path)
+		}
+		o.timeout = t.AsDuration()
+	}
+	conn, err := grpcclient.New(cluster, authority, d.Dial)
+	if err != nil {
+		return fmt.Errorf("%s.grpc_service: %w", path, err)
+	}
+	o.conn, o.client = conn, collectorv1.NewTraceServiceClient(conn)
+	return nil
+}
+
+func (o *OTel) closeTransport() {
+	if o.conn != nil {
+		o.conn.Close()
+	}
+	if o.web != nil {
+		o.web.Close()
+	}
+}
+
 // Close sends the spans still queued and stops the exporter.
 func (o *OTel) Close() {
 	o.close(func() {
-		o.conn.Close()
+		o.closeTransport()
 		releaseStats(o.store, otelPrefix)
 	})
 }
@@ -114,6 +143,16 @@ func (o *OTel) send(batch []*Span) {
 		Resource:   o.resource,
 		ScopeSpans: []*tracev1.ScopeSpans{{Scope: &commonv1.InstrumentationScope{Name: "envoy"}, Spans: spans}},
 	}}}
+	if o.web != nil {
+		body, err := proto.Marshal(req)
+		if err != nil {
+			return
+		}
+		if status, err := o.web.Post(context.Background(), "application/x-protobuf", body); err == nil && status/100 == 2 {
+			o.st.SpansSent.Add(uint64(len(batch)))
+		}
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	if len(o.metadata) > 0 {
 		ctx = metadata.AppendToOutgoingContext(ctx, o.metadata...)

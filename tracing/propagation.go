@@ -118,7 +118,7 @@ func parseSpanID(dst *[8]byte, s string) bool {
 
 // Begin makes the context of the request's span from what it carries (in, when ok) and the
 // sampling decision: the W3C and B3 sampled flags win over the decision, as Envoy's tracers
-// let them; Zipkin with shared_span_context keeps the incoming span id (the client's span is
+// let them, and a configured sampler over both; Zipkin with shared_span_context keeps the incoming span id (the client's span is
 // shared), otherwise the incoming span becomes the parent.
 func (c *Config) Begin(in Incoming, ok, sampled bool) (ctx Context, parent [8]byte) {
 	if ok && in.SampledSet {
@@ -136,6 +136,13 @@ func (c *Config) Begin(in Incoming, ok, sampled bool) (ctx Context, parent [8]by
 		ctx.TraceID, ctx.SpanID, parent = in.TraceID, in.SpanID, in.Parent
 	default:
 		ctx.TraceID, ctx.SpanID, parent = in.TraceID, NewSpanID(), in.SpanID
+	}
+	if c.Sample != nil {
+		var p *Context
+		if ok {
+			p = &in.Context
+		}
+		ctx.Sampled = c.Sample(ctx.TraceID, p)
 	}
 	return ctx, parent
 }

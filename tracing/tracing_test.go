@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -69,7 +70,9 @@ func TestFromProtoRefuses(t *testing.T) {
 		"custom_tags: [{tag: a, metadata: {kind: {request: {}}, metadata_key: {key: k, path: [{key: p}]}}}]\n" + strings.Replace(otel, "%s", "", 1),
 		`provider: {name: envoy.tracers.zipkin, typed_config: {"@type": type.googleapis.com/envoy.config.trace.v3.ZipkinConfig, collector_cluster: c, collector_endpoint: /api/v2/spans, collector_endpoint_version: HTTP_PROTO}}`,
 		`provider: {name: envoy.tracers.datadog, typed_config: {"@type": type.googleapis.com/envoy.config.trace.v3.DatadogConfig, collector_cluster: c, service_name: s}}`,
-		strings.Replace(otel, "%s", ", http_service: {http_uri: {uri: http://x/v1/traces, cluster: c, timeout: 1s}}", 1),
+		strings.Replace(otel, "%s", `, sampler: {name: d, typed_config: {"@type": type.googleapis.com/envoy.extensions.tracers.opentelemetry.samplers.v3.DynatraceSamplerConfig}}`, 1),
+		strings.Replace(otel, "%s", `, resource_detectors: [{name: d, typed_config: {"@type": type.googleapis.com/envoy.extensions.tracers.opentelemetry.resource_detectors.v3.DynatraceResourceDetectorConfig}}]`, 1),
+		`provider: {name: envoy.tracers.opentelemetry, typed_config: {"@type": type.googleapis.com/envoy.config.trace.v3.OpenTelemetryConfig, http_service: {http_uri: {uri: "http://x/v1/traces", cluster: c, timeout: 1s}, formatters: [{name: f, typed_config: {"@type": type.googleapis.com/envoy.extensions.tracers.opentelemetry.resource_detectors.v3.EnvironmentResourceDetectorConfig}}]}}}`,
 	} {
 		var pb hcmv3.HttpConnectionManager_Tracing
 		j, err := yaml.YAMLToJSON([]byte(y))
@@ -145,5 +148,92 @@ func TestBootstrapProviderIsTheDefault(t *testing.T) {
 	}
 	if _, err := FromProto("tracing", &hcmv3.HttpConnectionManager_Tracing{}, Deps{}); err == nil || !strings.Contains(err.Error(), "tracing.provider: required") {
 		t.Errorf("FromProto without any provider = %v; want tracing.provider: required", err)
+	}
+}
+
+// TestSamplers checks the OpenTelemetry samplers: always_on samples everything, the trace id
+// ratio sampler reads the id's first 8 bytes as Envoy does (little endian) modulo the
+// denominator, and parent_based follows a parent's flag and asks its wrapped sampler for roots.
+func TestSamplers(t *testing.T) {
+	build := func(y string) Sampler {
+		t.Helper()
+		var tc corev3.TypedExtensionConfig
+		j, err := yaml.YAMLToJSON([]byte(y))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := protojson.Unmarshal(j, &tc); err != nil {
+			t.Fatalf("%s: %v", y, err)
+		}
+		s, err := newSampler("sampler", &tc)
+		if err != nil {
+			t.Fatalf("%s: %v", y, err)
+		}
+		return s
+	}
+	var low, high [16]byte
+	low[0] = 5   // 5 % 100 < 10
+	high[0] = 50 // 50 % 100 >= 10
+	on := build(`{name: always, typed_config: {"@type": type.googleapis.com/envoy.extensions.tracers.opentelemetry.samplers.v3.AlwaysOnSamplerConfig}}`)
+	ratio := build(`{name: r, typed_config: {"@type": type.googleapis.com/envoy.extensions.tracers.opentelemetry.samplers.v3.TraceIdRatioBasedSamplerConfig, sampling_percentage: {numerator: 10}}}`)
+	parent := build(`{name: p, typed_config: {"@type": type.googleapis.com/envoy.extensions.tracers.opentelemetry.samplers.v3.ParentBasedSamplerConfig, wrapped_sampler: {name: r, typed_config: {"@type": type.googleapis.com/envoy.extensions.tracers.opentelemetry.samplers.v3.TraceIdRatioBasedSamplerConfig, sampling_percentage: {numerator: 10}}}}}`)
+	for _, tc := range []struct {
+		name string
+		s    Sampler
+		id   [16]byte
+		p    *Context
+		want bool
+	}{
+		{"always_on", on, high, &Context{}, true},
+		{"ratio in", ratio, low, nil, true},
+		{"ratio out", ratio, high, nil, false},
+		{"parent sampled", parent, high, &Context{Sampled: true}, true},
+		{"parent unsampled", parent, low, &Context{}, false},
+		{"root by ratio", parent, low, nil, true},
+	} {
+		if got := tc.s(tc.id, tc.p); got != tc.want {
+			t.Errorf("%s: sampled %v; want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestResourceDetectors checks the exported Resource: service_name, then the environment
+// detector's OTEL_RESOURCE_ATTRIBUTES (percent-decoded) and the static detector's attributes,
+// a later detector winning on a shared key; a malformed variable fails the configuration.
+func TestResourceDetectors(t *testing.T) {
+	y := `{service_name: svc, grpc_service: {envoy_grpc: {cluster_name: c}}, resource_detectors: [
+  {name: env, typed_config: {"@type": type.googleapis.com/envoy.extensions.tracers.opentelemetry.resource_detectors.v3.EnvironmentResourceDetectorConfig}},
+  {name: static, typed_config: {"@type": type.googleapis.com/envoy.extensions.tracers.opentelemetry.resource_detectors.v3.StaticConfigResourceDetectorConfig, attributes: {region: eu, team: red}}}]}`
+	var pb tracev3.OpenTelemetryConfig
+	j, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := protojson.Unmarshal(j, &pb); err != nil {
+		t.Fatal(err)
+	}
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "OTEL_RESOURCE_ATTRIBUTES" {
+				return v
+			}
+			return ""
+		}
+	}
+	r, err := otelResource("otel", &pb, Deps{Getenv: env("service.name=from%20env, team=blue,zone=z1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, kv := range r.GetAttributes() {
+		got[kv.GetKey()] = kv.GetValue().GetStringValue()
+	}
+	for k, v := range map[string]string{"service.name": "from env", "team": "red", "zone": "z1", "region": "eu"} {
+		if got[k] != v {
+			t.Errorf("%s = %q; want %q (all: %v)", k, got[k], v, got)
+		}
+	}
+	if _, err := otelResource("otel", &pb, Deps{Getenv: env("novalue")}); err == nil || !strings.Contains(err.Error(), "novalue") {
+		t.Errorf("malformed OTEL_RESOURCE_ATTRIBUTES: err = %v; want it named", err)
 	}
 }

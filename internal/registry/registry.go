@@ -22,6 +22,8 @@ const (
 	AccessLogger              Category = "envoy.access_loggers"
 	StatsSink                 Category = "envoy.stats_sinks"
 	Tracer                    Category = "envoy.tracers"
+	OTelResourceDetector      Category = "envoy.tracers.opentelemetry.resource_detectors"
+	OTelSampler               Category = "envoy.tracers.opentelemetry.samplers"
 	ResourceMonitor           Category = "envoy.resource_monitors"
 	ClusterType               Category = "envoy.clusters"
 	LBPolicy                  Category = "envoy.load_balancing_policies"
