@@ -1,6 +1,6 @@
 // Package opentelemetry is the stats sink envoy.stat_sinks.open_telemetry
 // (envoy.extensions.stat_sinks.open_telemetry.v3.SinkConfig): at every stats flush it exports
-// the used counters, gauges and histograms in one OTLP ExportMetricsServiceRequest over gRPC
+// the used counters, gauges and histograms in one OTLP ExportMetricsServiceRequest over gRPC or HTTP
 // (opentelemetry.proto.collector.metrics.v1.MetricsService/Export) to a cluster, shaped as
 // Envoy's sink shapes it: one ResourceMetrics with one ScopeMetrics, one Metric per stat;
 // gauges as Gauge int points, counters as monotonic Sum int points (cumulative, or with
@@ -12,8 +12,12 @@
 // prefix and a dot when set; tags become string attributes unless emit_tags_as_attributes is
 // false. max_data_points_per_request splits a flush into requests of at most that many points.
 //
-// Refused with "not implemented by Legate": http_service (OTLP/HTTP), resource_detectors,
-// custom_metric_conversions, google_grpc and grpc_service.retry_policy. grpc_service's
+// http_service sends the same request as OTLP/HTTP protobuf, POSTed to its http_uri through the
+// cluster (internal/httpservice); resource_detectors (environment, static_config) fill the
+// Resource (internal/otelres; empty without detectors, as before).
+//
+// Refused with "not implemented by Legate": custom_metric_conversions, other resource
+// detectors, google_grpc and grpc_service.retry_policy. grpc_service's
 // timeout bounds each export and its initial_metadata is sent with it.
 //
 // Concurrency: Flush runs on the stats flusher's goroutine, one call at a time; each export is

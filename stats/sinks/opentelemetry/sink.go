@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	otelsinkv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/stat_sinks/open_telemetry/v3"
 	collectorv1 "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	commonv1 "go.opentelemetry.io/proto/otlp/common/v1"
@@ -14,9 +15,12 @@ import (
 	resourcev1 "go.opentelemetry.io/proto/otlp/resource/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/internal/grpcclient"
+	"github.com/legateproxy/legate/internal/httpservice"
+	"github.com/legateproxy/legate/internal/otelres"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/stats/histogram"
 )
@@ -29,12 +33,16 @@ type Deps struct {
 	ClusterExists func(cluster string) bool
 	// Clock gives the start of the first flush's points; nil means the system clock.
 	Clock clock.Clock
+	// Getenv reads the environment for the environment resource detector; nil is os.Getenv.
+	Getenv func(string) string
 }
 
 // Sink exports each flush to an OTLP metrics collector.
 type Sink struct {
-	conn      *grpc.ClientConn
-	client    collectorv1.MetricsServiceClient
+	conn      *grpc.ClientConn                 // OTLP over gRPC (grpc_service)
+	client    collectorv1.MetricsServiceClient // on conn
+	web       *httpservice.Client              // OTLP over HTTP (http_service)
+	resource  *resourcev1.Resource             // the resource detectors' attributes
 	timeout   time.Duration
 	counterDt bool     // report_counters_as_deltas
 	histDt    bool     // report_histograms_as_deltas
@@ -55,17 +63,12 @@ type Sink struct {
 // New builds the sink of one stats_sinks entry; path names its typed_config in errors.
 func New(path string, pb *otelsinkv3.SinkConfig, d Deps) (*Sink, error) {
 	switch {
-	case pb.GetHttpService() != nil:
-		return nil, fmt.Errorf("%s.http_service: OTLP over HTTP is not implemented by Legate; use grpc_service", path)
-	case len(pb.GetResourceDetectors()) > 0:
-		return nil, fmt.Errorf("%s.resource_detectors: not implemented by Legate", path)
 	case pb.GetCustomMetricConversions() != nil:
 		return nil, fmt.Errorf("%s.custom_metric_conversions: not implemented by Legate", path)
-	}
-	gs := pb.GetGrpcService()
-	cluster, authority, err := grpcclient.EnvoyGrpc(path+".grpc_service", gs, d.ClusterExists)
-	if err != nil {
-		return nil, err
+	case pb.GetGrpcService() == nil && pb.GetHttpService() == nil:
+		return nil, fmt.Errorf("%s: one of grpc_service and http_service is required", path)
+	case pb.GetGrpcService() != nil && pb.GetHttpService() != nil:
+		return nil, fmt.Errorf("%s: grpc_service and http_service are both set; set one", path)
 	}
 	if d.Clock == nil {
 		d.Clock = clock.Real()
@@ -79,27 +82,71 @@ func New(path string, pb *otelsinkv3.SinkConfig, d Deps) (*Sink, error) {
 		maxPoints: int(pb.GetMaxDataPointsPerRequest()),
 		last:      d.Clock.Now(),
 	}
-	for i, h := range gs.GetInitialMetadata() {
-		if h.GetKey() == "" {
-			return nil, fmt.Errorf("%s.grpc_service.initial_metadata[%d].key: must not be empty", path, i)
+	var err error
+	if k.resource, err = otelres.Build(path, nil, pb.GetResourceDetectors(), d.Getenv); err != nil {
+		return nil, err
+	}
+	if hs := pb.GetHttpService(); hs != nil {
+		if k.web, err = httpservice.New(path+".http_service", hs, d.ClusterExists, d.Dial); err != nil {
+			return nil, err
 		}
-		k.metadata = append(k.metadata, strings.ToLower(h.GetKey()), h.GetValue())
+	} else if err := k.dialGRPC(path, pb.GetGrpcService(), d); err != nil {
+		return nil, err
 	}
 	if p := pb.GetPrefix(); p != "" {
 		k.prefix = p + "."
 	}
+	return k, nil
+}
+
+// dialGRPC sets up OTLP over gRPC to grpc_service's cluster.
+func (k *Sink) dialGRPC(path string, gs *corev3.GrpcService, d Deps) error {
+	cluster, authority, err := grpcclient.EnvoyGrpc(path+".grpc_service", gs, d.ClusterExists)
+	if err != nil {
+		return err
+	}
+	for i, h := range gs.GetInitialMetadata() {
+		if h.GetKey() == "" {
+			return fmt.Errorf("%s.grpc_service.initial_metadata[%d].key: must not be empty", path, i)
+		}
+		k.metadata = append(k.metadata, strings.ToLower(h.GetKey()), h.GetValue())
+	}
 	if t := gs.GetTimeout(); t != nil {
 		if err := t.CheckValid(); err != nil || t.AsDuration() <= 0 {
-			return nil, fmt.Errorf("%s.grpc_service.timeout: must be a positive duration", path)
+			return fmt.Errorf("%s.grpc_service.timeout: must be a positive duration", path)
 		}
 		k.timeout = t.AsDuration()
 	}
 	conn, err := grpcclient.New(cluster, authority, d.Dial)
 	if err != nil {
-		return nil, fmt.Errorf("%s.grpc_service: %w", path, err)
+		return fmt.Errorf("%s.grpc_service: %w", path, err)
 	}
 	k.conn, k.client = conn, collectorv1.NewMetricsServiceClient(conn)
-	return k, nil
+	return nil
+}
+
+// export sends one request over the configured transport.
+func (k *Sink) export(req *collectorv1.ExportMetricsServiceRequest) error {
+	if k.web != nil {
+		body, err := proto.Marshal(req)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), k.timeout)
+		defer cancel()
+		status, err := k.web.Post(ctx, "application/x-protobuf", body)
+		if err == nil && status/100 != 2 {
+			err = fmt.Errorf("OTLP/HTTP export answered %d", status)
+		}
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), k.timeout)
+	defer cancel()
+	if len(k.metadata) > 0 {
+		ctx = metadata.AppendToOutgoingContext(ctx, k.metadata...)
+	}
+	_, err := k.client.Export(ctx, req)
+	return err
 }
 
 // Flush exports the snapshot's used stats. A failed export is lost, as in Envoy: the next
@@ -120,16 +167,10 @@ func (k *Sink) Flush(s *stats.Snapshot) {
 			n = k.maxPoints // every metric has one point
 		}
 		req := &collectorv1.ExportMetricsServiceRequest{ResourceMetrics: []*metricsv1.ResourceMetrics{{
-			Resource:     &resourcev1.Resource{},
+			Resource:     k.resource,
 			ScopeMetrics: []*metricsv1.ScopeMetrics{{Metrics: metrics[:n]}},
 		}}}
-		ctx, cancel := context.WithTimeout(context.Background(), k.timeout)
-		if len(k.metadata) > 0 {
-			ctx = metadata.AppendToOutgoingContext(ctx, k.metadata...)
-		}
-		_, err := k.client.Export(ctx, req)
-		cancel()
-		if err != nil {
+		if k.export(req) != nil {
 			return
 		}
 		metrics = metrics[n:]
@@ -242,5 +283,9 @@ func (k *Sink) Close() error {
 		return nil
 	}
 	k.closed = true
+	if k.web != nil {
+		k.web.Close()
+		return nil
+	}
 	return k.conn.Close()
 }

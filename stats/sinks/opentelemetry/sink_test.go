@@ -2,18 +2,25 @@ package opentelemetry
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	otelsinkv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/stat_sinks/open_telemetry/v3"
+	detectorsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/tracers/opentelemetry/resource_detectors/v3"
 	collectorv1 "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	metricsv1 "go.opentelemetry.io/proto/otlp/metrics/v1"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/legateproxy/legate/internal/clock/clocktest"
@@ -247,12 +254,14 @@ func TestConfigErrors(t *testing.T) {
 		pb   *otelsinkv3.SinkConfig
 		want string
 	}{
-		{&otelsinkv3.SinkConfig{}, "stats_sinks[0].typed_config.grpc_service: required"},
+		{&otelsinkv3.SinkConfig{}, "stats_sinks[0].typed_config: one of grpc_service and http_service is required"},
 		{&otelsinkv3.SinkConfig{ProtocolSpecifier: &otelsinkv3.SinkConfig_HttpService{HttpService: &corev3.HttpService{}}},
-			"stats_sinks[0].typed_config.http_service: OTLP over HTTP is not implemented by Legate"},
+			"stats_sinks[0].typed_config.http_service.http_uri: required"},
+		{&otelsinkv3.SinkConfig{ProtocolSpecifier: &otelsinkv3.SinkConfig_HttpService{HttpService: &corev3.HttpService{HttpUri: &corev3.HttpUri{Uri: "http://c/v1/metrics", HttpUpstreamType: &corev3.HttpUri_Cluster{Cluster: "nope"}}}}},
+			`stats_sinks[0].typed_config.http_service.http_uri.cluster = "nope": unknown cluster`},
 		{config("otel", func(pb *otelsinkv3.SinkConfig) {
 			pb.ResourceDetectors = []*corev3.TypedExtensionConfig{{Name: "env"}}
-		}), "stats_sinks[0].typed_config.resource_detectors: not implemented by Legate"},
+		}), "stats_sinks[0].typed_config.resource_detectors[0]: \"env\" (): not implemented by Legate"},
 		{config("otel", func(pb *otelsinkv3.SinkConfig) {
 			pb.GetGrpcService().TargetSpecifier = &corev3.GrpcService_GoogleGrpc_{GoogleGrpc: &corev3.GrpcService_GoogleGrpc{}}
 		}), "stats_sinks[0].typed_config.grpc_service: only envoy_grpc is implemented; google_grpc is not implemented by Legate"},
@@ -262,5 +271,54 @@ func TestConfigErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("error %v; want %q", err, c.want)
 		}
+	}
+}
+
+// TestExportsOTLPOverHTTP checks http_service: a flush reaches a real net/http OTLP/HTTP
+// collector as a protobuf ExportMetricsServiceRequest POSTed to the URI's path, under the
+// static resource detector's attributes.
+func TestExportsOTLPOverHTTP(t *testing.T) {
+	got := make(chan *collectorv1.ExportMetricsServiceRequest, 4)
+	paths := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var req collectorv1.ExportMetricsServiceRequest
+		if err := proto.Unmarshal(b, &req); err != nil || r.Header.Get("Content-Type") != "application/x-protobuf" {
+			http.Error(w, "bad export", http.StatusBadRequest)
+			return
+		}
+		paths <- r.URL.Path
+		got <- &req
+	}))
+	t.Cleanup(srv.Close)
+	static, err := anypb.New(&detectorsv3.StaticConfigResourceDetectorConfig{Attributes: map[string]string{"host.name": "edge-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb := &otelsinkv3.SinkConfig{
+		ProtocolSpecifier: &otelsinkv3.SinkConfig_HttpService{HttpService: &corev3.HttpService{HttpUri: &corev3.HttpUri{
+			Uri: "http://collector:4318/v1/metrics", HttpUpstreamType: &corev3.HttpUri_Cluster{Cluster: "otel"}, Timeout: durationpb.New(2 * time.Second),
+		}}},
+		ResourceDetectors: []*corev3.TypedExtensionConfig{{Name: "static", TypedConfig: static}},
+	}
+	col := &collector{addr: srv.Listener.Addr().String()}
+	store, u := setup(t, col, pb)
+	u.RqTotal.Add(3)
+	store.Flush()
+	var req *collectorv1.ExportMetricsServiceRequest
+	select {
+	case req = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no OTLP/HTTP export within 10s")
+	}
+	if p := <-paths; p != "/v1/metrics" {
+		t.Errorf("POST %s; want /v1/metrics", p)
+	}
+	ms := byName(export{req: req}, t)
+	if c := ms["cluster.upstream_rq_total"].GetSum(); c == nil || c.GetDataPoints()[0].GetAsInt() != 3 {
+		t.Errorf("counter = %v; want 3", ms["cluster.upstream_rq_total"])
+	}
+	if a := req.GetResourceMetrics()[0].GetResource().GetAttributes(); len(a) != 1 || a[0].GetKey() != "host.name" || a[0].GetValue().GetStringValue() != "edge-1" {
+		t.Errorf("resource = %v; want host.name edge-1", a)
 	}
 }
