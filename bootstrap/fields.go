@@ -166,8 +166,8 @@ var fieldNotes = map[protoreflect.FullName]map[protoreflect.Name]Support{
 		"single_host_per_subset": Refused, "fallback_policy": Refused, "fallback_keys_subset": Refused,
 	},
 	"envoy.config.core.v3.BindConfig": {
-		"source_address": Implemented,
-		"freebind":       Refused, "socket_options": Refused, "extra_source_addresses": Refused,
+		"source_address": Implemented, "socket_options": Implemented,
+		"freebind": Refused, "extra_source_addresses": Refused,
 		"additional_source_addresses": Refused, "local_address_selector": Refused,
 		"validate_network_namespaces": Refused,
 	},
@@ -188,8 +188,8 @@ var fieldNotes = map[protoreflect.FullName]map[protoreflect.Name]Support{
 		"access_log": Implemented, "tcp_backlog_size": Ignored, "max_connections_to_accept_per_socket_event": Ignored,
 		"enable_reuse_port": Ignored, "reuse_port": Ignored, "stats_matcher": Ignored,
 		"fcds_config": Refused, "deprecated_v1": Refused, "transparent": Refused, "freebind": Refused,
-		"socket_options": Refused, "connection_balance_config": Refused, "enable_mptcp": Refused,
-		"ignore_global_conn_limit": Implemented, "bypass_overload_manager": Implemented, "tcp_keepalive": Refused,
+		"socket_options": Implemented, "connection_balance_config": Refused, "enable_mptcp": Refused,
+		"ignore_global_conn_limit": Implemented, "bypass_overload_manager": Implemented, "tcp_keepalive": Implemented,
 	},
 	"envoy.config.listener.v3.FilterChain": {
 		"filter_chain_match": Implemented, "filters": Implemented, "use_proxy_proto": Implemented,

@@ -11,6 +11,7 @@ import (
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 
 	"github.com/legateproxy/legate/internal/registry"
+	"github.com/legateproxy/legate/internal/sockopt"
 	"github.com/legateproxy/legate/overload"
 )
 
@@ -33,6 +34,9 @@ type Limits struct {
 	// source_address: the source of upstream connections of every cluster without an
 	// upstream_bind_config of its own. Nil binds nothing (Bootstrap.UpstreamBindAddress).
 	UpstreamBindAddress *Address
+	// UpstreamSocketOptions are that upstream_bind_config's socket_options, for the same
+	// clusters (Bootstrap.UpstreamSocketOptions).
+	UpstreamSocketOptions []sockopt.Option
 	// Extensions are the extensions Legate is built with (extensions.New), which FromBootstrap
 	// hands to the server in Bootstrap.Extensions. Nil there makes the server build them.
 	Extensions *registry.Registry
@@ -69,6 +73,9 @@ type Bootstrap struct {
 	// UpstreamBindAddress is cluster_manager.upstream_bind_config.source_address, nil when
 	// unset: the Limits default for the clusters discovery brings later.
 	UpstreamBindAddress *Address
+	// UpstreamSocketOptions are cluster_manager.upstream_bind_config.socket_options: the Limits
+	// default for the clusters discovery brings later.
+	UpstreamSocketOptions []sockopt.Option
 	// Overload is overload_manager, converted by package overload; nil when unset.
 	Overload *overload.Config
 	// InternalListener is the envoy.bootstrap.internal_listener bootstrap extension; nil
@@ -116,10 +123,19 @@ type Admin struct {
 func FromBootstrap(b *bootstrapv3.Bootstrap, lim Limits) (*Bootstrap, error) {
 	v := &validator{lim: lim}
 	v.lim.UpstreamBindAddress = v.upstreamBind(b.GetClusterManager().GetUpstreamBindConfig())
+	opts, err := socketOptions("cluster_manager.upstream_bind_config.socket_options", b.GetClusterManager().GetUpstreamBindConfig().GetSocketOptions())
+	if err == nil {
+		err = sockopt.Check(opts)
+	}
+	if err != nil {
+		v.errs = append(v.errs, err)
+	}
+	v.lim.UpstreamSocketOptions = opts
 	out := &Bootstrap{
-		UpstreamBindAddress: v.lim.UpstreamBindAddress,
-		Proto:               b,
-		Extensions:          lim.Extensions,
+		UpstreamBindAddress:   v.lim.UpstreamBindAddress,
+		UpstreamSocketOptions: opts,
+		Proto:                 b,
+		Extensions:            lim.Extensions,
 		Node: Node{
 			ID:            b.GetNode().GetId(),
 			Cluster:       b.GetNode().GetCluster(),

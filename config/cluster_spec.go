@@ -6,6 +6,8 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/internal/sockopt"
 )
 
 // Defaults of the Cluster fields, from the cluster configuration spec and Envoy's API.
@@ -195,6 +197,10 @@ type Cluster struct {
 
 	// UpstreamBindAddress is upstream_bind_config.source_address; nil when unset.
 	UpstreamBindAddress *Address
+	// UpstreamSocketOptions are upstream_bind_config.socket_options, set on each upstream
+	// connection before it connects (the bootstrap's cluster_manager.upstream_bind_config's
+	// when the cluster has no upstream_bind_config).
+	UpstreamSocketOptions []sockopt.Option
 	// TCPKeepalive is upstream_connection_options.tcp_keepalive; nil when unset.
 	TCPKeepalive *TCPKeepalive
 

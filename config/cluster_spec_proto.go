@@ -14,6 +14,7 @@ import (
 
 	"github.com/legateproxy/legate/bootstrap"
 	"github.com/legateproxy/legate/internal/registry"
+	"github.com/legateproxy/legate/internal/sockopt"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -133,6 +134,17 @@ func (b *clusterBuilder) build(c *clusterv3.Cluster, lim Limits) *Cluster {
 	if sa := c.GetUpstreamBindConfig().GetSourceAddress(); sa != nil {
 		a := b.address("upstream_bind_config.source_address", &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: sa}})
 		out.UpstreamBindAddress = &a
+	}
+	out.UpstreamSocketOptions = lim.UpstreamSocketOptions
+	if bc := c.GetUpstreamBindConfig(); bc != nil {
+		opts, err := socketOptions("upstream_bind_config.socket_options", bc.GetSocketOptions())
+		if err == nil {
+			err = sockopt.Check(opts)
+		}
+		if err != nil {
+			b.fail("%v", err)
+		}
+		out.UpstreamSocketOptions = opts
 	}
 	if ka := c.GetUpstreamConnectionOptions().GetTcpKeepalive(); ka != nil {
 		out.TCPKeepalive = &TCPKeepalive{

@@ -122,7 +122,6 @@
 //	| Cluster.LbSubsetConfig.LbSubsetSelector          | fallback_policy                                  | refused  | per-selector fallback |
 //	| Cluster.LbSubsetConfig.LbSubsetSelector          | fallback_keys_subset                             | refused  | per-selector fallback |
 //	| BindConfig                                       | freebind                                         | refused  | bind options (cluster upstream_bind_config) |
-//	| BindConfig                                       | socket_options                                   | refused  | bind options |
 //	| BindConfig                                       | extra_source_addresses                           | refused  | source address choice |
 //	| BindConfig                                       | additional_source_addresses                      | refused  | source address choice |
 //	| BindConfig                                       | local_address_selector                           | refused  | source address choice |
@@ -140,10 +139,8 @@
 //	| Listener                                         | deprecated_v1                                    | refused  | v1 bind_to_port |
 //	| Listener                                         | transparent                                      | refused  | IP_TRANSPARENT bind option |
 //	| Listener                                         | freebind                                         | refused  | bind option |
-//	| Listener                                         | socket_options                                   | refused  | bind options |
 //	| Listener                                         | connection_balance_config                        | refused  | connection distribution |
 //	| Listener                                         | enable_mptcp                                     | refused  | transport protocol |
-//	| Listener                                         | tcp_keepalive                                    | refused  | connection liveness |
 //	| FilterChainMatch                                 | address_suffix                                   | refused  | filter chain selection |
 //	| FilterChainMatch                                 | suffix_len                                       | refused  | filter chain selection |
 //

@@ -6,6 +6,8 @@ import (
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/internal/sockopt"
 )
 
 // Listener defaults, as Envoy documents them.
@@ -125,6 +127,11 @@ type Listener struct {
 	// IPv4Compat is address.socket_address.ipv4_compat: an IPv6 "::" listener also accepts
 	// IPv4 connections.
 	IPv4Compat bool
+	// SocketOptions are the options of each bound address, index for index with Address then
+	// AdditionalAddresses: socket_options followed by tcp_keepalive's (an additional
+	// address's own replacing them when it sets them). Nil when no
+	// address has any.
+	SocketOptions [][]sockopt.Option
 	// IgnoreGlobalConnLimit is ignore_global_conn_limit: the listener's connections are not
 	// counted against the overload manager's global_downstream_max_connections.
 	IgnoreGlobalConnLimit bool

@@ -3,12 +3,14 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 
 	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/internal/sockopt"
 )
 
 // tlsInspectorTypeURL is the typed_config type of the TLS inspector listener filter.
@@ -92,6 +94,7 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 		}
 		out.AdditionalAddresses = append(out.AdditionalAddresses, addr)
 	}
+	b.socketOptions(l, out)
 	switch l.GetTrafficDirection() {
 	case corev3.TrafficDirection_INBOUND:
 		out.TrafficDirection = DirectionInbound
@@ -168,6 +171,51 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 	out.Ignored = auditFields(l, b.fail)
 	b.accessLogs(l, out)
 	return out
+}
+
+// socketOptions converts socket_options and tcp_keepalive into the options of each bound
+// address: an additional address's socket_options, when set, replace the listener's, and its
+// tcp_keepalive replaces the listener's (a zero field turning keep-alive off).
+func (b *listenerBuilder) socketOptions(l *listenerv3.Listener, out *Listener) {
+	if out.Internal {
+		if len(l.GetSocketOptions()) > 0 || l.GetTcpKeepalive() != nil {
+			b.fail("socket_options, tcp_keepalive: set on an internal listener, which has no socket")
+		}
+		return
+	}
+	if out.Address.Kind == PipeAddress && (len(l.GetSocketOptions()) > 0 || l.GetTcpKeepalive() != nil) {
+		b.fail("socket_options, tcp_keepalive: set on a pipe listener; not implemented by Legate (socket options are set on TCP sockets)")
+		return
+	}
+	base, err := socketOptions("socket_options", l.GetSocketOptions())
+	if err != nil {
+		b.fail("%v", err)
+	}
+	var keepalive []sockopt.Option
+	if ka := l.GetTcpKeepalive(); ka != nil {
+		keepalive = keepaliveOptions("tcp_keepalive", ka)
+	}
+	out.SocketOptions = [][]sockopt.Option{append(base, keepalive...)}
+	for i, a := range l.GetAdditionalAddresses() {
+		at := fmt.Sprintf("additional_addresses[%d]", i)
+		opts := base
+		if so := a.GetSocketOptions(); so != nil {
+			if opts, err = socketOptions(at+".socket_options.socket_options", so.GetSocketOptions()); err != nil {
+				b.fail("%v", err)
+			}
+		}
+		ka := keepalive
+		switch own := a.GetTcpKeepalive(); {
+		case own != nil && keepaliveDisabled(own):
+			ka = nil
+		case own != nil:
+			ka = keepaliveOptions(at+".tcp_keepalive", own)
+		}
+		out.SocketOptions = append(out.SocketOptions, append(slices.Clip(opts), ka...))
+	}
+	if !slices.ContainsFunc(out.SocketOptions, func(o []sockopt.Option) bool { return len(o) > 0 }) {
+		out.SocketOptions = nil
+	}
 }
 
 // accessLogs compiles access_log's filters; the loggers' typed_config is checked by the server,

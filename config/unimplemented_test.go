@@ -63,7 +63,6 @@ var refusedCases = []struct{ name, yaml, path string }{
 	{"cluster subset selector fallback_policy", webCluster("lb_subset_config: {subset_selectors: [{keys: [a], fallback_policy: ANY_ENDPOINT}]}"), "static_resources.clusters[0].lb_subset_config.subset_selectors[0].fallback_policy"},
 	{"cluster subset selector fallback_keys_subset", webCluster("lb_subset_config: {subset_selectors: [{keys: [a, b], fallback_policy: KEYS_SUBSET, fallback_keys_subset: [a]}]}"), "static_resources.clusters[0].lb_subset_config.subset_selectors[0].fallback_keys_subset"},
 	{"cluster upstream_bind_config.freebind", webCluster("upstream_bind_config: {source_address: {address: 127.0.0.1, port_value: 0}, freebind: true}"), "static_resources.clusters[0].upstream_bind_config.freebind"},
-	{"cluster upstream_bind_config.socket_options", webCluster("upstream_bind_config: {source_address: {address: 127.0.0.1, port_value: 0}, socket_options: [{level: 1, name: 2, int_value: 3}]}"), "static_resources.clusters[0].upstream_bind_config.socket_options"},
 	{"cluster upstream_bind_config.extra_source_addresses", webCluster("upstream_bind_config: {source_address: {address: 127.0.0.1, port_value: 0}, extra_source_addresses: [{address: {address: '::1', port_value: 0}}]}"), "static_resources.clusters[0].upstream_bind_config.extra_source_addresses"},
 	{"cluster upstream_bind_config.additional_source_addresses", webCluster("upstream_bind_config: {source_address: {address: 127.0.0.1, port_value: 0}, additional_source_addresses: [{address: '::1', port_value: 0}]}"), "static_resources.clusters[0].upstream_bind_config.additional_source_addresses"},
 	{"cluster upstream_bind_config.local_address_selector", webCluster("upstream_bind_config: {source_address: {address: 127.0.0.1, port_value: 0}, local_address_selector: {name: s}}"), "static_resources.clusters[0].upstream_bind_config.local_address_selector"},
@@ -93,10 +92,8 @@ var refusedCases = []struct{ name, yaml, path string }{
 	{"listener deprecated_v1", listenerYAML(", deprecated_v1: {bind_to_port: true}", "", ""), "static_resources.listeners[0].deprecated_v1"},
 	{"listener transparent", listenerYAML(", transparent: true", "", ""), "static_resources.listeners[0].transparent"},
 	{"listener freebind", listenerYAML(", freebind: true", "", ""), "static_resources.listeners[0].freebind"},
-	{"listener socket_options", listenerYAML(", socket_options: [{level: 1, name: 2, int_value: 3}]", "", ""), "static_resources.listeners[0].socket_options"},
 	{"listener connection_balance_config", listenerYAML(", connection_balance_config: {exact_balance: {}}", "", ""), "static_resources.listeners[0].connection_balance_config"},
 	{"listener enable_mptcp", listenerYAML(", enable_mptcp: true", "", ""), "static_resources.listeners[0].enable_mptcp"},
-	{"listener tcp_keepalive", listenerYAML(", tcp_keepalive: {keepalive_time: 10}", "", ""), "static_resources.listeners[0].tcp_keepalive"},
 	{"filter chain match address_suffix", listenerYAML("", "", "address_suffix: x"), "static_resources.listeners[0].filter_chains[0].filter_chain_match.address_suffix"},
 	{"filter chain match suffix_len", listenerYAML("", "", "suffix_len: 8"), "static_resources.listeners[0].filter_chains[0].filter_chain_match.suffix_len"},
 }

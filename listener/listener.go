@@ -1,6 +1,7 @@
 package listener
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/sockopt"
 	"github.com/legateproxy/legate/listener/httpinspector"
 	"github.com/legateproxy/legate/listener/proxyprotocol"
 )
@@ -348,10 +350,14 @@ func (m *Manager) bind(e *entry) ([]*socket, error) {
 	if cfg.Internal {
 		return []*socket{{ln: m.internalListen(e.name), entry: e}}, nil
 	}
-	for _, a := range append([]config.Address{cfg.Address}, cfg.AdditionalAddresses...) {
+	for i, a := range append([]config.Address{cfg.Address}, cfg.AdditionalAddresses...) {
 		ln, err := m.takeInherited(a), error(nil)
 		if ln == nil {
-			ln, err = listen(a, cfg.IPv4Compat)
+			var opts []sockopt.Option
+			if i < len(cfg.SocketOptions) {
+				opts = cfg.SocketOptions[i]
+			}
+			ln, err = listen(a, cfg.IPv4Compat, opts)
 		}
 		if err != nil {
 			for _, s := range out {
@@ -364,7 +370,11 @@ func (m *Manager) bind(e *entry) ([]*socket, error) {
 	return out, nil
 }
 
-func listen(a config.Address, ipv4Compat bool) (net.Listener, error) {
+// listen opens a listening socket on a with the socket options opts: those for before bind
+// and once bound as the socket is made, those for a listening socket once it listens.
+// Accepted connections get no keep-alive of Go's: as in Envoy, only tcp_keepalive or
+// socket_options turn it on, and the kernel passes the listening socket's on to them.
+func listen(a config.Address, ipv4Compat bool, opts []sockopt.Option) (net.Listener, error) {
 	if a.Kind == config.PipeAddress {
 		return net.Listen("unix", a.Path)
 	}
@@ -375,7 +385,24 @@ func listen(a config.Address, ipv4Compat bool) (net.Listener, error) {
 			network = "tcp"
 		}
 	}
-	return net.Listen(network, net.JoinHostPort(a.Host, strconv.FormatUint(uint64(a.Port), 10)))
+	lc := net.ListenConfig{KeepAlive: -1, Control: sockopt.Control(opts)}
+	ln, err := lc.Listen(context.Background(), network, net.JoinHostPort(a.Host, strconv.FormatUint(uint64(a.Port), 10)))
+	if err != nil || len(opts) == 0 {
+		return ln, err
+	}
+	raw, err := ln.(*net.TCPListener).SyscallConn()
+	if err == nil {
+		family := 4
+		if network != "tcp4" {
+			family = 6
+		}
+		err = sockopt.Apply(raw, opts, sockopt.Listening, family)
+	}
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
 }
 
 // BindError is a listening socket that could not be opened.

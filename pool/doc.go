@@ -4,7 +4,8 @@
 // reusable Response, bodies streamed from the connection's buffer), HTTP/2 connections
 // (prior knowledge or TLS with ALPN, through golang.org/x/net/http2) and raw TCP
 // connections for the TCP proxy. The pools apply the cluster's connect_timeout,
-// max_requests_per_connection, upstream_bind_config, tcp_keepalive, circuit breakers and
+// max_requests_per_connection, upstream_bind_config (source address and socket_options,
+// internal/sockopt), tcp_keepalive, circuit breakers and
 // common_http_protocol_options (idle_timeout and max_connection_duration on HTTP/1.1 and
 // HTTP/2 connections alike, max_headers_count and max_response_headers_kb on response heads,
 // max_stream_duration on exchanges), choose the protocol as the typed upstream

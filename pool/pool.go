@@ -19,6 +19,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/sockopt"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/tlsutil"
 )
@@ -169,6 +170,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		m.dialer.LocalAddr = m.bind
 	}
 	m.dialer.KeepAlive = -1 // Envoy sets SO_KEEPALIVE only with tcp_keepalive
+	m.dialer.Control = sockopt.Control(cc.UpstreamSocketOptions)
 	if ka := cc.TCPKeepalive; ka != nil {
 		m.dialer.KeepAliveConfig = net.KeepAliveConfig{
 			Enable:   true,

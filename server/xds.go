@@ -73,7 +73,7 @@ func (s *Server) buildXDS() error {
 			return t.Ready, nil
 		},
 		Dial:          s.dialXDS,
-		Limits:        config.Limits{MaxObjNameLen: s.opts.MaxObjNameLen, UpstreamBindAddress: s.boot.UpstreamBindAddress, Extensions: s.ext},
+		Limits:        config.Limits{MaxObjNameLen: s.opts.MaxObjNameLen, UpstreamBindAddress: s.boot.UpstreamBindAddress, UpstreamSocketOptions: s.boot.UpstreamSocketOptions, Extensions: s.ext},
 		StaticSecrets: static,
 		RouteOptions: route.Options{
 			ClusterExists:   s.clusters.Has,
