@@ -16,6 +16,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/jwtauthn"
 	"github.com/legateproxy/legate/httpproxy/filters/localratelimit"
 	"github.com/legateproxy/legate/httpproxy/filters/ondemand"
+	"github.com/legateproxy/legate/httpproxy/filters/ratelimit"
 	"github.com/legateproxy/legate/httpproxy/filters/rbac"
 	"github.com/legateproxy/legate/httpproxy/filters/setmetadata"
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
@@ -59,6 +60,7 @@ func registrations() []func(*registry.Builder) {
 		jwtauthn.Register,
 		localratelimit.Register,
 		ondemand.Register,
+		ratelimit.Register,
 		rbac.Register,
 		setmetadata.Register,
 		tap.Register,

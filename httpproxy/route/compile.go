@@ -211,6 +211,9 @@ func (c *compiler) virtualHost(p *routev3.VirtualHost, path string) (*VirtualHos
 			return nil, err
 		}
 	}
+	if vh.RateLimits, err = CompileRateLimits(p.GetRateLimits(), path+".rate_limits"); err != nil {
+		return nil, err
+	}
 	if vh.RequireTLS != TLSNone {
 		r := &Route{Kind: ActionRedirect, vhost: vh, Redirect: &Redirect{Scheme: "https", ResponseCode: 301}}
 		vh.tlsRedirect = &Match{VirtualHost: vh, Route: r}
@@ -380,6 +383,10 @@ func (c *compiler) routeAction(r *Route, a *routev3.RouteAction, path string) er
 	if r.MetadataMatch, err = metadataCriteria(a.GetMetadataMatch(), nil, path+".metadata_match"); err != nil {
 		return err
 	}
+	if r.RateLimits, err = CompileRateLimits(a.GetRateLimits(), path+".rate_limits"); err != nil {
+		return err
+	}
+	r.IncludeVhRateLimits = a.GetIncludeVhRateLimits().GetValue()
 	if wc := a.GetWeightedClusters(); wc != nil {
 		if r.WeightedClusters, err = c.weightedClusters(wc, r, path+".weighted_clusters"); err != nil {
 			return err

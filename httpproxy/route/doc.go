@@ -22,6 +22,9 @@
 // entries of the CORS filter's CorsPolicy type (Match.LegacyCors).
 // decorator and tracing compile into Route.Decorator and Route.Tracing (the connection
 // manager names and samples spans with them).
-// Ignored, as they belong to other filters or to stats: rate_limits,
+// The rate_limits of virtual hosts and routes (and include_vh_rate_limits) compile into
+// RateLimit descriptors' actions (CompileRateLimits) for the rate limit filters; the actions
+// and options Legate does not implement are refused.
+// Ignored, as they belong to other filters or to stats:
 // virtual_clusters, hedge_policy, internal redirects and buffer limits.
 package route

@@ -64,6 +64,8 @@ type VirtualHost struct {
 	RequireTLS TLSRequirement
 	// RetryPolicy is the virtual host's default, used by routes without their own.
 	RetryPolicy *RetryPolicy
+	// RateLimits are the virtual host's rate_limits, for the rate limit filter.
+	RateLimits []RateLimit
 
 	requestOps, responseOps *HeaderOps
 	tlsRedirect             *Match
@@ -158,6 +160,10 @@ type Route struct {
 	Decorator *Decorator
 	// Tracing is route.tracing; nil for none (the connection manager's sampling applies).
 	Tracing *Tracing
+	// RateLimits are route.rate_limits, for the rate limit filter; IncludeVhRateLimits is
+	// route.include_vh_rate_limits (the virtual host's are read as well).
+	RateLimits          []RateLimit
+	IncludeVhRateLimits bool
 
 	match       routeMatch
 	vhost       *VirtualHost

@@ -133,27 +133,8 @@ func (s *authServer) last() *authv3.CheckRequest {
 }
 
 func startAuthServer(t *testing.T) (*authServer, string) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := &authServer{}
-	srv := grpc.NewServer()
-	authv3.RegisterAuthorizationServer(srv, s)
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-	return s, ln.Addr().String()
-}
-
-// closedAddr is an address nothing listens on.
-func closedAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := ln.Addr().String()
-	ln.Close()
-	return a
+	return s, filtertest.ServeGRPC(t, func(srv *grpc.Server) { authv3.RegisterAuthorizationServer(srv, s) })
 }
 
 func authzFilter(body string) string {
@@ -246,7 +227,7 @@ func TestServiceDown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filtertest.Start(t, filtertest.Options{
-				Clusters: []string{filtertest.StaticCluster("web", "", up), filtertest.StaticCluster("authz", "", closedAddr(t))},
+				Clusters: []string{filtertest.StaticCluster("web", "", up), filtertest.StaticCluster("authz", "", filtertest.ClosedAddr(t))},
 				HCM:      filtertest.HCM(authzFilter("    grpc_service: {envoy_grpc: {cluster_name: authz}, timeout: 5s}\n"+tc.cfg), ""),
 				Register: []func(*registry.Builder){Register},
 			})
@@ -342,17 +323,10 @@ func TestFromOption(t *testing.T) {
 }
 
 func BenchmarkGRPCCheck(b *testing.B) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	authv3.RegisterAuthorizationServer(srv, &authServer{})
-	go srv.Serve(ln)
-	b.Cleanup(srv.Stop)
+	addr := filtertest.ServeGRPC(b, func(srv *grpc.Server) { authv3.RegisterAuthorizationServer(srv, &authServer{}) })
 	up := filtertest.Upstream(b)
 	p := filtertest.Start(b, filtertest.Options{
-		Clusters: []string{filtertest.StaticCluster("web", "", up), filtertest.StaticCluster("authz", "http2_protocol_options: {}", ln.Addr().String())},
+		Clusters: []string{filtertest.StaticCluster("web", "", up), filtertest.StaticCluster("authz", "http2_protocol_options: {}", addr)},
 		HCM:      filtertest.HCM(authzFilter("    grpc_service: {envoy_grpc: {cluster_name: authz}, timeout: 5s}\n"), ""),
 		Register: []func(*registry.Builder){Register},
 	})

@@ -30,18 +30,18 @@ type Stats struct {
 
 // descriptorBucket is one configured descriptor and its bucket.
 type descriptorBucket struct {
-	entries []entry
+	entries []route.DescriptorEntry
 	bucket  *bucket
 }
 
 // matches reports whether a request's descriptor is this one: the same keys in order, each
 // value equal or the configured one empty (any value).
-func (d *descriptorBucket) matches(req []entry) bool {
+func (d *descriptorBucket) matches(req []route.DescriptorEntry) bool {
 	if len(req) != len(d.entries) {
 		return false
 	}
 	for i, e := range d.entries {
-		if e.key != req[i].key || (e.value != "" && e.value != req[i].value) {
+		if e.Key != req[i].Key || (e.Value != "" && e.Value != req[i].Value) {
 			return false
 		}
 	}
@@ -59,7 +59,7 @@ type Config struct {
 	requestHeaders   *route.HeaderOps
 	responseHeaders  *route.HeaderOps
 	descriptors      []descriptorBucket // in order of their fill rate, slowest first
-	rateLimits       []rateLimit
+	rateLimits       []route.RateLimit  // those of the filter's stage
 	consumeDefault   bool
 	xRateLimitHeader bool
 
@@ -103,8 +103,14 @@ func compile(pb *lrlv3.LocalRateLimit, path string) (*Config, error) {
 	if c.responseHeaders, err = route.CompileHeaderOps(pb.GetResponseHeadersToAdd(), nil, path+".", "response_headers"); err != nil {
 		return nil, err
 	}
-	if c.rateLimits, err = compileRateLimits(pb.GetRateLimits(), pb.GetStage(), path+".rate_limits"); err != nil {
+	rateLimits, err := route.CompileRateLimits(pb.GetRateLimits(), path+".rate_limits")
+	if err != nil {
 		return nil, err
+	}
+	for _, rl := range rateLimits {
+		if rl.Stage == pb.GetStage() {
+			c.rateLimits = append(c.rateLimits, rl)
+		}
 	}
 	for i, d := range pb.GetDescriptors() {
 		db, err := compileDescriptor(d, fmt.Sprintf("%s.descriptors[%d]", path, i))
@@ -164,7 +170,7 @@ func compileDescriptor(d *commonrlv3.LocalRateLimitDescriptor, path string) (des
 	}
 	var db descriptorBucket
 	for _, e := range d.GetEntries() {
-		db.entries = append(db.entries, entry{e.GetKey(), e.GetValue()})
+		db.entries = append(db.entries, route.DescriptorEntry{Key: e.GetKey(), Value: e.GetValue()})
 	}
 	var err error
 	db.bucket, err = compileBucket(d.GetTokenBucket(), path+".token_bucket")

@@ -13,18 +13,17 @@
 // fill_interval at least 50ms; tokens are added every fill interval), filter_enabled,
 // filter_enforced (runtime keys included), request_headers_to_add_when_not_enforced,
 // response_headers_to_add, descriptors with the descriptors the filter's own rate_limits
-// produce for its stage (actions generic_key, request_headers, remote_address,
-// destination_cluster, source_cluster, header_value_match; a descriptor entry with an empty
-// value matches any value), always_consume_default_token_bucket (default true) and
+// produce for its stage (the actions route.CompileRateLimits implements, shared with the
+// global rate limit filter; a descriptor entry with an empty value matches any value), always_consume_default_token_bucket (default true) and
 // enable_x_ratelimit_headers DRAFT_VERSION_03 (x-ratelimit-limit, -remaining and -reset from
 // the bucket that decided).
 //
 // Refused with "not implemented by Legate": local_rate_limit_per_downstream_connection,
 // local_cluster_rate_limit, rate_limited_as_resource_exhausted, vh_rate_limits other than
-// OVERRIDE, descriptors without rate_limits (they would read the route's rate_limits, which
-// Legate does not compile), a descriptor's shadow_mode, and rate limit actions and options
-// other than the ones above (limit, hits_addend, apply_on_stream_done, disable_key,
-// x_ratelimit_option).
+// OVERRIDE, descriptors without rate_limits (they would read the route's rate_limits, which this
+// filter does not read), a descriptor's shadow_mode, and the rate limit actions and options
+// route.CompileRateLimits refuses (limit, hits_addend, apply_on_stream_done, disable_key,
+// x_ratelimit_option, extension and remote_address_match actions).
 //
 // Stats: <stat_prefix>.http_local_rate_limit.enabled, enforced, rate_limited and ok, for the
 // filter's configuration and for each per-route one (listed on first use and kept while the

@@ -164,18 +164,17 @@ func (f *Filter) take(c *Config, x *filter.Exchange) (allowed bool, d *decision)
 // descriptors (one per rate_limits entry whose actions all apply) matches, in the
 // configuration's order (slowest first).
 func (c *Config) matchedDescriptors(x *filter.Exchange, localCluster string) []*descriptorBucket {
-	var m *route.Match
+	in := route.DescriptorInput{Request: x.Request, ClientIP: x.ClientIP, LocalCluster: localCluster, Metadata: x.Metadata}
 	if x.Downstream != nil {
-		m = x.Downstream.Route()
+		in.Match = x.Downstream.Route()
 	}
-	var flat [maxDescriptors * 2]entry
+	var flat [maxDescriptors * 2]route.DescriptorEntry
 	var spans [maxDescriptors][2]int
 	buf, n := flat[:0], 0
 	for j := range c.rateLimits {
 		start := len(buf)
 		var ok bool
-		if buf, ok = c.rateLimits[j].descriptor(x, m, localCluster, buf); !ok {
-			buf = buf[:start]
+		if buf, ok = c.rateLimits[j].Descriptor(&in, buf); !ok {
 			continue
 		}
 		if n < len(spans) {

@@ -71,7 +71,7 @@ descriptors:
 `, check: func(t *testing.T, c *Config) {
 			if c.status != 503 || c.enabled.Key != "rl.on" || c.enabled.Numerator != 50 || c.enforced.Numerator != 100 ||
 				c.consumeDefault || !c.xRateLimitHeader || len(c.rateLimits) != 1 || len(c.descriptors) != 2 ||
-				c.descriptors[0].entries[0].value != "a" || c.requestHeaders == nil || c.responseHeaders == nil {
+				c.descriptors[0].entries[0].Value != "a" || c.requestHeaders == nil || c.responseHeaders == nil {
 				t.Errorf("config = %+v; want every field read, stage 1's rate limit only, the slowest descriptor first", c)
 			}
 		}},
@@ -83,7 +83,7 @@ descriptors:
 		{name: "vh rate limits", yaml: "stat_prefix: rl\nvh_rate_limits: INCLUDE\n", wantErr: "vh_rate_limits"},
 		{name: "descriptors from routes", yaml: "stat_prefix: rl\ndescriptors: [{entries: [{key: k, value: v}], token_bucket: {max_tokens: 1, fill_interval: 1s}}]\n", wantErr: "set the filter's rate_limits"},
 		{name: "shadow descriptor", yaml: "stat_prefix: rl\nrate_limits: [{actions: [{remote_address: {}}]}]\ndescriptors: [{entries: [{key: k, value: v}], token_bucket: {max_tokens: 1, fill_interval: 1s}, shadow_mode: true}]\n", wantErr: "descriptors[0].shadow_mode"},
-		{name: "unimplemented action", yaml: "stat_prefix: rl\nrate_limits: [{actions: [{query_parameters: {query_parameter_name: q, descriptor_key: q}}]}]\n", wantErr: "rate_limits[0].actions[0]: *routev3.RateLimit_Action_QueryParameters_: not implemented by Legate"},
+		{name: "unimplemented action", yaml: "stat_prefix: rl\nrate_limits: [{actions: [{remote_address_match: {descriptor_value: v, address_matcher: {}}}]}]\n", wantErr: "rate_limits[0].actions[0]: *routev3.RateLimit_Action_RemoteAddressMatch_: not implemented by Legate"},
 		{name: "rate limit override", yaml: "stat_prefix: rl\nrate_limits: [{actions: [{remote_address: {}}], limit: {dynamic_metadata: {metadata_key: {key: k, path: [{key: p}]}}}}]\n", wantErr: "rate_limits[0].limit: not implemented"},
 		{name: "bad header to add", yaml: "stat_prefix: rl\nresponse_headers_to_add: [{header: {key: ':status', value: x}}]\n", wantErr: "response_headers_to_add[0].header.key"},
 	}
