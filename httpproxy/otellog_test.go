@@ -3,13 +3,17 @@ package httpproxy
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	collogsv1 "go.opentelemetry.io/proto/otlp/collector/logs/v1"
 	commonv1 "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/legateproxy/legate/accesslog/als/alstest"
 )
@@ -121,5 +125,63 @@ func TestOpenTelemetryAccessLog(t *testing.T) {
 	}
 	if bodies[0] != "GET /p0 HTTP/1.1" || bodies[1] != "GET /p1 HTTP/1.1" {
 		t.Errorf("bodies = %q; want GET /p0 HTTP/1.1, GET /p1 HTTP/1.1", bodies)
+	}
+}
+
+// TestOpenTelemetryAccessLogOverHTTP checks http_service: records reach a real net/http
+// OTLP/HTTP collector as a protobuf ExportLogsServiceRequest POSTed to the URI's path, under
+// a Resource with the built-in labels and the static resource detector's attributes.
+func TestOpenTelemetryAccessLogOverHTTP(t *testing.T) {
+	got := make(chan *collogsv1.ExportLogsServiceRequest, 8)
+	col := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var req collogsv1.ExportLogsServiceRequest
+		if r.URL.Path != "/v1/logs" || r.Header.Get("Content-Type") != "application/x-protobuf" || proto.Unmarshal(b, &req) != nil {
+			http.Error(w, "bad export", http.StatusBadRequest)
+			return
+		}
+		got <- &req
+	}))
+	t.Cleanup(col.Close)
+	up := echo(t, "a")
+	var e *env
+	m := alstest.RunManager(t, clusterDialer(&e))
+	e = newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", up.Listener.Addr().String()), staticCluster("als", "", col.Listener.Addr().String())},
+		hcm: webHCM + `access_log:
+- name: envoy.access_loggers.open_telemetry
+  typed_config:
+    "@type": type.googleapis.com/envoy.extensions.access_loggers.open_telemetry.v3.OpenTelemetryAccessLogConfig
+    log_name: edge
+    buffer_flush_interval: 0.05s
+    http_service: {http_uri: {uri: "http://collector:4318/v1/logs", cluster: als, timeout: 2s}}
+    resource_detectors:
+    - name: envoy.tracers.opentelemetry.resource_detectors.static_config
+      typed_config:
+        "@type": type.googleapis.com/envoy.extensions.tracers.opentelemetry.resource_detectors.v3.StaticConfigResourceDetectorConfig
+        attributes: {region: r2}
+    body: {string_value: "%REQ(:METHOD)% %REQ(:PATH)%"}
+`,
+		als: m,
+	})
+	e.get(e.client(), "/over-http")
+	select {
+	case req := <-got:
+		rl := req.GetResourceLogs()
+		if len(rl) != 1 || len(rl[0].GetScopeLogs()) != 1 || len(rl[0].GetScopeLogs()[0].GetLogRecords()) != 1 {
+			t.Fatalf("export = %v; want one record", req)
+		}
+		if b := rl[0].GetScopeLogs()[0].GetLogRecords()[0].GetBody().GetStringValue(); b != "GET /over-http" {
+			t.Errorf("body %q; want GET /over-http", b)
+		}
+		res := map[string]string{}
+		for _, kv := range rl[0].GetResource().GetAttributes() {
+			res[kv.GetKey()] = kv.GetValue().GetStringValue()
+		}
+		if res["log_name"] != "edge" || res["region"] != "r2" {
+			t.Errorf("resource %v; want log_name edge and region r2", res)
+		}
+	case <-time.After(wait):
+		t.Fatal("no OTLP/HTTP logs export reached the collector")
 	}
 }

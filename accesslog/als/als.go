@@ -233,23 +233,36 @@ func settingsFromProto(path string, cc *grpcalsv3.CommonGrpcAccessLogConfig, exi
 	if cc == nil {
 		return s, fmt.Errorf("%s.common_config: is required", path)
 	}
+	if err := s.grpcTarget(path, cc, exists); err != nil {
+		return s, err
+	}
+	return s, s.buffering(path, cc)
+}
+
+// grpcTarget reads common_config's gRPC service: its cluster and authority.
+func (s *settings) grpcTarget(path string, cc *grpcalsv3.CommonGrpcAccessLogConfig, exists func(string) bool) error {
 	if v := cc.GetTransportApiVersion(); v != corev3.ApiVersion_V3 {
-		return s, fmt.Errorf("%s.common_config.transport_api_version = %s; only V3 is supported", path, v)
+		return fmt.Errorf("%s.common_config.transport_api_version = %s; only V3 is supported", path, v)
 	}
 	eg := cc.GetGrpcService().GetEnvoyGrpc()
 	if eg == nil {
-		return s, fmt.Errorf("%s.common_config.grpc_service: only envoy_grpc is supported", path)
+		return fmt.Errorf("%s.common_config.grpc_service: only envoy_grpc is supported", path)
 	}
 	s.cluster, s.authority = eg.GetClusterName(), eg.GetAuthority()
 	if s.authority == "" {
 		s.authority = s.cluster
 	}
 	if exists != nil && !exists(s.cluster) {
-		return s, fmt.Errorf("%s.common_config.grpc_service.envoy_grpc.cluster_name = %q; unknown cluster", path, s.cluster)
+		return fmt.Errorf("%s.common_config.grpc_service.envoy_grpc.cluster_name = %q; unknown cluster", path, s.cluster)
 	}
+	return nil
+}
+
+// buffering reads common_config's buffer and custom tags.
+func (s *settings) buffering(path string, cc *grpcalsv3.CommonGrpcAccessLogConfig) error {
 	if d := cc.GetBufferFlushInterval(); d != nil {
 		if s.interval = d.AsDuration(); s.interval <= 0 {
-			return s, fmt.Errorf("%s.common_config.buffer_flush_interval = %v; must be > 0", path, s.interval)
+			return fmt.Errorf("%s.common_config.buffer_flush_interval = %v; must be > 0", path, s.interval)
 		}
 	}
 	if b := cc.GetBufferSizeBytes(); b != nil {
@@ -269,11 +282,11 @@ func settingsFromProto(path string, cc *grpcalsv3.CommonGrpcAccessLogConfig, exi
 			tag.header = headermatch.Key(ct.GetRequestHeader().GetName())
 			tag.def = ct.GetRequestHeader().GetDefaultValue()
 		default:
-			return s, fmt.Errorf("%s.common_config.custom_tags[%d] (%q): only literal, environment and request_header tags are supported", path, i, ct.GetTag())
+			return fmt.Errorf("%s.common_config.custom_tags[%d] (%q): only literal, environment and request_header tags are supported", path, i, ct.GetTag())
 		}
 		s.tags = append(s.tags, tag)
 	}
-	return s, nil
+	return nil
 }
 
 // client is the buffer and the stream of one gRPC access log, for entries of type E

@@ -192,9 +192,10 @@ func TestOTelLoggerErrors(t *testing.T) {
 	}
 	const common = `common_config: {log_name: "a", transport_api_version: V3, grpc_service: {envoy_grpc: {cluster_name: "otel"}}} `
 	for _, tc := range []struct{ name, in, want string }{
-		{"http_service", `http_service: {http_uri: {uri: "http://x/v1/logs", cluster: "otel", timeout: {seconds: 1}}}`, "c.http_service: OTLP over HTTP is not implemented by Legate"},
+		{"http_service cluster", `http_service: {http_uri: {uri: "http://x/v1/logs", cluster: "nope", timeout: {seconds: 1}}}`, `c.http_service.http_uri.cluster = "nope": unknown cluster`},
+		{"http_service and grpc", common + `http_service: {http_uri: {uri: "http://x/v1/logs", cluster: "otel", timeout: {seconds: 1}}}`, "c: a gRPC service and http_service are both set; set one"},
 		{"formatters", common + `formatters: [{name: "f", typed_config: {[type.googleapis.com/google.protobuf.Empty]: {}}}]`, "c.formatters: custom formatter extensions are not implemented by Legate"},
-		{"resource_detectors", common + `resource_detectors: [{name: "env", typed_config: {[type.googleapis.com/google.protobuf.Empty]: {}}}]`, "c.resource_detectors: not implemented by Legate"},
+		{"resource_detectors", common + `resource_detectors: [{name: "env", typed_config: {[type.googleapis.com/google.protobuf.Empty]: {}}}]`, `c.resource_detectors[0]: "env" (type.googleapis.com/google.protobuf.Empty): not implemented by Legate`},
 		{"bad body", common + `body: {string_value: "%REQ(%"}`, "c.body.string_value:"},
 		{"bad nested attribute", common + `attributes: {values: [{key: "k", value: {kvlist_value: {values: [{key: "n", value: {string_value: "%NOPE%"}}]}}}]}`, "c.attributes.values[0].kvlist_value.values[0].string_value:"},
 		{"unknown cluster", `grpc_service: {envoy_grpc: {cluster_name: "nope"}}`, `c.common_config.grpc_service.envoy_grpc.cluster_name = "nope"; unknown cluster`},

@@ -21,8 +21,11 @@
 // becomes an OTLP LogRecord (body and attributes formatted by the substitution formatter, the
 // request's start as its time), buffered under the same common_config rules (or the
 // config's own grpc_service, log_name and buffer fields) and exported by unary
-// LogsService/Export calls under a Resource with Envoy's built-in labels and
-// resource_attributes; counted in access_logs.open_telemetry_access_log[.<stat_prefix>].*.
+// LogsService/Export calls, or with http_service as OTLP/HTTP protobuf POSTs to its http_uri
+// through the cluster (internal/httpservice), under a Resource with Envoy's built-in labels,
+// then the resource detectors' attributes (environment, static_config: internal/otelres),
+// then resource_attributes; counted in access_logs.open_telemetry_access_log[.<stat_prefix>].*.
+// formatters are refused.
 //
 // Concurrency: HTTPLogger.Log and TCPLogger.Log are called by connection goroutines; they
 // convert the entry before returning (the caller reuses it) and take the logger's mutex

@@ -18,6 +18,8 @@ import (
 
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/internal/grpcclient"
+	"github.com/legateproxy/legate/internal/httpservice"
+	"github.com/legateproxy/legate/internal/otelres"
 )
 
 // OTelTypeURL is the typed_config type of an OpenTelemetry access log
@@ -43,8 +45,9 @@ type OTelLogger struct {
 	m        *Manager
 	s        settings
 	stats    *Stats
-	conn     *grpc.ClientConn
-	client   collogsv1.LogsServiceClient
+	conn     *grpc.ClientConn            // OTLP over gRPC
+	client   collogsv1.LogsServiceClient // on conn
+	web      *httpservice.Client         // OTLP over HTTP (http_service)
 	resource *resourcev1.Resource
 	body     *anyFormat // nil: no body
 	attrs    []kvFormat
@@ -76,17 +79,24 @@ func (m *Manager) OTelLogger(path string, pb *otelalsv3.OpenTelemetryAccessLogCo
 	if err := pb.ValidateAll(); err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
-	switch {
-	case pb.GetHttpService() != nil:
-		return nil, fmt.Errorf("%s.http_service: OTLP over HTTP is not implemented by Legate; use grpc_service", path)
-	case len(pb.GetResourceDetectors()) > 0:
-		return nil, fmt.Errorf("%s.resource_detectors: not implemented by Legate", path)
-	case len(pb.GetFormatters()) > 0:
+	if len(pb.GetFormatters()) > 0 {
 		return nil, fmt.Errorf("%s.formatters: custom formatter extensions are not implemented by Legate", path)
 	}
-	s, err := settingsFromProto(path, otelCommon(pb), m.cfg.ClusterExists)
-	if err != nil {
-		return nil, err
+	cc := otelCommon(pb)
+	var s settings
+	if pb.GetHttpService() != nil {
+		if cc.GetGrpcService() != nil {
+			return nil, fmt.Errorf("%s: a gRPC service and http_service are both set; set one", path)
+		}
+		s = settings{logName: cc.GetLogName(), interval: DefaultBufferFlushInterval, maxBytes: DefaultBufferSizeBytes}
+		if err := s.buffering(path, cc); err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		if s, err = settingsFromProto(path, cc, m.cfg.ClusterExists); err != nil {
+			return nil, err
+		}
 	}
 	return share(m, path, "otel", pb, func() (*OTelLogger, error) { return m.newOTelLogger(path, s, pb) })
 }
@@ -128,12 +138,15 @@ func (m *Manager) newOTelLogger(path string, s settings, pb *otelalsv3.OpenTelem
 	if l.attrs, err = compileKVs(pb.GetAttributes().GetValues(), path+".attributes"); err != nil {
 		return nil, err
 	}
-	l.resource = &resourcev1.Resource{}
+	labels := map[string]string{}
 	if !pb.GetDisableBuiltinLabels() {
 		node := m.cfg.Node
 		for _, kv := range [][2]string{{"log_name", s.logName}, {"zone_name", node.GetLocality().GetZone()}, {"cluster_name", node.GetCluster()}, {"node_name", node.GetId()}} {
-			l.resource.Attributes = append(l.resource.Attributes, stringKV(kv[0], kv[1]))
+			labels[kv[0]] = kv[1]
 		}
+	}
+	if l.resource, err = otelres.Build(path, labels, pb.GetResourceDetectors(), nil); err != nil {
+		return nil, err
 	}
 	for _, kv := range pb.GetResourceAttributes().GetValues() {
 		l.resource.Attributes = setKV(l.resource.Attributes, kv)
@@ -142,11 +155,18 @@ func (m *Manager) newOTelLogger(path string, s settings, pb *otelalsv3.OpenTelem
 	if p := pb.GetStatPrefix(); p != "" {
 		prefix += p + "."
 	}
-	l.stats = m.otelStats(prefix)
-	if l.conn, err = grpcclient.New(s.cluster, s.authority, m.cfg.Dial); err != nil {
-		return nil, err
+	if hs := pb.GetHttpService(); hs != nil {
+		if l.web, err = httpservice.New(path+".http_service", hs, m.cfg.ClusterExists, m.cfg.Dial); err != nil {
+			return nil, err
+		}
+		l.s.cluster = l.web.Cluster
+	} else {
+		if l.conn, err = grpcclient.New(s.cluster, s.authority, m.cfg.Dial); err != nil {
+			return nil, err
+		}
+		l.client = collogsv1.NewLogsServiceClient(l.conn)
 	}
-	l.client = collogsv1.NewLogsServiceClient(l.conn)
+	l.stats = m.otelStats(prefix)
 	return l, nil
 }
 
@@ -324,9 +344,34 @@ func (l *OTelLogger) export(ctx context.Context, batch []*logsv1.LogRecord) {
 		Resource:  l.resource,
 		ScopeLogs: []*logsv1.ScopeLogs{{LogRecords: batch}},
 	}}}
-	if _, err := l.client.Export(ctx, req); err != nil && ctx.Err() == nil {
+	var err error
+	if l.web != nil {
+		err = l.post(ctx, req)
+	} else {
+		_, err = l.client.Export(ctx, req)
+	}
+	if err != nil && ctx.Err() == nil {
 		l.m.cfg.Logger.Warnf("als: OpenTelemetry %q to cluster %q: export of %d records failed: %v", l.s.logName, l.s.cluster, len(batch), err)
 	}
 }
 
-func (l *OTelLogger) close() { l.conn.Close() }
+func (l *OTelLogger) close() {
+	if l.web != nil {
+		l.web.Close()
+		return
+	}
+	l.conn.Close()
+}
+
+// post sends req as OTLP/HTTP protobuf to http_service.
+func (l *OTelLogger) post(ctx context.Context, req *collogsv1.ExportLogsServiceRequest) error {
+	body, err := proto.Marshal(req)
+	if err != nil {
+		return err
+	}
+	status, err := l.web.Post(ctx, "application/x-protobuf", body)
+	if err == nil && status/100 != 2 {
+		err = fmt.Errorf("OTLP/HTTP export answered %d", status)
+	}
+	return err
+}
