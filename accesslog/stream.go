@@ -7,16 +7,10 @@ import (
 	filev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/file/v3"
 	streamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// The loggers that write formatted lines to a file, by name and typed_config type.
-const (
-	FileName      = "envoy.access_loggers.file"
-	FileTypeURL   = "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog"
-	StdoutTypeURL = "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog"
-	StderrTypeURL = "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StderrAccessLog"
-)
+// FileName is the file logger's Envoy name.
+const FileName = "envoy.access_loggers.file"
 
 // The paths the stream loggers write to. The Manager writes them to the process's own
 // descriptors 1 and 2 (see openLog), so a file logger whose path is one of them behaves the same.
@@ -32,31 +26,26 @@ type LineLog struct {
 	Format *Formatter
 }
 
-// FromTypedConfig compiles envoy.access_loggers.file, stdout or stderr from an access_log
-// entry's name and typed_config (a file logger may be named without a typed_config, as in v2
-// configurations; it then lacks its path). ok is false for any other logger, which the
-// caller builds or refuses. path names the typed_config in errors.
-func FromTypedConfig(path, name string, tc *anypb.Any, opts Options) (l LineLog, ok bool, err error) {
-	switch u := tc.GetTypeUrl(); {
-	case u == FileTypeURL || (u == "" && name == FileName):
-		var pb filev3.FileAccessLog
-		if err := unmarshal(path, tc, &pb); err != nil {
-			return l, true, err
-		}
-		if pb.GetPath() == "" {
-			return l, true, fmt.Errorf("%s.path = \"\"; must not be empty", path)
-		}
-		f, err := FromFileAccessLog(&pb, opts)
-		if err != nil {
-			return l, true, fmt.Errorf("%s: %w", path, err)
-		}
-		return LineLog{Path: pb.GetPath(), Format: f}, true, nil
-	case u == StdoutTypeURL:
-		return streamLog(path, tc, &streamv3.StdoutAccessLog{}, StdoutPath, opts)
-	case u == StderrTypeURL:
-		return streamLog(path, tc, &streamv3.StderrAccessLog{}, StderrPath, opts)
+// fileLogger compiles envoy.access_loggers.file (named without a typed_config, as in v2
+// configurations, it lacks its path).
+func fileLogger(path string, config proto.Message, c LoggerContext) (Logger, error) {
+	pb := config.(*filev3.FileAccessLog)
+	if pb.GetPath() == "" {
+		return Logger{}, fmt.Errorf("%s.path = \"\"; must not be empty", path)
 	}
-	return l, false, nil
+	f, err := FromFileAccessLog(pb, Options{Hostname: c.Hostname})
+	if err != nil {
+		return Logger{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return Logger{Line: LineLog{Path: pb.GetPath(), Format: f}}, nil
+}
+
+func stdoutLogger(path string, config proto.Message, c LoggerContext) (Logger, error) {
+	return streamLog(path, config.(*streamv3.StdoutAccessLog), StdoutPath, c)
+}
+
+func stderrLogger(path string, config proto.Message, c LoggerContext) (Logger, error) {
+	return streamLog(path, config.(*streamv3.StderrAccessLog), StderrPath, c)
 }
 
 // formatted is StdoutAccessLog or StderrAccessLog.
@@ -66,23 +55,10 @@ type formatted interface {
 }
 
 // streamLog compiles a stdout or stderr logger: its log_format as the file logger's.
-func streamLog(path string, tc *anypb.Any, pb formatted, dest string, opts Options) (LineLog, bool, error) {
-	if err := unmarshal(path, tc, pb); err != nil {
-		return LineLog{}, true, err
-	}
-	f, err := FromSubstitutionFormatString(pb.GetLogFormat(), path+".log_format", opts)
+func streamLog(path string, pb formatted, dest string, c LoggerContext) (Logger, error) {
+	f, err := FromSubstitutionFormatString(pb.GetLogFormat(), path+".log_format", Options{Hostname: c.Hostname})
 	if err != nil {
-		return LineLog{}, true, err
+		return Logger{}, err
 	}
-	return LineLog{Path: dest, Format: f}, true, nil
-}
-
-func unmarshal(path string, tc *anypb.Any, pb proto.Message) error {
-	if tc == nil {
-		return nil
-	}
-	if err := tc.UnmarshalTo(pb); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
+	return Logger{Line: LineLog{Path: dest, Format: f}}, nil
 }

@@ -14,6 +14,18 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
+// lineLog builds a file, stdout or stderr logger from an access_log entry's name and
+// typed_config through the registry, as the consumers do; ok is false when no factory takes it.
+func lineLog(t *testing.T, path, name string, tc *anypb.Any, opts Options) (LineLog, bool, error) {
+	t.Helper()
+	r, err := Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, ok, err := Build(r, ListenerLoggers, path, name, tc, LoggerContext{Hostname: opts.Hostname})
+	return l.Line, ok, err
+}
+
 func mustAny(t *testing.T, m proto.Message) *anypb.Any {
 	t.Helper()
 	a, err := anypb.New(m)
@@ -38,7 +50,7 @@ func TestStreamLoggersFormatAsFile(t *testing.T) {
 		"json": `{"code":200,"method":"GET"}` + "\n",
 	}
 	for name, lf := range formats {
-		file, ok, err := FromTypedConfig("typed_config", "", mustAny(t, fileWith(lf)), Options{})
+		file, ok, err := lineLog(t, "typed_config", "", mustAny(t, fileWith(lf)), Options{})
 		if !ok || err != nil {
 			t.Fatalf("%s: file logger: ok %v, %v", name, ok, err)
 		}
@@ -53,7 +65,7 @@ func TestStreamLoggersFormatAsFile(t *testing.T) {
 			{stdoutWith(lf), StdoutPath},
 			{stderrWith(lf), StderrPath},
 		} {
-			l, ok, err := FromTypedConfig("typed_config", "", mustAny(t, c.msg), Options{})
+			l, ok, err := lineLog(t, "typed_config", "", mustAny(t, c.msg), Options{})
 			if !ok || err != nil {
 				t.Fatalf("%s %s: ok %v, %v", name, c.path, ok, err)
 			}
@@ -92,18 +104,18 @@ func stderrWith(f *corev3.SubstitutionFormatString) *streamv3.StderrAccessLog {
 	return m
 }
 
-// TestFromTypedConfigErrors checks that bad stream and file loggers are refused with their
+// TestLineLoggerErrors checks that bad stream and file loggers are refused with their
 // field path and that other loggers are left to the caller.
-func TestFromTypedConfigErrors(t *testing.T) {
+func TestLineLoggerErrors(t *testing.T) {
 	bad := stdoutWith(&corev3.SubstitutionFormatString{
 		Format: &corev3.SubstitutionFormatString_TextFormat{TextFormat: "%NOT_AN_OPERATOR%"}})
-	if _, ok, err := FromTypedConfig("access_log[0].typed_config", "", mustAny(t, bad), Options{}); !ok || err == nil || !strings.Contains(err.Error(), "access_log[0].typed_config.log_format.text_format") {
+	if _, ok, err := lineLog(t, "access_log[0].typed_config", "", mustAny(t, bad), Options{}); !ok || err == nil || !strings.Contains(err.Error(), "access_log[0].typed_config.log_format.text_format") {
 		t.Errorf("bad stdout format: ok %v, err %v; want an error naming access_log[0].typed_config.log_format.text_format", ok, err)
 	}
-	if _, ok, err := FromTypedConfig("typed_config", "", mustAny(t, &filev3.FileAccessLog{}), Options{}); !ok || err == nil || !strings.Contains(err.Error(), "typed_config.path") {
+	if _, ok, err := lineLog(t, "typed_config", "", mustAny(t, &filev3.FileAccessLog{}), Options{}); !ok || err == nil || !strings.Contains(err.Error(), "typed_config.path") {
 		t.Errorf("file without path: ok %v, err %v; want an error naming typed_config.path", ok, err)
 	}
-	if _, ok, err := FromTypedConfig("typed_config", "", mustAny(t, &structpb.Struct{}), Options{}); ok || err != nil {
+	if _, ok, err := lineLog(t, "typed_config", "", mustAny(t, &structpb.Struct{}), Options{}); ok || err != nil {
 		t.Errorf("other logger: ok %v, err %v; want not handled", ok, err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
 	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/overload"
@@ -75,6 +76,9 @@ type Deps struct {
 	Routes RouteProvider
 	// GRPCAccessLogs makes envoy.access_loggers.http_grpc loggers; nil refuses them.
 	GRPCAccessLogs *als.Manager
+	// AccessLoggers are the access loggers' factories (accesslog.HTTPLoggers); nil means
+	// the built-in set (accesslog's and als' loggers).
+	AccessLoggers *registry.Registry
 	// ExtensionConfigs serves HTTP filter configurations over ECDS (config_discovery); nil
 	// refuses config_discovery.
 	ExtensionConfigs ExtensionConfigProvider
@@ -111,6 +115,12 @@ func Register(reg *listener.Registry, deps Deps) error {
 	}
 	if deps.AccessLogs == nil {
 		deps.AccessLogs = accesslog.NewManager(accesslog.FileOptions{})
+	}
+	if deps.AccessLoggers == nil {
+		var err error
+		if deps.AccessLoggers, err = accesslog.Builtin(als.Register); err != nil {
+			return err
+		}
 	}
 	if deps.Now == nil {
 		deps.Now = clock.Real().Now
@@ -192,11 +202,8 @@ type accessLogger struct {
 	format *accesslog.Formatter
 	file   *accesslog.File
 	// entries, when set, receives the entries instead (http_grpc, open_telemetry).
-	entries entryLogger
+	entries accesslog.EntryLogger
 }
-
-// entryLogger is an access log service client: it converts and buffers entries itself.
-type entryLogger interface{ Log(*accesslog.Entry) }
 
 // log writes e to the logger if its filter passes it; buf is scratch space for the line,
 // returned for reuse.
@@ -350,25 +357,27 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 	return h, nil
 }
 
+// accessLog builds an access_log entry with the factory the registry's accesslog.HTTPLoggers
+// has for it.
 func (sh *shared) accessLog(al config.AccessLog, d *Deps) (accessLogger, error) {
-	switch al.TypedConfig.GetTypeUrl() {
-	case als.TypeURL:
-		return grpcAccessLog(al, d)
-	case als.OTelTypeURL:
-		return otelAccessLog(al, d)
+	c := accesslog.LoggerContext{Hostname: d.Hostname}
+	if d.GRPCAccessLogs != nil {
+		c.Services = d.GRPCAccessLogs
 	}
-	l, ok, err := accesslog.FromTypedConfig("typed_config", al.Name, al.TypedConfig, accesslog.Options{Hostname: d.Hostname})
-	if !ok {
-		return accessLogger{}, fmt.Errorf("%q (%s): only %s, stdout, stderr, %s and %s are implemented", al.Name, al.TypedConfig.GetTypeUrl(), accesslog.FileName, als.Name, als.OTelName)
+	l, found, err := accesslog.Build(d.AccessLoggers, accesslog.HTTPLoggers, "typed_config", al.Name, al.TypedConfig, c)
+	switch {
+	case !found:
+		return accessLogger{}, fmt.Errorf("%q (%s): only %s are implemented", al.Name, al.TypedConfig.GetTypeUrl(), accesslog.Implemented(d.AccessLoggers, accesslog.HTTPLoggers))
+	case err != nil:
+		return accessLogger{}, fmt.Errorf("%q: %w", al.Name, err)
+	case l.Entries != nil:
+		return accessLogger{entries: l.Entries}, nil
 	}
+	file, err := d.AccessLogs.Open(l.Line.Path)
 	if err != nil {
 		return accessLogger{}, err
 	}
-	file, err := d.AccessLogs.Open(l.Path)
-	if err != nil {
-		return accessLogger{}, err
-	}
-	return accessLogger{format: l.Format, file: file}, nil
+	return accessLogger{format: l.Line.Format, file: file}, nil
 }
 
 // downstreamTLS builds the TLS context of a filter chain's transport socket. As in Envoy,

@@ -172,6 +172,7 @@ func (s *Server) buildDataPlane() error {
 		LocalClusterName:  s.Node().GetCluster(),
 		Routes:            s.routeProvider(),
 		GRPCAccessLogs:    dp.als,
+		AccessLoggers:     s.ext,
 		ExtensionConfigs:  s.extensionProvider(),
 		ScopedRoutes:      s.scopedRouteProvider(),
 		RuntimeFraction:   s.routeFraction,
@@ -195,6 +196,7 @@ func (s *Server) buildDataPlane() error {
 		AccessLogs: tcpproxy.AccessLogDeps{
 			Files:   dp.accessLogs,
 			GRPC:    dp.als,
+			Loggers: s.ext,
 			Runtime: s.runtimeUint64,
 		},
 	}); err != nil {

@@ -18,25 +18,26 @@ type lineLogger struct {
 
 // listenerAccessLogs builds a listener's access_log. As in Envoy, it logs the connections
 // that no filter chain matched, with response flag NR and details filter_chain_not_found.
-// File, stdout and stderr loggers are implemented; others are refused.
+// The registry's accesslog.ListenerLoggers are implemented (file, stdout, stderr); others
+// are refused.
 func (s *Server) listenerAccessLogs(l *config.Listener) (listener.NoChainLog, error) {
 	var logs []lineLogger
 	for i, al := range l.AccessLogs {
 		path := fmt.Sprintf("access_log[%d]", i)
 		filter := al.Filter.Bind(accesslog.FilterOptions{Runtime: s.runtimeUint64})
-		line, ok, err := accesslog.FromTypedConfig(path+".typed_config", al.Name, al.TypedConfig, accesslog.Options{})
-		if !ok {
-			return nil, fmt.Errorf("%s (%q, name %q): only envoy.access_loggers.file, stdout and stderr are implemented for listener access logs; not implemented by Legate",
-				path+".typed_config", al.TypedConfig.GetTypeUrl(), al.Name)
+		l, found, err := accesslog.Build(s.ext, accesslog.ListenerLoggers, path+".typed_config", al.Name, al.TypedConfig, accesslog.LoggerContext{})
+		if !found {
+			return nil, fmt.Errorf("%s (%q, name %q): only %s are implemented for listener access logs; not implemented by Legate",
+				path+".typed_config", al.TypedConfig.GetTypeUrl(), al.Name, accesslog.Implemented(s.ext, accesslog.ListenerLoggers))
 		}
 		if err != nil {
 			return nil, err
 		}
-		file, err := s.data.accessLogs.Open(line.Path)
+		file, err := s.data.accessLogs.Open(l.Line.Path)
 		if err != nil {
 			return nil, fmt.Errorf("%s.typed_config: %w", path, err)
 		}
-		logs = append(logs, lineLogger{filter: filter, format: line.Format, file: file})
+		logs = append(logs, lineLogger{filter: filter, format: l.Line.Format, file: file})
 	}
 	return func(c listener.NoChainConn) { logNoChain(logs, c) }, nil
 }

@@ -7,11 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
-
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/accesslog/als"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener"
 )
 
@@ -23,6 +22,9 @@ type AccessLogDeps struct {
 	Files *accesslog.Manager
 	// GRPC makes envoy.access_loggers.tcp_grpc loggers; nil refuses them.
 	GRPC *als.Manager
+	// Loggers are the access loggers' factories (accesslog.TCPLoggers); nil means the
+	// built-in set (accesslog's and als' loggers).
+	Loggers *registry.Registry
 	// Runtime reads the runtime_key overrides of access log filter comparisons; nil uses
 	// their default_value.
 	Runtime func(key string, def uint64) uint64
@@ -36,12 +38,19 @@ type accessLogger struct {
 	filter *accesslog.Filter
 	format *accesslog.Formatter
 	file   *accesslog.File
-	grpc   *als.TCPLogger
+	// entries, when set, receives the entries instead (tcp_grpc).
+	entries accesslog.EntryLogger
 }
 
 // buildAccessLogs builds the access_log entries of cfg.
 func buildAccessLogs(cfg *config.TCPProxy, d AccessLogDeps) ([]accessLogger, error) {
 	var out []accessLogger
+	if d.Loggers == nil && len(cfg.AccessLogs) > 0 {
+		var err error
+		if d.Loggers, err = accesslog.Builtin(als.Register); err != nil {
+			return nil, err
+		}
+	}
 	for i, al := range cfg.AccessLogs {
 		path := fmt.Sprintf("access_log[%d]", i)
 		l, err := buildAccessLog(path, al, d)
@@ -53,39 +62,29 @@ func buildAccessLogs(cfg *config.TCPProxy, d AccessLogDeps) ([]accessLogger, err
 	return out, nil
 }
 
+// buildAccessLog builds an access_log entry with the factory the registry's
+// accesslog.TCPLoggers has for it.
 func buildAccessLog(path string, al config.TCPAccessLog, d AccessLogDeps) (accessLogger, error) {
-	l := accessLogger{filter: al.Filter.Bind(accesslog.FilterOptions{Runtime: d.Runtime})}
-	opts := accesslog.Options{Hostname: d.Hostname}
 	typed := path + ".typed_config"
-	unavailable := func(what string) (accessLogger, error) {
-		return accessLogger{}, fmt.Errorf("%s (%q): %s are not available", typed, al.TypedConfig.GetTypeUrl(), what)
+	c := accesslog.LoggerContext{Hostname: d.Hostname}
+	if d.GRPC != nil {
+		c.Services = d.GRPC
 	}
-	if al.TypedConfig.GetTypeUrl() == als.TCPTypeURL {
-		if d.GRPC == nil {
-			return unavailable("gRPC access logs")
-		}
-		var pb grpcalsv3.TcpGrpcAccessLogConfig
-		if err := al.TypedConfig.UnmarshalTo(&pb); err != nil {
-			return accessLogger{}, fmt.Errorf("%s: %w", typed, err)
-		}
-		var err error
-		if l.grpc, err = d.GRPC.TCPLogger(typed, &pb); err != nil {
-			return accessLogger{}, err
-		}
-		return l, nil
-	}
-	line, ok, err := accesslog.FromTypedConfig(typed, al.Name, al.TypedConfig, opts)
-	if !ok {
-		return accessLogger{}, fmt.Errorf("%s (%q, name %q): only envoy.access_loggers.file, stdout, stderr and %s are implemented for the TCP proxy", typed, al.TypedConfig.GetTypeUrl(), al.Name, als.TCPName)
-	}
-	if err != nil {
+	built, found, err := accesslog.Build(d.Loggers, accesslog.TCPLoggers, typed, al.Name, al.TypedConfig, c)
+	switch {
+	case !found:
+		return accessLogger{}, fmt.Errorf("%s (%q, name %q): only %s are implemented for the TCP proxy", typed, al.TypedConfig.GetTypeUrl(), al.Name, accesslog.Implemented(d.Loggers, accesslog.TCPLoggers))
+	case err != nil:
 		return accessLogger{}, err
 	}
-	l.format = line.Format
-	if d.Files == nil {
-		return unavailable("file access logs")
+	l := accessLogger{filter: al.Filter.Bind(accesslog.FilterOptions{Runtime: d.Runtime}), entries: built.Entries, format: built.Line.Format}
+	if l.entries != nil {
+		return l, nil
 	}
-	if l.file, err = d.Files.Open(line.Path); err != nil {
+	if d.Files == nil {
+		return accessLogger{}, fmt.Errorf("%s (%q): file access logs are not available", typed, al.TypedConfig.GetTypeUrl())
+	}
+	if l.file, err = d.Files.Open(built.Line.Path); err != nil {
 		return accessLogger{}, fmt.Errorf("%s: %w", typed, err)
 	}
 	return l, nil
@@ -195,8 +194,8 @@ func (p *Proxy) accessLog(ci *connInfo, t accesslog.Type) {
 		if !l.filter.Match(&e) {
 			continue
 		}
-		if l.grpc != nil {
-			l.grpc.Log(&e)
+		if l.entries != nil {
+			l.entries.Log(&e)
 			continue
 		}
 		line = l.format.Format(line[:0], &e)

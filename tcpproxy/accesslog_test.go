@@ -245,7 +245,7 @@ common_config: {log_name: l, transport_api_version: V3, grpc_service: {envoy_grp
 	}{
 		{"http_grpc", `{name: envoy.access_loggers.http_grpc, typed_config: {"@type": "type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.HttpGrpcAccessLogConfig"}}`,
 			AccessLogDeps{Files: logs.Manager},
-			`tcp_proxy "t": access_log[0].typed_config ("type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.HttpGrpcAccessLogConfig", name "envoy.access_loggers.http_grpc"): only envoy.access_loggers.file, stdout, stderr and envoy.access_loggers.tcp_grpc are implemented for the TCP proxy`},
+			`tcp_proxy "t": access_log[0].typed_config ("type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.HttpGrpcAccessLogConfig", name "envoy.access_loggers.http_grpc"): only envoy.access_loggers.file, envoy.access_loggers.stderr, envoy.access_loggers.stdout and envoy.access_loggers.tcp_grpc are implemented for the TCP proxy`},
 		{"no files", fileLog(logs.path("x.log"), "", ""), AccessLogDeps{},
 			`tcp_proxy "t": access_log[0].typed_config ("type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog"): file access logs are not available`},
 		{"no gRPC", grpcLog, AccessLogDeps{Files: logs.Manager},
