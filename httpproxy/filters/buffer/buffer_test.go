@@ -6,23 +6,13 @@ import (
 	"testing"
 
 	bufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/buffer/v3"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/legateproxy/legate/httpproxy/filter"
-	"github.com/legateproxy/legate/httpproxy/filter/filtertest"
+	"github.com/legateproxy/legate/httpproxy/filters/filtertest"
 	"github.com/legateproxy/legate/httpproxy/route"
 )
-
-func mustAny(t testing.TB, m proto.Message) *anypb.Any {
-	t.Helper()
-	a, err := anypb.New(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
 
 func TestConfig(t *testing.T) {
 	tests := []struct {
@@ -31,11 +21,11 @@ func TestConfig(t *testing.T) {
 		want    int64
 		wantErr string
 	}{
-		{name: "max bytes", cfg: mustAny(t, &bufferv3.Buffer{MaxRequestBytes: wrapperspb.UInt32(1024)}), want: 1024},
-		{name: "missing max", cfg: mustAny(t, &bufferv3.Buffer{}), wantErr: "MaxRequestBytes"},
-		{name: "zero max", cfg: mustAny(t, &bufferv3.Buffer{MaxRequestBytes: wrapperspb.UInt32(0)}), wantErr: "MaxRequestBytes"},
+		{name: "max bytes", cfg: filtertest.MustAny(t, &bufferv3.Buffer{MaxRequestBytes: wrapperspb.UInt32(1024)}), want: 1024},
+		{name: "missing max", cfg: filtertest.MustAny(t, &bufferv3.Buffer{}), wantErr: "MaxRequestBytes"},
+		{name: "zero max", cfg: filtertest.MustAny(t, &bufferv3.Buffer{MaxRequestBytes: wrapperspb.UInt32(0)}), wantErr: "MaxRequestBytes"},
 		{name: "no typed_config", cfg: nil, wantErr: "want " + TypeURL},
-		{name: "per-route type", cfg: mustAny(t, &bufferv3.BufferPerRoute{}), wantErr: "want " + TypeURL},
+		{name: "per-route type", cfg: filtertest.MustAny(t, &bufferv3.BufferPerRoute{}), wantErr: "want " + TypeURL},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,7 +54,7 @@ func TestConfig(t *testing.T) {
 	}
 	for _, tt := range perRoute {
 		t.Run("per route "+tt.name, func(t *testing.T) {
-			p, err := PerRouteFromAny(mustAny(t, tt.cfg))
+			p, err := PerRouteFromAny(filtertest.MustAny(t, tt.cfg))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("PerRouteFromAny error = %v; want one containing %q", err, tt.wantErr)

@@ -16,18 +16,9 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/legateproxy/legate/httpproxy/filter"
-	"github.com/legateproxy/legate/httpproxy/filter/filtertest"
+	"github.com/legateproxy/legate/httpproxy/filters/filtertest"
 	"github.com/legateproxy/legate/httpproxy/route"
 )
-
-func mustAny(t testing.TB, m proto.Message) *anypb.Any {
-	t.Helper()
-	a, err := anypb.New(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
 
 func exact(s string) *matcherv3.StringMatcher {
 	return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: s}}
@@ -72,7 +63,7 @@ func TestPolicyFromAny(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := PolicyFromAny(mustAny(t, tt.cfg))
+			p, err := PolicyFromAny(filtertest.MustAny(t, tt.cfg))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("PolicyFromAny error = %v; want one containing %q", err, tt.wantErr)
@@ -91,10 +82,10 @@ func TestFromAny(t *testing.T) {
 	if _, err := FromAny(nil, nil); err != nil {
 		t.Errorf("FromAny(nil) = %v; want nil", err)
 	}
-	if _, err := FromAny(mustAny(t, &corsv3.Cors{}), &filter.Context{}); err != nil {
+	if _, err := FromAny(filtertest.MustAny(t, &corsv3.Cors{}), &filter.Context{}); err != nil {
 		t.Errorf("FromAny(Cors{}) = %v; want nil", err)
 	}
-	if _, err := FromAny(mustAny(t, &corsv3.CorsPolicy{}), &filter.Context{}); err == nil || !strings.Contains(err.Error(), "want "+TypeURL) {
+	if _, err := FromAny(filtertest.MustAny(t, &corsv3.CorsPolicy{}), &filter.Context{}); err == nil || !strings.Contains(err.Error(), "want "+TypeURL) {
 		t.Errorf("FromAny(CorsPolicy) = %v; want a type error", err)
 	}
 }
@@ -108,7 +99,7 @@ func BenchmarkCORS(b *testing.B) {
 	}
 	rc := &routev3.RouteConfiguration{VirtualHosts: []*routev3.VirtualHost{{
 		Name: "vh", Domains: []string{"*"},
-		TypedPerFilterConfig: map[string]*anypb.Any{Name: mustAny(b, &corsv3.CorsPolicy{
+		TypedPerFilterConfig: map[string]*anypb.Any{Name: filtertest.MustAny(b, &corsv3.CorsPolicy{
 			AllowOriginStringMatch: []*matcherv3.StringMatcher{exact("https://good.example")}, ExposeHeaders: "x-e"})},
 		Routes: []*routev3.Route{{
 			Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},

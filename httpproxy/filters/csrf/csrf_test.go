@@ -10,21 +10,11 @@ import (
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/httpproxy/filter"
-	"github.com/legateproxy/legate/httpproxy/filter/filtertest"
+	"github.com/legateproxy/legate/httpproxy/filters/filtertest"
 	"github.com/legateproxy/legate/httpproxy/route"
 )
-
-func mustAny(t testing.TB, m proto.Message) *anypb.Any {
-	t.Helper()
-	a, err := anypb.New(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
 
 func pct(n uint32) *corev3.RuntimeFractionalPercent {
 	return &corev3.RuntimeFractionalPercent{DefaultValue: &typev3.FractionalPercent{Numerator: n}}
@@ -43,7 +33,7 @@ func TestConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := FromAny(mustAny(t, tt.cfg), nil)
+			_, err := FromAny(filtertest.MustAny(t, tt.cfg), nil)
 			if (tt.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Errorf("FromAny error = %v; want one containing %q", err, tt.wantErr)
 			}
@@ -55,12 +45,12 @@ func TestConfig(t *testing.T) {
 }
 
 func TestOnRequest(t *testing.T) {
-	enforce, err := FromAny(mustAny(t, &csrfv3.CsrfPolicy{FilterEnabled: pct(100), AdditionalOrigins: []*matcherv3.StringMatcher{
+	enforce, err := FromAny(filtertest.MustAny(t, &csrfv3.CsrfPolicy{FilterEnabled: pct(100), AdditionalOrigins: []*matcherv3.StringMatcher{
 		{MatchPattern: &matcherv3.StringMatcher_Suffix{Suffix: ".partner.example"}}}}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	shadow, err := FromAny(mustAny(t, &csrfv3.CsrfPolicy{FilterEnabled: pct(0), ShadowEnabled: pct(100)}), nil)
+	shadow, err := FromAny(filtertest.MustAny(t, &csrfv3.CsrfPolicy{FilterEnabled: pct(0), ShadowEnabled: pct(100)}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +93,7 @@ func TestOnRequest(t *testing.T) {
 
 // BenchmarkCSRF is the filter's cost for a same-origin POST.
 func BenchmarkCSRF(b *testing.B) {
-	f, err := FromAny(mustAny(b, &csrfv3.CsrfPolicy{FilterEnabled: pct(100)}), nil)
+	f, err := FromAny(filtertest.MustAny(b, &csrfv3.CsrfPolicy{FilterEnabled: pct(100)}), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

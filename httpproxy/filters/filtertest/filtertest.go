@@ -1,7 +1,8 @@
-// Package filtertest runs a real proxy for the HTTP filters' tests: a cluster manager, the
-// upstream pools, the listener manager with the HTTP connection manager registered with the
-// filters under test, and one listener on 127.0.0.1:0, all torn down when the test ends.
-// It is imported by tests only.
+// Package filtertest is what the HTTP filters' tests share: a real proxy (a cluster manager,
+// the upstream pools, the listener manager with the HTTP connection manager registered with
+// the filters under test, and one listener on 127.0.0.1:0, all torn down when the test
+// ends), typed_config helpers (AnyFromYAML, MustAny), and a filter.Downstream with a fixed
+// route (Routed) for unit tests of a filter alone. It is imported by tests only.
 package filtertest
 
 import (
@@ -68,6 +69,23 @@ func FromYAML(t testing.TB, y string, m proto.Message) {
 	if err := protojson.Unmarshal(j, m); err != nil {
 		t.Fatalf("protojson.Unmarshal(%s): %v", j, err)
 	}
+}
+
+// AnyFromYAML fills m from YAML (FromYAML) and wraps it in an Any: a filter's typed_config.
+func AnyFromYAML(t testing.TB, y string, m proto.Message) *anypb.Any {
+	t.Helper()
+	FromYAML(t, y, m)
+	return MustAny(t, m)
+}
+
+// MustAny wraps m in an Any, failing the test on an error.
+func MustAny(t testing.TB, m proto.Message) *anypb.Any {
+	t.Helper()
+	a, err := anypb.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 // Start runs the proxy until the test ends.

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/legateproxy/legate/httpproxy/filter"
-	"github.com/legateproxy/legate/httpproxy/filter/filtertest"
+	"github.com/legateproxy/legate/httpproxy/filters/filtertest"
 	"github.com/legateproxy/legate/httpproxy/route"
 )
 

@@ -6,33 +6,18 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	lrlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/local_ratelimit/v3"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/httpproxy/filter"
-	"github.com/legateproxy/legate/httpproxy/filter/filtertest"
+	"github.com/legateproxy/legate/httpproxy/filters/filtertest"
 	"github.com/legateproxy/legate/httpproxy/route"
 )
 
-// fromYAML makes a LocalRateLimit typed_config from YAML.
+// fromYAML makes the filter's typed_config from YAML.
 func fromYAML(t testing.TB, y string) *anypb.Any {
 	t.Helper()
-	j, err := yaml.YAMLToJSON([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pb lrlv3.LocalRateLimit
-	if err := protojson.Unmarshal(j, &pb); err != nil {
-		t.Fatalf("%s: %v", j, err)
-	}
-	a, err := anypb.New(&pb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return filtertest.AnyFromYAML(t, y, &lrlv3.LocalRateLimit{})
 }
 
 func TestConfig(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/httpproxy/filter"
+	"github.com/legateproxy/legate/httpproxy/filters/filtertest"
 	"github.com/legateproxy/legate/httpproxy/route"
 )
 
@@ -36,15 +37,6 @@ func (f *fakeRoutes) RequestUpdate(*route.Request) (<-chan struct{}, func(), boo
 
 func (f *fakeRoutes) answer() { f.has.Store(true); close(f.done) }
 
-func mustAny(t *testing.T, m proto.Message) *anypb.Any {
-	t.Helper()
-	a, err := anypb.New(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
 func TestFromAny(t *testing.T) {
 	odcds := &ondemandv3.OnDemandCds{Source: &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}}}
 	for _, tc := range []struct {
@@ -53,9 +45,9 @@ func TestFromAny(t *testing.T) {
 		wantErr string
 	}{
 		{"no typed_config", nil, ""},
-		{"empty", mustAny(t, &ondemandv3.OnDemand{}), ""},
-		{"odcds", mustAny(t, &ondemandv3.OnDemand{Odcds: odcds}), "odcds: on-demand CDS is not implemented by Legate"},
-		{"wrong type", mustAny(t, &ondemandv3.PerRouteConfig{}), "want " + TypeURL},
+		{"empty", filtertest.MustAny(t, &ondemandv3.OnDemand{}), ""},
+		{"odcds", filtertest.MustAny(t, &ondemandv3.OnDemand{Odcds: odcds}), "odcds: on-demand CDS is not implemented by Legate"},
+		{"wrong type", filtertest.MustAny(t, &ondemandv3.PerRouteConfig{}), "want " + TypeURL},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := FromAny(tc.cfg)
@@ -69,10 +61,10 @@ func TestFromAny(t *testing.T) {
 		})
 	}
 	t.Run("per route", func(t *testing.T) {
-		if err := PerRouteFromAny(mustAny(t, &ondemandv3.PerRouteConfig{})); err != nil {
+		if err := PerRouteFromAny(filtertest.MustAny(t, &ondemandv3.PerRouteConfig{})); err != nil {
 			t.Errorf("PerRouteFromAny(empty) = %v; want nil", err)
 		}
-		err := PerRouteFromAny(mustAny(t, &ondemandv3.PerRouteConfig{Odcds: odcds}))
+		err := PerRouteFromAny(filtertest.MustAny(t, &ondemandv3.PerRouteConfig{Odcds: odcds}))
 		if err == nil || !strings.Contains(err.Error(), "typed_per_filter_config.odcds") {
 			t.Errorf("PerRouteFromAny(odcds) = %v; want an error naming typed_per_filter_config.odcds", err)
 		}
@@ -214,10 +206,10 @@ func TestRegistryPerRoute(t *testing.T) {
 		want     any
 		wantErr  string
 	}{
-		{"per route config", mustAny(t, &ondemandv3.PerRouteConfig{}), false, &PerRoute{}, ""},
-		{"per route odcds", mustAny(t, &ondemandv3.PerRouteConfig{Odcds: odcds}), true, nil, "typed_per_filter_config.odcds"},
-		{"filter type", mustAny(t, &ondemandv3.OnDemand{}), false, nil, "does not support virtual host or route specific configurations"},
-		{"filter type optional", mustAny(t, &ondemandv3.OnDemand{}), true, nil, ""},
+		{"per route config", filtertest.MustAny(t, &ondemandv3.PerRouteConfig{}), false, &PerRoute{}, ""},
+		{"per route odcds", filtertest.MustAny(t, &ondemandv3.PerRouteConfig{Odcds: odcds}), true, nil, "typed_per_filter_config.odcds"},
+		{"filter type", filtertest.MustAny(t, &ondemandv3.OnDemand{}), false, nil, "does not support virtual host or route specific configurations"},
+		{"filter type optional", filtertest.MustAny(t, &ondemandv3.OnDemand{}), true, nil, ""},
 		{"router", router, false, nil, "does not support virtual host or route specific configurations"},
 		{"unknown to Legate", &anypb.Any{TypeUrl: "type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy"}, false, nil, ""},
 	} {

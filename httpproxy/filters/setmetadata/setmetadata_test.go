@@ -5,30 +5,18 @@ import (
 	"testing"
 
 	smv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/set_metadata/v3"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
-	"sigs.k8s.io/yaml"
 
 	"github.com/legateproxy/legate/httpproxy/filter"
+	"github.com/legateproxy/legate/httpproxy/filters/filtertest"
 	"github.com/legateproxy/legate/httpproxy/route"
 )
 
+// fromYAML makes the filter's typed_config from YAML.
 func fromYAML(t testing.TB, y string) *anypb.Any {
 	t.Helper()
-	j, err := yaml.YAMLToJSON([]byte(y))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pb smv3.Config
-	if err := protojson.Unmarshal(j, &pb); err != nil {
-		t.Fatalf("%s: %v", j, err)
-	}
-	a, err := anypb.New(&pb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return filtertest.AnyFromYAML(t, y, &smv3.Config{})
 }
 
 func TestConfig(t *testing.T) {

@@ -1,4 +1,3 @@
-// Package filtertest has what HTTP filter tests share: a filter.Downstream with a fixed route.
 package filtertest
 
 import (
@@ -8,7 +7,7 @@ import (
 )
 
 // Routed is a filter.Downstream whose route is Match (nil: none): Pause returns at once and
-// BufferBody returns Err.
+// BufferBody returns Err. Unit tests of a filter's OnRequest use it without a proxy.
 type Routed struct {
 	Match *route.Match
 	Err   error
