@@ -6,6 +6,7 @@ import (
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy/filters/buffer"
+	"github.com/legateproxy/legate/httpproxy/filters/compressor"
 	"github.com/legateproxy/legate/httpproxy/filters/cors"
 	"github.com/legateproxy/legate/httpproxy/filters/csrf"
 	"github.com/legateproxy/legate/httpproxy/filters/extauthz"
@@ -50,6 +51,7 @@ func registrations() []func(*registry.Builder) {
 		accesslog.Register,
 		als.Register,
 		buffer.Register,
+		compressor.Register,
 		cors.Register,
 		csrf.Register,
 		extauthz.Register,

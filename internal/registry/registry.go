@@ -35,6 +35,8 @@ const (
 	RegexEngine               Category = "envoy.regex_engines"
 	UpstreamOptions           Category = "envoy.upstream_options"
 	HeaderFormatter           Category = "envoy.http.stateful_header_formatters"
+	Compressor                Category = "envoy.compression.compressor"
+	Decompressor              Category = "envoy.compression.decompressor"
 )
 
 // Kind is one way of building extensions of a category: the category and F, the Go type of

@@ -265,11 +265,7 @@ http_filters:
 // named in echo). It returns its address.
 func Upstream(t testing.TB, echo ...string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return ServeHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, h := range echo {
 			if vs, ok := r.Header[http.CanonicalHeaderKey(h)]; ok {
 				w.Header()["Echo-"+http.CanonicalHeaderKey(h)] = vs
@@ -277,7 +273,20 @@ func Upstream(t testing.TB, echo ...string) string {
 		}
 		io.Copy(io.Discard, r.Body)
 		io.WriteString(w, "upstream")
-	})}
+	}))
+}
+
+// ServeHandler serves h with net/http on 127.0.0.1, over HTTP/1.1 and prior-knowledge HTTP/2
+// (h2c), until the test ends, and returns its address.
+func ServeHandler(t testing.TB, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, Protocols: new(http.Protocols)}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
