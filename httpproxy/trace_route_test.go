@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -256,5 +257,44 @@ func TestZipkinUnsampledContext(t *testing.T) {
 	e.get(c, "/loud", "x-envoy-force-trace", "1")
 	if sp := awaitZipkin(t, spans); sp.Tags["http.url"] != "http://"+e.addr+"/loud" {
 		t.Errorf("first exported span is %s; want the forced /loud request's", sp.Tags["http.url"])
+	}
+}
+
+// TestZipkinCollectorService checks Zipkin's collector_service: reports go to its http_uri's
+// path through its cluster, with the URI's host and the configured headers.
+func TestZipkinCollectorService(t *testing.T) {
+	type report struct{ path, host, key string }
+	got := make(chan report, 8)
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- report{r.URL.Path, r.Host, r.Header.Get("X-Api-Key")}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(rx.Close)
+	hcm := webHCM + `tracing:
+  provider:
+    name: envoy.tracers.zipkin
+    typed_config:
+      "@type": type.googleapis.com/envoy.config.trace.v3.ZipkinConfig
+      collector_service:
+        http_uri: {uri: "http://zipkin.example:9411/api/v2/spans", cluster: zipkin, timeout: 2s}
+        request_headers_to_add: [{header: {key: x-api-key, value: k1}}]
+`
+	var e *env
+	e = newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", echoTraceparent(t)), staticCluster("zipkin", "", rx.Listener.Addr().String())},
+		hcm:      hcm,
+		runtime: func(key string, def uint64) uint64 {
+			return flushEachSpan(strings.Replace(key, "zipkin", "opentelemetry", 1), def)
+		},
+		tracing: tracing.Deps{Dial: clusterDialer(&e), NodeID: "node-1", LocalCluster: "front"},
+	})
+	e.get(e.client(), "/", "x-envoy-force-trace", "1")
+	select {
+	case r := <-got:
+		if r.path != "/api/v2/spans" || r.host != "zipkin.example:9411" || r.key != "k1" {
+			t.Errorf("report to %s host %s key %q; want /api/v2/spans, zipkin.example:9411, k1", r.path, r.host, r.key)
+		}
+	case <-time.After(wait):
+		t.Fatal("no report reached the Zipkin receiver")
 	}
 }

@@ -29,13 +29,15 @@
 // tracing.opentelemetry.spans_dropped, a Legate counter). Runtime keys
 // tracing.opentelemetry.min_flush_spans (5) and tracing.opentelemetry.flush_interval_ms (5000).
 //
-// ZipkinConfig: collector_cluster, collector_endpoint, collector_endpoint_version HTTP_JSON
+// ZipkinConfig: collector_service (an HttpService: http_uri's cluster, path, host and
+// timeout, request_headers_to_add), or collector_cluster, collector_endpoint,
+// collector_endpoint_version HTTP_JSON
 // (unset means the same), collector_hostname (the Host of reports), shared_span_context
 // (default true: the span keeps the client's B3 span id), trace_id_128bit. B3 is read from the
 // x-b3-* headers or the single b3 header and written as x-b3-* headers. Stats tracing.zipkin.*:
 // spans_sent, timer_flushed, reports_sent, reports_dropped (non-2xx), reports_failed, and
 // Legate's spans_dropped; runtime keys tracing.zipkin.min_flush_spans, flush_interval_ms,
-// request_timeout. Refused: HTTP_PROTO and GRPC, collector_service, split_spans_for_request,
+// request_timeout. Refused: HTTP_PROTO and GRPC, split_spans_for_request,
 // trace_context_option other than USE_B3, timestamp_trace_ids.
 //
 // Refused ("not implemented by Legate"): other providers (datadog, …), custom_tags

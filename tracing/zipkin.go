@@ -1,19 +1,19 @@
 package tracing
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/legateproxy/legate/internal/httpservice"
 	"github.com/legateproxy/legate/stats"
 )
 
@@ -39,9 +39,7 @@ type ZipkinStats struct {
 // collector_cluster, from its own goroutine.
 type Zipkin struct {
 	batcher
-	client  *http.Client
-	url     string
-	host    string
+	web     *httpservice.Client
 	service string
 	store   *stats.Store
 	st      *ZipkinStats
@@ -50,8 +48,6 @@ type Zipkin struct {
 // NewZipkin starts the exporter of a ZipkinConfig; path names it in errors.
 func NewZipkin(path string, pb *tracev3.ZipkinConfig, d Deps) (*Zipkin, error) {
 	switch {
-	case pb.GetCollectorService() != nil:
-		return nil, fmt.Errorf("%s.collector_service: not implemented by Legate; use collector_cluster", path)
 	case pb.GetSplitSpansForRequest():
 		return nil, fmt.Errorf("%s.split_spans_for_request: not implemented by Legate", path)
 	case pb.GetTraceContextOption() != tracev3.ZipkinConfig_USE_B3:
@@ -60,36 +56,62 @@ func NewZipkin(path string, pb *tracev3.ZipkinConfig, d Deps) (*Zipkin, error) {
 		return nil, fmt.Errorf("%s.timestamp_trace_ids: not implemented by Legate", path)
 	case pb.GetCollectorEndpointVersion() == tracev3.ZipkinConfig_HTTP_PROTO || pb.GetCollectorEndpointVersion() == tracev3.ZipkinConfig_GRPC:
 		return nil, fmt.Errorf("%s.collector_endpoint_version = %s: not implemented by Legate (HTTP_JSON only)", path, pb.GetCollectorEndpointVersion())
-	case pb.GetCollectorCluster() == "":
-		return nil, fmt.Errorf("%s.collector_cluster: required", path)
-	case d.ClusterExists != nil && !d.ClusterExists(pb.GetCollectorCluster()):
-		return nil, fmt.Errorf("%s.collector_cluster = %q; unknown cluster", path, pb.GetCollectorCluster())
-	case !strings.HasPrefix(pb.GetCollectorEndpoint(), "/"):
-		return nil, fmt.Errorf("%s.collector_endpoint = %q: must be a path", path, pb.GetCollectorEndpoint())
 	}
-	cluster := pb.GetCollectorCluster()
-	z := &Zipkin{
-		url: "http://" + cluster + pb.GetCollectorEndpoint(), host: cluster, service: d.LocalCluster, store: d.Stats,
-		client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return d.Dial(ctx, cluster) },
-		}},
+	hs, hsPath, err := zipkinService(path, pb, d)
+	if err != nil {
+		return nil, err
 	}
-	if h := pb.GetCollectorHostname(); h != "" {
-		z.host = h
+	z := &Zipkin{service: d.LocalCluster, store: d.Stats}
+	if z.web, err = httpservice.New(hsPath, hs, d.ClusterExists, d.Dial); err != nil {
+		return nil, err
 	}
 	z.st = acquireStats(d.Stats, zipkinPrefix, func() any { return &ZipkinStats{} }).(*ZipkinStats)
 	z.batcher = batcher{prefix: zipkinPrefix, runtime: d.Runtime, clock: d.Clock, send: z.send, timerFlushed: &z.st.TimerFlushed, dropped: &z.st.SpansDropped}
-	if d.Runtime != nil {
-		z.client.Timeout = time.Duration(d.Runtime("tracing.zipkin.request_timeout", 5000)) * time.Millisecond
-	}
 	z.start(defaultBuffer)
 	return z, nil
+}
+
+// zipkinService is where reports go: collector_service, or the legacy collector_cluster,
+// collector_endpoint and collector_hostname (the Host, default the cluster's name) in the same
+// form, with the tracing.zipkin.request_timeout runtime key as its timeout. hsPath names it in
+// errors.
+func zipkinService(path string, pb *tracev3.ZipkinConfig, d Deps) (hs *corev3.HttpService, hsPath string, err error) {
+	if cs := pb.GetCollectorService(); cs != nil {
+		if pb.GetCollectorCluster() != "" || pb.GetCollectorEndpoint() != "" {
+			return nil, "", fmt.Errorf("%s: collector_service and collector_cluster/collector_endpoint are both set; set one", path)
+		}
+		return cs, path + ".collector_service", nil
+	}
+	cluster := pb.GetCollectorCluster()
+	switch {
+	case cluster == "":
+		return nil, "", fmt.Errorf("%s.collector_cluster: required (or collector_service)", path)
+	case d.ClusterExists != nil && !d.ClusterExists(cluster):
+		return nil, "", fmt.Errorf("%s.collector_cluster = %q; unknown cluster", path, cluster)
+	case !strings.HasPrefix(pb.GetCollectorEndpoint(), "/"):
+		return nil, "", fmt.Errorf("%s.collector_endpoint = %q: must be a path", path, pb.GetCollectorEndpoint())
+	}
+	host := cluster
+	if h := pb.GetCollectorHostname(); h != "" {
+		host = h
+	}
+	timeout := 5000 * time.Millisecond
+	if d.Runtime != nil {
+		timeout = time.Duration(d.Runtime("tracing.zipkin.request_timeout", 5000)) * time.Millisecond
+	}
+	u := url.URL{Scheme: "http", Host: host}
+	u = *u.JoinPath(pb.GetCollectorEndpoint())
+	return &corev3.HttpService{HttpUri: &corev3.HttpUri{
+		Uri:              u.String(),
+		HttpUpstreamType: &corev3.HttpUri_Cluster{Cluster: cluster},
+		Timeout:          durationpb.New(timeout),
+	}}, path, nil
 }
 
 // Close sends the spans still queued and stops the exporter.
 func (z *Zipkin) Close() {
 	z.close(func() {
-		z.client.CloseIdleConnections()
+		z.web.Close()
 		releaseStats(z.store, zipkinPrefix)
 	})
 }
@@ -137,21 +159,12 @@ func (z *Zipkin) send(batch []*Span) {
 		z.st.ReportsFailed.Inc()
 		return
 	}
-	req, err := http.NewRequest(http.MethodPost, z.url, bytes.NewReader(body))
+	status, err := z.web.Post(context.Background(), "application/json", body)
 	if err != nil {
 		z.st.ReportsFailed.Inc()
 		return
 	}
-	req.Host = z.host
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := z.client.Do(req)
-	if err != nil {
-		z.st.ReportsFailed.Inc()
-		return
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
+	if status/100 != 2 {
 		z.st.ReportsDropped.Inc()
 		return
 	}

@@ -45,8 +45,6 @@ func New(path string, hs *corev3.HttpService, exists func(string) bool, dial grp
 		return nil, fmt.Errorf("%s.http_uri.cluster: required", path)
 	case exists != nil && !exists(u.GetCluster()):
 		return nil, fmt.Errorf("%s.http_uri.cluster = %q: unknown cluster", path, u.GetCluster())
-	case dial == nil:
-		return nil, fmt.Errorf("%s: no cluster dialer; not implemented by Legate here", path)
 	}
 	parsed, err := url.Parse(u.GetUri())
 	if err != nil || parsed.Host == "" || (parsed.Scheme != "http" && parsed.Scheme != "https") {
@@ -73,7 +71,12 @@ func New(path string, hs *corev3.HttpService, exists func(string) bool, dial grp
 	}
 	cluster := c.Cluster
 	c.http = &http.Client{Timeout: c.timeout, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx, cluster) },
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			if dial == nil {
+				return nil, fmt.Errorf("cluster %q: no dialer", cluster)
+			}
+			return dial(ctx, cluster)
+		},
 	}}
 	return c, nil
 }
