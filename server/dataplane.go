@@ -33,7 +33,7 @@ import (
 	"github.com/legateproxy/legate/tcpproxy"
 	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/tracing"
-	"github.com/legateproxy/legate/xds"
+	"github.com/legateproxy/legate/xds/resource"
 )
 
 // dataPlane is what carries traffic: upstream pools, the network filters
@@ -109,7 +109,7 @@ func (s *Server) buildDataPlane() error {
 	// Clusters loading secrets over SDS are checked when the secrets arrive.
 	for _, c := range s.boot.Clusters {
 		for i := range 1 + len(c.TransportSocketMatches) {
-			if _, err := s.clusterTLS(c, i); err != nil && !xds.HasClusterSecrets(c.TransportSocketFor(i)) {
+			if _, err := s.clusterTLS(c, i); err != nil && !resource.HasUpstreamSecrets(c.TransportSocketFor(i)) {
 				return err
 			}
 		}

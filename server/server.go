@@ -74,7 +74,8 @@ type Server struct {
 	sinkClosers  []func() error // close the statsd, dog_statsd and metrics_service sinks
 	certs        *tlsutil.Registry
 	data         dataPlane
-	xds          *xds.Client // nil without dynamic resources or EDS clusters
+	xds          *xds.Client  // nil without dynamic resources or EDS clusters
+	sds          *tlsutil.SDS // with xds: the static secrets, then SDS
 	adminStats   adminStats
 	stats        stats.ServerStats
 	admin        *admin.Server // nil when the bootstrap has no admin block

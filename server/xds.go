@@ -7,6 +7,7 @@ import (
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -39,7 +40,7 @@ func (s *Server) buildXDS() error {
 			needed = true
 		}
 		for i := range 1 + len(c.TransportSocketMatches) {
-			if xds.HasClusterSecrets(c.TransportSocketFor(i)) {
+			if resource.HasUpstreamSecrets(c.TransportSocketFor(i)) {
 				needed = true
 			}
 		}
@@ -58,6 +59,9 @@ func (s *Server) buildXDS() error {
 	if err != nil {
 		return err
 	}
+	// TLS owns SDS: secrets are watched through the client and the contexts reload on each
+	// change.
+	sds := tlsutil.NewSDS(static, func() { _ = s.certs.Reload() })
 	client, err := xds.New(xds.Config{
 		Clock:            s.clock,
 		DynamicResources: s.boot.Proto.GetDynamicResources(),
@@ -72,9 +76,9 @@ func (s *Server) buildXDS() error {
 			}
 			return t.Ready, nil
 		},
-		Dial:          s.dialXDS,
-		Limits:        config.Limits{MaxObjNameLen: s.opts.MaxObjNameLen, UpstreamBindAddress: s.boot.UpstreamBindAddress, UpstreamSocketOptions: s.boot.UpstreamSocketOptions, Extensions: s.ext},
-		StaticSecrets: static,
+		Dial:    s.dialXDS,
+		Secrets: sds,
+		Limits:  config.Limits{MaxObjNameLen: s.opts.MaxObjNameLen, UpstreamBindAddress: s.boot.UpstreamBindAddress, UpstreamSocketOptions: s.boot.UpstreamSocketOptions, Extensions: s.ext},
 		RouteOptions: route.Options{
 			ClusterExists:   s.clusters.Has,
 			PerFilterConfig: s.data.httpFilters.PerRouteConfig,
@@ -83,12 +87,12 @@ func (s *Server) buildXDS() error {
 		ExtensionCheck: httpproxy.CheckDiscoveredFilter(s.data.httpFilters, &filter.Context{
 			Clusters: s.clusters, HealthCheckFailed: &s.healthFailed, LocalClusterName: s.Node().GetCluster(), Taps: s.data.taps,
 		}),
-		SecretsChanged: func() { _ = s.certs.Reload() },
 	})
 	if err != nil {
 		return err
 	}
-	s.xds = client
+	sds.SetClient(client)
+	s.xds, s.sds = client, sds
 	// The runtime owns RTDS: its layers are watched before the client runs, so that
 	// initialization waits for them.
 	if err := runtime.WatchRTDS(client, rtds, s.runtime.SetRTDSLayer, s.logs.Logger("config")); err != nil {
@@ -107,12 +111,30 @@ func (s *Server) buildXDS() error {
 	// the subscriptions last as long as the client.
 	for _, c := range s.boot.Clusters {
 		for i := range 1 + len(c.TransportSocketMatches) {
-			if _, err := client.WatchClusterSecrets(c.Name, c.TransportSocketFor(i)); err != nil {
+			if err := s.watchClusterSecrets(c.Name, c.TransportSocketFor(i)); err != nil {
 				return err
 			}
 		}
 	}
 	return s.dumps.Add(configdump.Tracker{Key: "clusters", Dump: client.ClustersConfigDump})
+}
+
+// watchClusterSecrets subscribes to the SDS secrets of a bootstrap cluster's transport socket
+// (an UpstreamTlsContext naming secrets with an sds_config); CDS clusters are subscribed by
+// the xDS client. Made before the client runs, each subscription registers an init target
+// ("SdsApi <name>"), so initialization waits for the secrets or their initial_fetch_timeout,
+// as Envoy's static clusters warm on SDS. The subscriptions last as long as the client.
+func (s *Server) watchClusterSecrets(name string, ts *corev3.TransportSocket) error {
+	deps, err := resource.UpstreamSecretDependencies(fmt.Sprintf("cluster %q: transport_socket", name), ts)
+	if err != nil {
+		return err
+	}
+	for _, d := range deps {
+		if _, err := s.sds.Watch(d.Config, d.Name, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // decodeStaticListeners decodes the static listeners as LDS would, to learn
@@ -149,8 +171,8 @@ func (s *Server) dialXDS(ctx context.Context, name string) (net.Conn, error) {
 // secretProvider resolves sds_secret_config names: the xDS client (static
 // secrets, then SDS) when there is one, else the static secrets.
 func (s *Server) secretProvider() tlsutil.SecretProvider {
-	if s.xds != nil {
-		return s.xds
+	if s.sds != nil {
+		return s.sds
 	}
 	return s.data.secrets
 }

@@ -5,6 +5,9 @@ import (
 
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/xds/watch"
 )
 
 // FuzzUpstreamFromProto feeds arbitrary bytes through proto.Unmarshal into
@@ -56,6 +59,17 @@ func FuzzUpstreamFromProto(f *testing.F) {
 		var sec tlsv3.Secret
 		if proto.Unmarshal(data, &sec) == nil {
 			SecretFromProto("s", &sec)
+		}
+	})
+}
+
+// FuzzDecodeSecret decodes bytes as an SDS resource: a success always carries the secret's
+// non-empty name.
+func FuzzDecodeSecret(f *testing.F) {
+	f.Add([]byte{0x0a, 0x01, 's'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if pb, s, err := DecodeSecret(&anypb.Any{TypeUrl: watch.SecretType, Value: data}); err == nil && (pb.GetName() == "" || s.Name != pb.GetName()) {
+			t.Errorf("DecodeSecret succeeded with %v, %+v", pb, s)
 		}
 	})
 }

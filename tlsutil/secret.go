@@ -17,7 +17,7 @@ type Secret struct {
 }
 
 // SecretProvider resolves sds_secret_config names. Static secrets from the
-// bootstrap implement it now; the SDS client will later. Secret is called
+// bootstrap implement it, and SDS (static, then SDS secrets). Secret is called
 // from Reload and context construction, possibly concurrently, and must not
 // block on the network.
 type SecretProvider interface {

@@ -10,26 +10,27 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/legateproxy/legate/xds/resource"
+	xdswatch "github.com/legateproxy/legate/xds/watch"
 )
 
 // clusterSecrets holds the SDS subscriptions of one accepted CDS cluster whose
 // UpstreamTlsContext names secrets with an sds_config. Until every secret has arrived (or
 // its initial_fetch_timeout passed) the cluster is not given to the cluster manager: it warms
 // here, as Envoy's cluster warms on its SDS init target. The subscriptions last as long as
-// the cluster, so rotated secrets keep arriving (Config.SecretsChanged reloads the contexts).
+// the cluster, so rotated secrets keep arriving (tlsutil.SDS's changed hook reloads the contexts).
 // Its fields are guarded by Client.mu.
 type clusterSecrets struct {
 	rc      *resource.Cluster
 	version string
 	updated time.Time
-	refs    []watchRef
+	refs    []xdswatch.Subscription
 	// added is set once the cluster went to the cluster manager.
 	added bool
 }
 
 func (cs *clusterSecrets) release() {
 	for _, r := range cs.refs {
-		r.release()
+		r.Cancel()
 	}
 	cs.refs = nil
 }
@@ -37,7 +38,7 @@ func (cs *clusterSecrets) release() {
 // readyLocked reports whether every secret arrived or timed out.
 func (cs *clusterSecrets) readyLocked() bool {
 	for _, r := range cs.refs {
-		if !r.ready() {
+		if !r.Ready() {
 			return false
 		}
 	}
@@ -63,7 +64,7 @@ func (h *cdsHandler) holdForSecretsLocked(rc *resource.Cluster, version string, 
 	}
 	cs := &clusterSecrets{rc: rc, version: version, updated: now}
 	for _, d := range rc.Secrets {
-		ref, _, _, _, err := h.c.sds.subscribe(d.Source, d.Name, "", func(uint64, any) { h.secretArrived(cs) })
+		ref, err := h.c.watchSecret(d, func() { h.secretArrived(cs) })
 		if err != nil {
 			cs.release()
 			return false, fmt.Errorf("cluster %q: transport_socket sds secret %q: %w", rc.Name, d.Name, err)

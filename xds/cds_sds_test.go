@@ -127,11 +127,11 @@ func TestUpstreamSDS(t *testing.T) {
 			certs := tlsutil.NewRegistry(time.Now)
 			dr := &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: grpcSource(api).GetApiConfigSource(), CdsConfig: adsSource()}
 			var reloadedB atomic.Bool
-			var clientRef atomic.Pointer[Client]
+			var sdsRef atomic.Pointer[tlsutil.SDS]
 			p := startProxy(t, dr, withDial(cp), func(s *proxySetup) {
-				s.cfg.SecretsChanged = func() {
-					// The client is set before any secret can arrive.
-					sec, _ := clientRef.Load().Secret("client")
+				s.secretsChanged = func() {
+					// The SDS owner is set before any secret can arrive.
+					sec, _ := sdsRef.Load().Secret("client")
 					isB := sec.Certificate != nil && string(sec.Certificate.CertificateChain.Inline) == string(certB.CertPEM)
 					if err := certs.Reload(); err != nil {
 						t.Errorf("Reload: %v", err)
@@ -140,7 +140,7 @@ func TestUpstreamSDS(t *testing.T) {
 						reloadedB.Store(true)
 					}
 				}
-				s.afterNew = func(c *Client) { clientRef.Store(c) }
+				s.afterNew = func(c *Client) { sdsRef.Store(secretsOf(c)) }
 			})
 			snapshot := func(v string, secrets ...*tlsv3.Secret) {
 				res := map[resourcev3.Type][]types.Resource{resourcev3.ClusterType: {
@@ -181,7 +181,7 @@ func TestUpstreamSDS(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, err := tlsutil.NewClientContext(*cfg, tlsutil.Deps{Secrets: p.c, Registry: certs})
+			ctx, err := tlsutil.NewClientContext(*cfg, tlsutil.Deps{Secrets: secretsOf(p.c), Registry: certs})
 			if err != nil {
 				t.Fatalf("NewClientContext after the secret arrived: %v", err)
 			}

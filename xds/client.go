@@ -19,8 +19,8 @@ import (
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/stats"
-	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/xds/resource"
+	xdswatch "github.com/legateproxy/legate/xds/watch"
 )
 
 // CDSInitTarget is the name of the init target the client registers for CDS: ready once the
@@ -78,11 +78,14 @@ type Config struct {
 	// block. Nil checks type_urls alone.
 	ExtensionCheck func(tc *corev3.TypedExtensionConfig) error
 
-	// StaticSecrets are static_resources.secrets; Secret consults them before SDS.
-	StaticSecrets tlsutil.SecretProvider
-	// SecretsChanged runs after an SDS secret changed, so that TLS contexts reload (the
-	// server passes its certificate registry's Reload); nil does nothing.
-	SecretsChanged func()
+	// Secrets watches the SDS secrets of CDS clusters and LDS listeners (tlsutil.SDS, built
+	// on this client); nil refuses them.
+	Secrets SecretWatcher
+}
+
+// SecretWatcher watches SDS secrets (tlsutil.SDS.Watch): onChange runs after each change.
+type SecretWatcher interface {
+	Watch(cs *corev3.ConfigSource, name string, onChange func()) (xdswatch.Subscription, error)
 }
 
 // Client is Legate's xDS client for CDS and EDS: it opens the transports the bootstrap's
@@ -116,8 +119,8 @@ type Client struct {
 	eds *edsHandler
 	lds *ldsHandler
 
-	// rds, sds and ecds are the named subscriptions (their own locks; see namedHandler).
-	rds, sds, ecds *namedHandler
+	// rds and ecds are the named subscriptions (their own locks; see namedHandler).
+	rds, ecds *namedHandler
 
 	// srdsMu guards srds, vhds, scoped and nextScopedID (SRDS, srds.go; VHDS, vhds.go);
 	// taken before an SRDS handler's mutex and after muxMu.
@@ -147,7 +150,6 @@ func New(cfg Config) (*Client, error) {
 		muxes: map[string]*mux{}, watched: map[string]*namedHandler{}, srds: map[*mux]*srdsHandler{}, vhds: map[*mux]*vhdsHandler{}, scoped: map[uint64]*scopedWatch{},
 	}
 	c.rds = newNamedHandler(c, rdsKind)
-	c.sds = newNamedHandler(c, sdsKind)
 	c.ecds = newNamedHandler(c, ecdsKind)
 	if c.clock == nil {
 		c.clock = clock.Real()

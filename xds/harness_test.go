@@ -21,6 +21,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/stats"
+	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/xds/xdstest"
 )
 
@@ -73,7 +74,12 @@ type proxySetup struct {
 	// rtds are layered_runtime rtds_layer entries watched into runtime (as the server does).
 	rtds    []*bootstrapv3.RuntimeLayer_RtdsLayer
 	runtime *fakeRuntime
+	// secretsChanged is SDS's changed hook (the server reloads its TLS contexts there).
+	secretsChanged func()
 }
+
+// secretsOf is the SDS owner the harness gives c (as the server does).
+func secretsOf(c *Client) *tlsutil.SDS { return c.cfg.Secrets.(*tlsutil.SDS) }
 
 func startProxy(t testing.TB, dr *bootstrapv3.Bootstrap_DynamicResources, opts ...proxyOption) *proxy {
 	t.Helper()
@@ -105,10 +111,13 @@ func startProxy(t testing.TB, dr *bootstrapv3.Bootstrap_DynamicResources, opts .
 	if ps.before != nil {
 		ps.before(p)
 	}
+	sds := tlsutil.NewSDS(nil, ps.secretsChanged)
+	ps.cfg.Secrets = sds
 	p.c, err = New(ps.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sds.SetClient(p.c)
 	if ps.runtime != nil {
 		if err := runtime.WatchRTDS(p.c, ps.rtds, ps.runtime.SetRTDSLayer, nil); err != nil {
 			t.Fatal(err)

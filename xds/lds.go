@@ -18,7 +18,9 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/stats"
+	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/xds/resource"
+	xdswatch "github.com/legateproxy/legate/xds/watch"
 )
 
 // LDSInitTarget is the name of the init target the client registers for LDS: ready once the
@@ -63,7 +65,7 @@ type ldsListener struct {
 	rl      *resource.Listener
 	version string
 	updated time.Time
-	deps    []watchRef
+	deps    []xdswatch.Subscription
 	// scoped are the scoped routes it waits for (SRDS and the scopes' RDS); unwatch ends them
 	// and the watches of VHDS sources.
 	scoped  []*scopedWatch
@@ -189,7 +191,7 @@ func (h *ldsHandler) takeReadyLocked() func() {
 // release ends l's dependency subscriptions (and its predecessor's).
 func (l *ldsListener) release() {
 	for _, d := range l.deps {
-		d.release()
+		d.Cancel()
 	}
 	for _, u := range l.unwatch {
 		u()
@@ -330,12 +332,12 @@ func (h *ldsHandler) offerLocked(rl *resource.Listener, version string, now time
 		nl.unwatch = append(nl.unwatch, w.cancel)
 	}
 	for _, d := range rl.Secrets {
-		ref, _, _, _, err := h.c.sds.subscribe(d.Source, d.Name, "", func(uint64, any) { h.depChanged(nl) })
+		sub, err := h.c.watchSecret(d, func() { h.depChanged(nl) })
 		if err != nil {
 			nl.release()
 			return fmt.Errorf("listener %q: sds secret %q: %w", rl.Name, d.Name, err)
 		}
-		nl.deps = append(nl.deps, ref)
+		nl.deps = append(nl.deps, sub)
 	}
 	switch {
 	case cur == nil:
@@ -355,7 +357,7 @@ func (h *ldsHandler) offerLocked(rl *resource.Listener, version string, now time
 // warmLocked reports whether every dependency of l has arrived or timed out.
 func (h *ldsHandler) warmLocked(l *ldsListener) bool {
 	for _, d := range l.deps {
-		if !d.ready() {
+		if !d.Ready() {
 			return false
 		}
 	}
@@ -602,8 +604,8 @@ func (c *Client) ListenerInitDumps(started bool) []*adminv3.UnreadyTargetsDumps_
 func (l *ldsListener) pendingTargets() []string {
 	var out []string
 	for _, d := range l.deps {
-		if !d.ready() && d.h.kind.initTarget != nil {
-			out = append(out, "target "+d.h.kind.initTarget(d.sub.name))
+		if t := d.InitTarget(); !d.Ready() && t != "" {
+			out = append(out, "target "+t)
 		}
 	}
 	for _, s := range l.scoped {
@@ -635,7 +637,7 @@ func ListenerInitTargets(l *resource.Listener, ready func(target string) bool) [
 		add(ecdsKind.initTarget(d.Name))
 	}
 	for _, d := range l.Secrets {
-		add(sdsKind.initTarget(d.Name))
+		add(tlsutil.SDSInitTarget(d.Name))
 	}
 	return out
 }

@@ -219,13 +219,13 @@ func TestDynamicListenersRoutesSecretsRuntime(t *testing.T) {
 			}
 
 			// 3. SDS: a secret watched by name is served and rotated.
-			release, err := p.c.WatchSecrets("test", &tlsv3.CommonTlsContext{TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: "cert", SdsConfig: adsSource()}}})
+			release, err := secretsOf(p.c).WatchSecrets("test", &tlsv3.CommonTlsContext{TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: "cert", SdsConfig: adsSource()}}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer release()
 			chain := func() string {
-				s, ok := p.c.Secret("cert")
+				s, ok := secretsOf(p.c).Secret("cert")
 				if !ok || s.Certificate == nil {
 					return ""
 				}

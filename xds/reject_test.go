@@ -178,7 +178,7 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 	t.Run("SDS", func(t *testing.T) {
 		cp, p, it := start(t, func(s *proxySetup) {
 			s.afterNew = func(c *Client) {
-				if _, err := c.WatchSecrets("test", &tlsv3.CommonTlsContext{TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: "cert", SdsConfig: ads()}}}); err != nil {
+				if _, err := secretsOf(c).WatchSecrets("test", &tlsv3.CommonTlsContext{TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: "cert", SdsConfig: ads()}}}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -103,6 +103,12 @@ func unmarshalCluster(a *anypb.Any) (*clusterv3.Cluster, error) {
 // upstreamTLSTypeURL is the typed_config type of a cluster's TLS transport socket.
 const upstreamTLSTypeURL = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"
 
+// HasUpstreamSecrets reports whether a cluster's transport socket loads secrets over SDS.
+func HasUpstreamSecrets(ts *corev3.TransportSocket) bool {
+	deps, err := UpstreamSecretDependencies("transport_socket", ts)
+	return err == nil && len(deps) > 0
+}
+
 // UpstreamSecretDependencies returns the SDS secrets (those with an sds_config) of a cluster's
 // transport socket when it is an UpstreamTlsContext; nil for any other socket. path names the
 // transport socket in errors.

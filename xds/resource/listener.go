@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -44,6 +45,8 @@ type Listener struct {
 type Dependency struct {
 	Name   string
 	Source Source
+	// Config is the config source Source was read from.
+	Config *corev3.ConfigSource
 	// StatPrefix is the connection manager's stat_prefix (routes and scoped routes).
 	StatPrefix string
 	// Scoped is the connection manager's scoped_routes (scoped routes only).
@@ -184,7 +187,7 @@ func secretDependency(path string, s *tlsv3.SdsSecretConfig) (Dependency, error)
 	if s.GetName() == "" {
 		return Dependency{}, fmt.Errorf("%s: name is empty; an SDS secret needs a name", path)
 	}
-	return Dependency{Name: s.GetName(), Source: src}, nil
+	return Dependency{Name: s.GetName(), Source: src, Config: s.GetSdsConfig()}, nil
 }
 
 // ListenerName returns the name of an LDS resource without validating it, or "".

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/httpproxy/route"
-	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/xds/watch"
 )
 
@@ -40,20 +39,6 @@ func DecodeRouteConfig(a *anypb.Any, opts route.Options) (*routev3.RouteConfigur
 		return nil, fmt.Errorf("route_config %q: %w", name, err)
 	}
 	return rc, nil
-}
-
-// DecodeSecret decodes an SDS resource into its proto and tlsutil's form.
-func DecodeSecret(a *anypb.Any) (*tlsv3.Secret, tlsutil.Secret, error) {
-	pb := &tlsv3.Secret{}
-	name, err := watch.DecodeNamed(a, SecretType, "secret", pb, pb.GetName)
-	if err != nil {
-		return nil, tlsutil.Secret{}, err
-	}
-	s, err := tlsutil.SecretFromProto(fmt.Sprintf("secret %q", name), pb)
-	if err != nil {
-		return nil, tlsutil.Secret{}, err
-	}
-	return pb, s, nil
 }
 
 // NamedResourceName returns the name of an RDS, SDS or RTDS resource without validating it,

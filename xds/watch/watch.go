@@ -50,11 +50,24 @@ type Func func(val any)
 // Update calls f.
 func (f Func) Update(val any) { f(val) }
 
+// Subscription is one watcher's hold on a watched resource.
+type Subscription interface {
+	// Ready reports whether the resource arrived or its first fetch ended without it.
+	Ready() bool
+	// Value is the resource's current value, nil until one arrives.
+	Value() any
+	// InitTarget is the init target the subscription registers (Type.InitTarget), "" for none.
+	InitTarget() string
+	// Cancel ends the watch; the last watcher's cancel unsubscribes. Cancelling twice is
+	// harmless.
+	Cancel()
+}
+
 // Client is the xDS client's watch API.
 type Client interface {
 	// Watch subscribes w to the resource of type t called name, delivered by the config
 	// source cs (whose self is refused: a watch has no parent resource). The subscription is
-	// shared by every watcher of the same (source, name) and ends with its last watcher's
-	// cancel. Errors name the field path below cs.
-	Watch(t Type, cs *corev3.ConfigSource, name string, w Watcher) (cancel func(), err error)
+	// shared by every watcher of the same (source, name). Errors name the field path below
+	// cs.
+	Watch(t Type, cs *corev3.ConfigSource, name string, w Watcher) (Subscription, error)
 }
