@@ -16,6 +16,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
 	"github.com/legateproxy/legate/httpproxy/filters/jwtauthn"
 	"github.com/legateproxy/legate/httpproxy/filters/localratelimit"
+	"github.com/legateproxy/legate/httpproxy/filters/lua"
 	"github.com/legateproxy/legate/httpproxy/filters/ondemand"
 	"github.com/legateproxy/legate/httpproxy/filters/ratelimit"
 	"github.com/legateproxy/legate/httpproxy/filters/rbac"
@@ -61,6 +62,7 @@ func registrations() []func(*registry.Builder) {
 		healthcheck.Register,
 		jwtauthn.Register,
 		localratelimit.Register,
+		lua.Register,
 		ondemand.Register,
 		ratelimit.Register,
 		rbac.Register,

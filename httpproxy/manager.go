@@ -49,6 +49,9 @@ type Deps struct {
 	Stats *stats.Store
 	// Logger is the "http" component logger; may be nil.
 	Logger *logging.Logger
+	// ComponentLogger returns the logger of an Envoy log component (the Lua filter's "lua");
+	// nil leaves filters without logs.
+	ComponentLogger func(component string) *logging.Logger
 	// HealthCheckFailed is the flag the admin's POST /healthcheck/fail sets and
 	// /healthcheck/ok clears; nil means never failed.
 	HealthCheckFailed *atomic.Bool
@@ -150,7 +153,7 @@ func (sh *shared) filterContext(hcmPrefix, name string) *filter.Context {
 	return &filter.Context{
 		Clusters: d.Clusters, HealthCheckFailed: d.HealthCheckFailed, LocalClusterName: d.LocalClusterName, Taps: d.Taps,
 		Name: name, StatPrefix: hcmPrefix, Stats: sh.filterStats, Pools: d.Pools,
-		Runtime: d.Runtime, RuntimeFraction: d.RuntimeFraction, Now: d.Now,
+		Runtime: d.Runtime, RuntimeFraction: d.RuntimeFraction, Now: d.Now, Logger: d.ComponentLogger,
 	}
 }
 

@@ -449,7 +449,9 @@ func (s *stream) Connection() filter.Connection {
 	c.DirectRemote, _ = netip.ParseAddrPort(s.remote)
 	c.Remote, _ = netip.ParseAddrPort(s.client)
 	c.Local, _ = netip.ParseAddrPort(s.local)
-	if info, _ := s.downstreamTLS(); info != nil {
+	c.Protocol = s.proto
+	var info *accesslog.TLSInfo
+	if info, c.ServerName = s.downstreamTLS(); info != nil {
 		c.TLS = &info.State
 	}
 	return c
@@ -690,7 +692,7 @@ func (s *stream) localReply(status int, body []byte, m *route.Match) {
 	if loc != nil {
 		s.resp[hdrLocation] = loc
 	}
-	if len(body) > 0 {
+	if len(body) > 0 && len(s.replyHeader[hdrContentType]) == 0 { // a filter's reply may name its own
 		s.setRespHeader(hdrContentType, textPlain)
 	}
 	for k, vs := range s.replyHeader {

@@ -165,6 +165,7 @@ func (s *Server) buildDataPlane() error {
 		Pools:             dp.pools,
 		Stats:             s.store,
 		Logger:            s.logs.Logger("http"),
+		ComponentLogger:   s.logs.Logger,
 		HealthCheckFailed: &s.healthFailed,
 		Taps:              dp.taps,
 		AccessLogs:        dp.accessLogs,

@@ -16,6 +16,7 @@ import (
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/pool"
 )
 
@@ -222,6 +223,10 @@ type Connection struct {
 	Local netip.AddrPort
 	// TLS is the handshake's state; nil for plain text.
 	TLS *tls.ConnectionState
+	// ServerName is the SNI the client sent (Envoy's requested server name); "" without TLS.
+	ServerName string
+	// Protocol is the downstream protocol: "HTTP/1.0", "HTTP/1.1" or "HTTP/2".
+	Protocol string
 }
 
 // PerFilterConfig returns the typed_per_filter_config entry called name that applies to the
@@ -337,6 +342,16 @@ type Context struct {
 	RuntimeFraction func(key string, numerator, denominator, random uint64) bool
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// Logger returns the logger of an Envoy log component ("lua"); nil: no logs (see Log).
+	Logger func(component string) *logging.Logger
+}
+
+// Log returns the logger of component, or nil (which discards) without a Logger.
+func (ctx *Context) Log(component string) *logging.Logger {
+	if ctx == nil || ctx.Logger == nil {
+		return nil
+	}
+	return ctx.Logger(component)
 }
 
 // RuntimeValue is ctx.Runtime(key, def), or def without a runtime or a key.

@@ -231,7 +231,7 @@ func (c *compiler) virtualHost(p *routev3.VirtualHost, path string) (*VirtualHos
 }
 
 func (c *compiler) route(p *routev3.Route, vh *VirtualHost, path string) (*Route, error) {
-	r := &Route{Name: p.GetName(), vhost: vh, Timeout: defaultTimeout}
+	r := &Route{Name: p.GetName(), vhost: vh, Timeout: defaultTimeout, Metadata: p.GetMetadata().GetFilterMetadata()}
 	var err error
 	if r.filters, err = compilePerFilter(p.GetTypedPerFilterConfig(), path+".", c.opts); err != nil {
 		return nil, err

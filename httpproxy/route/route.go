@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/lb"
 )
@@ -113,6 +115,9 @@ const (
 type Route struct {
 	// Name is Route.name (%ROUTE_NAME%).
 	Name string
+	// Metadata is Route.metadata's filter_metadata by namespace (the Lua filter's
+	// handle:metadata() reads its own); read only.
+	Metadata map[string]*structpb.Struct
 	// Kind is the action: route, redirect, direct_response or non_forwarding_action.
 	Kind ActionKind
 

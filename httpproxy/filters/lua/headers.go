@@ -1,0 +1,161 @@
+package lua
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	glua "github.com/yuin/gopher-lua"
+)
+
+// headersArg returns the call whose headers the object at 1 is, and the header name at 2
+// in lower case.
+func headersArg(L *glua.LState) (*call, string) {
+	c, _ := L.CheckUserData(1).Value.(*call)
+	return checkCall(L, c), lowerASCII(L.CheckString(2))
+}
+
+func lowerASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' {
+			return strings.ToLower(s)
+		}
+	}
+	return s
+}
+
+// pseudo returns a pointer to the request field a pseudo-header names, or nil.
+func (c *call) pseudo(name string) *string {
+	if c.response {
+		return nil
+	}
+	r := c.x.Request
+	switch name {
+	case ":path":
+		return &r.Path
+	case ":method":
+		return &r.Method
+	case ":authority":
+		return &r.Authority
+	case ":scheme":
+		return &r.Scheme
+	}
+	return nil
+}
+
+// values returns the values of a header; pseudo-headers read the request's fields and the
+// response's status.
+func (c *call) values(name string) []string {
+	if p := c.pseudo(name); p != nil {
+		if *p == "" {
+			return nil
+		}
+		return []string{*p}
+	}
+	if c.response && name == ":status" {
+		return []string{strconv.Itoa(c.x.Status)}
+	}
+	return c.header[http.CanonicalHeaderKey(name)]
+}
+
+// set replaces a header's values (add false) or appends one (add true).
+func (c *call) set(L *glua.LState, name, value string, add bool) {
+	if p := c.pseudo(name); p != nil {
+		*p = value
+		return
+	}
+	if name == "" || name[0] == ':' {
+		L.RaiseError("headers: changing %q is not implemented by Legate", name)
+	}
+	key := http.CanonicalHeaderKey(name)
+	if add {
+		c.header[key] = append(c.header[key], value)
+		return
+	}
+	c.header[key] = []string{value}
+}
+
+var headerMethods = map[string]glua.LGFunction{
+	// get joins several values with ",", as Envoy's.
+	"get": func(L *glua.LState) int {
+		c, name := headersArg(L)
+		switch vs := c.values(name); len(vs) {
+		case 0:
+			L.Push(glua.LNil)
+		case 1:
+			L.Push(glua.LString(vs[0]))
+		default:
+			L.Push(glua.LString(strings.Join(vs, ",")))
+		}
+		return 1
+	},
+	"getAtIndex": func(L *glua.LState) int {
+		c, name := headersArg(L)
+		vs, i := c.values(name), L.CheckInt(3)
+		if i < 0 || i >= len(vs) {
+			L.Push(glua.LNil)
+			return 1
+		}
+		L.Push(glua.LString(vs[i]))
+		return 1
+	},
+	"getNumValues": func(L *glua.LState) int {
+		c, name := headersArg(L)
+		L.Push(glua.LNumber(len(c.values(name))))
+		return 1
+	},
+	"add": func(L *glua.LState) int {
+		c, name := headersArg(L)
+		c.set(L, name, L.CheckString(3), true)
+		return 0
+	},
+	"replace": func(L *glua.LState) int {
+		c, name := headersArg(L)
+		c.set(L, name, L.CheckString(3), false)
+		return 0
+	},
+	"remove": func(L *glua.LState) int {
+		c, name := headersArg(L)
+		if name != "" && name[0] == ':' {
+			L.RaiseError("headers: removing %q is not implemented by Legate", name)
+		}
+		delete(c.header, http.CanonicalHeaderKey(name))
+		return 0
+	},
+}
+
+// headersPairs iterates over (name, value) pairs, names in lower case: the request's
+// pseudo-headers (or the response's :status) first, then the headers by name, a header of
+// several values once per value.
+func headersPairs(L *glua.LState) int {
+	c, _ := L.CheckUserData(1).Value.(*call)
+	checkCall(L, c)
+	type kv struct{ k, v string }
+	var all []kv
+	if c.response {
+		all = append(all, kv{":status", strconv.Itoa(c.x.Status)})
+	} else {
+		for _, p := range [...]string{":authority", ":path", ":method", ":scheme"} {
+			if v := *c.pseudo(p); v != "" {
+				all = append(all, kv{p, v})
+			}
+		}
+	}
+	names := make([]string, 0, len(c.header))
+	for k := range c.header {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		for _, v := range c.header[k] {
+			all = append(all, kv{strings.ToLower(k), v})
+		}
+	}
+	L.Push(iterator(L, len(all), func(i int) (glua.LValue, glua.LValue) {
+		return glua.LString(all[i].k), glua.LString(all[i].v)
+	}))
+	L.Push(glua.LNil)
+	L.Push(glua.LNil)
+	return 3
+}
