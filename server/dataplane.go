@@ -186,6 +186,7 @@ func (s *Server) buildDataPlane() error {
 			LocalCluster: s.Node().GetCluster(),
 			Clock:        s.clock,
 			Default:      s.boot.Proto.GetTracing().GetHttp(),
+			Tracers:      s.ext,
 		},
 	}); err != nil {
 		return err

@@ -4,16 +4,19 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 
 	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tracingv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/internal/grpcclient"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/stats"
 )
 
@@ -80,6 +83,9 @@ type Deps struct {
 	Clock clock.Clock
 	// Getenv reads the environment (OTEL_RESOURCE_ATTRIBUTES); nil is os.Getenv.
 	Getenv func(string) string
+	// Tracers are the tracers' factories (the kind Tracers); nil means this package's
+	// (OpenTelemetry and Zipkin).
+	Tracers *registry.Registry
 	// Default is the bootstrap's tracing.http: the provider of a connection manager whose
 	// tracing names none, as in Envoy.
 	Default *tracev3.Tracing_Http
@@ -120,6 +126,12 @@ func FromProto(path string, t *hcmv3.HttpConnectionManager_Tracing, d Deps) (*Co
 		}
 		c.Tags = append(c.Tags, tag)
 	}
+	if d.Tracers == nil {
+		var err error
+		if d.Tracers, err = builtin(); err != nil {
+			return nil, err
+		}
+	}
 	p := t.GetProvider()
 	if p == nil {
 		p = d.Default
@@ -127,41 +139,42 @@ func FromProto(path string, t *hcmv3.HttpConnectionManager_Tracing, d Deps) (*Co
 	if p == nil {
 		return nil, fmt.Errorf("%s.provider: required when the bootstrap sets no tracing.http", path)
 	}
-	tpath := path + ".provider.typed_config"
-	switch p.GetTypedConfig().GetTypeUrl() {
-	case OTelTypeURL:
-		var oc tracev3.OpenTelemetryConfig
-		if err := unpack(tpath, p.GetTypedConfig(), &oc); err != nil {
-			return nil, err
-		}
-		exp, err := NewOTel(tpath, &oc, d)
-		if err != nil {
-			return nil, err
-		}
-		c.Exporter, c.Sample = exp, exp.sampler
-	case ZipkinTypeURL:
-		var zc tracev3.ZipkinConfig
-		if err := unpack(tpath, p.GetTypedConfig(), &zc); err != nil {
-			return nil, err
-		}
-		exp, err := NewZipkin(tpath, &zc, d)
-		if err != nil {
-			return nil, err
-		}
-		c.Exporter, c.Format = exp, B3
-		c.SharedContext = zc.GetSharedSpanContext() == nil || zc.GetSharedSpanContext().GetValue()
-		c.TraceID128 = zc.GetTraceId_128Bit()
-	default:
-		return nil, fmt.Errorf("%s.provider: %q (%s): only %s and %s are implemented; other tracers are not implemented by Legate", path, p.GetName(), p.GetTypedConfig().GetTypeUrl(), OTelName, ZipkinName)
+	prov, err := provider(path+".provider", p, d)
+	if err != nil {
+		return nil, err
 	}
+	c.Exporter, c.Sample, c.Format, c.SharedContext, c.TraceID128 = prov.Exporter, prov.Sample, prov.Format, prov.SharedContext, prov.TraceID128
 	return c, nil
 }
 
-// unpack unmarshals and validates a provider's typed_config.
-func unpack(path string, a *anypb.Any, m interface {
+// provider builds a tracing provider with the factory Deps.Tracers has for its type; path
+// names it in errors.
+func provider(path string, p *tracev3.Tracing_Http, d Deps) (Provider, error) {
+	tc := p.GetTypedConfig()
+	newTracer, e, ok := registry.Lookup(d.Tracers, Tracers, "", tc.GetTypeUrl())
+	if !ok {
+		var names []string
+		for e := range registry.All(d.Tracers, Tracers) {
+			names = append(names, e.Name)
+		}
+		return Provider{}, fmt.Errorf("%s: %q (%s): only %s are implemented; other tracers are not implemented by Legate", path, p.GetName(), tc.GetTypeUrl(), strings.Join(names, " and "))
+	}
+	tpath := path + ".typed_config"
+	cfg := e.Config.ProtoReflect().New().Interface().(validated)
+	if err := unpack(tpath, tc, cfg); err != nil {
+		return Provider{}, err
+	}
+	return newTracer(tpath, cfg, d)
+}
+
+// validated is a config message with its protoc-gen-validate rules.
+type validated interface {
 	proto.Message
 	ValidateAll() error
-}) error {
+}
+
+// unpack unmarshals and validates a typed_config.
+func unpack(path string, a *anypb.Any, m validated) error {
 	if err := a.UnmarshalTo(m); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}

@@ -10,8 +10,10 @@ import (
 	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
 
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/stats"
 )
 
@@ -235,5 +237,39 @@ func TestResourceDetectors(t *testing.T) {
 	}
 	if _, err := otelResource("otel", &pb, Deps{Getenv: env("novalue")}); err == nil || !strings.Contains(err.Error(), "novalue") {
 		t.Errorf("malformed OTEL_RESOURCE_ATTRIBUTES: err = %v; want it named", err)
+	}
+}
+
+// TestFromProtoBuildsTheRegisteredTracer checks that the provider comes from the factory
+// Deps.Tracers registers for its type, and that a type it lacks is refused naming what it has.
+func TestFromProtoBuildsTheRegisteredTracer(t *testing.T) {
+	b := registry.NewBuilder()
+	var got *tracev3.DatadogConfig
+	registry.Add(b, Tracers, "envoy.tracers.datadog", &tracev3.DatadogConfig{}, func(path string, config proto.Message, d Deps) (Provider, error) {
+		got = config.(*tracev3.DatadogConfig)
+		return Provider{Format: B3}, nil
+	})
+	r, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb := func(y string) *hcmv3.HttpConnectionManager_Tracing {
+		var pb hcmv3.HttpConnectionManager_Tracing
+		j, err := yaml.YAMLToJSON([]byte(y))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := protojson.Unmarshal(j, &pb); err != nil {
+			t.Fatal(err)
+		}
+		return &pb
+	}
+	c, err := FromProto("tracing", pb(`provider: {name: dd, typed_config: {"@type": type.googleapis.com/envoy.config.trace.v3.DatadogConfig, collector_cluster: c, service_name: s}}`), Deps{Tracers: r})
+	if err != nil || c.Format != B3 || got.GetServiceName() != "s" {
+		t.Fatalf("FromProto = %+v, %v (factory saw %v); want the registered tracer's provider", c, err, got)
+	}
+	_, err = FromProto("tracing", pb(`provider: {name: envoy.tracers.zipkin, typed_config: {"@type": type.googleapis.com/envoy.config.trace.v3.ZipkinConfig, collector_cluster: c, collector_endpoint: /x}}`), Deps{Tracers: r})
+	if want := "only envoy.tracers.datadog are implemented"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("FromProto(zipkin) = %v; want an error containing %q", err, want)
 	}
 }
