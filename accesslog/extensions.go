@@ -13,8 +13,8 @@ import (
 )
 
 // The kinds of access logger extensions, one per consumer, since each takes a different set:
-// the HTTP connection manager's access_log, the TCP proxy's, and a listener's (the
-// connections no filter chain matched). A logger package registers its factory under each
+// the HTTP connection manager's access_log, the TCP proxy's, a listener's (the
+// connections no filter chain matched) and the UDP proxy's. A logger package registers its factory under each
 // kind whose consumer it serves:
 //
 //	registry.Add(b, accesslog.HTTPLoggers, Name, &pb.Config{}, factory)
@@ -22,6 +22,7 @@ var (
 	HTTPLoggers     = registry.Kind[LoggerFactory]{Category: registry.AccessLogger, Facet: "http"}
 	TCPLoggers      = registry.Kind[LoggerFactory]{Category: registry.AccessLogger, Facet: "tcp"}
 	ListenerLoggers = registry.Kind[LoggerFactory]{Category: registry.AccessLogger, Facet: "listener"}
+	UDPLoggers      = registry.Kind[LoggerFactory]{Category: registry.AccessLogger, Facet: "udp"}
 )
 
 // LoggerFactory builds an access logger from its config, a message of the registered type
@@ -69,7 +70,7 @@ func ServiceLogger(path string, config proto.Message, c LoggerContext) (Logger, 
 // Register adds the access loggers this package writes (file, stdout, stderr), for every
 // consumer.
 func Register(b *registry.Builder) {
-	for _, k := range []registry.Kind[LoggerFactory]{HTTPLoggers, TCPLoggers, ListenerLoggers} {
+	for _, k := range []registry.Kind[LoggerFactory]{HTTPLoggers, TCPLoggers, ListenerLoggers, UDPLoggers} {
 		registry.Add(b, k, FileName, &filev3.FileAccessLog{}, fileLogger)
 		registry.Add(b, k, "envoy.access_loggers.stdout", &streamv3.StdoutAccessLog{}, stdoutLogger)
 		registry.Add(b, k, "envoy.access_loggers.stderr", &streamv3.StderrAccessLog{}, stderrLogger)

@@ -97,6 +97,9 @@ type Listener struct {
 	ListenerFiltersTimeout time.Duration
 	// ContinueOnListenerFiltersTimeout is continue_on_listener_filters_timeout.
 	ContinueOnListenerFiltersTimeout bool
+	// UDP is set for a listener on a UDP address: its datagrams go to the UDP proxy; it has
+	// no filter chains.
+	UDP *UDPListener
 	// TLSInspector is set when listener_filters holds envoy.filters.listener.tls_inspector:
 	// the first bytes of each connection are read to detect TLS, SNI and ALPN.
 	TLSInspector bool

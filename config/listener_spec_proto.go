@@ -32,9 +32,9 @@ const implementedListenerFilters = TLSInspectorFilter + ", " + OriginalDstFilter
 // rules the listener manager relies on. Errors name the listener, the field path, the value
 // and the rule. l is kept as Listener.Proto and must not be modified afterwards.
 //
-// Legate serves TCP socket and pipe listeners; UDP, internal and API listeners,
-// filter_chain_matcher and listener filters other than the TLS inspector and the original
-// destination filter are refused rather than silently ignored.
+// Legate serves TCP socket, pipe and internal listeners, and UDP listeners whose one listener
+// filter is the UDP proxy; QUIC and API listeners, filter_chain_matcher and other listener
+// filters are refused rather than silently ignored.
 func ListenerFromProto(l *listenerv3.Listener) (*Listener, error) {
 	if l == nil {
 		return nil, fmt.Errorf("listener: nil")
@@ -73,8 +73,6 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 	switch {
 	case l.GetApiListener() != nil:
 		b.fail("api_listener: API listeners are not supported")
-	case l.GetUdpListenerConfig() != nil:
-		b.fail("udp_listener_config: UDP listeners are not supported")
 	case l.GetFilterChainMatcher() != nil:
 		b.fail("filter_chain_matcher: the matcher API is not supported; use filter_chain_match")
 	}
@@ -103,6 +101,14 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 	}
 	if l.GetDrainType() == listenerv3.Listener_MODIFY_ONLY {
 		out.DrainType = DrainModifyOnly
+	}
+	if out.Address.UDP || l.GetUdpListenerConfig() != nil {
+		if !out.Address.UDP {
+			b.fail("udp_listener_config: set on a listener whose address is not UDP (socket_address.protocol: UDP)")
+		}
+		b.udp(l, out)
+		out.Ignored = auditFields(l, b.fail)
+		return out
 	}
 	for i, f := range l.GetListenerFilters() {
 		if f.GetConfigDiscovery() != nil {
@@ -274,9 +280,6 @@ func (b *listenerBuilder) address(path string, a *corev3.Address) (Address, bool
 	case InternalAddress:
 		b.fail("%s.envoy_internal_address: set on a listener without internal_listener; an internal address is for internal listeners", path)
 	case SocketAddress:
-		if out.UDP {
-			b.fail("%s.socket_address.protocol = UDP: UDP listeners are not supported", path)
-		}
 		if !isIP(out.Host) {
 			b.fail("%s.socket_address.address = %q: malformed IP address; listeners bind IP literals", path, out.Host)
 		}

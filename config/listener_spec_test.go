@@ -8,6 +8,7 @@ import (
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/udp/udp_proxy/v3"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -148,6 +149,25 @@ func TestListenerOriginalDst(t *testing.T) {
 	}
 }
 
+const (
+	udpAddr        = "address: {socket_address: {protocol: UDP, address: 127.0.0.1, port_value: 1}}\n"
+	udpProxyFilter = "listener_filters: [{name: envoy.filters.udp_listener.udp_proxy, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.udp.udp_proxy.v3.UdpProxyConfig, stat_prefix: u, cluster: c}}]\n"
+)
+
+func TestUDPListener(t *testing.T) {
+	l, err := ListenerFromProto(listenerProto(t, "name: l\n"+udpAddr+udpProxyFilter+"udp_listener_config: {downstream_socket_config: {max_rx_datagram_size: 9000}}"))
+	if err != nil {
+		t.Fatalf("ListenerFromProto = %v; want nil", err)
+	}
+	if u := l.UDP; u == nil || u.MaxRxDatagramSize != 9000 || u.FilterConfig.GetTypeUrl() != UDPProxyTypeURL || !l.Address.UDP {
+		t.Errorf("UDP = %v; want the UDP proxy's config with max_rx_datagram_size 9000", u)
+	}
+	l, err = ListenerFromProto(listenerProto(t, "name: l\n"+udpAddr+udpProxyFilter))
+	if err != nil || l.UDP.MaxRxDatagramSize != DefaultMaxRxDatagramSize {
+		t.Errorf("without udp_listener_config: %v, %v; want max_rx_datagram_size 1500", l, err)
+	}
+}
+
 func TestListenerErrors(t *testing.T) {
 	const addr = "address: {socket_address: {address: 127.0.0.1, port_value: 1}}\n"
 	const chain = "filter_chains: [{filters: [{name: envoy.filters.network.tcp_proxy}]}]\n"
@@ -156,7 +176,12 @@ func TestListenerErrors(t *testing.T) {
 		{"access log filter", "name: l\n" + addr + chain + "access_log: [{name: envoy.access_loggers.stdout, filter: {traceable_filter: {}}}]", `listener "l": access_log[0].filter.traceable_filter: not implemented by Legate`},
 		{"no address", "name: l\n" + chain, `listener "l": address: address is missing`},
 		{"hostname", "name: l\naddress: {socket_address: {address: example.com, port_value: 1}}\n" + chain, `address.socket_address.address = "example.com": malformed IP address`},
-		{"udp", "name: l\naddress: {socket_address: {protocol: UDP, address: 127.0.0.1, port_value: 1}}\n" + chain, "UDP listeners are not supported"},
+		{"udp with filter chains", "name: l\n" + udpAddr + udpProxyFilter + chain, "filter_chains: set on a UDP listener"},
+		{"udp without the proxy", "name: l\n" + udpAddr, "listener_filters: 0 filters on a UDP listener; it needs exactly one, envoy.filters.udp_listener.udp_proxy"},
+		{"udp with another filter", "name: l\n" + udpAddr + "listener_filters: [{name: envoy.filters.listener.tls_inspector}]", "a UDP listener's filter must be envoy.filters.udp_listener.udp_proxy"},
+		{"quic", "name: l\n" + udpAddr + udpProxyFilter + "udp_listener_config: {quic_options: {}}", "udp_listener_config.quic_options: HTTP/3 (QUIC) listeners are not implemented by Legate"},
+		{"udp config on tcp", "name: l\n" + addr + udpProxyFilter + "udp_listener_config: {}", "udp_listener_config: set on a listener whose address is not UDP"},
+		{"gro", "name: l\n" + udpAddr + udpProxyFilter + "udp_listener_config: {downstream_socket_config: {prefer_gro: true}}", "prefer_gro: not implemented by Legate"},
 		{"unknown listener filter", "name: l\n" + addr + chain + "listener_filters: [{name: envoy.filters.listener.original_src}]", `listener_filters[0].name = "envoy.filters.listener.original_src": unsupported listener filter`},
 		{"listener filter named as the TLS inspector but typed otherwise", "name: l\n" + addr + chain + "listener_filters: [{name: envoy.filters.listener.tls_inspector, typed_config: {\"@type\": type.googleapis.com/google.protobuf.StringValue, value: a}}]",
 			`listener_filters[0].typed_config = "type.googleapis.com/google.protobuf.StringValue": unsupported listener filter`},

@@ -39,6 +39,7 @@ import (
 	"github.com/legateproxy/legate/stats/sinks/statsd"
 	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/tracing"
+	"github.com/legateproxy/legate/udpproxy"
 )
 
 // registrations are the Register functions of every package that implements extensions.
@@ -75,6 +76,7 @@ func registrations() []func(*registry.Builder) {
 		netlocalratelimit.Declare,
 		netrbac.Declare,
 		snicluster.Declare,
+		udpproxy.Declare, // UDP listener filters
 		httpinspector.Register,
 		proxyprotocol.Register,
 		overload.Register, // resource monitors

@@ -96,7 +96,8 @@ type version struct {
 	info       *listenerInfo
 	chains     []*chain
 	def        *chain
-	noChainLog NoChainLog // the listener's access_log; nil without one
+	noChainLog NoChainLog    // the listener's access_log; nil without one
+	udp        PacketHandler // a UDP listener's; nil for others
 }
 
 // allChains returns the filter chains and the default chain.
@@ -349,6 +350,13 @@ func (m *Manager) bind(e *entry) ([]*socket, error) {
 	var out []*socket
 	if cfg.Internal {
 		return []*socket{{ln: m.internalListen(e.name), entry: e}}, nil
+	}
+	if cfg.UDP != nil {
+		pl, err := listenUDP(cfg.Address)
+		if err != nil {
+			return nil, &BindError{Listener: e.name, Address: cfg.Address.String(), Err: err}
+		}
+		return []*socket{{ln: pl, entry: e}}, nil
 	}
 	for i, a := range append([]config.Address{cfg.Address}, cfg.AdditionalAddresses...) {
 		ln, err := m.takeInherited(a), error(nil)

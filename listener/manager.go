@@ -60,6 +60,9 @@ type ManagerConfig struct {
 	// InternalListener is the envoy.bootstrap.internal_listener bootstrap extension; nil
 	// refuses listeners with internal_listener, as Envoy does without the extension.
 	InternalListener *config.InternalListener
+	// UDP builds the packet handler of a UDP listener (the UDP proxy); nil refuses UDP
+	// listeners.
+	UDP PacketHandlerFactory
 	// AccessLogs builds a listener's access_log, which logs the connections closed because
 	// no filter chain matched them; nil refuses a listener that sets access_log.
 	AccessLogs func(l *config.Listener) (NoChainLog, error)
@@ -380,6 +383,9 @@ func (m *Manager) newVersion(name string, l *config.Listener, reuse *version) (*
 			m.shared[prefix] = sh
 		}
 		sh.refs++
+		if l.UDP != nil {
+			sh.addUDP(m.cfg.Stats)
+		}
 		v.info = &listenerInfo{
 			mgr: m, name: name, stats: sh,
 			inbound:           l.TrafficDirection == config.DirectionInbound,
@@ -396,6 +402,15 @@ func (m *Manager) newVersion(name string, l *config.Listener, reuse *version) (*
 			m.discard(v, reuse)
 			return nil, fmt.Errorf("listener %q: %w", name, err)
 		}
+	}
+	if l.UDP != nil {
+		h, err := m.newPacketHandler(name, l)
+		if err != nil {
+			m.discard(v, reuse)
+			return nil, err
+		}
+		v.udp = h
+		return v, nil
 	}
 	var old []*chain
 	if reuse != nil {
@@ -488,6 +503,7 @@ func (m *Manager) discard(v *version, reuse *version) {
 	if reuse == nil || v.info != reuse.info {
 		m.release(v.info.stats)
 	}
+	v.closeUDP()
 }
 
 // release drops a reference to shared stats. mu is held.
@@ -535,6 +551,9 @@ func (m *Manager) finishRetiring(r *retiring) {
 	m.mu.Unlock()
 	for _, c := range r.chains {
 		c.shutdown()
+	}
+	if r.whole {
+		r.v.closeUDP()
 	}
 }
 
@@ -590,6 +609,12 @@ func (m *Manager) startAccepting(e *entry) {
 		return
 	}
 	for _, s := range e.sockets {
+		if pl, ok := s.ln.(*packetListener); ok {
+			m.wg.Add(1)
+			s.loops.Add(1)
+			go m.packetLoop(s, pl)
+			continue
+		}
 		for w := 0; w < m.cfg.Workers; w++ {
 			m.wg.Add(1)
 			s.loops.Add(1)
@@ -632,21 +657,29 @@ func (m *Manager) Close() {
 	}
 	m.closed = true
 	var chains []*chain
+	var versions []*version
 	for _, e := range m.entries {
 		for _, s := range e.sockets {
 			s.ln.Close()
 		}
 		chains = append(chains, e.cur.Load().allChains()...)
+		versions = append(versions, e.cur.Load())
 	}
 	for _, r := range m.retiring {
 		r.timer.Stop()
 		chains = append(chains, r.chains...)
+		if r.whole {
+			versions = append(versions, r.v)
+		}
 	}
 	m.retiring = nil
 	m.mu.Unlock()
 	m.drain.Close()
 	for _, c := range chains {
 		c.shutdown()
+	}
+	for _, v := range versions {
+		v.closeUDP()
 	}
 	m.wg.Wait()
 }
@@ -758,11 +791,15 @@ func (m *Manager) Addrs() map[string][]net.Addr {
 
 // boundAddress is configured with the host and port the socket actually has.
 func boundAddress(configured config.Address, a net.Addr) config.Address {
-	t, ok := a.(*net.TCPAddr)
-	if !ok {
+	var ap netip.AddrPort
+	switch t := a.(type) {
+	case *net.TCPAddr:
+		ap = t.AddrPort()
+	case *net.UDPAddr:
+		ap = t.AddrPort()
+	default:
 		return configured
 	}
-	ap := t.AddrPort()
 	ip := ap.Addr()
 	if c, err := netip.ParseAddr(configured.Host); err == nil && c.Unmap().Is4() {
 		ip = ip.Unmap()

@@ -57,6 +57,7 @@ type sharedStats struct {
 	prefix  string
 	s       listenerStats
 	workers []workerStats
+	udp     *udpListenerStats // nil but for UDP listeners
 	regs    []*stats.Registration
 	refs    int
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/legateproxy/legate/tcpproxy"
 	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/tracing"
+	"github.com/legateproxy/legate/udpproxy"
 	"github.com/legateproxy/legate/xds/resource"
 )
 
@@ -224,6 +225,13 @@ func (s *Server) buildDataPlane() error {
 		Runtime:           s.runtimeUint64,
 		AccessLogs:        s.listenerAccessLogs,
 		InternalListener:  s.boot.InternalListener,
+		UDP: udpproxy.Factory(udpproxy.Deps{
+			Clusters: s.clusters,
+			Clock:    s.clock,
+			Files:    dp.accessLogs,
+			Loggers:  s.ext,
+			Runtime:  s.runtimeUint64,
+		}),
 	}); err != nil {
 		return err
 	}

@@ -43,6 +43,7 @@ var layerOf = map[string]int{
 	"pool":       8,
 	"httpproxy":  9,
 	"tcpproxy":   9,
+	"udpproxy":   9,
 	"xds":        10,
 	"admin":      10,
 	"server":     11,

@@ -37,6 +37,7 @@ const (
 	HeaderFormatter           Category = "envoy.http.stateful_header_formatters"
 	Compressor                Category = "envoy.compression.compressor"
 	Decompressor              Category = "envoy.compression.decompressor"
+	UDPListenerFilter         Category = "envoy.filters.udp_listener"
 )
 
 // Kind is one way of building extensions of a category: the category and F, the Go type of
