@@ -111,7 +111,7 @@ func (s *stream) mayRewriteResponse(status int) bool {
 // through the rewriters the filters asked for, the last filter's first. The response's
 // trailers are collected into respTrailers at the body's end, for the rewriters to change
 // and emitTrailers to send.
-func (s *stream) rewriteResponse(body io.Reader, up *pool.Response) io.Reader {
+func (s *stream) rewriteResponse(body io.Reader, up *pool.Response, observe bool) io.Reader {
 	rws := s.respRW
 	// The rewriters apply from the router's side out: the reverse of the filters' order.
 	rev := make([]filter.BodyRewriter, len(rws))
@@ -131,7 +131,7 @@ func (s *stream) rewriteResponse(body io.Reader, up *pool.Response) io.Reader {
 		return s.respTrailers
 	}
 	out := s.chainRewriters(body, rev, trailers)
-	if len(s.fstreams) > 0 { // the filters' streams see the response as it is sent
+	if observe && len(s.fstreams) > 0 { // the filters' streams see the response as it is sent
 		out = &observedBody{r: out, s: s, response: true}
 	}
 	return out
@@ -140,7 +140,7 @@ func (s *stream) rewriteResponse(body io.Reader, up *pool.Response) io.Reader {
 // writeRewritten sends a local reply's body through the response's rewriters, then the
 // trailers they leave.
 func (s *stream) writeRewritten(body []byte) {
-	r := s.rewriteResponse(bytes.NewReader(body), nil)
+	r := s.rewriteResponse(bytes.NewReader(body), nil, true)
 	var buf [4096]byte
 	for {
 		n, err := r.Read(buf[:])
@@ -165,4 +165,27 @@ func (s *stream) writeRewritten(body []byte) {
 		}
 	}
 	s.emitTrailers()
+}
+
+// holdResponse reads the response body (headBody) through the rewriters whole before the head
+// is sent (filter.Exchange.HoldResponseHeaders), so that they may still change its headers;
+// it returns the rewritten body's length. The body is then written from heldBody; a failed
+// read is kept in heldErr for the caller to reset the response once its head is out.
+func (s *stream) holdResponse() int64 {
+	r := s.rewriteResponse(s.headBody, s.headUp, false)
+	buf := bytes.NewBuffer(s.heldBody[:0])
+	_, s.heldErr = buf.ReadFrom(r)
+	s.heldBody, s.held, s.respRW = buf.Bytes(), true, nil
+	return int64(len(s.heldBody))
+}
+
+// heldSource is the upstream body as a held head reads it (holdResponse): observed for its
+// upstream errors, empty when the response has none.
+func (s *stream) heldSource(resp *pool.Response) io.Reader {
+	body := resp.Body
+	if body == nil {
+		body = http.NoBody
+	}
+	s.respObserved = observedBody{r: body, s: s, response: true, quiet: true}
+	return &s.respObserved
 }

@@ -816,15 +816,23 @@ func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, 
 		s.resp["Set-Cookie"] = append(s.resp["Set-Cookie"], c)
 	}
 	s.details = "via_upstream"
+	s.headBody, s.headUp = s.heldSource(resp), resp
 	s.sendHead(resp.StatusCode, resp.ContentLength, m)
-	if resp.Body != nil || s.respRW != nil {
+	if s.held {
+		s.writeBody(s.heldBody)
+		if s.heldErr != nil {
+			s.responseCut(c, h)
+			return
+		}
+	}
+	if !s.held && (resp.Body != nil || s.respRW != nil) {
 		if _, err := s.copyBody(resp); err != nil {
 			s.responseCut(c, h)
 			return
 		}
 	}
 	switch {
-	case s.respRW != nil:
+	case s.respRW != nil || s.held:
 		s.emitTrailers() // collected, and rewritten, at the body's end
 	case len(resp.Trailer) > 0:
 		s.collectTrailers(resp.Trailer)

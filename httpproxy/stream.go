@@ -156,6 +156,14 @@ type stream struct {
 	// is sent; rwClosers the rewriters' readers to close when the stream is done.
 	respRW    []filter.BodyRewriter
 	rwClosers []io.Closer
+	// headBody and headUp are the response body (and its upstream response, nil for a local
+	// reply) that sendHead reads whole when a filter holds the head (holdResponse); held says
+	// it did, heldBody is what it read, heldErr how the read failed.
+	headBody io.Reader
+	headUp   *pool.Response
+	held     bool
+	heldBody []byte
+	heldErr  error
 
 	// Header names as their sender spelled them, kept under a preserve_case formatter:
 	// reqNames those of an HTTP/1 request (the connection manager's), respNames those of an
@@ -197,7 +205,7 @@ func putStream(s *stream) {
 	s.ctx.stop()
 	s.h, s.sc, s.h2w, s.drain, s.match, s.body, s.h2req, s.skip, s.replyHeader = nil, nil, nil, nil, nil, nil, nil, nil, nil
 	s.tr = streamTrace{}
-	s.respRW = nil
+	s.respRW, s.headBody, s.headUp, s.heldBody, s.heldErr = nil, nil, nil, nil, nil
 	s.reqObserved, s.respObserved = observedBody{}, observedBody{}
 	clear(s.trailers)
 	clear(s.outHdr)
@@ -235,7 +243,7 @@ func (s *stream) begin(h *Handler) {
 	s.bodyBuf, s.bodyBuffered = s.bodyBuf[:0], false
 	s.setCookies = s.setCookies[:0]
 	s.trailersOut = false
-	s.respRW = nil
+	s.respRW, s.held = nil, false
 	s.reqNames, s.respNames, s.respSpelled = s.reqNames[:0], s.respNames[:0], false
 	s.reject, s.rejectDetails = 0, ""
 	s.upgrade, s.upgrading, s.tunnel = "", false, false
@@ -699,8 +707,12 @@ func (s *stream) localReply(status int, body []byte, m *route.Match) {
 		s.resp[k] = append(s.resp[k], vs...)
 	}
 	s.replyHeader = nil
+	s.headBody = bytes.NewReader(body)
 	s.sendHead(status, int64(len(body)), m)
 	switch {
+	case s.held:
+		s.writeBody(s.heldBody)
+		s.emitTrailers()
 	case s.respRW != nil:
 		s.writeRewritten(body)
 	case len(body) > 0:
@@ -739,6 +751,9 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 	}
 	if rws := s.fx.ResponseRewriters(); len(rws) > 0 && s.mayRewriteResponse(status) {
 		s.respRW, contentLength = rws, -1 // the rewritten body's length is not known
+		if s.fx.ResponseHeadersHeld() && s.headBody != nil {
+			contentLength = s.holdResponse()
+		}
 	}
 	switch cfg.ServerHeader {
 	case config.ServerHeaderOverwrite:
@@ -901,7 +916,7 @@ func (s *stream) copyBody(resp *pool.Response) (int64, error) {
 			body = http.NoBody
 		}
 		s.respObserved = observedBody{r: body, s: s, response: true, quiet: true}
-		r, cl = s.rewriteResponse(r, resp), -1
+		r, cl = s.rewriteResponse(r, resp, true), -1
 	}
 	if s.h2w != nil {
 		n, err := s.copyBodyH2(r, resp, cl)

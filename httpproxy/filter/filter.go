@@ -54,6 +54,7 @@ type Exchange struct {
 	// asked (RewriteRequestBody, RewriteResponseBody).
 	reqRewrite  []BodyRewriter
 	respRewrite []BodyRewriter
+	holdHead    bool // HoldResponseHeaders
 
 	// kept holds what filters keep for the stream between their calls (Keep); two inline
 	// entries cover a chain's usual stateful filters without allocating.
@@ -204,6 +205,18 @@ func (x *Exchange) RewriteRequestBody(rw BodyRewriter) { x.reqRewrite = append(x
 func (x *Exchange) RewriteResponseBody(rw BodyRewriter) {
 	x.respRewrite = append(x.respRewrite, rw)
 }
+
+// HoldResponseHeaders asks, from OnResponse, that the response headers wait for the end of
+// the rewritten body (Envoy's encodeHeaders StopIteration with the body buffered): the
+// connection manager reads the body through the rewriters whole before it sends the head, so
+// a rewriter may still change the header map OnResponse was given while it reads (grpc_web
+// turns a non-gRPC body into grpc-message; Lua's response body()). The response then goes
+// with the rewritten body's length. The rewritten body is held in memory: a rewriter that asks
+// for this bounds what it produces. It has no effect without a response rewriter.
+func (x *Exchange) HoldResponseHeaders() { x.holdHead = true }
+
+// ResponseHeadersHeld reports whether a filter asked for HoldResponseHeaders.
+func (x *Exchange) ResponseHeadersHeld() bool { return x.holdHead }
 
 // RequestRewriters and ResponseRewriters are the rewriters asked for: the connection
 // manager's to apply.
