@@ -11,6 +11,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/csrf"
 	"github.com/legateproxy/legate/httpproxy/filters/extauthz"
 	"github.com/legateproxy/legate/httpproxy/filters/fault"
+	"github.com/legateproxy/legate/httpproxy/filters/grpcweb"
 	"github.com/legateproxy/legate/httpproxy/filters/headermutation"
 	"github.com/legateproxy/legate/httpproxy/filters/headertometadata"
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
@@ -58,6 +59,7 @@ func registrations() []func(*registry.Builder) {
 		csrf.Register,
 		extauthz.Register,
 		fault.Register,
+		grpcweb.Register,
 		headermutation.Register,
 		headertometadata.Register,
 		healthcheck.Register,

@@ -3,12 +3,18 @@ package e2e
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // jsonBackend serves body as application/json and reports the accept-encoding it got.
@@ -78,5 +84,62 @@ func TestCompressorEnvoyConfig(t *testing.T) {
 		if v, _ := p.stat(prefix + name); v != want {
 			t.Errorf("%s%s = %d; want %d", prefix, name, v, want)
 		}
+	}
+}
+
+// TestGRPCWebEnvoyConfig: Envoy's gRPC-Web setup (cors then grpc_web before the router, the
+// CORS policy exposing grpc-status and grpc-message, an HTTP/2 cluster) carries a browser's
+// gRPC-Web call to a real gRPC server and back, the trailers as the body's last frame.
+func TestGRPCWebEnvoyConfig(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	hs := health.NewServer()
+	hs.SetServingStatus("web", healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(gs, hs)
+	go gs.Serve(ln)
+	t.Cleanup(gs.Stop)
+	cfg := policyConfig(ln.Addr().String(), `              typed_per_filter_config:
+                envoy.filters.http.cors:
+                  "@type": type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy
+                  allow_origin_string_match: [{prefix: "http://"}]
+                  allow_methods: "GET, PUT, DELETE, POST, OPTIONS"
+                  allow_headers: "keep-alive,user-agent,cache-control,content-type,content-transfer-encoding,x-accept-content-transfer-encoding,x-accept-response-streaming,x-user-agent,x-grpc-web,grpc-timeout"
+                  max_age: "1728000"
+                  expose_headers: "grpc-status,grpc-message"`, `          - name: envoy.filters.http.cors
+            typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors}
+          - name: envoy.filters.http.grpc_web
+            typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.grpc_web.v3.GrpcWeb}`)
+	cfg = strings.Replace(cfg, "    connect_timeout: 1s\n", `    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {http2_protocol_options: {}}
+`, 1)
+	p := start(t, "-c", writeConfig(t, cfg))
+	msg, err := proto.Marshal(&healthpb.HealthCheckRequest{Service: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := append([]byte{0, 0, 0, 0, byte(len(msg))}, msg...)
+	client := &http.Client{Timeout: 10 * time.Second}
+	code, h, body := send(t, client, http.MethodPost, "http://"+p.listenerAddr("http")+"/grpc.health.v1.Health/Check", bytes.NewReader(frame),
+		"Content-Type", "application/grpc-web+proto", "X-Grpc-Web", "1", "Origin", "http://app.test")
+	if code != 200 || h.Get("Content-Type") != "application/grpc-web+proto" || h.Get("Access-Control-Expose-Headers") != "grpc-status,grpc-message" {
+		t.Fatalf("call = %d, headers %v; want 200 grpc-web+proto with the exposed grpc headers", code, h)
+	}
+	b := []byte(body)
+	if len(b) < 5 || b[0] != 0 {
+		t.Fatalf("body %q; want a message frame first", b)
+	}
+	n := 5 + int(binary.BigEndian.Uint32(b[1:5]))
+	var resp healthpb.HealthCheckResponse
+	if err := proto.Unmarshal(b[5:n], &resp); err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("message = %v, %v; want SERVING", &resp, err)
+	}
+	if tr := b[n:]; len(tr) < 5 || tr[0] != 0x80 || !strings.Contains(string(tr[5:]), "grpc-status:0\r\n") {
+		t.Errorf("trailers frame = %q; want 0x80 with grpc-status:0", tr)
 	}
 }
