@@ -811,7 +811,8 @@ func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, 
 		}
 		s.setRespHeader(k, v)
 	}
-	s.setRespHeader(hdrServiceTime, s.itoa(s.h.sh.deps.Now().Sub(upStart).Milliseconds()))
+	s.upTx, s.upRx = upStart, s.h.sh.deps.Now()
+	s.setRespHeader(hdrServiceTime, s.itoa(s.upRx.Sub(upStart).Milliseconds()))
 	for _, c := range s.setCookies {
 		s.resp["Set-Cookie"] = append(s.resp["Set-Cookie"], c)
 	}

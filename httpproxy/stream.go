@@ -116,12 +116,19 @@ type stream struct {
 	requestID string
 	edge      bool        // an external request at the edge (use_remote_address, not internal)
 	tr        streamTrace // the request's span (trace.go)
-	match     *route.Match
-	up        pool.Request
-	upResp    pool.Response
-	lbctx     lb.Context
-	ctx       deadlineCtx
-	bodyBuf   []byte
+	// reqEnd is when the request body's last byte was read (UnixNano; 0: not yet), written by
+	// whichever goroutine reads the body; upRx is when the upstream's response head arrived
+	// (zero: none). They time %REQUEST_DURATION%, %RESPONSE_DURATION% and
+	// %RESPONSE_TX_DURATION%.
+	reqEnd  atomic.Int64
+	upRx    time.Time
+	upTx    time.Time // when the answered attempt was sent (zero: none)
+	match   *route.Match
+	up      pool.Request
+	upResp  pool.Response
+	lbctx   lb.Context
+	ctx     deadlineCtx
+	bodyBuf []byte
 	// bodyBuffered: bodyBuf holds the whole request body, replayed to each attempt (bodyBuf
 	// itself keeps its storage between requests, so it says nothing).
 	bodyBuffered bool
@@ -239,6 +246,8 @@ func (s *stream) begin(h *Handler) {
 	s.status, s.headSent, s.closeConn, s.aborted = 0, false, false, false
 	s.bytesIn, s.bytesOut = 0, 0
 	s.flags, s.details, s.cluster, s.upstream, s.attempts, s.requestID = 0, "", "", "", 0, ""
+	s.reqEnd.Store(0)
+	s.upRx, s.upTx = time.Time{}, time.Time{}
 	s.gone, s.forwarded, s.bodyWoken = false, false, false
 	s.bodyBuf, s.bodyBuffered = s.bodyBuf[:0], false
 	s.setCookies = s.setCookies[:0]
@@ -1018,6 +1027,11 @@ func (s *stream) log(end time.Time) {
 	e.ResponseFlags = s.flags
 	e.BytesReceived, e.BytesSent = uint64(s.bytesIn), uint64(s.bytesOut)
 	e.Duration = end.Sub(s.start)
+	e.RequestDuration = s.requestDuration()
+	if !s.upRx.IsZero() {
+		e.ResponseDuration = recorded(s.upRx.Sub(s.start))
+		e.ResponseTxDuration = recorded(end.Sub(s.upRx))
+	}
 	e.UpstreamRequestAttemptCount = s.attempts
 	e.HealthCheck = s.fx.HealthCheck
 	e.DynamicMetadata = s.fx.Metadata
@@ -1025,6 +1039,22 @@ func (s *stream) log(end time.Time) {
 		s.logBuf = s.h.logs[i].log(e, s.logBuf)
 	}
 }
+
+// requestDuration is from the request's start to its last byte: the body's end, or the head
+// for a request without a body; zero (printed "-") while a body has not ended.
+func (s *stream) requestDuration() time.Duration {
+	if s.clock.r == nil {
+		return recorded(0)
+	}
+	if ns := s.reqEnd.Load(); ns != 0 {
+		return recorded(time.Unix(0, ns).Sub(s.start))
+	}
+	return 0
+}
+
+// recorded keeps a measured duration from reading as "not recorded" (zero) when the clock did
+// not move: it prints as 0 ms.
+func recorded(d time.Duration) time.Duration { return max(d, 1) }
 
 // openFilterStream asks a stream filter for its Stream of this request. The first one also
 // routes the request body (and, for HTTP/1, the chunked trailer section) through the stream

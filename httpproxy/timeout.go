@@ -588,7 +588,8 @@ func (b *bodyClock) Read(p []byte) (int, error) {
 	}
 	if !b.ended && (err == io.EOF || (b.s.contentLength >= 0 && b.read >= b.s.contentLength)) {
 		b.ended = true
-		b.s.idle.reqDone.Store(true) // the idle timer runs on, now for the response
+		b.s.reqEnd.Store(b.s.h.sh.deps.Now().UnixNano()) // %REQUEST_DURATION%
+		b.s.idle.reqDone.Store(true)                     // the idle timer runs on, now for the response
 		b.s.ctx.start()
 	}
 	return n, err

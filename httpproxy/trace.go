@@ -350,7 +350,25 @@ func (s *stream) finishTrace(end time.Time) {
 	}
 	sp.Tags = s.appendCustomTags(sp.Tags)
 	ownTagValues(sp.Tags)
+	if cfg.Verbose {
+		sp.Events = s.timingEvents(end)
+	}
 	cfg.Exporter.Export(sp)
+}
+
+// timingEvents are a verbose span's events: the times Legate records, in order.
+func (s *stream) timingEvents(end time.Time) []tracing.Event {
+	ev := make([]tracing.Event, 0, 4)
+	if d := s.requestDuration(); d > 0 {
+		ev = append(ev, tracing.Event{Time: s.start.Add(d), Name: tracing.EventLastDownstreamRx})
+	}
+	if !s.upTx.IsZero() {
+		ev = append(ev, tracing.Event{Time: s.upTx, Name: tracing.EventFirstUpstreamTx})
+	}
+	if !s.upRx.IsZero() {
+		ev = append(ev, tracing.Event{Time: s.upRx, Name: tracing.EventFirstUpstreamRx})
+	}
+	return append(ev, tracing.Event{Time: end, Name: tracing.EventLastDownstreamTx})
 }
 
 // appendCustomTags adds the connection manager's custom tags, then the route's (which win

@@ -298,3 +298,24 @@ func TestZipkinCollectorService(t *testing.T) {
 		t.Fatal("no report reached the Zipkin receiver")
 	}
 }
+
+// TestVerboseSpanEvents checks tracing.verbose: the span carries Envoy's timing events in
+// time order, from the request's last byte to the response's.
+func TestVerboseSpanEvents(t *testing.T) {
+	e, col := newTraceEnv(t, otelTraceHCM("  verbose: true\n"), flushEachSpan)
+	e.get(e.client(), "/", "x-envoy-force-trace", "1")
+	sp := awaitSpan(t, col)
+	var names []string
+	var last uint64
+	for _, ev := range sp.GetEvents() {
+		names = append(names, ev.GetName())
+		if ev.GetTimeUnixNano() < last || ev.GetTimeUnixNano() < sp.GetStartTimeUnixNano() || ev.GetTimeUnixNano() > sp.GetEndTimeUnixNano() {
+			t.Errorf("event %s at %d out of order or outside the span [%d, %d]", ev.GetName(), ev.GetTimeUnixNano(), sp.GetStartTimeUnixNano(), sp.GetEndTimeUnixNano())
+		}
+		last = ev.GetTimeUnixNano()
+	}
+	want := "last_downstream_rx_byte_received first_upstream_tx_byte_sent first_upstream_rx_byte_received last_downstream_tx_byte_sent"
+	if strings.Join(names, " ") != want {
+		t.Errorf("events %v; want %s", names, want)
+	}
+}

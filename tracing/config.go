@@ -43,6 +43,8 @@ type Config struct {
 	// Sample is the provider's sampler (OpenTelemetry's sampler), which decides instead of
 	// the sampling fractions and a propagated flag; nil for none.
 	Sample Sampler
+	// Verbose is verbose: spans carry timing events (Span.Events).
+	Verbose bool
 	// Spawn is spawn_upstream_span: the router's request gets a CLIENT span of its own, child
 	// of the downstream span, whose context the upstream receives.
 	Spawn bool
@@ -114,7 +116,7 @@ func FromProto(path string, t *hcmv3.HttpConnectionManager_Tracing, d Deps) (*Co
 	c := &Config{
 		Sampling:         Sampling{Client: percent(t.GetClientSampling()), Random: percent(t.GetRandomSampling()), Overall: percent(t.GetOverallSampling())},
 		MaxPathTagLength: 256, Runtime: d.Runtime, NodeID: d.NodeID, Zone: d.Zone,
-		Spawn: t.GetSpawnUpstreamSpan().GetValue(),
+		Spawn: t.GetSpawnUpstreamSpan().GetValue(), Verbose: t.GetVerbose(),
 	}
 	if m := t.GetMaxPathTagLength(); m != nil {
 		c.MaxPathTagLength = int(m.GetValue())

@@ -7,8 +7,10 @@
 // Implemented HCM tracing fields: provider (envoy.tracers.opentelemetry, envoy.tracers.zipkin), random_sampling,
 // client_sampling, overall_sampling (runtime keys tracing.random_sampling,
 // tracing.client_enabled, tracing.global_enabled; numerators out of 10000),
-// custom_tags (literal, environment, request_header), max_path_tag_length, verbose (accepted:
-// Legate records no per-filter span events, so it changes nothing), spawn_upstream_span (a
+// custom_tags (literal, environment, request_header), max_path_tag_length, verbose (the downstream span
+// gets the timing events Legate records, under Envoy's names: last_downstream_rx_byte_received,
+// first_upstream_tx_byte_sent, first_upstream_rx_byte_received, last_downstream_tx_byte_sent;
+// OTLP span events, Zipkin annotations), spawn_upstream_span (a
 // CLIENT span "router <cluster> egress" for each attempt of the router's upstream request,
 // whose context that attempt carries; the router's start_child_span asks for the same).
 //

@@ -182,6 +182,9 @@ func otlpSpan(s *Span) *tracev1.Span {
 	if s.Error {
 		sp.Status = &tracev1.Status{Code: tracev1.Status_STATUS_CODE_ERROR}
 	}
+	for _, ev := range s.Events {
+		sp.Events = append(sp.Events, &tracev1.Span_Event{TimeUnixNano: uint64(ev.Time.UnixNano()), Name: ev.Name})
+	}
 	return sp
 }
 

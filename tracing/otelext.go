@@ -15,9 +15,9 @@ import (
 
 // The OpenTelemetry tracer's resource detectors and samplers Legate implements.
 const (
-	AlwaysOnSamplerName     = "envoy.tracers.opentelemetry.samplers.always_on"
-	RatioSamplerName        = "envoy.tracers.opentelemetry.samplers.trace_id_ratio_based"
-	ParentSamplerName       = "envoy.tracers.opentelemetry.samplers.parent_based"
+	AlwaysOnSamplerName = "envoy.tracers.opentelemetry.samplers.always_on"
+	RatioSamplerName    = "envoy.tracers.opentelemetry.samplers.trace_id_ratio_based"
+	ParentSamplerName   = "envoy.tracers.opentelemetry.samplers.parent_based"
 )
 
 // otelResource is the Resource spans are exported under: service.name (service_name, default
@@ -35,8 +35,9 @@ func otelResource(path string, pb *tracev3.OpenTelemetryConfig, d Deps) (*resour
 }
 
 // Sampler is an OpenTelemetry sampler: it decides, instead of the connection manager's
-// sampling, whether a span is sampled, from its trace id and its parent (nil for a root).
-type Sampler func(traceID [16]byte, parent *Context) bool
+// sampling, whether a span is sampled, from its trace id and its parent (when hasParent; a
+// value, so that deciding allocates nothing).
+type Sampler func(traceID [16]byte, parent Context, hasParent bool) bool
 
 // newSampler builds the sampler configured on the tracer; nil when none.
 func newSampler(path string, tc *corev3.TypedExtensionConfig) (Sampler, error) {
@@ -45,7 +46,7 @@ func newSampler(path string, tc *corev3.TypedExtensionConfig) (Sampler, error) {
 	}
 	switch tc.GetTypedConfig().GetTypeUrl() {
 	case "type.googleapis.com/envoy.extensions.tracers.opentelemetry.samplers.v3.AlwaysOnSamplerConfig":
-		return func([16]byte, *Context) bool { return true }, nil
+		return func([16]byte, Context, bool) bool { return true }, nil
 	case "type.googleapis.com/envoy.extensions.tracers.opentelemetry.samplers.v3.TraceIdRatioBasedSamplerConfig":
 		var c samplersv3.TraceIdRatioBasedSamplerConfig
 		if err := unpack(path+".typed_config", tc.GetTypedConfig(), &c); err != nil {
@@ -58,7 +59,7 @@ func newSampler(path string, tc *corev3.TypedExtensionConfig) (Sampler, error) {
 		}
 		// The first 8 bytes of the trace id as Envoy reads them (little endian), modulo the
 		// denominator, below the numerator.
-		return func(id [16]byte, _ *Context) bool {
+		return func(id [16]byte, _ Context, _ bool) bool {
 			return num > 0 && binary.LittleEndian.Uint64(id[:8])%den < num
 		}, nil
 	case "type.googleapis.com/envoy.extensions.tracers.opentelemetry.samplers.v3.ParentBasedSamplerConfig":
@@ -73,11 +74,11 @@ func newSampler(path string, tc *corev3.TypedExtensionConfig) (Sampler, error) {
 		if root == nil {
 			return nil, fmt.Errorf("%s.typed_config.wrapped_sampler: required", path)
 		}
-		return func(id [16]byte, parent *Context) bool {
-			if parent != nil {
+		return func(id [16]byte, parent Context, hasParent bool) bool {
+			if hasParent {
 				return parent.Sampled
 			}
-			return root(id, nil)
+			return root(id, Context{}, false)
 		}, nil
 	}
 	return nil, fmt.Errorf("%s: %q (%s): not implemented by Legate (only %s, %s and %s)", path, tc.GetName(), tc.GetTypedConfig().GetTypeUrl(), AlwaysOnSamplerName, RatioSamplerName, ParentSamplerName)

@@ -138,11 +138,7 @@ func (c *Config) Begin(in Incoming, ok, sampled bool) (ctx Context, parent [8]by
 		ctx.TraceID, ctx.SpanID, parent = in.TraceID, NewSpanID(), in.SpanID
 	}
 	if c.Sample != nil {
-		var p *Context
-		if ok {
-			p = &in.Context
-		}
-		ctx.Sampled = c.Sample(ctx.TraceID, p)
+		ctx.Sampled = c.Sample(ctx.TraceID, in.Context, ok)
 	}
 	return ctx, parent
 }

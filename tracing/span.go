@@ -83,4 +83,20 @@ type Span struct {
 	Error      bool // the request failed (Envoy's error tag): the span's status is an error
 	Shared     bool // the span id is the client's (Zipkin's shared_span_context)
 	Client     bool // an upstream (CLIENT) span; the downstream span is a SERVER span
+	// Events are timing events of a verbose span (Envoy's span logs), in time order.
+	Events []Event
 }
+
+// Event is a timestamped span event.
+type Event struct {
+	Time time.Time
+	Name string
+}
+
+// The timing events of verbose spans, under Envoy's names.
+const (
+	EventLastDownstreamRx = "last_downstream_rx_byte_received"
+	EventFirstUpstreamTx  = "first_upstream_tx_byte_sent"
+	EventFirstUpstreamRx  = "first_upstream_rx_byte_received"
+	EventLastDownstreamTx = "last_downstream_tx_byte_sent"
+)

@@ -193,7 +193,11 @@ func TestSamplers(t *testing.T) {
 		{"parent unsampled", parent, low, &Context{}, false},
 		{"root by ratio", parent, low, nil, true},
 	} {
-		if got := tc.s(tc.id, tc.p); got != tc.want {
+		var p Context
+		if tc.p != nil {
+			p = *tc.p
+		}
+		if got := tc.s(tc.id, p, tc.p != nil); got != tc.want {
 			t.Errorf("%s: sampled %v; want %v", tc.name, got, tc.want)
 		}
 	}

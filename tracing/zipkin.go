@@ -127,7 +127,14 @@ type zipkinSpan struct {
 	Duration      int64             `json:"duration"`
 	Shared        bool              `json:"shared,omitempty"`
 	LocalEndpoint zipkinEndpoint    `json:"localEndpoint"`
+	Annotations   []zipkinNote      `json:"annotations,omitempty"`
 	Tags          map[string]string `json:"tags,omitempty"`
+}
+
+// zipkinNote is a Zipkin annotation: a verbose span's timing event.
+type zipkinNote struct {
+	Timestamp int64  `json:"timestamp"`
+	Value     string `json:"value"`
 }
 
 type zipkinEndpoint struct {
@@ -151,6 +158,9 @@ func (z *Zipkin) send(batch []*Span) {
 		}
 		for _, t := range s.Tags {
 			zs.Tags[t.Key] = t.Value
+		}
+		for _, ev := range s.Events {
+			zs.Annotations = append(zs.Annotations, zipkinNote{Timestamp: ev.Time.UnixMicro(), Value: ev.Name})
 		}
 		spans[i] = zs
 	}

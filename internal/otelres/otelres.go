@@ -95,4 +95,3 @@ func parseResourceAttributes(path, v string) (map[string]string, error) {
 	}
 	return out, nil
 }
-
