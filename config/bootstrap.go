@@ -155,7 +155,7 @@ func FromBootstrap(b *bootstrapv3.Bootstrap, lim Limits) (*Bootstrap, error) {
 	v.regexEngine(b.GetDefaultRegexEngine())
 	out.InternalListener = v.bootstrapExtensions(b.GetBootstrapExtensions())
 	out.Admin = v.admin(b.GetAdmin())
-	ov, err := overload.FromProto(b.GetOverloadManager())
+	ov, err := overload.FromProto(b.GetOverloadManager(), lim.Extensions)
 	if err != nil {
 		v.errs = append(v.errs, err)
 	}

@@ -3,6 +3,7 @@ package overload
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	overloadv3 "github.com/envoyproxy/go-control-plane/envoy/config/overload/v3"
@@ -10,6 +11,8 @@ import (
 	fixedheapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/internal/registry"
 )
 
 // The resource monitors and actions Legate implements, by Envoy's names.
@@ -85,10 +88,19 @@ func (t Trigger) state(p float64) float64 {
 
 // FromProto converts overload_manager; nil when pb is nil. Every monitor, action and field
 // Legate does not implement is refused with its path under "overload_manager", never accepted
-// and ignored.
-func FromProto(pb *overloadv3.OverloadManager) (*Config, error) {
+// and ignored. Resource monitors are those r registers (Monitors); nil r means this
+// package's.
+func FromProto(pb *overloadv3.OverloadManager, r *registry.Registry) (*Config, error) {
 	if pb == nil {
 		return nil, nil
+	}
+	if r == nil {
+		b := registry.NewBuilder()
+		Register(b)
+		var err error
+		if r, err = b.Build(); err != nil {
+			return nil, err
+		}
 	}
 	const root = "overload_manager"
 	if len(pb.GetLoadshedPoints()) > 0 {
@@ -107,7 +119,7 @@ func FromProto(pb *overloadv3.OverloadManager) (*Config, error) {
 	monitors := map[string]bool{}
 	for i, m := range pb.GetResourceMonitors() {
 		path := fmt.Sprintf("%s.resource_monitors[%d]", root, i)
-		mon, err := monitorFromProto(path, m)
+		mon, err := monitorFromProto(path, m, r)
 		if err != nil {
 			return nil, err
 		}
@@ -137,35 +149,44 @@ func notImplemented(path string) error {
 	return fmt.Errorf("%s: set; not implemented by Legate", path)
 }
 
-func monitorFromProto(path string, m *overloadv3.ResourceMonitor) (Monitor, error) {
-	out := Monitor{Name: m.GetName()}
-	tc := m.GetTypedConfig()
-	switch m.GetName() {
-	case FixedHeap:
-		var fh fixedheapv3.FixedHeapConfig
-		if err := unpack(path, tc, &fh); err != nil {
-			return out, err
+// monitorFromProto converts a resource monitor with the decoder r registers for its name.
+func monitorFromProto(path string, m *overloadv3.ResourceMonitor, r *registry.Registry) (Monitor, error) {
+	decode, e, ok := registry.Lookup(r, Monitors, m.GetName(), "")
+	if !ok {
+		var names []string
+		for e := range registry.All(r, Monitors) {
+			names = append(names, e.Name)
 		}
-		if fh.GetMaxHeapSizeBytesRuntime() != nil {
-			return out, notImplemented(path + ".typed_config.max_heap_size_bytes_runtime")
-		}
-		if fh.GetMaxHeapSizeBytes() == 0 {
-			return out, fmt.Errorf("%s.typed_config.max_heap_size_bytes: must be greater than 0", path)
-		}
-		out.MaxHeapBytes = fh.GetMaxHeapSizeBytes()
-	case GlobalConnections:
-		var dc downstreamconnectionsv3.DownstreamConnectionsConfig
-		if err := unpack(path, tc, &dc); err != nil {
-			return out, err
-		}
-		if dc.GetMaxActiveDownstreamConnections() <= 0 {
-			return out, fmt.Errorf("%s.typed_config.max_active_downstream_connections: must be greater than 0", path)
-		}
-		out.MaxConnections = dc.GetMaxActiveDownstreamConnections()
-	default:
-		return out, fmt.Errorf("%s.name: resource monitor %q: not implemented by Legate (it implements %s and %s)", path, m.GetName(), FixedHeap, GlobalConnections)
+		return Monitor{}, fmt.Errorf("%s.name: resource monitor %q: not implemented by Legate (it implements %s)", path, m.GetName(), strings.Join(names, " and "))
 	}
-	return out, nil
+	config := e.Config.ProtoReflect().New().Interface()
+	if err := unpack(path, m.GetTypedConfig(), config); err != nil {
+		return Monitor{}, err
+	}
+	out, err := decode(path, config)
+	out.Name = m.GetName()
+	return out, err
+}
+
+// fixedHeap decodes envoy.resource_monitors.fixed_heap.
+func fixedHeap(path string, config proto.Message) (Monitor, error) {
+	fh := config.(*fixedheapv3.FixedHeapConfig)
+	if fh.GetMaxHeapSizeBytesRuntime() != nil {
+		return Monitor{}, notImplemented(path + ".typed_config.max_heap_size_bytes_runtime")
+	}
+	if fh.GetMaxHeapSizeBytes() == 0 {
+		return Monitor{}, fmt.Errorf("%s.typed_config.max_heap_size_bytes: must be greater than 0", path)
+	}
+	return Monitor{MaxHeapBytes: fh.GetMaxHeapSizeBytes()}, nil
+}
+
+// globalConnections decodes envoy.resource_monitors.global_downstream_max_connections.
+func globalConnections(path string, config proto.Message) (Monitor, error) {
+	dc := config.(*downstreamconnectionsv3.DownstreamConnectionsConfig)
+	if dc.GetMaxActiveDownstreamConnections() <= 0 {
+		return Monitor{}, fmt.Errorf("%s.typed_config.max_active_downstream_connections: must be greater than 0", path)
+	}
+	return Monitor{MaxConnections: dc.GetMaxActiveDownstreamConnections()}, nil
 }
 
 // unpack reads the monitor's typed_config into m; the configuration is required.

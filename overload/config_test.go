@@ -7,13 +7,16 @@ import (
 	"time"
 
 	overloadv3 "github.com/envoyproxy/go-control-plane/envoy/config/overload/v3"
+	fixedheapv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
+
+	"github.com/legateproxy/legate/internal/registry"
 
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/cpu_utilization/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/fixed_heap/v3"
 )
 
 const (
@@ -23,6 +26,12 @@ const (
 
 func parse(t *testing.T, y string) (*Config, error) {
 	t.Helper()
+	return FromProto(decode(t, y), nil)
+}
+
+// decode reads an overload_manager from YAML.
+func decode(t *testing.T, y string) *overloadv3.OverloadManager {
+	t.Helper()
 	j, err := yaml.YAMLToJSON([]byte(y))
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +40,7 @@ func parse(t *testing.T, y string) (*Config, error) {
 	if err := protojson.Unmarshal(j, &pb); err != nil {
 		t.Fatalf("protojson.Unmarshal(%s): %v", j, err)
 	}
-	return FromProto(&pb)
+	return &pb
 }
 
 // TestFromProtoConverts checks the monitors, the actions with threshold and scaled triggers,
@@ -178,5 +187,26 @@ func TestTriggerState(t *testing.T) {
 		if got := tc.tr.state(tc.p); got < tc.want-1e-9 || got > tc.want+1e-9 {
 			t.Errorf("%+v.state(%v) = %v; want %v", tc.tr, tc.p, got, tc.want)
 		}
+	}
+}
+
+// TestFromProtoUsesTheRegisteredMonitors checks that a resource monitor is converted by the
+// decoder the registry has under its name, and that a monitor it lacks is refused.
+func TestFromProtoUsesTheRegisteredMonitors(t *testing.T) {
+	b := registry.NewBuilder()
+	registry.Add(b, Monitors, FixedHeap, &fixedheapv3.FixedHeapConfig{}, func(path string, config proto.Message) (Monitor, error) {
+		return Monitor{MaxHeapBytes: 2 * config.(*fixedheapv3.FixedHeapConfig).GetMaxHeapSizeBytes()}, nil
+	})
+	r, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := FromProto(decode(t, "resource_monitors: ["+heapMonitor+"]"), r)
+	if err != nil || len(c.Monitors) != 1 || c.Monitors[0] != (Monitor{Name: FixedHeap, MaxHeapBytes: 2000}) {
+		t.Fatalf("FromProto = %+v, %v; want the registered decoder's monitor", c, err)
+	}
+	_, err = FromProto(decode(t, "resource_monitors: ["+connMonitor+"]"), r)
+	if want := "not implemented by Legate (it implements " + FixedHeap + ")"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("FromProto(unregistered monitor) = %v; want an error containing %q", err, want)
 	}
 }
