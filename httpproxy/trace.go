@@ -389,6 +389,18 @@ func (s *stream) appendCustomTags(tags []tracing.Tag) []tracing.Tag {
 	return tags
 }
 
+// traceRouteForTags is the request's route for route metadata tags: the one the span started
+// with, else the one the request was routed by.
+func (s *stream) traceRouteForTags() *route.Route {
+	if s.tr.route != nil {
+		return s.tr.route
+	}
+	if s.match != nil {
+		return s.match.Route
+	}
+	return nil
+}
+
 func hasTag(tags []tracing.CustomTag, name string) bool {
 	for _, t := range tags {
 		if t.Name == name {
@@ -400,6 +412,19 @@ func hasTag(tags []tracing.CustomTag, name string) bool {
 
 // customTagValue is a custom tag's value for this request.
 func (s *stream) customTagValue(ct *tracing.CustomTag) string {
+	if m := ct.Metadata; m != nil {
+		md := s.fx.Metadata
+		if m.Kind == tracing.RouteMetadata {
+			md = nil
+			if r := s.traceRouteForTags(); r != nil {
+				md = r.Metadata
+			}
+		}
+		if v, ok := m.Lookup(md); ok {
+			return v
+		}
+		return ct.Value
+	}
 	if ct.Header != "" {
 		if hv := http.Header(s.req.Header).Get(ct.Header); hv != "" {
 			return hv

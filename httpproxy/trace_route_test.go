@@ -12,6 +12,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
 
+	"github.com/legateproxy/legate/httpproxy/filters/setmetadata"
 	"github.com/legateproxy/legate/tracing"
 )
 
@@ -317,5 +318,59 @@ func TestVerboseSpanEvents(t *testing.T) {
 	want := "last_downstream_rx_byte_received first_upstream_tx_byte_sent first_upstream_rx_byte_received last_downstream_tx_byte_sent"
 	if strings.Join(names, " ") != want {
 		t.Errorf("events %v; want %s", names, want)
+	}
+}
+
+// TestMetadataCustomTags checks custom_tags metadata of kinds request (the dynamic metadata a
+// filter wrote: set_metadata) and route (Route.metadata), with paths into structs, numbers as
+// Envoy prints them, and the default when the path leads nowhere.
+func TestMetadataCustomTags(t *testing.T) {
+	col, addr := startTraceCollector(t)
+	var e *env
+	e = newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", echoTraceparent(t)), staticCluster("otel", "", addr)},
+		filters:  filtersOf(t, nil, setmetadata.Register),
+		runtime:  flushEachSpan,
+		tracing:  tracing.Deps{Dial: clusterDialer(&e), NodeID: "node-1"},
+		hcm: `stat_prefix: ingress
+route_config:
+  virtual_hosts:
+  - name: all
+    domains: ["*"]
+    routes:
+    - match: {prefix: "/"}
+      route: {cluster: web}
+      metadata: {filter_metadata: {acme: {owner: {team: red}, weight: 2.5}}}
+http_filters:
+- name: envoy.filters.http.set_metadata
+  typed_config:
+    "@type": type.googleapis.com/envoy.extensions.filters.http.set_metadata.v3.Config
+    metadata: [{metadata_namespace: req, value: {tier: gold, count: 3}}]
+- name: envoy.filters.http.router
+  typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
+tracing:
+  custom_tags:
+  - {tag: tier, metadata: {kind: {request: {}}, metadata_key: {key: req, path: [{key: tier}]}}}
+  - {tag: count, metadata: {kind: {request: {}}, metadata_key: {key: req, path: [{key: count}]}}}
+  - {tag: team, metadata: {kind: {route: {}}, metadata_key: {key: acme, path: [{key: owner}, {key: team}]}}}
+  - {tag: weight, metadata: {kind: {route: {}}, metadata_key: {key: acme, path: [{key: weight}]}}}
+  - {tag: absent, metadata: {kind: {route: {}}, metadata_key: {key: acme, path: [{key: nope}]}, default_value: dflt}}
+  provider:
+    name: envoy.tracers.opentelemetry
+    typed_config:
+      "@type": type.googleapis.com/envoy.config.trace.v3.OpenTelemetryConfig
+      grpc_service: {envoy_grpc: {cluster_name: otel}}
+`,
+	})
+	e.get(e.client(), "/", "x-envoy-force-trace", "1")
+	sp := awaitSpan(t, col)
+	tags := map[string]string{}
+	for _, kv := range sp.GetAttributes() {
+		tags[kv.GetKey()] = kv.GetValue().GetStringValue()
+	}
+	for k, v := range map[string]string{"tier": "gold", "count": "3", "team": "red", "weight": "2.5", "absent": "dflt"} {
+		if tags[k] != v {
+			t.Errorf("tag %s = %q; want %q", k, tags[k], v)
+		}
 	}
 }

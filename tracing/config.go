@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 
 	tracev3 "github.com/envoyproxy/go-control-plane/envoy/config/trace/v3"
@@ -11,8 +12,10 @@ import (
 	tracingv3 "github.com/envoyproxy/go-control-plane/envoy/type/tracing/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/internal/grpcclient"
@@ -65,11 +68,65 @@ type Exporter interface {
 }
 
 // CustomTag is one custom_tags entry: a literal, an environment variable (read once, at load,
-// as Envoy does) or a request header.
+// as Envoy does), a request header, or a value of the request's or the route's metadata.
 type CustomTag struct {
 	Name   string
-	Value  string // the literal or environment value, or the header's default
+	Value  string // the literal or environment value, or the header's or metadata's default
 	Header string // the request header to read; "" for a fixed value
+	// Metadata, when set, is where the value is read (Value is the default).
+	Metadata *MetadataTag
+}
+
+// MetadataKind is whose metadata a metadata tag reads.
+type MetadataKind uint8
+
+const (
+	RequestMetadata MetadataKind = iota // the stream's dynamic metadata
+	RouteMetadata                       // the route's metadata
+)
+
+// MetadataTag is a metadata custom tag's source: the namespace (metadata_key.key) and the path
+// of keys into it.
+type MetadataTag struct {
+	Kind      MetadataKind
+	Namespace string
+	Path      []string
+}
+
+// Lookup reads the tag's value from metadata (by namespace): a string as it is, a number as
+// Envoy prints it, a bool as true or false, a list or struct as JSON; ok is false when the
+// path leads nowhere (the tag's default applies).
+func (m *MetadataTag) Lookup(metadata map[string]*structpb.Struct) (string, bool) {
+	st := metadata[m.Namespace]
+	if st == nil {
+		return "", false
+	}
+	var v *structpb.Value
+	fields := st.GetFields()
+	for i, k := range m.Path {
+		v = fields[k]
+		if v == nil {
+			return "", false
+		}
+		if i < len(m.Path)-1 {
+			fields = v.GetStructValue().GetFields()
+		}
+	}
+	switch x := v.GetKind().(type) {
+	case *structpb.Value_StringValue:
+		return x.StringValue, true
+	case *structpb.Value_NumberValue:
+		return strconv.FormatFloat(x.NumberValue, 'g', -1, 64), true
+	case *structpb.Value_BoolValue:
+		return strconv.FormatBool(x.BoolValue), true
+	case *structpb.Value_ListValue, *structpb.Value_StructValue:
+		b, err := protojson.Marshal(v)
+		if err != nil {
+			return "", false
+		}
+		return string(b), true
+	}
+	return "", false
 }
 
 // Deps are what a tracer is built with.
@@ -210,9 +267,28 @@ func CustomTagFromProto(path string, ct *tracingv3.CustomTag) (CustomTag, error)
 	case ct.GetRequestHeader() != nil:
 		tag.Header, tag.Value = ct.GetRequestHeader().GetName(), ct.GetRequestHeader().GetDefaultValue()
 	case ct.GetMetadata() != nil:
-		return tag, fmt.Errorf("%s.metadata: not implemented by Legate", path)
+		md := ct.GetMetadata()
+		mt := &MetadataTag{Namespace: md.GetMetadataKey().GetKey()}
+		switch {
+		case md.GetKind().GetRequest() != nil:
+			mt.Kind = RequestMetadata
+		case md.GetKind().GetRoute() != nil:
+			mt.Kind = RouteMetadata
+		default:
+			return tag, fmt.Errorf("%s.metadata.kind: only request and route metadata are implemented; cluster and host metadata tags are not implemented by Legate", path)
+		}
+		for i, seg := range md.GetMetadataKey().GetPath() {
+			if seg.GetKey() == "" {
+				return tag, fmt.Errorf("%s.metadata.metadata_key.path[%d].key: required", path, i)
+			}
+			mt.Path = append(mt.Path, seg.GetKey())
+		}
+		if mt.Namespace == "" || len(mt.Path) == 0 {
+			return tag, fmt.Errorf("%s.metadata.metadata_key: a key and a path are required", path)
+		}
+		tag.Metadata, tag.Value = mt, md.GetDefaultValue()
 	default:
-		return tag, fmt.Errorf("%s: not implemented by Legate (only literal, environment and request_header)", path)
+		return tag, fmt.Errorf("%s: not implemented by Legate (only literal, environment, request_header and metadata)", path)
 	}
 	return tag, nil
 }
