@@ -9,6 +9,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/compressor"
 	"github.com/legateproxy/legate/httpproxy/filters/cors"
 	"github.com/legateproxy/legate/httpproxy/filters/csrf"
+	"github.com/legateproxy/legate/httpproxy/filters/decompressor"
 	"github.com/legateproxy/legate/httpproxy/filters/extauthz"
 	"github.com/legateproxy/legate/httpproxy/filters/fault"
 	"github.com/legateproxy/legate/httpproxy/filters/grpcweb"
@@ -57,6 +58,7 @@ func registrations() []func(*registry.Builder) {
 		compressor.Register,
 		cors.Register,
 		csrf.Register,
+		decompressor.Register,
 		extauthz.Register,
 		fault.Register,
 		grpcweb.Register,

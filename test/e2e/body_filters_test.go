@@ -143,3 +143,51 @@ func TestGRPCWebEnvoyConfig(t *testing.T) {
 		t.Errorf("trailers frame = %q; want 0x80 with grpc-status:0", tr)
 	}
 }
+
+// TestDecompressorEnvoyConfig: Envoy's decompressor setup (gzip, the response direction on)
+// hands a gzip upstream response to the client decompressed, advertises gzip upstream, and
+// counts under http.<stat_prefix>.decompressor.<name>.gzip.response.*.
+func TestDecompressorEnvoyConfig(t *testing.T) {
+	plain := strings.Repeat("decompressed by legate ", 100)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Set("Echo-Accept-Encoding", r.Header.Get("Accept-Encoding"))
+		zw := gzip.NewWriter(w)
+		io.WriteString(zw, plain)
+		zw.Close()
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	cfg := policyConfig(ln.Addr().String(), "", `          - name: envoy.filters.http.decompressor
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.decompressor.v3.Decompressor
+              decompressor_library:
+                name: basic
+                typed_config:
+                  "@type": type.googleapis.com/envoy.extensions.compression.gzip.decompressor.v3.Gzip
+                  window_bits: 15
+                  chunk_size: 8192
+              request_direction_config:
+                common_config:
+                  enabled: {default_value: false, runtime_key: request_decompressor_enabled}
+              response_direction_config:
+                common_config:
+                  ignore_no_transform_header: true`)
+	p := start(t, "-c", writeConfig(t, cfg))
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableCompression: true}}
+	code, h, got := send(t, client, http.MethodGet, "http://"+p.listenerAddr("http")+"/", nil)
+	if code != 200 || got != plain || h.Get("Content-Encoding") != "" || h.Get("Echo-Accept-Encoding") != "gzip" {
+		t.Errorf("GET = %d, %d bytes, content-encoding %q, upstream accept-encoding %q; want 200, the plain text, none, gzip",
+			code, len(got), h.Get("Content-Encoding"), h.Get("Echo-Accept-Encoding"))
+	}
+	prefix := "http.policy.decompressor.basic.gzip."
+	for name, want := range map[string]uint64{"response.decompressed": 1, "response.total_uncompressed_bytes": uint64(len(plain)), "request.not_decompressed": 1} {
+		if v, _ := p.stat(prefix + name); v != want {
+			t.Errorf("%s%s = %d; want %d", prefix, name, v, want)
+		}
+	}
+}
