@@ -215,7 +215,7 @@
 //	| HttpConnectionManager | forward_proto_config                               | refused  | changes request headers |
 //
 // Fields refused by the code that converts them rather than by this table: listener
-// udp_listener_config, api_listener, internal_listener, filter_chain_matcher,
+// udp_listener_config, api_listener, internal_listener,
 // listener filters other than the TLS inspector, the original destination filter, the PROXY
 // protocol filter and the HTTP inspector, config_discovery, filter_disabled
 // (ListenerFromProto); the PROXY protocol filter's own fields (listener/proxyprotocol); the load_balancing_policy fields listed in

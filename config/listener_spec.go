@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"time"
 
+	xdsmatcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -91,6 +92,10 @@ type Listener struct {
 	FilterChains []*FilterChain
 	// DefaultFilterChain is default_filter_chain, nil when unset.
 	DefaultFilterChain *FilterChain
+	// FilterChainMatcher is filter_chain_matcher (the unified matcher API, whose actions name
+	// filter chains), nil when unset; it replaces the chains' filter_chain_match, which is
+	// then ignored, and every filter chain has a unique name.
+	FilterChainMatcher *xdsmatcherv3.Matcher
 	// PerConnectionBufferLimitBytes is per_connection_buffer_limit_bytes (default 1 MiB).
 	PerConnectionBufferLimitBytes uint32
 	// ListenerFiltersTimeout is listener_filters_timeout (default 15 s; 0 means no timeout).

@@ -33,8 +33,9 @@ const implementedListenerFilters = TLSInspectorFilter + ", " + OriginalDstFilter
 // and the rule. l is kept as Listener.Proto and must not be modified afterwards.
 //
 // Legate serves TCP socket, pipe and internal listeners, and UDP listeners whose one listener
-// filter is the UDP proxy; QUIC and API listeners, filter_chain_matcher and other listener
-// filters are refused rather than silently ignored.
+// filter is the UDP proxy; QUIC and API listeners and other listener filters are refused
+// rather than silently ignored. filter_chain_matcher is kept as its proto for the listener
+// manager, which compiles it with the registry's matching inputs.
 func ListenerFromProto(l *listenerv3.Listener) (*Listener, error) {
 	if l == nil {
 		return nil, fmt.Errorf("listener: nil")
@@ -70,12 +71,10 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 		BypassOverloadManager:            l.GetBypassOverloadManager(),
 		Proto:                            l,
 	}
-	switch {
-	case l.GetApiListener() != nil:
+	if l.GetApiListener() != nil {
 		b.fail("api_listener: API listeners are not supported")
-	case l.GetFilterChainMatcher() != nil:
-		b.fail("filter_chain_matcher: the matcher API is not supported; use filter_chain_match")
 	}
+	out.FilterChainMatcher = l.GetFilterChainMatcher()
 	// Envoy adds the original destination filter itself when use_original_dst is set.
 	out.UseOriginalDst = l.GetUseOriginalDst().GetValue()
 	out.OriginalDst = out.UseOriginalDst
@@ -155,6 +154,9 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 	for i, fc := range l.GetFilterChains() {
 		path := fmt.Sprintf("filter_chains[%d]", i)
 		c := b.chain(path, fc)
+		if c.Name == "" && out.FilterChainMatcher != nil {
+			b.fail("%s.name: empty; filter_chain_matcher selects filter chains by name, so each needs one", path)
+		}
 		if c.Name != "" {
 			if j, dup := names[c.Name]; dup {
 				b.fail("%s.name = %q: duplicate of filter_chains[%d]; filter chain names must be unique", path, c.Name, j)
@@ -162,6 +164,9 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 			names[c.Name] = i
 		}
 		for j, prev := range out.FilterChains {
+			if out.FilterChainMatcher != nil {
+				break // the matcher selects; filter_chain_match is ignored, as in Envoy
+			}
 			if c.Match.overlaps(&prev.Match) {
 				b.fail("%s.filter_chain_match: the same matching rules as filter_chains[%d]; multiple filter chains with the same matching rules are not allowed", path, j)
 			}

@@ -201,7 +201,7 @@ func TestListenerErrors(t *testing.T) {
 			`listener "l": filter_chains[0].filters[0].config_discovery: set for "envoy.filters.network.tcp_proxy"; not implemented by Legate (extension config discovery serves HTTP filters only)`},
 		{"default chain network filter config_discovery", "name: l\n" + addr + "default_filter_chain: {filters: [{name: envoy.filters.network.http_connection_manager, config_discovery: {config_source: {ads: {}}}}]}",
 			`listener "l": default_filter_chain.filters[0].config_discovery: set for "envoy.filters.network.http_connection_manager"; not implemented by Legate`},
-		{"matcher API", "name: l\n" + addr + chain + "filter_chain_matcher: {on_no_match: {action: {name: x, typed_config: {\"@type\": type.googleapis.com/google.protobuf.StringValue, value: a}}}}", "filter_chain_matcher"},
+		{"matcher API with an unnamed chain", "name: l\n" + addr + chain + "filter_chain_matcher: {on_no_match: {action: {name: x, typed_config: {\"@type\": type.googleapis.com/google.protobuf.StringValue, value: a}}}}", "filter_chains[0].name: empty; filter_chain_matcher selects filter chains by name"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -263,5 +263,22 @@ access_log: [{name: envoy.access_loggers.stdout, typed_config: {"@type": type.go
 	}
 	if a := l.AccessLogs[1]; a.Name != "plain" || a.Filter != nil {
 		t.Errorf("AccessLogs[1] = %+v; want %q without a filter", a, "plain")
+	}
+}
+
+// TestListenerFilterChainMatcher checks that with filter_chain_matcher the chains' identical
+// (here empty) filter_chain_match are accepted, since the matcher selects by name, and that
+// the matcher is kept for the listener manager.
+func TestListenerFilterChainMatcher(t *testing.T) {
+	l, err := ListenerFromProto(listenerProto(t, `name: l
+address: {socket_address: {address: 127.0.0.1, port_value: 1}}
+filter_chains: [{name: a, filters: [{name: envoy.filters.network.tcp_proxy}]}, {name: b, filters: [{name: envoy.filters.network.tcp_proxy}]}]
+filter_chain_matcher: {on_no_match: {action: {name: x, typed_config: {"@type": type.googleapis.com/google.protobuf.StringValue, value: b}}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.FilterChainMatcher.GetOnNoMatch().GetAction().GetName() != "x" || len(l.FilterChains) != 2 {
+		t.Errorf("FilterChainMatcher = %v with %d chains; want the configured matcher and 2 chains", l.FilterChainMatcher, len(l.FilterChains))
 	}
 }

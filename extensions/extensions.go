@@ -25,6 +25,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/setmetadata"
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
 	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/internal/matcher/network"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener/filters/connlimit"
 	"github.com/legateproxy/legate/listener/filters/directresponse"
@@ -81,6 +82,7 @@ func registrations() []func(*registry.Builder) {
 		netrbac.Declare,
 		snicluster.Declare,
 		udpproxy.Declare, // UDP listener filters
+		network.Register, // matching inputs (filter_chain_matcher)
 		httpinspector.Register,
 		proxyprotocol.Register,
 		overload.Register, // resource monitors

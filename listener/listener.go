@@ -98,6 +98,8 @@ type version struct {
 	def        *chain
 	noChainLog NoChainLog    // the listener's access_log; nil without one
 	udp        PacketHandler // a UDP listener's; nil for others
+	// matcher is the compiled filter_chain_matcher; nil selects by filter_chain_match.
+	matcher *chainMatcher
 }
 
 // allChains returns the filter chains and the default chain.
@@ -303,7 +305,12 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 		remote = a.remote
 	}
 	f := factsOf(local, remote, nc.RemoteAddr(), a.hello, a.tls)
-	ch := selectChain(v.chains, v.def, &f)
+	var ch *chain
+	if v.matcher != nil {
+		ch = matchChain(v.matcher, &f, v.def)
+	} else {
+		ch = selectChain(v.chains, v.def, &f)
+	}
 	if ch == nil {
 		info.stats.s.NoFilterChainMatch.Inc()
 		m.cfg.Logger.Debugf("listener '%s': closing connection from %s: no matching filter chain found", info.name, remote)

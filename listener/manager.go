@@ -17,6 +17,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/overload"
 	"github.com/legateproxy/legate/stats"
@@ -66,6 +67,9 @@ type ManagerConfig struct {
 	// AccessLogs builds a listener's access_log, which logs the connections closed because
 	// no filter chain matched them; nil refuses a listener that sets access_log.
 	AccessLogs func(l *config.Listener) (NoChainLog, error)
+	// Extensions holds the matching inputs a filter_chain_matcher may use
+	// (internal/matcher/network); nil refuses listeners with a filter_chain_matcher.
+	Extensions *registry.Registry
 }
 
 // NoChainLog logs a connection that no filter chain matched, on the connection's goroutine
@@ -439,6 +443,13 @@ func (m *Manager) newVersion(name string, l *config.Listener, reuse *version) (*
 			return nil, err
 		}
 		v.def = c
+	}
+	if l.FilterChainMatcher != nil {
+		var err error
+		if v.matcher, err = m.compileChainMatcher(name, l, v.chains); err != nil {
+			m.discard(v, reuse)
+			return nil, err
+		}
 	}
 	return v, nil
 }
@@ -865,8 +876,8 @@ func (m *Manager) handOffTarget(v *version, dst netip.AddrPort) *version {
 func sameExceptChains(a, b *config.Listener) bool {
 	x := proto.Clone(a.Proto).(*listenerv3.Listener)
 	y := proto.Clone(b.Proto).(*listenerv3.Listener)
-	x.FilterChains, x.DefaultFilterChain = nil, nil
-	y.FilterChains, y.DefaultFilterChain = nil, nil
+	x.FilterChains, x.DefaultFilterChain, x.FilterChainMatcher = nil, nil, nil
+	y.FilterChains, y.DefaultFilterChain, y.FilterChainMatcher = nil, nil, nil
 	return proto.Equal(x, y)
 }
 

@@ -232,6 +232,7 @@ func (s *Server) buildDataPlane() error {
 			Loggers:  s.ext,
 			Runtime:  s.runtimeUint64,
 		}),
+		Extensions: s.ext,
 	}); err != nil {
 		return err
 	}

@@ -38,6 +38,10 @@ const (
 	Compressor                Category = "envoy.compression.compressor"
 	Decompressor              Category = "envoy.compression.decompressor"
 	UDPListenerFilter         Category = "envoy.filters.udp_listener"
+	// The unified matcher API's inputs and custom matchers (xds.type.matcher.v3.Matcher).
+	MatchingNetworkInput         Category = "envoy.matching.network.input"
+	MatchingHTTPInput            Category = "envoy.matching.http.input"
+	MatchingNetworkCustomMatcher Category = "envoy.matching.network.custom_matchers"
 )
 
 // Kind is one way of building extensions of a category: the category and F, the Go type of
