@@ -15,10 +15,16 @@
 // getNumValues, add, replace, remove and iteration with pairs (__pairs; pseudo-headers first,
 // then headers by name); the request's :path, :method, :authority and :scheme read and set
 // its fields, the response's :status is read only. body([always_wrap]) and bodyChunks() read
-// the request body whole into memory (up to 1 MiB; more answers 413) through
-// filter.Downstream.BufferBody, and give a buffer with length() and getBytes(index, length);
-// bodyChunks yields it as one chunk. respond(headers, body) answers the request (request
-// flow only) and ends the script. httpCall(cluster, headers, body, timeout_ms[,
+// the body whole into memory (up to 1 MiB) and give a buffer with length(), getBytes(index,
+// length) and setBytes(s); bodyChunks yields it as one chunk. In envoy_on_request the body is
+// read with filter.Downstream.BufferBody (more than 1 MiB answers 413) and setBytes replaces
+// what the upstream gets, with its new length (filter.Exchange.RewriteRequestBody). In
+// envoy_on_response the script, a coroutine, yields in body() and is resumed by a
+// filter.BodyRewriter once the response body is read (more than 1 MiB resets the response);
+// setBytes replaces what the client gets (sent without a length). As Legate sends the
+// response headers before the body, a response script may not reach the headers or the
+// stream's info after body(): that raises a Lua error (Envoy holds the headers instead).
+// respond(headers, body) answers the request (request flow only) and ends the script. httpCall(cluster, headers, body, timeout_ms[,
 // asynchronous or {asynchronous = bool}]) goes through the data plane's pools
 // (filter.Call); a failure returns a 503 "upstream failure" as Envoy's. logTrace, logDebug,
 // logInfo, logWarn, logErr, logCritical log "script log: <msg>" under the lua component.
@@ -34,9 +40,8 @@
 // Not implemented, raising a Lua error "<object>:<method>() is not implemented by Legate":
 // any other method of an API object (trailers, clearRouteCache, importPublicKey,
 // verifySignature, setUpstreamOverrideHost, virtualHost, filterContext, the header map's
-// setHttp1ReasonPhrase, ...), buffer:setBytes (filters cannot rewrite bodies yet), and
-// body()/bodyChunks() in envoy_on_response (response bodies are not available to filters
-// yet). Changing :status or other pseudo-headers also raises an error.
+// setHttp1ReasonPhrase, ...). Changing :status or other response pseudo-headers, or
+// removing a pseudo-header, also raises an error.
 //
 // Errors. As Envoy's scriptError, a Lua error in a script is counted in
 // http.<stat_prefix>.lua[.<lua stat_prefix>].errors and logged at error level, and the
@@ -46,6 +51,8 @@
 // Concurrency. Each compiled script keeps a pool of Lua states (sync.Pool); a state serves
 // one call at a time, so globals a script sets persist in some states and not in others (in
 // Envoy they are per worker thread). A call runs on the stream's goroutine: httpCall and
-// body() block it, where Envoy suspends a coroutine. An asynchronous httpCall runs on its
-// own goroutine, which ends with the call or when the filter is closed.
+// the request's body() block it, where Envoy suspends a coroutine; a response script resumed
+// after body() runs on the goroutine that forwards the response body, with its state still
+// its own. An asynchronous httpCall runs on its own goroutine, which ends with the call or
+// when the filter is closed. os.exit raises a Lua error rather than ending the proxy.
 package lua

@@ -1,8 +1,10 @@
 package lua
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 
@@ -27,21 +29,50 @@ type call struct {
 	stopped bool
 	reply   *filter.Reply
 	headers *glua.LUserData // made on first use
+	// reqBody is the request body body() read; setBytes on it rewrites the request body.
+	reqBody *buffer
+	// bodyWanted is "body" or "bodyChunks" when envoy_on_response yielded in that method
+	// for the response body (alwaysWrap: body(true)); respBody is the body once read.
+	bodyWanted string
+	alwaysWrap bool
+	respBody   *buffer
+	// detached is set when the response script goes on after body(), off the stream's
+	// goroutine and after the headers were sent: it may no longer reach the stream.
+	detached bool
+	// reqRewritten is set once setBytes asked for the request body's rewrite.
+	reqRewritten bool
 }
 
 func newHandle(L *glua.LState, c *call) *glua.LUserData { return newObject(L, typeHandle, c) }
 
-// checkCall returns the live call behind an object whose Value is, or leads to, a call.
-func checkCall(L *glua.LState, c *call) *call {
+// checkLive returns the live call behind an object whose Value is, or leads to, a call.
+func checkLive(L *glua.LState, c *call) *call {
 	if c == nil || c.dead {
 		L.RaiseError("object used outside of proper scope")
 	}
 	return c
 }
 
+// checkCall is checkLive for what reaches the stream, which a response script may not do
+// once body() gave it the response body.
+func checkCall(L *glua.LState, c *call) *call {
+	checkLive(L, c)
+	if c.detached {
+		L.RaiseError("the stream's headers and info are not available after body() in envoy_on_response: Legate has sent the headers (not implemented by Legate)")
+	}
+	return c
+}
+
+// handleArg is the handle's call, for methods that reach the stream.
 func handleArg(L *glua.LState) *call {
 	c, _ := L.CheckUserData(1).Value.(*call)
 	return checkCall(L, c)
+}
+
+// handleArgLive is the handle's call, for methods that do not reach the stream.
+func handleArgLive(L *glua.LState) *call {
+	c, _ := L.CheckUserData(1).Value.(*call)
+	return checkLive(L, c)
 }
 
 var handleMethods = map[string]glua.LGFunction{
@@ -66,7 +97,7 @@ var handleMethods = map[string]glua.LGFunction{
 
 func logAt(log func(c *call, msg string)) glua.LGFunction {
 	return func(L *glua.LState) int {
-		c := handleArg(L)
+		c := handleArgLive(L)
 		log(c, L.CheckString(2))
 		return 0
 	}
@@ -83,9 +114,9 @@ func handleHeaders(L *glua.LState) int {
 
 // readBody buffers the request body whole; a body over maxBody answers 413, as Envoy does
 // when a buffering filter's request overflows its buffer.
-func (c *call) readBody(L *glua.LState, method string) []byte {
-	if c.response {
-		L.RaiseError("response_handle:%s() is not implemented by Legate (response bodies are not available to filters yet)", method)
+func (c *call) readBody(L *glua.LState, method string) *buffer {
+	if c.reqBody != nil {
+		return c.reqBody
 	}
 	if c.x.Downstream == nil {
 		L.RaiseError("%s(): the stream has no body to read", method)
@@ -98,32 +129,45 @@ func (c *call) readBody(L *glua.LState, method string) []byte {
 		c.stopped = true
 		L.RaiseError("%s(): %v", method, err)
 	}
-	return c.x.BufferedBody()
+	c.reqBody = &buffer{c: c, b: c.x.BufferedBody()}
+	return c.reqBody
+}
+
+// awaitResponseBody yields envoy_on_response until the response body is read (the
+// rewriter resumes it with what method returns); a second call has it at once.
+func (c *call) awaitResponseBody(L *glua.LState, method string) int {
+	if c.respBody != nil {
+		L.Push(c.bodyValue(L, method))
+		return 1
+	}
+	c.bodyWanted = method
+	return L.Yield()
 }
 
 func handleBody(L *glua.LState) int {
-	c := handleArg(L)
+	c := handleArgLive(L)
+	if c.response {
+		c.alwaysWrap = L.OptBool(2, false)
+		return c.awaitResponseBody(L, "body")
+	}
+	checkCall(L, c)
 	b := c.readBody(L, "body")
-	if len(b) == 0 && !L.OptBool(2, false) {
+	if len(b.b) == 0 && !L.OptBool(2, false) {
 		L.Push(glua.LNil)
 		return 1
 	}
-	L.Push(newObject(L, typeBuffer, &buffer{c: c, b: b}))
+	L.Push(newObject(L, typeBuffer, b))
 	return 1
 }
 
-// handleBodyChunks iterates over the request body: Legate has read it whole, so it is one
-// chunk.
+// handleBodyChunks iterates over the body: Legate has read it whole, so it is one chunk.
 func handleBodyChunks(L *glua.LState) int {
-	c := handleArg(L)
-	b := c.readBody(L, "bodyChunks")
-	n := 1
-	if len(b) == 0 {
-		n = 0
+	c := handleArgLive(L)
+	if c.response {
+		return c.awaitResponseBody(L, "bodyChunks")
 	}
-	L.Push(iterator(L, n, func(int) (glua.LValue, glua.LValue) {
-		return newObject(L, typeBuffer, &buffer{c: c, b: b}), glua.LNil
-	}))
+	checkCall(L, c)
+	L.Push(chunksIterator(L, c.readBody(L, "bodyChunks")))
 	return 1
 }
 
@@ -172,20 +216,20 @@ func luaHeaders(L *glua.LState, t *glua.LTable, method string) http.Header {
 }
 
 func handleBase64Escape(L *glua.LState) int {
-	handleArg(L)
+	handleArgLive(L)
 	L.Push(glua.LString(base64.StdEncoding.EncodeToString([]byte(L.CheckString(2)))))
 	return 1
 }
 
 // handleTimestamp is the time in milliseconds since the epoch (the only resolution).
 func handleTimestamp(L *glua.LState) int {
-	c := handleArg(L)
+	c := handleArgLive(L)
 	L.Push(glua.LNumber(c.f.now()))
 	return 1
 }
 
 func handleTimestampString(L *glua.LState) int {
-	c := handleArg(L)
+	c := handleArgLive(L)
 	switch r := L.OptString(2, "milliseconds"); r {
 	case "milliseconds", "0":
 		L.Push(glua.LString(strconv.FormatInt(c.f.now(), 10)))
@@ -208,7 +252,7 @@ func bufferArg(L *glua.LState) *buffer {
 	if b == nil {
 		L.RaiseError("not a buffer")
 	}
-	checkCall(L, b.c)
+	checkLive(L, b.c)
 	return b
 }
 
@@ -227,9 +271,34 @@ var bufferMethods = map[string]glua.LGFunction{
 		L.Push(glua.LString(b[i : i+n]))
 		return 1
 	},
+	// setBytes replaces the body: the request's is forwarded with its new length, the
+	// response's sent once the script ends.
 	"setBytes": func(L *glua.LState) int {
-		bufferArg(L)
-		L.RaiseError("buffer:setBytes() is not implemented by Legate (filters cannot rewrite bodies yet)")
+		b := bufferArg(L)
+		c := b.c
+		b.b = []byte(L.CheckString(2))
+		if !c.response && c.reqBody == b && !c.reqRewritten {
+			c.reqRewritten = true
+			c.x.RewriteRequestBody(func(src filter.Body) io.Reader { return &replacedBody{src: src, b: b} })
+		}
 		return 0
 	},
+}
+
+// replacedBody forwards a request body setBytes replaced: it drains the original (as a
+// rewriter must) and serves the script's bytes.
+type replacedBody struct {
+	src filter.Body
+	b   *buffer
+	out *bytes.Reader
+}
+
+func (r *replacedBody) Read(p []byte) (int, error) {
+	if r.out == nil {
+		if _, err := io.Copy(io.Discard, r.src); err != nil {
+			return 0, err
+		}
+		r.out = bytes.NewReader(r.b.b)
+	}
+	return r.out.Read(p)
 }

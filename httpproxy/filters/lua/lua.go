@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -313,20 +314,37 @@ func (f *Filter) run(s *script, c *call) {
 		f.scriptError(err)
 		return
 	}
-	fn := v.onRequest
-	if c.response {
-		fn = v.onResponse
-	}
 	h := newHandle(v.L, c)
-	err = v.L.CallByParam(glua.P{Fn: fn, NRet: 0, Protect: true}, h)
-	c.dead = true
+	if !c.response {
+		f.finish(s, v, c, v.L.CallByParam(glua.P{Fn: v.onRequest, NRet: 0, Protect: true}, h))
+		return
+	}
+	// The response script runs as a coroutine: body() yields until the rewriter has the
+	// whole body (responsebody.go).
+	co, _ := v.L.NewThread()
+	st, err, _ := v.L.Resume(co, v.onResponse, h)
 	switch {
-	case err != nil && !c.stopped:
+	case st == glua.ResumeYield && c.bodyWanted != "":
+		c.x.RewriteResponseBody(func(src filter.Body) io.Reader {
+			return &scriptBody{f: f, s: s, v: v, co: co, c: c, src: src}
+		})
+	case st == glua.ResumeYield:
+		f.finish(s, v, c, errors.New("envoy_on_response yielded outside of body()"))
+	default:
+		f.finish(s, v, c, err)
+	}
+}
+
+// finish ends a call: an error (but respond()'s) is the script's, and its state is dropped
+// rather than reused.
+func (f *Filter) finish(s *script, v *vm, c *call, err error) {
+	c.dead = true
+	if err != nil && !c.stopped {
 		f.scriptError(err)
 		v.L.Close()
-	default:
-		s.states.Put(v)
+		return
 	}
+	s.states.Put(v)
 }
 
 func (f *Filter) scriptError(err error) {

@@ -233,12 +233,16 @@ func TestIterationAndInfo(t *testing.T) {
 	}
 }
 
-// TestBody: body() reads the request body whole, which still reaches the upstream; a body
-// over the limit answers 413; body() in the response script raises an error naming it.
+// TestBody: body() reads the request body whole, which still reaches the upstream, or
+// with setBytes replaces it; a body over the limit answers 413; in envoy_on_response body()
+// gives the response body, whose setBytes replaces what the client gets, and headers are
+// out of reach after it (a Lua error, counted).
 func TestBody(t *testing.T) {
 	p := startLua(t, `
     inline_code: |
       function envoy_on_request(handle)
+        local path = handle:headers():get(":path")
+        handle:streamInfo():dynamicMetadata():set("t", "path", path)
         local b = handle:body()
         if b == nil then
           handle:headers():add("x-body", "none")
@@ -247,25 +251,44 @@ func TestBody(t *testing.T) {
         local chunks = 0
         for c in handle:bodyChunks() do chunks = chunks + 1 end
         handle:headers():add("x-body", b:length() .. " " .. b:getBytes(0, 5) .. " " .. chunks)
+        if path == "/upper" then
+          b:setBytes(string.upper(b:getBytes(0, b:length())))
+        end
       end
       function envoy_on_response(handle)
-        local ok, err = pcall(function() handle:body() end)
-        handle:headers():add("x-resp-body", tostring(err))
+        local path = handle:streamInfo():dynamicMetadata():get("t").path
+        if path ~= "/resp" and path ~= "/late" then return end
+        local b = handle:body()
+        b:setBytes("rewritten(" .. b:length() .. "): " .. b:getBytes(0, b:length()))
+        if path == "/late" then
+          handle:headers():add("x-late", "1")
+        end
       end`, "")
 	c := p.Client()
-	req, _ := http.NewRequest(http.MethodPost, "http://"+p.Addr+"/up", strings.NewReader("hello lua"))
-	resp, body := p.Do(c, req)
+	post := func(path, body string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+p.Addr+path, strings.NewReader(body))
+		return p.Do(c, req)
+	}
+	resp, body := post("/up", "hello lua")
 	if resp.StatusCode != 200 || body != "upstream POST /up hello lua" || resp.Header.Get("Echo-X-Body") != "9 hello 1" {
 		t.Errorf("POST = %d %q x-body %q; want the body upstream and x-body \"9 hello 1\"", resp.StatusCode, body, resp.Header.Get("Echo-X-Body"))
 	}
-	if got := resp.Header.Get("X-Resp-Body"); !strings.Contains(got, "response_handle:body() is not implemented by Legate") {
-		t.Errorf("body() in envoy_on_response raised %q; want not implemented", got)
+	if resp, body := post("/upper", "hello lua"); body != "upstream POST /upper HELLO LUA" || resp.Header.Get("Echo-Content-Length") != "9" {
+		t.Errorf("POST /upper = %q content-length %q; want the upstream to get HELLO LUA with its length", body, resp.Header.Get("Echo-Content-Length"))
 	}
 	if resp, _ := p.Get(c, "/none"); resp.Header.Get("Echo-X-Body") != "none" {
 		t.Errorf("GET x-body = %q; want none (body() is nil without a body)", resp.Header.Get("Echo-X-Body"))
 	}
-	req, _ = http.NewRequest(http.MethodPost, "http://"+p.Addr+"/big", strings.NewReader(strings.Repeat("x", maxBody+1)))
-	if resp, body := p.Do(c, req); resp.StatusCode != 413 || body != "Payload Too Large" {
+	if _, body := post("/resp", "abcdef"); body != "rewritten(26): upstream POST /resp abcdef" {
+		t.Errorf("POST /resp = %q; want the response body rewritten by the script", body)
+	}
+	if resp, body := post("/late", "abcdef"); body != "rewritten(26): upstream POST /late abcdef" || resp.Header.Get("X-Late") != "" {
+		t.Errorf("POST /late = %q x-late %q; want the rewritten body and no late header", body, resp.Header.Get("X-Late"))
+	}
+	if got := p.Stat("http.ingress.lua.errors"); got != 1 {
+		t.Errorf("lua.errors = %d; want 1 (headers after body() in envoy_on_response)", got)
+	}
+	if resp, body := post("/big", strings.Repeat("x", maxBody+1)); resp.StatusCode != 413 || body != "Payload Too Large" {
 		t.Errorf("POST over 1 MiB = %d %q; want 413 Payload Too Large", resp.StatusCode, body)
 	}
 }
