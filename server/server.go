@@ -658,8 +658,20 @@ func (s *Server) staticListenerInitDumps() []*adminv3.UnreadyTargetsDumps_Unread
 	for _, l := range s.staticDeps {
 		out = append(out, &adminv3.UnreadyTargetsDumps_UnreadyTargetsDump{
 			Name:        xds.ListenerInitManagerName(l.Name, l.Config.Proto),
-			TargetNames: xds.ListenerInitTargets(l, ready),
+			TargetNames: append(xds.ListenerInitTargets(l, ready), secretInitTargets(l, ready)...),
 		})
+	}
+	return out
+}
+
+// secretInitTargets names, after xds.ListenerInitTargets, the init targets of the SDS
+// secrets a static listener waits for (TLS owns SDS).
+func secretInitTargets(l *resource.Listener, ready func(target string) bool) []string {
+	var out []string
+	for _, d := range l.Secrets {
+		if t := tlsutil.SDSInitTarget(d.Name); !ready(t) {
+			out = append(out, "target "+t)
+		}
 	}
 	return out
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/stats"
-	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/xds/resource"
 	xdswatch "github.com/legateproxy/legate/xds/watch"
 )
@@ -616,10 +615,10 @@ func (l *ldsListener) pendingTargets() []string {
 	return out
 }
 
-// ListenerInitTargets names the init targets l's dependencies register
-// while the server initializes (a static listener's RDS, SRDS, ECDS and SDS
-// subscriptions), in /init_dump's spelling ("target <name>"); ready reports
-// whether the server's target of that name is done.
+// ListenerInitTargets names the init targets l's dependencies on the client's own types
+// register while the server initializes (a static listener's RDS, SRDS and ECDS
+// subscriptions; its SDS secrets are TLS's, tlsutil.SDSInitTarget), in /init_dump's spelling
+// ("target <name>"); ready reports whether the server's target of that name is done.
 func ListenerInitTargets(l *resource.Listener, ready func(target string) bool) []string {
 	var out []string
 	add := func(target string) {
@@ -635,9 +634,6 @@ func ListenerInitTargets(l *resource.Listener, ready func(target string) bool) [
 	}
 	for _, d := range l.Extensions {
 		add(ecdsKind.initTarget(d.Name))
-	}
-	for _, d := range l.Secrets {
-		add(tlsutil.SDSInitTarget(d.Name))
 	}
 	return out
 }
