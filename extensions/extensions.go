@@ -30,7 +30,9 @@ import (
 	"github.com/legateproxy/legate/listener/filters/connlimit"
 	"github.com/legateproxy/legate/listener/filters/directresponse"
 	"github.com/legateproxy/legate/listener/filters/echo"
+	netextauthz "github.com/legateproxy/legate/listener/filters/extauthz"
 	netlocalratelimit "github.com/legateproxy/legate/listener/filters/localratelimit"
+	netratelimit "github.com/legateproxy/legate/listener/filters/ratelimit"
 	netrbac "github.com/legateproxy/legate/listener/filters/rbac"
 	"github.com/legateproxy/legate/listener/filters/snicluster"
 	"github.com/legateproxy/legate/listener/httpinspector"
@@ -78,7 +80,9 @@ func registrations() []func(*registry.Builder) {
 		connlimit.Declare, // network filters
 		directresponse.Declare,
 		echo.Declare,
+		netextauthz.Declare,
 		netlocalratelimit.Declare,
+		netratelimit.Declare,
 		netrbac.Declare,
 		snicluster.Declare,
 		udpproxy.Declare, // UDP listener filters

@@ -219,10 +219,19 @@ func (ch *chain) shutdown() {
 	}
 }
 
+// closeHandler closes the chain's handler and its network filters that hold resources (a
+// gRPC channel to an authorization or rate limit service).
 func (ch *chain) closeHandler() {
-	if cl, ok := ch.handler.(io.Closer); ok {
-		if err := cl.Close(); err != nil {
-			ch.info.mgr.cfg.Logger.Warnf("listener '%s': closing filter chain '%s': %v", ch.info.name, ch.cfg.Name, err)
+	closers := make([]any, 0, len(ch.filters)+1)
+	closers = append(closers, ch.handler)
+	for _, f := range ch.filters {
+		closers = append(closers, f)
+	}
+	for _, c := range closers {
+		if cl, ok := c.(io.Closer); ok {
+			if err := cl.Close(); err != nil {
+				ch.info.mgr.cfg.Logger.Warnf("listener '%s': closing filter chain '%s': %v", ch.info.name, ch.cfg.Name, err)
+			}
 		}
 	}
 }

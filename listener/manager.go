@@ -454,8 +454,18 @@ func (m *Manager) newVersion(name string, l *config.Listener, reuse *version) (*
 	return v, nil
 }
 
-// newChain builds one filter chain's handler from the factory of its terminal filter.
+// newChain builds one filter chain's handler from the factory of its terminal filter. On an
+// error the network filters built so far are closed.
 func (m *Manager) newChain(info *listenerInfo, l *config.Listener, path string, fc *config.FilterChain) (*chain, error) {
+	c, err := m.buildChain(info, l, path, fc)
+	if err != nil {
+		c.closeHandler()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (m *Manager) buildChain(info *listenerInfo, l *config.Listener, path string, fc *config.FilterChain) (*chain, error) {
 	c := &chain{cfg: fc, info: info, drain: newDrainSignal()}
 	if d := m.drain.current(); d != nil && info.drainType == config.DrainDefault && d.dir.covers(info.inbound) {
 		c.drain.begin(d.start)
@@ -469,26 +479,26 @@ func (m *Manager) newChain(info *listenerInfo, l *config.Listener, path string, 
 		cf, ok := m.cfg.Handlers.lookupConn(f)
 		if !ok {
 			if _, terminal := m.cfg.Handlers.lookup(f); terminal {
-				return nil, fmt.Errorf("listener %q: %s.filters[%d]: %q is a terminal filter; it must be the last filter of its chain", info.name, path, i, f.Name)
+				return c, fmt.Errorf("listener %q: %s.filters[%d]: %q is a terminal filter; it must be the last filter of its chain", info.name, path, i, f.Name)
 			}
-			return nil, unknownFilter(info.name, path, i, f, m.cfg.Handlers)
+			return c, unknownFilter(info.name, path, i, f, m.cfg.Handlers)
 		}
 		filter, err := cf(ctx, i)
 		if err != nil {
-			return nil, fmt.Errorf("listener %q: %s.filters[%d]: %w", info.name, path, i, err)
+			return c, fmt.Errorf("listener %q: %s.filters[%d]: %w", info.name, path, i, err)
 		}
 		c.filters = append(c.filters, filter)
 	}
 	factory, ok := m.cfg.Handlers.lookup(fc.Filters[last])
 	if !ok {
 		if _, conn := m.cfg.Handlers.lookupConn(fc.Filters[last]); conn {
-			return nil, fmt.Errorf("listener %q: %s.filters[%d]: %q is not a terminal filter; the last filter of a chain must be one (tcp_proxy, http_connection_manager, echo, direct_response)", info.name, path, last, fc.Filters[last].Name)
+			return c, fmt.Errorf("listener %q: %s.filters[%d]: %q is not a terminal filter; the last filter of a chain must be one (tcp_proxy, http_connection_manager, echo, direct_response)", info.name, path, last, fc.Filters[last].Name)
 		}
-		return nil, unknownFilter(info.name, path, last, fc.Filters[last], m.cfg.Handlers)
+		return c, unknownFilter(info.name, path, last, fc.Filters[last], m.cfg.Handlers)
 	}
 	h, err := factory(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listener %q: %s: %w", info.name, path, err)
+		return c, fmt.Errorf("listener %q: %s: %w", info.name, path, err)
 	}
 	c.handler = h
 	return c, nil

@@ -74,6 +74,7 @@ func NewRegistry() *Registry {
 // ConnFilter is a non-terminal network filter (connection_limit, local_ratelimit, rbac,
 // sni_cluster): it runs once on each new connection of its filter chain, in chain order,
 // before the chain's terminal filter gets the connection. It must be safe for concurrent use.
+// A filter that also implements io.Closer is closed with its chain's handler.
 type ConnFilter interface {
 	// OnConnection decides about c: false closes it (the filter has counted why), true lets
 	// the next filter have it. It may register work for c's close with c.OnClose.

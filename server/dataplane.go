@@ -23,7 +23,9 @@ import (
 	"github.com/legateproxy/legate/listener/filters/connlimit"
 	"github.com/legateproxy/legate/listener/filters/directresponse"
 	"github.com/legateproxy/legate/listener/filters/echo"
+	netextauthz "github.com/legateproxy/legate/listener/filters/extauthz"
 	"github.com/legateproxy/legate/listener/filters/localratelimit"
+	netratelimit "github.com/legateproxy/legate/listener/filters/ratelimit"
 	"github.com/legateproxy/legate/listener/filters/rbac"
 	"github.com/legateproxy/legate/listener/filters/snicluster"
 	"github.com/legateproxy/legate/options"
@@ -80,8 +82,8 @@ func (s *Server) buildHTTPFilters() error {
 
 // registerNetworkFilters registers the network filters other than the connection manager
 // and the TCP proxy: echo, direct_response, connection_limit, local_ratelimit, sni_cluster,
-// rbac.
-func registerNetworkFilters(r *listener.Registry, now func() time.Time) error {
+// rbac, and ratelimit and ext_authz, which reach their services' clusters with pools.
+func registerNetworkFilters(r *listener.Registry, now func() time.Time, pools *pool.Registry) error {
 	return errors.Join(
 		echo.Register(r),
 		directresponse.Register(r),
@@ -89,6 +91,8 @@ func registerNetworkFilters(r *listener.Registry, now func() time.Time) error {
 		localratelimit.Register(r, now),
 		snicluster.Register(r),
 		rbac.Register(r),
+		netratelimit.Register(r, pools.Dial),
+		netextauthz.Register(r, pools.Dial),
 	)
 }
 
@@ -205,7 +209,7 @@ func (s *Server) buildDataPlane() error {
 	}); err != nil {
 		return err
 	}
-	if err := registerNetworkFilters(handlers, s.clock.Now); err != nil {
+	if err := registerNetworkFilters(handlers, s.clock.Now, dp.pools); err != nil {
 		return err
 	}
 	strategy := listener.DrainGradual

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
@@ -52,4 +53,22 @@ func EnvoyGrpc(path string, gs *corev3.GrpcService, exists func(string) bool) (c
 		return "", "", fmt.Errorf("%s.envoy_grpc.cluster_name = %q; unknown cluster", path, eg.GetClusterName())
 	}
 	return eg.GetClusterName(), eg.GetAuthority(), nil
+}
+
+// InitialMetadata is gs.initial_metadata as the key, value pairs of
+// metadata.AppendToOutgoingContext: keys lower-cased, raw_value when value is empty. path
+// names gs in errors.
+func InitialMetadata(path string, gs *corev3.GrpcService) ([]string, error) {
+	var kv []string
+	for i, h := range gs.GetInitialMetadata() {
+		if h.GetKey() == "" {
+			return nil, fmt.Errorf("%s.initial_metadata[%d].key: empty", path, i)
+		}
+		v := h.GetValue()
+		if v == "" {
+			v = string(h.GetRawValue())
+		}
+		kv = append(kv, strings.ToLower(h.GetKey()), v)
+	}
+	return kv, nil
 }

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -61,15 +60,8 @@ func Compile(c *ratelimitconfv3.RateLimitServiceConfig, path string) (Target, er
 		return Target{}, fmt.Errorf("%s.grpc_service.envoy_grpc: retry_policy, max_receive_message_length and skip_envoy_headers are not implemented by Legate", path)
 	}
 	t := Target{Cluster: cluster, Authority: authority}
-	for i, h := range gs.GetInitialMetadata() {
-		if h.GetKey() == "" {
-			return Target{}, fmt.Errorf("%s.grpc_service.initial_metadata[%d].key: empty", path, i)
-		}
-		v := h.GetValue()
-		if v == "" {
-			v = string(h.GetRawValue())
-		}
-		t.metadata = append(t.metadata, strings.ToLower(h.GetKey()), v)
+	if t.metadata, err = grpcclient.InitialMetadata(path+".grpc_service", gs); err != nil {
+		return Target{}, err
 	}
 	return t, nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/filters/filtertest"
+	"github.com/legateproxy/legate/internal/nettest"
 	"github.com/legateproxy/legate/internal/registry"
 )
 
@@ -134,7 +135,7 @@ func (s *authServer) last() *authv3.CheckRequest {
 
 func startAuthServer(t *testing.T) (*authServer, string) {
 	s := &authServer{}
-	return s, filtertest.ServeGRPC(t, func(srv *grpc.Server) { authv3.RegisterAuthorizationServer(srv, s) })
+	return s, nettest.ServeGRPC(t, func(srv *grpc.Server) { authv3.RegisterAuthorizationServer(srv, s) })
 }
 
 func authzFilter(body string) string {
@@ -227,7 +228,7 @@ func TestServiceDown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filtertest.Start(t, filtertest.Options{
-				Clusters: []string{filtertest.StaticCluster("web", "", up), filtertest.StaticCluster("authz", "", filtertest.ClosedAddr(t))},
+				Clusters: []string{filtertest.StaticCluster("web", "", up), filtertest.StaticCluster("authz", "", nettest.ClosedAddr(t))},
 				HCM:      filtertest.HCM(authzFilter("    grpc_service: {envoy_grpc: {cluster_name: authz}, timeout: 5s}\n"+tc.cfg), ""),
 				Register: []func(*registry.Builder){Register},
 			})
@@ -323,7 +324,7 @@ func TestFromOption(t *testing.T) {
 }
 
 func BenchmarkGRPCCheck(b *testing.B) {
-	addr := filtertest.ServeGRPC(b, func(srv *grpc.Server) { authv3.RegisterAuthorizationServer(srv, &authServer{}) })
+	addr := nettest.ServeGRPC(b, func(srv *grpc.Server) { authv3.RegisterAuthorizationServer(srv, &authServer{}) })
 	up := filtertest.Upstream(b)
 	p := filtertest.Start(b, filtertest.Options{
 		Clusters: []string{filtertest.StaticCluster("web", "", up), filtertest.StaticCluster("authz", "http2_protocol_options: {}", addr)},

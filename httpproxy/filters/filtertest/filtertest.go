@@ -19,7 +19,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -290,31 +289,4 @@ func ServeHandler(t testing.TB, h http.Handler) string {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
-}
-
-// ServeGRPC runs a grpc-go server on 127.0.0.1 with the services register adds, until the
-// test ends, and returns its address: the authorization or rate limit service a filter calls.
-func ServeGRPC(t testing.TB, register func(*grpc.Server)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	register(srv)
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-	return ln.Addr().String()
-}
-
-// ClosedAddr is an address on 127.0.0.1 nothing listens on: a service that is down.
-func ClosedAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := ln.Addr().String()
-	ln.Close()
-	return a
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/legateproxy/legate/httpproxy/filters/filtertest"
+	"github.com/legateproxy/legate/internal/nettest"
 	"github.com/legateproxy/legate/internal/registry"
 )
 
@@ -183,7 +184,7 @@ func (s *rlServer) count() int {
 
 func startRLS(t testing.TB) (*rlServer, string) {
 	s := &rlServer{}
-	return s, filtertest.ServeGRPC(t, func(srv *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(srv, s) })
+	return s, nettest.ServeGRPC(t, func(srv *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(srv, s) })
 }
 
 // hcm is a connection manager with the rate limit filter (extra fields after domain) and
@@ -317,7 +318,7 @@ func TestGlobalRateLimit(t *testing.T) {
 // status_on_error; each counts as an error.
 func TestServiceFailures(t *testing.T) {
 	_, addr := startRLS(t)
-	down := filtertest.ClosedAddr(t)
+	down := nettest.ClosedAddr(t)
 	for _, tc := range []struct {
 		name, rls, user, extra string
 		want                   int
