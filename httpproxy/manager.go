@@ -79,9 +79,10 @@ type Deps struct {
 	Routes RouteProvider
 	// GRPCAccessLogs makes envoy.access_loggers.http_grpc loggers; nil refuses them.
 	GRPCAccessLogs *als.Manager
-	// AccessLoggers are the access loggers' factories (accesslog.HTTPLoggers); nil means
-	// the built-in set (accesslog's and als' loggers).
-	AccessLoggers *registry.Registry
+	// Extensions are the factories of access loggers (accesslog.HTTPLoggers) and retry host
+	// predicates (route.RetryHostPredicates); nil means the built-in sets (accesslog's and
+	// als' loggers, route's predicates).
+	Extensions *registry.Registry
 	// ExtensionConfigs serves HTTP filter configurations over ECDS (config_discovery); nil
 	// refuses config_discovery.
 	ExtensionConfigs ExtensionConfigProvider
@@ -119,9 +120,9 @@ func Register(reg *listener.Registry, deps Deps) error {
 	if deps.AccessLogs == nil {
 		deps.AccessLogs = accesslog.NewManager(accesslog.FileOptions{})
 	}
-	if deps.AccessLoggers == nil {
+	if deps.Extensions == nil {
 		var err error
-		if deps.AccessLoggers, err = accesslog.Builtin(als.Register); err != nil {
+		if deps.Extensions, err = accesslog.Builtin(als.Register, route.Register); err != nil {
 			return err
 		}
 	}
@@ -287,6 +288,7 @@ func (d *Deps) routeOptions(cfg *config.HTTPConnectionManager) route.Options {
 		ClusterExists:    d.Clusters.Has,
 		FeatureEnabled:   d.RuntimeFraction,
 		PerFilterConfig:  d.Filters.PerRouteConfig,
+		Extensions:       d.Extensions,
 	}
 }
 
@@ -367,10 +369,10 @@ func (sh *shared) accessLog(al config.AccessLog, d *Deps) (accessLogger, error) 
 	if d.GRPCAccessLogs != nil {
 		c.Services = d.GRPCAccessLogs
 	}
-	l, found, err := accesslog.Build(d.AccessLoggers, accesslog.HTTPLoggers, "typed_config", al.Name, al.TypedConfig, c)
+	l, found, err := accesslog.Build(d.Extensions, accesslog.HTTPLoggers, "typed_config", al.Name, al.TypedConfig, c)
 	switch {
 	case !found:
-		return accessLogger{}, fmt.Errorf("%q (%s): only %s are implemented", al.Name, al.TypedConfig.GetTypeUrl(), accesslog.Implemented(d.AccessLoggers, accesslog.HTTPLoggers))
+		return accessLogger{}, fmt.Errorf("%q (%s): only %s are implemented", al.Name, al.TypedConfig.GetTypeUrl(), accesslog.Implemented(d.Extensions, accesslog.HTTPLoggers))
 	case err != nil:
 		return accessLogger{}, fmt.Errorf("%q: %w", al.Name, err)
 	case l.Entries != nil:

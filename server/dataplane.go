@@ -178,7 +178,7 @@ func (s *Server) buildDataPlane() error {
 		LocalClusterName:  s.Node().GetCluster(),
 		Routes:            s.routeProvider(),
 		GRPCAccessLogs:    dp.als,
-		AccessLoggers:     s.ext,
+		Extensions:        s.ext,
 		ExtensionConfigs:  s.extensionProvider(),
 		ScopedRoutes:      s.scopedRouteProvider(),
 		RuntimeFraction:   s.routeFraction,

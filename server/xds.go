@@ -82,6 +82,7 @@ func (s *Server) buildXDS() error {
 		RouteOptions: route.Options{
 			ClusterExists:   s.clusters.Has,
 			PerFilterConfig: s.data.httpFilters.PerRouteConfig,
+			Extensions:      s.ext,
 		},
 		// What a warming listener's HTTP filters would refuse is NACKed.
 		ExtensionCheck: httpproxy.CheckDiscoveredFilter(s.data.httpFilters, &filter.Context{

@@ -2,14 +2,19 @@ package route
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	omitcanaryv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/omit_canary_hosts/v3"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/lb"
 )
 
@@ -423,5 +428,30 @@ virtual_hosts:
 		if diff := cmp.Diff(tc.want, m.MetadataMatch); diff != "" {
 			t.Errorf("Route(%s).MetadataMatch (-want +got):\n%s", tc.path, diff)
 		}
+	}
+}
+
+// TestRetryHostPredicatesFromTheRegistry checks that a retry_host_predicate is applied by the
+// factory Options.Extensions has for it, and that one it lacks is refused.
+func TestRetryHostPredicatesFromTheRegistry(t *testing.T) {
+	b := registry.NewBuilder()
+	registry.Add(b, RetryHostPredicates, OmitCanaryHostsPredicate, &omitcanaryv3.OmitCanaryHostsPredicate{},
+		func(_ string, _ proto.Message, p *RetryPolicy) error { p.NumRetries = 7; return nil })
+	r, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := func(name string) *routev3.RouteConfiguration {
+		return parseConfig(t, "virtual_hosts: [{name: v, domains: [x], retry_policy: {retry_host_predicate: [{name: "+name+"}]}}]")
+	}
+	tb, err := Compile(rc(OmitCanaryHostsPredicate), Options{Extensions: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tb.VirtualHosts()[0].RetryPolicy; got.NumRetries != 7 || got.OmitCanaryHosts {
+		t.Errorf("retry policy = %+v; want the registered factory's NumRetries 7 and nothing else", got)
+	}
+	if _, err := Compile(rc(PreviousHostsPredicate), Options{Extensions: r}); err == nil || !strings.Contains(err.Error(), "unsupported; must be "+OmitCanaryHostsPredicate) {
+		t.Errorf("Compile(unregistered predicate) = %v; want unsupported, naming the registered one", err)
 	}
 }

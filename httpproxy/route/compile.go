@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/legateproxy/legate/internal/fraction"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/lb"
 )
 
@@ -47,6 +48,9 @@ type Options struct {
 	// no error keeps the entry without a configuration (an optional filter Legate lacks).
 	// Nil keeps each typed config unchecked, as its *anypb.Any.
 	PerFilterConfig func(name string, cfg *anypb.Any, optional bool) (any, error)
+	// Extensions are the retry host predicates' factories (RetryHostPredicates); nil means
+	// this package's.
+	Extensions *registry.Registry
 }
 
 // defaultTimeout is RouteAction.timeout's default.
@@ -94,6 +98,12 @@ func Compile(rc *routev3.RouteConfiguration, opts Options) (*Table, error) {
 	}
 	if c.opts.ClusterExists == nil {
 		c.validate = false
+	}
+	if c.opts.Extensions == nil {
+		var err error
+		if c.opts.Extensions, err = builtin(); err != nil {
+			return nil, err
+		}
 	}
 	if v := rc.GetMaxDirectResponseBodySizeBytes(); v != nil {
 		c.maxBody = v.GetValue()
@@ -207,7 +217,7 @@ func (c *compiler) virtualHost(p *routev3.VirtualHost, path string) (*VirtualHos
 		return nil, err
 	}
 	if p.GetRetryPolicy() != nil {
-		if vh.RetryPolicy, err = compileRetryPolicy(p.GetRetryPolicy(), path+".retry_policy"); err != nil {
+		if vh.RetryPolicy, err = c.retryPolicy(p.GetRetryPolicy(), path+".retry_policy"); err != nil {
 			return nil, err
 		}
 	}
@@ -435,7 +445,7 @@ func (c *compiler) routeAction(r *Route, a *routev3.RouteAction, path string) er
 		r.IdleTimeoutSet = true
 	}
 	if a.GetRetryPolicy() != nil {
-		if r.RetryPolicy, err = compileRetryPolicy(a.GetRetryPolicy(), path+".retry_policy"); err != nil {
+		if r.RetryPolicy, err = c.retryPolicy(a.GetRetryPolicy(), path+".retry_policy"); err != nil {
 			return err
 		}
 	}
@@ -650,12 +660,34 @@ func compileRedirect(p *routev3.RedirectAction, path string) (*Redirect, error) 
 	return rd, nil
 }
 
-// retry host predicate names.
-const (
-	previousHostsPredicate   = "envoy.retry_host_predicates.previous_hosts"
-	omitCanaryHostsPredicate = "envoy.retry_host_predicates.omit_canary_hosts"
-)
+// retryPolicy compiles a retry policy with its host predicates.
+func (c *compiler) retryPolicy(p *routev3.RetryPolicy, path string) (*RetryPolicy, error) {
+	rp, err := compileRetryPolicy(p, path)
+	if err != nil {
+		return nil, err
+	}
+	for i, hp := range p.GetRetryHostPredicate() {
+		hpath := fmt.Sprintf("%s.retry_host_predicate[%d]", path, i)
+		apply, e, ok := registry.Lookup(c.opts.Extensions, RetryHostPredicates, hp.GetName(), hp.GetTypedConfig().GetTypeUrl())
+		if !ok {
+			var names []string
+			for e := range registry.All(c.opts.Extensions, RetryHostPredicates) {
+				names = append(names, e.Name)
+			}
+			return nil, fmt.Errorf("%s.name = %q: unsupported; must be %s", hpath, hp.GetName(), strings.Join(names, " or "))
+		}
+		config, err := e.Decode(hpath+".typed_config", hp.GetTypedConfig())
+		if err != nil {
+			return nil, err
+		}
+		if err := apply(hpath+".typed_config", config, rp); err != nil {
+			return nil, err
+		}
+	}
+	return rp, nil
+}
 
+// compileRetryPolicy compiles a retry policy but for its host predicates (retryPolicy).
 func compileRetryPolicy(p *routev3.RetryPolicy, path string) (*RetryPolicy, error) {
 	rp := &RetryPolicy{
 		NumRetries:                    1,
@@ -680,16 +712,6 @@ func compileRetryPolicy(p *routev3.RetryPolicy, path string) (*RetryPolicy, erro
 	}
 	if n := p.GetHostSelectionRetryMaxAttempts(); n != 0 {
 		rp.HostSelectionRetryMaxAttempts = n
-	}
-	for i, hp := range p.GetRetryHostPredicate() {
-		switch hp.GetName() {
-		case previousHostsPredicate:
-			rp.PreviousHosts = true
-		case omitCanaryHostsPredicate:
-			rp.OmitCanaryHosts = true
-		default:
-			return nil, fmt.Errorf("%s.retry_host_predicate[%d].name = %q: unsupported; must be %s or %s", path, i, hp.GetName(), previousHostsPredicate, omitCanaryHostsPredicate)
-		}
 	}
 	if p.GetRetryPriority() != nil {
 		return nil, fmt.Errorf("%s.retry_priority: retry priorities are not supported", path)
