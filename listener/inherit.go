@@ -46,14 +46,16 @@ func (m *Manager) takeInherited(a config.Address) net.Listener {
 }
 
 // ListenAddresses returns the configured addresses of every listener that
-// binds, in listener order: what a hot-restart child asks its parent for.
+// binds, in listener order: what a hot-restart child asks its parent for. UDP
+// listeners are left out: their sockets are not handed over but bound again
+// with SO_REUSEPORT (reusePort).
 func (m *Manager) ListenAddresses() []config.Address {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []config.Address
 	for _, e := range m.entries {
 		cfg := e.cur.Load().cfg
-		if cfg.BindToPort && !cfg.Internal {
+		if cfg.BindToPort && !cfg.Internal && cfg.UDP == nil {
 			out = append(out, cfg.Address)
 			out = append(out, cfg.AdditionalAddresses...)
 		}

@@ -1,6 +1,7 @@
 package listener
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -95,7 +96,8 @@ func listenUDP(a config.Address) (*packetListener, error) {
 	if ip, err := netip.ParseAddr(a.Host); err == nil && ip.Is6() && !ip.Is4In6() {
 		network = "udp6"
 	}
-	pc, err := net.ListenPacket(network, net.JoinHostPort(a.Host, strconv.FormatUint(uint64(a.Port), 10)))
+	lc := net.ListenConfig{Control: reusePort}
+	pc, err := lc.ListenPacket(context.Background(), network, net.JoinHostPort(a.Host, strconv.FormatUint(uint64(a.Port), 10)))
 	if err != nil {
 		return nil, err
 	}
