@@ -2,7 +2,6 @@ package compressor
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -73,15 +72,9 @@ type Filter struct {
 
 // FromAny builds the filter from its typed_config.
 func FromAny(cfg *anypb.Any, ctx *filter.Context) (*Filter, error) {
-	if cfg.GetTypeUrl() != TypeURL {
-		return nil, fmt.Errorf("%s: typed_config: type %q; want %s", Name, cfg.GetTypeUrl(), TypeURL)
-	}
 	var pb compressorv3.Compressor
-	if err := cfg.UnmarshalTo(&pb); err != nil {
-		return nil, fmt.Errorf("%s: typed_config: %w", Name, err)
-	}
-	if err := pb.ValidateAll(); err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
+	if err := filter.Decode(cfg, TypeURL, Name+": typed_config", &pb); err != nil {
+		return nil, err
 	}
 	c, err := compile(&pb)
 	if err != nil {

@@ -165,15 +165,9 @@ type PerRoute struct {
 
 // PerRouteFromAny compiles a typed_per_filter_config entry.
 func PerRouteFromAny(cfg *anypb.Any) (*PerRoute, error) {
-	if cfg.GetTypeUrl() != PerRouteTypeURL {
-		return nil, fmt.Errorf("%s: typed_per_filter_config: type %q; want %s", Name, cfg.GetTypeUrl(), PerRouteTypeURL)
-	}
 	var pb compressorv3.CompressorPerRoute
-	if err := cfg.UnmarshalTo(&pb); err != nil {
-		return nil, fmt.Errorf("%s: typed_per_filter_config: %w", Name, err)
-	}
-	if err := pb.ValidateAll(); err != nil {
-		return nil, fmt.Errorf("%s: typed_per_filter_config: %w", Name, err)
+	if err := filter.Decode(cfg, PerRouteTypeURL, Name+": typed_per_filter_config", &pb); err != nil {
+		return nil, err
 	}
 	if pb.GetDisabled() {
 		return &PerRoute{Disabled: true}, nil

@@ -12,8 +12,8 @@ import (
 	zstdv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/compression/zstd/compressor/v3"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/httpproxy/filter"
 )
 
 // The compression libraries (Envoy's envoy.compression.compressor extensions).
@@ -73,47 +73,27 @@ func libraryFromProto(tc *corev3.TypedExtensionConfig, path string) (*library, e
 	}
 	cfg := tc.GetTypedConfig()
 	switch u := cfg.GetTypeUrl(); u {
-	case typeURL(&gzipv3.Gzip{}):
+	case filter.TypeURL(&gzipv3.Gzip{}):
 		var pb gzipv3.Gzip
-		if err := unmarshal(cfg, &pb, path); err != nil {
+		if err := filter.Decode(cfg, u, path+".typed_config", &pb); err != nil {
 			return nil, err
 		}
 		return gzipLibrary(tc.GetName(), &pb, path)
-	case typeURL(&brotliv3.Brotli{}):
+	case filter.TypeURL(&brotliv3.Brotli{}):
 		var pb brotliv3.Brotli
-		if err := unmarshal(cfg, &pb, path); err != nil {
+		if err := filter.Decode(cfg, u, path+".typed_config", &pb); err != nil {
 			return nil, err
 		}
 		return brotliLibrary(tc.GetName(), &pb, path)
-	case typeURL(&zstdv3.Zstd{}):
+	case filter.TypeURL(&zstdv3.Zstd{}):
 		var pb zstdv3.Zstd
-		if err := unmarshal(cfg, &pb, path); err != nil {
+		if err := filter.Decode(cfg, u, path+".typed_config", &pb); err != nil {
 			return nil, err
 		}
 		return zstdLibrary(tc.GetName(), &pb, path)
 	default:
 		return nil, fmt.Errorf("%s.typed_config: type %q is not a compressor library Legate implements (gzip, brotli, zstd)", path, u)
 	}
-}
-
-func typeURL(m proto.Message) string {
-	return "type.googleapis.com/" + string(m.ProtoReflect().Descriptor().FullName())
-}
-
-// validator is a message with protoc-gen-validate's checks.
-type validator interface{ ValidateAll() error }
-
-func unmarshal(cfg *anypb.Any, m interface {
-	proto.Message
-	validator
-}, path string) error {
-	if err := cfg.UnmarshalTo(m); err != nil {
-		return fmt.Errorf("%s.typed_config: %w", path, err)
-	}
-	if err := m.ValidateAll(); err != nil {
-		return fmt.Errorf("%s.typed_config: %w", path, err)
-	}
-	return nil
 }
 
 // chunkSize is a library's chunk_size, Envoy's default when unset.

@@ -15,7 +15,6 @@ import (
 	decompressorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/decompressor/v3"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/httpproxy/filter"
@@ -102,15 +101,9 @@ type Filter struct {
 
 // FromAny builds the filter from its typed_config.
 func FromAny(cfg *anypb.Any, ctx *filter.Context) (*Filter, error) {
-	if cfg.GetTypeUrl() != TypeURL {
-		return nil, fmt.Errorf("%s: typed_config: type %q; want %s", Name, cfg.GetTypeUrl(), TypeURL)
-	}
 	var pb decompressorv3.Decompressor
-	if err := cfg.UnmarshalTo(&pb); err != nil {
-		return nil, fmt.Errorf("%s: typed_config: %w", Name, err)
-	}
-	if err := pb.ValidateAll(); err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
+	if err := filter.Decode(cfg, TypeURL, Name+": typed_config", &pb); err != nil {
+		return nil, err
 	}
 	lib, err := libraryFromProto(pb.GetDecompressorLibrary())
 	if err != nil {
@@ -142,18 +135,14 @@ func (f *Filter) Close() error {
 	return nil
 }
 
-func typeURL(m proto.Message) string {
-	return "type.googleapis.com/" + string(m.ProtoReflect().Descriptor().FullName())
-}
-
 // libraryFromProto compiles decompressor_library.
 func libraryFromProto(tc *corev3.TypedExtensionConfig) (*library, error) {
 	cfg := tc.GetTypedConfig()
 	path := "decompressor_library.typed_config"
 	switch u := cfg.GetTypeUrl(); u {
-	case typeURL(&gzipv3.Gzip{}):
+	case filter.TypeURL(&gzipv3.Gzip{}):
 		var pb gzipv3.Gzip
-		if err := unmarshal(cfg, &pb, path); err != nil {
+		if err := filter.Decode(cfg, u, path, &pb); err != nil {
 			return nil, err
 		}
 		ratio := int64(defaultInflateRatio)
@@ -162,9 +151,9 @@ func libraryFromProto(tc *corev3.TypedExtensionConfig) (*library, error) {
 		}
 		return &library{name: tc.GetName(), encoding: "gzip", statPrefix: "gzip", ratio: ratio,
 			newReader: func(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) }}, nil
-	case typeURL(&brotliv3.Brotli{}):
+	case filter.TypeURL(&brotliv3.Brotli{}):
 		var pb brotliv3.Brotli
-		if err := unmarshal(cfg, &pb, path); err != nil {
+		if err := filter.Decode(cfg, u, path, &pb); err != nil {
 			return nil, err
 		}
 		if pb.GetDisableRingBufferReallocation() {
@@ -172,9 +161,9 @@ func libraryFromProto(tc *corev3.TypedExtensionConfig) (*library, error) {
 		}
 		return &library{name: tc.GetName(), encoding: "br", statPrefix: "brotli",
 			newReader: func(r io.Reader) (io.Reader, error) { return brotli.NewReader(r), nil }}, nil
-	case typeURL(&zstdv3.Zstd{}):
+	case filter.TypeURL(&zstdv3.Zstd{}):
 		var pb zstdv3.Zstd
-		if err := unmarshal(cfg, &pb, path); err != nil {
+		if err := filter.Decode(cfg, u, path, &pb); err != nil {
 			return nil, err
 		}
 		if len(pb.GetDictionaries()) > 0 {
@@ -187,19 +176,6 @@ func libraryFromProto(tc *corev3.TypedExtensionConfig) (*library, error) {
 	default:
 		return nil, fmt.Errorf("%s: type %q is not a decompressor library Legate implements (gzip, brotli, zstd)", path, u)
 	}
-}
-
-func unmarshal(cfg *anypb.Any, m interface {
-	proto.Message
-	ValidateAll() error
-}, path string) error {
-	if err := cfg.UnmarshalTo(m); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	if err := m.ValidateAll(); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
 }
 
 // OnRequest advertises the library's encoding upstream when responses are decompressed, and
