@@ -19,6 +19,8 @@ import (
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
 	"github.com/google/go-cmp/cmp"
+	collogsv1 "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/legateproxy/legate/accesslog"
@@ -245,7 +247,7 @@ common_config: {log_name: l, transport_api_version: V3, grpc_service: {envoy_grp
 	}{
 		{"http_grpc", `{name: envoy.access_loggers.http_grpc, typed_config: {"@type": "type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.HttpGrpcAccessLogConfig"}}`,
 			AccessLogDeps{Files: logs.Manager},
-			`tcp_proxy "t": access_log[0].typed_config ("type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.HttpGrpcAccessLogConfig", name "envoy.access_loggers.http_grpc"): only envoy.access_loggers.file, envoy.access_loggers.stderr, envoy.access_loggers.stdout and envoy.access_loggers.tcp_grpc are implemented for the TCP proxy`},
+			`tcp_proxy "t": access_log[0].typed_config ("type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.HttpGrpcAccessLogConfig", name "envoy.access_loggers.http_grpc"): only envoy.access_loggers.file, envoy.access_loggers.open_telemetry, envoy.access_loggers.stderr, envoy.access_loggers.stdout and envoy.access_loggers.tcp_grpc are implemented for the TCP proxy`},
 		{"no files", fileLog(logs.path("x.log"), "", ""), AccessLogDeps{},
 			`tcp_proxy "t": access_log[0].typed_config ("type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog"): file access logs are not available`},
 		{"no gRPC", grpcLog, AccessLogDeps{Files: logs.Manager},
@@ -405,5 +407,55 @@ func BenchmarkAccessLog(b *testing.B) {
 		if err := f.Flush(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// otelLogs is an OTLP LogsService (grpc-go, the generated OTLP service) on 127.0.0.1.
+type otelLogs struct {
+	collogsv1.UnimplementedLogsServiceServer
+	exports chan *collogsv1.ExportLogsServiceRequest
+}
+
+func (c *otelLogs) Export(_ context.Context, req *collogsv1.ExportLogsServiceRequest) (*collogsv1.ExportLogsServiceResponse, error) {
+	c.exports <- req
+	return &collogsv1.ExportLogsServiceResponse{}, nil
+}
+
+// TestAccessLogOpenTelemetry checks envoy.access_loggers.open_telemetry on the TCP proxy: a
+// real OTLP logs collector receives one record per connection, its body formatted from the
+// TCP entry.
+func TestAccessLogOpenTelemetry(t *testing.T) {
+	up := newUpstream(t, echo)
+	e := newEnv(t, "", map[string][]string{"echo": {up.addr()}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := &otelLogs{exports: make(chan *collogsv1.ExportLogsServiceRequest, 8)}
+	srv := grpc.NewServer()
+	collogsv1.RegisterLogsServiceServer(srv, col)
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	m := alstest.RunManager(t, func(ctx context.Context, cluster string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "tcp", ln.Addr().String())
+	})
+	otelLog := `{name: envoy.access_loggers.open_telemetry, typed_config: {"@type": "type.googleapis.com/envoy.extensions.access_loggers.open_telemetry.v3.OpenTelemetryAccessLogConfig",
+log_name: tcp-otel, grpc_service: {envoy_grpc: {cluster_name: als}}, buffer_flush_interval: 0.02s,
+body: {string_value: "%UPSTREAM_CLUSTER% %BYTES_RECEIVED% %BYTES_SENT%"}}}`
+	p := newLoggingProxy(t, e, "{stat_prefix: o, cluster: echo, access_log: ["+otelLog+"]}", AccessLogDeps{GRPC: m})
+	c := dial(t, serveLocal(t, p))
+	io.WriteString(c, "hello")
+	c.CloseWrite()
+	if got := readAll(t, c); got != "hello" {
+		t.Fatalf("echo = %q", got)
+	}
+	select {
+	case req := <-col.exports:
+		recs := req.GetResourceLogs()[0].GetScopeLogs()[0].GetLogRecords()
+		if len(recs) != 1 || recs[0].GetBody().GetStringValue() != "echo 5 5" {
+			t.Errorf("records %v; want one with body \"echo 5 5\"", recs)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no OTLP logs export reached the collector")
 	}
 }

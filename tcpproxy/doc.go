@@ -5,7 +5,7 @@
 // failure. Upstream connections come from package pool, which applies connect_timeout,
 // max_connections and close_connections_on_host_health_failure. Stats are tcp.<stat_prefix>.*.
 //
-// access_log entries (envoy.access_loggers.file, stdout, stderr and tcp_grpc, with the filters
+// access_log entries (envoy.access_loggers.file, stdout, stderr, tcp_grpc and open_telemetry, with the filters
 // package accesslog implements) get one TcpConnectionEnd entry per downstream connection when it
 // closes, carrying what Envoy's stream info holds for a TCP connection: downstream addresses and
 // SNI, bytes received from and sent to downstream, the duration, the upstream cluster, host and

@@ -12,12 +12,15 @@ import (
 )
 
 // Register adds the gRPC access loggers this package sends: http_grpc and open_telemetry for
-// the HTTP connection manager, tcp_grpc for the TCP proxy. Each asks the consumer's
+// the HTTP connection manager, tcp_grpc and open_telemetry for the TCP proxy. Each asks the consumer's
 // LoggerContext.Services, the server's Manager.
 func Register(b *registry.Builder) {
 	registry.Add(b, accesslog.HTTPLoggers, Name, &grpcalsv3.HttpGrpcAccessLogConfig{}, accesslog.ServiceLogger)
 	registry.Add(b, accesslog.HTTPLoggers, OTelName, &otelalsv3.OpenTelemetryAccessLogConfig{}, accesslog.ServiceLogger)
 	registry.Add(b, accesslog.TCPLoggers, TCPName, &grpcalsv3.TcpGrpcAccessLogConfig{}, accesslog.ServiceLogger)
+	// An OpenTelemetry record is formatted from the entry alone, so TCP connections log the
+	// same way (their %...% fields are the TCP entry's).
+	registry.Add(b, accesslog.TCPLoggers, OTelName, &otelalsv3.OpenTelemetryAccessLogConfig{}, accesslog.ServiceLogger)
 }
 
 // Logger returns the shared logger of a registered configuration (accesslog.Services).
