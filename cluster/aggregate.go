@@ -28,7 +28,7 @@ func aggregateMembers(cfg *config.Cluster) []string {
 
 // buildAggregate builds the aggregate view of c's members as they are now. Members that are
 // missing, warming or themselves custom clusters contribute no levels.
-func buildAggregate(m *Manager, c *Cluster) (*host.PrioritySet, lb.Balancer) {
+func buildAggregate(m *Manager, c *Cluster, _ *host.PrioritySet) (*host.PrioritySet, lb.Balancer) {
 	a := &aggregateBalancer{rand: m.rand}
 	var sets []*host.Set
 	for _, name := range aggregateMembers(c.cfg) {

@@ -74,6 +74,10 @@ type Cluster struct {
 	warmed      atomic.Bool
 	// odstHeaders are the headers that override an ORIGINAL_DST destination, canonical.
 	odstHeaders []string
+	// dns is a dynamic forward proxy cluster's DNS cache (nil for other clusters), and
+	// dnsDefaultPort the port of an authority without one.
+	dns            *DNSCache
+	dnsDefaultPort uint32
 	// socketMatches count the hosts created per transport socket, by host.Config.SocketMatch.
 	socketMatches []*stats.Counter
 	// disc runs the discovery goroutine (DNS refresh, cleanup); nil for clusters without one.
@@ -89,7 +93,7 @@ type Cluster struct {
 	applied     bool
 	cancel      context.CancelFunc
 	closed      bool
-	odst        map[string]*host.Host // ORIGINAL_DST hosts by address
+	odst        map[string]*host.Host // ORIGINAL_DST hosts by address, dynamic forward proxy hosts by name:port
 	// membershipGen counts applied membership changes; syncHealthHosts compares it.
 	membershipGen uint64
 
@@ -166,6 +170,9 @@ func (c *Cluster) Pick(ctx *lb.Context) (*host.Host, error) {
 	h, err := snap.Pick(ctx)
 	if err != nil && c.cfg.Type == config.OriginalDst && errors.Is(err, originaldst.ErrUnknownDestination) {
 		return c.addOriginalDst(ctx.OverrideHost)
+	}
+	if err != nil && c.dns != nil && errors.Is(err, errUnknownForwardHost) {
+		return c.addForwardHost(ctx.OverrideHost)
 	}
 	return h, err
 }
@@ -466,7 +473,7 @@ func (c *Cluster) build(hosts []*host.Host, s setSettings, hostStats map[*host.H
 	}
 	if c.cfg.Type == config.Custom {
 		ct, _ := c.m.customType(c.cfg.CustomType.Name)
-		snap.PrioritySet, snap.Balancer = ct.build(c.m, c)
+		snap.PrioritySet, snap.Balancer = ct.build(c.m, c, ps)
 		return snap, nil
 	}
 	snap.Balancer, err = c.balancer(ps)

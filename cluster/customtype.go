@@ -15,8 +15,13 @@ type customType struct {
 	// dependencies are the clusters whose host changes, addition or removal rebuild a cluster
 	// of this type.
 	dependencies func(cfg *config.Cluster) []string
-	// build returns the hosts and the balancer of c from the manager's clusters as they are now.
-	build func(m *Manager, c *Cluster) (*host.PrioritySet, lb.Balancer)
+	// build returns the hosts and the balancer of c from the manager's clusters as they are
+	// now; ps are the cluster's own hosts (those it added itself).
+	build func(m *Manager, c *Cluster, ps *host.PrioritySet) (*host.PrioritySet, lb.Balancer)
+	// attach, when set, runs as a cluster of the type is made (m.mu held); detach when it is
+	// released.
+	attach func(m *Manager, c *Cluster) error
+	detach func(c *Cluster)
 }
 
 // customTypes is the kind of cluster_type extensions as the manager builds them. Package
@@ -25,10 +30,12 @@ type customType struct {
 // always finds its type here.
 var customTypes = registry.Kind[customType]{Category: registry.ClusterType, Facet: "cluster"}
 
-// Register registers the cluster types the manager builds: envoy.clusters.aggregate.
+// Register registers the cluster types the manager builds: envoy.clusters.aggregate and
+// envoy.clusters.dynamic_forward_proxy.
 func Register(b *registry.Builder) {
 	registry.Add(b, customTypes, config.AggregateClusterType, &aggregatev3.ClusterConfig{},
 		customType{dependencies: aggregateMembers, build: buildAggregate})
+	registerDynamicForwardProxy(b)
 }
 
 // ownExtensions is the registry of a manager built without one: config's cluster types and

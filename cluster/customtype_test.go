@@ -37,7 +37,7 @@ func TestCustomTypeRejected(t *testing.T) {
 		ct   *config.CustomClusterType
 		want string
 	}{
-		{name: "unknown name", ct: &config.CustomClusterType{Name: "envoy.clusters.redis"}, want: `cluster_type.name = "envoy.clusters.redis"; must match a supported cluster type (envoy.clusters.aggregate)`},
+		{name: "unknown name", ct: &config.CustomClusterType{Name: "envoy.clusters.redis"}, want: `cluster_type.name = "envoy.clusters.redis"; must match a supported cluster type (envoy.clusters.aggregate, envoy.clusters.dynamic_forward_proxy)`},
 		{name: "missing cluster_type", ct: nil, want: "cluster_type is missing"},
 	}
 	for _, tc := range tests {

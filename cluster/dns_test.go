@@ -2,80 +2,20 @@ package cluster
 
 import (
 	"context"
-	"net"
 	"net/netip"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/miekg/dns"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/nettest"
 )
 
-// dnsServer is a real DNS server on 127.0.0.1 answering from a mutable table.
-type dnsServer struct {
-	mu      sync.Mutex
-	records map[string][]dns.RR // by "name type"
-	fail    bool
-	addr    string
-	srv     *dns.Server
-}
-
-func startDNS(t *testing.T) *dnsServer {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &dnsServer{records: map[string][]dns.RR{}, addr: pc.LocalAddr().String()}
-	started := make(chan struct{})
-	s.srv = &dns.Server{PacketConn: pc, Handler: s, NotifyStartedFunc: func() { close(started) }}
-	go s.srv.ActivateAndServe()
-	<-started
-	t.Cleanup(func() { s.srv.Shutdown() })
-	return s
-}
-
-func (s *dnsServer) set(name string, rrs ...string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k := range s.records {
-		if len(k) > len(name) && k[:len(name)+1] == name+" " {
-			delete(s.records, k)
-		}
-	}
-	for _, r := range rrs {
-		rr, err := dns.NewRR(r)
-		if err != nil {
-			panic(err)
-		}
-		key := name + " " + dns.TypeToString[rr.Header().Rrtype]
-		s.records[key] = append(s.records[key], rr)
-	}
-}
-
-func (s *dnsServer) setFail(f bool) { s.mu.Lock(); s.fail = f; s.mu.Unlock() }
-
-func (s *dnsServer) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := new(dns.Msg)
-	m.SetReply(r)
-	if s.fail {
-		m.Rcode = dns.RcodeServerFailure
-	} else {
-		q := r.Question[0]
-		m.Answer = s.records[q.Name+" "+dns.TypeToString[q.Qtype]]
-	}
-	w.WriteMsg(m)
-}
-
 func TestDNSResolverFamilies(t *testing.T) {
-	s := startDNS(t)
-	s.set("both.test.", "both.test. 30 IN A 10.0.0.1", "both.test. 20 IN AAAA ::1")
-	s.set("v4.test.", "v4.test. 60 IN A 10.0.0.2", "v4.test. 60 IN A 10.0.0.3")
+	s := nettest.StartDNS(t)
+	s.Set("both.test.", "both.test. 30 IN A 10.0.0.1", "both.test. 20 IN AAAA ::1")
+	s.Set("v4.test.", "v4.test. 60 IN A 10.0.0.2", "v4.test. 60 IN A 10.0.0.3")
 	r := &DNSResolver{Timeout: 2 * time.Second}
 	tests := []struct {
 		name    string
@@ -93,7 +33,7 @@ func TestDNSResolverFamilies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			addrs, ttl, err := r.Resolve(context.Background(), tt.host, tt.family, []string{s.addr})
+			addrs, ttl, err := r.Resolve(context.Background(), tt.host, tt.family, []string{s.Addr})
 			if err != nil {
 				t.Fatalf("Resolve() error = %v", err)
 			}
@@ -109,7 +49,7 @@ func TestDNSResolverFamilies(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := r.Resolve(context.Background(), "v4.test", config.V6Only, []string{s.addr}); err == nil {
+	if _, _, err := r.Resolve(context.Background(), "v4.test", config.V6Only, []string{s.Addr}); err == nil {
 		t.Errorf("Resolve(v6 only, no AAAA) = nil error; want an error")
 	}
 }
@@ -126,9 +66,9 @@ func runManager(t *testing.T, e *testEnv) {
 }
 
 func TestStrictDNS(t *testing.T) {
-	s := startDNS(t)
-	s.set("web.test.", "web.test. 3 IN A 10.0.0.1", "web.test. 3 IN A 10.0.0.2")
-	s.set("api.test.", "api.test. 3 IN A 10.0.0.9")
+	s := nettest.StartDNS(t)
+	s.Set("web.test.", "web.test. 3 IN A 10.0.0.1", "web.test. 3 IN A 10.0.0.2")
+	s.Set("api.test.", "api.test. 3 IN A 10.0.0.9")
 	e := newEnv(t, nil)
 	cfg := parseCluster(t, `
 name: dns
@@ -137,7 +77,7 @@ dns_lookup_family: V4_ONLY
 respect_dns_ttl: true
 dns_refresh_rate: 10s
 common_lb_config: {update_merge_window: 0s}
-dns_resolvers: [{socket_address: {address: 127.0.0.1, port_value: `+portOf(s.addr)+`}}]
+dns_resolvers: [{socket_address: {address: 127.0.0.1, port_value: `+portOf(s.Addr)+`}}]
 load_assignment:
   endpoints:
   - lb_endpoints:
@@ -166,7 +106,7 @@ load_assignment:
 	}
 
 	// respect_dns_ttl: the next round comes after 3s, not 10s.
-	s.set("web.test.", "web.test. 3 IN A 10.0.0.3")
+	s.Set("web.test.", "web.test. 3 IN A 10.0.0.3")
 	e.clock.Advance(3 * time.Second)
 	e.clock.waitTimer(t)
 	want = []string{"p0 10.0.0.3:80 healthy w1", "p0 10.0.0.9:81 healthy w1"}
@@ -175,7 +115,7 @@ load_assignment:
 	}
 
 	// A failing server keeps the last good hosts.
-	s.setFail(true)
+	s.SetFail(true)
 	e.clock.Advance(3 * time.Second)
 	e.clock.waitTimer(t)
 	if diff := cmp.Diff(want, addresses(c.Snapshot().PrioritySet)); diff != "" {
@@ -185,15 +125,15 @@ load_assignment:
 }
 
 func TestLogicalDNS(t *testing.T) {
-	s := startDNS(t)
-	s.set("one.test.", "one.test. 30 IN A 10.0.0.1", "one.test. 30 IN A 10.0.0.2")
+	s := nettest.StartDNS(t)
+	s.Set("one.test.", "one.test. 30 IN A 10.0.0.1", "one.test. 30 IN A 10.0.0.2")
 	e := newEnv(t, nil)
 	cfg := parseCluster(t, `
 name: logical
 type: LOGICAL_DNS
 dns_lookup_family: V4_ONLY
 dns_refresh_rate: 1s
-dns_resolvers: [{socket_address: {address: 127.0.0.1, port_value: `+portOf(s.addr)+`}}]
+dns_resolvers: [{socket_address: {address: 127.0.0.1, port_value: `+portOf(s.Addr)+`}}]
 load_assignment:
   endpoints:
   - lb_endpoints:
@@ -210,7 +150,7 @@ load_assignment:
 	}
 	h := c.Snapshot().PrioritySet.Sets()[0].Hosts()[0]
 	c.Snapshot().HostStats(h).CxTotal.Add(4)
-	s.set("one.test.", "one.test. 30 IN A 10.0.0.7")
+	s.Set("one.test.", "one.test. 30 IN A 10.0.0.7")
 	e.clock.Advance(time.Second)
 	e.clock.waitTimer(t)
 	h2 := c.Snapshot().PrioritySet.Sets()[0].Hosts()[0]

@@ -1,7 +1,14 @@
 // Package cluster is Legate's cluster manager: upstream clusters by name, their discovery
 // (static.go, strictdns.go, logicaldns.go, originaldst.go, eds.go; cluster_type extensions
 // through the customTypes registry of customtype.go, filled at init with the names
-// config.ClusterTypes accepts: aggregate.go for envoy.clusters.aggregate), their active health
+// config.ClusterTypes accepts: aggregate.go for envoy.clusters.aggregate, dfp.go for
+// envoy.clusters.dynamic_forward_proxy with the DNS caches of dnscache.go, which implement
+// dns_cache_config's name, dns_lookup_family, dns_refresh_rate, dns_min_refresh_rate,
+// dns_failure_refresh_rate.base_interval, disable_dns_refresh_on_failure, host_ttl,
+// max_hosts, dns_cache_circuit_breaker.max_pending_requests, dns_query_timeout,
+// preresolve_hostnames and typed_dns_resolver_config (c-ares resolvers, getaddrinfo; config
+// refuses the rest, and the cluster's sub_clusters_config, allow_coalesced_connections and
+// allow_insecure_cluster_options), with Envoy's dns_cache.<name>.* stats), their active health
 // checking (health.go) and outlier detection (outlier.go), and the immutable snapshots the data
 // plane reads.
 //

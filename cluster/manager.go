@@ -137,6 +137,15 @@ type Manager struct {
 	deferredMembers map[string]bool
 	// stopped is set when Run's context has ended: no more background work starts.
 	stopped bool
+	// dnsCaches are the dynamic forward proxy DNS caches by name (DNSCache).
+	dnsCaches map[string]*DNSCache
+
+	// bgMu guards the DNS caches' background work (goBackground): bgCtx is Run's context once
+	// it runs, bgQueue what was asked for before, bgStopped set once Run ends.
+	bgMu      sync.Mutex
+	bgCtx     context.Context
+	bgQueue   []func(context.Context)
+	bgStopped bool
 
 	// Test hooks, set before the first cluster is added: testProber replaces the health
 	// checkers' probers; healthEvent runs after every health-check and outlier callback.
@@ -463,6 +472,14 @@ func (m *Manager) newClusterLocked(cfg *config.Cluster, api bool, version string
 	c := &Cluster{m: m, cfg: cfg, addedViaAPI: api, version: version, lastUpdated: m.clock.Now(), stats: e}
 	c.socketMatches = m.socketMatchCountersLocked(e, cfg)
 	c.odstHeaders = originalDstHeaders(&cfg.OriginalDst)
+	if cfg.Type == config.Custom {
+		if ct, _ := m.customType(cfg.CustomType.Name); ct.attach != nil {
+			if err := ct.attach(m, c); err != nil {
+				m.dropStatsLocked(c)
+				return nil, err
+			}
+		}
+	}
 	if err := m.attachHealthLocked(c, plan); err != nil {
 		m.dropStatsLocked(c)
 		return nil, err
@@ -494,6 +511,9 @@ func (m *Manager) releaseLocked(c *Cluster, closeBreaker bool) {
 	}
 	if c.cfg.Type == config.Custom {
 		ct, _ := m.customType(c.cfg.CustomType.Name)
+		if ct.detach != nil {
+			ct.detach(c)
+		}
 		for _, dep := range ct.dependencies(c.cfg) {
 			list := m.dependents[dep]
 			for i, n := range list {
@@ -650,6 +670,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 	}
 	m.mu.Unlock()
+	m.startBackground(ctx)
 	runtimeDone := make(chan struct{})
 	go func() {
 		defer close(runtimeDone)
@@ -657,6 +678,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	}()
 	<-ctx.Done()
 	<-runtimeDone
+	m.stopBackground()
 	m.mu.Lock()
 	m.stopped = true
 	var all []*Cluster

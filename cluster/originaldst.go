@@ -73,7 +73,12 @@ func (c *Cluster) addOriginalDst(addr string) (*host.Host, error) {
 		c.stats.stats.OriginalDstHostInvalid.Inc()
 		return nil, fmt.Errorf("%w: original destination %q is not ip:port", lb.ErrNoHealthyHost, addr)
 	}
-	addr = ap.String()
+	return c.addDynamicHost(ap.String(), host.Config{Address: ap.String()})
+}
+
+// addDynamicHost adds the host made of hc under key (an ORIGINAL_DST address, a dynamic
+// forward proxy's "name:port"), or returns the one already there, and publishes it at once.
+func (c *Cluster) addDynamicHost(key string, hc host.Config) (*host.Host, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -82,11 +87,11 @@ func (c *Cluster) addOriginalDst(addr string) (*host.Host, error) {
 	if c.odst == nil {
 		c.odst = map[string]*host.Host{}
 	}
-	if h, ok := c.odst[addr]; ok {
+	if h, ok := c.odst[key]; ok {
 		c.mu.Unlock()
 		return h, nil
 	}
-	h, err := host.New(host.Config{Address: addr})
+	h, err := host.New(hc)
 	if err != nil {
 		c.mu.Unlock()
 		return nil, err
@@ -102,7 +107,7 @@ func (c *Cluster) addOriginalDst(addr string) (*host.Host, error) {
 	c.pending = &pendingUpdate{hosts: append(slices.Clip(c.hosts), h), settings: c.settings, stats: hostStats}
 	warmedNow, err := c.schedule(c.pending, true)
 	if err == nil {
-		c.odst[addr] = h
+		c.odst[key] = h
 	}
 	c.mu.Unlock()
 	if err != nil {
@@ -112,18 +117,32 @@ func (c *Cluster) addOriginalDst(addr string) (*host.Host, error) {
 	return h, nil
 }
 
+// dropDynamicHost removes the host added under key, if any, and publishes the change.
+func (c *Cluster) dropDynamicHost(key string) {
+	c.mu.Lock()
+	h := c.odst[key]
+	if h == nil || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.odst, key)
+	keep := slices.DeleteFunc(slices.Clone(c.hosts), func(x *host.Host) bool { return x == h })
+	hostStats := maps.Clone(c.hostStats)
+	delete(hostStats, h)
+	c.pending = &pendingUpdate{hosts: keep, settings: c.settings, stats: hostStats}
+	warmedNow, err := c.schedule(c.pending, true)
+	c.mu.Unlock()
+	if err != nil {
+		c.m.log.Errorf("cluster %q: removing host %s: %v", c.cfg.Name, key, err)
+		return
+	}
+	c.afterApply(warmedNow, true)
+}
+
 // runCleanup is the discovery goroutine of ORIGINAL_DST clusters: every cleanup_interval it
 // removes the hosts no request picked since the previous sweep.
 func (c *Cluster) runCleanup(ctx context.Context) {
-	for {
-		tick := make(chan struct{}, 1)
-		t := c.m.clock.AfterFunc(c.cfg.CleanupInterval, func() { tick <- struct{}{} })
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-tick:
-		}
+	for c.m.sleep(ctx, c.cfg.CleanupInterval) {
 		c.cleanup()
 	}
 }

@@ -17,14 +17,22 @@ func (c *Cluster) runDNS(ctx context.Context) {
 	var last [][]netip.Addr
 	for ctx.Err() == nil {
 		next := c.resolveRound(ctx, servers, &last)
-		tick := make(chan struct{}, 1)
-		t := c.m.clock.AfterFunc(next, func() { tick <- struct{}{} })
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !c.m.sleep(ctx, next) {
 			return
-		case <-tick:
 		}
+	}
+}
+
+// sleep waits d on the manager's clock; false when ctx ended first.
+func (m *Manager) sleep(ctx context.Context, d time.Duration) bool {
+	tick := make(chan struct{}, 1)
+	t := m.clock.AfterFunc(d, func() { tick <- struct{}{} })
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	case <-tick:
+		return true
 	}
 }
 

@@ -198,7 +198,7 @@ cluster_type:
 }
 
 func TestClusterTypes(t *testing.T) {
-	if diff := cmp.Diff([]string{AggregateClusterType}, ClusterTypes(Limits{}.extensions())); diff != "" {
+	if diff := cmp.Diff([]string{AggregateClusterType, DynamicForwardProxyClusterType}, ClusterTypes(Limits{}.extensions())); diff != "" {
 		t.Errorf("ClusterTypes() mismatch (-want +got):\n%s", diff)
 	}
 }

@@ -219,7 +219,7 @@ func TestBadConfigs(t *testing.T) {
 		{"strict dns without load_assignment", cluster("name: web", "connect_timeout: 1s", "type: STRICT_DNS"),
 			`static_resources.clusters[0]: cluster "web": load_assignment is missing; type STRICT_DNS needs it`},
 		{"unknown cluster_type", cluster("name: web", "connect_timeout: 1s", "cluster_type: {name: envoy.clusters.redis}"),
-			`static_resources.clusters[0]: cluster "web": cluster_type.name = "envoy.clusters.redis"; must match a supported cluster type (envoy.clusters.aggregate)`},
+			`static_resources.clusters[0]: cluster "web": cluster_type.name = "envoy.clusters.redis"; must match a supported cluster type (envoy.clusters.aggregate, envoy.clusters.dynamic_forward_proxy)`},
 		{"panic threshold over 100", webCluster("common_lb_config: {healthy_panic_threshold: {value: 150}}"),
 			`static_resources.clusters[0].common_lb_config.healthy_panic_threshold.value: value must be inside range [0, 100]`},
 		// v2 spellings that cannot be upgraded.

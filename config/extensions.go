@@ -3,6 +3,7 @@ package config
 import (
 	internallistenerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/bootstrap/internal_listener/v3"
 	aggregatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/aggregate/v3"
+	dfpclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dynamic_forward_proxy/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	originaldstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
 	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
@@ -16,6 +17,8 @@ import (
 	ringhashv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/ring_hash/v3"
 	roundrobinv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
 	wrrlocalityv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
+	caresv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/network/dns_resolver/cares/v3"
+	getaddrinfov3 "github.com/envoyproxy/go-control-plane/envoy/extensions/network/dns_resolver/getaddrinfo/v3"
 	googlere2v3 "github.com/envoyproxy/go-control-plane/envoy/extensions/regex_engines/v3"
 	internalupstreamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/internal_upstream/v3"
 	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
@@ -40,7 +43,8 @@ type ClusterTypeDecoder func(cluster string, typedConfig *anypb.Any) (settings a
 var lbPolicies = registry.Kind[lbPolicyDecoder]{Category: registry.LBPolicy}
 
 // Register registers the extensions package config reads: the load balancing policies and the
-// aggregate cluster type's typed_config (whose hosts package cluster builds), and declares the
+// aggregate and dynamic forward proxy cluster types' typed_config (whose hosts package cluster
+// builds), the DNS resolvers a DNS cache names, and declares the
 // ones it converts for their packages to run: the connection manager and its router, the TCP
 // proxy, the TLS inspector and original destination listener filters, the RE2 regex engine,
 // the upstream HTTP protocol options, internal listeners, the internal_upstream and
@@ -58,6 +62,9 @@ func Register(b *registry.Builder) {
 	b.Declare(registry.UpstreamTransportSocket, "envoy.transport_sockets.raw_buffer", &rawbufferv3.RawBuffer{})
 	b.Declare(registry.HeaderFormatter, PreserveCaseName, &preservecasev3.PreserveCaseFormatterConfig{})
 	registry.Add(b, ClusterTypeDecoders, AggregateClusterType, &aggregatev3.ClusterConfig{}, decodeAggregate)
+	registry.Add(b, ClusterTypeDecoders, DynamicForwardProxyClusterType, &dfpclusterv3.ClusterConfig{}, decodeDynamicForwardProxy)
+	b.Declare(registry.DNSResolver, CaresResolver, &caresv3.CaresDnsResolverConfig{})
+	b.Declare(registry.DNSResolver, GetAddrInfoResolver, &getaddrinfov3.GetAddrInfoDnsResolverConfig{})
 	registry.Add(b, lbPolicies, "envoy.load_balancing_policies.round_robin", &roundrobinv3.RoundRobin{}, decodeRoundRobin)
 	registry.Add(b, lbPolicies, "envoy.load_balancing_policies.least_request", &leastrequestv3.LeastRequest{}, decodeLeastRequest)
 	registry.Add(b, lbPolicies, "envoy.load_balancing_policies.random", &randomv3.Random{}, decodeRandom)

@@ -10,6 +10,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/cors"
 	"github.com/legateproxy/legate/httpproxy/filters/csrf"
 	"github.com/legateproxy/legate/httpproxy/filters/decompressor"
+	"github.com/legateproxy/legate/httpproxy/filters/dynamicforwardproxy"
 	"github.com/legateproxy/legate/httpproxy/filters/extauthz"
 	"github.com/legateproxy/legate/httpproxy/filters/fault"
 	"github.com/legateproxy/legate/httpproxy/filters/grpcweb"
@@ -71,6 +72,7 @@ func registrations() []func(*registry.Builder) {
 		jwtauthn.Register,
 		localratelimit.Register,
 		lua.Register,
+		dynamicforwardproxy.Register,
 		ondemand.Register,
 		ratelimit.Register,
 		rbac.Register,

@@ -194,6 +194,9 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	}
 
 	s.lbctx = lb.Context{MetadataMatch: m.MetadataMatch, OverrideHost: c.OriginalDst(hd, s.local, s.restored)}
+	if c.IsForwardProxy() {
+		s.lbctx.OverrideHost = c.ForwardProxyKey(s.req.Authority)
+	}
 	if len(r.HashPolicy) > 0 {
 		s.req.AddCookie = s.addCookie
 		s.lbctx.HashKey, s.lbctx.HasHashKey = r.HashKey(&s.req, s.clientIP)

@@ -134,6 +134,9 @@ func (s *stream) forwardUpgrade(mgr *pool.Manager, m *route.Match) {
 	c := mgr.Cluster()
 	snap := c.Snapshot()
 	s.lbctx = lb.Context{MetadataMatch: m.MetadataMatch, OverrideHost: c.OriginalDst(s.req.Header, s.local, s.restored)}
+	if c.IsForwardProxy() {
+		s.lbctx.OverrideHost = c.ForwardProxyKey(s.req.Authority)
+	}
 	if len(r.HashPolicy) > 0 {
 		s.req.AddCookie = s.addCookie
 		s.lbctx.HashKey, s.lbctx.HasHashKey = r.HashKey(&s.req, s.remoteIP)

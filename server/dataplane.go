@@ -140,6 +140,9 @@ func (s *Server) buildDataPlane() error {
 				return nil
 			}
 			if h.Hostname() != "" {
+				if c.Type == config.Custom && c.CustomType.Name == config.DynamicForwardProxyClusterType {
+					return ctx.ConfigForServerName(h.Hostname()) // the requested name, as Envoy's auto_sni
+				}
 				return ctx.ConfigForHost(h.Hostname())
 			}
 			return ctx.Config()

@@ -162,8 +162,18 @@ func (c *ClientContext) Config() *tls.Config { return c.st.cur.Load().client.con
 // auto_sni_san_validation, what the server's DNS SAN must match);
 // otherwise it is Config(). Like Config, call it for each connection.
 func (c *ClientContext) ConfigForHost(host string) *tls.Config {
+	if !c.cfg.AutoHostSNI {
+		return c.Config()
+	}
+	return c.ConfigForServerName(host)
+}
+
+// ConfigForServerName returns the configuration for a new connection that sends name as SNI
+// whatever auto_host_sni says (a dynamic forward proxy's hosts, as Envoy's auto_sni); with
+// auto_sni_san_validation the server's DNS SAN must match it. An empty name is Config().
+func (c *ClientContext) ConfigForServerName(host string) *tls.Config {
 	l := c.st.cur.Load().client
-	if !c.cfg.AutoHostSNI || host == "" {
+	if host == "" {
 		return l.config
 	}
 	if v, ok := l.hosts.Load(host); ok {

@@ -42,6 +42,7 @@ const (
 	MatchingNetworkInput         Category = "envoy.matching.network.input"
 	MatchingHTTPInput            Category = "envoy.matching.http.input"
 	MatchingNetworkCustomMatcher Category = "envoy.matching.network.custom_matchers"
+	DNSResolver                  Category = "envoy.network.dns_resolver"
 )
 
 // Kind is one way of building extensions of a category: the category and F, the Go type of

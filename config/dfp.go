@@ -1,0 +1,201 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	dfpclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dynamic_forward_proxy/v3"
+	commondfpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/dynamic_forward_proxy/v3"
+	caresv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/network/dns_resolver/cares/v3"
+	getaddrinfov3 "github.com/envoyproxy/go-control-plane/envoy/extensions/network/dns_resolver/getaddrinfo/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// The dynamic forward proxy's names.
+const (
+	// DynamicForwardProxyClusterType is the cluster_type name of dynamic forward proxy
+	// clusters.
+	DynamicForwardProxyClusterType = "envoy.clusters.dynamic_forward_proxy"
+	// CaresResolver and GetAddrInfoResolver are the typed_dns_resolver_config names a DNS
+	// cache takes; both are served by Legate's resolver (cluster.DNSResolver).
+	CaresResolver       = "envoy.network.dns_resolver.cares"
+	GetAddrInfoResolver = "envoy.network.dns_resolver.getaddrinfo"
+)
+
+// Defaults of DnsCacheConfig, as Envoy documents them.
+const (
+	DefaultDNSCacheRefreshRate    = 60 * time.Second
+	DefaultDNSCacheMinRefreshRate = 5 * time.Second
+	DefaultDNSCacheHostTTL        = 5 * time.Minute
+	DefaultDNSCacheMaxHosts       = 1024
+	DefaultDNSCacheMaxPending     = 1024
+	DefaultDNSCacheQueryTimeout   = 5 * time.Second
+)
+
+// DNSCacheConfig is extensions.common.dynamic_forward_proxy.v3.DnsCacheConfig, with Envoy's
+// defaults applied. Two configurations of one cache (by Name) must be equal (Equal).
+type DNSCacheConfig struct {
+	// Name is name: the filters and clusters naming it share one cache.
+	Name         string
+	LookupFamily DNSLookupFamily
+	// RefreshRate is dns_refresh_rate: how often a host is resolved again when its answer
+	// has no TTL; MinRefreshRate (dns_min_refresh_rate) bounds a TTL from below.
+	RefreshRate, MinRefreshRate time.Duration
+	// FailureRefreshRate is dns_failure_refresh_rate.base_interval: how soon a host whose
+	// resolution failed is tried again (RefreshRate when unset);
+	// DisableRefreshOnFailure (disable_dns_refresh_on_failure) keeps the last good answer
+	// until the next regular refresh.
+	FailureRefreshRate      time.Duration
+	DisableRefreshOnFailure bool
+	// HostTTL is host_ttl: a host no request used for that long leaves the cache.
+	HostTTL time.Duration
+	// MaxHosts is max_hosts; MaxPendingRequests is
+	// dns_cache_circuit_breaker.max_pending_requests.
+	MaxHosts, MaxPendingRequests uint32
+	// QueryTimeout is dns_query_timeout.
+	QueryTimeout time.Duration
+	// Resolvers are the name servers ("ip:port") of a c-ares typed_dns_resolver_config; nil
+	// uses the system's resolver (getaddrinfo, or no resolver configured).
+	Resolvers []string
+	// Preresolve are preresolve_hostnames as cache keys ("host:port"), resolved when the
+	// cache is made.
+	Preresolve []string
+}
+
+// Equal reports whether c and o configure a cache alike.
+func (c *DNSCacheConfig) Equal(o *DNSCacheConfig) bool {
+	return fmt.Sprint(*c) == fmt.Sprint(*o)
+}
+
+// DynamicForwardProxyConfig is extensions.clusters.dynamic_forward_proxy.v3.ClusterConfig.
+type DynamicForwardProxyConfig struct {
+	// DNSCache is dns_cache_config: the cache whose hosts the cluster's hosts are.
+	DNSCache DNSCacheConfig
+}
+
+func decodeDynamicForwardProxy(_ string, typedConfig *anypb.Any) (any, error) {
+	if typedConfig == nil {
+		return nil, fmt.Errorf("typed_config is missing; %s needs a ClusterConfig with a dns_cache_config", DynamicForwardProxyClusterType)
+	}
+	var pb dfpclusterv3.ClusterConfig
+	if err := typedConfig.UnmarshalTo(&pb); err != nil {
+		return nil, fmt.Errorf("typed_config: %v; %s needs an envoy.extensions.clusters.dynamic_forward_proxy.v3.ClusterConfig", err, DynamicForwardProxyClusterType)
+	}
+	if err := pb.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("typed_config: %w", err)
+	}
+	switch {
+	case pb.GetSubClustersConfig() != nil:
+		return nil, errors.New("typed_config.sub_clusters_config: not implemented by Legate (use dns_cache_config)")
+	case pb.GetAllowCoalescedConnections():
+		return nil, errors.New("typed_config.allow_coalesced_connections: not implemented by Legate")
+	case pb.GetAllowInsecureClusterOptions():
+		return nil, errors.New("typed_config.allow_insecure_cluster_options: not implemented by Legate (a TLS dynamic forward proxy cluster always sends the host as SNI)")
+	}
+	cache, err := DNSCacheFromProto("typed_config.dns_cache_config", pb.GetDnsCacheConfig())
+	if err != nil {
+		return nil, err
+	}
+	return &DynamicForwardProxyConfig{DNSCache: cache}, nil
+}
+
+// DNSCacheFromProto converts a dns_cache_config at path (for errors), refusing what Legate
+// does not implement.
+func DNSCacheFromProto(path string, pb *commondfpv3.DnsCacheConfig) (DNSCacheConfig, error) {
+	if pb == nil {
+		return DNSCacheConfig{}, fmt.Errorf("%s: missing; the dynamic forward proxy needs a DNS cache", path)
+	}
+	if err := pb.ValidateAll(); err != nil {
+		return DNSCacheConfig{}, fmt.Errorf("%s: %w", path, err)
+	}
+	switch {
+	case pb.GetKeyValueConfig() != nil:
+		return DNSCacheConfig{}, fmt.Errorf("%s.key_value_config: not implemented by Legate", path)
+	case pb.GetResolvedAddressFilter() != nil:
+		return DNSCacheConfig{}, fmt.Errorf("%s.resolved_address_filter: not implemented by Legate", path)
+	case pb.GetUseTcpForDnsLookups():
+		return DNSCacheConfig{}, fmt.Errorf("%s.use_tcp_for_dns_lookups: not implemented by Legate", path)
+	case pb.GetDnsResolutionConfig() != nil:
+		return DNSCacheConfig{}, fmt.Errorf("%s.dns_resolution_config: not implemented by Legate (use typed_dns_resolver_config)", path)
+	case pb.GetDnsLookupFamily() > clusterv3.Cluster_ALL:
+		return DNSCacheConfig{}, fmt.Errorf("%s.dns_lookup_family = %d; not a DnsLookupFamily", path, pb.GetDnsLookupFamily())
+	}
+	out := DNSCacheConfig{
+		Name:                    pb.GetName(),
+		LookupFamily:            DNSLookupFamily(pb.GetDnsLookupFamily()),
+		RefreshRate:             durationOr(pb.GetDnsRefreshRate(), DefaultDNSCacheRefreshRate),
+		MinRefreshRate:          durationOr(pb.GetDnsMinRefreshRate(), DefaultDNSCacheMinRefreshRate),
+		HostTTL:                 durationOr(pb.GetHostTtl(), DefaultDNSCacheHostTTL),
+		MaxHosts:                u32Or(pb.GetMaxHosts(), DefaultDNSCacheMaxHosts),
+		MaxPendingRequests:      u32Or(pb.GetDnsCacheCircuitBreaker().GetMaxPendingRequests(), DefaultDNSCacheMaxPending),
+		QueryTimeout:            durationOr(pb.GetDnsQueryTimeout(), DefaultDNSCacheQueryTimeout),
+		DisableRefreshOnFailure: pb.GetDisableDnsRefreshOnFailure(),
+	}
+	out.FailureRefreshRate = durationOr(pb.GetDnsFailureRefreshRate().GetBaseInterval(), out.RefreshRate)
+	if r := pb.GetTypedDnsResolverConfig(); r != nil {
+		servers, err := dnsResolver(path+".typed_dns_resolver_config", r.GetTypedConfig())
+		if err != nil {
+			return DNSCacheConfig{}, err
+		}
+		out.Resolvers = servers
+	}
+	for i, sa := range pb.GetPreresolveHostnames() {
+		at := fmt.Sprintf("%s.preresolve_hostnames[%d]", path, i)
+		if sa.GetPortValue() == 0 {
+			return DNSCacheConfig{}, fmt.Errorf("%s.port_value: missing; a preresolved host needs its port", at)
+		}
+		out.Preresolve = append(out.Preresolve, HostKey(sa.GetAddress(), sa.GetPortValue()))
+	}
+	return out, nil
+}
+
+// HostKey is the cache key of host and port: "host:port", IPv6 literals in brackets.
+func HostKey(host string, port uint32) string {
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Is6() {
+		return "[" + host + "]:" + strconv.FormatUint(uint64(port), 10)
+	}
+	return host + ":" + strconv.FormatUint(uint64(port), 10)
+}
+
+// dnsResolver maps a typed_dns_resolver_config onto Legate's resolver: c-ares's resolvers
+// become the name servers asked; getaddrinfo is the system's resolver.
+func dnsResolver(path string, cfg *anypb.Any) ([]string, error) {
+	switch cfg.GetTypeUrl() {
+	case "type.googleapis.com/envoy.extensions.network.dns_resolver.getaddrinfo.v3.GetAddrInfoDnsResolverConfig":
+		var pb getaddrinfov3.GetAddrInfoDnsResolverConfig
+		if err := cfg.UnmarshalTo(&pb); err != nil {
+			return nil, fmt.Errorf("%s.typed_config: %w", path, err)
+		}
+		if pb.GetNumRetries() != nil {
+			return nil, fmt.Errorf("%s.typed_config.num_retries: not implemented by Legate", path)
+		}
+		return nil, nil
+	case "type.googleapis.com/envoy.extensions.network.dns_resolver.cares.v3.CaresDnsResolverConfig":
+		var pb caresv3.CaresDnsResolverConfig
+		if err := cfg.UnmarshalTo(&pb); err != nil {
+			return nil, fmt.Errorf("%s.typed_config: %w", path, err)
+		}
+		if pb.GetUseResolversAsFallback() || pb.GetFilterUnroutableFamilies() || pb.GetDnsResolverOptions() != nil ||
+			pb.GetUdpMaxQueries() != nil || pb.GetQueryTimeoutSeconds() != nil || pb.GetQueryTries() != nil ||
+			pb.GetRotateNameservers() || pb.GetEdns0MaxPayloadSize() != nil || pb.GetMaxUdpChannelDuration() != nil {
+			return nil, fmt.Errorf("%s.typed_config: only resolvers is implemented by Legate", path)
+		}
+		var servers []string
+		for i, a := range pb.GetResolvers() {
+			addr, err := AddressFromProto(a)
+			if err != nil || addr.Kind != SocketAddress || !isIP(addr.Host) {
+				return nil, fmt.Errorf("%s.typed_config.resolvers[%d]: must be an IP socket address", path, i)
+			}
+			if addr.Port == 0 {
+				addr.Port = 53
+			}
+			servers = append(servers, addr.String())
+		}
+		return servers, nil
+	}
+	return nil, fmt.Errorf("%s.typed_config: type %q; Legate's DNS resolver takes %s or %s", path, cfg.GetTypeUrl(), CaresResolver, GetAddrInfoResolver)
+}

@@ -1,0 +1,88 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func dfpCluster(typedConfig string) string {
+	return `name: egress
+lb_policy: CLUSTER_PROVIDED
+cluster_type:
+  name: envoy.clusters.dynamic_forward_proxy
+  typed_config:
+    "@type": type.googleapis.com/envoy.extensions.clusters.dynamic_forward_proxy.v3.ClusterConfig
+    ` + typedConfig
+}
+
+// TestDynamicForwardProxyCluster: the DNS cache's fields with Envoy's defaults, and what each
+// set field becomes.
+func TestDynamicForwardProxyCluster(t *testing.T) {
+	defaults := DNSCacheConfig{Name: "c", RefreshRate: time.Minute, MinRefreshRate: 5 * time.Second,
+		FailureRefreshRate: time.Minute, HostTTL: 5 * time.Minute, MaxHosts: 1024, MaxPendingRequests: 1024, QueryTimeout: 5 * time.Second}
+	tests := []struct {
+		name, cache string
+		want        DNSCacheConfig
+	}{
+		{"defaults", "{name: c}", defaults},
+		{"every field", `{name: c, dns_lookup_family: V4_ONLY, dns_refresh_rate: 10s, dns_min_refresh_rate: 2s,
+  dns_failure_refresh_rate: {base_interval: 3s, max_interval: 9s}, disable_dns_refresh_on_failure: true,
+  host_ttl: 30s, max_hosts: 7, dns_cache_circuit_breaker: {max_pending_requests: 3}, dns_query_timeout: 1s,
+  preresolve_hostnames: [{address: Example.test, port_value: 443}, {address: "::1", port_value: 80}],
+  typed_dns_resolver_config: {name: envoy.network.dns_resolver.cares, typed_config: {
+    "@type": type.googleapis.com/envoy.extensions.network.dns_resolver.cares.v3.CaresDnsResolverConfig,
+    resolvers: [{socket_address: {address: 127.0.0.1, port_value: 5353}}, {socket_address: {address: 127.0.0.2}}]}}}`,
+			DNSCacheConfig{Name: "c", LookupFamily: V4Only, RefreshRate: 10 * time.Second, MinRefreshRate: 2 * time.Second,
+				FailureRefreshRate: 3 * time.Second, DisableRefreshOnFailure: true, HostTTL: 30 * time.Second, MaxHosts: 7,
+				MaxPendingRequests: 3, QueryTimeout: time.Second, Resolvers: []string{"127.0.0.1:5353", "127.0.0.2:53"},
+				Preresolve: []string{"Example.test:443", "[::1]:80"}}},
+		{"getaddrinfo", `{name: c, typed_dns_resolver_config: {name: envoy.network.dns_resolver.getaddrinfo, typed_config: {
+    "@type": type.googleapis.com/envoy.extensions.network.dns_resolver.getaddrinfo.v3.GetAddrInfoDnsResolverConfig}}}`, defaults},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustCluster(t, dfpCluster("dns_cache_config: "+tt.cache))
+			got, ok := c.CustomType.Settings.(*DynamicForwardProxyConfig)
+			if !ok {
+				t.Fatalf("Settings = %T; want *DynamicForwardProxyConfig", c.CustomType.Settings)
+			}
+			if diff := cmp.Diff(tt.want, got.DNSCache); diff != "" {
+				t.Errorf("DNSCache (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDynamicForwardProxyClusterRefused(t *testing.T) {
+	tests := []struct{ name, typed, want string }{
+		{"no cache", "allow_coalesced_connections: false", "dns_cache_config: missing"},
+		{"sub clusters", "sub_clusters_config: {lb_policy: ROUND_ROBIN}", "typed_config.sub_clusters_config: not implemented by Legate"},
+		{"coalesced", "dns_cache_config: {name: c}\n    allow_coalesced_connections: true", "allow_coalesced_connections: not implemented by Legate"},
+		{"insecure", "dns_cache_config: {name: c}\n    allow_insecure_cluster_options: true", "allow_insecure_cluster_options: not implemented by Legate"},
+		{"key value store", "dns_cache_config: {name: c, key_value_config: {config: {name: x, typed_config: {\"@type\": type.googleapis.com/google.protobuf.Struct, value: {}}}}}", "dns_cache_config.key_value_config: not implemented by Legate"},
+		{"tcp", "dns_cache_config: {name: c, use_tcp_for_dns_lookups: true}", "use_tcp_for_dns_lookups: not implemented by Legate"},
+		{"resolution config", "dns_cache_config: {name: c, dns_resolution_config: {resolvers: [{socket_address: {address: 127.0.0.1, port_value: 53}}]}}", "dns_resolution_config: not implemented by Legate"},
+		{"cares option", `dns_cache_config: {name: c, typed_dns_resolver_config: {name: r, typed_config: {"@type": type.googleapis.com/envoy.extensions.network.dns_resolver.cares.v3.CaresDnsResolverConfig, use_resolvers_as_fallback: true}}}`,
+			"typed_dns_resolver_config.typed_config: only resolvers is implemented by Legate"},
+		{"other resolver", `dns_cache_config: {name: c, typed_dns_resolver_config: {name: r, typed_config: {"@type": type.googleapis.com/google.protobuf.Struct, value: {}}}}`,
+			`typed_dns_resolver_config.typed_config: type "type.googleapis.com/google.protobuf.Struct"`},
+		{"preresolve without port", "dns_cache_config: {name: c, preresolve_hostnames: [{address: a.test}]}", "PreresolveHostnames[0]: embedded message failed validation"},
+		{"empty name", "dns_cache_config: {name: \"\"}", "invalid DnsCacheConfig.Name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			y := dfpCluster(tt.typed)
+			pc, err := clusterYAML(t, y)
+			if err != nil {
+				t.Fatalf("decode: %v\n%s", err, y)
+			}
+			_, err = ClusterFromProto(pc, Limits{})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("ClusterFromProto() = %v; want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,157 @@
+package dynamicforwardproxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legateproxy/legate/httpproxy/filters/filtertest"
+	"github.com/legateproxy/legate/internal/nettest"
+	"github.com/legateproxy/legate/internal/registry"
+)
+
+// hostEcho starts an upstream on 127.0.0.1 answering with the Host it was sent; it returns
+// its port.
+func hostEcho(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "host="+r.Host)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
+}
+
+// cacheConfig is the dns_cache_config the cluster and the filter share: names resolved by
+// the test's DNS server.
+func cacheConfig(dns *nettest.DNSServer) string {
+	_, port, _ := net.SplitHostPort(dns.Addr)
+	return fmt.Sprintf(`{name: egress, dns_lookup_family: V4_ONLY, dns_query_timeout: 2s,
+  typed_dns_resolver_config: {name: envoy.network.dns_resolver.cares, typed_config: {
+    "@type": type.googleapis.com/envoy.extensions.network.dns_resolver.cares.v3.CaresDnsResolverConfig,
+    resolvers: [{socket_address: {address: 127.0.0.1, port_value: %s}}]}}}`, port)
+}
+
+// startProxy runs a proxy whose routes all go to the dynamic forward proxy cluster web;
+// routeExtra adds fields to the /other route.
+func startProxy(t *testing.T, dns *nettest.DNSServer, routeExtra string) *filtertest.Proxy {
+	cache := cacheConfig(dns)
+	return filtertest.Start(t, filtertest.Options{
+		Clusters: []string{`name: web
+connect_timeout: 2s
+lb_policy: CLUSTER_PROVIDED
+cluster_type:
+  name: envoy.clusters.dynamic_forward_proxy
+  typed_config:
+    "@type": type.googleapis.com/envoy.extensions.clusters.dynamic_forward_proxy.v3.ClusterConfig
+    dns_cache_config: ` + cache},
+		HCM: filtertest.HCM(`- name: envoy.filters.http.dynamic_forward_proxy
+  typed_config:
+    "@type": type.googleapis.com/envoy.extensions.filters.http.dynamic_forward_proxy.v3.FilterConfig
+    dns_cache_config: `+cache, routeExtra),
+		Register: []func(*registry.Builder){Register},
+	})
+}
+
+// TestForwardsToResolvedHost: a request for a name goes, once the test's DNS server resolved
+// it, to that address at the Host's port, with its Host; the next request uses the cache.
+func TestForwardsToResolvedHost(t *testing.T) {
+	dns := nettest.StartDNS(t)
+	dns.Set("web.test.", "web.test. 300 IN A 127.0.0.1")
+	port := hostEcho(t)
+	p := startProxy(t, dns, "")
+	c := p.Client()
+	for i := range 2 {
+		resp, body := p.Get(c, "/x", "host", "web.test:"+port)
+		if resp.StatusCode != 200 || body != "host=web.test:"+port {
+			t.Fatalf("request %d = %d %q; want 200 host=web.test:%s", i, resp.StatusCode, body, port)
+		}
+	}
+	if n := dns.Queries("web.test"); n != 1 {
+		t.Errorf("DNS queries for web.test = %d; want 1 (the second request uses the cache)", n)
+	}
+	for name, want := range map[string]uint64{
+		"dns_cache.egress.dns_query_attempt": 1, "dns_cache.egress.dns_query_success": 1,
+		"dns_cache.egress.dns_query_failure": 0, "dns_cache.egress.host_added": 1,
+		"dns_cache.egress.num_hosts": 1, "cluster.web.upstream_rq_total": 2,
+	} {
+		if got := p.Stat(name); got != want {
+			t.Errorf("%s = %d; want %d", name, got, want)
+		}
+	}
+}
+
+// TestResolutionFailure: a name the DNS server does not know is answered 503 "DNS resolution
+// failure" without reaching any upstream.
+func TestResolutionFailure(t *testing.T) {
+	dns := nettest.StartDNS(t)
+	dns.NXDomain("missing.test.")
+	p := startProxy(t, dns, "")
+	resp, body := p.Get(p.Client(), "/x", "host", "missing.test:8080")
+	if resp.StatusCode != http.StatusServiceUnavailable || body != "DNS resolution failure" {
+		t.Fatalf("response = %d %q; want 503 DNS resolution failure", resp.StatusCode, body)
+	}
+	if got := p.Stat("dns_cache.egress.dns_query_failure"); got != 1 {
+		t.Errorf("dns_query_failure = %d; want 1", got)
+	}
+	if got := p.Stat("cluster.web.upstream_rq_total"); got != 0 {
+		t.Errorf("upstream_rq_total = %d; want 0", got)
+	}
+}
+
+// TestHostRewrite: a route's host_rewrite_literal or host_rewrite_header picks the host
+// resolved and sent.
+func TestHostRewrite(t *testing.T) {
+	dns := nettest.StartDNS(t)
+	dns.Set("real.test.", "real.test. 300 IN A 127.0.0.1")
+	port := hostEcho(t)
+	for _, tc := range []struct{ name, perRoute, hdr string }{
+		{"literal", "host_rewrite_literal: real.test:" + port, ""},
+		{"header", "host_rewrite_header: x-target", "real.test:" + port},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startProxy(t, dns, `      typed_per_filter_config:
+        envoy.filters.http.dynamic_forward_proxy:
+          "@type": type.googleapis.com/envoy.extensions.filters.http.dynamic_forward_proxy.v3.PerRouteConfig
+          `+tc.perRoute)
+			resp, body := p.Get(p.Client(), "/other", "host", "ignored.test", "x-target", tc.hdr)
+			if resp.StatusCode != 200 || body != "host=real.test:"+port {
+				t.Fatalf("response = %d %q; want 200 host=real.test:%s", resp.StatusCode, body, port)
+			}
+		})
+	}
+}
+
+// TestAbsoluteURI: an HTTP/1.1 request in absolute form (as a client sends to a forward
+// proxy) is resolved by its URI's host.
+func TestAbsoluteURI(t *testing.T) {
+	dns := nettest.StartDNS(t)
+	dns.Set("abs.test.", "abs.test. 300 IN A 127.0.0.1")
+	port := hostEcho(t)
+	p := startProxy(t, dns, "")
+	c, err := net.DialTimeout("tcp", p.Addr, filtertest.Wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(filtertest.Wait))
+	fmt.Fprintf(c, "GET http://abs.test:%s/path HTTP/1.1\r\nHost: abs.test:%s\r\n\r\n", port, port)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.HasPrefix(string(body), "host=abs.test:"+port) {
+		t.Fatalf("response = %d %q; want 200 from abs.test:%s", resp.StatusCode, body, port)
+	}
+}
