@@ -56,7 +56,8 @@ func TestHeaderToMetadataEnvoyConfig(t *testing.T) {
 }
 
 // TestLuaEnvoyConfig: a Lua filter shaped like Envoy's Lua sandbox (a library function in
-// the script, a request header added on the way in, a response header on the way out, an
+// the script, a request header added on the way in, response headers on the way out, one
+// of them the response body's size, an
 // authorization call through a cluster with httpCall and a local answer with respond) runs
 // on the binary; a script error is counted under http.authz.lua.errors and the request goes
 // on.
@@ -103,6 +104,8 @@ func TestLuaEnvoyConfig(t *testing.T) {
 
                   function envoy_on_response(response_handle)
                     response_handle:headers():add("x-lua-status", response_handle:headers():get(":status"))
+                    local body_size = response_handle:body():length()
+                    response_handle:headers():add("response-body-size", tostring(body_size))
                   end`, `  - name: auth
     connect_timeout: 1s
     load_assignment:
@@ -113,8 +116,9 @@ func TestLuaEnvoyConfig(t *testing.T) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	url := "http://" + p.listenerAddr("authz")
 	code, h, body := send(t, client, http.MethodGet, url+"/", nil, "Authorization", "Bearer good")
-	if code != 200 || body != "backend foo=bar user=7" || h.Get("X-Lua-Status") != "200" {
-		t.Errorf("GET with a good token = %d %q x-lua-status %q; want 200 \"backend foo=bar user=7\" 200", code, body, h.Get("X-Lua-Status"))
+	if code != 200 || body != "backend foo=bar user=7" || h.Get("X-Lua-Status") != "200" || h.Get("Response-Body-Size") != "22" {
+		t.Errorf("GET with a good token = %d %q x-lua-status %q response-body-size %q; want 200 \"backend foo=bar user=7\" 200 22",
+			code, body, h.Get("X-Lua-Status"), h.Get("Response-Body-Size"))
 	}
 	if code, _, body := send(t, client, http.MethodGet, url+"/", nil, "Authorization", "Bearer bad"); code != 403 || body != "denied by lua" {
 		t.Errorf("GET with a bad token = %d %q; want 403 denied by lua", code, body)

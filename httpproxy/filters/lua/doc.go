@@ -20,10 +20,11 @@
 // read with filter.Downstream.BufferBody (more than 1 MiB answers 413) and setBytes replaces
 // what the upstream gets, with its new length (filter.Exchange.RewriteRequestBody). In
 // envoy_on_response the script, a coroutine, yields in body() and is resumed by a
-// filter.BodyRewriter once the response body is read (more than 1 MiB resets the response);
-// setBytes replaces what the client gets (sent without a length). As Legate sends the
-// response headers before the body, a response script may not reach the headers or the
-// stream's info after body(): that raises a Lua error (Envoy holds the headers instead).
+// filter.BodyRewriter once the response body is read (more than 1 MiB resets the response),
+// with the headers held (filter.Exchange.HoldResponseHeaders) so that it may still change
+// them, as Envoy; setBytes replaces what the client gets, sent with its length. After body()
+// the response script may not reach the stream's info (streamInfo, metadata, connection):
+// that raises a Lua error.
 // respond(headers, body) answers the request (request flow only) and ends the script. httpCall(cluster, headers, body, timeout_ms[,
 // asynchronous or {asynchronous = bool}]) goes through the data plane's pools
 // (filter.Call); a failure returns a 503 "upstream failure" as Envoy's. logTrace, logDebug,

@@ -36,8 +36,8 @@ type call struct {
 	bodyWanted string
 	alwaysWrap bool
 	respBody   *buffer
-	// detached is set when the response script goes on after body(), off the stream's
-	// goroutine and after the headers were sent: it may no longer reach the stream.
+	// detached is set when the response script goes on after body(), inside the body
+	// rewriter: it may change the held headers and the body, no longer reach the stream.
 	detached bool
 	// reqRewritten is set once setBytes asked for the request body's rewrite.
 	reqRewritten bool
@@ -58,7 +58,7 @@ func checkLive(L *glua.LState, c *call) *call {
 func checkCall(L *glua.LState, c *call) *call {
 	checkLive(L, c)
 	if c.detached {
-		L.RaiseError("the stream's headers and info are not available after body() in envoy_on_response: Legate has sent the headers (not implemented by Legate)")
+		L.RaiseError("the stream's info is not available after body() in envoy_on_response (not implemented by Legate)")
 	}
 	return c
 }
@@ -104,7 +104,7 @@ func logAt(log func(c *call, msg string)) glua.LGFunction {
 }
 
 func handleHeaders(L *glua.LState) int {
-	c := handleArg(L)
+	c := handleArgLive(L)
 	if c.headers == nil {
 		c.headers = newObject(L, typeHeaders, c)
 	}

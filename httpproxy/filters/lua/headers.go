@@ -11,9 +11,10 @@ import (
 
 // headersArg returns the call whose headers the object at 1 is, and the header name at 2
 // in lower case.
+// The response's headers stay the script's after body(): they are held until it ends.
 func headersArg(L *glua.LState) (*call, string) {
 	c, _ := L.CheckUserData(1).Value.(*call)
-	return checkCall(L, c), lowerASCII(L.CheckString(2))
+	return checkLive(L, c), lowerASCII(L.CheckString(2))
 }
 
 func lowerASCII(s string) string {
@@ -130,7 +131,7 @@ var headerMethods = map[string]glua.LGFunction{
 // several values once per value.
 func headersPairs(L *glua.LState) int {
 	c, _ := L.CheckUserData(1).Value.(*call)
-	checkCall(L, c)
+	checkLive(L, c)
 	type kv struct{ k, v string }
 	var all []kv
 	if c.response {

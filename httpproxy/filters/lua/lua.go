@@ -325,6 +325,8 @@ func (f *Filter) run(s *script, c *call) {
 	st, err, _ := v.L.Resume(co, v.onResponse, h)
 	switch {
 	case st == glua.ResumeYield && c.bodyWanted != "":
+		// The headers wait for the script, which may still change them after body().
+		c.x.HoldResponseHeaders()
 		c.x.RewriteResponseBody(func(src filter.Body) io.Reader {
 			return &scriptBody{f: f, s: s, v: v, co: co, c: c, src: src}
 		})

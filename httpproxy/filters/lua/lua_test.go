@@ -235,8 +235,8 @@ func TestIterationAndInfo(t *testing.T) {
 
 // TestBody: body() reads the request body whole, which still reaches the upstream, or
 // with setBytes replaces it; a body over the limit answers 413; in envoy_on_response body()
-// gives the response body, whose setBytes replaces what the client gets, and headers are
-// out of reach after it (a Lua error, counted).
+// gives the response body, whose setBytes replaces what the client gets, the headers held
+// for the script after it, and the stream's info out of reach (a Lua error, counted).
 func TestBody(t *testing.T) {
 	p := startLua(t, `
     inline_code: |
@@ -261,7 +261,8 @@ func TestBody(t *testing.T) {
         local b = handle:body()
         b:setBytes("rewritten(" .. b:length() .. "): " .. b:getBytes(0, b:length()))
         if path == "/late" then
-          handle:headers():add("x-late", "1")
+          handle:headers():add("x-late", b:length())
+          handle:streamInfo()
         end
       end`, "")
 	c := p.Client()
@@ -282,11 +283,12 @@ func TestBody(t *testing.T) {
 	if _, body := post("/resp", "abcdef"); body != "rewritten(26): upstream POST /resp abcdef" {
 		t.Errorf("POST /resp = %q; want the response body rewritten by the script", body)
 	}
-	if resp, body := post("/late", "abcdef"); body != "rewritten(26): upstream POST /late abcdef" || resp.Header.Get("X-Late") != "" {
-		t.Errorf("POST /late = %q x-late %q; want the rewritten body and no late header", body, resp.Header.Get("X-Late"))
+	resp, body = post("/late", "abcdef")
+	if body != "rewritten(26): upstream POST /late abcdef" || resp.Header.Get("X-Late") != "41" || resp.ContentLength != int64(len(body)) {
+		t.Errorf("POST /late = %q x-late %q length %d; want the rewritten body with its length and x-late 41, the length after setBytes (headers held for the script)", body, resp.Header.Get("X-Late"), resp.ContentLength)
 	}
 	if got := p.Stat("http.ingress.lua.errors"); got != 1 {
-		t.Errorf("lua.errors = %d; want 1 (headers after body() in envoy_on_response)", got)
+		t.Errorf("lua.errors = %d; want 1 (streamInfo after body() in envoy_on_response)", got)
 	}
 	if resp, body := post("/big", strings.Repeat("x", maxBody+1)); resp.StatusCode != 413 || body != "Payload Too Large" {
 		t.Errorf("POST over 1 MiB = %d %q; want 413 Payload Too Large", resp.StatusCode, body)

@@ -13,10 +13,10 @@ import (
 
 // scriptBody is the response body of a script that called body() or bodyChunks() in
 // envoy_on_response: on its first Read it reads the upstream's body whole, resumes the
-// script with it, and then serves the body the script left (setBytes may replace it). It
-// runs on the goroutine that forwards the response, after the headers were sent: the
-// script's call is detached from the stream by then (c.detached), so what remains of it
-// may use the body, logs and helpers, but not the headers or the stream's info.
+// script with it, and then serves the body the script left (setBytes may replace it). The
+// response headers are held until then (filter.Exchange.HoldResponseHeaders), so the rest of
+// the script may still change them; it is detached from the stream otherwise (c.detached):
+// the body, the headers, logs and helpers, but not the stream's info or respond().
 type scriptBody struct {
 	f   *Filter
 	s   *script
