@@ -1,0 +1,130 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/legateproxy/legate/internal/nettest"
+)
+
+// Issue 20 item 2: Legate as an egress forward proxy (the dynamic forward proxy filter and
+// cluster sharing one DNS cache), resolving names through a DNS server the test runs.
+
+// dfpConfig is a bootstrap with one listener "egress" routing every request (CONNECT too) to
+// the dynamic forward proxy cluster, names resolved by the DNS server at dnsPort.
+func dfpConfig(dnsPort string) string {
+	cache := fmt.Sprintf(`{name: egress, dns_lookup_family: V4_ONLY, dns_query_timeout: 2s,
+              typed_dns_resolver_config: {name: envoy.network.dns_resolver.cares, typed_config: {
+                "@type": type.googleapis.com/envoy.extensions.network.dns_resolver.cares.v3.CaresDnsResolverConfig,
+                resolvers: [{socket_address: {address: 127.0.0.1, port_value: %s}}]}}}`, dnsPort)
+	return `
+admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
+static_resources:
+  listeners:
+  - name: egress
+    address: {socket_address: {address: 127.0.0.1, port_value: 0}}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: egress
+          upgrade_configs: [{upgrade_type: CONNECT}]
+          route_config:
+            virtual_hosts:
+            - name: all
+              domains: ["*"]
+              routes:
+              - match: {connect_matcher: {}}
+                route: {cluster: dfp, upgrade_configs: [{upgrade_type: CONNECT, connect_config: {}}]}
+              - match: {prefix: "/"}
+                route: {cluster: dfp}
+          http_filters:
+          - name: envoy.filters.http.dynamic_forward_proxy
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.dynamic_forward_proxy.v3.FilterConfig
+              dns_cache_config: ` + cache + `
+          - name: envoy.filters.http.router
+            typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
+  clusters:
+  - name: dfp
+    connect_timeout: 2s
+    lb_policy: CLUSTER_PROVIDED
+    cluster_type:
+      name: envoy.clusters.dynamic_forward_proxy
+      typed_config:
+        "@type": type.googleapis.com/envoy.extensions.clusters.dynamic_forward_proxy.v3.ClusterConfig
+        dns_cache_config: ` + cache + `
+`
+}
+
+func TestDynamicForwardProxy(t *testing.T) {
+	dns := nettest.StartDNS(t)
+	dns.Set("web.test.", "web.test. 300 IN A 127.0.0.1")
+	dns.Set("echo.test.", "echo.test. 300 IN A 127.0.0.1")
+	dns.NXDomain("nowhere.test.")
+	backend := namedBackend(t, 0, "web")
+	_, port, _ := net.SplitHostPort(backend)
+	_, dnsPort, _ := net.SplitHostPort(dns.Addr)
+	p := start(t, "-c", writeConfig(t, dfpConfig(dnsPort)))
+	proxy := p.listenerAddr("egress")
+
+	// A client configured with the proxy sends absolute URIs.
+	proxied := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: proxy})}}
+	if code, body := httpGet(t, proxied, "http://web.test:"+port+"/a", nil); code != http.StatusOK || body != "web" {
+		t.Errorf("absolute URI: %d %q; want 200 web", code, body)
+	}
+	// A client sent to the proxy directly names the host in Host.
+	req, _ := http.NewRequest(http.MethodGet, "http://"+proxy+"/b", nil)
+	req.Host = "web.test:" + port
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "web" {
+		t.Errorf("Host header: %d %q; want 200 web", resp.StatusCode, body)
+	}
+	if code, body := httpGet(t, proxied, "http://nowhere.test:"+port+"/", nil); code != http.StatusServiceUnavailable || body != "DNS resolution failure" {
+		t.Errorf("unknown name: %d %q; want 503 DNS resolution failure", code, body)
+	}
+	if n := dns.Queries("web.test"); n != 1 {
+		t.Errorf("DNS queries for web.test = %d; want 1", n)
+	}
+
+	// CONNECT tunnels to the resolved name.
+	echoPort := strconv.Itoa(echoServer(t))
+	c, err := net.DialTimeout("tcp", proxy, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "CONNECT echo.test:%s HTTP/1.1\r\nHost: echo.test:%s\r\n\r\n", echoPort, echoPort)
+	br := bufio.NewReader(c)
+	cresp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil || cresp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT: %v %v; want 200", cresp, err)
+	}
+	io.WriteString(c, "ping\n")
+	if line, err := br.ReadString('\n'); err != nil || line != "ping\n" {
+		t.Errorf("through the tunnel: %q %v; want ping", line, err)
+	}
+
+	for name, want := range map[string]uint64{
+		"dns_cache.egress.dns_query_success": 2, "dns_cache.egress.dns_query_failure": 1,
+		"dns_cache.egress.host_added": 3, "dns_cache.egress.num_hosts": 3,
+	} {
+		if v, _ := p.stat(name); v != want {
+			t.Errorf("%s = %d; want %d", name, v, want)
+		}
+	}
+}
