@@ -210,7 +210,14 @@ func (p *Proxy) Do(c *http.Client, req *http.Request) (*http.Response, string) {
 // Get sends a GET for path with headers given as name, value pairs ("host" sets Host).
 func (p *Proxy) Get(c *http.Client, path string, hdr ...string) (*http.Response, string) {
 	p.t.Helper()
-	req, err := http.NewRequest(http.MethodGet, "http://"+p.Addr+path, nil)
+	return p.Send(c, http.MethodGet, path, nil, hdr...)
+}
+
+// Send sends a request for path with body (nil for none) and headers given as name, value
+// pairs ("host" sets Host), and returns the response with its body read.
+func (p *Proxy) Send(c *http.Client, method, path string, body io.Reader, hdr ...string) (*http.Response, string) {
+	p.t.Helper()
+	req, err := http.NewRequest(method, "http://"+p.Addr+path, body)
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -241,22 +248,42 @@ func (p *Proxy) Stat(name string) uint64 {
 // on a second route for prefix /other), and the given http_filters entries (YAML list items)
 // before the router.
 func HCM(filters, routeExtra string) string {
+	return Routes(`    - match: {prefix: "/other"}
+      route: {cluster: web}
+`+routeExtra+`
+    - match: {prefix: "/"}
+      route: {cluster: web}
+`, filters)
+}
+
+// StartPolicy serves upstream as cluster web and runs a proxy with the filters register
+// registers and the connection manager Routes(routes, filters): the setup of a filter's
+// end-to-end test.
+func StartPolicy(t testing.TB, upstream http.HandlerFunc, register func(*registry.Builder), routes, filters string) *Proxy {
+	t.Helper()
+	return Start(t, Options{
+		Clusters: []string{StaticCluster("web", "", ServeHandler(t, upstream))},
+		Register: []func(*registry.Builder){register},
+		HCM:      Routes(routes, filters),
+	})
+}
+
+// Routes is an HttpConnectionManager YAML with stat_prefix ingress, one virtual host with
+// routes (YAML list items indented by four spaces), and the given http_filters entries
+// before the router: the policy a filter's end-to-end test runs.
+func Routes(routes, filters string) string {
 	return fmt.Sprintf(`stat_prefix: ingress
 route_config:
   virtual_hosts:
   - name: all
     domains: ["*"]
     routes:
-    - match: {prefix: "/other"}
-      route: {cluster: web}
 %s
-    - match: {prefix: "/"}
-      route: {cluster: web}
 http_filters:
 %s
 - name: envoy.filters.http.router
   typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
-`, routeExtra, filters)
+`, routes, filters)
 }
 
 // Upstream starts a net/http server on 127.0.0.1 that answers 200 with body "upstream" and

@@ -1,14 +1,13 @@
-package httpproxy
+package buffer
 
 import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/legateproxy/legate/httpproxy/filters/buffer"
+	"github.com/legateproxy/legate/httpproxy/filters/filtertest"
 )
 
 // TestBufferFilter drives envoy.filters.http.buffer through a listener and an upstream: a
@@ -16,21 +15,10 @@ import (
 // the limit is answered 413 without reaching it, and a route may disable the filter or set
 // its own limit.
 func TestBufferFilter(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p := filtertest.StartPolicy(t, func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "len=%d cl=%d te=%v", len(b), r.ContentLength, r.TransferEncoding)
-	}))
-	t.Cleanup(up.Close)
-	e := newEnv(t, envOptions{
-		clusters: []string{staticCluster("web", "", up.Listener.Addr().String())},
-		filters:  filtersOf(t, nil, buffer.Register),
-		hcm: `stat_prefix: ingress
-route_config:
-  virtual_hosts:
-  - name: all
-    domains: ["*"]
-    routes:
-    - match: {prefix: "/stream"}
+	}, Register, `    - match: {prefix: "/stream"}
       route: {cluster: web}
       typed_per_filter_config:
         envoy.filters.http.buffer:
@@ -43,17 +31,11 @@ route_config:
           "@type": type.googleapis.com/envoy.extensions.filters.http.buffer.v3.BufferPerRoute
           buffer: {max_request_bytes: 10}
     - match: {prefix: "/"}
-      route: {cluster: web}
-http_filters:
-- name: envoy.filters.http.buffer
+      route: {cluster: web}`, `- name: envoy.filters.http.buffer
   typed_config:
     "@type": type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer
-    max_request_bytes: 1024
-- name: envoy.filters.http.router
-  typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
-`,
-	})
-	c := e.client()
+    max_request_bytes: 1024`)
+	c := p.Client()
 	chunked := func(n int) io.Reader { return io.MultiReader(strings.NewReader(strings.Repeat("b", n))) } // no length: sent chunked
 	tests := []struct {
 		name, path string
@@ -69,13 +51,13 @@ http_filters:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, body := e.send(c, http.MethodPost, tt.path, tt.body)
+			resp, body := p.Send(c, http.MethodPost, tt.path, tt.body)
 			if resp.StatusCode != tt.wantCode || body != tt.wantBody {
 				t.Errorf("POST %s = %d %q; want %d %q", tt.path, resp.StatusCode, body, tt.wantCode, tt.wantBody)
 			}
 		})
 	}
-	if got := e.stat("http.ingress.downstream_rq_too_large"); got != 3 {
+	if got := p.Stat("http.ingress.downstream_rq_too_large"); got != 3 {
 		t.Errorf("downstream_rq_too_large = %d; want 3", got)
 	}
 }

@@ -1,72 +1,56 @@
-package httpproxy
+package fault
 
 import (
+	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/legateproxy/legate/httpproxy/filters/fault"
+	"github.com/legateproxy/legate/httpproxy/filters/filtertest"
 )
 
 // TestFaultFilter drives envoy.filters.http.fault through a listener and an upstream: a
 // route's fixed abort, header-controlled delays, aborts and response throughput, the
 // max_active_faults cap and the fault.* stats (with the downstream cluster's).
 func TestFaultFilter(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p := filtertest.StartPolicy(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/big" {
 			w.Write([]byte(strings.Repeat("x", 2048)))
 			return
 		}
+		io.Copy(io.Discard, r.Body)
 		w.Write([]byte("ok"))
-	}))
-	t.Cleanup(up.Close)
-	e := newEnv(t, envOptions{
-		clusters: []string{staticCluster("web", "", up.Listener.Addr().String())},
-		filters:  filtersOf(t, nil, fault.Register),
-		hcm: `stat_prefix: ingress
-route_config:
-  virtual_hosts:
-  - name: all
-    domains: ["*"]
-    routes:
-    - match: {prefix: "/broken"}
+	}, Register, `    - match: {prefix: "/broken"}
       route: {cluster: web}
       typed_per_filter_config:
         envoy.filters.http.fault:
           "@type": type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault
           abort: {http_status: 503, percentage: {numerator: 100}}
     - match: {prefix: "/"}
-      route: {cluster: web}
-http_filters:
-- name: envoy.filters.http.fault
+      route: {cluster: web}`, `- name: envoy.filters.http.fault
   typed_config:
     "@type": type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault
     delay: {header_delay: {}, percentage: {numerator: 100}}
     abort: {header_abort: {}, percentage: {numerator: 100}}
     response_rate_limit: {header_limit: {}, percentage: {numerator: 100}}
-    max_active_faults: 1
-- name: envoy.filters.http.router
-  typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
-`,
-	})
-	c := e.client()
-	if resp, body := e.get(c, "/broken", "x-envoy-downstream-service-cluster", "svc"); resp.StatusCode != 503 || body != "fault filter abort" {
+    max_active_faults: 1`)
+	c := p.Client()
+	if resp, body := p.Get(c, "/broken", "x-envoy-downstream-service-cluster", "svc"); resp.StatusCode != 503 || body != "fault filter abort" {
 		t.Errorf("GET /broken = %d %q; want 503 fault filter abort", resp.StatusCode, body)
 	}
-	if resp, body := e.get(c, "/", "x-envoy-fault-abort-request", "418"); resp.StatusCode != 418 || body != "fault filter abort" {
+	if resp, body := p.Get(c, "/", "x-envoy-fault-abort-request", "418"); resp.StatusCode != 418 || body != "fault filter abort" {
 		t.Errorf("GET / with an abort header = %d %q; want 418 fault filter abort", resp.StatusCode, body)
 	}
 	start := time.Now()
-	if resp, body := e.get(c, "/", "x-envoy-fault-delay-request", "300"); resp.StatusCode != 200 || body != "ok" {
+	if resp, body := p.Get(c, "/", "x-envoy-fault-delay-request", "300"); resp.StatusCode != 200 || body != "ok" {
 		t.Errorf("GET / with a delay header = %d %q; want 200 ok", resp.StatusCode, body)
 	}
 	if d := time.Since(start); d < 300*time.Millisecond {
 		t.Errorf("delayed request answered in %v; want at least 300ms", d)
 	}
 	start = time.Now()
-	if resp, body := e.get(c, "/big", "x-envoy-fault-throughput-response", "1"); resp.StatusCode != 200 || len(body) != 2048 {
+	if resp, body := p.Get(c, "/big", "x-envoy-fault-throughput-response", "1"); resp.StatusCode != 200 || len(body) != 2048 {
 		t.Errorf("GET /big at 1 KiB/s = %d, %d bytes; want 200 and 2048", resp.StatusCode, len(body))
 	}
 	if d := time.Since(start); d < 1900*time.Millisecond {
@@ -76,17 +60,17 @@ http_filters:
 	// One fault in flight: the next request is not faulted and counts an overflow.
 	held := make(chan int, 1)
 	go func() {
-		resp, _ := e.get(e.client(), "/", "x-envoy-fault-delay-request", "3000")
+		resp, _ := p.Get(p.Client(), "/", "x-envoy-fault-delay-request", "3000")
 		held <- resp.StatusCode
 	}()
-	deadline := time.Now().Add(wait)
-	for e.stat("http.ingress.fault.active_faults") != 1 {
+	deadline := time.Now().Add(filtertest.Wait)
+	for p.Stat("http.ingress.fault.active_faults") != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the delayed request never became an active fault")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if resp, body := e.get(c, "/", "x-envoy-fault-abort-request", "503"); resp.StatusCode != 200 || body != "ok" {
+	if resp, body := p.Get(c, "/", "x-envoy-fault-abort-request", "503"); resp.StatusCode != 200 || body != "ok" {
 		t.Errorf("GET / with an abort header while a fault is active = %d %q; want 200 ok (max_active_faults 1)", resp.StatusCode, body)
 	}
 	if code := <-held; code != 200 {
@@ -100,7 +84,7 @@ http_filters:
 		"http.ingress.fault.active_faults":        0,
 		"http.ingress.fault.svc.aborts_injected":  1,
 	} {
-		if got := e.stat(name); got != want {
+		if got := p.Stat(name); got != want {
 			t.Errorf("%s = %d; want %d", name, got, want)
 		}
 	}

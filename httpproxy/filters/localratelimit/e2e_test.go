@@ -1,9 +1,11 @@
-package httpproxy
+package localratelimit
 
 import (
+	"io"
+	"net/http"
 	"testing"
 
-	"github.com/legateproxy/legate/httpproxy/filters/localratelimit"
+	"github.com/legateproxy/legate/httpproxy/filters/filtertest"
 )
 
 // TestLocalRateLimitFilter drives envoy.filters.http.local_ratelimit through a listener and an
@@ -11,17 +13,11 @@ import (
 // a route's typed_per_filter_config replaces it (its own bucket, or the filter off); a route
 // whose limit is not enforced forwards the request with request_headers_to_add_when_not_enforced.
 func TestLocalRateLimitFilter(t *testing.T) {
-	up := echo(t, "up")
-	e := newEnv(t, envOptions{
-		clusters: []string{staticCluster("web", "", up.Listener.Addr().String())},
-		filters:  filtersOf(t, nil, localratelimit.Register),
-		hcm: `stat_prefix: ingress
-route_config:
-  virtual_hosts:
-  - name: all
-    domains: ["*"]
-    routes:
-    - match: {prefix: "/free"}
+	p := filtertest.StartPolicy(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("X-Seen-Added", r.Header.Get("X-Added"))
+		io.WriteString(w, "up "+r.URL.Path)
+	}, Register, `    - match: {prefix: "/free"}
       route: {cluster: web}
       typed_per_filter_config:
         envoy.filters.http.local_ratelimit:
@@ -38,9 +34,7 @@ route_config:
           filter_enforced: {default_value: {numerator: 0}}
           request_headers_to_add_when_not_enforced: [{header: {key: x-added, value: over-limit}}]
     - match: {prefix: "/"}
-      route: {cluster: web}
-http_filters:
-- name: envoy.filters.http.local_ratelimit
+      route: {cluster: web}`, `- name: envoy.filters.http.local_ratelimit
   typed_config:
     "@type": type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit
     stat_prefix: http_local_rate_limiter
@@ -48,31 +42,27 @@ http_filters:
     filter_enabled: {runtime_key: rl_enabled, default_value: {numerator: 100}}
     filter_enforced: {runtime_key: rl_enforced, default_value: {numerator: 100}}
     response_headers_to_add: [{append_action: OVERWRITE_IF_EXISTS_OR_ADD, header: {key: x-local-rate-limit, value: "true"}}]
-    enable_x_ratelimit_headers: DRAFT_VERSION_03
-- name: envoy.filters.http.router
-  typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
-`,
-	})
-	c := e.client()
+    enable_x_ratelimit_headers: DRAFT_VERSION_03`)
+	c := p.Client()
 	for i, want := range []string{"1", "0"} {
-		resp, body := e.get(c, "/a")
+		resp, body := p.Get(c, "/a")
 		if resp.StatusCode != 200 || body != "up /a" || resp.Header.Get("X-Ratelimit-Limit") != "2" || resp.Header.Get("X-Ratelimit-Remaining") != want ||
 			resp.Header.Get("X-Ratelimit-Reset") == "" {
 			t.Fatalf("GET /a #%d = %d %q, x-ratelimit %v; want 200 from up, limit 2, remaining %s", i, resp.StatusCode, body, resp.Header, want)
 		}
 	}
-	resp, body := e.get(c, "/a")
+	resp, body := p.Get(c, "/a")
 	if resp.StatusCode != 429 || body != "local_rate_limited" || resp.Header.Get("X-Envoy-Ratelimited") != "true" ||
 		resp.Header.Get("X-Local-Rate-Limit") != "true" || resp.Header.Get("X-Ratelimit-Remaining") != "0" {
 		t.Errorf("GET /a over the limit = %d %q %v; want 429 local_rate_limited with x-envoy-ratelimited, x-local-rate-limit, remaining 0", resp.StatusCode, body, resp.Header)
 	}
 	for i := range 3 {
-		if resp, body := e.get(c, "/free"); resp.StatusCode != 200 || body != "up /free" {
+		if resp, body := p.Get(c, "/free"); resp.StatusCode != 200 || body != "up /free" {
 			t.Errorf("GET /free #%d = %d %q; want 200: its route turns the filter off", i, resp.StatusCode, body)
 		}
 	}
 	for i, added := range []string{"", "over-limit"} {
-		resp, body := e.get(c, "/tight")
+		resp, body := p.Get(c, "/tight")
 		if resp.StatusCode != 200 || body != "up /tight" || resp.Header.Get("X-Seen-Added") != added {
 			t.Errorf("GET /tight #%d = %d %q, upstream saw x-added %q; want 200 and %q (not enforced)", i, resp.StatusCode, body, resp.Header.Get("X-Seen-Added"), added)
 		}
@@ -87,7 +77,7 @@ http_filters:
 		"tight.http_local_rate_limit.enforced":                       0,
 		"free.http_local_rate_limit.enabled":                         0,
 	} {
-		if got := e.stat(name); got != want {
+		if got := p.Stat(name); got != want {
 			t.Errorf("%s = %d; want %d", name, got, want)
 		}
 	}
