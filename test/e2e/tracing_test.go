@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -76,5 +78,65 @@ layered_runtime:
 	case sp := <-col.spans:
 		t.Errorf("a second span %q; want one", sp.GetName())
 	default:
+	}
+}
+
+// zipkinSpan is the part of a Zipkin v2 JSON span the e2e test checks.
+type zipkinSpan struct {
+	TraceID, ID, ParentID, Name, Kind string
+	LocalEndpoint                     struct{ ServiceName string }
+	Tags                              map[string]string
+}
+
+// TestZipkinTracing runs the binary with Envoy's Zipkin example shape (the tracer in the
+// bootstrap's tracing.http, a connection manager with a tracing block naming no provider, the
+// x-b3 headers) against a real net/http Zipkin receiver: a client's sampled B3 context is
+// continued (the shared span keeps the client's span id), and the upstream gets B3 headers for
+// the same trace.
+func TestZipkinTracing(t *testing.T) {
+	spans := make(chan zipkinSpan, 16)
+	rx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var batch []zipkinSpan
+		if r.URL.Path != "/api/v2/spans" || json.NewDecoder(r.Body).Decode(&batch) != nil {
+			http.Error(w, "bad report", http.StatusBadRequest)
+			return
+		}
+		for _, sp := range batch {
+			spans <- sp
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer rx.Close()
+	up := named(t, "up")
+	cfg := "node: {id: e2e-zipkin, cluster: front-proxy}\n" + exampleBootstrap(exampleHCM("ingress_http", routeAllToUp, `
+          tracing: {}`),
+		exampleCluster("up", "", addrOf(up)), exampleCluster("zipkin", "", addrOf(rx))) + `
+tracing:
+  http:
+    name: envoy.tracers.zipkin
+    typed_config:
+      "@type": type.googleapis.com/envoy.config.trace.v3.ZipkinConfig
+      collector_cluster: zipkin
+      collector_endpoint: "/api/v2/spans"
+      collector_endpoint_version: HTTP_JSON
+layered_runtime:
+  layers:
+  - name: static
+    static_layer: {tracing: {zipkin: {min_flush_spans: 1}}}
+`
+	p := start(t, "-c", writeConfig(t, cfg))
+	const trace, client = "463ac35c9f6413ad48485a3953bb6124", "a2fb4a1d1a96d312"
+	_, hdr, _ := fetch(t, noRedirect, http.MethodGet, "http://"+p.listenerAddr("example")+"/z",
+		"x-b3-traceid", trace, "x-b3-spanid", client, "x-b3-sampled", "1")
+	select {
+	case sp := <-spans:
+		if sp.TraceID != trace || sp.ID != client || sp.Kind != "SERVER" || sp.LocalEndpoint.ServiceName != "front-proxy" || sp.Tags["http.status_code"] != "200" {
+			t.Errorf("span %+v; want trace %s, the client's span id %s (shared), SERVER, service front-proxy, status 200", sp, trace, client)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no span reached the Zipkin receiver within 15s")
+	}
+	if got := hdr.Get("X-Seen-X-B3-Traceid"); got != trace || hdr.Get("X-Seen-X-B3-Sampled") != "1" {
+		t.Errorf("upstream x-b3-traceid %q sampled %q; want %s, 1", got, hdr.Get("X-Seen-X-B3-Sampled"), trace)
 	}
 }
