@@ -2,6 +2,8 @@ package tcpproxy
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net"
 	"net/http"
@@ -11,7 +13,10 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/internal/nettest"
+	"github.com/legateproxy/legate/tlsutil/tlstest"
 )
 
 // seenRequest is what a tunnel server saw of the tunnel's request.
@@ -205,5 +210,45 @@ func TestTunnelUpstreamResets(t *testing.T) {
 	}
 	if h := <-heads; !strings.HasPrefix(h, "CONNECT target:80 HTTP/1.1\r\nhost: target:80\r\n") {
 		t.Errorf("request head = %q; want a CONNECT to target:80", h)
+	}
+}
+
+// TestTunnelOverTLS checks the codec choice on TLS clusters: an HTTP/2 cluster offers only
+// "h2" in ALPN, and an auto_config cluster speaks what the server picks (h2 here).
+func TestTunnelOverTLS(t *testing.T) {
+	ca := tlstest.NewCA(t, tlstest.Options{CommonName: "tunnel ca"})
+	leaf := ca.Issue(t, tlstest.Options{CommonName: "proxy", DNSNames: []string{"proxy.example.com"}})
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	for _, tc := range []struct{ name, cluster string }{
+		{"HTTP/2", h2Cluster},
+		{"auto_config", "typed_extension_protocol_options: {envoy.extensions.upstreams.http.v3.HttpProtocolOptions: " +
+			"{\"@type\": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions, auto_config: {}}}\n" +
+			"transport_socket: {name: envoy.transport_sockets.tls, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext}}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seen := make(chan seenRequest, 1)
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				seen <- see(r)
+				nettest.EchoBody(w, r)
+			})
+			srv := &http2.Server{}
+			serverTLS := &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leaf.Cert.Raw}, PrivateKey: leaf.Key}}, NextProtos: []string{"h2"}}
+			up := newUpstream(t, func(c net.Conn) {
+				tc := tls.Server(c, serverTLS)
+				if tc.Handshake() != nil {
+					return
+				}
+				srv.ServeConn(tc, &http2.ServeConnOpts{Handler: h})
+			})
+			e := newEnvTLS(t, tc.cluster, map[string][]string{"proxy": {up.addr()}}, func(*config.Cluster, *host.Host) *tls.Config {
+				return &tls.Config{RootCAs: roots, ServerName: "proxy.example.com"}
+			})
+			p := newProxy(t, e, "{stat_prefix: tls, cluster: proxy, tunneling_config: {hostname: 'svc:443', use_post: true}}", nil)
+			roundTripEcho(t, serveLocal(t, p), "sealed tunnel")
+			if r := receive(t, seen); r.proto != "HTTP/2.0" || r.method != "POST" {
+				t.Errorf("request = %s %s; want an HTTP/2 POST", r.method, r.proto)
+			}
+		})
 	}
 }
