@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,5 +129,49 @@ func TestDynamicForwardProxy(t *testing.T) {
 		if v, _ := p.stat(name); v != want {
 			t.Errorf("%s = %d; want %d", name, v, want)
 		}
+	}
+}
+
+// TestDynamicForwardProxyTLS: a dynamic forward proxy cluster with a TLS transport socket
+// sends the requested name as SNI, as Envoy's auto_sni.
+func TestDynamicForwardProxyTLS(t *testing.T) {
+	dns := nettest.StartDNS(t)
+	dns.Set("secure.test.", "secure.test. 300 IN A 127.0.0.1")
+	sni := make(chan string, 1)
+	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "secure")
+	}))
+	backend.TLS = &tls.Config{GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		select {
+		case sni <- hello.ServerName:
+		default:
+		}
+		return nil, nil
+	}}
+	backend.StartTLS()
+	t.Cleanup(backend.Close)
+	_, port, _ := net.SplitHostPort(backend.Listener.Addr().String())
+	_, dnsPort, _ := net.SplitHostPort(dns.Addr)
+	cfg := strings.Replace(dfpConfig(dnsPort), "    lb_policy: CLUSTER_PROVIDED\n",
+		"    lb_policy: CLUSTER_PROVIDED\n    transport_socket: {name: envoy.transport_sockets.tls, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext}}\n", 1)
+	p := start(t, "-c", writeConfig(t, cfg))
+	req, _ := http.NewRequest(http.MethodGet, "http://"+p.listenerAddr("egress")+"/", nil)
+	req.Host = "secure.test:" + port
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "secure" {
+		t.Fatalf("response = %d %q; want 200 secure", resp.StatusCode, body)
+	}
+	select {
+	case name := <-sni:
+		if name != "secure.test" {
+			t.Errorf("SNI = %q; want secure.test", name)
+		}
+	default:
+		t.Error("the backend saw no TLS handshake")
 	}
 }
