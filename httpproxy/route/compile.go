@@ -189,9 +189,6 @@ func levels(m map[int]map[string]*VirtualHost) []wildcardLevel {
 }
 
 func (c *compiler) virtualHost(p *routev3.VirtualHost, path string) (*VirtualHost, error) {
-	if p.GetMatcher() != nil {
-		return nil, fmt.Errorf("%s.matcher: the generic matcher tree is not supported; use routes", path)
-	}
 	vh := &VirtualHost{
 		Name:       p.GetName(),
 		Domains:    p.GetDomains(),
@@ -235,6 +232,11 @@ func (c *compiler) virtualHost(p *routev3.VirtualHost, path string) (*VirtualHos
 			return nil, err
 		}
 		vh.Routes = append(vh.Routes, r)
+	}
+	if p.GetMatcher() != nil {
+		if vh.matcher, err = c.compileMatcher(p, vh, path); err != nil {
+			return nil, err
+		}
 	}
 	vh.indexRoutes()
 	return vh, nil

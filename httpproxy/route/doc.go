@@ -25,6 +25,11 @@
 // The rate_limits of virtual hosts and routes (and include_vh_rate_limits) compile into
 // RateLimit descriptors' actions (CompileRateLimits) for the rate limit filters; the actions
 // and options Legate does not implement are refused.
+// A virtual host's matcher (the unified matcher API, internal/matcher) replaces its routes:
+// its actions are envoy.config.route.v3.Route or RouteList, compiled as routes are, and the
+// first route of the matched action whose own match matches serves; its inputs come from
+// Options.Extensions (Register adds envoy.matching.inputs.request_headers, whose
+// header_name may be a pseudo-header). Other inputs and actions are refused with their path.
 // Ignored, as they belong to other filters or to stats:
 // virtual_clusters, hedge_policy, internal redirects and buffer limits.
 package route

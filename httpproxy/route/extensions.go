@@ -3,6 +3,7 @@ package route
 import (
 	omitcanaryv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/omit_canary_hosts/v3"
 	previoushostsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/retry/host/previous_hosts/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/legateproxy/legate/internal/registry"
@@ -23,8 +24,10 @@ const (
 )
 
 // Register adds the retry host predicates routes compile (Policy.PreviousHosts and
-// Policy.OmitCanaryHosts).
+// Policy.OmitCanaryHosts) and the HTTP matching input virtual host matchers read
+// (envoy.matching.inputs.request_headers).
 func Register(b *registry.Builder) {
+	registry.Add(b, RequestInputs, "envoy.matching.inputs.request_headers", &matcherv3.HttpRequestHeaderMatchInput{}, requestHeadersInput)
 	registry.Add(b, RetryHostPredicates, OmitCanaryHostsPredicate, &omitcanaryv3.OmitCanaryHostsPredicate{},
 		func(_ string, _ proto.Message, p *RetryPolicy) error { p.OmitCanaryHosts = true; return nil })
 	registry.Add(b, RetryHostPredicates, PreviousHostsPredicate, &previoushostsv3.PreviousHostsPredicate{},

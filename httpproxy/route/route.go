@@ -82,6 +82,9 @@ type VirtualHost struct {
 	// its route configuration.
 	filters, configFilters perFilter
 	cors                   any // cors (deprecated) as Options.PerFilterConfig made it
+	// matcher is the virtual host's matcher (the unified matcher API), which replaces its
+	// routes; nil for a host with routes.
+	matcher *routeMatcher
 }
 
 func (vh *VirtualHost) globalOps(request bool) *HeaderOps {
@@ -242,6 +245,9 @@ func (t *Table) Route(req *Request) *Match {
 		return vh.tlsRedirect
 	}
 	p := pathOnly(req.Path)
+	if vh.matcher != nil {
+		return vh.matchRoutes(req, p)
+	}
 	for _, r := range vh.candidates(p) {
 		if r.match.matches(req, p) {
 			return r.resolve(req)
