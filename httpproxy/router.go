@@ -244,7 +244,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 			s.noHealthyUpstream(snap, m)
 			return
 		}
-		s.upstream = hst.Address()
+		s.upstream, s.upHost = hst.Address(), hst
 		s.attempts++
 		if policy != nil && policy.PreviousHosts {
 			s.lbctx.AddAttempted(hst)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/internal/http1"
@@ -122,7 +123,8 @@ type stream struct {
 	// %RESPONSE_TX_DURATION%.
 	reqEnd  atomic.Int64
 	upRx    time.Time
-	upTx    time.Time // when the answered attempt was sent (zero: none)
+	upTx    time.Time  // when the answered attempt was sent (zero: none)
+	upHost  *host.Host // the host of the latest attempt (nil: none), for host metadata tags
 	match   *route.Match
 	up      pool.Request
 	upResp  pool.Response
@@ -247,7 +249,7 @@ func (s *stream) begin(h *Handler) {
 	s.bytesIn, s.bytesOut = 0, 0
 	s.flags, s.details, s.cluster, s.upstream, s.attempts, s.requestID = 0, "", "", "", 0, ""
 	s.reqEnd.Store(0)
-	s.upRx, s.upTx = time.Time{}, time.Time{}
+	s.upRx, s.upTx, s.upHost = time.Time{}, time.Time{}, nil
 	s.gone, s.forwarded, s.bodyWoken = false, false, false
 	s.bodyBuf, s.bodyBuffered = s.bodyBuf[:0], false
 	s.setCookies = s.setCookies[:0]

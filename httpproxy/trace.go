@@ -389,6 +389,28 @@ func (s *stream) appendCustomTags(tags []tracing.Tag) []tracing.Tag {
 	return tags
 }
 
+// metadataTag reads a metadata tag from the request's, route's, cluster's or host's metadata.
+func (s *stream) metadataTag(m *tracing.MetadataTag) (string, bool) {
+	switch m.Kind {
+	case tracing.RouteMetadata:
+		if r := s.traceRouteForTags(); r != nil {
+			return m.Lookup(r.Metadata)
+		}
+		return "", false
+	case tracing.ClusterMetadata:
+		if c := s.h.sh.deps.Clusters.Get(s.cluster); c != nil {
+			return m.Lookup(c.Config().Metadata.GetFilterMetadata())
+		}
+		return "", false
+	case tracing.HostMetadata:
+		if s.upHost != nil {
+			return s.upHost.Metadata(m.Path[0])
+		}
+		return "", false
+	}
+	return m.Lookup(s.fx.Metadata)
+}
+
 // traceRouteForTags is the request's route for route metadata tags: the one the span started
 // with, else the one the request was routed by.
 func (s *stream) traceRouteForTags() *route.Route {
@@ -413,14 +435,7 @@ func hasTag(tags []tracing.CustomTag, name string) bool {
 // customTagValue is a custom tag's value for this request.
 func (s *stream) customTagValue(ct *tracing.CustomTag) string {
 	if m := ct.Metadata; m != nil {
-		md := s.fx.Metadata
-		if m.Kind == tracing.RouteMetadata {
-			md = nil
-			if r := s.traceRouteForTags(); r != nil {
-				md = r.Metadata
-			}
-		}
-		if v, ok := m.Lookup(md); ok {
+		if v, ok := s.metadataTag(m); ok {
 			return v
 		}
 		return ct.Value

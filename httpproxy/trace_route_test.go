@@ -2,6 +2,7 @@ package httpproxy
 
 import (
 	"encoding/hex"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -322,13 +323,14 @@ func TestVerboseSpanEvents(t *testing.T) {
 }
 
 // TestMetadataCustomTags checks custom_tags metadata of kinds request (the dynamic metadata a
-// filter wrote: set_metadata) and route (Route.metadata), with paths into structs, numbers as
-// Envoy prints them, and the default when the path leads nowhere.
+// filter wrote: set_metadata), route (Route.metadata), cluster (the cluster's metadata) and
+// host (the endpoint's envoy.lb metadata), with paths into structs, numbers as Envoy prints
+// them, and the default when the path leads nowhere.
 func TestMetadataCustomTags(t *testing.T) {
 	col, addr := startTraceCollector(t)
 	var e *env
 	e = newEnv(t, envOptions{
-		clusters: []string{staticCluster("web", "", echoTraceparent(t)), staticCluster("otel", "", addr)},
+		clusters: []string{webWithMetadata(echoTraceparent(t)), staticCluster("otel", "", addr)},
 		filters:  filtersOf(t, nil, setmetadata.Register),
 		runtime:  flushEachSpan,
 		tracing:  tracing.Deps{Dial: clusterDialer(&e), NodeID: "node-1"},
@@ -355,6 +357,8 @@ tracing:
   - {tag: team, metadata: {kind: {route: {}}, metadata_key: {key: acme, path: [{key: owner}, {key: team}]}}}
   - {tag: weight, metadata: {kind: {route: {}}, metadata_key: {key: acme, path: [{key: weight}]}}}
   - {tag: absent, metadata: {kind: {route: {}}, metadata_key: {key: acme, path: [{key: nope}]}, default_value: dflt}}
+  - {tag: owner, metadata: {kind: {cluster: {}}, metadata_key: {key: acme, path: [{key: owner}]}}}
+  - {tag: canary, metadata: {kind: {host: {}}, metadata_key: {key: envoy.lb, path: [{key: canary}]}}}
   provider:
     name: envoy.tracers.opentelemetry
     typed_config:
@@ -368,9 +372,26 @@ tracing:
 	for _, kv := range sp.GetAttributes() {
 		tags[kv.GetKey()] = kv.GetValue().GetStringValue()
 	}
-	for k, v := range map[string]string{"tier": "gold", "count": "3", "team": "red", "weight": "2.5", "absent": "dflt"} {
+	for k, v := range map[string]string{"tier": "gold", "count": "3", "team": "red", "weight": "2.5", "absent": "dflt", "owner": "payments", "canary": "true"} {
 		if tags[k] != v {
 			t.Errorf("tag %s = %q; want %q", k, tags[k], v)
 		}
 	}
+}
+
+// webWithMetadata is cluster web at addr with cluster metadata acme.owner and an endpoint
+// whose envoy.lb metadata says canary.
+func webWithMetadata(addr string) string {
+	h, p, _ := net.SplitHostPort(addr)
+	return `name: web
+type: STATIC
+connect_timeout: 1s
+metadata: {filter_metadata: {acme: {owner: payments}}}
+load_assignment:
+  cluster_name: web
+  endpoints:
+  - lb_endpoints:
+    - endpoint: {address: {socket_address: {address: ` + h + `, port_value: ` + p + `}}}
+      metadata: {filter_metadata: {envoy.lb: {canary: true}}}
+`
 }

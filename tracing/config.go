@@ -83,7 +83,12 @@ type MetadataKind uint8
 const (
 	RequestMetadata MetadataKind = iota // the stream's dynamic metadata
 	RouteMetadata                       // the route's metadata
+	ClusterMetadata                     // the upstream cluster's metadata
+	HostMetadata                        // the upstream host's envoy.lb metadata
 )
+
+// hostNamespace is the one namespace of host metadata Legate keeps (stringified values).
+const hostNamespace = "envoy.lb"
 
 // MetadataTag is a metadata custom tag's source: the namespace (metadata_key.key) and the path
 // of keys into it.
@@ -274,8 +279,12 @@ func CustomTagFromProto(path string, ct *tracingv3.CustomTag) (CustomTag, error)
 			mt.Kind = RequestMetadata
 		case md.GetKind().GetRoute() != nil:
 			mt.Kind = RouteMetadata
+		case md.GetKind().GetCluster() != nil:
+			mt.Kind = ClusterMetadata
+		case md.GetKind().GetHost() != nil:
+			mt.Kind = HostMetadata
 		default:
-			return tag, fmt.Errorf("%s.metadata.kind: only request and route metadata are implemented; cluster and host metadata tags are not implemented by Legate", path)
+			return tag, fmt.Errorf("%s.metadata.kind: required", path)
 		}
 		for i, seg := range md.GetMetadataKey().GetPath() {
 			if seg.GetKey() == "" {
@@ -285,6 +294,9 @@ func CustomTagFromProto(path string, ct *tracingv3.CustomTag) (CustomTag, error)
 		}
 		if mt.Namespace == "" || len(mt.Path) == 0 {
 			return tag, fmt.Errorf("%s.metadata.metadata_key: a key and a path are required", path)
+		}
+		if mt.Kind == HostMetadata && (mt.Namespace != hostNamespace || len(mt.Path) != 1) {
+			return tag, fmt.Errorf("%s.metadata: host metadata tags read %s keys only (one path element); other namespaces are not implemented by Legate", path, hostNamespace)
 		}
 		tag.Metadata, tag.Value = mt, md.GetDefaultValue()
 	default:

@@ -8,7 +8,8 @@
 // client_sampling, overall_sampling (runtime keys tracing.random_sampling,
 // tracing.client_enabled, tracing.global_enabled; numerators out of 10000),
 // custom_tags (literal, environment, request_header, and metadata of kinds request (dynamic
-// metadata) and route; cluster and host metadata tags are refused), max_path_tag_length, verbose (the downstream span
+// metadata), route, cluster and host; host metadata is the endpoint's envoy.lb namespace, one
+// key deep, as Legate keeps it: other host namespaces are refused), max_path_tag_length, verbose (the downstream span
 // gets the timing events Legate records, under Envoy's names: last_downstream_rx_byte_received,
 // first_upstream_tx_byte_sent, first_upstream_rx_byte_received, last_downstream_tx_byte_sent;
 // OTLP span events, Zipkin annotations), spawn_upstream_span (a
@@ -44,8 +45,8 @@
 // trace_context_option other than USE_B3, timestamp_trace_ids.
 //
 // Refused ("not implemented by Legate"): other providers (datadog: its Go tracer is a
-// process-wide agent client, not an exporter to a cluster), cluster and host metadata tags,
-// operation, upstream_operation, no_context_propagation, OpenTelemetry exporter,
+// process-wide agent client, not an exporter to a cluster), host metadata tags outside
+// envoy.lb, operation, upstream_operation, no_context_propagation, OpenTelemetry exporter,
 // other resource detectors and samplers (dynatrace, cel), http_service formatters.
 //
 // Every request gets a span context, as Envoy's tracers make a span for each: an unsampled one

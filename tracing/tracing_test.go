@@ -69,7 +69,7 @@ func TestTraceparent(t *testing.T) {
 func TestFromProtoRefuses(t *testing.T) {
 	otel := `provider: {name: envoy.tracers.opentelemetry, typed_config: {"@type": type.googleapis.com/envoy.config.trace.v3.OpenTelemetryConfig, grpc_service: {envoy_grpc: {cluster_name: c}}%s}}`
 	for _, y := range []string{
-		"custom_tags: [{tag: a, metadata: {kind: {cluster: {}}, metadata_key: {key: k, path: [{key: p}]}}}]\n" + strings.Replace(otel, "%s", "", 1),
+		"custom_tags: [{tag: a, metadata: {kind: {host: {}}, metadata_key: {key: k, path: [{key: p}]}}}]\n" + strings.Replace(otel, "%s", "", 1),
 		`provider: {name: envoy.tracers.zipkin, typed_config: {"@type": type.googleapis.com/envoy.config.trace.v3.ZipkinConfig, collector_cluster: c, collector_endpoint: /api/v2/spans, collector_endpoint_version: HTTP_PROTO}}`,
 		`provider: {name: envoy.tracers.datadog, typed_config: {"@type": type.googleapis.com/envoy.config.trace.v3.DatadogConfig, collector_cluster: c, service_name: s}}`,
 		strings.Replace(otel, "%s", `, sampler: {name: d, typed_config: {"@type": type.googleapis.com/envoy.extensions.tracers.opentelemetry.samplers.v3.DynatraceSamplerConfig}}`, 1),
