@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	dfpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/dynamic_forward_proxy/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/filters/filtertest"
 	"github.com/legateproxy/legate/internal/nettest"
 	"github.com/legateproxy/legate/internal/registry"
@@ -153,5 +157,26 @@ func TestAbsoluteURI(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 || !strings.HasPrefix(string(body), "host=abs.test:"+port) {
 		t.Fatalf("response = %d %q; want 200 from abs.test:%s", resp.StatusCode, body, port)
+	}
+}
+
+// TestRefusedFields: what Legate does not implement fails the filter's build with its field.
+func TestRefusedFields(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"{dns_cache_config: {name: c}, save_upstream_address: true}", "save_upstream_address: not implemented by Legate"},
+		{"{dns_cache_config: {name: c}, allow_dynamic_host_from_filter_state: true}", "allow_dynamic_host_from_filter_state: not implemented by Legate"},
+		{"{sub_cluster_config: {}}", "sub_cluster_config: not implemented by Legate"},
+		{"{dns_cache_config: {name: c, use_tcp_for_dns_lookups: true}}", "dns_cache_config.use_tcp_for_dns_lookups: not implemented by Legate"},
+	} {
+		var pb dfpv3.FilterConfig
+		filtertest.FromYAML(t, tc.yaml, &pb)
+		cfg, err := anypb.New(&pb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = New(cfg, &filter.Context{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%s) = %v; want an error containing %q", tc.yaml, err, tc.want)
+		}
 	}
 }
