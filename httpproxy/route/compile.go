@@ -78,6 +78,9 @@ func Compile(rc *routev3.RouteConfiguration, opts Options) (*Table, error) {
 	if rc == nil {
 		return nil, errors.New("route configuration is missing")
 	}
+	if err := audit(rc.ProtoReflect(), ""); err != nil {
+		return nil, err
+	}
 	if rc.GetVhds() != nil {
 		// The xDS client merges VHDS into RDS route configurations before they get here; a
 		// static route_config has no subscription to take virtual hosts from (released Envoy
@@ -219,6 +222,9 @@ func (c *compiler) virtualHost(p *routev3.VirtualHost, path string) (*VirtualHos
 		}
 	}
 	if vh.RateLimits, err = CompileRateLimits(p.GetRateLimits(), path+".rate_limits"); err != nil {
+		return nil, err
+	}
+	if err := checkHedge(p.GetHedgePolicy(), path+".hedge_policy"); err != nil {
 		return nil, err
 	}
 	if vh.RequireTLS != TLSNone {
@@ -399,6 +405,9 @@ func (c *compiler) routeAction(r *Route, a *routev3.RouteAction, path string) er
 		return err
 	}
 	r.IncludeVhRateLimits = a.GetIncludeVhRateLimits().GetValue()
+	if err := checkHedge(a.GetHedgePolicy(), path+".hedge_policy"); err != nil {
+		return err
+	}
 	if wc := a.GetWeightedClusters(); wc != nil {
 		if r.WeightedClusters, err = c.weightedClusters(wc, r, path+".weighted_clusters"); err != nil {
 			return err

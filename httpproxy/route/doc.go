@@ -30,6 +30,32 @@
 // first route of the matched action whose own match matches serves; its inputs come from
 // Options.Extensions (Register adds envoy.matching.inputs.request_headers, whose
 // header_name may be a pseudo-header). Other inputs and actions are refused with their path.
-// Ignored, as they belong to other filters or to stats:
-// virtual_clusters, hedge_policy, internal redirects and buffer limits.
+//
+// Nothing is silently ignored: routeFields (fields.go) decides every field of
+// RouteConfiguration, VirtualHost, Route, RouteAction, RetryPolicy (and its retry_back_off),
+// RedirectAction, DirectResponseAction, WeightedCluster (and its clusters), RouteMatch,
+// HeaderMatcher and QueryParameterMatcher, and Compile first refuses, wherever it sits, a set
+// field the table refuses or does not decide, with "<path>: not implemented by Legate"
+// (TestRouteFieldsDecided fails for a field a go-control-plane upgrade adds). Refused when set:
+//   - RouteConfiguration: internal_only_headers, request_mirror_policies, vhost_header,
+//     ignore_path_parameters_in_path_matching, route_specifiers;
+//   - VirtualHost: virtual_clusters (Legate keeps no vhost.<vh>.vcluster.* stats),
+//     include_request_attempt_count, include_attempt_count_in_response,
+//     include_is_timeout_retry_header, retry_policy_typed_config, request_mirror_policies,
+//     per_request_buffer_limit_bytes and request_body_buffer_limit (the replay buffer is the
+//     listener's per_connection_buffer_limit_bytes), route_specifiers;
+//   - Route: stat_prefix, per_request_buffer_limit_bytes, request_body_buffer_limit,
+//     route_specifiers;
+//   - RouteAction: internal_redirect_policy, internal_redirect_action HANDLE_INTERNAL_REDIRECT,
+//     cluster_not_found_response_code other than SERVICE_UNAVAILABLE, max_stream_duration,
+//     max_grpc_timeout, grpc_timeout_offset, append_x_forwarded_host, flush_timeout,
+//     early_data_policy, retry_policy_typed_config, path_rewrite, host_rewrite;
+//   - RetryPolicy: rate_limited_retry_back_off, refresh_cluster_on_retry;
+//   - WeightedCluster: runtime_key_prefix.
+//
+// hedge_policy (virtual host and route) is refused only when it would hedge: initial_requests
+// above 1, a non-zero additional_request_chance or hedge_on_per_try_timeout; Envoy's default
+// policy sends one request, as Legate does. Accepted without effect, as they steer no request:
+// the metadata of route configurations and virtual hosts (nothing reads them) and
+// max_internal_redirects (meaningful only with the refused internal redirect handling).
 package route

@@ -54,7 +54,7 @@ func (c *compiler) compileMatcher(p *routev3.VirtualHost, vh *VirtualHost, path 
 				if err := tc.UnmarshalTo(&one); err != nil {
 					return nil, fmt.Errorf("%s.typed_config: %w", at, err)
 				}
-				r, err := c.route(&one, vh, at+".typed_config")
+				r, err := c.matcherRoute(&one, vh, at+".typed_config")
 				if err != nil {
 					return nil, err
 				}
@@ -65,7 +65,7 @@ func (c *compiler) compileMatcher(p *routev3.VirtualHost, vh *VirtualHost, path 
 				}
 				var out []*Route
 				for i, rp := range list.GetRoutes() {
-					r, err := c.route(rp, vh, fmt.Sprintf("%s.typed_config.routes[%d]", at, i))
+					r, err := c.matcherRoute(rp, vh, fmt.Sprintf("%s.typed_config.routes[%d]", at, i))
 					if err != nil {
 						return nil, err
 					}
@@ -91,4 +91,13 @@ func (vh *VirtualHost) matchRoutes(req *Request, p string) *Match {
 		}
 	}
 	return nil
+}
+
+// matcherRoute compiles a route of a matcher action. Compile's audit does not see inside the
+// action's Any, so the route's fields are audited here.
+func (c *compiler) matcherRoute(p *routev3.Route, vh *VirtualHost, path string) (*Route, error) {
+	if err := audit(p.ProtoReflect(), path+"."); err != nil {
+		return nil, err
+	}
+	return c.route(p, vh, path)
 }
