@@ -69,6 +69,8 @@ type HTTPConnectionManager struct {
 	RouteConfig *routev3.RouteConfiguration
 	// HTTPFilters are http_filters in order; the last must be envoy.filters.http.router.
 	HTTPFilters []HTTPFilter
+	// Router is the router filter's configuration.
+	Router Router
 	// AccessLogs are access_log in order.
 	AccessLogs []AccessLog
 	// UpgradeConfigs are upgrade_configs in order: the upgrade types (WebSocket, CONNECT, …)
@@ -277,6 +279,13 @@ func (h *HTTPConnectionManager) filters(p *hcmv3.HttpConnectionManager) error {
 		}
 		if !isRouter && i == len(fs)-1 {
 			return fmt.Errorf("%w: http_filters[%d] = %q: the last filter must be %s", ErrHTTPConnectionManager, i, f.GetName(), routerFilterName)
+		}
+		if isRouter {
+			r, err := routerFromProto(fmt.Sprintf("http_filters[%d].typed_config", i), f.GetTypedConfig())
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrHTTPConnectionManager, err)
+			}
+			h.Router = r
 		}
 	}
 	if len(fs) == 0 {

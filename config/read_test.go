@@ -32,7 +32,6 @@ var unreadFields = map[string]string{
 	"Bootstrap.ClusterNames":                  "config's own name-uniqueness index",
 	"Bootstrap.ListenerNames":                 "config's own name-uniqueness index",
 	"LoadAssignment.ClusterName":              "the cluster's own name is used (Envoy ignores it for static clusters too)",
-	"Cluster.Metadata":                        "filter metadata is read from the cluster proto",
 	"Cluster.TypedExtensionProtocolOptions":   "read through the cluster proto by the pools",
 	"TransportSocketMatch.Labels":             "read through Cluster.MatchTransportSocket, which the cluster manager calls",
 	"TransportSocketMatch.TransportSocket":    "read through Cluster.TransportSocketFor, which the server and health checks call",

@@ -162,7 +162,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		}
 		delete(hd, hdrUpstreamTimeout)
 	}
-	if timeout > 0 {
+	if timeout > 0 && !s.h.cfg.Router.SuppressEnvoyHeaders {
 		s.setHeader(hd, hdrExpectedTimeout, s.itoa(timeout.Milliseconds()))
 	}
 	s.fillEntryBasics()
@@ -290,7 +290,9 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 				s.flags |= accesslog.UpstreamOverflow
 				s.details = "overflow"
 				clear(s.resp)
-				s.setRespHeader(hdrOverloaded, "true")
+				if !s.h.cfg.Router.SuppressEnvoyHeaders {
+					s.setRespHeader(hdrOverloaded, "true")
+				}
 				s.localReply(http.StatusServiceUnavailable, []byte(bodyResetPrefix+reasonOverflow), m)
 				return
 			}
@@ -815,7 +817,9 @@ func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, 
 		s.setRespHeader(k, v)
 	}
 	s.upTx, s.upRx = upStart, s.h.sh.deps.Now()
-	s.setRespHeader(hdrServiceTime, s.itoa(s.upRx.Sub(upStart).Milliseconds()))
+	if !s.h.cfg.Router.SuppressEnvoyHeaders {
+		s.setRespHeader(hdrServiceTime, s.itoa(s.upRx.Sub(upStart).Milliseconds()))
+	}
 	for _, c := range s.setCookies {
 		s.resp["Set-Cookie"] = append(s.resp["Set-Cookie"], c)
 	}

@@ -7,11 +7,9 @@ import (
 	"strings"
 	"time"
 
-	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
 	"github.com/legateproxy/legate/accesslog"
-	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/tracing"
@@ -54,25 +52,13 @@ func (sh *shared) startTracing(h *Handler, pb *hcmv3.HttpConnectionManager_Traci
 	if err != nil {
 		return fmt.Errorf("http_connection_manager %q: %w", h.cfg.StatPrefix, err)
 	}
-	cfg.Spawn = cfg.Spawn || routerStartsChildSpan(h.cfg)
+	cfg.Spawn = cfg.Spawn || h.cfg.Router.StartChildSpan
 	t := &tracer{cfg: cfg, egress: egress}
 	if d.Stats != nil {
 		t.reg = d.Stats.Register(h.hcmPrefix+"tracing.", &t.stats)
 	}
 	h.trace = t
 	return nil
-}
-
-// routerStartsChildSpan reads the router's start_child_span, which asks for the same upstream
-// span as spawn_upstream_span.
-func routerStartsChildSpan(cfg *config.HTTPConnectionManager) bool {
-	for _, f := range cfg.HTTPFilters {
-		var r routerv3.Router
-		if f.IsRouter() && f.TypedConfig != nil && f.TypedConfig.UnmarshalTo(&r) == nil {
-			return r.GetStartChildSpan()
-		}
-	}
-	return false
 }
 
 func (h *Handler) stopTracing() {

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tracev1 "go.opentelemetry.io/proto/otlp/trace/v1"
 
+	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy/filters/setmetadata"
 	"github.com/legateproxy/legate/tracing"
 )
@@ -394,4 +396,46 @@ load_assignment:
     - endpoint: {address: {socket_address: {address: ` + h + `, port_value: ` + p + `}}}
       metadata: {filter_metadata: {envoy.lb: {canary: true}}}
 `
+}
+
+// TestRouterConfig checks the router's typed_config: suppress_envoy_headers keeps the
+// router's x-envoy-* headers off the upstream request and the response; a field Legate does
+// not implement, and an upstream filter chain with more than the codec, fail the load with
+// their path.
+func TestRouterConfig(t *testing.T) {
+	hcm := func(router string) string {
+		return webHCM + `http_filters:
+- name: envoy.filters.http.router
+  typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router` + router + `}
+`
+	}
+	seen := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Seen-Expected", r.Header.Get("X-Envoy-Expected-Rq-Timeout"))
+	}))
+	t.Cleanup(seen.Close)
+	for _, tc := range []struct {
+		router   string
+		suppress bool
+	}{
+		{"", false},
+		{`, suppress_envoy_headers: true, upstream_http_filters: [{name: envoy.filters.http.upstream_codec, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.upstream_codec.v3.UpstreamCodec}}]`, true},
+	} {
+		e := newEnv(t, envOptions{clusters: []string{staticCluster("web", "", seen.Listener.Addr().String())}, hcm: hcm(tc.router)})
+		resp, _ := e.get(e.client(), "/")
+		if got := resp.Header.Get("X-Envoy-Upstream-Service-Time") != "" || resp.Header.Get("X-Seen-Expected") != ""; got == tc.suppress {
+			t.Errorf("router %q: service time %q, upstream's expected timeout %q; want them absent exactly when suppressed", tc.router, resp.Header.Get("X-Envoy-Upstream-Service-Time"), resp.Header.Get("X-Seen-Expected"))
+		}
+	}
+	for _, bad := range []string{
+		`, dynamic_stats: false`,
+		`, upstream_log: [{name: envoy.access_loggers.stdout, typed_config: {"@type": type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog}}]`,
+		`, strict_check_headers: [x-envoy-max-retries]`,
+		`, upstream_http_filters: [{name: envoy.filters.http.buffer, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer, max_request_bytes: 10}}, {name: envoy.filters.http.upstream_codec, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.upstream_codec.v3.UpstreamCodec}}]`,
+	} {
+		var pb hcmv3.HttpConnectionManager
+		fromYAML(t, hcm(bad), &pb)
+		if _, err := config.HTTPConnectionManagerFromProto(&pb); err == nil || !strings.Contains(err.Error(), "http_filters[0].typed_config") || !strings.Contains(err.Error(), "not implemented by Legate") {
+			t.Errorf("router %q: err = %v; want its path and not implemented by Legate", bad, err)
+		}
+	}
 }

@@ -172,7 +172,9 @@ func (s *stream) forwardUpgrade(mgr *pool.Manager, m *route.Match) {
 		if errors.Is(err, breaker.ErrOverflow) {
 			s.flags |= accesslog.UpstreamOverflow
 			s.details = "overflow"
-			s.setRespHeader(hdrOverloaded, "true")
+			if !s.h.cfg.Router.SuppressEnvoyHeaders {
+				s.setRespHeader(hdrOverloaded, "true")
+			}
 			s.localReply(http.StatusServiceUnavailable, []byte(bodyResetPrefix+reasonOverflow), m)
 			return
 		}
@@ -388,7 +390,9 @@ func (s *stream) copyUpgradeHeaders(resp *http.Response, upStart time.Time) {
 		}
 		s.resp[k] = append(s.resp[k], vs...)
 	}
-	s.setRespHeader(hdrServiceTime, strconv.FormatInt(s.h.sh.deps.Now().Sub(upStart).Milliseconds(), 10))
+	if !s.h.cfg.Router.SuppressEnvoyHeaders {
+		s.setRespHeader(hdrServiceTime, strconv.FormatInt(s.h.sh.deps.Now().Sub(upStart).Milliseconds(), 10))
+	}
 }
 
 // forwardAnswer forwards an upstream answer that did not open the tunnel as a normal
