@@ -82,7 +82,11 @@ func (s *stream) routeRequest() {
 		st.NoCluster.Inc()
 		s.flags |= accesslog.NoClusterFound
 		s.details = "cluster_not_found"
-		s.localReply(http.StatusServiceUnavailable, nil, m)
+		code := http.StatusServiceUnavailable
+		if m.Route != nil && m.Route.ClusterNotFoundCode != 0 {
+			code = m.Route.ClusterNotFoundCode
+		}
+		s.localReply(code, nil, m)
 		return
 	}
 	if s.upgrading || s.tunnelsPost(m) {
@@ -156,6 +160,12 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		s.startUpstreamSpan(hd)
 	}
 	timeout := r.Timeout
+	if r.GRPCTimeout != nil && isGRPCRequest(hd) {
+		timeout = r.GRPCTimeout.Timeout(hd)
+	}
+	if r.AttemptCount {
+		s.setHeader(hd, hdrAttemptCount, "1")
+	}
 	if v := hd[hdrUpstreamTimeout]; len(v) > 0 {
 		if ms, err := strconv.ParseUint(v[0], 10, 32); err == nil {
 			timeout = time.Duration(ms) * time.Millisecond
@@ -246,6 +256,9 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		}
 		s.upstream, s.upHost = hst.Address(), hst
 		s.attempts++
+		if r.AttemptCount && s.attempts > 1 {
+			s.replaceUpstreamField(hdrAttemptCount, strconv.AppendUint(s.tr.scratch[:0], uint64(s.attempts), 10))
+		}
 		if policy != nil && policy.PreviousHosts {
 			s.lbctx.AddAttempted(hst)
 		}
@@ -420,6 +433,10 @@ func reportResponse(c *cluster.Cluster, h *host.Host, resp *pool.Response, grpc 
 }
 
 const hdrGRPCStatus = "grpc-status"
+
+// hdrAttemptCount is the attempt number the router sends upstream (and back) when the virtual
+// host asks for it.
+const hdrAttemptCount = "X-Envoy-Attempt-Count"
 
 // isGRPCRequest reports a gRPC request: content-type application/grpc, alone or followed by
 // "+" or ";" (Envoy's isGrpcRequestHeaders; gRPC-Web is not).
@@ -817,6 +834,9 @@ func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, 
 		s.setRespHeader(k, v)
 	}
 	s.upTx, s.upRx = upStart, s.h.sh.deps.Now()
+	if m.Route != nil && m.Route.AttemptCountInResponse {
+		s.setRespHeader(hdrAttemptCount, s.itoa(int64(s.attempts)))
+	}
 	if !s.h.cfg.Router.SuppressEnvoyHeaders {
 		s.setRespHeader(hdrServiceTime, s.itoa(s.upRx.Sub(upStart).Milliseconds()))
 	}

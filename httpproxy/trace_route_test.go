@@ -410,7 +410,7 @@ func TestRouterConfig(t *testing.T) {
 `
 	}
 	seen := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Seen-Expected", r.Header.Get("X-Envoy-Expected-Rq-Timeout"))
+		w.Header().Set("X-Seen-Expected", r.Header.Get("X-Envoy-Expected-Rq-Timeout-Ms"))
 	}))
 	t.Cleanup(seen.Close)
 	for _, tc := range []struct {

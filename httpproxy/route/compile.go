@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/textproto"
 	"os"
 	"slices"
@@ -70,6 +71,9 @@ type compiler struct {
 	filters      perFilter // the route configuration's typed_per_filter_config
 	disables     bool      // some typed_per_filter_config entry disables its filter
 	traces       bool      // some route has a decorator or a tracing block
+	// attemptCount and attemptCountInResponse are the current virtual host's
+	// include_request_attempt_count and include_attempt_count_in_response.
+	attemptCount, attemptCountInResponse bool
 }
 
 // Compile converts a RouteConfiguration into a Table. Errors name the field path, the value
@@ -192,6 +196,7 @@ func levels(m map[int]map[string]*VirtualHost) []wildcardLevel {
 }
 
 func (c *compiler) virtualHost(p *routev3.VirtualHost, path string) (*VirtualHost, error) {
+	c.attemptCount, c.attemptCountInResponse = p.GetIncludeRequestAttemptCount(), p.GetIncludeAttemptCountInResponse()
 	vh := &VirtualHost{
 		Name:       p.GetName(),
 		Domains:    p.GetDomains(),
@@ -249,7 +254,8 @@ func (c *compiler) virtualHost(p *routev3.VirtualHost, path string) (*VirtualHos
 }
 
 func (c *compiler) route(p *routev3.Route, vh *VirtualHost, path string) (*Route, error) {
-	r := &Route{Name: p.GetName(), vhost: vh, Timeout: defaultTimeout, Metadata: p.GetMetadata().GetFilterMetadata()}
+	r := &Route{Name: p.GetName(), vhost: vh, Timeout: defaultTimeout, Metadata: p.GetMetadata().GetFilterMetadata(),
+		ClusterNotFoundCode: http.StatusServiceUnavailable, AttemptCount: c.attemptCount, AttemptCountInResponse: c.attemptCountInResponse}
 	var err error
 	if r.filters, err = compilePerFilter(p.GetTypedPerFilterConfig(), path+".", c.opts); err != nil {
 		return nil, err
@@ -405,6 +411,15 @@ func (c *compiler) routeAction(r *Route, a *routev3.RouteAction, path string) er
 		return err
 	}
 	r.IncludeVhRateLimits = a.GetIncludeVhRateLimits().GetValue()
+	if r.GRPCTimeout, err = compileGRPCTimeout(a, path); err != nil {
+		return err
+	}
+	switch a.GetClusterNotFoundResponseCode() {
+	case routev3.RouteAction_NOT_FOUND:
+		r.ClusterNotFoundCode = http.StatusNotFound
+	case routev3.RouteAction_INTERNAL_SERVER_ERROR:
+		r.ClusterNotFoundCode = http.StatusInternalServerError
+	}
 	if err := checkHedge(a.GetHedgePolicy(), path+".hedge_policy"); err != nil {
 		return err
 	}

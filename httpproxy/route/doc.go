@@ -40,18 +40,24 @@
 //   - RouteConfiguration: internal_only_headers, request_mirror_policies, vhost_header,
 //     ignore_path_parameters_in_path_matching, route_specifiers;
 //   - VirtualHost: virtual_clusters (Legate keeps no vhost.<vh>.vcluster.* stats),
-//     include_request_attempt_count, include_attempt_count_in_response,
 //     include_is_timeout_retry_header, retry_policy_typed_config, request_mirror_policies,
 //     per_request_buffer_limit_bytes and request_body_buffer_limit (the replay buffer is the
 //     listener's per_connection_buffer_limit_bytes), route_specifiers;
 //   - Route: stat_prefix, per_request_buffer_limit_bytes, request_body_buffer_limit,
 //     route_specifiers;
 //   - RouteAction: internal_redirect_policy, internal_redirect_action HANDLE_INTERNAL_REDIRECT,
-//     cluster_not_found_response_code other than SERVICE_UNAVAILABLE, max_stream_duration,
-//     max_grpc_timeout, grpc_timeout_offset, append_x_forwarded_host, flush_timeout,
+//     max_stream_duration.max_stream_duration other than zero, append_x_forwarded_host, flush_timeout,
 //     early_data_policy, retry_policy_typed_config, path_rewrite, host_rewrite;
 //   - RetryPolicy: rate_limited_retry_back_off, refresh_cluster_on_retry;
 //   - WeightedCluster: runtime_key_prefix.
+//
+// Implemented beyond the basics because control planes set them on every route (Istio):
+// include_request_attempt_count and include_attempt_count_in_response (x-envoy-attempt-count
+// on each upstream attempt and on the response: Route.AttemptCount), max_stream_duration's
+// grpc_timeout_header_max and grpc_timeout_header_offset and the deprecated max_grpc_timeout
+// and grpc_timeout_offset (a gRPC request's timeout is its grpc-timeout header, capped by a
+// positive max, less the offset; none without the header: Route.GRPCTimeout), and
+// cluster_not_found_response_code (Route.ClusterNotFoundCode).
 //
 // hedge_policy (virtual host and route) is refused only when it would hedge: initial_requests
 // above 1, a non-zero additional_request_chance or hedge_on_per_try_timeout; Envoy's default

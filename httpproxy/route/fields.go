@@ -44,9 +44,9 @@ var routeFields = map[protoreflect.FullName]map[protoreflect.Name]decision{
 		"response_headers_to_remove": implemented, "cors": implemented,
 		"typed_per_filter_config": implemented, "retry_policy": implemented, "hedge_policy": implemented,
 		// Nothing in Legate reads virtual host metadata; it steers no request.
-		"metadata":         ignored,
-		"virtual_clusters": refused, "include_request_attempt_count": refused,
-		"include_attempt_count_in_response": refused, "retry_policy_typed_config": refused,
+		"metadata":                      ignored,
+		"include_request_attempt_count": implemented, "include_attempt_count_in_response": implemented,
+		"virtual_clusters": refused, "retry_policy_typed_config": refused,
 		"include_is_timeout_retry_header": refused, "per_request_buffer_limit_bytes": refused,
 		"request_body_buffer_limit": refused, "request_mirror_policies": refused, "route_specifiers": refused,
 	},
@@ -73,10 +73,11 @@ var routeFields = map[protoreflect.FullName]map[protoreflect.Name]decision{
 		// Envoy reads it only with internal_redirect_action HANDLE_INTERNAL_REDIRECT, which is
 		// refused; alone it changes nothing.
 		"max_internal_redirects":          ignored,
-		"cluster_not_found_response_code": refused, "path_rewrite": refused, "host_rewrite": refused,
+		"cluster_not_found_response_code": implemented, "max_stream_duration": implemented,
+		"max_grpc_timeout": implemented, "grpc_timeout_offset": implemented,
+		"path_rewrite": refused, "host_rewrite": refused,
 		"append_x_forwarded_host": refused, "flush_timeout": refused, "early_data_policy": refused,
-		"retry_policy_typed_config": refused, "max_grpc_timeout": refused, "grpc_timeout_offset": refused,
-		"internal_redirect_policy": refused, "max_stream_duration": refused,
+		"retry_policy_typed_config": refused, "internal_redirect_policy": refused,
 		"internal_redirect_action": refused, // refused when HANDLE_INTERNAL_REDIRECT (the default passes through)
 	},
 	"envoy.config.route.v3.RetryPolicy": {

@@ -168,6 +168,15 @@ type Route struct {
 	Decorator *Decorator
 	// Tracing is route.tracing; nil for none (the connection manager's sampling applies).
 	Tracing *Tracing
+	// GRPCTimeout is how a gRPC request's grpc-timeout sets its timeout; nil: the route's.
+	GRPCTimeout *GRPCTimeout
+	// ClusterNotFoundCode is the status of a request whose cluster does not exist
+	// (cluster_not_found_response_code: 503, 404 or 500).
+	ClusterNotFoundCode int
+	// AttemptCount and AttemptCountInResponse are the virtual host's
+	// include_request_attempt_count and include_attempt_count_in_response: x-envoy-attempt-count
+	// on each upstream request, and on the response.
+	AttemptCount, AttemptCountInResponse bool
 	// RateLimits are route.rate_limits, for the rate limit filter; IncludeVhRateLimits is
 	// route.include_vh_rate_limits (the virtual host's are read as well).
 	RateLimits          []RateLimit
