@@ -2,6 +2,7 @@ package route
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
@@ -32,7 +33,8 @@ func (g *GRPCTimeout) Timeout(hd http.Header) time.Duration {
 }
 
 // ParseGRPCTimeout reads a grpc-timeout value (at most 8 digits and a unit: H, M, S, m, u or
-// n); 0 for a malformed one, which Envoy treats as no timeout.
+// n); 0 for a malformed one, which Envoy treats as no timeout. A value beyond a Duration's
+// range is the largest Duration.
 func ParseGRPCTimeout(v string) time.Duration {
 	if len(v) < 2 || len(v) > 9 {
 		return 0
@@ -60,6 +62,9 @@ func ParseGRPCTimeout(v string) time.Duration {
 		unit = time.Nanosecond
 	default:
 		return 0
+	}
+	if n > math.MaxInt64/int64(unit) {
+		return math.MaxInt64 // hours of 8 digits overflow a Duration: as good as none
 	}
 	return time.Duration(n) * unit
 }
