@@ -2,13 +2,8 @@ package lua
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"net/http"
 	"testing"
-
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/httpproxy/filters/filtertest"
 	"github.com/legateproxy/legate/internal/registry"
@@ -18,20 +13,7 @@ import (
 // TestConnectionSSL: over a real mutual-TLS listener, connection():ssl() describes the
 // handshake (version, the client certificate's URI SAN and digest) and streamInfo() the SNI.
 func TestConnectionSSL(t *testing.T) {
-	ca := tlstest.NewCA(t, tlstest.Options{CommonName: "test ca"})
-	leaf := ca.Issue(t, tlstest.Options{CommonName: "proxy", DNSNames: []string{"proxy.example.com"}})
-	inline := func(b []byte) *corev3.DataSource {
-		return &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: b}}
-	}
-	a, err := anypb.New(&tlsv3.DownstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
-		TlsCertificates: []*tlsv3.TlsCertificate{{CertificateChain: inline(leaf.CertPEM), PrivateKey: inline(leaf.KeyPEM)}},
-		ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
-			TrustedCa: inline(ca.CertPEM),
-		}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := filtertest.NewMutualTLS(t)
 	p := filtertest.Start(t, filtertest.Options{
 		Clusters: []string{filtertest.StaticCluster("web", "", echoUpstream(t))},
 		HCM: luaHCM(`
@@ -45,18 +27,12 @@ func TestConnectionSSL(t *testing.T) {
         h:add("x-digest-len", tostring(#ssl:sha256PeerCertificateDigest()))
         h:add("x-sni", handle:streamInfo():requestedServerName())
       end`, ""),
-		TLS:      &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: a}},
+		TLS:      m.Socket,
 		Register: []func(*registry.Builder){Register},
 	})
-	roots := x509.NewCertPool()
-	roots.AddCert(ca.Cert)
-	client := ca.Issue(t, tlstest.Options{CommonName: "client", URIs: []string{"spiffe://example.com/client"}})
-	pair, err := tls.X509KeyPair(client.CertPEM, client.KeyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: "proxy.example.com",
-		Certificates: []tls.Certificate{pair}, MaxVersion: tls.VersionTLS12}}
+	cfg := m.ClientConfig(t, m.CA.Issue(t, tlstest.Options{CommonName: "client", URIs: []string{"spiffe://example.com/client"}}))
+	cfg.MaxVersion = tls.VersionTLS12
+	tr := &http.Transport{TLSClientConfig: cfg}
 	defer tr.CloseIdleConnections()
 	req, _ := http.NewRequest(http.MethodGet, "https://"+p.Addr+"/x", nil)
 	resp, _ := p.Do(&http.Client{Transport: tr, Timeout: filtertest.Wait}, req)
