@@ -13,6 +13,7 @@ import (
 	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/xds/resource"
+	xdswatch "github.com/legateproxy/legate/xds/watch"
 )
 
 // failure is the error_state of a rejected resource: Envoy's UpdateFailureState.
@@ -154,7 +155,7 @@ func (h *cdsHandler) applyLocked(u update) error {
 	seen := make(map[string]bool, len(u.resources))
 	var eds []*resource.Cluster
 	ignored := map[string]int{}
-	defer c.logIgnored("CDS", "cluster", ignored)
+	defer xdswatch.LogIgnored(c.log, "CDS", "cluster", ignored)
 	for i, a := range u.resources {
 		rc, err := resource.DecodeCluster(a, c.cfg.Limits)
 		if rc != nil {
@@ -243,7 +244,7 @@ func (h *cdsHandler) applyLocked(u update) error {
 		c.log.Warnf("xds: CDS update %q rejected: %v", u.version, err)
 	} else {
 		c.cfg.Clusters.SetVersionInfo(u.version)
-		h.stats.accepted(u.version, c.clock.Now(), c.clock.Now().Sub(start))
+		h.stats.Accepted(u.version, c.clock.Now(), c.clock.Now().Sub(start))
 	}
 	h.lastDuration = c.clock.Now().Sub(start)
 	h.fetchedLocked()

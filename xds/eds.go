@@ -12,6 +12,7 @@ import (
 	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/xds/resource"
+	xdswatch "github.com/legateproxy/legate/xds/watch"
 )
 
 // edsHandler keeps one subscription per (transport, EDS service name) and hands each
@@ -258,7 +259,7 @@ func (h *edsHandler) applyLocked(b *edsBinding, cla *endpointv3.ClusterLoadAssig
 	st := &b.stats.stats
 	st.UpdateTime.Set(uint64(now.UnixMilli()))
 	st.VersionText.Set(version)
-	st.UpdateDuration.Record(durationMs(now.Sub(start)))
+	st.UpdateDuration.Record(xdswatch.DurationMs(now.Sub(start)))
 	b.cl.Stats().Version.Set(versionHash(version))
 	h.markReceivedLocked(b)
 	return nil

@@ -224,7 +224,7 @@ func (h *ldsHandler) applyLocked(u update) error {
 	var errs []string
 	seen := make(map[string]bool, len(u.resources))
 	ignored := map[string]int{}
-	defer c.logIgnored("LDS", "listener", ignored)
+	defer xdswatch.LogIgnored(c.log, "LDS", "listener", ignored)
 	for i, a := range u.resources {
 		rl, err := resource.DecodeListener(a)
 		if rl != nil {
@@ -284,7 +284,7 @@ func (h *ldsHandler) applyLocked(u update) error {
 		return err
 	}
 	h.version = u.version
-	h.stats.accepted(u.version, c.clock.Now(), c.clock.Now().Sub(start))
+	h.stats.Accepted(u.version, c.clock.Now(), c.clock.Now().Sub(start))
 	h.fetchedLocked()
 	return nil
 }

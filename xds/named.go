@@ -338,7 +338,7 @@ func (h *namedHandler) apply(src *mux, u update) error {
 		}
 		sub.failure = nil
 		now := h.c.clock.Now()
-		sub.stats.accepted(u.version, now, now.Sub(start))
+		sub.stats.Accepted(u.version, now, now.Sub(start))
 		sub.version = u.version
 		readies = append(readies, sub.markReadyLocked())
 		if sub.raw != nil && proto.Equal(sub.raw, a) {
@@ -360,7 +360,7 @@ func (h *namedHandler) apply(src *mux, u update) error {
 		// A (delta) response that removes the resource is a successful update of the
 		// subscription, as Envoy's gRPC subscriptions count it (update_success, version_text).
 		now := h.c.clock.Now()
-		sub.stats.accepted(u.version, now, now.Sub(start))
+		sub.stats.Accepted(u.version, now, now.Sub(start))
 		if sub.val == nil {
 			continue
 		}

@@ -239,7 +239,7 @@ func (h *srdsHandler) apply(_ *mux, u update) error {
 		h.c.log.Warnf("xds: SRDS update %q rejected: %v", u.version, err)
 	} else {
 		h.version = u.version
-		h.stats.accepted(u.version, h.c.clock.Now(), h.c.clock.Now().Sub(start))
+		h.stats.Accepted(u.version, h.c.clock.Now(), h.c.clock.Now().Sub(start))
 		h.extra.ConfigReload.Inc()
 		h.extra.ConfigReloadTimeMs.Set(uint64(h.c.clock.Now().UnixMilli()))
 	}

@@ -1,30 +1,12 @@
 package xds
 
 import (
-	"fmt"
-	"slices"
-	"strings"
-	"time"
-
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/legateproxy/legate/stats"
+	xdswatch "github.com/legateproxy/legate/xds/watch"
 )
 
-// SubscriptionStats are Envoy's subscription stats (cluster_manager.cds.*): see
-// envoy-admin-formats §26.10. update_attempt counts the subscription's start, every response
-// and every failure; update_failure counts transport failures, update_rejected NACKs.
-type SubscriptionStats struct {
-	InitFetchTimeout stats.Counter     `stat:"init_fetch_timeout"`
-	UpdateAttempt    stats.Counter     `stat:"update_attempt"`
-	UpdateFailure    stats.Counter     `stat:"update_failure"`
-	UpdateRejected   stats.Counter     `stat:"update_rejected"`
-	UpdateSuccess    stats.Counter     `stat:"update_success"`
-	UpdateTime       stats.Gauge       `stat:"update_time,never_import"`
-	Version          stats.Gauge       `stat:"version,never_import"`
-	VersionText      stats.TextReadout `stat:"version_text"`
-	UpdateDuration   stats.Histogram   `stat:"update_duration,unit=ms"`
-}
+// SubscriptionStats are Envoy's subscription stats (xds/watch.SubscriptionStats).
+type SubscriptionStats = xdswatch.SubscriptionStats
 
 // edsStats are the subscription stats of an EDS cluster that the cluster package does not
 // already keep under cluster.<name>. (update_attempt, update_success, update_failure,
@@ -49,49 +31,5 @@ type ControlPlaneStats struct {
 	Identifier        stats.TextReadout `stat:"identifier"`
 }
 
-// versionHash is the value of the version gauge: Envoy's xxHash64 of version_info.
-func versionHash(v string) uint64 { return xxhash.Sum64String(v) }
-
-// durationMs is d in whole milliseconds, for update_duration.
-func durationMs(d time.Duration) uint64 {
-	if d < 0 {
-		return 0
-	}
-	return uint64(d / time.Millisecond)
-}
-
-// accepted records a successful update on s.
-func (s *SubscriptionStats) accepted(version string, now time.Time, took time.Duration) {
-	s.UpdateAttempt.Inc()
-	s.UpdateSuccess.Inc()
-	s.UpdateTime.Set(uint64(now.UnixMilli()))
-	s.Version.Set(versionHash(version))
-	s.VersionText.Set(version)
-	s.UpdateDuration.Record(durationMs(took))
-}
-
-// logIgnored warns, once per response, about fields its resources set that Legate accepts
-// without implementing (config's Ignored lists; a static bootstrap warns about the same at
-// load). fields counts the resources setting each field path.
-func (c *Client) logIgnored(api, kind string, fields map[string]int) {
-	if len(fields) == 0 {
-		return
-	}
-	paths := make([]string, 0, len(fields))
-	for f := range fields {
-		paths = append(paths, f)
-	}
-	slices.Sort(paths)
-	var b strings.Builder
-	for i, f := range paths {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s (%d %s", f, fields[f], kind)
-		if fields[f] > 1 {
-			b.WriteString("s")
-		}
-		b.WriteString(")")
-	}
-	c.log.Warnf("xds: %s: set, but not implemented by Legate; ignored: %s", api, b.String())
-}
+// versionHash is the value of the version gauge (xds/watch.VersionHash).
+func versionHash(v string) uint64 { return xdswatch.VersionHash(v) }

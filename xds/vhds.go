@@ -247,7 +247,7 @@ func (h *vhdsHandler) apply(_ *mux, u update) error {
 			ref.sub.UpdateRejected.Inc()
 			ref.sub.UpdateAttempt.Inc()
 		case named[ref.rc] || changed[ref.rc]:
-			ref.sub.accepted(u.version, now, now.Sub(start))
+			ref.sub.Accepted(u.version, now, now.Sub(start))
 		}
 	}
 	if len(errs) == 0 {
@@ -312,7 +312,7 @@ func (h *vhdsHandler) serve(rc, prefix string) func() {
 			}
 		}
 		if upd, ok := h.updates[rc]; ok {
-			ref.sub.accepted(upd.version, upd.at, 0)
+			ref.sub.Accepted(upd.version, upd.at, 0)
 		}
 	}
 	ref.refs++

@@ -13,7 +13,7 @@ import (
 const module = "github.com/legateproxy/legate/"
 
 // layerOf places each package by its path: the longest prefix in the table wins. The order
-// is docs/DESIGN.md's, from the bottom: shared utilities (with xDS's watch contract), stats,
+// is docs/DESIGN.md's, from the bottom: shared utilities, stats (with xDS's watch contract),
 // the leaves of the data plane (balancing, TLS, runtime), access logs, configuration, the
 // components configuration builds (listeners, health checks, outlier detection, breakers), the
 // cluster manager, the pools, the proxies, then xDS and the admin, the server that wires them
@@ -26,7 +26,7 @@ var layerOf = map[string]int{
 	"hotrestart": 1,
 	"host":       1,
 	"bootstrap":  1,
-	"xds/watch":  1,
+	"xds/watch":  2,
 	"stats":      2,
 	"lb":         3,
 	"tlsutil":    3,

@@ -1,4 +1,4 @@
-package xds
+package watch
 
 import (
 	"strings"
@@ -15,12 +15,12 @@ func TestLogIgnored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Client{log: reg.Logger("config")}
-	c.logIgnored("CDS", "cluster", nil)
+	log := reg.Logger("config")
+	LogIgnored(log, "CDS", "cluster", nil)
 	if out.Len() != 0 {
 		t.Fatalf("logged %q for no ignored fields; want nothing", out.String())
 	}
-	c.logIgnored("CDS", "cluster", map[string]int{"track_cluster_stats": 3, "lrs_server": 1})
+	LogIgnored(log, "CDS", "cluster", map[string]int{"track_cluster_stats": 3, "lrs_server": 1})
 	want := "xds: CDS: set, but not implemented by Legate; ignored: lrs_server (1 cluster), track_cluster_stats (3 clusters)"
 	if got := out.String(); !strings.Contains(got, want) || strings.Count(got, "\n") != 1 {
 		t.Errorf("log = %q; want one line containing %q", got, want)
