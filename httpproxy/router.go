@@ -220,6 +220,9 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	if policy != nil && (policy.PreviousHosts) {
 		s.lbctx.RetryCount = uint32(max(policy.HostSelectionRetryMaxAttempts, 0))
 	}
+	if policy != nil {
+		s.lbctx.ExcludePreviousPriorities(policy.PriorityUpdateFrequency)
+	}
 	// Envoy's route timeout (and per-try timeout) starts when the request is complete: at
 	// the head for a request without a body, at the body's end otherwise. A body still
 	// arriving is bounded by stream_idle_timeout and request_timeout only; the attempt's
@@ -262,6 +265,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		if policy != nil && policy.PreviousHosts {
 			s.lbctx.AddAttempted(hst)
 		}
+		s.lbctx.AddAttemptedPriority(hst.Priority())
 		var perTry bool
 		if atEnd && !s.clock.ended {
 			perTry = s.timeAtEnd(timeout, policy)

@@ -33,6 +33,9 @@ type Source struct {
 type Base struct {
 	sets []*host.Set
 	load PriorityLoad
+	// health and degraded are each level's availability, from which a retry priority
+	// spreads the load again (choosePriority).
+	health, degraded []uint32
 	// oneLevel: priority 0 takes all the healthy load, so choosing a level needs no draw.
 	oneLevel bool
 	rand     func() uint64
@@ -69,6 +72,7 @@ func NewBase(p Params, cfg *Config) (*Base, error) {
 	}
 	threshold := cfg.PanicThreshold()
 	b.load = ComputePriorityLoad(b.sets, threshold)
+	b.health, b.degraded = availabilities(b.sets)
 	b.oneLevel = len(b.load.Healthy) > 0 && b.load.Healthy[0] == 100
 	if v := cfg.ZoneAware.RoutingEnabled; v != nil {
 		b.routingEnabled = uint64(*v)
@@ -111,19 +115,35 @@ func (b *Base) LocalityWeighted() bool { return b.localityWeighted }
 // ChooseRandomSource is ChooseSource for policies that choose the level at random. It draws the
 // random number only when there is a choice to make: Envoy always draws one, but the result is
 // the same and a draw is a fifth of a pick's cost.
-func (b *Base) ChooseRandomSource() (Source, bool) {
-	if b.oneLevel {
-		return b.ChooseSource(0)
+func (b *Base) ChooseRandomSource(ctx *Context) (Source, bool) {
+	if b.oneLevel && (ctx == nil || ctx.excludedPriorities == 0) {
+		return b.ChooseSource(ctx, 0)
 	}
-	return b.ChooseSource(b.rand())
+	return b.ChooseSource(ctx, b.rand())
+}
+
+// ChoosePriority maps priorityHash to a level by the priority load, the one ctx's retry
+// priority leaves when it excludes levels (Context.ExcludePreviousPriorities). When the
+// excluded levels are all that have availability, ctx forgets them and the cluster's load
+// applies. degraded reports that the level was chosen for its degraded hosts.
+func (b *Base) ChoosePriority(ctx *Context, priorityHash uint64) (priority int, degraded bool) {
+	if ctx == nil || ctx.excludedPriorities == 0 {
+		return b.load.ChoosePriority(priorityHash)
+	}
+	if p, d, ok := choosePriorityExcluding(b.health, b.degraded, ctx.excludedPriorities, priorityHash); ok {
+		return p, d
+	}
+	ctx.resetPriorities()
+	return b.load.ChoosePriority(priorityHash)
 }
 
 // ChooseSource picks the host list for one request (Envoy's hostSourceToUse): priority by
-// priorityHash (a random number for most policies), all hosts in panic, else a locality by
-// weight (locality weighted) or by zone-aware routing at priority 0, else the healthy or
-// degraded hosts. ok is false when the request must fail (fail_traffic_on_panic).
-func (b *Base) ChooseSource(priorityHash uint64) (src Source, ok bool) {
-	prio, degraded := b.load.ChoosePriority(priorityHash)
+// priorityHash (a random number for most policies) and ctx's retry priority, all hosts in
+// panic, else a locality by weight (locality weighted) or by zone-aware routing at priority
+// 0, else the healthy or degraded hosts. ok is false when the request must fail
+// (fail_traffic_on_panic).
+func (b *Base) ChooseSource(ctx *Context, priorityHash uint64) (src Source, ok bool) {
+	prio, degraded := b.ChoosePriority(ctx, priorityHash)
 	src.Priority = prio
 	if b.load.Panic[prio] {
 		b.stats.HealthyPanic.Inc()

@@ -3,6 +3,11 @@
 // with overprovisioning and spill-over, healthy panic threshold, degraded hosts,
 // locality-weighted picking, zone-aware routing and precomputed EDF schedules.
 //
+// A Context carries a request's retry state into Pick: the hosts already attempted (the
+// previous_hosts predicate) and the priority levels a retry priority leaves out
+// (ExcludePreviousPriorities, Envoy's previous_priorities), which Base.ChoosePriority spreads
+// the load without, on the stack.
+//
 // Policies live in subpackages (roundrobin, leastrequest, random, ringhash, maglev, originaldst)
 // and subset wraps any of them.
 //

@@ -107,7 +107,7 @@ func (b *HashBalancer) Pick(ctx *Context) (*host.Host, error) {
 	} else {
 		h = b.base.rand()
 	}
-	prio, _ := b.base.load.ChoosePriority(h)
+	prio, _ := b.base.ChoosePriority(ctx, h)
 	if b.base.load.Panic[prio] {
 		b.base.stats.HealthyPanic.Inc()
 	}

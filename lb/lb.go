@@ -53,6 +53,45 @@ type Context struct {
 
 	attempted    [MaxAttempted]*host.Host
 	numAttempted uint32
+
+	// The previous_priorities retry priority (ExcludePreviousPriorities): priorityUpdate is its
+	// update_frequency (0: off), priorityAttempts the attempts recorded since the last reset,
+	// attemptedPriorities their levels and excludedPriorities the levels left out of the
+	// priority load, as bit sets (levels 64 and above are never excluded).
+	priorityUpdate      uint32
+	priorityAttempts    uint32
+	attemptedPriorities uint64
+	excludedPriorities  uint64
+}
+
+// ExcludePreviousPriorities turns on Envoy's envoy.retry_priorities.previous_priorities for the
+// request: every updateFrequency attempts (AddAttemptedPriority), the levels attempted so far
+// are left out of the priority load, which is spread again over the levels not tried. When
+// no level left has availability the exclusions are forgotten and the cluster's own load
+// applies again. updateFrequency 0 turns it off.
+func (c *Context) ExcludePreviousPriorities(updateFrequency uint32) {
+	c.priorityUpdate = updateFrequency
+	c.resetPriorities()
+}
+
+// AddAttemptedPriority records that an attempt went to a host of level priority (Envoy's
+// onHostAttempted of a retry priority); it does nothing unless ExcludePreviousPriorities is on.
+func (c *Context) AddAttemptedPriority(priority uint32) {
+	if c.priorityUpdate == 0 {
+		return
+	}
+	c.priorityAttempts++
+	if priority < 64 {
+		c.attemptedPriorities |= 1 << priority
+	}
+	if c.priorityAttempts%c.priorityUpdate == 0 {
+		c.excludedPriorities |= c.attemptedPriorities
+	}
+}
+
+// resetPriorities forgets the attempted and excluded levels.
+func (c *Context) resetPriorities() {
+	c.priorityAttempts, c.attemptedPriorities, c.excludedPriorities = 0, 0, 0
 }
 
 // AddAttempted records h as attempted; with more than MaxAttempted hosts the oldest is forgotten.

@@ -25,11 +25,7 @@ type PriorityLoad struct {
 func ComputePriorityLoad(sets []*host.Set, panicThreshold uint32) PriorityLoad {
 	n := len(sets)
 	pl := PriorityLoad{Healthy: make([]uint32, n), Degraded: make([]uint32, n), Panic: make([]bool, n)}
-	health := make([]uint32, n)
-	degraded := make([]uint32, n)
-	for i, s := range sets {
-		health[i], degraded[i] = availability(s)
-	}
+	health, degraded := availabilities(sets)
 	total := normalizedAvailability(health, degraded)
 	if total != 0 {
 		firstHealthy, left := distributeLoad(pl.Healthy, health, 100, total)
@@ -59,6 +55,15 @@ func ComputePriorityLoad(sets []*host.Set, panicThreshold uint32) PriorityLoad {
 		loadInTotalPanic(sets, &pl)
 	}
 	return pl
+}
+
+// availabilities returns each level's healthy and degraded availability (see availability).
+func availabilities(sets []*host.Set) (health, degraded []uint32) {
+	health, degraded = make([]uint32, len(sets)), make([]uint32, len(sets))
+	for i, s := range sets {
+		health[i], degraded[i] = availability(s)
+	}
+	return health, degraded
 }
 
 func availability(s *host.Set) (health, degraded uint32) {
@@ -166,4 +171,48 @@ func (pl *PriorityLoad) ChoosePriority(hash uint64) (priority int, degraded bool
 		}
 	}
 	return 0, false
+}
+
+// maxExcludable is how many levels a retry priority can leave out (Context's bit sets).
+const maxExcludable = 64
+
+// choosePriorityExcluding is ChoosePriority over the load spread again without the levels in
+// excluded (Envoy's PreviousPrioritiesRetryPriority::adjustForAttemptedPriorities): the levels
+// left keep their availability, their total (capped at 100) becomes 100 percent, healthy
+// load goes first then degraded, and the rounding left-over is handed out again from the
+// first level, pass after pass, until none is left. ok is false when no level left has
+// availability. It allocates nothing: the loads live on the stack.
+func choosePriorityExcluding(health, degraded []uint32, excluded, hash uint64) (priority int, isDegraded, ok bool) {
+	n := min(len(health), maxExcludable)
+	var total uint32
+	for i := range n {
+		if excluded&(1<<i) == 0 {
+			total += health[i] + degraded[i]
+		}
+	}
+	total = min(total, 100)
+	if total == 0 {
+		return 0, false, false
+	}
+	var hl, dl [maxExcludable]uint32
+	for left := uint32(100); left != 0; {
+		left = spreadExcluding(hl[:n], health, excluded, left, total)
+		left = spreadExcluding(dl[:n], degraded, excluded, left, total)
+	}
+	p, d := (&PriorityLoad{Healthy: hl[:n], Degraded: dl[:n]}).ChoosePriority(hash)
+	return p, d, true
+}
+
+// spreadExcluding adds to load each level's share of left (its availability over total)
+// but for the excluded levels, and returns what is left.
+func spreadExcluding(load, avail []uint32, excluded uint64, left, total uint32) uint32 {
+	for i := range load {
+		if excluded&(1<<i) != 0 {
+			continue
+		}
+		d := min(left, avail[i]*100/total)
+		load[i] += d
+		left -= d
+	}
+	return left
 }

@@ -710,7 +710,25 @@ func (c *compiler) retryPolicy(p *routev3.RetryPolicy, path string) (*RetryPolic
 			return nil, err
 		}
 	}
+	if pr := p.GetRetryPriority(); pr != nil {
+		if err := c.retryPriority(pr, path+".retry_priority", rp); err != nil {
+			return nil, err
+		}
+	}
 	return rp, nil
+}
+
+// retryPriority applies a retry policy's retry_priority with its registered extension.
+func (c *compiler) retryPriority(pr *routev3.RetryPolicy_RetryPriority, path string, rp *RetryPolicy) error {
+	apply, e, ok := registry.Lookup(c.opts.Extensions, RetryPriorities, pr.GetName(), pr.GetTypedConfig().GetTypeUrl())
+	if !ok {
+		return fmt.Errorf("%s.name = %q: not implemented by Legate (only %s is)", path, pr.GetName(), PreviousPriorities)
+	}
+	config, err := e.Decode(path+".typed_config", pr.GetTypedConfig())
+	if err != nil {
+		return err
+	}
+	return apply(path+".typed_config", config, rp)
 }
 
 // compileRetryPolicy compiles a retry policy but for its host predicates (retryPolicy).
@@ -738,9 +756,6 @@ func compileRetryPolicy(p *routev3.RetryPolicy, path string) (*RetryPolicy, erro
 	}
 	if n := p.GetHostSelectionRetryMaxAttempts(); n != 0 {
 		rp.HostSelectionRetryMaxAttempts = n
-	}
-	if p.GetRetryPriority() != nil {
-		return nil, fmt.Errorf("%s.retry_priority: retry priorities are not supported", path)
 	}
 	if len(p.GetRetryOptionsPredicates()) > 0 {
 		return nil, fmt.Errorf("%s.retry_options_predicates: not supported", path)

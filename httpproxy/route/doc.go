@@ -13,7 +13,8 @@
 // Not implemented (Compile rejects them with an error rather than routing wrongly):
 // path_match_policy, tls_context, dynamic_metadata, filter_state and cookies matches,
 // cluster_specifier_plugin, host_rewrite_path_regex, filter_state hash policies, vhds,
-// retry_priority, and retry host predicates other than previous_hosts and omit_canary_hosts.
+// retry priorities other than previous_priorities (RetryPolicy.PriorityUpdateFrequency), and
+// retry host predicates other than previous_hosts and omit_canary_hosts.
 // typed_per_filter_config (at every level) is compiled through Options.PerFilterConfig and
 // found with Match.PerFilterConfig; FilterConfig.disabled takes the filter out of the chain
 // for requests on that route (Match.FilterDisabled, Table.DisablesFilters).

@@ -82,6 +82,10 @@ type RetryPolicy struct {
 	// PreviousHosts is set by the envoy.retry_host_predicates.previous_hosts predicate;
 	// OmitCanaryHosts by envoy.retry_host_predicates.omit_canary_hosts.
 	PreviousHosts, OmitCanaryHosts bool
+	// PriorityUpdateFrequency is the previous_priorities retry priority's update_frequency:
+	// every that many attempts, the levels attempted leave the priority load (see
+	// lb.Context.ExcludePreviousPriorities). 0 without a retry priority.
+	PriorityUpdateFrequency uint32
 	// HostSelectionRetryMaxAttempts is host_selection_retry_max_attempts (default 1).
 	HostSelectionRetryMaxAttempts int64
 	// BaseInterval (default 25 ms) and MaxInterval (default 10 × base) are retry_back_off.

@@ -36,12 +36,12 @@ func Factory(p lb.Params, cfg *lb.Config) (lb.Balancer, error) { return New(p, c
 
 // Pick returns the least loaded of choice_count sampled hosts.
 func (b *Balancer) Pick(ctx *lb.Context) (*host.Host, error) {
-	return lb.PickWithRetries(ctx, b.pickOnce)
+	return lb.PickWithRetries(ctx, func(uint32) *host.Host { return b.pickOnce(ctx) })
 }
 
-func (b *Balancer) pickOnce(uint32) *host.Host {
+func (b *Balancer) pickOnce(ctx *lb.Context) *host.Host {
 	rnd := b.base.Rand()
-	src, ok := b.base.ChooseRandomSource()
+	src, ok := b.base.ChooseRandomSource(ctx)
 	if !ok {
 		return nil
 	}

@@ -24,12 +24,12 @@ func Factory(p lb.Params, cfg *lb.Config) (lb.Balancer, error) { return New(p, c
 
 // Pick returns a uniformly random host of the chosen host list.
 func (b *Balancer) Pick(ctx *lb.Context) (*host.Host, error) {
-	return lb.PickWithRetries(ctx, b.pickOnce)
+	return lb.PickWithRetries(ctx, func(uint32) *host.Host { return b.pickOnce(ctx) })
 }
 
-func (b *Balancer) pickOnce(uint32) *host.Host {
+func (b *Balancer) pickOnce(ctx *lb.Context) *host.Host {
 	r := b.base.Rand()()
-	src, ok := b.base.ChooseSource(r)
+	src, ok := b.base.ChooseSource(ctx, r)
 	if !ok {
 		return nil
 	}

@@ -44,11 +44,11 @@ func Weights(hosts []*host.Host) []uint32 {
 
 // Pick returns the next host of the schedule chosen by priority, panic and locality state.
 func (b *Balancer) Pick(ctx *lb.Context) (*host.Host, error) {
-	return lb.PickWithRetries(ctx, b.pickOnce)
+	return lb.PickWithRetries(ctx, func(uint32) *host.Host { return b.pickOnce(ctx) })
 }
 
-func (b *Balancer) pickOnce(uint32) *host.Host {
-	src, ok := b.base.ChooseRandomSource()
+func (b *Balancer) pickOnce(ctx *lb.Context) *host.Host {
+	src, ok := b.base.ChooseRandomSource(ctx)
 	if !ok {
 		return nil
 	}
