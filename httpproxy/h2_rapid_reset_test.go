@@ -195,10 +195,12 @@ func TestH2RapidResetClosesConnection(t *testing.T) {
 		t.Errorf("downstream_rq_too_many_premature_resets = %d; want %d", got, rounds)
 	}
 	// Unmitigated, the normal client kept 2.5 % of its rate; mitigated it keeps 80-90 % on an
-	// idle machine. Under -race on a busy 2-core CI machine the ratio swings by half, so the
-	// bound is one that still tells the two apart by ten times.
-	if attacked*4 < baseline {
-		t.Errorf("normal client served %d requests under attack; want at least 25 %% of %d", attacked, baseline)
+	// idle machine. Under -race on a 2-core CI machine shared with other packages' tests the
+	// ratio fell to a quarter once, so the bound sits at four times the unmitigated rate: the
+	// mitigation itself is proven above by the GOAWAY, the close and the resets not reaching
+	// the upstream.
+	if attacked*10 < baseline {
+		t.Errorf("normal client served %d requests under attack; want at least 10 %% of %d", attacked, baseline)
 	}
 }
 

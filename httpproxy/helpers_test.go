@@ -56,6 +56,7 @@ type env struct {
 	addr     string
 	hcm      string
 	logs     *accesslog.Manager
+	label    string // the pprof label of its goroutines (envleak_test.go)
 }
 
 // handler builds a second Handler of the env's connection manager configuration, outside
@@ -189,13 +190,14 @@ func newEnv(t testing.TB, o envOptions) *env {
 		t.Fatalf("Start: %v", err)
 	}
 	lmDone := make(chan error, 1)
-	go func() { lmDone <- e.lm.Run(ctx) }()
+	e.label = labelEnv(t, func() { go func() { lmDone <- e.lm.Run(ctx) }() })
 	e.addr = e.lm.Addrs()["test"][0].String()
 	t.Cleanup(func() {
 		cancel()
 		<-lmDone
 		<-cmDone
 		e.pools.Close()
+		awaitEnvGoroutines(t, e.label)
 	})
 	return e
 }
