@@ -14,6 +14,7 @@ import (
 	"github.com/legateproxy/legate/admin"
 	"github.com/legateproxy/legate/admin/configdump"
 	"github.com/legateproxy/legate/cluster"
+	"github.com/legateproxy/legate/cluster/cds"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/httpproxy"
@@ -36,7 +37,6 @@ import (
 	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/tracing"
 	"github.com/legateproxy/legate/udpproxy"
-	"github.com/legateproxy/legate/xds/resource"
 )
 
 // dataPlane is what carries traffic: upstream pools, the network filters
@@ -114,7 +114,7 @@ func (s *Server) buildDataPlane() error {
 	// Clusters loading secrets over SDS are checked when the secrets arrive.
 	for _, c := range s.boot.Clusters {
 		for i := range 1 + len(c.TransportSocketMatches) {
-			if _, err := s.clusterTLS(c, i); err != nil && !resource.HasUpstreamSecrets(c.TransportSocketFor(i)) {
+			if _, err := s.clusterTLS(c, i); err != nil && !cds.HasUpstreamSecrets(c.TransportSocketFor(i)) {
 				return err
 			}
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/legateproxy/legate/admin"
 	"github.com/legateproxy/legate/admin/configdump"
 	"github.com/legateproxy/legate/cluster"
+	"github.com/legateproxy/legate/cluster/cds"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/extensions"
 	"github.com/legateproxy/legate/internal/clock"
@@ -74,8 +75,9 @@ type Server struct {
 	sinkClosers  []func() error // close the statsd, dog_statsd and metrics_service sinks
 	certs        *tlsutil.Registry
 	data         dataPlane
-	xds          *xds.Client  // nil without dynamic resources or EDS clusters
-	sds          *tlsutil.SDS // with xds: the static secrets, then SDS
+	xds          *xds.Client    // nil without dynamic resources or EDS clusters
+	cds          *cds.Discovery // with xds: CDS and EDS, the cluster manager's xDS side
+	sds          *tlsutil.SDS   // with xds: the static secrets, then SDS
 	adminStats   adminStats
 	stats        stats.ServerStats
 	admin        *admin.Server // nil when the bootstrap has no admin block
@@ -324,7 +326,13 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { s.data.als.Run(ctx) })
 	wg.Go(func() { s.data.overload.Run(ctx) })
 	if s.xds != nil {
-		wg.Go(func() { s.xds.Run(ctx) })
+		// The cluster side subscribes (the bootstrap's EDS clusters, CDS) before the client
+		// runs, and stops after it returned.
+		s.cds.Start()
+		wg.Go(func() {
+			s.xds.Run(ctx)
+			s.cds.Stop()
+		})
 	}
 	s.store.BeforeFlush(s.refreshServerStats)
 	s.store.BeforeFlush(s.refreshHotRestartStats)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/admin/configdump"
+	"github.com/legateproxy/legate/cluster/cds"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy"
 	"github.com/legateproxy/legate/httpproxy/filter"
@@ -40,7 +41,7 @@ func (s *Server) buildXDS() error {
 			needed = true
 		}
 		for i := range 1 + len(c.TransportSocketMatches) {
-			if resource.HasUpstreamSecrets(c.TransportSocketFor(i)) {
+			if cds.HasUpstreamSecrets(c.TransportSocketFor(i)) {
 				needed = true
 			}
 		}
@@ -69,16 +70,9 @@ func (s *Server) buildXDS() error {
 		Clusters:         s.clusters,
 		Stats:            s.store,
 		Logger:           s.logs.Logger("config"),
-		Init: func(name string) (func(), error) {
-			t, err := s.init.Add(name)
-			if err != nil {
-				return nil, err
-			}
-			return t.Ready, nil
-		},
-		Dial:    s.dialXDS,
-		Secrets: sds,
-		Limits:  config.Limits{MaxObjNameLen: s.opts.MaxObjNameLen, UpstreamBindAddress: s.boot.UpstreamBindAddress, UpstreamSocketOptions: s.boot.UpstreamSocketOptions, Extensions: s.ext},
+		Init:             s.initTarget,
+		Dial:             s.dialXDS,
+		Secrets:          sds,
 		RouteOptions: route.Options{
 			ClusterExists:   s.clusters.Has,
 			PerFilterConfig: s.data.httpFilters.PerRouteConfig,
@@ -93,7 +87,22 @@ func (s *Server) buildXDS() error {
 		return err
 	}
 	sds.SetClient(client)
-	s.xds, s.sds = client, sds
+	// The cluster manager's side owns CDS and EDS.
+	d, err := cds.New(cds.Config{
+		Client:           client,
+		DynamicResources: s.boot.Proto.GetDynamicResources(),
+		Clusters:         s.clusters,
+		Stats:            s.store,
+		Logger:           s.logs.Logger("config"),
+		Init:             s.initTarget,
+		Clock:            s.clock,
+		Limits:           config.Limits{MaxObjNameLen: s.opts.MaxObjNameLen, UpstreamBindAddress: s.boot.UpstreamBindAddress, UpstreamSocketOptions: s.boot.UpstreamSocketOptions, Extensions: s.ext},
+		Secrets:          sds,
+	})
+	if err != nil {
+		return err
+	}
+	s.xds, s.sds, s.cds = client, sds, d
 	// The runtime owns RTDS: its layers are watched before the client runs, so that
 	// initialization waits for them.
 	if err := runtime.WatchRTDS(client, rtds, s.runtime.SetRTDSLayer, s.logs.Logger("config")); err != nil {
@@ -117,7 +126,17 @@ func (s *Server) buildXDS() error {
 			}
 		}
 	}
-	return s.dumps.Add(configdump.Tracker{Key: "clusters", Dump: client.ClustersConfigDump})
+	return s.dumps.Add(configdump.Tracker{Key: "clusters", Dump: d.ClustersConfigDump})
+}
+
+// initTarget registers an init target named name with the server's initialization and
+// returns its ready function.
+func (s *Server) initTarget(name string) (func(), error) {
+	t, err := s.init.Add(name)
+	if err != nil {
+		return nil, err
+	}
+	return t.Ready, nil
 }
 
 // watchClusterSecrets subscribes to the SDS secrets of a bootstrap cluster's transport socket
@@ -126,7 +145,7 @@ func (s *Server) buildXDS() error {
 // ("SdsApi <name>"), so initialization waits for the secrets or their initial_fetch_timeout,
 // as Envoy's static clusters warm on SDS. The subscriptions last as long as the client.
 func (s *Server) watchClusterSecrets(name string, ts *corev3.TransportSocket) error {
-	deps, err := resource.UpstreamSecretDependencies(fmt.Sprintf("cluster %q: transport_socket", name), ts)
+	deps, err := cds.UpstreamSecretDependencies(fmt.Sprintf("cluster %q: transport_socket", name), ts)
 	if err != nil {
 		return err
 	}

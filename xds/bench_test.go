@@ -88,7 +88,7 @@ func benchHook(p *proxy) <-chan time.Duration {
 	applied := make(chan time.Duration, 16)
 	p.c.testHook = func(typeURL, _ string, err error) {
 		if typeURL == resource.ClusterType && err == nil {
-			applied <- p.c.lastCDSDuration()
+			applied <- p.d.LastCDSDuration()
 		}
 		select {
 		case p.events <- struct{}{}:

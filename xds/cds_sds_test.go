@@ -159,7 +159,7 @@ func TestUpstreamSDS(t *testing.T) {
 			if cl := p.cm.Get("tls"); cl != nil {
 				t.Fatalf("cluster tls active before its secret arrived; want warming")
 			}
-			dump := p.c.ClustersConfigDump(nil).(*adminv3.ClustersConfigDump)
+			dump := p.d.ClustersConfigDump(nil).(*adminv3.ClustersConfigDump)
 			warming := false
 			for _, dc := range dump.DynamicWarmingClusters {
 				warming = warming || (dumpName(dc) == "tls" && dc.GetVersionInfo() == "1")
@@ -198,7 +198,7 @@ func TestUpstreamSDS(t *testing.T) {
 			if cn, err := handshakeCN(t, ctx, up); err != nil || cn != "client-b" {
 				t.Fatalf("after rotation the upstream saw client certificate %q (err %v); want client-b", cn, err)
 			}
-			dump = p.c.ClustersConfigDump(nil).(*adminv3.ClustersConfigDump)
+			dump = p.d.ClustersConfigDump(nil).(*adminv3.ClustersConfigDump)
 			if len(dump.DynamicWarmingClusters) != 0 {
 				t.Errorf("dynamic_warming_clusters = %v; want none", dump.DynamicWarmingClusters)
 			}
@@ -211,4 +211,13 @@ func TestUpstreamSDS(t *testing.T) {
 			})
 		})
 	}
+}
+
+// dumpName is the cluster name of a clusters dump entry.
+func dumpName(dc *adminv3.ClustersConfigDump_DynamicCluster) string {
+	cl := &clusterv3.Cluster{}
+	if dc.GetCluster().UnmarshalTo(cl) != nil {
+		return ""
+	}
+	return cl.GetName()
 }

@@ -13,7 +13,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/legateproxy/legate/cluster"
-	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/lb"
@@ -23,28 +22,23 @@ import (
 	xdswatch "github.com/legateproxy/legate/xds/watch"
 )
 
-// CDSInitTarget is the name of the init target the client registers for CDS: ready once the
-// first CDS response (or its initial_fetch_timeout) has been handled and every cluster it added
-// has received its first EDS assignment or timed out.
-const CDSInitTarget = "cds"
-
-// Config holds a Client's configuration and dependencies. Clusters and Stats are required;
-// every other field has the default stated in its comment.
+// Config holds a Client's configuration and dependencies. Stats is required; every other field
+// has the default stated in its comment.
 type Config struct {
-	// DynamicResources is the bootstrap's dynamic_resources (cds_config and ads_config are
-	// used; lds_config belongs to the listener side). Nil means no CDS; the client then only
-	// serves the EDS clusters of the bootstrap.
+	// DynamicResources is the bootstrap's dynamic_resources (ads_config and lds_config are
+	// used; cds_config belongs to the cluster side, package cluster/cds). Nil means neither
+	// ADS nor LDS.
 	DynamicResources *bootstrapv3.Bootstrap_DynamicResources
 	// Node is sent to management servers: the bootstrap node with the --service-* overrides,
 	// user_agent_name and user_agent_build_version already applied by the caller.
 	Node *corev3.Node
-	// Clusters is the cluster manager CDS and EDS update.
+	// Clusters is where the client finds the hosts of a source's cluster when Dial is nil.
 	Clusters *cluster.Manager
-	// Stats is the store for cluster_manager.cds.*, cluster.<name>.* EDS and control_plane.*.
+	// Stats is the store for the subscriptions' stats and control_plane.*.
 	Stats *stats.Store
 	// Logger logs stream failures and rejected updates; nil discards.
 	Logger *logging.Logger
-	// Init registers the CDS init target (see CDSInitTarget); nil means none.
+	// Init registers the init targets of subscriptions made before Run; nil means none.
 	Init func(name string) (ready func(), err error)
 	// Dial connects to a host of the named bootstrap cluster for gRPC and REST sources; the
 	// server sets it to add TLS for clusters with a transport socket. Nil dials plain TCP to a
@@ -52,8 +46,6 @@ type Config struct {
 	Dial func(ctx context.Context, cluster string) (net.Conn, error)
 	// Clock schedules backoff, polling and initial fetch timeouts; nil means the system clock.
 	Clock clock.Clock
-	// Limits are the command-line limits applied to CDS clusters (--max-obj-name-len).
-	Limits config.Limits
 	// BackoffBase and BackoffMax bound the reconnect backoff; zero means DefaultBackoffBase and
 	// DefaultBackoffMax.
 	BackoffBase, BackoffMax time.Duration
@@ -78,8 +70,8 @@ type Config struct {
 	// block. Nil checks type_urls alone.
 	ExtensionCheck func(tc *corev3.TypedExtensionConfig) error
 
-	// Secrets watches the SDS secrets of CDS clusters and LDS listeners (tlsutil.SDS, built
-	// on this client); nil refuses them.
+	// Secrets watches the SDS secrets of LDS listeners (tlsutil.SDS, built on this client);
+	// nil refuses them.
 	Secrets SecretWatcher
 }
 
@@ -88,14 +80,13 @@ type SecretWatcher interface {
 	Watch(cs *corev3.ConfigSource, name string, onChange func()) (xdswatch.Subscription, error)
 }
 
-// Client is Legate's xDS client for CDS and EDS: it opens the transports the bootstrap's
-// config sources name (ADS, gRPC state-of-the-world and delta, REST, files), applies clusters to
-// the cluster manager and assignments to EDS clusters, and ACKs or NACKs each response.
+// Client is Legate's xDS client: it opens the transports the config sources of its watchers
+// name (ADS, gRPC state-of-the-world and delta, REST, files), hands each response to the
+// owner of its type, and ACKs or NACKs it.
 //
 // Concurrency: New and Run are called once by the server. Every transport runs on its own
-// goroutine, started and awaited by Run. mu guards the CDS and EDS state (cds, eds, muxes);
-// handlers take it while applying a response, so updates are serialised. ClustersDumpExtras and
-// ClustersConfigDump may be called from any goroutine.
+// goroutine, started and awaited by Run. mu guards the LDS state; its handler takes it while
+// applying a response, so LDS updates are serialised.
 type Client struct {
 	cfg         Config
 	log         *logging.Logger
@@ -112,11 +103,9 @@ type Client struct {
 	// testHook, when set (tests only), sees every handled response and transport failure.
 	testHook func(typeURL, version string, err error)
 
-	mu  sync.Mutex // guards the fields below and the CDS, EDS and LDS handlers' state
+	mu  sync.Mutex // guards the fields below and the LDS handler's state
 	ads *mux
 	ran bool
-	cds *cdsHandler
-	eds *edsHandler
 	lds *ldsHandler
 
 	// rds and ecds are the named subscriptions (their own locks; see namedHandler).
@@ -141,8 +130,8 @@ type Client struct {
 // New validates the dynamic_resources config sources and builds a Client. Nothing is dialled
 // until Run.
 func New(cfg Config) (*Client, error) {
-	if cfg.Clusters == nil || cfg.Stats == nil {
-		return nil, errors.New("xds: Clusters and Stats are required")
+	if cfg.Stats == nil {
+		return nil, errors.New("xds: Stats is required")
 	}
 	c := &Client{
 		cfg: cfg, log: cfg.Logger, clock: cfg.Clock, node: cfg.Node, rand: cfg.Rand,
@@ -177,32 +166,6 @@ func New(cfg Config) (*Client, error) {
 		}
 		c.ads = newMux(c, "ads", resource.Source{ADS: true}, &api, true)
 		c.muxes["ads"] = c.ads
-	}
-	if dr.GetCdsResourcesLocator() != "" {
-		return nil, fmt.Errorf("dynamic_resources.cds_resources_locator = %q; xdstp:// locators are not supported", dr.GetCdsResourcesLocator())
-	}
-	c.eds = newEDSHandler(c)
-	if cs := dr.GetCdsConfig(); cs != nil {
-		src, err := resource.SourceFromProto(cs)
-		if err != nil {
-			return nil, fmt.Errorf("dynamic_resources.cds_config.%w", err)
-		}
-		if src.Self {
-			return nil, errors.New("dynamic_resources.cds_config.self is not valid here; self needs a parent resource")
-		}
-		m, err := c.muxFor(src, resource.ClusterType)
-		if err != nil {
-			return nil, fmt.Errorf("dynamic_resources.cds_config: %w", err)
-		}
-		c.cds = newCDSHandler(c, src, m)
-		if cfg.Init != nil {
-			ready, err := cfg.Init(CDSInitTarget)
-			if err != nil {
-				c.cds.reg.Unregister()
-				return nil, fmt.Errorf("xds: %w", err)
-			}
-			c.cds.initReady = ready
-		}
 	}
 	c.cpReg = cfg.Stats.Register("control_plane.", &c.cpStats)
 	return c, nil
@@ -249,8 +212,8 @@ func (c *Client) startLocked(m *mux) {
 	}()
 }
 
-// Run subscribes the bootstrap's EDS clusters, starts every transport and CDS's initial fetch
-// timeout, and returns after ctx ends and every transport goroutine has returned.
+// Run starts every transport and LDS's initial fetch timeout, and returns after ctx ends and
+// every transport goroutine has returned.
 func (c *Client) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.ran {
@@ -260,10 +223,6 @@ func (c *Client) Run(ctx context.Context) error {
 	c.ran = true
 	// Subscribe before runCtx is set, so that muxFor creates transports without starting them;
 	// the loop below starts each one once.
-	c.eds.bindStaticLocked()
-	if c.cds != nil {
-		c.cds.startLocked()
-	}
 	if c.lds != nil {
 		c.lds.startLocked()
 	}
@@ -277,13 +236,9 @@ func (c *Client) Run(ctx context.Context) error {
 	<-ctx.Done()
 	c.wg.Wait()
 	c.mu.Lock()
-	if c.cds != nil {
-		c.cds.stopLocked()
-	}
 	if c.lds != nil {
 		c.lds.stopLocked()
 	}
-	c.eds.stopLocked()
 	c.mu.Unlock()
 	for _, h := range c.namedHandlers() {
 		h.stop()
@@ -299,7 +254,10 @@ func (c *Client) dial(ctx context.Context, name string) (net.Conn, error) {
 	if c.cfg.Dial != nil {
 		return c.cfg.Dial(ctx, name)
 	}
-	cl := c.cfg.Clusters.Get(name)
+	var cl *cluster.Cluster
+	if c.cfg.Clusters != nil {
+		cl = c.cfg.Clusters.Get(name)
+	}
 	if cl == nil {
 		return nil, fmt.Errorf("xds: cluster %q: %w", name, errNoCluster)
 	}
@@ -348,18 +306,3 @@ func (c *Client) notify(typeURL, version string, err error) {
 
 // ControlPlaneStats returns the control_plane.* stats.
 func (c *Client) ControlPlaneStats() *ControlPlaneStats { return &c.cpStats }
-
-// batcher is the optional cluster-manager API that publishes the active cluster map once for a
-// whole batch of additions, warm-ups and removals instead of once per cluster (which makes a
-// 10,000-cluster update quadratic). The client uses it when cluster.Manager provides it; fn
-// calls AddOrUpdate, Remove and ApplyAssignment, so Batch must not hold Manager.mu while fn runs.
-type batcher interface{ Batch(fn func()) }
-
-// batch runs fn, inside the cluster manager's batch when it has one.
-func (c *Client) batch(fn func()) {
-	if b, ok := any(c.cfg.Clusters).(batcher); ok {
-		b.Batch(fn)
-		return
-	}
-	fn()
-}

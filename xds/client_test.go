@@ -199,7 +199,7 @@ func TestNACKKeepsServing(t *testing.T) {
 	if got := p.cm.VersionInfo(); got != "1" {
 		t.Errorf("version_info = %q; want %q", got, "1")
 	}
-	dump := p.c.ClustersConfigDump(nil).(*adminv3.ClustersConfigDump)
+	dump := p.d.ClustersConfigDump(nil).(*adminv3.ClustersConfigDump)
 	var es *adminv3.UpdateFailureState
 	for _, dc := range dump.GetDynamicActiveClusters() {
 		if dc.GetErrorState() != nil {
@@ -213,7 +213,7 @@ func TestNACKKeepsServing(t *testing.T) {
 	// Fixing the cluster clears the error state.
 	cp.set("3", []types.Resource{good, staticCluster("api", "10.0.1.1:8080")}, []types.Resource{assignment("web-svc", "10.0.0.1:80")})
 	p.waitFor("version 3", func() bool { return p.cm.VersionInfo() == "3" })
-	if extras := p.c.ClustersDumpExtras(); len(extras) != 0 {
+	if extras := p.d.ClustersDumpExtras(); len(extras) != 0 {
 		t.Errorf("error states after the fix = %v; want none", extras)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 
 	"github.com/legateproxy/legate/cluster"
+	"github.com/legateproxy/legate/cluster/cds"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/stats"
@@ -51,10 +52,12 @@ func (cp *controlPlane) set(version string, clusters []types.Resource, endpoints
 
 // proxy is the Legate side: a stats store, a cluster manager and the client under test.
 type proxy struct {
-	t      testing.TB
-	store  *stats.Store
-	cm     *cluster.Manager
-	c      *Client
+	t     testing.TB
+	store *stats.Store
+	cm    *cluster.Manager
+	c     *Client
+	// d is the cluster side of CDS and EDS, wired as the server wires it.
+	d      *cds.Discovery
 	events chan struct{}
 	ready  chan struct{}
 	// timeout bounds waitFor; 10 s when zero.
@@ -118,6 +121,11 @@ func startProxy(t testing.TB, dr *bootstrapv3.Bootstrap_DynamicResources, opts .
 		t.Fatal(err)
 	}
 	sds.SetClient(p.c)
+	p.d, err = cds.New(cds.Config{Client: p.c, DynamicResources: ps.cfg.DynamicResources, Clusters: cm, Stats: store, Init: ps.cfg.Init, Clock: ps.cfg.Clock, Secrets: sds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.d.Start()
 	if ps.runtime != nil {
 		if err := runtime.WatchRTDS(p.c, ps.rtds, ps.runtime.SetRTDSLayer, nil); err != nil {
 			t.Fatal(err)
@@ -148,6 +156,7 @@ func (p *proxy) stopNow() {
 		if err != nil {
 			p.t.Errorf("Run: %v", err)
 		}
+		p.d.Stop()
 	case <-time.After(10 * time.Second):
 		p.t.Fatal("Run did not return within 10s of cancel")
 	}
@@ -329,7 +338,8 @@ func startProxyWith(t *testing.T, dr *bootstrapv3.Bootstrap_DynamicResources, se
 	return startProxy(t, dr, append(opts, func(s *proxySetup) { s.before = setup })...)
 }
 
-// newTestClient builds a client over an empty manager, for configuration errors.
+// newTestClient builds a client over an empty manager, and its CDS side, for configuration
+// errors.
 func newTestClient(dr *bootstrapv3.Bootstrap_DynamicResources) (*Client, error) {
 	store, err := stats.New(stats.Config{})
 	if err != nil {
@@ -339,12 +349,12 @@ func newTestClient(dr *bootstrapv3.Bootstrap_DynamicResources) (*Client, error) 
 	if err != nil {
 		return nil, err
 	}
-	return New(Config{DynamicResources: dr, Clusters: cm, Stats: store})
-}
-
-// lastCDSDuration is how long the last CDS update took to apply.
-func (c *Client) lastCDSDuration() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cds.lastDuration
+	c, err := New(Config{DynamicResources: dr, Clusters: cm, Stats: store})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := cds.New(cds.Config{Client: c, DynamicResources: dr, Clusters: cm, Stats: store}); err != nil {
+		return nil, err
+	}
+	return c, nil
 }

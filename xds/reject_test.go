@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/legateproxy/legate/cluster/cds"
 	"github.com/legateproxy/legate/xds/resource"
 )
 
@@ -145,7 +146,7 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 
 	t.Run("CDS and EDS", func(t *testing.T) {
 		cp, p, it := start(t, func(s *proxySetup) { s.cfg.DynamicResources.CdsConfig = ads() })
-		pending(t, it, CDSInitTarget)
+		pending(t, it, cds.InitTarget)
 		bad := staticCluster("bad", "10.0.0.1:80")
 		bad.ConnectTimeout = durationpb.New(-time.Second)
 		cla := assignment("web-svc", "10.0.0.2:80")

@@ -1,4 +1,4 @@
-package xds
+package cds
 
 import (
 	"sort"
@@ -8,21 +8,32 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// ClustersDumpExtras returns the error states of the CDS clusters the client rejected, by
-// cluster name: Envoy's UpdateFailureState (failed_configuration, last_update_attempt, details,
+// ClustersDumpExtras returns the error states of the CDS clusters rejected, by cluster name:
+// Envoy's UpdateFailureState (failed_configuration, last_update_attempt, details,
 // version_info). A state lasts until the cluster is accepted or leaves the configuration.
 // ClustersConfigDump merges them into the cluster manager's dump. Safe for concurrent use.
-func (c *Client) ClustersDumpExtras() map[string]*adminv3.UpdateFailureState {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cds == nil || len(c.cds.failures) == 0 {
+func (d *Discovery) ClustersDumpExtras() map[string]*adminv3.UpdateFailureState {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cds == nil || len(d.cds.failures) == 0 {
 		return nil
 	}
-	out := make(map[string]*adminv3.UpdateFailureState, len(c.cds.failures))
-	for name, f := range c.cds.failures {
-		out[name] = f.state()
+	// Copies: a dump's messages are the caller's to change.
+	out := make(map[string]*adminv3.UpdateFailureState, len(d.cds.failures))
+	for name, f := range d.cds.failures {
+		out[name] = proto.Clone(f).(*adminv3.UpdateFailureState)
 	}
 	return out
+}
+
+// secretWarmingDump is cdsHandler.secretWarmingDumpLocked under mu; nil without CDS.
+func (d *Discovery) secretWarmingDump(match func(string) bool) []*adminv3.ClustersConfigDump_DynamicCluster {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cds == nil {
+		return nil
+	}
+	return d.cds.secretWarmingDumpLocked(match)
 }
 
 // ClustersConfigDump is the cluster manager's ClustersConfigDump (tracker key "clusters") with
@@ -32,14 +43,14 @@ func (c *Client) ClustersDumpExtras() map[string]*adminv3.UpdateFailureState {
 // stays unset here and in every other dump, as in Envoy, whose admin dumps never fill it (the
 // field is marked not-implemented in config_dump_shared.proto; CSDS clients use it). Safe for
 // concurrent use.
-func (c *Client) ClustersConfigDump(match func(string) bool) proto.Message {
-	base := c.cfg.Clusters.ConfigDump(match)
+func (d *Discovery) ClustersConfigDump(match func(string) bool) proto.Message {
+	base := d.cfg.Clusters.ConfigDump(match)
 	dump, ok := base.(*adminv3.ClustersConfigDump)
 	if !ok {
 		return base
 	}
-	dump.DynamicWarmingClusters = append(dump.DynamicWarmingClusters, c.secretWarmingDump(match)...)
-	extras := c.ClustersDumpExtras()
+	dump.DynamicWarmingClusters = append(dump.DynamicWarmingClusters, d.secretWarmingDump(match)...)
+	extras := d.ClustersDumpExtras()
 	if len(extras) == 0 {
 		return dump
 	}

@@ -1,4 +1,4 @@
-package resource
+package cds
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	internalupstreamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/internal_upstream/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/proto"
@@ -13,10 +14,9 @@ import (
 
 	"github.com/legateproxy/legate/bootstrap"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/xds/resource"
 	"github.com/legateproxy/legate/xds/watch"
 )
-
-func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 // Cluster is a decoded and validated CDS resource.
 type Cluster struct {
@@ -25,11 +25,11 @@ type Cluster struct {
 	// Config is the converted cluster; Config.Proto is the decoded proto.
 	Config *config.Cluster
 	// EDS is the cluster's eds_cluster_config.eds_config for an EDS cluster, else nil.
-	EDS *Source
+	EDS *resource.Source
 	// Secrets are the SDS secrets the cluster's UpstreamTlsContext loads from an sds_config
 	// (tls_certificate_sds_secret_configs, validation_context_sds_secret_config); the cluster
 	// warms until they arrive.
-	Secrets []Dependency
+	Secrets []resource.Dependency
 }
 
 // DecodeCluster decodes a CDS resource: the Any's type URL, protoc-gen-validate rules, then
@@ -54,7 +54,7 @@ func DecodeCluster(a *anypb.Any, lim config.Limits) (*Cluster, error) {
 		if cs == nil {
 			return nil, fmt.Errorf("%s: eds_cluster_config.eds_config is not set; an EDS cluster needs a config source", at)
 		}
-		src, err := SourceFromProto(cs)
+		src, err := resource.SourceFromProto(cs)
 		if err != nil {
 			return nil, fmt.Errorf("%s: eds_cluster_config.eds_config.%w", at, err)
 		}
@@ -74,7 +74,7 @@ func DecodeCluster(a *anypb.Any, lim config.Limits) (*Cluster, error) {
 }
 
 // ClusterName returns the name of a CDS resource without validating it, or "" when it does not
-// decode. The client uses it to keep a cluster whose update it rejects.
+// decode, to keep a cluster whose update is rejected.
 func ClusterName(a *anypb.Any) string {
 	c, err := unmarshalCluster(a)
 	if err != nil {
@@ -87,7 +87,7 @@ func unmarshalCluster(a *anypb.Any) (*clusterv3.Cluster, error) {
 	if a == nil {
 		return nil, errors.New("cluster: resource is empty")
 	}
-	if err := watch.CheckTypeURL(a.GetTypeUrl(), ClusterType); err != nil {
+	if err := watch.CheckTypeURL(a.GetTypeUrl(), watch.ClusterType); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	c := &clusterv3.Cluster{}
@@ -112,7 +112,7 @@ func HasUpstreamSecrets(ts *corev3.TransportSocket) bool {
 // UpstreamSecretDependencies returns the SDS secrets (those with an sds_config) of a cluster's
 // transport socket when it is an UpstreamTlsContext; nil for any other socket. path names the
 // transport socket in errors.
-func UpstreamSecretDependencies(path string, ts *corev3.TransportSocket) ([]Dependency, error) {
+func UpstreamSecretDependencies(path string, ts *corev3.TransportSocket) ([]resource.Dependency, error) {
 	a := ts.GetTypedConfig()
 	var iu internalupstreamv3.InternalUpstreamTransport
 	if a.MessageIs(&iu) {
@@ -129,5 +129,39 @@ func UpstreamSecretDependencies(path string, ts *corev3.TransportSocket) ([]Depe
 	if err := a.UnmarshalTo(&tc); err != nil {
 		return nil, fmt.Errorf("%s.typed_config: %v", path, err)
 	}
-	return SecretDependencies(path+".typed_config.common_tls_context", tc.GetCommonTlsContext())
+	return resource.SecretDependencies(path+".typed_config.common_tls_context", tc.GetCommonTlsContext())
+}
+
+// Endpoints is a decoded and validated EDS resource.
+type Endpoints struct {
+	// Name is cluster_name: the EDS service name the assignment is for.
+	Name string
+	// Proto is the decoded assignment, handed to cluster.Cluster.ApplyAssignment.
+	Proto *endpointv3.ClusterLoadAssignment
+	// Assignment is the converted assignment.
+	Assignment config.LoadAssignment
+}
+
+// DecodeEndpoints decodes an EDS resource: the Any's type URL, protoc-gen-validate rules, then
+// config.LoadAssignmentFromProto.
+func DecodeEndpoints(a *anypb.Any) (*Endpoints, error) {
+	if a == nil {
+		return nil, errors.New("cluster_load_assignment: resource is empty")
+	}
+	if err := watch.CheckTypeURL(a.GetTypeUrl(), watch.EndpointType); err != nil {
+		return nil, fmt.Errorf("cluster_load_assignment: %w", err)
+	}
+	cla := &endpointv3.ClusterLoadAssignment{}
+	if err := proto.Unmarshal(a.GetValue(), cla); err != nil {
+		return nil, fmt.Errorf("cluster_load_assignment: cannot decode the resource: %v", err)
+	}
+	at := fmt.Sprintf("cluster_load_assignment %q", cla.GetClusterName())
+	if err := cla.ValidateAll(); err != nil {
+		return nil, fmt.Errorf("%s: %w", at, watch.Flatten(err))
+	}
+	la, err := config.LoadAssignmentFromProto(cla)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", at, err)
+	}
+	return &Endpoints{Name: cla.GetClusterName(), Proto: cla, Assignment: la}, nil
 }

@@ -1,7 +1,10 @@
-package xds
+package cds
 
 import (
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
@@ -10,7 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/legateproxy/legate/xds/resource"
-	xdswatch "github.com/legateproxy/legate/xds/watch"
+	"github.com/legateproxy/legate/xds/watch"
 )
 
 // clusterSecrets holds the SDS subscriptions of one accepted CDS cluster whose
@@ -18,12 +21,12 @@ import (
 // its initial_fetch_timeout passed) the cluster is not given to the cluster manager: it warms
 // here, as Envoy's cluster warms on its SDS init target. The subscriptions last as long as
 // the cluster, so rotated secrets keep arriving (tlsutil.SDS's changed hook reloads the contexts).
-// Its fields are guarded by Client.mu.
+// Its fields are guarded by Discovery.mu.
 type clusterSecrets struct {
-	rc      *resource.Cluster
+	rc      *Cluster
 	version string
 	updated time.Time
-	refs    []xdswatch.Subscription
+	refs    []watch.Subscription
 	// added is set once the cluster went to the cluster manager.
 	added bool
 }
@@ -50,7 +53,7 @@ func (cs *clusterSecrets) readyLocked() bool {
 // secrets or they are all here and the caller adds it now. A cluster identical to the one
 // already waiting keeps waiting. The subscriptions of the cluster's previous version end after
 // the new ones are made, so a shared secret is not resubscribed.
-func (h *cdsHandler) holdForSecretsLocked(rc *resource.Cluster, version string, now time.Time) (bool, error) {
+func (h *cdsHandler) holdForSecretsLocked(rc *Cluster, version string, now time.Time) (bool, error) {
 	prev := h.secrets[rc.Name]
 	if prev != nil && !prev.added && proto.Equal(prev.rc.Config.Proto, rc.Config.Proto) {
 		return true, nil
@@ -64,7 +67,7 @@ func (h *cdsHandler) holdForSecretsLocked(rc *resource.Cluster, version string, 
 	}
 	cs := &clusterSecrets{rc: rc, version: version, updated: now}
 	for _, d := range rc.Secrets {
-		ref, err := h.c.watchSecret(d, func() { h.secretArrived(cs) })
+		ref, err := h.watchSecret(d, func() { h.secretArrived(cs) })
 		if err != nil {
 			cs.release()
 			return false, fmt.Errorf("cluster %q: transport_socket sds secret %q: %w", rc.Name, d.Name, err)
@@ -84,35 +87,39 @@ func (h *cdsHandler) holdForSecretsLocked(rc *resource.Cluster, version string, 
 
 // secretArrived adds a cluster waiting for its secrets once they are all here.
 func (h *cdsHandler) secretArrived(cs *clusterSecrets) {
-	c := h.c
-	c.mu.Lock()
-	if c.cds != h || h.secrets[cs.rc.Name] != cs || cs.added || !cs.readyLocked() {
-		c.mu.Unlock()
+	d := h.d
+	d.mu.Lock()
+	defer d.unlockAndReady()
+	if d.cds != h || h.secrets[cs.rc.Name] != cs || cs.added || !cs.readyLocked() {
 		return
 	}
 	cs.added = true
 	name := cs.rc.Name
-	c.batch(func() {
-		changed, err := c.cfg.Clusters.AddOrUpdate(cs.rc.Config, cs.version)
+	d.cfg.Clusters.Batch(func() {
+		changed, err := d.cfg.Clusters.AddOrUpdate(cs.rc.Config, cs.version)
 		if err != nil {
-			c.log.Errorf("xds: CDS: cluster %q: %v", name, err)
+			d.log.Errorf("xds: CDS: cluster %q: %v", name, err)
 			a, _ := anypb.New(cs.rc.Config.Proto)
-			h.failures[name] = &failure{resource: a, at: c.clock.Now(), details: err.Error(), version: cs.version}
+			h.failedLocked(name, a, d.clock.Now(), err, cs.version)
 			return
 		}
 		if changed && cs.rc.EDS != nil {
-			h.bindEDSLocked([]*resource.Cluster{cs.rc})
-			c.eds.flushLocked()
+			h.bindEDSLocked([]*Cluster{cs.rc})
+			d.eds.flushLocked()
 		}
 	})
-	if cs.rc.EDS == nil || c.eds.receivedLocked(name) {
+	if cs.rc.EDS == nil || d.eds.receivedLocked(name) {
 		delete(h.initPending, name)
 	}
-	ready := h.takeReadyLocked()
-	c.mu.Unlock()
-	if ready != nil {
-		ready()
+}
+
+// watchSecret watches the SDS secret dep of a CDS cluster through Config.Secrets (TLS owns
+// SDS); onChange runs after each change.
+func (h *cdsHandler) watchSecret(dep resource.Dependency, onChange func()) (watch.Subscription, error) {
+	if h.d.cfg.Secrets == nil {
+		return nil, errors.New("SDS is not available (no secret watcher)")
 	}
+	return h.d.cfg.Secrets.Watch(dep.Config, dep.Name, onChange)
 }
 
 // removeSecretsLocked ends the secret subscriptions of a removed cluster.
@@ -129,17 +136,12 @@ func (h *cdsHandler) waitingForSecretsLocked(name string) bool {
 	return cs != nil && !cs.added
 }
 
-// secretWarmingDump returns dynamic_warming_clusters entries for the clusters waiting for
-// their secrets, in name order.
-func (c *Client) secretWarmingDump(match func(string) bool) []*adminv3.ClustersConfigDump_DynamicCluster {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cds == nil {
-		return nil
-	}
+// secretWarmingDumpLocked returns dynamic_warming_clusters entries for the clusters waiting
+// for their secrets, in name order.
+func (h *cdsHandler) secretWarmingDumpLocked(match func(string) bool) []*adminv3.ClustersConfigDump_DynamicCluster {
 	var out []*adminv3.ClustersConfigDump_DynamicCluster
-	for _, name := range sortedKeys(c.cds.secrets) {
-		cs := c.cds.secrets[name]
+	for _, name := range slices.Sorted(maps.Keys(h.secrets)) {
+		cs := h.secrets[name]
 		if cs.added || (match != nil && !match(name)) {
 			continue
 		}
