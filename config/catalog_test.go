@@ -13,7 +13,7 @@ import (
 // extension" (the TLS inspector once was).
 func TestImplementedTypesRegistered(t *testing.T) {
 	r := Limits{}.extensions()
-	implemented := []string{tlsInspectorTypeURL, originalDstTypeURL, TCPProxyTypeURL, routerFilterTypeURL,
+	implemented := []string{TCPProxyTypeURL, routerFilterTypeURL,
 		googleRE2TypeURL, "type.googleapis.com/" + upstreamHTTPOptionsKey}
 	for _, u := range implemented {
 		if _, ok := r.Find(u); !ok {

@@ -5,8 +5,6 @@ import (
 	aggregatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/aggregate/v3"
 	dfpclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dynamic_forward_proxy/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
-	originaldstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
-	tlsinspectorv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 	preservecasev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/http/header_formatters/preserve_case/v3"
@@ -46,15 +44,13 @@ var lbPolicies = registry.Kind[lbPolicyDecoder]{Category: registry.LBPolicy}
 // aggregate and dynamic forward proxy cluster types' typed_config (whose hosts package cluster
 // builds), the DNS resolvers a DNS cache names, and declares the
 // ones it converts for their packages to run: the connection manager and its router, the TCP
-// proxy, the TLS inspector and original destination listener filters, the RE2 regex engine,
+// proxy, the RE2 regex engine,
 // the upstream HTTP protocol options, internal listeners, the internal_upstream and
 // raw_buffer transport sockets and the preserve_case header formatter.
 func Register(b *registry.Builder) {
 	b.Declare(registry.NetworkFilter, "envoy.filters.network.http_connection_manager", &hcmv3.HttpConnectionManager{})
 	b.Declare(registry.NetworkFilter, "envoy.filters.network.tcp_proxy", &tcpproxyv3.TcpProxy{})
 	b.Declare(registry.HTTPFilter, "envoy.filters.http.router", &routerv3.Router{})
-	b.Declare(registry.ListenerFilter, TLSInspectorFilter, &tlsinspectorv3.TlsInspector{})
-	b.Declare(registry.ListenerFilter, OriginalDstFilter, &originaldstv3.OriginalDst{})
 	b.Declare(registry.RegexEngine, "envoy.regex_engines.google_re2", &googlere2v3.GoogleRE2{})
 	b.Declare(registry.UpstreamOptions, "envoy.upstreams.http.http_protocol_options", &httpoptionsv3.HttpProtocolOptions{})
 	b.Declare(registry.Bootstrap, "envoy.bootstrap.internal_listener", &internallistenerv3.InternalListener{})

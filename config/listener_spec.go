@@ -19,14 +19,13 @@ const (
 	DefaultListenerFiltersTimeout = 15 * time.Second
 )
 
-// Well-known names of the network and listener filters the listener manager knows.
+// Well-known names of network filters, and of the listener filters Envoy adds to a listener
+// itself (use_original_dst, use_proxy_proto).
 const (
 	HTTPConnectionManagerFilter = "envoy.filters.network.http_connection_manager"
 	TCPProxyFilter              = "envoy.filters.network.tcp_proxy"
-	TLSInspectorFilter          = "envoy.filters.listener.tls_inspector"
 	OriginalDstFilter           = "envoy.filters.listener.original_dst"
 	ProxyProtocolFilter         = "envoy.filters.listener.proxy_protocol"
-	HTTPInspectorFilter         = "envoy.filters.listener.http_inspector"
 )
 
 // TrafficDirection is core.TrafficDirection, a listener's traffic_direction.
@@ -105,24 +104,11 @@ type Listener struct {
 	// UDP is set for a listener on a UDP address: its datagrams go to the UDP proxy; it has
 	// no filter chains.
 	UDP *UDPListener
-	// TLSInspector is set when listener_filters holds envoy.filters.listener.tls_inspector:
-	// the first bytes of each connection are read to detect TLS, SNI and ALPN.
-	TLSInspector bool
-	// ProxyProtocol is set when listener_filters holds envoy.filters.listener.proxy_protocol
-	// or a filter chain sets the deprecated use_proxy_proto: each connection starts with a
-	// PROXY protocol header whose addresses replace the socket's. ProxyProtocolConfig is the
-	// filter's typed_config (nil for the defaults), which package listener/proxyprotocol reads.
-	ProxyProtocol       bool
-	ProxyProtocolConfig *anypb.Any
-	// HTTPInspector is set when listener_filters holds envoy.filters.listener.http_inspector:
-	// a plain-text connection's first bytes tell HTTP/1.0, HTTP/1.1 or h2c for
-	// filter_chain_match.application_protocols.
-	HTTPInspector bool
-	// OriginalDst is set when listener_filters holds envoy.filters.listener.original_dst or
-	// use_original_dst is true: each connection's local address is restored to the destination
-	// it had before an iptables REDIRECT (SO_ORIGINAL_DST), which filter chain matching and
-	// ORIGINAL_DST clusters then use.
-	OriginalDst bool
+	// ListenerFilters are listener_filters, in order, which the listener manager builds from
+	// the extension registry. An original destination filter comes first when
+	// use_original_dst is set, and a PROXY protocol filter when a filter chain sets the
+	// deprecated use_proxy_proto without one configured, as Envoy adds them itself.
+	ListenerFilters []ListenerFilter
 	// UseOriginalDst is use_original_dst: a connection whose original destination is the
 	// address of another listener is handed off to that listener.
 	UseOriginalDst bool
@@ -154,6 +140,16 @@ type Listener struct {
 	AccessLogs []AccessLog
 	// Proto is the listener as configured, for /config_dump and change detection.
 	Proto *listenerv3.Listener
+}
+
+// ListenerFilter is one of a listener's listener_filters.
+type ListenerFilter struct {
+	// Name is the filter's name; TypedConfig its typed_config (nil: the filter's defaults),
+	// whose type selects the extension when set.
+	Name        string
+	TypedConfig *anypb.Any
+	// Path names the entry in errors ("listener_filters[0]").
+	Path string
 }
 
 // FilterChain is config.listener.v3.FilterChain.

@@ -13,28 +13,21 @@ import (
 	"github.com/legateproxy/legate/internal/sockopt"
 )
 
-// tlsInspectorTypeURL is the typed_config type of the TLS inspector listener filter.
-const tlsInspectorTypeURL = "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector"
-
-// originalDstTypeURL is the typed_config type of the original destination listener filter.
-const originalDstTypeURL = "type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst"
-
-// The typed_config types of the PROXY protocol filter and the HTTP inspector.
+// The typed_config types of the listener filters Envoy adds itself: the original destination
+// filter (use_original_dst) and the PROXY protocol filter (use_proxy_proto).
 const (
+	originalDstTypeURL   = "type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst"
 	proxyProtocolTypeURL = "type.googleapis.com/envoy.extensions.filters.listener.proxy_protocol.v3.ProxyProtocol"
-	httpInspectorTypeURL = "type.googleapis.com/envoy.extensions.filters.listener.http_inspector.v3.HttpInspector"
 )
-
-// implementedListenerFilters names the listener filters Legate runs, for errors.
-const implementedListenerFilters = TLSInspectorFilter + ", " + OriginalDstFilter + ", " + ProxyProtocolFilter + " and " + HTTPInspectorFilter
 
 // ListenerFromProto converts l into a Listener with Envoy's defaults applied and checks the
 // rules the listener manager relies on. Errors name the listener, the field path, the value
 // and the rule. l is kept as Listener.Proto and must not be modified afterwards.
 //
 // Legate serves TCP socket, pipe and internal listeners, and UDP listeners whose one listener
-// filter is the UDP proxy; QUIC and API listeners and other listener filters are refused
-// rather than silently ignored. filter_chain_matcher is kept as its proto for the listener
+// filter is the UDP proxy; QUIC and API listeners are refused rather than silently ignored.
+// listener_filters are kept for the listener manager, which builds them from the extension
+// registry and refuses the ones it has not. filter_chain_matcher is kept as its proto for the listener
 // manager, which compiles it with the registry's matching inputs.
 func ListenerFromProto(l *listenerv3.Listener) (*Listener, error) {
 	if l == nil {
@@ -75,9 +68,7 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 		b.fail("api_listener: API listeners are not supported")
 	}
 	out.FilterChainMatcher = l.GetFilterChainMatcher()
-	// Envoy adds the original destination filter itself when use_original_dst is set.
 	out.UseOriginalDst = l.GetUseOriginalDst().GetValue()
-	out.OriginalDst = out.UseOriginalDst
 	out.Internal = l.GetInternalListener() != nil
 	if out.Internal {
 		b.internal(l, out)
@@ -109,47 +100,7 @@ func (b *listenerBuilder) build(l *listenerv3.Listener) *Listener {
 		out.Ignored = auditFields(l, b.fail)
 		return out
 	}
-	for i, f := range l.GetListenerFilters() {
-		if f.GetConfigDiscovery() != nil {
-			b.fail("listener_filters[%d].config_discovery: set for %q; not implemented by Legate (extension config discovery serves HTTP filters only)", i, f.GetName())
-			continue
-		}
-		if f.GetFilterDisabled() != nil {
-			b.fail("listener_filters[%d].filter_disabled: set for %q; not implemented by Legate", i, f.GetName())
-			continue
-		}
-		if isListenerFilter(f, tlsInspectorTypeURL, TLSInspectorFilter, "envoy.listener.tls_inspector") {
-			out.TLSInspector = true
-			continue
-		}
-		if isListenerFilter(f, originalDstTypeURL, OriginalDstFilter, "envoy.listener.original_dst") {
-			out.OriginalDst = true
-			continue
-		}
-		if isListenerFilter(f, proxyProtocolTypeURL, ProxyProtocolFilter, "envoy.listener.proxy_protocol") {
-			out.ProxyProtocol, out.ProxyProtocolConfig = true, f.GetTypedConfig()
-			continue
-		}
-		if isListenerFilter(f, httpInspectorTypeURL, HTTPInspectorFilter, "envoy.listener.http_inspector") {
-			out.HTTPInspector = true
-			continue
-		}
-		if u := f.GetTypedConfig().GetTypeUrl(); u != "" {
-			b.fail("listener_filters[%d].typed_config = %q: unsupported listener filter; only %s are implemented", i, u, implementedListenerFilters)
-			continue
-		}
-		b.fail("listener_filters[%d].name = %q: unsupported listener filter; only %s are implemented", i, f.GetName(), implementedListenerFilters)
-	}
-	// Envoy adds the PROXY protocol filter itself, with its defaults, when a filter chain
-	// sets the deprecated use_proxy_proto.
-	for _, fc := range l.GetFilterChains() {
-		if fc.GetUseProxyProto().GetValue() && !out.ProxyProtocol {
-			out.ProxyProtocol = true
-		}
-	}
-	if out.OriginalDst && out.Address.Kind != SocketAddress {
-		b.fail("address: %s: the original destination needs a TCP address; a pipe or an internal listener has none", out.Address)
-	}
+	b.listenerFilters(l, out)
 	names := map[string]int{}
 	for i, fc := range l.GetFilterChains() {
 		path := fmt.Sprintf("filter_chains[%d]", i)
@@ -261,6 +212,42 @@ func (b *listenerBuilder) internal(l *listenerv3.Listener, out *Listener) {
 	}
 	if l.GetUseOriginalDst().GetValue() {
 		b.fail("use_original_dst: set on an internal listener, which has no socket to read an original destination from")
+	}
+}
+
+// listenerFilters converts listener_filters, adding the filters Envoy adds itself: the
+// original destination filter first when use_original_dst is set, and the PROXY protocol
+// filter, with its defaults, when a filter chain sets the deprecated use_proxy_proto and
+// listener_filters has none.
+func (b *listenerBuilder) listenerFilters(l *listenerv3.Listener, out *Listener) {
+	restores, proxyProto := out.UseOriginalDst, false
+	if restores {
+		out.ListenerFilters = append(out.ListenerFilters, ListenerFilter{Name: OriginalDstFilter, Path: "use_original_dst"})
+	}
+	for i, f := range l.GetListenerFilters() {
+		path := fmt.Sprintf("listener_filters[%d]", i)
+		if f.GetConfigDiscovery() != nil {
+			b.fail("%s.config_discovery: set for %q; not implemented by Legate (extension config discovery serves HTTP filters only)", path, f.GetName())
+			continue
+		}
+		if f.GetFilterDisabled() != nil {
+			b.fail("%s.filter_disabled: set for %q; not implemented by Legate", path, f.GetName())
+			continue
+		}
+		restores = restores || isListenerFilter(f, originalDstTypeURL, OriginalDstFilter, "envoy.listener.original_dst")
+		proxyProto = proxyProto || isListenerFilter(f, proxyProtocolTypeURL, ProxyProtocolFilter, "envoy.listener.proxy_protocol")
+		out.ListenerFilters = append(out.ListenerFilters, ListenerFilter{Name: f.GetName(), TypedConfig: f.GetTypedConfig(), Path: path})
+	}
+	if !proxyProto && slices.ContainsFunc(l.GetFilterChains(), func(fc *listenerv3.FilterChain) bool { return fc.GetUseProxyProto().GetValue() }) {
+		// After the original destination, whose address a PROXY header's overrides.
+		at := 0
+		if out.UseOriginalDst {
+			at = 1
+		}
+		out.ListenerFilters = slices.Insert(out.ListenerFilters, at, ListenerFilter{Name: ProxyProtocolFilter, Path: "filter_chains.use_proxy_proto"})
+	}
+	if restores && out.Address.Kind != SocketAddress {
+		b.fail("address: %s: the original destination needs a TCP address; a pipe or an internal listener has none", out.Address)
 	}
 }
 

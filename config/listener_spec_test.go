@@ -2,11 +2,13 @@ package config
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_dst/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/tls_inspector/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/udp/udp_proxy/v3"
 	"github.com/google/go-cmp/cmp"
@@ -111,12 +113,15 @@ default_filter_chain: {name: fallback, filters: [{name: envoy.filters.network.tc
 		PerConnectionBufferLimitBytes:    32768,
 		ListenerFiltersTimeout:           0,
 		ContinueOnListenerFiltersTimeout: true,
-		TLSInspector:                     true,
+		ListenerFilters:                  []ListenerFilter{{Name: "tls", Path: "listener_filters[0]"}},
 		BindToPort:                       false,
 		IPv4Compat:                       true,
 	}
-	if diff := cmp.Diff(want, l, ignoreListenerProtos, ignoreChainProtos); diff != "" {
+	if diff := cmp.Diff(want, l, ignoreListenerProtos, ignoreChainProtos, cmpopts.IgnoreFields(ListenerFilter{}, "TypedConfig")); diff != "" {
 		t.Errorf("ListenerFromProto() (-want +got):\n%s", diff)
+	}
+	if got := l.ListenerFilters[0].TypedConfig.GetTypeUrl(); got != "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector" {
+		t.Errorf("ListenerFilters[0].TypedConfig type = %q; want the TLS inspector's", got)
 	}
 	if got := DirectionOutbound.String(); got != "OUTBOUND" {
 		t.Errorf("DirectionOutbound.String() = %q", got)
@@ -142,8 +147,12 @@ func TestListenerOriginalDst(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l.OriginalDst != tc.restore || l.UseOriginalDst != tc.handOff {
-				t.Errorf("OriginalDst, UseOriginalDst = %v, %v; want %v, %v", l.OriginalDst, l.UseOriginalDst, tc.restore, tc.handOff)
+			restore := slices.ContainsFunc(l.ListenerFilters, func(f ListenerFilter) bool {
+				return f.Name == OriginalDstFilter || f.TypedConfig.GetTypeUrl() == originalDstTypeURL ||
+					f.Name == "envoy.listener.original_dst"
+			})
+			if restore != tc.restore || l.UseOriginalDst != tc.handOff {
+				t.Errorf("original_dst filter, UseOriginalDst = %v, %v; want %v, %v", restore, l.UseOriginalDst, tc.restore, tc.handOff)
 			}
 		})
 	}
@@ -182,9 +191,6 @@ func TestListenerErrors(t *testing.T) {
 		{"quic", "name: l\n" + udpAddr + udpProxyFilter + "udp_listener_config: {quic_options: {}}", "udp_listener_config.quic_options: HTTP/3 (QUIC) listeners are not implemented by Legate"},
 		{"udp config on tcp", "name: l\n" + addr + udpProxyFilter + "udp_listener_config: {}", "udp_listener_config: set on a listener whose address is not UDP"},
 		{"gro", "name: l\n" + udpAddr + udpProxyFilter + "udp_listener_config: {downstream_socket_config: {prefer_gro: true}}", "prefer_gro: not implemented by Legate"},
-		{"unknown listener filter", "name: l\n" + addr + chain + "listener_filters: [{name: envoy.filters.listener.original_src}]", `listener_filters[0].name = "envoy.filters.listener.original_src": unsupported listener filter`},
-		{"listener filter named as the TLS inspector but typed otherwise", "name: l\n" + addr + chain + "listener_filters: [{name: envoy.filters.listener.tls_inspector, typed_config: {\"@type\": type.googleapis.com/google.protobuf.StringValue, value: a}}]",
-			`listener_filters[0].typed_config = "type.googleapis.com/google.protobuf.StringValue": unsupported listener filter`},
 		{"partial wildcard", "name: l\n" + addr + "filter_chains: [{filter_chain_match: {server_names: [\"www.*.com\"]}}]", `filter_chains[0].filter_chain_match.server_names[0] = "www.*.com": partial wildcards are not supported`},
 		{"bare wildcard", "name: l\n" + addr + "filter_chains: [{filter_chain_match: {server_names: [\"*\"]}}]", `server_names[0] = "*": partial wildcards`},
 		{"same matching rules", "name: l\n" + addr + "filter_chains: [{filter_chain_match: {server_names: [a.com, b.com]}}, {filter_chain_match: {server_names: [b.com]}}]",

@@ -37,7 +37,9 @@ import (
 	netrbac "github.com/legateproxy/legate/listener/filters/rbac"
 	"github.com/legateproxy/legate/listener/filters/snicluster"
 	"github.com/legateproxy/legate/listener/httpinspector"
+	"github.com/legateproxy/legate/listener/originaldst"
 	"github.com/legateproxy/legate/listener/proxyprotocol"
+	"github.com/legateproxy/legate/listener/tlsinspector"
 	"github.com/legateproxy/legate/overload"
 	"github.com/legateproxy/legate/stats/sinks/hystrix"
 	"github.com/legateproxy/legate/stats/sinks/metricsservice"
@@ -52,7 +54,7 @@ import (
 // Adding an extension adds its package's Register here, and nothing else.
 func registrations() []func(*registry.Builder) {
 	return []func(*registry.Builder){
-		// the connection manager, router, TCP proxy, TLS inspector, original destination, RE2,
+		// the connection manager, router, TCP proxy, RE2,
 		// upstream HTTP options, load balancing policies and the aggregate cluster's config
 		config.Register,
 		cluster.Register, // the aggregate cluster's hosts
@@ -87,10 +89,12 @@ func registrations() []func(*registry.Builder) {
 		netratelimit.Declare,
 		netrbac.Declare,
 		snicluster.Declare,
-		udpproxy.Declare, // UDP listener filters
-		network.Register, // matching inputs (filter_chain_matcher)
-		httpinspector.Register,
+		udpproxy.Declare,       // UDP listener filters
+		network.Register,       // matching inputs (filter_chain_matcher)
+		httpinspector.Register, // listener filters
+		originaldst.Register,
 		proxyprotocol.Register,
+		tlsinspector.Register,
 		overload.Register, // resource monitors
 		hystrix.Register,
 		metricsservice.Register,

@@ -9,13 +9,28 @@ import (
 
 	"github.com/legateproxy/legate/internal/matcher/network"
 	"github.com/legateproxy/legate/internal/registry"
+	"github.com/legateproxy/legate/listener/httpinspector"
+	"github.com/legateproxy/legate/listener/originaldst"
+	"github.com/legateproxy/legate/listener/proxyprotocol"
+	"github.com/legateproxy/legate/listener/tlsinspector"
 )
 
-// matchingRegistry is a registry holding the network matching inputs.
+// matchingRegistry is a registry holding the network matching inputs (and the listener
+// filters).
 func matchingRegistry(t testing.TB) *registry.Registry {
+	return testExtensions(t)
+}
+
+// testExtensions is the registry the listener tests run with: the listener filters and the
+// filter chain matcher's inputs.
+func testExtensions(t testing.TB) *registry.Registry {
 	t.Helper()
 	b := registry.NewBuilder()
 	network.Register(b)
+	tlsinspector.Register(b)
+	httpinspector.Register(b)
+	proxyprotocol.Register(b)
+	originaldst.Register(b)
 	r, err := b.Build()
 	if err != nil {
 		t.Fatal(err)

@@ -2,25 +2,27 @@ package listener
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/legateproxy/legate/config"
-	"github.com/legateproxy/legate/listener/httpinspector"
-	"github.com/legateproxy/legate/listener/proxyprotocol"
+	"github.com/legateproxy/legate/internal/registry"
+	"github.com/legateproxy/legate/listener/listenerfilter"
 )
 
 // accepted is what the listener filters learn about a new connection.
 type accepted struct {
+	listenerfilter.Conn
 	peeked []byte // bytes read and not consumed: the start of the stream the chain reads
-	hello  clientHello
-	tls    bool // the TLS inspector saw a ClientHello
-	// restored is the connection's local address as original_dst or a PROXY header gave it;
-	// remote is the PROXY header's source. nil: the socket's own address.
-	restored *net.TCPAddr
-	remote   *net.TCPAddr
+}
+
+// hello returns what the TLS (or HTTP) inspector read for filter chain matching.
+func (a *accepted) hello() clientHello {
+	return clientHello{serverName: a.ServerName, alpn: a.ALPN}
 }
 
 // filterBuffer is Envoy's listener filter buffer: the bytes read from a new connection for
@@ -61,62 +63,41 @@ func (b *filterBuffer) fill() error {
 
 var errFilterBufferFull = errors.New("listener filters read their maximum without deciding")
 
-// step is one listener filter's look at the buffered bytes.
-type step uint8
-
-const (
-	stepNeedMore step = iota
-	stepDone
-	stepClose
-)
-
-// needsData reports whether a listener filter reads the connection's first bytes.
-func (li *listenerInfo) needsData() bool {
-	return li.proxyProtocol != nil || li.tlsInspector || li.httpInspector != nil
-}
-
-// runFilters runs the listener filters that read the start of the connection, in the order
-// Envoy configurations put them: the PROXY protocol header comes first on the wire, then the
-// TLS inspector, then the HTTP inspector. It reports false when the connection must be
-// closed (a filter refused it, the client closed, or listener_filters_timeout passed without
-// continue_on_listener_filters_timeout). On that timeout with continue set, the remaining
-// filters are skipped, as in Envoy.
-func (m *Manager) runFilters(info *listenerInfo, nc net.Conn, a *accepted) bool {
+// runFilters runs the listener's listener filters in configuration order over the
+// connection's first bytes, which b buffers (and keeps for the filter chain). It reports
+// false when the connection must be closed (a filter refused it, the client closed, or
+// listener_filters_timeout passed without continue_on_listener_filters_timeout). On that
+// timeout with continue set, the remaining filters are skipped, as in Envoy.
+func (m *Manager) runFilters(info *listenerInfo, b *filterBuffer, a *accepted) bool {
+	if len(info.filters) == 0 {
+		return true
+	}
 	st := &info.stats.s
 	st.DownstreamPreCxActive.Inc()
 	defer st.DownstreamPreCxActive.Dec()
 	if info.filterTimeout > 0 {
 		// Real clock: a socket deadline, which the runtime poller compares with the system clock.
-		nc.SetReadDeadline(time.Now().Add(info.filterTimeout))
-		defer nc.SetReadDeadline(time.Time{})
+		b.nc.SetReadDeadline(time.Now().Add(info.filterTimeout))
+		defer b.nc.SetReadDeadline(time.Time{})
 	}
-	b := &filterBuffer{nc: nc}
-	filters := [...]func([]byte, *accepted) (int, step){
-		info.proxyProtocolStep(nc),
-		info.tlsInspectorStep,
-		info.httpInspectorStep,
-	}
-	for _, f := range filters {
+	for _, f := range info.filters {
 		for {
-			drained, s := f(b.data(), a)
+			drained, s := f.OnData(b.data(), &a.Conn)
 			b.drain(drained)
-			if s == stepDone {
+			if s == listenerfilter.Done {
 				break
 			}
-			if s == stepClose {
+			switch s {
+			case listenerfilter.Fail:
+				st.DownstreamListenerFilterError.Inc()
+				return false
+			case listenerfilter.Close:
 				return false
 			}
 			if err := b.fill(); err != nil {
-				if ok := info.filterReadFailed(err, a); ok {
-					a.peeked = b.data()
-					return true
-				}
-				return false
+				return info.filterReadFailed(err, a)
 			}
 		}
-	}
-	if d := b.data(); len(d) > 0 {
-		a.peeked = d
 	}
 	return true
 }
@@ -135,90 +116,49 @@ func (li *listenerInfo) filterReadFailed(err error, a *accepted) bool {
 	default:
 		st.DownstreamListenerFilterError.Inc()
 	}
-	if li.httpInspector != nil && !a.tls {
-		li.httpInspector.ReadError()
+	for _, f := range li.filters {
+		if rf, ok := f.(listenerfilter.ReadFailer); ok {
+			rf.ReadFailed(&a.Conn)
+		}
 	}
 	return false
 }
 
-// proxyProtocolStep returns the PROXY protocol filter's step for the connection nc (a no-op
-// without the filter).
-func (li *listenerInfo) proxyProtocolStep(nc net.Conn) func([]byte, *accepted) (int, step) {
-	return func(b []byte, a *accepted) (int, step) {
-		if li.proxyProtocol == nil {
-			return 0, stepDone
-		}
-		h, res := li.proxyProtocol.OnData(b)
-		switch res {
-		case proxyprotocol.NeedMore:
-			return 0, stepNeedMore
-		case proxyprotocol.Absent:
-			return 0, stepDone
-		case proxyprotocol.Close:
-			li.mgr.cfg.Logger.Debugf("listener '%s': closing connection from %s: bad or missing PROXY protocol header", li.name, nc.RemoteAddr())
-			return 0, stepClose
-		}
-		if !h.Local {
-			a.remote = net.TCPAddrFromAddrPort(h.Source)
-			local := nc.LocalAddr()
-			if a.restored != nil {
-				local = a.restored
-			}
-			if l, ok := local.(*net.TCPAddr); !ok || l.AddrPort() != h.Destination {
-				a.restored = net.TCPAddrFromAddrPort(h.Destination)
-			}
-		}
-		return h.Len, stepDone
-	}
-}
-
-// tlsInspectorStep is the TLS inspector: it tells TLS from raw bytes and, for TLS, reads the
-// SNI and ALPN of the ClientHello.
-func (li *listenerInfo) tlsInspectorStep(b []byte, a *accepted) (int, step) {
-	if !li.tlsInspector {
-		return 0, stepDone
-	}
-	h, err := parseClientHello(b)
-	switch err {
-	case nil:
-		a.hello, a.tls = h, true
-		return 0, stepDone
-	case errNotTLS:
-		return 0, stepDone
-	case errHelloTooLarge:
-		li.stats.s.DownstreamListenerFilterError.Inc()
-		return 0, stepClose
-	}
-	return 0, stepNeedMore
-}
-
-// httpInspectorStep is the HTTP inspector: it reads the application protocol of a plain-text
-// connection.
-func (li *listenerInfo) httpInspectorStep(b []byte, a *accepted) (int, step) {
-	if li.httpInspector == nil || a.tls {
-		return 0, stepDone
-	}
-	proto, done := li.httpInspector.Inspect(b)
-	if !done {
-		return 0, stepNeedMore
-	}
-	if proto != "" {
-		a.hello.alpn = []string{proto}
-	}
-	return 0, stepDone
-}
-
-// buildListenerFilters builds the configured listener filters that have a configuration.
+// buildListenerFilters builds the listener's listener_filters from the extension registry.
 func (m *Manager) buildListenerFilters(info *listenerInfo, l *config.Listener) error {
-	if l.ProxyProtocol {
-		f, err := proxyprotocol.FromAny(l.ProxyProtocolConfig, m.cfg.Stats)
+	for _, lf := range l.ListenerFilters {
+		u := lf.TypedConfig.GetTypeUrl()
+		factory, e, ok := registry.Lookup(m.cfg.Extensions, listenerfilter.Filters, lf.Name, u)
+		// A typed_config selects by its type alone, as Envoy finds every extension: the
+		// name is then free text.
+		if !ok || u != "" && e.TypeURL() != u {
+			return unknownListenerFilter(m.cfg.Extensions, lf)
+		}
+		cfg, err := e.Decode(lf.Path+".typed_config", lf.TypedConfig)
 		if err != nil {
 			return err
 		}
-		info.proxyProtocol = f
-	}
-	if l.HTTPInspector {
-		info.httpInspector = httpinspector.New(m.cfg.Stats)
+		f, err := factory(&listenerfilter.Context{Path: lf.Path, Listener: l, Stats: m.cfg.Stats, Logger: m.cfg.Logger}, cfg)
+		if err != nil {
+			return err
+		}
+		info.filters = append(info.filters, f)
 	}
 	return nil
+}
+
+// unknownListenerFilter is the error for a listener filter no extension implements.
+func unknownListenerFilter(r *registry.Registry, lf config.ListenerFilter) error {
+	var names []string
+	for e := range registry.All(r, listenerfilter.Filters) {
+		names = append(names, e.Name)
+	}
+	implemented := "none is"
+	if len(names) > 0 {
+		implemented = "only " + strings.Join(names, ", ") + " are"
+	}
+	if u := lf.TypedConfig.GetTypeUrl(); u != "" {
+		return fmt.Errorf("%s.typed_config = %q: unsupported listener filter; %s implemented", lf.Path, u, implemented)
+	}
+	return fmt.Errorf("%s.name = %q: unsupported listener filter; %s implemented", lf.Path, lf.Name, implemented)
 }

@@ -3,7 +3,6 @@ package listener
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/clock/clocktest"
+	"github.com/legateproxy/legate/listener/tlsinspector/hellotest"
 	"github.com/legateproxy/legate/stats"
 )
 
@@ -124,6 +124,9 @@ func (g *greeter) serve(c *Conn) {
 // stops it at the end of the test.
 func testManager(t testing.TB, cfg ManagerConfig, ls ...*config.Listener) *Manager {
 	t.Helper()
+	if cfg.Extensions == nil {
+		cfg.Extensions = testExtensions(t)
+	}
 	if cfg.Stats == nil {
 		st, err := stats.New(stats.Config{})
 		if err != nil {
@@ -188,29 +191,7 @@ func greet(t testing.TB, addr string, first []byte) (string, net.Conn, *bufio.Re
 
 // helloBytes returns the first flight of a crypto/tls client offering sni and alpn.
 func helloBytes(t testing.TB, sni string, alpn ...string) []byte {
-	t.Helper()
-	client, server := net.Pipe()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tls.Client(client, &tls.Config{ServerName: sni, NextProtos: alpn, InsecureSkipVerify: true}).Handshake()
-	}()
-	var buf []byte
-	chunk := make([]byte, 4096)
-	for {
-		server.SetReadDeadline(time.Now().Add(wait))
-		n, err := server.Read(chunk)
-		buf = append(buf, chunk[:n]...)
-		if _, perr := parseClientHello(buf); perr == nil {
-			break
-		} else if !errors.Is(perr, errNeedMore) || err != nil {
-			t.Fatalf("reading the client hello: %v, %v", perr, err)
-		}
-	}
-	server.Close()
-	client.Close()
-	<-done
-	return buf
+	return hellotest.Bytes(t, sni, alpn...)
 }
 
 // statValue returns the value of the counter or gauge called name, and whether it exists.

@@ -14,8 +14,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/sockopt"
-	"github.com/legateproxy/legate/listener/httpinspector"
-	"github.com/legateproxy/legate/listener/proxyprotocol"
+	"github.com/legateproxy/legate/listener/listenerfilter"
 )
 
 // entry is one active listener by name; its version changes with updates.
@@ -120,11 +119,8 @@ type listenerInfo struct {
 	bufferLimit       uint32
 	filterTimeout     time.Duration
 	continueOnTimeout bool
-	tlsInspector      bool
-	proxyProtocol     *proxyprotocol.Filter    // nil without the PROXY protocol filter
-	httpInspector     *httpinspector.Inspector // nil without the HTTP inspector
-	originalDst       bool                     // restore the local address from SO_ORIGINAL_DST
-	handOff           bool                     // use_original_dst: serve on the listener of the original destination
+	filters           []listenerfilter.Filter // listener_filters, in order
+	handOff           bool                    // use_original_dst: serve on the listener of the original destination
 	// limitKey is the runtime key of the listener's connection limit; open counts the
 	// connections admitted against it.
 	limitKey string
@@ -289,31 +285,36 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 	if !ok {
 		return
 	}
-	var restored *net.TCPAddr
-	if v.info.originalDst {
-		if dst, ok := originalDestination(nc); ok {
-			restored = net.TCPAddrFromAddrPort(dst)
-			if v.info.handOff {
-				v = m.handOffTarget(v, dst)
+	info := v.info
+	a := accepted{Conn: listenerfilter.Conn{Socket: nc}}
+	b := &filterBuffer{nc: nc}
+	if !m.runFilters(info, b, &a) {
+		nc.Close()
+		return
+	}
+	if info.handOff && a.Local != nil {
+		// use_original_dst: the listener of the restored destination serves the connection,
+		// after its own listener filters, as in Envoy.
+		if to := m.handOffTarget(v, a.Local.AddrPort()); to != v {
+			v, info = to, to.info
+			a.Conn = listenerfilter.Conn{Socket: nc, Local: a.Local}
+			if !m.runFilters(info, b, &a) {
+				nc.Close()
+				return
 			}
 		}
 	}
-	info := v.info
-	a := accepted{restored: restored}
-	if info.needsData() {
-		if !m.runFilters(info, nc, &a) {
-			nc.Close()
-			return
-		}
+	if d := b.data(); len(d) > 0 {
+		a.peeked = d
 	}
 	local, remote := nc.LocalAddr(), nc.RemoteAddr()
-	if a.restored != nil {
-		local = a.restored
+	if a.Local != nil {
+		local = a.Local
 	}
-	if a.remote != nil {
-		remote = a.remote
+	if a.Remote != nil {
+		remote = a.Remote
 	}
-	f := factsOf(local, remote, nc.RemoteAddr(), a.hello, a.tls)
+	f := factsOf(local, remote, nc.RemoteAddr(), a.hello(), a.TLS)
 	var ch *chain
 	if v.matcher != nil {
 		ch = matchChain(v.matcher, &f, v.def)
@@ -324,13 +325,13 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 		info.stats.s.NoFilterChainMatch.Inc()
 		m.cfg.Logger.Debugf("listener '%s': closing connection from %s: no matching filter chain found", info.name, remote)
 		if v.noChainLog != nil {
-			v.noChainLog(NoChainConn{Start: acceptedAt, Local: local, Remote: remote, DirectRemote: nc.RemoteAddr(), SNI: a.hello.serverName, ID: m.connIDs.Add(1)})
+			v.noChainLog(NoChainConn{Start: acceptedAt, Local: local, Remote: remote, DirectRemote: nc.RemoteAddr(), SNI: a.ServerName, ID: m.connIDs.Add(1)})
 		}
 		nc.Close()
 		return
 	}
 	w := &ch.info.stats.workers[worker]
-	c := &Conn{Conn: nc, id: m.connIDs.Add(1), peeked: a.peeked, chain: ch, worker: w, start: m.cfg.Clock.Now(), hello: a.hello, tls: a.tls, restored: a.restored, remote: a.remote, limited: limited, admitted: admitted}
+	c := &Conn{Conn: nc, id: m.connIDs.Add(1), peeked: a.peeked, chain: ch, worker: w, start: m.cfg.Clock.Now(), hello: a.hello(), tls: a.TLS, restored: a.Local, remote: a.Remote, limited: limited, admitted: admitted}
 	if !ch.add(c) {
 		nc.Close()
 		return

@@ -67,8 +67,9 @@ type ManagerConfig struct {
 	// AccessLogs builds a listener's access_log, which logs the connections closed because
 	// no filter chain matched them; nil refuses a listener that sets access_log.
 	AccessLogs func(l *config.Listener) (NoChainLog, error)
-	// Extensions holds the matching inputs a filter_chain_matcher may use
-	// (internal/matcher/network); nil refuses listeners with a filter_chain_matcher.
+	// Extensions holds the listener filters (listenerfilter.Filters) and the matching inputs
+	// a filter_chain_matcher may use (internal/matcher/network); nil refuses listeners with
+	// listener_filters or a filter_chain_matcher.
 	Extensions *registry.Registry
 }
 
@@ -397,8 +398,6 @@ func (m *Manager) newVersion(name string, l *config.Listener, reuse *version) (*
 			bufferLimit:       l.PerConnectionBufferLimitBytes,
 			filterTimeout:     l.ListenerFiltersTimeout,
 			continueOnTimeout: l.ContinueOnListenerFiltersTimeout,
-			tlsInspector:      l.TLSInspector,
-			originalDst:       l.OriginalDst,
 			handOff:           l.UseOriginalDst,
 			limitKey:          connectionLimitKey(name),
 		}

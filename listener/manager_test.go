@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/stats"
 )
 
 func plainListener(name, extra string) string {
@@ -664,4 +665,33 @@ func TestPipeListener(t *testing.T) {
 	c.Close()
 	<-g.served
 	wantStat(t, m.cfg.Stats, "listener."+path+".downstream_cx_total", 1)
+}
+
+// TestUnknownListenerFilter: a listener filter no extension implements refuses the listener,
+// found by its typed_config's type when it has one (the name is then free text).
+func TestUnknownListenerFilter(t *testing.T) {
+	const base = `{name: l, address: {socket_address: {address: 127.0.0.1, port_value: 0}}, filter_chains: [{filters: [{name: test.greet}]}], listener_filters: `
+	tests := []struct{ name, filters, want string }{
+		{"unknown listener filter", `[{name: example.listener.unknown}]`, `listener "l": listener_filters[0].name = "example.listener.unknown": unsupported listener filter; only envoy.filters.listener.http_inspector, envoy.filters.listener.original_dst, envoy.filters.listener.proxy_protocol, envoy.filters.listener.tls_inspector are implemented`},
+		{"listener filter named as the TLS inspector but typed otherwise", `[{name: envoy.filters.listener.tls_inspector, typed_config: {"@type": type.googleapis.com/google.protobuf.StringValue, value: a}}]`,
+			`listener_filters[0].typed_config = "type.googleapis.com/google.protobuf.StringValue": unsupported listener filter`},
+		{"refused field", `[{name: envoy.filters.listener.tls_inspector, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector, enable_ja3_fingerprinting: true}}]`,
+			`listener_filters[0].typed_config.enable_ja3_fingerprinting: set; not implemented by Legate`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := stats.New(stats.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := NewManager(ManagerConfig{Stats: st, Handlers: newGreeter().registry(t), Extensions: testExtensions(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = m.AddStatic([]*config.Listener{listenerFromYAML(t, base+tc.filters+"}")})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("AddStatic() = %v; want an error containing %q", err, tc.want)
+			}
+		})
+	}
 }

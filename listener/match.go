@@ -18,6 +18,12 @@ type connFacts struct {
 	transport string // "tls" or "raw_buffer"
 }
 
+// clientHello is what the TLS inspector (or, for plain text, the HTTP inspector) learnt.
+type clientHello struct {
+	serverName string   // SNI, lower-cased; "" without
+	alpn       []string // application protocols, in client order
+}
+
 func factsOf(local, remote, direct net.Addr, hello clientHello, tls bool) connFacts {
 	f := connFacts{sni: hello.serverName, alpn: hello.alpn, transport: "raw_buffer"}
 	if tls {

@@ -1,13 +1,57 @@
 package proxyprotocol
 
 import (
+	"net"
+
 	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/proxy_protocol/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/legateproxy/legate/internal/registry"
+	"github.com/legateproxy/legate/listener/listenerfilter"
+	"github.com/legateproxy/legate/logging"
 )
 
-// Register declares the filter; package config reads its typed_config and the listener
-// manager runs it.
+// Register registers the filter; the listener manager builds it for listener_filters (and for
+// a listener whose filter chain sets use_proxy_proto).
 func Register(b *registry.Builder) {
-	b.Declare(registry.ListenerFilter, Name, &proxyprotocolv3.ProxyProtocol{})
+	registry.Add(b, listenerfilter.Filters, Name, &proxyprotocolv3.ProxyProtocol{}, build)
+	b.Alias(registry.ListenerFilter, "envoy.listener.proxy_protocol", Name)
+}
+
+func build(ctx *listenerfilter.Context, cfg proto.Message) (listenerfilter.Filter, error) {
+	f, err := New(cfg.(*proxyprotocolv3.ProxyProtocol), ctx.Stats)
+	if err != nil {
+		return nil, err
+	}
+	return &listenerFilter{f: f, listener: ctx.Listener.Name, logger: ctx.Logger}, nil
+}
+
+// listenerFilter runs a Filter as one of a listener's listener filters.
+type listenerFilter struct {
+	f        *Filter
+	listener string
+	logger   *logging.Logger
+}
+
+// OnData reads the header and applies its addresses: its source becomes the connection's
+// remote address and its destination, when it differs from the local one, the restored local
+// address.
+func (l *listenerFilter) OnData(b []byte, c *listenerfilter.Conn) (int, listenerfilter.Status) {
+	h, res := l.f.OnData(b)
+	switch res {
+	case NeedMore:
+		return 0, listenerfilter.NeedMore
+	case Absent:
+		return 0, listenerfilter.Done
+	case Close:
+		l.logger.Debugf("listener '%s': closing connection from %s: bad or missing PROXY protocol header", l.listener, c.Socket.RemoteAddr())
+		return 0, listenerfilter.Close
+	}
+	if !h.Local {
+		c.Remote = net.TCPAddrFromAddrPort(h.Source)
+		if local, ok := c.LocalAddr().(*net.TCPAddr); !ok || local.AddrPort() != h.Destination {
+			c.Local = net.TCPAddrFromAddrPort(h.Destination)
+		}
+	}
+	return h.Len, listenerfilter.Done
 }

@@ -6,7 +6,6 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	ppv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/proxy_protocol/v3"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/stats"
 )
@@ -33,18 +32,6 @@ type filterStats struct {
 }
 
 type versionStats struct{ found, disallowed, errors *stats.Counter }
-
-// FromAny builds the filter of a listener_filters entry's typed_config (nil: the defaults).
-// Fields Legate does not implement are refused with their path.
-func FromAny(a *anypb.Any, store *stats.Store) (*Filter, error) {
-	pb := &ppv3.ProxyProtocol{}
-	if a != nil {
-		if err := a.UnmarshalTo(pb); err != nil {
-			return nil, fmt.Errorf("%s: %v", Name, err)
-		}
-	}
-	return New(pb, store)
-}
 
 // New builds the filter of pb, registering its stats in store.
 func New(pb *ppv3.ProxyProtocol, store *stats.Store) (*Filter, error) {

@@ -1,4 +1,4 @@
-package listener
+package tlsinspector
 
 import (
 	"encoding/binary"

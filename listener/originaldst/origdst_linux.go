@@ -1,4 +1,4 @@
-package listener
+package originaldst
 
 import (
 	"encoding/binary"

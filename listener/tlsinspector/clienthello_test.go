@@ -1,4 +1,4 @@
-package listener
+package tlsinspector
 
 import (
 	"encoding/binary"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/legateproxy/legate/listener/tlsinspector/hellotest"
 )
 
 func TestParseClientHello(t *testing.T) {
@@ -21,7 +23,7 @@ func TestParseClientHello(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b := helloBytes(t, tc.sni, tc.alpn...)
+			b := hellotest.Bytes(t, tc.sni, tc.alpn...)
 			got, err := parseClientHello(b)
 			if err != nil {
 				t.Fatalf("parseClientHello() error = %v", err)
@@ -57,7 +59,7 @@ func splitRecord(b []byte, n int) []byte {
 }
 
 func TestParseClientHelloRejects(t *testing.T) {
-	hello := helloBytes(t, "example.com")
+	hello := hellotest.Bytes(t, "example.com")
 	huge := []byte{0x16, 3, 1, 0, 4, 1, 0x01, 0x00, 0x01} // a 65537-byte ClientHello
 	tests := []struct {
 		name string
@@ -84,8 +86,8 @@ func TestParseClientHelloRejects(t *testing.T) {
 }
 
 func FuzzParseClientHello(f *testing.F) {
-	f.Add(helloBytes(f, "www.example.com", "h2", "http/1.1"))
-	f.Add(helloBytes(f, ""))
+	f.Add(hellotest.Bytes(f, "www.example.com", "h2", "http/1.1"))
+	f.Add(hellotest.Bytes(f, ""))
 	f.Add([]byte("GET / HTTP/1.1\r\n"))
 	f.Add([]byte{0x16, 3, 1, 0, 4, 1, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
