@@ -81,7 +81,7 @@ var fieldNotes = map[protoreflect.FullName]map[protoreflect.Name]Support{
 		"lrs_server": Ignored, "lrs_report_endpoint_metrics": Ignored, "track_timeout_budgets": Ignored,
 		"track_cluster_stats": Ignored, "preconnect_policy": Ignored,
 		"transport_socket_matches": Implemented, "transport_socket_matcher": Refused,
-		"upstream_http_protocol_options": Refused,
+		"upstream_http_protocol_options": Implemented,
 		// Deprecated; its Http1ProtocolOptions (below) are the upstream codec's options.
 		"http_protocol_options": Implemented,
 		"dns_resolution_config": Refused, "typed_dns_resolver_config": Refused, "filters": Refused,
@@ -94,10 +94,13 @@ var fieldNotes = map[protoreflect.FullName]map[protoreflect.Name]Support{
 		"max_requests_per_connection":     Implemented,
 		"headers_with_underscores_action": Ignored, "max_connection_duration_jitter": Ignored,
 	},
+	"envoy.config.core.v3.UpstreamHttpProtocolOptions": {
+		"auto_sni": Implemented, "auto_san_validation": Implemented, "override_auto_sni_header": Implemented,
+	},
 	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
 		"common_http_protocol_options": Implemented, "explicit_http_config": Implemented,
 		"use_downstream_protocol_config": Implemented, "auto_config": Implemented,
-		"upstream_http_protocol_options": Refused, "http_filters": Refused,
+		"upstream_http_protocol_options": Implemented, "http_filters": Refused,
 		"header_validation_config": Refused, "outlier_detection": Refused,
 		"request_mirror_policies": Refused, "hash_policy": Refused, "retry_policy": Refused,
 	},

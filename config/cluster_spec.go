@@ -187,6 +187,9 @@ type Cluster struct {
 	// envoy.extensions.upstreams.http.v3.HttpProtocolOptions when that is set (it then
 	// replaces the Cluster's own protocol fields, as in Envoy), else from the Cluster.
 	HTTP UpstreamHTTPOptions
+	// UpstreamHTTP is upstream_http_protocol_options: the typed HttpProtocolOptions' when that
+	// is set (the Cluster's own field is then ignored, as in Envoy), else the Cluster's.
+	UpstreamHTTP UpstreamHTTPProtocolOptions
 	// HTTP1 is the upstream HTTP/1 codec's options: http_protocol_options, or, when the
 	// typed HttpProtocolOptions is set, the http_protocol_options of its explicit_http_config,
 	// use_downstream_protocol_config or auto_config.
@@ -219,6 +222,25 @@ type Cluster struct {
 	// Proto is the cluster as received, for /config_dump. Do not modify it.
 	Proto *clusterv3.Cluster
 }
+
+// UpstreamHTTPProtocolOptions are core.v3.UpstreamHttpProtocolOptions: the TLS name of each
+// HTTP connection from the requests it carries, so the pools keep one set of connections per
+// name (pool.Manager).
+type UpstreamHTTPProtocolOptions struct {
+	// AutoSNI is auto_sni: the SNI is the host of the request's authority (or of
+	// OverrideAutoSNIHeader's value), port removed, unless it is an IP address; it replaces
+	// the transport socket's sni.
+	AutoSNI bool
+	// AutoSANValidation is auto_san_validation: the server's certificate must carry that host
+	// as a SAN, replacing the validation context's SAN matchers.
+	AutoSANValidation bool
+	// OverrideAutoSNIHeader is override_auto_sni_header, lower case: the header whose
+	// non-empty value replaces the authority as the name's source.
+	OverrideAutoSNIHeader string
+}
+
+// ByAuthority reports whether the TLS name of a connection comes from its requests.
+func (o *UpstreamHTTPProtocolOptions) ByAuthority() bool { return o.AutoSNI || o.AutoSANValidation }
 
 // UpstreamHTTPOptions are the core.v3.HttpProtocolOptions of a cluster's HTTP connections.
 type UpstreamHTTPOptions struct {

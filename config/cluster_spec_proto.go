@@ -11,6 +11,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	internalupstreamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/internal_upstream/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/legateproxy/legate/bootstrap"
 	"github.com/legateproxy/legate/internal/registry"
@@ -463,6 +464,7 @@ func (b *clusterBuilder) protocols(c *clusterv3.Cluster, out *Cluster) {
 	http2 := c.GetHttp2ProtocolOptions()
 	common := c.GetCommonHttpProtocolOptions()
 	b.http1("http_protocol_options", c.GetHttpProtocolOptions(), out)
+	b.upstreamHTTP("upstream_http_protocol_options", c.GetUpstreamHttpProtocolOptions(), out)
 	for _, key := range slices.Sorted(maps.Keys(c.GetTypedExtensionProtocolOptions())) {
 		if key != upstreamHTTPOptionsKey {
 			// Envoy refuses a key no extension registers; Legate registers this one only.
@@ -484,6 +486,7 @@ func (b *clusterBuilder) protocols(c *clusterv3.Cluster, out *Cluster) {
 			{"http2_protocol_options", c.GetHttp2ProtocolOptions() != nil},
 			{"common_http_protocol_options", common != nil},
 			{"protocol_selection", c.GetProtocolSelection() != clusterv3.Cluster_USE_CONFIGURED_PROTOCOL},
+			{"upstream_http_protocol_options", c.GetUpstreamHttpProtocolOptions() != nil},
 		} {
 			if legacy.set {
 				out.Ignored = append(out.Ignored, legacy.name+" (replaced by "+at+")")
@@ -492,6 +495,7 @@ func (b *clusterBuilder) protocols(c *clusterv3.Cluster, out *Cluster) {
 		out.HTTP2 = false
 		out.ProtocolSelection = UseConfiguredProtocol
 		out.HTTP1 = HTTP1Options{}
+		b.upstreamHTTP(at+".upstream_http_protocol_options", opts.GetUpstreamHttpProtocolOptions(), out)
 		switch {
 		case opts.GetExplicitHttpConfig() != nil:
 			http2 = opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions()
@@ -515,6 +519,24 @@ func (b *clusterBuilder) protocols(c *clusterv3.Cluster, out *Cluster) {
 	}
 	b.httpOptions(common, out)
 	b.http2Options(http2, out)
+}
+
+// upstreamHTTP converts upstream_http_protocol_options: the SNI, and the SAN the server's
+// certificate must carry, taken from each request's authority (or the override header).
+func (b *clusterBuilder) upstreamHTTP(at string, p *corev3.UpstreamHttpProtocolOptions, out *Cluster) {
+	out.UpstreamHTTP = UpstreamHTTPProtocolOptions{
+		AutoSNI:           p.GetAutoSni(),
+		AutoSANValidation: p.GetAutoSanValidation(),
+	}
+	h := p.GetOverrideAutoSniHeader()
+	if h == "" {
+		return
+	}
+	if !httpguts.ValidHeaderFieldName(h) {
+		b.fail("%s.override_auto_sni_header = %q; not a valid HTTP header name", at, h)
+		return
+	}
+	out.UpstreamHTTP.OverrideAutoSNIHeader = strings.ToLower(h)
 }
 
 // http2Options converts the http2_protocol_options the upstream HTTP/2 client applies.

@@ -440,6 +440,40 @@ func TestClusterUpstreamHTTPOptions(t *testing.T) {
 	}
 }
 
+// TestClusterAutoSNIOptions reads upstream_http_protocol_options from the typed
+// HttpProtocolOptions and from the Cluster, the typed one replacing the Cluster's.
+func TestClusterAutoSNIOptions(t *testing.T) {
+	tests := []struct {
+		name, y string
+		want    UpstreamHTTPProtocolOptions
+	}{
+		{"typed", typedHTTPCluster("explicit_http_config: {http_protocol_options: {}}\n    upstream_http_protocol_options: {auto_sni: true, auto_san_validation: true, override_auto_sni_header: X-SNI}", ""),
+			UpstreamHTTPProtocolOptions{AutoSNI: true, AutoSANValidation: true, OverrideAutoSNIHeader: "x-sni"}},
+		{"cluster", `
+name: web
+load_assignment: {endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 10.0.0.1, port_value: 80}}}}]}]}
+upstream_http_protocol_options: {auto_san_validation: true}
+`, UpstreamHTTPProtocolOptions{AutoSANValidation: true}},
+		{"typed replaces cluster", typedHTTPCluster("explicit_http_config: {http_protocol_options: {}}\n    upstream_http_protocol_options: {auto_sni: true}", "upstream_http_protocol_options: {auto_san_validation: true}"),
+			UpstreamHTTPProtocolOptions{AutoSNI: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pc, err := clusterYAML(t, tc.y)
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			c, err := ClusterFromProto(pc, Limits{})
+			if err != nil {
+				t.Fatalf("ClusterFromProto: %v", err)
+			}
+			if c.UpstreamHTTP != tc.want {
+				t.Fatalf("UpstreamHTTP = %+v; want %+v", c.UpstreamHTTP, tc.want)
+			}
+		})
+	}
+}
+
 func TestClusterUpstreamHTTPOptionsRefused(t *testing.T) {
 	tests := []struct{ name, y, want string }{
 		{"auto without TLS", typedHTTPCluster("auto_config: {}", ""), `auto_config: set on a cluster without a TLS transport_socket`},
@@ -453,7 +487,7 @@ typed_extension_protocol_options:
 		{"hpack table off", typedHTTPCluster("explicit_http_config: {http2_protocol_options: {hpack_table_size: 0}}", ""), "http2_protocol_options.hpack_table_size = 0"},
 		{"headers kb too large", typedHTTPCluster("common_http_protocol_options: {max_response_headers_kb: 9000}", ""), "max_response_headers_kb = 9000; must be 1 to 8192"},
 		{"http1 option delegated", typedHTTPCluster("explicit_http_config: {http_protocol_options: {allow_custom_methods: true}}", ""), `typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].explicit_http_config.http_protocol_options.allow_custom_methods: set; not implemented by Legate`},
-		{"upstream options", typedHTTPCluster("upstream_http_protocol_options: {auto_sni: true}", ""), `typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].upstream_http_protocol_options: set; not implemented by Legate`},
+		{"override header not a name", typedHTTPCluster("explicit_http_config: {http_protocol_options: {}}\n    upstream_http_protocol_options: {auto_sni: true, override_auto_sni_header: \"x sni\"}", ""), `typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].upstream_http_protocol_options.override_auto_sni_header = "x sni"; not a valid HTTP header name`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

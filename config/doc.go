@@ -68,7 +68,6 @@
 //	| Cluster                                          | track_cluster_stats                              | ignored  | extra stats only |
 //	| Cluster                                          | preconnect_policy                                | ignored  | connections open on demand; same requests reach the same hosts |
 //	| Cluster                                          | transport_socket_matcher                         | refused  | the matcher API's per-endpoint socket selection; transport_socket_matches is implemented |
-//	| Cluster                                          | upstream_http_protocol_options                   | refused  | auto_sni and auto_san_validation change TLS checks |
 //	| Cluster                                          | dns_resolution_config                            | refused  | would change which DNS servers resolve the hosts |
 //	| Cluster                                          | typed_dns_resolver_config                        | refused  | as dns_resolution_config |
 //	| Cluster                                          | filters                                          | refused  | upstream network filters |
@@ -77,7 +76,6 @@
 //	| Cluster                                          | queuing_policies                                 | refused  | request queueing |
 //	| HttpProtocolOptions                              | headers_with_underscores_action                  | ignored  | applies to downstream requests only; Envoy ignores it on clusters too |
 //	| HttpProtocolOptions                              | max_connection_duration_jitter                   | ignored  | Envoy honours it for downstream connections only |
-//	| HttpProtocolOptions                              | upstream_http_protocol_options                   | refused  | auto_sni and auto_san_validation change TLS checks (upstreams.http.v3.HttpProtocolOptions) |
 //	| HttpProtocolOptions                              | http_filters                                     | refused  | upstream HTTP filters |
 //	| HttpProtocolOptions                              | header_validation_config                         | refused  | header validation |
 //	| HttpProtocolOptions                              | outlier_detection                                | refused  | HTTP-level outlier detection matchers |

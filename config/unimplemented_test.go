@@ -41,7 +41,6 @@ var refusedCases = []struct{ name, yaml, path string }{
 	{"cluster_manager.upstream_bind_config.freebind", "cluster_manager: {upstream_bind_config: {source_address: {address: 127.0.0.1, port_value: 0}, freebind: true}}", "cluster_manager.upstream_bind_config.freebind"},
 	// Cluster.
 	{"cluster transport_socket_matcher", webCluster("transport_socket_matcher: {}"), "static_resources.clusters[0].transport_socket_matcher"},
-	{"cluster upstream_http_protocol_options", webCluster("upstream_http_protocol_options: {auto_sni: true}"), "static_resources.clusters[0].upstream_http_protocol_options"},
 	{"cluster http_protocol_options.override_stream_error_on_invalid_http_message", webCluster("http_protocol_options: {override_stream_error_on_invalid_http_message: {value: true}}"), "static_resources.clusters[0].http_protocol_options.override_stream_error_on_invalid_http_message"},
 	{"cluster http_protocol_options.use_balsa_parser", webCluster("http_protocol_options: {use_balsa_parser: {value: true}}"), "static_resources.clusters[0].http_protocol_options.use_balsa_parser"},
 	{"cluster http_protocol_options.allow_custom_methods", webCluster("http_protocol_options: {allow_custom_methods: true}"), "static_resources.clusters[0].http_protocol_options.allow_custom_methods"},
@@ -76,7 +75,6 @@ var refusedCases = []struct{ name, yaml, path string }{
 	{"cluster http2 connection_idle_interval", webCluster("http2_protocol_options: {connection_keepalive: {interval: 10s, timeout: 1s, connection_idle_interval: 5s}}"), "static_resources.clusters[0].http2_protocol_options.connection_keepalive.connection_idle_interval"},
 	{"http options explicit http2 allow_metadata", httpOptionsCluster("explicit_http_config: {http2_protocol_options: {allow_metadata: true}}"), httpOptionsPath + ".explicit_http_config.http2_protocol_options.allow_metadata"},
 	// The upstream HttpProtocolOptions inside typed_extension_protocol_options.
-	{"http options upstream_http_protocol_options", httpOptionsCluster("upstream_http_protocol_options: {auto_sni: true}"), httpOptionsPath + ".upstream_http_protocol_options"},
 	{"http options http_filters", httpOptionsCluster("http_filters: [{name: f}]"), httpOptionsPath + ".http_filters"},
 	{"http options header_validation_config", httpOptionsCluster("header_validation_config: {name: v}"), httpOptionsPath + ".header_validation_config"},
 	{"http options outlier_detection", httpOptionsCluster("outlier_detection: {}"), httpOptionsPath + ".outlier_detection"},

@@ -157,8 +157,8 @@ func (hp *hostPool) connect(ctx context.Context, alpn []string, cx *breaker.Reso
 	defer cancel()
 	defer cancelWith(ctx, cancel)()
 	nc, err := m.dial(dctx, hp.host.Address())
-	if err == nil && m.tls != nil {
-		if cfg := m.tls(hp.host); cfg != nil {
+	if err == nil {
+		if cfg := hp.tlsConfig(); cfg != nil {
 			if alpn != nil {
 				cfg = cfg.Clone()
 				cfg.NextProtos = alpn
@@ -191,6 +191,19 @@ func (hp *hostPool) connect(ctx context.Context, alpn []string, cx *breaker.Reso
 	st.UpstreamCxActive.Inc()
 	hp.hs.CxActive.Add(1)
 	return &upConn{Conn: nc, hp: hp, cx: cx, opened: m.now()}, nil
+}
+
+// tlsConfig returns the TLS configuration of a new connection of the pool: its authority's
+// for a named pool, else the host's; nil for plain TCP.
+func (hp *hostPool) tlsConfig() *tls.Config {
+	m := hp.m
+	switch {
+	case hp.name != "" && m.authorityTLS != nil:
+		return m.authorityTLS(hp.host, hp.name)
+	case hp.name == "" && m.tls != nil:
+		return m.tls(hp.host)
+	}
+	return nil
 }
 
 // negotiated returns the ALPN protocol of a TLS connection, "" for plain TCP.

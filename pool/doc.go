@@ -15,7 +15,9 @@
 // as the cluster's Http1ProtocolOptions say (config.HTTP1Options: header names in lower
 // case unless header_key_format, or as the downstream spelled them under its preserve_case;
 // trailers only with enable_trailers; allow_chunked_length; send_fully_qualified_url), and
-// count the cluster's
+// keep a host's connections per authority name when upstream_http_protocol_options sets
+// auto_sni or auto_san_validation (named.go: each name its own bounded child pool, its
+// connections opened with that name as SNI and required SAN), and count the cluster's
 // upstream_cx_*/upstream_rq_* stats and the per-host stats /clusters prints. A Registry owns
 // one Manager per active cluster.
 //

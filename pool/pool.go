@@ -57,6 +57,11 @@ type ManagerConfig struct {
 	// cluster's UpstreamTlsContext: SNI, verification, client certificates, ALPN). Nil, or a
 	// nil result, means plain TCP. For HTTP/2 the pool sets NextProtos to ["h2"].
 	TLS func(h *host.Host) *tls.Config
+	// AuthorityTLS returns the client TLS configuration for a connection to h carrying the
+	// requests whose authority's host is name, for a cluster with auto_sni or
+	// auto_san_validation (tlsutil.ClientContext.ConfigForAuthority). Nil, or a nil result,
+	// means plain TCP.
+	AuthorityTLS func(h *host.Host, name string) *tls.Config
 	// TLSStats returns the cluster's ssl.* stats (tlsutil.ClientContext.Stats), asked for
 	// each TLS connection: its handshake is counted there as Envoy's upstream TLS socket
 	// counts it. Nil, or a nil result, counts nothing.
@@ -85,9 +90,15 @@ type Manager struct {
 	// rqCreated is set once upstream_rq_time exists (RegisterDeferred's flag, not listed):
 	// Envoy's router creates the histogram with the cluster's first response, with or
 	// without deferred_stat_options, so an idle cluster lists none.
-	rqCreated      stats.Gauge
-	reg            *stats.Registration
-	tls            func(*host.Host) *tls.Config
+	rqCreated    stats.Gauge
+	reg          *stats.Registration
+	tls          func(*host.Host) *tls.Config
+	authorityTLS func(*host.Host, string) *tls.Config
+	// byAuthority: upstream_http_protocol_options asks for each request's authority as the
+	// TLS name, so a host's connections are pooled per name (hostPool.named).
+	byAuthority    bool
+	sniHeader      string // override_auto_sni_header, lower case; "" for none
+	namedLimit     int    // maxNamedPools (tests lower it)
 	tlsStats       func() *tlsutil.Stats
 	idleTimeout    time.Duration // 0: none
 	maxDuration    time.Duration // max_connection_duration; 0: none
@@ -127,6 +138,10 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		st:             cfg.Cluster.Stats(),
 		rq:             &rqStats{},
 		tls:            cfg.TLS,
+		authorityTLS:   cfg.AuthorityTLS,
+		byAuthority:    cc.UpstreamHTTP.ByAuthority(),
+		sniHeader:      cc.UpstreamHTTP.OverrideAutoSNIHeader,
+		namedLimit:     maxNamedPools,
 		tlsStats:       cfg.TLSStats,
 		idleTimeout:    cc.HTTP.IdleTimeout,
 		maxDuration:    cc.HTTP.MaxConnectionDuration,
@@ -287,6 +302,19 @@ func (m *Manager) RoundTrip(ctx context.Context, h *host.Host, req *Request, res
 	if err != nil {
 		return err
 	}
+	if m.byAuthority {
+		if name := m.authority(req); name != "" {
+			hp = hp.named(name)
+			err = m.roundTrip(ctx, hp, req, resp)
+			hp.leave()
+			return err
+		}
+	}
+	return m.roundTrip(ctx, hp, req, resp)
+}
+
+// roundTrip is RoundTrip on the pool hp.
+func (m *Manager) roundTrip(ctx context.Context, hp *hostPool, req *Request, resp *Response) error {
 	prio, err := m.priority(req.Priority)
 	if err != nil {
 		return err
@@ -472,6 +500,19 @@ type hostPool struct {
 	h2dial   chan struct{} // closed when the HTTP/2 connection being established is ready
 	tcp      map[*TCPConn]struct{}
 	draining bool
+	// name is the authority host the pool's connections are opened for (auto_sni,
+	// auto_san_validation); "" in the host's own pool.
+	name string
+	// byName holds, in the host's own pool, its pools by authority host: at most
+	// maxNamedPools (nNamed, guarded by mu), read without a lock.
+	byName sync.Map // string -> *hostPool
+	nNamed int
+	// users counts the requests between finding a named pool and the end of their
+	// RoundTrip (by then a connection they hold is in h1 or h2); evicted is set when the pool
+	// left its parent's named (enter and evict read each other's flag, so a request never
+	// uses a pool that evict dropped).
+	users   atomic.Int32
+	evicted atomic.Bool
 	// alpn is what auto_config learned of the host: alpnUnknown until a connection
 	// negotiated, then what the last dial offering h2 got. Once it is HTTP/1.1, new
 	// connections offer http/1.1 only, so it stays so.
@@ -540,6 +581,7 @@ func (hp *hostPool) drain() {
 	for _, c := range h2 {
 		c.retire()
 	}
+	hp.eachNamed((*hostPool).drain)
 }
 
 // retire closes idle HTTP connections and marks busy ones and HTTP/2 connections not to be
@@ -564,6 +606,7 @@ func (hp *hostPool) retire() {
 	for _, c := range h2 {
 		c.retire()
 	}
+	hp.eachNamed((*hostPool).retire)
 }
 
 // closeAll closes every connection of the host at once (health failure).
@@ -599,4 +642,5 @@ func (hp *hostPool) closeAll() {
 	for _, c := range tcp {
 		c.shut(true)
 	}
+	hp.eachNamed((*hostPool).closeAll)
 }

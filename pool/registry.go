@@ -25,6 +25,10 @@ type RegistryConfig struct {
 	// TLS returns the client TLS configuration for a host of cluster c; nil, or a nil result,
 	// means plain TCP.
 	TLS func(c *config.Cluster, h *host.Host) *tls.Config
+	// AuthorityTLS returns the client TLS configuration for a connection to a host of
+	// cluster c carrying requests whose authority's host is name (see
+	// ManagerConfig.AuthorityTLS); nil, or a nil result, means plain TCP.
+	AuthorityTLS func(c *config.Cluster, h *host.Host, name string) *tls.Config
 	// TLSStats returns the cluster.<name>.ssl.* stats the handshakes of cluster c count in
 	// (see ManagerConfig.TLSStats); nil, or a nil result, counts nothing.
 	TLSStats func(c *config.Cluster) *tlsutil.Stats
@@ -101,6 +105,10 @@ func (r *Registry) Get(name string) *Manager {
 	if r.cfg.TLS != nil {
 		cc := c.Config()
 		cfg.TLS = func(h *host.Host) *tls.Config { return r.cfg.TLS(cc, h) }
+	}
+	if r.cfg.AuthorityTLS != nil {
+		cc := c.Config()
+		cfg.AuthorityTLS = func(h *host.Host, name string) *tls.Config { return r.cfg.AuthorityTLS(cc, h, name) }
 	}
 	if r.cfg.TLSStats != nil {
 		cc := c.Config()

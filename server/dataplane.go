@@ -96,6 +96,18 @@ func registerNetworkFilters(r *listener.Registry, now func() time.Time, pools *p
 	)
 }
 
+// hostTLS returns the client TLS context of h's transport socket: the host's metadata chose
+// it (transport_socket_matches), and a host never changes socket, so each host's pools keep
+// to one. A nil context comes with the configuration to use instead: nil (plain text) or
+// one failing every handshake (never plain text for a TLS cluster whose SDS secret timed out).
+func (s *Server) hostTLS(c *config.Cluster, h *host.Host) (*tlsutil.ClientContext, *tls.Config) {
+	ctx, err := s.clusterTLS(c, h.SocketMatch())
+	if err != nil {
+		return nil, failingTLS(err)
+	}
+	return ctx, nil
+}
+
 // buildDataPlane creates pools, registers the HTTP connection manager and
 // builds the static listeners without binding them (Start binds, once
 // initialization is done).
@@ -129,15 +141,9 @@ func (s *Server) buildDataPlane() error {
 			return dp.listeners.DialInternal(ctx, address)
 		},
 		TLS: func(c *config.Cluster, h *host.Host) *tls.Config {
-			// The host's metadata chose its socket (transport_socket_matches); a host
-			// never changes socket, so each host's pool keeps to one.
-			ctx, err := s.clusterTLS(c, h.SocketMatch())
-			if err != nil {
-				// Never plain text for a TLS cluster: its SDS secret timed out.
-				return failingTLS(err)
-			}
+			ctx, failed := s.hostTLS(c, h)
 			if ctx == nil {
-				return nil
+				return failed
 			}
 			if h.Hostname() != "" {
 				if c.Type == config.Custom && c.CustomType.Name == config.DynamicForwardProxyClusterType {
@@ -146,6 +152,14 @@ func (s *Server) buildDataPlane() error {
 				return ctx.ConfigForHost(h.Hostname())
 			}
 			return ctx.Config()
+		},
+		// auto_sni, auto_san_validation: the pools keep these connections per name.
+		AuthorityTLS: func(c *config.Cluster, h *host.Host, name string) *tls.Config {
+			ctx, failed := s.hostTLS(c, h)
+			if ctx == nil {
+				return failed
+			}
+			return ctx.ConfigForAuthority(name, c.UpstreamHTTP.AutoSNI, c.UpstreamHTTP.AutoSANValidation)
 		},
 	}); err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,6 +96,20 @@ type ClientContext struct {
 type clientLoad struct {
 	config *tls.Config
 	hosts  sync.Map // host name -> *tls.Config, sharing config's session cache
+	// authorities holds ConfigForAuthority's configurations, at most maxAuthorityConfigs:
+	// their names come from requests, so a client sending many names costs a configuration
+	// per connection rather than memory for good.
+	authorities sync.Map // authorityKey -> *tls.Config, sharing config's session cache
+	nAuthority  atomic.Int32
+}
+
+// maxAuthorityConfigs bounds the configurations a load keeps for request authorities.
+const maxAuthorityConfigs = 1024
+
+// authorityKey names one of ConfigForAuthority's configurations.
+type authorityKey struct {
+	name     string
+	sni, san bool
 }
 
 // NewClientContext loads cfg's certificates and secrets and returns the
@@ -182,6 +197,48 @@ func (c *ClientContext) ConfigForServerName(host string) *tls.Config {
 	cfg := l.config.Clone()
 	cfg.ServerName = host
 	v, _ := l.hosts.LoadOrStore(host, cfg)
+	return v.(*tls.Config)
+}
+
+// ConfigForAuthority returns the configuration for a new connection carrying requests whose
+// authority's host is name (the cluster's upstream_http_protocol_options): with sni
+// (auto_sni) name is the SNI, unless it is an IP address; with san (auto_san_validation) the
+// server must present a certificate carrying name as a SAN (DNS, wildcards allowed, or IP
+// address), which replaces the validation context's SAN matchers and is checked even without
+// one. The chain is checked only against a trusted_ca, as for every upstream. An empty name is
+// Config(). Like Config, call it for each connection.
+func (c *ClientContext) ConfigForAuthority(name string, sni, san bool) *tls.Config {
+	m := c.st.cur.Load()
+	l := m.client
+	if name == "" || (!sni && !san) {
+		return l.config
+	}
+	key := authorityKey{name: name, sni: sni, san: san}
+	if v, ok := l.authorities.Load(key); ok {
+		return v.(*tls.Config)
+	}
+	cfg := l.config.Clone()
+	if _, err := netip.ParseAddr(name); err != nil && sni {
+		cfg.ServerName = name
+	}
+	if san {
+		v := m.verify
+		if v == nil {
+			v = &verifier{} // no chain, no pins: the name alone
+		}
+		sans := nameSANs(name)
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			return v.check(cs.PeerCertificates, sans)
+		}
+	}
+	if l.nAuthority.Add(1) > maxAuthorityConfigs {
+		l.nAuthority.Add(-1)
+		return cfg
+	}
+	v, loaded := l.authorities.LoadOrStore(key, cfg)
+	if loaded {
+		l.nAuthority.Add(-1)
+	}
 	return v.(*tls.Config)
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -96,8 +97,27 @@ func loadVerifier(path string, v *ValidationConfig, deps *Deps, usage x509.ExtKe
 }
 
 // verify checks the peer chain (leaf first). sni, when not empty, replaces
-// the SAN matchers with a DNS match on it (auto_sni_san_validation).
+// the SAN matchers with a match on it (auto_sni_san_validation).
 func (v *verifier) verify(peer []*x509.Certificate, sni string) error {
+	sans := v.sans
+	if sni != "" {
+		sans = nameSANs(sni)
+	}
+	return v.check(peer, sans)
+}
+
+// nameSANs matches a certificate carrying name: as an IP address SAN when name is an IP
+// address, else as a DNS SAN (whose wildcards apply), as Envoy compares a SAN list override.
+func nameSANs(name string) []SANMatcher {
+	if _, err := netip.ParseAddr(name); err == nil {
+		return []SANMatcher{{Type: SANIP, Match: headermatch.ExactString(name)}}
+	}
+	return []SANMatcher{{Type: SANDNS, Match: headermatch.ExactString(name)}}
+}
+
+// check verifies the chain when there are roots, then that a SAN matches sans (none: any),
+// then the pins.
+func (v *verifier) check(peer []*x509.Certificate, sans []SANMatcher) error {
 	if len(peer) == 0 {
 		return fmt.Errorf("%w: no peer certificate", ErrVerifyChain)
 	}
@@ -106,10 +126,6 @@ func (v *verifier) verify(peer []*x509.Certificate, sni string) error {
 		if err := v.verifyChain(peer); err != nil && !v.acceptUntrusted {
 			return err
 		}
-	}
-	sans := v.sans
-	if sni != "" {
-		sans = []SANMatcher{{Type: SANDNS, Match: headermatch.ExactString(sni)}}
 	}
 	if len(sans) > 0 && !matchSANs(sans, leaf) {
 		return fmt.Errorf("%w: certificate serial %s", ErrVerifySAN, serialHex(leaf))
