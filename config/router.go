@@ -5,6 +5,7 @@ import (
 
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	upstreamcodecv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/upstream_codec/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -16,6 +17,42 @@ type Router struct {
 	// SuppressEnvoyHeaders keeps the router from adding its x-envoy-* headers
 	// (x-envoy-expected-rq-timeout, x-envoy-upstream-service-time, x-envoy-overloaded).
 	SuppressEnvoyHeaders bool
+	// UpstreamFilters are upstream_http_filters but the terminal upstream_codec: the filters
+	// each upstream attempt runs, after the host is picked (see UpstreamFilters).
+	UpstreamFilters []HTTPFilter
+}
+
+// upstreamFilterTypes are the HTTP filters Legate runs in an upstream filter chain: those
+// Envoy builds upstream (a dual factory) that Legate has and whose work an attempt can do.
+var upstreamFilterTypes = map[string]bool{
+	"type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation": true,
+	"type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer":                  true,
+}
+
+// UpstreamFilters reads an upstream HTTP filter chain (the router's upstream_http_filters, a
+// cluster's HttpProtocolOptions.http_filters): it must end with upstream_codec, which is the
+// codec Legate's pools are, and the filters before it must be ones Legate runs upstream
+// (header_mutation, buffer); path names the field in errors. It returns the filters before
+// the codec.
+func UpstreamFilters(path string, fs []*hcmv3.HttpFilter) ([]HTTPFilter, error) {
+	var out []HTTPFilter
+	for i, f := range fs {
+		at := fmt.Sprintf("%s[%d]", path, i)
+		url := f.GetTypedConfig().GetTypeUrl()
+		last := i == len(fs)-1
+		switch {
+		case url == upstreamCodecTypeURL && last:
+			return out, nil
+		case url == upstreamCodecTypeURL || last:
+			return nil, fmt.Errorf("%s = %q: the last upstream filter must be envoy.filters.http.upstream_codec, and only the last", at, f.GetName())
+		case f.GetIsOptional() || f.GetDisabled() || f.GetConfigDiscovery() != nil:
+			return nil, fmt.Errorf("%s = %q: is_optional, disabled and config_discovery not implemented by Legate for upstream filters", at, f.GetName())
+		case !upstreamFilterTypes[url]:
+			return nil, fmt.Errorf("%s = %q (%s): not implemented by Legate as an upstream filter (only header_mutation and buffer are)", at, f.GetName(), url)
+		}
+		out = append(out, HTTPFilter{Name: f.GetName(), TypedConfig: f.GetTypedConfig()})
+	}
+	return out, nil
 }
 
 // upstreamCodecTypeURL is the terminal upstream HTTP filter, the codec Legate's pools are.
@@ -53,12 +90,9 @@ func routerFromProto(path string, tc *anypb.Any) (Router, error) {
 	case pb.GetSuppressGrpcRequestFailureCodeStats():
 		return r, refuse("suppress_grpc_request_failure_code_stats")
 	}
-	// upstream_http_filters: the chain must end with the codec; filters before it would run
-	// on each upstream request, which Legate does not do.
-	for i, f := range pb.GetUpstreamHttpFilters() {
-		if f.GetTypedConfig().GetTypeUrl() != upstreamCodecTypeURL || i != len(pb.GetUpstreamHttpFilters())-1 {
-			return r, fmt.Errorf("%s.upstream_http_filters[%d] = %q: only envoy.filters.http.upstream_codec, alone, is implemented; upstream HTTP filters are not implemented by Legate", path, i, f.GetName())
-		}
+	var err error
+	if r.UpstreamFilters, err = UpstreamFilters(path+".upstream_http_filters", pb.GetUpstreamHttpFilters()); err != nil {
+		return r, err
 	}
 	r.StartChildSpan = pb.GetStartChildSpan()
 	r.SuppressEnvoyHeaders = pb.GetSuppressEnvoyHeaders()

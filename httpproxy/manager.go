@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,16 +180,19 @@ type Handler struct {
 	// filterNames are the http_filters names of filters, index for index (per-route
 	// typed_per_filter_config is keyed by them).
 	filterNames []string
-	logs        []accessLogger
-	trace       *tracer // nil without tracing (trace.go)
-	stats       *hcmStats
-	lstats      *listenerHTTPStats
-	hcmPrefix   string
-	lPrefix     string
-	tls         *tlsutil.ServerContext
-	http2       *http2.Server
-	h2base      *http.Server // GOAWAY on drain: its Shutdown starts graceful shutdown of h2 conns
-	maxHead     int
+	// upFilters are the router's upstream_http_filters, run per upstream attempt
+	// (upstreamfilters.go).
+	upFilters []filter.Filter
+	logs      []accessLogger
+	trace     *tracer // nil without tracing (trace.go)
+	stats     *hcmStats
+	lstats    *listenerHTTPStats
+	hcmPrefix string
+	lPrefix   string
+	tls       *tlsutil.ServerContext
+	http2     *http2.Server
+	h2base    *http.Server // GOAWAY on drain: its Shutdown starts graceful shutdown of h2 conns
+	maxHead   int
 
 	mu       sync.Mutex // guards conns, h2lives, watching, closed and wg.Add
 	conns    map[*serverConn]struct{}
@@ -327,6 +331,10 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 		h.filters = append(h.filters, inst)
 		h.filterNames = append(h.filterNames, f.Name)
 	}
+	if err := sh.buildUpstreamFilters(h); err != nil {
+		h.closeFilters()
+		return nil, err
+	}
 	for i, al := range cfg.AccessLogs {
 		l, err := sh.accessLog(al, d)
 		if err != nil {
@@ -443,7 +451,7 @@ func (h *Handler) Close() error {
 // closeFilters closes the filters that hold resources (io.Closer), such as a tap filter's
 // registration with the admin's /tap: the configuration that built them is gone.
 func (h *Handler) closeFilters() {
-	for _, f := range h.filters {
+	for _, f := range slices.Concat(h.filters, h.upFilters) {
 		if c, ok := f.(io.Closer); ok {
 			c.Close()
 		}

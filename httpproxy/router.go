@@ -265,6 +265,9 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		if policy != nil && policy.PreviousHosts {
 			s.lbctx.AddAttempted(hst)
 		}
+		if len(s.h.upFilters) > 0 && s.runUpstreamFilters(hst, m) {
+			return
+		}
 		s.lbctx.AddAttemptedPriority(hst.Priority())
 		var perTry bool
 		if atEnd && !s.clock.ended {
@@ -287,6 +290,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		s.lendBody(mgr)
 		upStart := now()
 		err = mgr.RoundTrip(&s.ctx, hst, &s.up, &s.upResp)
+		s.endUpstreamFilters()
 		if err == nil {
 			s.idle.touch() // the response head arrived
 		}
@@ -846,6 +850,9 @@ func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, 
 	}
 	for _, c := range s.setCookies {
 		s.resp["Set-Cookie"] = append(s.resp["Set-Cookie"], c)
+	}
+	if len(s.h.upFilters) > 0 {
+		s.upstreamFiltersOnResponse()
 	}
 	s.details = "via_upstream"
 	s.headBody, s.headUp = s.heldSource(resp), resp

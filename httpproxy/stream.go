@@ -97,8 +97,9 @@ type stream struct {
 	contentLength int64
 	start         time.Time
 	fx            filter.Exchange
-	replyHeader   http.Header // a filter's local reply's headers (filter.Reply.Header)
-	gone          bool        // the client went away while a filter paused the request (body.go)
+	attempt       *attemptFilters // the router's upstream filters' state (upstreamfilters.go); nil until used
+	replyHeader   http.Header     // a filter's local reply's headers (filter.Reply.Header)
+	gone          bool            // the client went away while a filter paused the request (body.go)
 
 	resp      http.Header
 	respStore http.Header // HTTP/1 response header storage

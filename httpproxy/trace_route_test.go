@@ -2,6 +2,7 @@ package httpproxy
 
 import (
 	"encoding/hex"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/cors/v3"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -430,7 +431,8 @@ func TestRouterConfig(t *testing.T) {
 		`, dynamic_stats: false`,
 		`, upstream_log: [{name: envoy.access_loggers.stdout, typed_config: {"@type": type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog}}]`,
 		`, strict_check_headers: [x-envoy-max-retries]`,
-		`, upstream_http_filters: [{name: envoy.filters.http.buffer, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer, max_request_bytes: 10}}, {name: envoy.filters.http.upstream_codec, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.upstream_codec.v3.UpstreamCodec}}]`,
+		`, upstream_http_filters: [{name: envoy.filters.http.cors, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors}}, {name: envoy.filters.http.upstream_codec, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.upstream_codec.v3.UpstreamCodec}}]`,
+		`, upstream_http_filters: [{name: envoy.filters.http.buffer, is_optional: true, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer, max_request_bytes: 10}}, {name: envoy.filters.http.upstream_codec, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.upstream_codec.v3.UpstreamCodec}}]`,
 	} {
 		var pb hcmv3.HttpConnectionManager
 		fromYAML(t, hcm(bad), &pb)

@@ -6,6 +6,9 @@
 // name or typed_config type URL in a Registry, which FromRegistry makes from the extension
 // registry (internal/registry) and its HTTPFilters entries.
 //
+// The router also runs some filters upstream (upstream_http_filters): once per attempt, with
+// Exchange.Upstream set and the attempt's own copy of the request.
+//
 // Concurrency: a Filter is built once per connection manager configuration by its Factory and
 // shared by every stream, so its methods must be safe for concurrent use; per-stream state
 // lives in the Exchange and in a Stream, which belong to one stream. A Registry is filled

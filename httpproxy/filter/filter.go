@@ -50,6 +50,11 @@ type Exchange struct {
 	Status         int
 	ResponseLength int64
 
+	// Upstream is the attempt an upstream filter runs for (the router's
+	// upstream_http_filters, run per attempt once the host is picked); nil for the
+	// connection manager's filters.
+	Upstream *Upstream
+
 	// reqRewrite and respRewrite are the body rewriters filters asked for, in the order they
 	// asked (RewriteRequestBody, RewriteResponseBody).
 	reqRewrite  []BodyRewriter
@@ -63,6 +68,16 @@ type Exchange struct {
 }
 
 type keptValue struct{ key, v any }
+
+// Upstream describes the upstream attempt an upstream filter sees (Envoy's upstream stream
+// info): Request is then the attempt's own request, whose header changes go to that attempt
+// only.
+type Upstream struct {
+	// Host is the picked host's address (%UPSTREAM_HOST%) and Cluster its cluster's name.
+	Host, Cluster string
+	// Attempt counts the request's attempts, 1 for the first.
+	Attempt int
+}
 
 // Keep stores v for this stream under key (a filter uses itself as the key), replacing what
 // was kept under key; OnResponse and a Stream read it back with Kept. It is the per-stream

@@ -142,8 +142,11 @@ func CompileHeaderOps(add []*corev3.HeaderValueOption, remove []string, path, fi
 
 // Apply mutates h as the ops say (removals, then additions); ops may be nil. Value formatters
 // see an empty access-log entry.
-func (ops *HeaderOps) Apply(h http.Header) {
+func (ops *HeaderOps) Apply(h http.Header) { ops.ApplyEntry(h, nil) }
+
+// ApplyEntry is Apply with value formatters reading e (nil: an empty entry).
+func (ops *HeaderOps) ApplyEntry(h http.Header, e *accesslog.Entry) {
 	if ops != nil {
-		ops.apply(h, nil)
+		ops.apply(h, e)
 	}
 }

@@ -6,7 +6,8 @@
 //
 // Implemented: max_request_bytes (required), and the per-route BufferPerRoute (disabled, or a
 // buffer with its own max_request_bytes) as the most specific typed_per_filter_config entry.
-// Every field is implemented.
+// Every field is implemented. It also runs as an upstream filter (the router's
+// upstream_http_filters), once per attempt; a body already read whole is not read again.
 //
 // Concurrency: a Filter is immutable; the body is read on the stream's goroutine
 // (filter.Downstream.BufferBody).

@@ -10,6 +10,11 @@
 // the filter's last (they win); with most_specific_header_mutations_wins the filter's go
 // first and the most specific level's last.
 //
+// As an upstream filter (the router's upstream_http_filters) it runs once per upstream
+// attempt, after the host is picked: its request mutations go to that attempt only, and
+// value formatters see the attempt's %UPSTREAM_HOST% and %UPSTREAM_CLUSTER%; its response
+// mutations apply to the attempt that answered, before the connection manager's filters.
+//
 // Refused with "not implemented by Legate": query_parameter_mutations,
 // request_trailers_mutations, response_trailers_mutations, formatters, and mutations of
 // pseudo-headers and host.

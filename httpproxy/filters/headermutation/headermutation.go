@@ -11,6 +11,7 @@ import (
 	hmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/header_mutation/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/internal/headermatch"
@@ -33,10 +34,10 @@ type op struct {
 	matcher *headermatch.String
 }
 
-func (o *op) apply(h http.Header) {
+func (o *op) apply(h http.Header, e *accesslog.Entry) {
 	switch {
 	case o.add != nil:
-		o.add.Apply(h)
+		o.add.ApplyEntry(h, e)
 	case o.remove != "":
 		delete(h, o.remove)
 	case o.matcher != nil:
@@ -53,10 +54,19 @@ type Mutations struct {
 	request, response []op
 }
 
-func apply(ops []op, h http.Header) {
+func apply(ops []op, h http.Header, e *accesslog.Entry) {
 	for i := range ops {
-		ops[i].apply(h)
+		ops[i].apply(h, e)
 	}
+}
+
+// entry is what value formatters see: in an upstream filter chain, the attempt's upstream
+// host and cluster (%UPSTREAM_HOST%, %UPSTREAM_CLUSTER%); nil otherwise.
+func entry(x *filter.Exchange) *accesslog.Entry {
+	if x.Upstream == nil {
+		return nil
+	}
+	return &accesslog.Entry{UpstreamHost: x.Upstream.Host, UpstreamCluster: x.Upstream.Cluster}
 }
 
 func compileMutations(m *hmv3.Mutations, path string) (*Mutations, error) {
@@ -195,11 +205,13 @@ func (f *Filter) levels(x *filter.Exchange, fn func(*Mutations)) {
 
 // OnRequest mutates the request headers.
 func (f *Filter) OnRequest(x *filter.Exchange) *filter.Reply {
-	f.levels(x, func(m *Mutations) { apply(m.request, x.Request.Header) })
+	e := entry(x)
+	f.levels(x, func(m *Mutations) { apply(m.request, x.Request.Header, e) })
 	return nil
 }
 
 // OnResponse mutates the response headers.
 func (f *Filter) OnResponse(x *filter.Exchange, h http.Header) {
-	f.levels(x, func(m *Mutations) { apply(m.response, h) })
+	e := entry(x)
+	f.levels(x, func(m *Mutations) { apply(m.response, h, e) })
 }
