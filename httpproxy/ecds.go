@@ -17,7 +17,7 @@ import (
 )
 
 // ExtensionConfigProvider serves the configurations of HTTP filters discovered over ECDS
-// (http_filters[].config_discovery); the xDS client implements it.
+// (http_filters[].config_discovery); ECDS (ecds_watch.go) implements it over the xDS client.
 //
 // WatchExtensionConfig subscribes to the TypedExtensionConfig called name from
 // cd.config_source and returns the current one (nil until it arrives, and nil when it does

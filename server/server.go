@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 	"github.com/legateproxy/legate/cluster/cds"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/extensions"
+	"github.com/legateproxy/legate/httpproxy"
 	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener"
@@ -75,9 +77,10 @@ type Server struct {
 	sinkClosers  []func() error // close the statsd, dog_statsd and metrics_service sinks
 	certs        *tlsutil.Registry
 	data         dataPlane
-	xds          *xds.Client    // nil without dynamic resources or EDS clusters
-	cds          *cds.Discovery // with xds: CDS and EDS, the cluster manager's xDS side
-	sds          *tlsutil.SDS   // with xds: the static secrets, then SDS
+	xds          *xds.Client     // nil without dynamic resources or EDS clusters
+	cds          *cds.Discovery  // with xds: CDS and EDS, the cluster manager's xDS side
+	sds          *tlsutil.SDS    // with xds: the static secrets, then SDS
+	ecds         *httpproxy.ECDS // with xds: the HTTP filters' configurations over ECDS
 	adminStats   adminStats
 	stats        stats.ServerStats
 	admin        *admin.Server // nil when the bootstrap has no admin block
@@ -665,19 +668,22 @@ func (s *Server) staticListenerInitDumps() []*adminv3.UnreadyTargetsDumps_Unread
 	out := make([]*adminv3.UnreadyTargetsDumps_UnreadyTargetsDump, 0, len(s.staticDeps))
 	for _, l := range s.staticDeps {
 		out = append(out, &adminv3.UnreadyTargetsDumps_UnreadyTargetsDump{
-			Name:        xds.ListenerInitManagerName(l.Name, l.Config.Proto),
-			TargetNames: append(xds.ListenerInitTargets(l, ready), secretInitTargets(l, ready)...),
+			Name: xds.ListenerInitManagerName(l.Name, l.Config.Proto),
+			TargetNames: slices.Concat(xds.ListenerInitTargets(l, ready),
+				ownerInitTargets(l.Extensions, httpproxy.ECDSInitTarget, ready),
+				ownerInitTargets(l.Secrets, tlsutil.SDSInitTarget, ready)),
 		})
 	}
 	return out
 }
 
-// secretInitTargets names, after xds.ListenerInitTargets, the init targets of the SDS
-// secrets a static listener waits for (TLS owns SDS).
-func secretInitTargets(l *resource.Listener, ready func(target string) bool) []string {
+// ownerInitTargets names the init targets of deps that are not ready yet, target naming each
+// as its owner does (the connection manager's ECDS, TLS's SDS), after
+// xds.ListenerInitTargets.
+func ownerInitTargets(deps []resource.Dependency, target func(name string) string, ready func(target string) bool) []string {
 	var out []string
-	for _, d := range l.Secrets {
-		if t := tlsutil.SDSInitTarget(d.Name); !ready(t) {
+	for _, d := range deps {
+		if t := target(d.Name); !ready(t) {
 			out = append(out, "target "+t)
 		}
 	}

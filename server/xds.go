@@ -63,6 +63,11 @@ func (s *Server) buildXDS() error {
 	// TLS owns SDS: secrets are watched through the client and the contexts reload on each
 	// change.
 	sds := tlsutil.NewSDS(static, func() { _ = s.certs.Reload() })
+	// The connection manager owns ECDS: what a warming listener's HTTP filters would refuse
+	// is NACKed.
+	ecds := httpproxy.NewECDS(s.store, httpproxy.CheckDiscoveredFilter(s.data.httpFilters, &filter.Context{
+		Clusters: s.clusters, HealthCheckFailed: &s.healthFailed, LocalClusterName: s.Node().GetCluster(), Taps: s.data.taps,
+	}), s.logs.Logger("config"))
 	client, err := xds.New(xds.Config{
 		Clock:            s.clock,
 		DynamicResources: s.boot.Proto.GetDynamicResources(),
@@ -78,10 +83,7 @@ func (s *Server) buildXDS() error {
 			PerFilterConfig: s.data.httpFilters.PerRouteConfig,
 			Extensions:      s.ext,
 		},
-		// What a warming listener's HTTP filters would refuse is NACKed.
-		ExtensionCheck: httpproxy.CheckDiscoveredFilter(s.data.httpFilters, &filter.Context{
-			Clusters: s.clusters, HealthCheckFailed: &s.healthFailed, LocalClusterName: s.Node().GetCluster(), Taps: s.data.taps,
-		}),
+		Extensions: ecds,
 	})
 	if err != nil {
 		return err
@@ -102,7 +104,8 @@ func (s *Server) buildXDS() error {
 	if err != nil {
 		return err
 	}
-	s.xds, s.sds, s.cds = client, sds, d
+	ecds.SetClient(client)
+	s.xds, s.sds, s.cds, s.ecds = client, sds, d, ecds
 	// The runtime owns RTDS: its layers are watched before the client runs, so that
 	// initialization waits for them.
 	if err := runtime.WatchRTDS(client, rtds, s.runtime.SetRTDSLayer, s.logs.Logger("config")); err != nil {
@@ -207,8 +210,8 @@ func (s *Server) routeProvider() httpproxy.RouteProvider {
 
 // extensionProvider serves ECDS to the HTTP filters; nil without xDS.
 func (s *Server) extensionProvider() httpproxy.ExtensionConfigProvider {
-	if s.xds != nil {
-		return s.xds
+	if s.ecds != nil {
+		return s.ecds
 	}
 	return nil
 }

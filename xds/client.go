@@ -60,15 +60,10 @@ type Config struct {
 	// and the cluster lookup, so that what the connection managers would refuse is NACKed.
 	// The zero value checks the routes alone.
 	RouteOptions route.Options
-	// ExtensionCheck checks an HTTP filter configuration discovered over ECDS as the filter
-	// factories would (the server builds it from its HTTP filter registry: the type must have
-	// a factory, which must accept the configuration). It runs, after the filter's type_urls,
-	// on the configurations a warming listener waits for, so that a first configuration its
-	// filter would refuse is NACKed with the reason and ends the wait (the filter then serves
-	// its default_config, or 500); while filters discovering the configuration are built,
-	// their own checks replace it. It runs on an xDS goroutine without locks and must not
-	// block. Nil checks type_urls alone.
-	ExtensionCheck func(tc *corev3.TypedExtensionConfig) error
+	// Extensions watches the ECDS configurations of LDS listeners' HTTP filters
+	// (httpproxy.ECDS, built on this client), checking them as the filters will; nil refuses
+	// them.
+	Extensions ExtensionWatcher
 
 	// Secrets watches the SDS secrets of LDS listeners (tlsutil.SDS, built on this client);
 	// nil refuses them.
@@ -108,8 +103,8 @@ type Client struct {
 	ran bool
 	lds *ldsHandler
 
-	// rds and ecds are the named subscriptions (their own locks; see namedHandler).
-	rds, ecds *namedHandler
+	// rds is the RDS subscriptions (its own lock; see namedHandler).
+	rds *namedHandler
 
 	// srdsMu guards srds, vhds, scoped and nextScopedID (SRDS, srds.go; VHDS, vhds.go);
 	// taken before an SRDS handler's mutex and after muxMu.
@@ -139,7 +134,6 @@ func New(cfg Config) (*Client, error) {
 		muxes: map[string]*mux{}, watched: map[string]*namedHandler{}, srds: map[*mux]*srdsHandler{}, vhds: map[*mux]*vhdsHandler{}, scoped: map[uint64]*scopedWatch{},
 	}
 	c.rds = newNamedHandler(c, rdsKind)
-	c.ecds = newNamedHandler(c, ecdsKind)
 	if c.clock == nil {
 		c.clock = clock.Real()
 	}

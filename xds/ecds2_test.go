@@ -16,6 +16,8 @@ import (
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	xdswatch "github.com/legateproxy/legate/xds/watch"
 )
 
 const routerTypeURL = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
@@ -48,7 +50,7 @@ func ecdsChainsListener(name string, port uint32, typeURLs ...[]string) *listene
 	return l
 }
 
-// refusePassThrough stands for the HTTP filter factories (Config.ExtensionCheck): it refuses
+// refusePassThrough stands for the HTTP filter factories (the harness's extensionCheck): it refuses
 // health check configurations with pass_through_mode true and takes anything else.
 func refusePassThrough(tc *corev3.TypedExtensionConfig) error {
 	var hc healthcheckv3.HealthCheck
@@ -66,7 +68,7 @@ func refusePassThrough(tc *corev3.TypedExtensionConfig) error {
 
 // TestECDSWarmingChecks: what a warming listener waits for is checked as its filters will
 // check it once built (Envoy's providers exist while the listener warms). A first
-// configuration the filter factory refuses (Config.ExtensionCheck), or that the type_urls of
+// configuration the filter factory refuses (the harness's extensionCheck), or that the type_urls of
 // any filter discovering it exclude — another filter chain of the same listener, or another
 // listener — is NACKed with the reason, counted in update_rejected and config_fail, shown as
 // error_state, and ends the wait: the listener comes up without it (its filter serves its
@@ -92,7 +94,7 @@ func TestECDSWarmingChecks(t *testing.T) {
 	for _, api := range []corev3.ApiConfigSource_ApiType{corev3.ApiConfigSource_GRPC, corev3.ApiConfigSource_DELTA_GRPC} {
 		for _, tc := range tests {
 			t.Run(api.String()+"/"+tc.name, func(t *testing.T) {
-				cp, lm, p := startLDSProxy(t, api, func(s *proxySetup) { s.cfg.ExtensionCheck = refusePassThrough })
+				cp, lm, p := startLDSProxy(t, api, func(s *proxySetup) { s.extensionCheck = refusePassThrough })
 				var ls []types.Resource
 				for _, l := range tc.listeners {
 					ls = append(ls, l)
@@ -164,13 +166,13 @@ func TestECDSDiscardOnReject(t *testing.T) {
 		return nil, errors.New("refused by the second filter")
 	}
 
-	_, _, cancel1, err := p.c.WatchExtensionConfig("hc", &corev3.ExtensionConfigSource{ConfigSource: adsSource()}, building,
+	_, _, cancel1, err := extensionsOf(p.c).WatchExtensionConfig("hc", &corev3.ExtensionConfigSource{ConfigSource: adsSource()}, building,
 		func(_ uint64, tc *corev3.TypedExtensionConfig) { updates <- tc })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cancel1()
-	_, _, cancel2, err := p.c.WatchExtensionConfig("hc", &corev3.ExtensionConfigSource{ConfigSource: adsSource(), TypeUrls: []string{healthCheckTypeURL}}, refusing,
+	_, _, cancel2, err := extensionsOf(p.c).WatchExtensionConfig("hc", &corev3.ExtensionConfigSource{ConfigSource: adsSource(), TypeUrls: []string{healthCheckTypeURL}}, refusing,
 		func(_ uint64, tc *corev3.TypedExtensionConfig) { updates <- tc })
 	if err != nil {
 		t.Fatal(err)
@@ -230,20 +232,20 @@ func TestVetChecks(t *testing.T) {
 	refused := errors.New("refused")
 	tests := []struct {
 		name    string
-		checks  []valueCheck
+		checks  []xdswatch.Check
 		wantErr error
 		want    []string
 		discard int
 	}{
-		{"quick before full", []valueCheck{{quick: quick("a", nil), full: full("a", nil)}, {quick: quick("b", nil), full: full("b", nil)}},
+		{"quick before full", []xdswatch.Check{{Accept: quick("a", nil), Build: full("a", nil)}, {Accept: quick("b", nil), Build: full("b", nil)}},
 			nil, []string{"quick a", "quick b", "full a", "full b"}, 2},
-		{"quick refusal builds nothing", []valueCheck{{quick: quick("a", nil), full: full("a", nil)}, {quick: quick("b", refused)}},
+		{"quick refusal builds nothing", []xdswatch.Check{{Accept: quick("a", nil), Build: full("a", nil)}, {Accept: quick("b", refused)}},
 			refused, []string{"quick a", "quick b"}, 0},
-		{"full refusal discards", []valueCheck{{full: full("a", nil)}, {full: full("b", refused)}},
+		{"full refusal discards", []xdswatch.Check{{Build: full("a", nil)}, {Build: full("b", refused)}},
 			refused, []string{"full a", "full b", "discard a"}, 0},
-		{"stand-in alone runs", []valueCheck{{full: full("listener", nil), standIn: true}},
+		{"stand-in alone runs", []xdswatch.Check{{Build: full("listener", nil), StandIn: true}},
 			nil, []string{"full listener"}, 1},
-		{"stand-in skipped beside a filter", []valueCheck{{quick: quick("listener", nil), full: full("listener", refused), standIn: true}, {full: full("filter", nil)}},
+		{"stand-in skipped beside a filter", []xdswatch.Check{{Accept: quick("listener", nil), Build: full("listener", refused), StandIn: true}, {Build: full("filter", nil)}},
 			nil, []string{"quick listener", "full filter"}, 1},
 	}
 	for _, tt := range tests {

@@ -20,6 +20,7 @@ import (
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/cluster/cds"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/httpproxy"
 	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/tlsutil"
@@ -79,10 +80,16 @@ type proxySetup struct {
 	runtime *fakeRuntime
 	// secretsChanged is SDS's changed hook (the server reloads its TLS contexts there).
 	secretsChanged func()
+	// extensionCheck stands for the HTTP filter factories in ECDS's warming checks (the
+	// server's httpproxy.CheckDiscoveredFilter); nil checks type_urls alone.
+	extensionCheck func(tc *corev3.TypedExtensionConfig) error
 }
 
 // secretsOf is the SDS owner the harness gives c (as the server does).
 func secretsOf(c *Client) *tlsutil.SDS { return c.cfg.Secrets.(*tlsutil.SDS) }
+
+// extensionsOf is the ECDS owner the harness gives c (as the server does).
+func extensionsOf(c *Client) *httpproxy.ECDS { return c.cfg.Extensions.(*httpproxy.ECDS) }
 
 func startProxy(t testing.TB, dr *bootstrapv3.Bootstrap_DynamicResources, opts ...proxyOption) *proxy {
 	t.Helper()
@@ -116,11 +123,14 @@ func startProxy(t testing.TB, dr *bootstrapv3.Bootstrap_DynamicResources, opts .
 	}
 	sds := tlsutil.NewSDS(nil, ps.secretsChanged)
 	ps.cfg.Secrets = sds
+	ecds := httpproxy.NewECDS(store, ps.extensionCheck, nil)
+	ps.cfg.Extensions = ecds
 	p.c, err = New(ps.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sds.SetClient(p.c)
+	ecds.SetClient(p.c)
 	p.d, err = cds.New(cds.Config{Client: p.c, DynamicResources: ps.cfg.DynamicResources, Clusters: cm, Stats: store, Init: ps.cfg.Init, Clock: ps.cfg.Clock, Secrets: sds})
 	if err != nil {
 		t.Fatal(err)

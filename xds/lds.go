@@ -310,13 +310,12 @@ func (h *ldsHandler) offerLocked(rl *resource.Listener, version string, now time
 		nl.routes = append(nl.routes, ref)
 	}
 	for _, d := range rl.Extensions {
-		ref, _, _, _, err := h.c.ecds.subscribe(d.Source, d.Name, "", func(uint64, any) { h.depChanged(nl) })
+		sub, err := h.c.watchExtension(d, func() { h.depChanged(nl) })
 		if err != nil {
 			nl.release()
 			return fmt.Errorf("listener %q: extension config %q: %w", rl.Name, d.Name, err)
 		}
-		h.c.watchListenerExtension(ref, d)
-		nl.deps = append(nl.deps, ref)
+		nl.deps = append(nl.deps, sub)
 	}
 	for _, d := range rl.ScopedRoutes {
 		// The first update comes before watchScopes returns, under c.mu: it is not reported.
@@ -616,8 +615,9 @@ func (l *ldsListener) pendingTargets() []string {
 }
 
 // ListenerInitTargets names the init targets l's dependencies on the client's own types
-// register while the server initializes (a static listener's RDS, SRDS and ECDS
-// subscriptions; its SDS secrets are TLS's, tlsutil.SDSInitTarget), in /init_dump's spelling
+// register while the server initializes (a static listener's RDS and SRDS subscriptions; its
+// ECDS configurations are the connection manager's, httpproxy.ECDSInitTarget, and its SDS
+// secrets TLS's, tlsutil.SDSInitTarget), in /init_dump's spelling
 // ("target <name>"); ready reports whether the server's target of that name is done.
 func ListenerInitTargets(l *resource.Listener, ready func(target string) bool) []string {
 	var out []string
@@ -631,9 +631,6 @@ func ListenerInitTargets(l *resource.Listener, ready func(target string) bool) [
 	}
 	for _, d := range l.ScopedRoutes {
 		add(srdsInitTarget(d.Name))
-	}
-	for _, d := range l.Extensions {
-		add(ecdsKind.initTarget(d.Name))
 	}
 	return out
 }

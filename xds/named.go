@@ -13,6 +13,7 @@ import (
 	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/xds/resource"
+	xdswatch "github.com/legateproxy/legate/xds/watch"
 )
 
 // namedKind describes one resource type subscribed to by name (RDS, SDS, ECDS and the types
@@ -30,47 +31,32 @@ type namedKind struct {
 	// initTarget is the name of the init target of a subscription made before Run; nil or
 	// "" for none.
 	initTarget func(name string) string
-	// extra, when set, registers more stats of a subscription under its prefix (RDS's
-	// config_reload, ECDS's config_reload and config_fail) and says how to record them.
-	extra func(st *stats.Store, prefix string) subExtra
-	// vet, when set, runs the watchers' checks (watchRef.setCheck) on the new resources of a
-	// response before it is applied and returns their outcome by resource index; a resource
-	// with an error is rejected as one that does not decode (ECDS: each filter's type_urls
-	// and factory). It is called without locks.
-	vet func(h *namedHandler, src *mux, u update) map[int]vetted
+	// extra, when set, adds to the subscription to name more stats under its prefix (RDS's
+	// config_reload, an Observed type's own) and says how to record them.
+	extra func(st *stats.Store, name, prefix string) subExtra
 	// changed, when set, runs (without locks) after a response changed some value.
 	changed func(c *Client)
 }
 
-// valueCheck is one watcher's check of new values (kinds with vet). quick runs first, for
-// every watcher of the value (ECDS: type_urls), then full (ECDS: the filter's factory), which
-// may keep what it built for the update that follows and returns discard (nil: nothing) to
-// release it should the value be rejected after all. Either may be nil. A standIn full check
-// (a warming listener's, for its filters not built yet) runs only when no other full check is
-// set.
-type valueCheck struct {
-	quick   func(val any) error
-	full    func(val any) (discard func(), err error)
-	standIn bool
-}
-
-// vetted is what vet found of one resource: err rejects it; discard releases what the checks
-// that accepted it built, for when it is rejected (by err or otherwise) or not applied.
+// vetted is what the watchers' checks found of one resource (vet): err rejects it; discard
+// releases what the Builds that accepted it built, for when it is rejected (by err or
+// otherwise) or not applied.
 type vetted struct {
 	err     error
 	discard []func()
 }
 
 // subExtra is what a kind adds to each of its subscriptions: more stats and how to record them.
-// The functions run under the handler's lock; either may be nil.
+// The functions run under the handler's lock; any may be nil.
 type subExtra struct {
-	reg *stats.Registration
 	// changed records an accepted change.
 	changed func(now time.Time, took time.Duration)
 	// failed records a rejected resource or an initial fetch timeout.
 	failed func()
-	// stats is the kind's stats struct, for the kind's own code.
-	stats any
+	// done ends the stats when the subscription ends.
+	done func()
+	// observer is an Observed type's, for its owner (watch.Subscription.Observer).
+	observer xdswatch.Observer
 }
 
 // watchFunc receives a subscription's value: after every accepted change (gen grows), and with
@@ -98,8 +84,8 @@ type namedSub struct {
 	m        *mux
 	name     string
 	watchers map[uint64]watchFunc
-	// checks are the watchers' checks of new resources (kinds with vet), by watcher id.
-	checks map[uint64]valueCheck
+	// checks are the checks of the watchers that are watch.Checkers, by watcher id.
+	checks map[uint64]xdswatch.Check
 	// val, raw, version and updated are the last accepted resource; gen counts changes.
 	val     any
 	raw     *anypb.Any
@@ -147,7 +133,7 @@ func (h *namedHandler) subscribe(src resource.Source, name, user string, fn watc
 		prefix := h.kind.statPrefix(name, user)
 		sub.reg = h.c.cfg.Stats.Register(prefix, &sub.stats)
 		if h.kind.extra != nil {
-			sub.extra = h.kind.extra(h.c.cfg.Stats, prefix)
+			sub.extra = h.kind.extra(h.c.cfg.Stats, name, prefix)
 		}
 		sub.stats.UpdateAttempt.Inc()
 		if t := src.InitialFetchTimeout; t > 0 {
@@ -202,8 +188,8 @@ func (r watchRef) release() {
 		sub.timer.Stop()
 	}
 	sub.reg.Unregister()
-	if sub.extra.reg != nil {
-		sub.extra.reg.Unregister()
+	if sub.extra.done != nil {
+		sub.extra.done()
 	}
 	if sub.initReady != nil {
 		go sub.initReady() // never block initialization on a subscription nobody wants
@@ -286,25 +272,14 @@ func runNotices(ns []notice, initReady ...func()) {
 // subscribed are ignored. A delta removal hands the watchers a nil value.
 func (h *namedHandler) apply(src *mux, u update) error {
 	start := h.c.clock.Now()
-	var vetoes map[int]vetted
-	if h.kind.vet != nil {
-		vetoes = h.kind.vet(h, src, u)
-	}
+	decoded := h.decodeAll(u)
+	vetoes := h.vet(src, u, decoded)
 	var errs []string
 	var ns []notice
 	var readies, discards []func()
 	h.mu.Lock()
 	for i, a := range u.resources {
-		name, val, err := h.kind.decode(h.c, a)
-		if name == "" && u.names != nil {
-			name = u.names[i]
-		}
-		if name == "" {
-			name = resource.NamedResourceName(a)
-		}
-		if err == nil && u.names != nil && u.names[i] != name {
-			err = errors.New(h.kind.short + " resource name " + u.names[i] + " differs from the resource's name " + name)
-		}
+		name, val, err := decoded[i].name, decoded[i].val, decoded[i].err
 		if err == nil && vetoes[i].err != nil {
 			err = vetoes[i].err
 		}
@@ -382,6 +357,114 @@ func (h *namedHandler) apply(src *mux, u update) error {
 		return err
 	}
 	return nil
+}
+
+// decodedResource is one resource of a response, decoded: the name it goes by and its value,
+// or why it is rejected.
+type decodedResource struct {
+	name string
+	val  any
+	err  error
+}
+
+// decodeAll decodes the resources of u (without locks: decoders keep no state of the
+// handler's), naming each by its decoder, else its delta name.
+func (h *namedHandler) decodeAll(u update) []decodedResource {
+	out := make([]decodedResource, len(u.resources))
+	for i, a := range u.resources {
+		name, val, err := h.kind.decode(h.c, a)
+		if name == "" && u.names != nil {
+			name = u.names[i]
+		}
+		if name == "" {
+			name = resource.NamedResourceName(a)
+		}
+		if err == nil && u.names != nil && u.names[i] != name {
+			err = errors.New(h.kind.short + " resource name " + u.names[i] + " differs from the resource's name " + name)
+		}
+		out[i] = decodedResource{name: name, val: val, err: err}
+	}
+	return out
+}
+
+// vet runs the watchers' checks (watch.Checker) on the new values of a response before it is
+// applied, and returns their outcome by resource index: for each decoded resource whose
+// subscription has checks and whose value changed, first every watcher's Accept, then every
+// Build, so that nothing is built for a value some watcher refuses. Checks run without
+// locks, in the order the watches were made.
+func (h *namedHandler) vet(src *mux, u update, decoded []decodedResource) map[int]vetted {
+	type job struct {
+		i      int
+		checks []xdswatch.Check
+	}
+	var jobs []job
+	h.mu.Lock()
+	for i, d := range decoded {
+		if d.err != nil {
+			continue
+		}
+		sub := h.subs[serviceKey(src, d.name)]
+		if sub == nil || len(sub.checks) == 0 || (sub.raw != nil && proto.Equal(sub.raw, u.resources[i])) {
+			continue
+		}
+		ids := make([]uint64, 0, len(sub.checks))
+		for id := range sub.checks {
+			ids = append(ids, id)
+		}
+		sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+		j := job{i: i}
+		for _, id := range ids {
+			j.checks = append(j.checks, sub.checks[id])
+		}
+		jobs = append(jobs, j)
+	}
+	h.mu.Unlock()
+	var out map[int]vetted
+	for _, j := range jobs {
+		v := vetChecks(j.checks, decoded[j.i].val)
+		if v.err != nil || v.discard != nil {
+			if out == nil {
+				out = map[int]vetted{}
+			}
+			out[j.i] = v
+		}
+	}
+	return out
+}
+
+// vetChecks runs checks on val: the Accepts, then the Builds (a StandIn one only when no
+// other has one). When one refuses, what the Builds before it built is released at once,
+// and the error returned.
+func vetChecks(checks []xdswatch.Check, val any) vetted {
+	for _, c := range checks {
+		if c.Accept == nil {
+			continue
+		}
+		if err := c.Accept(val); err != nil {
+			return vetted{err: err}
+		}
+	}
+	own := false
+	for _, c := range checks {
+		own = own || (c.Build != nil && !c.StandIn)
+	}
+	var v vetted
+	for _, c := range checks {
+		if c.Build == nil || (c.StandIn && own) {
+			continue
+		}
+		discard, err := c.Build(val)
+		if err != nil {
+			for _, d := range v.discard {
+				d()
+			}
+			return vetted{err: err}
+		}
+		if discard != nil {
+			v.discard = append(v.discard, discard)
+		}
+	}
+	return v
 }
 
 // failed counts a transport failure on every subscription of src.

@@ -35,9 +35,9 @@ var rdsKind = &namedKind{
 	},
 	statPrefix: func(name, user string) string { return "http." + user + ".rds." + name + "." },
 	initTarget: func(name string) string { return "RdsRouteConfigSubscription RDS init " + name },
-	extra: func(st *stats.Store, prefix string) subExtra {
+	extra: func(st *stats.Store, _, prefix string) subExtra {
 		s := &rdsStats{}
-		return subExtra{reg: st.Register(prefix, s), stats: s, changed: func(now time.Time, _ time.Duration) {
+		return subExtra{done: st.Register(prefix, s).Unregister, changed: func(now time.Time, _ time.Duration) {
 			s.ConfigReload.Inc()
 			s.ConfigReloadTimeMs.Set(uint64(now.UnixMilli()))
 		}}

@@ -12,18 +12,7 @@ import (
 )
 
 // ExtensionConfigType is the type URL of ECDS resources (TypedExtensionConfig).
-const ExtensionConfigType = "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig"
-
-// DecodeExtensionConfig decodes an ECDS resource: the type URL, protoc-gen-validate rules (a
-// name and a typed_config are required). Whether its type suits a filter is checked by the
-// filter that subscribed (config_discovery.type_urls).
-func DecodeExtensionConfig(a *anypb.Any) (*corev3.TypedExtensionConfig, error) {
-	pb := &corev3.TypedExtensionConfig{}
-	if _, err := watch.DecodeNamed(a, ExtensionConfigType, "extension_config", pb, pb.GetName); err != nil {
-		return nil, err
-	}
-	return pb, nil
-}
+const ExtensionConfigType = watch.ExtensionConfigType
 
 // ExtensionConfigName returns the name of an ECDS resource without validating it, or "".
 func ExtensionConfigName(a *anypb.Any) string {
@@ -32,22 +21,6 @@ func ExtensionConfigName(a *anypb.Any) string {
 		return ""
 	}
 	return pb.GetName()
-}
-
-// CheckExtensionType checks that the typed_config of tc has one of the types typeURLs allows
-// (an HTTP filter's config_discovery.type_urls; none allows any type), as Envoy checks each
-// discovered filter configuration before a filter takes it.
-func CheckExtensionType(typeURLs []string, tc *corev3.TypedExtensionConfig) error {
-	if len(typeURLs) == 0 {
-		return nil
-	}
-	u := tc.GetTypedConfig().GetTypeUrl()
-	for _, a := range typeURLs {
-		if a == u {
-			return nil
-		}
-	}
-	return fmt.Errorf("typed_config type %q is not one of config_discovery.type_urls %q", u, typeURLs)
 }
 
 // hcmExtensionDependencies returns the ECDS configurations the HTTP filters of hcm discover
@@ -67,7 +40,7 @@ func hcmExtensionDependencies(path string, hcm *hcmv3.HttpConnectionManager) ([]
 		if src.Self {
 			return nil, fmt.Errorf("%s.http_filters[%d].config_discovery.config_source.self is not supported", path, i)
 		}
-		out = append(out, Dependency{Name: f.GetName(), Source: src, StatPrefix: hcm.GetStatPrefix(), TypeURLs: cd.GetTypeUrls()})
+		out = append(out, Dependency{Name: f.GetName(), Source: src, Config: cd.GetConfigSource(), StatPrefix: hcm.GetStatPrefix(), TypeURLs: cd.GetTypeUrls()})
 	}
 	return out, nil
 }

@@ -45,7 +45,8 @@ type Listener struct {
 type Dependency struct {
 	Name   string
 	Source Source
-	// Config is the config source Source was read from (secrets, which TLS watches).
+	// Config is the config source Source was read from (secrets and extension configs, which
+	// their owners watch).
 	Config *corev3.ConfigSource
 	// StatPrefix is the connection manager's stat_prefix (routes and scoped routes).
 	StatPrefix string

@@ -23,6 +23,8 @@ const (
 	// VirtualHost (delta only).
 	ScopedRouteType = "type.googleapis.com/envoy.config.route.v3.ScopedRouteConfiguration"
 	VirtualHostType = "type.googleapis.com/envoy.config.route.v3.VirtualHost"
+	// ExtensionConfigType is ECDS's TypedExtensionConfig.
+	ExtensionConfigType = "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig"
 )
 
 // v2TypeURLs are the v2 spellings of the types above, refused with a clear error.

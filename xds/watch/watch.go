@@ -6,6 +6,20 @@
 // TLS, the route table, the cluster and listener managers), so that they depend on the
 // contract, not on the client; the server hands them the client.
 //
+// The contract, in full:
+//   - One subscription per (config source, name) is shared by every watcher of it. The
+//     decoder's error rejects a resource for all of them: the response is NACKed with the
+//     error's text, update_rejected counts it, and the last accepted value keeps serving.
+//   - A watcher that is a Checker vets each new value before any watcher receives it (ECDS:
+//     a filter's type_urls and factory). Every Accept runs first, then every Build, in the
+//     order the watches were made, without locks; one refusal rejects the value for every
+//     watcher, as a decoder's error does, and the Builds that accepted it are discarded.
+//     A value is checked once: unchanged values are not checked again, and a watcher that
+//     joins later checks the current value itself.
+//   - A Type that is Observed has stats of its own on each subscription (ECDS's
+//     config_reload and config_fail, counted by the client through its Observer; the owner
+//     counts what only it sees, such as config_conflict, through Subscription.Observer).
+//
 // It also holds the resource type URLs and the decoding steps every type shares (type URL
 // check, unmarshal, typed_struct opening, protoc-gen-validate rules), so that an owner's
 // decoder refuses a resource with the same words whichever type it is.
@@ -44,6 +58,49 @@ type Watcher interface {
 	Update(val any)
 }
 
+// Checker is a Watcher whose watch vets each new value of its resource before any watcher
+// receives it: a value one Checker refuses is rejected for every watcher of the resource.
+type Checker interface {
+	Watcher
+	// Check is the watch's check; the client reads it once, when the watch is made.
+	Check() Check
+}
+
+// Check is one watcher's check of new values. Its functions run on a transport goroutine,
+// without the client's locks, and must not block; either may be nil (accepts).
+type Check struct {
+	// Accept runs first, for every watcher of the value: a cheap test that keeps any Build
+	// from running on a value some watcher refuses (ECDS: config_discovery.type_urls).
+	Accept func(val any) error
+	// Build runs once every Accept passed: it may build what the value will serve and keep
+	// it for the Update that follows (ECDS: the filter's instance), returning discard (nil:
+	// nothing) to release that should the value be refused after all by a later Build, or
+	// not delivered.
+	Build func(val any) (discard func(), err error)
+	// StandIn marks a Build that runs only while no other watcher of the resource has one:
+	// a check made for watchers not built yet (a warming listener's, for its filters).
+	StandIn bool
+}
+
+// Observed is a Type whose subscriptions have stats of their own beside the client's.
+type Observed interface {
+	Type
+	// Observe is called when the subscription to name is made, with the client's lock held;
+	// the Observer receives that subscription's outcomes until Done.
+	Observe(name string) Observer
+}
+
+// Observer receives one subscription's outcomes. The client calls it with its lock held: it
+// must only count.
+type Observer interface {
+	// Changed records an accepted new value.
+	Changed()
+	// Failed records a rejected resource or an initial fetch that timed out.
+	Failed()
+	// Done is called once, when the subscription ends.
+	Done()
+}
+
 // Func is a Watcher made of a function.
 type Func func(val any)
 
@@ -58,6 +115,8 @@ type Subscription interface {
 	Value() any
 	// InitTarget is the init target the subscription registers (Type.InitTarget), "" for none.
 	InitTarget() string
+	// Observer is the subscription's Observer (Observed types), nil for other types.
+	Observer() Observer
 	// Cancel ends the watch; the last watcher's cancel unsubscribes. Cancelling twice is
 	// harmless.
 	Cancel()
