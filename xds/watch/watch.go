@@ -19,6 +19,9 @@
 //   - A Type that is Observed has stats of its own on each subscription (ECDS's
 //     config_reload and config_fail, counted by the client through its Observer; the owner
 //     counts what only it sees, such as config_conflict, through Subscription.Observer).
+//   - A type whose owner applies responses whole (CDS, LDS, EDS) is not watched by name but
+//     streamed (Streams.Stream): the owner's Applier gets each response, and its error is
+//     the NACK.
 //
 // It also holds the resource type URLs and the decoding steps every type shares (type URL
 // check, unmarshal, typed_struct opening, protoc-gen-validate rules), so that an owner's
