@@ -49,6 +49,12 @@ type h1conn struct {
 	peekN   int
 	peekErr error
 
+	// Sending a request without a body (send): flush is the raw read callback that writes
+	// the request and then waits for the answer; flushed and flushErr are its state.
+	flush    func(fd uintptr) bool
+	flushed  bool
+	flushErr error
+
 	// Sending a request body (exchangeBody): reqBody reads it; sending is the request
 	// writeRequestBody writes, with reqBody as its body; the head reader's goroutine reads the
 	// response head into headResp and reports on head; answered tells the body to stop (and
@@ -116,6 +122,7 @@ func newH1(uc *upConn) *h1conn {
 	c.bw.Reset(uc)
 	c.raw, c.isTLS = rawSocket(uc.Conn)
 	c.peek = c.peekSocket
+	c.flush = c.flushThenWait
 	if d := uc.hp.m.idleTimeout; d > 0 {
 		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 		c.timer = time.AfterFunc(d, c.idleExpired)
@@ -463,8 +470,8 @@ func (c *h1conn) exchange(ctx context.Context, req *Request, resp *Response) (st
 	if hasBody(req) {
 		return c.exchangeBody(ctx, req, resp, rx)
 	}
-	if err := c.bw.Flush(); err != nil {
-		return true, c.ioError(ctx, err)
+	if err := c.send(); err != nil {
+		return c.uc.rx == rx, c.ioError(ctx, err)
 	}
 	f, err := readResponseHead(c.br, resp, req.Method == "HEAD", c.uc.hp.m.head)
 	if err != nil {

@@ -148,3 +148,42 @@ func TestIdleCloseNoticed(t *testing.T) {
 		t.Errorf("upstream_cx_protocol_error = %d; want 0", got)
 	}
 }
+
+// TestCloseAfterRequestWakesWait: an upstream that reads a request on a kept-alive connection
+// and closes it unanswered wakes the exchange waiting for the answer (send's wait after the
+// write); the request, with no response byte received, goes again on a new connection. A
+// third request, answered after a delay, shows the wait also ends when the answer comes late.
+func TestCloseAfterRequestWakesWait(t *testing.T) {
+	var dropped atomic.Bool
+	s := newScriptedUpstream(t, nil, func(c net.Conn, method, path string) {
+		switch {
+		case path == "/drop" && !dropped.Swap(true):
+			c.Close()
+			return
+		case path == "/late":
+			time.Sleep(50 * time.Millisecond) // a slow upstream: the answer comes after the wait began
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	})
+	cm, store := newClusterManager(t, staticCluster("", s.addr))
+	m := newManager(t, cm, store, nil)
+	h := onlyHost(t, m)
+	for _, path := range []string{"/first", "/drop", "/late"} {
+		// The bound turns a missed wake-up into a failure instead of a hung test.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var resp Response
+		err := m.RoundTrip(ctx, h, &Request{Method: "GET", Path: path, Host: "example.com"}, &resp)
+		cancel()
+		if err != nil {
+			t.Fatalf("GET %s = %v; want nil", path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Close()
+		if resp.StatusCode != 200 || string(body) != "ok" {
+			t.Errorf("GET %s = %d %q; want 200 \"ok\"", path, resp.StatusCode, body)
+		}
+	}
+	if got := s.accepted.Load(); got != 2 {
+		t.Errorf("upstream connections = %d; want 2 (the dropped request went again on a new one)", got)
+	}
+}
