@@ -90,7 +90,7 @@ type h1writer struct {
 	buf     []byte
 	chunked bool // the body is sent chunked
 	noBody  bool // HEAD, 1xx, 204, 304: the body is not sent
-	tx      *stats.Counter
+	tx      *stats.HotCounter
 	err     error
 	sent    int64  // body bytes accepted, for %BYTES_SENT%
 	trailer []byte // the chunked trailer section's field lines, each ending in CRLF

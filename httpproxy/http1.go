@@ -24,7 +24,7 @@ type reader struct {
 	buf  []byte
 	r, w int
 	max  int // the largest head accepted
-	rx   *stats.Counter
+	rx   *stats.HotCounter
 	// scanned is how many buffered bytes from r are known not to end a request head.
 	scanned int
 }

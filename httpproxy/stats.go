@@ -13,62 +13,62 @@ import (
 // filter, named as Envoy names them (reference §26.6).
 type hcmStats struct {
 	responseCodeStats
-	DownstreamCxDestroy                  stats.Counter `stat:"downstream_cx_destroy"`
-	DownstreamCxDestroyActiveRq          stats.Counter `stat:"downstream_cx_destroy_active_rq"`
-	DownstreamCxDestroyLocal             stats.Counter `stat:"downstream_cx_destroy_local"`
-	DownstreamCxDestroyLocalActiveRq     stats.Counter `stat:"downstream_cx_destroy_local_active_rq"`
-	DownstreamCxDestroyRemote            stats.Counter `stat:"downstream_cx_destroy_remote"`
-	DownstreamCxDestroyRemoteActiveRq    stats.Counter `stat:"downstream_cx_destroy_remote_active_rq"`
-	DownstreamCxDrainClose               stats.Counter `stat:"downstream_cx_drain_close"`
-	DownstreamCxHTTP1Total               stats.Counter `stat:"downstream_cx_http1_total"`
-	DownstreamCxHTTP2Total               stats.Counter `stat:"downstream_cx_http2_total"`
-	DownstreamCxHTTP3Total               stats.Counter `stat:"downstream_cx_http3_total"`
-	DownstreamCxIdleTimeout              stats.Counter `stat:"downstream_cx_idle_timeout"`
-	DownstreamCxMaxDurationReached       stats.Counter `stat:"downstream_cx_max_duration_reached"`
-	DownstreamCxMaxRequestsReached       stats.Counter `stat:"downstream_cx_max_requests_reached"`
-	DownstreamCxOverloadDisableKeepalive stats.Counter `stat:"downstream_cx_overload_disable_keepalive"`
-	DownstreamCxProtocolError            stats.Counter `stat:"downstream_cx_protocol_error"`
-	DownstreamCxRxBytesTotal             stats.Counter `stat:"downstream_cx_rx_bytes_total"`
-	DownstreamCxSslTotal                 stats.Counter `stat:"downstream_cx_ssl_total"`
-	DownstreamCxTotal                    stats.Counter `stat:"downstream_cx_total"`
-	DownstreamCxTxBytesTotal             stats.Counter `stat:"downstream_cx_tx_bytes_total"`
-	DownstreamCxUpgradesTotal            stats.Counter `stat:"downstream_cx_upgrades_total"`
-	DownstreamRqHTTP1Total               stats.Counter `stat:"downstream_rq_http1_total"`
-	DownstreamRqHTTP2Total               stats.Counter `stat:"downstream_rq_http2_total"`
-	DownstreamRqHTTP3Total               stats.Counter `stat:"downstream_rq_http3_total"`
-	DownstreamRqIdleTimeout              stats.Counter `stat:"downstream_rq_idle_timeout"`
-	DownstreamRqNonRelativePath          stats.Counter `stat:"downstream_rq_non_relative_path"`
-	DownstreamRqOverloadClose            stats.Counter `stat:"downstream_rq_overload_close"`
-	DownstreamRqResponseBeforeRqComplete stats.Counter `stat:"downstream_rq_response_before_rq_complete"`
-	DownstreamRqRxReset                  stats.Counter `stat:"downstream_rq_rx_reset"`
-	DownstreamRqTooManyPrematureResets   stats.Counter `stat:"downstream_rq_too_many_premature_resets"`
-	DownstreamRqTimeout                  stats.Counter `stat:"downstream_rq_timeout"`
-	DownstreamRqHeaderTimeout            stats.Counter `stat:"downstream_rq_header_timeout"`
-	DownstreamRqTooLarge                 stats.Counter `stat:"downstream_rq_too_large"`
-	DownstreamRqTotal                    stats.Counter `stat:"downstream_rq_total"`
-	DownstreamRqTxReset                  stats.Counter `stat:"downstream_rq_tx_reset"`
-	DownstreamRqMaxDurationReached       stats.Counter `stat:"downstream_rq_max_duration_reached"`
-	DownstreamRqWsOnNonWsRoute           stats.Counter `stat:"downstream_rq_ws_on_non_ws_route"`
-	RsTooLarge                           stats.Counter `stat:"rs_too_large"`
+	DownstreamCxDestroy                  stats.Counter    `stat:"downstream_cx_destroy"`
+	DownstreamCxDestroyActiveRq          stats.Counter    `stat:"downstream_cx_destroy_active_rq"`
+	DownstreamCxDestroyLocal             stats.Counter    `stat:"downstream_cx_destroy_local"`
+	DownstreamCxDestroyLocalActiveRq     stats.Counter    `stat:"downstream_cx_destroy_local_active_rq"`
+	DownstreamCxDestroyRemote            stats.Counter    `stat:"downstream_cx_destroy_remote"`
+	DownstreamCxDestroyRemoteActiveRq    stats.Counter    `stat:"downstream_cx_destroy_remote_active_rq"`
+	DownstreamCxDrainClose               stats.Counter    `stat:"downstream_cx_drain_close"`
+	DownstreamCxHTTP1Total               stats.Counter    `stat:"downstream_cx_http1_total"`
+	DownstreamCxHTTP2Total               stats.Counter    `stat:"downstream_cx_http2_total"`
+	DownstreamCxHTTP3Total               stats.Counter    `stat:"downstream_cx_http3_total"`
+	DownstreamCxIdleTimeout              stats.Counter    `stat:"downstream_cx_idle_timeout"`
+	DownstreamCxMaxDurationReached       stats.Counter    `stat:"downstream_cx_max_duration_reached"`
+	DownstreamCxMaxRequestsReached       stats.Counter    `stat:"downstream_cx_max_requests_reached"`
+	DownstreamCxOverloadDisableKeepalive stats.Counter    `stat:"downstream_cx_overload_disable_keepalive"`
+	DownstreamCxProtocolError            stats.Counter    `stat:"downstream_cx_protocol_error"`
+	DownstreamCxRxBytesTotal             stats.HotCounter `stat:"downstream_cx_rx_bytes_total"`
+	DownstreamCxSslTotal                 stats.Counter    `stat:"downstream_cx_ssl_total"`
+	DownstreamCxTotal                    stats.Counter    `stat:"downstream_cx_total"`
+	DownstreamCxTxBytesTotal             stats.HotCounter `stat:"downstream_cx_tx_bytes_total"`
+	DownstreamCxUpgradesTotal            stats.Counter    `stat:"downstream_cx_upgrades_total"`
+	DownstreamRqHTTP1Total               stats.HotCounter `stat:"downstream_rq_http1_total"`
+	DownstreamRqHTTP2Total               stats.HotCounter `stat:"downstream_rq_http2_total"`
+	DownstreamRqHTTP3Total               stats.Counter    `stat:"downstream_rq_http3_total"`
+	DownstreamRqIdleTimeout              stats.Counter    `stat:"downstream_rq_idle_timeout"`
+	DownstreamRqNonRelativePath          stats.Counter    `stat:"downstream_rq_non_relative_path"`
+	DownstreamRqOverloadClose            stats.Counter    `stat:"downstream_rq_overload_close"`
+	DownstreamRqResponseBeforeRqComplete stats.Counter    `stat:"downstream_rq_response_before_rq_complete"`
+	DownstreamRqRxReset                  stats.Counter    `stat:"downstream_rq_rx_reset"`
+	DownstreamRqTooManyPrematureResets   stats.Counter    `stat:"downstream_rq_too_many_premature_resets"`
+	DownstreamRqTimeout                  stats.Counter    `stat:"downstream_rq_timeout"`
+	DownstreamRqHeaderTimeout            stats.Counter    `stat:"downstream_rq_header_timeout"`
+	DownstreamRqTooLarge                 stats.Counter    `stat:"downstream_rq_too_large"`
+	DownstreamRqTotal                    stats.HotCounter `stat:"downstream_rq_total"`
+	DownstreamRqTxReset                  stats.Counter    `stat:"downstream_rq_tx_reset"`
+	DownstreamRqMaxDurationReached       stats.Counter    `stat:"downstream_rq_max_duration_reached"`
+	DownstreamRqWsOnNonWsRoute           stats.Counter    `stat:"downstream_rq_ws_on_non_ws_route"`
+	RsTooLarge                           stats.Counter    `stat:"rs_too_large"`
 
-	DownstreamCxActive         stats.Gauge `stat:"downstream_cx_active,accumulate"`
-	DownstreamCxHTTP1Active    stats.Gauge `stat:"downstream_cx_http1_active,accumulate"`
-	DownstreamCxHTTP2Active    stats.Gauge `stat:"downstream_cx_http2_active,accumulate"`
-	DownstreamCxHTTP3Active    stats.Gauge `stat:"downstream_cx_http3_active,accumulate"`
-	DownstreamCxSslActive      stats.Gauge `stat:"downstream_cx_ssl_active,accumulate"`
-	DownstreamCxUpgradesActive stats.Gauge `stat:"downstream_cx_upgrades_active,accumulate"`
-	DownstreamRqActive         stats.Gauge `stat:"downstream_rq_active,accumulate"`
+	DownstreamCxActive         stats.Gauge    `stat:"downstream_cx_active,accumulate"`
+	DownstreamCxHTTP1Active    stats.Gauge    `stat:"downstream_cx_http1_active,accumulate"`
+	DownstreamCxHTTP2Active    stats.Gauge    `stat:"downstream_cx_http2_active,accumulate"`
+	DownstreamCxHTTP3Active    stats.Gauge    `stat:"downstream_cx_http3_active,accumulate"`
+	DownstreamCxSslActive      stats.Gauge    `stat:"downstream_cx_ssl_active,accumulate"`
+	DownstreamCxUpgradesActive stats.Gauge    `stat:"downstream_cx_upgrades_active,accumulate"`
+	DownstreamRqActive         stats.HotGauge `stat:"downstream_rq_active,accumulate"`
 
 	DownstreamCxLengthMs stats.Histogram `stat:"downstream_cx_length_ms,unit=ms"`
 	DownstreamRqTime     stats.Histogram `stat:"downstream_rq_time,unit=ms"`
 
 	// The router filter's stats.
-	NoCluster                     stats.Counter `stat:"no_cluster"`
-	NoRoute                       stats.Counter `stat:"no_route"`
-	RqDirectResponse              stats.Counter `stat:"rq_direct_response"`
-	RqRedirect                    stats.Counter `stat:"rq_redirect"`
-	RqResetAfterDownstreamStarted stats.Counter `stat:"rq_reset_after_downstream_response_started"`
-	RqTotal                       stats.Counter `stat:"rq_total"`
+	NoCluster                     stats.Counter    `stat:"no_cluster"`
+	NoRoute                       stats.Counter    `stat:"no_route"`
+	RqDirectResponse              stats.Counter    `stat:"rq_direct_response"`
+	RqRedirect                    stats.Counter    `stat:"rq_redirect"`
+	RqResetAfterDownstreamStarted stats.Counter    `stat:"rq_reset_after_downstream_response_started"`
+	RqTotal                       stats.HotCounter `stat:"rq_total"`
 }
 
 // listenerHTTPStats are listener.<address>.http.<stat_prefix>.* (Envoy's per-listener
@@ -79,12 +79,12 @@ type listenerHTTPStats struct {
 
 // responseCodeStats are downstream_rq_<class>xx and downstream_rq_completed.
 type responseCodeStats struct {
-	DownstreamRq1xx       stats.Counter `stat:"downstream_rq_1xx"`
-	DownstreamRq2xx       stats.Counter `stat:"downstream_rq_2xx"`
-	DownstreamRq3xx       stats.Counter `stat:"downstream_rq_3xx"`
-	DownstreamRq4xx       stats.Counter `stat:"downstream_rq_4xx"`
-	DownstreamRq5xx       stats.Counter `stat:"downstream_rq_5xx"`
-	DownstreamRqCompleted stats.Counter `stat:"downstream_rq_completed"`
+	DownstreamRq1xx       stats.HotCounter `stat:"downstream_rq_1xx"`
+	DownstreamRq2xx       stats.HotCounter `stat:"downstream_rq_2xx"`
+	DownstreamRq3xx       stats.HotCounter `stat:"downstream_rq_3xx"`
+	DownstreamRq4xx       stats.HotCounter `stat:"downstream_rq_4xx"`
+	DownstreamRq5xx       stats.HotCounter `stat:"downstream_rq_5xx"`
+	DownstreamRqCompleted stats.HotCounter `stat:"downstream_rq_completed"`
 }
 
 // codeClass returns the index 0..4 of a status's class (1xx..5xx), or -1.
@@ -114,11 +114,11 @@ func (s *responseCodeStats) responseCode(status int) {
 // upstreamCodeStats are the cluster.<name>.upstream_rq_<class>xx counters the router charges
 // (the pool counts the rest of the cluster's upstream_rq_* set).
 type upstreamCodeStats struct {
-	UpstreamRq1xx stats.Counter `stat:"upstream_rq_1xx"`
-	UpstreamRq2xx stats.Counter `stat:"upstream_rq_2xx"`
-	UpstreamRq3xx stats.Counter `stat:"upstream_rq_3xx"`
-	UpstreamRq4xx stats.Counter `stat:"upstream_rq_4xx"`
-	UpstreamRq5xx stats.Counter `stat:"upstream_rq_5xx"`
+	UpstreamRq1xx stats.HotCounter `stat:"upstream_rq_1xx"`
+	UpstreamRq2xx stats.HotCounter `stat:"upstream_rq_2xx"`
+	UpstreamRq3xx stats.HotCounter `stat:"upstream_rq_3xx"`
+	UpstreamRq4xx stats.HotCounter `stat:"upstream_rq_4xx"`
+	UpstreamRq5xx stats.HotCounter `stat:"upstream_rq_5xx"`
 
 	reg   *stats.Registration
 	codes [600]atomic.Pointer[stats.Counter] // upstream_rq_<code>, created on first use

@@ -66,6 +66,70 @@ func TestHotCounter(t *testing.T) {
 	}
 }
 
+type activeStats struct {
+	Bytes  HotCounter `stat:"downstream_cx_rx_bytes_total"`
+	Active HotGauge   `stat:"downstream_rq_active,accumulate"`
+}
+
+// TestHotGauge checks that a HotGauge moved up and down from many goroutines reads exactly
+// like a Gauge (its listed value, usedonly, a hot-restart parent's import added to it), and
+// that HotCounter.Add sums byte counts exactly.
+func TestHotGauge(t *testing.T) {
+	s := newStore(t, Config{})
+	var a activeStats
+	s.Register("http.ingress.", &a)
+	if a.Active.Used() {
+		t.Fatal("fresh HotGauge reports used")
+	}
+	const goroutines, moves = 8, 10_000
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range moves {
+				a.Active.Inc()
+				a.Bytes.Add(uint64(i % 7))
+				if i%2 == 0 || g == 0 {
+					a.Active.Dec() // goroutine 0 ends where it began, the others half up
+				}
+			}
+		})
+	}
+	wg.Wait()
+	want := uint64((goroutines - 1) * moves / 2)
+	listed := func(name string) (uint64, bool) {
+		var v uint64
+		var used bool
+		s.Each(KindSet(KindCounter, KindGauge), func(st *Stat) bool {
+			if st.Name() == name {
+				v, used = st.Value(), st.Used()
+			}
+			return true
+		})
+		return v, used
+	}
+	if v, used := listed("http.ingress.downstream_rq_active"); v != want || !used {
+		t.Errorf("listed gauge, used = %d, %v; want %d, true", v, used, want)
+	}
+	var bytes uint64
+	for i := range moves {
+		bytes += uint64(i % 7)
+	}
+	if v, _ := listed("http.ingress.downstream_cx_rx_bytes_total"); v != goroutines*bytes {
+		t.Errorf("listed counter = %d; want %d", v, goroutines*bytes)
+	}
+	a.Active.Sub(want)
+	a.Active.Add(3)
+	a.Active.Gauge.Add(10) // a parent's value, imported into the gauge itself
+	if got := a.Active.Value(); got != 13 {
+		t.Errorf("Value() after Sub, Add and an import = %d; want 13", got)
+	}
+	a.Active.Inc()
+	a.Active.Set(5)
+	if got := a.Active.Value(); got != 5 {
+		t.Errorf("Value() after Set(5) = %d; want 5", got)
+	}
+}
+
 func BenchmarkHotCounterInc(b *testing.B) {
 	b.Run("Counter", func(b *testing.B) {
 		var c Counter

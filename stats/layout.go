@@ -16,7 +16,7 @@ type field struct {
 	name   string  // relative to the registration prefix, e.g. "circuit_breakers.default.cx_open"
 	offset uintptr // from the start of the outermost struct
 	kind   Kind
-	hot    bool       // a HotCounter
+	hot    bool       // a HotCounter or a HotGauge
 	mode   ImportMode // gauges only
 	unit   Unit       // histograms only
 }
@@ -84,6 +84,7 @@ var (
 	counterType     = reflect.TypeFor[Counter]()
 	hotCounterType  = reflect.TypeFor[HotCounter]()
 	gaugeType       = reflect.TypeFor[Gauge]()
+	hotGaugeType    = reflect.TypeFor[HotGauge]()
 	histogramType   = reflect.TypeFor[Histogram]()
 	textReadoutType = reflect.TypeFor[TextReadout]()
 )
@@ -121,7 +122,7 @@ func (l *layout) walk(t reflect.Type, prefix string, offset uintptr) error {
 		switch sf.Type {
 		case counterType, hotCounterType:
 			kind = KindCounter
-		case gaugeType:
+		case gaugeType, hotGaugeType:
 			kind = KindGauge
 		case histogramType:
 			kind = KindHistogram
@@ -144,7 +145,7 @@ func (l *layout) walk(t reflect.Type, prefix string, offset uintptr) error {
 		}
 		f.name = prefix + f.name
 		f.offset = offset + sf.Offset
-		f.hot = sf.Type == hotCounterType
+		f.hot = sf.Type == hotCounterType || sf.Type == hotGaugeType
 		l.fields = append(l.fields, f)
 	}
 	return nil
@@ -185,6 +186,15 @@ func counterAt(base unsafe.Pointer, f *field) *Counter {
 		return at[HotCounter](base, f).fold()
 	}
 	return at[Counter](base, f)
+}
+
+// gaugeAt returns the gauge of field f inside the struct at base, with a HotGauge's per-P
+// changes folded in.
+func gaugeAt(base unsafe.Pointer, f *field) *Gauge {
+	if f.hot {
+		return at[HotGauge](base, f).fold()
+	}
+	return at[Gauge](base, f)
 }
 
 // at returns a pointer to field f inside the struct at base.

@@ -44,7 +44,7 @@ func (st *Stat) Used() bool {
 	case KindCounter:
 		return counterAt(st.reg.base, st.f).Used()
 	case KindGauge:
-		return (*Gauge)(st.ptr()).Used()
+		return gaugeAt(st.reg.base, st.f).Used()
 	case KindHistogram:
 		return (*Histogram)(st.ptr()).Used()
 	}
@@ -57,7 +57,7 @@ func (st *Stat) Value() uint64 {
 	case KindCounter:
 		return counterAt(st.reg.base, st.f).Value()
 	case KindGauge:
-		return (*Gauge)(st.ptr()).Value()
+		return gaugeAt(st.reg.base, st.f).Value()
 	}
 	return 0
 }

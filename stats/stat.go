@@ -81,16 +81,17 @@ func (c *Counter) latchDelta() uint64 {
 }
 
 // HotCounter is a Counter for paths that every core takes at once, such as a load balancer's
-// per-pick stats: each P increments its own cache line and the lines are summed into the
-// counter whenever it is read, so increments scale with cores where one shared atomic would
-// have them queue for the same line. It costs a line per P once first incremented; use Counter
-// everywhere else. Declare it in a stats struct like a Counter; it is one to every reader.
-// Safe for concurrent use.
+// per-pick stats or the counters every proxied request adds to: each P increments its own cache
+// line and the lines are summed into the counter whenever it is read, so increments scale with
+// cores where one shared atomic would have them queue for the same line. It costs a line per P
+// once first incremented; use Counter everywhere else. Declare it in a stats struct like a
+// Counter; it is one to every reader. Safe for concurrent use.
 type HotCounter struct {
 	Counter
 	shards atomic.Pointer[hotShards]
 }
 
+// hotShards are the per-P lines of a HotCounter or a HotGauge.
 type hotShards struct {
 	mask uint64
 	slot []hotSlot
@@ -101,23 +102,42 @@ type hotSlot struct {
 	_ [56]byte
 }
 
-// Inc adds one.
-func (c *HotCounter) Inc() {
-	if s := c.shards.Load(); s != nil {
-		id := uint64(procpin.Pin())
-		s.slot[id&s.mask].n.Add(1)
-		procpin.Unpin()
-		return
+// hotAdd adds n (two's complement for a decrement) to the calling P's line of p, making the
+// lines on first use.
+func hotAdd(p *atomic.Pointer[hotShards], n uint64) {
+	s := p.Load()
+	if s == nil {
+		s = newShards(p)
 	}
-	c.firstInc()
+	id := uint64(procpin.Pin())
+	s.slot[id&s.mask].n.Add(n)
+	procpin.Unpin()
 }
 
-func (c *HotCounter) firstInc() {
+// newShards installs p's lines (once, whoever wins) and returns them.
+func newShards(p *atomic.Pointer[hotShards]) *hotShards {
 	s := &hotShards{mask: uint64(procpin.Slots() - 1)}
 	s.slot = make([]hotSlot, s.mask+1)
-	c.shards.CompareAndSwap(nil, s)
-	c.Inc()
+	p.CompareAndSwap(nil, s)
+	return p.Load()
 }
+
+// drain empties the lines and returns their (wrapping) sum.
+func (s *hotShards) drain() uint64 {
+	var t uint64
+	for i := range s.slot {
+		if n := s.slot[i].n.Load(); n != 0 {
+			t += s.slot[i].n.Swap(0)
+		}
+	}
+	return t
+}
+
+// Inc adds one.
+func (c *HotCounter) Inc() { hotAdd(&c.shards, 1) }
+
+// Add adds n.
+func (c *HotCounter) Add(n uint64) { hotAdd(&c.shards, n) }
 
 // Value is the count since creation or since the last reset.
 func (c *HotCounter) Value() uint64 { return c.fold().Value() }
@@ -128,13 +148,57 @@ func (c *HotCounter) Used() bool { return c.fold().Used() }
 // fold moves the per-P increments into the counter and returns it.
 func (c *HotCounter) fold() *Counter {
 	if s := c.shards.Load(); s != nil {
-		for i := range s.slot {
-			if n := s.slot[i].n.Swap(0); n != 0 {
-				c.total.Add(n)
-			}
+		if n := s.drain(); n != 0 {
+			c.total.Add(n)
 		}
 	}
 	return &c.Counter
+}
+
+// HotGauge is a Gauge that every core moves at once, such as the active requests of a
+// connection manager or a cluster: like HotCounter, each P adds to its own cache line and
+// reads sum the lines into the gauge. Inc, Dec, Add and Sub take no lock and, after the
+// first, allocate nothing; Set is for gauges that are not also moved concurrently. Declare it
+// in a stats struct like a Gauge. Safe for concurrent use.
+type HotGauge struct {
+	Gauge
+	shards atomic.Pointer[hotShards]
+}
+
+// Inc adds one.
+func (g *HotGauge) Inc() { g.add(1) }
+
+// Dec subtracts one.
+func (g *HotGauge) Dec() { g.add(^uint64(0)) }
+
+// Add adds n.
+func (g *HotGauge) Add(n uint64) { g.add(n) }
+
+// Sub subtracts n.
+func (g *HotGauge) Sub(n uint64) { g.add(^(n - 1)) }
+
+func (g *HotGauge) add(n uint64) {
+	g.markUsed()
+	hotAdd(&g.shards, n)
+}
+
+// Set stores v, dropping the moves not yet folded in.
+func (g *HotGauge) Set(v uint64) {
+	g.fold()
+	g.Gauge.Set(v)
+}
+
+// Value returns the current value.
+func (g *HotGauge) Value() uint64 { return g.fold().Value() }
+
+// fold moves the per-P changes into the gauge and returns it.
+func (g *HotGauge) fold() *Gauge {
+	if s := g.shards.Load(); s != nil {
+		if n := s.drain(); n != 0 {
+			g.v.Add(n)
+		}
+	}
+	return &g.Gauge
 }
 
 // Gauge is a uint64 that goes up and down (Envoy's Gauge). The zero value is a
