@@ -4,7 +4,7 @@ BIN       := bin/legate
 PKGS      := ./...
 RUN_ARGS  ?=
 
-.PHONY: all build run test e2e bench fuzz vet fmt clean
+.PHONY: all build run test e2e bench bench-peers bench-syscalls fuzz vet fmt clean
 
 all: build
 
@@ -28,6 +28,16 @@ e2e: build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 -timeout 30m $(PKGS)
+
+# The HTTP/2, gRPC-shaped and TLS rounds against nginx (bench/peers-h2-tls.sh; installs nginx,
+# nghttp2-client and wrk when missing, or skips saying why). Wants an otherwise idle machine.
+bench-peers: build
+	PROJECT_BIN=$(BIN) ./bench/peers-h2-tls.sh
+
+# System calls per proxied HTTP/1.1 request, Legate and nginx counted alike with perf
+# (bench/syscalls.sh): the figure a loaded machine does not distort.
+bench-syscalls: build
+	PROJECT_BIN=$(BIN) ./bench/syscalls.sh
 
 # Runs each fuzz target briefly; FUZZTIME raises the budget.
 FUZZTIME ?= 20s
