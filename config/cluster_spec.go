@@ -6,6 +6,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/legateproxy/legate/internal/sockopt"
 )
@@ -485,6 +486,9 @@ type Endpoint struct {
 	Metadata map[string]string
 	// Canary is envoy.lb metadata "canary": true.
 	Canary bool
+	// FilterMetadata is the endpoint's whole filter metadata (internal_upstream's
+	// passthrough_metadata reads it); shared with the proto, read only.
+	FilterMetadata map[string]*structpb.Struct
 	// SocketMatch is the endpoint's envoy.transport_socket_match metadata (SocketMatchLabels).
 	SocketMatch map[string]string
 }

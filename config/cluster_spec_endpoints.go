@@ -80,6 +80,7 @@ func LoadAssignmentFromProto(la *endpointv3.ClusterLoadAssignment) (LoadAssignme
 			}
 			ep.Metadata, ep.Canary = lbMetadata(e.GetMetadata())
 			ep.SocketMatch = socketMatchMetadata(e.GetMetadata())
+			ep.FilterMetadata = e.GetMetadata().GetFilterMetadata()
 			le.Endpoints = append(le.Endpoints, ep)
 		}
 		out.Localities = append(out.Localities, le)

@@ -10,6 +10,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	internalupstreamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/internal_upstream/v3"
+	upppv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"golang.org/x/net/http/httpguts"
 
@@ -722,12 +723,19 @@ func auditFields(m proto.Message, fail func(format string, args ...any)) []strin
 	return ignored
 }
 
-// innerTransportSocket returns the socket an envoy.transport_sockets.internal_upstream wraps,
-// or ts itself.
+// innerTransportSocket returns the socket the wrapping envoy.transport_sockets.internal_upstream
+// and proxy_protocol sockets hold, or ts itself.
 func innerTransportSocket(ts *corev3.TransportSocket) *corev3.TransportSocket {
-	var iu internalupstreamv3.InternalUpstreamTransport
-	if ts.GetTypedConfig().MessageIs(&iu) && ts.GetTypedConfig().UnmarshalTo(&iu) == nil {
-		return iu.GetTransportSocket()
+	for {
+		var iu internalupstreamv3.InternalUpstreamTransport
+		var pp upppv3.ProxyProtocolUpstreamTransport
+		switch a := ts.GetTypedConfig(); {
+		case a.MessageIs(&iu) && a.UnmarshalTo(&iu) == nil:
+			ts = iu.GetTransportSocket()
+		case a.MessageIs(&pp) && a.UnmarshalTo(&pp) == nil:
+			ts = pp.GetTransportSocket()
+		default:
+			return ts
+		}
 	}
-	return ts
 }

@@ -157,8 +157,14 @@ load_assignment:
 			Metadata: map[string]string{"canary": "true", "version": "v1"}, Canary: true,
 		}}}},
 	}
-	if diff := cmp.Diff(wantLA, c.LoadAssignment); diff != "" {
+	if diff := cmp.Diff(wantLA, c.LoadAssignment, cmpopts.IgnoreFields(Endpoint{}, "FilterMetadata")); diff != "" {
 		t.Errorf("LoadAssignment mismatch (-want +got):\n%s", diff)
+	}
+	// The whole filter metadata is kept for internal_upstream's passthrough_metadata.
+	if la := c.LoadAssignment.Localities; len(la) == 1 && len(la[0].Endpoints) == 1 {
+		if v := la[0].Endpoints[0].FilterMetadata["envoy.lb"].GetFields()["version"].GetStringValue(); v != "v1" {
+			t.Errorf("FilterMetadata[envoy.lb][version] = %q; want v1", v)
+		}
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // MaxWeight is the largest endpoint load_balancing_weight, the spec's limit (config refuses
@@ -56,6 +58,9 @@ type Config struct {
 	Metadata map[string]string
 	// Canary marks a canary host (envoy.lb metadata "canary": true).
 	Canary bool
+	// FilterMetadata is the endpoint's whole filter metadata by namespace, for an
+	// internal_upstream socket's passthrough_metadata; shared, read only.
+	FilterMetadata map[string]*structpb.Struct
 	// SocketMatch is the cluster's transport socket the host's connections use: 0 for the
 	// cluster's transport_socket, i for transport_socket_matches[i-1] (the cluster resolves it
 	// from the endpoint's metadata). A host whose selection changes is a new host, so its
@@ -79,6 +84,7 @@ type Host struct {
 	metadata map[string]string
 	canary   bool
 	socket   int
+	filterMD map[string]*structpb.Struct
 
 	weight atomic.Uint32
 	health atomic.Uint32
@@ -115,6 +121,7 @@ func New(cfg Config) (*Host, error) {
 		priority: cfg.Priority,
 		canary:   cfg.Canary,
 		socket:   cfg.SocketMatch,
+		filterMD: cfg.FilterMetadata,
 	}
 	if len(cfg.Metadata) > 0 {
 		h.metadata = make(map[string]string, len(cfg.Metadata))
@@ -150,6 +157,9 @@ func (h *Host) Metadata(key string) (string, bool) {
 	v, ok := h.metadata[key]
 	return v, ok
 }
+
+// FilterMetadata returns the namespace ns of the endpoint's filter metadata; nil if absent.
+func (h *Host) FilterMetadata(ns string) *structpb.Struct { return h.filterMD[ns] }
 
 // MetadataLen returns the number of envoy.lb metadata keys.
 func (h *Host) MetadataLen() int { return len(h.metadata) }

@@ -6,7 +6,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/proxyproto"
 )
 
 // Conn is one accepted downstream connection after listener filters and filter chain
@@ -32,6 +35,10 @@ type Conn struct {
 	// remote is the client address of the PROXY protocol header; nil when the remote address
 	// is the socket's peer.
 	remote *net.TCPAddr
+	// metadata is the connection's dynamic metadata; read only once the connection is built.
+	metadata map[string]*structpb.Struct
+	// tlvs are the PROXY protocol v2 TLVs the listener filter's pass_through_tlvs kept.
+	tlvs []proxyproto.TLV
 	// limited is set when the connection counts against the global connection limit;
 	// admitted is the listener version whose connection limit counts it (the accepting one,
 	// before an original_dst hand-off).
@@ -62,6 +69,25 @@ func (c *Conn) UpstreamCluster() string {
 		return ""
 	}
 	return c.upstreamCluster
+}
+
+// DynamicMetadata returns the connection's dynamic metadata by namespace (Envoy's connection
+// stream info): what the PROXY protocol filter's rules took from TLVs and what an
+// internal_upstream socket passed through. It is shared and must not be modified; nil for none.
+func (c *Conn) DynamicMetadata() map[string]*structpb.Struct {
+	if c == nil {
+		return nil
+	}
+	return c.metadata
+}
+
+// ProxyProtocolTLVs returns the TLVs of the connection's PROXY v2 header that the listener
+// filter's pass_through_tlvs kept, for an upstream PROXY protocol socket; read only.
+func (c *Conn) ProxyProtocolTLVs() []proxyproto.TLV {
+	if c == nil {
+		return nil
+	}
+	return c.tlvs
 }
 
 // Read reads the peeked bytes first, then from the socket.

@@ -6,6 +6,8 @@ import (
 	"net"
 	"strings"
 	"sync"
+
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // internalAddr is an Envoy internal address: envoy://<listener>/<endpoint id>.
@@ -71,6 +73,7 @@ func (m *Manager) DialInternal(ctx context.Context, address string) (net.Conn, e
 		return nil, fmt.Errorf("internal address %q: no internal listener of that name", address)
 	}
 	client, server := newPipe(l.size, internalClient, internalAddr{listener: l.addr.listener, endpointID: id})
+	server.metadata = PassthroughMetadata(ctx)
 	select {
 	case l.conns <- server:
 		return client, nil
@@ -79,6 +82,21 @@ func (m *Manager) DialInternal(ctx context.Context, address string) (net.Conn, e
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+type passthroughKey struct{}
+
+// WithPassthroughMetadata returns ctx carrying the dynamic metadata an internal_upstream
+// transport socket passes (passthrough_metadata): DialInternal gives it to the internal
+// listener's connection (Conn.DynamicMetadata).
+func WithPassthroughMetadata(ctx context.Context, md map[string]*structpb.Struct) context.Context {
+	return context.WithValue(ctx, passthroughKey{}, md)
+}
+
+// PassthroughMetadata returns the metadata WithPassthroughMetadata put in ctx; nil for none.
+func PassthroughMetadata(ctx context.Context) map[string]*structpb.Struct {
+	md, _ := ctx.Value(passthroughKey{}).(map[string]*structpb.Struct)
+	return md
 }
 
 // internalByAddress splits "<listener>/<endpoint id>" at the first slash that leaves a

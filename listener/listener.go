@@ -287,6 +287,9 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 	}
 	info := v.info
 	a := accepted{Conn: listenerfilter.Conn{Socket: nc}}
+	if pc, ok := nc.(*pipeConn); ok {
+		a.Metadata = pc.metadata // an internal connection's passed-through metadata
+	}
 	b := &filterBuffer{nc: nc}
 	if !m.runFilters(info, b, &a) {
 		nc.Close()
@@ -297,7 +300,7 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 		// after its own listener filters, as in Envoy.
 		if to := m.handOffTarget(v, a.Local.AddrPort()); to != v {
 			v, info = to, to.info
-			a.Conn = listenerfilter.Conn{Socket: nc, Local: a.Local}
+			a.Conn = listenerfilter.Conn{Socket: nc, Local: a.Local, Metadata: a.Metadata, TLVs: a.TLVs}
 			if !m.runFilters(info, b, &a) {
 				nc.Close()
 				return
@@ -325,13 +328,13 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 		info.stats.s.NoFilterChainMatch.Inc()
 		m.cfg.Logger.Debugf("listener '%s': closing connection from %s: no matching filter chain found", info.name, remote)
 		if v.noChainLog != nil {
-			v.noChainLog(NoChainConn{Start: acceptedAt, Local: local, Remote: remote, DirectRemote: nc.RemoteAddr(), SNI: a.ServerName, ID: m.connIDs.Add(1)})
+			v.noChainLog(NoChainConn{Start: acceptedAt, Local: local, Remote: remote, DirectRemote: nc.RemoteAddr(), SNI: a.ServerName, ID: m.connIDs.Add(1), Metadata: a.Metadata})
 		}
 		nc.Close()
 		return
 	}
 	w := &ch.info.stats.workers[worker]
-	c := &Conn{Conn: nc, id: m.connIDs.Add(1), peeked: a.peeked, chain: ch, worker: w, start: m.cfg.Clock.Now(), hello: a.hello(), tls: a.TLS, restored: a.Local, remote: a.Remote, limited: limited, admitted: admitted}
+	c := &Conn{Conn: nc, id: m.connIDs.Add(1), peeked: a.peeked, chain: ch, worker: w, start: m.cfg.Clock.Now(), hello: a.hello(), tls: a.TLS, restored: a.Local, remote: a.Remote, metadata: a.Metadata, tlvs: a.TLVs, limited: limited, admitted: admitted}
 	if !ch.add(c) {
 		nc.Close()
 		return

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/proto"
 
@@ -84,6 +86,8 @@ type NoChainConn struct {
 	DirectRemote  net.Addr // the socket's peer
 	SNI           string   // from the TLS inspector; empty without one
 	ID            uint64   // the connection's id (Conn.ID)
+	// Metadata is the connection's dynamic metadata (Conn.DynamicMetadata); read only.
+	Metadata map[string]*structpb.Struct
 }
 
 // Manager is the listener manager (Envoy's ListenerManagerImpl): it binds the listeners,

@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // newPipe returns the two ends of an in-memory, full-duplex connection whose directions each
@@ -148,6 +150,9 @@ type pipeConn struct {
 	rd, wd        deadline
 	closeOnce     sync.Once
 	closed        chan struct{}
+	// metadata is what the dialer's internal_upstream socket passed to the internal
+	// listener's connection (server end only), set before the end is handed over.
+	metadata map[string]*structpb.Struct
 }
 
 func (c *pipeConn) Read(p []byte) (int, error)  { return c.rx.read(p, c.closed, &c.rd) }

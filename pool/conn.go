@@ -12,8 +12,13 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/legateproxy/legate/breaker"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/proxyproto"
+	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/tlsutil"
 )
 
@@ -156,7 +161,14 @@ func (hp *hostPool) connect(ctx context.Context, alpn []string, cx *breaker.Reso
 	dctx, cancel := context.WithTimeout(context.Background(), m.connectTimeout)
 	defer cancel()
 	defer cancelWith(ctx, cancel)()
+	w := m.wrappersOf(hp.host)
+	if len(w.Passthrough) > 0 {
+		dctx = listener.WithPassthroughMetadata(dctx, m.passthrough(hp.host, w.Passthrough))
+	}
 	nc, err := m.dial(dctx, hp.host.Address())
+	if err == nil && w.ProxyProtocol != nil {
+		err = writeProxyHeader(dctx, nc, w.ProxyProtocol, proxyproto.DownstreamFrom(ctx))
+	}
 	if err == nil {
 		if cfg := hp.tlsConfig(); cfg != nil {
 			if alpn != nil {
@@ -202,6 +214,52 @@ func (hp *hostPool) tlsConfig() *tls.Config {
 		return m.authorityTLS(hp.host, hp.name)
 	case hp.name == "" && m.tls != nil:
 		return m.tls(hp.host)
+	}
+	return nil
+}
+
+// wrappersOf returns the wrapping sockets' settings of h's transport socket.
+func (m *Manager) wrappersOf(h *host.Host) tlsutil.Wrappers {
+	if i := h.SocketMatch(); i > 0 && i < len(m.wrappers) {
+		return m.wrappers[i]
+	}
+	return m.wrappers[0]
+}
+
+// passthrough is the dynamic metadata an internal_upstream socket gives the internal
+// listener's connection: the named namespaces of h's endpoint metadata or of the cluster's,
+// as they are (a namespace neither has is left out).
+func (m *Manager) passthrough(h *host.Host, srcs []tlsutil.MetadataSource) map[string]*structpb.Struct {
+	md := make(map[string]*structpb.Struct, len(srcs))
+	for _, src := range srcs {
+		var st *structpb.Struct
+		if src.Host {
+			st = h.FilterMetadata(src.Namespace)
+		} else {
+			st = m.cfg.Metadata.GetFilterMetadata()[src.Namespace]
+		}
+		if st != nil {
+			md[src.Namespace] = st
+		}
+	}
+	return md
+}
+
+// writeProxyHeader starts an upstream connection with the PROXY protocol header of u (Envoy's
+// envoy.transport_sockets.proxy_protocol, under any TLS). It describes d, the downstream
+// connection the caller proxies; without one (the HTTP pools' shared connections), the
+// upstream connection's own addresses, as Envoy's socket does without filter state.
+func writeProxyHeader(ctx context.Context, nc net.Conn, u *proxyproto.Upstream, d *proxyproto.Downstream) error {
+	if d == nil {
+		d = &proxyproto.Downstream{Source: nc.LocalAddr(), Destination: nc.RemoteAddr()}
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetWriteDeadline(dl)
+		defer nc.SetWriteDeadline(time.Time{})
+	}
+	if _, err := nc.Write(u.Header(d)); err != nil {
+		nc.Close()
+		return fmt.Errorf("writing the PROXY protocol header: %w", err)
 	}
 	return nil
 }

@@ -114,8 +114,11 @@ type Manager struct {
 	bind         net.Addr
 	dialer       net.Dialer
 	dialInternal func(ctx context.Context, address string) (net.Conn, error)
-	h2           *http2.Transport
-	now          func() time.Time
+	// wrappers are the proxy_protocol and internal_upstream settings of the cluster's
+	// transport sockets, indexed as host.SocketMatch.
+	wrappers []tlsutil.Wrappers
+	h2       *http2.Transport
+	now      func() time.Time
 
 	errRqOverflow, errPendingOverflow, errCxOverflow error
 
@@ -155,6 +158,14 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	}
 	if m.bufferLimit == 0 {
 		m.bufferLimit = config.DefaultClusterBufferLimit
+	}
+	m.wrappers = make([]tlsutil.Wrappers, 1+len(cc.TransportSocketMatches))
+	for i := range m.wrappers {
+		w, err := tlsutil.WrappersOf(cc.TransportSocketPath(i), cc.TransportSocketFor(i))
+		if err != nil {
+			return nil, fmt.Errorf("cluster %q: %w", cc.Name, err)
+		}
+		m.wrappers[i] = w
 	}
 	if m.head.fields == 0 {
 		m.head.fields = config.DefaultMaxResponseHeadersCount

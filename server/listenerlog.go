@@ -54,6 +54,7 @@ func logNoChain(logs []lineLogger, c listener.NoChainConn) {
 		DownstreamLocalAddress:  addrString(c.Local),
 		RequestedServerName:     c.SNI,
 		ConnectionID:            c.ID,
+		DynamicMetadata:         c.Metadata,
 	}
 	e.DownstreamDirectRemoteAddress = addrString(c.DirectRemote)
 	var buf []byte

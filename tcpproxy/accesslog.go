@@ -7,9 +7,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/accesslog/als"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener"
 )
@@ -108,6 +111,11 @@ type connInfo struct {
 	attempts      uint32
 	flags         atomic.Uint64 // accesslog.ResponseFlags
 	rx, tx        atomic.Uint64 // bytes received from and sent to downstream
+	// metadata is the connection's dynamic metadata (%DYNAMIC_METADATA%); read only.
+	metadata map[string]*structpb.Struct
+	// downstream is what an upstream PROXY protocol socket tells the host: the connection's
+	// addresses and the PROXY TLVs kept for it.
+	downstream proxyproto.Downstream
 
 	// mu orders the entries: no periodic entry follows the final one. ended is set when the
 	// final entry is logged. mu guards ended.
@@ -119,8 +127,11 @@ func newConnInfo(down net.Conn) *connInfo {
 	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 	ci := &connInfo{start: time.Now(), local: addrString(down.LocalAddr()), remote: addrString(down.RemoteAddr())}
 	ci.direct = ci.remote
+	ci.downstream = proxyproto.Downstream{Source: down.RemoteAddr(), Destination: down.LocalAddr()}
 	if lc, ok := down.(*listener.Conn); ok {
+		ci.downstream.TLVs = lc.ProxyProtocolTLVs()
 		ci.sni, ci.id, ci.restored = lc.ServerName(), lc.ID(), lc.LocalAddressRestored()
+		ci.metadata = lc.DynamicMetadata()
 		ci.direct = addrString(lc.DirectRemoteAddr())
 	}
 	return ci
@@ -171,6 +182,7 @@ func (ci *connInfo) entry(t accesslog.Type) accesslog.Entry {
 		RequestedServerName:           ci.sni,
 		DownstreamTLS:                 ci.tls,
 		ConnectionID:                  ci.id,
+		DynamicMetadata:               ci.metadata,
 		Type:                          t,
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/legateproxy/legate/breaker"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/logging"
@@ -244,10 +245,13 @@ func (p *Proxy) connect(ci *connInfo) (net.Conn, error) {
 // tunneling_config. A tunnel that does not open counts as a failed connection attempt.
 func (p *Proxy) connectHost(m *pool.Manager, h *host.Host, ci *connInfo) (net.Conn, error) {
 	tun := p.cfg.Tunnel
+	// An upstream PROXY protocol socket describes the downstream connection, as Envoy's TCP
+	// proxy sets its filter state for it.
+	ctx := proxyproto.WithDownstream(context.Background(), &ci.downstream)
 	if tun == nil {
-		return m.ConnectTCP(context.Background(), h, config.PriorityDefault)
+		return m.ConnectTCP(ctx, h, config.PriorityDefault)
 	}
-	up, err := m.ConnectALPN(context.Background(), h, config.PriorityDefault, tunnelALPN(m))
+	up, err := m.ConnectALPN(ctx, h, config.PriorityDefault, tunnelALPN(m))
 	if err != nil {
 		return nil, err
 	}

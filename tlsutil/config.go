@@ -8,6 +8,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	internalupstreamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/internal_upstream/v3"
+	upppv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 )
 
@@ -127,18 +128,23 @@ func UpstreamFromTransportSocket(path string, ts *corev3.TransportSocket) (*Upst
 		}
 	}
 	var iu internalupstreamv3.InternalUpstreamTransport
-	if ts.GetTypedConfig().MessageIs(&iu) {
-		// envoy.transport_sockets.internal_upstream: the wrapped socket does the work.
-		if err := ts.GetTypedConfig().UnmarshalTo(&iu); err != nil {
-			return nil, fmt.Errorf("%s.typed_config: %w", path, err)
+	var pp upppv3.ProxyProtocolUpstreamTransport
+	if a := ts.GetTypedConfig(); a.MessageIs(&iu) || a.MessageIs(&pp) {
+		// internal_upstream and proxy_protocol wrap the socket that does the TLS; WrappersOf
+		// reads (and checks) what they add.
+		if _, err := WrappersOf(path, ts); err != nil {
+			return nil, err
 		}
-		if len(iu.GetPassthroughMetadata()) > 0 {
-			return nil, fmt.Errorf("%s.typed_config.passthrough_metadata: set; not implemented by Legate (nothing on an internal listener reads passed metadata)", path)
+		inner := iu.GetTransportSocket()
+		if a.UnmarshalTo(&pp) == nil { // WrappersOf unmarshalled it already: no error
+			inner = pp.GetTransportSocket()
+		} else if a.UnmarshalTo(&iu) == nil {
+			inner = iu.GetTransportSocket()
 		}
-		if iu.GetTransportSocket() == nil {
+		if inner == nil {
 			return nil, nil // raw_buffer by default
 		}
-		return UpstreamFromTransportSocket(path+".typed_config.transport_socket", iu.GetTransportSocket())
+		return UpstreamFromTransportSocket(path+".typed_config.transport_socket", inner)
 	}
 	var up tlsv3.UpstreamTlsContext
 	if ts.GetTypedConfig().MessageIs(&up) {
@@ -151,7 +157,7 @@ func UpstreamFromTransportSocket(path string, ts *corev3.TransportSocket) (*Upst
 	if strings.HasSuffix(ts.GetTypedConfig().GetTypeUrl(), "envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer") {
 		return nil, nil
 	}
-	return nil, fmt.Errorf("%s.typed_config.@type = %q; must be envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext, RawBuffer or InternalUpstreamTransport", path, ts.GetTypedConfig().GetTypeUrl())
+	return nil, fmt.Errorf("%s.typed_config.@type = %q; must be envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext, RawBuffer, InternalUpstreamTransport or ProxyProtocolUpstreamTransport", path, ts.GetTypedConfig().GetTypeUrl())
 }
 
 // UpstreamFromProto converts and validates an UpstreamTlsContext without

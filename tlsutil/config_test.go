@@ -368,7 +368,7 @@ func TestUpstreamFromTransportSocket(t *testing.T) {
 		{"tls without typed_config", "{name: envoy.transport_sockets.tls}", "", "", false},
 		{"unknown without typed_config", "{name: alts}", "", `clusters[0].transport_socket.typed_config: missing for transport socket "alts"`, false},
 		{"tls", ts.tlsSock, "x.example.com", "", false},
-		{"wrong type", ts.other, "", `clusters[0].transport_socket.typed_config.@type = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"; must be envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext, RawBuffer or InternalUpstreamTransport`, false},
+		{"wrong type", ts.other, "", `clusters[0].transport_socket.typed_config.@type = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"; must be envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext, RawBuffer, InternalUpstreamTransport or ProxyProtocolUpstreamTransport`, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var pb corev3.TransportSocket

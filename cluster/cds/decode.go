@@ -8,6 +8,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	internalupstreamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/internal_upstream/v3"
+	upppv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -121,6 +122,14 @@ func UpstreamSecretDependencies(path string, ts *corev3.TransportSocket) ([]reso
 			return nil, fmt.Errorf("%s.typed_config: %v", path, err)
 		}
 		return UpstreamSecretDependencies(path+".typed_config.transport_socket", iu.GetTransportSocket())
+	}
+	var pp upppv3.ProxyProtocolUpstreamTransport
+	if a.MessageIs(&pp) {
+		// So does proxy_protocol.
+		if err := a.UnmarshalTo(&pp); err != nil {
+			return nil, fmt.Errorf("%s.typed_config: %v", path, err)
+		}
+		return UpstreamSecretDependencies(path+".typed_config.transport_socket", pp.GetTransportSocket())
 	}
 	if a.GetTypeUrl() != upstreamTLSTypeURL {
 		return nil, nil

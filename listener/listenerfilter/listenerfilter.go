@@ -11,8 +11,10 @@ import (
 	"net"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/stats"
@@ -88,6 +90,31 @@ type Conn struct {
 	// Local is the connection's local address as the original destination or a PROXY header
 	// gave it; Remote is the PROXY header's source. Nil: the socket's own.
 	Local, Remote *net.TCPAddr
+	// Metadata is the connection's dynamic metadata by namespace (the PROXY protocol rules'
+	// TLVs, an internal connection's passed-through metadata); filters add with AddMetadata.
+	Metadata map[string]*structpb.Struct
+	// TLVs are the PROXY v2 TLVs kept for an upstream PROXY protocol socket.
+	TLVs []proxyproto.TLV
+}
+
+// AddMetadata adds the keys of md's namespaces to the connection's dynamic metadata (a key
+// already there is replaced). The structs are not shared with anyone until the connection
+// reaches its filter chain, so they change in place.
+func (c *Conn) AddMetadata(md map[string]*structpb.Struct) {
+	if c.Metadata == nil {
+		c.Metadata = md
+		return
+	}
+	for ns, st := range md {
+		have := c.Metadata[ns]
+		if have == nil {
+			c.Metadata[ns] = st
+			continue
+		}
+		for k, v := range st.GetFields() {
+			have.Fields[k] = v
+		}
+	}
 }
 
 // LocalAddr returns the connection's local address: Local, else the socket's.

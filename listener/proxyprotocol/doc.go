@@ -20,8 +20,28 @@
 //   - disallowed_versions: implemented; a header of a disallowed version closes the
 //     connection (proxy_proto.versions.<v>.disallowed).
 //   - stat_prefix: implemented (proxy_proto.<stat_prefix>.*).
-//   - rules, pass_through_tlvs, tlv_location: refused with "not implemented by Legate":
-//     they feed dynamic metadata and filter state, which nothing in Legate reads yet.
+//   - rules: implemented; a v2 TLV of a rule's tlv_type puts its value, a string (invalid
+//     UTF-8 replaced by '!', as Envoy sanitizes it, or base64 with value_string_encoding
+//     BASE64), under on_tlv_present's key in the connection's dynamic metadata, in its
+//     metadata_namespace or envoy.filters.listener.proxy_protocol. The TCP proxy's and the
+//     listener's access logs read it (%DYNAMIC_METADATA(NS:KEY)%); as in Envoy, HTTP streams
+//     have metadata of their own and do not see it.
+//   - pass_through_tlvs: implemented; the TLVs it selects are kept with the connection
+//     (listener.Conn.ProxyProtocolTLVs) for an upstream PROXY protocol socket.
+//   - tlv_location FILTER_STATE: refused with "not implemented by Legate" (nothing in
+//     Legate reads filter state).
+//
+// The package also declares the upstream transport socket envoy.transport_sockets.proxy_protocol
+// (ProxyProtocolUpstreamTransport), which internal/proxyproto writes and the cluster's pools
+// send before any TLS: config.version (V1 or V2), config.pass_through_tlvs (of the TLVs the
+// listener filter kept) and config.added_tlvs with value (replacing a passed-through TLV of
+// the same type) are implemented; added_tlvs' format_string, allow_unspecified_address and
+// tlv_as_pool_key are refused with "not implemented by Legate", and host-level TLVs in an
+// endpoint's typed_filter_metadata are not read. The TCP proxy's header describes the
+// downstream connection (the PROXY header's addresses when there was one); an HTTP pool's
+// shared connection describes itself (its local and remote addresses), as Envoy's socket does
+// without downstream filter state. Addresses that are not IP (an internal listener's) give
+// v1's UNKNOWN or v2's LOCAL header.
 //
 // Stats, as Envoy's: downstream_cx_proxy_proto_error (root, every connection the filter
 // closes), proxy_proto.[<stat_prefix>.]not_found_allowed, not_found_disallowed, and

@@ -4,18 +4,23 @@ import (
 	"net"
 
 	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/proxy_protocol/v3"
+	upppv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener/listenerfilter"
 	"github.com/legateproxy/legate/logging"
 )
 
-// Register registers the filter; the listener manager builds it for listener_filters (and for
-// a listener whose filter chain sets use_proxy_proto).
+// Register registers the filter, which the listener manager builds for listener_filters (and
+// for a listener whose filter chain sets use_proxy_proto), and declares the upstream
+// envoy.transport_sockets.proxy_protocol socket.
 func Register(b *registry.Builder) {
 	registry.Add(b, listenerfilter.Filters, Name, &proxyprotocolv3.ProxyProtocol{}, build)
 	b.Alias(registry.ListenerFilter, "envoy.listener.proxy_protocol", Name)
+	// The upstream socket that re-sends a header: tlsutil.WrappersOf reads it, the pools write it.
+	b.Declare(registry.UpstreamTransportSocket, proxyproto.UpstreamName, &upppv3.ProxyProtocolUpstreamTransport{})
 }
 
 func build(ctx *listenerfilter.Context, cfg proto.Message) (listenerfilter.Filter, error) {
@@ -33,9 +38,9 @@ type listenerFilter struct {
 	logger   *logging.Logger
 }
 
-// OnData reads the header and applies its addresses: its source becomes the connection's
-// remote address and its destination, when it differs from the local one, the restored local
-// address.
+// OnData reads the header and applies it: its source becomes the connection's remote address
+// and its destination, when it differs from the local one, the restored local address; its
+// rules' TLVs join the connection's dynamic metadata and pass_through_tlvs' are kept.
 func (l *listenerFilter) OnData(b []byte, c *listenerfilter.Conn) (int, listenerfilter.Status) {
 	h, res := l.f.OnData(b)
 	switch res {
@@ -48,6 +53,8 @@ func (l *listenerFilter) OnData(b []byte, c *listenerfilter.Conn) (int, listener
 		return 0, listenerfilter.Close
 	}
 	if !h.Local {
+		c.AddMetadata(l.f.Metadata(h))
+		c.TLVs = l.f.PassThrough(h)
 		c.Remote = net.TCPAddrFromAddrPort(h.Source)
 		if local, ok := c.LocalAddr().(*net.TCPAddr); !ok || local.AddrPort() != h.Destination {
 			c.Local = net.TCPAddrFromAddrPort(h.Destination)

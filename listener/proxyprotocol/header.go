@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+
+	"github.com/legateproxy/legate/internal/proxyproto"
 )
 
 // Header is a parsed PROXY protocol header.
@@ -25,10 +27,7 @@ type Header struct {
 }
 
 // TLV is one v2 extension.
-type TLV struct {
-	Type  byte
-	Value []byte
-}
+type TLV = proxyproto.TLV
 
 var (
 	// errNeedMore: the bytes so far are a valid prefix of a header.
@@ -57,7 +56,7 @@ const (
 	v1Prefix = "PROXY "
 )
 
-var v2Signature = []byte("\r\n\r\n\x00\r\nQUIT\n")
+var v2Signature = proxyproto.V2Signature
 
 // prefixOf reports whether b is a prefix of sig or starts with it.
 func prefixOf(b, sig []byte) bool {
