@@ -31,6 +31,7 @@ import (
 	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener"
+	"github.com/legateproxy/legate/listener/lds"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/options"
 	"github.com/legateproxy/legate/overload"
@@ -79,6 +80,7 @@ type Server struct {
 	data         dataPlane
 	xds          *xds.Client     // nil without dynamic resources or EDS clusters
 	cds          *cds.Discovery  // with xds: CDS and EDS, the cluster manager's xDS side
+	lds          *lds.LDS        // with xds and lds_config: the listener manager's xDS side
 	sds          *tlsutil.SDS    // with xds: the static secrets, then SDS
 	ecds         *httpproxy.ECDS // with xds: the HTTP filters' configurations over ECDS
 	adminStats   adminStats
@@ -332,9 +334,15 @@ func (s *Server) Run(ctx context.Context) error {
 		// The cluster side subscribes (the bootstrap's EDS clusters, CDS) before the client
 		// runs, and stops after it returned.
 		s.cds.Start()
+		if s.lds != nil {
+			s.lds.Start()
+		}
 		wg.Go(func() {
 			s.xds.Run(ctx)
 			s.cds.Stop()
+			if s.lds != nil {
+				s.lds.Stop()
+			}
 		})
 	}
 	s.store.BeforeFlush(s.refreshServerStats)
@@ -647,8 +655,8 @@ func (s *Server) UnreadyTargets(mask string) *adminv3.UnreadyTargetsDumps {
 	if mask != "server" {
 		out.UnreadyTargetsDumps = append(out.UnreadyTargetsDumps, s.staticListenerInitDumps()...)
 	}
-	if mask != "server" && s.xds != nil {
-		out.UnreadyTargetsDumps = append(out.UnreadyTargetsDumps, s.xds.ListenerInitDumps(s.initialized.Load())...)
+	if mask != "server" && s.lds != nil {
+		out.UnreadyTargetsDumps = append(out.UnreadyTargetsDumps, s.lds.InitDumps(s.initialized.Load())...)
 	}
 	return out
 }
@@ -668,7 +676,7 @@ func (s *Server) staticListenerInitDumps() []*adminv3.UnreadyTargetsDumps_Unread
 	out := make([]*adminv3.UnreadyTargetsDumps_UnreadyTargetsDump, 0, len(s.staticDeps))
 	for _, l := range s.staticDeps {
 		out = append(out, &adminv3.UnreadyTargetsDumps_UnreadyTargetsDump{
-			Name: xds.ListenerInitManagerName(l.Name, l.Config.Proto),
+			Name: lds.InitManagerName(l.Name, l.Config.Proto),
 			TargetNames: slices.Concat(xds.ListenerInitTargets(l, ready),
 				ownerInitTargets(l.Extensions, httpproxy.ECDSInitTarget, ready),
 				ownerInitTargets(l.Secrets, tlsutil.SDSInitTarget, ready)),

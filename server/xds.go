@@ -18,6 +18,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy"
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/listener/lds"
 	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/xds"
@@ -234,17 +235,28 @@ func (s *Server) scopedRoutesDump(match func(string) bool) proto.Message {
 	return s.xds.ScopedRoutesConfigDump(match)
 }
 
-// listenersDump hands the listener manager to LDS and returns the listeners
-// config dump (with LDS warming and error states when xDS runs).
+// listenersDump builds LDS, the listener manager's xDS side, when lds_config is set, and
+// returns the listeners config dump (with LDS warming and error states when it runs).
 func (s *Server) listenersDump() (func(func(string) bool) proto.Message, error) {
 	lm := s.data.listeners
 	if s.xds == nil {
 		return lm.ConfigDump, nil
 	}
-	if err := s.xds.SetListeners(lm); err != nil {
-		return nil, err
+	l, err := lds.New(lds.Config{
+		Client:           s.xds,
+		Deps:             lds.DepsFunc(s.xds.WatchListener),
+		DynamicResources: s.boot.Proto.GetDynamicResources(),
+		Listeners:        lm,
+		Stats:            s.store,
+		Logger:           s.logs.Logger("config"),
+		Init:             s.initTarget,
+		Clock:            s.clock,
+	})
+	if err != nil || l == nil {
+		return lm.ConfigDump, err
 	}
-	return s.xds.ListenersConfigDump(lm), nil
+	s.lds = l
+	return l.ConfigDump, nil
 }
 
 // xdsRoutesDump is the RDS part of the routes dump (empty without xDS).

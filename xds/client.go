@@ -80,8 +80,7 @@ type SecretWatcher interface {
 // owner of its type, and ACKs or NACKs it.
 //
 // Concurrency: New and Run are called once by the server. Every transport runs on its own
-// goroutine, started and awaited by Run. mu guards the LDS state; its handler takes it while
-// applying a response, so LDS updates are serialised.
+// goroutine, started and awaited by Run. mu guards ran and the count of open streams.
 type Client struct {
 	cfg         Config
 	log         *logging.Logger
@@ -98,10 +97,9 @@ type Client struct {
 	// testHook, when set (tests only), sees every handled response and transport failure.
 	testHook func(typeURL, version string, err error)
 
-	mu  sync.Mutex // guards the fields below and the LDS handler's state
 	ads *mux
+	mu  sync.Mutex // guards ran and connCount
 	ran bool
-	lds *ldsHandler
 
 	// rds is the RDS subscriptions (its own lock; see namedHandler).
 	rds *namedHandler
@@ -206,8 +204,8 @@ func (c *Client) startLocked(m *mux) {
 	}()
 }
 
-// Run starts every transport and LDS's initial fetch timeout, and returns after ctx ends and
-// every transport goroutine has returned.
+// Run starts every transport and returns after ctx ends and every transport goroutine has
+// returned.
 func (c *Client) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.ran {
@@ -215,12 +213,9 @@ func (c *Client) Run(ctx context.Context) error {
 		return errors.New("xds: Run called twice")
 	}
 	c.ran = true
-	// Subscribe before runCtx is set, so that muxFor creates transports without starting them;
-	// the loop below starts each one once.
-	if c.lds != nil {
-		c.lds.startLocked()
-	}
 	c.mu.Unlock()
+	// Owners subscribed before runCtx is set, so muxFor created their transports without
+	// starting them; the loop below starts each one once.
 	c.muxMu.Lock()
 	c.runCtx = ctx
 	for _, m := range c.muxes {
@@ -229,11 +224,6 @@ func (c *Client) Run(ctx context.Context) error {
 	c.muxMu.Unlock()
 	<-ctx.Done()
 	c.wg.Wait()
-	c.mu.Lock()
-	if c.lds != nil {
-		c.lds.stopLocked()
-	}
-	c.mu.Unlock()
 	for _, h := range c.namedHandlers() {
 		h.stop()
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/legateproxy/legate/cluster/cds"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy"
+	"github.com/legateproxy/legate/listener/lds"
 	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/tlsutil"
@@ -57,8 +58,10 @@ type proxy struct {
 	store *stats.Store
 	cm    *cluster.Manager
 	c     *Client
-	// d is the cluster side of CDS and EDS, wired as the server wires it.
+	// d is the cluster side of CDS and EDS, wired as the server wires it; l the listener
+	// side of LDS, when the test has one.
 	d      *cds.Discovery
+	l      *lds.LDS
 	events chan struct{}
 	ready  chan struct{}
 	// timeout bounds waitFor; 10 s when zero.
@@ -73,8 +76,10 @@ type proxyOption func(*proxySetup)
 type proxySetup struct {
 	cfg    Config
 	before func(p *proxy) // runs before the client is built
-	// afterNew runs after New and before Run (SetListeners).
+	// afterNew runs after New (and LDS's) and before Run.
 	afterNew func(c *Client)
+	// listeners, when set, take LDS (dynamic_resources.lds_config) as the server wires it.
+	listeners lds.ListenerManager
 	// rtds are layered_runtime rtds_layer entries watched into runtime (as the server does).
 	rtds    []*bootstrapv3.RuntimeLayer_RtdsLayer
 	runtime *fakeRuntime
@@ -141,6 +146,13 @@ func startProxy(t testing.TB, dr *bootstrapv3.Bootstrap_DynamicResources, opts .
 			t.Fatal(err)
 		}
 	}
+	if ps.listeners != nil {
+		p.l, err = lds.New(lds.Config{Client: p.c, Deps: lds.DepsFunc(p.c.WatchListener), DynamicResources: ps.cfg.DynamicResources, Listeners: ps.listeners, Stats: store, Init: ps.cfg.Init, Clock: ps.cfg.Clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.l.Start()
+	}
 	if ps.afterNew != nil {
 		ps.afterNew(p.c)
 	}
@@ -167,6 +179,9 @@ func (p *proxy) stopNow() {
 			p.t.Errorf("Run: %v", err)
 		}
 		p.d.Stop()
+		if p.l != nil {
+			p.l.Stop()
+		}
 	case <-time.After(10 * time.Second):
 		p.t.Fatal("Run did not return within 10s of cancel")
 	}
@@ -333,13 +348,7 @@ func startLDSProxy(t *testing.T, api corev3.ApiConfigSource_ApiType, opts ...pro
 	cp := newControlPlane(t, true)
 	lm := newFakeListeners()
 	dr := &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: grpcSource(api).GetApiConfigSource(), LdsConfig: adsSource()}
-	p := startProxy(t, dr, append([]proxyOption{withDial(cp), func(s *proxySetup) {
-		s.afterNew = func(c *Client) {
-			if err := c.SetListeners(lm); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}}, opts...)...)
+	p := startProxy(t, dr, append([]proxyOption{withDial(cp), func(s *proxySetup) { s.listeners = lm }}, opts...)...)
 	return cp, lm, p
 }
 

@@ -197,7 +197,7 @@ func TestDynamicListenersRoutesSecretsRuntime(t *testing.T) {
 			if got := lm.state("l1"); got != "" {
 				t.Fatalf("listener l1 active before its routes arrived (version %q); want warming", got)
 			}
-			dump := p.c.ListenersConfigDump(lm)(nil).(*adminv3.ListenersConfigDump)
+			dump := p.l.ConfigDump(nil).(*adminv3.ListenersConfigDump)
 			if len(dump.DynamicListeners) != 1 || dump.DynamicListeners[0].GetWarmingState() == nil {
 				t.Fatalf("listeners dump = %v; want l1 in warming_state", dump)
 			}
@@ -257,7 +257,7 @@ func TestDynamicListenersRoutesSecretsRuntime(t *testing.T) {
 			if len(rdump.DynamicRouteConfigs) != 1 || rdump.DynamicRouteConfigs[0].GetErrorState() == nil || rdump.DynamicRouteConfigs[0].GetVersionInfo() != "3" {
 				t.Errorf("routes dump = %v; want r1 at version 3 with an error_state", rdump)
 			}
-			ldump := p.c.ListenersConfigDump(lm)(nil).(*adminv3.ListenersConfigDump)
+			ldump := p.l.ConfigDump(nil).(*adminv3.ListenersConfigDump)
 			if len(ldump.DynamicListeners) != 1 || ldump.DynamicListeners[0].GetErrorState() == nil || ldump.DynamicListeners[0].GetActiveState() == nil {
 				t.Errorf("listeners dump = %v; want l1 active with an error_state", ldump)
 			}

@@ -85,10 +85,8 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 	withLDS := func(t *testing.T, lm *fakeListeners, also func(*Client)) proxyOption {
 		return func(s *proxySetup) {
 			s.cfg.DynamicResources.LdsConfig = ads()
+			s.listeners = lm
 			s.afterNew = func(c *Client) {
-				if err := c.SetListeners(lm); err != nil {
-					t.Fatal(err)
-				}
 				if also != nil {
 					also(c)
 				}

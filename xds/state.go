@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"sort"
 	"time"
 
 	"google.golang.org/protobuf/types/known/anypb"
@@ -16,3 +17,13 @@ type failure struct {
 
 // serviceKey identifies a subscription to the resource called name on transport m.
 func serviceKey(m *mux, name string) string { return m.key + "\x00" + name }
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -11,8 +11,6 @@ import (
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
@@ -297,11 +295,6 @@ func (h *cdsHandler) Failed(watch.Stream) {
 	h.stats.UpdateAttempt.Inc()
 }
 
-// failedLocked records the error state of the rejected cluster called name.
-func (h *cdsHandler) failedLocked(name string, a *anypb.Any, at time.Time, err error, version string) {
-	h.failures[name] = &adminv3.UpdateFailureState{FailedConfiguration: a, LastUpdateAttempt: timestamppb.New(at), Details: err.Error(), VersionInfo: version}
-}
-
 // applyLocked is Apply under Discovery.mu.
 func (h *cdsHandler) applyLocked(u watch.Response) error {
 	d := h.d
@@ -357,7 +350,7 @@ func (h *cdsHandler) applyLocked(u watch.Response) error {
 		}
 		if err != nil {
 			errs = append(errs, err.Error())
-			h.failedLocked(name, a, start, err, u.Version)
+			h.failures[name] = watch.FailureState(a, start, err, u.Version)
 			continue
 		}
 		delete(h.failures, name)

@@ -100,7 +100,7 @@ func (h *cdsHandler) secretArrived(cs *clusterSecrets) {
 		if err != nil {
 			d.log.Errorf("xds: CDS: cluster %q: %v", name, err)
 			a, _ := anypb.New(cs.rc.Config.Proto)
-			h.failedLocked(name, a, d.clock.Now(), err, cs.version)
+			h.failures[name] = watch.FailureState(a, d.clock.Now(), err, cs.version)
 			return
 		}
 		if changed && cs.rc.EDS != nil {

@@ -45,13 +45,15 @@ var layerOf = map[string]int{
 	"tcpproxy":   9,
 	"udpproxy":   9,
 	"xds":        10,
-	// CDS and EDS sit beside the cluster manager but decode with xds/resource.
-	"cluster/cds": 10,
-	"admin":       10,
-	"server":      11,
-	"extensions":  11,
-	"cmd":         12,
-	"test":        13,
+	// CDS and EDS, and LDS, sit beside the cluster and listener managers but decode with
+	// xds/resource.
+	"cluster/cds":  10,
+	"listener/lds": 10,
+	"admin":        10,
+	"server":       11,
+	"extensions":   11,
+	"cmd":          12,
+	"test":         13,
 }
 
 // place returns the layer of a package path inside the module.

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/stats"
@@ -74,4 +77,11 @@ func LogIgnored(log *logging.Logger, api, kind string, fields map[string]int) {
 		b.WriteString(")")
 	}
 	log.Warnf("xds: %s: set, but not implemented by Legate; ignored: %s", api, b.String())
+}
+
+// FailureState is the error_state of a rejected resource a, as the config dumps show it
+// (Envoy's UpdateFailureState): the resource, when the update was tried, why it was rejected
+// and the version it came with.
+func FailureState(a *anypb.Any, at time.Time, err error, version string) *adminv3.UpdateFailureState {
+	return &adminv3.UpdateFailureState{FailedConfiguration: a, LastUpdateAttempt: timestamppb.New(at), Details: err.Error(), VersionInfo: version}
 }

@@ -1,0 +1,25 @@
+// Package lds is the listener manager's side of xDS: LDS. It keeps the state machine the xDS
+// client hands LDS responses to through the watch API (xds/watch.Streams): one wildcard
+// subscription on dynamic_resources.lds_config; each listener decodes (xds/resource:
+// DecodeListener), and a new or changed one warms, its dependencies subscribed (route
+// configurations with their VHDS, scoped routes, discovered HTTP filter configurations, SDS
+// secrets: Config.Deps, the xDS client's WatchListener), until each has arrived or timed out;
+// it then goes to the listener manager, replacing the previous version, which drains. A
+// rejected listener keeps its previous version and shows its error_state in the listeners
+// dump; state-of-the-world responses remove the listeners they omit. listener_manager.lds.*
+// are its stats, "LDS" its init target, and it reports the listeners warming
+// (listener_manager.total_listeners_warming) and their pending init targets (/init_dump).
+//
+// Wiring (the server owns it):
+//
+//	l, err := lds.New(lds.Config{Client: xdsClient, Deps: lds.DepsFunc(xdsClient.WatchListener),
+//		DynamicResources: dr, Listeners: lm, Stats: store, Init: initFn}) // nil without lds_config
+//	l.Start()            // before the client runs
+//	go func() { xdsClient.Run(ctx); l.Stop() }()
+//	l.ConfigDump         // the "listeners" config dump
+//
+// Concurrency: LDS.mu guards the state and serialises updates; the xDS client calls Apply on
+// its transport goroutine, the initial fetch timer and the dependencies' watchers call in on
+// theirs. Lock order: LDS.mu, the listener manager's, the dependencies' and the xDS client's
+// locks.
+package lds
