@@ -80,7 +80,7 @@ var fieldNotes = map[protoreflect.FullName]map[protoreflect.Name]Support{
 		"dns_jitter": Ignored, "use_tcp_for_dns_lookups": Ignored, "wait_for_warm_on_init": Ignored,
 		"lrs_server": Ignored, "lrs_report_endpoint_metrics": Ignored, "track_timeout_budgets": Ignored,
 		"track_cluster_stats": Ignored, "preconnect_policy": Ignored,
-		"transport_socket_matches": Implemented, "transport_socket_matcher": Refused,
+		"transport_socket_matches": Implemented, "transport_socket_matcher": Implemented,
 		"upstream_http_protocol_options": Implemented,
 		// Deprecated; its Http1ProtocolOptions (below) are the upstream codec's options.
 		"http_protocol_options": Implemented,

@@ -3,6 +3,7 @@ package cluster
 import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/matcher/transportsocket"
 )
 
 // startStatic publishes a STATIC cluster's load_assignment at once: the cluster is warm as soon
@@ -59,7 +60,7 @@ func assignmentSettings(la config.LoadAssignment) setSettings {
 // transport socket of cluster cfg that the endpoint's metadata selects.
 func endpointHost(cfg *config.Cluster, l config.LocalityEndpoints, e config.Endpoint, addr string) host.Config {
 	return host.Config{
-		SocketMatch: cfg.MatchTransportSocket(e.SocketMatch, l.SocketMatch),
+		SocketMatch: socketFor(cfg, &e, &l),
 		Address:     addr,
 		Hostname:    e.Hostname,
 		Weight:      e.Weight,
@@ -71,6 +72,18 @@ func endpointHost(cfg *config.Cluster, l config.LocalityEndpoints, e config.Endp
 		// Shared with the configuration: an internal_upstream socket passes it on.
 		FilterMetadata: e.FilterMetadata,
 	}
+}
+
+// socketFor chooses the transport socket of endpoint e of locality l: by the cluster's
+// transport_socket_matcher when it has one (no match: its transport_socket), else by
+// transport_socket_matches' labels. It returns config.Cluster.MatchTransportSocket's kind of
+// index.
+func socketFor(cfg *config.Cluster, e *config.Endpoint, l *config.LocalityEndpoints) int {
+	if cfg.TransportSocketMatcher != nil {
+		i, _ := cfg.TransportSocketMatcher.Match(&transportsocket.Data{Endpoint: e.RawMetadata, Locality: l.RawMetadata})
+		return i
+	}
+	return cfg.MatchTransportSocket(e.SocketMatch, l.SocketMatch)
 }
 
 // edsHealthFlags maps an EDS health_status to host flags, as Envoy does: UNHEALTHY, DRAINING

@@ -3,11 +3,16 @@ package config
 import (
 	"fmt"
 
+	xdscorev3 "github.com/cncf/xds/go/xds/core/v3"
+	xdsmatcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	tsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/matching/common_inputs/transport_socket/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/legateproxy/legate/internal/matcher"
+	"github.com/legateproxy/legate/internal/matcher/transportsocket"
 	"github.com/legateproxy/legate/tlsutil"
 )
 
@@ -97,9 +102,6 @@ func (c *Cluster) TransportSocketPath(i int) string {
 // socketMatches converts transport_socket_matches, checking each socket as the cluster's
 // own is checked, so that a bad one fails the load rather than the first connection.
 func (b *clusterBuilder) socketMatches(c *clusterv3.Cluster, out *Cluster) {
-	if c.GetTransportSocketMatcher() != nil {
-		b.fail("transport_socket_matcher: set; not implemented by Legate (use transport_socket_matches)")
-	}
 	seen := map[string]bool{}
 	for i, m := range c.GetTransportSocketMatches() {
 		at := fmt.Sprintf("transport_socket_matches[%d]", i)
@@ -122,6 +124,41 @@ func (b *clusterBuilder) socketMatches(c *clusterv3.Cluster, out *Cluster) {
 			TransportSocket: m.GetTransportSocket(),
 		})
 	}
+	if m := c.GetTransportSocketMatcher(); m != nil && b.err == nil {
+		b.socketMatcher(m, out)
+	}
+}
+
+// socketMatcher compiles transport_socket_matcher, whose actions name one of
+// transport_socket_matches (MatchTransportSocket's index of it).
+func (b *clusterBuilder) socketMatcher(m *xdsmatcherv3.Matcher, out *Cluster) {
+	byName := map[string]int{}
+	for i, tm := range out.TransportSocketMatches {
+		byName[tm.Name] = i + 1
+	}
+	compiled, err := matcher.Compile(m, "transport_socket_matcher", matcher.Domain[transportsocket.Data, int]{
+		Registry: b.ext,
+		Inputs:   transportsocket.Inputs,
+		Action: func(path string, a *xdscorev3.TypedExtensionConfig) (int, error) {
+			var act tsv3.TransportSocketNameAction
+			if a.GetTypedConfig() == nil || !a.GetTypedConfig().MessageIs(&act) {
+				return 0, fmt.Errorf("%s.typed_config: type %q (name %q): not implemented by Legate; a transport socket matcher's action is a TransportSocketNameAction", path, a.GetTypedConfig().GetTypeUrl(), a.GetName())
+			}
+			if err := a.GetTypedConfig().UnmarshalTo(&act); err != nil {
+				return 0, fmt.Errorf("%s.typed_config: %w", path, err)
+			}
+			i, ok := byName[act.GetName()]
+			if !ok {
+				return 0, fmt.Errorf("%s.typed_config.name = %q; no transport_socket_matches entry has that name", path, act.GetName())
+			}
+			return i, nil
+		},
+	})
+	if err != nil {
+		b.fail("%v", err)
+		return
+	}
+	out.TransportSocketMatcher = compiled
 }
 
 // socketMatchCriteria reads a health check's transport_socket_match_criteria: set (even

@@ -8,6 +8,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/legateproxy/legate/internal/matcher"
+	"github.com/legateproxy/legate/internal/matcher/transportsocket"
 	"github.com/legateproxy/legate/internal/sockopt"
 )
 
@@ -172,6 +174,10 @@ type Cluster struct {
 	// locality's) envoy.transport_socket_match metadata selects one, else TransportSocket
 	// applies (MatchTransportSocket).
 	TransportSocketMatches []TransportSocketMatch
+	// TransportSocketMatcher is transport_socket_matcher, compiled: its action is the index
+	// (MatchTransportSocket's) of the transport_socket_matches entry it names. When set it
+	// replaces the labels (SelectTransportSocket); nil when unset.
+	TransportSocketMatcher *matcher.Matcher[transportsocket.Data, int]
 
 	// HTTP2 is set when http2_protocol_options is present (or the upstream options ask for
 	// HTTP/2): the upstream speaks HTTP/2 with prior knowledge.
@@ -472,6 +478,9 @@ type LocalityEndpoints struct {
 	Endpoints []Endpoint
 	// SocketMatch is the locality's envoy.transport_socket_match metadata (SocketMatchLabels).
 	SocketMatch map[string]string
+	// RawMetadata is the locality's metadata as received, for transport_socket_matcher's
+	// locality_metadata input; nil when unset. Do not modify it.
+	RawMetadata *corev3.Metadata
 }
 
 // Endpoint is LbEndpoint.
@@ -491,6 +500,9 @@ type Endpoint struct {
 	FilterMetadata map[string]*structpb.Struct
 	// SocketMatch is the endpoint's envoy.transport_socket_match metadata (SocketMatchLabels).
 	SocketMatch map[string]string
+	// RawMetadata is the endpoint's metadata as received, for transport_socket_matcher's
+	// endpoint_metadata input; nil when unset. Do not modify it.
+	RawMetadata *corev3.Metadata
 }
 
 // DropOverload is ClusterLoadAssignment.Policy.DropOverload, the drop rate in parts per million.

@@ -50,6 +50,7 @@ func LoadAssignmentFromProto(la *endpointv3.ClusterLoadAssignment) (LoadAssignme
 			Priority:    l.GetPriority(),
 			Weight:      u32Or(l.GetLoadBalancingWeight(), 0),
 			SocketMatch: socketMatchMetadata(l.GetMetadata()),
+			RawMetadata: l.GetMetadata(),
 		}
 		if l.GetLoadBalancingWeight() != nil {
 			out.HasLocalityWeights = true
@@ -81,6 +82,7 @@ func LoadAssignmentFromProto(la *endpointv3.ClusterLoadAssignment) (LoadAssignme
 			ep.Metadata, ep.Canary = lbMetadata(e.GetMetadata())
 			ep.SocketMatch = socketMatchMetadata(e.GetMetadata())
 			ep.FilterMetadata = e.GetMetadata().GetFilterMetadata()
+			ep.RawMetadata = e.GetMetadata()
 			le.Endpoints = append(le.Endpoints, ep)
 		}
 		out.Localities = append(out.Localities, le)

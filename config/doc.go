@@ -67,7 +67,6 @@
 //	| Cluster                                          | track_timeout_budgets                            | ignored  | extra stats only |
 //	| Cluster                                          | track_cluster_stats                              | ignored  | extra stats only |
 //	| Cluster                                          | preconnect_policy                                | ignored  | connections open on demand; same requests reach the same hosts |
-//	| Cluster                                          | transport_socket_matcher                         | refused  | the matcher API's per-endpoint socket selection; transport_socket_matches is implemented |
 //	| Cluster                                          | dns_resolution_config                            | refused  | would change which DNS servers resolve the hosts |
 //	| Cluster                                          | typed_dns_resolver_config                        | refused  | as dns_resolution_config |
 //	| Cluster                                          | filters                                          | refused  | upstream network filters |

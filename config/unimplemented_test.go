@@ -40,7 +40,6 @@ var refusedCases = []struct{ name, yaml, path string }{
 	{"admin.allow_paths", adminAddr + ", allow_paths: [{exact: /stats}]}", "admin.allow_paths"},
 	{"cluster_manager.upstream_bind_config.freebind", "cluster_manager: {upstream_bind_config: {source_address: {address: 127.0.0.1, port_value: 0}, freebind: true}}", "cluster_manager.upstream_bind_config.freebind"},
 	// Cluster.
-	{"cluster transport_socket_matcher", webCluster("transport_socket_matcher: {}"), "static_resources.clusters[0].transport_socket_matcher"},
 	{"cluster http_protocol_options.override_stream_error_on_invalid_http_message", webCluster("http_protocol_options: {override_stream_error_on_invalid_http_message: {value: true}}"), "static_resources.clusters[0].http_protocol_options.override_stream_error_on_invalid_http_message"},
 	{"cluster http_protocol_options.use_balsa_parser", webCluster("http_protocol_options: {use_balsa_parser: {value: true}}"), "static_resources.clusters[0].http_protocol_options.use_balsa_parser"},
 	{"cluster http_protocol_options.allow_custom_methods", webCluster("http_protocol_options: {allow_custom_methods: true}"), "static_resources.clusters[0].http_protocol_options.allow_custom_methods"},

@@ -27,6 +27,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
 	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/internal/matcher/network"
+	"github.com/legateproxy/legate/internal/matcher/transportsocket"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener/filters/connlimit"
 	"github.com/legateproxy/legate/listener/filters/directresponse"
@@ -89,9 +90,10 @@ func registrations() []func(*registry.Builder) {
 		netratelimit.Declare,
 		netrbac.Declare,
 		snicluster.Declare,
-		udpproxy.Declare,       // UDP listener filters
-		network.Register,       // matching inputs (filter_chain_matcher)
-		httpinspector.Register, // listener filters
+		udpproxy.Declare,         // UDP listener filters
+		network.Register,         // matching inputs (filter_chain_matcher)
+		transportsocket.Register, // matching inputs (transport_socket_matcher)
+		httpinspector.Register,   // listener filters
 		originaldst.Register,
 		proxyprotocol.Register,
 		tlsinspector.Register,

@@ -42,7 +42,9 @@ const (
 	MatchingNetworkInput         Category = "envoy.matching.network.input"
 	MatchingHTTPInput            Category = "envoy.matching.http.input"
 	MatchingNetworkCustomMatcher Category = "envoy.matching.network.custom_matchers"
-	DNSResolver                  Category = "envoy.network.dns_resolver"
+	// MatchingInput is Envoy's category of the transport socket matcher's inputs.
+	MatchingInput Category = "envoy.matching.inputs"
+	DNSResolver   Category = "envoy.network.dns_resolver"
 )
 
 // Kind is one way of building extensions of a category: the category and F, the Go type of

@@ -18,9 +18,42 @@ import (
 // TestTransportSocketMatches runs the binary with Istio's shape of cluster: an endpoint
 // labelled tlsMode: istio is reached over TLS (a real TLS upstream that would refuse plain
 // text), the other over plain text (a plain net/http upstream that would refuse TLS), each
-// selected by its metadata through transport_socket_matches. Both serve requests, and the
-// per-match total_match_count stats count one host each.
+// selected by its metadata through transport_socket_matches' labels. Both serve requests, and
+// the per-match total_match_count stats count one host each.
 func TestTransportSocketMatches(t *testing.T) {
+	testSocketSelection(t, "{tlsMode: istio}", "{}", "")
+}
+
+// TestTransportSocketMatcher is TestTransportSocketMatches with the selection made by the
+// cluster's transport_socket_matcher (the unified matcher over the endpoint's metadata, with
+// on_no_match naming the plain-text entry), the matches' labels left empty: the matcher
+// chooses TLS for one endpoint and plain text for the other.
+func TestTransportSocketMatcher(t *testing.T) {
+	testSocketSelection(t, "{}", "{}", `
+    transport_socket_matcher:
+      matcher_tree:
+        input:
+          name: envoy.matching.inputs.endpoint_metadata
+          typed_config:
+            "@type": type.googleapis.com/envoy.extensions.matching.common_inputs.transport_socket.v3.EndpointMetadataInput
+            filter: envoy.transport_socket_match
+            path: [{key: tlsMode}]
+        exact_match_map:
+          map:
+            istio:
+              action:
+                name: istio
+                typed_config: {"@type": type.googleapis.com/envoy.extensions.matching.common_inputs.transport_socket.v3.TransportSocketNameAction, name: tlsMode-istio}
+      on_no_match:
+        action:
+          name: plain
+          typed_config: {"@type": type.googleapis.com/envoy.extensions.matching.common_inputs.transport_socket.v3.TransportSocketNameAction, name: tlsMode-disabled}`)
+}
+
+// testSocketSelection runs the cluster "mesh" with a TLS and a plain-text entry of
+// transport_socket_matches (their match labels given) and the extra cluster fields, in
+// front of a TLS upstream whose endpoint is labelled tlsMode: istio and a plain one.
+func testSocketSelection(t *testing.T, tlsLabels, plainLabels, extra string) {
 	ca := tlstest.NewCA(t, tlstest.Options{CommonName: "e2e socket match ca"})
 	backend := ca.Issue(t, tlstest.Options{CommonName: "backend", DNSNames: []string{"backend.example.com"}})
 	caPath := writePEM(t, t.TempDir(), "ca.pem", ca.CertPEM)
@@ -52,7 +85,7 @@ func TestTransportSocketMatches(t *testing.T) {
     connect_timeout: 5s
     transport_socket_matches:
     - name: tlsMode-istio
-      match: {tlsMode: istio}
+      match: ` + tlsLabels + `
       transport_socket:
         name: envoy.transport_sockets.tls
         typed_config:
@@ -62,8 +95,8 @@ func TestTransportSocketMatches(t *testing.T) {
             validation_context:
               trusted_ca: {filename: ` + caPath + `}
     - name: tlsMode-disabled
-      match: {}
-      transport_socket: {name: envoy.transport_sockets.raw_buffer}
+      match: ` + plainLabels + `
+      transport_socket: {name: envoy.transport_sockets.raw_buffer}` + extra + `
     load_assignment:
       cluster_name: mesh
       endpoints:
