@@ -7,6 +7,7 @@ import (
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/lb"
+	"github.com/legateproxy/legate/tlsutil"
 )
 
 // customType is what the manager does for one cluster_type extension (config.CustomClusterType).
@@ -43,6 +44,7 @@ func Register(b *registry.Builder) {
 func ownExtensions() *registry.Registry {
 	b := registry.NewBuilder()
 	config.Register(b)
+	tlsutil.Register(b)
 	Register(b)
 	r, _ := b.Build()
 	return r

@@ -13,6 +13,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/health"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/outlier"
 	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/tlsutil"
@@ -48,10 +49,10 @@ func (m *Manager) planHealth(cfg *config.Cluster) (*healthPlan, error) {
 // defaultHealthCheckTLS builds the TLS client configurations of a cluster's transport sockets
 // without SDS: a host is checked over the socket its traffic uses, or, with the check's
 // transport_socket_match_criteria, over the socket those criteria select (as in Envoy).
-func defaultHealthCheckTLS(cfg *config.Cluster) (func(*host.Host) *tls.Config, error) {
+func defaultHealthCheckTLS(r *registry.Registry, cfg *config.Cluster) (func(*host.Host) *tls.Config, error) {
 	ctxs := make([]*tlsutil.ClientContext, 1+len(cfg.TransportSocketMatches))
 	for i := range ctxs {
-		up, err := tlsutil.UpstreamFromTransportSocket(cfg.TransportSocketPath(i), cfg.TransportSocketFor(i))
+		up, err := tlsutil.Upstream(r, cfg.TransportSocketPath(i), cfg.TransportSocketFor(i))
 		if err != nil {
 			return nil, err
 		}

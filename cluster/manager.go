@@ -216,7 +216,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		m.hcSched = health.NewScheduler(0)
 	}
 	if m.hcTLS == nil {
-		m.hcTLS = defaultHealthCheckTLS
+		m.hcTLS = func(c *config.Cluster) (func(*host.Host) *tls.Config, error) { return defaultHealthCheckTLS(m.ext, c) }
 	}
 	if cfg.OutlierEventLogPath != "" {
 		f, err := m.logs.open(cfg.OutlierEventLogPath)

@@ -114,7 +114,7 @@ func (b *clusterBuilder) socketMatches(c *clusterv3.Cluster, out *Cluster) {
 			continue
 		}
 		seen[m.GetName()] = true
-		if _, err := tlsutil.UpstreamFromTransportSocket(at+".transport_socket", m.GetTransportSocket()); err != nil {
+		if _, err := tlsutil.Upstream(b.ext, at+".transport_socket", m.GetTransportSocket()); err != nil {
 			b.fail("%v", err)
 			continue
 		}

@@ -9,14 +9,13 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	internalupstreamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/internal_upstream/v3"
-	upppv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/legateproxy/legate/bootstrap"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/internal/sockopt"
+	"github.com/legateproxy/legate/tlsutil"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -457,10 +456,9 @@ func (b *clusterBuilder) circuitBreakers(cb *clusterv3.CircuitBreakers, out *Clu
 // Cluster's http2_protocol_options, common_http_protocol_options and protocol_selection, as in
 // Envoy; those are then listed as ignored.
 func (b *clusterBuilder) protocols(c *clusterv3.Cluster, out *Cluster) {
-	if ts := innerTransportSocket(c.GetTransportSocket()); ts != nil {
-		out.TLS = ts.GetName() == "envoy.transport_sockets.tls" || ts.GetName() == "tls" ||
-			strings.HasSuffix(ts.GetTypedConfig().GetTypeUrl(), ".UpstreamTlsContext")
-	}
+	// A socket that does not convert fails where the cluster's connections are built.
+	up, err := tlsutil.Upstream(b.ext, "transport_socket", c.GetTransportSocket())
+	out.TLS = err == nil && up != nil
 	out.HTTP2 = c.GetHttp2ProtocolOptions() != nil
 	http2 := c.GetHttp2ProtocolOptions()
 	common := c.GetCommonHttpProtocolOptions()
@@ -721,21 +719,4 @@ func auditFields(m proto.Message, fail func(format string, args ...any)) []strin
 		ignored = append(ignored, n.Path)
 	}
 	return ignored
-}
-
-// innerTransportSocket returns the socket the wrapping envoy.transport_sockets.internal_upstream
-// and proxy_protocol sockets hold, or ts itself.
-func innerTransportSocket(ts *corev3.TransportSocket) *corev3.TransportSocket {
-	for {
-		var iu internalupstreamv3.InternalUpstreamTransport
-		var pp upppv3.ProxyProtocolUpstreamTransport
-		switch a := ts.GetTypedConfig(); {
-		case a.MessageIs(&iu) && a.UnmarshalTo(&iu) == nil:
-			ts = iu.GetTransportSocket()
-		case a.MessageIs(&pp) && a.UnmarshalTo(&pp) == nil:
-			ts = pp.GetTransportSocket()
-		default:
-			return ts
-		}
-	}
 }

@@ -18,12 +18,11 @@ import (
 	caresv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/network/dns_resolver/cares/v3"
 	getaddrinfov3 "github.com/envoyproxy/go-control-plane/envoy/extensions/network/dns_resolver/getaddrinfo/v3"
 	googlere2v3 "github.com/envoyproxy/go-control-plane/envoy/extensions/regex_engines/v3"
-	internalupstreamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/internal_upstream/v3"
-	rawbufferv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/raw_buffer/v3"
 	httpoptionsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/internal/registry"
+	"github.com/legateproxy/legate/tlsutil"
 )
 
 // ClusterTypeDecoders is the kind of cluster_type extensions as package config reads them.
@@ -45,8 +44,8 @@ var lbPolicies = registry.Kind[lbPolicyDecoder]{Category: registry.LBPolicy}
 // builds), the DNS resolvers a DNS cache names, and declares the
 // ones it converts for their packages to run: the connection manager and its router, the TCP
 // proxy, the RE2 regex engine,
-// the upstream HTTP protocol options, internal listeners, the internal_upstream and
-// raw_buffer transport sockets and the preserve_case header formatter.
+// the upstream HTTP protocol options, internal listeners and the preserve_case header
+// formatter.
 func Register(b *registry.Builder) {
 	b.Declare(registry.NetworkFilter, "envoy.filters.network.http_connection_manager", &hcmv3.HttpConnectionManager{})
 	b.Declare(registry.NetworkFilter, "envoy.filters.network.tcp_proxy", &tcpproxyv3.TcpProxy{})
@@ -54,8 +53,6 @@ func Register(b *registry.Builder) {
 	b.Declare(registry.RegexEngine, "envoy.regex_engines.google_re2", &googlere2v3.GoogleRE2{})
 	b.Declare(registry.UpstreamOptions, "envoy.upstreams.http.http_protocol_options", &httpoptionsv3.HttpProtocolOptions{})
 	b.Declare(registry.Bootstrap, "envoy.bootstrap.internal_listener", &internallistenerv3.InternalListener{})
-	b.Declare(registry.UpstreamTransportSocket, "envoy.transport_sockets.internal_upstream", &internalupstreamv3.InternalUpstreamTransport{})
-	b.Declare(registry.UpstreamTransportSocket, "envoy.transport_sockets.raw_buffer", &rawbufferv3.RawBuffer{})
 	b.Declare(registry.HeaderFormatter, PreserveCaseName, &preservecasev3.PreserveCaseFormatterConfig{})
 	registry.Add(b, ClusterTypeDecoders, AggregateClusterType, &aggregatev3.ClusterConfig{}, decodeAggregate)
 	registry.Add(b, ClusterTypeDecoders, DynamicForwardProxyClusterType, &dfpclusterv3.ClusterConfig{}, decodeDynamicForwardProxy)
@@ -79,6 +76,7 @@ func (l Limits) extensions() *registry.Registry {
 	}
 	b := registry.NewBuilder()
 	Register(b)
+	tlsutil.Register(b) // the transport sockets clusters are checked with
 	r, _ := b.Build()
 	return r
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"golang.org/x/net/http2"
 
 	"github.com/legateproxy/legate/accesslog"
@@ -33,12 +32,6 @@ import (
 
 // TypeURL is the typed_config type of envoy.filters.network.http_connection_manager.
 const TypeURL = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
-
-// Names of the access logger and TLS transport socket the connection manager implements.
-const (
-	downstreamTLSTypeURL = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"
-	tlsTransportName     = "envoy.transport_sockets.tls"
-)
 
 // Deps are the server-wide dependencies of every connection manager.
 type Deps struct {
@@ -80,9 +73,10 @@ type Deps struct {
 	Routes RouteProvider
 	// GRPCAccessLogs makes envoy.access_loggers.http_grpc loggers; nil refuses them.
 	GRPCAccessLogs *als.Manager
-	// Extensions are the factories of access loggers (accesslog.HTTPLoggers) and retry host
-	// predicates (route.RetryHostPredicates); nil means the built-in sets (accesslog's and
-	// als' loggers, route's predicates).
+	// Extensions are the factories of access loggers (accesslog.HTTPLoggers), downstream
+	// transport sockets (tlsutil.DownstreamSockets) and retry host predicates
+	// (route.RetryHostPredicates); nil means the built-in sets (accesslog's and als' loggers,
+	// tlsutil's sockets, route's predicates).
 	Extensions *registry.Registry
 	// ExtensionConfigs serves HTTP filter configurations over ECDS (config_discovery); nil
 	// refuses config_discovery.
@@ -123,7 +117,7 @@ func Register(reg *listener.Registry, deps Deps) error {
 	}
 	if deps.Extensions == nil {
 		var err error
-		if deps.Extensions, err = accesslog.Builtin(als.Register, route.Register); err != nil {
+		if deps.Extensions, err = accesslog.Builtin(als.Register, route.Register, tlsutil.Register); err != nil {
 			return err
 		}
 	}
@@ -344,7 +338,7 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 		h.logs = append(h.logs, l)
 	}
 	if ctx != nil && ctx.Chain != nil && ctx.Chain.TransportSocket != "" {
-		if h.tls, err = downstreamTLS(ctx, cfg, d); err != nil {
+		if h.tls, err = downstreamTLS(ctx, d); err != nil {
 			return nil, err
 		}
 	}
@@ -393,30 +387,15 @@ func (sh *shared) accessLog(al config.AccessLog, d *Deps) (accessLogger, error) 
 	return accessLogger{format: l.Line.Format, file: file}, nil
 }
 
-// downstreamTLS builds the TLS context of a filter chain's transport socket. As in Envoy,
-// HTTP/2 over TLS is negotiated only when common_tls_context.alpn_protocols offers "h2";
-// otherwise codec AUTO still recognises the HTTP/2 preface.
-func downstreamTLS(ctx *listener.ChainContext, cfg *config.HTTPConnectionManager, d *Deps) (*tlsutil.ServerContext, error) {
-	chain := ctx.Chain
-	u := chain.TransportSocketConfig.GetTypeUrl()
-	if chain.TransportSocket != tlsTransportName && u != downstreamTLSTypeURL {
-		return nil, fmt.Errorf("filter chain %q: transport_socket %q: only %s is implemented", chain.Name, chain.TransportSocket, tlsTransportName)
-	}
-	var pb tlsv3.DownstreamTlsContext
-	if chain.TransportSocketConfig != nil {
-		if err := chain.TransportSocketConfig.UnmarshalTo(&pb); err != nil {
-			return nil, fmt.Errorf("filter chain %q: transport_socket: %w", chain.Name, err)
-		}
-	}
-	tc, err := tlsutil.DownstreamFromProto("transport_socket.typed_config", &pb)
-	if err != nil {
-		return nil, fmt.Errorf("filter chain %q: %w", chain.Name, err)
-	}
+// downstreamTLS builds the context of a filter chain's transport socket (nil for plain
+// text). As in Envoy, HTTP/2 over TLS is negotiated only when common_tls_context.alpn_protocols
+// offers "h2"; otherwise codec AUTO still recognises the HTTP/2 preface.
+func downstreamTLS(ctx *listener.ChainContext, d *Deps) (*tlsutil.ServerContext, error) {
 	deps := d.TLS
 	deps.StatPrefix = ctx.StatPrefix // listener.<address>.ssl.*
-	sc, err := tlsutil.NewServerContext(tc, deps)
+	sc, err := tlsutil.ServerContextFor(d.Extensions, ctx.Chain.TransportSocket, ctx.Chain.TransportSocketConfig, deps)
 	if err != nil {
-		return nil, fmt.Errorf("filter chain %q: %w", chain.Name, err)
+		return nil, fmt.Errorf("filter chain %q: %w", ctx.Chain.Name, err)
 	}
 	return sc, nil
 }

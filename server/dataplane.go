@@ -216,6 +216,7 @@ func (s *Server) buildDataPlane() error {
 	if err := tcpproxy.Register(handlers, tcpproxy.Deps{
 		Pools:    dp.pools,
 		Overload: dp.overload.State(),
+		Sockets:  s.ext,
 		TLS:      tlsutil.Deps{Secrets: s.secretProvider(), Registry: s.certs, Now: s.clock.Now, Stats: dp.tlsStats},
 		AccessLogs: tcpproxy.AccessLogDeps{
 			Files:   dp.accessLogs,
@@ -337,7 +338,7 @@ func (s *Server) clusterTLS(c *config.Cluster, i int) (*tlsutil.ClientContext, e
 	if ctx, ok := dp.upstreamTLS[key]; ok {
 		return ctx, nil
 	}
-	cfg, err := tlsutil.UpstreamFromTransportSocket(c.TransportSocketPath(i), c.TransportSocketFor(i))
+	cfg, err := tlsutil.Upstream(s.ext, c.TransportSocketPath(i), c.TransportSocketFor(i))
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/overload"
 	"github.com/legateproxy/legate/pool"
@@ -26,6 +27,9 @@ type Deps struct {
 	// Overload is the overload manager's state; nil for none. Listeners with
 	// bypass_overload_manager do without it.
 	Overload *overload.State
+	// Sockets holds the downstream transport sockets (tlsutil.DownstreamSockets) a filter
+	// chain may have; nil means tlsutil's.
+	Sockets *registry.Registry
 }
 
 // Register adds the envoy.filters.network.tcp_proxy handler factory (by name and by its
@@ -51,7 +55,7 @@ func Factory(deps Deps) listener.HandlerFactory {
 		}
 		tlsDeps := deps.TLS
 		tlsDeps.StatPrefix = ctx.StatPrefix // listener.<address>.ssl.*
-		sc, err := downstreamTLS(ctx.Chain, tlsDeps)
+		sc, err := downstreamTLS(deps.Sockets, ctx.Chain, tlsDeps)
 		if err != nil {
 			return nil, err
 		}

@@ -424,7 +424,7 @@ func TestFactoryTransportSockets(t *testing.T) {
 		want         string
 	}{
 		{"tls without a certificate", "envoy.transport_sockets.tls", nil, `filter chain "c": transport_socket.typed_config.common_tls_context: no tls_certificates or tls_certificate_sds_secret_configs; a server context needs one`},
-		{"unknown socket", "envoy.transport_sockets.alts", alts, `filter chain "c": transport_socket "envoy.transport_sockets.alts" ("type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy"): only envoy.transport_sockets.raw_buffer and envoy.transport_sockets.tls are implemented for the TCP proxy`},
+		{"unknown socket", "envoy.transport_sockets.alts", alts, `filter chain "c": transport_socket.typed_config.@type = "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy"; must be envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer or envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext`},
 		{"raw buffer", "envoy.transport_sockets.raw_buffer", nil, ""},
 		{"none", "", nil, ""},
 	} {

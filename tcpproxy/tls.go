@@ -6,45 +6,19 @@ import (
 	"net"
 	"time"
 
-	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/overload"
 	"github.com/legateproxy/legate/tlsutil"
 )
 
-// The transport sockets of a TCP proxy's filter chain: plain, or TLS terminated here.
-const (
-	rawBufferName        = "envoy.transport_sockets.raw_buffer"
-	rawBufferTypeURL     = "type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer"
-	tlsTransportName     = "envoy.transport_sockets.tls"
-	downstreamTLSTypeURL = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"
-)
-
-// downstreamTLS builds the TLS context of a filter chain's transport socket (Envoy's
-// DownstreamTlsContext: static certificates or SDS secrets through deps.Secrets, registered
-// in deps.Registry for /certs and reloaded with it when secrets rotate); nil for a plain
-// chain.
-func downstreamTLS(chain *config.FilterChain, deps tlsutil.Deps) (*tlsutil.ServerContext, error) {
-	ts, u := chain.TransportSocket, chain.TransportSocketConfig.GetTypeUrl()
-	switch {
-	case ts == "" || ts == rawBufferName && u == "" || u == rawBufferTypeURL:
-		return nil, nil
-	case u != downstreamTLSTypeURL && !(u == "" && ts == tlsTransportName):
-		return nil, fmt.Errorf("filter chain %q: transport_socket %q (%q): only %s and %s are implemented for the TCP proxy", chain.Name, ts, u, rawBufferName, tlsTransportName)
-	}
-	var pb tlsv3.DownstreamTlsContext
-	if chain.TransportSocketConfig != nil {
-		if err := chain.TransportSocketConfig.UnmarshalTo(&pb); err != nil {
-			return nil, fmt.Errorf("filter chain %q: transport_socket: %w", chain.Name, err)
-		}
-	}
-	tc, err := tlsutil.DownstreamFromProto("transport_socket.typed_config", &pb)
-	if err != nil {
-		return nil, fmt.Errorf("filter chain %q: %w", chain.Name, err)
-	}
-	sc, err := tlsutil.NewServerContext(tc, deps)
+// downstreamTLS builds the TLS context of a filter chain's transport socket through r's
+// downstream sockets (Envoy's DownstreamTlsContext: static certificates or SDS secrets through
+// deps.Secrets, registered in deps.Registry for /certs and reloaded with it when secrets
+// rotate); nil for a plain chain.
+func downstreamTLS(r *registry.Registry, chain *config.FilterChain, deps tlsutil.Deps) (*tlsutil.ServerContext, error) {
+	sc, err := tlsutil.ServerContextFor(r, chain.TransportSocket, chain.TransportSocketConfig, deps)
 	if err != nil {
 		return nil, fmt.Errorf("filter chain %q: %w", chain.Name, err)
 	}

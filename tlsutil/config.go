@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	internalupstreamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/internal_upstream/v3"
-	upppv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 )
 
@@ -109,55 +106,6 @@ type DownstreamConfig struct {
 	SessionTicketKeys                 []DataSource
 	SessionTicketKeysSecret           string
 	DisableStatelessSessionResumption bool
-}
-
-// UpstreamFromTransportSocket converts a cluster's transport_socket. It
-// returns nil for a missing or raw_buffer socket. path names the
-// transport_socket field.
-func UpstreamFromTransportSocket(path string, ts *corev3.TransportSocket) (*UpstreamConfig, error) {
-	if ts == nil || ts.GetTypedConfig() == nil {
-		switch n := ts.GetName(); n {
-		case "", "envoy.transport_sockets.raw_buffer", "raw_buffer":
-			return nil, nil
-		case "envoy.transport_sockets.tls", "tls":
-			// A TLS socket without typed_config is TLS with every default.
-			cfg, err := UpstreamFromProto(path+".typed_config", &tlsv3.UpstreamTlsContext{})
-			return &cfg, err
-		default:
-			return nil, fmt.Errorf("%s.typed_config: missing for transport socket %q", path, n)
-		}
-	}
-	var iu internalupstreamv3.InternalUpstreamTransport
-	var pp upppv3.ProxyProtocolUpstreamTransport
-	if a := ts.GetTypedConfig(); a.MessageIs(&iu) || a.MessageIs(&pp) {
-		// internal_upstream and proxy_protocol wrap the socket that does the TLS; WrappersOf
-		// reads (and checks) what they add.
-		if _, err := WrappersOf(path, ts); err != nil {
-			return nil, err
-		}
-		inner := iu.GetTransportSocket()
-		if a.UnmarshalTo(&pp) == nil { // WrappersOf unmarshalled it already: no error
-			inner = pp.GetTransportSocket()
-		} else if a.UnmarshalTo(&iu) == nil {
-			inner = iu.GetTransportSocket()
-		}
-		if inner == nil {
-			return nil, nil // raw_buffer by default
-		}
-		return UpstreamFromTransportSocket(path+".typed_config.transport_socket", inner)
-	}
-	var up tlsv3.UpstreamTlsContext
-	if ts.GetTypedConfig().MessageIs(&up) {
-		if err := ts.GetTypedConfig().UnmarshalTo(&up); err != nil {
-			return nil, fmt.Errorf("%s.typed_config: %w", path, err)
-		}
-		cfg, err := UpstreamFromProto(path+".typed_config", &up)
-		return &cfg, err
-	}
-	if strings.HasSuffix(ts.GetTypedConfig().GetTypeUrl(), "envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer") {
-		return nil, nil
-	}
-	return nil, fmt.Errorf("%s.typed_config.@type = %q; must be envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext, RawBuffer, InternalUpstreamTransport or ProxyProtocolUpstreamTransport", path, ts.GetTypedConfig().GetTypeUrl())
 }
 
 // UpstreamFromProto converts and validates an UpstreamTlsContext without

@@ -355,7 +355,7 @@ func TestDNSNameMatch(t *testing.T) {
 	}
 }
 
-func TestUpstreamFromTransportSocket(t *testing.T) {
+func TestUpstream(t *testing.T) {
 	var ts struct{ raw, tlsSock, other string }
 	ts.raw = "{name: envoy.transport_sockets.raw_buffer}"
 	ts.tlsSock = "{name: envoy.transport_sockets.tls, typed_config: {'@type': type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext, sni: x.example.com}}"
@@ -368,12 +368,12 @@ func TestUpstreamFromTransportSocket(t *testing.T) {
 		{"tls without typed_config", "{name: envoy.transport_sockets.tls}", "", "", false},
 		{"unknown without typed_config", "{name: alts}", "", `clusters[0].transport_socket.typed_config: missing for transport socket "alts"`, false},
 		{"tls", ts.tlsSock, "x.example.com", "", false},
-		{"wrong type", ts.other, "", `clusters[0].transport_socket.typed_config.@type = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"; must be envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext, RawBuffer, InternalUpstreamTransport or ProxyProtocolUpstreamTransport`, false},
+		{"wrong type", ts.other, "", `clusters[0].transport_socket.typed_config.@type = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"; must be envoy.extensions.transport_sockets.internal_upstream.v3.InternalUpstreamTransport, envoy.extensions.transport_sockets.proxy_protocol.v3.ProxyProtocolUpstreamTransport, envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer or envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext`, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var pb corev3.TransportSocket
 			decodeYAML(t, tt.yaml, &pb)
-			got, err := UpstreamFromTransportSocket("clusters[0].transport_socket", &pb)
+			got, err := Upstream(nil, "clusters[0].transport_socket", &pb)
 			if tt.wantErr != "" {
 				if err == nil || err.Error() != tt.wantErr {
 					t.Fatalf("error %v; want %s", err, tt.wantErr)

@@ -177,7 +177,7 @@ func TestUpstreamSDS(t *testing.T) {
 			// 3. The secret arrives: the cluster is added and handshakes send certificate A.
 			snapshot("2", pemSecret("client", certA))
 			p.waitFor("cluster tls active", func() bool { return p.cm.Get("tls") != nil })
-			cfg, err := tlsutil.UpstreamFromTransportSocket("tls", p.cm.Get("tls").Config().TransportSocket)
+			cfg, err := tlsutil.Upstream(nil, "tls", p.cm.Get("tls").Config().TransportSocket)
 			if err != nil {
 				t.Fatal(err)
 			}
