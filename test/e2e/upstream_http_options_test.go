@@ -99,12 +99,13 @@ static_resources:
 	p.waitStat("cluster.h1.upstream_cx_protocol_error", 1)
 }
 
-// Issue 17 item 5: an upstream HttpProtocolOptions field Legate does not implement stops the
-// load with its path, and auto_config without TLS is refused as Envoy refuses it.
+// Issue 17 item 5: an upstream HttpProtocolOptions field Legate does not implement, or an
+// invalid one, stops the load with its path, and auto_config without TLS is refused as Envoy
+// refuses it.
 func TestUpstreamHTTPProtocolOptionsRefused(t *testing.T) {
 	for _, tc := range []struct{ name, fields, want string }{
-		{"upstream_http_protocol_options", "upstream_http_protocol_options: {auto_sni: true}",
-			`typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].upstream_http_protocol_options: set; not implemented by Legate`},
+		{"override_auto_sni_header", `upstream_http_protocol_options: {auto_sni: true, override_auto_sni_header: "bad header"}`,
+			`typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].upstream_http_protocol_options.override_auto_sni_header: value does not match regex pattern`},
 		{"http3", "explicit_http_config: {http3_protocol_options: {}}",
 			`typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].explicit_http_config.http3_protocol_options: set; not implemented by Legate`},
 		{"auto_config over plain text", "auto_config: {}", "auto_config: set on a cluster without a TLS transport_socket"},
