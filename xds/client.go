@@ -12,10 +12,8 @@ import (
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
-	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/internal/clock"
-	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/xds/resource"
@@ -32,8 +30,9 @@ type Config struct {
 	// Node is sent to management servers: the bootstrap node with the --service-* overrides,
 	// user_agent_name and user_agent_build_version already applied by the caller.
 	Node *corev3.Node
-	// Clusters is where the client finds the hosts of a source's cluster when Dial is nil.
-	Clusters *cluster.Manager
+	// Clusters is where the client finds the hosts of a source's cluster when Dial is nil
+	// (cluster.Manager).
+	Clusters HostPicker
 	// Stats is the store for the subscriptions' stats and control_plane.*.
 	Stats *stats.Store
 	// Logger logs stream failures and rejected updates; nil discards.
@@ -68,6 +67,12 @@ type Config struct {
 	// Secrets watches the SDS secrets of LDS listeners (tlsutil.SDS, built on this client);
 	// nil refuses them.
 	Secrets SecretWatcher
+}
+
+// HostPicker picks a host of a bootstrap cluster for a plain TCP connection
+// (cluster.Manager.PlainHost): its address and connect timeout.
+type HostPicker interface {
+	PlainHost(cluster string) (addr string, connectTimeout time.Duration, err error)
 }
 
 // SecretWatcher watches SDS secrets (tlsutil.SDS.Watch): onChange runs after each change.
@@ -238,22 +243,15 @@ func (c *Client) dial(ctx context.Context, name string) (net.Conn, error) {
 	if c.cfg.Dial != nil {
 		return c.cfg.Dial(ctx, name)
 	}
-	var cl *cluster.Cluster
-	if c.cfg.Clusters != nil {
-		cl = c.cfg.Clusters.Get(name)
+	if c.cfg.Clusters == nil {
+		return nil, fmt.Errorf("xds: cluster %q: not an active cluster", name)
 	}
-	if cl == nil {
-		return nil, fmt.Errorf("xds: cluster %q: %w", name, errNoCluster)
-	}
-	if cl.Config().TransportSocket != nil {
-		return nil, fmt.Errorf("xds: cluster %q has a transport_socket; the server must provide a TLS dialer", name)
-	}
-	h, err := cl.Pick(&lb.Context{})
+	addr, timeout, err := c.cfg.Clusters.PlainHost(name)
 	if err != nil {
-		return nil, fmt.Errorf("xds: cluster %q: %w", name, err)
+		return nil, fmt.Errorf("xds: %w", err)
 	}
-	d := net.Dialer{Timeout: cl.Config().ConnectTimeout}
-	return d.DialContext(ctx, "tcp", h.Address())
+	d := net.Dialer{Timeout: timeout}
+	return d.DialContext(ctx, "tcp", addr)
 }
 
 // sleep waits d on the client's clock; false when ctx ended first.

@@ -2,7 +2,6 @@ package xds
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -196,6 +195,3 @@ func recvError(failed <-chan error, sendErr error) error {
 		return sendErr
 	}
 }
-
-// errNoCluster is returned by the default dialer for a source cluster that is not active.
-var errNoCluster = errors.New("not an active cluster")

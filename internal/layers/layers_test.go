@@ -16,7 +16,8 @@ const module = "github.com/legateproxy/legate/"
 // is docs/DESIGN.md's, from the bottom: shared utilities, stats (with xDS's watch contract),
 // the leaves of the data plane (balancing, TLS, runtime), access logs, configuration, the
 // components configuration builds (listeners, health checks, outlier detection, breakers), the
-// cluster manager, the pools, the proxies, then xDS and the admin, the server that wires them
+// cluster manager, the pools, the proxies with xDS (the client, and the cluster and listener
+// managers' xDS sides), then the admin, the server that wires them
 // and the list of extensions it is built with, and the binaries. A new top-level package must
 // be placed here: the test names it.
 var layerOf = map[string]int{
@@ -44,11 +45,13 @@ var layerOf = map[string]int{
 	"httpproxy":  9,
 	"tcpproxy":   9,
 	"udpproxy":   9,
-	"xds":        10,
+	// xds imports httpproxy/route while RDS lives in it; it goes below config when RDS, VHDS
+	// and SRDS have moved to the route table.
+	"xds": 9,
 	// CDS and EDS, and LDS, sit beside the cluster and listener managers but decode with
 	// xds/resource.
-	"cluster/cds":  10,
-	"listener/lds": 10,
+	"cluster/cds":  9,
+	"listener/lds": 9,
 	"admin":        10,
 	"server":       11,
 	"extensions":   11,
