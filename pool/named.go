@@ -12,16 +12,25 @@ const maxNamedPools = 128
 // value when the cluster names one and the request carries it non-empty, else the Host, with
 // the port removed. "" when there is none (the host's own pool then serves).
 func (m *Manager) authority(req *Request) string {
-	a := req.Host
+	override := ""
 	if m.sniHeader != "" {
 		for i := range req.Header {
 			if req.Header[i].Value != "" && strings.EqualFold(req.Header[i].Name, m.sniHeader) {
-				a = req.Header[i].Value
+				override = req.Header[i].Value
 				break
 			}
 		}
 	}
-	return authorityHost(a)
+	return nameOf(req.Host, override)
+}
+
+// nameOf is the TLS name of a request: the override header's value when not empty, else
+// its authority, port removed.
+func nameOf(authority, override string) string {
+	if override != "" {
+		authority = override
+	}
+	return authorityHost(authority)
 }
 
 // authorityHost removes the port of an authority ("a.example:8443", "[::1]:443"); an IPv6

@@ -156,3 +156,37 @@ func TestNamedPoolsBounded(t *testing.T) {
 		t.Errorf("handshakes with SNI a.example = %d; want 2 (its pool was evicted)", got)
 	}
 }
+
+// TestNamedUpgradeConnection: an upgrade's raw connection (ConnectUpgrade) is opened for the
+// request's authority, or the override header's value, as RoundTrip's are, and belongs to
+// that name's pool while it is open.
+func TestNamedUpgradeConnection(t *testing.T) {
+	s := newSNIServer(t, false, "a.example", "b.example")
+	m := namedManager(t, s, "explicit_http_config: {http_protocol_options: {}}", "{auto_sni: true, override_auto_sni_header: x-sni}")
+	h := onlyHost(t, m)
+	for _, tc := range []struct{ authority, override, want string }{
+		{"a.example:443", "", "a.example"},
+		{"a.example", "b.example", "b.example"},
+	} {
+		header := func(name string) string {
+			if name != "x-sni" {
+				t.Errorf("header %q looked up; want x-sni", name)
+			}
+			return tc.override
+		}
+		c, err := m.ConnectUpgrade(context.Background(), h, 0, nil, tc.authority, header)
+		if err != nil {
+			t.Fatalf("ConnectUpgrade(%s): %v", tc.authority, err)
+		}
+		if got := c.Conn.(*tls.Conn).ConnectionState().ServerName; got != tc.want {
+			t.Errorf("authority %s, override %q: SNI %q; want %q", tc.authority, tc.override, got, tc.want)
+		}
+		if c.hp.name != tc.want {
+			t.Errorf("connection kept in the pool of %q; want %q", c.hp.name, tc.want)
+		}
+		c.Close()
+	}
+	if a, b := s.handshakesOf("a.example"), s.handshakesOf("b.example"); a != 1 || b != 1 {
+		t.Errorf("handshakes a.example=%d b.example=%d; want 1 each", a, b)
+	}
+}

@@ -30,6 +30,36 @@ func (m *Manager) ConnectALPN(ctx context.Context, h *host.Host, prio config.Pri
 	if err != nil {
 		return nil, err
 	}
+	return m.connectTCP(ctx, hp, prio, alpn)
+}
+
+// ConnectUpgrade is ConnectALPN for the upstream connection of an upgraded request
+// (WebSocket, CONNECT) whose authority is given: with auto_sni or auto_san_validation it is
+// opened for that name (or for the value header returns for override_auto_sni_header), as
+// RoundTrip's connections are, and kept with that name's pool.
+func (m *Manager) ConnectUpgrade(ctx context.Context, h *host.Host, prio config.Priority, alpn []string, authority string, header func(name string) string) (*TCPConn, error) {
+	hp, err := m.pool(h)
+	if err != nil {
+		return nil, err
+	}
+	if !m.byAuthority {
+		return m.connectTCP(ctx, hp, prio, alpn)
+	}
+	override := ""
+	if m.sniHeader != "" {
+		override = header(m.sniHeader)
+	}
+	name := nameOf(authority, override)
+	if name == "" {
+		return m.connectTCP(ctx, hp, prio, alpn)
+	}
+	hp = hp.named(name)
+	defer hp.leave()
+	return m.connectTCP(ctx, hp, prio, alpn)
+}
+
+// connectTCP opens a raw connection of pool hp.
+func (m *Manager) connectTCP(ctx context.Context, hp *hostPool, prio config.Priority, alpn []string) (*TCPConn, error) {
 	bp, err := m.priority(prio)
 	if err != nil {
 		return nil, err
