@@ -100,7 +100,7 @@ var fieldNotes = map[protoreflect.FullName]map[protoreflect.Name]Support{
 	"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
 		"common_http_protocol_options": Implemented, "explicit_http_config": Implemented,
 		"use_downstream_protocol_config": Implemented, "auto_config": Implemented,
-		"upstream_http_protocol_options": Implemented, "http_filters": Refused,
+		"upstream_http_protocol_options": Implemented, "http_filters": Implemented,
 		"header_validation_config": Refused, "outlier_detection": Refused,
 		"request_mirror_policies": Refused, "hash_policy": Refused, "retry_policy": Refused,
 	},

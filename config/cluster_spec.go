@@ -201,6 +201,10 @@ type Cluster struct {
 	// typed HttpProtocolOptions is set, the http_protocol_options of its explicit_http_config,
 	// use_downstream_protocol_config or auto_config.
 	HTTP1 HTTP1Options
+	// UpstreamHTTPFilters are the typed HttpProtocolOptions' http_filters but the terminal
+	// upstream_codec: each upstream attempt to the cluster runs them, in place of the
+	// router's upstream_http_filters (see UpstreamFilters).
+	UpstreamHTTPFilters []HTTPFilter
 	// TypedExtensionProtocolOptions are typed_extension_protocol_options, by filter name,
 	// left opaque for the filters that read them.
 	TypedExtensionProtocolOptions map[string]*anypb.Any

@@ -512,6 +512,11 @@ func (b *clusterBuilder) protocols(c *clusterv3.Cluster, out *Cluster) {
 			http2 = nil
 		}
 		common = opts.GetCommonHttpProtocolOptions()
+		fs, err := UpstreamFilters(at+".http_filters", opts.GetHttpFilters())
+		if err != nil {
+			b.fail("%v", err)
+		}
+		out.UpstreamHTTPFilters = fs
 		if common.GetMaxRequestsPerConnection() != nil && c.GetMaxRequestsPerConnection() != nil {
 			b.fail("max_requests_per_connection and %s.common_http_protocol_options.max_requests_per_connection are both set; set only one (Envoy refuses both)", at)
 		}

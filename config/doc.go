@@ -75,7 +75,6 @@
 //	| Cluster                                          | queuing_policies                                 | refused  | request queueing |
 //	| HttpProtocolOptions                              | headers_with_underscores_action                  | ignored  | applies to downstream requests only; Envoy ignores it on clusters too |
 //	| HttpProtocolOptions                              | max_connection_duration_jitter                   | ignored  | Envoy honours it for downstream connections only |
-//	| HttpProtocolOptions                              | http_filters                                     | refused  | upstream HTTP filters |
 //	| HttpProtocolOptions                              | header_validation_config                         | refused  | header validation |
 //	| HttpProtocolOptions                              | outlier_detection                                | refused  | HTTP-level outlier detection matchers |
 //	| HttpProtocolOptions                              | request_mirror_policies                          | refused  | cluster-level request mirroring |

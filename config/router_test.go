@@ -63,3 +63,20 @@ func TestUpstreamFilters(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterUpstreamFilters: a cluster's HttpProtocolOptions.http_filters load into
+// Cluster.UpstreamHTTPFilters; a filter Legate does not run upstream is refused with its path.
+func TestClusterUpstreamFilters(t *testing.T) {
+	const codec = `{name: envoy.filters.http.upstream_codec, typed_config: {'@type': type.googleapis.com/envoy.extensions.filters.http.upstream_codec.v3.UpstreamCodec}}`
+	b, err := load(t, httpOptionsCluster(`explicit_http_config: {http_protocol_options: {}}, http_filters: [{name: hm, typed_config: {'@type': type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation}}, `+codec+`]`), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs := b.Clusters[0].UpstreamHTTPFilters; len(fs) != 1 || fs[0].Name != "hm" {
+		t.Errorf("UpstreamHTTPFilters = %+v; want the header_mutation filter alone", fs)
+	}
+	_, err = load(t, httpOptionsCluster(`explicit_http_config: {http_protocol_options: {}}, http_filters: [{name: cors, typed_config: {'@type': type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors}}, `+codec+`]`), Limits{})
+	if want := `typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].http_filters[0] = "cors" (type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors): not implemented by Legate as an upstream filter`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v; want one containing %q", err, want)
+	}
+}

@@ -74,7 +74,6 @@ var refusedCases = []struct{ name, yaml, path string }{
 	{"cluster http2 connection_idle_interval", webCluster("http2_protocol_options: {connection_keepalive: {interval: 10s, timeout: 1s, connection_idle_interval: 5s}}"), "static_resources.clusters[0].http2_protocol_options.connection_keepalive.connection_idle_interval"},
 	{"http options explicit http2 allow_metadata", httpOptionsCluster("explicit_http_config: {http2_protocol_options: {allow_metadata: true}}"), httpOptionsPath + ".explicit_http_config.http2_protocol_options.allow_metadata"},
 	// The upstream HttpProtocolOptions inside typed_extension_protocol_options.
-	{"http options http_filters", httpOptionsCluster("http_filters: [{name: f}]"), httpOptionsPath + ".http_filters"},
 	{"http options header_validation_config", httpOptionsCluster("header_validation_config: {name: v}"), httpOptionsPath + ".header_validation_config"},
 	{"http options outlier_detection", httpOptionsCluster("outlier_detection: {}"), httpOptionsPath + ".outlier_detection"},
 	{"http options request_mirror_policies", httpOptionsCluster("request_mirror_policies: [{cluster: web}]"), httpOptionsPath + ".request_mirror_policies"},

@@ -177,16 +177,20 @@ type Handler struct {
 	// upFilters are the router's upstream_http_filters, run per upstream attempt
 	// (upstreamfilters.go).
 	upFilters []filter.Filter
-	logs      []accessLogger
-	trace     *tracer // nil without tracing (trace.go)
-	stats     *hcmStats
-	lstats    *listenerHTTPStats
-	hcmPrefix string
-	lPrefix   string
-	tls       *tlsutil.ServerContext
-	http2     *http2.Server
-	h2base    *http.Server // GOAWAY on drain: its Shutdown starts graceful shutdown of h2 conns
-	maxHead   int
+	// clusterChains are the clusters' own upstream filters by cluster name, built on use
+	// (upstreamChain); clusterMu guards the map.
+	clusterMu     sync.Mutex
+	clusterChains map[string]*clusterFilters
+	logs          []accessLogger
+	trace         *tracer // nil without tracing (trace.go)
+	stats         *hcmStats
+	lstats        *listenerHTTPStats
+	hcmPrefix     string
+	lPrefix       string
+	tls           *tlsutil.ServerContext
+	http2         *http2.Server
+	h2base        *http.Server // GOAWAY on drain: its Shutdown starts graceful shutdown of h2 conns
+	maxHead       int
 
 	mu       sync.Mutex // guards conns, h2lives, watching, closed and wg.Add
 	conns    map[*serverConn]struct{}

@@ -244,6 +244,9 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		retriesLeft = policy.NumRetries
 	}
 	grpc := isGRPCRequest(hd)
+	if (len(s.h.upFilters) > 0 || len(c.Config().UpstreamHTTPFilters) > 0) && s.startUpstreamFilters(c.Config(), m) {
+		return
+	}
 	var retryRes *breaker.Resource
 	defer func() {
 		if retryRes != nil {
@@ -265,7 +268,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		if policy != nil && policy.PreviousHosts {
 			s.lbctx.AddAttempted(hst)
 		}
-		if len(s.h.upFilters) > 0 && s.runUpstreamFilters(hst, m) {
+		if s.attempt != nil && s.attempt.filters != nil && s.runUpstreamFilters(hst, m) {
 			return
 		}
 		s.lbctx.AddAttemptedPriority(hst.Priority())
@@ -851,7 +854,7 @@ func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, 
 	for _, c := range s.setCookies {
 		s.resp["Set-Cookie"] = append(s.resp["Set-Cookie"], c)
 	}
-	if len(s.h.upFilters) > 0 {
+	if s.attempt != nil && s.attempt.filters != nil {
 		s.upstreamFiltersOnResponse()
 	}
 	s.details = "via_upstream"

@@ -221,6 +221,9 @@ func putStream(s *stream) {
 	clear(s.outHdr)
 	s.req = route.Request{}
 	s.fx = filter.Exchange{}
+	if s.attempt != nil {
+		s.attempt.filters = nil
+	}
 	clear(s.chain)
 	s.chain = s.chain[:0]
 	s.entry = accesslog.Entry{}

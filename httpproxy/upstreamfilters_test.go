@@ -151,3 +151,45 @@ func TestUpstreamBufferFilter(t *testing.T) {
 		}
 	}
 }
+
+// hmFilter is the YAML list item of an upstream header_mutation filter setting x-from.
+func hmFilter(indent, from string) string {
+	return indent + `- name: envoy.filters.http.header_mutation
+` + indent + `  typed_config:
+` + indent + `    "@type": type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation
+` + indent + `    mutations: {request_mutations: [{append: {header: {key: x-from, value: ` + from + `}, append_action: APPEND_IF_EXISTS_OR_ADD}}]}`
+}
+
+// TestClusterUpstreamFilters: a cluster's HttpProtocolOptions.http_filters run for its
+// attempts in place of the router's upstream_http_filters, which still run for clusters
+// without their own.
+func TestClusterUpstreamFilters(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, strings.Join(r.Header.Values("X-From"), ","))
+	}))
+	t.Cleanup(up.Close)
+	addr := up.Listener.Addr().String()
+	own := staticCluster("own", `typed_extension_protocol_options:
+  envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+    "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+    explicit_http_config: {http_protocol_options: {}}
+    http_filters:
+`+hmFilter("    ", "cluster")+`
+    - name: envoy.filters.http.upstream_codec
+      typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.upstream_codec.v3.UpstreamCodec}`, addr)
+	hcm := strings.Replace(upstreamHCM(hmFilter("    ", "router")), `    - match: {prefix: "/"}`, `    - match: {prefix: "/own"}
+      route: {cluster: own}
+    - match: {prefix: "/"}`, 1)
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", addr), own},
+		filters:  filtersOf(t, nil, headermutation.Register),
+		hcm:      hcm,
+	})
+	c := e.client()
+	for path, want := range map[string]string{"/own": "cluster", "/web": "router"} {
+		resp, body := e.get(c, path)
+		if resp.StatusCode != 200 || body != want {
+			t.Errorf("GET %s = %d, upstream saw x-from %q; want 200 %q", path, resp.StatusCode, body, want)
+		}
+	}
+}
