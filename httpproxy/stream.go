@@ -743,9 +743,6 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 	cfg := h.cfg
 	s.status = status
 	s.headSent = true
-	// Counted before the response leaves, so that a client that has read it sees the stats.
-	h.stats.responseCode(status)
-	h.lstats.responseCode(status)
 	if m != nil {
 		s.fillEntryBasics()
 		m.FinalizeResponseHeaders(s.resp, &s.entry)
@@ -770,6 +767,13 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 			contentLength = s.holdResponse()
 		}
 	}
+	if st := s.fx.Status; st != status && st >= 100 && st <= 999 {
+		status = st // a filter changed :status
+	}
+	s.status = status
+	// Counted before the response leaves, so that a client that has read it sees the stats.
+	h.stats.responseCode(status)
+	h.lstats.responseCode(status)
 	switch cfg.ServerHeader {
 	case config.ServerHeaderOverwrite:
 		s.setRespHeader(hdrServer, cfg.ServerName)

@@ -46,7 +46,9 @@ type Exchange struct {
 	// Status is the response's status and ResponseLength its body's length as the upstream
 	// (or the local reply) gives it (-1: unknown, 0: no body): the connection manager sets
 	// both before the filters' OnResponse. A filter that rewrites the body sees the length
-	// before its rewrite.
+	// before its rewrite. A filter's OnResponse may change Status (Envoy's filters setting
+	// :status): the connection manager sends the status the filters leave, when it is a
+	// three-digit code.
 	Status         int
 	ResponseLength int64
 

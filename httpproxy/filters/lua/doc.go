@@ -14,7 +14,9 @@
 // The handle. headers(): get (several values joined with ","), getAtIndex (from 0),
 // getNumValues, add, replace, remove and iteration with pairs (__pairs; pseudo-headers first,
 // then headers by name); the request's :path, :method, :authority and :scheme read and set
-// its fields, the response's :status is read only. body([always_wrap]) and bodyChunks() read
+// its fields, the response's :status reads the status and, replaced, changes the status the
+// client gets (filter.Exchange.Status; a value that is not a code from 100 to 999 raises a
+// Lua error). body([always_wrap]) and bodyChunks() read
 // the body whole into memory (up to 1 MiB) and give a buffer with length(), getBytes(index,
 // length) and setBytes(s); bodyChunks yields it as one chunk. In envoy_on_request the body is
 // read with filter.Downstream.BufferBody (more than 1 MiB answers 413) and setBytes replaces
@@ -41,7 +43,7 @@
 // Not implemented, raising a Lua error "<object>:<method>() is not implemented by Legate":
 // any other method of an API object (trailers, clearRouteCache, importPublicKey,
 // verifySignature, setUpstreamOverrideHost, virtualHost, filterContext, the header map's
-// setHttp1ReasonPhrase, ...). Changing :status or other response pseudo-headers, or
+// setHttp1ReasonPhrase, ...). Changing response pseudo-headers other than :status, or
 // removing a pseudo-header, also raises an error.
 //
 // Errors. As Envoy's scriptError, a Lua error in a script is counted in

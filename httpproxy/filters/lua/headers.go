@@ -66,6 +66,10 @@ func (c *call) set(L *glua.LState, name, value string, add bool) {
 		*p = value
 		return
 	}
+	if c.response && name == ":status" {
+		c.setStatus(L, value)
+		return
+	}
 	if name == "" || name[0] == ':' {
 		L.RaiseError("headers: changing %q is not implemented by Legate", name)
 	}
@@ -75,6 +79,16 @@ func (c *call) set(L *glua.LState, name, value string, add bool) {
 		return
 	}
 	c.header[key] = []string{value}
+}
+
+// setStatus changes the response's status (filter.Exchange.Status, which the connection
+// manager sends): a three-digit code from 100 to 999, as Envoy's codec accepts.
+func (c *call) setStatus(L *glua.LState, value string) {
+	n, err := strconv.Atoi(value)
+	if err != nil || n < 100 || n > 999 {
+		L.RaiseError("headers: :status %q is not a status code (100 to 999)", value)
+	}
+	c.x.Status = n
 }
 
 var headerMethods = map[string]glua.LGFunction{

@@ -460,3 +460,36 @@ func timeAfter(t *testing.T) <-chan time.Time {
 	t.Helper()
 	return time.After(filtertest.Wait)
 }
+
+// TestStatusChange: a response script's :status change is the status the client gets (and
+// the one counted); a value that is not a status code raises a Lua error and the response
+// keeps its status.
+func TestStatusChange(t *testing.T) {
+	p := startLua(t, `
+    inline_code: |
+      function envoy_on_response(handle)
+        local h = handle:headers()
+        h:add("x-upstream-status", h:get(":status"))
+        h:replace(":status", handle:streamInfo():dynamicMetadata():get("s") and "" or "418")
+      end
+      function envoy_on_request(handle)
+        if handle:headers():get(":path") == "/bad" then
+          handle:streamInfo():dynamicMetadata():set("s", "bad", "1")
+        end
+      end`, "")
+	c := p.Client()
+	resp, _ := p.Get(c, "/a")
+	if resp.StatusCode != 418 || resp.Header.Get("X-Upstream-Status") != "200" {
+		t.Errorf("GET /a = %d, x-upstream-status %q; want 418 after the upstream's 200", resp.StatusCode, resp.Header.Get("X-Upstream-Status"))
+	}
+	if got := p.Stat("http.ingress.downstream_rq_4xx"); got != 1 {
+		t.Errorf("downstream_rq_4xx = %d; want 1 (the status sent is the one counted)", got)
+	}
+	resp, _ = p.Get(c, "/bad")
+	if resp.StatusCode != 200 {
+		t.Errorf("GET /bad = %d; want the upstream's 200 after the script's error", resp.StatusCode)
+	}
+	if got := p.Stat("http.ingress.lua.errors"); got != 1 {
+		t.Errorf("http.ingress.lua.errors = %d; want 1", got)
+	}
+}
