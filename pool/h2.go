@@ -578,7 +578,7 @@ func httpRequest(ctx context.Context, req *Request, authority string, conn net.C
 		Proto:         "HTTP/2.0",
 		ProtoMajor:    2,
 		Host:          host,
-		Header:        make(http.Header, len(req.Header)),
+		Header:        make(http.Header, len(req.Header)+1),
 		ContentLength: max(req.ContentLength, 0),
 	}
 	var body *h2RequestBody
@@ -600,6 +600,9 @@ func httpRequest(ctx context.Context, req *Request, authority string, conn net.C
 		}
 		k := http.CanonicalHeaderKey(copyString(&cp, f.Name))
 		hr.Header[k] = append(hr.Header[k], copyString(&cp, f.Value))
+	}
+	if _, ok := hr.Header["User-Agent"]; !ok {
+		hr.Header["User-Agent"] = nil // Envoy adds none; x/net/http2 would add Go's
 	}
 	return hr.WithContext(ctx), body, nil
 }

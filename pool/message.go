@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 
 	"github.com/legateproxy/legate/config"
@@ -155,6 +156,18 @@ func (r *Response) Close() error {
 		return nil
 	}
 	return ex.finish()
+}
+
+// Conn returns the upstream connection the response came on (a TCP proxy tunnel reports its
+// addresses); nil when the response is closed.
+func (r *Response) Conn() net.Conn {
+	switch {
+	case r.ex.h2 != nil:
+		return r.ex.h2.c.uc
+	case r.ex.h1 != nil:
+		return r.ex.h1.uc
+	}
+	return nil
 }
 
 // reset clears r for a new response, keeping its storage.

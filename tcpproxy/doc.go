@@ -22,23 +22,29 @@
 // logged with the SNI the TLS inspector read. Upstream TLS is the pool's (the cluster's
 // transport_socket). Entries carry the listener connection's id (%CONNECTION_ID%).
 //
-// tunneling_config carries each connection in an HTTP request on an upstream connection of
-// its own (tunnel.go): a CONNECT to hostname (a format string, e.g. %DOWNSTREAM_LOCAL_PORT%),
+// tunneling_config carries each connection in an HTTP request (tunnel.go): a CONNECT to hostname (a format string, e.g. %DOWNSTREAM_LOCAL_PORT%),
 // or with use_post a POST to post_path (chunked over HTTP/1.1), with headers_to_add (format
 // strings, append actions, keep_empty_value). The codec is the cluster's: HTTP/2 when its
 // protocol options say so (with auto_config, what TLS ALPN negotiates), else HTTP/1.1. Any
 // 2xx opens an HTTP/1.1 tunnel, only 200 an HTTP/2 one; another answer, a reset or an
 // idle_timeout without an answer fails the attempt (max_connect_attempts applies) and closes
 // the downstream once they are exhausted. Each tunnel counts in the cluster's
-// upstream_rq_total and upstream_rq_active. propagate_response_headers and
+// upstream_rq_total and upstream_rq_active. On a cluster configured for HTTP/2 the request is
+// a stream of the cluster's HTTP/2 pool, so tunnels share its connections (as Envoy's do):
+// max_concurrent_streams, max_requests_per_connection, the circuit breakers and the pool's
+// stats apply, and a refused tunnel leaves its connection in the pool. With auto_config (the
+// codec known only once TLS has negotiated) and over HTTP/1.1 each tunnel has an upstream
+// connection of its own. propagate_response_headers and
 // propagate_response_trailers (filter state nothing in Legate reads), request_id_extension,
 // request_id_header, request_id_metadata_key and formatters are refused ("not implemented by
 // Legate").
 //
 // Concurrency: a Proxy is shared by every connection of its filter chain and is safe for
 // concurrent use. Each connection is served on the listener's connection goroutine plus one
-// goroutine for the upstream-to-downstream direction; Serve returns after both end. An HTTP/2
-// tunnel adds x/net/http2's client connection goroutines, ended when the tunnel is closed. Idle and
+// goroutine for the upstream-to-downstream direction; Serve returns after both end. An auto_config
+// HTTP/2 tunnel adds x/net/http2's client connection goroutines, ended when the tunnel is
+// closed; a pooled one uses the pool's connection goroutines, and its stream ends once both
+// directions' copies have returned. Idle and
 // duration limits are timers that close both sockets; the access log flush interval is a timer
 // that logs. A connection's entries are logged one at a time, and none after the final one.
 package tcpproxy

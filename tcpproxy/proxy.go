@@ -190,6 +190,9 @@ func (p *Proxy) Serve(down net.Conn) {
 	}
 	s := &session{p: p, down: down, up: up, info: ci, limit: limit}
 	s.run()
+	if t, ok := up.(*tunnelConn); ok {
+		t.end() // both copies are over: the pooled stream's exchange may end
+	}
 	p.accessLog(ci, accesslog.TypeTCPConnectionEnd)
 }
 
@@ -250,6 +253,14 @@ func (p *Proxy) connectHost(m *pool.Manager, h *host.Host, ci *connInfo) (net.Co
 	ctx := proxyproto.WithDownstream(context.Background(), &ci.downstream)
 	if tun == nil {
 		return m.ConnectTCP(ctx, h, config.PriorityDefault)
+	}
+	if !m.AutoHTTP() && m.Protocol(&pool.Request{}) == pool.HTTP2 {
+		// A stream of the cluster's HTTP/2 pool: tunnels share its connections.
+		t, err := newTunnelRequest(tun, ci).openPooled(ctx, m, h, p.cfg.IdleTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("tunnel to %s: %w", h.Address(), err)
+		}
+		return t, nil
 	}
 	up, err := m.ConnectALPN(ctx, h, config.PriorityDefault, tunnelALPN(m))
 	if err != nil {

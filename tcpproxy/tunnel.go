@@ -2,6 +2,7 @@ package tcpproxy
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/pool"
 )
 
@@ -226,6 +228,50 @@ func (r *tunnelRequest) openH2(up *pool.TCPConn) (*tunnelConn, error) {
 	return &tunnelConn{Conn: up, r: resp.Body, w: pw, closeWrite: pw.Close, close: abort}, nil
 }
 
+// openPooled opens the tunnel as a stream of the cluster's HTTP/2 pool (max_concurrent_streams
+// per connection, the pool's stats and circuit breakers), so tunnels share connections as
+// Envoy's do. It waits for the answer for at most wait (zero: no limit). ctx carries what the
+// connection's sockets need (the downstream for a PROXY protocol socket).
+func (r *tunnelRequest) openPooled(ctx context.Context, m *pool.Manager, h *host.Host, wait time.Duration) (*tunnelConn, error) {
+	ctx, cancel := context.WithCancel(ctx) // the stream lives until the tunnel closes
+	pr, pw := io.Pipe()
+	req := &pool.Request{Method: http.MethodConnect, Host: r.authority, Body: pr, ContentLength: -1}
+	if r.cfg.UsePost {
+		req.Method, req.Path = http.MethodPost, r.cfg.PostPath
+	}
+	for _, k := range r.order {
+		for _, v := range r.fields[k] {
+			req.Header = append(req.Header, pool.Field{Name: k, Value: v})
+		}
+	}
+	var timer *time.Timer
+	if wait > 0 {
+		// Real clock: request path; the pool resets the stream when ctx ends.
+		timer = time.AfterFunc(wait, cancel)
+	}
+	resp := &pool.Response{}
+	// stop ends the request's body and resets the stream; the exchange then ends at once
+	// (closing it first would wait for a body nobody writes).
+	stop := func() error {
+		pw.CloseWithError(io.ErrClosedPipe)
+		cancel()
+		return nil
+	}
+	err := m.RoundTrip(ctx, h, req, resp)
+	if timer != nil && !timer.Stop() && err == nil {
+		err = fmt.Errorf("no answer within %v", wait)
+	} else if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%w: %d", errTunnelRefused, resp.StatusCode)
+	}
+	if err != nil {
+		stop()
+		resp.Close()
+		return nil, err
+	}
+	return &tunnelConn{Conn: resp.Conn(), r: resp.Body, w: pw, closeWrite: pw.Close, close: stop,
+		finish: func() { stop(); resp.Close() }}, nil
+}
+
 // tunnelConn is an open tunnel seen as a connection: reads and writes carry the payload,
 // CloseWrite ends the request's body, Close tears the tunnel down and then, once, runs
 // release. The embedded upstream connection gives the addresses.
@@ -237,6 +283,17 @@ type tunnelConn struct {
 	close      func() error
 	release    func() // nil for none
 	released   sync.Once
+	// finish ends a pooled stream's exchange once no copy uses the tunnel (end); nil for a
+	// tunnel with a connection of its own.
+	finish func()
+}
+
+// end runs finish, after the session's copies have returned: the pool's response may not be
+// closed while its body is read.
+func (t *tunnelConn) end() {
+	if t.finish != nil {
+		t.finish()
+	}
 }
 
 func (t *tunnelConn) Read(p []byte) (int, error)  { return t.r.Read(p) }

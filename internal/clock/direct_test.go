@@ -61,7 +61,7 @@ var allowedDirect = map[string]struct {
 	"tcpproxy/accesslog.go":                   {2, requestPath},
 	"tcpproxy/proxy.go":                       {3, requestPath},
 	"tcpproxy/tls.go":                         {1, "a socket deadline: the runtime poller compares it with the system clock"},
-	"tcpproxy/tunnel.go":                      {1, "a socket deadline: the runtime poller compares it with the system clock"},
+	"tcpproxy/tunnel.go":                      {2, "a socket deadline, which the runtime poller compares with the system clock, and a pooled tunnel's wait for its answer (request path)"},
 	"xds/grpc.go":                             {1, "waits on the network or the kernel, not a timing rule: a fake clock would stall it"},
 }
 
