@@ -6,6 +6,7 @@ import (
 
 	"github.com/legateproxy/legate/internal/matcher/transportsocket"
 	"github.com/legateproxy/legate/internal/registry"
+	"github.com/legateproxy/legate/tlsutil"
 )
 
 // socketMatcherLimits loads clusters with the transport socket matcher's inputs registered.
@@ -13,6 +14,7 @@ func socketMatcherLimits(t *testing.T) Limits {
 	t.Helper()
 	b := registry.NewBuilder()
 	Register(b)
+	tlsutil.Register(b) // the sockets the matches name
 	transportsocket.Register(b)
 	r, err := b.Build()
 	if err != nil {
