@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -118,7 +119,11 @@ func (h *Handler) openConn(c *listener.Conn, start time.Time) *serverConn {
 	sc.remoteIP = hostOnly(sc.remote)
 	sc.direct = directRemote(c, sc.remote)
 	sc.local, sc.restored = c.LocalAddr().String(), c.LocalAddressRestored()
-	sc.rd = reader{conn: nc, buf: make([]byte, readBufferSize), max: h.maxHead, rx: &h.stats.DownstreamCxRxBytesTotal}
+	var raw syscall.RawConn
+	if sock, ok := c.Conn.(syscall.Conn); ok && !isTLS {
+		raw, _ = sock.SyscallConn()
+	}
+	sc.rd.init(nc, raw, h.maxHead, &h.stats.DownstreamCxRxBytesTotal)
 	h.track(sc, true)
 	return sc
 }
@@ -241,7 +246,7 @@ func (sc *serverConn) loop() {
 		case !sc.beforeRead():
 			return
 		}
-		if err := sc.rd.fill(); err != nil && !sc.readFailed(err) {
+		if err := sc.rd.fillIdle(); err != nil && !sc.readFailed(err) {
 			return
 		}
 	}
