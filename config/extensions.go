@@ -21,6 +21,7 @@ import (
 	httpoptionsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/legateproxy/legate/internal/matcher/transportsocket"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/tlsutil"
 )
@@ -76,7 +77,8 @@ func (l Limits) extensions() *registry.Registry {
 	}
 	b := registry.NewBuilder()
 	Register(b)
-	tlsutil.Register(b) // the transport sockets clusters are checked with
+	tlsutil.Register(b)         // the transport sockets clusters are checked with
+	transportsocket.Register(b) // and transport_socket_matcher's inputs
 	r, _ := b.Build()
 	return r
 }
