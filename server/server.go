@@ -66,7 +66,7 @@ type Server struct {
 	ext *registry.Registry
 	// staticDeps are the static listeners with the xDS resources they
 	// subscribe to (those that decode; the data plane reports the others).
-	staticDeps []*resource.Listener
+	staticDeps []*lds.Listener
 
 	logs         *logging.Registry
 	log          *logging.Logger
@@ -677,7 +677,7 @@ func (s *Server) staticListenerInitDumps() []*adminv3.UnreadyTargetsDumps_Unread
 	for _, l := range s.staticDeps {
 		out = append(out, &adminv3.UnreadyTargetsDumps_UnreadyTargetsDump{
 			Name: lds.InitManagerName(l.Name, l.Config.Proto),
-			TargetNames: slices.Concat(xds.ListenerInitTargets(l, ready),
+			TargetNames: slices.Concat(xds.ListenerInitTargets(l.Listener, ready),
 				ownerInitTargets(l.Extensions, httpproxy.ECDSInitTarget, ready),
 				ownerInitTargets(l.Secrets, tlsutil.SDSInitTarget, ready)),
 		})

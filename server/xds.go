@@ -22,7 +22,6 @@ import (
 	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/xds"
-	"github.com/legateproxy/legate/xds/resource"
 )
 
 // buildXDS creates the xDS client when the bootstrap has dynamic resources
@@ -164,14 +163,14 @@ func (s *Server) watchClusterSecrets(name string, ts *corev3.TransportSocket) er
 // decodeStaticListeners decodes the static listeners as LDS would, to learn
 // the xDS resources each subscribes to (RDS, SRDS, ECDS, SDS). A listener
 // that does not decode is left out: the data plane reports it.
-func decodeStaticListeners(ls []*listenerv3.Listener) []*resource.Listener {
-	var out []*resource.Listener
+func decodeStaticListeners(ls []*listenerv3.Listener) []*lds.Listener {
+	var out []*lds.Listener
 	for _, l := range ls {
 		a, err := anypb.New(l)
 		if err != nil {
 			continue
 		}
-		if rl, err := resource.DecodeListener(a); err == nil {
+		if rl, err := lds.DecodeListener(a); err == nil {
 			out = append(out, rl)
 		}
 	}

@@ -1,14 +1,15 @@
 // Package lds is the listener manager's side of xDS: LDS. It keeps the state machine the xDS
 // client hands LDS responses to through the watch API (xds/watch.Streams): one wildcard
-// subscription on dynamic_resources.lds_config; each listener decodes (xds/resource:
-// DecodeListener), and a new or changed one warms, its dependencies subscribed (route
-// configurations with their VHDS, scoped routes, discovered HTTP filter configurations, SDS
-// secrets: Config.Deps, the xDS client's WatchListener), until each has arrived or timed out;
-// it then goes to the listener manager, replacing the previous version, which drains. A
-// rejected listener keeps its previous version and shows its error_state in the listeners
-// dump; state-of-the-world responses remove the listeners they omit. listener_manager.lds.*
-// are its stats, "LDS" its init target, and it reports the listeners warming
-// (listener_manager.total_listeners_warming) and their pending init targets (/init_dump).
+// subscription on dynamic_resources.lds_config; each listener decodes (DecodeListener:
+// protoc-gen-validate rules, config.ListenerFromProto, xds/resource.ListenerDependencies), and
+// a new or changed one warms, its dependencies subscribed (route configurations with their
+// VHDS, scoped routes, discovered HTTP filter configurations, SDS secrets: Config.Deps, the xDS
+// client's WatchListener), until each has arrived or timed out; it then goes to the listener
+// manager, replacing the previous version, which drains. A rejected listener keeps its previous
+// version and shows its error_state in the listeners dump; state-of-the-world responses remove
+// the listeners they omit. listener_manager.lds.* are its stats, "LDS" its init target, and it
+// reports the listeners warming (listener_manager.total_listeners_warming) and their pending
+// init targets (/init_dump).
 //
 // Wiring (the server owns it):
 //

@@ -113,7 +113,7 @@ type LDS struct {
 
 // ldsListener is one accepted version of an LDS listener.
 type ldsListener struct {
-	rl      *resource.Listener
+	rl      *Listener
 	version string
 	updated time.Time
 	deps    Warming
@@ -265,7 +265,7 @@ func (h *LDS) applyLocked(u watch.Response) error {
 	ignored := map[string]int{}
 	defer watch.LogIgnored(h.log, "LDS", "listener", ignored)
 	for i, a := range u.Resources {
-		rl, err := resource.DecodeListener(a)
+		rl, err := DecodeListener(a)
 		if rl != nil {
 			for _, f := range rl.Config.Ignored {
 				ignored[f]++
@@ -330,7 +330,7 @@ func (h *LDS) applyLocked(u watch.Response) error {
 
 // offerLocked takes a decoded listener: unchanged ones are left alone; others subscribe to
 // their dependencies and warm, or go to the listener manager at once when nothing is missing.
-func (h *LDS) offerLocked(rl *resource.Listener, version string, now time.Time) error {
+func (h *LDS) offerLocked(rl *Listener, version string, now time.Time) error {
 	cur := h.listeners[rl.Name]
 	if cur != nil && proto.Equal(cur.rl.Config.Proto, rl.Config.Proto) {
 		return nil
@@ -339,7 +339,7 @@ func (h *LDS) offerLocked(rl *resource.Listener, version string, now time.Time) 
 		return nil
 	}
 	nl := &ldsListener{rl: rl, version: version, updated: now}
-	deps, err := h.cfg.Deps(rl, func() { h.depChanged(nl) })
+	deps, err := h.cfg.Deps(rl.Listener, func() { h.depChanged(nl) })
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,14 @@
-// Package resource decodes and validates the xDS resources Legate subscribes to: a
-// google.protobuf.Any from a DiscoveryResponse becomes a validated proto (protoc-gen-validate
-// rules) and then the plain config struct the rest of Legate reads (config.Cluster,
-// config.LoadAssignment). It also turns a core.ConfigSource into a Source, and parses the
-// DiscoveryResponse files of path-based config sources.
+// Package resource holds what the xDS client and the owners of resource types share about
+// resources: a core.ConfigSource as a Source, the DiscoveryResponse files of path-based
+// config sources, the dynamic resources an LDS listener depends on (ListenerDependencies:
+// rds, scoped_rds, config_discovery and sds_config sources, each a Dependency) and the
+// decoders of the types still handled by the client (RDS route configurations, SRDS scopes,
+// VHDS virtual hosts, ECDS extension configurations). The decoders of the types that moved
+// to their owners live with them (cluster/cds: clusters and assignments; listener/lds:
+// listeners).
 //
 // Errors name the resource, the field path, the value and the rule, for example
-// `cluster "web": connect_timeout = -1s; must be > 0`; the xDS client sends them back to the
+// `route_config "r": virtual_hosts[0].domains: ...`; the xDS client sends them back to the
 // management server as a NACK's error_detail.
 //
 // Concurrency: the package has no state; every function may be called from any goroutine.

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/bootstrap"
-	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/xds/watch"
 )
 
@@ -23,11 +22,11 @@ const hcmTypeURL = "type.googleapis.com/envoy.extensions.filters.network.http_co
 // downstreamTLSTypeURL is the typed_config type of a listener's TLS transport socket.
 const downstreamTLSTypeURL = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"
 
-// Listener is a decoded and validated LDS resource with the dynamic resources it depends on:
-// a listener warms until each of them has arrived (or its initial fetch timed out).
+// Listener is an LDS listener's name and the dynamic resources it depends on: a listener warms
+// until each of them has arrived (or its initial fetch timed out). LDS's decoder
+// (listener/lds.DecodeListener) adds the converted configuration.
 type Listener struct {
-	Name   string
-	Config *config.Listener
+	Name string
 	// Routes are the route configurations its connection managers load through rds.
 	Routes []Dependency
 	// Secrets are the SDS secrets its TLS transport sockets name with an sds_config.
@@ -56,25 +55,12 @@ type Dependency struct {
 	TypeURLs []string
 }
 
-// DecodeListener decodes an LDS resource: the Any's type URL, protoc-gen-validate rules,
-// config.ListenerFromProto, and the rds and sds_config sources of its filter chains.
-func DecodeListener(a *anypb.Any) (*Listener, error) {
-	l, err := unmarshalListener(a)
-	if err != nil {
-		return nil, err
-	}
+// ListenerDependencies returns the dynamic resources a validated listener l depends on: the rds,
+// scoped_rds and config_discovery sources of its connection managers and the sds_config
+// secrets of its TLS transport sockets, each once.
+func ListenerDependencies(l *listenerv3.Listener) (*Listener, error) {
 	at := fmt.Sprintf("listener %q", l.GetName())
-	if l.GetName() == "" {
-		return nil, errors.New(`listener "": name is empty; an LDS listener needs a name`)
-	}
-	if err := l.ValidateAll(); err != nil {
-		return nil, fmt.Errorf("%s: %w", at, watch.Flatten(err))
-	}
-	cfg, err := config.ListenerFromProto(l)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", at, err)
-	}
-	out := &Listener{Name: l.GetName(), Config: cfg}
+	out := &Listener{Name: l.GetName()}
 	chains := append([]*listenerv3.FilterChain(nil), l.GetFilterChains()...)
 	if d := l.GetDefaultFilterChain(); d != nil {
 		chains = append(chains, d)
@@ -193,14 +179,16 @@ func secretDependency(path string, s *tlsv3.SdsSecretConfig) (Dependency, error)
 
 // ListenerName returns the name of an LDS resource without validating it, or "".
 func ListenerName(a *anypb.Any) string {
-	l, err := unmarshalListener(a)
+	l, err := UnmarshalListener(a)
 	if err != nil {
 		return ""
 	}
 	return l.GetName()
 }
 
-func unmarshalListener(a *anypb.Any) (*listenerv3.Listener, error) {
+// UnmarshalListener checks an LDS resource's type URL, decodes it and opens its typed_structs;
+// it does not validate it.
+func UnmarshalListener(a *anypb.Any) (*listenerv3.Listener, error) {
 	if a == nil {
 		return nil, errors.New("listener: resource is empty")
 	}

@@ -8,17 +8,6 @@ import (
 	"github.com/legateproxy/legate/httpproxy/route"
 )
 
-func FuzzDecodeListener(f *testing.F) {
-	f.Add([]byte{0x0a, 0x01, 'l'})
-	f.Fuzz(func(t *testing.T, data []byte) {
-		l, err := DecodeListener(&anypb.Any{TypeUrl: ListenerType, Value: data})
-		if err == nil && (l == nil || l.Config == nil || l.Name == "" || l.Name != l.Config.Name) {
-			t.Errorf("DecodeListener succeeded with %+v", l)
-		}
-		_ = ListenerName(&anypb.Any{TypeUrl: ListenerType, Value: data})
-	})
-}
-
 // FuzzDecodeNamed decodes bytes as an RDS resource: a success always
 // carries the resource's non-empty name.
 func FuzzDecodeNamed(f *testing.F) {

@@ -1,4 +1,4 @@
-package resource
+package lds
 
 import (
 	"strings"
@@ -14,7 +14,30 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/legateproxy/legate/xds/resource"
+	"github.com/legateproxy/legate/xds/watch"
 )
+
+func mustAny(t *testing.T, m proto.Message) *anypb.Any {
+	t.Helper()
+	a, err := anypb.New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func FuzzDecodeListener(f *testing.F) {
+	f.Add([]byte{0x0a, 0x01, 'l'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		l, err := DecodeListener(&anypb.Any{TypeUrl: watch.ListenerType, Value: data})
+		if err == nil && (l == nil || l.Config == nil || l.Name == "" || l.Name != l.Config.Name) {
+			t.Errorf("DecodeListener succeeded with %+v", l)
+		}
+		_ = resource.ListenerName(&anypb.Any{TypeUrl: watch.ListenerType, Value: data})
+	})
+}
 
 // tcpListener is an LDS listener whose one network filter has the typed_config given.
 func tcpListener(tc *anypb.Any) *listenerv3.Listener {
