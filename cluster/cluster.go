@@ -539,7 +539,7 @@ func (c *Cluster) balancer(ps *host.PrioritySet) (lb.Balancer, error) {
 			}
 		}
 	}
-	factory, ok := c.m.policies.Lookup(c.lbPolicy())
+	factory, ok := c.m.balancerFactory(c.lbPolicy())
 	if !ok {
 		return nil, fmt.Errorf("lb_policy = %q; not a supported load balancing policy", c.cfg.LbPolicy)
 	}

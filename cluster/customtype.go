@@ -7,6 +7,12 @@ import (
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/lb"
+	"github.com/legateproxy/legate/lb/leastrequest"
+	"github.com/legateproxy/legate/lb/maglev"
+	"github.com/legateproxy/legate/lb/originaldst"
+	"github.com/legateproxy/legate/lb/random"
+	"github.com/legateproxy/legate/lb/ringhash"
+	"github.com/legateproxy/legate/lb/roundrobin"
 	"github.com/legateproxy/legate/tlsutil"
 )
 
@@ -40,14 +46,28 @@ func Register(b *registry.Builder) {
 }
 
 // ownExtensions is the registry of a manager built without one: config's cluster types and
-// policies and the manager's own, which TestCustomTypesMatchConfig holds free of conflicts.
+// policies, the transport sockets, the balancers and the manager's own cluster types, which
+// TestCustomTypesMatchConfig holds free of conflicts.
 func ownExtensions() *registry.Registry {
 	b := registry.NewBuilder()
 	config.Register(b)
 	tlsutil.Register(b)
+	for _, register := range []func(*registry.Builder){roundrobin.Register, leastrequest.Register, ringhash.Register, random.Register, maglev.Register, originaldst.Register} {
+		register(b)
+	}
 	Register(b)
 	r, _ := b.Build()
 	return r
+}
+
+// balancerFactory returns how the balancer of the lb_policy policy is built.
+func (m *Manager) balancerFactory(policy string) (lb.Factory, bool) {
+	name, ok := lb.ExtensionName(policy)
+	if !ok {
+		return nil, false
+	}
+	f, _, ok := registry.Lookup(m.ext, lb.Balancers, name, "")
+	return f, ok
 }
 
 // customType returns the behaviour of the cluster type name.

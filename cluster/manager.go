@@ -20,7 +20,6 @@ import (
 	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/lb"
-	"github.com/legateproxy/legate/lb/policies"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/outlier"
 	"github.com/legateproxy/legate/stats"
@@ -61,10 +60,9 @@ type ManagerConfig struct {
 	// LocalLocality is node.locality; ServiceZone overrides its zone. Nil with an empty
 	// ServiceZone means the locality is unknown.
 	LocalLocality *host.Locality
-	// Policies are the load balancing policies; nil means policies.Registry().
-	Policies *lb.Registry
 	// Extensions are the extensions Legate is built with (extensions.New), of which the
-	// manager reads the cluster types; nil means config's and the manager's own.
+	// manager reads the cluster types, the balancers (lb.Balancers) and the transport
+	// sockets; nil means config's, tlsutil's, lb's policies' and the manager's own.
 	Extensions *registry.Registry
 	// Rand is the balancers' random source (also the health checkers' jitter and the outlier
 	// detectors' enforcing_* draws); nil means math/rand/v2.
@@ -99,7 +97,6 @@ type Manager struct {
 	log           *logging.Logger
 	clock         Clock
 	resolver      Resolver
-	policies      *lb.Registry
 	ext           *registry.Registry // the cluster types (customTypes)
 	rand          func() uint64
 	localCluster  string
@@ -191,7 +188,6 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		log:          cfg.Logger,
 		clock:        cfg.Clock,
 		resolver:     cfg.Resolver,
-		policies:     cfg.Policies,
 		ext:          cfg.Extensions,
 		rand:         cfg.Rand,
 		localCluster: cfg.LocalClusterName,
@@ -227,9 +223,6 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	}
 	if m.resolver == nil {
 		m.resolver = NewDNSResolver()
-	}
-	if m.policies == nil {
-		m.policies = policies.Registry()
 	}
 	if m.rand == nil {
 		m.rand = rand.Uint64

@@ -29,6 +29,12 @@ import (
 	"github.com/legateproxy/legate/internal/matcher/network"
 	"github.com/legateproxy/legate/internal/matcher/transportsocket"
 	"github.com/legateproxy/legate/internal/registry"
+	"github.com/legateproxy/legate/lb/leastrequest"
+	"github.com/legateproxy/legate/lb/maglev"
+	lboriginaldst "github.com/legateproxy/legate/lb/originaldst"
+	"github.com/legateproxy/legate/lb/random"
+	"github.com/legateproxy/legate/lb/ringhash"
+	"github.com/legateproxy/legate/lb/roundrobin"
 	"github.com/legateproxy/legate/listener/filters/connlimit"
 	"github.com/legateproxy/legate/listener/filters/directresponse"
 	"github.com/legateproxy/legate/listener/filters/echo"
@@ -58,7 +64,13 @@ func registrations() []func(*registry.Builder) {
 		// the connection manager, router, TCP proxy, RE2,
 		// upstream HTTP options, load balancing policies and the aggregate cluster's config
 		config.Register,
-		cluster.Register, // the aggregate cluster's hosts
+		cluster.Register,    // the aggregate cluster's hosts
+		roundrobin.Register, // balancers (config converts their policies)
+		leastrequest.Register,
+		ringhash.Register,
+		random.Register,
+		maglev.Register,
+		lboriginaldst.Register,
 		accesslog.Register,
 		als.Register,
 		buffer.Register,

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/registry"
 )
 
 // ErrNoHealthyHost is returned by Pick when no host can be selected (Envoy's "no healthy upstream").
@@ -338,49 +340,24 @@ const (
 	ClusterProvided = "CLUSTER_PROVIDED"
 )
 
-// Registry maps LbPolicy names to factories. It is filled once at program start (see
-// lb/policies) and read-only afterwards; reads are then safe for concurrent use.
-type Registry struct {
-	factories map[string]Factory
-}
+// Balancers is the kind of load balancing policy extensions as the cluster manager builds
+// them: a policy package registers its Factory with
+//
+//	registry.Add(b, lb.Balancers, "envoy.load_balancing_policies.<name>", &pb.Config{}, Factory)
+//
+// under the name and message package config converts the policy's configuration with.
+var Balancers = registry.Kind[Factory]{Category: registry.LBPolicy, Facet: "balancer"}
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{factories: map[string]Factory{}} }
-
-// Register adds a factory; registering a name twice is an error.
-func (r *Registry) Register(policy string, f Factory) error {
-	if _, ok := r.factories[policy]; ok {
-		return fmt.Errorf("lb_policy %q: registered twice", policy)
+// ExtensionName returns the load_balancing_policies extension that implements a cluster's
+// lb_policy (ROUND_ROBIN: envoy.load_balancing_policies.round_robin); false for a name that
+// is not an Envoy policy.
+func ExtensionName(policy string) (string, bool) {
+	switch policy {
+	case RoundRobin, LeastRequest, RingHash, Random, Maglev, ClusterProvided:
+		return "envoy.load_balancing_policies." + strings.ToLower(policy), true
+	case OriginalDst:
+		// The v2 spelling of an ORIGINAL_DST cluster's policy.
+		return "envoy.load_balancing_policies.cluster_provided", true
 	}
-	r.factories[policy] = f
-	return nil
-}
-
-// Lookup returns the factory for policy.
-func (r *Registry) Lookup(policy string) (Factory, bool) {
-	f, ok := r.factories[policy]
-	return f, ok
-}
-
-// Build looks up cfg.Policy (empty means ROUND_ROBIN) and builds the balancer.
-func (r *Registry) Build(p Params, cfg *Config) (Balancer, error) {
-	policy := RoundRobin
-	if cfg != nil && cfg.Policy != "" {
-		policy = cfg.Policy
-	}
-	f, ok := r.Lookup(policy)
-	if !ok {
-		return nil, fmt.Errorf("lb_policy = %q; not a supported load balancing policy", policy)
-	}
-	return f(p, cfg)
-}
-
-// Policies returns the registered names, sorted.
-func (r *Registry) Policies() []string {
-	out := make([]string, 0, len(r.factories))
-	for k := range r.factories {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return "", false
 }
