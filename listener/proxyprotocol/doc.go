@@ -31,9 +31,9 @@
 //   - tlv_location FILTER_STATE: refused with "not implemented by Legate" (nothing in
 //     Legate reads filter state).
 //
-// The package also declares the upstream transport socket envoy.transport_sockets.proxy_protocol
-// (ProxyProtocolUpstreamTransport), which internal/proxyproto writes and the cluster's pools
-// send before any TLS: config.version (V1 or V2), config.pass_through_tlvs (of the TLVs the
+// The upstream transport socket envoy.transport_sockets.proxy_protocol
+// (ProxyProtocolUpstreamTransport) re-sends a header: tlsutil registers and checks it,
+// internal/proxyproto writes it and the cluster's pools send it before any TLS: config.version (V1 or V2), config.pass_through_tlvs (of the TLVs the
 // listener filter kept) and config.added_tlvs with value (replacing a passed-through TLV of
 // the same type) are implemented; added_tlvs' format_string, allow_unspecified_address and
 // tlv_as_pool_key are refused with "not implemented by Legate", and host-level TLVs in an

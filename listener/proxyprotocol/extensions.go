@@ -4,23 +4,20 @@ import (
 	"net"
 
 	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/proxy_protocol/v3"
-	upppv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/proxy_protocol/v3"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener/listenerfilter"
 	"github.com/legateproxy/legate/logging"
 )
 
 // Register registers the filter, which the listener manager builds for listener_filters (and
-// for a listener whose filter chain sets use_proxy_proto), and declares the upstream
-// envoy.transport_sockets.proxy_protocol socket.
+// for a listener whose filter chain sets use_proxy_proto). The upstream
+// envoy.transport_sockets.proxy_protocol socket registers with the other transport sockets
+// (tlsutil).
 func Register(b *registry.Builder) {
 	registry.Add(b, listenerfilter.Filters, Name, &proxyprotocolv3.ProxyProtocol{}, build)
 	b.Alias(registry.ListenerFilter, "envoy.listener.proxy_protocol", Name)
-	// The upstream socket that re-sends a header: tlsutil.WrappersOf reads it, the pools write it.
-	b.Declare(registry.UpstreamTransportSocket, proxyproto.UpstreamName, &upppv3.ProxyProtocolUpstreamTransport{})
 }
 
 func build(ctx *listenerfilter.Context, cfg proto.Message) (listenerfilter.Filter, error) {
