@@ -31,11 +31,13 @@ type call struct {
 	headers *glua.LUserData // made on first use
 	// reqBody is the request body body() read; setBytes on it rewrites the request body.
 	reqBody *buffer
-	// bodyWanted is "body" or "bodyChunks" when envoy_on_response yielded in that method
-	// for the response body (alwaysWrap: body(true)); respBody is the body once read.
-	bodyWanted string
-	alwaysWrap bool
-	respBody   *buffer
+	// bodyWanted is "body", "bodyChunks" or "trailers" when envoy_on_response yielded in
+	// that method for the response body's end (alwaysWrap: body(true)); respBody is the body
+	// once read, respTrailers its trailers (nil or empty: none).
+	bodyWanted   string
+	alwaysWrap   bool
+	respBody     *buffer
+	respTrailers http.Header
 	// detached is set when the response script goes on after body(), inside the body
 	// rewriter: it may change the held headers and the body, no longer reach the stream.
 	detached bool
@@ -79,6 +81,7 @@ var handleMethods = map[string]glua.LGFunction{
 	"headers":         handleHeaders,
 	"body":            handleBody,
 	"bodyChunks":      handleBodyChunks,
+	"trailers":        handleTrailers,
 	"respond":         handleRespond,
 	"httpCall":        handleHTTPCall,
 	"streamInfo":      handleStreamInfo,
@@ -106,7 +109,7 @@ func logAt(log func(c *call, msg string)) glua.LGFunction {
 func handleHeaders(L *glua.LState) int {
 	c := handleArgLive(L)
 	if c.headers == nil {
-		c.headers = newObject(L, typeHeaders, c)
+		c.headers = newObject(L, typeHeaders, &headerMap{c: c, h: c.header})
 	}
 	L.Push(c.headers)
 	return 1
@@ -169,6 +172,17 @@ func handleBodyChunks(L *glua.LState) int {
 	checkCall(L, c)
 	L.Push(chunksIterator(L, c.readBody(L, "bodyChunks")))
 	return 1
+}
+
+// handleTrailers gives the response's trailers once its body has ended (yielding as body()
+// does), nil when it has none. The request's are refused: its script runs before the
+// request goes on, and the connection manager does not hand a filter the request's trailers.
+func handleTrailers(L *glua.LState) int {
+	c := handleArgLive(L)
+	if !c.response {
+		L.RaiseError("handle:trailers() in envoy_on_request is not implemented by Legate")
+	}
+	return c.awaitResponseBody(L, "trailers")
 }
 
 // handleRespond answers the request with the given headers (":status" required) and body,

@@ -9,12 +9,29 @@ import (
 	glua "github.com/yuin/gopher-lua"
 )
 
-// headersArg returns the call whose headers the object at 1 is, and the header name at 2
+// headerMap is a header map object: a call's headers (trailers false), whose
+// pseudo-headers are the request's fields or the response's status, or the trailers
+// trailers() gave, which have no pseudo-headers.
+type headerMap struct {
+	c        *call
+	h        http.Header
+	trailers bool
+}
+
+// headersArg returns the header map object at 1, of a live call, and the header name at 2
 // in lower case.
 // The response's headers stay the script's after body(): they are held until it ends.
-func headersArg(L *glua.LState) (*call, string) {
-	c, _ := L.CheckUserData(1).Value.(*call)
-	return checkLive(L, c), lowerASCII(L.CheckString(2))
+func headersArg(L *glua.LState) (*headerMap, string) {
+	return headerMapArg(L), lowerASCII(L.CheckString(2))
+}
+
+func headerMapArg(L *glua.LState) *headerMap {
+	m, _ := L.CheckUserData(1).Value.(*headerMap)
+	if m == nil {
+		L.RaiseError("not a header map")
+	}
+	checkLive(L, m.c)
+	return m
 }
 
 func lowerASCII(s string) string {
@@ -47,7 +64,11 @@ func (c *call) pseudo(name string) *string {
 
 // values returns the values of a header; pseudo-headers read the request's fields and the
 // response's status.
-func (c *call) values(name string) []string {
+func (m *headerMap) values(name string) []string {
+	if m.trailers {
+		return m.h[http.CanonicalHeaderKey(name)]
+	}
+	c := m.c
 	if p := c.pseudo(name); p != nil {
 		if *p == "" {
 			return nil
@@ -57,17 +78,12 @@ func (c *call) values(name string) []string {
 	if c.response && name == ":status" {
 		return []string{strconv.Itoa(c.x.Status)}
 	}
-	return c.header[http.CanonicalHeaderKey(name)]
+	return m.h[http.CanonicalHeaderKey(name)]
 }
 
 // set replaces a header's values (add false) or appends one (add true).
-func (c *call) set(L *glua.LState, name, value string, add bool) {
-	if p := c.pseudo(name); p != nil {
-		*p = value
-		return
-	}
-	if c.response && name == ":status" {
-		c.setStatus(L, value)
+func (m *headerMap) set(L *glua.LState, name, value string, add bool) {
+	if !m.trailers && m.setPseudo(L, name, value) {
 		return
 	}
 	if name == "" || name[0] == ':' {
@@ -75,10 +91,25 @@ func (c *call) set(L *glua.LState, name, value string, add bool) {
 	}
 	key := http.CanonicalHeaderKey(name)
 	if add {
-		c.header[key] = append(c.header[key], value)
+		m.h[key] = append(m.h[key], value)
 		return
 	}
-	c.header[key] = []string{value}
+	m.h[key] = []string{value}
+}
+
+// setPseudo sets a request pseudo-header or the response's :status, reporting whether name
+// is one.
+func (m *headerMap) setPseudo(L *glua.LState, name, value string) bool {
+	c := m.c
+	if p := c.pseudo(name); p != nil {
+		*p = value
+		return true
+	}
+	if c.response && name == ":status" {
+		c.setStatus(L, value)
+		return true
+	}
+	return false
 }
 
 // setStatus changes the response's status (filter.Exchange.Status, which the connection
@@ -94,8 +125,8 @@ func (c *call) setStatus(L *glua.LState, value string) {
 var headerMethods = map[string]glua.LGFunction{
 	// get joins several values with ",", as Envoy's.
 	"get": func(L *glua.LState) int {
-		c, name := headersArg(L)
-		switch vs := c.values(name); len(vs) {
+		m, name := headersArg(L)
+		switch vs := m.values(name); len(vs) {
 		case 0:
 			L.Push(glua.LNil)
 		case 1:
@@ -106,8 +137,8 @@ var headerMethods = map[string]glua.LGFunction{
 		return 1
 	},
 	"getAtIndex": func(L *glua.LState) int {
-		c, name := headersArg(L)
-		vs, i := c.values(name), L.CheckInt(3)
+		m, name := headersArg(L)
+		vs, i := m.values(name), L.CheckInt(3)
 		if i < 0 || i >= len(vs) {
 			L.Push(glua.LNil)
 			return 1
@@ -116,26 +147,26 @@ var headerMethods = map[string]glua.LGFunction{
 		return 1
 	},
 	"getNumValues": func(L *glua.LState) int {
-		c, name := headersArg(L)
-		L.Push(glua.LNumber(len(c.values(name))))
+		m, name := headersArg(L)
+		L.Push(glua.LNumber(len(m.values(name))))
 		return 1
 	},
 	"add": func(L *glua.LState) int {
-		c, name := headersArg(L)
-		c.set(L, name, L.CheckString(3), true)
+		m, name := headersArg(L)
+		m.set(L, name, L.CheckString(3), true)
 		return 0
 	},
 	"replace": func(L *glua.LState) int {
-		c, name := headersArg(L)
-		c.set(L, name, L.CheckString(3), false)
+		m, name := headersArg(L)
+		m.set(L, name, L.CheckString(3), false)
 		return 0
 	},
 	"remove": func(L *glua.LState) int {
-		c, name := headersArg(L)
+		m, name := headersArg(L)
 		if name != "" && name[0] == ':' {
 			L.RaiseError("headers: removing %q is not implemented by Legate", name)
 		}
-		delete(c.header, http.CanonicalHeaderKey(name))
+		delete(m.h, http.CanonicalHeaderKey(name))
 		return 0
 	},
 }
@@ -144,26 +175,28 @@ var headerMethods = map[string]glua.LGFunction{
 // pseudo-headers (or the response's :status) first, then the headers by name, a header of
 // several values once per value.
 func headersPairs(L *glua.LState) int {
-	c, _ := L.CheckUserData(1).Value.(*call)
-	checkLive(L, c)
+	m := headerMapArg(L)
+	c := m.c
 	type kv struct{ k, v string }
 	var all []kv
-	if c.response {
+	switch {
+	case m.trailers:
+	case c.response:
 		all = append(all, kv{":status", strconv.Itoa(c.x.Status)})
-	} else {
+	default:
 		for _, p := range [...]string{":authority", ":path", ":method", ":scheme"} {
 			if v := *c.pseudo(p); v != "" {
 				all = append(all, kv{p, v})
 			}
 		}
 	}
-	names := make([]string, 0, len(c.header))
-	for k := range c.header {
+	names := make([]string, 0, len(m.h))
+	for k := range m.h {
 		names = append(names, k)
 	}
 	slices.Sort(names)
 	for _, k := range names {
-		for _, v := range c.header[k] {
+		for _, v := range m.h[k] {
 			all = append(all, kv{strings.ToLower(k), v})
 		}
 	}

@@ -11,9 +11,10 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filter"
 )
 
-// scriptBody is the response body of a script that called body() or bodyChunks() in
-// envoy_on_response: on its first Read it reads the upstream's body whole, resumes the
-// script with it, and then serves the body the script left (setBytes may replace it). The
+// scriptBody is the response body of a script that called body(), bodyChunks() or
+// trailers() in envoy_on_response: on its first Read it reads the upstream's body whole,
+// resumes the script with it (or its trailers), and then serves the body the script left
+// (setBytes may replace it); the trailers the script changed in place are what is sent. The
 // response headers are held until then (filter.Exchange.HoldResponseHeaders), so the rest of
 // the script may still change them; it is detached from the stream otherwise (c.detached):
 // the body, the headers, logs and helpers, but not the stream's info or respond().
@@ -55,6 +56,7 @@ func (b *scriptBody) runScript() error {
 	c := b.c
 	c.detached = true
 	c.respBody = &buffer{c: c, b: body}
+	c.respTrailers = b.src.Trailers()
 	st, err, _ := b.v.L.Resume(b.co, nil, c.bodyValue(b.co, c.bodyWanted))
 	if st == glua.ResumeYield {
 		err = errors.New("envoy_on_response yielded outside of body()")
@@ -64,15 +66,27 @@ func (b *scriptBody) runScript() error {
 	return nil
 }
 
-// bodyValue is what a response body() or bodyChunks() (method) returns.
+// bodyValue is what a response body(), bodyChunks() or trailers() (method) returns.
 func (c *call) bodyValue(L *glua.LState, method string) glua.LValue {
-	if method == "bodyChunks" {
+	switch method {
+	case "bodyChunks":
 		return chunksIterator(L, c.respBody)
+	case "trailers":
+		return c.trailersValue(L)
 	}
 	if len(c.respBody.b) == 0 && !c.alwaysWrap {
 		return glua.LNil
 	}
 	return newObject(L, typeBuffer, c.respBody)
+}
+
+// trailersValue is the response's trailers as a header map object, nil when the response
+// has none (as in Envoy, a script cannot add trailers to a response without them).
+func (c *call) trailersValue(L *glua.LState) glua.LValue {
+	if len(c.respTrailers) == 0 {
+		return glua.LNil
+	}
+	return newObject(L, typeHeaders, &headerMap{c: c, h: c.respTrailers, trailers: true})
 }
 
 func chunksIterator(L *glua.LState, b *buffer) *glua.LFunction {
