@@ -34,6 +34,11 @@ func headerMapArg(L *glua.LState) *headerMap {
 	return m
 }
 
+// luaString copies a header string for a script: on an HTTP/1 connection the connection
+// manager's header and trailer strings live in a buffer it reuses for the next request, and
+// a script may keep what it read in a global.
+func luaString(s string) glua.LString { return glua.LString(strings.Clone(s)) }
+
 func lowerASCII(s string) string {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c >= 'A' && c <= 'Z' {
@@ -130,7 +135,7 @@ var headerMethods = map[string]glua.LGFunction{
 		case 0:
 			L.Push(glua.LNil)
 		case 1:
-			L.Push(glua.LString(vs[0]))
+			L.Push(luaString(vs[0]))
 		default:
 			L.Push(glua.LString(strings.Join(vs, ",")))
 		}
@@ -143,7 +148,7 @@ var headerMethods = map[string]glua.LGFunction{
 			L.Push(glua.LNil)
 			return 1
 		}
-		L.Push(glua.LString(vs[i]))
+		L.Push(luaString(vs[i]))
 		return 1
 	},
 	"getNumValues": func(L *glua.LState) int {
@@ -201,7 +206,7 @@ func headersPairs(L *glua.LState) int {
 		}
 	}
 	L.Push(iterator(L, len(all), func(i int) (glua.LValue, glua.LValue) {
-		return glua.LString(all[i].k), glua.LString(all[i].v)
+		return luaString(all[i].k), luaString(all[i].v)
 	}))
 	L.Push(glua.LNil)
 	L.Push(glua.LNil)

@@ -3,6 +3,7 @@ package lua
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -115,5 +116,31 @@ func TestResponseTrailers(t *testing.T) {
 	}
 	if got := p.Stat("http.ingress.lua.errors"); got != 0 {
 		t.Errorf("lua.errors = %d; want 0", got)
+	}
+}
+
+// TestKeptHeaderString: a header value a script keeps in a global stays what it read after
+// later requests on the same HTTP/1 connection (whose header strings the connection manager
+// reuses the memory of).
+func TestKeptHeaderString(t *testing.T) {
+	p := startLua(t, `
+    inline_code: |
+      function envoy_on_request(handle)
+        local h = handle:headers()
+        if kept == nil then
+          kept = h:get("x-v")
+          check = string.upper(kept)
+        end
+        if string.upper(kept) ~= check then
+          h:add("x-corrupt", kept)
+        end
+      end`, "")
+	c := p.Client()
+	for i := range 100 {
+		v := fmt.Sprintf("value-%03d", i)
+		resp, _ := p.Get(c, "/"+v, "x-v", v)
+		if got := resp.Header.Get("Echo-X-Corrupt"); got != "" {
+			t.Fatalf("request %d: a kept header value changed to %q", i, got)
+		}
 	}
 }
