@@ -770,6 +770,16 @@ func (s *stream) BufferedBody() []byte {
 	return s.bodyBuf
 }
 
+// BufferedTrailers is what the upstream request carries as trailers once BufferBody read the
+// body whole (filter.Exchange.BufferedTrailers): HTTP/2's, which http2 filled at the body's
+// end; an HTTP/1 body buffered whole goes with its length, without trailers.
+func (s *stream) BufferedTrailers() http.Header {
+	if !s.bodyBuffered || s.h2req == nil {
+		return nil
+	}
+	return s.h2req.Trailer
+}
+
 // readBody reads the request body into bodyBuf, to be replayed to each attempt. Past limit,
 // or on a read error, what was read is still sent, followed by the rest of the body, and the
 // error is filter.ErrBodyTooLarge or the read's.

@@ -176,6 +176,17 @@ func (x *Exchange) BufferedBody() []byte {
 	return nil
 }
 
+// BufferedTrailers is the trailers the upstream request carries after a Downstream.BufferBody
+// call read the body whole: a filter may change the map in place (Lua's trailers()). It is
+// nil when no body was read whole, or when the request carries no trailers (an HTTP/2 client
+// declared none; an HTTP/1 request buffered whole goes with a content-length, without them).
+func (x *Exchange) BufferedTrailers() http.Header {
+	if b, ok := x.Downstream.(interface{ BufferedTrailers() http.Header }); ok {
+		return b.BufferedTrailers()
+	}
+	return nil
+}
+
 // Body is a request or response body as a BodyRewriter reads it: the bytes that come before
 // the rewriter (from the client, the upstream, or the previous rewriter) and, once Read has
 // returned io.EOF, their trailers.

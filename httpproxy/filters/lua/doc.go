@@ -26,11 +26,15 @@
 // with the headers held (filter.Exchange.HoldResponseHeaders) so that it may still change
 // them, as Envoy; setBytes replaces what the client gets, sent with its length. After body()
 // the response script may not reach the stream's info (streamInfo, metadata, connection):
-// that raises a Lua error. trailers() in envoy_on_response yields as body() does and gives
-// the response's trailers (gRPC's grpc-status from an HTTP/2 upstream) as a header map object
-// (get, getAtIndex, getNumValues, add, replace, remove, pairs; no pseudo-headers), changed in
-// place (filter.Body.Trailers) so that the client gets what the script left; nil when the
-// response has none, to which, as in Envoy, none can be added.
+// that raises a Lua error. trailers() gives the stream's trailers once its body has ended
+// as a header map object (get, getAtIndex, getNumValues, add, replace, remove, pairs; no
+// pseudo-headers), changed in place so that the peer gets what the script left, or nil when
+// the stream has none (as in Envoy, none can then be added). In envoy_on_response it yields
+// as body() does and gives the response's trailers (gRPC's grpc-status from an HTTP/2
+// upstream; filter.Body.Trailers), which the client gets. In envoy_on_request it reads the
+// body whole as body() does and gives the trailers the upstream request carries
+// (filter.Exchange.BufferedTrailers): an HTTP/2 client's; an HTTP/1 request's body read
+// whole goes with its length and without trailers, so trailers() is nil there.
 // respond(headers, body) answers the request (request flow only) and ends the script. httpCall(cluster, headers, body, timeout_ms[,
 // asynchronous or {asynchronous = bool}]) goes through the data plane's pools
 // (filter.Call); a failure returns a 503 "upstream failure" as Envoy's. logTrace, logDebug,
@@ -45,9 +49,7 @@
 // timestampString ("milliseconds" or "microseconds").
 //
 // Not implemented, raising a Lua error "<object>:<method>() is not implemented by Legate":
-// trailers() in envoy_on_request (the script runs before the request goes on, and the
-// connection manager hands a filter no request trailers), and any other method of an API
-// object (clearRouteCache, importPublicKey,
+// any other method of an API object (clearRouteCache, importPublicKey,
 // verifySignature, setUpstreamOverrideHost, virtualHost, filterContext, the header map's
 // setHttp1ReasonPhrase, ...). Changing response pseudo-headers other than :status, or
 // removing a pseudo-header, also raises an error.

@@ -174,15 +174,18 @@ func handleBodyChunks(L *glua.LState) int {
 	return 1
 }
 
-// handleTrailers gives the response's trailers once its body has ended (yielding as body()
-// does), nil when it has none. The request's are refused: its script runs before the
-// request goes on, and the connection manager does not hand a filter the request's trailers.
+// handleTrailers gives the stream's trailers once its body has ended, nil when it has none:
+// the request's read whole as body() does (filter.Exchange.BufferedTrailers), the response's
+// yielding as body() does.
 func handleTrailers(L *glua.LState) int {
 	c := handleArgLive(L)
-	if !c.response {
-		L.RaiseError("handle:trailers() in envoy_on_request is not implemented by Legate")
+	if c.response {
+		return c.awaitResponseBody(L, "trailers")
 	}
-	return c.awaitResponseBody(L, "trailers")
+	checkCall(L, c)
+	c.readBody(L, "trailers")
+	L.Push(trailersValue(L, c, c.x.BufferedTrailers()))
+	return 1
 }
 
 // handleRespond answers the request with the given headers (":status" required) and body,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 
 	glua "github.com/yuin/gopher-lua"
 
@@ -72,7 +73,7 @@ func (c *call) bodyValue(L *glua.LState, method string) glua.LValue {
 	case "bodyChunks":
 		return chunksIterator(L, c.respBody)
 	case "trailers":
-		return c.trailersValue(L)
+		return trailersValue(L, c, c.respTrailers)
 	}
 	if len(c.respBody.b) == 0 && !c.alwaysWrap {
 		return glua.LNil
@@ -80,13 +81,13 @@ func (c *call) bodyValue(L *glua.LState, method string) glua.LValue {
 	return newObject(L, typeBuffer, c.respBody)
 }
 
-// trailersValue is the response's trailers as a header map object, nil when the response
-// has none (as in Envoy, a script cannot add trailers to a response without them).
-func (c *call) trailersValue(L *glua.LState) glua.LValue {
-	if len(c.respTrailers) == 0 {
+// trailersValue is a stream's trailers as a header map object, nil when it has none (as in
+// Envoy, a script cannot add trailers to a stream without them).
+func trailersValue(L *glua.LState, c *call, h http.Header) glua.LValue {
+	if len(h) == 0 {
 		return glua.LNil
 	}
-	return newObject(L, typeHeaders, &headerMap{c: c, h: c.respTrailers, trailers: true})
+	return newObject(L, typeHeaders, &headerMap{c: c, h: h, trailers: true})
 }
 
 func chunksIterator(L *glua.LState, b *buffer) *glua.LFunction {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -18,7 +19,8 @@ import (
 
 // grpcUpstream serves prior-knowledge HTTP/2 (h2c) with x/net/http2 on 127.0.0.1: it answers
 // "reply" with gRPC-style trailers (grpc-status 7, grpc-message denied), or without trailers
-// for the path /plain. It returns its address.
+// for the path /plain, and echoes the request's body length and trailers it got as
+// "Echo-Length" and "Echo-Trailer-<name>" headers. It returns its address.
 func grpcUpstream(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -26,7 +28,11 @@ func grpcUpstream(t *testing.T) string {
 		t.Fatal(err)
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
+		n, _ := io.Copy(io.Discard, r.Body)
+		w.Header().Set("Echo-Length", fmt.Sprint(n))
+		for k, vs := range r.Trailer {
+			w.Header()["Echo-Trailer-"+k] = vs
+		}
 		if r.URL.Path != "/plain" {
 			w.Header().Set("Trailer", "Grpc-Status, Grpc-Message")
 		}
@@ -70,16 +76,24 @@ func h2cClient(t *testing.T) *http.Client {
 	return &http.Client{Transport: tr, Timeout: filtertest.Wait}
 }
 
-// TestResponseTrailers: trailers() in envoy_on_response waits for the body's end and gives
-// the HTTP/2 upstream's trailers, which the script reads, iterates, changes and adds to: the
-// HTTP/2 client gets the changed trailers, with the body, and a header the script set from
-// a trailer (the headers are held for it). A response without trailers gives nil.
-func TestResponseTrailers(t *testing.T) {
+// TestTrailers: trailers() waits for the body's end. In envoy_on_response it gives the
+// HTTP/2 upstream's trailers, which the script reads, iterates, changes and adds to: the
+// HTTP/2 client gets the changed trailers, with the body, and a header the script set from a
+// trailer (the headers are held for it). In envoy_on_request it gives the HTTP/2 client's
+// trailers, whose change the upstream gets with the body. A stream without trailers gives nil.
+func TestTrailers(t *testing.T) {
 	p := filtertest.Start(t, filtertest.Options{
 		Clusters: []string{filtertest.StaticCluster("web", "http2_protocol_options: {}", grpcUpstream(t))},
 		Register: []func(*registry.Builder){Register},
 		HCM: luaHCM(`
     inline_code: |
+      function envoy_on_request(handle)
+        local t = handle:trailers()
+        if t == nil then return end
+        handle:headers():add("x-req-trailer", t:get("x-client"))
+        t:replace("x-client", "changed " .. t:get("x-client"))
+        handle:headers():add("x-req-body", handle:body():length())
+      end
       function envoy_on_response(handle)
         local t = handle:trailers()
         if t == nil then
@@ -113,6 +127,18 @@ func TestResponseTrailers(t *testing.T) {
 	resp, body = p.Get(c, "/plain")
 	if body != "reply" || resp.Header.Get("X-Trailers") != "none" || len(resp.Trailer) != 0 {
 		t.Errorf("GET /plain = %q x-trailers %q trailers %v; want nil from trailers() and no trailers", body, resp.Header.Get("X-Trailers"), resp.Trailer)
+	}
+
+	req, err := http.NewRequest(http.MethodPost, "http://"+p.Addr+"/svc/Upload", strings.NewReader("request body"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Trailer = http.Header{"X-Client": {"c1"}}
+	resp, _ = p.Do(c, req)
+	for k, want := range map[string]string{"Echo-Trailer-X-Client": "changed c1", "Echo-Length": "12"} {
+		if got := resp.Header.Get(k); got != want {
+			t.Errorf("POST: upstream's %s = %q; want %q (headers %v)", k, got, want, resp.Header)
+		}
 	}
 	if got := p.Stat("http.ingress.lua.errors"); got != 0 {
 		t.Errorf("lua.errors = %d; want 0", got)
