@@ -45,6 +45,7 @@ import (
 	"github.com/legateproxy/legate/listener/filters/snicluster"
 	"github.com/legateproxy/legate/listener/httpinspector"
 	"github.com/legateproxy/legate/listener/originaldst"
+	"github.com/legateproxy/legate/listener/originalsrc"
 	"github.com/legateproxy/legate/listener/proxyprotocol"
 	"github.com/legateproxy/legate/listener/tlsinspector"
 	"github.com/legateproxy/legate/overload"
@@ -107,6 +108,7 @@ func registrations() []func(*registry.Builder) {
 		transportsocket.Register, // matching inputs (transport_socket_matcher)
 		httpinspector.Register,   // listener filters
 		originaldst.Register,
+		originalsrc.Register,
 		proxyprotocol.Register,
 		tlsinspector.Register,
 		overload.Register, // resource monitors

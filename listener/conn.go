@@ -10,6 +10,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/proxyproto"
+	"github.com/legateproxy/legate/internal/sockopt"
 )
 
 // Conn is one accepted downstream connection after listener filters and filter chain
@@ -52,6 +53,8 @@ type Conn struct {
 	onClose []func()
 	// upstreamCluster is the envoy.tcp_proxy.cluster filter state (sni_cluster sets it).
 	upstreamCluster string
+	// source is the original_src listener filter's bind address for upstream connections.
+	source *sockopt.Source
 }
 
 // OnClose registers fn to run once when the connection closes. Network filters call it from
@@ -79,6 +82,15 @@ func (c *Conn) DynamicMetadata() map[string]*structpb.Struct {
 		return nil
 	}
 	return c.metadata
+}
+
+// UpstreamSource returns where the TCP proxy binds the upstream connection it makes for this
+// connection (the original_src listener filter's choice); nil for the cluster's own binding.
+func (c *Conn) UpstreamSource() *sockopt.Source {
+	if c == nil {
+		return nil
+	}
+	return c.source
 }
 
 // ProxyProtocolTLVs returns the TLVs of the connection's PROXY v2 header that the listener

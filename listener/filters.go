@@ -9,9 +9,6 @@ import (
 	"strings"
 	"time"
 
-	// Linked so that a bootstrap naming original_src by type reaches its refusal below.
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_src/v3"
-
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener/listenerfilter"
@@ -150,18 +147,8 @@ func (m *Manager) buildListenerFilters(info *listenerInfo, l *config.Listener) e
 	return nil
 }
 
-// originalSrcName and originalSrcType name Envoy's original_src listener filter, which is
-// refused with its reason rather than as an unknown filter.
-const (
-	originalSrcName = "envoy.filters.listener.original_src"
-	originalSrcType = "envoy.extensions.filters.listener.original_src.v3.OriginalSrc"
-)
-
 // unknownListenerFilter is the error for a listener filter no extension implements.
 func unknownListenerFilter(r *registry.Registry, lf config.ListenerFilter) error {
-	if lf.Name == originalSrcName || strings.HasSuffix(lf.TypedConfig.GetTypeUrl(), "/"+originalSrcType) {
-		return fmt.Errorf("%s: %s: not implemented by Legate (upstream connections would bind to the downstream's source address with IP_TRANSPARENT and a mark, which also needs policy routing of the replies back to Legate)", lf.Path, originalSrcName)
-	}
 	var names []string
 	for e := range registry.All(r, listenerfilter.Filters) {
 		names = append(names, e.Name)

@@ -334,7 +334,7 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 		return
 	}
 	w := &ch.info.stats.workers[worker]
-	c := &Conn{Conn: nc, id: m.connIDs.Add(1), peeked: a.peeked, chain: ch, worker: w, start: m.cfg.Clock.Now(), hello: a.hello(), tls: a.TLS, restored: a.Local, remote: a.Remote, metadata: a.Metadata, tlvs: a.TLVs, limited: limited, admitted: admitted}
+	c := &Conn{Conn: nc, id: m.connIDs.Add(1), peeked: a.peeked, chain: ch, worker: w, start: m.cfg.Clock.Now(), hello: a.hello(), tls: a.TLS, restored: a.Local, remote: a.Remote, metadata: a.Metadata, tlvs: a.TLVs, source: a.Source, limited: limited, admitted: admitted}
 	if !ch.add(c) {
 		nc.Close()
 		return

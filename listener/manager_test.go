@@ -675,10 +675,6 @@ func TestUnknownListenerFilter(t *testing.T) {
 		{"unknown listener filter", `[{name: example.listener.unknown}]`, `listener "l": listener_filters[0].name = "example.listener.unknown": unsupported listener filter; only envoy.filters.listener.http_inspector, envoy.filters.listener.original_dst, envoy.filters.listener.proxy_protocol, envoy.filters.listener.tls_inspector are implemented`},
 		{"listener filter named as the TLS inspector but typed otherwise", `[{name: envoy.filters.listener.tls_inspector, typed_config: {"@type": type.googleapis.com/google.protobuf.StringValue, value: a}}]`,
 			`listener_filters[0].typed_config = "type.googleapis.com/google.protobuf.StringValue": unsupported listener filter`},
-		{"original_src by name", `[{name: envoy.filters.listener.original_src}]`,
-			`listener_filters[0]: envoy.filters.listener.original_src: not implemented by Legate (upstream connections would bind to the downstream's source address with IP_TRANSPARENT`},
-		{"original_src by type", `[{name: x, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.listener.original_src.v3.OriginalSrc, mark: 123}}]`,
-			`envoy.filters.listener.original_src: not implemented by Legate`},
 		{"refused field", `[{name: envoy.filters.listener.tls_inspector, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector, enable_ja3_fingerprinting: true}}]`,
 			`listener_filters[0].typed_config.enable_ja3_fingerprinting: set; not implemented by Legate`},
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/internal/proxyproto"
+	"github.com/legateproxy/legate/internal/sockopt"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/tlsutil"
 )
@@ -139,6 +140,10 @@ func (m *Manager) dial(ctx context.Context, address string) (net.Conn, error) {
 		}
 		return m.dialInternal(ctx, address)
 	}
+	if s := sockopt.SourceFrom(ctx); s != nil {
+		// original_src: a connection of its own, bound to the downstream's source address.
+		return s.Dialer(&m.dialer).DialContext(ctx, "tcp", address)
+	}
 	return m.dialer.DialContext(ctx, "tcp", address)
 }
 
@@ -165,6 +170,7 @@ func (hp *hostPool) connect(ctx context.Context, alpn []string, cx *breaker.Reso
 	if len(w.Passthrough) > 0 {
 		dctx = listener.WithPassthroughMetadata(dctx, m.passthrough(hp.host, w.Passthrough))
 	}
+	dctx = sockopt.WithSource(dctx, sockopt.SourceFrom(ctx))
 	nc, err := m.dial(dctx, hp.host.Address())
 	if err == nil && w.ProxyProtocol != nil {
 		err = writeProxyHeader(dctx, nc, w.ProxyProtocol, proxyproto.DownstreamFrom(ctx))

@@ -14,6 +14,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/registry"
+	"github.com/legateproxy/legate/internal/sockopt"
 	"github.com/legateproxy/legate/listener"
 )
 
@@ -116,6 +117,8 @@ type connInfo struct {
 	// downstream is what an upstream PROXY protocol socket tells the host: the connection's
 	// addresses and the PROXY TLVs kept for it.
 	downstream proxyproto.Downstream
+	// source is the original_src listener filter's bind address for the upstream connection.
+	source *sockopt.Source
 
 	// mu orders the entries: no periodic entry follows the final one. ended is set when the
 	// final entry is logged. mu guards ended.
@@ -132,6 +135,7 @@ func newConnInfo(down net.Conn) *connInfo {
 		ci.downstream.TLVs = lc.ProxyProtocolTLVs()
 		ci.sni, ci.id, ci.restored = lc.ServerName(), lc.ID(), lc.LocalAddressRestored()
 		ci.metadata = lc.DynamicMetadata()
+		ci.source = lc.UpstreamSource()
 		ci.direct = addrString(lc.DirectRemoteAddr())
 	}
 	return ci

@@ -22,6 +22,11 @@
 // logged with the SNI the TLS inspector read. Upstream TLS is the pool's (the cluster's
 // transport_socket). Entries carry the listener connection's id (%CONNECTION_ID%).
 //
+// On a listener with the original_src listener filter (listener/originalsrc), the upstream
+// connection made for a downstream connection binds to that connection's source address
+// (IP_TRANSPARENT, its mark); so does a tunnel's connection of its own, but not the shared
+// connections of a cluster's HTTP/2 pool that pooled tunnels ride.
+//
 // tunneling_config carries each connection in an HTTP request (tunnel.go): a CONNECT to hostname (a format string, e.g. %DOWNSTREAM_LOCAL_PORT%),
 // or with use_post a POST to post_path (chunked over HTTP/1.1), with headers_to_add (format
 // strings, append actions, keep_empty_value). The codec is the cluster's: HTTP/2 when its

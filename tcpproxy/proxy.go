@@ -17,6 +17,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/internal/proxyproto"
+	"github.com/legateproxy/legate/internal/sockopt"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/logging"
@@ -251,18 +252,21 @@ func (p *Proxy) connectHost(m *pool.Manager, h *host.Host, ci *connInfo) (net.Co
 	// An upstream PROXY protocol socket describes the downstream connection, as Envoy's TCP
 	// proxy sets its filter state for it.
 	ctx := proxyproto.WithDownstream(context.Background(), &ci.downstream)
+	// original_src: a connection made for this downstream alone binds to its source.
+	own := sockopt.WithSource(ctx, ci.source)
 	if tun == nil {
-		return m.ConnectTCP(ctx, h, config.PriorityDefault)
+		return m.ConnectTCP(own, h, config.PriorityDefault)
 	}
 	if !m.AutoHTTP() && m.Protocol(&pool.Request{}) == pool.HTTP2 {
-		// A stream of the cluster's HTTP/2 pool: tunnels share its connections.
+		// A stream of the cluster's HTTP/2 pool: tunnels share its connections, which are
+		// Legate's own (no original source).
 		t, err := newTunnelRequest(tun, ci).openPooled(ctx, m, h, p.cfg.IdleTimeout)
 		if err != nil {
 			return nil, fmt.Errorf("tunnel to %s: %w", h.Address(), err)
 		}
 		return t, nil
 	}
-	up, err := m.ConnectALPN(ctx, h, config.PriorityDefault, tunnelALPN(m))
+	up, err := m.ConnectALPN(own, h, config.PriorityDefault, tunnelALPN(m))
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/registry"
+	"github.com/legateproxy/legate/internal/sockopt"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/stats"
 )
@@ -95,6 +96,17 @@ type Conn struct {
 	Metadata map[string]*structpb.Struct
 	// TLVs are the PROXY v2 TLVs kept for an upstream PROXY protocol socket.
 	TLVs []proxyproto.TLV
+	// Source is where the upstream connections made for this connection bind (the
+	// original_src filter's); nil: the cluster's own bind configuration.
+	Source *sockopt.Source
+}
+
+// RemoteAddr returns the connection's remote address: Remote, else the socket's.
+func (c *Conn) RemoteAddr() net.Addr {
+	if c.Remote != nil {
+		return c.Remote
+	}
+	return c.Socket.RemoteAddr()
 }
 
 // AddMetadata adds the keys of md's namespaces to the connection's dynamic metadata (a key

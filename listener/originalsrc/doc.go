@@ -1,0 +1,25 @@
+// Package originalsrc is Envoy's envoy.filters.listener.original_src listener filter
+// (extensions.filters.listener.original_src.v3.OriginalSrc): the upstream connection made for
+// a downstream connection binds to the downstream's source address, so that the upstream host
+// sees the client's address as its peer instead of Legate's. The source is the connection's
+// remote address after the listener filters before it (a PROXY protocol header's source when
+// proxy_protocol runs first); a connection whose remote address is not IP (an internal
+// listener's) is left alone, as in Envoy.
+//
+// Implemented fields:
+//   - bind_port: bind the client's port too; otherwise port 0, which the kernel picks.
+//   - mark: the SO_MARK of the upstream socket when not zero.
+//
+// The upstream socket gets IP_TRANSPARENT (IPV6_TRANSPARENT), which needs CAP_NET_ADMIN; a
+// connection that cannot bind fails as a connect failure of its cluster. The operator routes
+// the replies, addressed to the client, back to Legate: typically
+// "ip rule add fwmark MARK lookup T" and "ip route add local 0.0.0.0/0 dev lo table T" with the
+// mark restored on the replies (CONNMARK), as Envoy's documentation describes.
+//
+// What uses it: the TCP proxy (envoy.filters.network.tcp_proxy), whose upstream connection,
+// or tunnel connection when tunneling_config opens one of its own, is the downstream's alone.
+// Refused ("not implemented by Legate", at load): a listener with the filter and a filter
+// chain ending in the HTTP connection manager, whose pooled upstream connections Legate does
+// not key by the downstream's source address as Envoy does. The TCP proxy's tunnels over a
+// cluster's shared HTTP/2 connections are opened from Legate's own address.
+package originalsrc
