@@ -61,6 +61,7 @@ type library struct {
 	encoding   string // the content coding it undoes
 	statPrefix string
 	ratio      int64 // max_inflate_ratio; 0 for none
+	chunk      int   // chunk_size: the most a decode hands on at once
 	newReader  func(r io.Reader) (io.Reader, error)
 }
 
@@ -136,6 +137,17 @@ func (f *Filter) Close() error {
 }
 
 // libraryFromProto compiles decompressor_library.
+// defaultChunk is Envoy's chunk_size default for every decompressor library.
+const defaultChunk = 4096
+
+// chunkSize is a library's chunk_size, Envoy's default when unset.
+func chunkSize(v interface{ GetValue() uint32 }) int {
+	if v == nil || v.GetValue() == 0 {
+		return defaultChunk
+	}
+	return int(v.GetValue())
+}
+
 func libraryFromProto(tc *corev3.TypedExtensionConfig) (*library, error) {
 	cfg := tc.GetTypedConfig()
 	path := "decompressor_library.typed_config"
@@ -149,7 +161,7 @@ func libraryFromProto(tc *corev3.TypedExtensionConfig) (*library, error) {
 		if pb.MaxInflateRatio != nil {
 			ratio = int64(pb.GetMaxInflateRatio().GetValue())
 		}
-		return &library{name: tc.GetName(), encoding: "gzip", statPrefix: "gzip", ratio: ratio,
+		return &library{name: tc.GetName(), encoding: "gzip", statPrefix: "gzip", ratio: ratio, chunk: chunkSize(pb.GetChunkSize()),
 			newReader: func(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) }}, nil
 	case filter.TypeURL(&brotliv3.Brotli{}):
 		var pb brotliv3.Brotli
@@ -159,7 +171,7 @@ func libraryFromProto(tc *corev3.TypedExtensionConfig) (*library, error) {
 		if pb.GetDisableRingBufferReallocation() {
 			return nil, fmt.Errorf("%s.disable_ring_buffer_reallocation: true not implemented by Legate", path)
 		}
-		return &library{name: tc.GetName(), encoding: "br", statPrefix: "brotli",
+		return &library{name: tc.GetName(), encoding: "br", statPrefix: "brotli", chunk: chunkSize(pb.GetChunkSize()),
 			newReader: func(r io.Reader) (io.Reader, error) { return brotli.NewReader(r), nil }}, nil
 	case filter.TypeURL(&zstdv3.Zstd{}):
 		var pb zstdv3.Zstd
@@ -169,7 +181,7 @@ func libraryFromProto(tc *corev3.TypedExtensionConfig) (*library, error) {
 		if len(pb.GetDictionaries()) > 0 {
 			return nil, fmt.Errorf("%s.dictionaries: not implemented by Legate", path)
 		}
-		return &library{name: tc.GetName(), encoding: "zstd", statPrefix: "zstd",
+		return &library{name: tc.GetName(), encoding: "zstd", statPrefix: "zstd", chunk: chunkSize(pb.GetChunkSize()),
 			newReader: func(r io.Reader) (io.Reader, error) {
 				return zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
 			}}, nil
@@ -260,6 +272,9 @@ func (z *inflating) Read(p []byte) (int, error) {
 			return 0, err
 		}
 		z.dec = d
+	}
+	if c := z.lib.chunk; len(p) > c {
+		p = p[:c] // Envoy's decoders fill an output buffer of chunk_size bytes at a time
 	}
 	n, err := z.dec.Read(p)
 	z.out += int64(n)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	stdgzip "compress/gzip"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -197,3 +198,47 @@ func BenchmarkDecompress(b *testing.B) {
 type benchBody struct{ *bytes.Reader }
 
 func (benchBody) Trailers() http.Header { return nil }
+
+// bodyOf is a filter.Body over b, without trailers.
+type bodyOf struct{ io.Reader }
+
+func (bodyOf) Trailers() http.Header { return nil }
+
+// TestChunkSize: with chunk_size, no decode hands on more than that many bytes at once, however
+// much the reader asks for; unset, Envoy's default of 4096 bounds them.
+func TestChunkSize(t *testing.T) {
+	var gz bytes.Buffer
+	w := stdgzip.NewWriter(&gz)
+	plain := make([]byte, 512<<10)
+	rand.NewChaCha8([32]byte{1}).Read(plain) // incompressible: under max_inflate_ratio
+	w.Write(plain)
+	w.Close()
+	for _, tc := range []struct {
+		extra   string
+		wantMax int
+	}{
+		{", chunk_size: 16384}", 16384},
+		{"}", 4096}, // Envoy's default
+	} {
+		f, err := FromAny(filtertest.AnyFromYAML(t, libYAML("gzip", tc.extra), &decompressorv3.Decompressor{}), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		z := &inflating{src: bodyOf{bytes.NewReader(gz.Bytes())}, lib: f.lib, st: &Stats{}}
+		buf := make([]byte, 64<<10)
+		largest, total := 0, 0
+		for {
+			n, err := z.Read(buf)
+			largest, total = max(largest, n), total+n
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if total != 512<<10 || largest != tc.wantMax {
+			t.Errorf("library%s: read %d bytes, at most %d at once; want %d, at most %d", tc.extra, total, largest, 512<<10, tc.wantMax)
+		}
+	}
+}

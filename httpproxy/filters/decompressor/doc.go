@@ -15,10 +15,11 @@
 //
 // Implemented: decompressor_library (required), request_direction_config (common_config's
 // enabled and ignore_no_transform_header, advertise_accept_encoding),
-// response_direction_config.common_config. Libraries: gzip's max_inflate_ratio; its
-// window_bits and every library's chunk_size are checked against Envoy's ranges and size
-// zlib's and Envoy's buffers, which Legate's decoders do not have (they read any window and
-// hand on what they decode as it is read). Refused ("not implemented by Legate"): brotli's
+// response_direction_config.common_config. Libraries: gzip's max_inflate_ratio; every
+// library's chunk_size (default 4096, as Envoy's), the most one decode hands on at once:
+// Envoy's output buffer. gzip's window_bits is checked against
+// Envoy's range and changes nothing: it sizes zlib's window, and Legate's decoder reads
+// streams of any window. Refused ("not implemented by Legate"): brotli's
 // disable_ring_buffer_reallocation true, zstd's dictionaries.
 //
 // Not done: the x-envoy-decompressor-<name>-compressed-bytes / -uncompressed-bytes request
