@@ -2,6 +2,7 @@ package sockopt
 
 import (
 	"fmt"
+	"net/netip"
 	"syscall"
 )
 
@@ -24,3 +25,16 @@ func (s *Source) set(fd uintptr) error {
 
 // ipv6Transparent is IPV6_TRANSPARENT, which package syscall does not name.
 const ipv6Transparent = 75
+
+// CheckSource sets what an original source's dialer sets on a throwaway socket, so that a
+// process without CAP_NET_ADMIN (or CAP_NET_RAW) is refused when the configuration loads rather than failing
+// every upstream connection.
+func CheckSource(mark uint32) error {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fd)
+	s := Source{Addr: netip.AddrPortFrom(netip.IPv4Unspecified(), 0), Mark: mark}
+	return s.set(uintptr(fd))
+}

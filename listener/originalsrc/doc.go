@@ -10,8 +10,10 @@
 //   - bind_port: bind the client's port too; otherwise port 0, which the kernel picks.
 //   - mark: the SO_MARK of the upstream socket when not zero.
 //
-// The upstream socket gets IP_TRANSPARENT (IPV6_TRANSPARENT), which needs CAP_NET_ADMIN; a
-// connection that cannot bind fails as a connect failure of its cluster. The operator routes
+// The upstream socket gets IP_TRANSPARENT (IPV6_TRANSPARENT), which needs CAP_NET_ADMIN or
+// CAP_NET_RAW: a process that may not set it and SO_MARK refuses the listener at load, saying
+// so. A connection that cannot bind (an address family the host lacks) fails as a connect
+// failure of its cluster. The operator routes
 // the replies, addressed to the client, back to Legate: typically
 // "ip rule add fwmark MARK lookup T" and "ip route add local 0.0.0.0/0 dev lo table T" with the
 // mark restored on the replies (CONNMARK), as Envoy's documentation describes.

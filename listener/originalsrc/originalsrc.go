@@ -33,6 +33,9 @@ func New(ctx *listenerfilter.Context, cfg proto.Message) (listenerfilter.Filter,
 		return nil, fmt.Errorf("%s: %s with %s (%s): not implemented by Legate (the HTTP connection manager's upstream connections are pooled, and Legate does not key its pools by the downstream's source address as Envoy does); only the TCP proxy binds to the original source", ctx.Path, Name, path, config.HTTPConnectionManagerFilter)
 	}
 	c := cfg.(*originalsrcv3.OriginalSrc)
+	if err := sockopt.CheckSource(c.GetMark()); err != nil {
+		return nil, fmt.Errorf("%s: %s: the upstream sockets cannot bind to the client's address (IP_TRANSPARENT and SO_MARK need CAP_NET_ADMIN or CAP_NET_RAW): %w", ctx.Path, Name, err)
+	}
 	return &filter{bindPort: c.GetBindPort(), mark: c.GetMark()}, nil
 }
 

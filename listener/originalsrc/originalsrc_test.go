@@ -43,6 +43,9 @@ func acceptPair(t *testing.T, network string) (client, server net.Conn) {
 // connection's remote address (the PROXY header's when one set it), port 0 unless bind_port,
 // with the mark; a connection that is not IP is left alone.
 func TestRecordsDownstreamSource(t *testing.T) {
+	if err := sockopt.CheckSource(1); err != nil {
+		t.Skipf("the filter loads only where upstream sockets may set IP_TRANSPARENT and SO_MARK: %v", err)
+	}
 	client, server := acceptPair(t, "tcp")
 	peer := client.LocalAddr().(*net.TCPAddr).AddrPort()
 	proxied := net.TCPAddrFromAddrPort(netip.MustParseAddrPort("10.1.2.3:4567"))
