@@ -94,15 +94,15 @@ func registrations() []func(*registry.Builder) {
 		rbac.Register,
 		setmetadata.Register,
 		tap.Register,
-		route.Register,    // retry host predicates
-		connlimit.Declare, // network filters
-		directresponse.Declare,
-		echo.Declare,
-		netextauthz.Declare,
-		netlocalratelimit.Declare,
-		netratelimit.Declare,
-		netrbac.Declare,
-		snicluster.Declare,
+		route.Register,     // retry host predicates
+		connlimit.Register, // network filters
+		directresponse.Register,
+		echo.Register,
+		netextauthz.Register,
+		netlocalratelimit.Register,
+		netratelimit.Register,
+		netrbac.Register,
+		snicluster.Register,
 		udpproxy.Declare,         // UDP listener filters
 		network.Register,         // matching inputs (filter_chain_matcher)
 		transportsocket.Register, // matching inputs (transport_socket_matcher)

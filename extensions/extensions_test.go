@@ -5,7 +5,10 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/extensions"
+	"github.com/legateproxy/legate/internal/registry"
+	"github.com/legateproxy/legate/listener"
 )
 
 // TestEveryExtensionLoads: New builds, and the loader resolves the typed_config type of every
@@ -23,5 +26,31 @@ func TestEveryExtensionLoads(t *testing.T) {
 		if _, err := protoregistry.GlobalTypes.FindMessageByURL(e.TypeURL()); err != nil {
 			t.Errorf("%s %s: FindMessageByURL(%q) = %v; want the loader to resolve it", e.Category, e.Name, e.TypeURL(), err)
 		}
+	}
+}
+
+// TestNetworkFiltersHaveFactories: every network filter but the two the server registers in
+// the listener manager's Handlers (the connection manager and the TCP proxy, whose Deps exist
+// only once the server is built) is built through the registry, as exactly one of a
+// non-terminal or a terminal filter.
+func TestNetworkFiltersHaveFactories(t *testing.T) {
+	r, err := extensions.New()
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	n := 0
+	for _, e := range r.Entries() {
+		if e.Category != registry.NetworkFilter || e.Name == config.HTTPConnectionManagerFilter || e.Name == config.TCPProxyFilter {
+			continue
+		}
+		_, _, conn := registry.Lookup(r, listener.ConnFilters, e.Name, e.TypeURL())
+		_, _, terminal := registry.Lookup(r, listener.TerminalFilters, e.Name, e.TypeURL())
+		if conn == terminal {
+			t.Errorf("%s: non-terminal factory %v, terminal factory %v; want exactly one", e.Name, conn, terminal)
+		}
+		n++
+	}
+	if n < 8 {
+		t.Errorf("%d network filters built through the registry; want at least 8 (echo, direct_response, connection_limit, local_ratelimit, sni_cluster, rbac, ratelimit, ext_authz)", n)
 	}
 }

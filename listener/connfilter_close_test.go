@@ -5,6 +5,10 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/listener/filters/chaintest"
 )
@@ -20,17 +24,16 @@ func (f closingFilter) Close() error                   { f.closed.Add(1); return
 // chain fails to build.
 func TestConnFiltersClosed(t *testing.T) {
 	var closed atomic.Int32
-	register := func(r *listener.Registry) error {
-		return errors.Join(
-			r.RegisterConnFilter("test.closing", func(*listener.ChainContext, int) (listener.ConnFilter, error) {
-				return closingFilter{&closed}, nil
-			}),
-			r.RegisterConnFilter("test.failing", func(*listener.ChainContext, int) (listener.ConnFilter, error) {
-				return nil, errors.New("refused")
-			}))
+	register := func(b *registry.Builder) {
+		registry.Add(b, listener.ConnFilters, "test.closing", &emptypb.Empty{}, func(*listener.ChainContext, int) (listener.ConnFilter, error) {
+			return closingFilter{&closed}, nil
+		})
+		registry.Add(b, listener.ConnFilters, "test.failing", &structpb.Struct{}, func(*listener.ChainContext, int) (listener.ConnFilter, error) {
+			return nil, errors.New("refused")
+		})
 	}
 	t.Run("shutdown", func(t *testing.T) {
-		addr, _, err := chaintest.Serve(t, register, `{name: test.closing},`)
+		addr, _, err := chaintest.Serve(t, register, nil, `{name: test.closing},`)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +48,7 @@ func TestConnFiltersClosed(t *testing.T) {
 		t.Errorf("closed %d times after shutdown; want 1", n)
 	}
 	closed.Store(0)
-	if _, _, err := chaintest.Serve(t, register, `{name: test.closing}, {name: test.failing},`); err == nil {
+	if _, _, err := chaintest.Serve(t, register, nil, `{name: test.closing}, {name: test.failing},`); err == nil {
 		t.Fatal("a chain with a failing filter was built")
 	}
 	if n := closed.Load(); n != 1 {

@@ -6,6 +6,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/legateproxy/legate/internal/registry"
 )
 
 // gate is a test ConnFilter: it admits connections while open is true, counts the closes it
@@ -54,15 +60,17 @@ func TestConnFilters(t *testing.T) {
 	first, second := &gate{name: "first", order: &ran, closes: closes}, &gate{name: "second", order: &ran, closes: closes}
 	first.open.Store(true)
 	second.open.Store(true)
-	r := addrRegistry(t)
-	for _, g := range []*gate{first, second} {
-		g := g
-		if err := r.RegisterConnFilter("test."+g.name, func(*ChainContext, int) (ConnFilter, error) { return g, nil }); err != nil {
-			t.Fatal(err)
-		}
+	b := registry.NewBuilder()
+	// Each extension takes its own config message; these filters read none.
+	for g, msg := range map[*gate]proto.Message{first: &emptypb.Empty{}, second: &structpb.Struct{}} {
+		registry.Add(b, ConnFilters, "test."+g.name, msg, func(*ChainContext, int) (ConnFilter, error) { return g, nil })
+	}
+	ext, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
 	}
 	st := newStore(t)
-	m := testManager(t, ManagerConfig{Stats: st, Handlers: r}, listenerFromYAML(t,
+	m := testManager(t, ManagerConfig{Stats: st, Handlers: addrRegistry(t), Extensions: ext}, listenerFromYAML(t,
 		`{name: l, stat_prefix: l, address: {socket_address: {address: 127.0.0.1, port_value: 0}}, filter_chains: [{name: c, filters: [{name: test.first}, {name: test.second}, {name: test.addrs}]}]}`))
 	line, c, r2 := dialWith(t, addrOf(t, m, "l"), nil, "")
 	if !strings.HasPrefix(line, "c ") {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/grpcclient"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/overload"
@@ -44,8 +45,8 @@ type ManagerConfig struct {
 	// Rand is the random source of gradual draining and of names for unnamed listeners; nil
 	// means math/rand/v2.
 	Rand func() uint64
-	// Handlers builds filter chain handlers by network filter; nil knows no filter, so only
-	// chains without filters (which close their connections) can be built.
+	// Handlers builds the handlers of the terminal network filters that are not in
+	// Extensions (the HTTP connection manager, the TCP proxy); nil knows none.
 	Handlers *Registry
 	// Workers is --concurrency: each listening socket is served by this many accept loops,
 	// and listener.<address>.worker_<N>.* counts what loop N accepted. 0 means 1.
@@ -69,10 +70,14 @@ type ManagerConfig struct {
 	// AccessLogs builds a listener's access_log, which logs the connections closed because
 	// no filter chain matched them; nil refuses a listener that sets access_log.
 	AccessLogs func(l *config.Listener) (NoChainLog, error)
-	// Extensions holds the listener filters (listenerfilter.Filters) and the matching inputs
-	// a filter_chain_matcher may use (internal/matcher/network); nil refuses listeners with
-	// listener_filters or a filter_chain_matcher.
+	// Extensions holds the listener filters (listenerfilter.Filters), the network filters
+	// (ConnFilters, TerminalFilters) and the matching inputs a filter_chain_matcher may use
+	// (internal/matcher/network); nil refuses listeners with listener_filters, a
+	// filter_chain_matcher or a network filter that Handlers does not know.
 	Extensions *registry.Registry
+	// Dial reaches a cluster's hosts for the network filters that call a gRPC service
+	// (ChainContext.Dial); nil fails their calls.
+	Dial grpcclient.Dial
 }
 
 // NoChainLog logs a connection that no filter chain matched, on the connection's goroutine
@@ -476,15 +481,16 @@ func (m *Manager) buildChain(info *listenerInfo, l *config.Listener, path string
 	if len(fc.Filters) == 0 {
 		return c, nil
 	}
-	ctx := &ChainContext{Listener: l, Chain: fc, StatPrefix: info.stats.prefix, Stats: m.cfg.Stats, Logger: m.cfg.Logger}
+	ctx := &ChainContext{Listener: l, Chain: fc, StatPrefix: info.stats.prefix, Stats: m.cfg.Stats, Logger: m.cfg.Logger,
+		Now: m.cfg.Clock.Now, Dial: m.cfg.Dial}
 	last := len(fc.Filters) - 1
 	for i, f := range fc.Filters[:last] {
-		cf, ok := m.cfg.Handlers.lookupConn(f)
+		cf, ok := m.connFilter(f)
 		if !ok {
-			if _, terminal := m.cfg.Handlers.lookup(f); terminal {
+			if _, terminal := m.terminalFilter(f); terminal {
 				return c, fmt.Errorf("listener %q: %s.filters[%d]: %q is a terminal filter; it must be the last filter of its chain", info.name, path, i, f.Name)
 			}
-			return c, unknownFilter(info.name, path, i, f, m.cfg.Handlers)
+			return c, m.unknownFilter(info.name, path, i, f)
 		}
 		filter, err := cf(ctx, i)
 		if err != nil {
@@ -492,12 +498,12 @@ func (m *Manager) buildChain(info *listenerInfo, l *config.Listener, path string
 		}
 		c.filters = append(c.filters, filter)
 	}
-	factory, ok := m.cfg.Handlers.lookup(fc.Filters[last])
+	factory, ok := m.terminalFilter(fc.Filters[last])
 	if !ok {
-		if _, conn := m.cfg.Handlers.lookupConn(fc.Filters[last]); conn {
+		if _, conn := m.connFilter(fc.Filters[last]); conn {
 			return c, fmt.Errorf("listener %q: %s.filters[%d]: %q is not a terminal filter; the last filter of a chain must be one (tcp_proxy, http_connection_manager, echo, direct_response)", info.name, path, last, fc.Filters[last].Name)
 		}
-		return c, unknownFilter(info.name, path, last, fc.Filters[last], m.cfg.Handlers)
+		return c, m.unknownFilter(info.name, path, last, fc.Filters[last])
 	}
 	h, err := factory(ctx)
 	if err != nil {
@@ -507,9 +513,39 @@ func (m *Manager) buildChain(info *listenerInfo, l *config.Listener, path string
 	return c, nil
 }
 
-func unknownFilter(listener, path string, i int, f config.NetworkFilter, r *Registry) error {
+// connFilter finds the factory of a non-terminal network filter in the extension registry.
+func (m *Manager) connFilter(f config.NetworkFilter) (ConnFilterFactory, bool) {
+	cf, _, ok := registry.Lookup(m.cfg.Extensions, ConnFilters, f.Name, f.TypeURL())
+	return cf, ok
+}
+
+// terminalFilter finds the factory of a terminal network filter: among Handlers, then in the
+// extension registry.
+func (m *Manager) terminalFilter(f config.NetworkFilter) (HandlerFactory, bool) {
+	taken := func(u string) bool { return m.cfg.Extensions.Has(registry.NetworkFilter, u) }
+	if h, ok := m.cfg.Handlers.lookup(f, taken); ok {
+		return h, true
+	}
+	h, _, ok := registry.Lookup(m.cfg.Extensions, TerminalFilters, f.Name, f.TypeURL())
+	return h, ok
+}
+
+func (m *Manager) unknownFilter(listener, path string, i int, f config.NetworkFilter) error {
 	return fmt.Errorf("listener %q: %s.filters[%d]: name = %q, typed_config type %q: no such network filter; known filters: %v",
-		listener, path, i, f.Name, f.TypeURL(), r.Names())
+		listener, path, i, f.Name, f.TypeURL(), m.networkFilterNames())
+}
+
+// networkFilterNames lists the network filters a chain may name, sorted.
+func (m *Manager) networkFilterNames() []string {
+	names := m.cfg.Handlers.Names()
+	for e := range registry.All(m.cfg.Extensions, ConnFilters) {
+		names = append(names, e.Name)
+	}
+	for e := range registry.All(m.cfg.Extensions, TerminalFilters) {
+		names = append(names, e.Name)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // discard undoes a version that will not serve: closes the handlers of chains built for it

@@ -3,8 +3,11 @@ package listener
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/grpcclient"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/stats"
 )
@@ -48,27 +51,45 @@ type ChainContext struct {
 	Stats *stats.Store
 	// Logger is the listener manager's logger (may be nil).
 	Logger *logging.Logger
+	// Now is the listener manager's clock (token buckets); Dial reaches a cluster's hosts
+	// for the filters that call a gRPC service (ratelimit, ext_authz), nil when the server
+	// gave none.
+	Now  func() time.Time
+	Dial grpcclient.Dial
 }
 
 // HandlerFactory builds the handler of one filter chain. It is called on the goroutine that
 // adds or updates the listener; an error refuses the listener (listener_create_failure).
 type HandlerFactory func(ctx *ChainContext) (FilterChainHandler, error)
 
-// Registry maps network filter names and typed_config type URLs to handler factories. It is
-// filled while the server is assembled and read-only afterwards; lookups are then safe for
-// concurrent use. The zero value is not usable; call NewRegistry.
+// ConnFilters and TerminalFilters are the kinds of network filter extensions (Envoy's
+// envoy.filters.network.*): a filter package registers its factory with
+//
+//	registry.Add(b, listener.ConnFilters, Name, &pb.Config{}, factory)
+//
+// (TerminalFilters for a filter that serves the connection, echo or direct_response), and the
+// listener manager builds each filter of a chain through the frozen registry. They are two
+// facets of one category so that a chain naming a terminal filter before its end, or ending
+// with a non-terminal one, is told so rather than that the filter is unknown.
+var (
+	ConnFilters     = registry.Kind[ConnFilterFactory]{Category: registry.NetworkFilter, Facet: "conn"}
+	TerminalFilters = registry.Kind[HandlerFactory]{Category: registry.NetworkFilter, Facet: "terminal"}
+)
+
+// Registry maps terminal network filter names and typed_config type URLs to handler
+// factories whose dependencies only the server has (the HTTP connection manager's and the TCP
+// proxy's Deps, built after the extension registry is frozen). Every other network filter is
+// in the extension registry (ConnFilters, TerminalFilters). It is filled while the server is
+// assembled and read-only afterwards; lookups are then safe for concurrent use. The zero
+// value is not usable; call NewRegistry.
 type Registry struct {
 	byName map[string]HandlerFactory
 	byType map[string]HandlerFactory
-	// connByName and connByType are the non-terminal network filters (ConnFilterFactory).
-	connByName map[string]ConnFilterFactory
-	connByType map[string]ConnFilterFactory
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{byName: map[string]HandlerFactory{}, byType: map[string]HandlerFactory{},
-		connByName: map[string]ConnFilterFactory{}, connByType: map[string]ConnFilterFactory{}}
+	return &Registry{byName: map[string]HandlerFactory{}, byType: map[string]HandlerFactory{}}
 }
 
 // ConnFilter is a non-terminal network filter (connection_limit, local_ratelimit, rbac,
@@ -84,61 +105,17 @@ type ConnFilter interface {
 // ConnFilterFactory builds the ConnFilter of one filter of a chain: ctx.Chain.Filters[index].
 type ConnFilterFactory func(ctx *ChainContext, index int) (ConnFilter, error)
 
-// RegisterConnFilter adds a non-terminal network filter's factory under its name and type
-// URLs, as Register does for terminal filters. A name or type is registered once across
-// both kinds.
-func (r *Registry) RegisterConnFilter(name string, f ConnFilterFactory, typeURLs ...string) error {
-	if f == nil {
-		return fmt.Errorf("listener: network filter %q: nil factory", name)
-	}
-	if err := r.free(name, typeURLs); err != nil {
-		return err
-	}
-	r.connByName[name] = f
-	for _, u := range typeURLs {
-		r.connByType[u] = f
-	}
-	return nil
-}
-
-// free checks that name and typeURLs are registered to no filter of either kind.
+// free checks that name and typeURLs are not registered yet.
 func (r *Registry) free(name string, typeURLs []string) error {
-	_, dup1 := r.byName[name]
-	_, dup2 := r.connByName[name]
-	if dup1 || dup2 {
+	if _, dup := r.byName[name]; dup {
 		return fmt.Errorf("listener: network filter %q is already registered", name)
 	}
 	for _, u := range typeURLs {
-		_, dup1 := r.byType[u]
-		_, dup2 := r.connByType[u]
-		if dup1 || dup2 {
+		if _, dup := r.byType[u]; dup {
 			return fmt.Errorf("listener: network filter type %q is already registered", u)
 		}
 	}
 	return nil
-}
-
-func (r *Registry) lookupConn(f config.NetworkFilter) (ConnFilterFactory, bool) {
-	if r == nil {
-		return nil, false
-	}
-	return lookupIn(f, r.connByName, r.connByType, r.byType)
-}
-
-// lookupIn finds f's factory among byName and byType: by its type URL first, as Envoy finds
-// extensions, and by name only when the type is not one of the other kind's (otherTypes).
-func lookupIn[F any, G any](f config.NetworkFilter, byName, byType map[string]F, otherTypes map[string]G) (F, bool) {
-	if u := f.TypeURL(); u != "" {
-		if h, ok := byType[u]; ok {
-			return h, true
-		}
-		if _, ok := otherTypes[u]; ok {
-			var zero F
-			return zero, false
-		}
-	}
-	h, ok := byName[f.Name]
-	return h, ok
 }
 
 // Register adds f under the network filter name (for example
@@ -162,20 +139,32 @@ func (r *Registry) Register(name string, f HandlerFactory, typeURLs ...string) e
 
 // Names returns the registered filter names, sorted.
 func (r *Registry) Names() []string {
-	out := make([]string, 0, len(r.byName)+len(r.connByName))
-	for n := range r.byName {
-		out = append(out, n)
+	if r == nil {
+		return nil
 	}
-	for n := range r.connByName {
+	out := make([]string, 0, len(r.byName))
+	for n := range r.byName {
 		out = append(out, n)
 	}
 	sort.Strings(out)
 	return out
 }
 
-func (r *Registry) lookup(f config.NetworkFilter) (HandlerFactory, bool) {
+// lookup finds f's factory: by its type URL first, as Envoy finds extensions, and by name
+// only when the type is not one that the extension registry gives to another network filter
+// (taken).
+func (r *Registry) lookup(f config.NetworkFilter, taken func(typeURL string) bool) (HandlerFactory, bool) {
 	if r == nil {
 		return nil, false
 	}
-	return lookupIn(f, r.byName, r.byType, r.connByType)
+	if u := f.TypeURL(); u != "" {
+		if h, ok := r.byType[u]; ok {
+			return h, true
+		}
+		if taken(u) {
+			return nil, false
+		}
+	}
+	h, ok := r.byName[f.Name]
+	return h, ok
 }

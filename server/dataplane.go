@@ -3,11 +3,9 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
-	"time"
 
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/accesslog/als"
@@ -21,14 +19,6 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
 	"github.com/legateproxy/legate/listener"
-	"github.com/legateproxy/legate/listener/filters/connlimit"
-	"github.com/legateproxy/legate/listener/filters/directresponse"
-	"github.com/legateproxy/legate/listener/filters/echo"
-	netextauthz "github.com/legateproxy/legate/listener/filters/extauthz"
-	"github.com/legateproxy/legate/listener/filters/localratelimit"
-	netratelimit "github.com/legateproxy/legate/listener/filters/ratelimit"
-	"github.com/legateproxy/legate/listener/filters/rbac"
-	"github.com/legateproxy/legate/listener/filters/snicluster"
 	"github.com/legateproxy/legate/options"
 	"github.com/legateproxy/legate/overload"
 	"github.com/legateproxy/legate/pool"
@@ -78,22 +68,6 @@ func (s *Server) buildHTTPFilters() error {
 	admin.WatchTap(s.reg, s.data.taps)
 	s.data.httpFilters = r
 	return nil
-}
-
-// registerNetworkFilters registers the network filters other than the connection manager
-// and the TCP proxy: echo, direct_response, connection_limit, local_ratelimit, sni_cluster,
-// rbac, and ratelimit and ext_authz, which reach their services' clusters with pools.
-func registerNetworkFilters(r *listener.Registry, now func() time.Time, pools *pool.Registry) error {
-	return errors.Join(
-		echo.Register(r),
-		directresponse.Register(r),
-		connlimit.Register(r),
-		localratelimit.Register(r, now),
-		snicluster.Register(r),
-		rbac.Register(r),
-		netratelimit.Register(r, pools.Dial),
-		netextauthz.Register(r, pools.Dial),
-	)
 }
 
 // hostTLS returns the client TLS context of h's transport socket: the host's metadata chose
@@ -227,9 +201,6 @@ func (s *Server) buildDataPlane() error {
 	}); err != nil {
 		return err
 	}
-	if err := registerNetworkFilters(handlers, s.clock.Now, dp.pools); err != nil {
-		return err
-	}
 	strategy := listener.DrainGradual
 	if s.opts.DrainStrategy == options.DrainImmediate {
 		strategy = listener.DrainImmediate
@@ -255,6 +226,7 @@ func (s *Server) buildDataPlane() error {
 			Runtime:  s.runtimeUint64,
 		}),
 		Extensions: s.ext,
+		Dial:       dp.pools.Dial, // ratelimit's and ext_authz's services
 	}); err != nil {
 		return err
 	}

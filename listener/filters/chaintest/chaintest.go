@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/grpcclient"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/stats"
 )
@@ -24,20 +26,23 @@ import (
 // Wait bounds how long a test waits for what should happen at once.
 const Wait = 10 * time.Second
 
-// Serve runs the listener. register adds the filters under test to the listener registry;
-// filters is the YAML of the chain's filters before the terminal one (flow-style list items
+// Serve runs the listener. register adds the filters under test to the extension registry;
+// dial is the listener manager's Dial (the filters' gRPC services); filters is the YAML of the chain's filters before the terminal one (flow-style list items
 // followed by a comma). It returns the listener's address and the stats store, or the error
 // of adding the listener (a filter refusing its configuration).
-func Serve(t testing.TB, register func(*listener.Registry) error, filters string) (string, *stats.Store, error) {
+func Serve(t testing.TB, register func(*registry.Builder), dial grpcclient.Dial, filters string) (string, *stats.Store, error) {
 	t.Helper()
 	st, err := stats.New(stats.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := listener.NewRegistry()
-	if err := register(r); err != nil {
+	b := registry.NewBuilder()
+	register(b)
+	ext, err := b.Build()
+	if err != nil {
 		t.Fatal(err)
 	}
+	r := listener.NewRegistry()
 	r.Register("test.in", func(*listener.ChainContext) (listener.FilterChainHandler, error) {
 		return listener.HandlerFunc(func(c *listener.Conn) { io.WriteString(c, "in\n"); c.Close() }), nil
 	})
@@ -56,7 +61,7 @@ func Serve(t testing.TB, register func(*listener.Registry) error, filters string
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := listener.NewManager(listener.ManagerConfig{Stats: st, Handlers: r})
+	m, err := listener.NewManager(listener.ManagerConfig{Stats: st, Handlers: r, Extensions: ext, Dial: dial})
 	if err != nil {
 		t.Fatal(err)
 	}

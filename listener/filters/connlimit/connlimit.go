@@ -24,14 +24,6 @@ import (
 // Name is the filter's Envoy name.
 const Name = "envoy.filters.network.connection_limit"
 
-// TypeURL is its typed_config type.
-var TypeURL = "type.googleapis.com/" + string((&clv3.ConnectionLimit{}).ProtoReflect().Descriptor().FullName())
-
-// Register adds the filter to r.
-func Register(r *listener.Registry) error {
-	return r.RegisterConnFilter(Name, build, TypeURL)
-}
-
 func build(ctx *listener.ChainContext, i int) (listener.ConnFilter, error) {
 	pb := &clv3.ConnectionLimit{}
 	if tc := ctx.Chain.Filters[i].TypedConfig; tc != nil {

@@ -18,14 +18,6 @@ import (
 // Name is the filter's Envoy name.
 const Name = "envoy.filters.network.direct_response"
 
-// TypeURL is its typed_config type.
-var TypeURL = "type.googleapis.com/" + string((&drv3.Config{}).ProtoReflect().Descriptor().FullName())
-
-// Register adds the filter to r.
-func Register(r *listener.Registry) error {
-	return r.Register(Name, build, TypeURL)
-}
-
 func build(ctx *listener.ChainContext) (listener.FilterChainHandler, error) {
 	f := ctx.Chain.Filters[len(ctx.Chain.Filters)-1]
 	pb := &drv3.Config{}

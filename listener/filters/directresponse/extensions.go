@@ -4,10 +4,10 @@ import (
 	drv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/direct_response/v3"
 
 	"github.com/legateproxy/legate/internal/registry"
+	"github.com/legateproxy/legate/listener"
 )
 
-// Declare declares the filter in the extension registry; the server builds it from the
-// listener registry (Register) until network filters have a registry.Kind.
-func Declare(b *registry.Builder) {
-	b.Declare(registry.NetworkFilter, Name, &drv3.Config{})
+// Register registers the filter's factory with the extension registry.
+func Register(b *registry.Builder) {
+	registry.Add(b, listener.TerminalFilters, Name, &drv3.Config{}, build)
 }

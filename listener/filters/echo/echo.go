@@ -6,23 +6,11 @@ package echo
 import (
 	"io"
 
-	echov3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/echo/v3"
-
 	"github.com/legateproxy/legate/listener"
 )
 
 // Name is the filter's Envoy name.
 const Name = "envoy.filters.network.echo"
-
-// TypeURL is its typed_config type.
-var TypeURL = "type.googleapis.com/" + string((&echov3.Echo{}).ProtoReflect().Descriptor().FullName())
-
-// Register adds the filter to r.
-func Register(r *listener.Registry) error {
-	return r.Register(Name, func(*listener.ChainContext) (listener.FilterChainHandler, error) {
-		return listener.HandlerFunc(serve), nil
-	}, TypeURL)
-}
 
 // serve echoes c until its client closes, then closes it.
 func serve(c *listener.Conn) {

@@ -4,10 +4,12 @@ import (
 	echov3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/echo/v3"
 
 	"github.com/legateproxy/legate/internal/registry"
+	"github.com/legateproxy/legate/listener"
 )
 
-// Declare declares the filter in the extension registry; the server builds it from the
-// listener registry (Register) until network filters have a registry.Kind.
-func Declare(b *registry.Builder) {
-	b.Declare(registry.NetworkFilter, Name, &echov3.Echo{})
+// Register registers the filter's factory with the extension registry.
+func Register(b *registry.Builder) {
+	registry.Add(b, listener.TerminalFilters, Name, &echov3.Echo{}, func(*listener.ChainContext) (listener.FilterChainHandler, error) {
+		return listener.HandlerFunc(serve), nil
+	})
 }

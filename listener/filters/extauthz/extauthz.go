@@ -50,24 +50,15 @@ import (
 // Name is the filter's Envoy name.
 const Name = "envoy.filters.network.ext_authz"
 
-// TypeURL is its typed_config type.
-var TypeURL = "type.googleapis.com/" + string((&netextauthzv3.ExtAuthz{}).ProtoReflect().Descriptor().FullName())
-
 // defaultTimeout is Envoy's check timeout when grpc_service sets none.
 const defaultTimeout = 200 * time.Millisecond
 
-// Declare declares the filter in the extension registry; the server builds it from the
-// listener registry (Register) until network filters have a registry.Kind.
-func Declare(b *registry.Builder) {
-	b.Declare(registry.NetworkFilter, Name, &netextauthzv3.ExtAuthz{})
-}
-
-// Register adds the filter to r. dial reaches the service's cluster (nil: every check fails,
-// and failure_mode_allow decides).
-func Register(r *listener.Registry, dial grpcclient.Dial) error {
-	return r.RegisterConnFilter(Name, func(ctx *listener.ChainContext, i int) (listener.ConnFilter, error) {
-		return build(ctx, i, dial)
-	}, TypeURL)
+// Register registers the filter's factory with the extension registry. The chain's Dial
+// reaches the service's cluster (nil: every call fails, and the failure mode decides).
+func Register(b *registry.Builder) {
+	registry.Add(b, listener.ConnFilters, Name, &netextauthzv3.ExtAuthz{}, func(ctx *listener.ChainContext, i int) (listener.ConnFilter, error) {
+		return build(ctx, i, ctx.Dial)
+	})
 }
 
 // filterStats are ext_authz.<stat_prefix>.*.

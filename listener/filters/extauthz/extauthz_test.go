@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/legateproxy/legate/internal/nettest"
-	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/listener/filters/chaintest"
 	"github.com/legateproxy/legate/stats"
 )
@@ -64,7 +63,7 @@ func startAuth(t testing.TB) (*authServer, func(context.Context, string) (net.Co
 }
 
 func serve(t testing.TB, dial func(context.Context, string) (net.Conn, error), fields string) (string, *stats.Store, error) {
-	return chaintest.Serve(t, func(r *listener.Registry) error { return Register(r, dial) }, fmt.Sprintf(
+	return chaintest.Serve(t, Register, dial, fmt.Sprintf(
 		`{name: envoy.filters.network.ext_authz, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.ext_authz.v3.ExtAuthz, stat_prefix: tcp_authz, %s}},`, fields))
 }
 

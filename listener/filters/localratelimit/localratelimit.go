@@ -19,26 +19,12 @@ import (
 
 	lrlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/local_ratelimit/v3"
 
-	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/stats"
 )
 
 // Name is the filter's Envoy name.
 const Name = "envoy.filters.network.local_ratelimit"
-
-// TypeURL is its typed_config type.
-var TypeURL = "type.googleapis.com/" + string((&lrlv3.LocalRateLimit{}).ProtoReflect().Descriptor().FullName())
-
-// Register adds the filter to r. now is the clock of the token buckets (nil: the system clock).
-func Register(r *listener.Registry, now func() time.Time) error {
-	if now == nil {
-		now = clock.Real().Now
-	}
-	return r.RegisterConnFilter(Name, func(ctx *listener.ChainContext, i int) (listener.ConnFilter, error) {
-		return build(ctx, i, now)
-	}, TypeURL)
-}
 
 func build(ctx *listener.ChainContext, i int, now func() time.Time) (listener.ConnFilter, error) {
 	pb := &lrlv3.LocalRateLimit{}

@@ -41,21 +41,12 @@ import (
 // Name is the filter's Envoy name.
 const Name = "envoy.filters.network.ratelimit"
 
-// TypeURL is its typed_config type.
-var TypeURL = "type.googleapis.com/" + string((&netrlv3.RateLimit{}).ProtoReflect().Descriptor().FullName())
-
-// Declare declares the filter in the extension registry; the server builds it from the
-// listener registry (Register) until network filters have a registry.Kind.
-func Declare(b *registry.Builder) {
-	b.Declare(registry.NetworkFilter, Name, &netrlv3.RateLimit{})
-}
-
-// Register adds the filter to r. dial reaches the rate limit service's cluster (nil: every
-// call fails, and failure_mode_deny decides).
-func Register(r *listener.Registry, dial grpcclient.Dial) error {
-	return r.RegisterConnFilter(Name, func(ctx *listener.ChainContext, i int) (listener.ConnFilter, error) {
-		return build(ctx, i, dial)
-	}, TypeURL)
+// Register registers the filter's factory with the extension registry. The chain's Dial
+// reaches the service's cluster (nil: every call fails, and the failure mode decides).
+func Register(b *registry.Builder) {
+	registry.Add(b, listener.ConnFilters, Name, &netrlv3.RateLimit{}, func(ctx *listener.ChainContext, i int) (listener.ConnFilter, error) {
+		return build(ctx, i, ctx.Dial)
+	})
 }
 
 // filterStats are ratelimit.<stat_prefix>.*.

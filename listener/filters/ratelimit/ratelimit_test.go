@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/legateproxy/legate/internal/nettest"
-	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/listener/filters/chaintest"
 	"github.com/legateproxy/legate/stats"
 )
@@ -58,7 +57,7 @@ func startRLS(t testing.TB) (*rlServer, func(context.Context, string) (net.Conn,
 
 func serve(t *testing.T, dial func(context.Context, string) (net.Conn, error), fields string) (string, *stats.Store, error) {
 	t.Helper()
-	return chaintest.Serve(t, func(r *listener.Registry) error { return Register(r, dial) }, fmt.Sprintf(
+	return chaintest.Serve(t, Register, dial, fmt.Sprintf(
 		`{name: envoy.filters.network.ratelimit, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.ratelimit.v3.RateLimit,
   stat_prefix: tcp_rl, domain: tcp, rate_limit_service: {grpc_service: {envoy_grpc: {cluster_name: rls}}, transport_api_version: V3}, %s}},`, fields))
 }
@@ -122,7 +121,7 @@ func TestConfigErrors(t *testing.T) {
 			t.Errorf("%s: %v; want an error containing %q", tc.fields, err, tc.want)
 		}
 	}
-	_, _, err := chaintest.Serve(t, func(r *listener.Registry) error { return Register(r, dial) },
+	_, _, err := chaintest.Serve(t, Register, dial,
 		`{name: envoy.filters.network.ratelimit, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.ratelimit.v3.RateLimit,
   stat_prefix: s, domain: tcp, descriptors: [{entries: [{key: k, value: v}]}], rate_limit_service: {grpc_service: {google_grpc: {target_uri: x, stat_prefix: s}}}}},`)
 	if err == nil || !strings.Contains(err.Error(), "google_grpc is not implemented by Legate") {
@@ -133,7 +132,7 @@ func TestConfigErrors(t *testing.T) {
 // BenchmarkConnection measures one connection through the filter with an OK call.
 func BenchmarkConnection(b *testing.B) {
 	_, dial := startRLS(b)
-	addr, _, err := chaintest.Serve(b, func(r *listener.Registry) error { return Register(r, dial) },
+	addr, _, err := chaintest.Serve(b, Register, dial,
 		`{name: envoy.filters.network.ratelimit, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.ratelimit.v3.RateLimit,
   stat_prefix: s, domain: tcp, timeout: 5s, descriptors: [{entries: [{key: k, value: v}]}], rate_limit_service: {grpc_service: {envoy_grpc: {cluster_name: rls}}}}},`)
 	if err != nil {

@@ -4,10 +4,10 @@ import (
 	netrbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
 
 	"github.com/legateproxy/legate/internal/registry"
+	"github.com/legateproxy/legate/listener"
 )
 
-// Declare declares the filter in the extension registry; the server builds it from the
-// listener registry (Register) until network filters have a registry.Kind.
-func Declare(b *registry.Builder) {
-	b.Declare(registry.NetworkFilter, Name, &netrbacv3.RBAC{})
+// Register registers the filter's factory with the extension registry.
+func Register(b *registry.Builder) {
+	registry.Add(b, listener.ConnFilters, Name, &netrbacv3.RBAC{}, build)
 }

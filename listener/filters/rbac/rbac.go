@@ -32,14 +32,6 @@ import (
 // Name is the filter's Envoy name.
 const Name = "envoy.filters.network.rbac"
 
-// TypeURL is its typed_config type.
-var TypeURL = "type.googleapis.com/" + string((&netrbacv3.RBAC{}).ProtoReflect().Descriptor().FullName())
-
-// Register adds the filter to r.
-func Register(r *listener.Registry) error {
-	return r.RegisterConnFilter(Name, build, TypeURL)
-}
-
 func build(ctx *listener.ChainContext, i int) (listener.ConnFilter, error) {
 	pb := &netrbacv3.RBAC{}
 	if tc := ctx.Chain.Filters[i].TypedConfig; tc != nil {

@@ -13,7 +13,7 @@ import (
 // terminal filter that writes "in" and closes.
 func serve(t *testing.T, rules string) (string, *stats.Store, error) {
 	t.Helper()
-	return chaintest.Serve(t, Register, fmt.Sprintf(
+	return chaintest.Serve(t, Register, nil, fmt.Sprintf(
 		`{name: envoy.filters.network.rbac, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.rbac.v3.RBAC, stat_prefix: net, %s}},`, rules))
 }
 

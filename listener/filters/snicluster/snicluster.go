@@ -6,23 +6,11 @@
 package snicluster
 
 import (
-	sniv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/sni_cluster/v3"
-
 	"github.com/legateproxy/legate/listener"
 )
 
 // Name is the filter's Envoy name.
 const Name = "envoy.filters.network.sni_cluster"
-
-// TypeURL is its typed_config type.
-var TypeURL = "type.googleapis.com/" + string((&sniv3.SniCluster{}).ProtoReflect().Descriptor().FullName())
-
-// Register adds the filter to r.
-func Register(r *listener.Registry) error {
-	return r.RegisterConnFilter(Name, func(*listener.ChainContext, int) (listener.ConnFilter, error) {
-		return filter{}, nil
-	}, TypeURL)
-}
 
 type filter struct{}
 
