@@ -300,7 +300,7 @@ func (h *cdsHandler) applyLocked(u watch.Response) error {
 	d := h.d
 	start := d.clock.Now()
 	var errs []string
-	seen := make(map[string]bool, len(u.Resources))
+	names := watch.NewNaming("cluster", &u)
 	var eds []*Cluster
 	ignored := map[string]int{}
 	defer watch.LogIgnored(d.log, "CDS", "cluster", ignored)
@@ -311,24 +311,11 @@ func (h *cdsHandler) applyLocked(u watch.Response) error {
 				ignored[f]++
 			}
 		}
-		name := ""
-		switch {
-		case rc != nil:
-			name = rc.Name
-		case u.Names != nil:
-			name = u.Names[i]
-		default:
-			name = ClusterName(a)
+		decoded := ""
+		if rc != nil {
+			decoded = rc.Name
 		}
-		if err == nil && u.Names != nil && u.Names[i] != name {
-			err = fmt.Errorf("cluster %q: resource name %q differs from the cluster's name", name, u.Names[i])
-		}
-		if err == nil && seen[name] {
-			err = fmt.Errorf("cluster %q: listed more than once in the response; cluster names must be unique", name)
-		}
-		if name != "" {
-			seen[name] = true
-		}
+		name, err := names.Name(i, decoded, ClusterName, err)
 		if err == nil && rc.EDS != nil {
 			err = h.checkEDSSource(rc)
 		}
@@ -359,12 +346,12 @@ func (h *cdsHandler) applyLocked(u watch.Response) error {
 	var removed []string
 	if u.Full {
 		for name := range h.clusters {
-			if !seen[name] {
+			if !names.Seen(name) {
 				removed = append(removed, name)
 			}
 		}
 		for name := range h.failures {
-			if !seen[name] {
+			if !names.Seen(name) {
 				delete(h.failures, name)
 			}
 		}

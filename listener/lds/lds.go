@@ -261,7 +261,7 @@ func (h *LDS) Failed(watch.Stream) {
 func (h *LDS) applyLocked(u watch.Response) error {
 	start := h.clock.Now()
 	var errs []string
-	seen := make(map[string]bool, len(u.Resources))
+	names := watch.NewNaming("listener", &u)
 	ignored := map[string]int{}
 	defer watch.LogIgnored(h.log, "LDS", "listener", ignored)
 	for i, a := range u.Resources {
@@ -271,22 +271,11 @@ func (h *LDS) applyLocked(u watch.Response) error {
 				ignored[f]++
 			}
 		}
-		name := ""
-		switch {
-		case rl != nil:
-			name = rl.Name
-		case u.Names != nil:
-			name = u.Names[i]
-		default:
-			name = resource.ListenerName(a)
+		decoded := ""
+		if rl != nil {
+			decoded = rl.Name
 		}
-		if err == nil && u.Names != nil && u.Names[i] != name {
-			err = fmt.Errorf("listener %q: resource name %q differs from the listener's name", name, u.Names[i])
-		}
-		if err == nil && seen[name] {
-			err = fmt.Errorf("listener %q: listed more than once in the response; listener names must be unique", name)
-		}
-		seen[name] = true
+		name, err := names.Name(i, decoded, resource.ListenerName, err)
 		if err == nil {
 			err = h.offerLocked(rl, u.Version, start)
 		}
@@ -301,12 +290,12 @@ func (h *LDS) applyLocked(u watch.Response) error {
 	if u.Full {
 		removed = nil
 		for name := range h.listeners {
-			if !seen[name] {
+			if !names.Seen(name) {
 				removed = append(removed, name)
 			}
 		}
 		for name := range h.failures {
-			if !seen[name] {
+			if !names.Seen(name) {
 				delete(h.failures, name)
 			}
 		}

@@ -1,6 +1,8 @@
 package watch
 
 import (
+	"fmt"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -51,3 +53,46 @@ type Streams interface {
 	// HasADS reports whether the bootstrap configures an ADS stream (ads_config).
 	HasADS() bool
 }
+
+// Naming names the resources of one response, for an owner that decodes them one by one, and
+// makes the checks every type applied whole shares: the name a delta response gives a
+// resource is the resource's own, and no name comes twice in a response.
+type Naming struct {
+	kind string // "cluster", "listener": the word errors start with
+	u    *Response
+	seen map[string]bool
+}
+
+// NewNaming returns the Naming of u's resources, which are of kind.
+func NewNaming(kind string, u *Response) *Naming {
+	return &Naming{kind: kind, u: u, seen: make(map[string]bool, len(u.Resources))}
+}
+
+// Name returns the name of u's i-th resource: decoded, its own name ("" when it did not
+// decode), else the name the delta response gave it, else fallback's reading of the raw
+// resource. The error is err, the decode's, when set; else a name differing from the
+// response's, or one the response listed before.
+func (n *Naming) Name(i int, decoded string, fallback func(*anypb.Any) string, err error) (string, error) {
+	name := decoded
+	switch {
+	case name != "":
+	case n.u.Names != nil:
+		name = n.u.Names[i]
+	default:
+		name = fallback(n.u.Resources[i])
+	}
+	if err == nil && n.u.Names != nil && n.u.Names[i] != name {
+		err = fmt.Errorf("%s %q: resource name %q differs from the %s's name", n.kind, name, n.u.Names[i], n.kind)
+	}
+	if err == nil && n.seen[name] {
+		err = fmt.Errorf("%s %q: listed more than once in the response; %s names must be unique", n.kind, name, n.kind)
+	}
+	if name != "" {
+		n.seen[name] = true
+	}
+	return name, err
+}
+
+// Seen reports whether the response listed a resource of that name, for a state-of-the-world
+// response's removals.
+func (n *Naming) Seen(name string) bool { return n.seen[name] }
