@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -33,7 +34,7 @@ func TestDNSResolverFamilies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			addrs, ttl, err := r.Resolve(context.Background(), tt.host, tt.family, []string{s.Addr})
+			addrs, ttl, err := r.Resolve(context.Background(), tt.host, tt.family, &config.DNSResolution{Servers: []string{s.Addr}})
 			if err != nil {
 				t.Fatalf("Resolve() error = %v", err)
 			}
@@ -49,7 +50,7 @@ func TestDNSResolverFamilies(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := r.Resolve(context.Background(), "v4.test", config.V6Only, []string{s.Addr}); err == nil {
+	if _, _, err := r.Resolve(context.Background(), "v4.test", config.V6Only, &config.DNSResolution{Servers: []string{s.Addr}}); err == nil {
 		t.Errorf("Resolve(v6 only, no AAAA) = nil error; want an error")
 	}
 }
@@ -165,4 +166,121 @@ load_assignment:
 func portOf(addr string) string {
 	ap := netip.MustParseAddrPort(addr)
 	return ap.String()[len(ap.Addr().String())+1:]
+}
+
+// TestDNSResolverTCP: use_tcp_for_dns_lookups asks a name server that listens on TCP only,
+// both a configured one and the system resolver's; over UDP nothing answers.
+func TestDNSResolverTCP(t *testing.T) {
+	s := nettest.StartDNSTCP(t)
+	s.Set("tcp.test.", "tcp.test. 30 IN A 10.0.0.1")
+	r := &DNSResolver{Timeout: 2 * time.Second, System: systemAt(s.Addr)}
+	for _, tc := range []struct {
+		name string
+		res  config.DNSResolution
+	}{
+		{"servers", config.DNSResolution{Servers: []string{s.Addr}, TCP: true}},
+		{"system", config.DNSResolution{TCP: true, NoSearchDomain: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addrs, _, err := r.Resolve(context.Background(), "tcp.test", config.V4Only, &tc.res)
+			if err != nil || len(addrs) != 1 || addrs[0].String() != "10.0.0.1" {
+				t.Fatalf("Resolve() = %v, %v; want [10.0.0.1]", addrs, err)
+			}
+			tc.res.TCP = false
+			if addrs, _, err := r.Resolve(context.Background(), "tcp.test", config.V4Only, &tc.res); err == nil {
+				t.Errorf("Resolve() over UDP = %v; want an error (the server listens on TCP only)", addrs)
+			}
+		})
+	}
+}
+
+// systemAt is a Go resolver whose name servers are addr, whatever resolv.conf says.
+func systemAt(addr string) *net.Resolver {
+	var d net.Dialer
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, network, addr)
+	}}
+}
+
+// TestDNSResolverNoSearchDomain: with no_default_search_domain the system resolver asks the
+// name as it is and nothing else.
+func TestDNSResolverNoSearchDomain(t *testing.T) {
+	s := nettest.StartDNS(t)
+	s.Set("plain.", "plain. 30 IN A 10.0.0.4")
+	r := &DNSResolver{System: systemAt(s.Addr)}
+	addrs, _, err := r.Resolve(context.Background(), "plain", config.V4Only, &config.DNSResolution{NoSearchDomain: true})
+	if err != nil || len(addrs) != 1 || addrs[0].String() != "10.0.0.4" {
+		t.Fatalf("Resolve() = %v, %v; want [10.0.0.4]", addrs, err)
+	}
+	if diff := cmp.Diff([]string{"plain"}, s.Names()); diff != "" {
+		t.Errorf("names asked (-want +got):\n%s", diff)
+	}
+}
+
+// TestDNSResolverRetries: getaddrinfo's num_retries makes a lookup that failed temporarily
+// (SERVFAIL) again that many times; a name that does not exist is not asked again.
+func TestDNSResolverRetries(t *testing.T) {
+	s := nettest.StartDNS(t)
+	s.SetFail(true)
+	r := &DNSResolver{System: systemAt(s.Addr)}
+	resolve := func(name string, retries uint32) int {
+		res := &config.DNSResolution{NoSearchDomain: true, Retries: retries}
+		if _, _, err := r.Resolve(context.Background(), name, config.V4Only, res); err == nil {
+			t.Fatalf("Resolve(%s) = nil error; want SERVFAIL", name)
+		}
+		return s.Queries(name)
+	}
+	// Go's resolver asks each resolv.conf server resolv.conf's attempts times per lookup.
+	once := resolve("once.test", 0)
+	if once == 0 {
+		t.Fatal("no query reached the server")
+	}
+	if got := resolve("thrice.test", 2); got != 3*once {
+		t.Errorf("queries with num_retries 2 = %d; want %d (3 lookups of %d)", got, 3*once, once)
+	}
+	s.SetFail(false)
+	s.NXDomain("gone.test.")
+	if got := resolve("gone.test", 2); got != 1 {
+		t.Errorf("queries for a name that does not exist with num_retries 2 = %d; want 1", got)
+	}
+}
+
+// TestStrictDNSResolverConfig: a STRICT_DNS cluster's dns_resolution_config and
+// typed_dns_resolver_config choose its name servers and TCP, as Envoy's do.
+func TestStrictDNSResolverConfig(t *testing.T) {
+	s := nettest.StartDNSTCP(t)
+	s.Set("tcp.test.", "tcp.test. 30 IN A 10.0.0.5")
+	port := portOf(s.Addr)
+	for _, tc := range []struct{ name, resolver string }{
+		{"dns_resolution_config", `dns_resolution_config: {resolvers: [{socket_address: {address: 127.0.0.1, port_value: ` + port + `}}],
+  dns_resolver_options: {use_tcp_for_dns_lookups: true}}`},
+		{"typed_dns_resolver_config", `typed_dns_resolver_config: {name: envoy.network.dns_resolver.cares, typed_config: {
+  "@type": type.googleapis.com/envoy.extensions.network.dns_resolver.cares.v3.CaresDnsResolverConfig,
+  resolvers: [{socket_address: {address: 127.0.0.1, port_value: ` + port + `}}], dns_resolver_options: {use_tcp_for_dns_lookups: true}}}`},
+		{"use_tcp_for_dns_lookups", `use_tcp_for_dns_lookups: true
+dns_resolvers: [{socket_address: {address: 127.0.0.1, port_value: ` + port + `}}]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			cfg := parseCluster(t, `
+name: dns
+type: STRICT_DNS
+dns_lookup_family: V4_ONLY
+common_lb_config: {update_merge_window: 0s}
+`+tc.resolver+`
+load_assignment:
+  endpoints:
+  - lb_endpoints:
+    - endpoint: {address: {socket_address: {address: tcp.test, port_value: 80}}}
+`)
+			if err := e.m.AddStatic([]*config.Cluster{cfg}); err != nil {
+				t.Fatal(err)
+			}
+			runManager(t, e)
+			e.clock.waitTimer(t)
+			if diff := cmp.Diff([]string{"p0 10.0.0.5:80 healthy w1"}, addresses(e.m.Get("dns").Snapshot().PrioritySet)); diff != "" {
+				t.Errorf("hosts (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

@@ -235,7 +235,7 @@ func (c *DNSCache) run(ctx context.Context, h *dnsHost) {
 func (c *DNSCache) resolve(ctx context.Context, h *dnsHost) time.Duration {
 	c.st.DNSQueryAttempt.Inc()
 	qctx, cancel := context.WithTimeout(ctx, c.cfg.QueryTimeout)
-	addrs, ttl, err := c.m.resolver.Resolve(qctx, h.name, c.cfg.LookupFamily, c.cfg.Resolvers)
+	addrs, ttl, err := c.m.resolver.Resolve(qctx, h.name, c.cfg.LookupFamily, &c.cfg.Resolution)
 	timedOut := qctx.Err() == context.DeadlineExceeded
 	cancel()
 	if err != nil {

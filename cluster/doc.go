@@ -6,11 +6,18 @@
 // dns_cache_config's name, dns_lookup_family, dns_refresh_rate, dns_min_refresh_rate,
 // dns_failure_refresh_rate.base_interval, disable_dns_refresh_on_failure, host_ttl,
 // max_hosts, dns_cache_circuit_breaker.max_pending_requests, dns_query_timeout,
-// preresolve_hostnames and typed_dns_resolver_config (c-ares resolvers, getaddrinfo; config
-// refuses the rest, and the cluster's sub_clusters_config, allow_coalesced_connections and
-// allow_insecure_cluster_options), with Envoy's dns_cache.<name>.* stats), their active health
+// preresolve_hostnames and the resolver fields (config.DNSResolution), with Envoy's
+// dns_cache.<name>.* stats; config refuses the rest), their active health
 // checking (health.go) and outlier detection (outlier.go), and the immutable snapshots the data
 // plane reads.
+//
+// Name resolution (dns.go): STRICT_DNS and LOGICAL_DNS clusters and DNS caches resolve as
+// their config.DNSResolution says, one conversion for both of Envoy's typed_dns_resolver_config
+// (c-ares: resolvers, dns_resolver_options; getaddrinfo: num_retries), dns_resolution_config,
+// use_tcp_for_dns_lookups and a cluster's dns_resolvers: the servers listed are asked with
+// github.com/miekg/dns (over TCP with use_tcp_for_dns_lookups), no servers means Go's resolver
+// on resolv.conf (over TCP likewise; no_default_search_domain asks the name rooted, without
+// search domains); a lookup that failed temporarily is made again num_retries times.
 //
 // Wiring (the server owns it):
 //

@@ -13,10 +13,9 @@ import (
 // with respect_dns_ttl, or dns_failure_refresh_rate after a failure). A failed target keeps the
 // hosts of its last good resolution. The first round warms the cluster even when it fails.
 func (c *Cluster) runDNS(ctx context.Context) {
-	servers := resolverAddrs(c.cfg.DNSResolvers)
 	var last [][]netip.Addr
 	for ctx.Err() == nil {
-		next := c.resolveRound(ctx, servers, &last)
+		next := c.resolveRound(ctx, &last)
 		if !c.m.sleep(ctx, next) {
 			return
 		}
@@ -54,7 +53,7 @@ func (c *Cluster) dnsTargets() []dnsTarget {
 
 // resolveRound resolves every target once, publishes the result and returns the delay until the
 // next round.
-func (c *Cluster) resolveRound(ctx context.Context, servers []string, last *[][]netip.Addr) time.Duration {
+func (c *Cluster) resolveRound(ctx context.Context, last *[][]netip.Addr) time.Duration {
 	targets := c.dnsTargets()
 	if len(*last) != len(targets) {
 		*last = make([][]netip.Addr, len(targets))
@@ -64,7 +63,7 @@ func (c *Cluster) resolveRound(ctx context.Context, servers []string, last *[][]
 	failed := false
 	var ttl time.Duration
 	for i, t := range targets {
-		addrs, recTTL, err := c.m.resolver.Resolve(ctx, t.e.Address.Host, c.cfg.DNSLookupFamily, servers)
+		addrs, recTTL, err := c.m.resolver.Resolve(ctx, t.e.Address.Host, c.cfg.DNSLookupFamily, &c.cfg.DNSResolution)
 		if err != nil {
 			if ctx.Err() != nil {
 				return c.cfg.DNSRefreshRate

@@ -161,7 +161,9 @@ type Cluster struct {
 	DNSFailureRefreshRate time.Duration // 0: use DNSRefreshRate
 	RespectDNSTTL         bool
 	DNSLookupFamily       DNSLookupFamily
-	DNSResolvers          []Address
+	// DNSResolution is typed_dns_resolver_config, dns_resolution_config,
+	// use_tcp_for_dns_lookups and dns_resolvers, merged as Envoy merges them.
+	DNSResolution DNSResolution
 
 	// CleanupInterval is cleanup_interval (ORIGINAL_DST only).
 	CleanupInterval time.Duration

@@ -109,9 +109,11 @@ func (b *clusterBuilder) build(c *clusterv3.Cluster, lim Limits) *Cluster {
 	if out.DNSLookupFamily > All {
 		b.fail("dns_lookup_family = %d; not a DnsLookupFamily", c.GetDnsLookupFamily())
 	}
-	for i, a := range c.GetDnsResolvers() {
-		out.DNSResolvers = append(out.DNSResolvers, b.address(fmt.Sprintf("dns_resolvers[%d]", i), a))
+	res, err := DNSResolutionFromProto("", c.GetTypedDnsResolverConfig(), c.GetDnsResolutionConfig(), c.GetUseTcpForDnsLookups(), c.GetDnsResolvers())
+	if err != nil {
+		b.failWrap("", err)
 	}
+	out.DNSResolution = res
 	b.discovery(c, out)
 	b.lbPolicy(c, out)
 	b.commonLb(c.GetCommonLbConfig(), out)

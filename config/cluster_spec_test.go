@@ -147,8 +147,8 @@ load_assignment:
 	if got, want := c.RingHash, (RingHashLbConfig{64, 128, MurmurHash2}); got != want {
 		t.Errorf("RingHash = %+v; want %+v", got, want)
 	}
-	if c.DNSLookupFamily != V4Only || c.DNSRefreshRate != 2*time.Second || !c.RespectDNSTTL || len(c.DNSResolvers) != 1 {
-		t.Errorf("DNS settings = %v %v %v %v; want V4_ONLY 2s true [127.0.0.1:53]", c.DNSLookupFamily, c.DNSRefreshRate, c.RespectDNSTTL, c.DNSResolvers)
+	if c.DNSLookupFamily != V4Only || c.DNSRefreshRate != 2*time.Second || !c.RespectDNSTTL || len(c.DNSResolution.Servers) != 1 {
+		t.Errorf("DNS settings = %v %v %v %v; want V4_ONLY 2s true [127.0.0.1:53]", c.DNSLookupFamily, c.DNSRefreshRate, c.RespectDNSTTL, c.DNSResolution.Servers)
 	}
 	wantLA := LoadAssignment{
 		OverprovisioningFactor: 140, HasLocalityWeights: true,

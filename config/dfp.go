@@ -10,8 +10,6 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	dfpclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dynamic_forward_proxy/v3"
 	commondfpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/dynamic_forward_proxy/v3"
-	caresv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/network/dns_resolver/cares/v3"
-	getaddrinfov3 "github.com/envoyproxy/go-control-plane/envoy/extensions/network/dns_resolver/getaddrinfo/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -58,9 +56,9 @@ type DNSCacheConfig struct {
 	MaxHosts, MaxPendingRequests uint32
 	// QueryTimeout is dns_query_timeout.
 	QueryTimeout time.Duration
-	// Resolvers are the name servers ("ip:port") of a c-ares typed_dns_resolver_config; nil
-	// uses the system's resolver (getaddrinfo, or no resolver configured).
-	Resolvers []string
+	// Resolution is typed_dns_resolver_config, dns_resolution_config and
+	// use_tcp_for_dns_lookups, merged as Envoy merges them.
+	Resolution DNSResolution
 	// Preresolve are preresolve_hostnames as cache keys ("host:port"), resolved when the
 	// cache is made.
 	Preresolve []string
@@ -117,10 +115,6 @@ func DNSCacheFromProto(path string, pb *commondfpv3.DnsCacheConfig) (DNSCacheCon
 		return DNSCacheConfig{}, fmt.Errorf("%s.key_value_config: not implemented by Legate", path)
 	case pb.GetResolvedAddressFilter() != nil:
 		return DNSCacheConfig{}, fmt.Errorf("%s.resolved_address_filter: not implemented by Legate", path)
-	case pb.GetUseTcpForDnsLookups():
-		return DNSCacheConfig{}, fmt.Errorf("%s.use_tcp_for_dns_lookups: not implemented by Legate", path)
-	case pb.GetDnsResolutionConfig() != nil:
-		return DNSCacheConfig{}, fmt.Errorf("%s.dns_resolution_config: not implemented by Legate (use typed_dns_resolver_config)", path)
 	case pb.GetDnsLookupFamily() > clusterv3.Cluster_ALL:
 		return DNSCacheConfig{}, fmt.Errorf("%s.dns_lookup_family = %d; not a DnsLookupFamily", path, pb.GetDnsLookupFamily())
 	}
@@ -136,13 +130,11 @@ func DNSCacheFromProto(path string, pb *commondfpv3.DnsCacheConfig) (DNSCacheCon
 		DisableRefreshOnFailure: pb.GetDisableDnsRefreshOnFailure(),
 	}
 	out.FailureRefreshRate = durationOr(pb.GetDnsFailureRefreshRate().GetBaseInterval(), out.RefreshRate)
-	if r := pb.GetTypedDnsResolverConfig(); r != nil {
-		servers, err := dnsResolver(path+".typed_dns_resolver_config", r.GetTypedConfig())
-		if err != nil {
-			return DNSCacheConfig{}, err
-		}
-		out.Resolvers = servers
+	res, err := DNSResolutionFromProto(path, pb.GetTypedDnsResolverConfig(), pb.GetDnsResolutionConfig(), pb.GetUseTcpForDnsLookups(), nil)
+	if err != nil {
+		return DNSCacheConfig{}, err
 	}
+	out.Resolution = res
 	for i, sa := range pb.GetPreresolveHostnames() {
 		at := fmt.Sprintf("%s.preresolve_hostnames[%d]", path, i)
 		if sa.GetPortValue() == 0 {
@@ -159,43 +151,4 @@ func HostKey(host string, port uint32) string {
 		return "[" + host + "]:" + strconv.FormatUint(uint64(port), 10)
 	}
 	return host + ":" + strconv.FormatUint(uint64(port), 10)
-}
-
-// dnsResolver maps a typed_dns_resolver_config onto Legate's resolver: c-ares's resolvers
-// become the name servers asked; getaddrinfo is the system's resolver.
-func dnsResolver(path string, cfg *anypb.Any) ([]string, error) {
-	switch cfg.GetTypeUrl() {
-	case "type.googleapis.com/envoy.extensions.network.dns_resolver.getaddrinfo.v3.GetAddrInfoDnsResolverConfig":
-		var pb getaddrinfov3.GetAddrInfoDnsResolverConfig
-		if err := cfg.UnmarshalTo(&pb); err != nil {
-			return nil, fmt.Errorf("%s.typed_config: %w", path, err)
-		}
-		if pb.GetNumRetries() != nil {
-			return nil, fmt.Errorf("%s.typed_config.num_retries: not implemented by Legate", path)
-		}
-		return nil, nil
-	case "type.googleapis.com/envoy.extensions.network.dns_resolver.cares.v3.CaresDnsResolverConfig":
-		var pb caresv3.CaresDnsResolverConfig
-		if err := cfg.UnmarshalTo(&pb); err != nil {
-			return nil, fmt.Errorf("%s.typed_config: %w", path, err)
-		}
-		if pb.GetUseResolversAsFallback() || pb.GetFilterUnroutableFamilies() || pb.GetDnsResolverOptions() != nil ||
-			pb.GetUdpMaxQueries() != nil || pb.GetQueryTimeoutSeconds() != nil || pb.GetQueryTries() != nil ||
-			pb.GetRotateNameservers() || pb.GetEdns0MaxPayloadSize() != nil || pb.GetMaxUdpChannelDuration() != nil {
-			return nil, fmt.Errorf("%s.typed_config: only resolvers is implemented by Legate", path)
-		}
-		var servers []string
-		for i, a := range pb.GetResolvers() {
-			addr, err := AddressFromProto(a)
-			if err != nil || addr.Kind != SocketAddress || !isIP(addr.Host) {
-				return nil, fmt.Errorf("%s.typed_config.resolvers[%d]: must be an IP socket address", path, i)
-			}
-			if addr.Port == 0 {
-				addr.Port = 53
-			}
-			servers = append(servers, addr.String())
-		}
-		return servers, nil
-	}
-	return nil, fmt.Errorf("%s.typed_config: type %q; Legate's DNS resolver takes %s or %s", path, cfg.GetTypeUrl(), CaresResolver, GetAddrInfoResolver)
 }

@@ -37,7 +37,7 @@ func TestDynamicForwardProxyCluster(t *testing.T) {
     resolvers: [{socket_address: {address: 127.0.0.1, port_value: 5353}}, {socket_address: {address: 127.0.0.2}}]}}}`,
 			DNSCacheConfig{Name: "c", LookupFamily: V4Only, RefreshRate: 10 * time.Second, MinRefreshRate: 2 * time.Second,
 				FailureRefreshRate: 3 * time.Second, DisableRefreshOnFailure: true, HostTTL: 30 * time.Second, MaxHosts: 7,
-				MaxPendingRequests: 3, QueryTimeout: time.Second, Resolvers: []string{"127.0.0.1:5353", "127.0.0.2:53"},
+				MaxPendingRequests: 3, QueryTimeout: time.Second, Resolution: DNSResolution{Servers: []string{"127.0.0.1:5353", "127.0.0.2:53"}},
 				Preresolve: []string{"Example.test:443", "[::1]:80"}}},
 		{"getaddrinfo", `{name: c, typed_dns_resolver_config: {name: envoy.network.dns_resolver.getaddrinfo, typed_config: {
     "@type": type.googleapis.com/envoy.extensions.network.dns_resolver.getaddrinfo.v3.GetAddrInfoDnsResolverConfig}}}`, defaults},
@@ -63,10 +63,10 @@ func TestDynamicForwardProxyClusterRefused(t *testing.T) {
 		{"coalesced", "dns_cache_config: {name: c}\n    allow_coalesced_connections: true", "allow_coalesced_connections: not implemented by Legate"},
 		{"insecure", "dns_cache_config: {name: c}\n    allow_insecure_cluster_options: true", "allow_insecure_cluster_options: not implemented by Legate"},
 		{"key value store", "dns_cache_config: {name: c, key_value_config: {config: {name: x, typed_config: {\"@type\": type.googleapis.com/google.protobuf.Struct, value: {}}}}}", "dns_cache_config.key_value_config: not implemented by Legate"},
-		{"tcp", "dns_cache_config: {name: c, use_tcp_for_dns_lookups: true}", "use_tcp_for_dns_lookups: not implemented by Legate"},
-		{"resolution config", "dns_cache_config: {name: c, dns_resolution_config: {resolvers: [{socket_address: {address: 127.0.0.1, port_value: 53}}]}}", "dns_resolution_config: not implemented by Legate"},
+		{"resolution config without resolvers", "dns_cache_config: {name: c, dns_resolution_config: {}}", "invalid DnsResolutionConfig.Resolvers: value must contain at least 1 item(s)"},
+		{"resolver by name", "dns_cache_config: {name: c, dns_resolution_config: {resolvers: [{socket_address: {address: dns.test, port_value: 53}}]}}", "dns_cache_config.dns_resolution_config.resolvers[0]: must be an IP socket address"},
 		{"cares option", `dns_cache_config: {name: c, typed_dns_resolver_config: {name: r, typed_config: {"@type": type.googleapis.com/envoy.extensions.network.dns_resolver.cares.v3.CaresDnsResolverConfig, use_resolvers_as_fallback: true}}}`,
-			"typed_dns_resolver_config.typed_config: only resolvers is implemented by Legate"},
+			"typed_dns_resolver_config.typed_config: only resolvers and dns_resolver_options are implemented by Legate"},
 		{"other resolver", `dns_cache_config: {name: c, typed_dns_resolver_config: {name: r, typed_config: {"@type": type.googleapis.com/google.protobuf.Struct, value: {}}}}`,
 			`typed_dns_resolver_config.typed_config: type "type.googleapis.com/google.protobuf.Struct"`},
 		{"preresolve without port", "dns_cache_config: {name: c, preresolve_hostnames: [{address: a.test}]}", "PreresolveHostnames[0]: embedded message failed validation"},
@@ -85,4 +85,54 @@ func TestDynamicForwardProxyClusterRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDNSResolution: the resolver fields of a DNS cache and of a cluster merge as Envoy's do:
+// typed_dns_resolver_config wins over dns_resolution_config, which wins over
+// use_tcp_for_dns_lookups and a cluster's dns_resolvers.
+func TestDNSResolution(t *testing.T) {
+	const (
+		cares      = `typed_dns_resolver_config: {name: envoy.network.dns_resolver.cares, typed_config: {"@type": type.googleapis.com/envoy.extensions.network.dns_resolver.cares.v3.CaresDnsResolverConfig, resolvers: [{socket_address: {address: 127.0.0.3, port_value: 5300}}], dns_resolver_options: {no_default_search_domain: true}}}`
+		gai        = `typed_dns_resolver_config: {name: envoy.network.dns_resolver.getaddrinfo, typed_config: {"@type": type.googleapis.com/envoy.extensions.network.dns_resolver.getaddrinfo.v3.GetAddrInfoDnsResolverConfig, num_retries: 4, num_resolver_threads: 2}}`
+		resolution = `dns_resolution_config: {resolvers: [{socket_address: {address: "::1", port_value: 0}}], dns_resolver_options: {use_tcp_for_dns_lookups: true, no_default_search_domain: true}}`
+	)
+	tests := []struct {
+		name, fields string
+		want         DNSResolution
+	}{
+		{"none", "", DNSResolution{}},
+		{"use_tcp_for_dns_lookups", "use_tcp_for_dns_lookups: true", DNSResolution{TCP: true}},
+		{"dns_resolution_config", resolution, DNSResolution{Servers: []string{"[::1]:53"}, TCP: true, NoSearchDomain: true}},
+		{"resolution config over use_tcp", resolution + "\nuse_tcp_for_dns_lookups: false", DNSResolution{Servers: []string{"[::1]:53"}, TCP: true, NoSearchDomain: true}},
+		{"cares", cares, DNSResolution{Servers: []string{"127.0.0.3:5300"}, NoSearchDomain: true}},
+		{"typed over the rest", cares + "\n" + resolution + "\nuse_tcp_for_dns_lookups: true", DNSResolution{Servers: []string{"127.0.0.3:5300"}, NoSearchDomain: true}},
+		{"getaddrinfo", gai, DNSResolution{Retries: 4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cache := mustCluster(t, dfpCluster("dns_cache_config: {name: c, "+flowYAML(tt.fields)+"}"))
+			if diff := cmp.Diff(tt.want, cache.CustomType.Settings.(*DynamicForwardProxyConfig).DNSCache.Resolution); diff != "" {
+				t.Errorf("DNS cache Resolution (-want +got):\n%s", diff)
+			}
+			c := mustCluster(t, "name: dns\ntype: STRICT_DNS\n"+tt.fields+"\nload_assignment: {endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: a.test, port_value: 80}}}}]}]}")
+			if diff := cmp.Diff(tt.want, c.DNSResolution); diff != "" {
+				t.Errorf("cluster DNSResolution (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// A cluster's legacy dns_resolvers go with use_tcp_for_dns_lookups, and only without the
+	// newer fields.
+	c := mustCluster(t, "name: dns\ntype: STRICT_DNS\nuse_tcp_for_dns_lookups: true\ndns_resolvers: [{socket_address: {address: 127.0.0.9}}]\nload_assignment: {endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: a.test, port_value: 80}}}}]}]}")
+	if diff := cmp.Diff(DNSResolution{Servers: []string{"127.0.0.9:53"}, TCP: true}, c.DNSResolution); diff != "" {
+		t.Errorf("legacy DNSResolution (-want +got):\n%s", diff)
+	}
+	c = mustCluster(t, "name: dns\ntype: STRICT_DNS\n"+cares+"\ndns_resolvers: [{socket_address: {address: 127.0.0.9}}]\nload_assignment: {endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: a.test, port_value: 80}}}}]}]}")
+	if got := c.DNSResolution.Servers; len(got) != 1 || got[0] != "127.0.0.3:5300" {
+		t.Errorf("Servers with typed_dns_resolver_config and dns_resolvers = %v; want [127.0.0.3:5300]", got)
+	}
+}
+
+// flowYAML puts block YAML fields on one line of a flow mapping.
+func flowYAML(fields string) string {
+	return strings.ReplaceAll(fields, "\n", ", ")
 }

@@ -60,15 +60,12 @@
 //	| Cluster                                          | stats_matcher                                    | ignored  | which cluster stats are kept |
 //	| Cluster                                          | per_connection_buffer_high_watermark_timeout     | ignored  | backpressure timeout; flow control still applies |
 //	| Cluster                                          | dns_jitter                                       | ignored  | refresh timing only |
-//	| Cluster                                          | use_tcp_for_dns_lookups                          | ignored  | DNS transport only |
 //	| Cluster                                          | wait_for_warm_on_init                            | ignored  | start-up sequencing; the cluster always warms first |
 //	| Cluster                                          | lrs_server                                       | ignored  | load reports to the management server |
 //	| Cluster                                          | lrs_report_endpoint_metrics                      | ignored  | as lrs_server |
 //	| Cluster                                          | track_timeout_budgets                            | ignored  | extra stats only |
 //	| Cluster                                          | track_cluster_stats                              | ignored  | extra stats only |
 //	| Cluster                                          | preconnect_policy                                | ignored  | connections open on demand; same requests reach the same hosts |
-//	| Cluster                                          | dns_resolution_config                            | refused  | would change which DNS servers resolve the hosts |
-//	| Cluster                                          | typed_dns_resolver_config                        | refused  | as dns_resolution_config |
 //	| Cluster                                          | filters                                          | refused  | upstream network filters |
 //	| Cluster                                          | upstream_config                                  | refused  | replaces the upstream connection pool |
 //	| Cluster                                          | connection_pool_per_downstream_connection        | refused  | connection isolation between clients |

@@ -44,8 +44,6 @@ var refusedCases = []struct{ name, yaml, path string }{
 	{"cluster http_protocol_options.use_balsa_parser", webCluster("http_protocol_options: {use_balsa_parser: {value: true}}"), "static_resources.clusters[0].http_protocol_options.use_balsa_parser"},
 	{"cluster http_protocol_options.allow_custom_methods", webCluster("http_protocol_options: {allow_custom_methods: true}"), "static_resources.clusters[0].http_protocol_options.allow_custom_methods"},
 	{"cluster http_protocol_options.ignore_http_11_upgrade", webCluster("http_protocol_options: {ignore_http_11_upgrade: [{exact: h2c}]}"), "static_resources.clusters[0].http_protocol_options.ignore_http_11_upgrade"},
-	{"cluster dns_resolution_config", webCluster("dns_resolution_config: {}"), "static_resources.clusters[0].dns_resolution_config"},
-	{"cluster typed_dns_resolver_config", webCluster("typed_dns_resolver_config: {name: r}"), "static_resources.clusters[0].typed_dns_resolver_config"},
 	{"cluster filters", webCluster("filters: [{name: f}]"), "static_resources.clusters[0].filters"},
 	{"cluster upstream_config", webCluster("upstream_config: {name: u}"), "static_resources.clusters[0].upstream_config"},
 	{"cluster connection_pool_per_downstream_connection", webCluster("connection_pool_per_downstream_connection: true"), "static_resources.clusters[0].connection_pool_per_downstream_connection"},

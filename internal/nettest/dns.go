@@ -9,7 +9,8 @@ import (
 	"github.com/miekg/dns"
 )
 
-// DNSServer is a real DNS server on 127.0.0.1 (UDP) answering from a table the test sets.
+// DNSServer is a real DNS server on 127.0.0.1 (UDP, or TCP only with StartDNSTCP) answering
+// from a table the test sets.
 // Names it has no records for get an empty answer, or NXDOMAIN when listed by NXDomain.
 type DNSServer struct {
 	// Addr is the server's "127.0.0.1:port".
@@ -30,12 +31,28 @@ func StartDNS(t testing.TB) *DNSServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &DNSServer{Addr: pc.LocalAddr().String(), records: map[string][]dns.RR{}, nx: map[string]bool{}, queries: map[string]int{}}
+	return serveDNS(t, pc.LocalAddr().String(), &dns.Server{PacketConn: pc})
+}
+
+// StartDNSTCP starts a DNS server that listens on TCP only, so that an answer proves the
+// query went over TCP; the test's cleanup stops it.
+func StartDNSTCP(t testing.TB) *DNSServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveDNS(t, ln.Addr().String(), &dns.Server{Listener: ln})
+}
+
+// serveDNS runs srv, answering from a new table, until the test's cleanup.
+func serveDNS(t testing.TB, addr string, srv *dns.Server) *DNSServer {
+	s := &DNSServer{Addr: addr, records: map[string][]dns.RR{}, nx: map[string]bool{}, queries: map[string]int{}, srv: srv}
 	started := make(chan struct{})
-	s.srv = &dns.Server{PacketConn: pc, Handler: s, NotifyStartedFunc: func() { close(started) }}
-	go s.srv.ActivateAndServe()
+	srv.Handler, srv.NotifyStartedFunc = s, func() { close(started) }
+	go srv.ActivateAndServe()
 	<-started
-	t.Cleanup(func() { s.srv.Shutdown() })
+	t.Cleanup(func() { srv.Shutdown() })
 	return s
 }
 
@@ -70,6 +87,17 @@ func (s *DNSServer) Queries(name string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.queries[name]
+}
+
+// Names returns the names asked (without the final dot), each once, in no order.
+func (s *DNSServer) Names() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for n := range s.queries {
+		out = append(out, n)
+	}
+	return out
 }
 
 // ServeDNS answers one query from the table.

@@ -36,20 +36,23 @@ func hostEcho(t *testing.T) string {
 	return port
 }
 
-// cacheConfig is the dns_cache_config the cluster and the filter share: names resolved by
-// the test's DNS server.
-func cacheConfig(dns *nettest.DNSServer) string {
+// caresResolver is a typed_dns_resolver_config asking the test's DNS server.
+func caresResolver(dns *nettest.DNSServer) string {
 	_, port, _ := net.SplitHostPort(dns.Addr)
-	return fmt.Sprintf(`{name: egress, dns_lookup_family: V4_ONLY, dns_query_timeout: 2s,
-  typed_dns_resolver_config: {name: envoy.network.dns_resolver.cares, typed_config: {
+	return fmt.Sprintf(`typed_dns_resolver_config: {name: envoy.network.dns_resolver.cares, typed_config: {
     "@type": type.googleapis.com/envoy.extensions.network.dns_resolver.cares.v3.CaresDnsResolverConfig,
-    resolvers: [{socket_address: {address: 127.0.0.1, port_value: %s}}]}}}`, port)
+    resolvers: [{socket_address: {address: 127.0.0.1, port_value: %s}}]}}`, port)
 }
 
-// startProxy runs a proxy whose routes all go to the dynamic forward proxy cluster web;
-// routeExtra adds fields to the /other route.
+// startProxy runs a proxy whose routes all go to the dynamic forward proxy cluster web, its
+// names resolved by the test's DNS server; routeExtra adds fields to the /other route.
 func startProxy(t *testing.T, dns *nettest.DNSServer, routeExtra string) *filtertest.Proxy {
-	cache := cacheConfig(dns)
+	return startProxyResolving(t, caresResolver(dns), routeExtra)
+}
+
+// startProxyResolving is startProxy with the DNS cache's resolver fields.
+func startProxyResolving(t *testing.T, resolver, routeExtra string) *filtertest.Proxy {
+	cache := "{name: egress, dns_lookup_family: V4_ONLY, dns_query_timeout: 2s,\n  " + resolver + "}"
 	return filtertest.Start(t, filtertest.Options{
 		Clusters: []string{`name: web
 connect_timeout: 2s
@@ -92,6 +95,40 @@ func TestForwardsToResolvedHost(t *testing.T) {
 		if got := p.Stat(name); got != want {
 			t.Errorf("%s = %d; want %d", name, got, want)
 		}
+	}
+}
+
+// TestTCPLookups: dns_resolution_config's and c-ares's use_tcp_for_dns_lookups make the
+// cache ask a name server that listens on TCP only, and the request reaches the host.
+func TestTCPLookups(t *testing.T) {
+	dns := nettest.StartDNSTCP(t)
+	dns.Set("tcp.test.", "tcp.test. 300 IN A 127.0.0.1")
+	port := hostEcho(t)
+	_, dnsPort, _ := net.SplitHostPort(dns.Addr)
+	for _, tc := range []struct{ name, resolver string }{
+		{"dns_resolution_config", `dns_resolution_config: {resolvers: [{socket_address: {address: 127.0.0.1, port_value: ` + dnsPort + `}}],
+    dns_resolver_options: {use_tcp_for_dns_lookups: true, no_default_search_domain: true}}`},
+		{"cares options", `typed_dns_resolver_config: {name: envoy.network.dns_resolver.cares, typed_config: {
+    "@type": type.googleapis.com/envoy.extensions.network.dns_resolver.cares.v3.CaresDnsResolverConfig,
+    resolvers: [{socket_address: {address: 127.0.0.1, port_value: ` + dnsPort + `}}], dns_resolver_options: {use_tcp_for_dns_lookups: true}}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := dns.Queries("tcp.test")
+			p := startProxyResolving(t, tc.resolver, "")
+			resp, body := p.Get(p.Client(), "/x", "host", "tcp.test:"+port)
+			if resp.StatusCode != 200 || body != "host=tcp.test:"+port {
+				t.Fatalf("response = %d %q; want 200 host=tcp.test:%s", resp.StatusCode, body, port)
+			}
+			if n := dns.Queries("tcp.test") - before; n != 1 {
+				t.Errorf("TCP queries for tcp.test = %d; want 1", n)
+			}
+		})
+	}
+	// Without use_tcp_for_dns_lookups the cache asks over UDP, where nothing answers.
+	p := startProxyResolving(t, `dns_resolution_config: {resolvers: [{socket_address: {address: 127.0.0.1, port_value: `+dnsPort+`}}]}`, "")
+	resp, body := p.Get(p.Client(), "/x", "host", "tcp.test:"+port)
+	if resp.StatusCode != http.StatusServiceUnavailable || body != "DNS resolution failure" {
+		t.Fatalf("UDP response = %d %q; want 503 DNS resolution failure", resp.StatusCode, body)
 	}
 }
 
@@ -166,7 +203,7 @@ func TestRefusedFields(t *testing.T) {
 		{"{dns_cache_config: {name: c}, save_upstream_address: true}", "save_upstream_address: not implemented by Legate"},
 		{"{dns_cache_config: {name: c}, allow_dynamic_host_from_filter_state: true}", "allow_dynamic_host_from_filter_state: not implemented by Legate"},
 		{"{sub_cluster_config: {}}", "sub_cluster_config: not implemented by Legate"},
-		{"{dns_cache_config: {name: c, use_tcp_for_dns_lookups: true}}", "dns_cache_config.use_tcp_for_dns_lookups: not implemented by Legate"},
+		{"{dns_cache_config: {name: c, resolved_address_filter: {ranges: [{address_prefix: 10.0.0.0, prefix_len: 8}]}}}", "dns_cache_config.resolved_address_filter: not implemented by Legate"},
 	} {
 		var pb dfpv3.FilterConfig
 		filtertest.FromYAML(t, tc.yaml, &pb)

@@ -16,7 +16,7 @@
 // pass untouched.
 //
 // Implemented: dns_cache_config (every field Legate's DNS cache implements, see
-// config.DNSCacheFromProto), per-route host_rewrite_literal and host_rewrite_header.
+// config.DNSCacheFromProto, including the resolver fields), per-route host_rewrite_literal and host_rewrite_header.
 // Refused with "not implemented by Legate": save_upstream_address (Legate keeps no filter
 // state), allow_dynamic_host_from_filter_state, sub_cluster_config.
 //
