@@ -210,8 +210,8 @@
 // Fields refused by the code that converts them rather than by this table: listener
 // udp_listener_config, api_listener, internal_listener,
 // listener filters other than the TLS inspector, the original destination filter, the PROXY
-// protocol filter, the HTTP inspector and the original source filter (refused on listeners
-// with HTTP connection manager chains, listener/originalsrc), config_discovery, filter_disabled
+// protocol filter, the HTTP inspector and the original source filter (refused where the
+// process may not set IP_TRANSPARENT, listener/originalsrc), config_discovery, filter_disabled
 // (ListenerFromProto); the PROXY protocol filter's own fields (listener/proxyprotocol); the load_balancing_policy fields listed in
 // lbpolicy_proto.go; the HTTP connection manager's and the TCP proxy's own lists.
 //

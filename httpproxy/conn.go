@@ -497,7 +497,7 @@ func (h *Handler) serveH2(lc *listener.Conn, nc net.Conn, pre []byte, start time
 	remote := lc.RemoteAddr().String()
 	_, isTLS := nc.(*tls.Conn)
 	ch := &h2conn{h: h, wire: wire, drain: lc.DrainClose, remote: remote, remoteIP: hostOnly(remote), local: lc.LocalAddr().String(), restored: lc.LocalAddressRestored(), tls: isTLS, tlsInfo: info}
-	ch.connID = lc.ID()
+	ch.lc = lc
 	ch.direct = directRemote(lc, remote)
 	srv, opts := h.http2, &http2.ServeConnOpts{Handler: ch, BaseConfig: h.h2base}
 	if h.cfg.MaxConnectionDuration > 0 || h.scalesH2Idle() {
@@ -542,7 +542,7 @@ type h2conn struct {
 	restored bool // see serverConn.restored
 	tls      bool
 	tlsInfo  *accesslog.TLSInfo // see serverConn.tlsInfo
-	connID   uint64             // the listener connection's id (%CONNECTION_ID%)
+	lc       *listener.Conn     // the downstream connection
 	// life tracks the streams for the idle timeout reduce_timeouts scales; nil without it.
 	life *h2Lifetime
 }

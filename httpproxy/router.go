@@ -192,6 +192,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	s.up.HTTP2 = s.h2w != nil
 	s.up.Scheme = s.req.Scheme
 	s.up.Trailer, s.up.Downstream, s.up.InterruptBody = nil, nil, nil
+	s.up.Origin = s.conn
 	if s.body != nil {
 		s.up.InterruptBody = s.interruptBody
 	}

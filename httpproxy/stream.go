@@ -21,6 +21,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/internal/http1"
 	"github.com/legateproxy/legate/lb"
+	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/pool"
 )
 
@@ -84,6 +85,9 @@ type stream struct {
 	tls      bool
 	connID   uint64 // the listener connection's id (%CONNECTION_ID%)
 	drain    drainer
+	// conn is the downstream connection, which the upstream request names (pool.Request's
+	// Origin) for original_src's binding and pool key.
+	conn *listener.Conn
 
 	req           route.Request
 	hdr           http.Header // HTTP/1 request header storage
@@ -276,7 +280,7 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 	s.sc = sc
 	s.remote, s.remoteIP, s.local, s.tls = sc.remote, sc.remoteIP, sc.local, sc.tls
 	s.restored, s.direct = sc.restored, sc.direct
-	s.connID = sc.lc.ID()
+	s.connID, s.conn = sc.lc.ID(), sc.lc
 	s.drain = sc
 	s.arena = append(s.arena, head...)
 	clear(s.hdr)
@@ -357,7 +361,7 @@ func (s *stream) serveH2(c *h2conn, w http.ResponseWriter, r *http.Request) {
 	s.ctx.setup(h.sh.deps.Now, r.Context())
 	s.remote, s.remoteIP, s.local, s.tls = c.remote, c.remoteIP, c.local, c.tls
 	s.restored, s.direct = c.restored, c.direct
-	s.connID = c.connID
+	s.connID, s.conn = c.lc.ID(), c.lc
 	s.drain = c
 	s.proto = "HTTP/2"
 	s.head = r.Method == http.MethodHead

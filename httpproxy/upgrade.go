@@ -165,7 +165,7 @@ func (s *stream) forwardUpgrade(mgr *pool.Manager, m *route.Match) {
 	case mgr.AutoHTTP():
 		alpn = []string{"http/1.1"} // auto_config: an HTTP/1.1 upgrade needs an HTTP/1.1 connection
 	}
-	up, err := mgr.ConnectUpgrade(&s.ctx, hst, prio, alpn, s.req.Authority, s.req.Header.Get)
+	up, err := mgr.ConnectUpgrade(&s.ctx, hst, prio, alpn, s.req.Authority, s.req.Header.Get, s.conn)
 	if err != nil {
 		kind := classify(err, &s.ctx)
 		reportFailure(c, hst, kind, err)

@@ -149,11 +149,12 @@ func (m *Manager) dial(ctx context.Context, address string) (net.Conn, error) {
 
 // connect dials h with connect_timeout, the bind address and keep-alive settings, and runs the
 // TLS handshake when the TLS hook gives a configuration. alpn overrides the configuration's
-// NextProtos when set. Every attempt is counted (upstream_cx_total, cx_total); failures count
+// NextProtos when set. src, when not nil, is the downstream's source the connection binds to
+// instead (original_src). Every attempt is counted (upstream_cx_total, cx_total); failures count
 // upstream_cx_connect_fail (and _timeout) and the host's cx_connect_fail. The caller holds a
 // max_connections unit, which the returned connection owns from now on. A request whose context
 // has ended dials nothing.
-func (hp *hostPool) connect(ctx context.Context, alpn []string, cx *breaker.Resource) (*upConn, error) {
+func (hp *hostPool) connect(ctx context.Context, alpn []string, cx *breaker.Resource, src *sockopt.Source) (*upConn, error) {
 	if err := ctx.Err(); err != nil { // the request is gone: no connection for it
 		cx.Release()
 		return nil, err
@@ -170,7 +171,7 @@ func (hp *hostPool) connect(ctx context.Context, alpn []string, cx *breaker.Reso
 	if len(w.Passthrough) > 0 {
 		dctx = listener.WithPassthroughMetadata(dctx, m.passthrough(hp.host, w.Passthrough))
 	}
-	dctx = sockopt.WithSource(dctx, sockopt.SourceFrom(ctx))
+	dctx = sockopt.WithSource(dctx, src)
 	nc, err := m.dial(dctx, hp.host.Address())
 	if err == nil && w.ProxyProtocol != nil {
 		err = writeProxyHeader(dctx, nc, w.ProxyProtocol, proxyproto.DownstreamFrom(ctx))
@@ -212,13 +213,13 @@ func (hp *hostPool) connect(ctx context.Context, alpn []string, cx *breaker.Reso
 }
 
 // tlsConfig returns the TLS configuration of a new connection of the pool: its authority's
-// for a named pool, else the host's; nil for plain TCP.
+// for a pool keyed by name, else the host's; nil for plain TCP.
 func (hp *hostPool) tlsConfig() *tls.Config {
 	m := hp.m
 	switch {
-	case hp.name != "" && m.authorityTLS != nil:
-		return m.authorityTLS(hp.host, hp.name)
-	case hp.name == "" && m.tls != nil:
+	case hp.key.name != "" && m.authorityTLS != nil:
+		return m.authorityTLS(hp.host, hp.key.name)
+	case hp.key.name == "" && m.tls != nil:
 		return m.tls(hp.host)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/sockopt"
 )
 
 // Field is one request header line. Names are written as given; the codec itself decides
@@ -65,6 +66,11 @@ type Request struct {
 	// It may be the exchange's ctx itself, whose deadline is then set late (when the request
 	// body ends): an exchange it abandons past that deadline fails as a timeout.
 	Downstream context.Context
+	// Origin is the downstream connection the request came on; nil for a request of
+	// Legate's own. With the original_src listener filter, the request's upstream connection
+	// binds to its client's address, and the pool keeps such connections apart by that
+	// source, as Envoy hashes the socket options into its pool key.
+	Origin Origin
 	// InterruptBody, when set, ends a Body.Read that waits for the client. The pool calls it,
 	// from another goroutine, when an HTTP/1.1 upstream answers before the body was sent
 	// whole (so that the answer is not held until the client sends more), and when an HTTP/2
@@ -72,6 +78,13 @@ type Request struct {
 	// Response.Close returns). Body is not read after that. It may also come just after the
 	// body's last read.
 	InterruptBody func()
+}
+
+// Origin is what the pool reads of a request's downstream connection (a *listener.Conn).
+type Origin interface {
+	// UpstreamSource returns where the connection's upstream connections bind (the
+	// original_src listener filter's choice); nil for the cluster's own binding.
+	UpstreamSource() *sockopt.Source
 }
 
 func (r *Request) scheme() string {

@@ -95,10 +95,10 @@ type Manager struct {
 	tls          func(*host.Host) *tls.Config
 	authorityTLS func(*host.Host, string) *tls.Config
 	// byAuthority: upstream_http_protocol_options asks for each request's authority as the
-	// TLS name, so a host's connections are pooled per name (hostPool.named).
+	// TLS name, so a host's connections are pooled per name (hostPool.keyed).
 	byAuthority    bool
 	sniHeader      string // override_auto_sni_header, lower case; "" for none
-	namedLimit     int    // maxNamedPools (tests lower it)
+	keyedLimit     int    // maxKeyedPools (tests lower it)
 	tlsStats       func() *tlsutil.Stats
 	idleTimeout    time.Duration // 0: none
 	maxDuration    time.Duration // max_connection_duration; 0: none
@@ -144,7 +144,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		authorityTLS:   cfg.AuthorityTLS,
 		byAuthority:    cc.UpstreamHTTP.ByAuthority(),
 		sniHeader:      cc.UpstreamHTTP.OverrideAutoSNIHeader,
-		namedLimit:     maxNamedPools,
+		keyedLimit:     maxKeyedPools,
 		tlsStats:       cfg.TLSStats,
 		idleTimeout:    cc.HTTP.IdleTimeout,
 		maxDuration:    cc.HTTP.MaxConnectionDuration,
@@ -313,13 +313,11 @@ func (m *Manager) RoundTrip(ctx context.Context, h *host.Host, req *Request, res
 	if err != nil {
 		return err
 	}
-	if m.byAuthority {
-		if name := m.authority(req); name != "" {
-			hp = hp.named(name)
-			err = m.roundTrip(ctx, hp, req, resp)
-			hp.leave()
-			return err
-		}
+	if k := m.keyOf(req); k != (poolKey{}) {
+		hp = hp.keyed(k)
+		err = m.roundTrip(ctx, hp, req, resp)
+		hp.leave()
+		return err
 	}
 	return m.roundTrip(ctx, hp, req, resp)
 }
@@ -511,17 +509,17 @@ type hostPool struct {
 	h2dial   chan struct{} // closed when the HTTP/2 connection being established is ready
 	tcp      map[*TCPConn]struct{}
 	draining bool
-	// name is the authority host the pool's connections are opened for (auto_sni,
-	// auto_san_validation); "" in the host's own pool.
-	name string
-	// byName holds, in the host's own pool, its pools by authority host: at most
-	// maxNamedPools (nNamed, guarded by mu), read without a lock.
-	byName sync.Map // string -> *hostPool
-	nNamed int
-	// users counts the requests between finding a named pool and the end of their
+	// key is what the pool's connections are opened for (an authority's TLS name, a
+	// downstream's source address); zero in the host's own pool.
+	key poolKey
+	// byKey holds, in the host's own pool, its keyed pools: at most maxKeyedPools (nKeyed,
+	// guarded by mu), read without a lock.
+	byKey  sync.Map // poolKey -> *hostPool
+	nKeyed int
+	// users counts the requests between finding a keyed pool and the end of their
 	// RoundTrip (by then a connection they hold is in h1 or h2); evicted is set when the pool
-	// left its parent's named (enter and evict read each other's flag, so a request never
-	// uses a pool that evict dropped).
+	// left its parent's keyed pools (enter and evict read each other's flag, so a request
+	// never uses a pool that evict dropped).
 	users   atomic.Int32
 	evicted atomic.Bool
 	// alpn is what auto_config learned of the host: alpnUnknown until a connection
@@ -592,7 +590,7 @@ func (hp *hostPool) drain() {
 	for _, c := range h2 {
 		c.retire()
 	}
-	hp.eachNamed((*hostPool).drain)
+	hp.eachKeyed((*hostPool).drain)
 }
 
 // retire closes idle HTTP connections and marks busy ones and HTTP/2 connections not to be
@@ -617,7 +615,7 @@ func (hp *hostPool) retire() {
 	for _, c := range h2 {
 		c.retire()
 	}
-	hp.eachNamed((*hostPool).retire)
+	hp.eachKeyed((*hostPool).retire)
 }
 
 // closeAll closes every connection of the host at once (health failure).
@@ -653,5 +651,5 @@ func (hp *hostPool) closeAll() {
 	for _, c := range tcp {
 		c.shut(true)
 	}
-	hp.eachNamed((*hostPool).closeAll)
+	hp.eachKeyed((*hostPool).closeAll)
 }

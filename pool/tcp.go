@@ -5,6 +5,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/sockopt"
 )
 
 // TCPConn is a raw upstream connection for the TCP proxy (Envoy's TCP connection pool). It
@@ -34,13 +35,17 @@ func (m *Manager) ConnectALPN(ctx context.Context, h *host.Host, prio config.Pri
 }
 
 // ConnectUpgrade is ConnectALPN for the upstream connection of an upgraded request
-// (WebSocket, CONNECT) whose authority is given: with auto_sni or auto_san_validation it is
-// opened for that name (or for the value header returns for override_auto_sni_header), as
-// RoundTrip's connections are, and kept with that name's pool.
-func (m *Manager) ConnectUpgrade(ctx context.Context, h *host.Host, prio config.Priority, alpn []string, authority string, header func(name string) string) (*TCPConn, error) {
+// (WebSocket, CONNECT) whose authority is given, made for the downstream connection from (nil:
+// none): with auto_sni or auto_san_validation it is opened for that name (or for the value
+// header returns for override_auto_sni_header), as RoundTrip's connections are, and kept with
+// that name's pool; with original_src it binds to from's source.
+func (m *Manager) ConnectUpgrade(ctx context.Context, h *host.Host, prio config.Priority, alpn []string, authority string, header func(name string) string, from Origin) (*TCPConn, error) {
 	hp, err := m.pool(h)
 	if err != nil {
 		return nil, err
+	}
+	if from != nil {
+		ctx = sockopt.WithSource(ctx, from.UpstreamSource())
 	}
 	if !m.byAuthority {
 		return m.connectTCP(ctx, hp, prio, alpn)
@@ -53,7 +58,7 @@ func (m *Manager) ConnectUpgrade(ctx context.Context, h *host.Host, prio config.
 	if name == "" {
 		return m.connectTCP(ctx, hp, prio, alpn)
 	}
-	hp = hp.named(name)
+	hp = hp.keyed(poolKey{name: name})
 	defer hp.leave()
 	return m.connectTCP(ctx, hp, prio, alpn)
 }
@@ -69,7 +74,7 @@ func (m *Manager) connectTCP(ctx context.Context, hp *hostPool, prio config.Prio
 		m.st.UpstreamCxOverflow.Inc()
 		return nil, m.errCxOverflow
 	}
-	uc, err := hp.connect(ctx, alpn, cx)
+	uc, err := hp.connect(ctx, alpn, cx, sockopt.SourceFrom(ctx))
 	if err != nil {
 		return nil, err
 	}

@@ -150,6 +150,10 @@ func (ci *connInfo) setTLS(t *accesslog.TLSInfo) {
 	}
 }
 
+// UpstreamSource returns the original_src listener filter's bind address for the downstream
+// connection's upstream connections (pool.Origin); nil for none.
+func (ci *connInfo) UpstreamSource() *sockopt.Source { return ci.source }
+
 func addrString(a net.Addr) string {
 	if a == nil {
 		return ""

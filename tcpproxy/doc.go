@@ -24,8 +24,9 @@
 //
 // On a listener with the original_src listener filter (listener/originalsrc), the upstream
 // connection made for a downstream connection binds to that connection's source address
-// (IP_TRANSPARENT, its mark); so does a tunnel's connection of its own, but not the shared
-// connections of a cluster's HTTP/2 pool that pooled tunnels ride.
+// (IP_TRANSPARENT, its mark); so does a tunnel's connection of its own, and the connections
+// of a cluster's HTTP/2 pool that pooled tunnels ride, which the pool keys by that source
+// (pool.Request.Origin): the tunnels of one client share them, never another client's.
 //
 // tunneling_config carries each connection in an HTTP request (tunnel.go): a CONNECT to hostname (a format string, e.g. %DOWNSTREAM_LOCAL_PORT%),
 // or with use_post a POST to post_path (chunked over HTTP/1.1), with headers_to_add (format

@@ -258,9 +258,9 @@ func (p *Proxy) connectHost(m *pool.Manager, h *host.Host, ci *connInfo) (net.Co
 		return m.ConnectTCP(own, h, config.PriorityDefault)
 	}
 	if !m.AutoHTTP() && m.Protocol(&pool.Request{}) == pool.HTTP2 {
-		// A stream of the cluster's HTTP/2 pool: tunnels share its connections, which are
-		// Legate's own (no original source).
-		t, err := newTunnelRequest(tun, ci).openPooled(ctx, m, h, p.cfg.IdleTimeout)
+		// A stream of the cluster's HTTP/2 pool: tunnels share its connections, those of
+		// downstreams with the same original source alike.
+		t, err := newTunnelRequest(tun, ci).openPooled(ctx, m, h, p.cfg.IdleTimeout, ci)
 		if err != nil {
 			return nil, fmt.Errorf("tunnel to %s: %w", h.Address(), err)
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -64,4 +65,23 @@ func (s *StrayBytes) Answer(c net.Conn, _, target string) {
 		io.WriteString(c, s.Later)
 		s.LaterSent <- struct{}{}
 	}
+}
+
+// Get sends GET / with Host host on c, an HTTP/1.1 connection whose reads go through br, and
+// returns the body of the answer, which must be a 200.
+func Get(tb testing.TB, c net.Conn, br *bufio.Reader, host string) string {
+	tb.Helper()
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: "+host+"\r\n\r\n"); err != nil {
+		tb.Fatalf("writing a request to %s: %v", c.RemoteAddr(), err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		tb.Fatalf("reading the answer from %s: %v", c.RemoteAddr(), err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		tb.Fatalf("answer from %s: status %d, body %q, %v; want 200", c.RemoteAddr(), resp.StatusCode, body, err)
+	}
+	return string(body)
 }

@@ -19,9 +19,12 @@
 // mark restored on the replies (CONNMARK), as Envoy's documentation describes.
 //
 // What uses it: the TCP proxy (envoy.filters.network.tcp_proxy), whose upstream connection,
-// or tunnel connection when tunneling_config opens one of its own, is the downstream's alone.
-// Refused ("not implemented by Legate", at load): a listener with the filter and a filter
-// chain ending in the HTTP connection manager, whose pooled upstream connections Legate does
-// not key by the downstream's source address as Envoy does. The TCP proxy's tunnels over a
-// cluster's shared HTTP/2 connections are opened from Legate's own address.
+// or tunnel connection when tunneling_config opens one of its own, is the downstream's alone;
+// the HTTP connection manager, whose requests' upstream connections (and upgrades' raw
+// ones) bind to the client's address; and the TCP proxy's tunnels over a cluster's pooled
+// HTTP/2 connections. Pooled connections are kept per source, as Envoy hashes the socket
+// options into its connection pool key: the pool of a host has a child pool per source
+// address and mark (pool/keyed.go), so a client's requests reuse its own connections and two
+// clients never share one. Requests of Legate's own (mirrors, health checks, gRPC services)
+// keep Legate's address.
 package originalsrc

@@ -14,6 +14,7 @@ import (
 
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/httpproxy"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/listener/originalsrc"
@@ -35,14 +36,15 @@ func fromYAML(t *testing.T, yml string, m proto.Message) {
 	}
 }
 
-// legate is a listener manager serving TCP proxy chains to the static cluster "up", with the
-// original_src and proxy_protocol listener filters registered.
+// legate is a listener manager serving TCP proxy and HTTP connection manager chains to the
+// static cluster "up", with the original_src and proxy_protocol listener filters registered.
 type legate struct {
 	lm *listener.Manager
 }
 
-// newLegate builds the cluster "up" of upstream and a listener manager for its TCP proxies.
-func newLegate(t *testing.T, upstream string) *legate {
+// newLegate builds the cluster "up" of upstream, with the fields of extra (YAML, "" for
+// none), and a listener manager for its TCP proxies and connection managers.
+func newLegate(t *testing.T, upstream, extra string) *legate {
 	t.Helper()
 	store, err := stats.New(stats.Config{})
 	if err != nil {
@@ -50,7 +52,10 @@ func newLegate(t *testing.T, upstream string) *legate {
 	}
 	var cpb clusterv3.Cluster
 	h, p := splitAddr(t, upstream)
-	fromYAML(t, fmt.Sprintf(`{name: up, type: STATIC, connect_timeout: 5s, load_assignment: {cluster_name: up, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: %q, port_value: %s}}}}]}]}}`, h, p), &cpb)
+	if extra != "" {
+		extra = ", " + extra
+	}
+	fromYAML(t, fmt.Sprintf(`{name: up, type: STATIC, connect_timeout: 5s, load_assignment: {cluster_name: up, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: %q, port_value: %s}}}}]}]}%s}`, h, p, extra), &cpb)
 	ccfg, err := config.ClusterFromProto(&cpb, config.Limits{})
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +74,9 @@ func newLegate(t *testing.T, upstream string) *legate {
 	t.Cleanup(pools.Close)
 	handlers := listener.NewRegistry()
 	if err := tcpproxy.Register(handlers, tcpproxy.Deps{Pools: pools}); err != nil {
+		t.Fatal(err)
+	}
+	if err := httpproxy.Register(handlers, httpproxy.Deps{Clusters: cm, Pools: pools, Stats: store}); err != nil {
 		t.Fatal(err)
 	}
 	b := registry.NewBuilder()

@@ -26,27 +26,31 @@ const innerEnv = "LEGATE_ORIGINAL_SRC_NETNS"
 const (
 	legateAddr = "10.9.0.1"
 	clientAddr = "10.9.0.2"
+	otherAddr  = "10.9.0.3" // a second client, in the same namespace
 	mark       = "123"
 	table      = "100"
 )
 
-// TestUpstreamSeesClientAddress runs Legate's TCP proxy with original_src between a client at
-// 10.9.0.2 in one network namespace and an upstream in another, and checks that the upstream's
-// peer is the client's address (and port, with bind_port). The replies reach Legate through
-// the policy routing Envoy's documentation gives: the mark saved on the connection, restored
-// on the replies, and a local route for marked packets. Without the mark or IP_TRANSPARENT
-// the upstream connection fails. Both namespaces are created by the test: the host's network
-// is never touched.
+// TestUpstreamSeesClientAddress runs Legate with original_src between clients at 10.9.0.2
+// and 10.9.0.3 in one network namespace and an upstream in another, and checks that the
+// upstream's peer is the client's address (and port, with bind_port): for the TCP proxy, for
+// the HTTP connection manager's pooled connections, and for the TCP proxy's tunnels over a
+// cluster's pooled HTTP/2 connections, whose pools are keyed by the client's address so that
+// two clients never share an upstream connection. The replies reach Legate through the policy
+// routing Envoy's documentation gives: the mark saved on the connection, restored on the
+// replies, and a local route for marked packets. Without the mark or IP_TRANSPARENT the
+// upstream connection fails. Both namespaces are created by the test: the host's network is
+// never touched.
 func TestUpstreamSeesClientAddress(t *testing.T) {
 	if os.Getenv(innerEnv) == "" {
-		runInNamespace(t)
+		runInNamespace(t, "bind_port=false", "bind_port=true", "http", "http2_tunnel")
 		return
 	}
 	setupNamespaces(t, startClientNamespace(t))
 	for _, bindPort := range []bool{false, true} {
 		t.Run(fmt.Sprintf("bind_port=%v", bindPort), func(t *testing.T) {
 			upstream := peerServer(t)
-			l := newLegate(t, upstream)
+			l := newLegate(t, upstream, "")
 			if err := l.add(t, fmt.Sprintf(`
 name: osrc
 address: {socket_address: {address: %s, port_value: 0}}
@@ -69,10 +73,13 @@ filter_chains:
 			}
 		})
 	}
+	t.Run("http", testHTTP)
+	t.Run("http2_tunnel", testTunnel)
 }
 
-// runInNamespace re-runs this test in a new network namespace, as root, or skips.
-func runInNamespace(t *testing.T) {
+// runInNamespace re-runs t in a new network namespace, as root, or skips; each of subtests
+// must pass there.
+func runInNamespace(t *testing.T, subtests ...string) {
 	if os.Geteuid() != 0 {
 		t.Skip("original_src needs root (CAP_NET_ADMIN) for IP_TRANSPARENT and network namespaces")
 	}
@@ -84,14 +91,14 @@ func runInNamespace(t *testing.T) {
 	if out, err := exec.Command("unshare", "--net", "true").CombinedOutput(); err != nil {
 		t.Skipf("cannot create a network namespace (unshare --net: %v: %s)", err, out)
 	}
-	cmd := exec.Command("unshare", "--net", "--", os.Args[0], "-test.run=^TestUpstreamSeesClientAddress$", "-test.count=1", "-test.v")
+	cmd := exec.Command("unshare", "--net", "--", os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), innerEnv+"=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("in its network namespace: %v\n%s", err, out)
 	}
-	for _, name := range []string{"bind_port=false", "bind_port=true"} {
-		if !strings.Contains(string(out), "--- PASS: TestUpstreamSeesClientAddress/"+name) {
+	for _, name := range subtests {
+		if !strings.Contains(string(out), "--- PASS: "+t.Name()+"/"+name) {
 			t.Fatalf("in its network namespace, %s did not pass:\n%s", name, out)
 		}
 	}
@@ -145,6 +152,7 @@ func setupNamespaces(t *testing.T, clientPid int) {
 		{"ip", "link", "set", "osrc0", "up"},
 		append(inClient, "ip", "link", "set", "lo", "up"),
 		append(inClient, "ip", "addr", "add", clientAddr+"/24", "dev", "osrc1"),
+		append(inClient, "ip", "addr", "add", otherAddr+"/24", "dev", "osrc1"),
 		append(inClient, "ip", "link", "set", "osrc1", "up"),
 		// Legate's upstream packets carry the mark: keep it on the connection, put it back on
 		// the upstream's replies, and deliver marked packets locally, to Legate's socket.
@@ -176,6 +184,25 @@ func peerServer(t *testing.T) string {
 // local address and the line the upstream wrote back.
 func dialFromClient(t *testing.T, addr string) (local, seen string) {
 	t.Helper()
+	c := dialAs(t, clientAddr, addr)
+	defer c.Close()
+	return c.LocalAddr().String(), readLine(t, bufio.NewReader(c))
+}
+
+// readLine reads the line the upstream wrote back through Legate.
+func readLine(t *testing.T, r *bufio.Reader) string {
+	t.Helper()
+	line, err := r.ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the upstream's line through Legate: %v", err)
+	}
+	return strings.TrimSuffix(line, "\n")
+}
+
+// dialAs connects to addr from src in the client's namespace; the connection has a deadline
+// of ten seconds and closes when the test ends.
+func dialAs(t *testing.T, src, addr string) net.Conn {
+	t.Helper()
 	type result struct {
 		c   net.Conn
 		err error
@@ -185,24 +212,21 @@ func dialFromClient(t *testing.T, addr string) (local, seen string) {
 		// The socket is made on a thread moved to the client's namespace; the thread is
 		// never unlocked, so it ends with this goroutine and no other code runs there.
 		runtime.LockOSThread()
-		c, err := dialIn(os.Getenv("LEGATE_CLIENT_NETNS"), addr)
+		c, err := dialIn(os.Getenv("LEGATE_CLIENT_NETNS"), src, addr)
 		done <- result{c, err}
 	}()
 	r := <-done
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	defer r.c.Close()
+	t.Cleanup(func() { r.c.Close() })
 	r.c.SetDeadline(time.Now().Add(10 * time.Second))
-	line, err := bufio.NewReader(r.c).ReadString('\n')
-	if err != nil {
-		t.Fatalf("reading the upstream's line through Legate: %v", err)
-	}
-	return r.c.LocalAddr().String(), strings.TrimSuffix(line, "\n")
+	return r.c
 }
 
-// dialIn enters the network namespace at path on the calling (locked) thread and dials addr.
-func dialIn(path, addr string) (net.Conn, error) {
+// dialIn enters the network namespace at path on the calling (locked) thread and dials addr
+// from src.
+func dialIn(path, src, addr string) (net.Conn, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -211,5 +235,6 @@ func dialIn(path, addr string) (net.Conn, error) {
 	if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
 		return nil, fmt.Errorf("setns %s: %w", path, err)
 	}
-	return net.DialTimeout("tcp", addr, 10*time.Second)
+	d := net.Dialer{Timeout: 10 * time.Second, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	return d.Dial("tcp", addr)
 }

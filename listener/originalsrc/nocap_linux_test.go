@@ -29,7 +29,7 @@ func TestRefusedWithoutCapNetAdmin(t *testing.T) {
 		}
 		return
 	}
-	err := newLegate(t, "127.0.0.1:1").add(t, `{name: l, address: {socket_address: {address: 127.0.0.1, port_value: 0}}, listener_filters: [{name: envoy.filters.listener.original_src, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.listener.original_src.v3.OriginalSrc, mark: 7}}], filter_chains: [{filters: [{name: envoy.filters.network.tcp_proxy, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy, stat_prefix: p, cluster: up}}]}]}`)
+	err := newLegate(t, "127.0.0.1:1", "").add(t, `{name: l, address: {socket_address: {address: 127.0.0.1, port_value: 0}}, listener_filters: [{name: envoy.filters.listener.original_src, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.listener.original_src.v3.OriginalSrc, mark: 7}}], filter_chains: [{filters: [{name: envoy.filters.network.tcp_proxy, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy, stat_prefix: p, cluster: up}}]}]}`)
 	const want = `listener "l": listener_filters[0]: envoy.filters.listener.original_src: the upstream sockets cannot bind to the client's address (IP_TRANSPARENT and SO_MARK need CAP_NET_ADMIN or CAP_NET_RAW): original_src: setsockopt IP_TRANSPARENT: operation not permitted`
 	if err == nil || err.Error() != want {
 		t.Fatalf("AddStatic = %v; want %s", err, want)

@@ -4,7 +4,6 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	originalsrcv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/original_src/v3"
@@ -85,25 +84,4 @@ func TestRecordsDownstreamSource(t *testing.T) {
 			t.Fatalf("OnData: status %v, Source %+v; want Done and none", s, c.Source)
 		}
 	})
-}
-
-// TestRefusedWithHTTPChains: a listener whose chains end in the HTTP connection manager is
-// refused at load, by filter name or by type, since its upstream pools are not keyed by the
-// downstream source.
-func TestRefusedWithHTTPChains(t *testing.T) {
-	const head = `{name: l, address: {socket_address: {address: 127.0.0.1, port_value: 0}}, listener_filters: [{name: envoy.filters.listener.original_src, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.listener.original_src.v3.OriginalSrc, mark: 7}}], `
-	tests := []struct{ name, chains, want string }{
-		{"by name", `filter_chains: [{filters: [{name: envoy.filters.network.http_connection_manager}]}]}`,
-			`listener "l": listener_filters[0]: envoy.filters.listener.original_src with filter_chains[0] (envoy.filters.network.http_connection_manager): not implemented by Legate`},
-		{"default chain by type", `filter_chains: [{filters: [{name: envoy.filters.network.tcp_proxy}]}], default_filter_chain: {filters: [{name: h, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager, stat_prefix: h}}]}}`,
-			`envoy.filters.listener.original_src with default_filter_chain (envoy.filters.network.http_connection_manager): not implemented by Legate`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err := newLegate(t, "127.0.0.1:1").add(t, head+tc.chains)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("AddStatic = %v; want an error containing %q", err, tc.want)
-			}
-		})
-	}
 }

@@ -183,6 +183,14 @@ func runInNetns(t *testing.T) bool {
 	if out, err := exec.Command("unshare", "--net", "iptables", "-t", "nat", "-L", "OUTPUT").CombinedOutput(); err != nil {
 		t.Skipf("cannot use iptables' nat table in a new network namespace (needs root and netfilter): %v\n%s", err, out)
 	}
+	rerunInNetns(t)
+	return false
+}
+
+// rerunInNetns runs the calling test again inside a new network namespace, which the caller
+// has checked it can make; the caller passes or fails with that run.
+func rerunInNetns(t *testing.T) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "unshare", "--net", os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
@@ -195,7 +203,6 @@ func runInNetns(t *testing.T) bool {
 	if !strings.Contains(string(out), "--- PASS: "+t.Name()) {
 		t.Fatalf("the test in the network namespace did not pass")
 	}
-	return false
 }
 
 // run runs a command of the namespace's setup.

@@ -131,7 +131,7 @@ func TestNamedPoolsPerAuthority(t *testing.T) {
 func TestNamedPoolsBounded(t *testing.T) {
 	s := newSNIServer(t, false, "a.example", "b.example", "c.example")
 	m := namedManager(t, s, "explicit_http_config: {http_protocol_options: {}}", "{auto_sni: true}")
-	m.namedLimit = 2
+	m.keyedLimit = 2
 	h := onlyHost(t, m)
 	for _, n := range []string{"a.example", "b.example", "c.example"} {
 		if got := getAs(t, m, h, n); got != n {
@@ -144,7 +144,7 @@ func TestNamedPoolsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	hp.mu.Lock()
-	n := hp.nNamed
+	n := hp.nKeyed
 	hp.mu.Unlock()
 	if n != 1 {
 		t.Fatalf("named pools after eviction = %d; want 1 (c.example)", n)
@@ -174,15 +174,15 @@ func TestNamedUpgradeConnection(t *testing.T) {
 			}
 			return tc.override
 		}
-		c, err := m.ConnectUpgrade(context.Background(), h, 0, nil, tc.authority, header)
+		c, err := m.ConnectUpgrade(context.Background(), h, 0, nil, tc.authority, header, nil)
 		if err != nil {
 			t.Fatalf("ConnectUpgrade(%s): %v", tc.authority, err)
 		}
 		if got := c.Conn.(*tls.Conn).ConnectionState().ServerName; got != tc.want {
 			t.Errorf("authority %s, override %q: SNI %q; want %q", tc.authority, tc.override, got, tc.want)
 		}
-		if c.hp.name != tc.want {
-			t.Errorf("connection kept in the pool of %q; want %q", c.hp.name, tc.want)
+		if c.hp.key.name != tc.want {
+			t.Errorf("connection kept in the pool of %q; want %q", c.hp.key.name, tc.want)
 		}
 		c.Close()
 	}

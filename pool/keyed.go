@@ -2,11 +2,48 @@ package pool
 
 import (
 	"strings"
+
+	"github.com/legateproxy/legate/internal/sockopt"
 )
 
-// maxNamedPools bounds a host's pools by authority host (auto_sni): the names come from
-// requests, so past the bound a new name evicts pools with nothing in flight.
-const maxNamedPools = 128
+// maxKeyedPools bounds a host's keyed pools (by authority host, by the downstream's source):
+// the keys come from requests, so past the bound a new key evicts pools with nothing in flight.
+const maxKeyedPools = 128
+
+// poolKey is what, beside its host, separates an upstream connection from others, as the
+// parts Envoy hashes into its connection pool key: the zero key is the host's own pool.
+type poolKey struct {
+	// name is the authority host the connections are opened for (auto_sni,
+	// auto_san_validation): their TLS name.
+	name string
+	// source is the address the connections bind to (the original_src listener filter's
+	// downstream source and mark); zero for the cluster's own binding.
+	source sockopt.Source
+}
+
+// keyOf returns the key of req's pool: its authority's host with auto_sni, and the
+// downstream's source with original_src. A request of neither kind has the zero key, found
+// without allocating.
+func (m *Manager) keyOf(req *Request) poolKey {
+	var k poolKey
+	if m.byAuthority {
+		k.name = m.authority(req)
+	}
+	if req.Origin != nil {
+		if s := req.Origin.UpstreamSource(); s != nil {
+			k.source = *s
+		}
+	}
+	return k
+}
+
+// bound returns the source a keyed pool's connections bind to; nil for the cluster's own.
+func (k *poolKey) bound() *sockopt.Source {
+	if !k.source.Addr.IsValid() {
+		return nil
+	}
+	return &k.source
+}
 
 // authority returns the host of req's authority as auto_sni reads it: the override header's
 // value when the cluster names one and the request carries it non-empty, else the Host, with
@@ -48,43 +85,44 @@ func authorityHost(a string) string {
 	return a
 }
 
-// named returns the pool of hp's host for requests whose authority's host is name, creating
-// it on first use, with the caller counted in its users (release with leave). Connections
-// are never shared across names: each is opened with its name as SNI (and the SAN the
-// certificate must carry), as Envoy hashes the SNI into its pool key.
-func (hp *hostPool) named(name string) *hostPool {
-	if v, ok := hp.byName.Load(name); ok {
+// keyed returns the pool of hp's host for requests of key k, creating it on first use, with
+// the caller counted in its users (release with leave). Connections are never shared across
+// keys: each is opened with its key's name as SNI (and the SAN the certificate must carry),
+// and bound to its key's source, as Envoy hashes the SNI and the socket options into its
+// pool key.
+func (hp *hostPool) keyed(k poolKey) *hostPool {
+	if v, ok := hp.byKey.Load(k); ok {
 		if c := v.(*hostPool); c.enter() {
 			return c
 		}
 	}
-	c, evicted := hp.addNamed(name)
+	c, evicted := hp.addKeyed(k)
 	for _, e := range evicted {
 		e.drain() // closes its idle connections: not under hp.mu
 	}
 	return c
 }
 
-// addNamed is named's slow path, under hp.mu: the pool of name, entered, and the pools evicted
+// addKeyed is keyed's slow path, under hp.mu: the pool of k, entered, and the pools evicted
 // to make room for it.
-func (hp *hostPool) addNamed(name string) (*hostPool, []*hostPool) {
+func (hp *hostPool) addKeyed(k poolKey) (*hostPool, []*hostPool) {
 	hp.mu.Lock()
 	defer hp.mu.Unlock()
-	if v, ok := hp.byName.Load(name); ok {
+	if v, ok := hp.byKey.Load(k); ok {
 		// Evictions hold hp.mu, so a pool still listed here is not evicted: enter holds.
 		if c := v.(*hostPool); c.enter() {
 			return c, nil
 		}
 	}
 	var evicted []*hostPool
-	if hp.nNamed >= hp.m.namedLimit {
+	if hp.nKeyed >= hp.m.keyedLimit {
 		evicted = hp.evictLocked()
 	}
-	c := &hostPool{m: hp.m, host: hp.host, hs: hp.hs, name: name, draining: hp.draining,
+	c := &hostPool{m: hp.m, host: hp.host, hs: hp.hs, key: k, draining: hp.draining,
 		h1: map[*h1conn]struct{}{}, tcp: map[*TCPConn]struct{}{}}
 	c.users.Add(1)
-	if _, had := hp.byName.Swap(name, c); !had {
-		hp.nNamed++
+	if _, had := hp.byKey.Swap(k, c); !had {
+		hp.nKeyed++
 	}
 	return c, evicted
 }
@@ -99,19 +137,19 @@ func (hp *hostPool) enter() bool {
 	return true
 }
 
-// leave ends what named or enter began.
+// leave ends what keyed or enter began.
 func (hp *hostPool) leave() { hp.users.Add(-1) }
 
-// evictLocked drops the named pools that have nothing in flight (no request in RoundTrip,
+// evictLocked drops the keyed pools that have nothing in flight (no request in RoundTrip,
 // no waiter, no dial, no busy connection) and returns them, for the caller to drain once it
 // has released hp.mu. Pools in use stay, so past the bound only names with requests in
 // flight add pools. hp.mu is held.
 func (hp *hostPool) evictLocked() []*hostPool {
 	var out []*hostPool
-	hp.byName.Range(func(k, v any) bool {
+	hp.byKey.Range(func(k, v any) bool {
 		if c := v.(*hostPool); c.evict() {
-			hp.byName.Delete(k)
-			hp.nNamed--
+			hp.byKey.Delete(k)
+			hp.nKeyed--
 			out = append(out, c)
 		}
 		return true
@@ -139,9 +177,9 @@ func (hp *hostPool) evict() bool {
 	return true
 }
 
-// eachNamed runs f on each of hp's named pools.
-func (hp *hostPool) eachNamed(f func(*hostPool)) {
-	hp.byName.Range(func(_, v any) bool {
+// eachKeyed runs f on each of hp's keyed pools.
+func (hp *hostPool) eachKeyed(f func(*hostPool)) {
+	hp.byKey.Range(func(_, v any) bool {
 		f(v.(*hostPool))
 		return true
 	})
