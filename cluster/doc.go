@@ -7,7 +7,8 @@
 // dns_failure_refresh_rate.base_interval, disable_dns_refresh_on_failure, host_ttl,
 // max_hosts, dns_cache_circuit_breaker.max_pending_requests, dns_query_timeout,
 // preresolve_hostnames and the resolver fields (config.DNSResolution), with Envoy's
-// dns_cache.<name>.* stats; config refuses the rest), their active health
+// dns_cache.<name>.* stats; config refuses the rest, and applies allow_insecure_cluster_options
+// with Envoy's auto_sni and auto_san_validation rule), their active health
 // checking (health.go) and outlier detection (outlier.go), and the immutable snapshots the data
 // plane reads.
 //

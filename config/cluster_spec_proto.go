@@ -124,6 +124,7 @@ func (b *clusterBuilder) build(c *clusterv3.Cluster, lim Limits) *Cluster {
 	b.subset(c.GetLbSubsetConfig(), out)
 	b.circuitBreakers(c.GetCircuitBreakers(), out)
 	b.protocols(c, out)
+	b.forwardProxyTLSNames(c, out)
 	b.socketMatches(c, out)
 	for i, hc := range c.GetHealthChecks() {
 		b.healthCheckShape(fmt.Sprintf("health_checks[%d]", i), hc)

@@ -10,6 +10,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	dfpclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dynamic_forward_proxy/v3"
 	commondfpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/dynamic_forward_proxy/v3"
+	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -73,6 +74,9 @@ func (c *DNSCacheConfig) Equal(o *DNSCacheConfig) bool {
 type DynamicForwardProxyConfig struct {
 	// DNSCache is dns_cache_config: the cache whose hosts the cluster's hosts are.
 	DNSCache DNSCacheConfig
+	// allowInsecure is allow_insecure_cluster_options: the cluster may leave auto_sni or
+	// auto_san_validation off (forwardProxyTLSNames, which applies it here).
+	allowInsecure bool
 }
 
 func decodeDynamicForwardProxy(_ string, typedConfig *anypb.Any) (any, error) {
@@ -91,14 +95,42 @@ func decodeDynamicForwardProxy(_ string, typedConfig *anypb.Any) (any, error) {
 		return nil, errors.New("typed_config.sub_clusters_config: not implemented by Legate (use dns_cache_config)")
 	case pb.GetAllowCoalescedConnections():
 		return nil, errors.New("typed_config.allow_coalesced_connections: not implemented by Legate")
-	case pb.GetAllowInsecureClusterOptions():
-		return nil, errors.New("typed_config.allow_insecure_cluster_options: not implemented by Legate (a TLS dynamic forward proxy cluster always sends the host as SNI)")
 	}
 	cache, err := DNSCacheFromProto("typed_config.dns_cache_config", pb.GetDnsCacheConfig())
 	if err != nil {
 		return nil, err
 	}
-	return &DynamicForwardProxyConfig{DNSCache: cache}, nil
+	return &DynamicForwardProxyConfig{DNSCache: cache, allowInsecure: pb.GetAllowInsecureClusterOptions()}, nil
+}
+
+// forwardProxyTLSNames applies Envoy's rule for the TLS names of a dynamic forward proxy
+// cluster, whose hosts are whatever requests name: a cluster without upstream HTTP options
+// (neither upstream_http_protocol_options nor a typed HttpProtocolOptions) gets auto_sni and
+// auto_san_validation, and one whose options lack either is refused unless
+// allow_insecure_cluster_options, so that no request reaches a host whose certificate does
+// not carry the name asked for.
+func (b *clusterBuilder) forwardProxyTLSNames(c *clusterv3.Cluster, out *Cluster) {
+	if out.CustomType == nil {
+		return
+	}
+	cfg, ok := out.CustomType.Settings.(*DynamicForwardProxyConfig)
+	if !ok {
+		return
+	}
+	at := "upstream_http_protocol_options"
+	set := c.GetUpstreamHttpProtocolOptions() != nil
+	if typed, ok := c.GetTypedExtensionProtocolOptions()[upstreamHTTPOptionsKey]; ok {
+		at = fmt.Sprintf("typed_extension_protocol_options[%q].upstream_http_protocol_options", upstreamHTTPOptionsKey)
+		var opts upstreamhttpv3.HttpProtocolOptions
+		set = typed.UnmarshalTo(&opts) == nil && opts.GetUpstreamHttpProtocolOptions() != nil
+	} else if !set {
+		out.UpstreamHTTP.AutoSNI, out.UpstreamHTTP.AutoSANValidation = true, true
+		return
+	}
+	if cfg.allowInsecure || (set && out.UpstreamHTTP.AutoSNI && out.UpstreamHTTP.AutoSANValidation) {
+		return
+	}
+	b.fail("%s: a dynamic forward proxy cluster needs auto_sni and auto_san_validation true unless cluster_type.typed_config.allow_insecure_cluster_options is set (Envoy refuses it too)", at)
 }
 
 // DNSCacheFromProto converts a dns_cache_config at path (for errors), refusing what Legate

@@ -61,7 +61,6 @@ func TestDynamicForwardProxyClusterRefused(t *testing.T) {
 		{"no cache", "allow_coalesced_connections: false", "dns_cache_config: missing"},
 		{"sub clusters", "sub_clusters_config: {lb_policy: ROUND_ROBIN}", "typed_config.sub_clusters_config: not implemented by Legate"},
 		{"coalesced", "dns_cache_config: {name: c}\n    allow_coalesced_connections: true", "allow_coalesced_connections: not implemented by Legate"},
-		{"insecure", "dns_cache_config: {name: c}\n    allow_insecure_cluster_options: true", "allow_insecure_cluster_options: not implemented by Legate"},
 		{"key value store", "dns_cache_config: {name: c, key_value_config: {config: {name: x, typed_config: {\"@type\": type.googleapis.com/google.protobuf.Struct, value: {}}}}}", "dns_cache_config.key_value_config: not implemented by Legate"},
 		{"resolution config without resolvers", "dns_cache_config: {name: c, dns_resolution_config: {}}", "invalid DnsResolutionConfig.Resolvers: value must contain at least 1 item(s)"},
 		{"resolver by name", "dns_cache_config: {name: c, dns_resolution_config: {resolvers: [{socket_address: {address: dns.test, port_value: 53}}]}}", "dns_cache_config.dns_resolution_config.resolvers[0]: must be an IP socket address"},
@@ -135,4 +134,54 @@ func TestDNSResolution(t *testing.T) {
 // flowYAML puts block YAML fields on one line of a flow mapping.
 func flowYAML(fields string) string {
 	return strings.ReplaceAll(fields, "\n", ", ")
+}
+
+// TestDynamicForwardProxyTLSNames: Envoy's rule for a dynamic forward proxy cluster's TLS
+// names: without upstream HTTP options it gets auto_sni and auto_san_validation; options that
+// lack either are refused unless allow_insecure_cluster_options.
+func TestDynamicForwardProxyTLSNames(t *testing.T) {
+	const typed = `typed_extension_protocol_options:
+  envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+    "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+    explicit_http_config: {http2_protocol_options: {}}
+`
+	both := UpstreamHTTPProtocolOptions{AutoSNI: true, AutoSANValidation: true}
+	tests := []struct {
+		name, typedConfig, extra string
+		want                     UpstreamHTTPProtocolOptions
+		err                      string
+	}{
+		{"defaults", "", "", both, ""},
+		{"both set", "", "upstream_http_protocol_options: {auto_sni: true, auto_san_validation: true}\n", both, ""},
+		{"typed both set", "", typed + "    upstream_http_protocol_options: {auto_sni: true, auto_san_validation: true}\n", both, ""},
+		{"sni only", "", "upstream_http_protocol_options: {auto_sni: true}\n", UpstreamHTTPProtocolOptions{},
+			"upstream_http_protocol_options: a dynamic forward proxy cluster needs auto_sni and auto_san_validation true unless cluster_type.typed_config.allow_insecure_cluster_options is set"},
+		{"typed without upstream options", "", typed, UpstreamHTTPProtocolOptions{},
+			`typed_extension_protocol_options["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"].upstream_http_protocol_options: a dynamic forward proxy cluster needs auto_sni`},
+		{"insecure", "\n    allow_insecure_cluster_options: true", "upstream_http_protocol_options: {auto_sni: true}\n", UpstreamHTTPProtocolOptions{AutoSNI: true}, ""},
+		{"insecure typed", "\n    allow_insecure_cluster_options: true", typed, UpstreamHTTPProtocolOptions{}, ""},
+		{"insecure without options", "\n    allow_insecure_cluster_options: true", "", both, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			y := tt.extra + dfpCluster("dns_cache_config: {name: c}"+tt.typedConfig)
+			pc, err := clusterYAML(t, y)
+			if err != nil {
+				t.Fatalf("decode: %v\n%s", err, y)
+			}
+			c, err := ClusterFromProto(pc, Limits{})
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("ClusterFromProto() = %v; want an error containing %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.UpstreamHTTP != tt.want {
+				t.Errorf("UpstreamHTTP = %+v; want %+v", c.UpstreamHTTP, tt.want)
+			}
+		})
+	}
 }

@@ -120,9 +120,6 @@ func (s *Server) buildDataPlane() error {
 				return failed
 			}
 			if h.Hostname() != "" {
-				if c.Type == config.Custom && c.CustomType.Name == config.DynamicForwardProxyClusterType {
-					return ctx.ConfigForServerName(h.Hostname()) // the requested name, as Envoy's auto_sni
-				}
 				return ctx.ConfigForHost(h.Hostname())
 			}
 			return ctx.Config()

@@ -180,13 +180,12 @@ func (c *ClientContext) ConfigForHost(host string) *tls.Config {
 	if !c.cfg.AutoHostSNI {
 		return c.Config()
 	}
-	return c.ConfigForServerName(host)
+	return c.configForServerName(host)
 }
 
-// ConfigForServerName returns the configuration for a new connection that sends name as SNI
-// whatever auto_host_sni says (a dynamic forward proxy's hosts, as Envoy's auto_sni); with
-// auto_sni_san_validation the server's DNS SAN must match it. An empty name is Config().
-func (c *ClientContext) ConfigForServerName(host string) *tls.Config {
+// configForServerName returns the configuration for a new connection that sends name as SNI;
+// with auto_sni_san_validation the server's DNS SAN must match it. An empty name is Config().
+func (c *ClientContext) configForServerName(host string) *tls.Config {
 	l := c.st.cur.Load().client
 	if host == "" {
 		return l.config

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/legateproxy/legate/internal/nettest"
+	"github.com/legateproxy/legate/tlsutil/tlstest"
 )
 
 // Issue 20 item 2: Legate as an egress forward proxy (the dynamic forward proxy filter and
@@ -133,45 +134,74 @@ func TestDynamicForwardProxy(t *testing.T) {
 }
 
 // TestDynamicForwardProxyTLS: a dynamic forward proxy cluster with a TLS transport socket
-// sends the requested name as SNI, as Envoy's auto_sni.
+// and no upstream HTTP options gets Envoy's auto_sni and auto_san_validation: the requested
+// name is the SNI and must be in the certificate (a name the certificate lacks is refused,
+// 503). With allow_insecure_cluster_options and options without them, the transport
+// socket's sni is sent and the certificate's names are not checked; without
+// allow_insecure_cluster_options such options are refused at load.
 func TestDynamicForwardProxyTLS(t *testing.T) {
 	dns := nettest.StartDNS(t)
 	dns.Set("secure.test.", "secure.test. 300 IN A 127.0.0.1")
-	sni := make(chan string, 1)
+	dns.Set("impostor.test.", "impostor.test. 300 IN A 127.0.0.1")
+	ca := tlstest.NewCA(t, tlstest.Options{CommonName: "e2e dfp ca"})
+	caPath := writePEM(t, t.TempDir(), "ca.pem", ca.CertPEM)
+	cert := tlsCert(ca.Issue(t, tlstest.Options{CommonName: "secure.test", DNSNames: []string{"secure.test"}}))
+	sni := make(chan string, 4)
 	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "secure")
 	}))
-	backend.TLS = &tls.Config{GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-		select {
-		case sni <- hello.ServerName:
-		default:
-		}
-		return nil, nil
+	backend.TLS = &tls.Config{GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		sni <- hello.ServerName
+		return &cert, nil
 	}}
 	backend.StartTLS()
 	t.Cleanup(backend.Close)
 	_, port, _ := net.SplitHostPort(backend.Listener.Addr().String())
 	_, dnsPort, _ := net.SplitHostPort(dns.Addr)
-	cfg := strings.Replace(dfpConfig(dnsPort), "    lb_policy: CLUSTER_PROVIDED\n",
-		"    lb_policy: CLUSTER_PROVIDED\n    transport_socket: {name: envoy.transport_sockets.tls, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext}}\n", 1)
-	p := start(t, "-c", writeConfig(t, cfg))
-	req, _ := http.NewRequest(http.MethodGet, "http://"+p.listenerAddr("egress")+"/", nil)
-	req.Host = "secure.test:" + port
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatal(err)
+	withTLS := func(clusterFields, typedFields, sniField string) string {
+		cfg := strings.Replace(dfpConfig(dnsPort), "    lb_policy: CLUSTER_PROVIDED\n",
+			"    lb_policy: CLUSTER_PROVIDED\n"+clusterFields+"    transport_socket: {name: envoy.transport_sockets.tls, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"+
+				sniField+", common_tls_context: {validation_context: {trusted_ca: {filename: "+caPath+"}}}}}\n", 1)
+		return strings.Replace(cfg, "\n        dns_cache_config: ", "\n"+typedFields+"        dns_cache_config: ", 1)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || string(body) != "secure" {
-		t.Fatalf("response = %d %q; want 200 secure", resp.StatusCode, body)
-	}
-	select {
-	case name := <-sni:
-		if name != "secure.test" {
-			t.Errorf("SNI = %q; want secure.test", name)
+	get := func(p *proc, host string) (int, string, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, "http://"+p.listenerAddr("egress")+"/", nil)
+		req.Host = host + ":" + port
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
 		}
-	default:
-		t.Error("the backend saw no TLS handshake")
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		name := ""
+		select {
+		case name = <-sni:
+		default:
+		}
+		return resp.StatusCode, string(body), name
+	}
+
+	p := start(t, "-c", writeConfig(t, withTLS("", "", "")))
+	if code, body, name := get(p, "secure.test"); code != http.StatusOK || body != "secure" || name != "secure.test" {
+		t.Errorf("secure.test: %d %q SNI %q; want 200 secure with SNI secure.test", code, body, name)
+	}
+	if code, body, name := get(p, "impostor.test"); code != http.StatusServiceUnavailable || name != "impostor.test" {
+		t.Errorf("impostor.test (certificate for secure.test): %d %q SNI %q; want 503 after a handshake with SNI impostor.test", code, body, name)
+	}
+	if v, _ := p.stat("cluster.dfp.ssl.fail_verify_san"); v != 1 {
+		t.Errorf("cluster.dfp.ssl.fail_verify_san = %d; want 1", v)
+	}
+
+	insecure := withTLS("    upstream_http_protocol_options: {}\n", "        allow_insecure_cluster_options: true\n", ", sni: fixed.test")
+	p = start(t, "-c", writeConfig(t, insecure))
+	if code, body, name := get(p, "impostor.test"); code != http.StatusOK || body != "secure" || name != "fixed.test" {
+		t.Errorf("insecure options, impostor.test: %d %q SNI %q; want 200 secure with the transport socket's SNI fixed.test", code, body, name)
+	}
+
+	refused := strings.Replace(insecure, "        allow_insecure_cluster_options: true\n", "", 1)
+	code, _, stderr := runOnce(t, "--mode", "validate", "-c", writeConfig(t, refused))
+	if want := "needs auto_sni and auto_san_validation true unless cluster_type.typed_config.allow_insecure_cluster_options is set"; code == 0 || !strings.Contains(stderr, want) {
+		t.Errorf("validate without allow_insecure_cluster_options: exit %d, stderr %q; want a failure containing %q", code, stderr, want)
 	}
 }
