@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -121,23 +122,43 @@ func (o *HTTP1Options) StatelessCase() HeaderCase {
 // AppendName appends the header name to dst in case c (HeaderCasePreserve is lower case: a
 // name with a recorded spelling is written as recorded by the caller).
 func AppendName(dst []byte, name string, c HeaderCase) []byte {
+	// The name is copied whole and its case fixed in place, eight bytes at a time when lower
+	// case: appending byte by byte was about 1,700 instructions of a proxied request.
+	n := len(dst)
+	dst = append(dst, name...)
+	b := dst[n:]
 	if c != HeaderCaseProper {
-		for i := 0; i < len(name); i++ {
-			dst = append(dst, lowerASCII(name[i]))
-		}
+		lowerInPlace(b)
 		return dst
 	}
 	upper := true
-	for i := 0; i < len(name); i++ {
-		b := lowerASCII(name[i])
-		alpha := 'a' <= b && b <= 'z'
+	for i, ch := range b {
+		ch = lowerASCII(ch)
+		alpha := 'a' <= ch && ch <= 'z'
 		if upper && alpha {
-			b -= 'a' - 'A'
+			ch -= 'a' - 'A'
 		}
-		dst = append(dst, b)
-		upper = !alpha && !('0' <= b && b <= '9')
+		b[i] = ch
+		upper = !alpha && !('0' <= ch && ch <= '9')
 	}
 	return dst
+}
+
+// lowerInPlace lower-cases the ASCII letters of b. Eight bytes are done at once: a byte's
+// high bit marks it as 'A'..'Z' after two additions on its low seven bits (no carry crosses
+// into the next byte), and that bit, moved to 0x20, is the case bit to set.
+func lowerInPlace(b []byte) {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for len(b) >= 8 {
+		x := binary.LittleEndian.Uint64(b)
+		low := x &^ highs
+		isUpper := (low + (0x80-'A')*ones) &^ (low + (0x80-'Z'-1)*ones) &^ x & highs
+		binary.LittleEndian.PutUint64(b, x|isUpper>>2)
+		b = b[8:]
+	}
+	for i, ch := range b {
+		b[i] = lowerASCII(ch)
+	}
 }
 
 func lowerASCII(c byte) byte {

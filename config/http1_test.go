@@ -74,3 +74,49 @@ func TestHTTP1OptionsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestAppendName checks the spellings a header name is written in, appended after bytes
+// already there: lower case (and preserve, whose recorded spellings the caller writes),
+// and Envoy's proper case (a capital after each non-alphanumeric byte).
+func TestAppendName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    HeaderCase
+		want string
+	}{
+		{"Content-Type", HeaderCaseLower, "content-type"},
+		{"X-FOO_bar", HeaderCasePreserve, "x-foo_bar"},
+		{"content-type", HeaderCaseProper, "Content-Type"},
+		{"x-foo_bar.2b", HeaderCaseProper, "X-Foo_Bar.2b"},
+		{"WWW-AUTHENTICATE", HeaderCaseProper, "Www-Authenticate"},
+		{"a1b-", HeaderCaseProper, "A1b-"},
+		{"", HeaderCaseProper, ""},
+	} {
+		if got := string(AppendName([]byte("> "), tc.name, tc.c)); got != "> "+tc.want {
+			t.Errorf("AppendName(%q, %v) = %q; want %q", tc.name, tc.c, got, "> "+tc.want)
+		}
+	}
+}
+
+// TestLowerInPlace checks the word-at-a-time lower-casing against the byte-at-a-time one for
+// every byte value at every position of a word and of the tail after it.
+func TestLowerInPlace(t *testing.T) {
+	for start := range 8 {
+		in := make([]byte, 0, 256+start)
+		for i := range start {
+			in = append(in, byte('A'+i))
+		}
+		for v := range 256 {
+			in = append(in, byte(v))
+		}
+		for end := len(in) - 16; end <= len(in); end++ {
+			got := append([]byte(nil), in[:end]...)
+			lowerInPlace(got)
+			for i, ch := range in[:end] {
+				if want := lowerASCII(ch); got[i] != want {
+					t.Fatalf("lowerInPlace(start %d, len %d)[%d] = %#x; want %#x (from %#x)", start, end, i, got[i], want, ch)
+				}
+			}
+		}
+	}
+}
