@@ -7,7 +7,12 @@
 // the gRPC entries' tls_properties), the connection id (%CONNECTION_ID%) and their access log
 // type (TcpConnectionEnd, TcpPeriodic, …) for %ACCESS_LOG_TYPE%, log_type_filter and gRPC logs,
 // and the stream's dynamic metadata for %DYNAMIC_METADATA(NS:KEY*)% (a string as it is, other
-// values as JSON, which allocates); package als sends entries to a gRPC access log service.
+// values as JSON, which allocates) and the connection's filter state for
+// %FILTER_STATE(KEY[:PLAIN|:TYPED|:FIELD:NAME]):Z% (internal/filterstate: TYPED, the default,
+// prints the object's typed value as compact JSON, a string object quoted, and keeps its
+// JSON type as a lone operator of a typed JSON format; PLAIN its plain string; FIELD one
+// field; a missing object or serialization prints "-" or null; Z cuts the text, and PLAIN
+// and FIELD in JSON, as Envoy's); package als sends entries to a gRPC access log service.
 //
 // A format string is parsed once into a Formatter, which is immutable and safe for concurrent
 // use; Format appends one log line for an Entry to a caller-owned buffer and allocates only when

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/legateproxy/legate/internal/filterstate"
 )
 
 // Entry is what the proxy knows about one finished (or locally answered) request. The formatter
@@ -70,6 +72,9 @@ type Entry struct {
 	// DynamicMetadata is the stream's dynamic metadata by namespace, as filters set it
 	// (%DYNAMIC_METADATA(NS:KEY)%); read only.
 	DynamicMetadata map[string]*structpb.Struct
+	// FilterState is the connection's (or stream's) filter state (%FILTER_STATE(KEY)%);
+	// nil for none. The formatter only reads it.
+	FilterState *filterstate.State
 	// HealthCheck marks a request answered as a health check (not_health_check_filter).
 	HealthCheck bool
 }

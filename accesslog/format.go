@@ -192,6 +192,9 @@ func (f *Formatter) appendJSONValue(dst []byte, n *jsonNode, e *Entry) ([]byte, 
 		if s.op == opDynamicMetadata && !f.strings {
 			return appendTypedMetadata(dst, s, e)
 		}
+		if s.op == opFilterState && !f.strings {
+			return appendTypedFilterState(dst, s, e)
+		}
 		mark := len(dst)
 		raw, ok := appendValue(dst, s, e)
 		switch {
@@ -372,6 +375,8 @@ func appendValue(dst []byte, s *segment, e *Entry) ([]byte, bool) {
 		str = e.Type.String()
 	case opDynamicMetadata:
 		return appendMetadata(dst, s, e)
+	case opFilterState:
+		return appendFilterState(dst, s, e)
 	default:
 		if s.op >= opTLSVersion {
 			return appendTLS(dst, s, e)

@@ -354,10 +354,12 @@ func BenchmarkFormatJSON(b *testing.B) {
 }
 
 func FuzzParseText(f *testing.F) {
-	for _, s := range []string{DefaultFormat, "%START_TIME(%s.%3f)%", "%REQ(A?B):3%", "100%%", "%", "%REQ(", "%E%", "%START_TIME(%E*S%Ez%9f)%"} {
+	for _, s := range []string{DefaultFormat, "%START_TIME(%s.%3f)%", "%REQ(A?B):3%", "100%%", "%", "%REQ(", "%E%", "%START_TIME(%E*S%Ez%9f)%",
+		"%FILTER_STATE(acme.tier)%", "%FILTER_STATE(acme.headers:FIELD:x-tunnel):3%", "%FILTER_STATE(k:PLAIN)%"} {
 		f.Add(s)
 	}
 	e := testEntry()
+	e.FilterState = filterStateEntry(f).FilterState
 	f.Fuzz(func(t *testing.T, format string) {
 		fm, err := ParseText(format, Options{Hostname: "h", LookupEnv: func(string) (string, bool) { return "", false }})
 		if err != nil {

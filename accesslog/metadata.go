@@ -51,7 +51,12 @@ func appendMetadataJSON(dst []byte, v *structpb.Value) ([]byte, bool) {
 // appendTypedMetadata appends a lone DYNAMIC_METADATA operator of a typed JSON format as its
 // JSON value (a number stays a number, a struct an object); ok is false when it is missing.
 func appendTypedMetadata(dst []byte, s *segment, e *Entry) ([]byte, bool) {
-	v := metadataValue(e, s.metadata)
+	return appendJSONOrNull(dst, metadataValue(e, s.metadata))
+}
+
+// appendJSONOrNull appends v as compact JSON; ok is false, and null written, when v is nil
+// or JSON cannot hold it.
+func appendJSONOrNull(dst []byte, v *structpb.Value) ([]byte, bool) {
 	if v == nil {
 		return append(dst, "null"...), false
 	}

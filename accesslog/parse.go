@@ -53,6 +53,7 @@ const (
 	opConnectionID
 	opAccessLogType
 	opDynamicMetadata
+	opFilterState
 
 	// The TLS operators (tls.go), last: appendValue hands every op from opTLSVersion on to
 	// appendTLS.
@@ -116,6 +117,7 @@ var operators = map[string]op{
 	"CONNECTION_ID":                                 opConnectionID,
 	"ACCESS_LOG_TYPE":                               opAccessLogType,
 	"DYNAMIC_METADATA":                              opDynamicMetadata,
+	"FILTER_STATE":                                  opFilterState,
 	"DOWNSTREAM_TLS_VERSION":                        opTLSVersion,
 	"DOWNSTREAM_TLS_CIPHER":                         opTLSCipher,
 	"DOWNSTREAM_PEER_SUBJECT":                       opPeerSubject,
@@ -156,7 +158,9 @@ type segment struct {
 	maxLen  int // 0: no limit
 	// metadata is DYNAMIC_METADATA's namespace followed by the path of keys into it.
 	metadata []string
-	time     *timeFormat
+	// filterState is FILTER_STATE's key and serialization.
+	filterState *filterStateArg
+	time        *timeFormat
 }
 
 // Options are the inputs of parsing that come from outside the format string.
@@ -316,6 +320,12 @@ func parseCommand(format string, start int, opts *Options) (segment, int, error)
 		if slices.Contains(seg.metadata, "") {
 			return fail(start, "operator %s: empty namespace or key in %q", name, args)
 		}
+	case opFilterState:
+		a, err := parseFilterState(args)
+		if err != nil {
+			return fail(start, "%v", err)
+		}
+		seg.filterState = a
 	case opStartTime:
 		f := args
 		if f == "" {

@@ -24,6 +24,11 @@ type TCPTunnel struct {
 	PostPath string
 	// Headers are headers_to_add, their values format strings, in order.
 	Headers []TunnelHeader
+	// PropagateResponseHeaders and PropagateResponseTrailers are propagate_response_headers
+	// and propagate_response_trailers: the answer's headers (trailers) go in the downstream
+	// connection's filter state, under envoy.tcp_proxy.propagate_response_headers
+	// (_trailers), where access logs read them.
+	PropagateResponseHeaders, PropagateResponseTrailers bool
 }
 
 // TunnelHeader is one entry of tunneling_config.headers_to_add.
@@ -38,8 +43,7 @@ type TunnelHeader struct {
 	KeepEmptyValue bool
 }
 
-// tunnelFromProto converts tunneling_config. Response header and trailer propagation (into
-// filter state nothing in Legate reads) and request ids are refused.
+// tunnelFromProto converts tunneling_config. Request ids and formatters are refused.
 func tunnelFromProto(t *tcpproxyv3.TcpProxy_TunnelingConfig) (*TCPTunnel, error) {
 	const path = "tunneling_config"
 	if t.GetHostname() == "" {
@@ -49,8 +53,6 @@ func tunnelFromProto(t *tcpproxyv3.TcpProxy_TunnelingConfig) (*TCPTunnel, error)
 		name string
 		set  bool
 	}{
-		{"propagate_response_headers", t.GetPropagateResponseHeaders()},
-		{"propagate_response_trailers", t.GetPropagateResponseTrailers()},
 		{"request_id_extension", t.GetRequestIdExtension() != nil},
 		{"request_id_header", t.GetRequestIdHeader() != ""},
 		{"request_id_metadata_key", t.GetRequestIdMetadataKey() != ""},
@@ -63,7 +65,8 @@ func tunnelFromProto(t *tcpproxyv3.TcpProxy_TunnelingConfig) (*TCPTunnel, error)
 	if t.GetPostPath() != "" && !t.GetUsePost() {
 		return nil, fmt.Errorf("%s.post_path = %q without use_post; post_path needs use_post", path, t.GetPostPath())
 	}
-	out := &TCPTunnel{UsePost: t.GetUsePost()}
+	out := &TCPTunnel{UsePost: t.GetUsePost(), PropagateResponseHeaders: t.GetPropagateResponseHeaders(),
+		PropagateResponseTrailers: t.GetPropagateResponseTrailers()}
 	if out.UsePost {
 		out.PostPath = DefaultTunnelPostPath
 		if p := t.GetPostPath(); p != "" {

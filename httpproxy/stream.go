@@ -1022,6 +1022,7 @@ func (s *stream) fillEntryBasics() {
 	e.DownstreamDirectRemoteAddress = s.direct
 	e.DownstreamLocalAddress = s.local
 	e.ConnectionID = s.connID
+	e.FilterState = s.conn.FilterState()
 	e.DownstreamTLS, e.RequestedServerName = s.downstreamTLS()
 	e.UpstreamHost = s.upstream
 	e.UpstreamCluster = s.cluster

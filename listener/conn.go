@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/filterstate"
 	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/sockopt"
 )
@@ -55,6 +56,20 @@ type Conn struct {
 	upstreamCluster string
 	// source is the original_src listener filter's bind address for upstream connections.
 	source *sockopt.Source
+	// state is the connection's filter state (FilterState); empty, and free, until an
+	// object is set.
+	state filterstate.State
+}
+
+// FilterState returns the connection's filter state (Envoy's connection stream info's):
+// what its listener filters and network filters set, the objects an internal connection
+// inherited, and what its TCP proxy sets (the tunnel's response headers). HTTP streams read
+// it as their parent's. Nil for a nil Conn.
+func (c *Conn) FilterState() *filterstate.State {
+	if c == nil {
+		return nil
+	}
+	return &c.state
 }
 
 // OnClose registers fn to run once when the connection closes. Network filters call it from

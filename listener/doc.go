@@ -8,6 +8,13 @@
 // of updated and removed listeners, and it keeps the listener.<address>.* and
 // listener_manager.* stats.
 //
+// Filter state: each Conn has one (Conn.FilterState, internal/filterstate), empty and free
+// until an object is set. Listener filters set objects in their listenerfilter.Conn's (the
+// PROXY protocol filter's TLVs); the Conn adopts them when it is built, and network filters
+// and the terminal filter set theirs on the Conn. An internal listener's connection starts
+// with the objects its dialler shared with the upstream connection (DialInternal reads them
+// from the dial's context, filterstate.Upstream), those shared once no longer shared.
+//
 // Workers: Envoy runs --concurrency worker threads, each accepting on its own copy of the
 // socket. Legate runs --concurrency accept loops on each listening socket; loop N counts what
 // it accepts in listener.<address>.worker_N.*, and every connection is then served on its own

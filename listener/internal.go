@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/legateproxy/legate/internal/filterstate"
 )
 
 // internalAddr is an Envoy internal address: envoy://<listener>/<endpoint id>.
@@ -74,6 +76,7 @@ func (m *Manager) DialInternal(ctx context.Context, address string) (net.Conn, e
 	}
 	client, server := newPipe(l.size, internalClient, internalAddr{listener: l.addr.listener, endpointID: id})
 	server.metadata = PassthroughMetadata(ctx)
+	server.shared = filterstate.Upstream(ctx)
 	select {
 	case l.conns <- server:
 		return client, nil

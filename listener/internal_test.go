@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/filterstate"
 )
 
 // TestPipeFlowControl: a direction holds its buffer size and no more; the writer waits until
@@ -158,5 +159,57 @@ func TestInternalListenerNeedsBootstrapExtension(t *testing.T) {
 	err = m.AddStatic([]*config.Listener{listenerFromYAML(t, `{name: inner, internal_listener: {}, filter_chains: [{filters: [{name: test.addrs}]}]}`)})
 	if err == nil || !strings.Contains(err.Error(), "envoy.bootstrap.internal_listener") {
 		t.Fatalf("AddStatic = %v; want the missing bootstrap extension named", err)
+	}
+}
+
+// TestInternalListenerInheritsSharedFilterState: the objects a dial's context shares
+// (filterstate.WithUpstream, what the pool passes for a TCP proxy's connection) reach the
+// internal listener's connection: one shared with every upstream connection stays shared
+// onwards, one shared once stays but is not shared again.
+func TestInternalListenerInheritsSharedFilterState(t *testing.T) {
+	type seen struct {
+		tenant, hop string
+		shared      []string
+	}
+	got := make(chan seen, 1)
+	r := NewRegistry()
+	if err := r.Register("test.state", func(*ChainContext) (FilterChainHandler, error) {
+		return HandlerFunc(func(c *Conn) {
+			defer c.Close()
+			s := seen{}
+			if o := c.FilterState().Get("acme.tenant"); o != nil {
+				s.tenant, _ = o.Plain()
+			}
+			if o := c.FilterState().Get("acme.hop"); o != nil {
+				s.hop, _ = o.Plain()
+			}
+			for _, e := range c.FilterState().Shared() {
+				s.shared = append(s.shared, e.Name)
+			}
+			got <- s
+		}), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	m := testManager(t, ManagerConfig{Stats: newStore(t), Handlers: r, InternalListener: &config.InternalListener{BufferSize: 1024}},
+		listenerFromYAML(t, `{name: inner, internal_listener: {}, filter_chains: [{filters: [{name: test.state}]}]}`))
+	outer := &filterstate.State{}
+	outer.Set("acme.tenant", filterstate.String("blue"), filterstate.Options{Sharing: filterstate.SharedWithUpstream})
+	outer.Set("acme.hop", filterstate.String("first"), filterstate.Options{Sharing: filterstate.SharedWithUpstreamOnce})
+	outer.Set("acme.private", filterstate.String("x"), filterstate.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	c, err := m.DialInternal(filterstate.WithUpstream(ctx, outer.Shared()), "envoy://inner/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	select {
+	case s := <-got:
+		if s.tenant != "blue" || s.hop != "first" || len(s.shared) != 1 || s.shared[0] != "acme.tenant" {
+			t.Errorf("inner connection's filter state: tenant %q, hop %q, shared %v; want blue, first, [acme.tenant]", s.tenant, s.hop, s.shared)
+		}
+	case <-time.After(wait):
+		t.Fatal("the internal listener's handler never ran")
 	}
 }

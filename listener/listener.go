@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/filterstate"
 	"github.com/legateproxy/legate/internal/sockopt"
 	"github.com/legateproxy/legate/listener/listenerfilter"
 )
@@ -289,6 +290,7 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 	a := accepted{Conn: listenerfilter.Conn{Socket: nc}}
 	if pc, ok := nc.(*pipeConn); ok {
 		a.Metadata = pc.metadata // an internal connection's passed-through metadata
+		a.FilterState = filterstate.Inherit(pc.shared)
 	}
 	b := &filterBuffer{nc: nc}
 	if !m.runFilters(info, b, &a) {
@@ -300,7 +302,7 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 		// after its own listener filters, as in Envoy.
 		if to := m.handOffTarget(v, a.Local.AddrPort()); to != v {
 			v, info = to, to.info
-			a.Conn = listenerfilter.Conn{Socket: nc, Local: a.Local, Metadata: a.Metadata, TLVs: a.TLVs}
+			a.Conn = listenerfilter.Conn{Socket: nc, Local: a.Local, Metadata: a.Metadata, TLVs: a.TLVs, FilterState: a.FilterState}
 			if !m.runFilters(info, b, &a) {
 				nc.Close()
 				return
@@ -328,13 +330,14 @@ func (m *Manager) serveConn(v *version, nc net.Conn, worker int) {
 		info.stats.s.NoFilterChainMatch.Inc()
 		m.cfg.Logger.Debugf("listener '%s': closing connection from %s: no matching filter chain found", info.name, remote)
 		if v.noChainLog != nil {
-			v.noChainLog(NoChainConn{Start: acceptedAt, Local: local, Remote: remote, DirectRemote: nc.RemoteAddr(), SNI: a.ServerName, ID: m.connIDs.Add(1), Metadata: a.Metadata})
+			v.noChainLog(NoChainConn{Start: acceptedAt, Local: local, Remote: remote, DirectRemote: nc.RemoteAddr(), SNI: a.ServerName, ID: m.connIDs.Add(1), Metadata: a.Metadata, FilterState: a.FilterState})
 		}
 		nc.Close()
 		return
 	}
 	w := &ch.info.stats.workers[worker]
 	c := &Conn{Conn: nc, id: m.connIDs.Add(1), peeked: a.peeked, chain: ch, worker: w, start: m.cfg.Clock.Now(), hello: a.hello(), tls: a.TLS, restored: a.Local, remote: a.Remote, metadata: a.Metadata, tlvs: a.TLVs, source: a.Source, limited: limited, admitted: admitted}
+	c.state.Adopt(a.FilterState)
 	if !ch.add(c) {
 		nc.Close()
 		return

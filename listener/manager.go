@@ -19,6 +19,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/filterstate"
 	"github.com/legateproxy/legate/internal/grpcclient"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/logging"
@@ -93,6 +94,9 @@ type NoChainConn struct {
 	ID            uint64   // the connection's id (Conn.ID)
 	// Metadata is the connection's dynamic metadata (Conn.DynamicMetadata); read only.
 	Metadata map[string]*structpb.Struct
+	// FilterState is what the listener filters put in the connection's filter state; nil
+	// for nothing.
+	FilterState *filterstate.State
 }
 
 // Manager is the listener manager (Envoy's ListenerManagerImpl): it binds the listeners,

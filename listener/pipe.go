@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/legateproxy/legate/internal/filterstate"
 )
 
 // newPipe returns the two ends of an in-memory, full-duplex connection whose directions each
@@ -153,6 +155,9 @@ type pipeConn struct {
 	// metadata is what the dialer's internal_upstream socket passed to the internal
 	// listener's connection (server end only), set before the end is handed over.
 	metadata map[string]*structpb.Struct
+	// shared are the filter state objects the dialling connection shared with its upstream
+	// connection (server end only), which the internal listener's connection inherits.
+	shared []filterstate.Entry
 }
 
 func (c *pipeConn) Read(p []byte) (int, error)  { return c.rx.read(p, c.closed, &c.rd) }

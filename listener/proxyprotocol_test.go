@@ -10,6 +10,8 @@ import (
 	"time"
 
 	proxyproto "github.com/pires/go-proxyproto"
+
+	"github.com/legateproxy/legate/accesslog"
 )
 
 // addrRegistry registers "test.addrs": it writes the connection's filter chain, remote,
@@ -289,5 +291,41 @@ default_filter_chain: {name: other, filters: [{name: test.addrs}]}}`
 	}
 	for name, want := range map[string]uint64{"http2_found": 1, "http11_found": 1, "http10_found": 1, "http_not_found": 2, "read_error": 0} {
 		wantStat(t, st, "http_inspector."+name, want)
+	}
+}
+
+// TestProxyProtocolTLVsInFilterState: with tlv_location FILTER_STATE, the rules' TLVs of a
+// PROXY v2 header (go-proxyproto's) become fields of the envoy.network.proxy_protocol.tlv
+// object in the connection's filter state, which an access log format reads (FIELD, and the
+// typed object), and nothing goes to dynamic metadata.
+func TestProxyProtocolTLVsInFilterState(t *testing.T) {
+	f, err := accesslog.ParseText("tenant=%FILTER_STATE(envoy.network.proxy_protocol.tlv:FIELD:tenant)% all=%FILTER_STATE(envoy.network.proxy_protocol.tlv)% md=%DYNAMIC_METADATA(envoy.filters.listener.proxy_protocol)%", accesslog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRegistry()
+	if err := r.Register("test.state", func(*ChainContext) (FilterChainHandler, error) {
+		return HandlerFunc(func(c *Conn) {
+			defer c.Close()
+			e := accesslog.Entry{FilterState: c.FilterState(), DynamicMetadata: c.DynamicMetadata()}
+			c.Write(append(f.Format(nil, &e), '\n'))
+		}), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	l := listenerFromYAML(t, `{name: pp, address: {socket_address: {address: 127.0.0.1, port_value: 0}},
+listener_filters: [{name: envoy.filters.listener.proxy_protocol, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.listener.proxy_protocol.v3.ProxyProtocol,
+  tlv_location: FILTER_STATE, rules: [{tlv_type: 0xE0, on_tlv_present: {key: tenant}}, {tlv_type: 0xE1, on_tlv_present: {key: raw, value_string_encoding: BASE64}}]}}],
+filter_chains: [{filters: [{name: test.state}]}]}`)
+	m := testManager(t, ManagerConfig{Stats: newStore(t), Handlers: r}, l)
+	addr := addrOf(t, m, "pp")
+	tlvs := []proxyproto.TLV{{Type: 0xE0, Value: []byte("acme")}, {Type: 0xE1, Value: []byte{0xff, 0x00}}, {Type: 0xE2, Value: []byte("ignored")}}
+	line, _, _ := dialWith(t, addr, [][]byte{header(t, 2, "203.0.113.8:4001", "198.51.100.2:80", tlvs...)}, "")
+	if want := `tenant=acme all={"raw":"/wA=","tenant":"acme"} md=-`; line != want {
+		t.Errorf("access log line = %q; want %q", line, want)
+	}
+	line, _, _ = dialWith(t, addr, [][]byte{header(t, 2, "203.0.113.9:4001", "198.51.100.2:80")}, "")
+	if want := `tenant=- all=- md=-`; line != want {
+		t.Errorf("without TLVs: access log line = %q; want %q", line, want)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/legateproxy/legate/breaker"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/filterstate"
 	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/sockopt"
 	"github.com/legateproxy/legate/listener"
@@ -172,6 +173,9 @@ func (hp *hostPool) connect(ctx context.Context, alpn []string, cx *breaker.Reso
 		dctx = listener.WithPassthroughMetadata(dctx, m.passthrough(hp.host, w.Passthrough))
 	}
 	dctx = sockopt.WithSource(dctx, src)
+	// The downstream's filter state objects shared with this connection (an internal
+	// listener's connection inherits them: DialInternal).
+	dctx = filterstate.WithUpstream(dctx, filterstate.Upstream(ctx))
 	nc, err := m.dial(dctx, hp.host.Address())
 	if err == nil && w.ProxyProtocol != nil {
 		err = writeProxyHeader(dctx, nc, w.ProxyProtocol, proxyproto.DownstreamFrom(ctx))

@@ -55,6 +55,7 @@ func logNoChain(logs []lineLogger, c listener.NoChainConn) {
 		RequestedServerName:     c.SNI,
 		ConnectionID:            c.ID,
 		DynamicMetadata:         c.Metadata,
+		FilterState:             c.FilterState,
 	}
 	e.DownstreamDirectRemoteAddress = addrString(c.DirectRemote)
 	var buf []byte

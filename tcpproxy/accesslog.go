@@ -12,6 +12,7 @@ import (
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/accesslog/als"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/filterstate"
 	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/internal/sockopt"
@@ -119,6 +120,9 @@ type connInfo struct {
 	downstream proxyproto.Downstream
 	// source is the original_src listener filter's bind address for the upstream connection.
 	source *sockopt.Source
+	// state is the downstream connection's filter state (%FILTER_STATE%): the listener's
+	// connection's, or one of the session's own for another net.Conn.
+	state *filterstate.State
 
 	// mu orders the entries: no periodic entry follows the final one. ended is set when the
 	// final entry is logged. mu guards ended.
@@ -137,6 +141,9 @@ func newConnInfo(down net.Conn) *connInfo {
 		ci.metadata = lc.DynamicMetadata()
 		ci.source = lc.UpstreamSource()
 		ci.direct = addrString(lc.DirectRemoteAddr())
+		ci.state = lc.FilterState()
+	} else {
+		ci.state = &filterstate.State{}
 	}
 	return ci
 }
@@ -191,6 +198,7 @@ func (ci *connInfo) entry(t accesslog.Type) accesslog.Entry {
 		DownstreamTLS:                 ci.tls,
 		ConnectionID:                  ci.id,
 		DynamicMetadata:               ci.metadata,
+		FilterState:                   ci.state,
 		Type:                          t,
 	}
 }

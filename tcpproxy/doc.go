@@ -40,10 +40,20 @@
 // max_concurrent_streams, max_requests_per_connection, the circuit breakers and the pool's
 // stats apply, and a refused tunnel leaves its connection in the pool. With auto_config (the
 // codec known only once TLS has negotiated) and over HTTP/1.1 each tunnel has an upstream
-// connection of its own. propagate_response_headers and
-// propagate_response_trailers (filter state nothing in Legate reads), request_id_extension,
-// request_id_header, request_id_metadata_key and formatters are refused ("not implemented by
-// Legate").
+// connection of its own. propagate_response_headers puts the answer's status and headers
+// (a refusal's too) in the downstream connection's filter state under
+// envoy.tcp_proxy.propagate_response_headers, and propagate_response_trailers its trailers,
+// once its body has ended, under envoy.tcp_proxy.propagate_response_trailers, both as
+// Envoy's HeaderMap (names in lower case; net/http's answers sorted by name, the pool's in
+// their order), which access logs read with %FILTER_STATE%; a later attempt's answer replaces
+// an earlier one's. request_id_extension, request_id_header, request_id_metadata_key and
+// formatters are refused ("not implemented by Legate").
+//
+// Filter state: the entries read the downstream connection's (listener.Conn.FilterState),
+// and the objects it shares with the upstream connection (filterstate.SharedWithUpstream and
+// SharedWithUpstreamOnce) go with the connections the proxy makes for it alone (a raw TCP
+// connection, an HTTP/1.1 or auto_config tunnel's), so that an internal listener's
+// connection inherits them; a pooled HTTP/2 tunnel's shared connection carries none.
 //
 // Concurrency: a Proxy is shared by every connection of its filter chain and is safe for
 // concurrent use. Each connection is served on the listener's connection goroutine plus one

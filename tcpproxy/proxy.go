@@ -16,6 +16,7 @@ import (
 	"github.com/legateproxy/legate/breaker"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/filterstate"
 	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/sockopt"
 	"github.com/legateproxy/legate/lb"
@@ -254,6 +255,9 @@ func (p *Proxy) connectHost(m *pool.Manager, h *host.Host, ci *connInfo) (net.Co
 	ctx := proxyproto.WithDownstream(context.Background(), &ci.downstream)
 	// original_src: a connection made for this downstream alone binds to its source.
 	own := sockopt.WithSource(ctx, ci.source)
+	// The objects the connection shares with its upstream connection (an internal listener's
+	// connection inherits them) go with the connections made for it alone.
+	own = filterstate.WithUpstream(own, ci.state.Shared())
 	if tun == nil {
 		return m.ConnectTCP(own, h, config.PriorityDefault)
 	}

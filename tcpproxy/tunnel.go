@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/filterstate"
 	"github.com/legateproxy/legate/pool"
 )
 
@@ -64,11 +66,14 @@ type tunnelRequest struct {
 	authority string
 	fields    http.Header
 	order     []string // field names in the order they were first added
+	// state is the downstream connection's filter state, where the answer's headers and
+	// trailers go with propagate_response_headers and _trailers.
+	state *filterstate.State
 }
 
 func newTunnelRequest(cfg *config.TCPTunnel, ci *connInfo) *tunnelRequest {
 	e := ci.entry(accesslog.TypeNotSet)
-	r := &tunnelRequest{cfg: cfg, authority: string(cfg.Hostname.Format(nil, &e)), fields: http.Header{}}
+	r := &tunnelRequest{cfg: cfg, authority: string(cfg.Hostname.Format(nil, &e)), fields: http.Header{}, state: ci.state}
 	for _, h := range cfg.Headers {
 		r.add(h, string(h.Value.Format(nil, &e)))
 	}
@@ -144,6 +149,7 @@ func (r *tunnelRequest) openH1(up *pool.TCPConn, o *config.HTTP1Options) (*tunne
 			break
 		}
 	}
+	r.propagateHeaders(func() filterstate.HeaderMap { return headerMap(resp.StatusCode, resp.Header) })
 	if resp.StatusCode/100 != 2 {
 		resp.Body.Close()
 		return nil, fmt.Errorf("%w: %s", errTunnelRefused, resp.Status)
@@ -153,7 +159,8 @@ func (r *tunnelRequest) openH1(up *pool.TCPConn, o *config.HTTP1Options) (*tunne
 		return &tunnelConn{Conn: up, r: br, w: up, closeWrite: up.CloseWrite, close: up.Close}, nil
 	}
 	cw := &chunkWriter{w: up}
-	return &tunnelConn{Conn: up, r: resp.Body, w: cw, closeWrite: cw.end, close: up.Close}, nil
+	return &tunnelConn{Conn: up, r: r.trailersAtEnd(resp.Body, func() filterstate.HeaderMap { return headerMap(0, resp.Trailer) }),
+		w: cw, closeWrite: cw.end, close: up.Close}, nil
 }
 
 // h1Head is the HTTP/1.1 request head, its field names in case c.
@@ -220,12 +227,14 @@ func (r *tunnelRequest) openH2(up *pool.TCPConn) (*tunnelConn, error) {
 		abort()
 		return nil, err
 	}
+	r.propagateHeaders(func() filterstate.HeaderMap { return headerMap(resp.StatusCode, resp.Header) })
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
 		abort()
 		return nil, fmt.Errorf("%w: %d", errTunnelRefused, resp.StatusCode)
 	}
-	return &tunnelConn{Conn: up, r: resp.Body, w: pw, closeWrite: pw.Close, close: abort}, nil
+	return &tunnelConn{Conn: up, r: r.trailersAtEnd(resp.Body, func() filterstate.HeaderMap { return headerMap(0, resp.Trailer) }),
+		w: pw, closeWrite: pw.Close, close: abort}, nil
 }
 
 // openPooled opens the tunnel as a stream of the cluster's HTTP/2 pool (max_concurrent_streams
@@ -259,6 +268,9 @@ func (r *tunnelRequest) openPooled(ctx context.Context, m *pool.Manager, h *host
 		return nil
 	}
 	err := m.RoundTrip(ctx, h, req, resp)
+	if err == nil {
+		r.propagateHeaders(func() filterstate.HeaderMap { return rawHeaderMap(resp.StatusCode, resp.Header) })
+	}
 	if timer != nil && !timer.Stop() && err == nil {
 		err = fmt.Errorf("no answer within %v", wait)
 	} else if err == nil && resp.StatusCode != http.StatusOK {
@@ -269,7 +281,8 @@ func (r *tunnelRequest) openPooled(ctx context.Context, m *pool.Manager, h *host
 		resp.Close()
 		return nil, err
 	}
-	return &tunnelConn{Conn: resp.Conn(), r: resp.Body, w: pw, closeWrite: pw.Close, close: stop,
+	return &tunnelConn{Conn: resp.Conn(), r: r.trailersAtEnd(resp.Body, func() filterstate.HeaderMap { return rawHeaderMap(0, resp.Trailer) }),
+		w: pw, closeWrite: pw.Close, close: stop,
 		finish: func() { stop(); resp.Close() }}, nil
 }
 
@@ -333,4 +346,83 @@ func (c *chunkWriter) Write(p []byte) (int, error) {
 func (c *chunkWriter) end() error {
 	_, err := c.w.Write([]byte("0\r\n\r\n"))
 	return err
+}
+
+// The filter state keys of the tunnel's answer (Envoy's TunnelResponseHeaders and
+// TunnelResponseTrailers).
+const (
+	ResponseHeadersKey  = "envoy.tcp_proxy.propagate_response_headers"
+	ResponseTrailersKey = "envoy.tcp_proxy.propagate_response_trailers"
+)
+
+// propagateHeaders puts the answer's headers in the connection's filter state with
+// propagate_response_headers, a refusal's too (access logs then show why); fields builds
+// them only then.
+func (r *tunnelRequest) propagateHeaders(fields func() filterstate.HeaderMap) {
+	if r.cfg.PropagateResponseHeaders {
+		// Mutable: a later attempt's answer replaces an earlier one's.
+		r.state.Set(ResponseHeadersKey, fields(), filterstate.Options{})
+	}
+}
+
+// trailersAtEnd returns body, which puts the answer's trailers (fields, read once body has
+// ended) in the connection's filter state at its end with propagate_response_trailers.
+func (r *tunnelRequest) trailersAtEnd(body io.Reader, fields func() filterstate.HeaderMap) io.Reader {
+	if !r.cfg.PropagateResponseTrailers {
+		return body
+	}
+	return &trailerReader{Reader: body, end: func() {
+		if t := fields(); len(t) > 0 {
+			r.state.Set(ResponseTrailersKey, t, filterstate.Options{})
+		}
+	}}
+}
+
+// trailerReader runs end once, when its reader returns io.EOF (the upstream-to-downstream
+// copy is its only reader).
+type trailerReader struct {
+	io.Reader
+	end  func()
+	done bool
+}
+
+func (t *trailerReader) Read(p []byte) (int, error) {
+	n, err := t.Reader.Read(p)
+	if err == io.EOF && !t.done {
+		t.done = true
+		t.end()
+	}
+	return n, err
+}
+
+// headerMap lists a net/http header as Envoy keeps it: ":status" first (when status is not
+// 0), then the fields with lower-case names, sorted (net/http does not keep their order).
+func headerMap(status int, h http.Header) filterstate.HeaderMap {
+	out := make(filterstate.HeaderMap, 0, len(h)+1)
+	if status != 0 {
+		out = append(out, filterstate.Header{Key: ":status", Value: strconv.Itoa(status)})
+	}
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		for _, v := range h[k] {
+			out = append(out, filterstate.Header{Key: strings.ToLower(k), Value: v})
+		}
+	}
+	return out
+}
+
+// rawHeaderMap lists a pool response's fields in their order, copied out of its storage.
+func rawHeaderMap(status int, fields []pool.RawField) filterstate.HeaderMap {
+	out := make(filterstate.HeaderMap, 0, len(fields)+1)
+	if status != 0 {
+		out = append(out, filterstate.Header{Key: ":status", Value: strconv.Itoa(status)})
+	}
+	for _, f := range fields {
+		out = append(out, filterstate.Header{Key: strings.ToLower(string(f.Name)), Value: string(f.Value)})
+	}
+	return out
 }

@@ -45,16 +45,28 @@ func h1TunnelServer(t *testing.T, status int, seen chan<- seenRequest) string {
 			nettest.EchoBody(w, r)
 			return
 		}
-		c, brw, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		brw.WriteString("HTTP/1.1 200 Connection established\r\n\r\n")
-		brw.Flush()
-		io.Copy(c, brw)
-		c.(*net.TCPConn).CloseWrite()
+		hijackEcho(w, "HTTP/1.1 200 Connection established\r\n\r\n")
 	})
+	return serveHTTP1(t, h)
+}
+
+// hijackEcho answers a CONNECT with head on the hijacked connection, then echoes its bytes
+// until the client half-closes.
+func hijackEcho(w http.ResponseWriter, head string) {
+	c, brw, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	brw.WriteString(head)
+	brw.Flush()
+	io.Copy(c, brw)
+	c.(*net.TCPConn).CloseWrite()
+}
+
+// serveHTTP1 serves h with net/http on 127.0.0.1 until the test ends; it returns the address.
+func serveHTTP1(t *testing.T, h http.Handler) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/filterstate"
 	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/internal/sockopt"
@@ -99,6 +100,19 @@ type Conn struct {
 	// Source is where the upstream connections made for this connection bind (the
 	// original_src filter's); nil: the cluster's own bind configuration.
 	Source *sockopt.Source
+	// FilterState is the connection's filter state so far (an internal connection's
+	// inherited objects, the PROXY protocol rules' TLVs); nil until an object is set.
+	// Filters set objects through State.
+	FilterState *filterstate.State
+}
+
+// State returns the connection's filter state, made on first use (listener filters run on
+// the connection's goroutine, one at a time).
+func (c *Conn) State() *filterstate.State {
+	if c.FilterState == nil {
+		c.FilterState = &filterstate.State{}
+	}
+	return c.FilterState
 }
 
 // RemoteAddr returns the connection's remote address: Remote, else the socket's.

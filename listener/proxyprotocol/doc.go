@@ -28,8 +28,13 @@
 //     have metadata of their own and do not see it.
 //   - pass_through_tlvs: implemented; the TLVs it selects are kept with the connection
 //     (listener.Conn.ProxyProtocolTLVs) for an upstream PROXY protocol socket.
-//   - tlv_location FILTER_STATE: refused with "not implemented by Legate" (nothing in
-//     Legate reads filter state).
+//   - tlv_location: implemented. With FILTER_STATE the rules' values go, instead of dynamic
+//     metadata, into one object of the connection's filter state, under
+//     envoy.network.proxy_protocol.tlv (TLVObject, not shared with upstream connections),
+//     whose fields are the rules' keys (metadata_namespace is not used): access logs read
+//     %FILTER_STATE(envoy.network.proxy_protocol.tlv:FIELD:KEY)%, and its typed value, a
+//     JSON object of the keys, with %FILTER_STATE(envoy.network.proxy_protocol.tlv)%. It has
+//     no plain serialization (Envoy's documentation names none).
 //
 // The upstream transport socket envoy.transport_sockets.proxy_protocol
 // (ProxyProtocolUpstreamTransport) re-sends a header: tlsutil registers and checks it,

@@ -6,6 +6,7 @@ import (
 	proxyprotocolv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/listener/proxy_protocol/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/legateproxy/legate/internal/filterstate"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener/listenerfilter"
 	"github.com/legateproxy/legate/logging"
@@ -51,6 +52,10 @@ func (l *listenerFilter) OnData(b []byte, c *listenerfilter.Conn) (int, listener
 	}
 	if !h.Local {
 		c.AddMetadata(l.f.Metadata(h))
+		if tlvs := l.f.TLVs(h); tlvs != nil {
+			// The connection's state is new: no read-only object is there yet.
+			_ = c.State().Set(TLVKey, tlvs, filterstate.Options{})
+		}
 		c.TLVs = l.f.PassThrough(h)
 		c.Remote = net.TCPAddrFromAddrPort(h.Source)
 		if local, ok := c.LocalAddr().(*net.TCPAddr); !ok || local.AddrPort() != h.Destination {

@@ -27,6 +27,9 @@ type Filter struct {
 	disallowed   [3]bool // by version
 	// rules are the rules' targets by TLV type; nil without rules.
 	rules map[byte]ruleTarget
+	// inFilterState puts the rules' values in the TLVKey filter state object instead of
+	// dynamic metadata (tlv_location FILTER_STATE).
+	inFilterState bool
 	// pass selects the TLVs kept for an upstream PROXY protocol socket (pass_through_tlvs).
 	pass proxyproto.TLVSet
 	st   filterStats
@@ -52,11 +55,14 @@ type versionStats struct{ found, disallowed, errors *stats.Counter }
 
 // New builds the filter of pb, registering its stats in store.
 func New(pb *ppv3.ProxyProtocol, store *stats.Store) (*Filter, error) {
-	if pb.GetTlvLocation() != ppv3.ProxyProtocol_DYNAMIC_METADATA {
-		// Filter state holds what Legate's network filters and access logs never read.
-		return nil, refused("tlv_location")
-	}
 	f := &Filter{allowWithout: pb.GetAllowRequestsWithoutProxyProtocol()}
+	switch loc := pb.GetTlvLocation(); loc {
+	case ppv3.ProxyProtocol_DYNAMIC_METADATA:
+	case ppv3.ProxyProtocol_FILTER_STATE:
+		f.inFilterState = true
+	default:
+		return nil, fmt.Errorf("%s: tlv_location: unknown location %d", Name, loc)
+	}
 	var err error
 	if f.rules, err = buildRules(pb.GetRules()); err != nil {
 		return nil, err
@@ -128,16 +134,16 @@ func buildRules(rules []*ppv3.ProxyProtocol_Rule) (map[byte]ruleTarget, error) {
 // when no rule matched. A TLV's value is a string: its bytes with invalid UTF-8 replaced
 // (as Envoy sanitizes them), or their base64 with value_string_encoding BASE64.
 func (f *Filter) Metadata(h Header) map[string]*structpb.Struct {
+	if f.inFilterState {
+		return nil
+	}
 	var out map[string]*structpb.Struct
 	for _, t := range h.TLVs {
 		r, ok := f.rules[t.Type]
 		if !ok {
 			continue
 		}
-		v := strings.ToValidUTF8(string(t.Value), "!")
-		if r.base64 {
-			v = base64.StdEncoding.EncodeToString(t.Value)
-		}
+		v := r.value(t.Value)
 		if out == nil {
 			out = map[string]*structpb.Struct{}
 		}
@@ -151,14 +157,83 @@ func (f *Filter) Metadata(h Header) map[string]*structpb.Struct {
 	return out
 }
 
+// value is a TLV's value as a rule stores it.
+func (r ruleTarget) value(b []byte) string {
+	if r.base64 {
+		return base64.StdEncoding.EncodeToString(b)
+	}
+	return strings.ToValidUTF8(string(b), "!")
+}
+
+// TLVKey is the filter state key of the object tlv_location FILTER_STATE puts the rules'
+// values in (Envoy's).
+const TLVKey = "envoy.network.proxy_protocol.tlv"
+
+// TLVs returns the filter state object the rules take from h's TLVs with tlv_location
+// FILTER_STATE, its fields the rules' keys (a later TLV of a key replaces an earlier one);
+// nil when no rule matched or the values go to dynamic metadata.
+func (f *Filter) TLVs(h Header) *TLVObject {
+	if !f.inFilterState {
+		return nil
+	}
+	var out *TLVObject
+	for _, t := range h.TLVs {
+		r, ok := f.rules[t.Type]
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = &TLVObject{}
+		}
+		out.set(r.key, r.value(t.Value))
+	}
+	return out
+}
+
+// TLVObject is the TLVKey filter state object: the rules' values by key, in the order their
+// TLVs came. Its typed serialization is a JSON object of the keys; it has no plain one, and
+// each key is a field (%FILTER_STATE(envoy.network.proxy_protocol.tlv:FIELD:KEY)%). It is
+// immutable once the filter has built it.
+type TLVObject struct {
+	keys, values []string
+}
+
+func (o *TLVObject) set(k, v string) {
+	for i := range o.keys {
+		if o.keys[i] == k {
+			o.values[i] = v
+			return
+		}
+	}
+	o.keys, o.values = append(o.keys, k), append(o.values, v)
+}
+
+// Plain: the object has no plain serialization.
+func (o *TLVObject) Plain() (string, bool) { return "", false }
+
+// Typed returns the keys and their values as a JSON object.
+func (o *TLVObject) Typed() *structpb.Value {
+	s := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(o.keys))}
+	for i, k := range o.keys {
+		s.Fields[k] = structpb.NewStringValue(o.values[i])
+	}
+	return structpb.NewStructValue(s)
+}
+
+// Field returns the value of the rule key name.
+func (o *TLVObject) Field(name string) (string, bool) {
+	for i, k := range o.keys {
+		if k == name {
+			return o.values[i], true
+		}
+	}
+	return "", false
+}
+
 // PassThrough returns copies of h's TLVs that pass_through_tlvs selects, in order, for an
 // upstream PROXY protocol socket; nil for none.
 func (f *Filter) PassThrough(h Header) []TLV {
 	return f.pass.Select(h.TLVs)
-}
-
-func refused(field string) error {
-	return fmt.Errorf("%s: %s: not implemented by Legate", Name, field)
 }
 
 // Result is what the filter decided about the bytes buffered so far.

@@ -97,9 +97,9 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// TestNewRefusesUnimplementedFields: tlv_location FILTER_STATE is refused with its name;
-// rules without a key, out-of-range TLV types and an impossible version list are errors.
-func TestNewRefusesUnimplementedFields(t *testing.T) {
+// TestNewRefusesBadFields: an unknown tlv_location, rules without a key, out-of-range TLV
+// types and an impossible version list are errors.
+func TestNewRefusesBadFields(t *testing.T) {
 	st, err := stats.New(stats.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestNewRefusesUnimplementedFields(t *testing.T) {
 		{&ppv3.ProxyProtocol{Rules: []*ppv3.ProxyProtocol_Rule{{TlvType: 2}}}, "rules[0].on_tlv_present.key: required"},
 		{&ppv3.ProxyProtocol{Rules: []*ppv3.ProxyProtocol_Rule{{TlvType: 256, OnTlvPresent: &ppv3.ProxyProtocol_KeyValuePair{Key: "k"}}}}, "rules[0].tlv_type: 256"},
 		{&ppv3.ProxyProtocol{PassThroughTlvs: &corev3.ProxyProtocolPassThroughTLVs{MatchType: corev3.ProxyProtocolPassThroughTLVs_INCLUDE, TlvType: []uint32{1, 300}}}, "pass_through_tlvs.tlv_type[1]: 300"},
-		{&ppv3.ProxyProtocol{TlvLocation: ppv3.ProxyProtocol_FILTER_STATE}, "tlv_location: not implemented by Legate"},
+		{&ppv3.ProxyProtocol{TlvLocation: 7}, "tlv_location: unknown location 7"},
 		{&ppv3.ProxyProtocol{DisallowedVersions: []corev3.ProxyProtocolConfig_Version{corev3.ProxyProtocolConfig_V1, corev3.ProxyProtocolConfig_V2}}, "disallows both v1 and v2"},
 	} {
 		if _, err := New(tc.pb, st); err == nil || !strings.Contains(err.Error(), tc.want) {
