@@ -13,8 +13,8 @@ import (
 )
 
 // RouteProvider serves the route configurations of connection managers configured with rds
-// (HttpConnectionManager.rds: route_config_name and config_source); the xDS client implements
-// it. WatchRoutes subscribes (shared per route_config_name and source; statPrefix is the
+// (HttpConnectionManager.rds: route_config_name and config_source); the route table's xDS
+// side implements it (httpproxy/rds.Discovery). WatchRoutes subscribes (shared per route_config_name and source; statPrefix is the
 // connection manager's stat_prefix, for http.<stat_prefix>.rds.<name>.*) and returns the
 // current configuration (nil until the first arrives), its generation, and cancel, which ends
 // the watch. update is called with each later accepted configuration, with a growing gen, on
@@ -25,7 +25,7 @@ type RouteProvider interface {
 }
 
 // VirtualHostRequester is implemented by RouteProviders that fetch virtual hosts on demand
-// (VHDS; the xDS client). RequestVirtualHost asks the VHDS source of the route configuration
+// (VHDS; httpproxy/rds.Discovery). RequestVirtualHost asks the VHDS source of the route configuration
 // called routeConfig for the virtual host of host and calls done once the answer has been
 // applied to the configurations WatchRoutes delivers (at once when it already has); ok is
 // false when that route configuration has no vhds. cancel withdraws done. done must not block.
@@ -60,7 +60,7 @@ func takeRDS(pb *hcmv3.HttpConnectionManager) *hcmv3.Rds {
 // startRDS subscribes h to its route configuration. Until one arrives the handler serves an
 // empty table (404 for every request), as Envoy does after an initial fetch timeout. A
 // configuration that does not compile for this connection manager is logged and the previous
-// table keeps serving (the xDS client has already NACKed those that fail to compile at all).
+// table keeps serving (RDS has already NACKed those that fail to compile at all).
 func (sh *shared) startRDS(h *Handler, rds *hcmv3.Rds) error {
 	d := &sh.deps
 	if d.Routes == nil {

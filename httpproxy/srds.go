@@ -14,18 +14,18 @@ import (
 
 // ScopedRouteProvider serves the scopes of connection managers configured with scoped_routes
 // (SRDS, or an inline scoped_route_configurations_list, with the RDS route configuration each
-// scope names); the xDS client implements it. WatchScopedRoutes calls update with every scope
-// and the route configurations that have arrived, by name — first before it returns when it
-// can, then after every change with a growing gen — without locks the caller could hold; update
-// must not block. cancel ends the watch.
+// scope names); httpproxy/rds.Discovery implements it. WatchScopedRoutes calls update with
+// every scope and the route configurations that have arrived, by name — first before it
+// returns when it can, then after every change with a growing gen — without locks the caller
+// could hold; update must not block. cancel ends the watch.
 type ScopedRouteProvider interface {
 	WatchScopedRoutes(sr *hcmv3.ScopedRoutes, statPrefix string,
 		update func(gen uint64, scopes []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration)) (cancel func(), err error)
 }
 
 // OnDemandScopedRouteProvider is implemented by ScopedRouteProviders that load the route
-// configurations of on_demand scopes when a request asks (the xDS client). Its watch is
-// WatchScopedRoutes's, plus load: load(key, done) finds the scope with key key (string_key
+// configurations of on_demand scopes when a request asks (httpproxy/rds.Discovery). Its watch
+// is WatchScopedRoutes's, plus load: load(key, done) finds the scope with key key (string_key
 // fragments joined with NUL), subscribes to its route configuration if needed and calls done
 // once that has been delivered to update (at once when it has); ok is false when no scope has
 // that key. cancel withdraws done; done must not block.
@@ -84,8 +84,8 @@ func newScopeKeyBuilder(path string, b *hcmv3.ScopedRoutes_ScopeKeyBuilder) (sco
 	return out, nil
 }
 
-// key returns the request's scope key (fragments joined with NUL, as xds/resource.ScopeKey
-// joins a scope's), false when a fragment cannot be extracted.
+// key returns the request's scope key (fragments joined with NUL, as rds.ScopeKey joins a
+// scope's), false when a fragment cannot be extracted.
 func (b scopeKeyBuilder) key(req *route.Request) (string, bool) {
 	if len(b) == 1 {
 		return b[0].extract(req)

@@ -28,6 +28,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/extensions"
 	"github.com/legateproxy/legate/httpproxy"
+	"github.com/legateproxy/legate/httpproxy/rds"
 	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener"
@@ -83,6 +84,7 @@ type Server struct {
 	lds          *lds.LDS        // with xds and lds_config: the listener manager's xDS side
 	sds          *tlsutil.SDS    // with xds: the static secrets, then SDS
 	ecds         *httpproxy.ECDS // with xds: the HTTP filters' configurations over ECDS
+	routes       *rds.Discovery  // with xds: RDS, VHDS and SRDS, the route table's xDS side
 	adminStats   adminStats
 	stats        stats.ServerStats
 	admin        *admin.Server // nil when the bootstrap has no admin block
@@ -334,12 +336,14 @@ func (s *Server) Run(ctx context.Context) error {
 		// The cluster side subscribes (the bootstrap's EDS clusters, CDS) before the client
 		// runs, and stops after it returned.
 		s.cds.Start()
+		s.routes.Start()
 		if s.lds != nil {
 			s.lds.Start()
 		}
 		wg.Go(func() {
 			s.xds.Run(ctx)
 			s.cds.Stop()
+			s.routes.Stop()
 			if s.lds != nil {
 				s.lds.Stop()
 			}
@@ -677,7 +681,8 @@ func (s *Server) staticListenerInitDumps() []*adminv3.UnreadyTargetsDumps_Unread
 	for _, l := range s.staticDeps {
 		out = append(out, &adminv3.UnreadyTargetsDumps_UnreadyTargetsDump{
 			Name: lds.InitManagerName(l.Name, l.Config.Proto),
-			TargetNames: slices.Concat(xds.ListenerInitTargets(l.Listener, ready),
+			TargetNames: slices.Concat(ownerInitTargets(l.Routes, rds.InitTarget, ready),
+				ownerInitTargets(l.ScopedRoutes, rds.ScopedInitTarget, ready),
 				ownerInitTargets(l.Extensions, httpproxy.ECDSInitTarget, ready),
 				ownerInitTargets(l.Secrets, tlsutil.SDSInitTarget, ready)),
 		})
@@ -686,8 +691,8 @@ func (s *Server) staticListenerInitDumps() []*adminv3.UnreadyTargetsDumps_Unread
 }
 
 // ownerInitTargets names the init targets of deps that are not ready yet, target naming each
-// as its owner does (the connection manager's ECDS, TLS's SDS), after
-// xds.ListenerInitTargets.
+// as its owner does (the route table's RDS and SRDS, the connection manager's ECDS, TLS's
+// SDS).
 func ownerInitTargets(deps []resource.Dependency, target func(name string) string, ready func(target string) bool) []string {
 	var out []string
 	for _, d := range deps {

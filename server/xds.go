@@ -17,6 +17,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy"
 	"github.com/legateproxy/legate/httpproxy/filter"
+	"github.com/legateproxy/legate/httpproxy/rds"
 	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/listener/lds"
 	"github.com/legateproxy/legate/runtime"
@@ -77,18 +78,28 @@ func (s *Server) buildXDS() error {
 		Logger:           s.logs.Logger("config"),
 		Init:             s.initTarget,
 		Dial:             s.dialXDS,
-		Secrets:          sds,
-		RouteOptions: route.Options{
-			ClusterExists:   s.clusters.Has,
-			PerFilterConfig: s.data.httpFilters.PerRouteConfig,
-			Extensions:      s.ext,
-		},
-		Extensions: ecds,
 	})
 	if err != nil {
 		return err
 	}
 	sds.SetClient(client)
+	// The route table's side owns RDS, VHDS and SRDS: what the connection managers would
+	// refuse is NACKed.
+	routes, err := rds.New(rds.Config{
+		Client: client,
+		Stats:  s.store,
+		Logger: s.logs.Logger("config"),
+		Init:   s.initTarget,
+		Clock:  s.clock,
+		RouteOptions: route.Options{
+			ClusterExists:   s.clusters.Has,
+			PerFilterConfig: s.data.httpFilters.PerRouteConfig,
+			Extensions:      s.ext,
+		},
+	})
+	if err != nil {
+		return err
+	}
 	// The cluster manager's side owns CDS and EDS.
 	d, err := cds.New(cds.Config{
 		Client:           client,
@@ -105,7 +116,7 @@ func (s *Server) buildXDS() error {
 		return err
 	}
 	ecds.SetClient(client)
-	s.xds, s.sds, s.cds, s.ecds = client, sds, d, ecds
+	s.xds, s.sds, s.cds, s.ecds, s.routes = client, sds, d, ecds, routes
 	// The runtime owns RTDS: its layers are watched before the client runs, so that
 	// initialization waits for them.
 	if err := runtime.WatchRTDS(client, rtds, s.runtime.SetRTDSLayer, s.logs.Logger("config")); err != nil {
@@ -202,8 +213,8 @@ func (s *Server) secretProvider() tlsutil.SecretProvider {
 
 // routeProvider serves RDS to the HTTP connection managers; nil without xDS.
 func (s *Server) routeProvider() httpproxy.RouteProvider {
-	if s.xds != nil {
-		return s.xds
+	if s.routes != nil {
+		return s.routes
 	}
 	return nil
 }
@@ -219,8 +230,8 @@ func (s *Server) extensionProvider() httpproxy.ExtensionConfigProvider {
 // scopedRouteProvider serves SRDS to the HTTP connection managers; nil
 // without xDS.
 func (s *Server) scopedRouteProvider() httpproxy.ScopedRouteProvider {
-	if s.xds != nil {
-		return s.xds
+	if s.routes != nil {
+		return s.routes
 	}
 	return nil
 }
@@ -228,10 +239,10 @@ func (s *Server) scopedRouteProvider() httpproxy.ScopedRouteProvider {
 // scopedRoutesDump is the "route_scopes" dump: the scoped routes of the
 // connection managers (empty without xDS).
 func (s *Server) scopedRoutesDump(match func(string) bool) proto.Message {
-	if s.xds == nil {
+	if s.routes == nil {
 		return &adminv3.ScopedRoutesConfigDump{}
 	}
-	return s.xds.ScopedRoutesConfigDump(match)
+	return s.routes.ScopedRoutesConfigDump(match)
 }
 
 // listenersDump builds LDS, the listener manager's xDS side, when lds_config is set, and
@@ -242,8 +253,13 @@ func (s *Server) listenersDump() (func(func(string) bool) proto.Message, error) 
 		return lm.ConfigDump, nil
 	}
 	l, err := lds.New(lds.Config{
-		Client:           s.xds,
-		Deps:             lds.DepsFunc(s.xds.WatchListener),
+		Client: s.xds,
+		Deps: lds.Owners{
+			Routes:       lds.Watcher(s.routes.WatchRouteDependency),
+			ScopedRoutes: lds.Watcher(s.routes.WatchScopedDependency),
+			Extensions:   s.ecds,
+			Secrets:      s.sds,
+		}.Watch,
 		DynamicResources: s.boot.Proto.GetDynamicResources(),
 		Listeners:        lm,
 		Stats:            s.store,
@@ -258,12 +274,13 @@ func (s *Server) listenersDump() (func(func(string) bool) proto.Message, error) 
 	return l.ConfigDump, nil
 }
 
-// xdsRoutesDump is the RDS part of the routes dump (empty without xDS).
+// xdsRoutesDump is the RDS part of the routes dump, with VHDS's virtual hosts (empty without
+// xDS).
 func (s *Server) xdsRoutesDump(match func(string) bool) *adminv3.RoutesConfigDump {
-	if s.xds == nil {
+	if s.routes == nil {
 		return &adminv3.RoutesConfigDump{}
 	}
-	return s.xds.RoutesConfigDump(match)
+	return s.routes.RoutesConfigDump(match)
 }
 
 // xdsSecretsDump is the SDS part of the secrets dump (empty without xDS).

@@ -140,7 +140,7 @@ func TestUpstreamSDS(t *testing.T) {
 						reloadedB.Store(true)
 					}
 				}
-				s.afterNew = func(c *Client) { sdsRef.Store(secretsOf(c)) }
+				s.afterNew = func(px *proxy) { sdsRef.Store(px.sds) }
 			})
 			snapshot := func(v string, secrets ...*tlsv3.Secret) {
 				res := map[resourcev3.Type][]types.Resource{resourcev3.ClusterType: {
@@ -181,7 +181,7 @@ func TestUpstreamSDS(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, err := tlsutil.NewClientContext(*cfg, tlsutil.Deps{Secrets: secretsOf(p.c), Registry: certs})
+			ctx, err := tlsutil.NewClientContext(*cfg, tlsutil.Deps{Secrets: p.sds, Registry: certs})
 			if err != nil {
 				t.Fatalf("NewClientContext after the secret arrived: %v", err)
 			}

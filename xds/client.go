@@ -12,12 +12,10 @@ import (
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
-	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/xds/resource"
-	xdswatch "github.com/legateproxy/legate/xds/watch"
 )
 
 // Config holds a Client's configuration and dependencies. Stats is required; every other field
@@ -53,31 +51,12 @@ type Config struct {
 	// FilePollInterval is how often path sources are checked; zero means
 	// DefaultFilePollInterval.
 	FilePollInterval time.Duration
-
-	// RouteOptions trial-compile RDS route configurations before they are accepted: the
-	// server sets the HTTP filters' per-route configuration check (typed_per_filter_config)
-	// and the cluster lookup, so that what the connection managers would refuse is NACKed.
-	// The zero value checks the routes alone.
-	RouteOptions route.Options
-	// Extensions watches the ECDS configurations of LDS listeners' HTTP filters
-	// (httpproxy.ECDS, built on this client), checking them as the filters will; nil refuses
-	// them.
-	Extensions ExtensionWatcher
-
-	// Secrets watches the SDS secrets of LDS listeners (tlsutil.SDS, built on this client);
-	// nil refuses them.
-	Secrets SecretWatcher
 }
 
 // HostPicker picks a host of a bootstrap cluster for a plain TCP connection
 // (cluster.Manager.PlainHost): its address and connect timeout.
 type HostPicker interface {
 	PlainHost(cluster string) (addr string, connectTimeout time.Duration, err error)
-}
-
-// SecretWatcher watches SDS secrets (tlsutil.SDS.Watch): onChange runs after each change.
-type SecretWatcher interface {
-	Watch(cs *corev3.ConfigSource, name string, onChange func()) (xdswatch.Subscription, error)
 }
 
 // Client is Legate's xDS client: it opens the transports the config sources of its watchers
@@ -106,17 +85,6 @@ type Client struct {
 	mu  sync.Mutex // guards ran and connCount
 	ran bool
 
-	// rds is the RDS subscriptions (its own lock; see namedHandler).
-	rds *namedHandler
-
-	// srdsMu guards srds, vhds, scoped and nextScopedID (SRDS, srds.go; VHDS, vhds.go);
-	// taken before an SRDS handler's mutex and after muxMu.
-	srdsMu       sync.Mutex
-	srds         map[*mux]*srdsHandler
-	vhds         map[*mux]*vhdsHandler
-	scoped       map[uint64]*scopedWatch
-	nextScopedID uint64
-
 	muxMu sync.Mutex // guards muxes, watched, runCtx and wg.Add; taken after mu
 	muxes map[string]*mux
 	// watched are the subscriptions of the types owners watch (Watch), by type URL.
@@ -134,9 +102,8 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		cfg: cfg, log: cfg.Logger, clock: cfg.Clock, node: cfg.Node, rand: cfg.Rand,
 		backoffBase: cfg.BackoffBase, backoffMax: cfg.BackoffMax, filePoll: cfg.FilePollInterval,
-		muxes: map[string]*mux{}, watched: map[string]*namedHandler{}, srds: map[*mux]*srdsHandler{}, vhds: map[*mux]*vhdsHandler{}, scoped: map[uint64]*scopedWatch{},
+		muxes: map[string]*mux{}, watched: map[string]*namedHandler{},
 	}
-	c.rds = newNamedHandler(c, rdsKind)
 	if c.clock == nil {
 		c.clock = clock.Real()
 	}
@@ -232,8 +199,6 @@ func (c *Client) Run(ctx context.Context) error {
 	for _, h := range c.namedHandlers() {
 		h.stop()
 	}
-	c.stopSRDS()
-	c.stopVHDS()
 	c.cpReg.Unregister()
 	return nil
 }

@@ -166,13 +166,13 @@ func TestECDSDiscardOnReject(t *testing.T) {
 		return nil, errors.New("refused by the second filter")
 	}
 
-	_, _, cancel1, err := extensionsOf(p.c).WatchExtensionConfig("hc", &corev3.ExtensionConfigSource{ConfigSource: adsSource()}, building,
+	_, _, cancel1, err := p.ecds.WatchExtensionConfig("hc", &corev3.ExtensionConfigSource{ConfigSource: adsSource()}, building,
 		func(_ uint64, tc *corev3.TypedExtensionConfig) { updates <- tc })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cancel1()
-	_, _, cancel2, err := extensionsOf(p.c).WatchExtensionConfig("hc", &corev3.ExtensionConfigSource{ConfigSource: adsSource(), TypeUrls: []string{healthCheckTypeURL}}, refusing,
+	_, _, cancel2, err := p.ecds.WatchExtensionConfig("hc", &corev3.ExtensionConfigSource{ConfigSource: adsSource(), TypeUrls: []string{healthCheckTypeURL}}, refusing,
 		func(_ uint64, tc *corev3.TypedExtensionConfig) { updates <- tc })
 	if err != nil {
 		t.Fatal(err)

@@ -71,7 +71,7 @@ func TestECDS(t *testing.T) {
 			snapshot("2", healthCheckExtension("hc", false))
 			p.waitFor("listener l1 active", func() bool { return lm.state("l1") != "" })
 			updates := make(chan bool, 10)
-			cur, _, cancel, err := extensionsOf(p.c).WatchExtensionConfig("hc", &corev3.ExtensionConfigSource{ConfigSource: adsSource()}, nil, func(_ uint64, tc *corev3.TypedExtensionConfig) {
+			cur, _, cancel, err := p.ecds.WatchExtensionConfig("hc", &corev3.ExtensionConfigSource{ConfigSource: adsSource()}, nil, func(_ uint64, tc *corev3.TypedExtensionConfig) {
 				var hc healthcheckv3.HealthCheck
 				if tc != nil && tc.GetTypedConfig().UnmarshalTo(&hc) == nil {
 					updates <- hc.GetPassThroughMode().GetValue()
@@ -139,7 +139,7 @@ func TestECDSAndSRDSTransports(t *testing.T) {
 				resourcev3.RouteType:           {directRoute("ra", "A")},
 			})
 			exts := make(chan bool, 10)
-			cur, _, cancel, err := extensionsOf(p.c).WatchExtensionConfig("hc", &corev3.ExtensionConfigSource{ConfigSource: tc.src}, nil, func(_ uint64, tc *corev3.TypedExtensionConfig) { exts <- tc != nil })
+			cur, _, cancel, err := p.ecds.WatchExtensionConfig("hc", &corev3.ExtensionConfigSource{ConfigSource: tc.src}, nil, func(_ uint64, tc *corev3.TypedExtensionConfig) { exts <- tc != nil })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +155,7 @@ func TestECDSAndSRDSTransports(t *testing.T) {
 				}
 			}
 			seen := &scopesSeen{ch: make(chan []string, 100)}
-			cancelScopes, err := p.c.WatchScopedRoutes(&hcmv3.ScopedRoutes{
+			cancelScopes, err := p.r.WatchScopedRoutes(&hcmv3.ScopedRoutes{
 				Name: "scopes", RdsConfigSource: tc.src,
 				ConfigSpecifier: &hcmv3.ScopedRoutes_ScopedRds{ScopedRds: &hcmv3.ScopedRds{ScopedRdsConfigSource: tc.src}},
 			}, "ingress", seen.update)
@@ -245,7 +245,7 @@ func TestECDSChecks(t *testing.T) {
 				return nil, nil
 			}
 			cd := &corev3.ExtensionConfigSource{ConfigSource: adsSource(), TypeUrls: []string{healthCheckTypeURL}}
-			cur, _, cancel, err := extensionsOf(p.c).WatchExtensionConfig("hc", cd, refusePassThrough, func(_ uint64, tc *corev3.TypedExtensionConfig) { updates <- tc })
+			cur, _, cancel, err := p.ecds.WatchExtensionConfig("hc", cd, refusePassThrough, func(_ uint64, tc *corev3.TypedExtensionConfig) { updates <- tc })
 			if err != nil || cur == nil {
 				t.Fatalf("WatchExtensionConfig = %v, %v; want the current configuration", cur, err)
 			}
@@ -270,7 +270,7 @@ func TestECDSChecks(t *testing.T) {
 
 			// 4. A filter allowing only another type finds the current configuration unfit.
 			other := &corev3.ExtensionConfigSource{ConfigSource: adsSource(), TypeUrls: []string{"type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}
-			cur, _, cancelOther, err := extensionsOf(p.c).WatchExtensionConfig("hc", other, nil, func(uint64, *corev3.TypedExtensionConfig) {})
+			cur, _, cancelOther, err := p.ecds.WatchExtensionConfig("hc", other, nil, func(uint64, *corev3.TypedExtensionConfig) {})
 			if err != nil || cur != nil {
 				t.Errorf("WatchExtensionConfig with other type_urls = %v, %v; want no configuration", cur, err)
 			}
@@ -299,7 +299,7 @@ func TestECDSChecks(t *testing.T) {
 		src := adsSource()
 		src.InitialFetchTimeout = durationpb.New(10 * time.Millisecond)
 		timedOut := make(chan bool, 1)
-		_, _, cancel, err := extensionsOf(p.c).WatchExtensionConfig("missing", &corev3.ExtensionConfigSource{ConfigSource: src}, nil,
+		_, _, cancel, err := p.ecds.WatchExtensionConfig("missing", &corev3.ExtensionConfigSource{ConfigSource: src}, nil,
 			func(_ uint64, tc *corev3.TypedExtensionConfig) { timedOut <- tc == nil })
 		if err != nil {
 			t.Fatal(err)

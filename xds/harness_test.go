@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,10 +22,13 @@ import (
 	"github.com/legateproxy/legate/cluster/cds"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy"
+	"github.com/legateproxy/legate/httpproxy/rds"
+	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/listener/lds"
 	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/tlsutil"
+	xdswatch "github.com/legateproxy/legate/xds/watch"
 	"github.com/legateproxy/legate/xds/xdstest"
 )
 
@@ -59,11 +63,18 @@ type proxy struct {
 	cm    *cluster.Manager
 	c     *Client
 	// d is the cluster side of CDS and EDS, wired as the server wires it; l the listener
-	// side of LDS, when the test has one.
-	d      *cds.Discovery
-	l      *lds.LDS
-	events chan struct{}
-	ready  chan struct{}
+	// side of LDS, when the test has one; r the route table's side of RDS, VHDS and SRDS;
+	// sds and ecds the owners of SDS and ECDS.
+	d *cds.Discovery
+	l *lds.LDS
+	r *rds.Discovery
+	// vhdsAnswered is set when the route discovery is first handed a VHDS response, before
+	// it applies it.
+	vhdsAnswered atomic.Bool
+	sds          *tlsutil.SDS
+	ecds         *httpproxy.ECDS
+	events       chan struct{}
+	ready        chan struct{}
 	// timeout bounds waitFor; 10 s when zero.
 	timeout  time.Duration
 	cancel   context.CancelFunc
@@ -76,8 +87,10 @@ type proxyOption func(*proxySetup)
 type proxySetup struct {
 	cfg    Config
 	before func(p *proxy) // runs before the client is built
-	// afterNew runs after New (and LDS's) and before Run.
-	afterNew func(c *Client)
+	// afterNew runs after New (and the owners') and before Run.
+	afterNew func(p *proxy)
+	// routeOptions are the route discovery's (rds.Config.RouteOptions).
+	routeOptions route.Options
 	// listeners, when set, take LDS (dynamic_resources.lds_config) as the server wires it.
 	listeners lds.ListenerManager
 	// rtds are layered_runtime rtds_layer entries watched into runtime (as the server does).
@@ -89,12 +102,6 @@ type proxySetup struct {
 	// server's httpproxy.CheckDiscoveredFilter); nil checks type_urls alone.
 	extensionCheck func(tc *corev3.TypedExtensionConfig) error
 }
-
-// secretsOf is the SDS owner the harness gives c (as the server does).
-func secretsOf(c *Client) *tlsutil.SDS { return c.cfg.Secrets.(*tlsutil.SDS) }
-
-// extensionsOf is the ECDS owner the harness gives c (as the server does).
-func extensionsOf(c *Client) *httpproxy.ECDS { return c.cfg.Extensions.(*httpproxy.ECDS) }
 
 func startProxy(t testing.TB, dr *bootstrapv3.Bootstrap_DynamicResources, opts ...proxyOption) *proxy {
 	t.Helper()
@@ -127,15 +134,18 @@ func startProxy(t testing.TB, dr *bootstrapv3.Bootstrap_DynamicResources, opts .
 		ps.before(p)
 	}
 	sds := tlsutil.NewSDS(nil, ps.secretsChanged)
-	ps.cfg.Secrets = sds
 	ecds := httpproxy.NewECDS(store, ps.extensionCheck, nil)
-	ps.cfg.Extensions = ecds
+	p.sds, p.ecds = sds, ecds
 	p.c, err = New(ps.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sds.SetClient(p.c)
 	ecds.SetClient(p.c)
+	p.r, err = rds.New(rds.Config{Client: vhdsSpy{p.c, &p.vhdsAnswered}, Stats: store, Init: ps.cfg.Init, Clock: ps.cfg.Clock, RouteOptions: ps.routeOptions})
+	if err != nil {
+		t.Fatal(err)
+	}
 	p.d, err = cds.New(cds.Config{Client: p.c, DynamicResources: ps.cfg.DynamicResources, Clusters: cm, Stats: store, Init: ps.cfg.Init, Clock: ps.cfg.Clock, Secrets: sds})
 	if err != nil {
 		t.Fatal(err)
@@ -147,15 +157,22 @@ func startProxy(t testing.TB, dr *bootstrapv3.Bootstrap_DynamicResources, opts .
 		}
 	}
 	if ps.listeners != nil {
-		p.l, err = lds.New(lds.Config{Client: p.c, Deps: lds.DepsFunc(p.c.WatchListener), DynamicResources: ps.cfg.DynamicResources, Listeners: ps.listeners, Stats: store, Init: ps.cfg.Init, Clock: ps.cfg.Clock})
+		deps := lds.Owners{
+			Routes:       lds.Watcher(p.r.WatchRouteDependency),
+			ScopedRoutes: lds.Watcher(p.r.WatchScopedDependency),
+			Extensions:   ecds,
+			Secrets:      sds,
+		}
+		p.l, err = lds.New(lds.Config{Client: p.c, Deps: deps.Watch, DynamicResources: ps.cfg.DynamicResources, Listeners: ps.listeners, Stats: store, Init: ps.cfg.Init, Clock: ps.cfg.Clock})
 		if err != nil {
 			t.Fatal(err)
 		}
 		p.l.Start()
 	}
 	if ps.afterNew != nil {
-		ps.afterNew(p.c)
+		ps.afterNew(p)
 	}
+	p.r.Start()
 	p.c.testHook = func(string, string, error) {
 		select {
 		case p.events <- struct{}{}:
@@ -169,6 +186,31 @@ func startProxy(t testing.TB, dr *bootstrapv3.Bootstrap_DynamicResources, opts .
 	return p
 }
 
+// vhdsSpy is the client as the harness gives it to the route discovery: it notes when a VHDS
+// response reaches the discovery.
+type vhdsSpy struct {
+	*Client
+	answered *atomic.Bool
+}
+
+func (s vhdsSpy) Stream(typeURL string, cs *corev3.ConfigSource, wildcard bool, a xdswatch.Applier) (xdswatch.Stream, error) {
+	if typeURL == xdswatch.VirtualHostType {
+		a = answerSpy{a, s.answered}
+	}
+	return s.Client.Stream(typeURL, cs, wildcard, a)
+}
+
+// answerSpy is a VHDS applier that notes each response before applying it.
+type answerSpy struct {
+	xdswatch.Applier
+	answered *atomic.Bool
+}
+
+func (a answerSpy) Apply(s xdswatch.Stream, r xdswatch.Response) error {
+	a.answered.Store(true)
+	return a.Applier.Apply(s, r)
+}
+
 func (p *proxy) stop() { p.stopOnce.Do(p.stopNow) }
 
 func (p *proxy) stopNow() {
@@ -179,6 +221,7 @@ func (p *proxy) stopNow() {
 			p.t.Errorf("Run: %v", err)
 		}
 		p.d.Stop()
+		p.r.Stop()
 		if p.l != nil {
 			p.l.Stop()
 		}

@@ -204,7 +204,7 @@ func TestDynamicListenersRoutesSecretsRuntime(t *testing.T) {
 
 			// 2. The route configuration arrives: the listener goes to the manager.
 			updates := make(chan string, 10)
-			cur, _, cancel, err := p.c.WatchRoutes("r1", adsSource(), "ingress", func(_ uint64, rc *routev3.RouteConfiguration) {
+			cur, _, cancel, err := p.r.WatchRoutes("r1", adsSource(), "ingress", func(_ uint64, rc *routev3.RouteConfiguration) {
 				updates <- rc.GetVirtualHosts()[0].GetRoutes()[0].GetDirectResponse().GetBody().GetInlineString()
 			})
 			if err != nil || cur != nil {
@@ -219,13 +219,13 @@ func TestDynamicListenersRoutesSecretsRuntime(t *testing.T) {
 			}
 
 			// 3. SDS: a secret watched by name is served and rotated.
-			release, err := secretsOf(p.c).WatchSecrets("test", &tlsv3.CommonTlsContext{TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: "cert", SdsConfig: adsSource()}}})
+			release, err := p.sds.WatchSecrets("test", &tlsv3.CommonTlsContext{TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: "cert", SdsConfig: adsSource()}}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer release()
 			chain := func() string {
-				s, ok := secretsOf(p.c).Secret("cert")
+				s, ok := p.sds.Secret("cert")
 				if !ok || s.Certificate == nil {
 					return ""
 				}
@@ -253,7 +253,7 @@ func TestDynamicListenersRoutesSecretsRuntime(t *testing.T) {
 			if got := lm.state("l1"); got != "1" {
 				t.Errorf("l1 version after a rejected update = %q; want %q", got, "1")
 			}
-			rdump := p.c.RoutesConfigDump(nil)
+			rdump := p.r.RoutesConfigDump(nil)
 			if len(rdump.DynamicRouteConfigs) != 1 || rdump.DynamicRouteConfigs[0].GetErrorState() == nil || rdump.DynamicRouteConfigs[0].GetVersionInfo() != "3" {
 				t.Errorf("routes dump = %v; want r1 at version 3 with an error_state", rdump)
 			}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -16,26 +17,14 @@ import (
 	xdswatch "github.com/legateproxy/legate/xds/watch"
 )
 
-// namedKind describes one resource type subscribed to by name (RDS, SDS, ECDS and the types
-// owners watch, Watch): how its
-// resources decode and where the stats of a subscription live.
+// namedKind describes one resource type watched by name (Watch): how its resources decode.
+// The stats and init target of each subscription come from the Type that made it.
 type namedKind struct {
 	typeURL string
 	// short names the type in logs ("RDS").
 	short string
 	// decode validates a resource and returns its name and its value for the watchers.
-	decode func(c *Client, a *anypb.Any) (name string, val any, err error)
-	// statPrefix is the prefix of a subscription's stats; user is the first subscriber's
-	// prefix (the connection manager's stat_prefix for RDS).
-	statPrefix func(name, user string) string
-	// initTarget is the name of the init target of a subscription made before Run; nil or
-	// "" for none.
-	initTarget func(name string) string
-	// extra, when set, adds to the subscription to name more stats under its prefix (RDS's
-	// config_reload, an Observed type's own) and says how to record them.
-	extra func(st *stats.Store, name, prefix string) subExtra
-	// changed, when set, runs (without locks) after a response changed some value.
-	changed func(c *Client)
+	decode func(a *anypb.Any) (name string, val any, err error)
 }
 
 // vetted is what the watchers' checks found of one resource (vet): err rejects it; discard
@@ -46,11 +35,12 @@ type vetted struct {
 	discard []func()
 }
 
-// subExtra is what a kind adds to each of its subscriptions: more stats and how to record them.
+// subExtra is what an Observed type adds to each of its subscriptions: more stats and how to
+// record them.
 // The functions run under the handler's lock; any may be nil.
 type subExtra struct {
 	// changed records an accepted change.
-	changed func(now time.Time, took time.Duration)
+	changed func()
 	// failed records a rejected resource or an initial fetch timeout.
 	failed func()
 	// done ends the stats when the subscription ends.
@@ -64,7 +54,7 @@ type subExtra struct {
 // any xds lock held, on a transport or timer goroutine.
 type watchFunc func(gen uint64, val any)
 
-// namedHandler keeps the subscriptions of one named resource type, shared by every user of a
+// namedHandler keeps the subscriptions of one watched resource type, shared by every user of a
 // (transport, name) pair and reference counted by watchers.
 //
 // Concurrency: mu guards subs and every subscription's fields. Lock order: Client.mu, then
@@ -81,8 +71,11 @@ type namedHandler struct {
 
 // namedSub is one subscribed resource.
 type namedSub struct {
-	m        *mux
-	name     string
+	m    *mux
+	name string
+	// typ is the Type of the watch that made the subscription: it names its stats and init
+	// target.
+	typ      xdswatch.Type
 	watchers map[uint64]watchFunc
 	// checks are the checks of the watchers that are watch.Checkers, by watcher id.
 	checks map[uint64]xdswatch.Check
@@ -92,7 +85,7 @@ type namedSub struct {
 	version string
 	updated time.Time
 	gen     uint64
-	failure *failure
+	failure *adminv3.UpdateFailureState
 	// ready is set once the first value arrived or the initial fetch timed out.
 	ready     bool
 	timer     clock.Timer
@@ -114,12 +107,11 @@ type watchRef struct {
 }
 
 // subscribe adds fn as a watcher of the resource called name on src, subscribing when it is
-// the first. It returns the current value (nil until one arrives), its generation and whether
-// the subscription is ready. user is the first subscriber's stat prefix.
-func (h *namedHandler) subscribe(src resource.Source, name, user string, fn watchFunc) (watchRef, any, uint64, bool, error) {
+// the first, with t naming the subscription's stats and init target.
+func (h *namedHandler) subscribe(src resource.Source, name string, t xdswatch.Type, fn watchFunc) (watchRef, error) {
 	m, started, err := h.c.muxForStarted(src, h.kind.typeURL)
 	if err != nil {
-		return watchRef{}, nil, 0, false, err
+		return watchRef{}, err
 	}
 	h.mu.Lock()
 	if !h.watched[m] {
@@ -129,17 +121,14 @@ func (h *namedHandler) subscribe(src resource.Source, name, user string, fn watc
 	key := serviceKey(m, name)
 	sub := h.subs[key]
 	if sub == nil {
-		sub = &namedSub{m: m, name: name, watchers: map[uint64]watchFunc{}}
-		prefix := h.kind.statPrefix(name, user)
-		sub.reg = h.c.cfg.Stats.Register(prefix, &sub.stats)
-		if h.kind.extra != nil {
-			sub.extra = h.kind.extra(h.c.cfg.Stats, name, prefix)
-		}
+		sub = &namedSub{m: m, name: name, typ: t, watchers: map[uint64]watchFunc{}}
+		sub.reg = h.c.cfg.Stats.Register(t.StatPrefix(name), &sub.stats)
+		sub.extra = observe(t, name)
 		sub.stats.UpdateAttempt.Inc()
-		if t := src.InitialFetchTimeout; t > 0 {
-			sub.timer = h.c.clock.AfterFunc(t, func() { h.initTimeout(sub) })
+		if d := src.InitialFetchTimeout; d > 0 {
+			sub.timer = h.c.clock.AfterFunc(d, func() { h.initTimeout(sub) })
 		}
-		if target := h.initTarget(name); !started && h.c.cfg.Init != nil && target != "" {
+		if target := t.InitTarget(name); !started && h.c.cfg.Init != nil && target != "" {
 			if ready, err := h.c.cfg.Init(target); err == nil {
 				sub.initReady = ready
 			}
@@ -150,17 +139,8 @@ func (h *namedHandler) subscribe(src resource.Source, name, user string, fn watc
 	h.nextID++
 	id := h.nextID
 	sub.watchers[id] = fn
-	val, gen, ready := sub.val, sub.gen, sub.ready
 	h.mu.Unlock()
-	return watchRef{h: h, sub: sub, id: id}, val, gen, ready, nil
-}
-
-// initTarget names the init target of a subscription to name; "" for none.
-func (h *namedHandler) initTarget(name string) string {
-	if h.kind.initTarget == nil {
-		return ""
-	}
-	return h.kind.initTarget(name)
+	return watchRef{h: h, sub: sub, id: id}, nil
 }
 
 // release ends the watch; the last watcher unsubscribes. Releasing twice is harmless.
@@ -293,7 +273,7 @@ func (h *namedHandler) apply(src *mux, u update) error {
 			if sub != nil {
 				sub.stats.UpdateRejected.Inc()
 				sub.stats.UpdateAttempt.Inc()
-				sub.failure = &failure{resource: a, at: start, details: err.Error(), version: u.version}
+				sub.failure = xdswatch.FailureState(a, start, err, u.version)
 				if sub.extra.failed != nil {
 					sub.extra.failed()
 				}
@@ -323,7 +303,7 @@ func (h *namedHandler) apply(src *mux, u update) error {
 		sub.val, sub.raw, sub.updated = val, a, now
 		sub.gen++
 		if sub.extra.changed != nil {
-			sub.extra.changed(now, now.Sub(start))
+			sub.extra.changed()
 		}
 		ns = append(ns, sub.noticesLocked()...)
 	}
@@ -348,9 +328,6 @@ func (h *namedHandler) apply(src *mux, u update) error {
 		d()
 	}
 	runNotices(ns, readies...)
-	if len(ns) > 0 && h.kind.changed != nil {
-		h.kind.changed(h.c)
-	}
 	if len(errs) > 0 {
 		err := errors.New(strings.Join(errs, "; "))
 		h.c.log.Warnf("xds: %s update %q rejected: %v", h.kind.short, u.version, err)
@@ -372,7 +349,7 @@ type decodedResource struct {
 func (h *namedHandler) decodeAll(u update) []decodedResource {
 	out := make([]decodedResource, len(u.resources))
 	for i, a := range u.resources {
-		name, val, err := h.kind.decode(h.c, a)
+		name, val, err := h.kind.decode(a)
 		if name == "" && u.names != nil {
 			name = u.names[i]
 		}
@@ -479,23 +456,14 @@ func (h *namedHandler) failed(src *mux) {
 	}
 }
 
-// namedState is a subscription as the config dumps show it.
-type namedState struct {
-	name    string
-	version string
-	raw     *anypb.Any
-	updated time.Time
-	failure *failure
-}
-
 // states returns the subscriptions sorted by name (then transport), for the config dumps.
-func (h *namedHandler) states() []namedState {
+func (h *namedHandler) states() []xdswatch.State {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	keys := make([]string, 0, len(h.subs))
 	for k := range h.subs {
 		keys = append(keys, k)
 	}
-	out := make([]namedState, 0, len(keys))
 	sort.Slice(keys, func(i, j int) bool {
 		a, b := h.subs[keys[i]], h.subs[keys[j]]
 		if a.name != b.name {
@@ -503,24 +471,12 @@ func (h *namedHandler) states() []namedState {
 		}
 		return keys[i] < keys[j]
 	})
+	out := make([]xdswatch.State, 0, len(keys))
 	for _, k := range keys {
 		s := h.subs[k]
-		out = append(out, namedState{name: s.name, version: s.version, raw: s.raw, updated: s.updated, failure: s.failure})
+		out = append(out, xdswatch.State{Name: s.name, Version: s.version, Resource: s.raw, Updated: s.updated, ErrorState: s.failure})
 	}
-	h.mu.Unlock()
 	return out
-}
-
-// value returns the current value of the first subscription called name that has one.
-func (h *namedHandler) value(name string) (any, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, s := range h.subs {
-		if s.name == name && s.val != nil {
-			return s.val, true
-		}
-	}
-	return nil, false
 }
 
 // stop ends the subscriptions' timers and unregisters their stats (Run's end).

@@ -82,13 +82,13 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 		return cp, startProxy(t, dr, append([]proxyOption{withDial(cp), withInitTargets(it)}, opts...)...), it
 	}
 	// withLDS has the client take LDS over ADS into lm and then run also (when not nil).
-	withLDS := func(t *testing.T, lm *fakeListeners, also func(*Client)) proxyOption {
+	withLDS := func(t *testing.T, lm *fakeListeners, also func(*proxy)) proxyOption {
 		return func(s *proxySetup) {
 			s.cfg.DynamicResources.LdsConfig = ads()
 			s.listeners = lm
-			s.afterNew = func(c *Client) {
+			s.afterNew = func(px *proxy) {
 				if also != nil {
-					also(c)
+					also(px)
 				}
 			}
 		}
@@ -107,9 +107,9 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 
 	t.Run("RDS", func(t *testing.T) {
 		lm := newFakeListeners()
-		cp, p, it := start(t, withLDS(t, lm, func(c *Client) {
+		cp, p, it := start(t, withLDS(t, lm, func(px *proxy) {
 			// A connection manager's RDS made before Run registers its init target.
-			if _, _, _, err := c.WatchRoutes("r0", ads(), "boot", func(uint64, *routev3.RouteConfiguration) {}); err != nil {
+			if _, _, _, err := px.r.WatchRoutes("r0", ads(), "boot", func(uint64, *routev3.RouteConfiguration) {}); err != nil {
 				t.Fatal(err)
 			}
 		}))
@@ -176,8 +176,8 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 
 	t.Run("SDS", func(t *testing.T) {
 		cp, p, it := start(t, func(s *proxySetup) {
-			s.afterNew = func(c *Client) {
-				if _, err := secretsOf(c).WatchSecrets("test", &tlsv3.CommonTlsContext{TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: "cert", SdsConfig: ads()}}}); err != nil {
+			s.afterNew = func(px *proxy) {
+				if _, err := px.sds.WatchSecrets("test", &tlsv3.CommonTlsContext{TlsCertificateSdsSecretConfigs: []*tlsv3.SdsSecretConfig{{Name: "cert", SdsConfig: ads()}}}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -194,10 +194,10 @@ func TestRejectedFirstAnswerEndsInitialFetch(t *testing.T) {
 
 	t.Run("SRDS", func(t *testing.T) {
 		cp, p, it := start(t, func(s *proxySetup) {
-			s.afterNew = func(c *Client) {
+			s.afterNew = func(px *proxy) {
 				sr := &hcmv3.ScopedRoutes{Name: "scopes", RdsConfigSource: ads(),
 					ConfigSpecifier: &hcmv3.ScopedRoutes_ScopedRds{ScopedRds: &hcmv3.ScopedRds{ScopedRdsConfigSource: ads()}}}
-				if _, err := c.WatchScopedRoutes(sr, "ingress", func(uint64, []*routev3.ScopedRouteConfiguration, map[string]*routev3.RouteConfiguration) {}); err != nil {
+				if _, err := px.r.WatchScopedRoutes(sr, "ingress", func(uint64, []*routev3.ScopedRouteConfiguration, map[string]*routev3.RouteConfiguration) {}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -15,6 +15,8 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/google/go-cmp/cmp"
+
+	xdswatch "github.com/legateproxy/legate/xds/watch"
 )
 
 func scopedRoute(name, rc, key string) *routev3.ScopedRouteConfiguration {
@@ -83,7 +85,7 @@ func TestSRDS(t *testing.T) {
 				RdsConfigSource: adsSource(),
 				ConfigSpecifier: &hcmv3.ScopedRoutes_ScopedRds{ScopedRds: &hcmv3.ScopedRds{ScopedRdsConfigSource: adsSource()}},
 			}
-			cancel, err := p.c.WatchScopedRoutes(sr, "ingress", seen.update)
+			cancel, err := p.r.WatchScopedRoutes(sr, "ingress", seen.update)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -104,8 +106,8 @@ func TestSRDS(t *testing.T) {
 			snapshot("2", []*routev3.ScopedRouteConfiguration{scopedRoute("sa", "ra", "a")}, directRoute("ra", "A2"))
 			seen.waitFor(t, "sa=a:A2")
 			p.waitFor("rb unsubscribed", func() bool {
-				for _, st := range p.c.rds.states() {
-					if st.name == "rb" {
+				for _, st := range p.c.States(xdswatch.RouteType) {
+					if st.Name == "rb" {
 						return false
 					}
 				}
@@ -115,7 +117,7 @@ func TestSRDS(t *testing.T) {
 			// 3. Two scopes with one key: NACKed, the previous set stays.
 			snapshot("3", []*routev3.ScopedRouteConfiguration{scopedRoute("sa", "ra", "a"), scopedRoute("sx", "ra", "a")}, directRoute("ra", "A2"))
 			p.waitFor("SRDS rejection", func() bool { return p.stat("http.ingress.scoped_rds.scopes.update_rejected") >= 1 })
-			dump := p.c.ScopedRoutesConfigDump(nil)
+			dump := p.r.ScopedRoutesConfigDump(nil)
 			if len(dump.GetDynamicScopedRouteConfigs()) != 1 {
 				t.Fatalf("route_scopes dump = %v; want one dynamic entry", dump)
 			}
@@ -197,14 +199,14 @@ func TestSRDSOnDemand(t *testing.T) {
 		RdsConfigSource: adsSource(),
 		ConfigSpecifier: &hcmv3.ScopedRoutes_ScopedRds{ScopedRds: &hcmv3.ScopedRds{ScopedRdsConfigSource: adsSource()}},
 	}
-	cancel, load, err := p.c.WatchScopedRoutesOnDemand(sr, "ingress", seen.update)
+	cancel, load, err := p.r.WatchScopedRoutesOnDemand(sr, "ingress", seen.update)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cancel()
 	seen.waitFor(t, "se=e:E", "sl=l:-")
-	for _, st := range p.c.rds.states() {
-		if st.name == "rl" {
+	for _, st := range p.c.States(xdswatch.RouteType) {
+		if st.Name == "rl" {
 			t.Fatalf("rl subscribed before a request asked for scope sl")
 		}
 	}
@@ -249,7 +251,7 @@ func TestSRDSOnDemand(t *testing.T) {
 			ScopedRouteConfigurationsList: &hcmv3.ScopedRouteConfigurationsList{ScopedRouteConfigurations: []*routev3.ScopedRouteConfiguration{inl}},
 		}}
 		var got []*routev3.ScopedRouteConfiguration
-		cancel, load, err := p.c.WatchScopedRoutesOnDemand(sr, "inline", func(_ uint64, scopes []*routev3.ScopedRouteConfiguration, _ map[string]*routev3.RouteConfiguration) {
+		cancel, load, err := p.r.WatchScopedRoutesOnDemand(sr, "inline", func(_ uint64, scopes []*routev3.ScopedRouteConfiguration, _ map[string]*routev3.RouteConfiguration) {
 			got = scopes
 		})
 		if err != nil {
@@ -285,12 +287,12 @@ func TestScopedRouteRules(t *testing.T) {
 		{"inline without routes", inlineScopes(scopedRoute("s", "", "k")), "route_configuration is unset"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w, err := p.c.watchScopes(tc.sr, "x", true, func(uint64, []*routev3.ScopedRouteConfiguration, map[string]*routev3.RouteConfiguration) {})
+			cancel, err := p.r.WatchScopedRoutes(tc.sr, "x", func(uint64, []*routev3.ScopedRouteConfiguration, map[string]*routev3.RouteConfiguration) {})
 			if err == nil {
-				w.cancel()
+				cancel()
 			}
 			if got := errString(err); (tc.wantErr == "") != (got == "") || !strings.Contains(got, tc.wantErr) {
-				t.Errorf("watchScopes error = %q; want one containing %q", got, tc.wantErr)
+				t.Errorf("WatchScopedRoutes error = %q; want one containing %q", got, tc.wantErr)
 			}
 		})
 	}

@@ -24,13 +24,13 @@ type streamHandler struct {
 func (s *streamHandler) SetNames(add, remove []string) { s.m.setNames(s.typeURL, add, remove) }
 
 func (s *streamHandler) apply(_ *mux, u update) error {
-	return s.a.Apply(s, xdswatch.Response{Version: u.version, Resources: u.resources, Names: u.names, Removed: u.removed, Full: u.full})
+	return s.a.Apply(s, xdswatch.Response{Version: u.version, Resources: u.resources, Names: u.names, Aliases: u.aliases, Removed: u.removed, Full: u.full})
 }
 
 func (s *streamHandler) failed(*mux) { s.a.Failed(s) }
 
 // Stream subscribes a to the resources of typeURL that cs delivers (xds/watch.Streams): the
-// owners of CDS, EDS and LDS apply each response whole through it.
+// owners of CDS, EDS, LDS, SRDS and VHDS apply each response whole through it.
 func (c *Client) Stream(typeURL string, cs *corev3.ConfigSource, wildcard bool, a xdswatch.Applier) (xdswatch.Stream, error) {
 	src, err := resource.SourceFromProto(cs)
 	if err != nil {

@@ -43,7 +43,8 @@ func TestStreamWildcard(t *testing.T) {
 	var s xdswatch.Stream
 	dr := &bootstrapv3.Bootstrap_DynamicResources{AdsConfig: grpcSource(corev3.ApiConfigSource_GRPC).GetApiConfigSource()}
 	p := startProxy(t, dr, withDial(cp), func(ps *proxySetup) {
-		ps.afterNew = func(c *Client) {
+		ps.afterNew = func(px *proxy) {
+			c := px.c
 			var err error
 			if s, err = c.Stream(xdswatch.ClusterType, adsSource(), true, a); err != nil {
 				t.Fatal(err)

@@ -27,14 +27,15 @@ func TestVHDSStatsAndDump(t *testing.T) {
 	rc := vhdsRoute("r1", delta)
 	rc.VirtualHosts = append(rc.VirtualHosts, vhost("a-first", "first.example"))
 	cp.Set("1", map[resourcev3.Type][]types.Resource{resourcev3.RouteType: {rc}, resourcev3.VirtualHostType: {}})
-	_, _, cancel, err := p.c.WatchRoutes("r1", adsSource(), "ingress", func(uint64, *routev3.RouteConfiguration) {})
+	_, _, cancel, err := p.r.WatchRoutes("r1", adsSource(), "ingress", func(uint64, *routev3.RouteConfiguration) {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cancel()
-	p.waitFor("VHDS serving r1", func() bool { return p.c.vhdsServing("r1") != nil })
+	// The route watch serves r1 with VHDS once it has registered r1's VHDS subscription stats.
+	p.waitFor("VHDS serving r1", func() bool { return p.stat("http.ingress.rds.vhds.r1.update_attempt") >= 1 })
 	done := make(chan struct{})
-	if _, ok := p.c.RequestVirtualHost("r1", "new.example", func() { close(done) }); !ok {
+	if _, ok := p.r.RequestVirtualHost("r1", "new.example", func() { close(done) }); !ok {
 		t.Fatal("RequestVirtualHost(r1) ok = false; want true")
 	}
 	p.waitFor("subscription to r1/new.example", func() bool {
@@ -75,7 +76,7 @@ func TestVHDSStatsAndDump(t *testing.T) {
 		t.Errorf("%supdate_time = 0; want the time of the answer", prefix)
 	}
 
-	j, err := protojson.Marshal(p.c.RoutesConfigDump(nil))
+	j, err := protojson.Marshal(p.r.RoutesConfigDump(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestVHDSInScope(t *testing.T) {
 	got := make(chan []string, 100)
 	sr := &hcmv3.ScopedRoutes{Name: "scopes", RdsConfigSource: adsSource(),
 		ConfigSpecifier: &hcmv3.ScopedRoutes_ScopedRds{ScopedRds: &hcmv3.ScopedRds{ScopedRdsConfigSource: adsSource()}}}
-	cancel, err := p.c.WatchScopedRoutes(sr, "ingress", func(_ uint64, _ []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration) {
+	cancel, err := p.r.WatchScopedRoutes(sr, "ingress", func(_ uint64, _ []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration) {
 		var names []string
 		for _, vh := range routes["ra"].GetVirtualHosts() {
 			names = append(names, vh.GetName())

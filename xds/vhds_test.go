@@ -14,9 +14,6 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/protobuf/types/known/anypb"
-
-	"github.com/legateproxy/legate/internal/clock"
 )
 
 // vhdsRoute is a route configuration whose virtual hosts come partly from VHDS on src.
@@ -48,7 +45,7 @@ func TestVHDS(t *testing.T) {
 		cp.Set(v, res)
 	}
 	got := make(chan []string, 100)
-	_, _, cancel, err := p.c.WatchRoutes("r1", adsSource(), "ingress", func(_ uint64, rc *routev3.RouteConfiguration) {
+	_, _, cancel, err := p.r.WatchRoutes("r1", adsSource(), "ingress", func(_ uint64, rc *routev3.RouteConfiguration) {
 		var hosts []string
 		for _, vh := range rc.GetVirtualHosts() {
 			hosts = append(hosts, vh.GetName()+"="+strings.Join(vh.GetDomains(), ","))
@@ -85,28 +82,22 @@ func TestVHDS(t *testing.T) {
 
 	snapshot("4", vhdsRoute("r1", grpcSource(corev3.ApiConfigSource_GRPC)), vhost("r1/more", "more.example"))
 	p.waitFor("RDS rejection", func() bool { return p.stat("http.ingress.rds.r1.update_rejected") >= 1 })
-	dump := p.c.RoutesConfigDump(nil)
+	dump := p.r.RoutesConfigDump(nil)
 	if len(dump.GetDynamicRouteConfigs()) != 1 || !strings.Contains(dump.GetDynamicRouteConfigs()[0].GetErrorState().GetDetails(), "DELTA_GRPC") {
 		t.Errorf("routes dump = %v; want r1 with an error_state naming DELTA_GRPC", dump)
 	}
 }
 
-// goesLiveBeforeVHDS makes lm record whether a listener went live while a VHDS source of p had
-// not answered. Checking at that moment, rather than polling the listener after RDS arrives,
-// keeps the test independent of when go-control-plane's delta server sends its first
-// (possibly empty) VHDS response.
+// goesLiveBeforeVHDS makes lm record whether a listener went live before the route discovery
+// of p was handed a VHDS response (the harness notes when it is, vhdsAnswered). Checking at
+// that moment, rather than polling the listener after RDS arrives, keeps the test
+// independent of when go-control-plane's delta server sends its first (possibly empty) VHDS
+// response.
 func goesLiveBeforeVHDS(p *proxy, lm *fakeListeners) *atomic.Bool {
 	early := &atomic.Bool{}
 	lm.onAdd = func(string) {
-		p.c.srdsMu.Lock()
-		defer p.c.srdsMu.Unlock()
-		if len(p.c.vhds) == 0 {
+		if !p.vhdsAnswered.Load() {
 			early.Store(true)
-		}
-		for _, h := range p.c.vhds {
-			if !h.isReady() {
-				early.Store(true)
-			}
 		}
 	}
 	return early
@@ -148,14 +139,17 @@ func TestVHDSOnDemand(t *testing.T) {
 		resourcev3.RouteType:       {vhdsRoute("r1", delta)},
 		resourcev3.VirtualHostType: {},
 	})
-	hosts := make(chan []string, 100)
-	_, _, cancel, err := p.c.WatchRoutes("r1", adsSource(), "ingress", func(_ uint64, rc *routev3.RouteConfiguration) {
+	var last []string // what the route watch held when each callback ran
+	var lastMu sync.Mutex
+	_, _, cancel, err := p.r.WatchRoutes("r1", adsSource(), "ingress", func(_ uint64, rc *routev3.RouteConfiguration) {
 		var names []string
 		for _, vh := range rc.GetVirtualHosts() {
 			names = append(names, vh.GetName())
 		}
 		sort.Strings(names)
-		hosts <- names
+		lastMu.Lock()
+		last = names
+		lastMu.Unlock()
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -170,19 +164,18 @@ func TestVHDSOnDemand(t *testing.T) {
 		return false
 	})
 
-	if _, ok := p.c.RequestVirtualHost("unknown", "a.example", func() {}); ok {
+	if _, ok := p.r.RequestVirtualHost("unknown", "a.example", func() {}); ok {
 		t.Errorf("RequestVirtualHost(unknown) ok = true; want false (no such route configuration with vhds)")
 	}
 
 	const n = 20
-	var last []string // what the route watch held when each callback ran
-	var lastMu sync.Mutex
+	var held []string
 	woken := make(chan struct{}, n)
 	for i := 0; i < n; i++ {
 		go func() {
-			_, ok := p.c.RequestVirtualHost("r1", "new.example", func() {
+			_, ok := p.r.RequestVirtualHost("r1", "new.example", func() {
 				lastMu.Lock()
-				last = p.c.vhdsHostsOf("r1")
+				held = last
 				lastMu.Unlock()
 				woken <- struct{}{}
 			})
@@ -224,8 +217,8 @@ func TestVHDSOnDemand(t *testing.T) {
 		t.Errorf("subscriptions to r1/new.example = %d; want 1", got)
 	}
 	lastMu.Lock()
-	if want := []string{"base", "r1/new.example"}; !cmp.Equal(last, want) {
-		t.Errorf("virtual hosts when called back = %q; want %q", last, want)
+	if want := []string{"base", "r1/new.example"}; !cmp.Equal(held, want) {
+		t.Errorf("virtual hosts when called back = %q; want %q", held, want)
 	}
 	lastMu.Unlock()
 	if got := p.stat("http.ingress.rds.vhds.r1.config_reload"); got != 1 {
@@ -233,43 +226,7 @@ func TestVHDSOnDemand(t *testing.T) {
 	}
 
 	called := false
-	if _, ok := p.c.RequestVirtualHost("r1", "new.example", func() { called = true }); !ok || !called {
+	if _, ok := p.r.RequestVirtualHost("r1", "new.example", func() { called = true }); !ok || !called {
 		t.Errorf("RequestVirtualHost for an answered host: ok = %v, called = %v; want true, true", ok, called)
-	}
-}
-
-// vhdsHostsOf is the names of the virtual hosts VHDS holds for rc, for tests.
-func (c *Client) vhdsHostsOf(rc string) []string {
-	c.srdsMu.Lock()
-	defer c.srdsMu.Unlock()
-	var out []string
-	for _, h := range c.vhds {
-		for _, vh := range h.hostsOf(rc) {
-			out = append(out, vh.GetName())
-		}
-	}
-	return append([]string{"base"}, out...)
-}
-
-// TestVHDSAnswerWithoutHost: a delta response naming the requested alias without a virtual
-// host (a server's "no such host") answers the request, and the route configuration is
-// unchanged.
-func TestVHDSAnswerWithoutHost(t *testing.T) {
-	c := &Client{clock: clock.Real()}
-	h := &vhdsHandler{c: c, hosts: map[string]*routev3.VirtualHost{}, raw: map[string]*anypb.Any{}, ready: true,
-		routes: map[string]int{"r1": 1}, pending: map[string]map[uint64]func(){}, answered: map[string]bool{}, stats: map[string]*vhdsStatsRef{},
-		updates: map[string]vhdsUpdate{}}
-	h.m = &mux{c: c, watches: map[string]*watch{}, wake: make(chan struct{}, 1)}
-	var calls int
-	h.requestHost("r1/gone.example", func() { calls++ })
-	h.requestHost("r1/gone.example", func() { calls++ })
-	if err := h.apply(nil, update{resources: []*anypb.Any{nil}, names: []string{"r1/vh-x"}, aliases: [][]string{{"r1/gone.example"}}}); err != nil {
-		t.Fatalf("apply = %v; want nil", err)
-	}
-	if calls != 2 {
-		t.Errorf("callbacks = %d; want 2", calls)
-	}
-	if len(h.hosts) != 0 {
-		t.Errorf("virtual hosts = %v; want none", h.hosts)
 	}
 }

@@ -2,19 +2,17 @@ package xds
 
 import (
 	"errors"
-	"fmt"
-	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	"google.golang.org/protobuf/types/known/anypb"
-
-	"github.com/legateproxy/legate/stats"
 
 	"github.com/legateproxy/legate/xds/resource"
 	xdswatch "github.com/legateproxy/legate/xds/watch"
 )
 
-var _ xdswatch.Client = (*Client)(nil)
+var (
+	_ xdswatch.Client = (*Client)(nil)
+	_ xdswatch.States = (*Client)(nil)
+)
 
 // Watch subscribes w to the resource of type t called name, delivered by the config source
 // cs: the watch API of package xds/watch, through which the owners of resource types (the
@@ -27,11 +25,8 @@ func (c *Client) Watch(t xdswatch.Type, cs *corev3.ConfigSource, name string, w 
 	if src.Self {
 		return nil, errors.New("self is not supported")
 	}
-	h, err := c.watchedHandler(t)
-	if err != nil {
-		return nil, err
-	}
-	ref, _, _, _, err := h.subscribe(src, name, "", func(_ uint64, v any) { w.Update(v) })
+	h := c.watchedHandler(t)
+	ref, err := h.subscribe(src, name, t, func(_ uint64, v any) { w.Update(v) })
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +39,7 @@ func (c *Client) Watch(t xdswatch.Type, cs *corev3.ConfigSource, name string, w 
 // Ready, Value, InitTarget, Observer and Cancel make a watchRef a watch.Subscription.
 func (r watchRef) Ready() bool        { return r.ready() }
 func (r watchRef) Value() any         { return r.value() }
-func (r watchRef) InitTarget() string { return r.h.initTarget(r.sub.name) }
+func (r watchRef) InitTarget() string { return r.sub.typ.InitTarget(r.sub.name) }
 func (r watchRef) Cancel()            { r.release() }
 
 // Observer returns the subscription's Observer; it is set when the subscription is made and
@@ -64,34 +59,23 @@ func (r watchRef) setCheck(check xdswatch.Check) {
 	}
 }
 
-// watchedHandler returns the subscriptions of t, made on its first watch. A type the client
-// still handles itself cannot be watched: two handlers of one type would share its streams.
-func (c *Client) watchedHandler(t xdswatch.Type) (*namedHandler, error) {
+// watchedHandler returns the subscriptions of t's type URL, made on its first watch with t's
+// decoder.
+func (c *Client) watchedHandler(t xdswatch.Type) *namedHandler {
 	url := t.TypeURL()
-	for _, h := range []*namedHandler{c.rds} {
-		if h.kind.typeURL == url {
-			return nil, fmt.Errorf("xds: %s resources are handled by the client; they cannot be watched", resource.ShortType(url))
-		}
-	}
 	c.muxMu.Lock()
 	defer c.muxMu.Unlock()
 	h := c.watched[url]
 	if h == nil {
-		h = newNamedHandler(c, &namedKind{
-			typeURL:    url,
-			short:      t.Short(),
-			decode:     func(_ *Client, a *anypb.Any) (string, any, error) { return t.Decode(a) },
-			statPrefix: func(name, _ string) string { return t.StatPrefix(name) },
-			initTarget: t.InitTarget,
-			extra:      observe(t),
-		})
+		h = newNamedHandler(c, &namedKind{typeURL: url, short: t.Short(), decode: t.Decode})
 		c.watched[url] = h
 	}
-	return h, nil
+	return h
 }
 
-// watchedStates returns the subscriptions of the watched type typeURL, for the config dumps.
-func (c *Client) watchedStates(typeURL string) []namedState {
+// States returns the subscriptions of the watched type typeURL, by name then transport, for
+// the config dumps (xds/watch.States).
+func (c *Client) States(typeURL string) []xdswatch.State {
 	c.muxMu.Lock()
 	h := c.watched[typeURL]
 	c.muxMu.Unlock()
@@ -101,30 +85,24 @@ func (c *Client) watchedStates(typeURL string) []namedState {
 	return h.states()
 }
 
-// namedHandlers returns every named-resource handler: the client's own and the watched types'.
+// namedHandlers returns the handlers of the watched types.
 func (c *Client) namedHandlers() []*namedHandler {
-	out := []*namedHandler{c.rds}
 	c.muxMu.Lock()
+	defer c.muxMu.Unlock()
+	out := make([]*namedHandler, 0, len(c.watched))
 	for _, h := range c.watched {
 		out = append(out, h)
 	}
-	c.muxMu.Unlock()
 	return out
 }
 
-// observe returns the extra stats of t's subscriptions: its Observers when t is Observed.
-func observe(t xdswatch.Type) func(*stats.Store, string, string) subExtra {
+// observe returns the extra stats of the subscription to name that t makes: its Observer's
+// when t is Observed, none otherwise.
+func observe(t xdswatch.Type, name string) subExtra {
 	ot, ok := t.(xdswatch.Observed)
 	if !ok {
-		return nil
+		return subExtra{}
 	}
-	return func(_ *stats.Store, name, _ string) subExtra {
-		o := ot.Observe(name)
-		return subExtra{
-			changed:  func(time.Time, time.Duration) { o.Changed() },
-			failed:   o.Failed,
-			done:     o.Done,
-			observer: o,
-		}
-	}
+	o := ot.Observe(name)
+	return subExtra{changed: o.Changed, failed: o.Failed, done: o.Done, observer: o}
 }

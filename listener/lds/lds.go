@@ -39,7 +39,7 @@ type ListenerManager interface {
 }
 
 // Dependencies subscribes to what a listener warms on (its route configurations, scoped
-// routes, discovered filter configurations and secrets; xds.Client.WatchListener). onChange
+// routes, discovered filter configurations and secrets; Owners.Watch). onChange
 // runs, without the subscriptions' locks, after each change of one of them; the first values
 // are not reported (the owner asks Warming.Ready). It is called under the LDS lock.
 type Dependencies func(rl *resource.Listener, onChange func()) (Warming, error)
@@ -529,16 +529,4 @@ func configHash(m proto.Message) uint64 {
 	f := fnv.New64a()
 	f.Write(b)
 	return f.Sum64()
-}
-
-// DepsFunc makes a Dependencies of a watch function returning a concrete Warming
-// (xds.Client.WatchListener).
-func DepsFunc[W Warming](watch func(rl *resource.Listener, onChange func()) (W, error)) Dependencies {
-	return func(rl *resource.Listener, onChange func()) (Warming, error) {
-		w, err := watch(rl, onChange)
-		if err != nil {
-			return nil, err
-		}
-		return w, nil
-	}
 }

@@ -44,8 +44,8 @@ type Listener struct {
 type Dependency struct {
 	Name   string
 	Source Source
-	// Config is the config source Source was read from (secrets and extension configs, which
-	// their owners watch).
+	// Config is the config source Source was read from (route configurations, secrets and
+	// extension configs, which their owners watch).
 	Config *corev3.ConfigSource
 	// StatPrefix is the connection manager's stat_prefix (routes and scoped routes).
 	StatPrefix string
@@ -111,7 +111,7 @@ func ListenerDependencies(l *listenerv3.Listener) (*Listener, error) {
 			key := src.Key() + "\x00" + rds.GetRouteConfigName()
 			if !seenRoute[key] {
 				seenRoute[key] = true
-				out.Routes = append(out.Routes, Dependency{Name: rds.GetRouteConfigName(), Source: src, StatPrefix: hcm.GetStatPrefix()})
+				out.Routes = append(out.Routes, Dependency{Name: rds.GetRouteConfigName(), Source: src, Config: rds.GetConfigSource(), StatPrefix: hcm.GetStatPrefix()})
 			}
 		}
 		ts := fc.GetTransportSocket().GetTypedConfig()

@@ -9,7 +9,8 @@ import (
 
 // Response is one response for a resource type whose owner applies responses whole
 // (Streams): CDS and LDS, whose state-of-the-world responses remove what they do not list,
-// and EDS, whose responses carry many subscriptions' resources at once.
+// EDS, whose responses carry many subscriptions' resources at once, and SRDS and VHDS,
+// wildcard per transport.
 type Response struct {
 	// Version is version_info (system_version_info in delta responses).
 	Version string
@@ -18,6 +19,9 @@ type Response struct {
 	// Names are, in a delta response, the name of each resource; nil in a state-of-the-world
 	// one.
 	Names []string
+	// Aliases are, in a delta response, the aliases of each resource (on-demand VHDS: the
+	// names a request asked for that the resource answers); nil in a state-of-the-world one.
+	Aliases [][]string
 	// Removed are the names a delta response removes.
 	Removed []string
 	// Full is set for state-of-the-world responses: for a wildcard stream, the resources it

@@ -19,9 +19,13 @@
 //   - A Type that is Observed has stats of its own on each subscription (ECDS's
 //     config_reload and config_fail, counted by the client through its Observer; the owner
 //     counts what only it sees, such as config_conflict, through Subscription.Observer).
-//   - A type whose owner applies responses whole (CDS, LDS, EDS) is not watched by name but
-//     streamed (Streams.Stream): the owner's Applier gets each response, and its error is
-//     the NACK.
+//   - A subscription's stats and init target are named by the Type of the watch that makes
+//     it (RDS's carry the first connection manager's stat_prefix); the decoder is the type's.
+//   - A type whose owner applies responses whole (CDS, LDS, EDS, SRDS, VHDS) is not watched
+//     by name but streamed (Streams.Stream): the owner's Applier gets each response, and its
+//     error is the NACK.
+//   - The client keeps each watched subscription's last accepted resource and rejection
+//     (States), which the owner's config dump shows.
 //
 // It also holds the resource type URLs and the decoding steps every type shares (type URL
 // check, unmarshal, typed_struct opening, protoc-gen-validate rules), so that an owner's
@@ -29,12 +33,18 @@
 package watch
 
 import (
+	"time"
+
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // Type is one resource type watched by name. Its owner implements it; the client calls its
-// methods from its transport goroutines, without locks, so they must not block.
+// methods from its transport goroutines, without locks, so they must not block. Watches of
+// one type URL share the decoder of the first watch's Type; StatPrefix, InitTarget and
+// Observe are asked of the Type given to the watch that makes a subscription, so that its
+// stats may carry that watcher's name (RDS: the first connection manager's stat_prefix).
 type Type interface {
 	// TypeURL is the resource's type URL (RuntimeType, ...).
 	TypeURL() string
@@ -132,4 +142,23 @@ type Client interface {
 	// shared by every watcher of the same (source, name). Errors name the field path below
 	// cs.
 	Watch(t Type, cs *corev3.ConfigSource, name string, w Watcher) (Subscription, error)
+}
+
+// State is what the config dumps show of one subscription of a watched type.
+type State struct {
+	Name    string
+	Version string
+	// Resource is the last accepted resource, nil until one arrives or after its removal;
+	// Updated is when it was accepted.
+	Resource *anypb.Any
+	Updated  time.Time
+	// ErrorState is the last rejection since the last accepted resource (FailureState).
+	ErrorState *adminv3.UpdateFailureState
+}
+
+// States is implemented by a client that keeps the subscriptions of watched types: States
+// returns those of typeURL, by name then transport, for the owner's config dump (RDS's
+// dynamic_route_configs).
+type States interface {
+	States(typeURL string) []State
 }

@@ -1,4 +1,4 @@
-package xds
+package rds
 
 import (
 	"errors"
@@ -15,10 +15,11 @@ import (
 	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/xds/resource"
+	"github.com/legateproxy/legate/xds/watch"
 )
 
-// vhdsHandler is the VHDS state of one (delta) transport: every virtual host it delivers, by
-// name. Route configurations with vhds take the virtual hosts named "<their name>/…". The
+// vhdsHandler is the VHDS state of one (delta) transport, its Stream: every virtual host it
+// delivers, by name. Route configurations with vhds take the virtual hosts named "<their name>/…". The
 // subscription is a wildcard one, which servers without Envoy's namespace matching (such as
 // go-control-plane's) also answer; on-demand requests add "<route config>/<host>" names to it
 // (Envoy's requestVirtualHostsUpdate), and a response naming one — as the resource name or
@@ -27,8 +28,8 @@ import (
 // Concurrency: mu guards the fields below it; watchers and on-demand callbacks are called
 // with no lock held, after the route watches have published the update.
 type vhdsHandler struct {
-	c *Client
-	m *mux
+	d *Discovery
+	s watch.Stream
 
 	mu    sync.Mutex
 	hosts map[string]*routev3.VirtualHost
@@ -75,33 +76,33 @@ type vhdsStatsRef struct {
 	refs   int
 	s      vhdsStats
 	reg    *stats.Registration
-	sub    SubscriptionStats
+	sub    watch.SubscriptionStats
 	subReg *stats.Registration
 }
 
 // vhdsFor returns the VHDS handler of the transport of cs, creating it on first use.
-func (c *Client) vhdsFor(cs *corev3.ConfigSource) (*vhdsHandler, error) {
+func (d *Discovery) vhdsFor(cs *corev3.ConfigSource) (*vhdsHandler, error) {
 	src, err := resource.SourceFromProto(cs)
 	if err != nil {
 		return nil, err
 	}
-	m, err := c.muxFor(src, resource.VirtualHostType)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	// Held across Stream, so that the handler is in place before a response can reach it.
+	s, err := d.cfg.Client.Stream(watch.VirtualHostType, cs, true, d.vhdsApplier)
 	if err != nil {
 		return nil, err
 	}
-	c.srdsMu.Lock()
-	defer c.srdsMu.Unlock()
-	if h := c.vhds[m]; h != nil {
+	if h := d.vhds[s]; h != nil {
 		return h, nil
 	}
-	h := &vhdsHandler{c: c, m: m, hosts: map[string]*routev3.VirtualHost{}, raw: map[string]*anypb.Any{},
+	h := &vhdsHandler{d: d, s: s, hosts: map[string]*routev3.VirtualHost{}, raw: map[string]*anypb.Any{},
 		routes: map[string]int{}, pending: map[string]map[uint64]func(){}, answered: map[string]bool{}, stats: map[string]*vhdsStatsRef{},
 		updates: map[string]vhdsUpdate{}}
 	if t := src.InitialFetchTimeout; t > 0 {
-		h.timer = c.clock.AfterFunc(t, h.initTimeout)
+		h.timer = d.clock.AfterFunc(t, h.initTimeout)
 	}
-	c.vhds[m] = h
-	m.addWatch(resource.VirtualHostType, h, true)
+	d.vhds[s] = h
 	return h, nil
 }
 
@@ -139,7 +140,7 @@ func (h *vhdsHandler) initTimeout() {
 	}
 	h.mu.Unlock()
 	if first {
-		h.c.log.Warnf("xds: VHDS: initial fetch timed out")
+		h.d.log.Warnf("xds: VHDS: initial fetch timed out")
 		for _, w := range h.watchers.list() {
 			w()
 		}
@@ -169,24 +170,24 @@ func (h *vhdsHandler) hostsOf(rc string) []*routev3.VirtualHost {
 // names go; invalid ones are NACKed and the previous version stays. A resource without a
 // virtual host only answers the on-demand requests for its name and aliases. The watchers
 // run first, so that the route tables hold the update when the on-demand callbacks run.
-func (h *vhdsHandler) apply(_ *mux, u update) error {
-	start := h.c.clock.Now()
+func (h *vhdsHandler) apply(u watch.Response) error {
+	start := h.d.clock.Now()
 	var errs []string
 	changed := map[string]bool{} // route configurations whose virtual hosts changed
 	named := map[string]bool{}   // route configurations the response names
-	for i, a := range u.resources {
-		if u.names != nil {
-			named[routeConfigOf(u.names[i])] = true
+	for i, a := range u.Resources {
+		if u.Names != nil {
+			named[routeConfigOf(u.Names[i])] = true
 		} else if a != nil {
-			named[routeConfigOf(resource.VirtualHostName(a))] = true
+			named[routeConfigOf(VirtualHostName(a))] = true
 		}
-		if u.aliases != nil {
-			for _, alias := range u.aliases[i] {
+		if u.Aliases != nil {
+			for _, alias := range u.Aliases[i] {
 				named[routeConfigOf(alias)] = true
 			}
 		}
 	}
-	for _, name := range u.removed {
+	for _, name := range u.Removed {
 		named[routeConfigOf(name)] = true
 	}
 	h.mu.Lock()
@@ -195,12 +196,12 @@ func (h *vhdsHandler) apply(_ *mux, u update) error {
 		delete(h.raw, name)
 		changed[routeConfigOf(name)] = true
 	}
-	if u.full {
+	if u.Full {
 		seen := map[string]bool{}
-		for i, a := range u.resources {
-			name := resource.VirtualHostName(a)
-			if u.names != nil {
-				name = u.names[i]
+		for i, a := range u.Resources {
+			name := VirtualHostName(a)
+			if u.Names != nil {
+				name = u.Names[i]
 			}
 			seen[name] = true
 		}
@@ -210,23 +211,23 @@ func (h *vhdsHandler) apply(_ *mux, u update) error {
 			}
 		}
 	}
-	for _, name := range u.removed {
+	for _, name := range u.Removed {
 		if _, ok := h.hosts[name]; ok {
 			drop(name)
 		}
 	}
 	var answered []string
-	for i, a := range u.resources {
-		if u.names != nil {
-			answered = append(answered, u.names[i])
+	for i, a := range u.Resources {
+		if u.Names != nil {
+			answered = append(answered, u.Names[i])
 		}
-		if u.aliases != nil {
-			answered = append(answered, u.aliases[i]...)
+		if u.Aliases != nil {
+			answered = append(answered, u.Aliases[i]...)
 		}
 		if a == nil {
 			continue // the server's answer for a host it does not have
 		}
-		vh, err := resource.DecodeVirtualHost(a)
+		vh, err := DecodeVirtualHost(a)
 		if err != nil {
 			errs = append(errs, err.Error())
 			continue
@@ -237,7 +238,7 @@ func (h *vhdsHandler) apply(_ *mux, u update) error {
 		h.hosts[vh.GetName()], h.raw[vh.GetName()] = vh, a
 		changed[routeConfigOf(vh.GetName())] = true
 	}
-	now := h.c.clock.Now()
+	now := h.d.clock.Now()
 	for _, ref := range h.stats {
 		if changed[ref.rc] {
 			ref.s.ConfigReload.Inc()
@@ -247,15 +248,15 @@ func (h *vhdsHandler) apply(_ *mux, u update) error {
 			ref.sub.UpdateRejected.Inc()
 			ref.sub.UpdateAttempt.Inc()
 		case named[ref.rc] || changed[ref.rc]:
-			ref.sub.Accepted(u.version, now, now.Sub(start))
+			ref.sub.Accepted(u.Version, now, now.Sub(start))
 		}
 	}
 	if len(errs) == 0 {
 		for rc := range named {
-			h.updates[rc] = vhdsUpdate{version: u.version, at: now}
+			h.updates[rc] = vhdsUpdate{version: u.Version, at: now}
 		}
 		for rc := range changed {
-			h.updates[rc] = vhdsUpdate{version: u.version, at: now}
+			h.updates[rc] = vhdsUpdate{version: u.Version, at: now}
 		}
 	}
 	var ws, wake []func()
@@ -278,7 +279,7 @@ func (h *vhdsHandler) apply(_ *mux, u update) error {
 	}
 	if len(errs) > 0 {
 		err := errors.New(strings.Join(errs, "; "))
-		h.c.log.Warnf("xds: VHDS update %q rejected: %v", u.version, err)
+		h.d.log.Warnf("xds: VHDS update %q rejected: %v", u.Version, err)
 		return err
 	}
 	return nil
@@ -299,8 +300,8 @@ func (h *vhdsHandler) serve(rc, prefix string) func() {
 	ref := h.stats[prefix]
 	if ref == nil {
 		ref = &vhdsStatsRef{rc: rc}
-		ref.reg = h.c.cfg.Stats.Register(prefix, &ref.s)
-		ref.subReg = h.c.cfg.Stats.Register(prefix, &ref.sub)
+		ref.reg = h.d.cfg.Stats.Register(prefix, &ref.s)
+		ref.subReg = h.d.cfg.Stats.Register(prefix, &ref.sub)
 		ref.sub.UpdateAttempt.Inc() // the subscription starts
 		h.stats[prefix] = ref
 		// A shared transport may have delivered this route configuration's virtual hosts
@@ -349,7 +350,7 @@ func (h *vhdsHandler) requestHost(alias string, done func()) func() {
 	h.pending[alias][id] = done
 	h.mu.Unlock()
 	if first {
-		h.m.setNames(resource.VirtualHostType, []string{alias}, nil)
+		h.s.SetNames([]string{alias}, nil)
 	}
 	return func() {
 		h.mu.Lock()
@@ -362,10 +363,10 @@ func (h *vhdsHandler) requestHost(alias string, done func()) func() {
 
 // vhdsServing returns the VHDS handler that serves a route watch of the route configuration
 // called rc, or nil.
-func (c *Client) vhdsServing(rc string) *vhdsHandler {
-	c.srdsMu.Lock()
-	defer c.srdsMu.Unlock()
-	for _, vh := range c.vhds {
+func (d *Discovery) vhdsServing(rc string) *vhdsHandler {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, vh := range d.vhds {
 		vh.mu.Lock()
 		n := vh.routes[rc]
 		vh.mu.Unlock()
@@ -385,8 +386,8 @@ func (c *Client) vhdsServing(rc string) *vhdsHandler {
 // requests for one host share one subscription. ok is false when no watched route
 // configuration of that name has vhds (done is then never called). cancel withdraws done.
 // Safe for concurrent use; done runs on an xDS goroutine (or the caller's) and must not block.
-func (c *Client) RequestVirtualHost(routeConfig, host string, done func()) (cancel func(), ok bool) {
-	h := c.vhdsServing(routeConfig)
+func (d *Discovery) RequestVirtualHost(routeConfig, host string, done func()) (cancel func(), ok bool) {
+	h := d.vhdsServing(routeConfig)
 	if h == nil {
 		return nil, false
 	}
@@ -394,7 +395,7 @@ func (c *Client) RequestVirtualHost(routeConfig, host string, done func()) (canc
 }
 
 // failed counts a stream failure on every VHDS subscription of the transport.
-func (h *vhdsHandler) failed(*mux) {
+func (h *vhdsHandler) failed() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, ref := range h.stats {
@@ -406,13 +407,13 @@ func (h *vhdsHandler) failed(*mux) {
 // routeWatch is one WatchRoutes caller: the RDS configuration, with the VHDS virtual hosts
 // merged in when it has vhds. mu guards the fields below it; update is called without it.
 type routeWatch struct {
-	c      *Client
+	d      *Discovery
 	update func(gen uint64, rc *routev3.RouteConfiguration)
 
 	// prefix is the connection manager's stat_prefix.
 	prefix string
-	// ref is the RDS subscription; set before the watch is shared, then read-only.
-	ref watchRef
+	// sub is the RDS subscription; set before the watch is shared, then read-only.
+	sub watch.Subscription
 
 	mu      sync.Mutex
 	gen     uint64
@@ -444,9 +445,9 @@ func (w *routeWatch) setLocked(rc *routev3.RouteConfiguration) *routev3.RouteCon
 		}
 		w.vh, w.unwatch, w.vhKey = nil, nil, key
 		if key != "" {
-			h, err := w.c.vhdsFor(rc.GetVhds().GetConfigSource())
+			h, err := w.d.vhdsFor(rc.GetVhds().GetConfigSource())
 			if err != nil {
-				w.c.log.Errorf("xds: route_config %q: vhds: %v", rc.GetName(), err)
+				w.d.log.Errorf("xds: route_config %q: vhds: %v", rc.GetName(), err)
 			} else {
 				unwatch := h.watch(w.vhostsChanged)
 				unserve := h.serve(rc.GetName(), "http."+w.prefix+".rds.vhds."+rc.GetName()+".")
@@ -502,7 +503,7 @@ func (w *routeWatch) vhostsChanged() {
 // RDS subscription registers the VHDS subscription's init target with its own init manager
 // while it warms, a listener waits for the first VHDS answer of its route configurations.
 func (w *routeWatch) ready() bool {
-	if !w.ref.ready() {
+	if !w.sub.Ready() {
 		return false
 	}
 	w.mu.Lock()
@@ -512,7 +513,7 @@ func (w *routeWatch) ready() bool {
 		// The subscription is marked ready before its watchers run, and rdsChanged (a watcher)
 		// is what subscribes the VHDS source: until it has, a route configuration with vhds
 		// is not ready, or a listener checking in between would go live before VHDS answers.
-		rc, _ := w.ref.value().(*routev3.RouteConfiguration)
+		rc, _ := w.sub.Value().(*routev3.RouteConfiguration)
 		return rc.GetVhds() == nil
 	}
 	return vh.isReady()
@@ -534,15 +535,11 @@ func mustMarshal(cs *corev3.ConfigSource) []byte {
 	return b
 }
 
-// stopVHDS stops the VHDS initial fetch timers (Run's end).
-func (c *Client) stopVHDS() {
-	c.srdsMu.Lock()
-	defer c.srdsMu.Unlock()
-	for _, h := range c.vhds {
-		h.mu.Lock()
-		if h.timer != nil {
-			h.timer.Stop()
-		}
-		h.mu.Unlock()
+// stopTimer stops the initial fetch timer (the client has returned).
+func (h *vhdsHandler) stopTimer() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.timer != nil {
+		h.timer.Stop()
 	}
 }

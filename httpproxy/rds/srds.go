@@ -1,14 +1,17 @@
-package xds
+package rds
 
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
@@ -18,6 +21,7 @@ import (
 	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/xds/resource"
+	"github.com/legateproxy/legate/xds/watch"
 )
 
 // srdsHandler is the SRDS state of one transport: a wildcard subscription to every
@@ -29,17 +33,16 @@ import (
 // Concurrency: mu guards the fields below it (watchers has its own lock); watchers are called
 // with no lock held.
 type srdsHandler struct {
-	c   *Client
-	m   *mux
-	src resource.Source
+	d *Discovery
+	s watch.Stream
 
 	mu       sync.Mutex
 	scopes   map[string]*srdsScope
-	failures map[string]*failure
+	failures map[string]*adminv3.UpdateFailureState
 	version  string
 	updated  time.Time
 	ready    bool
-	stats    SubscriptionStats
+	stats    watch.SubscriptionStats
 	reg      *stats.Registration
 	watchers watcherSet
 	timer    clock.Timer
@@ -71,36 +74,36 @@ type srdsScope struct {
 	key string
 }
 
-// srdsInitTarget is the init target of the SRDS subscription of scoped_routes
-// name.
-func srdsInitTarget(name string) string { return "SRDS " + name }
-
-// srdsFor returns the SRDS handler of src, creating it (with its stats under prefix) on first
-// use.
-func (c *Client) srdsFor(src resource.Source, prefix, initName string) (*srdsHandler, error) {
-	m, started, err := c.muxForStarted(src, resource.ScopedRouteType)
+// srdsFor returns the SRDS handler of the transport of cs, creating it (with its stats under
+// prefix, and the init target initName before Start) on first use.
+func (d *Discovery) srdsFor(cs *corev3.ConfigSource, prefix, initName string) (*srdsHandler, error) {
+	src, err := resource.SourceFromProto(cs)
 	if err != nil {
 		return nil, err
 	}
-	c.srdsMu.Lock()
-	defer c.srdsMu.Unlock()
-	if h := c.srds[m]; h != nil {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	// Held across Stream, so that the handler is in place before a response can reach it.
+	s, err := d.cfg.Client.Stream(watch.ScopedRouteType, cs, true, d.srdsApplier)
+	if err != nil {
+		return nil, err
+	}
+	if h := d.srds[s]; h != nil {
 		return h, nil
 	}
-	h := &srdsHandler{c: c, m: m, src: src, scopes: map[string]*srdsScope{}, failures: map[string]*failure{}, demanded: map[string]bool{}}
-	h.reg = c.cfg.Stats.Register(prefix, &h.stats)
-	h.extraReg = c.cfg.Stats.Register(prefix, &h.extra)
+	h := &srdsHandler{d: d, s: s, scopes: map[string]*srdsScope{}, failures: map[string]*adminv3.UpdateFailureState{}, demanded: map[string]bool{}}
+	h.reg = d.cfg.Stats.Register(prefix, &h.stats)
+	h.extraReg = d.cfg.Stats.Register(prefix, &h.extra)
 	h.stats.UpdateAttempt.Inc()
 	if t := src.InitialFetchTimeout; t > 0 {
-		h.timer = c.clock.AfterFunc(t, h.initTimeout)
+		h.timer = d.clock.AfterFunc(t, h.initTimeout)
 	}
-	if !started && c.cfg.Init != nil {
-		if ready, err := c.cfg.Init(initName); err == nil {
+	if !d.started && d.cfg.Init != nil {
+		if ready, err := d.cfg.Init(initName); err == nil {
 			h.initReady = ready
 		}
 	}
-	c.srds[m] = h
-	m.addWatch(resource.ScopedRouteType, h, true)
+	d.srds[s] = h
 	return h, nil
 }
 
@@ -151,7 +154,7 @@ func (h *srdsHandler) list() []*routev3.ScopedRouteConfiguration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := make([]*routev3.ScopedRouteConfiguration, 0, len(h.scopes))
-	for _, name := range sortedKeys(h.scopes) {
+	for _, name := range slices.Sorted(maps.Keys(h.scopes)) {
 		out = append(out, h.scopes[name].pb)
 	}
 	return out
@@ -161,43 +164,43 @@ func (h *srdsHandler) list() []*routev3.ScopedRouteConfiguration {
 // are NACKed and keep their previous version. A state-of-the-world response removes the
 // scopes it does not list. An update that would give two scopes the same key is NACKed as a
 // whole.
-func (h *srdsHandler) apply(_ *mux, u update) error {
-	start := h.c.clock.Now()
+func (h *srdsHandler) apply(u watch.Response) error {
+	start := h.d.clock.Now()
 	h.mu.Lock()
 	next := make(map[string]*srdsScope, len(h.scopes))
-	if !u.full {
+	if !u.Full {
 		for k, v := range h.scopes {
 			next[k] = v
 		}
-		for _, name := range u.removed {
+		for _, name := range u.Removed {
 			delete(next, name)
 		}
 	}
 	var errs []string
 	seen := map[string]bool{}
-	for i, a := range u.resources {
-		pb, err := resource.DecodeScopedRoute(a)
+	for i, a := range u.Resources {
+		pb, err := DecodeScopedRoute(a)
 		name := pb.GetName()
 		if name == "" {
-			name = resource.ScopedRouteName(a)
-			if u.names != nil {
-				name = u.names[i]
+			name = ScopedRouteName(a)
+			if u.Names != nil {
+				name = u.Names[i]
 			}
 		}
 		seen[name] = true
 		if err != nil {
 			errs = append(errs, err.Error())
-			h.failures[name] = &failure{resource: a, at: start, details: err.Error(), version: u.version}
+			h.failures[name] = watch.FailureState(a, start, err, u.Version)
 			if old := h.scopes[name]; old != nil {
 				next[name] = old
 			}
 			continue
 		}
-		key, _ := resource.ScopeKey("", pb)
+		key, _ := ScopeKey("", pb)
 		next[name] = &srdsScope{pb: pb, raw: a, key: key}
 		delete(h.failures, name)
 	}
-	if u.full {
+	if u.Full {
 		for name := range h.failures {
 			if !seen[name] {
 				delete(h.failures, name)
@@ -205,7 +208,7 @@ func (h *srdsHandler) apply(_ *mux, u update) error {
 		}
 	}
 	byKey := map[string]string{}
-	for _, name := range sortedKeys(next) {
+	for _, name := range slices.Sorted(maps.Keys(next)) {
 		k := next[name].key
 		if other, dup := byKey[k]; dup {
 			errs = append(errs, fmt.Sprintf("scoped_route %q: key %q is already the key of scoped_route %q; scope keys must be unique", name, strings.ReplaceAll(k, "\x00", ","), other))
@@ -236,15 +239,15 @@ func (h *srdsHandler) apply(_ *mux, u update) error {
 		h.stats.UpdateRejected.Inc()
 		h.stats.UpdateAttempt.Inc()
 		err = errors.New(strings.Join(errs, "; "))
-		h.c.log.Warnf("xds: SRDS update %q rejected: %v", u.version, err)
+		h.d.log.Warnf("xds: SRDS update %q rejected: %v", u.Version, err)
 	} else {
-		h.version = u.version
-		h.stats.Accepted(u.version, h.c.clock.Now(), h.c.clock.Now().Sub(start))
+		h.version = u.Version
+		h.stats.Accepted(u.Version, h.d.clock.Now(), h.d.clock.Now().Sub(start))
 		h.extra.ConfigReload.Inc()
-		h.extra.ConfigReloadTimeMs.Set(uint64(h.c.clock.Now().UnixMilli()))
+		h.extra.ConfigReloadTimeMs.Set(uint64(h.d.clock.Now().UnixMilli()))
 	}
 	if changed {
-		h.updated = h.c.clock.Now()
+		h.updated = h.d.clock.Now()
 	}
 	r := h.markReadyLocked()
 	var ws []func()
@@ -315,7 +318,7 @@ func (h *srdsHandler) demand(name string) bool {
 	return true
 }
 
-func (h *srdsHandler) failed(*mux) {
+func (h *srdsHandler) failed() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.stats.UpdateFailure.Inc()
@@ -328,12 +331,12 @@ func (h *srdsHandler) failed(*mux) {
 // Concurrency: mu guards the fields below it and is taken before the SRDS handler's; update is
 // called without it.
 type scopedWatch struct {
-	c      *Client
+	d      *Discovery
 	id     uint64
 	name   string
 	h      *srdsHandler // nil for scoped_route_configurations_list
 	inline []*routev3.ScopedRouteConfiguration
-	rds    resource.Source
+	rds    *corev3.ConfigSource // rds_config_source, valid and not self
 	prefix string
 	update func(gen uint64, scopes []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration)
 	born   time.Time
@@ -362,9 +365,9 @@ type scopedWatch struct {
 // that arrived (by name), at once and after every change (gen grows); it runs on an xDS
 // goroutine (or the caller's, for the first call) without locks and must not block. cancel
 // ends the watch. Safe for concurrent use.
-func (c *Client) WatchScopedRoutes(sr *hcmv3.ScopedRoutes, statPrefix string,
+func (d *Discovery) WatchScopedRoutes(sr *hcmv3.ScopedRoutes, statPrefix string,
 	update func(gen uint64, scopes []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration)) (func(), error) {
-	w, err := c.watchScopes(sr, statPrefix, true, update)
+	w, err := d.watchScopes(sr, statPrefix, true, update)
 	if err != nil {
 		return nil, err
 	}
@@ -380,10 +383,10 @@ func (c *Client) WatchScopedRoutes(sr *hcmv3.ScopedRoutes, statPrefix string,
 // subscription; a loaded scope stays loaded until an SRDS update changes or removes it.
 // load's ok is false when no scope has that key or the scopes are inline (done is then never
 // called); its cancel withdraws done.
-func (c *Client) WatchScopedRoutesOnDemand(sr *hcmv3.ScopedRoutes, statPrefix string,
+func (d *Discovery) WatchScopedRoutesOnDemand(sr *hcmv3.ScopedRoutes, statPrefix string,
 	update func(gen uint64, scopes []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration)) (
 	cancel func(), load func(key string, done func()) (func(), bool), err error) {
-	w, err := c.watchScopes(sr, statPrefix, true, update)
+	w, err := d.watchScopes(sr, statPrefix, true, update)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -391,8 +394,9 @@ func (c *Client) WatchScopedRoutesOnDemand(sr *hcmv3.ScopedRoutes, statPrefix st
 }
 
 // watchScopes is WatchScopedRoutes; with reportFirst false the update the watch makes before
-// returning is not reported (LDS calls it under Client.mu and reads ready instead).
-func (c *Client) watchScopes(sr *hcmv3.ScopedRoutes, statPrefix string, reportFirst bool,
+// returning is not reported (a warming LDS listener calls it under LDS's lock and reads ready
+// instead).
+func (d *Discovery) watchScopes(sr *hcmv3.ScopedRoutes, statPrefix string, reportFirst bool,
 	update func(gen uint64, scopes []*routev3.ScopedRouteConfiguration, routes map[string]*routev3.RouteConfiguration)) (*scopedWatch, error) {
 	rds, err := resource.SourceFromProto(sr.GetRdsConfigSource())
 	if err != nil {
@@ -405,36 +409,37 @@ func (c *Client) watchScopes(sr *hcmv3.ScopedRoutes, statPrefix string, reportFi
 	if !reportFirst {
 		report = func(uint64, []*routev3.ScopedRouteConfiguration, map[string]*routev3.RouteConfiguration) {}
 	}
-	w := &scopedWatch{c: c, name: sr.GetName(), rds: rds, prefix: statPrefix, update: report, born: c.clock.Now(),
+	w := &scopedWatch{d: d, name: sr.GetName(), rds: sr.GetRdsConfigSource(), prefix: statPrefix, update: report, born: d.clock.Now(),
 		refs: map[string]*routeWatch{}, stops: map[string]func(){}, routes: map[string]*routev3.RouteConfiguration{}, waiters: map[string]map[uint64]func(){}}
 	switch {
 	case sr.GetScopedRds() != nil:
 		if sr.GetScopedRds().GetSrdsResourcesLocator() != "" {
 			return nil, errors.New("scoped_routes.scoped_rds.srds_resources_locator: xdstp:// locators are not supported")
 		}
-		src, err := resource.SourceFromProto(sr.GetScopedRds().GetScopedRdsConfigSource())
+		cs := sr.GetScopedRds().GetScopedRdsConfigSource()
+		src, err := resource.SourceFromProto(cs)
 		if err != nil {
 			return nil, fmt.Errorf("scoped_routes.scoped_rds.scoped_rds_config_source.%w", err)
 		}
 		if src.Self {
 			return nil, errors.New("scoped_routes.scoped_rds.scoped_rds_config_source.self is not supported")
 		}
-		if w.h, err = c.srdsFor(src, "http."+statPrefix+".scoped_rds."+sr.GetName()+".", srdsInitTarget(sr.GetName())); err != nil {
+		if w.h, err = d.srdsFor(cs, "http."+statPrefix+".scoped_rds."+sr.GetName()+".", ScopedInitTarget(sr.GetName())); err != nil {
 			return nil, fmt.Errorf("scoped_routes %q: %w", sr.GetName(), err)
 		}
 	default:
 		for i, s := range sr.GetScopedRouteConfigurationsList().GetScopedRouteConfigurations() {
-			if err := resource.CheckScopedRoute(fmt.Sprintf("scoped_routes.scoped_route_configurations_list.scoped_route_configurations[%d]", i), s, true); err != nil {
+			if err := CheckScopedRoute(fmt.Sprintf("scoped_routes.scoped_route_configurations_list.scoped_route_configurations[%d]", i), s, true); err != nil {
 				return nil, err
 			}
 		}
 		w.inline = sr.GetScopedRouteConfigurationsList().GetScopedRouteConfigurations()
 	}
-	c.srdsMu.Lock()
-	c.nextScopedID++
-	w.id = c.nextScopedID
-	c.scoped[w.id] = w
-	c.srdsMu.Unlock()
+	d.mu.Lock()
+	d.nextScopedID++
+	w.id = d.nextScopedID
+	d.scoped[w.id] = w
+	d.mu.Unlock()
 	if w.h != nil {
 		w.unwatch = w.h.watch(w.refresh)
 	}
@@ -493,11 +498,11 @@ func (w *scopedWatch) refresh() {
 		}
 		// A route watch, so that a route configuration with vhds gets its VHDS virtual hosts
 		// merged in, as Envoy's scoped RDS uses its RDS route config providers.
-		cur, _, rw, stop, err := w.c.watchRoutesFrom(w.rds, name, w.prefix, true, func(_ uint64, rc *routev3.RouteConfiguration) {
+		cur, _, rw, stop, err := w.d.watchRoutesFrom(w.rds, name, w.prefix, true, func(_ uint64, rc *routev3.RouteConfiguration) {
 			w.routeChanged(name, rc)
 		})
 		if err != nil {
-			w.c.log.Errorf("xds: scoped_routes %q: rds %q: %v", w.name, name, err)
+			w.d.log.Errorf("xds: scoped_routes %q: rds %q: %v", w.name, name, err)
 			continue
 		}
 		w.refs[name], w.stops[name] = rw, stop
@@ -575,7 +580,7 @@ func (w *scopedWatch) load(key string, done func()) (cancel func(), ok bool) {
 	}
 	var scope *routev3.ScopedRouteConfiguration
 	for _, s := range w.h.list() {
-		if k, err := resource.ScopeKey("", s); err == nil && k == key {
+		if k, err := ScopeKey("", s); err == nil && k == key {
 			scope = s
 			break
 		}
@@ -657,9 +662,9 @@ func (w *scopedWatch) cancel() {
 	if w.unwatch != nil {
 		w.unwatch()
 	}
-	w.c.srdsMu.Lock()
-	delete(w.c.scoped, w.id)
-	w.c.srdsMu.Unlock()
+	w.d.mu.Lock()
+	delete(w.d.scoped, w.id)
+	w.d.mu.Unlock()
 }
 
 // ScopedRoutesConfigDump returns the "route_scopes" config dump: an inline_scoped_route_configs
@@ -667,13 +672,13 @@ func (w *scopedWatch) cancel() {
 // dynamic_scoped_route_configs entry per scoped_rds (with the SRDS version_info and
 // last_updated), each named by scoped_routes.name and listing its scopes. match filters by
 // scoped_routes name (nil for all). Safe for concurrent use.
-func (c *Client) ScopedRoutesConfigDump(match func(string) bool) *adminv3.ScopedRoutesConfigDump {
-	c.srdsMu.Lock()
-	ws := make([]*scopedWatch, 0, len(c.scoped))
-	for _, w := range c.scoped {
+func (d *Discovery) ScopedRoutesConfigDump(match func(string) bool) *adminv3.ScopedRoutesConfigDump {
+	d.mu.Lock()
+	ws := make([]*scopedWatch, 0, len(d.scoped))
+	for _, w := range d.scoped {
 		ws = append(ws, w)
 	}
-	c.srdsMu.Unlock()
+	d.mu.Unlock()
 	sort.Slice(ws, func(i, j int) bool {
 		return ws[i].name < ws[j].name || (ws[i].name == ws[j].name && ws[i].id < ws[j].id)
 	})
@@ -691,15 +696,15 @@ func (c *Client) ScopedRoutesConfigDump(match func(string) bool) *adminv3.Scoped
 			continue
 		}
 		w.h.mu.Lock()
-		d := &adminv3.ScopedRoutesConfigDump_DynamicScopedRouteConfigs{Name: w.name, VersionInfo: w.h.version}
-		for _, name := range sortedKeys(w.h.scopes) {
-			d.ScopedRouteConfigs = append(d.ScopedRouteConfigs, w.h.scopes[name].raw)
+		dc := &adminv3.ScopedRoutesConfigDump_DynamicScopedRouteConfigs{Name: w.name, VersionInfo: w.h.version}
+		for _, name := range slices.Sorted(maps.Keys(w.h.scopes)) {
+			dc.ScopedRouteConfigs = append(dc.ScopedRouteConfigs, w.h.scopes[name].raw)
 		}
 		if !w.h.updated.IsZero() {
-			d.LastUpdated = timestamppb.New(w.h.updated)
+			dc.LastUpdated = timestamppb.New(w.h.updated)
 		}
 		w.h.mu.Unlock()
-		out.DynamicScopedRouteConfigs = append(out.DynamicScopedRouteConfigs, d)
+		out.DynamicScopedRouteConfigs = append(out.DynamicScopedRouteConfigs, dc)
 	}
 	return out
 }
@@ -714,16 +719,12 @@ func anys(list []*routev3.ScopedRouteConfiguration) []*anypb.Any {
 	return out
 }
 
-// stopSRDS stops the SRDS initial fetch timers (Run's end).
-func (c *Client) stopSRDS() {
-	c.srdsMu.Lock()
-	defer c.srdsMu.Unlock()
-	for _, h := range c.srds {
-		h.mu.Lock()
-		if h.timer != nil {
-			h.timer.Stop()
-		}
-		h.mu.Unlock()
+// stopTimer stops the initial fetch timer (the client has returned).
+func (h *srdsHandler) stopTimer() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.timer != nil {
+		h.timer.Stop()
 	}
 }
 

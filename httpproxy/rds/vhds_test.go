@@ -1,0 +1,42 @@
+package rds
+
+import (
+	"testing"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/xds/watch"
+)
+
+// namesStream is a VHDS stream that records the names subscribed on it.
+type namesStream struct{ added []string }
+
+func (s *namesStream) SetNames(add, _ []string) { s.added = append(s.added, add...) }
+
+// TestVHDSAnswerWithoutHost: a delta response naming the requested alias without a virtual
+// host (a server's "no such host") answers the request, and the route configuration is
+// unchanged.
+func TestVHDSAnswerWithoutHost(t *testing.T) {
+	d := &Discovery{clock: clock.Real()}
+	s := &namesStream{}
+	h := &vhdsHandler{d: d, s: s, hosts: map[string]*routev3.VirtualHost{}, raw: map[string]*anypb.Any{}, ready: true,
+		routes: map[string]int{"r1": 1}, pending: map[string]map[uint64]func(){}, answered: map[string]bool{}, stats: map[string]*vhdsStatsRef{},
+		updates: map[string]vhdsUpdate{}}
+	var calls int
+	h.requestHost("r1/gone.example", func() { calls++ })
+	h.requestHost("r1/gone.example", func() { calls++ })
+	if len(s.added) != 1 || s.added[0] != "r1/gone.example" {
+		t.Errorf("names subscribed = %q; want r1/gone.example once", s.added)
+	}
+	if err := h.apply(watch.Response{Resources: []*anypb.Any{nil}, Names: []string{"r1/vh-x"}, Aliases: [][]string{{"r1/gone.example"}}}); err != nil {
+		t.Fatalf("apply = %v; want nil", err)
+	}
+	if calls != 2 {
+		t.Errorf("callbacks = %d; want 2", calls)
+	}
+	if len(h.hosts) != 0 {
+		t.Errorf("virtual hosts = %v; want none", h.hosts)
+	}
+}
