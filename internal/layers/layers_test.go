@@ -13,11 +13,12 @@ import (
 const module = "github.com/legateproxy/legate/"
 
 // layerOf places each package by its path: the longest prefix in the table wins. The order
-// is docs/DESIGN.md's, from the bottom: shared utilities, stats (with xDS's watch contract),
-// the leaves of the data plane (balancing, TLS, runtime), access logs, configuration, the
-// components configuration builds (listeners, health checks, outlier detection, breakers), the
-// cluster manager, the pools, the proxies with xDS (the client, and the cluster and listener
-// managers' xDS sides), then the admin, the server that wires them
+// is docs/DESIGN.md's, from the bottom: shared utilities, stats with the xDS client (its
+// transports and watch contract; the owners of its types sit with them), the leaves of the
+// data plane (balancing, TLS, runtime), access logs, configuration, the components
+// configuration builds (listeners with LDS, health checks, outlier detection, breakers), the
+// cluster manager with CDS and EDS, the pools, the proxies (the route table with RDS, VHDS and
+// SRDS), then the admin, the server that wires them
 // and the list of extensions it is built with, and the binaries. A new top-level package must
 // be placed here: the test names it.
 var layerOf = map[string]int{
@@ -27,8 +28,8 @@ var layerOf = map[string]int{
 	"hotrestart": 1,
 	"host":       1,
 	"bootstrap":  1,
-	"xds/watch":  2,
 	"stats":      2,
+	"xds":        2,
 	"lb":         3,
 	"tlsutil":    3,
 	"runtime":    3,
@@ -45,18 +46,11 @@ var layerOf = map[string]int{
 	"httpproxy":  9,
 	"tcpproxy":   9,
 	"udpproxy":   9,
-	// xds imports httpproxy/route while RDS lives in it; it goes below config when RDS, VHDS
-	// and SRDS have moved to the route table.
-	"xds": 9,
-	// CDS and EDS, and LDS, sit beside the cluster and listener managers but decode with
-	// xds/resource.
-	"cluster/cds":  9,
-	"listener/lds": 9,
-	"admin":        10,
-	"server":       11,
-	"extensions":   11,
-	"cmd":          12,
-	"test":         13,
+	"admin":      10,
+	"server":     11,
+	"extensions": 11,
+	"cmd":        12,
+	"test":       13,
 }
 
 // place returns the layer of a package path inside the module.
