@@ -42,6 +42,7 @@ import (
 	netlocalratelimit "github.com/legateproxy/legate/listener/filters/localratelimit"
 	netratelimit "github.com/legateproxy/legate/listener/filters/ratelimit"
 	netrbac "github.com/legateproxy/legate/listener/filters/rbac"
+	"github.com/legateproxy/legate/listener/filters/setfilterstate"
 	"github.com/legateproxy/legate/listener/filters/snicluster"
 	"github.com/legateproxy/legate/listener/httpinspector"
 	"github.com/legateproxy/legate/listener/originaldst"
@@ -102,6 +103,7 @@ func registrations() []func(*registry.Builder) {
 		netlocalratelimit.Register,
 		netratelimit.Register,
 		netrbac.Register,
+		setfilterstate.Register,
 		snicluster.Register,
 		udpproxy.Declare,         // UDP listener filters
 		network.Register,         // matching inputs (filter_chain_matcher)

@@ -1,13 +1,9 @@
 package e2e
 
 import (
-	"bufio"
-	"io"
-	"net"
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 )
 
 // Issue 20: internal_upstream's passthrough_metadata. The cluster that reaches an internal
@@ -68,18 +64,7 @@ static_resources:
     load_assignment: {cluster_name: echo, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + strconv.Itoa(echoPort) + `}}}}]}]}
 `
 	p := start(t, "-c", writeConfig(t, cfg))
-	c, err := net.DialTimeout("tcp", p.listenerAddr("front"), 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.SetDeadline(time.Now().Add(20 * time.Second))
-	if _, err := io.WriteString(c, "hello\n"); err != nil {
-		t.Fatal(err)
-	}
-	if echoed, err := bufio.NewReader(c).ReadString('\n'); err != nil || echoed != "hello\n" {
-		t.Fatalf("echo through front → inner = %q, %v", echoed, err)
-	}
-	c.Close()
+	echoLine(t, p.listenerAddr("front"), nil, "hello\n")
 	line := waitFileLine(t, logPath, "host=")
 	if want := "host=alpha cluster=blue absent=-"; line != want {
 		t.Fatalf("inner listener's access log %q; want %q", line, want)

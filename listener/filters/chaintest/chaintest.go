@@ -32,6 +32,13 @@ const Wait = 10 * time.Second
 // of adding the listener (a filter refusing its configuration).
 func Serve(t testing.TB, register func(*registry.Builder), dial grpcclient.Dial, filters string) (string, *stats.Store, error) {
 	t.Helper()
+	return ServeHandler(t, register, dial, filters, func(c *listener.Conn) { io.WriteString(c, "in\n"); c.Close() })
+}
+
+// ServeHandler is Serve with terminal as the chain's terminal filter (which closes the
+// connection when it is done).
+func ServeHandler(t testing.TB, register func(*registry.Builder), dial grpcclient.Dial, filters string, terminal listener.HandlerFunc) (string, *stats.Store, error) {
+	t.Helper()
 	st, err := stats.New(stats.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +51,7 @@ func Serve(t testing.TB, register func(*registry.Builder), dial grpcclient.Dial,
 	}
 	r := listener.NewRegistry()
 	r.Register("test.in", func(*listener.ChainContext) (listener.FilterChainHandler, error) {
-		return listener.HandlerFunc(func(c *listener.Conn) { io.WriteString(c, "in\n"); c.Close() }), nil
+		return terminal, nil
 	})
 	y := fmt.Sprintf(`{name: l, address: {socket_address: {address: 127.0.0.1, port_value: 0}}, filter_chains: [{filters: [
   %s
