@@ -78,6 +78,9 @@ type Cluster struct {
 	// dnsDefaultPort the port of an authority without one.
 	dns            *DNSCache
 	dnsDefaultPort uint32
+	// sub are the sub-clusters of a dynamic forward proxy cluster with sub_clusters_config
+	// (nil for other clusters).
+	sub *subClusters
 	// socketMatches count the hosts created per transport socket, by host.Config.SocketMatch.
 	socketMatches []*stats.Counter
 	// disc runs the discovery goroutine (DNS refresh, cleanup); nil for clusters without one.

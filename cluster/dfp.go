@@ -32,7 +32,7 @@ func registerDynamicForwardProxy(b *registry.Builder) {
 		dependencies: func(*config.Cluster) []string { return nil },
 		build:        buildForwardProxy,
 		attach:       attachForwardProxy,
-		detach:       func(c *Cluster) { c.dns.unsubscribe(c) },
+		detach:       detachForwardProxy,
 	})
 }
 
@@ -42,17 +42,30 @@ func attachForwardProxy(m *Manager, c *Cluster) error {
 	if !ok || cfg == nil {
 		return fmt.Errorf("cluster %q: cluster_type.typed_config: no dns_cache_config", c.cfg.Name)
 	}
+	c.dnsDefaultPort = 80
+	if ts := c.cfg.TransportSocket; ts != nil && strings.HasSuffix(ts.GetTypedConfig().GetTypeUrl(), ".UpstreamTlsContext") {
+		c.dnsDefaultPort = 443
+	}
+	if cfg.SubClusters != nil {
+		attachSubClusters(m, c, cfg.SubClusters)
+		return nil
+	}
 	cache, err := m.dnsCacheLocked(cfg.DNSCache)
 	if err != nil {
 		return fmt.Errorf("cluster %q: cluster_type.typed_config.%w", c.cfg.Name, err)
 	}
 	c.dns = cache
-	c.dnsDefaultPort = 80
-	if ts := c.cfg.TransportSocket; ts != nil && strings.HasSuffix(ts.GetTypedConfig().GetTypeUrl(), ".UpstreamTlsContext") {
-		c.dnsDefaultPort = 443
-	}
 	cache.subscribe(c, c.dropDynamicHost)
 	return nil
+}
+
+// detachForwardProxy unbinds c from its DNS cache, or removes its sub-clusters. m.mu is held.
+func detachForwardProxy(c *Cluster) {
+	if c.sub != nil {
+		c.sub.detach()
+		return
+	}
+	c.dns.unsubscribe(c)
 }
 
 // forwardBalancer picks the host of lb.Context.OverrideHost, a "name:port". Immutable.
@@ -81,7 +94,7 @@ func (b *forwardBalancer) Pick(ctx *lb.Context) (*host.Host, error) {
 }
 
 // IsForwardProxy reports whether c is a dynamic forward proxy cluster.
-func (c *Cluster) IsForwardProxy() bool { return c.dns != nil }
+func (c *Cluster) IsForwardProxy() bool { return c.dns != nil || c.sub != nil }
 
 // ForwardProxyDNSCache returns the DNS cache of a dynamic forward proxy cluster, nil for
 // other clusters.
@@ -91,7 +104,7 @@ func (c *Cluster) ForwardProxyDNSCache() *DNSCache { return c.dns }
 // the authority's or the cluster's default (443 with a TLS transport socket, else 80), the
 // name lower-cased. "" for other clusters.
 func (c *Cluster) ForwardProxyKey(authority string) string {
-	if c.dns == nil || authority == "" {
+	if !c.IsForwardProxy() || authority == "" {
 		return ""
 	}
 	name, port := authority, c.dnsDefaultPort

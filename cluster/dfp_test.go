@@ -34,10 +34,16 @@ cluster_type:
 func waitReady(t *testing.T, ready <-chan struct{}, release func()) {
 	t.Helper()
 	defer release()
+	waitClosed(t, ready, "the DNS cache's resolution")
+}
+
+// waitClosed waits up to 10 s for ch, what it stands for, to be closed.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
 	select {
-	case <-ready:
+	case <-ch:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the DNS cache did not resolve within 10s")
+		t.Fatalf("%s did not end within 10s", what)
 	}
 }
 

@@ -8,7 +8,9 @@
 // max_hosts, dns_cache_circuit_breaker.max_pending_requests, dns_query_timeout,
 // preresolve_hostnames and the resolver fields (config.DNSResolution), with Envoy's
 // dns_cache.<name>.* stats; config refuses the rest, and applies allow_insecure_cluster_options
-// with Envoy's auto_sni and auto_san_validation rule), their active health
+// with Envoy's auto_sni and auto_san_validation rule; with sub_clusters_config, subclusters.go
+// makes a STRICT_DNS "DFPCluster:<name>:<port>" cluster per name requested instead), their
+// active health
 // checking (health.go) and outlier detection (outlier.go), and the immutable snapshots the data
 // plane reads.
 //

@@ -136,6 +136,8 @@ type Manager struct {
 	stopped bool
 	// dnsCaches are the dynamic forward proxy DNS caches by name (DNSCache).
 	dnsCaches map[string]*DNSCache
+	// activeWaiters are closed when the cluster of their name is published (whenActive).
+	activeWaiters map[string]chan struct{}
 
 	// bgMu guards the DNS caches' background work (goBackground): bgCtx is Run's context once
 	// it runs, bgQueue what was asked for before, bgStopped set once Run ends.
@@ -420,12 +422,21 @@ func (m *Manager) AddOrUpdate(cfg *config.Cluster, version string) (bool, error)
 
 // Remove removes a CDS cluster. It returns false when no such API cluster exists.
 func (m *Manager) Remove(name string) bool {
+	return m.remove(name, nil)
+}
+
+// remove removes the API cluster name; with cfg, only when its active or warming version is
+// the one built from cfg (a dynamic forward proxy's sub-cluster, which a newer owner may have
+// made again).
+func (m *Manager) remove(name string, cfg *config.Cluster) bool {
 	m.mu.Lock()
 	a, w := m.active[name], m.warming[name]
-	if (a != nil && !a.addedViaAPI) || (a == nil && w == nil) {
+	if (a != nil && !a.addedViaAPI) || (a == nil && w == nil) ||
+		(cfg != nil && (a == nil || a.cfg != cfg) && (w == nil || w.cfg != cfg)) {
 		m.mu.Unlock()
 		return false
 	}
+	delete(m.activeWaiters, name)
 	if w != nil {
 		delete(m.warming, name)
 		m.releaseLocked(w, a == nil || w.breaker != a.breaker)
@@ -738,7 +749,36 @@ func (m *Manager) publishLocked() {
 		p[k] = v
 	}
 	m.published.Store(&p)
+	for name, ch := range m.activeWaiters {
+		if p[name] != nil {
+			close(ch)
+			delete(m.activeWaiters, name)
+		}
+	}
 }
+
+// whenActive returns a channel closed once a cluster named name is published (Get finds it):
+// at once when it is. One channel per name, shared by its waiters, dropped when published or
+// removed.
+func (m *Manager) whenActive(name string) <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if (*m.published.Load())[name] != nil {
+		return closedChan
+	}
+	ch := m.activeWaiters[name]
+	if ch == nil {
+		if m.activeWaiters == nil {
+			m.activeWaiters = map[string]chan struct{}{}
+		}
+		ch = make(chan struct{})
+		m.activeWaiters[name] = ch
+	}
+	return ch
+}
+
+// closedChan is a channel already closed.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // memberChanged rebuilds the clusters whose balancers read name's hosts: the custom clusters
 // (aggregates) that contain it and, when name is the local cluster, every other cluster, whose

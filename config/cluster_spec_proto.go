@@ -39,6 +39,9 @@ func ClusterFromProto(c *clusterv3.Cluster, lim Limits) (*Cluster, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
+	if cfg := forwardProxySettings(out); cfg != nil {
+		cfg.limits = lim // its sub-clusters are read with them too
+	}
 	return out, nil
 }
 

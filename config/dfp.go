@@ -8,9 +8,12 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	dfpclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/dynamic_forward_proxy/v3"
 	commondfpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/dynamic_forward_proxy/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -33,6 +36,12 @@ const (
 	DefaultDNSCacheMaxHosts       = 1024
 	DefaultDNSCacheMaxPending     = 1024
 	DefaultDNSCacheQueryTimeout   = 5 * time.Second
+	// DefaultMaxSubClusters and DefaultSubClusterTTL are sub_clusters_config's
+	// max_sub_clusters and sub_cluster_ttl defaults.
+	DefaultMaxSubClusters = 1024
+	DefaultSubClusterTTL  = 5 * time.Minute
+	// SubClusterPrefix begins the name of a sub-cluster: "DFPCluster:<host>:<port>".
+	SubClusterPrefix = "DFPCluster:"
 )
 
 // DNSCacheConfig is extensions.common.dynamic_forward_proxy.v3.DnsCacheConfig, with Envoy's
@@ -72,11 +81,17 @@ func (c *DNSCacheConfig) Equal(o *DNSCacheConfig) bool {
 
 // DynamicForwardProxyConfig is extensions.clusters.dynamic_forward_proxy.v3.ClusterConfig.
 type DynamicForwardProxyConfig struct {
-	// DNSCache is dns_cache_config: the cache whose hosts the cluster's hosts are.
+	// DNSCache is dns_cache_config: the cache whose hosts the cluster's hosts are. Zero
+	// with SubClusters.
 	DNSCache DNSCacheConfig
+	// SubClusters is sub_clusters_config: each name:port requested gets a STRICT_DNS
+	// cluster of its own; nil with a DNS cache.
+	SubClusters *SubClustersConfig
 	// allowInsecure is allow_insecure_cluster_options: the cluster may leave auto_sni or
 	// auto_san_validation off (forwardProxyTLSNames, which applies it here).
 	allowInsecure bool
+	// limits are those the cluster was read with, which its sub-clusters are read with too.
+	limits Limits
 }
 
 func decodeDynamicForwardProxy(_ string, typedConfig *anypb.Any) (any, error) {
@@ -91,16 +106,85 @@ func decodeDynamicForwardProxy(_ string, typedConfig *anypb.Any) (any, error) {
 		return nil, fmt.Errorf("typed_config: %w", err)
 	}
 	switch {
-	case pb.GetSubClustersConfig() != nil:
-		return nil, errors.New("typed_config.sub_clusters_config: not implemented by Legate (use dns_cache_config)")
 	case pb.GetAllowCoalescedConnections():
 		return nil, errors.New("typed_config.allow_coalesced_connections: not implemented by Legate")
+	}
+	out := &DynamicForwardProxyConfig{allowInsecure: pb.GetAllowInsecureClusterOptions()}
+	if sc := pb.GetSubClustersConfig(); sc != nil {
+		sub, err := subClustersFromProto("typed_config.sub_clusters_config", sc)
+		if err != nil {
+			return nil, err
+		}
+		out.SubClusters = sub
+		return out, nil
 	}
 	cache, err := DNSCacheFromProto("typed_config.dns_cache_config", pb.GetDnsCacheConfig())
 	if err != nil {
 		return nil, err
 	}
-	return &DynamicForwardProxyConfig{DNSCache: cache, allowInsecure: pb.GetAllowInsecureClusterOptions()}, nil
+	out.DNSCache = cache
+	return out, nil
+}
+
+// SubClustersConfig is extensions.clusters.dynamic_forward_proxy.v3.SubClustersConfig, with
+// Envoy's defaults applied.
+type SubClustersConfig struct {
+	// LbPolicy is lb_policy: the load balancing policy of each sub-cluster.
+	LbPolicy clusterv3.Cluster_LbPolicy
+	// MaxSubClusters is max_sub_clusters: how many sub-clusters may exist at once.
+	MaxSubClusters uint32
+	// TTL is sub_cluster_ttl: a sub-cluster no request used for that long is removed.
+	TTL time.Duration
+	// Preresolve are preresolve_clusters as "host:port" keys: their sub-clusters are made
+	// with the cluster.
+	Preresolve []string
+}
+
+func subClustersFromProto(path string, pb *dfpclusterv3.SubClustersConfig) (*SubClustersConfig, error) {
+	switch pb.GetLbPolicy() {
+	case clusterv3.Cluster_CLUSTER_PROVIDED, clusterv3.Cluster_LOAD_BALANCING_POLICY_CONFIG:
+		return nil, fmt.Errorf("%s.lb_policy = %s; a sub-cluster is a STRICT_DNS cluster and needs a load balancer of its own", path, pb.GetLbPolicy())
+	}
+	if pb.GetDnsClusterConfig() != nil {
+		return nil, fmt.Errorf("%s.dns_cluster_config: not implemented by Legate (sub-clusters are STRICT_DNS clusters)", path)
+	}
+	out := &SubClustersConfig{
+		LbPolicy:       pb.GetLbPolicy(),
+		MaxSubClusters: u32Or(pb.GetMaxSubClusters(), DefaultMaxSubClusters),
+		TTL:            durationOr(pb.GetSubClusterTtl(), DefaultSubClusterTTL),
+	}
+	for i, sa := range pb.GetPreresolveClusters() {
+		if sa.GetPortValue() == 0 {
+			return nil, fmt.Errorf("%s.preresolve_clusters[%d].port_value: missing; a sub-cluster needs its port", path, i)
+		}
+		out.Preresolve = append(out.Preresolve, HostKey(sa.GetAddress(), sa.GetPortValue()))
+	}
+	return out, nil
+}
+
+// SubClusterConfig is the sub-cluster of a dynamic forward proxy cluster for host and port,
+// as Envoy makes it: the parent's configuration renamed "DFPCluster:<host>:<port>" (name), a
+// STRICT_DNS cluster of that one endpoint with sub_clusters_config's lb_policy, and the
+// auto_sni and auto_san_validation the parent got by default.
+func SubClusterConfig(parent *Cluster, name, host string, port uint32) (*Cluster, error) {
+	cfg := forwardProxySettings(parent)
+	if cfg == nil || cfg.SubClusters == nil {
+		return nil, fmt.Errorf("cluster %q: not a dynamic forward proxy cluster with sub_clusters_config", parent.Name)
+	}
+	pb := proto.Clone(parent.Proto).(*clusterv3.Cluster)
+	pb.Name = name
+	pb.ClusterDiscoveryType = &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STRICT_DNS}
+	pb.LbPolicy = cfg.SubClusters.LbPolicy
+	if pb.GetUpstreamHttpProtocolOptions() == nil && pb.GetTypedExtensionProtocolOptions()[upstreamHTTPOptionsKey] == nil {
+		pb.UpstreamHttpProtocolOptions = &corev3.UpstreamHttpProtocolOptions{AutoSni: true, AutoSanValidation: true}
+	}
+	pb.LoadAssignment = &endpointv3.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpointv3.LocalityLbEndpoints{{
+		LbEndpoints: []*endpointv3.LbEndpoint{{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+			Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+				Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port}}}},
+		}}}},
+	}}}
+	return ClusterFromProto(pb, cfg.limits)
 }
 
 // forwardProxyTLSNames applies Envoy's rule for the TLS names of a dynamic forward proxy
@@ -110,11 +194,8 @@ func decodeDynamicForwardProxy(_ string, typedConfig *anypb.Any) (any, error) {
 // allow_insecure_cluster_options, so that no request reaches a host whose certificate does
 // not carry the name asked for.
 func (b *clusterBuilder) forwardProxyTLSNames(c *clusterv3.Cluster, out *Cluster) {
-	if out.CustomType == nil {
-		return
-	}
-	cfg, ok := out.CustomType.Settings.(*DynamicForwardProxyConfig)
-	if !ok {
+	cfg := forwardProxySettings(out)
+	if cfg == nil {
 		return
 	}
 	at := "upstream_http_protocol_options"
@@ -183,4 +264,14 @@ func HostKey(host string, port uint32) string {
 		return "[" + host + "]:" + strconv.FormatUint(uint64(port), 10)
 	}
 	return host + ":" + strconv.FormatUint(uint64(port), 10)
+}
+
+// forwardProxySettings returns the settings of a dynamic forward proxy cluster, nil for other
+// clusters.
+func forwardProxySettings(c *Cluster) *DynamicForwardProxyConfig {
+	if c.CustomType == nil {
+		return nil
+	}
+	cfg, _ := c.CustomType.Settings.(*DynamicForwardProxyConfig)
+	return cfg
 }

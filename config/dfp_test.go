@@ -59,7 +59,8 @@ func TestDynamicForwardProxyCluster(t *testing.T) {
 func TestDynamicForwardProxyClusterRefused(t *testing.T) {
 	tests := []struct{ name, typed, want string }{
 		{"no cache", "allow_coalesced_connections: false", "dns_cache_config: missing"},
-		{"sub clusters", "sub_clusters_config: {lb_policy: ROUND_ROBIN}", "typed_config.sub_clusters_config: not implemented by Legate"},
+		{"sub-cluster lb", "sub_clusters_config: {lb_policy: CLUSTER_PROVIDED}", "typed_config.sub_clusters_config.lb_policy = CLUSTER_PROVIDED; a sub-cluster is a STRICT_DNS cluster"},
+		{"sub-cluster dns cluster", "sub_clusters_config: {dns_cluster_config: {}}", "typed_config.sub_clusters_config.dns_cluster_config: not implemented by Legate"},
 		{"coalesced", "dns_cache_config: {name: c}\n    allow_coalesced_connections: true", "allow_coalesced_connections: not implemented by Legate"},
 		{"key value store", "dns_cache_config: {name: c, key_value_config: {config: {name: x, typed_config: {\"@type\": type.googleapis.com/google.protobuf.Struct, value: {}}}}}", "dns_cache_config.key_value_config: not implemented by Legate"},
 		{"resolution config without resolvers", "dns_cache_config: {name: c, dns_resolution_config: {}}", "invalid DnsResolutionConfig.Resolvers: value must contain at least 1 item(s)"},
@@ -183,5 +184,27 @@ func TestDynamicForwardProxyTLSNames(t *testing.T) {
 				t.Errorf("UpstreamHTTP = %+v; want %+v", c.UpstreamHTTP, tt.want)
 			}
 		})
+	}
+}
+
+// TestSubClustersConfig: sub_clusters_config with Envoy's defaults, and what each set field
+// becomes.
+func TestSubClustersConfig(t *testing.T) {
+	for _, tt := range []struct {
+		yaml string
+		want SubClustersConfig
+	}{
+		{"{}", SubClustersConfig{MaxSubClusters: 1024, TTL: 5 * time.Minute}},
+		{"{lb_policy: LEAST_REQUEST, max_sub_clusters: 3, sub_cluster_ttl: 7s, preresolve_clusters: [{address: a.test, port_value: 8080}]}",
+			SubClustersConfig{LbPolicy: 1, MaxSubClusters: 3, TTL: 7 * time.Second, Preresolve: []string{"a.test:8080"}}},
+	} {
+		c := mustCluster(t, dfpCluster("sub_clusters_config: "+tt.yaml))
+		got := c.CustomType.Settings.(*DynamicForwardProxyConfig).SubClusters
+		if got == nil {
+			t.Fatalf("%s: SubClusters = nil", tt.yaml)
+		}
+		if diff := cmp.Diff(tt.want, *got); diff != "" {
+			t.Errorf("%s: SubClusters (-want +got):\n%s", tt.yaml, diff)
+		}
 	}
 }

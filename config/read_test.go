@@ -18,6 +18,8 @@ var unreadFields = map[string]string{
 	// Not implemented yet; each is a known gap with its issue.
 	"Address.EndpointID": "internal listeners (issue 20): envoy_internal_address endpoints are not routed yet",
 	"Address.UDP":        "UDP proxying (issue 20)",
+	// Read by config itself.
+	"SubClustersConfig.LbPolicy": "config.SubClusterConfig makes it each sub-cluster's lb_policy",
 	// Read through the protos they came from by the server (issue 15 moves the readers here).
 	"Bootstrap.Node":                          "server reads the node proto (server.Node)",
 	"Node.Cluster":                            "server reads the node proto",

@@ -78,6 +78,9 @@ func (s *stream) routeRequest() {
 	if m.Cluster != "" {
 		mgr = h.sh.deps.Pools.Get(m.Cluster)
 	}
+	if mgr != nil && mgr.Cluster().HasSubClusters() {
+		mgr = h.subClusterPool(mgr, s.req.Authority)
+	}
 	if mgr == nil {
 		st.NoCluster.Inc()
 		s.flags |= accesslog.NoClusterFound
@@ -94,6 +97,16 @@ func (s *stream) routeRequest() {
 		return
 	}
 	s.forward(mgr, m)
+}
+
+// subClusterPool is the pool of the sub-cluster a request to a dynamic forward proxy cluster
+// with sub_clusters_config goes through; the parent's (which has no hosts: no healthy
+// upstream, as in Envoy) when the dynamic forward proxy filter did not make it.
+func (h *Handler) subClusterPool(parent *pool.Manager, authority string) *pool.Manager {
+	if sub := h.sh.deps.Pools.Get(parent.Cluster().ForwardProxySubCluster(authority)); sub != nil {
+		return sub
+	}
+	return parent
 }
 
 // upstreamRequest starts the upstream request from the inbound one, which the router never

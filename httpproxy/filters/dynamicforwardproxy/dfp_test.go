@@ -132,6 +132,67 @@ func TestTCPLookups(t *testing.T) {
 	}
 }
 
+// TestSubClusters: with sub_clusters_config each name:port requested becomes a STRICT_DNS
+// sub-cluster "DFPCluster:name:port" resolved by the test's DNS server; requests for two
+// names reach their two upstreams through their sub-clusters, a third name past
+// max_sub_clusters is answered 503 "Sub cluster overflow", and once sub_cluster_ttl removed
+// the idle ones a new name is served.
+func TestSubClusters(t *testing.T) {
+	dns := nettest.StartDNS(t)
+	dns.Set("a.test.", "a.test. 300 IN A 127.0.0.1")
+	dns.Set("b.test.", "b.test. 300 IN A 127.0.0.1")
+	dns.Set("c.test.", "c.test. 300 IN A 127.0.0.1")
+	portA, portB := hostEcho(t), hostEcho(t)
+	_, dnsPort, _ := net.SplitHostPort(dns.Addr)
+	p := filtertest.Start(t, filtertest.Options{
+		Clusters: []string{`name: web
+connect_timeout: 2s
+lb_policy: CLUSTER_PROVIDED
+dns_lookup_family: V4_ONLY
+dns_resolvers: [{socket_address: {address: 127.0.0.1, port_value: ` + dnsPort + `}}]
+cluster_type:
+  name: envoy.clusters.dynamic_forward_proxy
+  typed_config:
+    "@type": type.googleapis.com/envoy.extensions.clusters.dynamic_forward_proxy.v3.ClusterConfig
+    sub_clusters_config: {lb_policy: ROUND_ROBIN, max_sub_clusters: 2, sub_cluster_ttl: 1s}`},
+		HCM: filtertest.HCM(`- name: envoy.filters.http.dynamic_forward_proxy
+  typed_config:
+    "@type": type.googleapis.com/envoy.extensions.filters.http.dynamic_forward_proxy.v3.FilterConfig
+    sub_cluster_config: {cluster_init_timeout: 5s}`, ""),
+		Register: []func(*registry.Builder){Register},
+	})
+	c := p.Client()
+	for _, target := range []string{"a.test:" + portA, "b.test:" + portB, "a.test:" + portA} {
+		resp, body := p.Get(c, "/x", "host", target)
+		if resp.StatusCode != 200 || body != "host="+target {
+			t.Fatalf("%s = %d %q; want 200 host=%s", target, resp.StatusCode, body, target)
+		}
+	}
+	for name, want := range map[string]uint64{
+		"cluster.DFPCluster_a.test_" + portA + ".upstream_rq_total": 2,
+		"cluster.DFPCluster_b.test_" + portB + ".upstream_rq_total": 1,
+		"cluster_manager.cluster_added":                             3, // web and the two sub-clusters
+	} {
+		if got := p.Stat(name); got != want {
+			t.Errorf("%s = %d; want %d", name, got, want)
+		}
+	}
+	resp, body := p.Get(c, "/x", "host", "c.test:"+portA)
+	if resp.StatusCode != http.StatusServiceUnavailable || body != "Sub cluster overflow" {
+		t.Fatalf("a third name = %d %q; want 503 Sub cluster overflow", resp.StatusCode, body)
+	}
+	// sub_cluster_ttl (1 s) removes both idle sub-clusters within a few sweeps; the proxy's
+	// clock is the system's, so the sweep is polled for.
+	for deadline := time.Now().Add(10 * time.Second); p.Stat("cluster_manager.cluster_removed") < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster_removed = %d after 10s; want 2", p.Stat("cluster_manager.cluster_removed"))
+		}
+	}
+	if resp, body := p.Get(c, "/x", "host", "c.test:"+portA); resp.StatusCode != 200 || body != "host=c.test:"+portA {
+		t.Fatalf("c.test after the sweep = %d %q; want 200", resp.StatusCode, body)
+	}
+}
+
 // TestResolutionFailure: a name the DNS server does not know is answered 503 "DNS resolution
 // failure" without reaching any upstream.
 func TestResolutionFailure(t *testing.T) {
@@ -202,7 +263,6 @@ func TestRefusedFields(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"{dns_cache_config: {name: c}, save_upstream_address: true}", "save_upstream_address: not implemented by Legate"},
 		{"{dns_cache_config: {name: c}, allow_dynamic_host_from_filter_state: true}", "allow_dynamic_host_from_filter_state: not implemented by Legate"},
-		{"{sub_cluster_config: {}}", "sub_cluster_config: not implemented by Legate"},
 		{"{dns_cache_config: {name: c, resolved_address_filter: {ranges: [{address_prefix: 10.0.0.0, prefix_len: 8}]}}}", "dns_cache_config.resolved_address_filter: not implemented by Legate"},
 	} {
 		var pb dfpv3.FilterConfig

@@ -15,10 +15,17 @@
 // then sends the request to the cluster's host of that name:port. Requests to other clusters
 // pass untouched.
 //
+// A request to a cluster with sub_clusters_config instead waits (sub_cluster_config's
+// cluster_init_timeout, 5 s by default) for the STRICT_DNS sub-cluster of its name:port to
+// become active, made first when needed (cluster.Cluster.LoadSubCluster); past
+// max_sub_clusters it is answered 503 "Sub cluster overflow" (details sub_cluster_overflow),
+// and after the timeout 503 "Sub cluster warming timeout" (sub_cluster_warming_timeout).
+//
 // Implemented: dns_cache_config (every field Legate's DNS cache implements, see
-// config.DNSCacheFromProto, including the resolver fields), per-route host_rewrite_literal and host_rewrite_header.
+// config.DNSCacheFromProto, including the resolver fields), sub_cluster_config, per-route
+// host_rewrite_literal and host_rewrite_header.
 // Refused with "not implemented by Legate": save_upstream_address (Legate keeps no filter
-// state), allow_dynamic_host_from_filter_state, sub_cluster_config.
+// state), allow_dynamic_host_from_filter_state.
 //
 // Concurrency: a Filter is immutable and shared by every stream; the DNS cache is safe for
 // concurrent use.

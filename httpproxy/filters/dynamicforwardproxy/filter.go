@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
+	"time"
 
 	dfpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/dynamic_forward_proxy/v3"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -32,8 +33,14 @@ func Register(b *registry.Builder) {
 type Filter struct {
 	name   string // its http_filters name: the key of its per-route entries
 	caches *cluster.Manager
-	cache  *cluster.DNSCache
+	cache  *cluster.DNSCache // nil with sub_cluster_config
+	// initTimeout is sub_cluster_config.cluster_init_timeout: how long a request waits for
+	// its sub-cluster to become active.
+	initTimeout time.Duration
 }
+
+// defaultClusterInitTimeout is cluster_init_timeout's default, as Envoy's.
+const defaultClusterInitTimeout = 5 * time.Second
 
 // New builds the filter from its typed_config.
 func New(cfg *anypb.Any, ctx *filter.Context) (filter.Filter, error) {
@@ -51,21 +58,32 @@ func New(cfg *anypb.Any, ctx *filter.Context) (filter.Filter, error) {
 		return nil, fmt.Errorf("%s: save_upstream_address: not implemented by Legate (it keeps no filter state)", Name)
 	case pb.GetAllowDynamicHostFromFilterState():
 		return nil, fmt.Errorf("%s: allow_dynamic_host_from_filter_state: not implemented by Legate", Name)
-	case pb.GetSubClusterConfig() != nil:
-		return nil, fmt.Errorf("%s: sub_cluster_config: not implemented by Legate (use dns_cache_config)", Name)
 	}
-	dc, err := config.DNSCacheFromProto("dns_cache_config", pb.GetDnsCacheConfig())
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
+	initTimeout := defaultClusterInitTimeout
+	var dc config.DNSCacheConfig
+	sc := pb.GetSubClusterConfig()
+	if sc != nil {
+		if t := sc.GetClusterInitTimeout(); t != nil {
+			initTimeout = t.AsDuration()
+		}
+	} else {
+		var err error
+		if dc, err = config.DNSCacheFromProto("dns_cache_config", pb.GetDnsCacheConfig()); err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
+		}
 	}
 	if ctx == nil || ctx.Clusters == nil {
 		return nil, fmt.Errorf("%s: needs the cluster manager's DNS caches", Name)
 	}
-	cache, err := ctx.Clusters.DNSCache(dc)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
+	f := &Filter{name: ctx.Name, caches: ctx.Clusters, initTimeout: initTimeout}
+	if sc == nil {
+		cache, err := ctx.Clusters.DNSCache(dc)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
+		}
+		f.cache = cache
 	}
-	return &Filter{name: ctx.Name, caches: ctx.Clusters, cache: cache}, nil
+	return f, nil
 }
 
 // PerRoute is a PerRouteConfig: the host the request is sent to and resolved by.
@@ -98,6 +116,10 @@ var (
 		Details: "dns_cache_overflow"}
 	replyPendingOverflow = &filter.Reply{Status: http.StatusServiceUnavailable, Body: "Dynamic forward proxy pending request overflow",
 		Details: "dynamic_forward_proxy_pending_request_overflow"}
+	replySubClusterOverflow = &filter.Reply{Status: http.StatusServiceUnavailable, Body: "Sub cluster overflow",
+		Details: "sub_cluster_overflow"}
+	replySubClusterTimeout = &filter.Reply{Status: http.StatusServiceUnavailable, Body: "Sub cluster warming timeout",
+		Details: "sub_cluster_warming_timeout"}
 )
 
 // OnRequest rewrites the host of a request to a dynamic forward proxy cluster as its route
@@ -111,7 +133,7 @@ func (f *Filter) OnRequest(x *filter.Exchange) *filter.Reply {
 		return nil
 	}
 	c := f.caches.Get(m.Cluster)
-	if c == nil || c.ForwardProxyDNSCache() != f.cache {
+	if c == nil || !c.IsForwardProxy() || (!c.HasSubClusters() && c.ForwardProxyDNSCache() != f.cache) {
 		return nil
 	}
 	if pc, ok := x.PerFilterConfig(f.name); ok {
@@ -122,6 +144,9 @@ func (f *Filter) OnRequest(x *filter.Exchange) *filter.Reply {
 	key := c.ForwardProxyKey(x.Request.Authority)
 	if key == "" {
 		return nil
+	}
+	if c.HasSubClusters() {
+		return f.loadSubCluster(x, c, key)
 	}
 	_, ready, release, err := f.cache.Load(key)
 	switch {
@@ -143,6 +168,30 @@ func (f *Filter) OnRequest(x *filter.Exchange) *filter.Reply {
 		return replyResolutionFailed
 	}
 	return nil
+}
+
+// loadSubCluster holds the request until the sub-cluster of key is active, making it first
+// when needed, as Envoy's filter does for a cluster with sub_clusters_config (whatever the
+// filter's own configuration).
+func (f *Filter) loadSubCluster(x *filter.Exchange, c *cluster.Cluster, key string) *filter.Reply {
+	ready, err := c.LoadSubCluster(key)
+	switch {
+	case errors.Is(err, cluster.ErrSubClusterOverflow):
+		return replySubClusterOverflow
+	case err != nil:
+		// A sub-cluster Legate cannot build (a name too long for --max-obj-name-len) never
+		// warms: Envoy answers when cluster_init_timeout ends, Legate at once.
+		return replySubClusterTimeout
+	}
+	if x.Downstream.Pause(ready, f.initTimeout) {
+		return nil
+	}
+	select {
+	case <-ready:
+		return nil
+	default:
+		return replySubClusterTimeout
+	}
 }
 
 // rewrite applies a route's host rewrite to the request's authority.
