@@ -28,6 +28,12 @@ func dfpConfig(dnsPort string) string {
               typed_dns_resolver_config: {name: envoy.network.dns_resolver.cares, typed_config: {
                 "@type": type.googleapis.com/envoy.extensions.network.dns_resolver.cares.v3.CaresDnsResolverConfig,
                 resolvers: [{socket_address: {address: 127.0.0.1, port_value: %s}}]}}}`, dnsPort)
+	return dfpBootstrap("dns_cache_config: "+cache, "", "dns_cache_config: "+cache)
+}
+
+// dfpBootstrap is dfpConfig's bootstrap with the filter's and the cluster's implementation
+// (dns_cache_config, or sub_cluster_config and sub_clusters_config) and more cluster fields.
+func dfpBootstrap(filterImpl, clusterFields, clusterImpl string) string {
 	return `
 admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
 static_resources:
@@ -54,18 +60,18 @@ static_resources:
           - name: envoy.filters.http.dynamic_forward_proxy
             typed_config:
               "@type": type.googleapis.com/envoy.extensions.filters.http.dynamic_forward_proxy.v3.FilterConfig
-              dns_cache_config: ` + cache + `
+              ` + filterImpl + `
           - name: envoy.filters.http.router
             typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
   clusters:
   - name: dfp
     connect_timeout: 2s
     lb_policy: CLUSTER_PROVIDED
-    cluster_type:
+` + clusterFields + `    cluster_type:
       name: envoy.clusters.dynamic_forward_proxy
       typed_config:
         "@type": type.googleapis.com/envoy.extensions.clusters.dynamic_forward_proxy.v3.ClusterConfig
-        dns_cache_config: ` + cache + `
+        ` + clusterImpl + `
 `
 }
 
@@ -203,5 +209,39 @@ func TestDynamicForwardProxyTLS(t *testing.T) {
 	code, _, stderr := runOnce(t, "--mode", "validate", "-c", writeConfig(t, refused))
 	if want := "needs auto_sni and auto_san_validation true unless cluster_type.typed_config.allow_insecure_cluster_options is set"; code == 0 || !strings.Contains(stderr, want) {
 		t.Errorf("validate without allow_insecure_cluster_options: exit %d, stderr %q; want a failure containing %q", code, stderr, want)
+	}
+}
+
+// TestDynamicForwardProxySubClusters: with sub_clusters_config each name:port requested
+// becomes a STRICT_DNS cluster "DFPCluster:<name>:<port>", resolved through the test's DNS
+// server and listed by /clusters, through which requests for two names reach their own
+// upstreams.
+func TestDynamicForwardProxySubClusters(t *testing.T) {
+	dns := nettest.StartDNS(t)
+	dns.Set("one.test.", "one.test. 300 IN A 127.0.0.1")
+	dns.Set("two.test.", "two.test. 300 IN A 127.0.0.1")
+	_, portOne, _ := net.SplitHostPort(namedBackend(t, 0, "one"))
+	_, portTwo, _ := net.SplitHostPort(namedBackend(t, 0, "two"))
+	_, dnsPort, _ := net.SplitHostPort(dns.Addr)
+	cfg := dfpBootstrap("sub_cluster_config: {cluster_init_timeout: 10s}",
+		"    dns_lookup_family: V4_ONLY\n    dns_resolvers: [{socket_address: {address: 127.0.0.1, port_value: "+dnsPort+"}}]\n",
+		"sub_clusters_config: {lb_policy: ROUND_ROBIN}")
+	p := start(t, "-c", writeConfig(t, cfg))
+	proxied := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: p.listenerAddr("egress")})}}
+	for _, r := range []struct{ url, body string }{
+		{"http://one.test:" + portOne + "/", "one"}, {"http://two.test:" + portTwo + "/", "two"}, {"http://one.test:" + portOne + "/again", "one"},
+	} {
+		if code, body := httpGet(t, proxied, r.url, nil); code != http.StatusOK || body != r.body {
+			t.Errorf("%s: %d %q; want 200 %q", r.url, code, body, r.body)
+		}
+	}
+	_, _, clusters := p.get("/clusters")
+	for _, name := range []string{"DFPCluster:one.test:" + portOne, "DFPCluster:two.test:" + portTwo} {
+		if !strings.Contains(clusters, name+"::127.0.0.1:") {
+			t.Errorf("/clusters lists no host of %s:\n%s", name, clusters)
+		}
+	}
+	if v, _ := p.stat("cluster.DFPCluster_one.test_" + portOne + ".upstream_rq_total"); v != 2 {
+		t.Errorf("cluster.DFPCluster_one.test_%s.upstream_rq_total = %d; want 2", portOne, v)
 	}
 }
