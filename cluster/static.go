@@ -70,7 +70,8 @@ func endpointHost(cfg *config.Cluster, l config.LocalityEndpoints, e config.Endp
 		Canary:      e.Canary,
 		Health:      edsHealthFlags(e.HealthStatus),
 		// Shared with the configuration: an internal_upstream socket passes it on.
-		FilterMetadata: e.FilterMetadata,
+		FilterMetadata:    e.FilterMetadata,
+		ProxyProtocolTLVs: e.ProxyProtocolTLVs,
 	}
 }
 

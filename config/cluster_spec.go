@@ -10,6 +10,7 @@ import (
 
 	"github.com/legateproxy/legate/internal/matcher"
 	"github.com/legateproxy/legate/internal/matcher/transportsocket"
+	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/sockopt"
 )
 
@@ -509,6 +510,9 @@ type Endpoint struct {
 	// RawMetadata is the endpoint's metadata as received, for transport_socket_matcher's
 	// endpoint_metadata input; nil when unset. Do not modify it.
 	RawMetadata *corev3.Metadata
+	// ProxyProtocolTLVs are the added_tlvs of the endpoint's PerHostConfig for the upstream
+	// proxy_protocol socket (typed_filter_metadata[envoy.transport_sockets.proxy_protocol]).
+	ProxyProtocolTLVs []proxyproto.TLV
 }
 
 // DropOverload is ClusterLoadAssignment.Policy.DropOverload, the drop rate in parts per million.

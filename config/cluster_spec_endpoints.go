@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/legateproxy/legate/internal/fraction"
+	"github.com/legateproxy/legate/internal/proxyproto"
 )
 
 // Endpoint metadata namespaces read for load balancing: Envoy's, and the spelling the spec uses.
@@ -83,11 +84,33 @@ func LoadAssignmentFromProto(la *endpointv3.ClusterLoadAssignment) (LoadAssignme
 			ep.SocketMatch = socketMatchMetadata(e.GetMetadata())
 			ep.FilterMetadata = e.GetMetadata().GetFilterMetadata()
 			ep.RawMetadata = e.GetMetadata()
+			if ep.ProxyProtocolTLVs, err = hostProxyTLVs(at+".metadata", e.GetMetadata()); err != nil {
+				return out, err
+			}
 			le.Endpoints = append(le.Endpoints, ep)
 		}
 		out.Localities = append(out.Localities, le)
 	}
 	return out, nil
+}
+
+// hostProxyTLVs reads the PerHostConfig an endpoint's typed_filter_metadata has for the
+// upstream proxy_protocol socket: the TLVs its connections' headers add. A value of another
+// type is refused (Envoy logs it and sends the socket's TLVs only).
+func hostProxyTLVs(path string, md *corev3.Metadata) ([]proxyproto.TLV, error) {
+	a, ok := md.GetTypedFilterMetadata()[proxyproto.UpstreamName]
+	if !ok {
+		return nil, nil
+	}
+	at := fmt.Sprintf("%s.typed_filter_metadata[%q]", path, proxyproto.UpstreamName)
+	var pb corev3.PerHostConfig
+	if want := pb.ProtoReflect().Descriptor().FullName(); a.MessageName() != want {
+		return nil, fmt.Errorf("%s: type %q; want %s", at, a.MessageName(), want)
+	}
+	if err := a.UnmarshalTo(&pb); err != nil {
+		return nil, fmt.Errorf("%s: %w", at, err)
+	}
+	return proxyproto.HostTLVsFromProto(at, &pb)
 }
 
 // perMillion converts a FractionalPercent to parts per million (capped at 100%).

@@ -251,6 +251,10 @@ func TestClusterErrors(t *testing.T) {
 		{name: "health check without thresholds", yaml: "name: web\nhealth_checks: [{timeout: 1s, interval: 5s, tcp_health_check: {}}]", want: `cluster "web": health_checks[0]: invalid health check: unhealthy_threshold is unset`},
 		{name: "invalid outlier detection", yaml: "name: web\noutlier_detection: {base_ejection_time: 400s, max_ejection_time: 10s}", want: `cluster "web": invalid outlier_detection: outlier_detection.max_ejection_time = 10s; must be >= base_ejection_time`},
 		{name: "subset selector without keys", yaml: "name: a\nlb_subset_config: {subset_selectors: [{keys: []}]}", want: "subset_selectors[0].keys is empty"},
+		{name: "proxy protocol host TLVs of another type", yaml: "name: a\nload_assignment: {endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 1.2.3.4, port_value: 1}}}, metadata: {typed_filter_metadata: {envoy.transport_sockets.proxy_protocol: {'@type': type.googleapis.com/google.protobuf.StringValue, value: x}}}}]}]}",
+			want: `load_assignment.endpoints[0].lb_endpoints[0].metadata.typed_filter_metadata["envoy.transport_sockets.proxy_protocol"]: type "google.protobuf.StringValue"; want envoy.config.core.v3.PerHostConfig`},
+		{name: "proxy protocol host TLV type", yaml: "name: a\nload_assignment: {endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 1.2.3.4, port_value: 1}}}, metadata: {typed_filter_metadata: {envoy.transport_sockets.proxy_protocol: {'@type': type.googleapis.com/envoy.config.core.v3.PerHostConfig, added_tlvs: [{type: 300, value: eA==}]}}}}]}]}",
+			want: `typed_filter_metadata["envoy.transport_sockets.proxy_protocol"].added_tlvs[0].type: 300; TLV types are one byte (0-255)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/legateproxy/legate/internal/proxyproto"
 )
 
 // MaxWeight is the largest endpoint load_balancing_weight, the spec's limit (config refuses
@@ -61,6 +63,10 @@ type Config struct {
 	// FilterMetadata is the endpoint's whole filter metadata by namespace, for an
 	// internal_upstream socket's passthrough_metadata; shared, read only.
 	FilterMetadata map[string]*structpb.Struct
+	// ProxyProtocolTLVs are the added_tlvs of the endpoint's PerHostConfig (its
+	// typed_filter_metadata under envoy.transport_sockets.proxy_protocol), which its
+	// connections' PROXY protocol v2 headers carry; shared, read only.
+	ProxyProtocolTLVs []proxyproto.TLV
 	// SocketMatch is the cluster's transport socket the host's connections use: 0 for the
 	// cluster's transport_socket, i for transport_socket_matches[i-1] (the cluster resolves it
 	// from the endpoint's metadata). A host whose selection changes is a new host, so its
@@ -85,6 +91,7 @@ type Host struct {
 	canary   bool
 	socket   int
 	filterMD map[string]*structpb.Struct
+	ppTLVs   []proxyproto.TLV
 
 	weight atomic.Uint32
 	health atomic.Uint32
@@ -122,6 +129,7 @@ func New(cfg Config) (*Host, error) {
 		canary:   cfg.Canary,
 		socket:   cfg.SocketMatch,
 		filterMD: cfg.FilterMetadata,
+		ppTLVs:   cfg.ProxyProtocolTLVs,
 	}
 	if len(cfg.Metadata) > 0 {
 		h.metadata = make(map[string]string, len(cfg.Metadata))
@@ -160,6 +168,10 @@ func (h *Host) Metadata(key string) (string, bool) {
 
 // FilterMetadata returns the namespace ns of the endpoint's filter metadata; nil if absent.
 func (h *Host) FilterMetadata(ns string) *structpb.Struct { return h.filterMD[ns] }
+
+// ProxyProtocolTLVs returns the TLVs the host's PROXY protocol v2 headers carry before the
+// socket's own (Config.ProxyProtocolTLVs); read only.
+func (h *Host) ProxyProtocolTLVs() []proxyproto.TLV { return h.ppTLVs }
 
 // MetadataLen returns the number of envoy.lb metadata keys.
 func (h *Host) MetadataLen() int { return len(h.metadata) }

@@ -150,12 +150,12 @@ func (m *Manager) dial(ctx context.Context, address string) (net.Conn, error) {
 
 // connect dials h with connect_timeout, the bind address and keep-alive settings, and runs the
 // TLS handshake when the TLS hook gives a configuration. alpn overrides the configuration's
-// NextProtos when set. src, when not nil, is the downstream's source the connection binds to
-// instead (original_src). Every attempt is counted (upstream_cx_total, cx_total); failures count
+// NextProtos when set. o is what the connection is made for: the downstream's source it binds
+// to instead (original_src) and the downstream its PROXY protocol header describes. Every attempt is counted (upstream_cx_total, cx_total); failures count
 // upstream_cx_connect_fail (and _timeout) and the host's cx_connect_fail. The caller holds a
 // max_connections unit, which the returned connection owns from now on. A request whose context
 // has ended dials nothing.
-func (hp *hostPool) connect(ctx context.Context, alpn []string, cx *breaker.Resource, src *sockopt.Source) (*upConn, error) {
+func (hp *hostPool) connect(ctx context.Context, alpn []string, cx *breaker.Resource, o origin) (*upConn, error) {
 	if err := ctx.Err(); err != nil { // the request is gone: no connection for it
 		cx.Release()
 		return nil, err
@@ -172,13 +172,13 @@ func (hp *hostPool) connect(ctx context.Context, alpn []string, cx *breaker.Reso
 	if len(w.Passthrough) > 0 {
 		dctx = listener.WithPassthroughMetadata(dctx, m.passthrough(hp.host, w.Passthrough))
 	}
-	dctx = sockopt.WithSource(dctx, src)
+	dctx = sockopt.WithSource(dctx, o.source)
 	// The downstream's filter state objects shared with this connection (an internal
 	// listener's connection inherits them: DialInternal).
 	dctx = filterstate.WithUpstream(dctx, filterstate.Upstream(ctx))
 	nc, err := m.dial(dctx, hp.host.Address())
 	if err == nil && w.ProxyProtocol != nil {
-		err = writeProxyHeader(dctx, nc, w.ProxyProtocol, proxyproto.DownstreamFrom(ctx))
+		err = writeProxyHeader(dctx, nc, w.ProxyProtocol, o.down, hp.host.ProxyProtocolTLVs())
 	}
 	if err == nil {
 		if cfg := hp.tlsConfig(); cfg != nil {
@@ -258,17 +258,18 @@ func (m *Manager) passthrough(h *host.Host, srcs []tlsutil.MetadataSource) map[s
 
 // writeProxyHeader starts an upstream connection with the PROXY protocol header of u (Envoy's
 // envoy.transport_sockets.proxy_protocol, under any TLS). It describes d, the downstream
-// connection the caller proxies; without one (the HTTP pools' shared connections), the
-// upstream connection's own addresses, as Envoy's socket does without filter state.
-func writeProxyHeader(ctx context.Context, nc net.Conn, u *proxyproto.Upstream, d *proxyproto.Downstream) error {
-	if d == nil {
-		d = &proxyproto.Downstream{Source: nc.LocalAddr(), Destination: nc.RemoteAddr()}
+// connection the connection is made for, with host's TLVs; without one (a connection of
+// Legate's own) it is u's LocalHeader, as Envoy's socket writes without PROXY protocol state.
+func writeProxyHeader(ctx context.Context, nc net.Conn, u *proxyproto.Upstream, d *proxyproto.Downstream, host []proxyproto.TLV) error {
+	hdr := u.LocalHeader(nc.LocalAddr(), nc.RemoteAddr())
+	if d != nil {
+		hdr = u.Header(d, host)
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetWriteDeadline(dl)
 		defer nc.SetWriteDeadline(time.Time{})
 	}
-	if _, err := nc.Write(u.Header(d)); err != nil {
+	if _, err := nc.Write(hdr); err != nil {
 		nc.Close()
 		return fmt.Errorf("writing the PROXY protocol header: %w", err)
 	}

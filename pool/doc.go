@@ -16,10 +16,12 @@
 // case unless header_key_format, or as the downstream spelled them under its preserve_case;
 // trailers only with enable_trailers; allow_chunked_length; send_fully_qualified_url), and
 // keep a host's connections per authority name when upstream_http_protocol_options sets
-// auto_sni or auto_san_validation, and per downstream source for the requests of a
-// connection with the original_src listener filter (keyed.go: each key its own bounded child
-// pool, its connections opened with the key's name as SNI and required SAN and bound to the
-// key's source, so two clients never share an upstream connection), and count the cluster's
+// auto_sni or auto_san_validation, per downstream source for the requests of a
+// connection with the original_src listener filter, and per downstream when the host's
+// transport socket sends a PROXY protocol header (keyed.go: each key its own bounded child
+// pool, its connections opened with the key's name as SNI and required SAN, bound to the
+// key's source and starting with a header describing the key's downstream, so two clients
+// never share an upstream connection), and count the cluster's
 // upstream_cx_*/upstream_rq_* stats and the per-host stats /clusters prints. A Registry owns
 // one Manager per active cluster.
 //

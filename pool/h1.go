@@ -233,7 +233,7 @@ func (hp *hostPool) getH1(ctx context.Context, prio *breaker.Priority) (*h1conn,
 	defer hp.m.pendingEnd(prio)
 	for {
 		if prio.Connections.TryAcquire() == nil {
-			uc, err := hp.connect(ctx, hp.alpnFor(HTTP1), &prio.Connections, hp.key.bound())
+			uc, err := hp.connect(ctx, hp.alpnFor(HTTP1), &prio.Connections, hp.origin())
 			if err != nil {
 				return nil, err
 			}

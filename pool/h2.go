@@ -252,7 +252,7 @@ func (hp *hostPool) dialH2(ctx context.Context, prio *breaker.Priority, open *h2
 		return nil, err
 	}
 	defer hp.m.pendingEnd(prio)
-	uc, err := hp.connect(ctx, hp.alpnFor(HTTP2), &prio.Connections, hp.key.bound())
+	uc, err := hp.connect(ctx, hp.alpnFor(HTTP2), &prio.Connections, hp.origin())
 	if err != nil {
 		return nil, err
 	}

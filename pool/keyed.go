@@ -1,8 +1,11 @@
 package pool
 
 import (
+	"context"
 	"strings"
 
+	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/sockopt"
 )
 
@@ -19,22 +22,47 @@ type poolKey struct {
 	// source is the address the connections bind to (the original_src listener filter's
 	// downstream source and mark); zero for the cluster's own binding.
 	source sockopt.Source
+	// proxy is the downstream the connections' PROXY protocol header describes, as the
+	// host's proxy_protocol socket keys it (proxyproto.Upstream.PoolKey); "" for none.
+	proxy string
 }
 
-// keyOf returns the key of req's pool: its authority's host with auto_sni, and the
-// downstream's source with original_src. A request of neither kind has the zero key, found
+// keyOf returns the key of req's pool on h: its authority's host with auto_sni, the
+// downstream's source with original_src, the downstream itself when h's transport socket
+// sends a PROXY protocol header. A request of none of these kinds has the zero key, found
 // without allocating.
-func (m *Manager) keyOf(req *Request) poolKey {
+func (m *Manager) keyOf(h *host.Host, req *Request) poolKey {
 	var k poolKey
 	if m.byAuthority {
 		k.name = m.authority(req)
 	}
-	if req.Origin != nil {
-		if s := req.Origin.UpstreamSource(); s != nil {
+	if o := req.Origin; o != nil {
+		if s := o.UpstreamSource(); s != nil {
 			k.source = *s
+		}
+		if u := m.wrappersOf(h).ProxyProtocol; u != nil {
+			k.proxy = u.PoolKey(o.RemoteAddr(), o.LocalAddr(), o.ProxyProtocolTLVs())
 		}
 	}
 	return k
+}
+
+// origin is what one upstream connection is opened for: the downstream source it binds to
+// (original_src) and the downstream its PROXY protocol header describes; zero for a
+// connection of Legate's own.
+type origin struct {
+	source *sockopt.Source
+	down   *proxyproto.Downstream
+}
+
+// originOf is the origin a dedicated connection's context carries (the TCP proxy's).
+func originOf(ctx context.Context) origin {
+	return origin{source: sockopt.SourceFrom(ctx), down: proxyproto.DownstreamFrom(ctx)}
+}
+
+// origin is the origin of the pool's connections: its key's.
+func (hp *hostPool) origin() origin {
+	return origin{source: hp.key.bound(), down: hp.down}
 }
 
 // bound returns the source a keyed pool's connections bind to; nil for the cluster's own.
@@ -90,13 +118,13 @@ func authorityHost(a string) string {
 // keys: each is opened with its key's name as SNI (and the SAN the certificate must carry),
 // and bound to its key's source, as Envoy hashes the SNI and the socket options into its
 // pool key.
-func (hp *hostPool) keyed(k poolKey) *hostPool {
+func (hp *hostPool) keyed(k poolKey, from Origin) *hostPool {
 	if v, ok := hp.byKey.Load(k); ok {
 		if c := v.(*hostPool); c.enter() {
 			return c
 		}
 	}
-	c, evicted := hp.addKeyed(k)
+	c, evicted := hp.addKeyed(k, from)
 	for _, e := range evicted {
 		e.drain() // closes its idle connections: not under hp.mu
 	}
@@ -104,8 +132,8 @@ func (hp *hostPool) keyed(k poolKey) *hostPool {
 }
 
 // addKeyed is keyed's slow path, under hp.mu: the pool of k, entered, and the pools evicted
-// to make room for it.
-func (hp *hostPool) addKeyed(k poolKey) (*hostPool, []*hostPool) {
+// to make room for it. from is the downstream a key with proxy describes.
+func (hp *hostPool) addKeyed(k poolKey, from Origin) (*hostPool, []*hostPool) {
 	hp.mu.Lock()
 	defer hp.mu.Unlock()
 	if v, ok := hp.byKey.Load(k); ok {
@@ -120,6 +148,9 @@ func (hp *hostPool) addKeyed(k poolKey) (*hostPool, []*hostPool) {
 	}
 	c := &hostPool{m: hp.m, host: hp.host, hs: hp.hs, key: k, draining: hp.draining,
 		h1: map[*h1conn]struct{}{}, tcp: map[*TCPConn]struct{}{}}
+	if k.proxy != "" {
+		c.down = &proxyproto.Downstream{Source: from.RemoteAddr(), Destination: from.LocalAddr(), TLVs: from.ProxyProtocolTLVs()}
+	}
 	c.users.Add(1)
 	if _, had := hp.byKey.Swap(k, c); !had {
 		hp.nKeyed++

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/sockopt"
 )
 
@@ -68,8 +69,10 @@ type Request struct {
 	Downstream context.Context
 	// Origin is the downstream connection the request came on; nil for a request of
 	// Legate's own. With the original_src listener filter, the request's upstream connection
-	// binds to its client's address, and the pool keeps such connections apart by that
-	// source, as Envoy hashes the socket options into its pool key.
+	// binds to its client's address; with a proxy_protocol transport socket, its header
+	// describes the downstream connection. Either keeps such connections apart by that
+	// downstream, as Envoy hashes the socket options and the PROXY protocol state into its
+	// pool key.
 	Origin Origin
 	// InterruptBody, when set, ends a Body.Read that waits for the client. The pool calls it,
 	// from another goroutine, when an HTTP/1.1 upstream answers before the body was sent
@@ -85,6 +88,12 @@ type Origin interface {
 	// UpstreamSource returns where the connection's upstream connections bind (the
 	// original_src listener filter's choice); nil for the cluster's own binding.
 	UpstreamSource() *sockopt.Source
+	// RemoteAddr and LocalAddr are the connection's client and the address it reached (a
+	// PROXY protocol header's when the listener read one), ProxyProtocolTLVs the TLVs the
+	// listener's pass_through_tlvs kept: Envoy's PROXY protocol state of the connection.
+	RemoteAddr() net.Addr
+	LocalAddr() net.Addr
+	ProxyProtocolTLVs() []proxyproto.TLV
 }
 
 func (r *Request) scheme() string {

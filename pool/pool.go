@@ -19,6 +19,7 @@ import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/sockopt"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/tlsutil"
@@ -313,8 +314,8 @@ func (m *Manager) RoundTrip(ctx context.Context, h *host.Host, req *Request, res
 	if err != nil {
 		return err
 	}
-	if k := m.keyOf(req); k != (poolKey{}) {
-		hp = hp.keyed(k)
+	if k := m.keyOf(h, req); k != (poolKey{}) {
+		hp = hp.keyed(k, req.Origin)
 		err = m.roundTrip(ctx, hp, req, resp)
 		hp.leave()
 		return err
@@ -510,8 +511,10 @@ type hostPool struct {
 	tcp      map[*TCPConn]struct{}
 	draining bool
 	// key is what the pool's connections are opened for (an authority's TLS name, a
-	// downstream's source address); zero in the host's own pool.
-	key poolKey
+	// downstream's source address, a downstream a PROXY protocol header describes); zero in
+	// the host's own pool. down is that downstream when the key has one.
+	key  poolKey
+	down *proxyproto.Downstream
 	// byKey holds, in the host's own pool, its keyed pools: at most maxKeyedPools (nKeyed,
 	// guarded by mu), read without a lock.
 	byKey  sync.Map // poolKey -> *hostPool

@@ -5,6 +5,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/sockopt"
 )
 
@@ -45,7 +46,10 @@ func (m *Manager) ConnectUpgrade(ctx context.Context, h *host.Host, prio config.
 		return nil, err
 	}
 	if from != nil {
+		// A raw connection of this downstream alone: bound to its source, its PROXY
+		// protocol header describing it.
 		ctx = sockopt.WithSource(ctx, from.UpstreamSource())
+		ctx = proxyproto.WithDownstream(ctx, &proxyproto.Downstream{Source: from.RemoteAddr(), Destination: from.LocalAddr(), TLVs: from.ProxyProtocolTLVs()})
 	}
 	if !m.byAuthority {
 		return m.connectTCP(ctx, hp, prio, alpn)
@@ -58,7 +62,7 @@ func (m *Manager) ConnectUpgrade(ctx context.Context, h *host.Host, prio config.
 	if name == "" {
 		return m.connectTCP(ctx, hp, prio, alpn)
 	}
-	hp = hp.keyed(poolKey{name: name})
+	hp = hp.keyed(poolKey{name: name}, nil)
 	defer hp.leave()
 	return m.connectTCP(ctx, hp, prio, alpn)
 }
@@ -74,7 +78,7 @@ func (m *Manager) connectTCP(ctx context.Context, hp *hostPool, prio config.Prio
 		m.st.UpstreamCxOverflow.Inc()
 		return nil, m.errCxOverflow
 	}
-	uc, err := hp.connect(ctx, alpn, cx, sockopt.SourceFrom(ctx))
+	uc, err := hp.connect(ctx, alpn, cx, originOf(ctx))
 	if err != nil {
 		return nil, err
 	}

@@ -161,6 +161,12 @@ func (ci *connInfo) setTLS(t *accesslog.TLSInfo) {
 // connection's upstream connections (pool.Origin); nil for none.
 func (ci *connInfo) UpstreamSource() *sockopt.Source { return ci.source }
 
+// RemoteAddr, LocalAddr and ProxyProtocolTLVs are the downstream connection's PROXY protocol
+// state (pool.Origin), which an upstream proxy_protocol socket describes.
+func (ci *connInfo) RemoteAddr() net.Addr                { return ci.downstream.Source }
+func (ci *connInfo) LocalAddr() net.Addr                 { return ci.downstream.Destination }
+func (ci *connInfo) ProxyProtocolTLVs() []proxyproto.TLV { return ci.downstream.TLVs }
+
 func addrString(a net.Addr) string {
 	if a == nil {
 		return ""

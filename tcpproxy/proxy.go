@@ -263,8 +263,8 @@ func (p *Proxy) connectHost(m *pool.Manager, h *host.Host, ci *connInfo) (net.Co
 	}
 	if !m.AutoHTTP() && m.Protocol(&pool.Request{}) == pool.HTTP2 {
 		// A stream of the cluster's HTTP/2 pool: tunnels share its connections, those of
-		// downstreams with the same original source alike.
-		t, err := newTunnelRequest(tun, ci).openPooled(ctx, m, h, p.cfg.IdleTimeout, ci)
+		// downstreams with the same original source (and PROXY protocol state) alike.
+		t, err := newTunnelRequest(tun, ci).openPooled(m, h, p.cfg.IdleTimeout, ci)
 		if err != nil {
 			return nil, fmt.Errorf("tunnel to %s: %w", h.Address(), err)
 		}

@@ -239,11 +239,11 @@ func (r *tunnelRequest) openH2(up *pool.TCPConn) (*tunnelConn, error) {
 
 // openPooled opens the tunnel as a stream of the cluster's HTTP/2 pool (max_concurrent_streams
 // per connection, the pool's stats and circuit breakers), so tunnels share connections as
-// Envoy's do. It waits for the answer for at most wait (zero: no limit). ctx carries what the
-// connection's sockets need (the downstream for a PROXY protocol socket); from is the
-// downstream connection, whose original source keys and binds the pool's connections.
-func (r *tunnelRequest) openPooled(ctx context.Context, m *pool.Manager, h *host.Host, wait time.Duration, from pool.Origin) (*tunnelConn, error) {
-	ctx, cancel := context.WithCancel(ctx) // the stream lives until the tunnel closes
+// Envoy's do. It waits for the answer for at most wait (zero: no limit). from is the
+// downstream connection, whose original source and PROXY protocol state key the pool's
+// connections, which bind to that source and whose header describes it.
+func (r *tunnelRequest) openPooled(m *pool.Manager, h *host.Host, wait time.Duration, from pool.Origin) (*tunnelConn, error) {
+	ctx, cancel := context.WithCancel(context.Background()) // the stream lives until the tunnel closes
 	pr, pw := io.Pipe()
 	req := &pool.Request{Method: http.MethodConnect, Host: r.authority, Body: pr, ContentLength: -1, Origin: from}
 	if r.cfg.UsePost {

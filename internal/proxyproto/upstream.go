@@ -82,20 +82,18 @@ type Upstream struct {
 	version int
 	pass    TLVSet
 	added   []TLV
+	// tlvKey is tlv_as_pool_key: the downstream's TLVs are part of the pool key.
+	tlvKey bool
+	// unspecified is allow_unspecified_address: a downstream whose addresses are not IP is
+	// described with AF_UNSPEC (and its TLVs), and its addresses are not in the pool key.
+	unspecified bool
 }
 
 // UpstreamFromProto builds the socket's header settings; path names the typed_config. Fields
 // Legate does not implement are refused with their path.
 func UpstreamFromProto(path string, pb *upppv3.ProxyProtocolUpstreamTransport) (*Upstream, error) {
-	switch {
-	case pb.GetAllowUnspecifiedAddress():
-		return nil, fmt.Errorf("%s.allow_unspecified_address: not implemented by Legate", path)
-	case pb.GetTlvAsPoolKey():
-		// Legate's HTTP pools are per host, not per downstream header.
-		return nil, fmt.Errorf("%s.tlv_as_pool_key: not implemented by Legate", path)
-	}
 	cfg := pb.GetConfig()
-	u := &Upstream{version: 1}
+	u := &Upstream{version: 1, tlvKey: pb.GetTlvAsPoolKey(), unspecified: pb.GetAllowUnspecifiedAddress()}
 	if cfg.GetVersion() == corev3.ProxyProtocolConfig_V2 {
 		u.version = 2
 	} else if cfg.GetVersion() != corev3.ProxyProtocolConfig_V1 {
@@ -108,14 +106,41 @@ func UpstreamFromProto(path string, pb *upppv3.ProxyProtocolUpstreamTransport) (
 	for i, e := range cfg.GetAddedTlvs() {
 		at := fmt.Sprintf("%s.config.added_tlvs[%d]", path, i)
 		if e.GetFormatString() != nil {
+			// The access-log formatter formats a stream's entry; the pool opens a connection
+			// without one, so the commands would have nothing to read.
 			return nil, fmt.Errorf("%s.format_string: not implemented by Legate (use value)", at)
 		}
-		if e.GetType() > 255 {
-			return nil, fmt.Errorf("%s.type: %d; TLV types are one byte (0-255)", at, e.GetType())
+		t, err := tlvOf(at, e)
+		if err != nil {
+			return nil, err
 		}
-		u.added = append(u.added, TLV{Type: byte(e.GetType()), Value: e.GetValue()})
+		u.added = append(u.added, t)
 	}
 	return u, nil
+}
+
+// HostTLVsFromProto returns the added_tlvs of an endpoint's PerHostConfig (its
+// typed_filter_metadata under UpstreamName), which its connections' v2 headers carry before
+// the socket's own; path names the entry. As in Envoy only their values are read (a
+// format_string is not evaluated).
+func HostTLVsFromProto(path string, pb *corev3.PerHostConfig) ([]TLV, error) {
+	var out []TLV
+	for i, e := range pb.GetAddedTlvs() {
+		t, err := tlvOf(fmt.Sprintf("%s.added_tlvs[%d]", path, i), e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// tlvOf converts one TlvEntry's type and value.
+func tlvOf(path string, e *corev3.TlvEntry) (TLV, error) {
+	if e.GetType() > 255 {
+		return TLV{}, fmt.Errorf("%s.type: %d; TLV types are one byte (0-255)", path, e.GetType())
+	}
+	return TLV{Type: byte(e.GetType()), Value: e.GetValue()}, nil
 }
 
 // Downstream is what an upstream PROXY protocol header describes: the downstream
@@ -140,11 +165,14 @@ func DownstreamFrom(ctx context.Context) *Downstream {
 	return d
 }
 
-// Header returns the header to write on an upstream connection for d. Addresses that are
-// not IP (an internal listener's) give a header without addresses: v1's UNKNOWN, v2's LOCAL
-// command. The v2 TLVs are those of d that both the socket's pass_through_tlvs selects and
-// its added_tlvs do not replace, then the added ones.
-func (u *Upstream) Header(d *Downstream) []byte {
+// Header returns the header to write on an upstream connection made for d, with host's TLVs
+// (its endpoint's PerHostConfig). Addresses that are not IP (an internal listener's) give a
+// header without addresses: v1's UNKNOWN, and v2's LOCAL command, or with
+// allow_unspecified_address a PROXY command of family AF_UNSPEC that carries the TLVs. The v2
+// TLVs are host's, then the socket's added_tlvs of a type host does not set, then those of d
+// that the socket's pass_through_tlvs selects and none of the former replaces, as Envoy
+// orders them.
+func (u *Upstream) Header(d *Downstream, host []TLV) []byte {
 	src, okS := ipPort(d.Source)
 	dst, okD := ipPort(d.Destination)
 	known := okS && okD
@@ -156,7 +184,54 @@ func (u *Upstream) Header(d *Downstream) []byte {
 	if u.version == 1 {
 		return v1Header(src, dst, known)
 	}
-	return u.v2Header(src, dst, known, d.TLVs)
+	if !known && !u.unspecified {
+		return localV2()
+	}
+	return u.v2Header(src, dst, known, d.TLVs, host)
+}
+
+// LocalHeader returns the header of a connection made for no downstream (a request of
+// Legate's own): v1 describes the connection itself, from local to remote; v2 is the LOCAL
+// command, as Envoy's socket writes without PROXY protocol state.
+func (u *Upstream) LocalHeader(local, remote net.Addr) []byte {
+	if u.version == 2 {
+		return localV2()
+	}
+	src, okS := ipPort(local)
+	dst, okD := ipPort(remote)
+	return v1Header(src, dst, okS && okD)
+}
+
+// PoolKey returns what of d separates the upstream connections made for it from others', as
+// Envoy hashes the PROXY protocol state into its pool key: the addresses (left out when they
+// are not IP and allow_unspecified_address has them sent as AF_UNSPEC), and with
+// tlv_as_pool_key every TLV of d. It is never empty.
+func (u *Upstream) PoolKey(source, destination net.Addr, tlvs []TLV) string {
+	b := []byte{'p'}
+	src, okS := ipPort(source)
+	dst, okD := ipPort(destination)
+	switch {
+	case okS && okD:
+		b = src.AppendTo(append(b, ' '))
+		b = dst.AppendTo(append(b, ' '))
+	case !u.unspecified:
+		b = append(append(b, ' '), addrString(source)...)
+		b = append(append(b, ' '), addrString(destination)...)
+	}
+	if u.tlvKey {
+		for _, t := range tlvs {
+			b = appendTLV(append(b, ' '), t)
+		}
+	}
+	return string(b)
+}
+
+// addrString is a's string; "" for none.
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
 }
 
 func v1Header(src, dst netip.AddrPort, known bool) []byte {
@@ -174,36 +249,49 @@ func v1Header(src, dst netip.AddrPort, known bool) []byte {
 	return append(b, '\r', '\n')
 }
 
-func (u *Upstream) v2Header(src, dst netip.AddrPort, known bool, tlvs []TLV) []byte {
-	b := append([]byte(nil), V2Signature...)
-	if !known {
-		return append(b, 0x20, 0x00, 0, 0) // LOCAL, UNSPEC, no body
-	}
+// localV2 is the v2 LOCAL command without addresses or TLVs.
+func localV2() []byte {
+	return append(append([]byte(nil), V2Signature...), 0x20, 0x00, 0, 0)
+}
+
+func (u *Upstream) v2Header(src, dst netip.AddrPort, known bool, tlvs, host []TLV) []byte {
 	body := make([]byte, 0, 36)
-	family := byte(0x11) // INET, STREAM
-	if src.Addr().Is4() {
+	family := byte(0x00) // UNSPEC: allow_unspecified_address, no address block
+	switch {
+	case !known:
+	case src.Addr().Is4():
+		family = 0x11 // INET, STREAM
 		s, d := src.Addr().As4(), dst.Addr().As4()
 		body = append(append(body, s[:]...), d[:]...)
-	} else {
+	default:
 		family = 0x21 // INET6, STREAM
 		s, d := src.Addr().As16(), dst.Addr().As16()
 		body = append(append(body, s[:]...), d[:]...)
 	}
-	body = binary.BigEndian.AppendUint16(body, src.Port())
-	body = binary.BigEndian.AppendUint16(body, dst.Port())
-	var replaced [256]bool
+	if known {
+		body = binary.BigEndian.AppendUint16(body, src.Port())
+		body = binary.BigEndian.AppendUint16(body, dst.Port())
+	}
+	var custom [256]bool
+	for _, t := range host {
+		custom[t.Type] = true
+	}
+	for _, t := range host {
+		body = appendTLV(body, t)
+	}
+	var added [256]bool
 	for _, t := range u.added {
-		replaced[t.Type] = true
+		if !custom[t.Type] {
+			body = appendTLV(body, t)
+			added[t.Type] = true
+		}
 	}
 	for _, t := range tlvs {
-		if u.pass.Has(t.Type) && !replaced[t.Type] {
+		if u.pass.Has(t.Type) && !custom[t.Type] && !added[t.Type] {
 			body = appendTLV(body, t)
 		}
 	}
-	for _, t := range u.added {
-		body = appendTLV(body, t)
-	}
-	b = append(b, 0x21, family)
+	b := append(append([]byte(nil), V2Signature...), 0x21, family)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(body)))
 	return append(b, body...)
 }

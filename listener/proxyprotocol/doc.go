@@ -38,15 +38,26 @@
 //
 // The upstream transport socket envoy.transport_sockets.proxy_protocol
 // (ProxyProtocolUpstreamTransport) re-sends a header: tlsutil registers and checks it,
-// internal/proxyproto writes it and the cluster's pools send it before any TLS: config.version (V1 or V2), config.pass_through_tlvs (of the TLVs the
-// listener filter kept) and config.added_tlvs with value (replacing a passed-through TLV of
-// the same type) are implemented; added_tlvs' format_string, allow_unspecified_address and
-// tlv_as_pool_key are refused with "not implemented by Legate", and host-level TLVs in an
-// endpoint's typed_filter_metadata are not read. The TCP proxy's header describes the
-// downstream connection (the PROXY header's addresses when there was one); an HTTP pool's
-// shared connection describes itself (its local and remote addresses), as Envoy's socket does
-// without downstream filter state. Addresses that are not IP (an internal listener's) give
-// v1's UNKNOWN or v2's LOCAL header.
+// internal/proxyproto writes it and the cluster's pools send it before any TLS. Implemented:
+// config.version (V1 or V2); config.added_tlvs with value; the host-level added_tlvs of an
+// endpoint's typed_filter_metadata["envoy.transport_sockets.proxy_protocol"] (a
+// PerHostConfig, read at load, a value of another type refused; only values, as in Envoy);
+// config.pass_through_tlvs (of the TLVs the listener filter kept). A v2 header carries the
+// host's TLVs, then the socket's of a type the host does not set, then the passed-through
+// ones of a type neither sets, as Envoy orders them. The header describes the downstream
+// connection an upstream connection is made for, Envoy's PROXY protocol state: the TCP
+// proxy's, and every HTTP connection manager's (Envoy's add_proxy_protocol_connection_state,
+// whose default Legate keeps: the field is refused), its addresses the PROXY header's when
+// there was one. The pools are keyed by it as Envoy hashes that state into its pool key: the
+// addresses (so an HTTP downstream connection has upstream connections of its own), and with
+// tlv_as_pool_key its TLVs too (pool/keyed.go). A connection made for no downstream (Legate's
+// own requests) describes itself in v1 and is v2's LOCAL command. Addresses that are not IP
+// (an internal listener's) give v1's UNKNOWN and v2's LOCAL header; with
+// allow_unspecified_address, a v2 PROXY command of family AF_UNSPEC carrying the TLVs, and
+// the addresses are left out of the pool key (some receivers, go-proxyproto and Envoy's
+// listener filter among them, refuse that header). Refused ("not implemented by Legate"):
+// added_tlvs' format_string, whose access-log commands format a stream's entry, which the
+// pool does not have when it opens a connection.
 //
 // Stats, as Envoy's: downstream_cx_proxy_proto_error (root, every connection the filter
 // closes), proxy_proto.[<stat_prefix>.]not_found_allowed, not_found_disallowed, and

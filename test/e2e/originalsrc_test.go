@@ -20,6 +20,21 @@ import (
 // connection manager. The upstream connections of a client's requests bind to the client's
 // address, and the pools are keyed by it, so two clients never share an upstream connection.
 
+// httpChainTo is a listener's filter_chains (YAML, at a listener's indentation): one HTTP
+// connection manager with stat_prefix prefix routing every request to cluster.
+func httpChainTo(prefix, cluster string) string {
+	return fmt.Sprintf(`    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: %s
+          route_config:
+            virtual_hosts: [{name: all, domains: ["*"], routes: [{match: {prefix: "/"}, route: {cluster: %s}}]}]
+          http_filters: [{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]
+`, prefix, cluster)
+}
+
 // TestOriginalSrcHTTP runs the binary in a network namespace of its own, where 127.0.0.2 and
 // 127.0.0.3 are two clients on the loopback: each client's requests reach the upstream from
 // its own address, on one upstream connection per client that its later downstream
@@ -72,16 +87,7 @@ static_resources:
     listener_filters:
     - name: envoy.filters.listener.original_src
       typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.listener.original_src.v3.OriginalSrc, mark: 123}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: osrc
-          route_config:
-            virtual_hosts: [{name: all, domains: ["*"], routes: [{match: {prefix: "/"}, route: {cluster: up}}]}]
-          http_filters: [{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]
-  clusters:
+`+httpChainTo("osrc", "up")+`  clusters:
   - name: up
     connect_timeout: 1s
     load_assignment:
