@@ -98,14 +98,15 @@ func writeClustersText(out io.Writer, src ClusterSource) {
 				if hs == nil {
 					hs = &st
 				}
+				rq := hs.Rq()
 				line(name, addr, "cx_active", u(uint64(max(hs.CxActive.Load(), 0))))
 				line(name, addr, "cx_connect_fail", u(hs.CxConnectFail.Load()))
 				line(name, addr, "cx_total", u(hs.CxTotal.Load()))
-				line(name, addr, "rq_active", u(uint64(max(hs.RqActive.Load(), 0))))
-				line(name, addr, "rq_error", u(hs.RqError.Load()))
-				line(name, addr, "rq_success", u(hs.RqSuccess.Load()))
-				line(name, addr, "rq_timeout", u(hs.RqTimeout.Load()))
-				line(name, addr, "rq_total", u(hs.RqTotal.Load()))
+				line(name, addr, "rq_active", u(uint64(max(rq.Active, 0))))
+				line(name, addr, "rq_error", u(rq.Error))
+				line(name, addr, "rq_success", u(rq.Success))
+				line(name, addr, "rq_timeout", u(rq.Timeout))
+				line(name, addr, "rq_total", u(rq.Total))
 				line(name, addr, "hostname", h.Hostname())
 				flags := h.HealthFlags()
 				line(name, addr, "health_flags", flags.String())

@@ -109,12 +109,12 @@ func hostStatus(h *host.Host, priority uint32, hs *cluster.HostStats) *adminv3.H
 		Stats: []*adminv3.SimpleMetric{
 			counter("cx_connect_fail", hs.CxConnectFail.Load()),
 			counter("cx_total", hs.CxTotal.Load()),
-			counter("rq_error", hs.RqError.Load()),
-			counter("rq_success", hs.RqSuccess.Load()),
-			counter("rq_timeout", hs.RqTimeout.Load()),
-			counter("rq_total", hs.RqTotal.Load()),
+			counter("rq_error", hs.Rq().Error),
+			counter("rq_success", hs.Rq().Success),
+			counter("rq_timeout", hs.Rq().Timeout),
+			counter("rq_total", hs.Rq().Total),
 			gauge("cx_active", hs.CxActive.Load()),
-			gauge("rq_active", hs.RqActive.Load()),
+			gauge("rq_active", hs.Rq().Active),
 		},
 		HealthStatus: health,
 		Weight:       h.Weight(),
@@ -329,13 +329,18 @@ func randomClusters(t *testing.T, seed uint64) *cluster.Manager {
 			for _, h := range s.Hosts() {
 				h.SetHealthFlag(host.HealthFlag(r.Uint32()) & host.HealthFlag(r.Uint32()) & host.HealthFlag(r.Uint32()))
 				if hs := snap.HostStats(h); hs != nil {
-					for _, ctr := range []interface{ Add(uint64) uint64 }{&hs.CxConnectFail, &hs.CxTotal, &hs.RqError, &hs.RqSuccess, &hs.RqTimeout, &hs.RqTotal} {
+					some := func() uint64 {
 						if r.IntN(2) == 0 {
-							ctr.Add(r.Uint64() >> r.IntN(64))
+							return r.Uint64() >> r.IntN(64)
 						}
+						return 0
 					}
+					hs.CxConnectFail.Add(some())
+					hs.CxTotal.Add(some())
+					rq := cluster.HostRq{Error: some(), Success: some(), Timeout: some(), Total: some()}
 					hs.CxActive.Add(int64(r.IntN(5)) - 2)
-					hs.RqActive.Add(int64(r.IntN(5)) - 2)
+					rq.Active = int64(r.IntN(5)) - 2
+					hs.AddRq(rq)
 				}
 			}
 		}

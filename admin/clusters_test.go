@@ -116,9 +116,7 @@ load_assignment:
 	h := c.Snapshot().PrioritySet.Sets()[0].Hosts()[0]
 	hs := c.Snapshot().HostStats(h)
 	hs.CxTotal.Add(2)
-	hs.RqTotal.Add(5)
-	hs.RqSuccess.Add(5)
-	hs.RqActive.Add(1)
+	hs.AddRq(cluster.HostRq{Total: 5, Success: 5, Active: 1})
 	return m
 }
 

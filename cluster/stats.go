@@ -3,6 +3,7 @@ package cluster
 import (
 	"sync/atomic"
 
+	"github.com/legateproxy/legate/internal/procpin"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/stats"
 )
@@ -77,20 +78,117 @@ type SocketMatchStats struct {
 }
 
 // HostStats are the per-host statistics /clusters prints (cx_total, cx_active, …). They are not
-// in the stats store, as in Envoy. Connection pools and the router increment them; all fields
-// are atomics, safe for concurrent use.
+// in the stats store, as in Envoy. The connection counters are atomics. The request counters,
+// which every request to the host writes, are kept on a line per P (RqStarted, RqEnded) and
+// summed when read (Rq), so that the cores proxying to one host do not queue for one shared
+// line. Safe for concurrent use.
 type HostStats struct {
 	CxTotal       atomic.Uint64
 	CxConnectFail atomic.Uint64
-	RqTotal       atomic.Uint64
-	RqTimeout     atomic.Uint64
-	RqSuccess     atomic.Uint64
-	RqError       atomic.Uint64
 	CxActive      atomic.Int64
-	RqActive      atomic.Int64
+
+	rq atomic.Pointer[hostLines] // made on the host's first request
 
 	// used is set by picks on ORIGINAL_DST clusters and cleared by the cleanup timer.
 	used atomic.Bool
+}
+
+// HostRq are a host's request statistics.
+type HostRq struct {
+	Total, Timeout, Success, Error uint64
+	Active                         int64
+}
+
+// RqEnd is how a request to a host ended.
+type RqEnd uint8
+
+const (
+	RqCancelled RqEnd = iota // the downstream went away: counted in neither success nor error
+	RqTimedOut               // rq_timeout and rq_error
+	RqFailed                 // rq_error: a failed exchange or a 5xx response
+	RqSucceeded              // rq_success
+)
+
+// maxHostLines bounds a host's lines: a host costs at most maxHostLines*64 bytes once it has
+// had a request (16 cores or more: 1 KiB), and on more Ps than lines a line is shared by
+// GOMAXPROCS/maxHostLines of them (4 on 64 cores) instead of by all.
+const maxHostLines = 16
+
+type hostLines struct {
+	mask uint64
+	line []hostLine
+}
+
+// hostLine is one P's share of a host's request counters, a cache line of its own.
+type hostLine struct {
+	total, timeout, success, errors atomic.Uint64
+	active                          atomic.Int64
+	_                               [24]byte
+}
+
+// line returns the calling P's line, making the lines on the first request; the caller unpins.
+func (s *HostStats) line() *hostLine {
+	l := s.rq.Load()
+	if l == nil {
+		n := min(procpin.Slots(), maxHostLines)
+		s.rq.CompareAndSwap(nil, &hostLines{mask: uint64(n - 1), line: make([]hostLine, n)})
+		l = s.rq.Load()
+	}
+	return &l.line[uint64(procpin.Pin())&l.mask]
+}
+
+// RqStarted counts a request sent to the host (rq_total, rq_active).
+func (s *HostStats) RqStarted() {
+	l := s.line()
+	l.total.Add(1)
+	l.active.Add(1)
+	procpin.Unpin()
+}
+
+// RqEnded counts the end of a request RqStarted counted.
+func (s *HostStats) RqEnded(e RqEnd) {
+	l := s.line()
+	l.active.Add(-1)
+	switch e {
+	case RqTimedOut:
+		l.timeout.Add(1)
+		l.errors.Add(1)
+	case RqFailed:
+		l.errors.Add(1)
+	case RqSucceeded:
+		l.success.Add(1)
+	}
+	procpin.Unpin()
+}
+
+// AddRq adds d to the request statistics at once (for a test's fixed values; the pools count
+// with RqStarted and RqEnded).
+func (s *HostStats) AddRq(d HostRq) {
+	l := s.line()
+	l.total.Add(d.Total)
+	l.timeout.Add(d.Timeout)
+	l.success.Add(d.Success)
+	l.errors.Add(d.Error)
+	l.active.Add(d.Active)
+	procpin.Unpin()
+}
+
+// Rq sums the request statistics over the lines.
+func (s *HostStats) Rq() HostRq {
+	var r HostRq
+	l := s.rq.Load()
+	if l == nil {
+		return r
+	}
+	for i := range l.line {
+		ln := &l.line[i]
+		r.Total += ln.total.Load()
+		r.Timeout += ln.timeout.Load()
+		r.Success += ln.success.Load()
+		r.Error += ln.errors.Load()
+		r.Active += ln.active.Load()
+	}
+	return r
 }
 
 // lbStats points at the lb_* fields of s, for the balancers.

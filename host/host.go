@@ -96,16 +96,14 @@ type Host struct {
 	weight atomic.Uint32
 	health atomic.Uint32
 
-	// activeRequests is the number of requests in flight to the host. Connection pools increment
-	// it when a request is assigned and decrement it when the request ends; the least-request
-	// balancer reads it. It is a raw atomic rather than a stat so that balancers need not depend
-	// on the stats package.
+	// activeRequests is the number of requests in flight to the host, counted by the connection
+	// pools only while activeTracked is set (a balancer reads it: least request). It is a raw
+	// atomic rather than a stat so that balancers need not depend on the stats package. Every
+	// request to the host writes it, one line every core shares, hence activeTracked: the
+	// hosts of other clusters are not written per request. The statistics /clusters prints per
+	// host are cluster.HostStats, kept per P.
 	activeRequests atomic.Int64
-
-	// Per-host statistics (cx_total, rq_total, rq_success, rq_error, rq_timeout, cx_active,
-	// cx_connect_fail, rq_active, as printed by /clusters) are a field of this struct, created
-	// with the host once the stats package provides lock-free counters and gauges
-	// (DESIGN.md rule 5). Until then they are deliberately absent rather than stubbed.
+	activeTracked  atomic.Bool
 }
 
 // New validates cfg and creates a healthy-or-flagged host.
@@ -221,8 +219,22 @@ func (h *Host) Excluded() bool { return h.HealthFlags().Excluded() }
 // "/failed_active_hc/…").
 func (h *Host) HealthString() string { return h.HealthFlags().String() }
 
-// ActiveRequests returns the number of requests in flight to the host.
+// ActiveRequests returns the number of requests in flight to the host, once
+// TrackActiveRequests was called (0 before).
 func (h *Host) ActiveRequests() int64 { return h.activeRequests.Load() }
+
+// TrackActiveRequests makes the pools count the host's requests in flight from now on. A
+// balancer that reads ActiveRequests calls it on its hosts when it is built, before any of its
+// picks can return them.
+func (h *Host) TrackActiveRequests() {
+	if !h.activeTracked.Load() {
+		h.activeTracked.Store(true)
+	}
+}
+
+// ActiveRequestsTracked reports whether TrackActiveRequests was called: a pool counts a request
+// in ActiveRequests only then, and undoes exactly what it counted.
+func (h *Host) ActiveRequestsTracked() bool { return h.activeTracked.Load() }
 
 // AddActiveRequests adds delta (+1 when a request starts, -1 when it ends) and returns the new
 // count.

@@ -124,7 +124,7 @@ func expectBodyFaultsUncharged(t *testing.T, e *env, up string) {
 // failure reading the request body to no host.
 func expectNoHostError(t *testing.T, e *env, up string) {
 	t.Helper()
-	if got := e.hostStats("web", up).RqError.Load(); got != 0 {
+	if got := e.hostStats("web", up).Rq().Error; got != 0 {
 		t.Errorf("host rq_error = %d; want 0", got)
 	}
 }

@@ -65,10 +65,10 @@ func TestProxyBasic(t *testing.T) {
 		e.get(c, "/again")
 	}
 	hs := e.hostStats("web", up.Listener.Addr().String())
-	if got := hs.RqTotal.Load(); got != 6 {
+	if got := hs.Rq().Total; got != 6 {
 		t.Errorf("rq_total = %d; want 6", got)
 	}
-	if got := hs.RqSuccess.Load(); got != 6 {
+	if got := hs.Rq().Success; got != 6 {
 		t.Errorf("rq_success = %d; want 6", got)
 	}
 	for name, want := range map[string]uint64{

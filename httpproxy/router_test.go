@@ -99,7 +99,7 @@ func TestRetries(t *testing.T) {
 				t.Errorf("upstream_rq_retry_limit_exceeded = %d; want %d", got, tt.exceeded)
 			}
 			hs := e.hostStats("web", up.srv.Listener.Addr().String())
-			if got := hs.RqTotal.Load(); got != uint64(tt.attempts) {
+			if got := hs.Rq().Total; got != uint64(tt.attempts) {
 				t.Errorf("host rq_total = %d; want %d", got, tt.attempts)
 			}
 		})
@@ -134,7 +134,7 @@ func TestConnectFailure(t *testing.T) {
 				t.Fatalf("request %d: got %d %q; want 200 %q", i, resp.StatusCode, body, "live /")
 			}
 		}
-		if got := e.hostStats("web", up.Listener.Addr().String()).RqSuccess.Load(); got != 6 {
+		if got := e.hostStats("web", up.Listener.Addr().String()).Rq().Success; got != 6 {
 			t.Errorf("live rq_success = %d; want 6", got)
 		}
 	})
@@ -204,7 +204,7 @@ func TestTimeouts(t *testing.T) {
 				t.Errorf("%s = %d; want %d", name, got, want)
 			}
 		}
-		if got := e.hostStats("web", up.srv.Listener.Addr().String()).RqTimeout.Load(); got != 1 {
+		if got := e.hostStats("web", up.srv.Listener.Addr().String()).Rq().Timeout; got != 1 {
 			t.Errorf("host rq_timeout = %d; want 1", got)
 		}
 	})

@@ -121,7 +121,7 @@ type upstreamCodeStats struct {
 	UpstreamRq5xx stats.HotCounter `stat:"upstream_rq_5xx"`
 
 	reg   *stats.Registration
-	codes [600]atomic.Pointer[stats.Counter] // upstream_rq_<code>, created on first use
+	codes [600]atomic.Pointer[stats.HotCounter] // upstream_rq_<code>, created on first use; per-P lines
 }
 
 // charge counts one upstream response (or local reply standing for one) with status.
@@ -146,9 +146,9 @@ func (u *upstreamCodeStats) charge(status int, st *cluster.Stats) {
 	c := u.codes[status].Load()
 	if c == nil {
 		if u.reg != nil {
-			c = u.reg.Counter("upstream_rq_" + strconv.Itoa(status))
+			c = u.reg.HotCounter("upstream_rq_" + strconv.Itoa(status))
 		} else {
-			c = new(stats.Counter)
+			c = new(stats.HotCounter)
 		}
 		u.codes[status].Store(c)
 	}

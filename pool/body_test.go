@@ -243,8 +243,8 @@ func TestRequestBodyError(t *testing.T) {
 					"upstream_cx_protocol_error": m.st.UpstreamCxProtocolError.Value(),
 					"upstream_rq_rx_reset":       m.st.UpstreamRqRxReset.Value(),
 					"upstream_rq_tx_reset":       m.st.UpstreamRqTxReset.Value(),
-					"host rq_error":              hs.RqError.Load(),
-					"host rq_active":             uint64(hs.RqActive.Load()),
+					"host rq_error":              hs.Rq().Error,
+					"host rq_active":             uint64(hs.Rq().Active),
 				}
 				for name, v := range got {
 					if v != 0 {

@@ -381,15 +381,18 @@ type exchange struct {
 	h1     *h1conn
 	h2     *h2body
 	clock  *streamClock // max_stream_duration; nil when unset
+	active bool         // counted in the host's ActiveRequests (a least-request cluster)
 }
 
 func (ex *exchange) started() {
 	hp, st := ex.hp, ex.hp.m.st
 	st.UpstreamRqTotal.Inc()
 	st.UpstreamRqActive.Inc()
-	hp.hs.RqTotal.Add(1)
-	hp.hs.RqActive.Add(1)
-	hp.host.AddActiveRequests(1)
+	hp.hs.RqStarted()
+	if hp.host.ActiveRequestsTracked() {
+		hp.host.AddActiveRequests(1)
+		ex.active = true
+	}
 }
 
 // ended records the end of the exchange; status is the response status when known.
@@ -397,18 +400,19 @@ func (ex *exchange) ended(o outcome, status int) {
 	hp, st := ex.hp, ex.hp.m.st
 	ex.prio.Requests.Release()
 	st.UpstreamRqActive.Dec()
-	hp.hs.RqActive.Add(-1)
-	hp.host.AddActiveRequests(-1)
+	if ex.active {
+		hp.host.AddActiveRequests(-1)
+	}
 	switch {
 	case o == outcomeDownstream:
+		hp.hs.RqEnded(cluster.RqCancelled)
 	case o == outcomeTimeout:
 		st.UpstreamRqTimeout.Inc()
-		hp.hs.RqTimeout.Add(1)
-		hp.hs.RqError.Add(1)
+		hp.hs.RqEnded(cluster.RqTimedOut)
 	case o == outcomeError || status >= 500:
-		hp.hs.RqError.Add(1)
+		hp.hs.RqEnded(cluster.RqFailed)
 	default:
-		hp.hs.RqSuccess.Add(1)
+		hp.hs.RqEnded(cluster.RqSucceeded)
 	}
 	if o == outcomeComplete {
 		hp.m.rq.UpstreamRqTime.Record(uint64(hp.m.now().Sub(ex.start).Milliseconds()))

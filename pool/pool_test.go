@@ -32,11 +32,12 @@ type counts struct {
 
 func countsOf(m *Manager, h *host.Host) counts {
 	hs := m.cluster.Snapshot().HostStats(h)
+	rq := hs.Rq()
 	st := m.st
 	return counts{
 		CxTotal: int64(hs.CxTotal.Load()), CxActive: hs.CxActive.Load(), CxConnectFail: int64(hs.CxConnectFail.Load()),
-		RqTotal: int64(hs.RqTotal.Load()), RqActive: hs.RqActive.Load(), RqSuccess: int64(hs.RqSuccess.Load()),
-		RqError: int64(hs.RqError.Load()), RqTimeout: int64(hs.RqTimeout.Load()),
+		RqTotal: int64(rq.Total), RqActive: rq.Active, RqSuccess: int64(rq.Success),
+		RqError: int64(rq.Error), RqTimeout: int64(rq.Timeout),
 		UpstreamCxTotal: st.UpstreamCxTotal.Value(), UpstreamCxActive: st.UpstreamCxActive.Value(),
 		UpstreamCxDestroyLocal: st.UpstreamCxDestroyLocal.Value(), UpstreamCxMaxRequests: st.UpstreamCxMaxRequests.Value(),
 		UpstreamRqTotal: st.UpstreamRqTotal.Value(), UpstreamRqActive: st.UpstreamRqActive.Value(),
@@ -500,7 +501,7 @@ func TestRequestTimeout(t *testing.T) {
 		t.Fatalf("RoundTrip = %v; want context.DeadlineExceeded", err)
 	}
 	hs := m.cluster.Snapshot().HostStats(h)
-	if got, want := [3]uint64{m.st.UpstreamRqTimeout.Value(), hs.RqTimeout.Load(), hs.RqError.Load()}, [3]uint64{1, 1, 1}; got != want {
+	if got, want := [3]uint64{m.st.UpstreamRqTimeout.Value(), hs.Rq().Timeout, hs.Rq().Error}, [3]uint64{1, 1, 1}; got != want {
 		t.Errorf("upstream_rq_timeout, rq_timeout, rq_error = %v; want %v", got, want)
 	}
 }
@@ -719,5 +720,44 @@ func TestRegistryDial(t *testing.T) {
 	defer rr.Close()
 	if _, err := rr.Dial(context.Background(), "up"); !errors.Is(err, ErrConnectFailure) {
 		t.Errorf("Dial to a refusing host = %v; want ErrConnectFailure", err)
+	}
+}
+
+// TestActiveRequestsTracked checks that a request counts in its host's ActiveRequests only on a
+// cluster whose balancer reads them (least request), and in the host's rq_active always.
+func TestActiveRequestsTracked(t *testing.T) {
+	for _, tt := range []struct {
+		policy     string
+		wantActive int64
+	}{{"ROUND_ROBIN", 0}, {"LEAST_REQUEST", 1}} {
+		t.Run(tt.policy, func(t *testing.T) {
+			addr, arrived, release := blockingServer(t)
+			cm, store := newClusterManager(t, staticCluster("lb_policy: "+tt.policy, addr))
+			m := newManager(t, cm, store, nil)
+			h := onlyHost(t, m)
+			done := make(chan int, 1)
+			go func() {
+				var resp Response
+				if err := m.RoundTrip(context.Background(), h, &Request{Method: "GET", Path: "/"}, &resp); err != nil {
+					done <- 0
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Close()
+				done <- resp.StatusCode
+			}()
+			<-arrived
+			hs := m.cluster.Snapshot().HostStats(h)
+			if got, rq := h.ActiveRequests(), hs.Rq().Active; got != tt.wantActive || rq != 1 {
+				t.Errorf("in flight: ActiveRequests, rq_active = %d, %d; want %d, 1", got, rq, tt.wantActive)
+			}
+			close(release)
+			if code := <-done; code != 200 {
+				t.Fatalf("status = %d; want 200", code)
+			}
+			if got, rq := h.ActiveRequests(), hs.Rq(); got != 0 || rq.Active != 0 || rq.Total != 1 || rq.Success != 1 {
+				t.Errorf("after: ActiveRequests = %d, host rq = %+v; want 0 and total 1, success 1, active 0", got, rq)
+			}
+		})
 	}
 }

@@ -130,6 +130,59 @@ func TestHotGauge(t *testing.T) {
 	}
 }
 
+// TestDynamicHotCounter checks that a dynamic counter taken as a HotCounter (a cluster's
+// upstream_rq_<code>) is the same stat as the Counter of that name: increments through either,
+// and a hot-restart parent's import, all show in /stats and in the flushed delta.
+func TestDynamicHotCounter(t *testing.T) {
+	s := newStore(t, Config{})
+	var c pickStats
+	reg := s.Register("cluster.web.", &c)
+	hot := reg.HotCounter("upstream_rq_200")
+	const goroutines, incs = 8, 10_000
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range incs {
+				hot.Inc()
+			}
+		})
+	}
+	wg.Wait()
+	reg.Counter("upstream_rq_200").Inc()
+	imp := s.NewParentImport()
+	imp.Apply(ParentValues{Counters: map[string]uint64{"cluster.web.upstream_rq_200": 5}})
+	want := uint64(goroutines*incs + 1 + 5)
+	var listed uint64
+	s.Each(KindSet(KindCounter), func(st *Stat) bool {
+		if st.Name() == "cluster.web.upstream_rq_200" {
+			listed = st.Value()
+		}
+		return true
+	})
+	if listed != want {
+		t.Errorf("listed upstream_rq_200 = %d; want %d", listed, want)
+	}
+	if again := reg.HotCounter("upstream_rq_200"); again != hot {
+		t.Error("a second HotCounter lookup made another counter")
+	}
+	sink := make(chanSink, 1)
+	s.AddSink(sink)
+	hot.Inc()
+	s.Flush()
+	found := false
+	for _, cs := range recv(t, sink).Counters {
+		if cs.Name == "cluster.web.upstream_rq_200" {
+			found = true
+			if cs.Delta != want+1 || cs.Value != want+1 {
+				t.Errorf("flushed delta, value = %d, %d; want %d both", cs.Delta, cs.Value, want+1)
+			}
+		}
+	}
+	if !found {
+		t.Error("upstream_rq_200 not flushed")
+	}
+}
+
 func BenchmarkHotCounterInc(b *testing.B) {
 	b.Run("Counter", func(b *testing.B) {
 		var c Counter

@@ -258,11 +258,14 @@ func (r *Registration) Unregister() {
 }
 
 // single layouts describe a dynamic stat: one field with an empty relative
-// name, so the full name is the registration prefix.
+// name, so the full name is the registration prefix. A dynamic counter is a
+// HotCounter (its Counter first, so Counter callers share it): the per-code
+// counters every response adds to are dynamic, and its lines cost nothing
+// until Inc is called on it as a HotCounter.
 var singleLayouts = func() map[Kind]*layout {
 	m := make(map[Kind]*layout)
 	for _, k := range []Kind{KindCounter, KindGauge, KindHistogram, KindTextReadout} {
-		m[k] = &layout{fields: []field{{kind: k}}, sorted: []uint32{0}}
+		m[k] = &layout{fields: []field{{kind: k, hot: k == KindCounter}}, sorted: []uint32{0}}
 	}
 	return m
 }()
@@ -284,7 +287,7 @@ func (r *Registration) dynamicStat(kind Kind, name string, mode ImportMode, unit
 	var p unsafe.Pointer
 	switch kind {
 	case KindCounter:
-		p = unsafe.Pointer(new(Counter))
+		p = unsafe.Pointer(new(HotCounter))
 	case KindGauge:
 		p = unsafe.Pointer(new(Gauge))
 	case KindHistogram:
@@ -323,6 +326,17 @@ func (r *Registration) Counter(name string) *Counter {
 		return new(Counter)
 	}
 	return (*Counter)(p)
+}
+
+// HotCounter is Counter for a counter that every core increments at once (a
+// cluster's upstream_rq_<code>): the same stat, whose increments through the
+// returned HotCounter go to the calling P's line.
+func (r *Registration) HotCounter(name string) *HotCounter {
+	p, err := r.dynamicStat(KindCounter, name, 0, 0)
+	if err != nil {
+		return new(HotCounter)
+	}
+	return (*HotCounter)(p)
 }
 
 // Gauge is Counter for gauges; mode applies when the gauge is created.

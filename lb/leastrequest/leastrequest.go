@@ -24,6 +24,11 @@ func New(p lb.Params, cfg *lb.Config) (*Balancer, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, set := range p.PrioritySet.Sets() {
+		for _, h := range set.Hosts() {
+			h.TrackActiveRequests()
+		}
+	}
 	b := &Balancer{base: base, choiceCount: cfg.ChoiceCount(), bias: cfg.ActiveRequestBias()}
 	b.alias = lb.NewSourceTable(base, func(hosts []*host.Host) *aliasTable {
 		return newAliasTable(roundrobin.Weights(hosts))
