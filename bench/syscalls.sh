@@ -15,6 +15,8 @@
 set -euo pipefail
 export LC_ALL=C PATH="$PATH:/usr/sbin:/sbin"
 
+BENCH=syscalls
+. "$(dirname "$0")/lib.sh"
 PROJECT_BIN="${PROJECT_BIN:-bin/legate}"
 DURATION="${DURATION:-5}"
 CONNS="${CONNS:-64}"
@@ -22,49 +24,15 @@ PROXY_CPU="${PROXY_CPU:-0}"
 LOAD_CPU="${LOAD_CPU:-1}"
 B="${BASE_PORT:-26190}"
 UP=$B NGX=$((B + 1)) LEG=$((B + 2)) ADMIN=$((B + 3))
-BODY='0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefghijklmnopqrstuvwxyz!'
 CALLS=(read write readv writev recvfrom sendto recvmsg sendmsg epoll_wait epoll_pwait epoll_ctl futex nanosleep sched_yield getsockopt)
 
-log() { printf '[syscalls] %s\n' "$*" >&2; }
-skip() { log "SKIP: $*"; echo "{\"bench\":\"syscalls\",\"skipped\":\"$*\"}"; exit 0; }
-
-need=()
-command -v nginx >/dev/null || need+=(nginx)
-command -v wrk >/dev/null || need+=(wrk)
-command -v perf >/dev/null || need+=(linux-perf)
-command -v curl >/dev/null || need+=(curl)
-if ((${#need[@]})) && [[ -z "${NO_INSTALL:-}" ]]; then
-  SUDO=""; [[ "$(id -u)" == 0 ]] || SUDO="sudo"
-  log "installing: ${need[*]}"
-  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"; } >/dev/null 2>&1 ||
-    skip "could not install ${need[*]}"
-fi
-for t in nginx wrk perf curl taskset; do command -v "$t" >/dev/null || skip "missing tool: $t"; done
+need_tools nginx:nginx wrk:wrk perf:linux-perf curl:curl taskset:util-linux
 [[ -x "$PROJECT_BIN" ]] || skip "PROJECT_BIN=$PROJECT_BIN is not executable (make build)"
 perf stat -e syscalls:sys_enter_read -- true >/dev/null 2>&1 || skip "perf cannot read the syscall tracepoints here (perf_event_paranoid, tracefs)"
-for p in $UP $NGX $LEG $ADMIN; do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then skip "127.0.0.1:$p is in use"; fi
-done
-
-W="$(mktemp -d "${TMPDIR:-/tmp}/syscalls.XXXXXX")"
-STARTED=()   # only these PIDs are ever signalled
-cleanup() {
-  local rc=$? pid
-  trap - EXIT INT TERM
-  for pid in "${STARTED[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  sleep 0.5
-  for pid in "${STARTED[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$W"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-start() {  # cpu cmd... ; sets PID
-  local cpu=$1; shift
-  taskset -c "$cpu" "$@" >>"$W/out" 2>&1 &
-  PID=$!; STARTED+=("$PID")
-}
+ports_free $UP $NGX $LEG $ADMIN
+workdir
+upstream_conf "$UP"
+legate_yaml "$ADMIN" "$LEG" "$UP"
 
 TMPS="client_body_temp_path $W/cb; proxy_temp_path $W/px; fastcgi_temp_path $W/fc; uwsgi_temp_path $W/uw; scgi_temp_path $W/sc;"
 cat >"$W/nginx.conf" <<E
@@ -75,44 +43,10 @@ http { access_log off; $TMPS keepalive_requests 1000000; keepalive_timeout 300s;
   server { listen 127.0.0.1:$NGX backlog=4096;
     location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
 E
-sed -e "s|$W/nginx|$W/upstream|g" -e '/upstream up/d' \
-    -e "s|listen 127.0.0.1:$NGX backlog=4096;|listen 127.0.0.1:$UP backlog=4096;|" \
-    -e "s|location / { proxy_pass[^}]*}|location / { default_type text/plain; return 200 \"$BODY\\\\n\"; }|" \
-    "$W/nginx.conf" >"$W/upstream.conf"
-cat >"$W/legate.yaml" <<E
-admin: {address: {socket_address: {address: 127.0.0.1, port_value: $ADMIN}}}
-static_resources:
-  listeners:
-  - name: listener_0
-    address: {socket_address: {address: 127.0.0.1, port_value: $LEG}}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: ingress_http
-          codec_type: AUTO
-          route_config: {name: local_route, virtual_hosts: [{name: local_service, domains: ["*"], routes: [{match: {prefix: "/"}, route: {cluster: upstream}}]}]}
-          http_filters: [{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]
-  clusters:
-  - name: upstream
-    type: STATIC
-    connect_timeout: 1s
-    lb_policy: ROUND_ROBIN
-    load_assignment: {cluster_name: upstream, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: $UP}}}}]}]}
-E
 
 start "$LOAD_CPU" nginx -e "$W/upstream.err" -p "$W/" -c "$W/upstream.conf"
 start "$PROXY_CPU" nginx -e "$W/nginx.err" -p "$W/" -c "$W/nginx.conf"; NGX_MASTER=$PID
 start "$PROXY_CPU" "$PROJECT_BIN" -c "$W/legate.yaml" --concurrency 1 --disable-hot-restart; LEG_PID=$PID
-ready() {
-  local deadline=$((SECONDS + 15))
-  while (( SECONDS < deadline )); do
-    [[ "$(curl -s -m 1 "http://127.0.0.1:$1/" 2>/dev/null)" == "$BODY" ]] && return 0
-    sleep 0.1
-  done
-  tail -5 "$W/out" >&2; return 1
-}
 ready "$NGX" || skip "nginx did not start"
 ready "$LEG" || skip "Legate did not start"
 NGX_WORKER=$(pgrep -P "$NGX_MASTER" | head -1)
