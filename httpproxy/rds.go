@@ -119,7 +119,7 @@ func (d routeDiscovery) RequestUpdate(req *route.Request) (<-chan struct{}, func
 	switch {
 	case h.srds != nil && h.srds.load != nil:
 		sc := h.scopes.Load()
-		key, ok := sc.builder.key(req)
+		key, ok := sc.builder.Key(req)
 		if !ok {
 			return nil, nil, false
 		}

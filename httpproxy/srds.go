@@ -2,14 +2,13 @@ package httpproxy
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
+	"github.com/legateproxy/legate/httpproxy/rds"
 	"github.com/legateproxy/legate/httpproxy/route"
-	"github.com/legateproxy/legate/internal/headermatch"
 )
 
 // ScopedRouteProvider serves the scopes of connection managers configured with scoped_routes
@@ -46,107 +45,9 @@ func takeSRDS(pb *hcmv3.HttpConnectionManager) *hcmv3.ScopedRoutes {
 	return sr
 }
 
-// keyFragment is one scope_key_builder fragment: one element of a header's value, chosen by
-// position (index) or by key (element).
-type keyFragment struct {
-	header string // canonical MIME form, or a pseudo-header
-	sep    string // element_separator (default ",")
-	index  int    // the element's position, unless byKey
-	byKey  bool
-	key    string // element.key: the element "key<kvSep>value" whose value is the fragment
-	kvSep  string // element.separator
-}
-
-// scopeKeyBuilder builds a request's scope key from its headers, as httpproxy's half of
-// Envoy's ScopeKeyBuilder.
-type scopeKeyBuilder []keyFragment
-
-func newScopeKeyBuilder(path string, b *hcmv3.ScopedRoutes_ScopeKeyBuilder) (scopeKeyBuilder, error) {
-	var out scopeKeyBuilder
-	for i, f := range b.GetFragments() {
-		hv := f.GetHeaderValueExtractor()
-		if hv == nil {
-			return nil, fmt.Errorf("%s.fragments[%d]: only header_value_extractor is supported", path, i)
-		}
-		kf := keyFragment{header: hv.GetName(), sep: hv.GetElementSeparator()}
-		kf.header = headermatch.Key(kf.header) // "host" is :authority, as everywhere
-		if kf.sep == "" {
-			kf.sep = ","
-		}
-		switch t := hv.GetExtractType().(type) {
-		case *hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor_Index:
-			kf.index = int(t.Index)
-		case *hcmv3.ScopedRoutes_ScopeKeyBuilder_FragmentBuilder_HeaderValueExtractor_Element:
-			kf.byKey, kf.key, kf.kvSep = true, t.Element.GetKey(), t.Element.GetSeparator()
-		}
-		out = append(out, kf)
-	}
-	return out, nil
-}
-
-// key returns the request's scope key (fragments joined with NUL, as rds.ScopeKey joins a
-// scope's), false when a fragment cannot be extracted.
-func (b scopeKeyBuilder) key(req *route.Request) (string, bool) {
-	if len(b) == 1 {
-		return b[0].extract(req)
-	}
-	var sb strings.Builder
-	for i, f := range b {
-		v, ok := f.extract(req)
-		if !ok {
-			return "", false
-		}
-		if i > 0 {
-			sb.WriteByte(0)
-		}
-		sb.WriteString(v)
-	}
-	return sb.String(), true
-}
-
-func (f *keyFragment) extract(req *route.Request) (string, bool) {
-	var v string
-	switch f.header {
-	case ":authority":
-		v = req.Authority
-	case ":path":
-		v = req.Path
-	case ":method":
-		v = req.Method
-	default:
-		vs := req.Header[f.header]
-		if len(vs) == 0 {
-			return "", false
-		}
-		v = vs[0]
-	}
-	if f.byKey {
-		for rest := v; ; {
-			elem, tail, more := strings.Cut(rest, f.sep)
-			if k, val, ok := strings.Cut(elem, f.kvSep); ok && k == f.key {
-				return val, true
-			}
-			if !more {
-				return "", false
-			}
-			rest = tail
-		}
-	}
-	for i, rest := 0, v; ; i++ {
-		elem, tail, more := strings.Cut(rest, f.sep)
-		if i == f.index {
-			return elem, true
-		}
-		if !more {
-			return "", false
-		}
-		rest = tail
-	}
-}
-
 // scopeTable is an immutable set of scopes: a compiled route table per scope key.
 type scopeTable struct {
-	builder scopeKeyBuilder
+	builder rds.KeyBuilder
 	byKey   map[string]*route.Table
 }
 
@@ -169,7 +70,7 @@ type srdsRoutes struct {
 // scope of scoped_route_configurations_list routes with its inline route_configuration.
 func (sh *shared) startSRDS(h *Handler, sr *hcmv3.ScopedRoutes) error {
 	d := &sh.deps
-	builder, err := newScopeKeyBuilder("scoped_routes.scope_key_builder", sr.GetScopeKeyBuilder())
+	builder, err := rds.NewKeyBuilder("scoped_routes.scope_key_builder", sr.GetScopeKeyBuilder())
 	if err != nil {
 		return fmt.Errorf("http_connection_manager %q: %w", h.cfg.StatPrefix, err)
 	}
@@ -208,11 +109,8 @@ func (sh *shared) startSRDS(h *Handler, sr *hcmv3.ScopedRoutes) error {
 				}
 			}
 			compiled[rc] = t
-			parts := make([]string, 0, len(s.GetKey().GetFragments()))
-			for _, f := range s.GetKey().GetFragments() {
-				parts = append(parts, f.GetStringKey())
-			}
-			next.byKey[strings.Join(parts, "\x00")] = t
+			key, _ := rds.ScopeKey("", s) // SRDS and the inline list have checked it
+			next.byKey[key] = t
 		}
 		st.compiled = compiled
 		h.scopes.Store(next)
@@ -262,7 +160,7 @@ func (h *Handler) route(req *route.Request) *route.Match {
 	if sc == nil {
 		return h.table.Load().Route(req)
 	}
-	key, ok := sc.builder.key(req)
+	key, ok := sc.builder.Key(req)
 	if !ok {
 		return nil
 	}

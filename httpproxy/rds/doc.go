@@ -12,6 +12,8 @@
 //   - SRDS: a wildcard stream per transport of scopes (ScopedRouteConfiguration), each
 //     naming the route configuration it routes with, subscribed through RDS (on_demand scopes
 //     when a request asks), http.<stat_prefix>.scoped_rds.<name>.* and the route_scopes dump.
+//     Both sides of a scope key live here: a scope's (ScopeKey) and a request's (KeyBuilder,
+//     the connection manager's scope_key_builder, which it runs per request).
 //
 // It serves the connection managers (httpproxy.RouteProvider, VirtualHostRequester,
 // ScopedRouteProvider, OnDemandScopedRouteProvider: the handler compiles what it receives
