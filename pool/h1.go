@@ -38,6 +38,9 @@ type h1conn struct {
 	peerGone  bool        // the upstream closed or reset the connection
 	retired   bool        // not to be reused (host health failure, max_connection_duration); guarded by hp.mu
 	deadline  bool        // a read/write deadline is set
+	// deadlineAt is the earliest deadline set while deadline is, zero when not known (the
+	// head reader's expired write deadline): the idle check leaves one well in the future.
+	deadlineAt time.Time
 
 	// The idle check (see checkIdle): raw is the TCP socket under the connection (nil when
 	// the transport has none), peek the callback run on it, built once so that a check
@@ -457,7 +460,7 @@ func hasBody(req *Request) bool { return req.Body != nil && req.ContentLength !=
 func (c *h1conn) exchange(ctx context.Context, req *Request, resp *Response) (stale bool, err error) {
 	if dl, ok := ctx.Deadline(); ok {
 		c.uc.SetDeadline(dl)
-		c.deadline = true
+		c.deadline, c.deadlineAt = true, dl
 	} else if c.deadline {
 		c.uc.SetDeadline(time.Time{})
 		c.deadline = false
@@ -516,7 +519,7 @@ func (c *h1conn) exchangeBody(ctx context.Context, req *Request, resp *Response,
 	}
 	herr := <-c.head
 	c.headResp, c.interrupt = nil, nil
-	c.deadline = true // the head reader may have set a write deadline
+	c.deadline, c.deadlineAt = true, time.Time{} // the head reader may have set a write deadline
 	switch {
 	case herr == nil: // answered: how the body ended (cut short, interrupted) is moot
 		c.early = werr != nil

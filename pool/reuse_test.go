@@ -187,3 +187,69 @@ func TestCloseAfterRequestWakesWait(t *testing.T) {
 		t.Errorf("upstream connections = %d; want 2 (the dropped request went again on a new one)", got)
 	}
 }
+
+// TestDeadlineAcrossReuse: a kept-alive connection carries each request's own deadline,
+// whatever the previous request left on it. The idle check clears a deadline that passed
+// while the connection was idle, and leaves one well ahead for the next exchange, which sets
+// its own (an earlier one fires in time) or clears it (a request without one is not cut).
+func TestDeadlineAcrossReuse(t *testing.T) {
+	release := make(chan struct{})
+	s := newScriptedUpstream(t, nil, func(c net.Conn, method, path string) {
+		switch path {
+		case "/slow":
+			<-release
+		case "/late":
+			time.Sleep(2500 * time.Millisecond) // longer than the deadline the previous request left
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	})
+	t.Cleanup(func() { close(release) })
+	cm, store := newClusterManager(t, staticCluster("", s.addr))
+	m := newManager(t, cm, store, nil)
+	h := onlyHost(t, m)
+	get := func(d time.Duration, path string) error {
+		ctx := context.Background()
+		if d > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
+		var resp Response
+		if err := m.RoundTrip(ctx, h, &Request{Method: "GET", Path: path, Host: "example.com"}, &resp); err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Close()
+		if resp.StatusCode != 200 || string(body) != "ok" {
+			t.Errorf("GET %s = %d %q; want 200 \"ok\"", path, resp.StatusCode, body)
+		}
+		return nil
+	}
+
+	// A deadline that passes while the connection is idle.
+	if err := get(150*time.Millisecond, "/short"); err != nil {
+		t.Fatalf("GET /short = %v", err)
+	}
+	time.Sleep(300 * time.Millisecond) // the deadline passes on the idle connection
+	if err := get(0, "/after-expiry"); err != nil {
+		t.Fatalf("GET after the previous deadline passed = %v; want nil", err)
+	}
+	// A deadline a minute ahead, then a request with an earlier one: the earlier one fires.
+	if err := get(time.Minute, "/minute"); err != nil {
+		t.Fatalf("GET /minute = %v", err)
+	}
+	start := time.Now()
+	if err := get(time.Second, "/slow"); err == nil {
+		t.Fatal("GET /slow with a 1s deadline, never answered = nil; want an error")
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("GET /slow took %v; want about 1s (its own deadline, not the minute the previous one had)", took)
+	}
+	// A deadline left ahead (1.5s), then a request without one, answered after it.
+	if err := get(1500*time.Millisecond, "/quick"); err != nil {
+		t.Fatalf("GET /quick = %v", err)
+	}
+	if err := get(0, "/late"); err != nil {
+		t.Fatalf("GET /late without a deadline, answered after the previous deadline = %v; want nil", err)
+	}
+}

@@ -55,7 +55,7 @@ var allowedDirect = map[string]struct {
 	"listener/overload.go":                    {1, "waits on the network or the kernel, not a timing rule: a fake clock would stall it"},
 	"pool/h1.go":                              {4, requestPath},
 	"pool/h2.go":                              {4, requestPath},
-	"pool/idle.go":                            {1, "a socket deadline: the runtime poller compares it with the system clock"},
+	"pool/idle.go":                            {2, "socket deadlines: the runtime poller compares them with the system clock"},
 	"pool/streamclock.go":                     {1, requestPath},
 	"stats/sinks/statsd/sink.go":              {1, "a socket deadline: the runtime poller compares it with the system clock"},
 	"tcpproxy/accesslog.go":                   {2, requestPath},
