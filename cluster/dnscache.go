@@ -238,6 +238,9 @@ func (c *DNSCache) resolve(ctx context.Context, h *dnsHost) time.Duration {
 	addrs, ttl, err := c.m.resolver.Resolve(qctx, h.name, c.cfg.LookupFamily, &c.cfg.Resolution)
 	timedOut := qctx.Err() == context.DeadlineExceeded
 	cancel()
+	if err == nil {
+		addrs, err = c.filterAddrs(addrs)
+	}
 	if err != nil {
 		if timedOut {
 			c.st.DNSQueryTimeout.Inc()
@@ -269,6 +272,20 @@ func (c *DNSCache) resolve(ctx context.Context, h *dnsHost) time.Duration {
 		return max(ttl, c.cfg.MinRefreshRate)
 	}
 	return c.cfg.RefreshRate
+}
+
+// errAllFiltered: resolved_address_filter dropped every address of an answer.
+var errAllFiltered = errors.New("resolved_address_filter dropped every address")
+
+// filterAddrs drops the addresses resolved_address_filter matches; none left is a failure, so
+// the host keeps the addresses it had, as Envoy's cache does.
+func (c *DNSCache) filterAddrs(addrs []netip.Addr) ([]netip.Addr, error) {
+	f := &c.cfg.ResolvedAddressFilter
+	addrs = slices.DeleteFunc(addrs, f.Drops)
+	if len(addrs) == 0 {
+		return nil, errAllFiltered
+	}
+	return addrs, nil
 }
 
 // remove drops h from the cache and tells the subscribers.

@@ -6,13 +6,13 @@
 // dns_cache_config's name, dns_lookup_family, dns_refresh_rate, dns_min_refresh_rate,
 // dns_failure_refresh_rate.base_interval, disable_dns_refresh_on_failure, host_ttl,
 // max_hosts, dns_cache_circuit_breaker.max_pending_requests, dns_query_timeout,
-// preresolve_hostnames and the resolver fields (config.DNSResolution), with Envoy's
+// preresolve_hostnames, resolved_address_filter (the addresses it matches are dropped; an
+// answer left empty is a failure) and the resolver fields (config.DNSResolution), with Envoy's
 // dns_cache.<name>.* stats; config refuses the rest, and applies allow_insecure_cluster_options
 // with Envoy's auto_sni and auto_san_validation rule; with sub_clusters_config, subclusters.go
 // makes a STRICT_DNS "DFPCluster:<name>:<port>" cluster per name requested instead), their
-// active health
-// checking (health.go) and outlier detection (outlier.go), and the immutable snapshots the data
-// plane reads.
+// active health checking (health.go) and outlier detection (outlier.go), and the immutable
+// snapshots the data plane reads.
 //
 // Name resolution (dns.go): STRICT_DNS and LOGICAL_DNS clusters and DNS caches resolve as
 // their config.DNSResolution says, one conversion for both of Envoy's typed_dns_resolver_config

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 
@@ -72,6 +73,26 @@ type DNSCacheConfig struct {
 	// Preresolve are preresolve_hostnames as cache keys ("host:port"), resolved when the
 	// cache is made.
 	Preresolve []string
+	// ResolvedAddressFilter is resolved_address_filter: the addresses of an answer that it
+	// drops; an answer left empty is a failed resolution.
+	ResolvedAddressFilter AddressFilter
+}
+
+// AddressFilter is a type.matcher.v3.AddressMatcher used to drop addresses: one in ranges
+// matches, or with invert (invert_match) one outside them. The zero value drops nothing.
+type AddressFilter struct {
+	ranges []netip.Prefix
+	invert bool
+}
+
+// Drops reports whether the filter removes a.
+func (f *AddressFilter) Drops(a netip.Addr) bool {
+	if len(f.ranges) == 0 && !f.invert {
+		return false
+	}
+	a = a.Unmap()
+	in := slices.ContainsFunc(f.ranges, func(p netip.Prefix) bool { return p.Contains(a) })
+	return in != f.invert
 }
 
 // Equal reports whether c and o configure a cache alike.
@@ -226,8 +247,6 @@ func DNSCacheFromProto(path string, pb *commondfpv3.DnsCacheConfig) (DNSCacheCon
 	switch {
 	case pb.GetKeyValueConfig() != nil:
 		return DNSCacheConfig{}, fmt.Errorf("%s.key_value_config: not implemented by Legate", path)
-	case pb.GetResolvedAddressFilter() != nil:
-		return DNSCacheConfig{}, fmt.Errorf("%s.resolved_address_filter: not implemented by Legate", path)
 	case pb.GetDnsLookupFamily() > clusterv3.Cluster_ALL:
 		return DNSCacheConfig{}, fmt.Errorf("%s.dns_lookup_family = %d; not a DnsLookupFamily", path, pb.GetDnsLookupFamily())
 	}
@@ -248,6 +267,18 @@ func DNSCacheFromProto(path string, pb *commondfpv3.DnsCacheConfig) (DNSCacheCon
 		return DNSCacheConfig{}, err
 	}
 	out.Resolution = res
+	if f := pb.GetResolvedAddressFilter(); f != nil {
+		// xds.core.v3.CidrRange has core.v3.CidrRange's fields.
+		rs := make([]*corev3.CidrRange, len(f.GetRanges()))
+		for i, r := range f.GetRanges() {
+			rs[i] = &corev3.CidrRange{AddressPrefix: r.GetAddressPrefix(), PrefixLen: r.GetPrefixLen()}
+		}
+		ranges, err := cidrPrefixes(path+".resolved_address_filter.ranges", rs)
+		if err != nil {
+			return DNSCacheConfig{}, err
+		}
+		out.ResolvedAddressFilter = AddressFilter{ranges: ranges, invert: f.GetInvertMatch()}
+	}
 	for i, sa := range pb.GetPreresolveHostnames() {
 		at := fmt.Sprintf("%s.preresolve_hostnames[%d]", path, i)
 		if sa.GetPortValue() == 0 {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func TestDynamicForwardProxyCluster(t *testing.T) {
 			if !ok {
 				t.Fatalf("Settings = %T; want *DynamicForwardProxyConfig", c.CustomType.Settings)
 			}
-			if diff := cmp.Diff(tt.want, got.DNSCache); diff != "" {
+			if diff := cmp.Diff(tt.want, got.DNSCache, cmp.AllowUnexported(AddressFilter{})); diff != "" {
 				t.Errorf("DNSCache (-want +got):\n%s", diff)
 			}
 		})
@@ -206,5 +207,38 @@ func TestSubClustersConfig(t *testing.T) {
 		if diff := cmp.Diff(tt.want, *got); diff != "" {
 			t.Errorf("%s: SubClusters (-want +got):\n%s", tt.yaml, diff)
 		}
+	}
+}
+
+// TestResolvedAddressFilter: resolved_address_filter's ranges, inverted or not.
+func TestResolvedAddressFilter(t *testing.T) {
+	c := mustCluster(t, dfpCluster(`dns_cache_config: {name: c, resolved_address_filter: {ranges: [{address_prefix: 10.0.0.0, prefix_len: 8}, {address_prefix: "fd00::", prefix_len: 8}]}}`))
+	f := c.CustomType.Settings.(*DynamicForwardProxyConfig).DNSCache.ResolvedAddressFilter
+	inverted := f
+	inverted.invert = true
+	for _, tt := range []struct {
+		addr          string
+		drops, invert bool
+	}{
+		{"10.1.2.3", true, false}, {"::ffff:10.1.2.3", true, false}, {"fd12::1", true, false}, {"192.0.2.1", false, true}, {"2001:db8::1", false, true},
+	} {
+		a := netip.MustParseAddr(tt.addr)
+		if got := f.Drops(a); got != tt.drops {
+			t.Errorf("Drops(%s) = %v; want %v", a, got, tt.drops)
+		}
+		if got := inverted.Drops(a); got != tt.invert {
+			t.Errorf("inverted Drops(%s) = %v; want %v", a, got, tt.invert)
+		}
+	}
+	var none AddressFilter
+	if none.Drops(netip.MustParseAddr("10.0.0.1")) {
+		t.Error("the zero AddressFilter drops an address")
+	}
+	pc, err := clusterYAML(t, dfpCluster(`dns_cache_config: {name: c, resolved_address_filter: {ranges: [{address_prefix: 10.0.0.0, prefix_len: 33}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ClusterFromProto(pc, Limits{}); err == nil || !strings.Contains(err.Error(), "resolved_address_filter.ranges[0].prefix_len = 33") {
+		t.Errorf("prefix_len 33 = %v; want an error naming it", err)
 	}
 }

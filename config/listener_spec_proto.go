@@ -336,23 +336,30 @@ func (b *listenerBuilder) match(path string, m *listenerv3.FilterChainMatch) Fil
 }
 
 func (b *listenerBuilder) cidrs(path string, rs []*corev3.CidrRange) []netip.Prefix {
+	out, err := cidrPrefixes(path, rs)
+	if err != nil {
+		b.fail("%v", err)
+	}
+	return out
+}
+
+// cidrPrefixes converts CidrRanges at path (for errors) into prefixes.
+func cidrPrefixes(path string, rs []*corev3.CidrRange) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for i, r := range rs {
 		ip, err := netip.ParseAddr(r.GetAddressPrefix())
 		if err != nil {
-			b.fail("%s[%d].address_prefix = %q: malformed IP address", path, i, r.GetAddressPrefix())
-			continue
+			return nil, fmt.Errorf("%s[%d].address_prefix = %q: malformed IP address", path, i, r.GetAddressPrefix())
 		}
 		ip = ip.Unmap()
 		bits := int(r.GetPrefixLen().GetValue())
 		if bits > ip.BitLen() {
-			b.fail("%s[%d].prefix_len = %d; must be <= %d for %s", path, i, bits, ip.BitLen(), ip)
-			continue
+			return nil, fmt.Errorf("%s[%d].prefix_len = %d; must be <= %d for %s", path, i, bits, ip.BitLen(), ip)
 		}
 		p, _ := ip.Prefix(bits)
 		out = append(out, p)
 	}
-	return out
+	return out, nil
 }
 
 // overlaps reports whether a connection could match both m and o equally well: every

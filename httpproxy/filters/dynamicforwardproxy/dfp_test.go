@@ -193,6 +193,27 @@ cluster_type:
 	}
 }
 
+// TestResolvedAddressFilter: resolved_address_filter drops the addresses it matches (here
+// 127.0.0.2, where nothing listens), so the request reaches the address left; an answer it
+// empties is a failed resolution.
+func TestResolvedAddressFilter(t *testing.T) {
+	dns := nettest.StartDNS(t)
+	dns.Set("mixed.test.", "mixed.test. 300 IN A 127.0.0.2", "mixed.test. 300 IN A 127.0.0.1")
+	dns.Set("inner.test.", "inner.test. 300 IN A 127.0.0.2")
+	port := hostEcho(t)
+	p := startProxyResolving(t, caresResolver(dns)+",\n  resolved_address_filter: {ranges: [{address_prefix: 127.0.0.2, prefix_len: 32}]}", "")
+	c := p.Client()
+	if resp, body := p.Get(c, "/x", "host", "mixed.test:"+port); resp.StatusCode != 200 || body != "host=mixed.test:"+port {
+		t.Errorf("mixed.test = %d %q; want 200 from 127.0.0.1", resp.StatusCode, body)
+	}
+	if resp, body := p.Get(c, "/x", "host", "inner.test:"+port); resp.StatusCode != http.StatusServiceUnavailable || body != "DNS resolution failure" {
+		t.Errorf("inner.test = %d %q; want 503 DNS resolution failure", resp.StatusCode, body)
+	}
+	if got := p.Stat("dns_cache.egress.dns_query_failure"); got != 1 {
+		t.Errorf("dns_query_failure = %d; want 1", got)
+	}
+}
+
 // TestResolutionFailure: a name the DNS server does not know is answered 503 "DNS resolution
 // failure" without reaching any upstream.
 func TestResolutionFailure(t *testing.T) {
@@ -263,7 +284,7 @@ func TestRefusedFields(t *testing.T) {
 	for _, tc := range []struct{ yaml, want string }{
 		{"{dns_cache_config: {name: c}, save_upstream_address: true}", "save_upstream_address: not implemented by Legate"},
 		{"{dns_cache_config: {name: c}, allow_dynamic_host_from_filter_state: true}", "allow_dynamic_host_from_filter_state: not implemented by Legate"},
-		{"{dns_cache_config: {name: c, resolved_address_filter: {ranges: [{address_prefix: 10.0.0.0, prefix_len: 8}]}}}", "dns_cache_config.resolved_address_filter: not implemented by Legate"},
+		{`{dns_cache_config: {name: c, key_value_config: {config: {name: f, typed_config: {"@type": type.googleapis.com/google.protobuf.Struct, value: {}}}}}}`, "dns_cache_config.key_value_config: not implemented by Legate"},
 	} {
 		var pb dfpv3.FilterConfig
 		filtertest.FromYAML(t, tc.yaml, &pb)
