@@ -54,6 +54,10 @@ type Request struct {
 	// HTTP2 is the downstream protocol, read when the cluster has
 	// protocol_selection: USE_DOWNSTREAM_PROTOCOL.
 	HTTP2 bool
+	// HTTP2Only asks for HTTP/2 on an auto_config cluster: when the host speaks HTTP/1.1,
+	// RoundTrip fails with ErrNegotiatedHTTP1 instead of sending the request over it (the
+	// TCP proxy's pooled tunnels, which open HTTP/1.1 tunnels on connections of their own).
+	HTTP2Only bool
 	// Trailer holds the request's trailer fields. It is read once Body has returned io.EOF,
 	// so the caller may fill it while the body is read (a downstream body's trailers arrive
 	// with its end); nil means none. HTTP/2 connections send the fields (copied) in a

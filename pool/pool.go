@@ -325,6 +325,10 @@ func (m *Manager) RoundTrip(ctx context.Context, h *host.Host, req *Request, res
 
 // roundTrip is RoundTrip on the pool hp.
 func (m *Manager) roundTrip(ctx context.Context, hp *hostPool, req *Request, resp *Response) error {
+	p := hp.protocol(req)
+	if req.HTTP2Only && p != HTTP2 {
+		return ErrNegotiatedHTTP1
+	}
 	prio, err := m.priority(req.Priority)
 	if err != nil {
 		return err
@@ -335,9 +339,13 @@ func (m *Manager) roundTrip(ctx context.Context, hp *hostPool, req *Request, res
 	}
 	ex := exchange{hp: hp, prio: prio, start: m.now()}
 	ex.started()
-	if hp.protocol(req) == HTTP2 {
+	if p == HTTP2 {
 		err = ex.roundTripH2(ctx, req, resp)
-		if errors.Is(err, errSpeaksHTTP1) { // auto_config: ALPN chose HTTP/1.1
+		switch {
+		case !errors.Is(err, errSpeaksHTTP1): // auto_config: ALPN chose HTTP/1.1 when it is
+		case req.HTTP2Only:
+			err = ErrNegotiatedHTTP1
+		default:
 			err = ex.roundTripH1(ctx, req, resp)
 		}
 	} else {
@@ -364,7 +372,7 @@ const (
 
 func outcomeOf(err error) outcome {
 	switch {
-	case errors.Is(err, ErrRequestBody):
+	case errors.Is(err, ErrRequestBody), errors.Is(err, ErrNegotiatedHTTP1):
 		return outcomeDownstream
 	case errors.Is(err, context.DeadlineExceeded):
 		return outcomeTimeout
@@ -541,6 +549,11 @@ const (
 	alpnHTTP1
 	alpnHTTP2
 )
+
+// ErrNegotiatedHTTP1 is the error of a Request with HTTP2Only on an auto_config cluster
+// whose host speaks HTTP/1.1 (TLS ALPN chose it): nothing was sent, and nothing is charged to
+// the host.
+var ErrNegotiatedHTTP1 = errors.New("upstream speaks HTTP/1.1, and the request wants HTTP/2")
 
 // errSpeaksHTTP1 is how the HTTP/2 path of an auto_config cluster hands an exchange to the
 // HTTP/1.1 path: the connection it dialled negotiated HTTP/1.1 and waits in the idle list.

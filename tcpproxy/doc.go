@@ -38,9 +38,11 @@
 // upstream_rq_total and upstream_rq_active. On a cluster configured for HTTP/2 the request is
 // a stream of the cluster's HTTP/2 pool, so tunnels share its connections (as Envoy's do):
 // max_concurrent_streams, max_requests_per_connection, the circuit breakers and the pool's
-// stats apply, and a refused tunnel leaves its connection in the pool. With auto_config (the
-// codec known only once TLS has negotiated) and over HTTP/1.1 each tunnel has an upstream
-// connection of its own. propagate_response_headers puts the answer's status and headers
+// stats apply, and a refused tunnel leaves its connection in the pool. An auto_config
+// cluster's tunnels are streams of its pool too while TLS ALPN chooses h2; once a host's
+// connection negotiated HTTP/1.1 (the pool's RoundTrip with HTTP2Only says
+// pool.ErrNegotiatedHTTP1, that connection staying in the pool), its tunnels are HTTP/1.1
+// ones, as on an HTTP/1.1 cluster, each over an upstream connection of its own. propagate_response_headers puts the answer's status and headers
 // (a refusal's too) in the downstream connection's filter state under
 // envoy.tcp_proxy.propagate_response_headers, and propagate_response_trailers its trailers,
 // once its body has ended, under envoy.tcp_proxy.propagate_response_trailers, both as
@@ -52,15 +54,16 @@
 // Filter state: the entries read the downstream connection's (listener.Conn.FilterState),
 // and the objects it shares with the upstream connection (filterstate.SharedWithUpstream and
 // SharedWithUpstreamOnce) go with the connections the proxy makes for it alone (a raw TCP
-// connection, an HTTP/1.1 or auto_config tunnel's), so that an internal listener's
-// connection inherits them; a pooled HTTP/2 tunnel's shared connection carries none.
+// connection, an HTTP/1.1 tunnel's), so that an internal listener's connection inherits
+// them; a pooled HTTP/2 tunnel's shared connection carries none.
 //
 // Concurrency: a Proxy is shared by every connection of its filter chain and is safe for
 // concurrent use. Each connection is served on the listener's connection goroutine plus one
-// goroutine for the upstream-to-downstream direction; Serve returns after both end. An auto_config
-// HTTP/2 tunnel adds x/net/http2's client connection goroutines, ended when the tunnel is
-// closed; a pooled one uses the pool's connection goroutines, and its stream ends once both
-// directions' copies have returned. Idle and
+// goroutine for the upstream-to-downstream direction; Serve returns after both end. An
+// HTTP/2 tunnel over a connection of its own (an auto_config host whose pool learnt
+// HTTP/1.1 but whose new connection negotiated h2) adds x/net/http2's client connection
+// goroutines, ended when the tunnel is closed; a pooled one uses the pool's connection
+// goroutines, and its stream ends once both directions' copies have returned. Idle and
 // duration limits are timers that close both sockets; the access log flush interval is a timer
 // that logs. A connection's entries are logged one at a time, and none after the final one.
 package tcpproxy

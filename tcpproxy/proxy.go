@@ -261,14 +261,17 @@ func (p *Proxy) connectHost(m *pool.Manager, h *host.Host, ci *connInfo) (net.Co
 	if tun == nil {
 		return m.ConnectTCP(own, h, config.PriorityDefault)
 	}
-	if !m.AutoHTTP() && m.Protocol(&pool.Request{}) == pool.HTTP2 {
+	if m.AutoHTTP() || m.Protocol(&pool.Request{}) == pool.HTTP2 {
 		// A stream of the cluster's HTTP/2 pool: tunnels share its connections, those of
-		// downstreams with the same original source (and PROXY protocol state) alike.
+		// downstreams with the same original source (and PROXY protocol state) alike. An
+		// auto_config host that speaks HTTP/1.1 gets a connection of its own below.
 		t, err := newTunnelRequest(tun, ci).openPooled(m, h, p.cfg.IdleTimeout, ci)
-		if err != nil {
+		switch {
+		case err == nil:
+			return t, nil
+		case !errors.Is(err, pool.ErrNegotiatedHTTP1):
 			return nil, fmt.Errorf("tunnel to %s: %w", h.Address(), err)
 		}
-		return t, nil
 	}
 	up, err := m.ConnectALPN(own, h, config.PriorityDefault, tunnelALPN(m))
 	if err != nil {

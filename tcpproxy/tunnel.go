@@ -245,7 +245,7 @@ func (r *tunnelRequest) openH2(up *pool.TCPConn) (*tunnelConn, error) {
 func (r *tunnelRequest) openPooled(m *pool.Manager, h *host.Host, wait time.Duration, from pool.Origin) (*tunnelConn, error) {
 	ctx, cancel := context.WithCancel(context.Background()) // the stream lives until the tunnel closes
 	pr, pw := io.Pipe()
-	req := &pool.Request{Method: http.MethodConnect, Host: r.authority, Body: pr, ContentLength: -1, Origin: from}
+	req := &pool.Request{Method: http.MethodConnect, Host: r.authority, Body: pr, ContentLength: -1, Origin: from, HTTP2Only: true}
 	if r.cfg.UsePost {
 		req.Method, req.Path = http.MethodPost, r.cfg.PostPath
 	}
