@@ -8,7 +8,8 @@
 // max_hosts, dns_cache_circuit_breaker.max_pending_requests, dns_query_timeout,
 // preresolve_hostnames, resolved_address_filter (the addresses it matches are dropped; an
 // answer left empty is a failure) and the resolver fields (config.DNSResolution), with Envoy's
-// dns_cache.<name>.* stats; config refuses the rest, and applies allow_insecure_cluster_options
+// dns_cache.<name>.* stats; config refuses the rest: key_value_config, and the cluster's
+// allow_coalesced_connections; it applies allow_insecure_cluster_options
 // with Envoy's auto_sni and auto_san_validation rule; with sub_clusters_config, subclusters.go
 // makes a STRICT_DNS "DFPCluster:<name>:<port>" cluster per name requested instead), their
 // active health checking (health.go) and outlier detection (outlier.go), and the immutable

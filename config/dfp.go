@@ -128,7 +128,7 @@ func decodeDynamicForwardProxy(_ string, typedConfig *anypb.Any) (any, error) {
 	}
 	switch {
 	case pb.GetAllowCoalescedConnections():
-		return nil, errors.New("typed_config.allow_coalesced_connections: not implemented by Legate")
+		return nil, errors.New("typed_config.allow_coalesced_connections: not implemented by Legate (its connection pools never share an HTTP/2 connection between hosts)")
 	}
 	out := &DynamicForwardProxyConfig{allowInsecure: pb.GetAllowInsecureClusterOptions()}
 	if sc := pb.GetSubClustersConfig(); sc != nil {
@@ -246,7 +246,7 @@ func DNSCacheFromProto(path string, pb *commondfpv3.DnsCacheConfig) (DNSCacheCon
 	}
 	switch {
 	case pb.GetKeyValueConfig() != nil:
-		return DNSCacheConfig{}, fmt.Errorf("%s.key_value_config: not implemented by Legate", path)
+		return DNSCacheConfig{}, fmt.Errorf("%s.key_value_config: not implemented by Legate (the DNS cache is not persisted; it resolves again after a restart)", path)
 	case pb.GetDnsLookupFamily() > clusterv3.Cluster_ALL:
 		return DNSCacheConfig{}, fmt.Errorf("%s.dns_lookup_family = %d; not a DnsLookupFamily", path, pb.GetDnsLookupFamily())
 	}
