@@ -3,6 +3,7 @@ package cluster
 import (
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/filterstate"
 	"github.com/legateproxy/legate/internal/matcher/transportsocket"
 )
 
@@ -60,15 +61,16 @@ func assignmentSettings(la config.LoadAssignment) setSettings {
 // transport socket of cluster cfg that the endpoint's metadata selects.
 func endpointHost(cfg *config.Cluster, l config.LocalityEndpoints, e config.Endpoint, addr string) host.Config {
 	return host.Config{
-		SocketMatch: socketFor(cfg, &e, &l),
-		Address:     addr,
-		Hostname:    e.Hostname,
-		Weight:      e.Weight,
-		Locality:    host.Locality{Region: l.Region, Zone: l.Zone, SubZone: l.SubZone},
-		Priority:    l.Priority,
-		Metadata:    e.Metadata,
-		Canary:      e.Canary,
-		Health:      edsHealthFlags(e.HealthStatus),
+		SocketMatch:         socketFor(cfg, &e, &l),
+		SocketByFilterState: socketByFilterState(cfg, &e, &l),
+		Address:             addr,
+		Hostname:            e.Hostname,
+		Weight:              e.Weight,
+		Locality:            host.Locality{Region: l.Region, Zone: l.Zone, SubZone: l.SubZone},
+		Priority:            l.Priority,
+		Metadata:            e.Metadata,
+		Canary:              e.Canary,
+		Health:              edsHealthFlags(e.HealthStatus),
 		// Shared with the configuration: an internal_upstream socket passes it on.
 		FilterMetadata:    e.FilterMetadata,
 		ProxyProtocolTLVs: e.ProxyProtocolTLVs,
@@ -85,6 +87,20 @@ func socketFor(cfg *config.Cluster, e *config.Endpoint, l *config.LocalityEndpoi
 		return i
 	}
 	return cfg.MatchTransportSocket(e.SocketMatch, l.SocketMatch)
+}
+
+// socketByFilterState chooses, when the cluster's transport_socket_matcher reads filter
+// state, the socket of a connection of endpoint e that carries shared objects; nil
+// otherwise (the host's choice stands for every connection).
+func socketByFilterState(cfg *config.Cluster, e *config.Endpoint, l *config.LocalityEndpoints) func([]filterstate.Entry) int {
+	if !cfg.SocketMatcherReadsFilterState {
+		return nil
+	}
+	m, endpoint, locality := cfg.TransportSocketMatcher, e.RawMetadata, l.RawMetadata
+	return func(shared []filterstate.Entry) int {
+		i, _ := m.Match(&transportsocket.Data{Endpoint: endpoint, Locality: locality, FilterState: shared})
+		return i
+	}
 }
 
 // edsHealthFlags maps an EDS health_status to host flags, as Envoy does: UNHEALTHY, DRAINING

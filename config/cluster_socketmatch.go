@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strings"
 
 	xdscorev3 "github.com/cncf/xds/go/xds/core/v3"
 	xdsmatcherv3 "github.com/cncf/xds/go/xds/type/matcher/v3"
@@ -9,6 +10,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	tsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/matching/common_inputs/transport_socket/v3"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/legateproxy/legate/internal/matcher"
@@ -159,6 +162,37 @@ func (b *clusterBuilder) socketMatcher(m *xdsmatcherv3.Matcher, out *Cluster) {
 		return
 	}
 	out.TransportSocketMatcher = compiled
+	out.SocketMatcherReadsFilterState = hasAny(m.ProtoReflect(), string((&tsv3.FilterStateInput{}).ProtoReflect().Descriptor().FullName()))
+}
+
+// hasAny reports whether m holds, at any depth, a google.protobuf.Any of the message type
+// named full (an input of a matcher, wherever the matcher nests it).
+func hasAny(m protoreflect.Message, full string) bool {
+	if a, ok := m.Interface().(*anypb.Any); ok {
+		url := a.GetTypeUrl()
+		return url[strings.LastIndexByte(url, '/')+1:] == full
+	}
+	found := false
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.Kind() != protoreflect.MessageKind && fd.Kind() != protoreflect.GroupKind:
+		case fd.IsList():
+			for i := 0; i < v.List().Len() && !found; i++ {
+				found = hasAny(v.List().Get(i).Message(), full)
+			}
+		case fd.IsMap():
+			if fd.MapValue().Kind() == protoreflect.MessageKind {
+				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+					found = hasAny(mv.Message(), full)
+					return !found
+				})
+			}
+		default:
+			found = hasAny(v.Message(), full)
+		}
+		return !found
+	})
+	return found
 }
 
 // socketMatchCriteria reads a health check's transport_socket_match_criteria: set (even

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/legateproxy/legate/internal/filterstate"
 	"github.com/legateproxy/legate/internal/matcher/transportsocket"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/tlsutil"
@@ -101,17 +102,50 @@ func TestTransportSocketMatcher(t *testing.T) {
 	}
 }
 
-// TestTransportSocketMatcherRefused: an input Legate does not build, an action of another
-// type and a name no match has are refused at load with their field path.
+// TestTransportSocketMatcherFilterState: a matcher over the filter_state input is marked as
+// reading filter state; it matches the shared object's plain string (here "tls" selects
+// mtls), and without the object (the host's own choice) falls to on_no_match; a matcher
+// over metadata alone is not marked.
+func TestTransportSocketMatcherFilterState(t *testing.T) {
+	lim := socketMatcherLimits(t)
+	m := strings.Replace(endpointKindTree,
+		`name: envoy.matching.inputs.endpoint_metadata
+      typed_config: {"@type": type.googleapis.com/envoy.extensions.matching.common_inputs.transport_socket.v3.EndpointMetadataInput, filter: envoy.transport_socket_match, path: [{key: mode}, {key: kind}]}`,
+		`name: envoy.matching.inputs.transport_socket_filter_state
+      typed_config: {"@type": type.googleapis.com/envoy.extensions.matching.common_inputs.transport_socket.v3.FilterStateInput, key: acme.socket}`, 1) + `
+  on_no_match: {action: {name: ts, typed_config: {"@type": type.googleapis.com/envoy.extensions.matching.common_inputs.transport_socket.v3.TransportSocketNameAction, name: plain}}}`
+	pc, err := clusterYAML(t, socketMatcherCluster(m))
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	c, err := ClusterFromProto(pc, lim)
+	if err != nil {
+		t.Fatalf("ClusterFromProto: %v", err)
+	}
+	if !c.SocketMatcherReadsFilterState {
+		t.Error("SocketMatcherReadsFilterState = false; want true for a filter_state input")
+	}
+	shared := []filterstate.Entry{{Name: "acme.socket", Object: filterstate.String("tls")}}
+	if got, _ := c.TransportSocketMatcher.Match(&transportsocket.Data{FilterState: shared}); got != 1 {
+		t.Errorf("with acme.socket=tls: socket %d; want 1 (mtls)", got)
+	}
+	if got, _ := c.TransportSocketMatcher.Match(&transportsocket.Data{}); got != 2 {
+		t.Errorf("without filter state: socket %d; want 2 (plain, on_no_match)", got)
+	}
+	pc, err = clusterYAML(t, socketMatcherCluster(endpointKindTree))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := ClusterFromProto(pc, lim); err != nil || c.SocketMatcherReadsFilterState {
+		t.Errorf("metadata matcher: SocketMatcherReadsFilterState = %v (%v); want false", c.SocketMatcherReadsFilterState, err)
+	}
+}
+
+// TestTransportSocketMatcherRefused: an action of another type and a name no match has are
+// refused at load with their field path.
 func TestTransportSocketMatcherRefused(t *testing.T) {
 	lim := socketMatcherLimits(t)
 	for _, tc := range []struct{ name, matcher, want string }{
-		{"filter state input", strings.Replace(endpointKindTree,
-			`name: envoy.matching.inputs.endpoint_metadata
-      typed_config: {"@type": type.googleapis.com/envoy.extensions.matching.common_inputs.transport_socket.v3.EndpointMetadataInput, filter: envoy.transport_socket_match, path: [{key: mode}, {key: kind}]}`,
-			`name: envoy.matching.inputs.transport_socket_filter_state
-      typed_config: {"@type": type.googleapis.com/envoy.extensions.matching.common_inputs.transport_socket.v3.FilterStateInput, key: ns}`, 1),
-			`transport_socket_matcher.matcher_tree.input.typed_config: type "type.googleapis.com/envoy.extensions.matching.common_inputs.transport_socket.v3.FilterStateInput" (name "envoy.matching.inputs.transport_socket_filter_state"): not implemented by Legate`},
 		{"unknown name", strings.Replace(endpointKindTree, "name: plain}", "name: nothing}", 1),
 			`name = "nothing"; no transport_socket_matches entry has that name`},
 		{"other action", strings.Replace(endpointKindTree, "TransportSocketNameAction, name: plain}", "EndpointMetadataInput}", 1),

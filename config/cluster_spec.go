@@ -181,6 +181,9 @@ type Cluster struct {
 	// (MatchTransportSocket's) of the transport_socket_matches entry it names. When set it
 	// replaces the labels (SelectTransportSocket); nil when unset.
 	TransportSocketMatcher *matcher.Matcher[transportsocket.Data, int]
+	// SocketMatcherReadsFilterState is set when TransportSocketMatcher has a filter_state
+	// input: a connection that carries shared filter state is matched again with it.
+	SocketMatcherReadsFilterState bool
 
 	// HTTP2 is set when http2_protocol_options is present (or the upstream options ask for
 	// HTTP/2): the upstream speaks HTTP/2 with prior knowledge.

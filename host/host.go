@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/legateproxy/legate/internal/filterstate"
 	"github.com/legateproxy/legate/internal/proxyproto"
 )
 
@@ -72,6 +73,10 @@ type Config struct {
 	// from the endpoint's metadata). A host whose selection changes is a new host, so its
 	// connections never mix sockets.
 	SocketMatch int
+	// SocketByFilterState, when set, chooses the transport socket of a connection made for a
+	// downstream connection that shares filter state objects with it (a cluster whose
+	// transport_socket_matcher reads filter state); SocketMatch is the choice without them.
+	SocketByFilterState func(shared []filterstate.Entry) int
 	// Health is the initial set of health flags (for example PendingActiveHC when active health
 	// checking is configured, or FailedEDSHealth from EDS).
 	Health HealthFlag
@@ -90,6 +95,7 @@ type Host struct {
 	metadata map[string]string
 	canary   bool
 	socket   int
+	bySocket func(shared []filterstate.Entry) int // Config.SocketByFilterState; nil for none
 	filterMD map[string]*structpb.Struct
 	ppTLVs   []proxyproto.TLV
 
@@ -126,6 +132,7 @@ func New(cfg Config) (*Host, error) {
 		priority: cfg.Priority,
 		canary:   cfg.Canary,
 		socket:   cfg.SocketMatch,
+		bySocket: cfg.SocketByFilterState,
 		filterMD: cfg.FilterMetadata,
 		ppTLVs:   cfg.ProxyProtocolTLVs,
 	}
@@ -154,6 +161,16 @@ func (h *Host) Priority() uint32 { return h.priority }
 
 // SocketMatch returns the transport socket the host's connections use (Config.SocketMatch).
 func (h *Host) SocketMatch() int { return h.socket }
+
+// SocketFor returns the transport socket of a connection that carries the shared filter
+// state objects: the cluster's matcher's choice over them (Config.SocketByFilterState), else
+// SocketMatch.
+func (h *Host) SocketFor(shared []filterstate.Entry) int {
+	if h.bySocket == nil || len(shared) == 0 {
+		return h.socket
+	}
+	return h.bySocket(shared)
+}
 
 // Canary reports whether the host is a canary.
 func (h *Host) Canary() bool { return h.canary }

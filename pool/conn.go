@@ -168,20 +168,24 @@ func (hp *hostPool) connect(ctx context.Context, alpn []string, cx *breaker.Reso
 	dctx, cancel := context.WithTimeout(context.Background(), m.connectTimeout)
 	defer cancel()
 	defer cancelWith(ctx, cancel)()
-	w := m.wrappersOf(hp.host)
+	// A cluster whose transport_socket_matcher reads filter state chooses this connection's
+	// socket with the objects the downstream shares with it.
+	shared := filterstate.Upstream(ctx)
+	sock := hp.host.SocketFor(shared)
+	w := m.wrappersAt(sock)
 	if len(w.Passthrough) > 0 {
 		dctx = listener.WithPassthroughMetadata(dctx, m.passthrough(hp.host, w.Passthrough))
 	}
 	dctx = sockopt.WithSource(dctx, o.source)
 	// The downstream's filter state objects shared with this connection (an internal
 	// listener's connection inherits them: DialInternal).
-	dctx = filterstate.WithUpstream(dctx, filterstate.Upstream(ctx))
+	dctx = filterstate.WithUpstream(dctx, shared)
 	nc, err := m.dial(dctx, hp.host.Address())
 	if err == nil && w.ProxyProtocol != nil {
 		err = writeProxyHeader(dctx, nc, w.ProxyProtocol, o.down, hp.host.ProxyProtocolTLVs())
 	}
 	if err == nil {
-		if cfg := hp.tlsConfig(); cfg != nil {
+		if cfg := hp.tlsConfig(sock); cfg != nil {
 			if alpn != nil {
 				cfg = cfg.Clone()
 				cfg.NextProtos = alpn
@@ -216,11 +220,17 @@ func (hp *hostPool) connect(ctx context.Context, alpn []string, cx *breaker.Reso
 	return &upConn{Conn: nc, hp: hp, cx: cx, opened: m.now()}, nil
 }
 
-// tlsConfig returns the TLS configuration of a new connection of the pool: its authority's
-// for a pool keyed by name, else the host's; nil for plain TCP.
-func (hp *hostPool) tlsConfig() *tls.Config {
+// tlsConfig returns the TLS configuration of a new connection of the pool with transport
+// socket sock: its authority's for a pool keyed by name, else the host's, or sock's when
+// filter state chose another socket than the host's; nil for plain TCP.
+func (hp *hostPool) tlsConfig(sock int) *tls.Config {
 	m := hp.m
 	switch {
+	case sock != hp.host.SocketMatch():
+		if m.socketTLS == nil {
+			return nil
+		}
+		return m.socketTLS(hp.host, sock)
 	case hp.key.name != "" && m.authorityTLS != nil:
 		return m.authorityTLS(hp.host, hp.key.name)
 	case hp.key.name == "" && m.tls != nil:
@@ -229,9 +239,10 @@ func (hp *hostPool) tlsConfig() *tls.Config {
 	return nil
 }
 
-// wrappersOf returns the wrapping sockets' settings of h's transport socket.
-func (m *Manager) wrappersOf(h *host.Host) tlsutil.Wrappers {
-	if i := h.SocketMatch(); i > 0 && i < len(m.wrappers) {
+// wrappersAt returns the wrapping sockets' settings of transport socket i (host.SocketMatch's
+// kind of index).
+func (m *Manager) wrappersAt(i int) tlsutil.Wrappers {
+	if i > 0 && i < len(m.wrappers) {
 		return m.wrappers[i]
 	}
 	return m.wrappers[0]

@@ -40,7 +40,7 @@ func (m *Manager) keyOf(h *host.Host, req *Request) poolKey {
 		if s := o.UpstreamSource(); s != nil {
 			k.source = *s
 		}
-		if u := m.wrappersOf(h).ProxyProtocol; u != nil {
+		if u := m.wrappersAt(h.SocketMatch()).ProxyProtocol; u != nil {
 			k.proxy = u.PoolKey(o.RemoteAddr(), o.LocalAddr(), o.ProxyProtocolTLVs())
 		}
 	}

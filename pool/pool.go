@@ -63,6 +63,10 @@ type ManagerConfig struct {
 	// auto_san_validation (tlsutil.ClientContext.ConfigForAuthority). Nil, or a nil result,
 	// means plain TCP.
 	AuthorityTLS func(h *host.Host, name string) *tls.Config
+	// SocketTLS returns the client TLS configuration of transport socket socket (an index
+	// as host.Host.SocketMatch's) for a connection to h whose socket the downstream's filter
+	// state chose (host.Host.SocketFor). Nil, or a nil result, means plain TCP.
+	SocketTLS func(h *host.Host, socket int) *tls.Config
 	// TLSStats returns the cluster's ssl.* stats (tlsutil.ClientContext.Stats), asked for
 	// each TLS connection: its handshake is counted there as Envoy's upstream TLS socket
 	// counts it. Nil, or a nil result, counts nothing.
@@ -95,6 +99,7 @@ type Manager struct {
 	reg          *stats.Registration
 	tls          func(*host.Host) *tls.Config
 	authorityTLS func(*host.Host, string) *tls.Config
+	socketTLS    func(*host.Host, int) *tls.Config
 	// byAuthority: upstream_http_protocol_options asks for each request's authority as the
 	// TLS name, so a host's connections are pooled per name (hostPool.keyed).
 	byAuthority    bool
@@ -143,6 +148,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 		rq:             &rqStats{},
 		tls:            cfg.TLS,
 		authorityTLS:   cfg.AuthorityTLS,
+		socketTLS:      cfg.SocketTLS,
 		byAuthority:    cc.UpstreamHTTP.ByAuthority(),
 		sniHeader:      cc.UpstreamHTTP.OverrideAutoSNIHeader,
 		keyedLimit:     maxKeyedPools,

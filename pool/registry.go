@@ -29,6 +29,10 @@ type RegistryConfig struct {
 	// cluster c carrying requests whose authority's host is name (see
 	// ManagerConfig.AuthorityTLS); nil, or a nil result, means plain TCP.
 	AuthorityTLS func(c *config.Cluster, h *host.Host, name string) *tls.Config
+	// SocketTLS returns the client TLS configuration of transport socket socket of cluster c
+	// for a host whose connection's socket filter state chose (see ManagerConfig.SocketTLS);
+	// nil, or a nil result, means plain TCP.
+	SocketTLS func(c *config.Cluster, h *host.Host, socket int) *tls.Config
 	// TLSStats returns the cluster.<name>.ssl.* stats the handshakes of cluster c count in
 	// (see ManagerConfig.TLSStats); nil, or a nil result, counts nothing.
 	TLSStats func(c *config.Cluster) *tlsutil.Stats
@@ -109,6 +113,10 @@ func (r *Registry) Get(name string) *Manager {
 	if r.cfg.AuthorityTLS != nil {
 		cc := c.Config()
 		cfg.AuthorityTLS = func(h *host.Host, name string) *tls.Config { return r.cfg.AuthorityTLS(cc, h, name) }
+	}
+	if r.cfg.SocketTLS != nil {
+		cc := c.Config()
+		cfg.SocketTLS = func(h *host.Host, socket int) *tls.Config { return r.cfg.SocketTLS(cc, h, socket) }
 	}
 	if r.cfg.TLSStats != nil {
 		cc := c.Config()

@@ -82,6 +82,22 @@ func (s *Server) hostTLS(c *config.Cluster, h *host.Host) (*tlsutil.ClientContex
 	return ctx, nil
 }
 
+// socketTLS returns the client TLS configuration of a connection to h over the cluster's
+// transport socket i (the host's, or the one the downstream's filter state chose): nil for
+// plain text, one failing every handshake when the context cannot be had.
+func (s *Server) socketTLS(c *config.Cluster, h *host.Host, i int) *tls.Config {
+	ctx, err := s.clusterTLS(c, i)
+	switch {
+	case err != nil:
+		return failingTLS(err)
+	case ctx == nil:
+		return nil
+	case h.Hostname() != "":
+		return ctx.ConfigForHost(h.Hostname())
+	}
+	return ctx.Config()
+}
+
 // buildDataPlane creates pools, registers the HTTP connection manager and
 // builds the static listeners without binding them (Start binds, once
 // initialization is done).
@@ -115,15 +131,10 @@ func (s *Server) buildDataPlane() error {
 			return dp.listeners.DialInternal(ctx, address)
 		},
 		TLS: func(c *config.Cluster, h *host.Host) *tls.Config {
-			ctx, failed := s.hostTLS(c, h)
-			if ctx == nil {
-				return failed
-			}
-			if h.Hostname() != "" {
-				return ctx.ConfigForHost(h.Hostname())
-			}
-			return ctx.Config()
+			return s.socketTLS(c, h, h.SocketMatch())
 		},
+		// transport_socket_matcher over filter state: a connection's own socket.
+		SocketTLS: s.socketTLS,
 		// auto_sni, auto_san_validation: the pools keep these connections per name.
 		AuthorityTLS: func(c *config.Cluster, h *host.Host, name string) *tls.Config {
 			ctx, failed := s.hostTLS(c, h)

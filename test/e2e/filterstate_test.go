@@ -3,9 +3,11 @@ package e2e
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +125,81 @@ func echoLine(t *testing.T, addr string, pre []byte, line string) {
 	}
 	if echoed, err := bufio.NewReader(c).ReadString('\n'); err != nil || echoed != line {
 		t.Fatalf("echo through %s = %q, %v; want %q", addr, echoed, err, line)
+	}
+}
+
+// Issue 20: a transport_socket_matcher over filter state. The cluster's matcher reads the
+// envoy.matching.inputs.transport_socket_filter_state input: a connection whose downstream
+// shares acme.socket = "pp" (set_filter_state on the "marked" listener) goes out through the
+// matched socket, a PROXY protocol v1 one, and a connection from the "plain" listener through
+// the cluster's raw socket. The upstream answers whether a PROXY header came first.
+func TestTransportSocketMatcherByFilterState(t *testing.T) {
+	upPort := tcpServer(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		line, err := br.ReadString('\n')
+		header := "no"
+		if err == nil && strings.HasPrefix(line, "PROXY TCP4 127.0.0.1 127.0.0.1 ") {
+			header = "v1"
+			line, err = br.ReadString('\n')
+		}
+		if err == nil {
+			io.WriteString(c, "header="+header+" "+line)
+		}
+	})
+	raw := `{name: envoy.transport_sockets.raw_buffer, typed_config: {"@type": type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer}}`
+	tcpProxy := `{name: envoy.filters.network.tcp_proxy, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy, stat_prefix: s, cluster: up}}`
+	cfg := `
+admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
+static_resources:
+  listeners:
+  - name: marked
+    address: {socket_address: {address: 127.0.0.1, port_value: 0}}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.set_filter_state
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.set_filter_state.v3.Config
+          on_new_connection: [{object_key: acme.socket, factory_key: envoy.string, shared_with_upstream: ONCE, format_string: {text_format_source: {inline_string: pp}}}]
+      - ` + tcpProxy + `
+  - name: plain
+    address: {socket_address: {address: 127.0.0.1, port_value: 0}}
+    filter_chains: [{filters: [` + tcpProxy + `]}]
+  clusters:
+  - name: up
+    connect_timeout: 1s
+    load_assignment: {cluster_name: up, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + strconv.Itoa(upPort) + `}}}}]}]}
+    transport_socket: ` + raw + `
+    transport_socket_matches:
+    - name: pp
+      match: {}
+      transport_socket:
+        name: envoy.transport_sockets.proxy_protocol
+        typed_config: {"@type": type.googleapis.com/envoy.extensions.transport_sockets.proxy_protocol.v3.ProxyProtocolUpstreamTransport, config: {version: V1}, transport_socket: ` + raw + `}
+    transport_socket_matcher:
+      matcher_tree:
+        input:
+          name: envoy.matching.inputs.transport_socket_filter_state
+          typed_config: {"@type": type.googleapis.com/envoy.extensions.matching.common_inputs.transport_socket.v3.FilterStateInput, key: acme.socket}
+        exact_match_map:
+          map:
+            pp: {action: {name: ts, typed_config: {"@type": type.googleapis.com/envoy.extensions.matching.common_inputs.transport_socket.v3.TransportSocketNameAction, name: pp}}}
+`
+	p := start(t, "-c", writeConfig(t, cfg))
+	for _, tc := range []struct{ listener, want string }{
+		{"marked", "header=v1 hello\n"},
+		{"plain", "header=no hello\n"},
+		{"marked", "header=v1 hello\n"},
+	} {
+		c, err := net.DialTimeout("tcp", p.listenerAddr(tc.listener), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		io.WriteString(c, "hello\n")
+		got, err := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if err != nil || got != tc.want {
+			t.Errorf("through %s: upstream answered %q, %v; want %q", tc.listener, got, err, tc.want)
+		}
 	}
 }

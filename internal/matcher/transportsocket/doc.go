@@ -11,7 +11,11 @@
 // missing path, a list, a struct or a null has no value (it matches no value_match and no
 // map key).
 //
-// Not implemented by Legate (refused at load as an unknown input, with the field path):
-// envoy.matching.inputs.transport_socket_filter_state, since no downstream filter state
-// reaches Legate's upstream connections.
+// envoy.matching.inputs.transport_socket_filter_state (FilterStateInput) reads the plain
+// string of the filter state object key among those the downstream connection shares with
+// the upstream connection (Data.FilterState; an object without a plain form has no value).
+// A matcher that uses it chooses the socket per connection: the host keeps the choice made
+// without filter state, and a connection made for a downstream connection that shares
+// objects (the TCP proxy's own connections) is matched again with them
+// (host.Host.SocketFor). The HTTP pools' shared connections carry no filter state.
 package transportsocket

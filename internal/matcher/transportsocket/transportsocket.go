@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/legateproxy/legate/internal/filterstate"
 	"github.com/legateproxy/legate/internal/matcher"
 	"github.com/legateproxy/legate/internal/registry"
 )
@@ -15,7 +16,14 @@ import (
 // Data is what the inputs read when a cluster chooses an endpoint's transport socket.
 type Data struct {
 	Endpoint, Locality *corev3.Metadata // nil when unset
+	// FilterState are the objects the downstream connection shares with the upstream
+	// connection being made; nil when the choice is made for the host (no connection).
+	FilterState []filterstate.Entry
 }
+
+// FilterStateInputName is the filter state input's extension name; a matcher that uses it
+// chooses a socket per connection.
+const FilterStateInputName = "envoy.matching.inputs.transport_socket_filter_state"
 
 // Inputs is the kind the inputs are registered under; config compiles a cluster's
 // transport_socket_matcher with it.
@@ -33,6 +41,23 @@ func Register(b *registry.Builder) {
 			c := cfg.(*tsv3.LocalityMetadataInput)
 			return metadataInput(func(d *Data) *corev3.Metadata { return d.Locality }, c.GetFilter(), keysOf(c.GetPath())), nil
 		})
+	registry.Add(b, Inputs, FilterStateInputName, &tsv3.FilterStateInput{},
+		func(cfg proto.Message) (matcher.Input[Data], error) {
+			return filterStateInput(cfg.(*tsv3.FilterStateInput).GetKey()), nil
+		})
+}
+
+// filterStateInput reads the plain serialization of the shared object key; no object, or
+// one without a plain form, has no value.
+func filterStateInput(key string) matcher.Input[Data] {
+	return func(d *Data) (string, bool) {
+		for _, e := range d.FilterState {
+			if e.Name == key {
+				return e.Object.Plain()
+			}
+		}
+		return "", false
+	}
 }
 
 // keysOf reads a metadata path (each input has its own segment message).
