@@ -49,10 +49,10 @@ type subExtra struct {
 	observer xdswatch.Observer
 }
 
-// watchFunc receives a subscription's value: after every accepted change (gen grows), and with
+// watchFunc receives a subscription's value: after every accepted change, and with
 // a nil value when the first fetch times out or the resource is removed. It is called without
 // any xds lock held, on a transport or timer goroutine.
-type watchFunc func(gen uint64, val any)
+type watchFunc func(val any)
 
 // namedHandler keeps the subscriptions of one watched resource type, shared by every user of a
 // (transport, name) pair and reference counted by watchers.
@@ -79,12 +79,11 @@ type namedSub struct {
 	watchers map[uint64]watchFunc
 	// checks are the checks of the watchers that are watch.Checkers, by watcher id.
 	checks map[uint64]xdswatch.Check
-	// val, raw, version and updated are the last accepted resource; gen counts changes.
+	// val, raw, version and updated are the last accepted resource.
 	val     any
 	raw     *anypb.Any
 	version string
 	updated time.Time
-	gen     uint64
 	failure *adminv3.UpdateFailureState
 	// ready is set once the first value arrived or the initial fetch timed out.
 	ready     bool
@@ -195,14 +194,13 @@ func (r watchRef) value() any {
 // notice is a pending watcher call.
 type notice struct {
 	fn  watchFunc
-	gen uint64
 	val any
 }
 
 func (sub *namedSub) noticesLocked() []notice {
 	out := make([]notice, 0, len(sub.watchers))
 	for _, fn := range sub.watchers {
-		out = append(out, notice{fn, sub.gen, sub.val})
+		out = append(out, notice{fn, sub.val})
 	}
 	return out
 }
@@ -238,7 +236,7 @@ func (h *namedHandler) initTimeout(sub *namedSub) {
 
 func runNotices(ns []notice, initReady ...func()) {
 	for _, n := range ns {
-		n.fn(n.gen, n.val)
+		n.fn(n.val)
 	}
 	for _, f := range initReady {
 		if f != nil {
@@ -301,7 +299,6 @@ func (h *namedHandler) apply(src *mux, u update) error {
 			continue
 		}
 		sub.val, sub.raw, sub.updated = val, a, now
-		sub.gen++
 		if sub.extra.changed != nil {
 			sub.extra.changed()
 		}
@@ -320,7 +317,6 @@ func (h *namedHandler) apply(src *mux, u update) error {
 			continue
 		}
 		sub.val, sub.raw, sub.updated = nil, nil, now
-		sub.gen++
 		ns = append(ns, sub.noticesLocked()...)
 	}
 	h.mu.Unlock()

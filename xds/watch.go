@@ -26,7 +26,7 @@ func (c *Client) Watch(t xdswatch.Type, cs *corev3.ConfigSource, name string, w 
 		return nil, errors.New("self is not supported")
 	}
 	h := c.watchedHandler(t)
-	ref, err := h.subscribe(src, name, t, func(_ uint64, v any) { w.Update(v) })
+	ref, err := h.subscribe(src, name, t, w.Update)
 	if err != nil {
 		return nil, err
 	}
