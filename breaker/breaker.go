@@ -93,10 +93,14 @@ func (r *Resource) Release() {
 
 // publish updates the gauges after a change: open is 1 when no further unit can be taken.
 func (r *Resource) publish(count, limit uint64) {
+	var open uint64
 	if count >= limit {
-		r.open.Set(1)
-	} else {
-		r.open.Set(0)
+		open = 1
+	}
+	// Set only what changes: every request acquires and releases, and an unconditional Set
+	// made every core write the gauge's line twice per request.
+	if r.open.Value() != open || !r.open.Used() {
+		r.open.Set(open)
 	}
 	if r.remaining != nil {
 		r.remaining.Set(limit - min(count, limit))
