@@ -204,7 +204,6 @@
 //	| HttpConnectionManager | typed_header_validation_config                     | refused  | header validation |
 //	| HttpConnectionManager | append_x_forwarded_port                            | refused  | changes request headers |
 //	| HttpConnectionManager | append_local_overload                              | refused  | changes request headers |
-//	| HttpConnectionManager | add_proxy_protocol_connection_state                | refused  | PROXY protocol state |
 //	| HttpConnectionManager | forward_proto_config                               | refused  | changes request headers |
 //
 // Fields refused by the code that converts them rather than by this table: listener

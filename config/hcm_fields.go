@@ -49,7 +49,7 @@ var hcmFields = map[protoreflect.Name]bootstrap.Support{
 	"stream_error_on_invalid_http_message": bootstrap.Refused, "path_normalization_options": bootstrap.Refused,
 	"strip_trailing_host_dot": bootstrap.Refused, "proxy_status_config": bootstrap.Refused,
 	"typed_header_validation_config": bootstrap.Refused, "append_x_forwarded_port": bootstrap.Refused,
-	"append_local_overload": bootstrap.Refused, "add_proxy_protocol_connection_state": bootstrap.Refused,
+	"append_local_overload": bootstrap.Refused, "add_proxy_protocol_connection_state": bootstrap.Implemented, // true only (the converter refuses false)
 	"forward_proto_config": bootstrap.Refused,
 }
 

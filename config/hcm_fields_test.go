@@ -12,6 +12,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/legateproxy/legate/bootstrap"
 )
@@ -101,6 +102,21 @@ func TestHCMRefusedFields(t *testing.T) {
 	want := "http_protocol_options.allow_custom_methods: set; not implemented by Legate"
 	if _, err := HTTPConnectionManagerFromProto(p); err == nil || !strings.HasSuffix(err.Error(), want) {
 		t.Errorf("allow_custom_methods error = %v; want one ending in %q", err, want)
+	}
+}
+
+// TestHCMProxyProtocolState: add_proxy_protocol_connection_state true (Envoy's default,
+// what Legate does) loads; false is refused with its path.
+func TestHCMProxyProtocolState(t *testing.T) {
+	p := minimalHCM()
+	p.AddProxyProtocolConnectionState = wrapperspb.Bool(true)
+	if _, err := HTTPConnectionManagerFromProto(p); err != nil {
+		t.Errorf("true: %v; want it loaded", err)
+	}
+	p.AddProxyProtocolConnectionState = wrapperspb.Bool(false)
+	const want = "add_proxy_protocol_connection_state: false: not implemented by Legate"
+	if _, err := HTTPConnectionManagerFromProto(p); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("false: %v; want an error containing %q", err, want)
 	}
 }
 

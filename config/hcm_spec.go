@@ -213,6 +213,10 @@ func HTTPConnectionManagerFromProto(p *hcmv3.HttpConnectionManager) (*HTTPConnec
 	case hcmv3.HttpConnectionManager_PASS_THROUGH:
 		h.ServerHeader = ServerHeaderPassThrough
 	}
+	if v := p.GetAddProxyProtocolConnectionState(); v != nil && !v.GetValue() {
+		// Every connection's PROXY protocol state is set (pool.Request.Origin), as by default.
+		return nil, bad("add_proxy_protocol_connection_state: false: %s (the connection manager always sets the PROXY protocol state, Envoy's default)", hcmUnsupportedFieldRuleText)
+	}
 	if h.MaxRequestHeadersKB == 0 || h.MaxRequestHeadersKB > maxRequestHeadersKBLimit {
 		return nil, bad("max_request_headers_kb = %d; must be in [1, %d]", h.MaxRequestHeadersKB, maxRequestHeadersKBLimit)
 	}

@@ -47,7 +47,7 @@
 // ones of a type neither sets, as Envoy orders them. The header describes the downstream
 // connection an upstream connection is made for, Envoy's PROXY protocol state: the TCP
 // proxy's, and every HTTP connection manager's (Envoy's add_proxy_protocol_connection_state,
-// whose default Legate keeps: the field is refused), its addresses the PROXY header's when
+// whose default, true, Legate keeps: false is refused), its addresses the PROXY header's when
 // there was one. The pools are keyed by it as Envoy hashes that state into its pool key: the
 // addresses (so an HTTP downstream connection has upstream connections of its own), and with
 // tlv_as_pool_key its TLVs too (pool/keyed.go). A connection made for no downstream (Legate's
