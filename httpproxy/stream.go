@@ -2,6 +2,7 @@ package httpproxy
 
 import (
 	"bytes"
+	"encoding/binary"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -644,26 +645,40 @@ func (s *stream) arenaString(b []byte) string {
 
 // newRequestID makes a random UUID version 4 (Envoy's x-request-id).
 func (s *stream) newRequestID() string {
-	var b [36]byte
-	const hexDigits = "0123456789abcdef"
 	a, c := rand.Uint64(), rand.Uint64()
 	a = a&^(0xf<<12) | 4<<12   // version 4
 	c = c&^(0x3<<62) | 0x2<<62 // variant 10
-	raw := [16]byte{}
-	for i := range 8 {
-		raw[i] = byte(a >> (56 - 8*i))
-		raw[8+i] = byte(c >> (56 - 8*i))
-	}
-	j := 0
-	for i, x := range raw {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			b[j] = '-'
-			j++
-		}
-		b[j], b[j+1] = hexDigits[x>>4], hexDigits[x&0xf]
-		j += 2
-	}
+	var b [36]byte
+	ha, hc := hex16(a), hex16(c)
+	copy(b[0:8], ha[0:8])
+	copy(b[9:13], ha[8:12])
+	copy(b[14:18], ha[12:16])
+	copy(b[19:23], hc[0:4])
+	copy(b[24:36], hc[4:16])
+	b[8], b[13], b[18], b[23] = '-', '-', '-', '-'
 	return s.arenaString(b[:])
+}
+
+// hex16 returns v in 16 lower-case hex digits, most significant first. It works on eight
+// digits at once (each 32-bit half's nibbles spread one to a byte, then turned into digits
+// by adding '0', and 'a'-'0'-10 more where the nibble is over 9): digit by digit, a request id
+// cost about 650 instructions.
+func hex16(v uint64) (h [16]byte) {
+	binary.BigEndian.PutUint64(h[0:8], hexDigits8(uint32(v>>32)))
+	binary.BigEndian.PutUint64(h[8:16], hexDigits8(uint32(v)))
+	return h
+}
+
+// hexDigits8 returns the eight hex digits of x as the bytes of a word, the most significant
+// digit in its top byte.
+func hexDigits8(x uint32) uint64 {
+	const ones = 0x0101010101010101
+	n := uint64(x)
+	n = (n | n<<16) & 0x0000ffff0000ffff
+	n = (n | n<<8) & 0x00ff00ff00ff00ff
+	n = (n | n<<4) & 0x0f0f0f0f0f0f0f0f
+	over9 := (n + 6*ones) >> 4 & ones
+	return n + '0'*ones + over9*('a'-'0'-10)
 }
 
 // addDownstreamCookie generates the cookie of a cookie hash policy with a ttl when the request
