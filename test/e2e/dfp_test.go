@@ -152,12 +152,15 @@ func TestDynamicForwardProxyTLS(t *testing.T) {
 	ca := tlstest.NewCA(t, tlstest.Options{CommonName: "e2e dfp ca"})
 	caPath := writePEM(t, t.TempDir(), "ca.pem", ca.CertPEM)
 	cert := tlsCert(ca.Issue(t, tlstest.Options{CommonName: "secure.test", DNSNames: []string{"secure.test"}}))
-	sni := make(chan string, 4)
+	sni := make(chan string, 16)
 	backend := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "secure")
 	}))
 	backend.TLS = &tls.Config{GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-		sni <- hello.ServerName
+		select {
+		case sni <- hello.ServerName:
+		default: // never block a handshake; the requests below each read theirs
+		}
 		return &cert, nil
 	}}
 	backend.StartTLS()
