@@ -23,6 +23,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/ondemand"
 	"github.com/legateproxy/legate/httpproxy/filters/ratelimit"
 	"github.com/legateproxy/legate/httpproxy/filters/rbac"
+	httpsetfilterstate "github.com/legateproxy/legate/httpproxy/filters/setfilterstate"
 	"github.com/legateproxy/legate/httpproxy/filters/setmetadata"
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
 	"github.com/legateproxy/legate/httpproxy/route"
@@ -94,6 +95,7 @@ func registrations() []func(*registry.Builder) {
 		ratelimit.Register,
 		rbac.Register,
 		setmetadata.Register,
+		httpsetfilterstate.Register,
 		tap.Register,
 		route.Register,     // retry host predicates
 		connlimit.Register, // network filters

@@ -20,6 +20,7 @@ import (
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/internal/filterstate"
 	"github.com/legateproxy/legate/internal/http1"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/listener"
@@ -203,6 +204,10 @@ type stream struct {
 	// serveH1 after the stream (an HTTP/2 exchange interrupts the body when it ends).
 	interruptBody func()
 	bodyStopped   atomic.Bool
+	// state is the stream's filter state (filter.Exchange.FilterState, %FILTER_STATE%), whose
+	// parent is its connection's; reset for each request, so it allocates only when a
+	// filter sets more objects than a previous request of the stream did.
+	state filterstate.State
 }
 
 var streamPool = sync.Pool{New: func() any {
@@ -226,6 +231,7 @@ func putStream(s *stream) {
 	clear(s.outHdr)
 	s.req = route.Request{}
 	s.fx = filter.Exchange{}
+	s.state.Reset(nil) // the objects and the connection's state are not kept alive
 	if s.attempt != nil {
 		s.attempt.filters = nil
 	}
@@ -282,6 +288,7 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 	s.remote, s.remoteIP, s.local, s.tls = sc.remote, sc.remoteIP, sc.local, sc.tls
 	s.restored, s.direct = sc.restored, sc.direct
 	s.connID, s.conn = sc.lc.ID(), sc.lc
+	s.state.Reset(sc.lc.FilterState())
 	s.drain = sc
 	s.arena = append(s.arena, head...)
 	clear(s.hdr)
@@ -363,6 +370,7 @@ func (s *stream) serveH2(c *h2conn, w http.ResponseWriter, r *http.Request) {
 	s.remote, s.remoteIP, s.local, s.tls = c.remote, c.remoteIP, c.local, c.tls
 	s.restored, s.direct = c.restored, c.direct
 	s.connID, s.conn = c.lc.ID(), c.lc
+	s.state.Reset(c.lc.FilterState())
 	s.drain = c
 	s.proto = "HTTP/2"
 	s.head = r.Method == http.MethodHead
@@ -404,7 +412,7 @@ func (s *stream) process() {
 	if h.trace != nil {
 		s.startTrace()
 	}
-	s.fx = filter.Exchange{Request: &s.req, Routes: routeDiscovery{h}, Downstream: s, ClientIP: s.clientIP}
+	s.fx = filter.Exchange{Request: &s.req, Routes: routeDiscovery{h}, Downstream: s, ClientIP: s.clientIP, FilterState: &s.state}
 	routed := true
 	filters := h.filters
 	if len(h.ecds) > 0 {
@@ -1037,7 +1045,7 @@ func (s *stream) fillEntryBasics() {
 	e.DownstreamDirectRemoteAddress = s.direct
 	e.DownstreamLocalAddress = s.local
 	e.ConnectionID = s.connID
-	e.FilterState = s.conn.FilterState()
+	e.FilterState = &s.state
 	e.DownstreamTLS, e.RequestedServerName = s.downstreamTLS()
 	e.UpstreamHost = s.upstream
 	e.UpstreamCluster = s.cluster

@@ -16,6 +16,7 @@ import (
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/internal/filterstate"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/pool"
 )
@@ -43,6 +44,10 @@ type Exchange struct {
 	// StreamInfo dynamicMetadata): filters write it (jwt_authn's payload_in_metadata) for
 	// later filters to read (rbac's metadata matcher). Nil until a filter sets an entry.
 	Metadata map[string]*structpb.Struct
+	// FilterState is the stream's filter state (Envoy's StreamInfo filterState): filters set
+	// objects in it (set_filter_state) and read the stream's or its connection's (its
+	// parent); the access logs read it. Nil when the connection manager offers none.
+	FilterState *filterstate.State
 	// Status is the response's status and ResponseLength its body's length as the upstream
 	// (or the local reply) gives it (-1: unknown, 0: no body): the connection manager sets
 	// both before the filters' OnResponse. A filter that rewrites the body sees the length

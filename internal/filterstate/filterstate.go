@@ -71,6 +71,16 @@ type Entry struct {
 // whose parent is its connection's). parent may be nil.
 func NewChild(parent *State) *State { return &State{parent: parent} }
 
+// Reset empties s, keeping its storage, and makes parent its parent: a stream reused for
+// another request (the connection manager's streams are pooled) starts with no objects.
+func (s *State) Reset(parent *State) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.entries)
+	s.entries = s.entries[:0]
+	s.parent = parent
+}
+
 // Set puts obj under name, replacing an object there unless it is read-only. An object of
 // the parent's of the same name is hidden, not changed.
 func (s *State) Set(name string, obj Object, o Options) error {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -316,4 +317,22 @@ func ServeHandler(t testing.TB, h http.Handler) string {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
+}
+
+// WaitLog waits until the access log at path holds the lines want: a stream's line is
+// written when it ends, which the client may see first.
+func WaitLog(t testing.TB, path string, want []string) {
+	t.Helper()
+	deadline := time.Now().Add(Wait)
+	for {
+		b, _ := os.ReadFile(path)
+		got := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+		if strings.Join(got, "\n") == strings.Join(want, "\n") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("access log = %q; want %q", got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -4,11 +4,9 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	h2mv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/header_to_metadata/v3"
 	"google.golang.org/protobuf/proto"
@@ -159,29 +157,11 @@ http_filters:
 	}
 	p.Get(c, "/b")
 	p.Get(c, "/other", "x-tenant", "green", "x-version", "v3")
-	waitLog(t, logPath, []string{
+	filtertest.WaitLog(t, logPath, []string{
 		"/a tenant=blue version=- server=text/plain; charset=utf-8",
 		"/b tenant=anonymous version=- server=text/plain; charset=utf-8",
 		"/other tenant=- version=v3 server=-",
 	})
-}
-
-// waitLog waits until the access log at path holds want: a stream's line is written when it
-// ends, which the client may see first.
-func waitLog(t *testing.T, path string, want []string) {
-	t.Helper()
-	deadline := time.Now().Add(filtertest.Wait)
-	for {
-		b, _ := os.ReadFile(path)
-		got := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-		if strings.Join(got, "\n") == strings.Join(want, "\n") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("access log = %q; want %q", got, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // BenchmarkHeaderToMetadata is the filter's cost for a request with two rules (a present
