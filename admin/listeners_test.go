@@ -82,7 +82,7 @@ func TestListenersFromManager(t *testing.T) {
 		Name:         "zero",
 		Address:      addressProto(config.Address{Kind: config.SocketAddress, Host: "127.0.0.1"}),
 		FilterChains: []*listenerv3.FilterChain{{}},
-	})
+	}, config.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

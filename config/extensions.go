@@ -42,14 +42,14 @@ var lbPolicies = registry.Kind[lbPolicyDecoder]{Category: registry.LBPolicy}
 
 // Register registers the extensions package config reads: the load balancing policies and the
 // aggregate and dynamic forward proxy cluster types' typed_config (whose hosts package cluster
-// builds), the DNS resolvers a DNS cache names, and declares the
-// ones it converts for their packages to run: the connection manager and its router, the TCP
-// proxy, the RE2 regex engine,
+// builds), the connection manager's and the TCP proxy's typed_config (whose handlers
+// httpproxy and tcpproxy build), the DNS resolvers a DNS cache names, and declares the
+// ones it converts for their packages to run: the router, the RE2 regex engine,
 // the upstream HTTP protocol options, internal listeners and the preserve_case header
 // formatter.
 func Register(b *registry.Builder) {
-	b.Declare(registry.NetworkFilter, "envoy.filters.network.http_connection_manager", &hcmv3.HttpConnectionManager{})
-	b.Declare(registry.NetworkFilter, "envoy.filters.network.tcp_proxy", &tcpproxyv3.TcpProxy{})
+	registry.Add(b, NetworkFilterConfigs, HTTPConnectionManagerFilter, &hcmv3.HttpConnectionManager{}, parseHTTPConnectionManager)
+	registry.Add(b, NetworkFilterConfigs, TCPProxyFilter, &tcpproxyv3.TcpProxy{}, parseTCPProxy)
 	b.Declare(registry.HTTPFilter, "envoy.filters.http.router", &routerv3.Router{})
 	b.Declare(registry.RegexEngine, "envoy.regex_engines.google_re2", &googlere2v3.GoogleRE2{})
 	b.Declare(registry.UpstreamOptions, "envoy.upstreams.http.http_protocol_options", &httpoptionsv3.HttpProtocolOptions{})

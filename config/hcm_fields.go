@@ -11,8 +11,9 @@ import (
 
 // hcmFields decides every field of HttpConnectionManager, as bootstrap's table decides the
 // bootstrap's messages: Implemented fields are read (by HTTPConnectionManagerFromProto or, for
-// rds, scoped_routes and config_discovery filters, by httpproxy, which takes them out before
-// converting); Ignored ones only change operational output and are accepted with a warning;
+// rds, scoped_routes, config_discovery filters and tracing, by the network filter's parser,
+// which takes them out into HTTPConnectionManager's fields before converting, for httpproxy
+// and tracing); Ignored ones only change operational output and are accepted with a warning;
 // Refused ones would change traffic or security and stop the configuration. A field a newer
 // API adds is refused until it is decided here. The table in doc.go says why for each;
 // TestHCMDocTable holds the two equal.

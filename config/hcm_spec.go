@@ -132,6 +132,18 @@ type HTTPConnectionManager struct {
 	// WebSockets and other upgrades with extended CONNECT (RFC 8441).
 	HTTP2AllowConnect bool
 
+	// RDS is rds, when the route table comes from RDS (RouteConfig is then an empty table of
+	// its route_config_name); ScopedRoutes is scoped_routes, when the tables come from SRDS
+	// or its inline scopes (RouteConfig is then an empty table of its name). Set by the
+	// network filter's parser, which takes them out before the conversion.
+	RDS          *hcmv3.Rds
+	ScopedRoutes *hcmv3.ScopedRoutes
+	// DiscoveredFilters are the http_filters with config_discovery (ECDS), taken out of
+	// HTTPFilters by the network filter's parser.
+	DiscoveredFilters []DiscoveredFilter
+	// Tracing is tracing, which the tracing package converts (tracing.FromProto).
+	Tracing *hcmv3.HttpConnectionManager_Tracing
+
 	// Proto is the configuration as given, for /config_dump.
 	Proto *hcmv3.HttpConnectionManager
 	// Ignored lists the fields set that Legate accepts without implementing them (operational

@@ -40,7 +40,7 @@ func TestBootstrapInternalListener(t *testing.T) {
 // refused.
 func TestInternalListenerConfig(t *testing.T) {
 	chain := "filter_chains: [{filters: [{name: envoy.filters.network.tcp_proxy, typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy, stat_prefix: s, cluster: c}}]}]\n"
-	l, err := ListenerFromProto(listenerProto(t, "name: inner\ninternal_listener: {}\n"+chain))
+	l, err := ListenerFromProto(listenerProto(t, "name: inner\ninternal_listener: {}\n"+chain), Limits{})
 	if err != nil || !l.Internal || l.Address.String() != "envoy://inner/" {
 		t.Fatalf("internal listener: %+v, %v", l, err)
 	}
@@ -51,7 +51,7 @@ func TestInternalListenerConfig(t *testing.T) {
 		{"name: a\naddress: {envoy_internal_address: {server_listener_name: a}}\n" + chain, "set on a listener without internal_listener"},
 		{"name: a\ninternal_listener: {}\nlistener_filters: [{name: envoy.filters.listener.original_dst}]\n" + chain, "a pipe or an internal listener has none"},
 	} {
-		if _, err := ListenerFromProto(listenerProto(t, tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := ListenerFromProto(listenerProto(t, tc.yaml), Limits{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v; want an error containing %q", tc.yaml, err, tc.want)
 		}
 	}

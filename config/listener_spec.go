@@ -171,15 +171,20 @@ type FilterChain struct {
 }
 
 // NetworkFilter is config.listener.v3.Filter: a network filter's name and its typed
-// configuration. Handler factories convert TypedConfig with the config package.
+// configuration, decoded once on the configuration path (ListenerFromProto).
 type NetworkFilter struct {
 	Name string
-	// TypedConfig is typed_config; nil for a filter configured by name alone.
-	TypedConfig *anypb.Any
+	// TypeURL is typed_config's type URL, "" for a filter configured by name alone; as in
+	// Envoy, it selects the extension before the name does.
+	TypeURL string
+	// Config is typed_config decoded into the extension's message, then checked and
+	// converted by the extension's NetworkFilterConfigs parser, when it has one (a
+	// *TCPProxy, a *HTTPConnectionManager, a filter package's own type), else the message
+	// itself; the filter's factory builds from it. Nil when
+	// the registry ListenerFromProto was given has no extension for the filter: the listener
+	// manager then refuses it.
+	Config any
 }
-
-// TypeURL returns typed_config's type URL, or "".
-func (f NetworkFilter) TypeURL() string { return f.TypedConfig.GetTypeUrl() }
 
 // FilterChainMatch is config.listener.v3.FilterChainMatch. Empty fields match anything.
 type FilterChainMatch struct {

@@ -10,6 +10,7 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 
 	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/internal/sockopt"
 )
 
@@ -28,12 +29,15 @@ const (
 // filter is the UDP proxy; QUIC and API listeners are refused rather than silently ignored.
 // listener_filters are kept for the listener manager, which builds them from the extension
 // registry and refuses the ones it has not. filter_chain_matcher is kept as its proto for the listener
-// manager, which compiles it with the registry's matching inputs.
-func ListenerFromProto(l *listenerv3.Listener) (*Listener, error) {
+// manager, which compiles it with the registry's matching inputs. Each network filter's
+// typed_config is decoded, checked and converted here with lim.Extensions
+// (NetworkFilter.Config); without a registry the filters are only listed, for tools and
+// tests that do not build them.
+func ListenerFromProto(l *listenerv3.Listener, lim Limits) (*Listener, error) {
 	if l == nil {
 		return nil, fmt.Errorf("listener: nil")
 	}
-	b := listenerBuilder{at: fmt.Sprintf("listener %q", l.GetName())}
+	b := listenerBuilder{at: fmt.Sprintf("listener %q", l.GetName()), ext: lim.Extensions}
 	out := b.build(l)
 	if b.err != nil {
 		return nil, b.err
@@ -43,6 +47,7 @@ func ListenerFromProto(l *listenerv3.Listener) (*Listener, error) {
 
 type listenerBuilder struct {
 	at  string
+	ext *registry.Registry // the network filters' parsers
 	err error
 }
 
@@ -293,7 +298,12 @@ func (b *listenerBuilder) chain(path string, fc *listenerv3.FilterChain) *Filter
 		if f.GetName() == "" && f.GetTypedConfig() == nil {
 			b.fail("%s.filters[%d]: neither name nor typed_config is set", path, i)
 		}
-		out.Filters = append(out.Filters, NetworkFilter{Name: f.GetName(), TypedConfig: f.GetTypedConfig()})
+		nf := NetworkFilter{Name: f.GetName(), TypeURL: f.GetTypedConfig().GetTypeUrl()}
+		var err error
+		if nf.Config, err = decodeNetworkFilter(b.ext, nf.Name, f.GetTypedConfig()); err != nil {
+			b.fail("%s.filters[%d]: %v", path, i, err)
+		}
+		out.Filters = append(out.Filters, nf)
 	}
 	out.Match = b.match(path+".filter_chain_match", fc.GetFilterChainMatch())
 	return out

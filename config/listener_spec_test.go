@@ -35,7 +35,7 @@ var ignoreListenerProtos = cmpopts.IgnoreFields(Listener{}, "Proto")
 var ignoreChainProtos = cmp.Options{cmpopts.IgnoreFields(FilterChain{}, "Proto", "TransportSocketConfig"), cmpopts.EquateComparable(netip.Prefix{})}
 
 func TestListenerDefaults(t *testing.T) {
-	l, err := ListenerFromProto(listenerProto(t, `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 10000}}, filter_chains: [{filters: [{name: envoy.filters.network.tcp_proxy}]}]}`))
+	l, err := ListenerFromProto(listenerProto(t, `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 10000}}, filter_chains: [{filters: [{name: envoy.filters.network.tcp_proxy}]}]}`), Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ filter_chains:
   filters: [{name: envoy.filters.network.http_connection_manager}]
   transport_socket: {name: envoy.transport_sockets.tls}
 default_filter_chain: {name: fallback, filters: [{name: envoy.filters.network.tcp_proxy}]}
-`))
+`), Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestListenerOriginalDst(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := ListenerFromProto(listenerProto(t, tc.yaml))
+			l, err := ListenerFromProto(listenerProto(t, tc.yaml), Limits{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,14 +164,14 @@ const (
 )
 
 func TestUDPListener(t *testing.T) {
-	l, err := ListenerFromProto(listenerProto(t, "name: l\n"+udpAddr+udpProxyFilter+"udp_listener_config: {downstream_socket_config: {max_rx_datagram_size: 9000}}"))
+	l, err := ListenerFromProto(listenerProto(t, "name: l\n"+udpAddr+udpProxyFilter+"udp_listener_config: {downstream_socket_config: {max_rx_datagram_size: 9000}}"), Limits{})
 	if err != nil {
 		t.Fatalf("ListenerFromProto = %v; want nil", err)
 	}
 	if u := l.UDP; u == nil || u.MaxRxDatagramSize != 9000 || u.FilterConfig.GetTypeUrl() != UDPProxyTypeURL || !l.Address.UDP {
 		t.Errorf("UDP = %v; want the UDP proxy's config with max_rx_datagram_size 9000", u)
 	}
-	l, err = ListenerFromProto(listenerProto(t, "name: l\n"+udpAddr+udpProxyFilter))
+	l, err = ListenerFromProto(listenerProto(t, "name: l\n"+udpAddr+udpProxyFilter), Limits{})
 	if err != nil || l.UDP.MaxRxDatagramSize != DefaultMaxRxDatagramSize {
 		t.Errorf("without udp_listener_config: %v, %v; want max_rx_datagram_size 1500", l, err)
 	}
@@ -211,13 +211,13 @@ func TestListenerErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ListenerFromProto(listenerProto(t, tc.yaml))
+			_, err := ListenerFromProto(listenerProto(t, tc.yaml), Limits{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("ListenerFromProto() error = %v; want one containing %q", err, tc.want)
 			}
 		})
 	}
-	if _, err := ListenerFromProto(nil); err == nil {
+	if _, err := ListenerFromProto(nil, Limits{}); err == nil {
 		t.Errorf("ListenerFromProto(nil) error = nil")
 	}
 }
@@ -238,7 +238,7 @@ func FuzzListenerFromProto(f *testing.F) {
 		if proto.Unmarshal(b, pb) != nil {
 			return
 		}
-		l, err := ListenerFromProto(pb)
+		l, err := ListenerFromProto(pb, Limits{})
 		if err != nil {
 			return
 		}
@@ -257,7 +257,7 @@ func FuzzListenerFromProto(f *testing.F) {
 
 func TestListenerAccessLogs(t *testing.T) {
 	l, err := ListenerFromProto(listenerProto(t, `{name: l, address: {socket_address: {address: 0.0.0.0, port_value: 10000}}, filter_chains: [{filters: [{name: envoy.filters.network.tcp_proxy}]}],
-access_log: [{name: envoy.access_loggers.stdout, typed_config: {"@type": type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog}, filter: {not_health_check_filter: {}}}, {name: plain}]}`))
+access_log: [{name: envoy.access_loggers.stdout, typed_config: {"@type": type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog}, filter: {not_health_check_filter: {}}}, {name: plain}]}`), Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,11 +280,46 @@ func TestListenerFilterChainMatcher(t *testing.T) {
 address: {socket_address: {address: 127.0.0.1, port_value: 1}}
 filter_chains: [{name: a, filters: [{name: envoy.filters.network.tcp_proxy}]}, {name: b, filters: [{name: envoy.filters.network.tcp_proxy}]}]
 filter_chain_matcher: {on_no_match: {action: {name: x, typed_config: {"@type": type.googleapis.com/google.protobuf.StringValue, value: b}}}}
-`))
+`), Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if l.FilterChainMatcher.GetOnNoMatch().GetAction().GetName() != "x" || len(l.FilterChains) != 2 {
 		t.Errorf("FilterChainMatcher = %v with %d chains; want the configured matcher and 2 chains", l.FilterChainMatcher, len(l.FilterChains))
+	}
+}
+
+// TestListenerNetworkFiltersDecode: with a registry, each network filter's typed_config is
+// decoded, checked and converted once, into the value its factory builds from; a config its
+// parser refuses (its own checks, or the protoc-gen-validate rules it runs) refuses the
+// listener with the filter's path; a filter no extension takes is left for the listener
+// manager to refuse.
+func TestListenerNetworkFiltersDecode(t *testing.T) {
+	lim := Limits{Extensions: Limits{}.extensions()}
+	const head = `{name: l, address: {socket_address: {address: 127.0.0.1, port_value: 1}}, filter_chains: [{filters: [`
+	l, err := ListenerFromProto(listenerProto(t, head+`{name: x, typed_config: {"@type": `+TCPProxyTypeURL+`, stat_prefix: t, cluster: c}}]}]}`), lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := l.FilterChains[0].Filters[0].Config.(*TCPProxy); !ok || p.Cluster != "c" {
+		t.Errorf("Config = %#v; want the *TCPProxy of cluster c", l.FilterChains[0].Filters[0].Config)
+	}
+	l, err = ListenerFromProto(listenerProto(t, head+`{name: test.unknown}]}]}`), lim)
+	if err != nil || l.FilterChains[0].Filters[0].Config != nil {
+		t.Errorf("an unknown filter: %v, Config %v; want it listed undecoded", err, l.FilterChains[0].Filters[0].Config)
+	}
+	for _, tc := range []struct{ filter, want string }{
+		{`{name: x, typed_config: {"@type": ` + TCPProxyTypeURL + `, stat_prefix: t, cluster: c, on_demand: {}}}`,
+			`listener "l": filter_chains[0].filters[0]: tcp_proxy "t": on_demand is set`},
+		{`{name: ` + TCPProxyFilter + `}`,
+			`listener "l": filter_chains[0].filters[0]: tcp_proxy: stat_prefix = ""; must not be empty`},
+		{`{name: ` + HTTPConnectionManagerFilter + `}`,
+			`listener "l": filter_chains[0].filters[0]: envoy.filters.network.http_connection_manager: invalid HttpConnectionManager.StatPrefix`},
+		{`{name: x, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager, stat_prefix: h, route_config: {}, add_user_agent: true}}`,
+			`listener "l": filter_chains[0].filters[0]: invalid http_connection_manager: add_user_agent`},
+	} {
+		if _, err := ListenerFromProto(listenerProto(t, head+tc.filter+`]}]}`), lim); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want an error starting %q", tc.filter, err, tc.want)
+		}
 	}
 }

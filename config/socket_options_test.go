@@ -42,7 +42,7 @@ additional_addresses:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l, err := ListenerFromProto(listenerProto(t, tt.yaml))
+			l, err := ListenerFromProto(listenerProto(t, tt.yaml), Limits{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +64,7 @@ func TestSocketOptionErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := ListenerFromProto(listenerProto(t, tt.yaml))
+			_, err := ListenerFromProto(listenerProto(t, tt.yaml), Limits{})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("ListenerFromProto() = %v; want an error containing %q", err, tt.want)
 			}

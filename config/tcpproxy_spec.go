@@ -79,22 +79,6 @@ type TCPClusterWeight struct {
 	Weight uint32
 }
 
-// TCPProxyFromAny decodes a filter's typed_config; a nil Any is an error (the TCP proxy has
-// required fields).
-func TCPProxyFromAny(a *anypb.Any) (*TCPProxy, error) {
-	if a == nil {
-		return nil, errors.New("tcp_proxy: typed_config is required")
-	}
-	if a.GetTypeUrl() != TCPProxyTypeURL {
-		return nil, fmt.Errorf("tcp_proxy: typed_config type_url = %q; must be %q", a.GetTypeUrl(), TCPProxyTypeURL)
-	}
-	var p tcpproxyv3.TcpProxy
-	if err := a.UnmarshalTo(&p); err != nil {
-		return nil, fmt.Errorf("tcp_proxy: typed_config: %w", err)
-	}
-	return TCPProxyFromProto(&p)
-}
-
 // TCPProxyFromProto validates p and applies defaults. Fields Legate does not implement
 // (on_demand, hash_policy, metadata_match, upstream idle timeouts split by
 // direction, access log filters other than those of accesslog.Filter, …) are refused rather

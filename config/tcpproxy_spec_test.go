@@ -142,33 +142,38 @@ func TestTCPProxyAccessLogs(t *testing.T) {
 	}
 }
 
-func TestTCPProxyFromAny(t *testing.T) {
+// TestTCPProxyFilterDecodes: on the configuration path a tcp_proxy network filter's
+// typed_config becomes a *TCPProxy; a missing one is refused for its empty stat_prefix, and
+// one of another type is refused naming both types.
+func TestTCPProxyFilterDecodes(t *testing.T) {
+	ext := Limits{}.extensions()
 	a, err := anypb.New(tcpProxyProto(t, "{stat_prefix: s, cluster: c}"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := TCPProxyFromAny(a)
-	if err != nil || got.Cluster != "c" {
-		t.Fatalf("TCPProxyFromAny = %+v, %v; want cluster c", got, err)
+	got, err := decodeNetworkFilter(ext, TCPProxyFilter, a)
+	if p, ok := got.(*TCPProxy); err != nil || !ok || p.Cluster != "c" {
+		t.Fatalf("decodeNetworkFilter = %+v, %v; want a *TCPProxy with cluster c", got, err)
 	}
-	if _, err := TCPProxyFromAny(nil); err == nil {
-		t.Error("TCPProxyFromAny(nil) = nil error; want an error")
+	if _, err := decodeNetworkFilter(ext, TCPProxyFilter, nil); err == nil || !strings.Contains(err.Error(), "stat_prefix") {
+		t.Errorf("decodeNetworkFilter(nil) = %v; want the stat_prefix check's error", err)
 	}
 	other, _ := anypb.New(a) // an Any holding an Any: wrong type
-	if _, err := TCPProxyFromAny(other); err == nil || !strings.Contains(err.Error(), "type_url") {
-		t.Errorf("TCPProxyFromAny(wrong type) = %v; want a type_url error", err)
+	if _, err := decodeNetworkFilter(ext, TCPProxyFilter, other); err == nil || !strings.Contains(err.Error(), "google.protobuf.Any") {
+		t.Errorf("decodeNetworkFilter(wrong type) = %v; want an error naming the type", err)
 	}
 }
 
-// FuzzTCPProxyFromAny checks that no input panics the decoder.
-func FuzzTCPProxyFromAny(f *testing.F) {
+// FuzzTCPProxyFilter checks that no input panics the network filter's decoding.
+func FuzzTCPProxyFilter(f *testing.F) {
 	a, _ := anypb.New(&tcpproxyv3.TcpProxy{StatPrefix: "s", ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: "c"}})
 	f.Add(a.GetValue())
 	logged, _ := anypb.New(tcpProxyProto(f, `{stat_prefix: s, cluster: c, access_log_options: {access_log_flush_interval: 1s}, access_log: [
 {name: f, typed_config: {"@type": "`+fileLogType+`", path: /tmp/x}, filter: {or_filter: {filters: [{response_flag_filter: {flags: [UF]}}, {runtime_filter: {runtime_key: k}}]}}}]}`))
 	f.Add(logged.GetValue())
+	ext := Limits{}.extensions()
 	f.Fuzz(func(t *testing.T, b []byte) {
-		TCPProxyFromAny(&anypb.Any{TypeUrl: TCPProxyTypeURL, Value: b})
+		decodeNetworkFilter(ext, TCPProxyFilter, &anypb.Any{TypeUrl: TCPProxyTypeURL, Value: b})
 	})
 }
 

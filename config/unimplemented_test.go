@@ -150,13 +150,13 @@ func TestRefusedThroughProtoConverters(t *testing.T) {
 	}
 	pl := ll.Bootstrap.GetStaticResources().GetListeners()[0]
 	pl.Transparent = wrapperspb.Bool(true)
-	if _, err := ListenerFromProto(pl); err == nil || err.Error() != `listener "l": transparent: set; not implemented by Legate` {
+	if _, err := ListenerFromProto(pl, Limits{}); err == nil || err.Error() != `listener "l": transparent: set; not implemented by Legate` {
 		t.Errorf("ListenerFromProto() error = %v; want %q", err, `listener "l": transparent: set; not implemented by Legate`)
 	}
 	pl.Transparent = nil
 	pl.FilterChains[0].FilterChainMatch.SuffixLen = wrapperspb.UInt32(8)
 	want := `listener "l": filter_chains[0].filter_chain_match.suffix_len: set; not implemented by Legate`
-	if _, err := ListenerFromProto(pl); err == nil || err.Error() != want {
+	if _, err := ListenerFromProto(pl, Limits{}); err == nil || err.Error() != want {
 		t.Errorf("ListenerFromProto() error = %v; want %q", err, want)
 	}
 }
@@ -208,7 +208,7 @@ func TestIgnoredFieldsWarn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lc, err := ListenerFromProto(ll.Bootstrap.GetStaticResources().GetListeners()[0])
+	lc, err := ListenerFromProto(ll.Bootstrap.GetStaticResources().GetListeners()[0], Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"github.com/legateproxy/legate/accesslog/als"
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/httpproxy"
 	"github.com/legateproxy/legate/httpproxy/filters/buffer"
 	"github.com/legateproxy/legate/httpproxy/filters/compressor"
 	"github.com/legateproxy/legate/httpproxy/filters/cors"
@@ -55,6 +56,7 @@ import (
 	"github.com/legateproxy/legate/stats/sinks/metricsservice"
 	"github.com/legateproxy/legate/stats/sinks/opentelemetry"
 	"github.com/legateproxy/legate/stats/sinks/statsd"
+	"github.com/legateproxy/legate/tcpproxy"
 	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/tracing"
 	"github.com/legateproxy/legate/udpproxy"
@@ -64,7 +66,7 @@ import (
 // Adding an extension adds its package's Register here, and nothing else.
 func registrations() []func(*registry.Builder) {
 	return []func(*registry.Builder){
-		// the connection manager, router, TCP proxy, RE2,
+		// the connection manager's and TCP proxy's configs, router, RE2,
 		// upstream HTTP options, load balancing policies and the aggregate cluster's config
 		config.Register,
 		cluster.Register,    // the aggregate cluster's hosts
@@ -107,6 +109,8 @@ func registrations() []func(*registry.Builder) {
 		netrbac.Register,
 		setfilterstate.Register,
 		snicluster.Register,
+		httpproxy.Register,       // the connection manager (config converts its typed_config)
+		tcpproxy.Register,        // the TCP proxy (likewise)
 		udpproxy.Declare,         // UDP listener filters
 		network.Register,         // matching inputs (filter_chain_matcher)
 		transportsocket.Register, // matching inputs (transport_socket_matcher)
@@ -128,9 +132,5 @@ func registrations() []func(*registry.Builder) {
 // New registers every extension Legate implements and returns the registry. It fails only when
 // two registrations conflict, a programming error the tests catch.
 func New() (*registry.Registry, error) {
-	b := registry.NewBuilder()
-	for _, register := range registrations() {
-		register(b)
-	}
-	return b.Build()
+	return registry.Of(registrations()...)
 }

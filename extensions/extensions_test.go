@@ -29,10 +29,11 @@ func TestEveryExtensionLoads(t *testing.T) {
 	}
 }
 
-// TestNetworkFiltersHaveFactories: every network filter but the two the server registers in
-// the listener manager's Handlers (the connection manager and the TCP proxy, whose Deps exist
-// only once the server is built) is built through the registry, as exactly one of a
-// non-terminal or a terminal filter.
+// TestNetworkFiltersHaveFactories: every network filter the loader accepts (every network
+// filter entry of the registry, whose typed_config types the loader resolves) is built
+// through the registry, as exactly one of a non-terminal or a terminal filter; the
+// connection manager and the TCP proxy included, whose server-built dependencies reach them
+// as the listener manager's Services.
 func TestNetworkFiltersHaveFactories(t *testing.T) {
 	r, err := extensions.New()
 	if err != nil {
@@ -40,7 +41,7 @@ func TestNetworkFiltersHaveFactories(t *testing.T) {
 	}
 	n := 0
 	for _, e := range r.Entries() {
-		if e.Category != registry.NetworkFilter || e.Name == config.HTTPConnectionManagerFilter || e.Name == config.TCPProxyFilter {
+		if e.Category != registry.NetworkFilter {
 			continue
 		}
 		_, _, conn := registry.Lookup(r, listener.ConnFilters, e.Name, e.TypeURL())
@@ -50,7 +51,12 @@ func TestNetworkFiltersHaveFactories(t *testing.T) {
 		}
 		n++
 	}
-	if n < 8 {
-		t.Errorf("%d network filters built through the registry; want at least 8 (echo, direct_response, connection_limit, local_ratelimit, sni_cluster, rbac, ratelimit, ext_authz)", n)
+	if n < 10 {
+		t.Errorf("%d network filters built through the registry; want at least 10 (http_connection_manager, tcp_proxy, echo, direct_response, connection_limit, local_ratelimit, sni_cluster, rbac, ratelimit, ext_authz)", n)
+	}
+	for _, name := range []string{config.HTTPConnectionManagerFilter, config.TCPProxyFilter} {
+		if _, _, ok := registry.Lookup(r, config.NetworkFilterConfigs, name, ""); !ok {
+			t.Errorf("%s: no config.NetworkFilterConfigs parser; its typed_config would reach the factory undecoded", name)
+		}
 	}
 }

@@ -3,18 +3,23 @@
 // (envoy.filters.http.router). The route table lives in httpproxy/route, the filter contract in
 // httpproxy/filter and the health check filter in httpproxy/filters/healthcheck.
 //
-// Wiring (the server owns it): once the cluster manager and the upstream pool registry exist,
+// Wiring: Register adds the connection manager's factory to the extension registry (one line
+// in extensions.registrations), and package config registers how its typed_config converts.
+// Once the cluster manager and the upstream pool registry exist, the server builds the
+// connection managers' shared dependencies,
 //
-//	err := httpproxy.Register(listenerRegistry, httpproxy.Deps{
+//	svc, err := httpproxy.NewService(httpproxy.Deps{
 //		Clusters: clusterManager, Pools: poolRegistry, Stats: store, Logger: httpLog,
 //		HealthCheckFailed: &healthFailed, // the flag POST /healthcheck/fail sets
 //		AccessLogs: accessLogManager, TLS: tlsutil.Deps{Secrets: sds, Registry: certs},
 //		LocalClusterName: serviceCluster,
 //	})
 //
-// registers the factory the listener manager calls for every filter chain whose terminal
-// filter is the connection manager. Each chain gets a Handler built from its typed_config
-// (converted by config.HTTPConnectionManagerFromProto, routes compiled by route.Compile).
+// and gives svc to the listener manager (listener.ManagerConfig.Services, under
+// config.HTTPConnectionManagerFilter), whose chains reach it through listener.ChainContext.
+// Each chain whose terminal filter is the connection manager gets a Handler built from its
+// typed_config as the configuration path converted it (config.ListenerFromProto, with
+// config.HTTPConnectionManagerFromProto; routes compiled here by route.Compile).
 //
 // Codecs: downstream HTTP/1.1 is served by a hand-written codec (one goroutine per
 // connection, a 2 KiB read buffer kept while idle, header values sliced from one copy of the

@@ -9,10 +9,10 @@ import (
 	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy/filter"
 )
 
@@ -35,32 +35,6 @@ type ExtensionConfigProvider interface {
 	WatchExtensionConfig(name string, cd *corev3.ExtensionConfigSource,
 		check func(tc *corev3.TypedExtensionConfig) (discard func(), err error),
 		update func(gen uint64, tc *corev3.TypedExtensionConfig)) (*corev3.TypedExtensionConfig, uint64, func(), error)
-}
-
-// discoveredFilter is an HTTP filter whose configuration comes from ECDS: its position among
-// the connection manager's filters (the router excluded) and its config_discovery.
-type discoveredFilter struct {
-	pos  int
-	name string
-	cd   *corev3.ExtensionConfigSource
-}
-
-// takeECDS removes the HTTP filters with config_discovery from pb, so that the rest converts
-// as usual, and returns them with the position each takes among the built filters.
-func takeECDS(pb *hcmv3.HttpConnectionManager) []discoveredFilter {
-	var out []discoveredFilter
-	kept := pb.HttpFilters[:0:0]
-	for _, f := range pb.GetHttpFilters() {
-		if cd := f.GetConfigDiscovery(); cd != nil {
-			out = append(out, discoveredFilter{pos: len(kept) + len(out), name: f.GetName(), cd: cd})
-			continue
-		}
-		kept = append(kept, f)
-	}
-	if out != nil {
-		pb.HttpFilters = kept
-	}
-	return out
 }
 
 // ecdsFilter is a filter whose configuration ECDS delivers and replaces (Envoy's dynamic
@@ -253,50 +227,50 @@ func (e *ecdsFilter) closeInstance(f filter.Filter) {
 // initial fetch timeout or failure, a removal, or when the subscription's configuration does
 // not suit this filter. Later configurations that do not suit it are rejected by the
 // provider.
-func (sh *shared) startECDS(h *Handler, list []discoveredFilter) error {
+func (sh *shared) startECDS(h *Handler, list []config.DiscoveredFilter) error {
 	d := &sh.deps
 	if d.ExtensionConfigs == nil {
-		return fmt.Errorf("http_connection_manager %q: http_filters %q: config_discovery needs the xDS client", h.cfg.StatPrefix, list[0].name)
+		return fmt.Errorf("http_connection_manager %q: http_filters %q: config_discovery needs the xDS client", h.cfg.StatPrefix, list[0].Name)
 	}
 	for _, df := range list {
-		fctx := sh.filterContext(h.hcmPrefix, df.name)
+		fctx := sh.filterContext(h.hcmPrefix, df.Name)
 		e := &ecdsFilter{
 			build: func(tc *corev3.TypedExtensionConfig) (filter.Filter, error) {
-				f, err := buildDiscovered(d.Filters, fctx, df.cd.GetTypeUrls(), tc)
+				f, err := buildDiscovered(d.Filters, fctx, df.Source.GetTypeUrls(), tc)
 				if err != nil {
-					return nil, fmt.Errorf("http_connection_manager %q: http_filters %q: %w", h.cfg.StatPrefix, df.name, err)
+					return nil, fmt.Errorf("http_connection_manager %q: http_filters %q: %w", h.cfg.StatPrefix, df.Name, err)
 				}
 				return f, nil
 			},
 			warn: func(err error) {
-				d.Logger.Warnf("extension config %q: %v; the previous configuration stays", df.name, err)
+				d.Logger.Warnf("extension config %q: %v; the previous configuration stays", df.Name, err)
 			},
 		}
-		if dc := df.cd.GetDefaultConfig(); dc != nil {
-			f, err := buildDiscovered(d.Filters, fctx, df.cd.GetTypeUrls(), &corev3.TypedExtensionConfig{Name: df.name, TypedConfig: dc})
+		if dc := df.Source.GetDefaultConfig(); dc != nil {
+			f, err := buildDiscovered(d.Filters, fctx, df.Source.GetTypeUrls(), &corev3.TypedExtensionConfig{Name: df.Name, TypedConfig: dc})
 			if err != nil {
 				h.stopECDS()
-				return fmt.Errorf("http_connection_manager %q: http_filters %q: config_discovery.default_config: %w", h.cfg.StatPrefix, df.name, err)
+				return fmt.Errorf("http_connection_manager %q: http_filters %q: config_discovery.default_config: %w", h.cfg.StatPrefix, df.Name, err)
 			}
 			e.def = f
 			e.cur.Store(&filterBox{f})
 		}
-		cur, gen, cancel, err := d.ExtensionConfigs.WatchExtensionConfig(df.name, df.cd, e.check, e.update)
+		cur, gen, cancel, err := d.ExtensionConfigs.WatchExtensionConfig(df.Name, df.Source, e.check, e.update)
 		if err != nil {
 			if c, ok := e.def.(io.Closer); ok {
 				c.Close()
 			}
 			h.stopECDS()
-			return fmt.Errorf("http_connection_manager %q: http_filters %q: %w", h.cfg.StatPrefix, df.name, err)
+			return fmt.Errorf("http_connection_manager %q: http_filters %q: %w", h.cfg.StatPrefix, df.Name, err)
 		}
 		e.cancel = cancel
 		if cur != nil {
 			e.update(gen, cur)
 		}
 		h.filters = append(h.filters, nil)
-		copy(h.filters[df.pos+1:], h.filters[df.pos:])
-		h.filters[df.pos] = e
-		h.filterNames = slices.Insert(h.filterNames, df.pos, df.name)
+		copy(h.filters[df.Pos+1:], h.filters[df.Pos:])
+		h.filters[df.Pos] = e
+		h.filterNames = slices.Insert(h.filterNames, df.Pos, df.Name)
 		h.ecds = append(h.ecds, e)
 	}
 	return nil

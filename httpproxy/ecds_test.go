@@ -249,7 +249,7 @@ func TestECDSFilter(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				sh := &shared{deps: tc.deps}
 				h := &Handler{cfg: &config.HTTPConnectionManager{StatPrefix: "ingress"}}
-				err := sh.startECDS(h, []discoveredFilter{{name: "hc", cd: tc.cd}})
+				err := sh.startECDS(h, []config.DiscoveredFilter{{Name: "hc", Source: tc.cd}})
 				if err == nil || err.Error() != tc.want {
 					t.Errorf("startECDS error = %v; want %q", err, tc.want)
 				}

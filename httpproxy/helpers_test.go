@@ -59,6 +59,17 @@ type env struct {
 	label    string // the pprof label of its goroutines (envleak_test.go)
 }
 
+// testExtensions is the registry of the connection manager's tests: the connection manager
+// (config's parser and this package's factory).
+func testExtensions(t testing.TB) *registry.Registry {
+	t.Helper()
+	r, err := registry.Of(config.Register, Register)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // handler builds a second Handler of the env's connection manager configuration, outside
 // the listener manager.
 func (e *env) handler(t testing.TB) *Handler {
@@ -140,13 +151,14 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := listener.NewRegistry()
 	e.logs = accesslog.NewManager(accesslog.FileOptions{})
 	t.Cleanup(func() { e.logs.Close() })
-	if err := Register(reg, Deps{Clusters: e.clusters, Pools: e.pools, Stats: store, HealthCheckFailed: &e.failed, LocalClusterName: "local", AccessLogs: e.logs, GRPCAccessLogs: o.als, ExtensionConfigs: o.ecds, ScopedRoutes: o.srds, Filters: o.filters, Runtime: o.runtime, Overload: o.overload, Tracing: o.tracing,
-		TLS: tlsutil.Deps{Stats: tlsutil.NewStatsScopes(store)}}); err != nil {
-		t.Fatalf("Register: %v", err)
+	svc, err := NewService(Deps{Clusters: e.clusters, Pools: e.pools, Stats: store, HealthCheckFailed: &e.failed, LocalClusterName: "local", AccessLogs: e.logs, GRPCAccessLogs: o.als, ExtensionConfigs: o.ecds, ScopedRoutes: o.srds, Filters: o.filters, Runtime: o.runtime, Overload: o.overload, Tracing: o.tracing,
+		TLS: tlsutil.Deps{Stats: tlsutil.NewStatsScopes(store)}})
+	if err != nil {
+		t.Fatalf("NewService: %v", err)
 	}
+	ext := testExtensions(t)
 	var hcm hcmv3.HttpConnectionManager
 	fromYAML(t, o.hcm, &hcm)
 	anyHCM, err := anypb.New(&hcm)
@@ -168,7 +180,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		BypassOverloadManager: o.bypass,
 		TrafficDirection:      o.direction,
 	}
-	l, err := config.ListenerFromProto(lpb)
+	l, err := config.ListenerFromProto(lpb, config.Limits{Extensions: ext})
 	if err != nil {
 		t.Fatalf("ListenerFromProto: %v", err)
 	}
@@ -177,7 +189,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		strategy = listener.DrainImmediate
 	}
 	e.lm, err = listener.NewManager(listener.ManagerConfig{
-		Stats: store, Handlers: reg, HealthCheckFailed: e.failed.Load,
+		Stats: store, Extensions: ext, Services: listener.Services{config.HTTPConnectionManagerFilter: svc}, HealthCheckFailed: e.failed.Load,
 		DrainTime: o.drainTime, DrainStrategy: strategy, Overload: o.overload,
 	})
 	if err != nil {

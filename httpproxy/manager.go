@@ -30,9 +30,6 @@ import (
 	"github.com/legateproxy/legate/tracing"
 )
 
-// TypeURL is the typed_config type of envoy.filters.network.http_connection_manager.
-const TypeURL = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
-
 // Deps are the server-wide dependencies of every connection manager.
 type Deps struct {
 	// Clusters is the cluster manager. Required.
@@ -99,17 +96,39 @@ type Deps struct {
 	Tracing tracing.Deps
 }
 
-// Register registers the envoy.filters.network.http_connection_manager handler factory with
-// the listener registry: every filter chain whose terminal filter is the connection manager is
-// served by a Handler built from its typed_config with deps.
-func Register(reg *listener.Registry, deps Deps) error {
+// Register registers the connection manager's factory (listener.TerminalFilters) with the
+// extension registry; package config registers how its typed_config converts (a
+// *config.HTTPConnectionManager). The factory serves with the *Service the server gives the
+// listener manager (listener.ManagerConfig.Services) under config.HTTPConnectionManagerFilter.
+func Register(b *registry.Builder) {
+	registry.Add(b, listener.TerminalFilters, config.HTTPConnectionManagerFilter, &hcmv3.HttpConnectionManager{}, build)
+}
+
+// build is the connection manager's listener.HandlerFactory.
+func build(ctx *listener.ChainContext, decoded any) (listener.FilterChainHandler, error) {
+	s, err := listener.Service[*Service](ctx.Services, config.HTTPConnectionManagerFilter)
+	if err != nil {
+		return nil, err
+	}
+	return s.Handler(ctx, decoded)
+}
+
+// Service is what the connection managers of one server share: their Deps, their stats
+// registrations and the Date header's cache. Safe for concurrent use.
+type Service struct {
+	sh *shared
+}
+
+// NewService returns the service of the connection managers built with deps, the defaults
+// of Deps applied.
+func NewService(deps Deps) (*Service, error) {
 	if deps.Clusters == nil || deps.Pools == nil {
-		return fmt.Errorf("httpproxy: Deps.Clusters and Deps.Pools are required")
+		return nil, fmt.Errorf("httpproxy: Deps.Clusters and Deps.Pools are required")
 	}
 	if deps.Filters == nil {
 		var err error
 		if deps.Filters, err = filter.Of(healthcheck.Register); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if deps.AccessLogs == nil {
@@ -118,23 +137,30 @@ func Register(reg *listener.Registry, deps Deps) error {
 	if deps.Extensions == nil {
 		var err error
 		if deps.Extensions, err = accesslog.Builtin(als.Register, route.Register, tlsutil.Register); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if deps.Now == nil {
 		deps.Now = clock.Real().Now
 	}
-	shared := &shared{deps: deps, stats: newStatsRegistry(deps.Stats), filterStats: filter.NewStats(deps.Stats), dates: newDateCache(deps.Now)}
-	return reg.Register(config.HTTPConnectionManagerFilter, func(ctx *listener.ChainContext) (listener.FilterChainHandler, error) {
-		h, err := shared.newHandler(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return h, nil
-	}, TypeURL)
+	return &Service{sh: &shared{deps: deps, stats: newStatsRegistry(deps.Stats), filterStats: filter.NewStats(deps.Stats), dates: newDateCache(deps.Now)}}, nil
 }
 
-// shared is what the handlers of one Register call share.
+// Handler builds the connection manager of one filter chain from its converted
+// configuration, a *config.HTTPConnectionManager.
+func (s *Service) Handler(ctx *listener.ChainContext, decoded any) (listener.FilterChainHandler, error) {
+	cfg, err := listener.ConfigOf[*config.HTTPConnectionManager](config.HTTPConnectionManagerFilter, decoded)
+	if err != nil {
+		return nil, err
+	}
+	h, err := s.sh.newHandler(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// shared is what the handlers of one Service share.
 type shared struct {
 	deps        Deps
 	stats       *statsRegistry
@@ -226,30 +252,10 @@ func (l *accessLogger) log(e *accesslog.Entry, buf []byte) []byte {
 	return buf
 }
 
-func (sh *shared) newHandler(ctx *listener.ChainContext) (*Handler, error) {
-	var terminal config.NetworkFilter
-	if n := len(ctx.Chain.Filters); n > 0 {
-		terminal = ctx.Chain.Filters[n-1]
-	}
-	if terminal.TypedConfig == nil {
-		return nil, fmt.Errorf("%s: typed_config is required", config.HTTPConnectionManagerFilter)
-	}
-	var pb hcmv3.HttpConnectionManager
-	if err := terminal.TypedConfig.UnmarshalTo(&pb); err != nil {
-		return nil, fmt.Errorf("%s: typed_config: %w", config.HTTPConnectionManagerFilter, err)
-	}
-	if err := pb.ValidateAll(); err != nil {
-		return nil, fmt.Errorf("%s: %w", config.HTTPConnectionManagerFilter, err)
-	}
-	rds := takeRDS(&pb)
-	srds := takeSRDS(&pb)
-	ecds := takeECDS(&pb)
-	tracingPB := pb.GetTracing()
-	pb.Tracing = nil // read here, by the tracing package
-	cfg, err := config.HTTPConnectionManagerFromProto(&pb)
-	if err != nil {
-		return nil, err
-	}
+// newHandler builds the handler of cfg, which the configuration path converted (rds,
+// scoped_routes, config_discovery filters and tracing taken out into their fields).
+func (sh *shared) newHandler(ctx *listener.ChainContext, cfg *config.HTTPConnectionManager) (*Handler, error) {
+	rds, srds, ecds, tracingPB := cfg.RDS, cfg.ScopedRoutes, cfg.DiscoveredFilters, cfg.Tracing
 	if l := sh.deps.Logger; l != nil {
 		for _, f := range cfg.Ignored {
 			l.Warnf("http_connection_manager %q: %s: set, but not implemented by Legate; ignored (it does not change how traffic is handled)", cfg.StatPrefix, f)

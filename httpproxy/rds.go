@@ -45,18 +45,6 @@ type rdsRoutes struct {
 	vhds VirtualHostRequester
 }
 
-// takeRDS removes pb's rds and puts an empty inline route_config of the same name in its
-// place, so that the rest of the configuration converts as usual; the table then comes from
-// the RouteProvider. It returns the rds, or nil for an inline route_config.
-func takeRDS(pb *hcmv3.HttpConnectionManager) *hcmv3.Rds {
-	rds := pb.GetRds()
-	if rds == nil {
-		return nil
-	}
-	pb.RouteSpecifier = &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{Name: rds.GetRouteConfigName()}}
-	return rds
-}
-
 // startRDS subscribes h to its route configuration. Until one arrives the handler serves an
 // empty table (404 for every request), as Envoy does after an initial fetch timeout. A
 // configuration that does not compile for this connection manager is logged and the previous

@@ -34,17 +34,6 @@ type OnDemandScopedRouteProvider interface {
 		cancel func(), load func(key string, done func()) (func(), bool), err error)
 }
 
-// takeSRDS removes pb's scoped_routes and puts an empty inline route_config in its place, so
-// that the rest converts as usual; the tables then come from the ScopedRouteProvider.
-func takeSRDS(pb *hcmv3.HttpConnectionManager) *hcmv3.ScopedRoutes {
-	sr := pb.GetScopedRoutes()
-	if sr == nil {
-		return nil
-	}
-	pb.RouteSpecifier = &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: &routev3.RouteConfiguration{Name: sr.GetName()}}
-	return sr
-}
-
 // scopeTable is an immutable set of scopes: a compiled route table per scope key.
 type scopeTable struct {
 	builder rds.KeyBuilder

@@ -114,10 +114,11 @@ func filterServer(t testing.TB, e *env, hcm string) (addr, nethttpAddr string, f
 // connection manager's configuration.
 func serveFilters(t testing.TB, e *env, filters *filter.Registry, hcm string) (string, *hcmv3.HttpConnectionManager) {
 	t.Helper()
-	handlers := listener.NewRegistry()
-	if err := Register(handlers, Deps{Clusters: e.clusters, Pools: e.pools, Stats: e.store, Filters: filters}); err != nil {
+	svc, err := NewService(Deps{Clusters: e.clusters, Pools: e.pools, Stats: e.store, Filters: filters})
+	if err != nil {
 		t.Fatal(err)
 	}
+	ext := testExtensions(t)
 	var pb hcmv3.HttpConnectionManager
 	fromYAML(t, hcm, &pb)
 	anyHCM, err := anypb.New(&pb)
@@ -129,11 +130,11 @@ func serveFilters(t testing.TB, e *env, filters *filter.Registry, hcm string) (s
 	lpb.FilterChains = []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{{
 		Name: config.HTTPConnectionManagerFilter, ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: anyHCM},
 	}}}}
-	l, err := config.ListenerFromProto(&lpb)
+	l, err := config.ListenerFromProto(&lpb, config.Limits{Extensions: ext})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lm, err := listener.NewManager(listener.ManagerConfig{Stats: e.store, Handlers: handlers})
+	lm, err := listener.NewManager(listener.ManagerConfig{Stats: e.store, Extensions: ext, Services: listener.Services{config.HTTPConnectionManagerFilter: svc}})
 	if err != nil {
 		t.Fatal(err)
 	}

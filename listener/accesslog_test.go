@@ -27,7 +27,7 @@ func TestNoChainAccessLog(t *testing.T) {
 	g := newGreeter()
 	logged := make(chan NoChainConn, 1)
 	var built *config.Listener
-	cfg := ManagerConfig{Handlers: g.registry(t), AccessLogs: func(l *config.Listener) (NoChainLog, error) {
+	cfg := ManagerConfig{Services: g.services(), AccessLogs: func(l *config.Listener) (NoChainLog, error) {
 		built = l
 		return func(c NoChainConn) { logged <- c }, nil
 	}}
@@ -70,7 +70,7 @@ func TestListenerAccessLogRefused(t *testing.T) {
 		{nil, `listener "logged": access_log: listener access logs are not available`},
 		{func(*config.Listener) (NoChainLog, error) { return nil, errors.New("access_log[0]: bad") }, `listener "logged": access_log[0]: bad`},
 	} {
-		m, err := NewManager(ManagerConfig{Stats: newStore(t), Handlers: newGreeter().registry(t), AccessLogs: c.hook})
+		m, err := NewManager(ManagerConfig{Stats: newStore(t), Services: newGreeter().services(), Extensions: testExtensions(t), AccessLogs: c.hook})
 		if err != nil {
 			t.Fatal(err)
 		}

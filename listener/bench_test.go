@@ -63,11 +63,10 @@ func BenchmarkAcceptHandOff(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			handed := make(chan struct{}, 1024)
-			reg := NewRegistry()
-			reg.Register("bench", func(*ChainContext) (FilterChainHandler, error) {
+			reg := serving("bench", func(*ChainContext, any) (FilterChainHandler, error) {
 				return HandlerFunc(func(c *Conn) { c.Close(); handed <- struct{}{} }), nil
 			})
-			m := testManager(b, ManagerConfig{Handlers: reg}, listenerFromYAML(b, tc.yaml))
+			m := testManager(b, ManagerConfig{Services: reg}, listenerFromYAML(b, tc.yaml))
 			addr := addrOf(b, m, "l")
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -108,8 +107,7 @@ func idleConnBytes(b *testing.B, n int, mode string) float64 {
 	var held []*Conn
 	var count atomic.Int64
 	all := make(chan struct{})
-	reg := NewRegistry()
-	reg.Register("hold", func(*ChainContext) (FilterChainHandler, error) {
+	reg := serving("hold", func(*ChainContext, any) (FilterChainHandler, error) {
 		return HandlerFunc(func(c *Conn) {
 			if count.Add(1) == int64(n) {
 				close(all)
@@ -126,7 +124,7 @@ func idleConnBytes(b *testing.B, n int, mode string) float64 {
 		}), nil
 	})
 	st, _ := stats.New(stats.Config{})
-	m, err := NewManager(ManagerConfig{Stats: st, Handlers: reg})
+	m, err := NewManager(ManagerConfig{Stats: st, Services: reg, Extensions: testExtensions(b)})
 	if err != nil {
 		b.Fatal(err)
 	}

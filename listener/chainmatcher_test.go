@@ -21,8 +21,8 @@ func matchingRegistry(t testing.TB) *registry.Registry {
 	return testExtensions(t)
 }
 
-// testExtensions is the registry the listener tests run with: the listener filters and the
-// filter chain matcher's inputs.
+// testExtensions is the registry the listener tests run with: the listener filters, the
+// filter chain matcher's inputs and the tests' terminal filters.
 func testExtensions(t testing.TB) *registry.Registry {
 	t.Helper()
 	b := registry.NewBuilder()
@@ -31,6 +31,7 @@ func testExtensions(t testing.TB) *registry.Registry {
 	httpinspector.Register(b)
 	proxyprotocol.Register(b)
 	originaldst.Register(b)
+	registerTestTerminals(b)
 	r, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +98,7 @@ filter_chains:
 default_filter_chain: {name: default, filters: [{name: test.greet}]}
 filter_chain_matcher:
 `
-	m := testManager(t, ManagerConfig{Handlers: g.registry(t), Extensions: matchingRegistry(t)})
+	m := testManager(t, ManagerConfig{Services: g.services(), Extensions: matchingRegistry(t)})
 	if _, err := m.AddOrUpdate(listenerFromYAML(t, matcherListener+`  matcher_list:
     matchers:
     - predicate: {single_predicate: {input: `+in("ServerNameInput")+`, value_match: {prefix: api.}}}
@@ -179,7 +180,7 @@ filter_chain_matcher:
 // when the listener is added, with the field path.
 func TestFilterChainMatcherErrors(t *testing.T) {
 	g := newGreeter()
-	m := testManager(t, ManagerConfig{Handlers: g.registry(t), Extensions: matchingRegistry(t)})
+	m := testManager(t, ManagerConfig{Services: g.services(), Extensions: matchingRegistry(t)})
 	listener := func(matcher string) string {
 		return `
 name: bad

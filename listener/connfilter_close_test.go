@@ -25,10 +25,10 @@ func (f closingFilter) Close() error                   { f.closed.Add(1); return
 func TestConnFiltersClosed(t *testing.T) {
 	var closed atomic.Int32
 	register := func(b *registry.Builder) {
-		registry.Add(b, listener.ConnFilters, "test.closing", &emptypb.Empty{}, func(*listener.ChainContext, int) (listener.ConnFilter, error) {
+		registry.Add(b, listener.ConnFilters, "test.closing", &emptypb.Empty{}, func(*listener.ChainContext, any) (listener.ConnFilter, error) {
 			return closingFilter{&closed}, nil
 		})
-		registry.Add(b, listener.ConnFilters, "test.failing", &structpb.Struct{}, func(*listener.ChainContext, int) (listener.ConnFilter, error) {
+		registry.Add(b, listener.ConnFilters, "test.failing", &structpb.Struct{}, func(*listener.ChainContext, any) (listener.ConnFilter, error) {
 			return nil, errors.New("refused")
 		})
 	}

@@ -63,14 +63,15 @@ func TestConnFilters(t *testing.T) {
 	b := registry.NewBuilder()
 	// Each extension takes its own config message; these filters read none.
 	for g, msg := range map[*gate]proto.Message{first: &emptypb.Empty{}, second: &structpb.Struct{}} {
-		registry.Add(b, ConnFilters, "test."+g.name, msg, func(*ChainContext, int) (ConnFilter, error) { return g, nil })
+		registry.Add(b, ConnFilters, "test."+g.name, msg, func(*ChainContext, any) (ConnFilter, error) { return g, nil })
 	}
+	registerTestTerminals(b)
 	ext, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := newStore(t)
-	m := testManager(t, ManagerConfig{Stats: st, Handlers: addrRegistry(t), Extensions: ext}, listenerFromYAML(t,
+	m := testManager(t, ManagerConfig{Stats: st, Services: addrServices(), Extensions: ext}, listenerFromYAML(t,
 		`{name: l, stat_prefix: l, address: {socket_address: {address: 127.0.0.1, port_value: 0}}, filter_chains: [{name: c, filters: [{name: test.first}, {name: test.second}, {name: test.addrs}]}]}`))
 	line, c, r2 := dialWith(t, addrOf(t, m, "l"), nil, "")
 	if !strings.HasPrefix(line, "c ") {

@@ -9,7 +9,7 @@ import (
 // across the manager's listeners (Envoy's %CONNECTION_ID%).
 func TestConnectionIDs(t *testing.T) {
 	g := newGreeter()
-	m := testManager(t, ManagerConfig{Handlers: g.registry(t), Workers: 2},
+	m := testManager(t, ManagerConfig{Services: g.services(), Workers: 2},
 		listenerFromYAML(t, plainListener("a", "")),
 		listenerFromYAML(t, plainListener("b", ", stat_prefix: public")))
 	seen := map[uint64]string{}

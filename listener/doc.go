@@ -2,7 +2,8 @@
 // later of LDS), accepts downstream connections, runs the TLS inspector, selects each
 // connection's filter chain by Envoy's filter_chain_match rules and hands the connection to
 // the FilterChainHandler built for that chain (the HTTP connection manager or the TCP proxy,
-// found in a Registry by network filter name), after the chain's non-terminal network filters
+// built by the factory the extension registry has for the chain's last network filter, with
+// the server's Services), after the chain's non-terminal network filters
 // (ConnFilter) have admitted it. It also owns draining: the server DrainManager
 // (--drain-time-s, --drain-strategy, /drain_listeners, SIGTERM) and the per-listener drains
 // of updated and removed listeners, and it keeps the listener.<address>.* and

@@ -13,10 +13,13 @@ import (
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	"sigs.k8s.io/yaml"
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/clock/clocktest"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener/tlsinspector/hellotest"
 	"github.com/legateproxy/legate/stats"
 )
@@ -40,7 +43,7 @@ func listenerFromYAML(t testing.TB, y string) *config.Listener {
 	if err := protojson.Unmarshal(j, pb); err != nil {
 		t.Fatalf("protojson.Unmarshal: %v", err)
 	}
-	l, err := config.ListenerFromProto(pb)
+	l, err := config.ListenerFromProto(pb, config.Limits{})
 	if err != nil {
 		t.Fatalf("ListenerFromProto: %v", err)
 	}
@@ -63,14 +66,32 @@ func newGreeter() *greeter {
 	return &greeter{served: make(chan *Conn, 100), release: make(chan struct{}), started: make(chan *Conn, 100), waiting: make(chan struct{}, 100)}
 }
 
-func (g *greeter) registry(t testing.TB) *Registry {
-	r := NewRegistry()
-	if err := r.Register("test.greet", func(ctx *ChainContext) (FilterChainHandler, error) {
-		return HandlerFunc(g.serve), nil
-	}); err != nil {
-		t.Fatal(err)
+// services gives the greeter as the handler of "test.greet" (registerTestTerminals).
+func (g *greeter) services() Services {
+	return serving("test.greet", func(*ChainContext, any) (FilterChainHandler, error) { return HandlerFunc(g.serve), nil })
+}
+
+// serving is the Services that make the test terminal filter name serve with f.
+func serving(name string, f HandlerFactory) Services { return Services{name: f} }
+
+// registerTestTerminals registers the terminal filters of the listener tests, each under a
+// config message of its own (none reads one): each serves with the HandlerFactory the test
+// gives in ManagerConfig.Services under the filter's name, so a test's handler reaches the
+// chain as the server's services reach the connection manager.
+func registerTestTerminals(b *registry.Builder) {
+	for name, msg := range map[string]proto.Message{
+		"test.greet": &wrapperspb.StringValue{}, "test.addrs": &wrapperspb.BytesValue{},
+		"bench": &wrapperspb.BoolValue{}, "hold": &wrapperspb.Int32Value{}, "echo": &wrapperspb.Int64Value{},
+		"test.state": &wrapperspb.UInt32Value{},
+	} {
+		registry.Add(b, TerminalFilters, name, msg, func(ctx *ChainContext, config any) (FilterChainHandler, error) {
+			f, err := Service[HandlerFactory](ctx.Services, name)
+			if err != nil {
+				return nil, err
+			}
+			return f(ctx, config)
+		})
 	}
-	return r
 }
 
 func (g *greeter) serve(c *Conn) {

@@ -17,7 +17,7 @@ import (
 // keep reaching the same port and the child serves them.
 func TestInheritedSocketHandover(t *testing.T) {
 	g := newGreeter()
-	parent := testManager(t, ManagerConfig{Handlers: g.registry(t)}, listenerFromYAML(t, plainListener("parent", "")))
+	parent := testManager(t, ManagerConfig{Services: g.services()}, listenerFromYAML(t, plainListener("parent", "")))
 	addr := addrOf(t, parent, "parent")
 
 	if got, want := parent.ListenAddresses(), []config.Address{{Kind: config.SocketAddress, Host: "127.0.0.1", Port: 0}}; !cmp.Equal(got, want, cmp.Comparer(func(a, b config.Address) bool { return a.String() == b.String() })) {
@@ -44,7 +44,7 @@ func TestInheritedSocketHandover(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	child, err := NewManager(ManagerConfig{Stats: newStore(t), Handlers: g.registry(t)})
+	child, err := NewManager(ManagerConfig{Stats: newStore(t), Services: g.services(), Extensions: testExtensions(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

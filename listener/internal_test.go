@@ -108,7 +108,7 @@ func TestPipeCloseAndDeadlines(t *testing.T) {
 func TestInternalListener(t *testing.T) {
 	st := newStore(t)
 	inner := `{name: inner, internal_listener: {}, filter_chains: [{name: chain, filters: [{name: test.addrs}]}]}`
-	m := testManager(t, ManagerConfig{Stats: st, Handlers: addrRegistry(t), InternalListener: &config.InternalListener{BufferSize: 16}})
+	m := testManager(t, ManagerConfig{Stats: st, Services: addrServices(), InternalListener: &config.InternalListener{BufferSize: 16}})
 	if _, err := m.AddOrUpdate(listenerFromYAML(t, inner), "1"); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestInternalListener(t *testing.T) {
 // TestInternalListenerNeedsBootstrapExtension: without envoy.bootstrap.internal_listener an
 // internal listener is refused, as in Envoy.
 func TestInternalListenerNeedsBootstrapExtension(t *testing.T) {
-	m, err := NewManager(ManagerConfig{Stats: newStore(t), Handlers: addrRegistry(t)})
+	m, err := NewManager(ManagerConfig{Stats: newStore(t), Services: addrServices(), Extensions: testExtensions(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,8 +172,7 @@ func TestInternalListenerInheritsSharedFilterState(t *testing.T) {
 		shared      []string
 	}
 	got := make(chan seen, 1)
-	r := NewRegistry()
-	if err := r.Register("test.state", func(*ChainContext) (FilterChainHandler, error) {
+	r := serving("test.state", func(*ChainContext, any) (FilterChainHandler, error) {
 		return HandlerFunc(func(c *Conn) {
 			defer c.Close()
 			s := seen{}
@@ -188,10 +187,8 @@ func TestInternalListenerInheritsSharedFilterState(t *testing.T) {
 			}
 			got <- s
 		}), nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	m := testManager(t, ManagerConfig{Stats: newStore(t), Handlers: r, InternalListener: &config.InternalListener{BufferSize: 1024}},
+	})
+	m := testManager(t, ManagerConfig{Stats: newStore(t), Services: r, InternalListener: &config.InternalListener{BufferSize: 1024}},
 		listenerFromYAML(t, `{name: inner, internal_listener: {}, filter_chains: [{filters: [{name: test.state}]}]}`))
 	outer := &filterstate.State{}
 	outer.Set("acme.tenant", filterstate.String("blue"), filterstate.Options{Sharing: filterstate.SharedWithUpstream})

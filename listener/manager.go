@@ -46,9 +46,6 @@ type ManagerConfig struct {
 	// Rand is the random source of gradual draining and of names for unnamed listeners; nil
 	// means math/rand/v2.
 	Rand func() uint64
-	// Handlers builds the handlers of the terminal network filters that are not in
-	// Extensions (the HTTP connection manager, the TCP proxy); nil knows none.
-	Handlers *Registry
 	// Workers is --concurrency: each listening socket is served by this many accept loops,
 	// and listener.<address>.worker_<N>.* counts what loop N accepted. 0 means 1.
 	Workers int
@@ -74,8 +71,12 @@ type ManagerConfig struct {
 	// Extensions holds the listener filters (listenerfilter.Filters), the network filters
 	// (ConnFilters, TerminalFilters) and the matching inputs a filter_chain_matcher may use
 	// (internal/matcher/network); nil refuses listeners with listener_filters, a
-	// filter_chain_matcher or a network filter that Handlers does not know.
+	// filter_chain_matcher or network filters.
 	Extensions *registry.Registry
+	// Services are the server's values the network filters' factories find in
+	// ChainContext.Services (the HTTP connection manager's and the TCP proxy's); nil gives
+	// none.
+	Services Services
 	// Dial reaches a cluster's hosts for the network filters that call a gRPC service
 	// (ChainContext.Dial); nil fails their calls.
 	Dial grpcclient.Dial
@@ -486,7 +487,7 @@ func (m *Manager) buildChain(info *listenerInfo, l *config.Listener, path string
 		return c, nil
 	}
 	ctx := &ChainContext{Listener: l, Chain: fc, StatPrefix: info.stats.prefix, Stats: m.cfg.Stats, Logger: m.cfg.Logger,
-		Now: m.cfg.Clock.Now, Dial: m.cfg.Dial}
+		Now: m.cfg.Clock.Now, Dial: m.cfg.Dial, Services: m.cfg.Services}
 	last := len(fc.Filters) - 1
 	for i, f := range fc.Filters[:last] {
 		cf, ok := m.connFilter(f)
@@ -496,7 +497,7 @@ func (m *Manager) buildChain(info *listenerInfo, l *config.Listener, path string
 			}
 			return c, m.unknownFilter(info.name, path, i, f)
 		}
-		filter, err := cf(ctx, i)
+		filter, err := cf(ctx, f.Config)
 		if err != nil {
 			return c, fmt.Errorf("listener %q: %s.filters[%d]: %w", info.name, path, i, err)
 		}
@@ -509,7 +510,7 @@ func (m *Manager) buildChain(info *listenerInfo, l *config.Listener, path string
 		}
 		return c, m.unknownFilter(info.name, path, last, fc.Filters[last])
 	}
-	h, err := factory(ctx)
+	h, err := factory(ctx, fc.Filters[last].Config)
 	if err != nil {
 		return c, fmt.Errorf("listener %q: %s: %w", info.name, path, err)
 	}
@@ -519,29 +520,24 @@ func (m *Manager) buildChain(info *listenerInfo, l *config.Listener, path string
 
 // connFilter finds the factory of a non-terminal network filter in the extension registry.
 func (m *Manager) connFilter(f config.NetworkFilter) (ConnFilterFactory, bool) {
-	cf, _, ok := registry.Lookup(m.cfg.Extensions, ConnFilters, f.Name, f.TypeURL())
+	cf, _, ok := registry.Lookup(m.cfg.Extensions, ConnFilters, f.Name, f.TypeURL)
 	return cf, ok
 }
 
-// terminalFilter finds the factory of a terminal network filter: among Handlers, then in the
-// extension registry.
+// terminalFilter finds the factory of a terminal network filter in the extension registry.
 func (m *Manager) terminalFilter(f config.NetworkFilter) (HandlerFactory, bool) {
-	taken := func(u string) bool { return m.cfg.Extensions.Has(registry.NetworkFilter, u) }
-	if h, ok := m.cfg.Handlers.lookup(f, taken); ok {
-		return h, true
-	}
-	h, _, ok := registry.Lookup(m.cfg.Extensions, TerminalFilters, f.Name, f.TypeURL())
+	h, _, ok := registry.Lookup(m.cfg.Extensions, TerminalFilters, f.Name, f.TypeURL)
 	return h, ok
 }
 
 func (m *Manager) unknownFilter(listener, path string, i int, f config.NetworkFilter) error {
 	return fmt.Errorf("listener %q: %s.filters[%d]: name = %q, typed_config type %q: no such network filter; known filters: %v",
-		listener, path, i, f.Name, f.TypeURL(), m.networkFilterNames())
+		listener, path, i, f.Name, f.TypeURL, m.networkFilterNames())
 }
 
 // networkFilterNames lists the network filters a chain may name, sorted.
 func (m *Manager) networkFilterNames() []string {
-	names := m.cfg.Handlers.Names()
+	var names []string
 	for e := range registry.All(m.cfg.Extensions, ConnFilters) {
 		names = append(names, e.Name)
 	}

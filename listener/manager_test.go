@@ -22,7 +22,7 @@ func plainListener(name, extra string) string {
 
 func TestServeAndStats(t *testing.T) {
 	g := newGreeter()
-	m := testManager(t, ManagerConfig{Handlers: g.registry(t), Workers: 2},
+	m := testManager(t, ManagerConfig{Services: g.services(), Workers: 2},
 		listenerFromYAML(t, plainListener("a", "")),
 		listenerFromYAML(t, plainListener("b", ", stat_prefix: public")))
 	st := m.cfg.Stats
@@ -78,7 +78,7 @@ func TestStatusesShowBoundAddresses(t *testing.T) {
 		ln.Close()
 		ls = append(ls, listenerFromYAML(t, `{name: v6, address: {socket_address: {address: "::1", port_value: 0}}, filter_chains: [{filters: [{name: test.greet}]}]}`))
 	}
-	m := testManager(t, ManagerConfig{Handlers: newGreeter().registry(t)}, ls...)
+	m := testManager(t, ManagerConfig{Services: newGreeter().services()}, ls...)
 	var got []string
 	for _, s := range m.Statuses() {
 		for _, a := range s.Addresses {
@@ -110,7 +110,7 @@ func TestBindErrorNamesListenerAndAddress(t *testing.T) {
 	defer busy.Close()
 	port := busy.Addr().(*net.TCPAddr).Port
 	st := newStore(t)
-	m, _ := NewManager(ManagerConfig{Stats: st, Handlers: newGreeter().registry(t)})
+	m, _ := NewManager(ManagerConfig{Stats: st, Services: newGreeter().services(), Extensions: testExtensions(t)})
 	ok := listenerFromYAML(t, plainListener("ok", ""))
 	clash := listenerFromYAML(t, fmt.Sprintf(`{name: clash, address: {socket_address: {address: 127.0.0.1, port_value: %d}}, filter_chains: [{filters: [{name: test.greet}]}]}`, port))
 	if err := m.AddStatic([]*config.Listener{ok, clash}); err != nil {
@@ -132,7 +132,7 @@ func TestBindErrorNamesListenerAndAddress(t *testing.T) {
 }
 
 func TestListenerConfigErrors(t *testing.T) {
-	m := testManager(t, ManagerConfig{Handlers: newGreeter().registry(t)})
+	m := testManager(t, ManagerConfig{Services: newGreeter().services()})
 	for _, tc := range []struct {
 		name, yaml, want string
 	}{
@@ -160,7 +160,7 @@ func TestChainWithoutFiltersClosesConnections(t *testing.T) {
 
 func TestTLSInspectorTimeout(t *testing.T) {
 	g := newGreeter()
-	m := testManager(t, ManagerConfig{Handlers: g.registry(t)},
+	m := testManager(t, ManagerConfig{Services: g.services()},
 		listenerFromYAML(t, `{name: strict, address: {socket_address: {address: 127.0.0.1, port_value: 0}}, listener_filters: [{name: envoy.filters.listener.tls_inspector}], listener_filters_timeout: 0.05s, filter_chains: [{name: any, filters: [{name: test.greet}]}]}`),
 		listenerFromYAML(t, `{name: lenient, stat_prefix: lenient, address: {socket_address: {address: 127.0.0.1, port_value: 0}}, listener_filters: [{name: envoy.filters.listener.tls_inspector}], listener_filters_timeout: 0.05s, continue_on_listener_filters_timeout: true, filter_chains: [{name: raw, filter_chain_match: {transport_protocol: raw_buffer}, filters: [{name: test.greet}]}]}`))
 	c, err := net.Dial("tcp", addrOf(t, m, "strict"))
@@ -184,7 +184,7 @@ func TestTLSInspectorTimeout(t *testing.T) {
 }
 
 func TestTLSInspectorRemoteClose(t *testing.T) {
-	m := testManager(t, ManagerConfig{Handlers: newGreeter().registry(t)},
+	m := testManager(t, ManagerConfig{Services: newGreeter().services()},
 		listenerFromYAML(t, `{name: l, address: {socket_address: {address: 127.0.0.1, port_value: 0}}, listener_filters: [{name: envoy.filters.listener.tls_inspector}], filter_chains: [{filters: [{name: test.greet}]}]}`))
 	c, err := net.Dial("tcp", addrOf(t, m, "l"))
 	if err != nil {
@@ -226,7 +226,7 @@ func isClosed(ch <-chan struct{}) bool {
 func TestInPlaceFilterChainUpdate(t *testing.T) {
 	g := newGreeter()
 	clock := newFakeClock()
-	m := testManager(t, ManagerConfig{Handlers: g.registry(t), Clock: clock, DrainTime: 10 * time.Second, DrainStrategy: DrainImmediate})
+	m := testManager(t, ManagerConfig{Services: g.services(), Clock: clock, DrainTime: 10 * time.Second, DrainStrategy: DrainImmediate})
 	v1 := `{name: l, address: {socket_address: {address: 127.0.0.1, port_value: 0}},
 	  filter_chains: [{name: keep, filter_chain_match: {source_ports: [1]}, filters: [{name: test.greet}]}, {name: old, filters: [{name: test.greet}]}]}`
 	v2 := strings.Replace(v1, "name: old", "name: new", 1)
@@ -271,7 +271,7 @@ func TestInPlaceFilterChainUpdate(t *testing.T) {
 func TestFullUpdateDrainsOldVersion(t *testing.T) {
 	g := newGreeter()
 	clock := newFakeClock()
-	m := testManager(t, ManagerConfig{Handlers: g.registry(t), Clock: clock, DrainTime: 10 * time.Second, DrainStrategy: DrainGradual})
+	m := testManager(t, ManagerConfig{Services: g.services(), Clock: clock, DrainTime: 10 * time.Second, DrainStrategy: DrainGradual})
 	v1 := plainListener("l", "")
 	if _, err := m.AddOrUpdate(listenerFromYAML(t, v1), "1"); err != nil {
 		t.Fatal(err)
@@ -316,7 +316,7 @@ func TestFullUpdateDrainsOldVersion(t *testing.T) {
 func TestUpdateWithNewAddressRebinds(t *testing.T) {
 	g := newGreeter()
 	clock := newFakeClock()
-	m := testManager(t, ManagerConfig{Handlers: g.registry(t), Clock: clock, DrainTime: time.Second})
+	m := testManager(t, ManagerConfig{Services: g.services(), Clock: clock, DrainTime: time.Second})
 	if _, err := m.AddOrUpdate(listenerFromYAML(t, plainListener("l", "")), "1"); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func TestUpdateWithNewAddressRebinds(t *testing.T) {
 func TestRemoveListener(t *testing.T) {
 	g := newGreeter()
 	clock := newFakeClock()
-	m := testManager(t, ManagerConfig{Handlers: g.registry(t), Clock: clock, DrainTime: 5 * time.Second},
+	m := testManager(t, ManagerConfig{Services: g.services(), Clock: clock, DrainTime: 5 * time.Second},
 		listenerFromYAML(t, plainListener("static", "")))
 	if _, err := m.AddOrUpdate(listenerFromYAML(t, plainListener("dyn", ", stat_prefix: dyn")), "1"); err != nil {
 		t.Fatal(err)
@@ -387,7 +387,7 @@ func TestStopListeners(t *testing.T) {
 	in := `{name: in, traffic_direction: INBOUND, address: {socket_address: {address: 127.0.0.1, port_value: 0}}, filter_chains: [{filters: [{name: test.greet}]}]}`
 	out := `{name: out, traffic_direction: OUTBOUND, address: {socket_address: {address: 127.0.0.1, port_value: 0}}, filter_chains: [{filters: [{name: test.greet}]}]}`
 	t.Run("inboundonly", func(t *testing.T) {
-		m := testManager(t, ManagerConfig{Handlers: newGreeter().registry(t)}, listenerFromYAML(t, in), listenerFromYAML(t, out))
+		m := testManager(t, ManagerConfig{Services: newGreeter().services()}, listenerFromYAML(t, in), listenerFromYAML(t, out))
 		inAddr, outAddr := addrOf(t, m, "in"), addrOf(t, m, "out")
 		m.DrainListeners(DrainRequest{InboundOnly: true}, func() { t.Error("exit called without graceful") })
 		wantStat(t, m.cfg.Stats, "listener_manager.listener_stopped", 1)
@@ -408,7 +408,7 @@ func TestStopListeners(t *testing.T) {
 		}
 	})
 	t.Run("all", func(t *testing.T) {
-		m := testManager(t, ManagerConfig{Handlers: newGreeter().registry(t)}, listenerFromYAML(t, in), listenerFromYAML(t, out))
+		m := testManager(t, ManagerConfig{Services: newGreeter().services()}, listenerFromYAML(t, in), listenerFromYAML(t, out))
 		m.DrainListeners(DrainRequest{}, nil)
 		wantStat(t, m.cfg.Stats, "listener_manager.listener_stopped", 2)
 		if _, err := m.AddOrUpdate(listenerFromYAML(t, strings.Replace(out, "name: out", "name: out2", 1)), "1"); !errors.Is(err, ErrDirectionStopped) {
@@ -428,7 +428,7 @@ func TestGracefulDrain(t *testing.T) {
 		t.Run(fmt.Sprintf("skip_exit=%v", skipExit), func(t *testing.T) {
 			g := newGreeter()
 			clock := newFakeClock()
-			m := testManager(t, ManagerConfig{Handlers: g.registry(t), Clock: clock, DrainTime: 30 * time.Second, DrainStrategy: DrainImmediate},
+			m := testManager(t, ManagerConfig{Services: g.services(), Clock: clock, DrainTime: 30 * time.Second, DrainStrategy: DrainImmediate},
 				listenerFromYAML(t, plainListener("l", "")))
 			addr := addrOf(t, m, "l")
 			_, idle, _ := newConnOn(t, g, addr)
@@ -478,7 +478,7 @@ func TestGracefulDrain(t *testing.T) {
 
 func TestDrainInboundOnlyLeavesOutbound(t *testing.T) {
 	g := newGreeter()
-	m := testManager(t, ManagerConfig{Handlers: g.registry(t), Clock: newFakeClock(), DrainTime: time.Minute, DrainStrategy: DrainImmediate},
+	m := testManager(t, ManagerConfig{Services: g.services(), Clock: newFakeClock(), DrainTime: time.Minute, DrainStrategy: DrainImmediate},
 		listenerFromYAML(t, `{name: in, traffic_direction: INBOUND, address: {socket_address: {address: 127.0.0.1, port_value: 0}}, filter_chains: [{filters: [{name: test.greet}]}]}`),
 		listenerFromYAML(t, `{name: out, stat_prefix: out, traffic_direction: OUTBOUND, address: {socket_address: {address: 127.0.0.1, port_value: 0}}, filter_chains: [{filters: [{name: test.greet}]}]}`),
 		listenerFromYAML(t, `{name: modify-only, stat_prefix: mo, drain_type: MODIFY_ONLY, traffic_direction: INBOUND, address: {socket_address: {address: 127.0.0.1, port_value: 0}}, filter_chains: [{filters: [{name: test.greet}]}]}`))
@@ -516,7 +516,7 @@ func TestDrainInboundOnlyLeavesOutbound(t *testing.T) {
 func TestHealthCheckFailedDrainsDefaultListeners(t *testing.T) {
 	g := newGreeter()
 	var failed atomic.Bool
-	m := testManager(t, ManagerConfig{Handlers: g.registry(t), HealthCheckFailed: failed.Load},
+	m := testManager(t, ManagerConfig{Services: g.services(), HealthCheckFailed: failed.Load},
 		listenerFromYAML(t, plainListener("d", "")),
 		listenerFromYAML(t, plainListener("mo", ", stat_prefix: mo, drain_type: MODIFY_ONLY")))
 	_, _, d := newConnOn(t, g, addrOf(t, m, "d"))
@@ -588,7 +588,7 @@ func TestDrainSequenceCompletion(t *testing.T) {
 
 func TestConfigDump(t *testing.T) {
 	clock := newFakeClock()
-	m := testManager(t, ManagerConfig{Handlers: newGreeter().registry(t), Clock: clock, DrainTime: time.Minute},
+	m := testManager(t, ManagerConfig{Services: newGreeter().services(), Clock: clock, DrainTime: time.Minute},
 		listenerFromYAML(t, plainListener("s1", "")), listenerFromYAML(t, plainListener("s2", ", stat_prefix: s2")))
 	if _, err := m.AddOrUpdate(listenerFromYAML(t, plainListener("d", ", stat_prefix: d")), "v1"); err != nil {
 		t.Fatal(err)
@@ -609,7 +609,7 @@ func TestConfigDump(t *testing.T) {
 }
 
 func TestUnnamedListenerGetsUUID(t *testing.T) {
-	m := testManager(t, ManagerConfig{Handlers: newGreeter().registry(t)},
+	m := testManager(t, ManagerConfig{Services: newGreeter().services()},
 		listenerFromYAML(t, `{address: {socket_address: {address: 127.0.0.1, port_value: 0}}, filter_chains: [{filters: [{name: test.greet}]}]}`))
 	name := m.Statuses()[0].Name
 	if len(name) != 36 || name[14] != '4' {
@@ -620,14 +620,13 @@ func TestUnnamedListenerGetsUUID(t *testing.T) {
 // TestConnCopyReplaysPeekedBytes: io.Copy through WriteTo and ReadFrom carries the bytes the
 // TLS inspector peeked, then the rest of the stream.
 func TestConnCopyReplaysPeekedBytes(t *testing.T) {
-	reg := NewRegistry()
-	reg.Register("echo", func(*ChainContext) (FilterChainHandler, error) {
+	reg := serving("echo", func(*ChainContext, any) (FilterChainHandler, error) {
 		return HandlerFunc(func(c *Conn) {
 			defer c.Close()
 			io.Copy(c, c) // ReadFrom(c) on the socket, reading through c.WriteTo
 		}), nil
 	})
-	m := testManager(t, ManagerConfig{Handlers: reg},
+	m := testManager(t, ManagerConfig{Services: reg},
 		listenerFromYAML(t, `{name: l, address: {socket_address: {address: 127.0.0.1, port_value: 0}}, listener_filters: [{name: envoy.filters.listener.tls_inspector}], filter_chains: [{filters: [{name: echo}]}]}`))
 	c, err := net.Dial("tcp", addrOf(t, m, "l"))
 	if err != nil {
@@ -647,7 +646,7 @@ func TestConnCopyReplaysPeekedBytes(t *testing.T) {
 func TestPipeListener(t *testing.T) {
 	g := newGreeter()
 	path := t.TempDir() + "/legate.sock"
-	m := testManager(t, ManagerConfig{Handlers: g.registry(t)},
+	m := testManager(t, ManagerConfig{Services: g.services()},
 		listenerFromYAML(t, `{name: pipe, address: {pipe: {path: "`+path+`"}}, filter_chains: [{name: unix, filters: [{name: test.greet}]}]}`))
 	if got := m.Statuses()[0].Addresses[0].String(); got != path {
 		t.Errorf("status address = %q; want %q", got, path)
@@ -684,7 +683,7 @@ func TestUnknownListenerFilter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := NewManager(ManagerConfig{Stats: st, Handlers: newGreeter().registry(t), Extensions: testExtensions(t)})
+			m, err := NewManager(ManagerConfig{Stats: st, Services: newGreeter().services(), Extensions: testExtensions(t)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -95,7 +95,7 @@ func TestSelectChain(t *testing.T) {
 // source ranges, and plain bytes for the default chain.
 func TestFilterChainMatchOverSockets(t *testing.T) {
 	g := newGreeter()
-	cfg := ManagerConfig{Handlers: g.registry(t)}
+	cfg := ManagerConfig{Services: g.services()}
 	l := listenerFromYAML(t, `
 name: match
 address: {socket_address: {address: 127.0.0.1, port_value: 0}}

@@ -12,7 +12,7 @@ import (
 // overloadListeners starts a manager with the listeners "a", "free" (ignore_global_conn_limit)
 // and "bypass" (bypass_overload_manager) under h's overload state.
 func overloadListeners(t *testing.T, g *greeter, st *overloadHolder) *Manager {
-	return testManager(t, ManagerConfig{Handlers: g.registry(t), Workers: 1, Stats: st.store, Overload: st.state},
+	return testManager(t, ManagerConfig{Services: g.services(), Workers: 1, Stats: st.store, Overload: st.state},
 		listenerFromYAML(t, plainListener("a", ", stat_prefix: a")),
 		listenerFromYAML(t, plainListener("free", ", stat_prefix: free, ignore_global_conn_limit: true")),
 		listenerFromYAML(t, plainListener("bypass", ", stat_prefix: bypass, bypass_overload_manager: true")))
@@ -154,7 +154,7 @@ func TestListenerConnectionLimitRuntime(t *testing.T) {
 		}
 		return def
 	}
-	m := testManager(t, ManagerConfig{Handlers: g.registry(t), Workers: 1, Stats: st, Runtime: runtime},
+	m := testManager(t, ManagerConfig{Services: g.services(), Workers: 1, Stats: st, Runtime: runtime},
 		listenerFromYAML(t, plainListener("a", ", stat_prefix: a")),
 		listenerFromYAML(t, plainListener("b", ", stat_prefix: b")))
 	first := mustGreet(t, m, "a")
@@ -188,7 +188,7 @@ func TestRuntimeGlobalConnectionLimit(t *testing.T) {
 		}
 		return def
 	}
-	m := testManager(t, ManagerConfig{Handlers: g.registry(t), Workers: 1, Stats: st, Runtime: runtime},
+	m := testManager(t, ManagerConfig{Services: g.services(), Workers: 1, Stats: st, Runtime: runtime},
 		listenerFromYAML(t, plainListener("a", ", stat_prefix: a")),
 		listenerFromYAML(t, plainListener("free", ", stat_prefix: free, ignore_global_conn_limit: true")))
 	first := mustGreet(t, m, "a")

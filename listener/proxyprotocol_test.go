@@ -14,21 +14,17 @@ import (
 	"github.com/legateproxy/legate/accesslog"
 )
 
-// addrRegistry registers "test.addrs": it writes the connection's filter chain, remote,
+// addrServices serve "test.addrs": it writes the connection's filter chain, remote,
 // local and direct remote addresses, whether the local address is restored, then echoes
 // what the client sends.
-func addrRegistry(t testing.TB) *Registry {
-	r := NewRegistry()
-	if err := r.Register("test.addrs", func(*ChainContext) (FilterChainHandler, error) {
+func addrServices() Services {
+	return serving("test.addrs", func(*ChainContext, any) (FilterChainHandler, error) {
 		return HandlerFunc(func(c *Conn) {
 			defer c.Close()
 			fmt.Fprintf(c, "%s %s %s %s %t\n", c.FilterChainName(), c.RemoteAddr(), c.LocalAddr(), c.DirectRemoteAddr(), c.LocalAddressRestored())
 			io.Copy(c, c)
 		}), nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return r
+	})
 }
 
 // proxyListener is a listener with the PROXY protocol filter configured by pp (YAML fields
@@ -92,7 +88,7 @@ func header(t testing.TB, version byte, src, dst string, tlvs ...proxyproto.TLV)
 // reaches the handler untouched; the socket's peer stays the direct remote address.
 func TestProxyProtocolAddresses(t *testing.T) {
 	st := newStore(t)
-	m := testManager(t, ManagerConfig{Stats: st, Handlers: addrRegistry(t)}, listenerFromYAML(t, proxyListener("pp", "")))
+	m := testManager(t, ManagerConfig{Stats: st, Services: addrServices()}, listenerFromYAML(t, proxyListener("pp", "")))
 	addr := addrOf(t, m, "pp")
 	tlvs := []proxyproto.TLV{{Type: proxyproto.PP2_TYPE_AUTHORITY, Value: []byte("example.com")}, {Type: 0xE0, Value: []byte{1, 2, 3}}}
 	cases := []struct {
@@ -137,7 +133,7 @@ func split(b []byte) [][]byte {
 // and dropped, and the connection keeps the socket's addresses.
 func TestProxyProtocolLocalKeepsAddresses(t *testing.T) {
 	st := newStore(t)
-	m := testManager(t, ManagerConfig{Stats: st, Handlers: addrRegistry(t)}, listenerFromYAML(t, proxyListener("pp", "")))
+	m := testManager(t, ManagerConfig{Stats: st, Services: addrServices()}, listenerFromYAML(t, proxyListener("pp", "")))
 	addr := addrOf(t, m, "pp")
 	local, err := (&proxyproto.Header{Version: 2, Command: proxyproto.LOCAL, TransportProtocol: proxyproto.UNSPEC}).Format()
 	if err != nil {
@@ -161,7 +157,7 @@ func TestProxyProtocolLocalKeepsAddresses(t *testing.T) {
 // connection before any filter chain sees it, and each case is counted in Envoy's stats.
 func TestProxyProtocolRefusals(t *testing.T) {
 	st := newStore(t)
-	m := testManager(t, ManagerConfig{Stats: st, Handlers: addrRegistry(t)},
+	m := testManager(t, ManagerConfig{Stats: st, Services: addrServices()},
 		listenerFromYAML(t, proxyListener("strict", "")),
 		listenerFromYAML(t, proxyListener("nov1", `, stat_prefix: nov1, disallowed_versions: [V1]`)))
 	strict, nov1 := addrOf(t, m, "strict"), addrOf(t, m, "nov1")
@@ -205,7 +201,7 @@ func TestProxyProtocolRefusals(t *testing.T) {
 // a header keeps its addresses and its bytes, and one with a header is still read.
 func TestProxyProtocolOptional(t *testing.T) {
 	st := newStore(t)
-	m := testManager(t, ManagerConfig{Stats: st, Handlers: addrRegistry(t)}, listenerFromYAML(t, proxyListener("opt", `, allow_requests_without_proxy_protocol: true`)))
+	m := testManager(t, ManagerConfig{Stats: st, Services: addrServices()}, listenerFromYAML(t, proxyListener("opt", `, allow_requests_without_proxy_protocol: true`)))
 	addr := addrOf(t, m, "opt")
 	line, c, r := dialWith(t, addr, nil, "GET / HTTP/1.1\r\n")
 	if want := fmt.Sprintf("other %s %s %s false", c.LocalAddr(), c.RemoteAddr(), c.LocalAddr()); line != want {
@@ -230,7 +226,7 @@ func TestProxyProtocolThenTLSInspector(t *testing.T) {
 listener_filters: [{name: envoy.filters.listener.proxy_protocol}, {name: envoy.filters.listener.tls_inspector}],
 filter_chains: [{name: sni, filter_chain_match: {server_names: [a.example.com], source_prefix_ranges: [{address_prefix: 203.0.113.0, prefix_len: 24}]}, filters: [{name: test.addrs}]}],
 default_filter_chain: {name: other, filters: [{name: test.addrs}]}}`)
-	m := testManager(t, ManagerConfig{Stats: st, Handlers: addrRegistry(t)}, listenerFromYAML(t, l))
+	m := testManager(t, ManagerConfig{Stats: st, Services: addrServices()}, listenerFromYAML(t, l))
 	line, c, _ := dialWith(t, addrOf(t, m, "pt"), [][]byte{header(t, 1, "203.0.113.4:9", "198.51.100.4:443"), helloBytes(t, "a.example.com")}, "")
 	if want := "sni 203.0.113.4:9 198.51.100.4:443 " + c.LocalAddr().String() + " true"; line != want {
 		t.Fatalf("handler saw %q; want %q", line, want)
@@ -242,7 +238,7 @@ default_filter_chain: {name: other, filters: [{name: test.addrs}]}}`)
 // continue_on_listener_filters_timeout it reaches a filter chain with what it sent.
 func TestProxyProtocolTimeout(t *testing.T) {
 	st := newStore(t)
-	m := testManager(t, ManagerConfig{Stats: st, Handlers: addrRegistry(t)},
+	m := testManager(t, ManagerConfig{Stats: st, Services: addrServices()},
 		listenerFromYAML(t, strings.Replace(proxyListener("strict", ""), "listener_filters:", "listener_filters_timeout: 0.1s, listener_filters:", 1)),
 		listenerFromYAML(t, strings.Replace(proxyListener("lenient", ""), "listener_filters:", "listener_filters_timeout: 0.1s, continue_on_listener_filters_timeout: true, listener_filters:", 1)))
 	line, c, r := dialWith(t, addrOf(t, m, "strict"), [][]byte{[]byte("PROXY TCP4 203.0.")}, "")
@@ -275,7 +271,7 @@ filter_chains: [
  {name: h11, filter_chain_match: {application_protocols: [http/1.1]}, filters: [{name: test.addrs}]},
  {name: h10, filter_chain_match: {application_protocols: [http/1.0]}, filters: [{name: test.addrs}]}],
 default_filter_chain: {name: other, filters: [{name: test.addrs}]}}`
-	m := testManager(t, ManagerConfig{Stats: st, Handlers: addrRegistry(t)}, listenerFromYAML(t, l))
+	m := testManager(t, ManagerConfig{Stats: st, Services: addrServices()}, listenerFromYAML(t, l))
 	addr := addrOf(t, m, "hi")
 	for _, tc := range []struct{ first, chain string }{
 		{"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "h2c"},
@@ -303,21 +299,18 @@ func TestProxyProtocolTLVsInFilterState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := NewRegistry()
-	if err := r.Register("test.state", func(*ChainContext) (FilterChainHandler, error) {
+	r := serving("test.state", func(*ChainContext, any) (FilterChainHandler, error) {
 		return HandlerFunc(func(c *Conn) {
 			defer c.Close()
 			e := accesslog.Entry{FilterState: c.FilterState(), DynamicMetadata: c.DynamicMetadata()}
 			c.Write(append(f.Format(nil, &e), '\n'))
 		}), nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	l := listenerFromYAML(t, `{name: pp, address: {socket_address: {address: 127.0.0.1, port_value: 0}},
 listener_filters: [{name: envoy.filters.listener.proxy_protocol, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.listener.proxy_protocol.v3.ProxyProtocol,
   tlv_location: FILTER_STATE, rules: [{tlv_type: 0xE0, on_tlv_present: {key: tenant}}, {tlv_type: 0xE1, on_tlv_present: {key: raw, value_string_encoding: BASE64}}]}}],
 filter_chains: [{filters: [{name: test.state}]}]}`)
-	m := testManager(t, ManagerConfig{Stats: newStore(t), Handlers: r}, l)
+	m := testManager(t, ManagerConfig{Stats: newStore(t), Services: r}, l)
 	addr := addrOf(t, m, "pp")
 	tlvs := []proxyproto.TLV{{Type: 0xE0, Value: []byte("acme")}, {Type: 0xE1, Value: []byte{0xff, 0x00}}, {Type: 0xE2, Value: []byte("ignored")}}
 	line, _, _ := dialWith(t, addr, [][]byte{header(t, 2, "203.0.113.8:4001", "198.51.100.2:80", tlvs...)}, "")

@@ -2,7 +2,6 @@ package listener
 
 import (
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/legateproxy/legate/config"
@@ -37,10 +36,10 @@ type HandlerFunc func(c *Conn)
 // ServeConn calls f(c).
 func (f HandlerFunc) ServeConn(c *Conn) { f(c) }
 
-// ChainContext is what a HandlerFactory builds a handler from.
+// ChainContext is what a network filter's factory builds from.
 type ChainContext struct {
 	// Listener is the listener's configuration; Chain the filter chain's (its Filters are
-	// the network filters in order, the last one naming the factory).
+	// the network filters in order, the last one the terminal filter).
 	Listener *config.Listener
 	Chain    *config.FilterChain
 	// StatPrefix is the listener's stats prefix with its trailing dot, for example
@@ -56,41 +55,49 @@ type ChainContext struct {
 	// gave none.
 	Now  func() time.Time
 	Dial grpcclient.Dial
+	// Services are the server's values for the filters that need them (ManagerConfig.Services).
+	Services Services
 }
 
-// HandlerFactory builds the handler of one filter chain. It is called on the goroutine that
-// adds or updates the listener; an error refuses the listener (listener_create_failure).
-type HandlerFactory func(ctx *ChainContext) (FilterChainHandler, error)
+// Services are what the server builds for the terminal filters that serve with its data
+// plane (the HTTP connection manager's and the TCP proxy's dependencies: cluster manager,
+// pools, stats, runtime, overload, ...), by the Envoy name of the extension that uses each.
+// They exist only once the server has built them, after the extension registry is frozen, so
+// they come to the factories through the listener manager rather than the registry. The
+// server sets them once, before the first listener is added; they are read-only afterwards.
+type Services map[string]any
+
+// Service returns the value of type T that s holds for the extension name, or an error
+// saying that the server gave none: a factory registered without its services cannot serve.
+func Service[T any](s Services, name string) (T, error) {
+	v, ok := s[name].(T)
+	if !ok {
+		return v, fmt.Errorf("%s: the listener manager was given no %T for it (ManagerConfig.Services)", name, v)
+	}
+	return v, nil
+}
+
+// HandlerFactory builds the handler of one filter chain from its terminal filter's
+// configuration: the typed_config as the configuration path decoded and checked it
+// (config.NetworkFilter.Config). It is called on the goroutine that adds or updates the
+// listener; an error refuses the listener (listener_create_failure).
+type HandlerFactory func(ctx *ChainContext, config any) (FilterChainHandler, error)
 
 // ConnFilters and TerminalFilters are the kinds of network filter extensions (Envoy's
 // envoy.filters.network.*): a filter package registers its factory with
 //
 //	registry.Add(b, listener.ConnFilters, Name, &pb.Config{}, factory)
 //
-// (TerminalFilters for a filter that serves the connection, echo or direct_response), and the
-// listener manager builds each filter of a chain through the frozen registry. They are two
-// facets of one category so that a chain naming a terminal filter before its end, or ending
-// with a non-terminal one, is told so rather than that the filter is unknown.
+// (TerminalFilters for a filter that serves the connection: echo, direct_response, the TCP
+// proxy, the HTTP connection manager), and the listener manager builds each filter of a chain
+// through the frozen registry. They are two facets of one category so that a chain naming a
+// terminal filter before its end, or ending with a non-terminal one, is told so rather than
+// that the filter is unknown. How the filter's typed_config becomes the value its factory
+// gets is package config's kind, config.NetworkFilterConfigs, under the same name.
 var (
 	ConnFilters     = registry.Kind[ConnFilterFactory]{Category: registry.NetworkFilter, Facet: "conn"}
 	TerminalFilters = registry.Kind[HandlerFactory]{Category: registry.NetworkFilter, Facet: "terminal"}
 )
-
-// Registry maps terminal network filter names and typed_config type URLs to handler
-// factories whose dependencies only the server has (the HTTP connection manager's and the TCP
-// proxy's Deps, built after the extension registry is frozen). Every other network filter is
-// in the extension registry (ConnFilters, TerminalFilters). It is filled while the server is
-// assembled and read-only afterwards; lookups are then safe for concurrent use. The zero
-// value is not usable; call NewRegistry.
-type Registry struct {
-	byName map[string]HandlerFactory
-	byType map[string]HandlerFactory
-}
-
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry {
-	return &Registry{byName: map[string]HandlerFactory{}, byType: map[string]HandlerFactory{}}
-}
 
 // ConnFilter is a non-terminal network filter (connection_limit, local_ratelimit, rbac,
 // sni_cluster): it runs once on each new connection of its filter chain, in chain order,
@@ -102,69 +109,17 @@ type ConnFilter interface {
 	OnConnection(c *Conn) bool
 }
 
-// ConnFilterFactory builds the ConnFilter of one filter of a chain: ctx.Chain.Filters[index].
-type ConnFilterFactory func(ctx *ChainContext, index int) (ConnFilter, error)
+// ConnFilterFactory builds the ConnFilter of one filter of a chain from its decoded
+// configuration (config.NetworkFilter.Config).
+type ConnFilterFactory func(ctx *ChainContext, config any) (ConnFilter, error)
 
-// free checks that name and typeURLs are not registered yet.
-func (r *Registry) free(name string, typeURLs []string) error {
-	if _, dup := r.byName[name]; dup {
-		return fmt.Errorf("listener: network filter %q is already registered", name)
+// ConfigOf returns a filter's decoded configuration as the type its factory expects; an
+// error names the filter when the value is of another type (a listener converted without
+// the filter's config.NetworkFilterConfigs entry).
+func ConfigOf[T any](name string, config any) (T, error) {
+	v, ok := config.(T)
+	if !ok {
+		return v, fmt.Errorf("%s: configuration of type %T; want %T (was the listener converted with this extension's registry?)", name, config, v)
 	}
-	for _, u := range typeURLs {
-		if _, dup := r.byType[u]; dup {
-			return fmt.Errorf("listener: network filter type %q is already registered", u)
-		}
-	}
-	return nil
-}
-
-// Register adds f under the network filter name (for example
-// config.HTTPConnectionManagerFilter) and under each typed_config type URL that selects it
-// (for example "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy").
-// As in Envoy, a filter's type URL is looked up first and its name second. Registering a
-// name or type twice is an error.
-func (r *Registry) Register(name string, f HandlerFactory, typeURLs ...string) error {
-	if f == nil {
-		return fmt.Errorf("listener: network filter %q: nil factory", name)
-	}
-	if err := r.free(name, typeURLs); err != nil {
-		return err
-	}
-	r.byName[name] = f
-	for _, u := range typeURLs {
-		r.byType[u] = f
-	}
-	return nil
-}
-
-// Names returns the registered filter names, sorted.
-func (r *Registry) Names() []string {
-	if r == nil {
-		return nil
-	}
-	out := make([]string, 0, len(r.byName))
-	for n := range r.byName {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// lookup finds f's factory: by its type URL first, as Envoy finds extensions, and by name
-// only when the type is not one that the extension registry gives to another network filter
-// (taken).
-func (r *Registry) lookup(f config.NetworkFilter, taken func(typeURL string) bool) (HandlerFactory, bool) {
-	if r == nil {
-		return nil, false
-	}
-	if u := f.TypeURL(); u != "" {
-		if h, ok := r.byType[u]; ok {
-			return h, true
-		}
-		if taken(u) {
-			return nil, false
-		}
-	}
-	h, ok := r.byName[f.Name]
-	return h, ok
+	return v, nil
 }

@@ -43,7 +43,7 @@ func acceptedConn(t *testing.T, m *Manager, g *greeter, name string) any {
 // without them accepts connections without keep-alive, as Envoy's.
 func TestListenerSocketOptions(t *testing.T) {
 	g := newGreeter()
-	m := testManager(t, ManagerConfig{Handlers: g.registry(t)},
+	m := testManager(t, ManagerConfig{Services: g.services()},
 		listenerFromYAML(t, plainListener("tuned", `, socket_options: [
 			{level: 1, name: 8, int_value: 131072, description: SO_RCVBUF},
 			{level: 0, name: 1, int_value: 32, state: STATE_LISTENING, description: IP_TOS},
@@ -88,7 +88,7 @@ func TestListenerSocketOptionRefused(t *testing.T) {
 		{"STATE_LISTENING", "socket_options[1] (level 1, name 9999, bogus): setsockopt:"},
 	} {
 		t.Run(tc.state, func(t *testing.T) {
-			m, err := NewManager(ManagerConfig{Stats: newStore(t), Handlers: newGreeter().registry(t)})
+			m, err := NewManager(ManagerConfig{Stats: newStore(t), Services: newGreeter().services(), Extensions: testExtensions(t)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -29,8 +29,8 @@ import (
 	"github.com/legateproxy/legate/udpproxy"
 )
 
-// dataPlane is what carries traffic: upstream pools, the network filters
-// registered with the listener manager, and the listeners themselves.
+// dataPlane is what carries traffic: upstream pools, the services the connection managers
+// and TCP proxies serve with, and the listeners themselves.
 type dataPlane struct {
 	secrets    tlsutil.StaticSecrets
 	pools      *pool.Registry
@@ -98,8 +98,8 @@ func (s *Server) socketTLS(c *config.Cluster, h *host.Host, i int) *tls.Config {
 	return ctx.Config()
 }
 
-// buildDataPlane creates pools, registers the HTTP connection manager and
-// builds the static listeners without binding them (Start binds, once
+// buildDataPlane creates pools, the services of the HTTP connection manager and the TCP
+// proxy, and builds the static listeners without binding them (Start binds, once
 // initialization is done).
 func (s *Server) buildDataPlane() error {
 	dp := &s.data
@@ -161,8 +161,7 @@ func (s *Server) buildDataPlane() error {
 		return err
 	}
 
-	handlers := listener.NewRegistry()
-	if err := httpproxy.Register(handlers, httpproxy.Deps{
+	hcm, err := httpproxy.NewService(httpproxy.Deps{
 		Now:               s.clock.Now,
 		Filters:           dp.httpFilters,
 		Clusters:          s.clusters,
@@ -192,10 +191,11 @@ func (s *Server) buildDataPlane() error {
 			Default:      s.boot.Proto.GetTracing().GetHttp(),
 			Tracers:      s.ext,
 		},
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
-	if err := tcpproxy.Register(handlers, tcpproxy.Deps{
+	tcp := tcpproxy.NewService(tcpproxy.Deps{
 		Pools:    dp.pools,
 		Overload: dp.overload.State(),
 		Sockets:  s.ext,
@@ -206,20 +206,20 @@ func (s *Server) buildDataPlane() error {
 			Loggers: s.ext,
 			Runtime: s.runtimeUint64,
 		},
-	}); err != nil {
-		return err
-	}
+	})
 	strategy := listener.DrainGradual
 	if s.opts.DrainStrategy == options.DrainImmediate {
 		strategy = listener.DrainImmediate
 	}
 	if dp.listeners, err = listener.NewManager(listener.ManagerConfig{
-		Clock:             s.clock,
-		Stats:             s.store,
-		Logger:            s.logs.Logger("config"),
-		DrainTime:         s.opts.DrainTime,
-		DrainStrategy:     strategy,
-		Handlers:          handlers,
+		Clock:         s.clock,
+		Stats:         s.store,
+		Logger:        s.logs.Logger("config"),
+		DrainTime:     s.opts.DrainTime,
+		DrainStrategy: strategy,
+		// The terminal filters that serve with the data plane find it here: their factories
+		// are in the registry, frozen before these services were built.
+		Services:          listener.Services{config.HTTPConnectionManagerFilter: hcm, config.TCPProxyFilter: tcp},
 		Workers:           int(s.opts.Concurrency),
 		HealthCheckFailed: s.healthFailed.Load,
 		Overload:          dp.overload.State(),
@@ -240,7 +240,7 @@ func (s *Server) buildDataPlane() error {
 	}
 	var static []*config.Listener
 	for i, pb := range s.boot.Proto.GetStaticResources().GetListeners() {
-		l, err := config.ListenerFromProto(pb)
+		l, err := config.ListenerFromProto(pb, config.Limits{Extensions: s.ext})
 		if err != nil {
 			return fmt.Errorf("static_resources.listeners[%d]: %w", i, err)
 		}

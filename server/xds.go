@@ -172,8 +172,9 @@ func (s *Server) watchClusterSecrets(name string, ts *corev3.TransportSocket) er
 }
 
 // decodeStaticListeners decodes the static listeners as LDS would, to learn
-// the xDS resources each subscribes to (RDS, SRDS, ECDS, SDS). A listener
-// that does not decode is left out: the data plane reports it.
+// the xDS resources each subscribes to (RDS, SRDS, ECDS, SDS); their network filters
+// are decoded by the data plane (buildDataPlane), not here. A listener that does not
+// decode is left out: the data plane reports it.
 func decodeStaticListeners(ls []*listenerv3.Listener) []*lds.Listener {
 	var out []*lds.Listener
 	for _, l := range ls {
@@ -181,7 +182,7 @@ func decodeStaticListeners(ls []*listenerv3.Listener) []*lds.Listener {
 		if err != nil {
 			continue
 		}
-		if rl, err := lds.DecodeListener(a); err == nil {
+		if rl, err := lds.DecodeListener(a, nil); err == nil {
 			out = append(out, rl)
 		}
 	}
@@ -266,6 +267,7 @@ func (s *Server) listenersDump() (func(func(string) bool) proto.Message, error) 
 		Logger:           s.logs.Logger("config"),
 		Init:             s.initTarget,
 		Clock:            s.clock,
+		Extensions:       s.ext,
 	})
 	if err != nil || l == nil {
 		return lm.ConfigDump, err

@@ -1,8 +1,9 @@
 package tcpproxy
 
 import (
-	"fmt"
 	"sync"
+
+	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/registry"
@@ -32,54 +33,71 @@ type Deps struct {
 	Sockets *registry.Registry
 }
 
-// Register adds the envoy.filters.network.tcp_proxy handler factory (by name and by its
-// typed_config type URL) to r.
-func Register(r *listener.Registry, deps Deps) error {
-	return r.Register(config.TCPProxyFilter, Factory(deps), config.TCPProxyTypeURL)
+// Register registers the TCP proxy's factory (listener.TerminalFilters) with the extension
+// registry; package config registers how its typed_config converts (a *config.TCPProxy).
+// The factory serves with the *Service the server gives the listener manager
+// (listener.ManagerConfig.Services) under config.TCPProxyFilter.
+func Register(b *registry.Builder) {
+	registry.Add(b, listener.TerminalFilters, config.TCPProxyFilter, &tcpproxyv3.TcpProxy{}, build)
 }
 
-// Factory returns the listener.HandlerFactory of the TCP proxy. Filter chains with the same
-// stat_prefix share one tcp.<stat_prefix>.* registration, as Envoy's stats scopes do; it is
-// removed when the last of them closes.
-func Factory(deps Deps) listener.HandlerFactory {
-	t := &statsTable{entries: map[string]*statsEntry{}}
-	return func(ctx *listener.ChainContext) (listener.FilterChainHandler, error) {
-		filters := ctx.Chain.Filters
-		if len(filters) == 0 {
-			return nil, fmt.Errorf("filter chain %q has no network filter", ctx.Chain.Name)
-		}
-		f := filters[len(filters)-1]
-		cfg, err := config.TCPProxyFromAny(f.TypedConfig)
-		if err != nil {
-			return nil, fmt.Errorf("filter %q: %w", f.Name, err)
-		}
-		tlsDeps := deps.TLS
-		tlsDeps.StatPrefix = ctx.StatPrefix // listener.<address>.ssl.*
-		sc, err := downstreamTLS(deps.Sockets, ctx.Chain, tlsDeps)
-		if err != nil {
-			return nil, err
-		}
-		ov := deps.Overload
-		if ctx.Listener != nil && ctx.Listener.BypassOverloadManager {
-			ov = nil
-		}
-		st := t.acquire(ctx.Stats, cfg.StatPrefix)
-		p, err := New(Config{Proxy: cfg, Pools: deps.Pools, Stats: st.stats, Logger: ctx.Logger, AccessLogs: deps.AccessLogs,
-			TLS: sc, HandshakeTimeout: handshakeTimeout(ctx.Chain, cfg.IdleTimeout), Overload: ov})
-		if err != nil {
-			t.release(cfg.StatPrefix)
-			if sc != nil {
-				sc.Close()
-			}
-			return nil, err
-		}
-		return &handler{Proxy: p, release: func() {
-			t.release(cfg.StatPrefix)
-			if sc != nil {
-				sc.Close()
-			}
-		}}, nil
+// build is the TCP proxy's listener.HandlerFactory.
+func build(ctx *listener.ChainContext, cfg any) (listener.FilterChainHandler, error) {
+	s, err := listener.Service[*Service](ctx.Services, config.TCPProxyFilter)
+	if err != nil {
+		return nil, err
 	}
+	return s.Handler(ctx, cfg)
+}
+
+// Service is what the TCP proxies of one server share: their Deps, and the stats
+// registrations of their stat prefixes (filter chains with the same stat_prefix share one
+// tcp.<stat_prefix>.* registration, as Envoy's stats scopes do; it is removed when the last
+// of them closes). Safe for concurrent use.
+type Service struct {
+	deps  Deps
+	stats *statsTable
+}
+
+// NewService returns the service of the TCP proxies built with deps.
+func NewService(deps Deps) *Service {
+	return &Service{deps: deps, stats: &statsTable{entries: map[string]*statsEntry{}}}
+}
+
+// Handler builds the TCP proxy of one filter chain from its converted configuration, a
+// *config.TCPProxy.
+func (s *Service) Handler(ctx *listener.ChainContext, decoded any) (listener.FilterChainHandler, error) {
+	cfg, err := listener.ConfigOf[*config.TCPProxy](config.TCPProxyFilter, decoded)
+	if err != nil {
+		return nil, err
+	}
+	deps, t := s.deps, s.stats
+	tlsDeps := deps.TLS
+	tlsDeps.StatPrefix = ctx.StatPrefix // listener.<address>.ssl.*
+	sc, err := downstreamTLS(deps.Sockets, ctx.Chain, tlsDeps)
+	if err != nil {
+		return nil, err
+	}
+	ov := deps.Overload
+	if ctx.Listener != nil && ctx.Listener.BypassOverloadManager {
+		ov = nil
+	}
+	st := t.acquire(ctx.Stats, cfg.StatPrefix)
+	p, err := New(Config{Proxy: cfg, Pools: deps.Pools, Stats: st.stats, Logger: ctx.Logger, AccessLogs: deps.AccessLogs,
+		TLS: sc, HandshakeTimeout: handshakeTimeout(ctx.Chain, cfg.IdleTimeout), Overload: ov})
+	if err != nil {
+		t.release(cfg.StatPrefix)
+		if sc != nil {
+			sc.Close()
+		}
+		return nil, err
+	}
+	return &handler{Proxy: p, release: func() {
+		t.release(cfg.StatPrefix)
+		if sc != nil {
+			sc.Close()
+		}
+	}}, nil
 }
 
 // handler is a Proxy that gives back its stats when its filter chain is removed.

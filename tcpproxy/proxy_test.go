@@ -406,18 +406,15 @@ filter_chains:
 // have: none, raw_buffer, or TLS with a certificate (terminated by the proxy).
 func TestFactoryTransportSockets(t *testing.T) {
 	e := newEnv(t, "", map[string][]string{"echo": {"127.0.0.1:1"}})
-	typed := func(y string) *anypb.Any {
-		a, err := anypb.New(tcpProxyFromYAML(t, y))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
 	alts, err := anypb.New(&tcpproxyv3.TcpProxy{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	filters := []config.NetworkFilter{{Name: config.TCPProxyFilter, TypedConfig: typed("{stat_prefix: t, cluster: echo}")}}
+	cfg, err := config.TCPProxyFromProto(tcpProxyFromYAML(t, "{stat_prefix: t, cluster: echo}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	filters := []config.NetworkFilter{{Name: config.TCPProxyFilter, TypeURL: config.TCPProxyTypeURL, Config: cfg}}
 	for _, tc := range []struct {
 		name, socket string
 		typed        *anypb.Any
@@ -429,7 +426,7 @@ func TestFactoryTransportSockets(t *testing.T) {
 		{"none", "", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, err := Factory(Deps{Pools: e.pools})(&listener.ChainContext{Chain: &config.FilterChain{Name: "c", Filters: filters, TransportSocket: tc.socket, TransportSocketConfig: tc.typed}})
+			h, err := NewService(Deps{Pools: e.pools}).Handler(&listener.ChainContext{Chain: &config.FilterChain{Name: "c", Filters: filters, TransportSocket: tc.socket, TransportSocketConfig: tc.typed}}, cfg)
 			got := ""
 			if err != nil {
 				got = err.Error()

@@ -21,19 +21,28 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/tlsutil"
 	"github.com/legateproxy/legate/tlsutil/tlstest"
 )
 
+// testExtensions is the registry of the TCP proxy's tests: the TCP proxy (config's parser
+// and this package's factory).
+func testExtensions(t *testing.T) *registry.Registry {
+	t.Helper()
+	r, err := registry.Of(config.Register, Register)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // serveListener runs a listener manager with the TCP proxy registered with deps and one
 // listener, named "tcp", from YAML; it returns the listener's address.
 func serveListener(t *testing.T, e *env, deps Deps, yml string) string {
 	t.Helper()
-	reg := listener.NewRegistry()
-	if err := Register(reg, deps); err != nil {
-		t.Fatal(err)
-	}
+	ext := testExtensions(t)
 	js, err := yaml.YAMLToJSON([]byte(yml))
 	if err != nil {
 		t.Fatal(err)
@@ -42,11 +51,11 @@ func serveListener(t *testing.T, e *env, deps Deps, yml string) string {
 	if err := protojson.Unmarshal(js, &lpb); err != nil {
 		t.Fatal(err)
 	}
-	lcfg, err := config.ListenerFromProto(&lpb)
+	lcfg, err := config.ListenerFromProto(&lpb, config.Limits{Extensions: ext})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lm, err := listener.NewManager(listener.ManagerConfig{Stats: e.store, Handlers: reg})
+	lm, err := listener.NewManager(listener.ManagerConfig{Stats: e.store, Extensions: ext, Services: listener.Services{config.TCPProxyFilter: NewService(deps)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,7 +111,7 @@ func newEnv(t *testing.T, clusterExtra, proxy string, hosts ...string) *env {
 	var lpb listenerv3.Listener
 	decode(t, `{name: udp, address: {socket_address: {protocol: UDP, address: 127.0.0.1, port_value: 0}},
 listener_filters: [{name: envoy.filters.udp_listener.udp_proxy, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.udp.udp_proxy.v3.UdpProxyConfig, `+proxy+`}}]}`, &lpb)
-	l, err := config.ListenerFromProto(&lpb)
+	l, err := config.ListenerFromProto(&lpb, config.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,11 +45,7 @@ func FromRegistry(r *registry.Registry) (*Registry, error) {
 // Of returns a Registry of the HTTP filters that the register functions (each a filter
 // package's Register) register: a small set, for a connection manager without the server's.
 func Of(register ...func(*registry.Builder)) (*Registry, error) {
-	b := registry.NewBuilder()
-	for _, reg := range register {
-		reg(b)
-	}
-	r, err := b.Build()
+	r, err := registry.Of(register...)
 	if err != nil {
 		return nil, err
 	}

@@ -212,6 +212,15 @@ func (b *Builder) Build() (*Registry, error) {
 	return r, nil
 }
 
+// Of builds the registry of what the register functions (each a package's Register) add.
+func Of(register ...func(*Builder)) (*Registry, error) {
+	b := NewBuilder()
+	for _, reg := range register {
+		reg(b)
+	}
+	return b.Build()
+}
+
 // Registry is the frozen table of extensions. It is never modified, so it is safe for
 // concurrent use. A nil *Registry has no extensions.
 type Registry struct {

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/xds/resource"
 	"github.com/legateproxy/legate/xds/watch"
 )
@@ -20,9 +21,10 @@ type Listener struct {
 }
 
 // DecodeListener decodes an LDS resource: the Any's type URL, protoc-gen-validate rules,
-// config.ListenerFromProto, and the rds, scoped_rds, config_discovery and sds_config sources
-// its filter chains depend on.
-func DecodeListener(a *anypb.Any) (*Listener, error) {
+// config.ListenerFromProto (which decodes the network filters' typed_config with ext; nil
+// only lists them), and the rds, scoped_rds, config_discovery and sds_config sources its
+// filter chains depend on.
+func DecodeListener(a *anypb.Any, ext *registry.Registry) (*Listener, error) {
 	l, err := resource.UnmarshalListener(a)
 	if err != nil {
 		return nil, err
@@ -34,7 +36,7 @@ func DecodeListener(a *anypb.Any) (*Listener, error) {
 	if err := l.ValidateAll(); err != nil {
 		return nil, fmt.Errorf("%s: %w", at, watch.Flatten(err))
 	}
-	cfg, err := config.ListenerFromProto(l)
+	cfg, err := config.ListenerFromProto(l, config.Limits{Extensions: ext})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", at, err)
 	}

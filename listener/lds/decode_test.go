@@ -10,11 +10,14 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/xds/resource"
 	"github.com/legateproxy/legate/xds/watch"
 )
@@ -31,7 +34,7 @@ func mustAny(t *testing.T, m proto.Message) *anypb.Any {
 func FuzzDecodeListener(f *testing.F) {
 	f.Add([]byte{0x0a, 0x01, 'l'})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		l, err := DecodeListener(&anypb.Any{TypeUrl: watch.ListenerType, Value: data})
+		l, err := DecodeListener(&anypb.Any{TypeUrl: watch.ListenerType, Value: data}, nil)
 		if err == nil && (l == nil || l.Config == nil || l.Name == "" || l.Name != l.Config.Name) {
 			t.Errorf("DecodeListener succeeded with %+v", l)
 		}
@@ -69,7 +72,7 @@ func TestDecodeListenerTypedStruct(t *testing.T) {
 	} {
 		name := string(ts.ProtoReflect().Descriptor().FullName())
 		t.Run(name, func(t *testing.T) {
-			got, err := DecodeListener(mustAny(t, tcpListener(mustAny(t, ts))))
+			got, err := DecodeListener(mustAny(t, tcpListener(mustAny(t, ts))), nil)
 			if err != nil {
 				t.Fatalf("DecodeListener error: %v", err)
 			}
@@ -84,8 +87,30 @@ func TestDecodeListenerTypedStruct(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = DecodeListener(mustAny(t, tcpListener(mustAny(t, &udpatypev1.TypedStruct{TypeUrl: tcpURL, Value: bad}))))
+	_, err = DecodeListener(mustAny(t, tcpListener(mustAny(t, &udpatypev1.TypedStruct{TypeUrl: tcpURL, Value: bad}))), nil)
 	if want := "filter_chains[0].filters[0].typed_config.value.colour: unknown field"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("DecodeListener error = %v; want one containing %q", err, want)
+	}
+}
+
+// TestDecodeListenerNetworkFilters: with the server's registry an LDS listener's network
+// filters are decoded once, as the bootstrap's are: the factory's value is there, and a
+// config the filter refuses is an error naming the filter's path (the NACK's text).
+func TestDecodeListenerNetworkFilters(t *testing.T) {
+	ext, err := registry.Of(config.Register)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeListener(mustAny(t, tcpListener(mustAny(t, &tcpproxyv3.TcpProxy{StatPrefix: "t", ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: "c"}}))), ext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := got.Config.FilterChains[0].Filters[0].Config.(*config.TCPProxy); !ok || p.Cluster != "c" {
+		t.Errorf("Config = %#v; want the *config.TCPProxy of cluster c", got.Config.FilterChains[0].Filters[0].Config)
+	}
+	_, err = DecodeListener(mustAny(t, tcpListener(mustAny(t, &tcpproxyv3.TcpProxy{StatPrefix: "t", ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: "c"},
+		HashPolicy: []*typev3.HashPolicy{{PolicySpecifier: &typev3.HashPolicy_SourceIp_{SourceIp: &typev3.HashPolicy_SourceIp{}}}}}))), ext)
+	if want := `filter_chains[0].filters[0]: tcp_proxy "t": hash_policy is set`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("DecodeListener error = %v; want one containing %q", err, want)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/xds/resource"
@@ -76,6 +77,9 @@ type Config struct {
 	Init func(name string) (ready func(), err error)
 	// Clock schedules the initial fetch timeout; nil means the system clock.
 	Clock clock.Clock
+	// Extensions decode the listeners' network filters (config.ListenerFromProto); the
+	// listener manager's registry.
+	Extensions *registry.Registry
 }
 
 // LDS is the listener manager's xDS side: a wildcard LDS subscription whose listeners warm
@@ -265,7 +269,7 @@ func (h *LDS) applyLocked(u watch.Response) error {
 	ignored := map[string]int{}
 	defer watch.LogIgnored(h.log, "LDS", "listener", ignored)
 	for i, a := range u.Resources {
-		rl, err := DecodeListener(a)
+		rl, err := DecodeListener(a, h.cfg.Extensions)
 		if rl != nil {
 			for _, f := range rl.Config.Ignored {
 				ignored[f]++

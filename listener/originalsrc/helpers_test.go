@@ -39,7 +39,8 @@ func fromYAML(t *testing.T, yml string, m proto.Message) {
 // legate is a listener manager serving TCP proxy and HTTP connection manager chains to the
 // static cluster "up", with the original_src and proxy_protocol listener filters registered.
 type legate struct {
-	lm *listener.Manager
+	lm  *listener.Manager
+	ext *registry.Registry // the listeners convert with it
 }
 
 // newLegate builds the cluster "up" of upstream, with the fields of extra (YAML, "" for
@@ -72,25 +73,26 @@ func newLegate(t *testing.T, upstream, extra string) *legate {
 		t.Fatal(err)
 	}
 	t.Cleanup(pools.Close)
-	handlers := listener.NewRegistry()
-	if err := tcpproxy.Register(handlers, tcpproxy.Deps{Pools: pools}); err != nil {
-		t.Fatal(err)
-	}
-	if err := httpproxy.Register(handlers, httpproxy.Deps{Clusters: cm, Pools: pools, Stats: store}); err != nil {
+	hcm, err := httpproxy.NewService(httpproxy.Deps{Clusters: cm, Pools: pools, Stats: store})
+	if err != nil {
 		t.Fatal(err)
 	}
 	b := registry.NewBuilder()
+	config.Register(b)
+	tcpproxy.Register(b)
+	httpproxy.Register(b)
 	originalsrc.Register(b)
 	proxyprotocol.Register(b)
 	ext, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	lm, err := listener.NewManager(listener.ManagerConfig{Stats: store, Handlers: handlers, Extensions: ext})
+	lm, err := listener.NewManager(listener.ManagerConfig{Stats: store, Extensions: ext,
+		Services: listener.Services{config.TCPProxyFilter: tcpproxy.NewService(tcpproxy.Deps{Pools: pools}), config.HTTPConnectionManagerFilter: hcm}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &legate{lm: lm}
+	return &legate{lm: lm, ext: ext}
 }
 
 // add adds the listener of yml.
@@ -98,7 +100,7 @@ func (l *legate) add(t *testing.T, yml string) error {
 	t.Helper()
 	var lpb listenerv3.Listener
 	fromYAML(t, yml, &lpb)
-	lcfg, err := config.ListenerFromProto(&lpb)
+	lcfg, err := config.ListenerFromProto(&lpb, config.Limits{Extensions: l.ext})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,13 +123,17 @@ func Start(t testing.TB, o Options) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := listener.NewRegistry()
 	// Access-log files flush every few milliseconds so tests see a line soon after its stream.
 	logs := accesslog.NewManager(accesslog.FileOptions{FlushInterval: 5 * time.Millisecond})
 	t.Cleanup(func() { logs.Close() })
-	if err := httpproxy.Register(reg, httpproxy.Deps{Clusters: clusters, Pools: pools, Stats: store, LocalClusterName: "local",
-		AccessLogs: logs, Filters: filters, TLS: tlsutil.Deps{Stats: tlsutil.NewStatsScopes(store)}}); err != nil {
-		t.Fatalf("Register: %v", err)
+	svc, err := httpproxy.NewService(httpproxy.Deps{Clusters: clusters, Pools: pools, Stats: store, LocalClusterName: "local",
+		AccessLogs: logs, Filters: filters, TLS: tlsutil.Deps{Stats: tlsutil.NewStatsScopes(store)}})
+	if err != nil {
+		t.Fatalf("NewService: %v", err)
+	}
+	ext, err := registry.Of(config.Register, httpproxy.Register)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var hcm hcmv3.HttpConnectionManager
 	FromYAML(t, o.HCM, &hcm)
@@ -149,11 +153,12 @@ func Start(t testing.TB, o Options) *Proxy {
 			}},
 			TransportSocket: o.TLS,
 		}},
-	})
+	}, config.Limits{Extensions: ext})
 	if err != nil {
 		t.Fatalf("ListenerFromProto: %v", err)
 	}
-	lm, err := listener.NewManager(listener.ManagerConfig{Stats: store, Handlers: reg})
+	lm, err := listener.NewManager(listener.ManagerConfig{Stats: store, Extensions: ext,
+		Services: listener.Services{config.HTTPConnectionManagerFilter: svc}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 	"sigs.k8s.io/yaml"
 
 	"github.com/legateproxy/legate/config"
@@ -29,7 +30,7 @@ const Wait = 10 * time.Second
 // Serve runs the listener. register adds the filters under test to the extension registry;
 // dial is the listener manager's Dial (the filters' gRPC services); filters is the YAML of the chain's filters before the terminal one (flow-style list items
 // followed by a comma). It returns the listener's address and the stats store, or the error
-// of adding the listener (a filter refusing its configuration).
+// of converting or adding the listener (a filter refusing its configuration).
 func Serve(t testing.TB, register func(*registry.Builder), dial grpcclient.Dial, filters string) (string, *stats.Store, error) {
 	t.Helper()
 	return ServeHandler(t, register, dial, filters, func(c *listener.Conn) { io.WriteString(c, "in\n"); c.Close() })
@@ -45,14 +46,13 @@ func ServeHandler(t testing.TB, register func(*registry.Builder), dial grpcclien
 	}
 	b := registry.NewBuilder()
 	register(b)
+	registry.Add(b, listener.TerminalFilters, "test.in", &wrapperspb.UInt64Value{}, func(*listener.ChainContext, any) (listener.FilterChainHandler, error) {
+		return terminal, nil
+	})
 	ext, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := listener.NewRegistry()
-	r.Register("test.in", func(*listener.ChainContext) (listener.FilterChainHandler, error) {
-		return terminal, nil
-	})
 	y := fmt.Sprintf(`{name: l, address: {socket_address: {address: 127.0.0.1, port_value: 0}}, filter_chains: [{filters: [
   %s
   {name: test.in}]}]}`, filters)
@@ -64,11 +64,11 @@ func ServeHandler(t testing.TB, register func(*registry.Builder), dial grpcclien
 	if err := protojson.Unmarshal(j, pb); err != nil {
 		t.Fatal(err)
 	}
-	l, err := config.ListenerFromProto(pb)
+	l, err := config.ListenerFromProto(pb, config.Limits{Extensions: ext})
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
-	m, err := listener.NewManager(listener.ManagerConfig{Stats: st, Handlers: r, Extensions: ext, Dial: dial})
+	m, err := listener.NewManager(listener.ManagerConfig{Stats: st, Extensions: ext, Dial: dial})
 	if err != nil {
 		t.Fatal(err)
 	}

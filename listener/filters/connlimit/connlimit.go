@@ -16,6 +16,7 @@ import (
 	"time"
 
 	clv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/connection_limit/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/stats"
@@ -24,13 +25,16 @@ import (
 // Name is the filter's Envoy name.
 const Name = "envoy.filters.network.connection_limit"
 
-func build(ctx *listener.ChainContext, i int) (listener.ConnFilter, error) {
-	pb := &clv3.ConnectionLimit{}
-	if tc := ctx.Chain.Filters[i].TypedConfig; tc != nil {
-		if err := tc.UnmarshalTo(pb); err != nil {
-			return nil, fmt.Errorf("%s: %v", Name, err)
-		}
-	}
+// settings are the filter's configuration as the configuration path converts it.
+type settings struct {
+	statPrefix string
+	max        int64
+	delay      time.Duration
+}
+
+// parse is the filter's config.NetworkFilterParser.
+func parse(m proto.Message) (any, error) {
+	pb := m.(*clv3.ConnectionLimit)
 	switch {
 	case pb.GetRuntimeEnabled() != nil:
 		return nil, fmt.Errorf("%s: runtime_enabled: not implemented by Legate", Name)
@@ -39,10 +43,18 @@ func build(ctx *listener.ChainContext, i int) (listener.ConnFilter, error) {
 	case pb.GetMaxConnections().GetValue() < 1:
 		return nil, fmt.Errorf("%s: max_connections: %d; it must be at least 1", Name, pb.GetMaxConnections().GetValue())
 	}
-	prefix := "connection_limit." + pb.GetStatPrefix()
+	return &settings{statPrefix: pb.GetStatPrefix(), max: int64(pb.GetMaxConnections().GetValue()), delay: pb.GetDelay().AsDuration()}, nil
+}
+
+func build(ctx *listener.ChainContext, config any) (listener.ConnFilter, error) {
+	s, err := listener.ConfigOf[*settings](Name, config)
+	if err != nil {
+		return nil, err
+	}
+	prefix := "connection_limit." + s.statPrefix
 	return &limiter{
-		max:     int64(pb.GetMaxConnections().GetValue()),
-		delay:   pb.GetDelay().AsDuration(),
+		max:     s.max,
+		delay:   s.delay,
 		limited: ctx.Stats.Counter(stats.PrefixJoin(prefix, "limited_connections")),
 		active:  ctx.Stats.Gauge(stats.PrefixJoin(prefix, "active_connections"), stats.Accumulate),
 	}, nil

@@ -7,11 +7,9 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	clv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/connection_limit/v3"
-	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/stats"
 )
@@ -23,14 +21,15 @@ func TestConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := func(pb *clv3.ConnectionLimit) *listener.ChainContext {
-		a, err := anypb.New(pb)
+	// newFilter takes pb through the configuration path's parser, then the factory.
+	newFilter := func(pb *clv3.ConnectionLimit) (listener.ConnFilter, error) {
+		cfg, err := parse(pb)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
-		return &listener.ChainContext{Chain: &config.FilterChain{Filters: []config.NetworkFilter{{Name: Name, TypedConfig: a}}}, Stats: st}
+		return build(&listener.ChainContext{Stats: st}, cfg)
 	}
-	f, err := build(ctx(&clv3.ConnectionLimit{StatPrefix: "p", MaxConnections: wrapperspb.UInt64(7), Delay: durationpb.New(time.Second)}), 0)
+	f, err := newFilter(&clv3.ConnectionLimit{StatPrefix: "p", MaxConnections: wrapperspb.UInt64(7), Delay: durationpb.New(time.Second)})
 	if l, ok := f.(*limiter); err != nil || !ok || l.max != 7 || l.delay != time.Second {
 		t.Fatalf("build = %+v, %v", f, err)
 	}
@@ -42,7 +41,7 @@ func TestConfig(t *testing.T) {
 		{&clv3.ConnectionLimit{MaxConnections: wrapperspb.UInt64(1)}, "stat_prefix"},
 		{&clv3.ConnectionLimit{StatPrefix: "p"}, "max_connections"},
 	} {
-		if _, err := build(ctx(tc.pb), 0); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := newFilter(tc.pb); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v; want an error containing %q", tc.pb, err, tc.want)
 		}
 	}

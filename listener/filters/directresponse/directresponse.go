@@ -11,6 +11,7 @@ import (
 	"os"
 
 	drv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/direct_response/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/legateproxy/legate/listener"
 )
@@ -18,17 +19,40 @@ import (
 // Name is the filter's Envoy name.
 const Name = "envoy.filters.network.direct_response"
 
-func build(ctx *listener.ChainContext) (listener.FilterChainHandler, error) {
-	f := ctx.Chain.Filters[len(ctx.Chain.Filters)-1]
-	pb := &drv3.Config{}
-	if f.TypedConfig != nil {
-		if err := f.TypedConfig.UnmarshalTo(pb); err != nil {
-			return nil, fmt.Errorf("%s: %v", Name, err)
-		}
+// response is the filter's configuration as the configuration path converts it: the inline
+// response, or the file to read it from.
+type response struct {
+	body     []byte
+	filename string
+}
+
+// parse is the filter's config.NetworkFilterParser: a *response.
+func parse(m proto.Message) (any, error) {
+	r := m.(*drv3.Config).GetResponse()
+	switch {
+	case r == nil:
+		return &response{}, nil
+	case r.GetFilename() != "":
+		return &response{filename: r.GetFilename()}, nil
+	case r.GetEnvironmentVariable() != "":
+		return nil, fmt.Errorf("%s: response.environment_variable: not implemented by Legate", Name)
+	case r.GetInlineBytes() != nil:
+		return &response{body: r.GetInlineBytes()}, nil
 	}
-	body, err := response(pb)
+	return &response{body: []byte(r.GetInlineString())}, nil
+}
+
+// build makes the handler, reading the response's file now.
+func build(_ *listener.ChainContext, config any) (listener.FilterChainHandler, error) {
+	r, err := listener.ConfigOf[*response](Name, config)
 	if err != nil {
 		return nil, err
+	}
+	body := r.body
+	if r.filename != "" {
+		if body, err = os.ReadFile(r.filename); err != nil {
+			return nil, fmt.Errorf("%s: response.filename: %v", Name, err)
+		}
 	}
 	return listener.HandlerFunc(func(c *listener.Conn) {
 		defer c.Close()
@@ -36,23 +60,4 @@ func build(ctx *listener.ChainContext) (listener.FilterChainHandler, error) {
 			c.Write(body)
 		}
 	}), nil
-}
-
-func response(pb *drv3.Config) ([]byte, error) {
-	r := pb.GetResponse()
-	switch {
-	case r == nil:
-		return nil, nil
-	case r.GetFilename() != "":
-		b, err := os.ReadFile(r.GetFilename())
-		if err != nil {
-			return nil, fmt.Errorf("%s: response.filename: %v", Name, err)
-		}
-		return b, nil
-	case r.GetEnvironmentVariable() != "":
-		return nil, fmt.Errorf("%s: response.environment_variable: not implemented by Legate", Name)
-	case r.GetInlineBytes() != nil:
-		return r.GetInlineBytes(), nil
-	}
-	return []byte(r.GetInlineString()), nil
 }

@@ -9,7 +9,7 @@ import (
 
 // Register registers the filter's factory with the extension registry.
 func Register(b *registry.Builder) {
-	registry.Add(b, listener.TerminalFilters, Name, &echov3.Echo{}, func(*listener.ChainContext) (listener.FilterChainHandler, error) {
+	registry.Add(b, listener.TerminalFilters, Name, &echov3.Echo{}, func(*listener.ChainContext, any) (listener.FilterChainHandler, error) {
 		return listener.HandlerFunc(serve), nil
 	})
 }

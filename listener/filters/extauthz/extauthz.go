@@ -39,6 +39,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/code"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/grpcclient"
@@ -53,11 +54,13 @@ const Name = "envoy.filters.network.ext_authz"
 // defaultTimeout is Envoy's check timeout when grpc_service sets none.
 const defaultTimeout = 200 * time.Millisecond
 
-// Register registers the filter's factory with the extension registry. The chain's Dial
-// reaches the service's cluster (nil: every call fails, and the failure mode decides).
+// Register registers the filter's parser and factory with the extension registry. The
+// chain's Dial reaches the service's cluster (nil: every call fails, and the failure mode
+// decides).
 func Register(b *registry.Builder) {
-	registry.Add(b, listener.ConnFilters, Name, &netextauthzv3.ExtAuthz{}, func(ctx *listener.ChainContext, i int) (listener.ConnFilter, error) {
-		return build(ctx, i, ctx.Dial)
+	registry.Add(b, config.NetworkFilterConfigs, Name, &netextauthzv3.ExtAuthz{}, parse)
+	registry.Add(b, listener.ConnFilters, Name, &netextauthzv3.ExtAuthz{}, func(ctx *listener.ChainContext, cfg any) (listener.ConnFilter, error) {
+		return build(ctx, cfg, ctx.Dial)
 	})
 }
 
@@ -77,17 +80,25 @@ type filter struct {
 	stats          filterStats
 }
 
-func build(ctx *listener.ChainContext, i int, dial grpcclient.Dial) (listener.ConnFilter, error) {
-	pb := &netextauthzv3.ExtAuthz{}
-	if tc := ctx.Chain.Filters[i].TypedConfig; tc != nil {
-		if err := tc.UnmarshalTo(pb); err != nil {
-			return nil, fmt.Errorf("%s: %v", Name, err)
-		}
+// settings are the filter's configuration as the configuration path converts it.
+type settings struct {
+	statPrefix         string
+	cluster, authority string
+	timeout            time.Duration
+	metadata           []string
+	allowOnFailure     bool
+	// peerCertificate and tlsSession are include_peer_certificate and include_tls_session,
+	// which only a chain that terminates TLS refuses.
+	peerCertificate, tlsSession bool
+}
+
+// parse is the filter's config.NetworkFilterParser: a *settings.
+func parse(m proto.Message) (any, error) {
+	if err := config.Validate(Name, m); err != nil {
+		return nil, err
 	}
-	if err := pb.ValidateAll(); err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
-	if err := refuse(pb, ctx.Chain); err != nil {
+	pb := m.(*netextauthzv3.ExtAuthz)
+	if err := refuse(pb); err != nil {
 		return nil, err
 	}
 	gs := pb.GetGrpcService()
@@ -95,21 +106,35 @@ func build(ctx *listener.ChainContext, i int, dial grpcclient.Dial) (listener.Co
 	if err != nil {
 		return nil, err
 	}
-	f := &filter{allowOnFailure: pb.GetFailureModeAllow(), timeout: defaultTimeout}
+	s := &settings{statPrefix: pb.GetStatPrefix(), cluster: cluster, authority: authority, timeout: defaultTimeout, allowOnFailure: pb.GetFailureModeAllow(),
+		peerCertificate: pb.GetIncludePeerCertificate(), tlsSession: pb.GetIncludeTlsSession()}
 	if gs.GetTimeout() != nil {
-		f.timeout = gs.GetTimeout().AsDuration()
+		s.timeout = gs.GetTimeout().AsDuration()
 	}
-	if f.metadata, err = grpcclient.InitialMetadata(Name+": grpc_service", gs); err != nil {
+	if s.metadata, err = grpcclient.InitialMetadata(Name+": grpc_service", gs); err != nil {
 		return nil, err
 	}
+	return s, nil
+}
+
+// build makes the filter and its channel to the service.
+func build(ctx *listener.ChainContext, cfg any, dial grpcclient.Dial) (listener.ConnFilter, error) {
+	s, err := listener.ConfigOf[*settings](Name, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := refuseOnTLS(s, ctx.Chain); err != nil {
+		return nil, err
+	}
+	f := &filter{allowOnFailure: s.allowOnFailure, timeout: s.timeout, metadata: s.metadata}
 	if dial == nil {
 		dial = func(context.Context, string) (net.Conn, error) { return nil, fmt.Errorf("no upstream dialer") }
 	}
-	if f.conn, err = grpcclient.New(cluster, authority, dial); err != nil {
+	if f.conn, err = grpcclient.New(s.cluster, s.authority, dial); err != nil {
 		return nil, fmt.Errorf("%s: grpc_service: %w", Name, err)
 	}
 	f.client = authv3.NewAuthorizationClient(f.conn)
-	p := "ext_authz." + pb.GetStatPrefix() + "."
+	p := "ext_authz." + s.statPrefix + "."
 	f.stats = filterStats{
 		total:              ctx.Stats.Counter(p + "total"),
 		ok:                 ctx.Stats.Counter(p + "ok"),
@@ -123,15 +148,13 @@ func build(ctx *listener.ChainContext, i int, dial grpcclient.Dial) (listener.Co
 	return f, nil
 }
 
-// refuse rejects the fields Legate does not implement; the TLS fields only on a chain that
-// terminates TLS (after the network filters run).
-func refuse(pb *netextauthzv3.ExtAuthz, chain *config.FilterChain) error {
+// refuse rejects the fields Legate does not implement but the TLS ones (refuseOnTLS).
+func refuse(pb *netextauthzv3.ExtAuthz) error {
 	switch pb.GetTransportApiVersion() {
 	case corev3.ApiVersion_AUTO, corev3.ApiVersion_V3:
 	default:
 		return fmt.Errorf("%s: transport_api_version = %v: only V3 is supported", Name, pb.GetTransportApiVersion())
 	}
-	tlsChain := chain.TransportSocket != "" && chain.TransportSocket != rawBuffer
 	for _, r := range []struct {
 		field string
 		set   bool
@@ -142,12 +165,26 @@ func refuse(pb *netextauthzv3.ExtAuthz, chain *config.FilterChain) error {
 		{"metadata_context_namespaces", len(pb.GetMetadataContextNamespaces()) > 0},
 		{"typed_metadata_context_namespaces", len(pb.GetTypedMetadataContextNamespaces()) > 0},
 		{"shadow_mode", pb.GetShadowMode()},
-		{"include_peer_certificate (on a chain that terminates TLS)", tlsChain && pb.GetIncludePeerCertificate()},
-		{"include_tls_session (on a chain that terminates TLS)", tlsChain && pb.GetIncludeTlsSession()},
 	} {
 		if r.set {
 			return fmt.Errorf("%s: %s: not implemented by Legate", Name, r.field)
 		}
+	}
+	return nil
+}
+
+// refuseOnTLS rejects include_peer_certificate and include_tls_session on a chain that
+// terminates TLS: the network filters run before Legate's handshake, so there is neither to
+// send.
+func refuseOnTLS(s *settings, chain *config.FilterChain) error {
+	if chain == nil || chain.TransportSocket == "" || chain.TransportSocket == rawBuffer {
+		return nil
+	}
+	switch {
+	case s.peerCertificate:
+		return fmt.Errorf("%s: include_peer_certificate (on a chain that terminates TLS): not implemented by Legate", Name)
+	case s.tlsSession:
+		return fmt.Errorf("%s: include_tls_session (on a chain that terminates TLS): not implemented by Legate", Name)
 	}
 	return nil
 }

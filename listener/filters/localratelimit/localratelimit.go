@@ -18,6 +18,7 @@ import (
 	"time"
 
 	lrlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/local_ratelimit/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/stats"
@@ -26,13 +27,16 @@ import (
 // Name is the filter's Envoy name.
 const Name = "envoy.filters.network.local_ratelimit"
 
-func build(ctx *listener.ChainContext, i int, now func() time.Time) (listener.ConnFilter, error) {
-	pb := &lrlv3.LocalRateLimit{}
-	if tc := ctx.Chain.Filters[i].TypedConfig; tc != nil {
-		if err := tc.UnmarshalTo(pb); err != nil {
-			return nil, fmt.Errorf("%s: %v", Name, err)
-		}
-	}
+// settings are the filter's configuration as the configuration path converts it.
+type settings struct {
+	statPrefix   string
+	max, perFill uint32
+	fillInterval time.Duration
+}
+
+// parse is the filter's config.NetworkFilterParser.
+func parse(m proto.Message) (any, error) {
+	pb := m.(*lrlv3.LocalRateLimit)
 	tb := pb.GetTokenBucket()
 	switch {
 	case pb.GetRuntimeEnabled() != nil:
@@ -50,10 +54,19 @@ func build(ctx *listener.ChainContext, i int, now func() time.Time) (listener.Co
 	if v := tb.GetTokensPerFill(); v != nil {
 		perFill = v.GetValue()
 	}
+	return &settings{statPrefix: pb.GetStatPrefix(), max: tb.GetMaxTokens(), perFill: perFill, fillInterval: tb.GetFillInterval().AsDuration()}, nil
+}
+
+// build makes the filter's bucket, full, on the clock now.
+func build(ctx *listener.ChainContext, config any, now func() time.Time) (listener.ConnFilter, error) {
+	s, err := listener.ConfigOf[*settings](Name, config)
+	if err != nil {
+		return nil, err
+	}
 	return &bucket{
-		now: now, max: tb.GetMaxTokens(), perFill: perFill, interval: tb.GetFillInterval().AsDuration(),
-		tokens: tb.GetMaxTokens(), last: now(),
-		limited: ctx.Stats.Counter(stats.PrefixJoin("local_rate_limit."+pb.GetStatPrefix(), "rate_limited")),
+		now: now, max: s.max, perFill: s.perFill, interval: s.fillInterval,
+		tokens: s.max, last: now(),
+		limited: ctx.Stats.Counter(stats.PrefixJoin("local_rate_limit."+s.statPrefix, "rate_limited")),
 	}, nil
 }
 

@@ -7,26 +7,28 @@ import (
 
 	lrlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/local_ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
-	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/stats"
 )
 
-func chainOf(t *testing.T, pb *lrlv3.LocalRateLimit) *listener.ChainContext {
+// filterOf takes pb through the configuration path's parser, then the factory, on the clock
+// now; it returns the chain's context (its stats) and the filter.
+func filterOf(t *testing.T, pb *lrlv3.LocalRateLimit, now func() time.Time) (*listener.ChainContext, listener.ConnFilter, error) {
 	t.Helper()
-	a, err := anypb.New(pb)
-	if err != nil {
-		t.Fatal(err)
-	}
 	st, err := stats.New(stats.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &listener.ChainContext{Chain: &config.FilterChain{Filters: []config.NetworkFilter{{Name: Name, TypedConfig: a}}}, Stats: st}
+	ctx := &listener.ChainContext{Stats: st}
+	cfg, err := parse(pb)
+	if err != nil {
+		return ctx, nil, err
+	}
+	f, err := build(ctx, cfg, now)
+	return ctx, f, err
 }
 
 // TestBucketRefills: the bucket starts full, each connection takes a token, and
@@ -34,8 +36,7 @@ func chainOf(t *testing.T, pb *lrlv3.LocalRateLimit) *listener.ChainContext {
 func TestBucketRefills(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	ctx := chainOf(t, &lrlv3.LocalRateLimit{StatPrefix: "rl", TokenBucket: &typev3.TokenBucket{MaxTokens: 3, TokensPerFill: wrapperspb.UInt32(2), FillInterval: durationpb.New(time.Second)}})
-	f, err := build(ctx, 0, clock)
+	ctx, f, err := filterOf(t, &lrlv3.LocalRateLimit{StatPrefix: "rl", TokenBucket: &typev3.TokenBucket{MaxTokens: 3, TokensPerFill: wrapperspb.UInt32(2), FillInterval: durationpb.New(time.Second)}}, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestRefusals(t *testing.T) {
 		{&lrlv3.LocalRateLimit{StatPrefix: "x", TokenBucket: &typev3.TokenBucket{MaxTokens: 1, FillInterval: durationpb.New(time.Millisecond)}}, "at least 50ms"},
 		{&lrlv3.LocalRateLimit{TokenBucket: tb}, "stat_prefix"},
 	} {
-		if _, err := build(chainOf(t, tc.pb), 0, time.Now); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, _, err := filterOf(t, tc.pb, time.Now); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v; want an error containing %q", tc.pb, err, tc.want)
 		}
 	}

@@ -30,7 +30,9 @@ import (
 	commonrlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	netrlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/grpcclient"
 	"github.com/legateproxy/legate/internal/ratelimitsvc"
 	"github.com/legateproxy/legate/internal/registry"
@@ -41,12 +43,24 @@ import (
 // Name is the filter's Envoy name.
 const Name = "envoy.filters.network.ratelimit"
 
-// Register registers the filter's factory with the extension registry. The chain's Dial
-// reaches the service's cluster (nil: every call fails, and the failure mode decides).
+// Register registers the filter's parser and factory with the extension registry. The
+// chain's Dial reaches the service's cluster (nil: every call fails, and the failure mode
+// decides).
 func Register(b *registry.Builder) {
-	registry.Add(b, listener.ConnFilters, Name, &netrlv3.RateLimit{}, func(ctx *listener.ChainContext, i int) (listener.ConnFilter, error) {
-		return build(ctx, i, ctx.Dial)
+	registry.Add(b, config.NetworkFilterConfigs, Name, &netrlv3.RateLimit{}, parse)
+	registry.Add(b, listener.ConnFilters, Name, &netrlv3.RateLimit{}, func(ctx *listener.ChainContext, config any) (listener.ConnFilter, error) {
+		return build(ctx, config, ctx.Dial)
 	})
+}
+
+// settings are the filter's configuration as the configuration path converts it.
+type settings struct {
+	statPrefix  string
+	domain      string
+	descriptors []*commonrlv3.RateLimitDescriptor
+	timeout     time.Duration
+	deny        bool
+	service     ratelimitsvc.Target
 }
 
 // filterStats are ratelimit.<stat_prefix>.*.
@@ -65,35 +79,41 @@ type filter struct {
 	stats       filterStats
 }
 
-func build(ctx *listener.ChainContext, i int, dial grpcclient.Dial) (listener.ConnFilter, error) {
-	pb := &netrlv3.RateLimit{}
-	if tc := ctx.Chain.Filters[i].TypedConfig; tc != nil {
-		if err := tc.UnmarshalTo(pb); err != nil {
-			return nil, fmt.Errorf("%s: %v", Name, err)
-		}
+// parse is the filter's config.NetworkFilterParser: a *settings.
+func parse(m proto.Message) (any, error) {
+	if err := config.Validate(Name, m); err != nil {
+		return nil, err
 	}
-	if err := pb.ValidateAll(); err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
-	}
-	f := &filter{domain: pb.GetDomain(), timeout: ratelimitsvc.DefaultTimeout, deny: pb.GetFailureModeDeny()}
+	pb := m.(*netrlv3.RateLimit)
+	s := &settings{statPrefix: pb.GetStatPrefix(), domain: pb.GetDomain(), timeout: ratelimitsvc.DefaultTimeout, deny: pb.GetFailureModeDeny()}
 	if pb.GetTimeout() != nil {
-		f.timeout = pb.GetTimeout().AsDuration()
+		s.timeout = pb.GetTimeout().AsDuration()
 	}
 	for j, d := range pb.GetDescriptors() {
 		nd, err := descriptor(d, fmt.Sprintf("%s: descriptors[%d]", Name, j))
 		if err != nil {
 			return nil, err
 		}
-		f.descriptors = append(f.descriptors, nd)
+		s.descriptors = append(s.descriptors, nd)
 	}
-	t, err := ratelimitsvc.Compile(pb.GetRateLimitService(), Name+": rate_limit_service")
+	var err error
+	if s.service, err = ratelimitsvc.Compile(pb.GetRateLimitService(), Name+": rate_limit_service"); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// build makes the filter and its channel to the service.
+func build(ctx *listener.ChainContext, config any, dial grpcclient.Dial) (listener.ConnFilter, error) {
+	s, err := listener.ConfigOf[*settings](Name, config)
 	if err != nil {
 		return nil, err
 	}
-	if f.client, err = ratelimitsvc.New(t, dial); err != nil {
+	f := &filter{domain: s.domain, descriptors: s.descriptors, timeout: s.timeout, deny: s.deny}
+	if f.client, err = ratelimitsvc.New(s.service, dial); err != nil {
 		return nil, fmt.Errorf("%s: rate_limit_service: %w", Name, err)
 	}
-	p := "ratelimit." + pb.GetStatPrefix() + "."
+	p := "ratelimit." + s.statPrefix + "."
 	f.stats = filterStats{
 		total:              ctx.Stats.Counter(p + "total"),
 		ok:                 ctx.Stats.Counter(p + "ok"),

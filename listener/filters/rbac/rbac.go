@@ -23,6 +23,7 @@ import (
 
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	netrbacv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/rbac/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/legateproxy/legate/internal/headermatch"
 	"github.com/legateproxy/legate/listener"
@@ -32,13 +33,9 @@ import (
 // Name is the filter's Envoy name.
 const Name = "envoy.filters.network.rbac"
 
-func build(ctx *listener.ChainContext, i int) (listener.ConnFilter, error) {
-	pb := &netrbacv3.RBAC{}
-	if tc := ctx.Chain.Filters[i].TypedConfig; tc != nil {
-		if err := tc.UnmarshalTo(pb); err != nil {
-			return nil, fmt.Errorf("%s: %v", Name, err)
-		}
-	}
+// parse is the filter's config.NetworkFilterParser: the compiled rules, a *rules.
+func parse(m proto.Message) (any, error) {
+	pb := m.(*netrbacv3.RBAC)
 	for field, set := range map[string]bool{
 		"matcher": pb.GetMatcher() != nil, "shadow_rules": pb.GetShadowRules() != nil,
 		"shadow_matcher": pb.GetShadowMatcher() != nil, "delay_deny": pb.GetDelayDeny() != nil,
@@ -50,10 +47,7 @@ func build(ctx *listener.ChainContext, i int) (listener.ConnFilter, error) {
 	if pb.GetStatPrefix() == "" {
 		return nil, fmt.Errorf("%s: stat_prefix: empty; it is required", Name)
 	}
-	f := &filter{
-		allowed: ctx.Stats.Counter(stats.PrefixJoin(pb.GetStatPrefix(), "rbac.allowed")),
-		denied:  ctx.Stats.Counter(stats.PrefixJoin(pb.GetStatPrefix(), "rbac.denied")),
-	}
+	f := &rules{statPrefix: pb.GetStatPrefix()}
 	rules := pb.GetRules()
 	if rules == nil {
 		f.allowAll = true // no rules: the filter enforces nothing
@@ -214,11 +208,30 @@ func principal(p *rbacv3.Principal, at string) (matcher, error) {
 	return nil, fmt.Errorf("%s: %s: %T: not implemented by Legate (a network RBAC principal Legate implements reads addresses)", Name, at, p.GetIdentifier())
 }
 
+// rules are a filter's compiled configuration; immutable.
+type rules struct {
+	statPrefix string
+	allowAll   bool
+	action     rbacv3.RBAC_Action
+	policies   []matcher
+}
+
+// build makes the filter of r, a *rules, with its counters.
+func build(ctx *listener.ChainContext, config any) (listener.ConnFilter, error) {
+	r, err := listener.ConfigOf[*rules](Name, config)
+	if err != nil {
+		return nil, err
+	}
+	return &filter{
+		rules:   r,
+		allowed: ctx.Stats.Counter(stats.PrefixJoin(r.statPrefix, "rbac.allowed")),
+		denied:  ctx.Stats.Counter(stats.PrefixJoin(r.statPrefix, "rbac.denied")),
+	}, nil
+}
+
 // filter is one configured filter.
 type filter struct {
-	allowAll        bool
-	action          rbacv3.RBAC_Action
-	policies        []matcher
+	*rules
 	allowed, denied *stats.Counter
 }
 

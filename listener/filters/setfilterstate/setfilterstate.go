@@ -5,8 +5,10 @@ import (
 
 	setfsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/set_filter_state/v3"
 	networkv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/set_filter_state/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/filterstate"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener"
@@ -24,25 +26,26 @@ const (
 	ClusterKey = "envoy.tcp_proxy.cluster"
 )
 
-// Register registers the network filter's factory with the extension registry.
+// Register registers the network filter's parser and factory with the extension registry.
 func Register(b *registry.Builder) {
+	registry.Add(b, config.NetworkFilterConfigs, Name, &networkv3.Config{}, parse)
 	registry.Add(b, listener.ConnFilters, Name, &networkv3.Config{}, build)
 }
 
-func build(ctx *listener.ChainContext, i int) (listener.ConnFilter, error) {
-	c := &networkv3.Config{}
-	if tc := ctx.Chain.Filters[i].TypedConfig; tc != nil {
-		if err := tc.UnmarshalTo(c); err != nil {
-			return nil, fmt.Errorf("%s: %v", Name, err)
-		}
-	}
+// parse is the filter's config.NetworkFilterParser: its compiled Values.
+func parse(m proto.Message) (any, error) {
+	c := m.(*networkv3.Config)
 	switch {
 	case len(c.GetOnDownstreamTlsHandshake()) > 0:
 		return nil, fmt.Errorf("%s: on_downstream_tls_handshake: not implemented by Legate", Name)
 	case len(c.GetOnDownstreamData()) > 0:
 		return nil, fmt.Errorf("%s: on_downstream_data: not implemented by Legate", Name)
 	}
-	v, err := Compile(Name+": on_new_connection", c.GetOnNewConnection())
+	return Compile(Name+": on_new_connection", c.GetOnNewConnection())
+}
+
+func build(_ *listener.ChainContext, cfg any) (listener.ConnFilter, error) {
+	v, err := listener.ConfigOf[Values](Name, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 
 // Register registers the filter's factory with the extension registry.
 func Register(b *registry.Builder) {
-	registry.Add(b, listener.ConnFilters, Name, &sniv3.SniCluster{}, func(*listener.ChainContext, int) (listener.ConnFilter, error) {
+	registry.Add(b, listener.ConnFilters, Name, &sniv3.SniCluster{}, func(*listener.ChainContext, any) (listener.ConnFilter, error) {
 		return filter{}, nil
 	})
 }
