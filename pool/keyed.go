@@ -146,6 +146,10 @@ func (hp *hostPool) addKeyed(k poolKey, from Origin) (*hostPool, []*hostPool) {
 	if hp.nKeyed >= hp.m.keyedLimit {
 		evicted = hp.evictLocked()
 	}
+	// The name is a view of the request's authority, whose bytes the next request on its
+	// downstream connection overwrites: the key kept must own its bytes, or a later request
+	// for another name would find this pool (and its TLS name) under it.
+	k.name = strings.Clone(k.name)
 	c := &hostPool{m: hp.m, host: hp.host, hs: hp.hs, key: k, draining: hp.draining,
 		h1: map[*h1conn]struct{}{}, tcp: map[*TCPConn]struct{}{}}
 	if k.proxy != "" {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/tlsutil/tlstest"
@@ -188,5 +189,32 @@ func TestNamedUpgradeConnection(t *testing.T) {
 	}
 	if a, b := s.handshakesOf("a.example"), s.handshakesOf("b.example"); a != 1 || b != 1 {
 		t.Errorf("handshakes a.example=%d b.example=%d; want 1 each", a, b)
+	}
+}
+
+// TestKeyedPoolOwnsItsName proves a keyed pool's name does not alias the request's
+// authority: the downstream reader hands the router views of its buffer, which the next
+// request overwrites. A name kept by reference changes under the pool's key, so the same
+// name later misses its pool (a second handshake here) and another name can find it (and
+// travel on a connection opened with the wrong SNI).
+func TestKeyedPoolOwnsItsName(t *testing.T) {
+	s := newSNIServer(t, false, "a.example", "b.example", "c.example")
+	m := namedManager(t, s, "explicit_http_config: {http_protocol_options: {}}", "{auto_sni: true}")
+	h := onlyHost(t, m)
+	var prev []byte
+	for _, name := range []string{"b.example", "c.example", "b.example", "a.example", "c.example", "b.example"} {
+		buf := []byte(name)
+		if got := getAs(t, m, h, unsafe.String(&buf[0], len(buf))); got != name {
+			t.Fatalf("Host %s went over a connection with SNI %q; want %q", name, got, name)
+		}
+		if prev != nil {
+			copy(prev, "x.example") // the reader's next request lands where the last one was
+		}
+		prev = buf
+	}
+	for _, n := range []string{"a.example", "b.example", "c.example"} {
+		if got := s.handshakesOf(n); got != 1 {
+			t.Errorf("handshakes with SNI %s = %d; want 1 (one connection per name, reused)", n, got)
+		}
 	}
 }
