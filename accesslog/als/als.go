@@ -216,6 +216,9 @@ type settings struct {
 	interval                    time.Duration
 	maxBytes                    int
 	tags                        []customTag
+	// stateKeys are filter_state_objects_to_log: the filter state objects each entry
+	// carries, packed as their typed form.
+	stateKeys []string
 }
 
 // customTag is one common_config.custom_tags entry: a fixed value (literal, or environment
@@ -286,6 +289,7 @@ func (s *settings) buffering(path string, cc *grpcalsv3.CommonGrpcAccessLogConfi
 		}
 		s.tags = append(s.tags, tag)
 	}
+	s.stateKeys = cc.GetFilterStateObjectsToLog()
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
 	grpcalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/grpc/v3"
 	otelalsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/open_telemetry/v3"
@@ -17,10 +18,13 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/internal/filterstate"
 	"github.com/legateproxy/legate/stats"
 )
 
@@ -210,5 +214,34 @@ func TestOTelLoggerErrors(t *testing.T) {
 				t.Errorf("OTelLogger() error = %v; want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestFilterStateObjects: filter_state_objects_to_log packs each named object of the
+// entry's filter state in an Any of its typed form (a string object's StringValue, a
+// header map's HeaderMap, as Envoy's); a missing object is left out.
+func TestFilterStateObjects(t *testing.T) {
+	pb := &grpcalsv3.HttpGrpcAccessLogConfig{}
+	if err := protoUnmarshalText(`common_config: {log_name: "a", transport_api_version: V3, grpc_service: {envoy_grpc: {cluster_name: "als"}},
+		filter_state_objects_to_log: ["acme.tenant", "acme.headers", "acme.none"]}`, pb); err != nil {
+		t.Fatal(err)
+	}
+	s, err := settingsFromProto("c", pb.GetCommonConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := &filterstate.State{}
+	state.Set("acme.tenant", filterstate.String("blue"), filterstate.Options{})
+	state.Set("acme.headers", filterstate.HeaderMap{{Key: ":status", Value: "200"}}, filterstate.Options{})
+	l := &HTTPLogger{client: &client[*accesslogdatav3.HTTPAccessLogEntry]{s: s}}
+	got := l.entry(&accesslog.Entry{FilterState: state}).GetCommonProperties().GetFilterStateObjects()
+	tenant, _ := anypb.New(wrapperspb.String("blue"))
+	headers, _ := anypb.New(&corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: ":status", Value: "200"}}})
+	want := map[string]*anypb.Any{"acme.tenant": tenant, "acme.headers": headers}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("filter_state_objects (-want +got):\n%s", diff)
+	}
+	if got := l.entry(&accesslog.Entry{}).GetCommonProperties().GetFilterStateObjects(); got != nil {
+		t.Errorf("without filter state: %v; want none", got)
 	}
 }

@@ -13,8 +13,10 @@
 // ones in logs_written). A flush that finds no stream asks for one, so a restarted service is
 // reconnected by the next flush. custom_tags of kinds literal, environment and request_header
 // are logged (a TCP entry has no request headers, so its request_header tags take their
-// default); metadata tags are refused. filter_state_objects_to_log has nothing to log (Legate
-// keeps no filter state) and grpc_stream_retry_policy is not used: a failed stream is retried by
+// default); metadata tags are refused. filter_state_objects_to_log puts the named objects of
+// the entry's filter state (internal/filterstate) in filter_state_objects, each its typed
+// form in an Any (a string object's StringValue, a header map's HeaderMap, another's JSON
+// value). grpc_stream_retry_policy is not used: a failed stream is retried by
 // the next flush.
 //
 // The same Manager makes envoy.access_loggers.open_telemetry loggers (OTelLogger): each entry

@@ -12,12 +12,15 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	accesslogdatav3 "github.com/envoyproxy/go-control-plane/envoy/data/accesslog/v3"
 	alsv3 "github.com/envoyproxy/go-control-plane/envoy/service/accesslog/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/internal/filterstate"
 )
 
 // httpSettings are the HTTP-only fields of an HttpGrpcAccessLogConfig.
@@ -60,7 +63,7 @@ func (l *HTTPLogger) Log(e *accesslog.Entry) {
 // properties (addresses, times, upstream, response flags, route), protocol, request and
 // response properties, and the additional headers and trailers the configuration names.
 func (l *HTTPLogger) entry(e *accesslog.Entry) *accesslogdatav3.HTTPAccessLogEntry {
-	common := commonProperties(e, l.s.tags)
+	common := commonProperties(e, &l.s)
 	common.RouteName = strings.Clone(e.RouteName)
 	common.TimeToLastRxByte = duration(e.RequestDuration)
 	common.TimeToFirstUpstreamRxByte = duration(e.ResponseDuration)
@@ -100,7 +103,11 @@ func (l *HTTPLogger) entry(e *accesslog.Entry) *accesslogdatav3.HTTPAccessLogEnt
 // extractCommonAccessLogProperties): addresses, SNI, start time, duration (only for an entry
 // logged at the end), upstream, attempt count, termination details, response flags, custom
 // tags and the log type.
-func commonProperties(e *accesslog.Entry, tags []customTag) *accesslogdatav3.AccessLogCommon {
+func commonProperties(e *accesslog.Entry, s *settings) *accesslogdatav3.AccessLogCommon {
+	if s == nil {
+		s = &settings{}
+	}
+	tags := s.tags
 	common := &accesslogdatav3.AccessLogCommon{
 		SampleRate:                     1,
 		DownstreamRemoteAddress:        socketAddress(e.DownstreamRemoteAddress),
@@ -137,6 +144,7 @@ func commonProperties(e *accesslog.Entry, tags []customTag) *accesslogdatav3.Acc
 		common.StartTime = timestamppb.New(e.StartTime)
 	}
 	common.TlsProperties = tlsProperties(e)
+	common.FilterStateObjects = filterStateObjects(e, s.stateKeys)
 	return common
 }
 
@@ -293,6 +301,38 @@ func responseFlags(f accesslog.ResponseFlags) *accesslogdatav3.ResponseFlags {
 		if fd := fields.ByName(name); fd != nil {
 			m.Set(fd, protoreflect.ValueOfBool(true))
 		}
+	}
+	return out
+}
+
+// filterStateObjects packs the entry's filter state objects of keys
+// (filter_state_objects_to_log) as Envoy does, each its typed form in an Any: the object's
+// own message when it has one (a string object's StringValue, a header map's HeaderMap),
+// else its JSON value. A missing object, or one without a typed form, is left out.
+func filterStateObjects(e *accesslog.Entry, keys []string) map[string]*anypb.Any {
+	var out map[string]*anypb.Any
+	for _, k := range keys {
+		obj := e.FilterState.Get(k)
+		if obj == nil {
+			continue
+		}
+		var m proto.Message
+		if p, ok := obj.(filterstate.Protoer); ok {
+			m = p.Proto()
+		} else if v := obj.Typed(); v != nil {
+			m = v
+		}
+		if m == nil {
+			continue
+		}
+		a, err := anypb.New(m)
+		if err != nil {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]*anypb.Any, len(keys))
+		}
+		out[k] = a
 	}
 	return out
 }

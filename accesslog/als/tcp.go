@@ -39,7 +39,7 @@ func (l *TCPLogger) Log(e *accesslog.Entry) {
 // (connection_properties.received_bytes and sent_bytes, as %BYTES_RECEIVED% and %BYTES_SENT%).
 func (l *TCPLogger) entry(e *accesslog.Entry) *accesslogdatav3.TCPAccessLogEntry {
 	return &accesslogdatav3.TCPAccessLogEntry{
-		CommonProperties: commonProperties(e, l.s.tags),
+		CommonProperties: commonProperties(e, &l.s),
 		ConnectionProperties: &accesslogdatav3.ConnectionProperties{
 			ReceivedBytes: e.BytesReceived,
 			SentBytes:     e.BytesSent,

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"sync"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // Object is one filter state value.
@@ -24,6 +27,12 @@ type Object interface {
 // %FILTER_STATE(KEY:FIELD:NAME)%.
 type Fielder interface {
 	Field(name string) (string, bool)
+}
+
+// Protoer is an Object whose typed form is a message of its own (Envoy's serializeAsProto),
+// which gRPC access logs pack (filter_state_objects_to_log); others pack Typed's value.
+type Protoer interface {
+	Proto() proto.Message
 }
 
 // Sharing says whether an object reaches the upstream connections made for its connection
@@ -215,6 +224,9 @@ func (v String) Plain() (string, bool) { return string(v), true }
 // Typed returns the string as a JSON string value.
 func (v String) Typed() *structpb.Value { return structpb.NewStringValue(string(v)) }
 
+// Proto returns the string as a google.protobuf.StringValue, Envoy's StringAccessor's.
+func (v String) Proto() proto.Message { return wrapperspb.String(string(v)) }
+
 // Header is one header field of a HeaderMap.
 type Header struct{ Key, Value string }
 
@@ -235,6 +247,15 @@ func (h HeaderMap) Typed() *structpb.Value {
 	}
 	return structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
 		"headers": structpb.NewListValue(&structpb.ListValue{Values: list})}})
+}
+
+// Proto returns the fields as Envoy's config.core.v3.HeaderMap.
+func (h HeaderMap) Proto() proto.Message {
+	out := &corev3.HeaderMap{Headers: make([]*corev3.HeaderValue, len(h))}
+	for i, f := range h {
+		out.Headers[i] = &corev3.HeaderValue{Key: f.Key, Value: f.Value}
+	}
+	return out
 }
 
 // Field returns the first value of the header named name (as stored: lower case).
