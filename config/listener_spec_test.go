@@ -168,7 +168,7 @@ func TestUDPListener(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ListenerFromProto = %v; want nil", err)
 	}
-	if u := l.UDP; u == nil || u.MaxRxDatagramSize != 9000 || u.FilterConfig.GetTypeUrl() != UDPProxyTypeURL || !l.Address.UDP {
+	if u := l.UDP; u == nil || u.MaxRxDatagramSize != 9000 || u.FilterTypeURL != UDPProxyTypeURL || !l.Address.UDP {
 		t.Errorf("UDP = %v; want the UDP proxy's config with max_rx_datagram_size 9000", u)
 	}
 	l, err = ListenerFromProto(listenerProto(t, "name: l\n"+udpAddr+udpProxyFilter), Limits{})

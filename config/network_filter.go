@@ -46,7 +46,14 @@ func Validate(name string, m proto.Message) error {
 // no extension of r takes the filter: the listener manager refuses it then, naming those it
 // knows.
 func decodeNetworkFilter(r *registry.Registry, name string, tc *anypb.Any) (any, error) {
-	parse, e, hasParser := registry.Lookup(r, NetworkFilterConfigs, name, tc.GetTypeUrl())
+	return decodeFilter(r, NetworkFilterConfigs, name, tc)
+}
+
+// decodeFilter decodes the typed_config tc of the filter name with the extension of kind k
+// that takes it: decodeNetworkFilter's steps, for network filters and UDP listener filters
+// alike.
+func decodeFilter(r *registry.Registry, k registry.Kind[NetworkFilterParser], name string, tc *anypb.Any) (any, error) {
+	parse, e, hasParser := registry.Lookup(r, k, name, tc.GetTypeUrl())
 	if e.Config == nil {
 		return nil, nil
 	}

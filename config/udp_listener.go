@@ -4,7 +4,8 @@ import (
 	"fmt"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/legateproxy/legate/internal/registry"
 )
 
 // The UDP proxy, the one listener filter of a UDP listener.
@@ -12,6 +13,12 @@ const (
 	UDPProxyFilter  = "envoy.filters.udp_listener.udp_proxy"
 	UDPProxyTypeURL = "type.googleapis.com/envoy.extensions.filters.udp.udp_proxy.v3.UdpProxyConfig"
 )
+
+// UDPListenerFilterConfigs is the kind of UDP listener filter extensions as package config
+// reads them: how the filter's typed_config becomes the value its factory builds from
+// (UDPListener.Config), with the same parser shape as network filters'. The listener manager
+// builds the filter with its own kind (listener.UDPFilters), registered under the same name.
+var UDPListenerFilterConfigs = registry.Kind[NetworkFilterParser]{Category: registry.UDPListenerFilter, Facet: "config"}
 
 // DefaultMaxRxDatagramSize is UdpSocketConfig.max_rx_datagram_size when unset.
 const DefaultMaxRxDatagramSize = 1500
@@ -22,10 +29,15 @@ type UDPListener struct {
 	// MaxRxDatagramSize is udp_listener_config.downstream_socket_config.max_rx_datagram_size
 	// (default 1500): longer datagrams are dropped.
 	MaxRxDatagramSize uint32
-	// FilterName and FilterConfig are the UDP proxy listener filter's name and typed_config;
-	// the UDP proxy decodes and checks it.
-	FilterName   string
-	FilterConfig *anypb.Any
+	// FilterName and FilterTypeURL are the UDP proxy listener filter's name and typed_config
+	// type URL, which select its factory.
+	FilterName    string
+	FilterTypeURL string
+	// Config is the filter's typed_config decoded, checked and converted by its
+	// UDPListenerFilterConfigs parser (the UDP proxy's own type); its factory builds from it.
+	// Nil when the registry ListenerFromProto was given has no extension for the filter: the
+	// listener manager then refuses it.
+	Config any
 }
 
 // udp converts a UDP listener (a socket address whose protocol is UDP): udp_listener_config
@@ -77,7 +89,11 @@ func (b *listenerBuilder) udp(l *listenerv3.Listener, out *Listener) {
 	if f.GetConfigDiscovery() != nil || f.GetFilterDisabled() != nil {
 		b.fail("listener_filters[0]: config_discovery and filter_disabled are not implemented by Legate for UDP listeners")
 	}
-	u.FilterName, u.FilterConfig = f.GetName(), f.GetTypedConfig()
+	u.FilterName, u.FilterTypeURL = f.GetName(), f.GetTypedConfig().GetTypeUrl()
+	var err error
+	if u.Config, err = decodeFilter(b.ext, UDPListenerFilterConfigs, u.FilterName, f.GetTypedConfig()); err != nil {
+		b.fail("listener_filters[0]: %v", err)
+	}
 }
 
 func (u *UDPListener) String() string {

@@ -111,7 +111,7 @@ func registrations() []func(*registry.Builder) {
 		snicluster.Register,
 		httpproxy.Register,       // the connection manager (config converts its typed_config)
 		tcpproxy.Register,        // the TCP proxy (likewise)
-		udpproxy.Declare,         // UDP listener filters
+		udpproxy.Register,        // UDP listener filters
 		network.Register,         // matching inputs (filter_chain_matcher)
 		transportsocket.Register, // matching inputs (transport_socket_matcher)
 		httpinspector.Register,   // listener filters

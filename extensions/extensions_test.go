@@ -60,3 +60,28 @@ func TestNetworkFiltersHaveFactories(t *testing.T) {
 		}
 	}
 }
+
+// TestUDPListenerFiltersHaveFactories checks that every UDP listener filter the loader accepts
+// has a parser on the configuration path and a factory the listener manager builds it with.
+func TestUDPListenerFiltersHaveFactories(t *testing.T) {
+	r, err := extensions.New()
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	n := 0
+	for _, e := range r.Entries() {
+		if e.Category != registry.UDPListenerFilter {
+			continue
+		}
+		if _, _, ok := registry.Lookup(r, config.UDPListenerFilterConfigs, e.Name, e.TypeURL()); !ok {
+			t.Errorf("%s: no config.UDPListenerFilterConfigs parser", e.Name)
+		}
+		if _, _, ok := registry.Lookup(r, listener.UDPFilters, e.Name, e.TypeURL()); !ok {
+			t.Errorf("%s: no listener.UDPFilters factory", e.Name)
+		}
+		n++
+	}
+	if n != 1 {
+		t.Errorf("%d UDP listener filters; want 1 (%s)", n, config.UDPProxyFilter)
+	}
+}

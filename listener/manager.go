@@ -62,20 +62,17 @@ type ManagerConfig struct {
 	// InternalListener is the envoy.bootstrap.internal_listener bootstrap extension; nil
 	// refuses listeners with internal_listener, as Envoy does without the extension.
 	InternalListener *config.InternalListener
-	// UDP builds the packet handler of a UDP listener (the UDP proxy); nil refuses UDP
-	// listeners.
-	UDP PacketHandlerFactory
 	// AccessLogs builds a listener's access_log, which logs the connections closed because
 	// no filter chain matched them; nil refuses a listener that sets access_log.
 	AccessLogs func(l *config.Listener) (NoChainLog, error)
 	// Extensions holds the listener filters (listenerfilter.Filters), the network filters
-	// (ConnFilters, TerminalFilters) and the matching inputs a filter_chain_matcher may use
-	// (internal/matcher/network); nil refuses listeners with listener_filters, a
-	// filter_chain_matcher or network filters.
+	// (ConnFilters, TerminalFilters), the UDP listener filters (UDPFilters) and the matching
+	// inputs a filter_chain_matcher may use (internal/matcher/network); nil refuses listeners
+	// with listener_filters, a filter_chain_matcher, network filters or a UDP address.
 	Extensions *registry.Registry
-	// Services are the server's values the network filters' factories find in
-	// ChainContext.Services (the HTTP connection manager's and the TCP proxy's); nil gives
-	// none.
+	// Services are the server's values the network filters' and UDP listener filters'
+	// factories find in ChainContext.Services and PacketContext.Services (the HTTP connection
+	// manager's, the TCP proxy's, the UDP proxy's); nil gives none.
 	Services Services
 	// Dial reaches a cluster's hosts for the network filters that call a gRPC service
 	// (ChainContext.Dial); nil fails their calls.

@@ -11,13 +11,14 @@ import (
 	"syscall"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/stats"
 )
 
 // UDP listeners. A listener on a UDP address binds one socket and one read loop
-// (packetLoop) hands each datagram to the current version's PacketHandler, built by
-// ManagerConfig.UDP from the listener's one listener filter (the UDP proxy). The socket sits
+// (packetLoop) hands each datagram to the current version's PacketHandler, built by the
+// UDPFilters factory of the listener's one listener filter (the UDP proxy). The socket sits
 // in the entry like a TCP one, behind a net.Listener whose Accept waits for Close, so that
 // /listeners, drains, updates and Close treat both alike. A version's handler is closed
 // when the version stops serving: discarded, retired at the end of its drain, or at Close.
@@ -33,23 +34,38 @@ type PacketHandler interface {
 
 // PacketContext is what a PacketHandlerFactory builds a handler from.
 type PacketContext struct {
-	// Listener is the listener's configuration; Listener.UDP holds the filter's typed_config.
+	// Listener is the listener's configuration.
 	Listener *config.Listener
 	// Stats is the server's stats store.
 	Stats *stats.Store
 	// Logger is the listener manager's logger (may be nil).
 	Logger *logging.Logger
+	// Services are the server's values for the filters that need them (ManagerConfig.Services).
+	Services Services
 }
 
-// PacketHandlerFactory builds a UDP listener's handler; an error refuses the listener.
-type PacketHandlerFactory func(ctx *PacketContext) (PacketHandler, error)
+// PacketHandlerFactory builds a UDP listener's handler from its listener filter's
+// configuration, as the configuration path decoded and checked it (config.UDPListener.Config);
+// an error refuses the listener.
+type PacketHandlerFactory func(ctx *PacketContext, config any) (PacketHandler, error)
+
+// UDPFilters is the kind of UDP listener filter extensions (Envoy's
+// envoy.filters.udp_listener.*): the UDP proxy registers its factory with
+//
+//	registry.Add(b, listener.UDPFilters, Name, &pb.Config{}, factory)
+//
+// and the listener manager builds a UDP listener's handler through the frozen registry. How
+// the filter's typed_config becomes the value its factory gets is package config's kind,
+// config.UDPListenerFilterConfigs, under the same name.
+var UDPFilters = registry.Kind[PacketHandlerFactory]{Category: registry.UDPListenerFilter, Facet: "udp"}
 
 // newPacketHandler builds v's handler for a UDP listener. mu is held.
 func (m *Manager) newPacketHandler(name string, l *config.Listener) (PacketHandler, error) {
-	if m.cfg.UDP == nil {
+	factory, _, ok := registry.Lookup(m.cfg.Extensions, UDPFilters, l.UDP.FilterName, l.UDP.FilterTypeURL)
+	if !ok {
 		return nil, fmt.Errorf("listener %q: listener_filters[0] (%s): UDP listeners are not available", name, l.UDP.FilterName)
 	}
-	h, err := m.cfg.UDP(&PacketContext{Listener: l, Stats: m.cfg.Stats, Logger: m.cfg.Logger})
+	h, err := factory(&PacketContext{Listener: l, Stats: m.cfg.Stats, Logger: m.cfg.Logger, Services: m.cfg.Services}, l.UDP.Config)
 	if err != nil {
 		return nil, fmt.Errorf("listener %q: listener_filters[0]: %w", name, err)
 	}

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/udp/udp_proxy/v3"
+	udpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/udp/udp_proxy/v3"
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/clock/clocktest"
+	"github.com/legateproxy/legate/internal/registry"
 )
 
 // tagEcho is a PacketHandler that answers each datagram with its tag and the datagram.
@@ -43,11 +44,17 @@ func runUDPManager(t *testing.T, built chan<- *tagEcho, tag string, ls ...*confi
 	t.Helper()
 	clk := newFakeClock()
 	var n atomic.Int32
-	m, err := NewManager(ManagerConfig{Stats: newStore(t), Clock: clk, UDP: func(ctx *PacketContext) (PacketHandler, error) {
+	b := registry.NewBuilder()
+	registry.Add(b, UDPFilters, config.UDPProxyFilter, &udpproxyv3.UdpProxyConfig{}, func(ctx *PacketContext, _ any) (PacketHandler, error) {
 		h := &tagEcho{tag: fmt.Sprintf("%s/%s%d", tag, ctx.Listener.Name, n.Add(1))}
 		built <- h
 		return h, nil
-	}})
+	})
+	ext, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewManager(ManagerConfig{Stats: newStore(t), Clock: clk, Extensions: ext})
 	if err != nil {
 		t.Fatal(err)
 	}

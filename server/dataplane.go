@@ -207,6 +207,13 @@ func (s *Server) buildDataPlane() error {
 			Runtime: s.runtimeUint64,
 		},
 	})
+	udp := udpproxy.NewService(udpproxy.Deps{
+		Clusters: s.clusters,
+		Clock:    s.clock,
+		Files:    dp.accessLogs,
+		Loggers:  s.ext,
+		Runtime:  s.runtimeUint64,
+	})
 	strategy := listener.DrainGradual
 	if s.opts.DrainStrategy == options.DrainImmediate {
 		strategy = listener.DrainImmediate
@@ -219,22 +226,16 @@ func (s *Server) buildDataPlane() error {
 		DrainStrategy: strategy,
 		// The terminal filters that serve with the data plane find it here: their factories
 		// are in the registry, frozen before these services were built.
-		Services:          listener.Services{config.HTTPConnectionManagerFilter: hcm, config.TCPProxyFilter: tcp},
+		Services: listener.Services{config.HTTPConnectionManagerFilter: hcm, config.TCPProxyFilter: tcp,
+			config.UDPProxyFilter: udp},
 		Workers:           int(s.opts.Concurrency),
 		HealthCheckFailed: s.healthFailed.Load,
 		Overload:          dp.overload.State(),
 		Runtime:           s.runtimeUint64,
 		AccessLogs:        s.listenerAccessLogs,
 		InternalListener:  s.boot.InternalListener,
-		UDP: udpproxy.Factory(udpproxy.Deps{
-			Clusters: s.clusters,
-			Clock:    s.clock,
-			Files:    dp.accessLogs,
-			Loggers:  s.ext,
-			Runtime:  s.runtimeUint64,
-		}),
-		Extensions: s.ext,
-		Dial:       dp.pools.Dial, // ratelimit's and ext_authz's services
+		Extensions:        s.ext,
+		Dial:              dp.pools.Dial, // ratelimit's and ext_authz's services
 	}); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	udpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/udp/udp_proxy/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/legateproxy/legate/accesslog"
@@ -57,16 +58,10 @@ type AccessLog struct {
 	Filter      *accesslog.Filter
 }
 
-// ConfigFromAny decodes and checks a UdpProxyConfig typed_config.
-func ConfigFromAny(a *anypb.Any) (*Config, error) {
-	if a.GetTypeUrl() != config.UDPProxyTypeURL {
-		return nil, fmt.Errorf("udp_proxy: typed_config type_url = %q; must be %q", a.GetTypeUrl(), config.UDPProxyTypeURL)
-	}
-	var pb udpproxyv3.UdpProxyConfig
-	if err := a.UnmarshalTo(&pb); err != nil {
-		return nil, fmt.Errorf("udp_proxy: typed_config: %w", err)
-	}
-	return ConfigFromProto(&pb)
+// parse is the UDP proxy's config.UDPListenerFilterConfigs parser: a *Config, made on the
+// configuration path (config.ListenerFromProto) for the factory to build from.
+func parse(m proto.Message) (any, error) {
+	return ConfigFromProto(m.(*udpproxyv3.UdpProxyConfig))
 }
 
 // ConfigFromProto checks p and applies defaults; unimplemented fields are refused with

@@ -1,7 +1,10 @@
 // Package udpproxy is Legate's envoy.filters.udp_listener.udp_proxy
 // (envoy.extensions.filters.udp.udp_proxy.v3.UdpProxyConfig), the listener filter of a UDP
 // listener (socket_address.protocol: UDP). The listener manager reads the listener's socket
-// (package listener's packetLoop) and hands every datagram to the Proxy.
+// (package listener's packetLoop) and hands every datagram to the Proxy. Register adds the
+// parser that converts the typed_config into a Config on the configuration path
+// (config.UDPListenerFilterConfigs) and the factory that builds the Proxy from it
+// (listener.UDPFilters) with the Service the server gives the listener manager.
 //
 // Implemented: stat_prefix; cluster, or a matcher whose only rule is on_no_match with a
 // Route action; idle_timeout (default 60s; 0 disables it); hash_policies (one entry,

@@ -14,10 +14,13 @@ import (
 	"github.com/legateproxy/legate/stats"
 )
 
-// Declare declares the filter in the extension registry; the server hands Factory to the
-// listener manager, which builds a UDP listener's handler with it.
-func Declare(b *registry.Builder) {
-	b.Declare(registry.UDPListenerFilter, config.UDPProxyFilter, &udpproxyv3.UdpProxyConfig{})
+// Register registers the UDP proxy's parser (config.UDPListenerFilterConfigs, a *Config) and
+// factory (listener.UDPFilters) with the extension registry. The factory serves with the
+// *Service the server gives the listener manager (listener.ManagerConfig.Services) under
+// config.UDPProxyFilter.
+func Register(b *registry.Builder) {
+	registry.Add(b, config.UDPListenerFilterConfigs, config.UDPProxyFilter, &udpproxyv3.UdpProxyConfig{}, parse)
+	registry.Add(b, listener.UDPFilters, config.UDPProxyFilter, &udpproxyv3.UdpProxyConfig{}, build)
 }
 
 // Deps are the server-wide dependencies of every UDP proxy.
@@ -36,32 +39,51 @@ type Deps struct {
 	Runtime func(key string, def uint64) uint64
 }
 
-// Factory returns the listener manager's builder of UDP proxies. Proxies with the same
-// stat_prefix share udp.<stat_prefix>.*, and those of one cluster cluster.<name>.udp.*; a
-// registration goes when its last proxy closes.
-func Factory(d Deps) listener.PacketHandlerFactory {
-	t := &statsTable{refs: map[string]*shared{}}
-	return func(ctx *listener.PacketContext) (listener.PacketHandler, error) {
-		cfg, err := ConfigFromAny(ctx.Listener.UDP.FilterConfig)
-		if err != nil {
-			return nil, err
-		}
-		logs, err := buildLogs(cfg, d)
-		if err != nil {
-			return nil, err
-		}
-		st := t.acquire(ctx.Stats, "udp."+cfg.StatPrefix+".", func() any { return &Stats{} })
-		cst := t.acquire(ctx.Stats, "cluster."+cfg.Cluster+".udp.", func() any { return &ClusterStats{} })
-		p, err := New(cfg, Options{Clusters: d.Clusters, Clock: d.Clock, Stats: st.(*Stats), ClusterStats: cst.(*ClusterStats),
-			Local: ctx.Listener.Address.String(), Logs: logs, Logger: ctx.Logger})
-		if err != nil {
-			return nil, err
-		}
-		return &handler{Proxy: p, release: func() {
-			t.release("udp." + cfg.StatPrefix + ".")
-			t.release("cluster." + cfg.Cluster + ".udp.")
-		}}, nil
+// build is the UDP proxy's listener.PacketHandlerFactory.
+func build(ctx *listener.PacketContext, cfg any) (listener.PacketHandler, error) {
+	s, err := listener.Service[*Service](ctx.Services, config.UDPProxyFilter)
+	if err != nil {
+		return nil, err
 	}
+	return s.Handler(ctx, cfg)
+}
+
+// Service is what the UDP proxies of one server share: their Deps, and the stats
+// registrations (proxies with the same stat_prefix share udp.<stat_prefix>.*, and those of
+// one cluster cluster.<name>.udp.*; a registration goes when its last proxy closes). Safe for
+// concurrent use.
+type Service struct {
+	deps  Deps
+	stats *statsTable
+}
+
+// NewService returns the service of the UDP proxies built with d.
+func NewService(d Deps) *Service {
+	return &Service{deps: d, stats: &statsTable{refs: map[string]*shared{}}}
+}
+
+// Handler builds the UDP proxy of one listener from its converted configuration, a *Config.
+func (s *Service) Handler(ctx *listener.PacketContext, decoded any) (listener.PacketHandler, error) {
+	cfg, err := listener.ConfigOf[*Config](config.UDPProxyFilter, decoded)
+	if err != nil {
+		return nil, err
+	}
+	d, t := s.deps, s.stats
+	logs, err := buildLogs(cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	st := t.acquire(ctx.Stats, "udp."+cfg.StatPrefix+".", func() any { return &Stats{} })
+	cst := t.acquire(ctx.Stats, "cluster."+cfg.Cluster+".udp.", func() any { return &ClusterStats{} })
+	p, err := New(cfg, Options{Clusters: d.Clusters, Clock: d.Clock, Stats: st.(*Stats), ClusterStats: cst.(*ClusterStats),
+		Local: ctx.Listener.Address.String(), Logs: logs, Logger: ctx.Logger})
+	if err != nil {
+		return nil, err
+	}
+	return &handler{Proxy: p, release: func() {
+		t.release("udp." + cfg.StatPrefix + ".")
+		t.release("cluster." + cfg.Cluster + ".udp.")
+	}}, nil
 }
 
 // handler is a Proxy that gives back its stats when it closes.

@@ -24,6 +24,7 @@ import (
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/clock/clocktest"
+	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/stats"
 )
@@ -111,14 +112,18 @@ func newEnv(t *testing.T, clusterExtra, proxy string, hosts ...string) *env {
 	var lpb listenerv3.Listener
 	decode(t, `{name: udp, address: {socket_address: {protocol: UDP, address: 127.0.0.1, port_value: 0}},
 listener_filters: [{name: envoy.filters.udp_listener.udp_proxy, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.udp.udp_proxy.v3.UdpProxyConfig, `+proxy+`}}]}`, &lpb)
-	l, err := config.ListenerFromProto(&lpb, config.Limits{})
+	ext, err := registry.Of(Register)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := config.ListenerFromProto(&lpb, config.Limits{Extensions: ext})
 	if err != nil {
 		t.Fatal(err)
 	}
 	clk := clocktest.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	files := accesslog.NewManager(accesslog.FileOptions{MinFlushSize: 1, Clock: clk}) // every line written at once
-	lm, err := listener.NewManager(listener.ManagerConfig{Stats: store, Clock: clk,
-		UDP: Factory(Deps{Clusters: cm, Clock: clk, Files: files})})
+	lm, err := listener.NewManager(listener.ManagerConfig{Stats: store, Clock: clk, Extensions: ext,
+		Services: listener.Services{config.UDPProxyFilter: NewService(Deps{Clusters: cm, Clock: clk, Files: files})}})
 	if err != nil {
 		t.Fatal(err)
 	}
