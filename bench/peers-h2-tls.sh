@@ -4,7 +4,8 @@
 # Rounds, each a pair of contestants (nginx, Legate) run back to back, ROUNDS times interleaved:
 #   h2    h2c downstream (h2load -c16 -m10, prior knowledge) -> HTTP/1.1 keep-alive upstream
 #   grpc  h2c downstream (h2load -c16 -m10) -> HTTP/2 cleartext upstream (nginx grpc_pass)
-#   tls   HTTPS downstream, HTTP/1.1 keep-alive (wrk -t1 -c64) -> HTTP/1.1 upstream
+#   tls   HTTPS downstream, HTTP/1.1 keep-alive (wrk -t1 -c64) -> HTTP/1.1 upstream; both proxies
+#         negotiate TLS 1.3 with TLS_AES_128_GCM_SHA256 (printed with the results)
 # The proxies run on PROXY_CPU (default 0), one worker / --concurrency 1; the load generators and
 # the nginx upstreams (100-byte body) on LOAD_CPU (default 1). Everything listens on 127.0.0.1.
 #
@@ -98,6 +99,7 @@ http { access_log off; $TMPS keepalive_requests 1000000; keepalive_timeout 300s;
     location / { proxy_pass http://h1; proxy_http_version 1.1; proxy_set_header Connection ""; } }
   server { listen 127.0.0.1:${PORT[nginx.grpc]} http2 backlog=4096; location / { grpc_pass grpc://h2; } }
   server { listen 127.0.0.1:${PORT[nginx.tls]} ssl backlog=4096; ssl_certificate $W/cert.pem; ssl_certificate_key $W/key.pem;
+    ssl_protocols TLSv1.2 TLSv1.3; ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256;
     location / { proxy_pass http://h1; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
 E
 hcm() {  # stat_prefix cluster
@@ -165,6 +167,16 @@ for s in h2 grpc tls; do
   if ready "$s" nginx && ready "$s" legate; then SCENARIOS+=("$s"); else log "leaving out the $s round"; fi
 done
 ((${#SCENARIOS[@]})) || skip "no round could start"
+# The tls round compares like with like: Go's server picks TLS 1.3 with TLS_AES_128_GCM_SHA256 on
+# AES hardware, while nginx 1.22 stops at TLS 1.2 by default and follows the client's order
+# (AES-256 first), so nginx is given TLS 1.3 and the same suite above. What each one actually
+# negotiated with an OpenSSL client (as wrk is) is printed with the results.
+suite() {  # contestant -> "version suite" of a TLS handshake with it
+  openssl s_client -connect "127.0.0.1:${PORT[$1.tls]}" </dev/null 2>/dev/null |
+    awk '/^New, / {sub(/,$/, "", $2); print $2, $NF; exit}'
+}
+declare -A SUITE=([nginx]="$(suite nginx)" [legate]="$(suite legate)")
+[[ "${SUITE[nginx]}" == "${SUITE[legate]}" ]] || log "the tls round is not like with like: nginx ${SUITE[nginx]:-?}, Legate ${SUITE[legate]:-?}"
 
 rps() {  # scenario contestant -> req/s of one round
   local port=${PORT[$2.$1]}
@@ -191,7 +203,7 @@ rss_legate=$(hwm "${MAINPID[legate]}")
 
 echo
 echo "peers-h2-tls: ${ROUNDS} interleaved rounds of ${DURATION}s; proxies on CPU $PROXY_CPU, load and upstreams on CPU $LOAD_CPU"
-awk -v rn="$rss_nginx" -v rl="$rss_legate" -v order="${SCENARIOS[*]}" '
+awk -v rn="$rss_nginx" -v rl="$rss_legate" -v order="${SCENARIOS[*]}" -v sn="${SUITE[nginx]}" -v sl="${SUITE[legate]}" '
   function med(a, k,   i, j, t) {
     for (i = 2; i <= k; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
     return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
@@ -212,5 +224,6 @@ awk -v rn="$rss_nginx" -v rl="$rss_legate" -v order="${SCENARIOS[*]}" '
       json = json sprintf("%s{\"round\":\"%s\",\"nginx_rps_med\":%.0f,\"legate_rps_med\":%.0f,\"legate_rps_min\":%.0f,\"legate_rps_max\":%.0f,\"x_nginx\":%.4f}", (i > 1 ? "," : ""), s, mg, ml, mn, mx, x)
     }
     printf "peak RSS: nginx %.1f MB (master + worker), legate %.1f MB; highest 1-minute load average seen: %.2f\n", rn / 1024, rl / 1024, maxload
-    print json "]}"
+    printf "tls round negotiated: nginx %s, legate %s\n", sn, sl
+    print json sprintf("],\"tls_negotiated\":{\"nginx\":\"%s\",\"legate\":\"%s\"}}", sn, sl)
   }' "$RES"
