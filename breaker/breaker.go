@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/procpin"
 	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/stats"
 )
@@ -23,18 +24,52 @@ var ErrOverflow = errors.New("circuit breaker overflow")
 
 // Resource is one bounded count (Envoy's ResourceImpl). Safe for concurrent use; the zero value
 // is not usable, Resources live inside a Breaker.
+//
+// The count is split so that a request far from the limit writes only its own P's cache line:
+// granted is the number of units handed out, either in use or leased in batches to a P's line,
+// where they wait free for that P's next acquisitions (Count is granted minus the free units).
+// granted never passes the limit (a compare-and-swap against it takes a batch or a unit), so
+// units in use never do either: max_* stays a hard cap. Near the limit (less than two batches
+// left) units are taken and returned one at a time on granted, and an acquisition that finds
+// granted at the limit first takes back every P's free units, so that units parked on other Ps
+// never turn a request away.
 type Resource struct {
-	max   uint64
-	count atomic.Uint64
+	_       [64]byte // granted's line is written once per batch: keep the fields read per request off it
+	granted atomic.Uint64
+	_       [56]byte
+	lines   atomic.Pointer[leaseLines] // made on the first batch; nil while leasing is off
+	max     uint64
 	// rt and key, when rt is non-nil, let the runtime key override max.
 	rt  RuntimeSource
 	key string
 	// budget, when non-nil, makes the limit dynamic (retry_budget on the retries resource).
 	budget *retryBudget
+	// exact turns leasing off: the remaining_* gauge, which moves with every unit, or a retry
+	// budget's limit, which moves with other resources, needs the count on one line.
+	exact bool
+	// nlines is the number of lines leases use (fixed when the Breaker is built: asking the
+	// runtime for GOMAXPROCS takes its scheduler lock).
+	nlines   uint64
+	maxBatch uint64 // batch(max), computed once
 
 	open      *stats.Gauge
 	remaining *stats.Gauge // nil without track_remaining
 }
+
+// leaseLines are the per-P lines of a Resource's leased free units.
+type leaseLines struct {
+	mask uint64
+	line []leaseLine
+}
+
+type leaseLine struct {
+	free atomic.Uint64
+	_    [56]byte
+}
+
+// maxLeaseLines bounds a Resource's lines (1 KiB); on more Ps, GOMAXPROCS/maxLeaseLines of them
+// share a line (4 on 64 cores) instead of all sharing granted.
+const maxLeaseLines = 16
 
 // retryBudget computes the retry limit from the active and pending requests of the priority.
 type retryBudget struct {
@@ -46,7 +81,7 @@ type retryBudget struct {
 // Max returns the current limit (for a retry budget, the limit the budget allows right now).
 func (r *Resource) Max() uint64 {
 	if b := r.budget; b != nil {
-		active := float64(b.requests.count.Load() + b.pending.count.Load())
+		active := float64(b.requests.Count() + b.pending.Count())
 		return max(b.minConcurrency, uint64(active*b.percent/100))
 	}
 	if r.rt != nil {
@@ -57,42 +92,173 @@ func (r *Resource) Max() uint64 {
 	return r.max
 }
 
-// Count returns the number of units in use.
-func (r *Resource) Count() uint64 { return r.count.Load() }
+// Count returns the number of units in use. Under concurrent acquisitions it is a snapshot
+// that may lag by the units moving between granted and a P's line at that moment.
+func (r *Resource) Count() uint64 {
+	free := r.freeUnits()
+	g := r.granted.Load()
+	if free > g {
+		return 0
+	}
+	return g - free
+}
+
+// freeUnits sums the leased free units of every P.
+func (r *Resource) freeUnits() uint64 {
+	l := r.lines.Load()
+	if l == nil {
+		return 0
+	}
+	var n uint64
+	for i := range l.line {
+		n += l.line[i].free.Load()
+	}
+	return n
+}
+
+// batch is the number of units a P leases at once for limit: an eighth of the limit split over
+// the lines, at most 32, so that at most a quarter of the limit waits free on the lines (a P
+// returns a batch once it holds two). Below 2 leasing is off.
+func (r *Resource) batch(limit uint64) uint64 {
+	if limit == r.max {
+		return r.maxBatch
+	}
+	return r.batchFor(limit)
+}
+
+func (r *Resource) batchFor(limit uint64) uint64 {
+	if r.exact || r.nlines == 0 {
+		return 0
+	}
+	b := min(limit/(8*r.nlines), 32)
+	if b < 2 {
+		return 0
+	}
+	return b
+}
 
 // TryAcquire takes one unit, or returns ErrOverflow when Count has reached Max.
 func (r *Resource) TryAcquire() error {
 	limit := r.Max()
+	if l := r.lines.Load(); l != nil && r.granted.Load() <= limit && l.take() {
+		return nil
+	}
+	return r.acquireSlow(limit)
+}
+
+// take takes a free unit from the calling P's line.
+func (l *leaseLines) take() bool {
+	ln := &l.line[uint64(procpin.Pin())&l.mask]
 	for {
-		c := r.count.Load()
+		f := ln.free.Load()
+		if f == 0 {
+			procpin.Unpin()
+			return false
+		}
+		if ln.free.CompareAndSwap(f, f-1) {
+			procpin.Unpin()
+			return true
+		}
+	}
+}
+
+// acquireSlow leases a batch to the calling P and takes one unit of it, or, near the limit,
+// takes one unit from granted.
+func (r *Resource) acquireSlow(limit uint64) error {
+	b := r.batch(limit)
+	for {
+		c := r.granted.Load()
+		if b != 0 && c+2*b <= limit {
+			if r.granted.CompareAndSwap(c, c+b) {
+				r.leased(b - 1)
+				r.publish(c+b, limit)
+				return nil
+			}
+			continue
+		}
 		if c >= limit {
+			if r.reclaim() != 0 {
+				continue
+			}
 			r.publish(c, limit)
 			return ErrOverflow
 		}
-		if r.count.CompareAndSwap(c, c+1) {
+		if r.granted.CompareAndSwap(c, c+1) {
 			r.publish(c+1, limit)
 			return nil
 		}
 	}
 }
 
+// leased puts n free units on the calling P's line, making the lines on the first batch.
+func (r *Resource) leased(n uint64) {
+	l := r.lines.Load()
+	if l == nil {
+		r.lines.CompareAndSwap(nil, &leaseLines{mask: r.nlines - 1, line: make([]leaseLine, r.nlines)})
+		l = r.lines.Load()
+	}
+	l.line[uint64(procpin.Pin())&l.mask].free.Add(n)
+	procpin.Unpin()
+}
+
+// reclaim takes every P's free units back into granted and returns how many there were.
+func (r *Resource) reclaim() uint64 {
+	l := r.lines.Load()
+	if l == nil {
+		return 0
+	}
+	var n uint64
+	for i := range l.line {
+		if l.line[i].free.Load() != 0 {
+			n += l.line[i].free.Swap(0)
+		}
+	}
+	if n != 0 {
+		r.granted.Add(-n)
+	}
+	return n
+}
+
 // Release returns one unit taken by TryAcquire. Releasing more than was acquired is a caller
-// bug; the count stays at zero.
+// bug; near the limit the count stays at zero, far from it the extra unit waits free on a line.
 func (r *Resource) Release() {
-	for {
-		c := r.count.Load()
-		if c == 0 {
+	limit := r.Max()
+	if l := r.lines.Load(); l != nil && r.open.Value() == 0 {
+		if b := r.batch(limit); b != 0 && r.granted.Load()+2*b <= limit {
+			r.giveBack(l, b)
 			return
 		}
-		if r.count.CompareAndSwap(c, c-1) {
-			r.publish(c-1, r.Max())
+	}
+	for {
+		c := r.granted.Load()
+		if c == 0 || c <= r.freeUnits() {
+			return // nothing in use: an extra release must not eat a leased unit
+		}
+		if r.granted.CompareAndSwap(c, c-1) {
+			r.publish(c-1, limit)
 			return
 		}
 	}
 }
 
-// publish updates the gauges after a change: open is 1 when no further unit can be taken.
-func (r *Resource) publish(count, limit uint64) {
+// giveBack frees the unit on the calling P's line and returns a batch to granted when the line
+// holds two.
+func (r *Resource) giveBack(l *leaseLines, b uint64) {
+	ln := &l.line[uint64(procpin.Pin())&l.mask]
+	f := ln.free.Add(1)
+	if f > 2*b && ln.free.CompareAndSwap(f, f-b) {
+		r.granted.Add(-b)
+	}
+	procpin.Unpin()
+}
+
+// publish updates the gauges after a change that left granted units handed out: open is 1 when
+// no further unit can be taken.
+func (r *Resource) publish(granted, limit uint64) {
+	count := granted
+	if count >= limit {
+		count = r.Count() // free units on the lines are not in use
+	}
 	var open uint64
 	if count >= limit {
 		open = 1
@@ -159,6 +325,7 @@ var priorityNames = [config.NumPriorities]string{"default", "high"}
 // cluster's name, as Envoy spells the keys).
 func New(cb config.CircuitBreakers, store *stats.Store, prefix string, rt RuntimeSource, cluster string) *Breaker {
 	b := &Breaker{}
+	nlines := uint64(min(procpin.Slots(), maxLeaseLines))
 	for i := range b.priorities {
 		p := &b.priorities[i]
 		t := cb.Thresholds[i]
@@ -169,7 +336,7 @@ func New(cb config.CircuitBreakers, store *stats.Store, prefix string, rt Runtim
 		}
 		keys := "circuit_breakers." + cluster + "." + priorityNames[i] + "."
 		set := func(r *Resource, limit uint64, open *stats.Gauge, key string) {
-			r.max, r.open = limit, open
+			r.max, r.open, r.nlines = limit, open, nlines
 			if rt != nil {
 				r.rt, r.key = rt, keys+key
 			}
@@ -180,6 +347,7 @@ func New(cb config.CircuitBreakers, store *stats.Store, prefix string, rt Runtim
 		set(&p.Retries, uint64(t.MaxRetries), &p.open.RqRetryOpen, "max_retries")
 		set(&p.ConnectionPools, pools, &p.open.CxPoolOpen, "max_connection_pools")
 		if rb := t.RetryBudget; rb != nil {
+			p.Retries.exact = true
 			p.Retries.budget = &retryBudget{
 				percent:        rb.BudgetPercent,
 				minConcurrency: uint64(rb.MinRetryConcurrency),
@@ -195,8 +363,12 @@ func New(cb config.CircuitBreakers, store *stats.Store, prefix string, rt Runtim
 			p.Retries.remaining = &p.remaining.RemainingRetries
 			p.Requests.remaining = &p.remaining.RemainingRq
 			for _, r := range []*Resource{&p.Connections, &p.ConnectionPools, &p.PendingRequests, &p.Retries, &p.Requests} {
+				r.exact = true
 				r.remaining.Set(r.Max())
 			}
+		}
+		for _, r := range []*Resource{&p.Connections, &p.ConnectionPools, &p.PendingRequests, &p.Retries, &p.Requests} {
+			r.maxBatch = r.batchFor(r.max)
 		}
 		if store != nil {
 			at := prefix + "circuit_breakers." + priorityNames[i] + "."

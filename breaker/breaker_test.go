@@ -3,9 +3,11 @@ package breaker
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/cputime"
 	"github.com/legateproxy/legate/runtime"
 	"github.com/legateproxy/legate/stats"
 )
@@ -133,18 +135,36 @@ func TestConcurrentAcquireNeverExceeds(t *testing.T) {
 	}
 }
 
+// BenchmarkTryAcquireRelease takes and returns a max_requests unit per iteration, as every
+// request does, with the default limit (1024): serially, and in parallel on every P (b.RunParallel)
+// reporting the process CPU per iteration, where a line written by every core shows up as
+// more CPU per iteration than serially even when other load on the machine hides it in ns/op.
 func BenchmarkTryAcquireRelease(b *testing.B) {
 	cb := config.CircuitBreakers{}
 	cb.Thresholds[0] = config.DefaultThresholds()
 	br := New(cb, nil, "", nil, "")
 	r := &br.Priority(config.PriorityDefault).Requests
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if r.TryAcquire() == nil {
-				r.Release()
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		cputime.Report(b, func() {
+			for b.Loop() {
+				if r.TryAcquire() == nil {
+					r.Release()
+				}
 			}
-		}
+		})
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		cputime.Report(b, func() {
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if r.TryAcquire() == nil {
+						r.Release()
+					}
+				}
+			})
+		})
 	})
 }
 
@@ -204,5 +224,103 @@ func TestRuntimeOverrides(t *testing.T) {
 	}
 	if got := def.Connections.Max(); got != 1024 {
 		t.Errorf("Max() after the key is removed = %d; want the configured 1024", got)
+	}
+}
+
+// TestLeasedLimitIsExact: with a limit large enough for Ps to lease units in batches, units in
+// use never pass max_requests under concurrency, and one goroutine can then take exactly the
+// limit, free units parked on other Ps' lines included; rq_open follows the exact count.
+func TestLeasedLimitIsExact(t *testing.T) {
+	const limit = 256
+	store, err := stats.New(stats.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := config.CircuitBreakers{}
+	cb.Thresholds[0] = config.Thresholds{MaxConnections: 1, MaxPendingRequests: 1, MaxRequests: limit, MaxRetries: 1}
+	cb.Thresholds[1] = config.DefaultThresholds()
+	b := New(cb, store, "cluster.web.", nil, "web")
+	defer b.Close()
+	r := &b.Priority(config.PriorityDefault).Requests
+	if r.batch(limit) < 2 {
+		t.Fatalf("batch(%d) = %d; want leasing on", limit, r.batch(limit))
+	}
+
+	var inUse, maxSeen atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			held := 0
+			for i := range 3000 {
+				if r.TryAcquire() == nil {
+					n := inUse.Add(1)
+					for m := maxSeen.Load(); n > m && !maxSeen.CompareAndSwap(m, n); m = maxSeen.Load() {
+					}
+					held++
+				}
+				// Each goroutine holds up to 25+4g units (312 in all), so that the eight push
+				// past the limit and overflow while others hold leases.
+				if held > 24+4*g || (held > 0 && i%3 == 0) {
+					inUse.Add(-1)
+					r.Release()
+					held--
+				}
+			}
+			for ; held > 0; held-- {
+				inUse.Add(-1)
+				r.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	if got := maxSeen.Load(); got > limit {
+		t.Errorf("units in use reached %d; want <= %d", got, limit)
+	}
+	if got := r.Count(); got != 0 {
+		t.Fatalf("Count() after all releases = %d; want 0", got)
+	}
+
+	// Park free units on every line from goroutines, then take the whole limit from one.
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r.TryAcquire() == nil {
+				r.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	taken := 0
+	for r.TryAcquire() == nil {
+		taken++
+		if taken > limit {
+			t.Fatalf("took more than %d units", limit)
+		}
+	}
+	if taken != limit {
+		t.Errorf("one goroutine took %d units from idle; want exactly %d", taken, limit)
+	}
+	open := "cluster.web.circuit_breakers.default.rq_open"
+	if got := gaugeValues(t, store)[open]; got != 1 {
+		t.Errorf("rq_open at the limit = %d; want 1", got)
+	}
+	r.Release()
+	if got := gaugeValues(t, store)[open]; got != 0 {
+		t.Errorf("rq_open after one release = %d; want 0", got)
+	}
+	if err := r.TryAcquire(); err != nil {
+		t.Errorf("TryAcquire after one release = %v; want nil", err)
+	}
+	if err := r.TryAcquire(); !errors.Is(err, ErrOverflow) {
+		t.Errorf("TryAcquire at the limit = %v; want ErrOverflow", err)
+	}
+	for range limit {
+		r.Release()
+	}
+	if got := r.Count(); got != 0 {
+		t.Errorf("Count() after releasing everything = %d; want 0", got)
 	}
 }

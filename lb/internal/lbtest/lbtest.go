@@ -6,10 +6,10 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/cputime"
 	"github.com/legateproxy/legate/lb"
 )
 
@@ -147,16 +147,16 @@ func BenchPick(b *testing.B, build func(lb.Params) (lb.Balancer, error), ctx fun
 		})
 		b.Run(fmt.Sprintf("hosts=%d/parallel", n), func(b *testing.B) {
 			b.ReportAllocs()
-			start := cpuTime(b)
-			parallel(b, func(n int) {
-				c := ctx()
-				for range n {
-					_, _ = bal.Pick(c)
-				}
-			})
 			// Picks that scale cost the same CPU per pick in parallel as serially; contention
 			// on a shared cache line shows up here even when other load hides it in ns/op.
-			b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+			cputime.Report(b, func() {
+				parallel(b, func(n int) {
+					c := ctx()
+					for range n {
+						_, _ = bal.Pick(c)
+					}
+				})
+			})
 		})
 	}
 }
@@ -191,17 +191,9 @@ func PlainContext() *lb.Context { return &lb.Context{} }
 // system) per call as "cpu-ns/op": on a shared, loaded machine it varies far less than the
 // wall time. Run with -cpu 1 so that other goroutines of the test binary add little.
 func ReportCPU(b *testing.B, f func()) {
-	start := cpuTime(b)
-	for b.Loop() {
-		f()
-	}
-	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
-}
-
-func cpuTime(b *testing.B) int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
+	cputime.Report(b, func() {
+		for b.Loop() {
+			f()
+		}
+	})
 }
