@@ -1,0 +1,121 @@
+package httpproxy
+
+import (
+	"bufio"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legateproxy/legate/stats"
+	"github.com/legateproxy/legate/tlsutil/tlstest"
+)
+
+// recordCounter is a client's socket that counts the TLS records the server sends: each
+// record's 5-byte header carries the length of its body, and the bytes pass unchanged.
+// It belongs to the client's goroutine.
+type recordCounter struct {
+	net.Conn
+	hdr     [5]byte
+	have    int // header bytes of the current record seen so far
+	left    int // body bytes of the current record still to come
+	records int
+}
+
+func (c *recordCounter) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.scan(p[:n])
+	return n, err
+}
+
+func (c *recordCounter) scan(b []byte) {
+	for len(b) > 0 {
+		if c.left > 0 {
+			k := min(c.left, len(b))
+			c.left -= k
+			b = b[k:]
+			continue
+		}
+		k := copy(c.hdr[c.have:], b)
+		c.have += k
+		b = b[k:]
+		if c.have == len(c.hdr) {
+			c.records++
+			c.left = int(binary.BigEndian.Uint16(c.hdr[3:]))
+			c.have = 0
+		}
+	}
+}
+
+// TestTLSResponseIsOneRecord sends ten keep-alive HTTP/1.1 requests over one TLS
+// connection and checks that each response, head and body, reaches the client as a single
+// TLS record (the proxy writes it with one Write on the tls.Conn: two Writes would be two
+// records and two write calls), and that the connection was handshaken once.
+func TestTLSResponseIsOneRecord(t *testing.T) {
+	ca := tlstest.NewCA(t, tlstest.Options{CommonName: "test ca"})
+	up := echo(t, "a")
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", up.Listener.Addr().String())},
+		hcm:      webHCM,
+		tls:      mtlsSocket(t, ca),
+	})
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+
+	raw, err := net.DialTimeout("tcp", e.addr, wait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &recordCounter{Conn: raw}
+	tc := tls.Client(rc, &tls.Config{RootCAs: roots, ServerName: "proxy.example.com", NextProtos: []string{"http/1.1"}})
+	defer tc.Close()
+	tc.SetDeadline(time.Now().Add(wait))
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(tc)
+	for i := range 10 {
+		before := rc.records
+		if _, err := fmt.Fprintf(tc, "GET /r%d HTTP/1.1\r\nHost: proxy.example.com\r\n\r\n", i); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := fmt.Sprintf("a /r%d", i); err != nil || string(body) != want {
+			t.Fatalf("request %d: body %q, %v; want %q", i, body, err, want)
+		}
+		if br.Buffered() != 0 {
+			t.Fatalf("request %d: %d bytes after the response", i, br.Buffered())
+		}
+		// The first response shares its reads with the session tickets sent after the
+		// handshake; from the second on, only the response's records come.
+		if got := rc.records - before; i > 0 && got != 1 {
+			t.Errorf("request %d: the response came in %d TLS records; want 1", i, got)
+		}
+	}
+	if got := listenerSSLHandshakes(e); got != 1 {
+		t.Errorf("ssl.handshake = %d after ten requests on one connection; want 1", got)
+	}
+}
+
+// listenerSSLHandshakes returns the listener's ssl.handshake counter.
+func listenerSSLHandshakes(e *env) uint64 {
+	var v uint64
+	e.store.Each(stats.KindSet(stats.KindCounter), func(st *stats.Stat) bool {
+		if strings.HasPrefix(st.Name(), "listener.") && strings.HasSuffix(st.Name(), ".ssl.handshake") {
+			v += st.Value()
+		}
+		return true
+	})
+	return v
+}
