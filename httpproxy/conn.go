@@ -55,6 +55,10 @@ type serverConn struct {
 	headDeadline time.Time // request_headers_timeout of the head being read (zero: none)
 	maxEnd       time.Time // end of max_connection_duration (zero: none)
 	maxReached   bool      // downstream_cx_max_duration_reached was counted
+	// ended is when the last request's stream ended (its final reading of the clock), which
+	// armIdle takes as the idle period's start instead of reading the clock again; zero once
+	// used.
+	ended time.Time
 
 	// linger: the connection closes with a request body unread (lingerClose).
 	linger bool
@@ -313,10 +317,17 @@ func (sc *serverConn) handle(head []byte) bool {
 // eighth of the timeout old, so a busy connection rarely touches its timer.
 func (sc *serverConn) armIdle() {
 	d := sc.idleTimeout()
+	now := sc.ended
+	sc.ended = time.Time{}
 	if d <= 0 {
 		sc.idleAt = time.Time{}
-	} else if now := sc.h.sh.deps.Now(); now.Sub(sc.idleSince) > d/8 || now.Before(sc.idleSince) {
-		sc.idleSince = now
+	} else {
+		if now.IsZero() {
+			now = sc.h.sh.deps.Now()
+		}
+		if now.Sub(sc.idleSince) > d/8 || now.Before(sc.idleSince) {
+			sc.idleSince = now
+		}
 	}
 	sc.rescaleIdle()
 	sc.setDeadline(sc.nextDeadline())

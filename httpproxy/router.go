@@ -287,14 +287,18 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		}
 		s.lbctx.AddAttemptedPriority(hst.Priority())
 		var perTry bool
+		var upStart time.Time
 		if atEnd && !s.clock.ended {
 			perTry = s.timeAtEnd(timeout, policy)
 		} else {
+			// One reading times the attempt: its deadline, the idle timer's comparison and
+			// its start (each read of the clock cost about 150 instructions).
+			upStart = now()
 			var tryDeadline time.Time
-			tryDeadline, perTry = tryTimeout(now(), deadline, policy)
+			tryDeadline, perTry = tryTimeout(upStart, deadline, policy)
 			s.ctx.reset(tryDeadline)
 			s.up.Downstream = s.downstreamCtx()
-			if s.idleMayCut(tryDeadline) {
+			if s.idleMayCut(tryDeadline, upStart) {
 				s.up.Downstream = s.ctx.watch(s.up.Downstream)
 			}
 		}
@@ -305,7 +309,10 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 			s.up.Body = &s.bodyReplay
 		}
 		s.lendBody(mgr)
-		upStart := now()
+		if upStart.IsZero() {
+			upStart = now()
+		}
+		s.up.Start = upStart // the pool's clock is the connection manager's (server.dataPlane)
 		err = mgr.RoundTrip(&s.ctx, hst, &s.up, &s.upResp)
 		s.endUpstreamFilters()
 		if err == nil {

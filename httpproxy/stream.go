@@ -350,6 +350,9 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 	}
 	s.wbuf = s.hw.buf
 	s.bytesIn = s.hbody.read
+	if s.body != nil && !s.hbody.done {
+		sc.ended = time.Time{} // the drain may wait for the client: the idle period starts later
+	}
 	if s.body != nil && !s.hbody.done && !s.hbody.drain(maxDrainedBody) {
 		s.closeConn = true
 		sc.linger = true // the client may still be sending the body
@@ -470,6 +473,9 @@ func (s *stream) process() {
 	}
 	st.DownstreamRqActive.Dec()
 	end := h.sh.deps.Now()
+	if s.sc != nil {
+		s.sc.ended = end
+	}
 	st.DownstreamRqTime.Record(uint64(end.Sub(s.start).Milliseconds()))
 	if s.tr.active {
 		s.finishTrace(end)

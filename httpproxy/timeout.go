@@ -559,18 +559,18 @@ func (i *streamIdle) expire() {
 	}
 }
 
-// idleMayCut reports whether stream_idle_timeout may end an attempt whose deadline is
-// deadline (zero: none) before the deadline does: the attempt then needs a context the
-// timer's abort ends (the HTTP/1 pool abandons its socket), which costs an allocation, so
-// attempts the route's timeout ends first do without.
-func (s *stream) idleMayCut(deadline time.Time) bool {
+// idleMayCut reports whether stream_idle_timeout may end an attempt starting at now whose
+// deadline is deadline (zero: none) before the deadline does: the attempt then needs a
+// context the timer's abort ends (the HTTP/1 pool abandons its socket), which costs an
+// allocation, so attempts the route's timeout ends first do without.
+func (s *stream) idleMayCut(deadline, now time.Time) bool {
 	if s.idle.d <= 0 {
 		return false
 	}
 	if deadline.IsZero() || s.h.ov.ScalesTimer(overload.StreamIdle) {
 		return true
 	}
-	return s.idle.remaining() < deadline.Sub(s.h.sh.deps.Now())
+	return s.idle.remaining() < deadline.Sub(now)
 }
 
 // bodyClock is the request body as the stream reads it (for filters, the retry buffer or

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/proxyproto"
@@ -51,6 +52,10 @@ type Request struct {
 	ContentLength int64
 	// Priority selects the circuit-breaker priority (route priority DEFAULT or HIGH).
 	Priority config.Priority
+	// Start is when the caller began the attempt, read from the clock the Manager was
+	// configured with (Config.Now); upstream_rq_time counts from it. Zero: RoundTrip reads
+	// the clock (a caller that has just read it saves a reading per request).
+	Start time.Time
 	// HTTP2 is the downstream protocol, read when the cluster has
 	// protocol_selection: USE_DOWNSTREAM_PROTOCOL.
 	HTTP2 bool

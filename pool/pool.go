@@ -343,7 +343,10 @@ func (m *Manager) roundTrip(ctx context.Context, hp *hostPool, req *Request, res
 		m.st.UpstreamRqPendingOverflow.Inc()
 		return m.errRqOverflow
 	}
-	ex := exchange{hp: hp, prio: prio, start: m.now()}
+	ex := exchange{hp: hp, prio: prio, start: req.Start}
+	if ex.start.IsZero() {
+		ex.start = m.now()
+	}
 	ex.started()
 	if p == HTTP2 {
 		err = ex.roundTripH2(ctx, req, resp)
