@@ -1,6 +1,7 @@
 package http1
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -189,5 +190,37 @@ func TestValidators(t *testing.T) {
 	}
 	if _, _, err := SplitField(strings.Repeat("x", 3)); err == nil {
 		t.Error("SplitField accepted a line without a colon")
+	}
+}
+
+// TestValidValueWordwise checks the eight-bytes-at-once value check against the byte-wise
+// rule for every byte value at every position of values 1 to 17 bytes long, so that each
+// byte is seen in a whole word and in the tail, next to allowed and refused neighbours.
+func TestValidValueWordwise(t *testing.T) {
+	byteWise := func(b []byte) bool {
+		for _, c := range b {
+			if (c < ' ' && c != '\t') || c == 0x7f {
+				return false
+			}
+		}
+		return true
+	}
+	for _, fill := range []byte{'a', '\t', 0xff, ' ', '~'} {
+		for n := 1; n <= 17; n++ {
+			b := bytes.Repeat([]byte{fill}, n)
+			for i := range n {
+				for c := range 256 {
+					b[i] = byte(c)
+					want := byteWise(b)
+					if got := ValidValue(b); got != want {
+						t.Fatalf("ValidValue(%q) = %v; want %v", b, got, want)
+					}
+					if got := ValidValue(string(b)); got != want {
+						t.Fatalf("ValidValue(string %q) = %v; want %v", b, got, want)
+					}
+				}
+				b[i] = fill
+			}
+		}
 	}
 }
