@@ -37,7 +37,7 @@ type Resource struct {
 	_       [64]byte // granted's line is written once per batch: keep the fields read per request off it
 	granted atomic.Uint64
 	_       [56]byte
-	lines   atomic.Pointer[leaseLines] // made on the first batch; nil while leasing is off
+	lines   atomic.Pointer[procpin.Lines] // free leased units per P; made on the first batch
 	max     uint64
 	// rt and key, when rt is non-nil, let the runtime key override max.
 	rt  RuntimeSource
@@ -54,17 +54,6 @@ type Resource struct {
 
 	open      *stats.Gauge
 	remaining *stats.Gauge // nil without track_remaining
-}
-
-// leaseLines are the per-P lines of a Resource's leased free units.
-type leaseLines struct {
-	mask uint64
-	line []leaseLine
-}
-
-type leaseLine struct {
-	free atomic.Uint64
-	_    [56]byte
 }
 
 // maxLeaseLines bounds a Resource's lines (1 KiB); on more Ps, GOMAXPROCS/maxLeaseLines of them
@@ -105,15 +94,10 @@ func (r *Resource) Count() uint64 {
 
 // freeUnits sums the leased free units of every P.
 func (r *Resource) freeUnits() uint64 {
-	l := r.lines.Load()
-	if l == nil {
-		return 0
+	if l := r.lines.Load(); l != nil {
+		return l.Sum()
 	}
-	var n uint64
-	for i := range l.line {
-		n += l.line[i].free.Load()
-	}
-	return n
+	return 0
 }
 
 // batch is the number of units a P leases at once for limit: an eighth of the limit split over
@@ -140,22 +124,22 @@ func (r *Resource) batchFor(limit uint64) uint64 {
 // TryAcquire takes one unit, or returns ErrOverflow when Count has reached Max.
 func (r *Resource) TryAcquire() error {
 	limit := r.Max()
-	if l := r.lines.Load(); l != nil && r.granted.Load() <= limit && l.take() {
+	if l := r.lines.Load(); l != nil && r.granted.Load() <= limit && take(l) {
 		return nil
 	}
 	return r.acquireSlow(limit)
 }
 
 // take takes a free unit from the calling P's line.
-func (l *leaseLines) take() bool {
-	ln := &l.line[uint64(procpin.Pin())&l.mask]
+func take(l *procpin.Lines) bool {
+	free := l.Of(procpin.Pin())
 	for {
-		f := ln.free.Load()
+		f := free.Load()
 		if f == 0 {
 			procpin.Unpin()
 			return false
 		}
-		if ln.free.CompareAndSwap(f, f-1) {
+		if free.CompareAndSwap(f, f-1) {
 			procpin.Unpin()
 			return true
 		}
@@ -192,12 +176,7 @@ func (r *Resource) acquireSlow(limit uint64) error {
 
 // leased puts n free units on the calling P's line, making the lines on the first batch.
 func (r *Resource) leased(n uint64) {
-	l := r.lines.Load()
-	if l == nil {
-		r.lines.CompareAndSwap(nil, &leaseLines{mask: r.nlines - 1, line: make([]leaseLine, r.nlines)})
-		l = r.lines.Load()
-	}
-	l.line[uint64(procpin.Pin())&l.mask].free.Add(n)
+	procpin.LoadLines(&r.lines, int(r.nlines)).Of(procpin.Pin()).Add(n)
 	procpin.Unpin()
 }
 
@@ -208,9 +187,9 @@ func (r *Resource) reclaim() uint64 {
 		return 0
 	}
 	var n uint64
-	for i := range l.line {
-		if l.line[i].free.Load() != 0 {
-			n += l.line[i].free.Swap(0)
+	for i := range l.Len() {
+		if free := l.Line(i); free.Load() != 0 {
+			n += free.Swap(0)
 		}
 	}
 	if n != 0 {
@@ -243,10 +222,10 @@ func (r *Resource) Release() {
 
 // giveBack frees the unit on the calling P's line and returns a batch to granted when the line
 // holds two.
-func (r *Resource) giveBack(l *leaseLines, b uint64) {
-	ln := &l.line[uint64(procpin.Pin())&l.mask]
-	f := ln.free.Add(1)
-	if f > 2*b && ln.free.CompareAndSwap(f, f-b) {
+func (r *Resource) giveBack(l *procpin.Lines, b uint64) {
+	free := l.Of(procpin.Pin())
+	f := free.Add(1)
+	if f > 2*b && free.CompareAndSwap(f, f-b) {
 		r.granted.Add(-b)
 	}
 	procpin.Unpin()

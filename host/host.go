@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/legateproxy/legate/internal/filterstate"
+	"github.com/legateproxy/legate/internal/procpin"
 	"github.com/legateproxy/legate/internal/proxyproto"
 )
 
@@ -102,15 +103,17 @@ type Host struct {
 	weight atomic.Uint32
 	health atomic.Uint32
 
-	// activeRequests is the number of requests in flight to the host, counted by the connection
-	// pools only while activeTracked is set (a balancer reads it: least request). It is a raw
-	// atomic rather than a stat so that balancers need not depend on the stats package. Every
-	// request to the host writes it, one line every core shares, hence activeTracked: the
-	// hosts of other clusters are not written per request. The statistics /clusters prints per
-	// host are cluster.HostStats, kept per P.
-	activeRequests atomic.Int64
-	activeTracked  atomic.Bool
+	// active counts the requests in flight to the host on a line per P (at most
+	// maxActiveLines), made by TrackActiveRequests: the pools count a request only once a
+	// balancer reads the count (least request), on the line of the P that started it, and
+	// take it off that same line when it ends, so each line is the P's own requests in flight.
+	// The statistics /clusters prints per host are cluster.HostStats.
+	active atomic.Pointer[procpin.Lines]
 }
+
+// maxActiveLines bounds a host's in-flight lines (1 KiB); on more Ps, GOMAXPROCS/maxActiveLines
+// of them share a line (4 on 64 cores).
+const maxActiveLines = 16
 
 // New validates cfg and creates a healthy-or-flagged host.
 func New(cfg Config) (*Host, error) {
@@ -237,25 +240,57 @@ func (h *Host) Excluded() bool { return h.HealthFlags().Excluded() }
 func (h *Host) HealthString() string { return h.HealthFlags().String() }
 
 // ActiveRequests returns the number of requests in flight to the host, once
-// TrackActiveRequests was called (0 before).
-func (h *Host) ActiveRequests() int64 { return h.activeRequests.Load() }
+// TrackActiveRequests was called (0 before): the sum of every P's line.
+func (h *Host) ActiveRequests() int64 {
+	if l := h.active.Load(); l != nil {
+		return int64(l.Sum())
+	}
+	return 0
+}
+
+// ActiveRequestsOn returns the requests in flight to the host that P p started (p from
+// procpin.Pin): what a balancer running on p reads to weigh the host, without touching a line
+// another P writes.
+func (h *Host) ActiveRequestsOn(p int) int64 {
+	if l := h.active.Load(); l != nil {
+		return int64(l.Of(p).Load())
+	}
+	return 0
+}
 
 // TrackActiveRequests makes the pools count the host's requests in flight from now on. A
 // balancer that reads ActiveRequests calls it on its hosts when it is built, before any of its
 // picks can return them.
-func (h *Host) TrackActiveRequests() {
-	if !h.activeTracked.Load() {
-		h.activeTracked.Store(true)
+func (h *Host) TrackActiveRequests() { procpin.LoadLines(&h.active, maxActiveLines) }
+
+// ActiveRequestStarted counts a request in flight on the calling P's line and returns the token
+// to pass to ActiveRequestEnded, or 0 when the host's requests are not tracked.
+func (h *Host) ActiveRequestStarted() uint8 {
+	l := h.active.Load()
+	if l == nil {
+		return 0
+	}
+	i := l.Index(procpin.Pin())
+	l.Line(i).Add(1)
+	procpin.Unpin()
+	return uint8(i + 1)
+}
+
+// ActiveRequestEnded takes the request ActiveRequestStarted counted off the line it was counted
+// on (whichever P it ends on); token 0 does nothing.
+func (h *Host) ActiveRequestEnded(token uint8) {
+	if token != 0 {
+		h.active.Load().Line(int(token) - 1).Add(^uint64(0))
 	}
 }
 
-// ActiveRequestsTracked reports whether TrackActiveRequests was called: a pool counts a request
-// in ActiveRequests only then, and undoes exactly what it counted.
-func (h *Host) ActiveRequestsTracked() bool { return h.activeTracked.Load() }
-
-// AddActiveRequests adds delta (+1 when a request starts, -1 when it ends) and returns the new
-// count.
-func (h *Host) AddActiveRequests(delta int64) int64 { return h.activeRequests.Add(delta) }
+// AddActiveRequests adds delta to the calling P's line, tracking the host's requests from now
+// on (for tests that load a host by hand; the pools use ActiveRequestStarted).
+func (h *Host) AddActiveRequests(delta int64) {
+	l := procpin.LoadLines(&h.active, maxActiveLines)
+	l.Of(procpin.Pin()).Add(uint64(delta))
+	procpin.Unpin()
+}
 
 // String returns the address, for logs.
 func (h *Host) String() string { return h.address }

@@ -203,3 +203,40 @@ func TestPrioritySet(t *testing.T) {
 		t.Errorf("NewPrioritySet(duplicate priority) error = nil; want error")
 	}
 }
+
+// TestActiveRequestsEndOnTheirLine: a request counted on one P and ended on another (a goroutine
+// that moved, or here another goroutine) comes off the line it was counted on, so no P's line
+// drifts and the total is exact.
+func TestActiveRequestsEndOnTheirLine(t *testing.T) {
+	h, err := New(Config{Address: "10.0.0.1:80"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok := h.ActiveRequestStarted(); tok != 0 {
+		t.Fatalf("ActiveRequestStarted() before TrackActiveRequests = %d; want 0 (not counted)", tok)
+	}
+	h.TrackActiveRequests()
+	tokens := make(chan uint8, 64)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 500 {
+				tokens <- h.ActiveRequestStarted()
+			}
+		})
+		wg.Go(func() {
+			for range 500 {
+				h.ActiveRequestEnded(<-tokens)
+			}
+		})
+	}
+	wg.Wait()
+	if got := h.ActiveRequests(); got != 0 {
+		t.Errorf("ActiveRequests() = %d; want 0", got)
+	}
+	for p := range maxActiveLines {
+		if got := h.ActiveRequestsOn(p); got != 0 {
+			t.Errorf("ActiveRequestsOn(%d) = %d; want 0", p, got)
+		}
+	}
+}

@@ -398,7 +398,7 @@ type exchange struct {
 	h1     *h1conn
 	h2     *h2body
 	clock  *streamClock // max_stream_duration; nil when unset
-	active bool         // counted in the host's ActiveRequests (a least-request cluster)
+	active uint8        // the host's ActiveRequestStarted token (a least-request cluster), or 0
 }
 
 func (ex *exchange) started() {
@@ -406,10 +406,7 @@ func (ex *exchange) started() {
 	st.UpstreamRqTotal.Inc()
 	st.UpstreamRqActive.Inc()
 	hp.hs.RqStarted()
-	if hp.host.ActiveRequestsTracked() {
-		hp.host.AddActiveRequests(1)
-		ex.active = true
-	}
+	ex.active = hp.host.ActiveRequestStarted()
 }
 
 // ended records the end of the exchange; status is the response status when known.
@@ -417,9 +414,7 @@ func (ex *exchange) ended(o outcome, status int) {
 	hp, st := ex.hp, ex.hp.m.st
 	ex.prio.Requests.Release()
 	st.UpstreamRqActive.Dec()
-	if ex.active {
-		hp.host.AddActiveRequests(-1)
-	}
+	hp.host.ActiveRequestEnded(ex.active)
 	switch {
 	case o == outcomeDownstream:
 		hp.hs.RqEnded(cluster.RqCancelled)

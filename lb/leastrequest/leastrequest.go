@@ -5,6 +5,7 @@ import (
 	"math/bits"
 
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/procpin"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/lb/roundrobin"
 )
@@ -54,14 +55,19 @@ func (b *Balancer) pickOnce(ctx *lb.Context) *host.Host {
 	if len(hosts) == 0 {
 		return nil
 	}
+	// The P's own requests in flight weigh the hosts: reading other Ps' lines would pull every
+	// line a request writes into this core's cache (see doc.go). If the goroutine moves to
+	// another P after Unpin, it reads p's lines, which is only as stale as any load.
+	p := procpin.Pin()
+	procpin.Unpin()
 	if t := *b.alias.Get(src); t != nil {
-		return b.pickWeighted(hosts, t, rnd)
+		return b.pickWeighted(hosts, t, rnd, p)
 	}
 	n := uint64(len(hosts))
 	best := hosts[rnd()%n]
 	for i := uint32(1); i < b.choiceCount; i++ {
 		c := hosts[rnd()%n]
-		if c.ActiveRequests() < best.ActiveRequests() {
+		if c.ActiveRequestsOn(p) < best.ActiveRequestsOn(p) {
 			best = c
 		}
 	}
@@ -70,7 +76,7 @@ func (b *Balancer) pickOnce(ctx *lb.Context) *host.Host {
 
 // pickWeighted samples candidates by static weight and keeps one with probability proportional
 // to 1/(active+1)^bias (weighted reservoir sampling: one random number per candidate).
-func (b *Balancer) pickWeighted(hosts []*host.Host, t *aliasTable, rnd func() uint64) *host.Host {
+func (b *Balancer) pickWeighted(hosts []*host.Host, t *aliasTable, rnd func() uint64, p int) *host.Host {
 	best := hosts[t.sample(rnd())]
 	if b.bias == 0 {
 		return best
@@ -80,16 +86,16 @@ func (b *Balancer) pickWeighted(hosts []*host.Host, t *aliasTable, rnd func() ui
 		// (1/(ac+1)) / (1/(ab+1) + 1/(ac+1)) = (ab+1) / (ab+ac+2), an exact 128-bit comparison
 		// of a uniform 64-bit draw in place of two divisions.
 		c := hosts[t.sample(rnd())]
-		ab, ac := uint64(max(best.ActiveRequests(), 0))+1, uint64(max(c.ActiveRequests(), 0))+1
+		ab, ac := uint64(max(best.ActiveRequestsOn(p), 0))+1, uint64(max(c.ActiveRequestsOn(p), 0))+1
 		if hi, _ := bits.Mul64(rnd(), ab+ac); hi < ab {
 			best = c
 		}
 		return best
 	}
-	total := b.loadFactor(best)
+	total := b.loadFactor(best, p)
 	for i := uint32(1); i < b.choiceCount; i++ {
 		c := hosts[t.sample(rnd())]
-		f := b.loadFactor(c)
+		f := b.loadFactor(c, p)
 		total += f
 		if float64(rnd()>>11)*(1.0/(1<<53))*total < f {
 			best = c
@@ -98,9 +104,9 @@ func (b *Balancer) pickWeighted(hosts []*host.Host, t *aliasTable, rnd func() ui
 	return best
 }
 
-// loadFactor is 1/(active+1)^bias.
-func (b *Balancer) loadFactor(h *host.Host) float64 {
-	a := float64(max(h.ActiveRequests(), 0)) + 1
+// loadFactor is 1/(active+1)^bias, active being P p's requests in flight to h.
+func (b *Balancer) loadFactor(h *host.Host, p int) float64 {
+	a := float64(max(h.ActiveRequestsOn(p), 0)) + 1
 	if b.bias == 1 {
 		return 1 / a
 	}
