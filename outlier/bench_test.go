@@ -1,9 +1,11 @@
 package outlier
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/cputime"
 )
 
 // BenchmarkReport measures the request path: one result for one of 100 hosts.
@@ -41,17 +43,23 @@ func BenchmarkReport(b *testing.B) {
 				i++
 			}
 		})
-		b.Run(c.name+"_parallel", func(b *testing.B) {
-			f := newFixture(b, fixtureOpts{hosts: 100, mod: c.mod})
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				i := 0
-				for pb.Next() {
-					f.d.Report(f.hosts[i%100], c.r)
-					i++
-				}
+		for _, n := range []int{3, 100} {
+			// The process CPU per result: a line every core writes shows up as more CPU in
+			// parallel than serially, the more so the fewer the hosts.
+			b.Run(fmt.Sprintf("%s_hosts=%d_parallel", c.name, n), func(b *testing.B) {
+				f := newFixture(b, fixtureOpts{hosts: n, mod: c.mod})
+				b.ReportAllocs()
+				cputime.Report(b, func() {
+					b.RunParallel(func(pb *testing.PB) {
+						i := 0
+						for pb.Next() {
+							f.d.Report(f.hosts[i%n], c.r)
+							i++
+						}
+					})
+				})
 			})
-		})
+		}
 	}
 }
 

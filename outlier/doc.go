@@ -10,7 +10,10 @@
 //
 // Concurrency: Detector.Report is the request path. It takes no lock and allocates nothing: it
 // finds the host's monitor in an immutable index published through an atomic.Pointer and updates
-// atomic counters and the current success-rate bucket. When a consecutive-failure counter reaches
+// the current success-rate bucket, kept on a line per P (one atomic add of a packed
+// request/success pair to the calling P's line), and the consecutive-failure counters, which a
+// success writes only when they are not already zero, so a successful request writes no line
+// another core writes. When a consecutive-failure counter reaches
 // its threshold, Report marks the monitor and hands it to the control side through a buffered
 // channel (never blocking; a full channel falls back to a rescan). Everything else — ejection,
 // unejection, the interval sweep, host set changes, active health-check unejection — is the

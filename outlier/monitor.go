@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/procpin"
 	"github.com/legateproxy/legate/runtime"
 )
 
@@ -52,10 +53,47 @@ const (
 	pendingLocalOrigin
 )
 
-// bucket counts one interval's requests (Envoy's SuccessRateAccumulatorBucket).
+// bucket counts one interval's requests (Envoy's SuccessRateAccumulatorBucket) on a line per P,
+// since every request to the host reports to it: a report adds one request in the high half of
+// its P's line and, for a success, one in the low half, in a single atomic add. A line cannot
+// see 2^32 requests in one interval, so the halves never carry into each other.
 type bucket struct {
-	success atomic.Uint64
-	total   atomic.Uint64
+	lines atomic.Pointer[procpin.Lines] // made on the bucket's first request
+}
+
+// maxBucketLines bounds a bucket's lines (1 KiB) as a host's other per-P counters are bounded.
+const maxBucketLines = 16
+
+func (b *bucket) add(success bool) {
+	v := uint64(1) << 32
+	if success {
+		v++
+	}
+	procpin.LoadLines(&b.lines, maxBucketLines).Of(procpin.Pin()).Add(v)
+	procpin.Unpin()
+}
+
+// counts sums the lines. Control path only.
+func (b *bucket) counts() (success, total uint64) {
+	l := b.lines.Load()
+	if l == nil {
+		return 0, 0
+	}
+	for i := range l.Len() {
+		v := l.Line(i).Load()
+		success += v & 0xffffffff
+		total += v >> 32
+	}
+	return success, total
+}
+
+// reset zeroes the lines. Control path only.
+func (b *bucket) reset() {
+	if l := b.lines.Load(); l != nil {
+		for i := range l.Len() {
+			l.Line(i).Store(0)
+		}
+	}
 }
 
 // accumulator is Envoy's double-buffered SuccessRateAccumulator: writers add to the current
@@ -74,8 +112,7 @@ func (a *accumulator) swap() {
 	if a.current.Load() == next {
 		next = &a.buckets[1]
 	}
-	next.success.Store(0)
-	next.total.Store(0)
+	next.reset()
 	a.current.Store(next)
 }
 
@@ -86,11 +123,11 @@ func (a *accumulator) last() (rate float64, volume uint64, ok bool) {
 	if a.current.Load() == b {
 		b = &a.buckets[1]
 	}
-	total := b.total.Load()
+	success, total := b.counts()
 	if total == 0 {
 		return 0, 0, false
 	}
-	return min(float64(b.success.Load())*100/float64(total), 100), total, true
+	return min(float64(success)*100/float64(total), 100), total, true
 }
 
 // monitor is the outlier state of one host (Envoy's DetectorHostMonitorImpl). The atomic fields
@@ -126,6 +163,15 @@ func newMonitor(h *host.Host) *monitor {
 func (m *monitor) rate(o origin) float64 { return math.Float64frombits(m.successRate[o].Load()) }
 
 func (m *monitor) setRate(o origin, v float64) { m.successRate[o].Store(math.Float64bits(v)) }
+
+// clearCount zeroes a consecutive-failure count, writing it only when it is not zero already:
+// every successful request clears them, and a store of the same 0 would still take the host's
+// line from every other core.
+func clearCount(c *atomic.Uint32) {
+	if c.Load() != 0 {
+		c.Store(0)
+	}
+}
 
 func (m *monitor) resetConsecutive() {
 	m.consecutive5xx.Store(0)
@@ -171,12 +217,11 @@ func (m *monitor) report(d *Detector, r Result) {
 }
 
 func (m *monitor) httpStatus(d *Detector, code uint32) {
-	b := m.acc[external].current.Load()
-	b.total.Add(1)
-	if !is5xx(code) {
-		b.success.Add(1)
-		m.consecutive5xx.Store(0)
-		m.consecutiveGateway.Store(0)
+	ok := !is5xx(code)
+	m.acc[external].current.Load().add(ok)
+	if ok {
+		clearCount(&m.consecutive5xx)
+		clearCount(&m.consecutiveGateway)
 		return
 	}
 	snap := d.snapshot()
@@ -186,7 +231,7 @@ func (m *monitor) httpStatus(d *Detector, code uint32) {
 			d.notify(m, pendingGateway)
 		}
 	} else {
-		m.consecutiveGateway.Store(0)
+		clearCount(&m.consecutiveGateway)
 	}
 	n := m.consecutive5xx.Add(1)
 	if uint64(n) == lookup(snap, runtime.KeyOutlierConsecutive5xx, uint64(d.cfg.Consecutive5xx)) {
@@ -195,7 +240,7 @@ func (m *monitor) httpStatus(d *Detector, code uint32) {
 }
 
 func (m *monitor) localFailure(d *Detector) {
-	m.acc[local].current.Load().total.Add(1)
+	m.acc[local].current.Load().add(false)
 	n := m.consecutiveLocalOrigin.Add(1)
 	if uint64(n) == lookup(d.snapshot(), runtime.KeyOutlierConsecutiveLocalOriginFailure, uint64(d.cfg.ConsecutiveLocalOriginFailure)) {
 		d.notify(m, pendingLocalOrigin)
@@ -203,8 +248,6 @@ func (m *monitor) localFailure(d *Detector) {
 }
 
 func (m *monitor) localSuccess() {
-	b := m.acc[local].current.Load()
-	b.total.Add(1)
-	b.success.Add(1)
-	m.consecutiveLocalOrigin.Store(0)
+	m.acc[local].current.Load().add(true)
+	clearCount(&m.consecutiveLocalOrigin)
 }
