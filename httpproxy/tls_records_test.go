@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -16,42 +15,6 @@ import (
 	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/tlsutil/tlstest"
 )
-
-// recordCounter is a client's socket that counts the TLS records the server sends: each
-// record's 5-byte header carries the length of its body, and the bytes pass unchanged.
-// It belongs to the client's goroutine.
-type recordCounter struct {
-	net.Conn
-	hdr     [5]byte
-	have    int // header bytes of the current record seen so far
-	left    int // body bytes of the current record still to come
-	records int
-}
-
-func (c *recordCounter) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.scan(p[:n])
-	return n, err
-}
-
-func (c *recordCounter) scan(b []byte) {
-	for len(b) > 0 {
-		if c.left > 0 {
-			k := min(c.left, len(b))
-			c.left -= k
-			b = b[k:]
-			continue
-		}
-		k := copy(c.hdr[c.have:], b)
-		c.have += k
-		b = b[k:]
-		if c.have == len(c.hdr) {
-			c.records++
-			c.left = int(binary.BigEndian.Uint16(c.hdr[3:]))
-			c.have = 0
-		}
-	}
-}
 
 // TestTLSResponseIsOneRecord sends ten keep-alive HTTP/1.1 requests over one TLS
 // connection and checks that each response, head and body, reaches the client as a single
@@ -72,7 +35,7 @@ func TestTLSResponseIsOneRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := &recordCounter{Conn: raw}
+	rc := &tlstest.RecordCounter{Conn: raw}
 	tc := tls.Client(rc, &tls.Config{RootCAs: roots, ServerName: "proxy.example.com", NextProtos: []string{"http/1.1"}})
 	defer tc.Close()
 	tc.SetDeadline(time.Now().Add(wait))
@@ -81,7 +44,7 @@ func TestTLSResponseIsOneRecord(t *testing.T) {
 	}
 	br := bufio.NewReader(tc)
 	for i := range 10 {
-		before := rc.records
+		before := rc.Records()
 		if _, err := fmt.Fprintf(tc, "GET /r%d HTTP/1.1\r\nHost: proxy.example.com\r\n\r\n", i); err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +62,7 @@ func TestTLSResponseIsOneRecord(t *testing.T) {
 		}
 		// The first response shares its reads with the session tickets sent after the
 		// handshake; from the second on, only the response's records come.
-		if got := rc.records - before; i > 0 && got != 1 {
+		if got := rc.Records() - before; i > 0 && got != 1 {
 			t.Errorf("request %d: the response came in %d TLS records; want 1", i, got)
 		}
 	}
