@@ -199,7 +199,9 @@ func (r *Resource) reclaim() uint64 {
 }
 
 // Release returns one unit taken by TryAcquire. Releasing more than was acquired is a caller
-// bug; near the limit the count stays at zero, far from it the extra unit waits free on a line.
+// bug: with nothing granted the count stays at zero; with units leased to Ps it frees one that
+// was not taken. (Telling the two apart would need granted and every P's line read at one
+// instant, which a lock-free count cannot give.)
 func (r *Resource) Release() {
 	limit := r.Max()
 	if l := r.lines.Load(); l != nil && r.open.Value() == 0 {
@@ -210,8 +212,8 @@ func (r *Resource) Release() {
 	}
 	for {
 		c := r.granted.Load()
-		if c == 0 || c <= r.freeUnits() {
-			return // nothing in use: an extra release must not eat a leased unit
+		if c == 0 {
+			return
 		}
 		if r.granted.CompareAndSwap(c, c-1) {
 			r.publish(c-1, limit)
