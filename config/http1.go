@@ -144,21 +144,43 @@ func AppendName(dst []byte, name string, c HeaderCase) []byte {
 	return dst
 }
 
+// AppendLowerName is AppendName for a name already in lower case (one the codec adds, such
+// as content-length): only proper case changes it, so the other cases copy it as it is.
+func AppendLowerName(dst []byte, name string, c HeaderCase) []byte {
+	if c == HeaderCaseProper {
+		return AppendName(dst, name, c)
+	}
+	return append(dst, name...)
+}
+
 // lowerInPlace lower-cases the ASCII letters of b. Eight bytes are done at once: a byte's
 // high bit marks it as 'A'..'Z' after two additions on its low seven bits (no carry crosses
 // into the next byte), and that bit, moved to 0x20, is the case bit to set.
 func lowerInPlace(b []byte) {
+	n := len(b)
+	if n < 8 {
+		for i, ch := range b {
+			b[i] = lowerASCII(ch)
+		}
+		return
+	}
+	for i := 0; i+8 <= n; i += 8 {
+		lowerWord(b[i:])
+	}
+	if n%8 != 0 {
+		// The tail as the last eight bytes, overlapping the word before: lowering a byte
+		// twice changes nothing, and a word costs less than the tail byte by byte.
+		lowerWord(b[n-8:])
+	}
+}
+
+// lowerWord lower-cases the ASCII letters of b's first eight bytes.
+func lowerWord(b []byte) {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	for len(b) >= 8 {
-		x := binary.LittleEndian.Uint64(b)
-		low := x &^ highs
-		isUpper := (low + (0x80-'A')*ones) &^ (low + (0x80-'Z'-1)*ones) &^ x & highs
-		binary.LittleEndian.PutUint64(b, x|isUpper>>2)
-		b = b[8:]
-	}
-	for i, ch := range b {
-		b[i] = lowerASCII(ch)
-	}
+	x := binary.LittleEndian.Uint64(b)
+	low := x &^ highs
+	isUpper := (low + (0x80-'A')*ones) &^ (low + (0x80-'Z'-1)*ones) &^ x & highs
+	binary.LittleEndian.PutUint64(b, x|isUpper>>2)
 }
 
 func lowerASCII(c byte) byte {

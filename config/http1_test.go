@@ -120,3 +120,31 @@ func TestLowerInPlace(t *testing.T) {
 		}
 	}
 }
+
+// TestLowerInPlaceTails checks names of 8 to 23 bytes, whose tail is lowered as the last
+// eight bytes over the word before: every byte value at every position, against the
+// byte-at-a-time form, and AppendLowerName against AppendName for lower-case names.
+func TestLowerInPlaceTails(t *testing.T) {
+	for n := 8; n < 24; n++ {
+		for pos := range n {
+			for v := range 256 {
+				in := []byte(strings.Repeat("AbZ-", 6)[:n])
+				in[pos] = byte(v)
+				got := append([]byte(nil), in...)
+				lowerInPlace(got)
+				for i, ch := range in {
+					if want := lowerASCII(ch); got[i] != want {
+						t.Fatalf("lowerInPlace(%q)[%d] = %#x; want %#x", in, i, got[i], want)
+					}
+				}
+			}
+		}
+	}
+	for _, name := range []string{"content-length", "transfer-encoding", "connection", "host", "x-a"} {
+		for _, c := range []HeaderCase{HeaderCaseLower, HeaderCaseProper, HeaderCasePreserve} {
+			if got, want := string(AppendLowerName([]byte("> "), name, c)), string(AppendName([]byte("> "), name, c)); got != want {
+				t.Errorf("AppendLowerName(%q, %v) = %q; want %q", name, c, got, want)
+			}
+		}
+	}
+}

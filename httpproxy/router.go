@@ -188,8 +188,10 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	if timeout > 0 && !s.h.cfg.Router.SuppressEnvoyHeaders {
 		s.setHeader(hd, hdrExpectedTimeout, s.itoa(timeout.Milliseconds()))
 	}
-	s.fillEntryBasics()
-	m.FinalizeRequestHeaders(hd, &s.entry)
+	if m.HasRequestHeaderOps() {
+		s.fillEntryBasics() // what the mutations' formatters may read
+		m.FinalizeRequestHeaders(hd, &s.entry)
+	}
 	policy := s.retryPolicy(r.RetryPolicy, hd) // consumes x-envoy-retry-on, x-envoy-max-retries
 	s.up.Method = s.req.Method
 	s.up.Path = s.outPath

@@ -776,8 +776,8 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 	cfg := h.cfg
 	s.status = status
 	s.headSent = true
-	if m != nil {
-		s.fillEntryBasics()
+	if m != nil && m.HasResponseHeaderOps() {
+		s.fillEntryBasics() // what the mutations' formatters may read
 		m.FinalizeResponseHeaders(s.resp, &s.entry)
 	}
 	filters := h.filters
@@ -850,7 +850,7 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 	case status < 200 || status == http.StatusNoContent:
 	case s.tunnel: // the tunnel's bytes follow the head unframed
 	case contentLength >= 0:
-		w.buf = config.AppendName(w.buf, "content-length", own)
+		w.buf = config.AppendLowerName(w.buf, "content-length", own)
 		w.buf = append(w.buf, ": "...)
 		w.buf = strconv.AppendInt(w.buf, contentLength, 10)
 		w.buf = append(w.buf, '\r', '\n')
@@ -858,14 +858,14 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 		s.closeConn = true // the body ends when the connection closes
 	case !w.noBody:
 		w.chunked = true
-		w.buf = config.AppendName(w.buf, "transfer-encoding", own)
+		w.buf = config.AppendLowerName(w.buf, "transfer-encoding", own)
 		w.buf = append(w.buf, ": chunked\r\n"...)
 	}
 	if !s.closeConn && !s.tunnel && s.bodyLeftUndrained() {
 		s.closeConn = true
 	}
 	if s.closeConn && !s.tunnel {
-		w.buf = config.AppendName(w.buf, "connection", own)
+		w.buf = config.AppendLowerName(w.buf, "connection", own)
 		w.buf = append(w.buf, ": close\r\n"...)
 	}
 	w.buf = append(w.buf, '\r', '\n')

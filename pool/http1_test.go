@@ -231,12 +231,22 @@ func TestWriteRequest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var out bytes.Buffer
-			bw := bufio.NewWriter(&out)
 			opts := tt.opts
 			if opts == nil {
 				opts = &config.HTTP1Options{}
 			}
+			// A buffer smaller than the lines takes the line-by-line path; the head is the same.
+			var small bytes.Buffer
+			sw := bufio.NewWriterSize(&small, 16)
+			if err := writeRequestHead(sw, &tt.req, "10.0.0.1:80", opts); err != nil {
+				t.Fatal(err)
+			}
+			sw.Flush()
+			if want := tt.want[:strings.Index(tt.want, "\r\n\r\n")+4]; small.String() != want {
+				t.Errorf("head through a 16-byte buffer = %q; want %q", small.String(), want)
+			}
+			var out bytes.Buffer
+			bw := bufio.NewWriter(&out)
 			if err := writeRequestHead(bw, &tt.req, "10.0.0.1:80", opts); err != nil {
 				t.Fatal(err)
 			}

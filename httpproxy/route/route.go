@@ -346,6 +346,14 @@ func (m *Match) FinalizeRequestHeaders(h http.Header, e *accesslog.Entry) {
 	}
 }
 
+// HasRequestHeaderOps reports whether the match has request header mutations: without any,
+// FinalizeRequestHeaders does nothing and the caller need not fill the access-log entry their
+// formatters read.
+func (m *Match) HasRequestHeaderOps() bool { return len(m.requestOps) > 0 }
+
+// HasResponseHeaderOps is HasRequestHeaderOps for the response's mutations.
+func (m *Match) HasResponseHeaderOps() bool { return len(m.responseOps) > 0 }
+
 // FinalizeResponseHeaders applies the response header mutations, in the same order as
 // FinalizeRequestHeaders.
 func (m *Match) FinalizeResponseHeaders(h http.Header, e *accesslog.Entry) {
