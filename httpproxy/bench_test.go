@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -101,8 +100,8 @@ func (rc *rawClient) do() (int, error) {
 }
 
 // BenchmarkProxy measures one proxied request through the full stack (client → listener →
-// connection manager → router → pool → upstream), per downstream codec path: "legate" is the
-// hand-written HTTP/1.1 codec, "nethttp" the same router behind net/http's server.
+// connection manager → router → pool → upstream): "legate" is the hand-written HTTP/1.1
+// codec.
 func BenchmarkProxy(b *testing.B) {
 	up := rawUpstream(b)
 	e := newEnv(b, envOptions{
@@ -110,17 +109,6 @@ func BenchmarkProxy(b *testing.B) {
 		hcm:      simpleHCM("web", ""),
 	})
 	b.Run("legate", func(b *testing.B) { benchClient(b, e.addr) })
-	b.Run("nethttp", func(b *testing.B) {
-		h := e.handler(b)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		srv := &http.Server{Handler: &h2conn{h: h, drain: func() bool { return false }, remote: "127.0.0.1:1", remoteIP: "127.0.0.1", local: ln.Addr().String()}}
-		go srv.Serve(ln)
-		defer srv.Close()
-		benchClient(b, ln.Addr().String())
-	})
 	// With OpenTelemetry tracing: an unsampled request must stay free; a sampled one pays
 	// for its span.
 	unsampled, _ := newTraceEnvUp(b, otelTraceHCM("  random_sampling: {value: 0}\n"), nil, up)

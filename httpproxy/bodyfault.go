@@ -102,7 +102,7 @@ func (s *stream) requestBodyFailed(err error) {
 // downstream remote reset; the connection counts the stream (h2conn.streamCut).
 func (s *stream) clientLeft() {
 	c, ok := s.drain.(*h2conn)
-	if !ok || c.wire.peerGone.Load() {
+	if !ok || c.peerGone.Load() {
 		s.downstreamGone()
 		return
 	}

@@ -1,7 +1,6 @@
 package httpproxy
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -12,8 +11,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/net/http2"
 
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/config"
@@ -292,7 +289,7 @@ func (sc *serverConn) handle(head []byte) bool {
 	sc.idle.Store(false)
 	h := sc.h
 	if sc.requests == 0 && string(head) == h2Preface && h.cfg.Codec == config.CodecAuto {
-		// Prior-knowledge HTTP/2 (h2c): hand the connection, preface included, to http2.
+		// Prior-knowledge HTTP/2 (h2c): hand the connection, preface included, to the HTTP/2 server.
 		pre := append([]byte(h2Preface+"\r\n"), sc.rd.buf[sc.rd.r:sc.rd.w]...)
 		sc.clearDeadline()
 		h.serveH2(sc.lc, sc.nc, pre, sc.start, sc.tlsInfo)
@@ -476,11 +473,8 @@ func (h *Handler) drainWatcher(started <-chan struct{}) {
 	case <-h.stop:
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	h.h2base.Shutdown(ctx) // runs http2's graceful shutdown (GOAWAY) on every h2 connection
 	h.mu.Lock()
-	for l := range h.h2lives { // connections with their own server (max_connection_duration)
+	for l := range h.h2lives { // every HTTP/2 connection: a graceful GOAWAY
 		l.goAway()
 	}
 	// Real clock: a socket deadline, which the runtime poller compares with the system clock.
@@ -500,111 +494,27 @@ func (h *Handler) serveH2(lc *listener.Conn, nc net.Conn, pre []byte, start time
 	st.DownstreamCxHTTP2Total.Inc()
 	st.DownstreamCxHTTP2Active.Inc()
 	defer st.DownstreamCxHTTP2Active.Dec()
-	var conn net.Conn = nc
-	if len(pre) > 0 {
-		conn = &prefixConn{Conn: nc, pre: pre}
-	}
-	wire, conn := h.newH2Wire(h.hideConnectSetting(conn), nc, lc.Conn)
 	remote := lc.RemoteAddr().String()
-	_, isTLS := nc.(*tls.Conn)
-	ch := &h2conn{h: h, wire: wire, drain: lc.DrainClose, remote: remote, remoteIP: hostOnly(remote), local: lc.LocalAddr().String(), restored: lc.LocalAddressRestored(), tls: isTLS, tlsInfo: info}
-	ch.lc = lc
-	ch.direct = directRemote(lc, remote)
-	srv, opts := h.http2, &http2.ServeConnOpts{Handler: ch, BaseConfig: h.h2base}
-	if h.cfg.MaxConnectionDuration > 0 || h.scalesH2Idle() {
-		l, err := h.newH2Lifetime(nc, start)
-		if err != nil {
-			return
-		}
-		defer l.stop()
-		srv, opts.BaseConfig = l.srv, l.base
-		if l.idle != nil {
-			ch.life = l
-		}
+	tc, isTLS := nc.(*tls.Conn)
+	c := &h2conn{h: h, drain: lc.DrainClose, remote: remote, remoteIP: hostOnly(remote), local: lc.LocalAddr().String(), restored: lc.LocalAddressRestored(), tls: isTLS, tlsInfo: info}
+	c.lc = lc
+	c.direct = directRemote(lc, remote)
+	if isTLS {
+		cs := tc.ConnectionState()
+		c.tlsState = &cs
 	}
-	srv.ServeConn(conn, opts)
-}
-
-// prefixConn replays bytes read before the connection changed hands.
-type prefixConn struct {
-	net.Conn
-	pre []byte
-}
-
-func (c *prefixConn) Read(p []byte) (int, error) {
-	if len(c.pre) > 0 {
-		n := copy(p, c.pre)
-		c.pre = c.pre[n:]
-		return n, nil
+	c.shutWrite = shutWriter(nc, lc.Conn)
+	c.resets = h.newResetGuard()
+	if d := h.cfg.RequestHeadersTimeout; d > 0 {
+		c.hw = &headerWatch{h: h, c: c, timeout: d, skip: h2PrefaceLen}
 	}
-	return c.Conn.Read(p)
-}
-
-// h2conn is the per-connection http.Handler of an HTTP/2 connection.
-type h2conn struct {
-	h        *Handler
-	wire     *h2wire
-	cut      atomic.Bool // a stream was cut by the peer's close (counted once)
-	drain    func() bool // the listener's DrainClose
-	remote   string
-	remoteIP string
-	direct   string // see serverConn.direct
-	local    string
-	restored bool // see serverConn.restored
-	tls      bool
-	tlsInfo  *accesslog.TLSInfo // see serverConn.tlsInfo
-	lc       *listener.Conn     // the downstream connection
-	// life tracks the streams for the idle timeout reduce_timeouts scales; nil without it.
-	life *h2Lifetime
-}
-
-// DrainClose is the listener's drain decision for the connection.
-func (c *h2conn) DrainClose() bool { return c.drain() }
-
-func (c *h2conn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if l := c.life; l != nil {
-		l.streamStarted()
-		defer l.streamEnded()
+	c.start(nc, pre)
+	l := h.newH2Lifetime(c, start)
+	defer l.stop()
+	if l.idle != nil {
+		c.life = l
 	}
-	if c.wire != nil && r.Context().Err() != nil {
-		c.resetUnserved()
-		return
-	}
-	switch {
-	case tooManyHeaders(c.h.cfg, r):
-		c.refuse(w, http.StatusRequestHeaderFieldsTooLarge)
-		return
-	case h2Malformed(r):
-		c.refuse(w, http.StatusBadRequest)
-		return
-	}
-	if c.refusesExtendedConnect(r) {
-		panic(http.ErrAbortHandler) // resets the stream, as Envoy's codec does without allow_connect
-	}
-	s := getStream()
-	s.serveH2(c, w, r)
-	abort, responded, start := s.aborted, s.status != 0, s.start
-	putStream(s)
-	reset := r.Context().Err() != nil
-	if reset {
-		c.streamCut()
-	}
-	c.streamEnded(reset, responded, start)
-	if abort {
-		panic(http.ErrAbortHandler) // resets the stream: the response could not be completed
-	}
-}
-
-// h2Malformed reports an HTTP/2 request whose pseudo-headers could not be forwarded as they
-// are: a :method that is not a token, a :path with a space or control character (each would
-// split or forge an HTTP/1 upstream request line, as nghttp2 checks), an :authority (or
-// Host) that is not host[:port], such as one with userinfo (RFC 9113 §8.3.1, RFC 9110 §4.2.4),
-// or a :protocol on a method other than CONNECT (RFC 8441 §4, as nghttp2 checks): http2
-// passes it on as a header field named ":protocol", which would reach an HTTP/1 upstream
-// as a field whose name is not a token.
-func h2Malformed(r *http.Request) bool {
-	return !http1.ValidToken(r.Method) || !http1.ValidTarget(r.RequestURI) || !http1.ValidAuthority(r.Host) ||
-		(r.Method != http.MethodConnect && len(r.Header[":protocol"]) > 0)
+	c.serve()
 }
 
 // streamCut counts a stream whose request context ended while it was served: the client
@@ -612,7 +522,7 @@ func h2Malformed(r *http.Request) bool {
 // connection: downstream_cx_destroy_remote_active_rq, downstream_cx_destroy_active_rq).
 func (c *h2conn) streamCut() {
 	st := c.h.stats
-	if !c.wire.peerGone.Load() {
+	if !c.peerGone.Load() {
 		st.DownstreamRqRxReset.Inc()
 		return
 	}
@@ -620,6 +530,16 @@ func (c *h2conn) streamCut() {
 		st.DownstreamCxDestroyRemoteActiveRq.Inc()
 		st.DownstreamCxDestroyActiveRq.Inc()
 	}
+}
+
+// h2Malformed reports an HTTP/2 request whose pseudo-headers could not be forwarded as they
+// are: a :method that is not a token, a :path with a space or control character (each would
+// split or forge an HTTP/1 upstream request line, as nghttp2 checks), an :authority (or
+// Host) that is not host[:port], such as one with userinfo (RFC 9113 §8.3.1, RFC 9110 §4.2.4),
+// or a :protocol on a method other than CONNECT (RFC 8441 §4, as nghttp2 checks).
+func h2Malformed(r *http.Request) bool {
+	return !http1.ValidToken(r.Method) || !http1.ValidTarget(r.RequestURI) || !http1.ValidAuthority(r.Host) ||
+		(r.Method != http.MethodConnect && len(r.Header[":protocol"]) > 0)
 }
 
 // hostOnly strips the port from an ip:port address.

@@ -25,9 +25,11 @@
 // connection, a 2 KiB read buffer kept while idle, header values sliced from one copy of the
 // request head, pooled per-stream state), because net/http's server costs a bufio pair, a
 // goroutine and several allocations per request. HTTP/2 (TLS ALPN "h2" and prior-knowledge
-// h2c under codec_type AUTO or HTTP2) is served by golang.org/x/net/http2, reading through a
-// buffer and with response HEADERS held up to 200 µs for the DATA that follows (h2wire.go), so
-// a response is one socket write instead of two. Upstream requests go through package pool,
+// h2c under codec_type AUTO or HTTP2) is served by Legate's own connection code on
+// x/net/http2's frame layer (h2srv.go, h2stream.go): one reader goroutine per connection,
+// handlers on the connection's reused worker goroutines, no writer goroutine (a handler
+// encodes its frames into the connection's buffer and flushes; concurrent responses share a
+// write), and a response's HEADERS and DATA go out in one write. Upstream requests go through package pool,
 // which picks HTTP/1.1 or HTTP/2 per cluster. Trailers pass both ways: HTTP/2 trailing
 // HEADERS, and HTTP/1.1 chunked trailer sections where http_protocol_options.enable_trailers
 // allows them (the connection manager's for the client's side, the cluster's for the
@@ -61,7 +63,7 @@
 // and HTTP/2 connections receive GOAWAY (in-flight streams finish).
 //
 // Timeouts (timeout.go): common_http_protocol_options.idle_timeout closes idle HTTP/1
-// connections (and is http2's IdleTimeout); stream_idle_timeout, or the route's
+// connections and HTTP/2 connections without streams (h2Lifetime); stream_idle_timeout, or the route's
 // idle_timeout, bounds the gaps in a stream's traffic both ways (it restarts with every byte
 // received or sent): 408 "stream timeout" (SI) while the request is incomplete, 504 "stream
 // timeout" once it is complete and no response came, a reset once the response started;
@@ -71,16 +73,14 @@
 // closes, HTTP/2 sends GOAWAY and closes, since the peer may send nothing else mid-block);
 // common_http_protocol_options.max_connection_duration ends a connection through a drain:
 // HTTP/1 responses get "connection: close" and an idle connection closes drain_timeout later,
-// HTTP/2 connections (served by their own http2.Server) get a graceful GOAWAY and are closed
+// HTTP/2 connections get a graceful GOAWAY and are closed
 // drain_timeout later if still open. The route's timeout and retry_policy.per_try_timeout
 // bound upstream attempts from the end of the request (its head, or its body's last byte),
 // as Envoy's do (504 "upstream request timeout"). The overload manager's reduce_timeouts
 // scales the idle timeout, stream_idle_timeout, max_connection_duration and the TLS
 // handshake's limit; connections waiting under the first and the third are woken, or their
 // timers moved, whenever the action's state changes (Handler.timerWatcher), and the stream
-// idle timer looks again every eighth of its timeout while the action is configured. http2
-// reads its IdleTimeout from its serving loop, so while the idle timeout is scaled each
-// HTTP/2 connection gets a server and an idle timer of its own (h2Lifetime).
+// idle timer looks again every eighth of its timeout while the action is configured.
 //
 // Outlier detection and passive health: the router reports every upstream attempt to its
 // cluster (cluster.Cluster.ReportResult: connect success and the status of each response,
@@ -94,7 +94,7 @@
 // Concurrency: a Handler's configuration (route table, filters, access logs) is immutable and
 // shared by its connections. ServeConn hands each connection to a goroutine the Handler owns
 // (so that an idle connection parks on a shallow stack the runtime can shrink to 4 KiB); an
-// HTTP/2 connection's streams run on http2's goroutines. Per-request state lives in a pooled
+// HTTP/2 connection's streams run on its worker goroutines. Per-request state lives in a pooled
 // stream owned by the goroutine serving it. Stats are atomics. The Handler's goroutines (the
 // connection goroutines and one drain watcher) are stopped by connection closes and Close,
 // and Close waits for them.

@@ -65,32 +65,6 @@ func TestExtendedConnectSetting(t *testing.T) {
 	}
 }
 
-// TestWithoutConnectSetting checks the SETTINGS rewrite on its own: the entry goes, the
-// frame length follows, and the bytes after the frame are kept.
-func TestWithoutConnectSetting(t *testing.T) {
-	var b bytes.Buffer
-	fr := http2.NewFramer(&b, nil)
-	fr.WriteSettings(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1 << 20}, http2.Setting{ID: http2.SettingEnableConnectProtocol, Val: 1},
-		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 100})
-	fr.WriteWindowUpdate(0, 1000)
-	got := withoutConnectSetting(b.Bytes())
-	rd := http2.NewFramer(nil, bytes.NewReader(got))
-	f, err := rd.ReadFrame()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sf := f.(*http2.SettingsFrame)
-	if sf.NumSettings() != 2 || sf.Setting(0).ID != http2.SettingMaxFrameSize || sf.Setting(1).ID != http2.SettingMaxConcurrentStreams {
-		t.Errorf("settings after the rewrite: %v, %v (%d); want MAX_FRAME_SIZE and MAX_CONCURRENT_STREAMS", sf.Setting(0), sf.Setting(1), sf.NumSettings())
-	}
-	if f, err := rd.ReadFrame(); err != nil || f.Header().Type != http2.FrameWindowUpdate {
-		t.Errorf("frame after SETTINGS = %v, %v; want the WINDOW_UPDATE kept", f, err)
-	}
-	if in := []byte{0, 0, 0, 4, 1, 0, 0, 0, 0}; !bytes.Equal(withoutConnectSetting(in), in) {
-		t.Error("a SETTINGS ack was changed")
-	}
-}
-
 // wsFrame is a masked client WebSocket frame (RFC 6455 §5.2) with a short payload.
 func wsFrame(opcode byte, payload []byte) []byte {
 	mask := [4]byte{1, 2, 3, 4}

@@ -3,8 +3,6 @@ package httpproxy
 import (
 	"net/http"
 
-	"golang.org/x/net/http2"
-
 	"github.com/legateproxy/legate/config"
 )
 
@@ -12,13 +10,13 @@ import (
 // per_connection_buffer_limit_bytes, whatever http2_protocol_options allow (Envoy's defaults,
 // 2^31-1 streams and 256 MiB windows, let one client hold gigabytes):
 //
-//   - Every stream http2 admits runs a handler goroutine with its request, response writer
+//   - Every stream admitted runs a handler goroutine with its request, response writer
 //     and proxy stream, about 12 KiB in all even when the client reads nothing (measured by
 //     TestH2StreamFloodBounded). A connection is granted one stream per h2StreamBudget bytes
 //     of its buffer limit, never fewer than minH2Streams. http2 advertises that number and
 //     refuses streams beyond it with RST_STREAM: advertising more than is granted would have
 //     conforming clients' streams reset as protocol errors.
-//   - Request body bytes http2 buffers for handlers are bounded by the connection's flow
+//   - Request body bytes buffered for handlers are bounded by the connection's flow
 //     control window, which is capped at h2WindowFactor buffer limits (at least 1 MiB).
 const (
 	h2StreamBudget = 4 << 10
@@ -35,20 +33,19 @@ func h2StreamCap(bufferLimit uint32) int {
 	return max(minH2Streams, int(bufferLimit/h2StreamBudget))
 }
 
-// newH2Server is the http2.Server of a connection manager whose listener's connections have
-// the buffer limit bufferLimit (0: the default).
-func newH2Server(cfg *config.HTTPConnectionManager, bufferLimit uint32) *http2.Server {
+// newH2Settings are the HTTP/2 settings of a connection manager whose listener's connections
+// have the buffer limit bufferLimit (0: the default).
+func newH2Settings(cfg *config.HTTPConnectionManager, bufferLimit uint32) h2Settings {
 	if bufferLimit == 0 {
 		bufferLimit = config.DefaultPerConnectionBufferLimit
 	}
 	connWin := max(uint64(bufferLimit)*h2WindowFactor, minH2ConnWin)
-	return &http2.Server{
-		MaxConcurrentStreams:         min(cfg.HTTP2MaxConcurrentStreams, uint32(h2StreamCap(bufferLimit))),
-		MaxUploadBufferPerStream:     int32(min(cfg.HTTP2InitialStreamWindowSize, 1<<30)),
-		MaxUploadBufferPerConnection: int32(min(uint64(cfg.HTTP2InitialConnectionWindowSize), connWin, 1<<30)),
-		IdleTimeout:                  cfg.IdleTimeout,
-		// The protocol's default, which Envoy keeps too: http2 would advertise 1 MiB.
-		MaxReadFrameSize: 16 << 10,
+	return h2Settings{
+		maxStreams:  min(cfg.HTTP2MaxConcurrentStreams, uint32(h2StreamCap(bufferLimit))),
+		streamWin:   uint32(min(cfg.HTTP2InitialStreamWindowSize, 1<<30)),
+		connWin:     uint32(max(min(uint64(cfg.HTTP2InitialConnectionWindowSize), connWin, 1<<30), h2DefaultWindow)),
+		headerList:  uint32(h2HeaderListBytes(cfg)),
+		connectProt: cfg.HTTP2AllowConnect,
 	}
 }
 
@@ -89,7 +86,7 @@ func tooManyHeaders(cfg *config.HTTPConnectionManager, r *http.Request) bool {
 // refuse answers a request the connection will not serve with status and no body: 431 for a
 // header list over the limits (as http2 answers one too large for it to decode, and as the
 // HTTP/1 codec answers either), 400 for a malformed head (h2Malformed).
-func (c *h2conn) refuse(w http.ResponseWriter, status int) {
+func (c *h2conn) refuse(w *h2stream, status int) {
 	st := c.h.stats
 	st.DownstreamRqTotal.Inc()
 	st.DownstreamRqHTTP2Total.Inc()

@@ -1,10 +1,7 @@
 package httpproxy
 
 import (
-	"bytes"
 	"crypto/tls"
-	"encoding/binary"
-	"errors"
 	"net"
 	"sync/atomic"
 	"time"
@@ -33,20 +30,20 @@ const (
 // connection gets a GOAWAY (ENHANCE_YOUR_CALM) and is closed (Envoy aborts it without one).
 //
 // Two things make a reset stream cost next to nothing before the guard trips: a stream
-// whose HEADERS and RST_STREAM frames are read together is refused before http2 starts a
-// handler for it (takeReset), and a handler whose stream was reset before it ran, or before
-// its upstream request started, does no more (resetUnserved, resetBeforeUpstream).
+// whose HEADERS and RST_STREAM frames are read together is refused before a handler starts
+// for it (h2conn.launch), and a handler whose stream was reset before it ran, or before its
+// upstream request started, does no more (resetUnserved, resetBeforeUpstream).
 //
 // Envoy's http.max_requests_per_io_cycle has no counterpart here, and its runtime key is
 // not read: it defers the new streams of a connection beyond N per event loop iteration so
-// that other connections on the same worker get their turn. http2 reads one frame at a time
-// on a goroutine per connection and runs every stream's handler on a goroutine of its own,
-// so connections are not served in turns that one of them could monopolise: the Go scheduler
+// that other connections on the same worker get their turn. Legate reads each connection on
+// a goroutine of its own and runs every stream's handler on a goroutine of its own, so
+// connections are not served in turns that one of them could monopolise: the Go scheduler
 // shares the CPU between all of them, and what one connection can start is bounded by the
-// streams it is granted (h2limits.go), by http2's limit on queued handlers, and by this guard.
+// streams it is granted (h2limits.go) and by this guard.
 //
 // The runtime keys are read when the connection starts; the counters are shared by the
-// connection's handler goroutines and http2's read goroutine.
+// connection's handler goroutines and its reader.
 type resetGuard struct {
 	total     uint64
 	lifetime  time.Duration // premature below it: (min seconds + 1) s, Envoy compares whole seconds
@@ -83,86 +80,44 @@ func (g *resetGuard) streamClosed(premature bool) bool {
 // streamEnded applies the guard to a stream the handler finished: reset tells whether its
 // request context ended, responded whether a status was sent, start when it began.
 func (c *h2conn) streamEnded(reset, responded bool, start time.Time) {
-	if c.wire == nil { // served by net/http (ServeHTTP of the Handler): no connection of ours
-		return
-	}
 	premature := false
-	if reset && !responded && !c.wire.peerGone.Load() {
-		premature = c.h.sh.deps.Now().Sub(start) < c.wire.resets.lifetime
+	if reset && !responded && !c.peerGone.Load() {
+		premature = c.h.sh.deps.Now().Sub(start) < c.resets.lifetime
 	}
-	c.wire.streamClosed(premature)
+	c.streamClosed(premature)
 }
 
 // streamClosed counts a closed stream and closes the connection when the guard says so.
-func (w *h2wire) streamClosed(premature bool) {
-	if w.resets.streamClosed(premature) {
-		w.h.stats.DownstreamRqTooManyPrematureResets.Inc()
-		w.goAway(http2.ErrCodeEnhanceYourCalm)
+func (c *h2conn) streamClosed(premature bool) {
+	if c.resets.streamClosed(premature) {
+		c.h.stats.DownstreamRqTooManyPrematureResets.Inc()
+		c.calm(http2.ErrCodeEnhanceYourCalm)
 	}
 }
 
 // resetUnserved accounts for a stream reset (or cut by the connection's end) before its
-// handler started: http2 runs the handlers of streams beyond the concurrency it grants later,
-// in order, and under a rapid reset most are reset by then. It is counted as a request
-// (downstream_rq_total, downstream_rq_rx_reset) and a premature reset, and nothing else is
-// done for it: no filters, no route, no access log entry, so that each costs the proxy
-// little more than it costs the client.
+// handler started. It is counted as a request (downstream_rq_total, downstream_rq_rx_reset)
+// and a premature reset, and nothing else is done for it: no filters, no route, no access
+// log entry, so that each costs the proxy little more than it costs the client.
 func (c *h2conn) resetUnserved() {
 	st := c.h.stats
 	st.DownstreamRqTotal.Inc()
 	st.DownstreamRqHTTP2Total.Inc()
 	c.streamCut()
-	c.wire.streamClosed(!c.wire.peerGone.Load())
+	c.streamClosed(!c.peerGone.Load())
 }
 
-// resetOnArrival accounts for a stream whose HEADERS and RST_STREAM frames were read together
-// (frameGate): it is reset by the client before anything could be done for it, a premature
-// reset, counted as a request (downstream_rq_total, downstream_rq_rx_reset) like Envoy's. It
-// runs on http2's read goroutine.
-func (w *h2wire) resetOnArrival() {
-	st := w.h.stats
+// resetOnArrival accounts for a stream whose HEADERS and RST_STREAM frames were read before
+// its handler started (h2conn.launch): it is reset by the client before anything could be
+// done for it, a premature reset, counted as a request (downstream_rq_total,
+// downstream_rq_rx_reset) like Envoy's. It runs on the connection's reader.
+func (c *h2conn) resetOnArrival() {
+	st := c.h.stats
 	st.DownstreamRqTotal.Inc()
 	st.DownstreamRqHTTP2Total.Inc()
 	st.DownstreamRqRxReset.Inc()
-	w.streamClosed(true)
+	c.streamClosed(true)
 }
-
-// h2FrameIgnored is a frame type no one defines, which receivers ignore (RFC 9113 §4.1).
-const h2FrameIgnored = 0xfa
-
-// takeReset reports whether the frame after the one at buf[start:] (whose payload is length
-// bytes) is already read and is an RST_STREAM of the same stream, and if so turns it into a
-// frame http2 ignores: http2 refuses the stream itself, which leaves it idle in http2's eyes
-// (its HEADERS frame failed to decode), and an RST_STREAM of an idle stream is a connection
-// error.
-func (w *h2wire) takeReset(start, length int) bool {
-	next := start + h2FrameHeaderLen + length
-	if w.w-next < h2FrameHeaderLen+4 || w.buf[next+3] != h2FrameRSTStream {
-		return false
-	}
-	id := func(at int) uint32 { return binary.BigEndian.Uint32(w.buf[at+5:]) & 0x7fffffff }
-	if id(next) != id(start) {
-		return false
-	}
-	w.buf[next+3] = h2FrameIgnored
-	w.refused[w.nrefused%uint32(len(w.refused))] = id(start)
-	w.nrefused++
-	return true
-}
-
-// wasRefused reports whether stream id is one takeReset refused lately: http2 took it for idle,
-// so a later HEADERS on it would open it anew where RFC 9113 §5.1 makes it closed.
-func (w *h2wire) wasRefused(id uint32) bool {
-	for _, r := range w.refused {
-		if r == id && id != 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// errTooManyResets ends the read side of a connection closed by the premature reset guard.
-var errTooManyResets = errors.New("http2: too many premature stream resets")
 
 // calmLinger is how long a connection closed by the guard stays open after its GOAWAY and
 // FIN, unread: closing a socket with unread bytes resets it and drops what it has not yet
@@ -170,39 +125,33 @@ var errTooManyResets = errors.New("http2: too many premature stream resets")
 // costing the proxy more.
 const calmLinger = 250 * time.Millisecond
 
-// goAway sends a GOAWAY with code (ENHANCE_YOUR_CALM for the premature reset guard) naming the last stream the client
-// opened, shuts the connection's write side and has its read side stop. It is
-// written at a frame boundary: now, or after the write in progress.
-func (w *h2wire) goAway(code http2.ErrCode) {
-	var out bytes.Buffer
-	http2.NewFramer(&out, nil).WriteGoAway(w.gate.maxStream.Load(), code, nil)
-	w.wmu.Lock()
-	defer w.wmu.Unlock()
-	w.flushCork()
-	w.calm = out.Bytes()
-	w.afterWrite()
+// calm sends a GOAWAY with code (ENHANCE_YOUR_CALM for the premature reset guard, STREAM_CLOSED
+// for a protocol error) naming the last stream the client opened, shuts the connection's
+// write side and has its reader stop; later frames of handlers are dropped.
+func (c *h2conn) calm(code http2.ErrCode) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.wbuf = appendGoAway(c.wbuf, c.maxStream.Load(), code)
+	c.closing = true
+	c.flushLocked()
+	if c.werr == nil {
+		c.werr = errTooManyResets // frames written from now on are dropped
+	}
+	c.mu.Unlock()
+	c.shutWrite()
+	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
+	c.calmAt = time.Now()
+	c.draining.Store(true) // after calmAt, which linger reads
 }
 
-// sendCalm writes the pending GOAWAY and shuts the write side; wmu is held.
-func (w *h2wire) sendCalm() {
-	if w.werr == nil {
-		w.Conn.Write(w.calm)
-	}
-	w.calm = nil
-	if w.shutWrite != nil {
-		w.shutWrite()
-	}
+// linger waits until calmLinger has passed since the GOAWAY; it runs on the reader, which
+// then closes the connection.
+func (c *h2conn) linger() {
 	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
-	w.calmAt = time.Now()
-	w.draining.Store(true) // after calmAt, which linger reads; http2's writes are dropped from now on
-}
-
-// linger waits until calmLinger has passed since the GOAWAY, and ends the read side; it
-// runs on http2's read goroutine.
-func (w *h2wire) linger() error {
-	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
-	time.Sleep(time.Until(w.calmAt.Add(calmLinger)))
-	return errTooManyResets
+	time.Sleep(time.Until(c.calmAt.Add(calmLinger)))
 }
 
 // shutWriter returns what shuts the write side of nc (over the socket raw): a TLS

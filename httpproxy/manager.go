@@ -3,14 +3,12 @@ package httpproxy
 import (
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	"golang.org/x/net/http2"
 
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/accesslog/als"
@@ -214,13 +212,12 @@ type Handler struct {
 	hcmPrefix     string
 	lPrefix       string
 	tls           *tlsutil.ServerContext
-	http2         *http2.Server
-	h2base        *http.Server // GOAWAY on drain: its Shutdown starts graceful shutdown of h2 conns
+	h2set         h2Settings // what HTTP/2 connections announce and grant
 	maxHead       int
 
 	mu       sync.Mutex // guards conns, h2lives, watching, closed and wg.Add
 	conns    map[*serverConn]struct{}
-	h2lives  map[*h2Lifetime]struct{} // HTTP/2 connections with their own server
+	h2lives  map[*h2Lifetime]struct{} // the HTTP/2 connections
 	watching bool
 	closed   bool
 	stop     chan struct{}
@@ -359,11 +356,7 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 			h.ov = d.Overload
 		}
 	}
-	h.http2 = newH2Server(cfg, bufferLimit)
-	h.h2base = &http.Server{MaxHeaderBytes: h2HeaderListBytes(cfg)}
-	if err := http2.ConfigureServer(h.h2base, h.http2); err != nil {
-		return nil, fmt.Errorf("http_connection_manager %q: http2: %w", cfg.StatPrefix, err)
-	}
+	h.h2set = newH2Settings(cfg, bufferLimit)
 	lp := ""
 	if ctx != nil {
 		lp = ctx.StatPrefix

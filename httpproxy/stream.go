@@ -67,8 +67,8 @@ type stream struct {
 	minor int
 	head  bool // HEAD request
 	// HTTP/2 downstream.
-	h2w    http.ResponseWriter
-	h2copy []byte // upstream body copy buffer, made on first use
+	h2w    *h2stream // the HTTP/2 stream's response writer; nil on HTTP/1
+	h2copy []byte    // upstream body copy buffer, made on first use
 
 	rqBody requestBody // the request body under request_timeout (timeout.go)
 	clock  bodyClock   // the request body under stream_idle_timeout and the route's timeout
@@ -365,7 +365,7 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 }
 
 // serveH2 serves one HTTP/2 stream.
-func (s *stream) serveH2(c *h2conn, w http.ResponseWriter, r *http.Request) {
+func (s *stream) serveH2(c *h2conn, w *h2stream, r *http.Request) {
 	h := c.h
 	s.begin(h)
 	s.h2w = w
@@ -386,12 +386,12 @@ func (s *stream) serveH2(c *h2conn, w http.ResponseWriter, r *http.Request) {
 	if s.tls {
 		s.req.Scheme = "https"
 	}
-	// Hop-by-hop headers are not allowed in HTTP/2 requests; http2 rejects them. TE may be
-	// "trailers" only, and is not forwarded.
+	// Hop-by-hop headers are not allowed in HTTP/2 requests; the reader rejects them. TE may
+	// be "trailers" only, and is not forwarded.
 	delete(r.Header, hdrTE)
 	s.body, s.contentLength = nil, 0
-	// http2 gives every request a Body; ContentLength is 0 when the HEADERS frame ended the
-	// stream or content-length was 0 (http2 rejects DATA beyond it), -1 when a body of unknown
+	// Every request has a Body; ContentLength is 0 when the HEADERS frame ended the stream or
+	// content-length was 0 (the reader rejects DATA beyond it), -1 when a body of unknown
 	// length follows. A request without a body is forwarded without one: a streamed empty body
 	// costs an extra DATA frame and flush upstream, and turns an HTTP/1 GET into a chunked one.
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && s.upgrade == "" {
@@ -980,25 +980,24 @@ func (s *stream) copyBody(resp *pool.Response) (int64, error) {
 	return n, err
 }
 
-// copyBodyH2 copies an upstream body to an HTTP/2 stream. http2 buffers what the handler
-// writes, headers included, until a flush or the handler's end; so that a streamed response
+// copyBodyH2 copies an upstream body to an HTTP/2 stream. The stream buffers what the
+// handler writes, headers included, until a flush, a frame's worth or the handler's end; so that a streamed response
 // (gRPC, server-sent events, a slow upstream) reaches the client as it arrives, as Envoy
 // forwards it, what was written is flushed whenever the next read may have to wait for the
 // upstream. A response whose body is already buffered (a small HTTP/1 response) goes out
 // whole at the handler's end: HEADERS and DATA with END_STREAM in one write.
 func (s *stream) copyBodyH2(r io.Reader, resp *pool.Response, cl int64) (int64, error) {
-	// The copy buffer lives with the pooled stream, not on the stack: an 8 KiB array made
-	// every HTTP/2 handler goroutine (new per stream) grow and copy its stack.
+	// The copy buffer lives with the pooled stream, not on the stack: an 8 KiB array would
+	// make handler goroutines grow and copy their stacks.
 	if s.h2copy == nil {
 		s.h2copy = make([]byte, h2CopyBuffer)
 	}
-	fl, _ := s.h2w.(http.Flusher)
 	// The headers wait for the first body bytes when the body has a known length and comes
 	// from an HTTP/2 upstream (whose buffering the pool cannot see): such a body follows its
 	// headers at once, and one write then carries both. Without a body the handler's end
 	// sends HEADERS with END_STREAM (a gRPC trailers-only response must stay one frame).
-	if fl != nil && cl != 0 && !(resp.HTTP2 && cl > 0) && !resp.BodyReady() {
-		fl.Flush()
+	if cl != 0 && !(resp.HTTP2 && cl > 0) && !resp.BodyReady() {
+		s.h2w.Flush()
 	}
 	var total int64
 	for {
@@ -1008,8 +1007,8 @@ func (s *stream) copyBodyH2(r io.Reader, resp *pool.Response, cl int64) (int64, 
 				return total, werr
 			}
 			total += int64(n)
-			if fl != nil && (cl < 0 || total < cl) && err == nil && !resp.BodyReady() {
-				fl.Flush()
+			if (cl < 0 || total < cl) && err == nil && !resp.BodyReady() {
+				s.h2w.Flush()
 			}
 		}
 		if err == io.EOF {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -87,9 +86,8 @@ func (s *recordingStream) End() {
 
 // filterServer serves the env's clusters through a second listener whose connection manager
 // (hcm YAML) runs a recordingFilter, registered as "test.recording"; it returns the listener's
-// address, the address of the same Handler behind net/http's server (the http.ResponseWriter
-// code path), the filter and the Handler.
-func filterServer(t testing.TB, e *env, hcm string) (addr, nethttpAddr string, f *recordingFilter, h *Handler) {
+// address, the filter and the Handler.
+func filterServer(t testing.TB, e *env, hcm string) (addr string, f *recordingFilter, h *Handler) {
 	t.Helper()
 	f = &recordingFilter{records: make(chan streamRecord, 16)}
 	filters := filter.NewRegistry()
@@ -99,14 +97,7 @@ func filterServer(t testing.TB, e *env, hcm string) (addr, nethttpAddr string, f
 	addr, pb := serveFilters(t, e, filters, hcm)
 	h = buildHandler(t, e, filters, pb)
 	t.Cleanup(func() { h.Close() })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: &h2conn{h: h, drain: func() bool { return false }, remote: "127.0.0.1:1", remoteIP: "127.0.0.1", local: ln.Addr().String()}}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return addr, ln.Addr().String(), f, h
+	return addr, f, h
 }
 
 // serveFilters serves the env's clusters through a listener whose connection manager (hcm
@@ -193,7 +184,7 @@ http_filters:
 func TestStreamFilterHooks(t *testing.T) {
 	up := echo(t, "up")
 	e := newEnv(t, envOptions{clusters: []string{staticCluster("web", "", up.Listener.Addr().String())}, hcm: simpleHCM("web", "")})
-	addr, nethttpAddr, f, _ := filterServer(t, e, recordingHCM)
+	addr, f, _ := filterServer(t, e, recordingHCM)
 	clients := []struct {
 		name string
 		addr string
@@ -201,7 +192,6 @@ func TestStreamFilterHooks(t *testing.T) {
 	}{
 		{"http1 codec", addr, e.client()},
 		{"h2c", addr, h2cClient(t)},
-		{"net/http server", nethttpAddr, e.client()},
 	}
 	requestBody := strings.Repeat("0123456789", 2000) // several reads
 	for _, cl := range clients {
@@ -285,7 +275,7 @@ func next(t *testing.T, ch <-chan streamRecord) streamRecord {
 // TestHandlerClosesFilters: closing a Handler closes its filters (io.Closer), once.
 func TestHandlerClosesFilters(t *testing.T) {
 	e := newEnv(t, envOptions{clusters: []string{staticCluster("web", "", deadAddr(t))}, hcm: simpleHCM("web", "")})
-	_, _, f, h := filterServer(t, e, recordingHCM)
+	_, f, h := filterServer(t, e, recordingHCM)
 	h.Close()
 	h.Close()
 	if got := f.closed.Load(); got != 1 {
@@ -324,7 +314,7 @@ func FuzzTrailerLine(f *testing.F) {
 // declines the stream (as the tap filter does while nothing is tapped).
 func BenchmarkProxyStreamFilterIdle(b *testing.B) {
 	e := newEnv(b, envOptions{clusters: []string{staticCluster("web", "", rawUpstream(b))}, hcm: simpleHCM("web", "")})
-	addr, _, _, _ := filterServer(b, e, recordingHCM)
+	addr, _, _ := filterServer(b, e, recordingHCM)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		rc := newRawClient(b, addr, "/untracked")

@@ -1,15 +1,11 @@
 package httpproxy
 
 import (
-	"context"
 	"io"
-	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/net/http2"
 
 	"github.com/legateproxy/legate/overload"
 )
@@ -186,11 +182,9 @@ func (s *stream) armRequestTimeout() time.Time {
 }
 
 // armH2RequestTimeout bounds an HTTP/2 request body's reads by request_timeout.
-func (s *stream) armH2RequestTimeout(w http.ResponseWriter) {
+func (s *stream) armH2RequestTimeout(w *h2stream) {
 	if d := s.armRequestTimeout(); !d.IsZero() {
-		if rd, ok := w.(interface{ SetReadDeadline(time.Time) error }); ok {
-			rd.SetReadDeadline(d)
-		}
+		w.SetReadDeadline(d)
 	}
 }
 
@@ -208,28 +202,24 @@ func (s *stream) requestTimedOut() (status int, body []byte, ok bool) {
 	return http.StatusRequestTimeout, []byte(bodyRequestTimeout), true
 }
 
-// h2Lifetime enforces max_connection_duration on one HTTP/2 connection. The connection is
-// served by its own http2.Server so that it can be shut down alone: when the duration ends,
-// it gets a graceful GOAWAY (in-flight streams finish, new ones are refused), and drain_timeout
-// later it is closed if it is still open (Envoy: "the drain sequence will kick-in, and the
-// connection will be force-closed after the drain period"). Envoy first sends a GOAWAY
-// announcing the shutdown and the final one drain_timeout later; http2 sends the final one at
-// once, which clients answer by retrying unprocessed streams on a new connection. It also
-// runs the idle timeout when reduce_timeouts scales it, ending an idle connection with the
-// same GOAWAY.
+// h2Lifetime runs the timers of one HTTP/2 connection: max_connection_duration, whose end
+// gives the connection a graceful GOAWAY (in-flight streams finish, new ones are refused) and
+// closes it drain_timeout later if it is still open (Envoy: "the drain sequence will kick-in,
+// and the connection will be force-closed after the drain period"), and the idle timeout,
+// scaled by reduce_timeouts when configured, which ends a connection without streams with the
+// same GOAWAY. Every HTTP/2 connection has one, registered with its Handler, which drains
+// them through it. Envoy first sends a GOAWAY announcing the shutdown and the final one
+// drain_timeout later; Legate sends the final one at once, which clients answer by retrying
+// unprocessed streams on a new connection.
 //
 // Its timers run their callbacks on their own goroutines; stop, called when the connection's
 // serving ends, stops them, and mu orders them against it.
 type h2Lifetime struct {
 	h     *Handler
-	nc    net.Conn
-	srv   *http2.Server
-	base  *http.Server
+	c     *h2conn
 	start time.Time // when the connection was accepted
 
-	// idleTimeout is the connection manager's idle_timeout when reduce_timeouts scales it
-	// (zero: http2's own idle timer alone applies): http2 reads its IdleTimeout unlocked
-	// from its serving loop, so the scaled timeout is a timer of this connection's.
+	// idleTimeout is the connection manager's idle_timeout (zero: none).
 	idleTimeout time.Duration
 
 	mu       sync.Mutex  // guards the fields below
@@ -238,25 +228,16 @@ type h2Lifetime struct {
 	goneAway bool
 	expired  bool // max_connection_duration ended
 	stopped  bool
-	// The scaled idle timeout: the streams being served, since when none is, and its timer
-	// (nil without idleTimeout).
+	// The idle timeout: the streams being served, since when none is, and its timer (nil
+	// without idleTimeout).
 	active    int
 	idleSince time.Time
 	idle      *time.Timer
 }
 
-// newH2Lifetime makes the server of one connection accepted at start, and arms its duration.
-func (h *Handler) newH2Lifetime(nc net.Conn, start time.Time) (*h2Lifetime, error) {
-	l := &h2Lifetime{h: h, nc: nc, start: start, base: &http.Server{MaxHeaderBytes: h.h2base.MaxHeaderBytes}, srv: &http2.Server{
-		MaxConcurrentStreams:         h.http2.MaxConcurrentStreams,
-		MaxUploadBufferPerStream:     h.http2.MaxUploadBufferPerStream,
-		MaxUploadBufferPerConnection: h.http2.MaxUploadBufferPerConnection,
-		IdleTimeout:                  h.http2.IdleTimeout,
-		MaxReadFrameSize:             h.http2.MaxReadFrameSize,
-	}}
-	if err := http2.ConfigureServer(l.base, l.srv); err != nil {
-		return nil, err
-	}
+// newH2Lifetime registers the connection c accepted at start and arms its timers.
+func (h *Handler) newH2Lifetime(c *h2conn, start time.Time) *h2Lifetime {
+	l := &h2Lifetime{h: h, c: c, start: start}
 	h.mu.Lock()
 	if h.h2lives == nil {
 		h.h2lives = map[*h2Lifetime]struct{}{}
@@ -268,19 +249,13 @@ func (h *Handler) newH2Lifetime(nc net.Conn, start time.Time) (*h2Lifetime, erro
 		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 		l.timer = time.AfterFunc(l.left(), l.expire)
 	}
-	if h.scalesH2Idle() {
+	if h.cfg.IdleTimeout > 0 {
 		l.idleTimeout, l.idleSince = h.cfg.IdleTimeout, start
 		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 		l.idle = time.AfterFunc(l.idleLeft(), l.idleExpired)
 	}
 	l.mu.Unlock()
-	return l, nil
-}
-
-// scalesH2Idle reports whether reduce_timeouts scales the idle timeout of HTTP/2
-// connections, which then get an h2Lifetime each.
-func (h *Handler) scalesH2Idle() bool {
-	return h.cfg.IdleTimeout > 0 && h.ov.ScalesTimer(overload.ConnectionIdle)
+	return l
 }
 
 // idleLeft is the time until the connection, idle since idleSince, reaches its idle timeout
@@ -290,8 +265,8 @@ func (l *h2Lifetime) idleLeft() time.Duration {
 	return l.idleSince.Add(d).Sub(l.h.sh.deps.Now())
 }
 
-// streamStarted and streamEnded bracket each stream the connection serves, for the scaled
-// idle timeout.
+// streamStarted and streamEnded bracket each stream the connection serves, for the idle
+// timeout.
 func (l *h2Lifetime) streamStarted() {
 	l.mu.Lock()
 	l.active++
@@ -307,8 +282,8 @@ func (l *h2Lifetime) streamEnded() {
 	}
 }
 
-// idleExpired runs when the scaled idle timeout may have passed: a connection still idle
-// gets a graceful GOAWAY, as http2's own idle timer sends, and closes.
+// idleExpired runs when the idle timeout may have passed: a connection still idle gets a
+// graceful GOAWAY and closes.
 func (l *h2Lifetime) idleExpired() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -373,9 +348,7 @@ func (l *h2Lifetime) goAwayLocked() {
 		return
 	}
 	l.goneAway = true
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	l.base.Shutdown(ctx) // GOAWAY on this connection only; returns at once
+	go l.c.shutdown() // it may write to the socket; not under the Handler's lock
 }
 
 // closeConn closes a connection still open drain_timeout after its GOAWAY.
@@ -383,7 +356,7 @@ func (l *h2Lifetime) closeConn() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.stopped {
-		l.nc.Close()
+		l.c.nc.Close()
 	}
 }
 
@@ -553,9 +526,7 @@ func (i *streamIdle) expire() {
 	case s.sc != nil:
 		s.sc.nc.SetReadDeadline(time.Unix(1, 0))
 	case s.h2w != nil:
-		if rd, ok := s.h2w.(interface{ SetReadDeadline(time.Time) error }); ok {
-			rd.SetReadDeadline(time.Unix(1, 0))
-		}
+		s.h2w.SetReadDeadline(time.Unix(1, 0))
 	}
 }
 

@@ -431,9 +431,7 @@ func (s *stream) answerTunnel(status int, m *route.Match) {
 	s.closeConn = true // the connection carries the tunnel to its end
 	s.sendHead(status, -1, m)
 	if s.h2w != nil {
-		if fl, ok := s.h2w.(http.Flusher); ok {
-			fl.Flush()
-		}
+		s.h2w.Flush()
 		return
 	}
 	s.hw.flush()
@@ -520,12 +518,12 @@ func pump(dst, src *tunnelEnd, idle *idleTimer) (int64, error) {
 func (s *stream) downstreamEnd() tunnelEnd {
 	if s.h2w != nil {
 		body := &h2TunnelBody{body: s.h2req.Body}
-		rc := http.NewResponseController(s.h2w)
+		w := s.h2w
 		abort := func() {
 			body.body.Close()
 			// A write waiting for a client that does not read (no flow-control window) ends
 			// only with a write deadline, which resets the stream.
-			rc.SetWriteDeadline(time.Unix(1, 0))
+			w.SetWriteDeadline(time.Unix(1, 0))
 		}
 		return tunnelEnd{r: body, w: h2TunnelWriter{s.h2w}, closeWrite: body.end, abort: abort}
 	}
@@ -630,14 +628,12 @@ func (b *h2TunnelBody) end() {
 
 // h2TunnelWriter writes to an HTTP/2 stream and flushes each write, so that tunnel bytes
 // leave at once.
-type h2TunnelWriter struct{ w http.ResponseWriter }
+type h2TunnelWriter struct{ w *h2stream }
 
 func (h h2TunnelWriter) Write(p []byte) (int, error) {
 	n, err := h.w.Write(p)
 	if err == nil {
-		if fl, ok := h.w.(http.Flusher); ok {
-			fl.Flush()
-		}
+		err = h.w.FlushError()
 	}
 	return n, err
 }
