@@ -331,6 +331,9 @@ func TestNoRouteAndAccessLog(t *testing.T) {
 	e = newEnv(t, "", `stat_prefix: l, cluster: up, idle_timeout: 1s, access_log: [{name: envoy.access_loggers.file, typed_config: {"@type": type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog,
 path: `+log+`, log_format: {text_format: "%UPSTREAM_CLUSTER% %BYTES_RECEIVED% %BYTES_SENT% %ACCESS_LOG_TYPE%\n"}}}]`, udpEcho(t, "a"))
 	exchange(t, client(t, e.addr), "hello")
+	// The client can read the echo before the proxy's send returns and counts its bytes: the
+	// session must not end (and log) before that count.
+	waitFor(t, "the reply counted", func() bool { return e.stat("udp.l.downstream_sess_tx_bytes") == 7 })
 	e.clk.Advance(time.Second)
 	waitFor(t, "the session's log line", func() bool {
 		b, _ := os.ReadFile(log)
