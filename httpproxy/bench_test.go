@@ -63,6 +63,11 @@ func newRawClient(tb testing.TB, addr, path string) *rawClient {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return rawClientOn(tb, c, path)
+}
+
+// rawClientOn is a rawClient sending its requests on c (closed when the test ends).
+func rawClientOn(tb testing.TB, c net.Conn, path string) *rawClient {
 	tb.Cleanup(func() { c.Close() })
 	return &rawClient{c: c, br: bufio.NewReaderSize(c, 8192), req: []byte("GET " + path + " HTTP/1.1\r\nHost: bench\r\nUser-Agent: bench\r\n\r\n")}
 }
@@ -122,11 +127,16 @@ func BenchmarkProxy(b *testing.B) {
 // request as "cpu-ns/op", which varies far less than the wall time on a loaded machine and
 // shows a cache line that the Ps fight over as CPU time rather than as waiting.
 func benchClient(b *testing.B, addr string) {
+	benchClients(b, func() *rawClient { return newRawClient(b, addr, "/") })
+}
+
+// benchClients is benchClient with the clients that connect returns.
+func benchClients(b *testing.B, connect func() *rawClient) {
 	b.ReportAllocs()
 	start := cpuTime(b)
 	defer func() { b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op") }()
 	b.RunParallel(func(pb *testing.PB) {
-		rc := newRawClient(b, addr, "/")
+		rc := connect()
 		for pb.Next() {
 			if st, err := rc.do(); err != nil || st != 200 {
 				b.Errorf("request: status %d, %v", st, err)

@@ -25,7 +25,7 @@ import (
 
 // mtlsSocket is a downstream TLS transport socket presenting a certificate for
 // proxy.example.com and asking clients for a certificate of ca (not requiring one).
-func mtlsSocket(t *testing.T, ca *tlstest.Cert) *corev3.TransportSocket {
+func mtlsSocket(t testing.TB, ca *tlstest.Cert) *corev3.TransportSocket {
 	t.Helper()
 	leaf := ca.Issue(t, tlstest.Options{CommonName: "proxy", DNSNames: []string{"proxy.example.com"}})
 	inline := func(b []byte) *corev3.DataSource {
