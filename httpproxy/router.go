@@ -862,8 +862,14 @@ func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, 
 	}
 	for i := range resp.Header {
 		f := &resp.Header[i]
-		name := s.arenaString(f.Name)
-		k := canonicalKey(name)
+		k, name := "", ""
+		if !s.respSpelled {
+			k = knownResponseKey(f.Name)
+		}
+		if k == "" {
+			name = s.arenaString(f.Name)
+			k = canonicalKey(name)
+		}
 		if skipResponseHeader(k) {
 			continue
 		}

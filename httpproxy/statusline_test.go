@@ -17,3 +17,23 @@ func TestStatusLineTable(t *testing.T) {
 		t.Errorf("status line of 200 = %q", got)
 	}
 }
+
+// TestKnownResponseKey checks the constant keys of frequent response names against
+// canonicalKey, in every case spelling tried, and that other names of the same lengths are
+// left to canonicalKey.
+func TestKnownResponseKey(t *testing.T) {
+	for _, name := range []string{
+		"date", "DATE", "Date", "server", "SERVER", "connection", "Connection", "set-cookie",
+		"SET-COOKIE", "content-type", "Content-TYPE", "cache-control", "last-modified",
+		"LAST-MODIFIED", "content-length", "transfer-encoding", "Transfer-Encoding",
+	} {
+		if got, want := knownResponseKey([]byte(name)), canonicalKey(name); got != want {
+			t.Errorf("knownResponseKey(%q) = %q; want %q", name, got, want)
+		}
+	}
+	for _, name := range []string{"", "x", "etag", "vary", "dates", "x-date", "connectiox", "set-cookie2", "content-typf", "last-modifiex", "cache-contro1", "content-lengt", "transfer-encodinx"} {
+		if got := knownResponseKey([]byte(name)); got != "" {
+			t.Errorf("knownResponseKey(%q) = %q; want \"\" (canonicalKey's)", name, got)
+		}
+	}
+}
