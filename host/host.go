@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"unsafe"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -107,13 +108,27 @@ type Host struct {
 	// maxActiveLines), made by TrackActiveRequests: the pools count a request only once a
 	// balancer reads the count (least request), on the line of the P that started it, and
 	// take it off that same line when it ends, so each line is the P's own requests in flight.
+	// active points at the first line and activeN, the number of lines (a power of two), set
+	// before active is published, maps a P to its line, so that a pick reaches a P's line from the Host in one step (a table
+	// header between them cost a pick over 10,000 hosts a second cache miss per candidate).
 	// The statistics /clusters prints per host are cluster.HostStats.
-	active atomic.Pointer[procpin.Lines]
+	active  atomic.Pointer[activeLine]
+	activeN atomic.Uint32
 }
 
 // maxActiveLines bounds a host's in-flight lines (1 KiB); on more Ps, GOMAXPROCS/maxActiveLines
 // of them share a line (4 on 64 cores).
 const maxActiveLines = 16
+
+type activeLine struct {
+	n atomic.Int64
+	_ [56]byte
+}
+
+// activeAt returns line i of the lines starting at first.
+func activeAt(first *activeLine, i uint64) *activeLine {
+	return (*activeLine)(unsafe.Add(unsafe.Pointer(first), uintptr(i)*unsafe.Sizeof(activeLine{})))
+}
 
 // New validates cfg and creates a healthy-or-flagged host.
 func New(cfg Config) (*Host, error) {
@@ -242,36 +257,58 @@ func (h *Host) HealthString() string { return h.HealthFlags().String() }
 // ActiveRequests returns the number of requests in flight to the host, once
 // TrackActiveRequests was called (0 before): the sum of every P's line.
 func (h *Host) ActiveRequests() int64 {
-	if l := h.active.Load(); l != nil {
-		return int64(l.Sum())
+	first := h.active.Load()
+	if first == nil {
+		return 0
 	}
-	return 0
+	var n int64
+	for i := range uint64(h.activeN.Load()) {
+		n += activeAt(first, i).n.Load()
+	}
+	return n
 }
 
 // ActiveRequestsOn returns the requests in flight to the host that P p started (p from
 // procpin.Pin): what a balancer running on p reads to weigh the host, without touching a line
 // another P writes.
 func (h *Host) ActiveRequestsOn(p int) int64 {
-	if l := h.active.Load(); l != nil {
-		return int64(l.Of(p).Load())
+	first := h.active.Load()
+	if first == nil {
+		return 0
 	}
-	return 0
+	return activeAt(first, h.activeIndex(p)).n.Load()
 }
 
 // TrackActiveRequests makes the pools count the host's requests in flight from now on. A
 // balancer that reads ActiveRequests calls it on its hosts when it is built, before any of its
 // picks can return them.
-func (h *Host) TrackActiveRequests() { procpin.LoadLines(&h.active, maxActiveLines) }
+func (h *Host) TrackActiveRequests() { h.activeLines() }
+
+// activeLines returns the first line, making the lines on the first call.
+func (h *Host) activeLines() *activeLine {
+	if first := h.active.Load(); first != nil {
+		return first
+	}
+	// The first caller fixes the number of lines, so that racing callers, even across a
+	// GOMAXPROCS change, publish a table of that size.
+	h.activeN.CompareAndSwap(0, uint32(min(procpin.Slots(), maxActiveLines)))
+	lines := make([]activeLine, h.activeN.Load())
+	h.active.CompareAndSwap(nil, &lines[0])
+	return h.active.Load()
+}
+
+// activeIndex maps P p to its line, once the lines exist.
+func (h *Host) activeIndex(p int) uint64 { return uint64(p) & uint64(h.activeN.Load()-1) }
 
 // ActiveRequestStarted counts a request in flight on the calling P's line and returns the token
 // to pass to ActiveRequestEnded, or 0 when the host's requests are not tracked.
 func (h *Host) ActiveRequestStarted() uint8 {
-	l := h.active.Load()
-	if l == nil {
+	first := h.active.Load()
+	if first == nil {
 		return 0
 	}
-	i := l.Index(procpin.Pin())
-	l.Line(i).Add(1)
+	i := h.activeIndex(procpin.Pin())
+	activeAt(first, i).n.Add(1)
 	procpin.Unpin()
 	return uint8(i + 1)
 }
@@ -280,15 +317,15 @@ func (h *Host) ActiveRequestStarted() uint8 {
 // on (whichever P it ends on); token 0 does nothing.
 func (h *Host) ActiveRequestEnded(token uint8) {
 	if token != 0 {
-		h.active.Load().Line(int(token) - 1).Add(^uint64(0))
+		activeAt(h.active.Load(), uint64(token-1)).n.Add(-1)
 	}
 }
 
 // AddActiveRequests adds delta to the calling P's line, tracking the host's requests from now
 // on (for tests that load a host by hand; the pools use ActiveRequestStarted).
 func (h *Host) AddActiveRequests(delta int64) {
-	l := procpin.LoadLines(&h.active, maxActiveLines)
-	l.Of(procpin.Pin()).Add(uint64(delta))
+	first := h.activeLines()
+	activeAt(first, h.activeIndex(procpin.Pin())).n.Add(delta)
 	procpin.Unpin()
 }
 
