@@ -22,7 +22,7 @@ var benchResponse = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Leng
 // the same local upstream.
 func BenchmarkHTTP1(b *testing.B) {
 	s := newRawServer(b, benchResponse, 0)
-	headers := []Field{{"User-Agent", "wrk"}, {"Accept", "*/*"}, {"X-Forwarded-Proto", "http"}, {"X-Request-Id", "0123456789abcdef"}}
+	headers := []Field{{Name: "User-Agent", Value: "wrk"}, {Name: "Accept", Value: "*/*"}, {Name: "X-Forwarded-Proto", Value: "http"}, {Name: "X-Request-Id", Value: "0123456789abcdef"}}
 	b.Run("pool", func(b *testing.B) {
 		cm, store := newClusterManager(b, staticCluster("", s.addr()))
 		m := newManager(b, cm, store, nil)

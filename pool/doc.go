@@ -2,7 +2,7 @@
 // the cluster a pool created on first use, with HTTP/1.1 keep-alive connections (a lean
 // codec of its own: one buffered write per request head, the response head parsed into a
 // reusable Response, bodies streamed from the connection's buffer), HTTP/2 connections
-// (prior knowledge or TLS with ALPN, through golang.org/x/net/http2) and raw TCP
+// (prior knowledge or TLS with ALPN, through Legate's internal/h2client) and raw TCP
 // connections for the TCP proxy. The pools apply the cluster's connect_timeout,
 // max_requests_per_connection, upstream_bind_config (source address and socket_options,
 // internal/sockopt), tcp_keepalive, circuit breakers and
@@ -32,8 +32,9 @@
 // when it is taken from the idle list, idle.go); an exchange whose Request.Downstream ends
 // first is abandoned by a context.AfterFunc callback that closes its socket. The only
 // goroutine the pools start reads an HTTP/1.1 response head while the request body is sent
-// (so that an early answer stops the upload); it ends before RoundTrip returns. x/net/http2
-// runs one read loop per HTTP/2 connection, ended by closing it; idle timeouts, connection
-// lifetimes and stream durations are timers.
+// (so that an early answer stops the upload); it ends before RoundTrip returns. h2client
+// runs one read loop per HTTP/2 connection, ended by closing it, and a body sender per HTTP/2
+// request with a body, stopped by Response.Close; idle timeouts, connection lifetimes and
+// stream durations are timers.
 // Registry.Run reconciles the pools with cluster snapshots until its context ends.
 package pool

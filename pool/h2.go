@@ -6,31 +6,27 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
-	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/http/httpguts"
-	"golang.org/x/net/http2"
-
 	"github.com/legateproxy/legate/breaker"
 	"github.com/legateproxy/legate/config"
-	"github.com/legateproxy/legate/internal/http1"
+	"github.com/legateproxy/legate/internal/h2client"
 )
 
 // h2conn is one HTTP/2 upstream connection (prior knowledge, or TLS with ALPN "h2"). Its
-// streams are multiplexed by golang.org/x/net/http2; the pool bounds them with the
+// streams are multiplexed by internal/h2client; the pool bounds them with the
 // max_requests circuit breaker. uc.rqActive counts its streams: taken under hp.mu when a
 // stream is reserved (getH2), so that a timer deciding under hp.mu that the connection is
 // idle cannot race a request about to use it.
 type h2conn struct {
 	uc *upConn
-	cc *http2.ClientConn
+	cc *h2client.Conn
 	// retired: no new streams (drain, health failure, max_requests_per_connection,
 	// max_connection_duration); the connection closes when its last stream ends.
 	retired atomic.Bool
@@ -40,29 +36,30 @@ type h2conn struct {
 	idle, lifetime *time.Timer
 }
 
-// newH2Transport returns the HTTP/2 client the pools of one cluster share, with the
-// cluster's http2_protocol_options. Each stream's receive window is at most the cluster's
-// per_connection_buffer_limit_bytes: x/net/http2 returns window as the body is read, so a
-// response the downstream does not read stops its upstream once that much waits here
-// (x/net's own default is 4 MiB a stream, Envoy's initial_stream_window_size 256 MiB).
-func newH2Transport(bufferLimit int, o config.UpstreamHTTP2Options) (*http2.Transport, error) {
+// newH2Config returns the HTTP/2 client settings of one cluster's connections, from its
+// http2_protocol_options. Each stream's receive window is at most the cluster's
+// per_connection_buffer_limit_bytes: window returns as the body is read, so a response the
+// downstream does not read stops its upstream once that much waits here (Envoy's
+// initial_stream_window_size defaults to 256 MiB).
+func newH2Config(bufferLimit int, head headLimits, o config.UpstreamHTTP2Options) h2client.Config {
 	window := bufferLimit
 	if w := int(o.InitialStreamWindowSize); w > 0 && w < window {
 		window = w
 	}
-	t1 := &http.Transport{HTTP2: &http.HTTP2Config{
-		MaxReceiveBufferPerStream:     window,
-		MaxReceiveBufferPerConnection: int(o.InitialConnectionWindowSize),
-		MaxDecoderHeaderTableSize:     int(o.HpackTableSize),
-		SendPingTimeout:               o.KeepaliveInterval,
-		PingTimeout:                   o.KeepaliveTimeout,
-	}}
-	t2, err := http2.ConfigureTransports(t1)
-	if err != nil {
-		return nil, err
+	cfg := h2client.Config{
+		StreamWindow:    int32(min(window, math.MaxInt32)),
+		ConnWindow:      int32(min(o.InitialConnectionWindowSize, math.MaxInt32)),
+		HeaderTableSize: o.HpackTableSize,
+		// checkH2Head applies max_response_headers_kb with its own message; the connection's
+		// bound only keeps a hostile head from growing without end.
+		MaxHeaderBytes: 2*head.bytes + 4<<10,
+		PingInterval:   o.KeepaliveInterval,
+		PingTimeout:    o.KeepaliveTimeout,
 	}
-	t2.AllowHTTP = true
-	return t2, nil
+	if cfg.PingInterval > 0 && cfg.PingTimeout <= 0 {
+		cfg.PingTimeout = 15 * time.Second // x/net's default, which Legate's earlier client had
+	}
+	return cfg
 }
 
 // startTimers arms the idle and lifetime timers of a new connection.
@@ -180,13 +177,12 @@ func (hp *hostPool) getH2(ctx context.Context, prio *breaker.Priority) (*h2conn,
 		var open *h2conn
 		keep := hp.h2[:0]
 		for _, c := range hp.h2 {
-			s := c.cc.State()
-			if s.Closed {
+			if c.cc.Closed() {
 				dead = append(dead, c)
 				continue
 			}
 			keep = append(keep, c)
-			if !s.Closing && !c.retired.Load() && open == nil {
+			if !c.cc.Closing() && !c.retired.Load() && open == nil {
 				open = c
 			}
 		}
@@ -196,7 +192,7 @@ func (hp *hostPool) getH2(ctx context.Context, prio *breaker.Priority) (*h2conn,
 		for _, c := range hp.h2 {
 			// max_concurrent_streams caps the streams Legate opens on a connection, whatever the
 			// upstream allows; rqActive only grows under hp.mu, so the check holds.
-			if !c.retired.Load() && c.uc.rqActive.Load() < hp.m.h2Streams && c.cc.ReserveNewRequest() {
+			if !c.retired.Load() && c.uc.rqActive.Load() < hp.m.h2Streams && c.cc.Reserve() {
 				got = c
 				got.uc.rqActive.Add(1)
 				break
@@ -233,8 +229,9 @@ func (hp *hostPool) getH2(ctx context.Context, prio *breaker.Priority) (*h2conn,
 }
 
 // dialH2 establishes a new HTTP/2 connection while the caller holds the hp.h2dial claim.
-// Without a max_connections unit it falls back to open, an existing connection whose
-// RoundTrip waits for a free stream.
+// Without a max_connections unit it falls back to open, an existing connection, which takes
+// one more stream than the upstream's max_concurrent_streams may allow (the upstream then
+// refuses it, and the exchange fails).
 func (hp *hostPool) dialH2(ctx context.Context, prio *breaker.Priority, open *h2conn) (*h2conn, error) {
 	st := hp.m.st
 	if prio.Connections.TryAcquire() != nil {
@@ -243,6 +240,7 @@ func (hp *hostPool) dialH2(ctx context.Context, prio *breaker.Priority, open *h2
 			hp.mu.Lock()
 			open.uc.rqActive.Add(1)
 			hp.mu.Unlock()
+			open.cc.Force()
 			return open, nil
 		}
 		return nil, hp.m.errCxOverflow
@@ -269,14 +267,14 @@ func (hp *hostPool) dialH2(ctx context.Context, prio *breaker.Priority, open *h2
 		st.UpstreamCxProtocolError.Inc()
 		return nil, protocolError("%s: ALPN negotiated %q; want h2", hp.host.Address(), p)
 	}
-	cc, err := hp.m.h2.NewClientConn(uc)
+	cc, err := h2client.New(uc, hp.m.h2)
 	if err != nil {
 		uc.shut(true)
 		return nil, fmt.Errorf("%w: %s: %w", ErrConnectFailure, hp.host.Address(), err)
 	}
 	st.UpstreamCxHTTP2Total.Inc()
 	c := &h2conn{uc: uc, cc: cc}
-	reserved := cc.ReserveNewRequest()
+	reserved := cc.Reserve()
 	hp.mu.Lock()
 	c.startTimers()
 	hp.h2 = append(hp.h2, c)
@@ -302,100 +300,39 @@ func (hp *hostPool) adoptH1(uc *upConn) {
 }
 
 // h2body is the body of an HTTP/2 response; it notes whether it was read to its end and
-// hands the trailers http2 collected to the Response at the end.
+// hands the trailers to the Response at the end. It lives in the Response (h2b), which the
+// caller reuses, so that an exchange allocates none.
 type h2body struct {
-	rc      io.ReadCloser
+	s       *h2client.Stream
 	c       *h2conn
-	trailer *http.Header // the http.Response's Trailer, filled by http2 before io.EOF
 	resp    *Response
 	reqBody *h2RequestBody // nil without a request body
-	done    atomic.Bool
+	done    bool
 	err     error
 }
 
 func (b *h2body) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
+	n, err := b.s.Read(p)
 	if err == io.EOF {
-		if !b.done.Load() && len(*b.trailer) > 0 {
-			for k, vs := range *b.trailer {
-				for _, v := range vs {
-					b.resp.addTrailer([]byte(k), []byte(v))
-				}
+		if !b.done {
+			if raw, lens := b.s.RawTrailer(); len(lens) > 0 {
+				b.resp.traw = append(b.resp.traw, raw...)
+				b.resp.lens = append(b.resp.lens, lens...)
+				b.resp.finishTrailer()
 			}
-			b.resp.finishTrailer()
 		}
-		b.done.Store(true)
+		b.done = true
 	} else if err != nil {
 		b.err = err
 	}
 	return n, err
 }
 
-// requestTrailer is the body of an HTTP/2 request with trailers: at the body's end it copies
-// the caller's trailer fields into the request http2 sends them from (http2 reads
-// http.Request.Trailer after the body has returned io.EOF, on the goroutine reading it).
-// Strings are copied for the reason httpRequest gives.
-type requestTrailer struct {
-	r      *h2RequestBody
-	src    http.Header
-	dst    http.Header
-	copied bool
-}
-
-func (t *requestTrailer) Read(p []byte) (int, error) {
-	n, err := t.r.Read(p)
-	if err == io.EOF && !t.copied {
-		t.copied = true
-		for k, vs := range t.src {
-			if len(vs) == 0 || !sendableTrailer(k) {
-				continue
-			}
-			k = http.CanonicalHeaderKey(strings.Clone(k))
-			t.dst[k] = t.dst[k][:0]
-			for _, v := range vs {
-				t.dst[k] = append(t.dst[k], strings.Clone(v))
-			}
-		}
-	}
-	return n, err
-}
-
-// sendableTrailer reports whether a field may be sent as a trailer (RFC 9110 §6.5.1: not
-// framing, routing, authentication or connection fields).
-func sendableTrailer(k string) bool {
-	return httpguts.ValidTrailerHeader(k) && !isHopByHop(k)
-}
-
-// declareTrailers announces in hr.Trailer (keys with no values yet) the trailer fields
-// known before the body is sent: the keys of trailer and those a "trailer" header lists.
-// http2 sends them in the request's "trailer" header; an HTTP/2 server passes a handler
-// only the trailers declared there.
-func declareTrailers(hr *http.Request, trailer http.Header, header []Field) {
-	for k := range trailer {
-		if sendableTrailer(k) {
-			hr.Trailer[http.CanonicalHeaderKey(strings.Clone(k))] = nil
-		}
-	}
-	for _, f := range header {
-		if !http1.EqualFold(f.Name, "trailer") {
-			continue
-		}
-		for k := range strings.SplitSeq(f.Value, ",") {
-			if k = strings.TrimSpace(k); k != "" && sendableTrailer(k) {
-				hr.Trailer[http.CanonicalHeaderKey(strings.Clone(k))] = nil
-			}
-		}
-	}
-}
-
-func (t *requestTrailer) Close() error { return t.r.Close() }
-
-// h2RequestBody is what http2 reads a request body through. http2 reads it on a goroutine of
-// its own, which may still wait in a read (a client that paused its upload) when the
-// exchange is over: the upstream answered early, or the stream was reset. Close (http2 is
-// done with the body) and end (the exchange is over) interrupt such a read
-// (Request.InterruptBody); end also waits for it and refuses later reads, so that once the
-// exchange ends the caller alone reads the body again.
+// h2RequestBody is what the connection's body sender reads a request body through. The
+// sender is a goroutine of its own, which may still wait in a read (a client that paused its
+// upload) when the exchange is over: the upstream answered early, or the stream was reset.
+// end interrupts such a read (Request.InterruptBody), waits for it, and refuses later reads,
+// so that once the exchange ends the caller alone reads the body again.
 type h2RequestBody struct {
 	mu          sync.Mutex // held through each read; guards ended
 	body        requestBody
@@ -405,7 +342,7 @@ type h2RequestBody struct {
 	interrupted atomic.Bool
 }
 
-// errBodyEnded is what http2 reads from a request body once its exchange is over.
+// errBodyEnded is what the sender reads from a request body once its exchange is over.
 var errBodyEnded = errors.New("request body read after its exchange ended")
 
 func (b *h2RequestBody) Read(p []byte) (int, error) {
@@ -421,110 +358,157 @@ func (b *h2RequestBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Close is called by http2 when it no longer needs the body, maybe while a read waits.
-func (b *h2RequestBody) Close() error {
-	b.stopRead()
-	return nil
-}
-
-func (b *h2RequestBody) stopRead() {
-	if !b.eof.Load() && b.interrupt != nil && b.interrupted.CompareAndSwap(false, true) {
-		b.interrupt()
-	}
-}
-
-// end ends the body's use by http2: a read waiting for the client is interrupted and waited
-// for. b may be nil (no request body).
+// end ends the body's use by the sender: a read waiting for the client is interrupted and
+// waited for. b may be nil (no request body).
 func (b *h2RequestBody) end() {
 	if b == nil {
 		return
 	}
-	b.stopRead()
+	if !b.eof.Load() && b.interrupt != nil && b.interrupted.CompareAndSwap(false, true) {
+		b.interrupt()
+	}
 	b.mu.Lock()
 	b.ended = true
 	b.mu.Unlock()
 }
 
-// roundTripH2 runs one exchange on an HTTP/2 connection.
+// untouched reports whether nothing of the body was read: an exchange the upstream did not
+// process can then be sent again. b may be nil.
+func (b *h2RequestBody) untouched() bool {
+	if b == nil {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.body.read == 0
+}
+
+// maxUnprocessedRetries bounds how often an exchange the upstream did not process (GOAWAY,
+// REFUSED_STREAM) is sent again on another connection.
+const maxUnprocessedRetries = 2
+
+// roundTripH2 runs one exchange on an HTTP/2 connection. One the upstream did not process
+// is sent again on another connection when nothing of its body was read.
 func (ex *exchange) roundTripH2(ctx context.Context, req *Request, resp *Response) error {
+	for attempt := 0; ; attempt++ {
+		retry, err := ex.tryH2(ctx, req, resp)
+		if !retry || attempt == maxUnprocessedRetries {
+			return err
+		}
+	}
+}
+
+// tryH2 is one attempt of roundTripH2; retry reports an exchange the upstream did not
+// process and that may be sent again.
+func (ex *exchange) tryH2(ctx context.Context, req *Request, resp *Response) (retry bool, err error) {
 	hp := ex.hp
 	c, err := hp.getH2(ctx, ex.prio)
 	if err != nil {
-		return err
+		return false, err
 	}
 	n := c.uc.requests.Add(1)
 	if mr := hp.m.maxRequests; mr > 0 && n >= mr {
 		c.retired.Store(true) // closed when its last stream ends
 		hp.m.st.UpstreamCxMaxRequests.Inc()
 	}
-	hr, reqBody, err := httpRequest(ctx, req, hp.host.Address(), c.uc.Conn)
+	hr, reqBody, err := ex.h2Request(req, c.uc.Conn, &resp.h2req)
 	if err != nil {
+		c.cc.Unreserve()
 		c.endStream()
-		return err
+		return false, err
 	}
-	if hp.m.streamDuration > 0 {
-		cancel := make(chan struct{})
-		hr.Cancel = cancel //nolint:staticcheck // x/net/http2 resets the stream when it closes, with no context to derive (see cancelWith)
-		ex.clock = hp.m.startClock(func() { close(cancel) })
+	s, err := c.cc.Open(ctx, hr)
+	if err == nil {
+		if hp.m.streamDuration > 0 {
+			ex.clock = hp.m.startClock(s.Cancel)
+		}
+		err = s.AwaitHead()
 	}
-	res, err := c.cc.RoundTrip(hr)
 	if err != nil {
+		if s != nil {
+			s.Close()
+		}
 		reqBody.end()
 		c.endStream()
-		if ex.clock.stop() {
-			hp.m.st.UpstreamRqTxReset.Inc()
-			return expired(hp.host.Address())
-		}
-		if errors.Is(err, ErrRequestBody) {
-			return err // http2 reset the stream; the client's doing, not the host's
-		}
-		if err := ctx.Err(); err != nil {
-			if err == context.Canceled { //nolint:errorlint // the context's own error
-				hp.m.st.UpstreamRqTxReset.Inc() // the downstream went away: http2 reset the stream
-			}
-			return fmt.Errorf("upstream request to %s: %w", hp.host.Address(), err)
-		}
-		hp.m.st.UpstreamRqRxReset.Inc()
-		return fmt.Errorf("%w: %s: %w", ErrReset, hp.host.Address(), err)
+		return ex.h2Failed(ctx, err, reqBody)
 	}
-	if err := checkH2Head(res.Header, hp.host.Address(), hp.m.head); err != nil {
-		res.Body.Close() // resets the stream
+	raw, lens := s.RawHead()
+	if err := checkH2Head(raw, lens, hp.host.Address(), hp.m.head); err != nil {
+		s.Close() // resets the stream
 		ex.clock.stop()
 		reqBody.end()
 		hp.m.st.UpstreamRqTxReset.Inc()
 		c.endStream()
-		return err
+		return false, err
 	}
 	resp.reset()
-	resp.StatusCode = res.StatusCode
+	resp.StatusCode = s.Status()
 	resp.HTTP2 = true
 	resp.ProtoMinor = 0
-	resp.ContentLength = res.ContentLength
-	for k, vs := range res.Header {
-		for _, v := range vs {
-			resp.raw = append(resp.raw, k...)
-			lower(resp.raw[len(resp.raw)-len(k):])
-			resp.raw = append(resp.raw, v...)
-			resp.lens = append(resp.lens, [2]int32{int32(len(k)), int32(len(v))})
-		}
-	}
+	resp.ContentLength = s.ContentLength()
+	resp.raw = append(resp.raw, raw...)
+	resp.lens = append(resp.lens, lens...)
 	resp.finishHeader()
-	b := &h2body{rc: res.Body, c: c, trailer: &res.Trailer, resp: resp, reqBody: reqBody}
-	resp.Body = b
-	ex.h2 = b
-	return nil
+	resp.h2b = h2body{s: s, c: c, resp: resp, reqBody: reqBody}
+	resp.Body = &resp.h2b
+	ex.h2 = &resp.h2b
+	return false, nil
+}
+
+// h2Failed maps the error of an exchange that got no response head, and reports whether it
+// may be sent again.
+func (ex *exchange) h2Failed(ctx context.Context, err error, reqBody *h2RequestBody) (bool, error) {
+	hp := ex.hp
+	addr := hp.host.Address()
+	if ex.clock.stop() {
+		hp.m.st.UpstreamRqTxReset.Inc()
+		return false, expired(addr)
+	}
+	if errors.Is(err, ErrRequestBody) {
+		return false, err // the stream was reset for the client's body, not the host's doing
+	}
+	if err := ctx.Err(); err != nil {
+		if err == context.Canceled { //nolint:errorlint // the context's own error
+			hp.m.st.UpstreamRqTxReset.Inc() // the downstream went away: the stream was reset
+		}
+		return false, fmt.Errorf("upstream request to %s: %w", addr, err)
+	}
+	if errors.Is(err, h2client.ErrUnprocessed) && reqBody.untouched() {
+		return true, fmt.Errorf("%w: %s: %w", ErrReset, addr, err)
+	}
+	hp.m.st.UpstreamRqRxReset.Inc()
+	return false, fmt.Errorf("%w: %s: %w", ErrReset, addr, err)
+}
+
+// h2Request fills hr (the Response's, reused) for req. A body gets an h2RequestBody of its
+// own: the sender of an earlier exchange may still hold the last one.
+func (ex *exchange) h2Request(req *Request, conn net.Conn, hr *h2client.Request) (*h2client.Request, *h2RequestBody, error) {
+	path := req.Path
+	if path == "" {
+		path = "/"
+	}
+	if !strings.HasPrefix(path, "/") && path != "*" {
+		return nil, nil, fmt.Errorf("request path %q: must start with \"/\"", path)
+	}
+	*hr = h2client.Request{Method: req.Method, Scheme: "http", Authority: req.Host, Path: path, Header: req.Header}
+	if hr.Authority == "" {
+		hr.Authority = ex.hp.host.Address()
+	}
+	if negotiatedTLS(conn) {
+		hr.Scheme = "https"
+	}
+	if req.Body == nil || req.ContentLength == 0 {
+		return hr, nil, nil
+	}
+	body := &h2RequestBody{body: requestBody{r: req.Body, length: req.ContentLength}, interrupt: req.InterruptBody}
+	hr.Body, hr.ContentLength, hr.Trailer = body, req.ContentLength, req.Trailer
+	return hr, body, nil
 }
 
 // checkH2Head applies to an HTTP/2 response head the limits HTTP/1 responses have
 // (max_headers_count fields, max_response_headers_kb of names and values).
-func checkH2Head(h http.Header, addr string, lim headLimits) error {
-	n, size := 0, len(":status")+3
-	for k, vs := range h {
-		n += len(vs)
-		for _, v := range vs {
-			size += len(k) + len(v)
-		}
-	}
+func checkH2Head(raw []byte, lens [][2]int32, addr string, lim headLimits) error {
+	n, size := len(lens), len(":status")+3+len(raw)
 	switch {
 	case n > lim.fields:
 		return protocolError("%s: HTTP/2 response with %d header fields; more than %d (max_headers_count)", addr, n, lim.fields)
@@ -542,90 +526,6 @@ func lower(b []byte) {
 	}
 }
 
-// httpRequest converts req for golang.org/x/net/http2.
-//
-// Every string handed to http2 is copied first, into one allocation: the caller may reuse the
-// memory behind req's strings once RoundTrip returns (the connection manager slices them from
-// per-stream buffers), while http2's HPACK encoder keeps header names and values in its
-// dynamic table for the connection's lifetime. A reused value corrupts the table (seen as
-// "hpack: id (10) <= evictCount" panics under h2load, and wrong headers on later requests).
-func httpRequest(ctx context.Context, req *Request, authority string, conn net.Conn) (*http.Request, *h2RequestBody, error) {
-	scheme := "http"
-	if negotiatedTLS(conn) {
-		scheme = "https"
-	}
-	path := req.Path
-	if path == "" {
-		path = "/"
-	}
-	host := req.Host
-	if host == "" {
-		host = authority
-	}
-	if !strings.HasPrefix(path, "/") && path != "*" {
-		return nil, nil, fmt.Errorf("request path %q: must start with \"/\"", path)
-	}
-	n := len(path) + len(host)
-	for _, f := range req.Header {
-		n += len(f.Name) + len(f.Value)
-	}
-	var cp strings.Builder
-	cp.Grow(n)
-	path, host = copyString(&cp, path), copyString(&cp, host)
-	hr := &http.Request{
-		Method:        req.Method,
-		URL:           &url.URL{Scheme: scheme, Host: host, Opaque: path},
-		Proto:         "HTTP/2.0",
-		ProtoMajor:    2,
-		Host:          host,
-		Header:        make(http.Header, len(req.Header)+1),
-		ContentLength: max(req.ContentLength, 0),
-	}
-	var body *h2RequestBody
-	if req.Body != nil {
-		body = &h2RequestBody{body: requestBody{r: req.Body, length: req.ContentLength}, interrupt: req.InterruptBody}
-		hr.Body = body
-		if req.Trailer != nil {
-			hr.Trailer = make(http.Header, len(req.Trailer))
-			declareTrailers(hr, req.Trailer, req.Header)
-			hr.Body = &requestTrailer{r: body, src: req.Trailer, dst: hr.Trailer}
-		}
-		if req.ContentLength < 0 {
-			hr.ContentLength = -1
-		}
-	}
-	for _, f := range req.Header {
-		if isFramingHeader(f.Name) || isHopByHop(f.Name) || (hr.Trailer != nil && http1.EqualFold(f.Name, "trailer")) {
-			continue // http2 announces the trailers it sends itself
-		}
-		k := http.CanonicalHeaderKey(copyString(&cp, f.Name))
-		hr.Header[k] = append(hr.Header[k], copyString(&cp, f.Value))
-	}
-	if _, ok := hr.Header["User-Agent"]; !ok {
-		hr.Header["User-Agent"] = nil // Envoy adds none; x/net/http2 would add Go's
-	}
-	return hr.WithContext(ctx), body, nil
-}
-
-// copyString appends s to b and returns the copy. b was grown to hold every string copied
-// into it, so it never reallocates and the bytes behind each returned string, once written,
-// are never written again.
-func copyString(b *strings.Builder, s string) string {
-	b.WriteString(s)
-	all := b.String()
-	return all[len(all)-len(s):]
-}
-
-// isHopByHop reports the connection-specific headers HTTP/2 forbids.
-func isHopByHop(name string) bool {
-	for _, h := range [...]string{"connection", "keep-alive", "proxy-connection", "upgrade"} {
-		if http1.EqualFold(name, h) {
-			return true
-		}
-	}
-	return false
-}
-
 func negotiatedTLS(conn net.Conn) bool {
 	_, ok := conn.(*tls.Conn)
 	return ok
@@ -635,8 +535,8 @@ func negotiatedTLS(conn net.Conn) bool {
 func (ex exchange) finishH2() error {
 	b, hp := ex.h2, ex.hp
 	cut := ex.clock.stop() // max_stream_duration reset the stream
-	complete := b.done.Load()
-	b.rc.Close() // resets the stream when the body was not read to its end
+	complete := b.done
+	b.s.Close() // resets the stream when the body was not read to its end
 	b.reqBody.end()
 	o := outcomeComplete
 	switch {

@@ -165,7 +165,7 @@ func TestWriteRequest(t *testing.T) {
 	}{
 		{
 			name: "GET",
-			req:  Request{Method: "GET", Path: "/a?b", Host: "h", Header: []Field{{"X", "1"}, {"content-length", "9"}, {"Host", "other"}}},
+			req:  Request{Method: "GET", Path: "/a?b", Host: "h", Header: []Field{{Name: "X", Value: "1"}, {Name: "content-length", Value: "9"}, {Name: "Host", Value: "other"}}},
 			want: "GET /a?b HTTP/1.1\r\nhost: h\r\nx: 1\r\n\r\n",
 		},
 		{
@@ -198,19 +198,19 @@ func TestWriteRequest(t *testing.T) {
 		},
 		{
 			name: "proper_case_words",
-			req:  Request{Method: "PUT", Path: "/", Host: "h", Header: []Field{{"X-Foo_bar", "1"}, {"x-9abc.def", "2"}}, Body: strings.NewReader("hello"), ContentLength: 5},
+			req:  Request{Method: "PUT", Path: "/", Host: "h", Header: []Field{{Name: "X-Foo_bar", Value: "1"}, {Name: "x-9abc.def", Value: "2"}}, Body: strings.NewReader("hello"), ContentLength: 5},
 			opts: proper,
 			want: "PUT / HTTP/1.1\r\nHost: h\r\nX-Foo_Bar: 1\r\nX-9abc.Def: 2\r\nContent-Length: 5\r\n\r\nhello",
 		},
 		{
 			name: "preserve_case on the cluster only: no recorded spelling, lower case",
-			req:  Request{Method: "GET", Path: "/", Host: "h", Header: []Field{{"X-Foo", "1"}}},
+			req:  Request{Method: "GET", Path: "/", Host: "h", Header: []Field{{Name: "X-Foo", Value: "1"}}},
 			opts: preserve,
 			want: "GET / HTTP/1.1\r\nhost: h\r\nx-foo: 1\r\n\r\n",
 		},
 		{
 			name: "names spelled downstream win over the cluster's format",
-			req: Request{Method: "POST", Path: "/", Host: "h", Header: []Field{{"x-FOO", "1"}}, Spelled: true, HostName: "HoSt",
+			req: Request{Method: "POST", Path: "/", Host: "h", Header: []Field{{Name: "x-FOO", Value: "1"}}, Spelled: true, HostName: "HoSt",
 				OthersCase: config.HeaderCaseProper},
 			opts: proper,
 			want: "POST / HTTP/1.1\r\nHoSt: h\r\nx-FOO: 1\r\nContent-Length: 0\r\n\r\n",
@@ -219,7 +219,7 @@ func TestWriteRequest(t *testing.T) {
 			// An empty value ends its line too: it joined the next field's line, or left the
 			// head without its end (found by httpproxy's FuzzH2RequestHeaders).
 			name: "empty values",
-			req:  Request{Method: "GET", Path: "/", Host: "h", Header: []Field{{"x-a", ""}, {"x-b", "1"}, {"x-c", ""}}},
+			req:  Request{Method: "GET", Path: "/", Host: "h", Header: []Field{{Name: "x-a", Value: ""}, {Name: "x-b", Value: "1"}, {Name: "x-c", Value: ""}}},
 			want: "GET / HTTP/1.1\r\nhost: h\r\nx-a: \r\nx-b: 1\r\nx-c: \r\n\r\n",
 		},
 		{

@@ -8,15 +8,16 @@ import (
 	"time"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/h2client"
 	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/sockopt"
 )
 
-// Field is one request header line. Names are written as given; the codec itself decides
-// Content-Length and Transfer-Encoding, so fields with those names are skipped.
-type Field struct {
-	Name, Value string
-}
+// Field is one request header line. Names are written as given (HTTP/2 in lower case); the
+// codec itself decides Content-Length and Transfer-Encoding, so fields with those names are
+// skipped. It is the HTTP/2 client's own type, so that a request's fields go to it as they
+// are.
+type Field = h2client.Field
 
 // RawField is one response header line. Name and Value point into the Response's own buffer
 // and stay valid until the Response is reused.
@@ -86,7 +87,7 @@ type Request struct {
 	// InterruptBody, when set, ends a Body.Read that waits for the client. The pool calls it,
 	// from another goroutine, when an HTTP/1.1 upstream answers before the body was sent
 	// whole (so that the answer is not held until the client sends more), and when an HTTP/2
-	// exchange ends with the body unfinished (so that x/net/http2's read of it ends before
+	// exchange ends with the body unfinished (so that the HTTP/2 body sender's read of it ends before
 	// Response.Close returns). Body is not read after that. It may also come just after the
 	// body's last read.
 	InterruptBody func()
@@ -153,6 +154,9 @@ type Response struct {
 	traw []byte     // trailer storage, laid out as raw
 	lens [][2]int32 // name and value lengths of the fields being parsed
 	ex   exchange
+	// An HTTP/2 exchange's request and body, kept here so that they allocate nothing.
+	h2req h2client.Request
+	h2b   h2body
 }
 
 // Get returns the first value of the header named name (ASCII case-insensitive), or nil.

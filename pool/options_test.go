@@ -24,7 +24,7 @@ import (
 )
 
 // h2cServer starts a counted upstream speaking HTTP/2 with prior knowledge.
-func h2cServer(t *testing.T, h http.Handler) (addr string, cc *connCounter) {
+func h2cServer(t testing.TB, h http.Handler) (addr string, cc *connCounter) {
 	t.Helper()
 	srv, cc := newCountedServer(t, h)
 	srv.Config.Protocols = new(http.Protocols)

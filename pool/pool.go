@@ -12,13 +12,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/net/http2"
-
 	"github.com/legateproxy/legate/breaker"
 	"github.com/legateproxy/legate/cluster"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/h2client"
 	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/sockopt"
 	"github.com/legateproxy/legate/stats"
@@ -123,7 +122,7 @@ type Manager struct {
 	// wrappers are the proxy_protocol and internal_upstream settings of the cluster's
 	// transport sockets, indexed as host.SocketMatch.
 	wrappers []tlsutil.Wrappers
-	h2       *http2.Transport
+	h2       h2client.Config
 	now      func() time.Time
 
 	errRqOverflow, errPendingOverflow, errCxOverflow error
@@ -180,14 +179,11 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if m.head.bytes == 0 {
 		m.head.bytes = config.DefaultMaxResponseHeadersKB << 10
 	}
-	var err error
 	m.h2Streams = math.MaxInt32 // Envoy's default max_concurrent_streams
 	if n := cc.HTTP2Options.MaxConcurrentStreams; n > 0 && n < math.MaxInt32 {
 		m.h2Streams = int32(n)
 	}
-	if m.h2, err = newH2Transport(m.bufferLimit, cc.HTTP2Options); err != nil {
-		return nil, fmt.Errorf("cluster %q: %w", cc.Name, err)
-	}
+	m.h2 = newH2Config(m.bufferLimit, m.head, cc.HTTP2Options)
 	if m.connectTimeout <= 0 {
 		m.connectTimeout = config.DefaultConnectTimeout
 	}

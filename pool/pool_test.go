@@ -305,7 +305,7 @@ func TestHTTP2(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					var resp Response
-					req := Request{Method: "GET", Path: "/", Header: []Field{{"x-test", fmt.Sprint(i)}}}
+					req := Request{Method: "GET", Path: "/", Header: []Field{{Name: "x-test", Value: fmt.Sprint(i)}}}
 					if err := m.RoundTrip(context.Background(), h, &req, &resp); err != nil {
 						errs <- err
 						return

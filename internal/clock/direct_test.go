@@ -50,6 +50,7 @@ var allowedDirect = map[string]struct {
 	"httpproxy/timeout.go":                    {6, "request path (4); mono (2)"},
 	"httpproxy/upgrade.go":                    {4, requestPath},
 	"internal/clock/clock.go":                 {3, "Real is the system clock"},
+	"internal/h2client/conn.go":               {1, "request path: the keepalive PING timer, re-armed with Reset"},
 	"listener/filters/connlimit/connlimit.go": {1, "a socket deadline: the runtime poller compares it with the system clock"},
 	"listener/filters.go":                     {1, "a socket deadline: the runtime poller compares it with the system clock"},
 	"listener/listener.go":                    {3, "a socket deadline (1); waits on the kernel (2): the accept socket's stop grace, the accept-error backoff"},
