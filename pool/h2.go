@@ -420,7 +420,7 @@ func (ex *exchange) tryH2(ctx context.Context, req *Request, resp *Response) (re
 	s, err := c.cc.Open(ctx, hr)
 	if err == nil {
 		if hp.m.streamDuration > 0 {
-			ex.clock = hp.m.startClock(s.Cancel)
+			ex.clock = hp.m.startClock(s.CancelFunc())
 		}
 		err = s.AwaitHead()
 	}

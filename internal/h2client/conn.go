@@ -107,6 +107,10 @@ type Conn struct {
 	// Read loop only: the header block being decoded.
 	dec *hpack.Decoder
 	blk headerBlock
+	// cur is the stream the read loop last looked up, which it may use outside mu until its
+	// next look-up: a stream released meanwhile goes back to the stream pool only then
+	// (Stream.recycle). Guarded by mu.
+	cur *Stream
 
 	// Keepalive (PingInterval).
 	sawFrame atomic.Bool
@@ -235,6 +239,9 @@ func (c *Conn) fail(err error) {
 	c.closed, c.err = true, err
 	streams := c.streams
 	c.streams = map[uint32]*Stream{}
+	for _, s := range streams {
+		s.failLocked(err)
+	}
 	c.sendCond.Broadcast()
 	c.mu.Unlock()
 	if c.ping != nil {
@@ -242,7 +249,7 @@ func (c *Conn) fail(err error) {
 	}
 	c.nc.Close()
 	for _, s := range streams {
-		s.fail(err)
+		s.signal() // a stream reused since only wakes its new reader for nothing
 	}
 }
 

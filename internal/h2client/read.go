@@ -26,6 +26,7 @@ type headerBlock struct {
 // readLoop reads frames until the connection fails.
 func (c *Conn) readLoop() {
 	defer close(c.done)
+	defer c.setCur(nil)
 	for {
 		f, err := c.fr.ReadFrame()
 		if err != nil {
@@ -97,7 +98,27 @@ func (c *Conn) stream(id uint32) (*Stream, error) {
 	if id%2 == 0 || id >= c.nextID {
 		return nil, connError(http2.ErrCodeProtocol, "frame on stream %d, which Legate did not open", id)
 	}
-	return c.streams[id], nil
+	s := c.streams[id]
+	c.setCurLocked(s)
+	return s, nil
+}
+
+// setCur makes s the stream the read loop uses (see Conn.cur).
+func (c *Conn) setCur(s *Stream) {
+	c.mu.Lock()
+	c.setCurLocked(s)
+	c.mu.Unlock()
+}
+
+// setCurLocked is setCur with mu held; the stream the read loop leaves goes back to the pool
+// when it was released while in use.
+func (c *Conn) setCurLocked(s *Stream) {
+	prev := c.cur
+	c.cur = s
+	if prev != nil && prev != s && prev.deferred {
+		prev.deferred = false
+		streamPool.Put(prev)
+	}
 }
 
 // streamError resets a stream for a protocol error of the peer's.
@@ -469,11 +490,14 @@ func (c *Conn) onGoAway(last uint32) {
 	for id, s := range c.streams {
 		if id > last {
 			lost = append(lost, s)
+			delete(c.streams, id)
+			s.failLocked(fmt.Errorf("%w: GOAWAY with last stream %d", ErrUnprocessed, last))
 		}
 	}
+	c.sendCond.Broadcast()
 	c.closeIfDoneLocked()
 	c.mu.Unlock()
 	for _, s := range lost {
-		s.fail(fmt.Errorf("%w: GOAWAY with last stream %d", ErrUnprocessed, last))
+		s.signal() // a stream reused since only wakes its new reader for nothing
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/net/http2"
 )
@@ -27,12 +28,20 @@ type Request struct {
 
 // Stream is one request's stream. Its response is read by one goroutine: AwaitHead, then
 // Read until io.EOF, then RawTrailer; Close ends it.
+//
+// Streams are pooled: one goes back to the pool when its reader has closed it and its body
+// sender has ended (refs), and its connection's read loop no longer uses it (Conn.cur).
 type Stream struct {
 	c    *Conn
 	id   uint32
 	ctx  context.Context
 	head bool // a HEAD request: the response has no body, whatever its content-length
 	wake chan struct{}
+	// refs counts the reader (until Close) and the body sender; gen counts the stream's
+	// uses, so that a CancelFunc of an earlier use does nothing. Both change under mu.
+	refs     atomic.Int32
+	gen      uint64
+	deferred bool // released while the read loop used it; guarded by c.mu
 
 	// The request body's sender (its own goroutine), when there is a body.
 	body    io.Reader
@@ -65,7 +74,7 @@ type Stream struct {
 // Open starts a stream: it writes the request head (with END_STREAM when there is no body)
 // and starts the body's sender. It uses a slot Reserve took. ctx ends the stream when done.
 func (c *Conn) Open(ctx context.Context, r *Request) (*Stream, error) {
-	s := &Stream{c: c, ctx: ctx, head: r.Method == "HEAD", wake: make(chan struct{}, 1), cl: -1, recvWin: int64(c.cfg.StreamWindow)}
+	s := newStream(c, ctx, r.Method == "HEAD")
 	hasBody := r.Body != nil && r.ContentLength != 0
 	c.startWrite()
 	c.mu.Lock()
@@ -78,6 +87,7 @@ func (c *Conn) Open(ctx context.Context, r *Request) (*Stream, error) {
 		c.closeIfDoneLocked()
 		c.mu.Unlock()
 		c.endWrite()
+		s.release()
 		return nil, err
 	}
 	s.id = c.nextID
@@ -89,13 +99,86 @@ func (c *Conn) Open(ctx context.Context, r *Request) (*Stream, error) {
 	c.hbuf = appendRequestHead(c.hbuf[:0], r)
 	c.writeBlock(s.id, c.hbuf, !hasBody)
 	if err := c.endWrite(); err != nil {
+		s.Close()
 		return nil, err
 	}
 	if hasBody {
 		s.body, s.trailer = r.Body, r.Trailer
+		s.refs.Add(1)
 		go s.sendBody()
 	}
 	return s, nil
+}
+
+// streamPool holds released streams with their buffers.
+var streamPool = sync.Pool{New: func() any { return &Stream{wake: make(chan struct{}, 1)} }}
+
+// maxKeptBody is the largest body buffer a pooled stream keeps.
+const maxKeptBody = 64 << 10
+
+// newStream takes a stream from the pool and sets it up for a new use. Only a CancelFunc of
+// an earlier use may touch it meanwhile, under mu, and finds gen changed.
+func newStream(c *Conn, ctx context.Context, head bool) *Stream {
+	s := streamPool.Get().(*Stream)
+	select {
+	case <-s.wake: // a stale signal from the last use
+	default:
+	}
+	s.c, s.id, s.ctx, s.head, s.deferred = c, 0, ctx, head, false
+	s.body, s.trailer, s.stopped = nil, nil, false
+	s.sendWin, s.sent, s.closedBy = 0, false, false
+	s.mu.Lock()
+	s.headDone, s.ended, s.err, s.status, s.cl, s.got = false, false, nil, 0, -1, 0
+	s.hdr, s.lens, s.traw, s.tlens = s.hdr[:0], s.lens[:0], s.traw[:0], s.tlens[:0]
+	if cap(s.data) > maxKeptBody {
+		s.data = nil
+	}
+	s.data, s.off = s.data[:0], 0
+	s.recvWin, s.unacked = int64(c.cfg.StreamWindow), 0
+	s.refs.Store(1)
+	s.mu.Unlock()
+	return s
+}
+
+// release drops one reference; the last returns the stream to the pool, or leaves that to
+// the read loop while it uses the stream.
+func (s *Stream) release() {
+	s.mu.Lock()
+	last := s.refs.Add(-1) == 0
+	if last {
+		s.gen++
+	}
+	s.mu.Unlock()
+	if !last {
+		return
+	}
+	c := s.c
+	c.mu.Lock()
+	if c.cur == s {
+		s.deferred = true
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	streamPool.Put(s)
+}
+
+// CancelFunc returns a function that cancels this use of the stream (Cancel), from any
+// goroutine; after Close it does nothing.
+func (s *Stream) CancelFunc() func() {
+	gen := s.gen
+	return func() {
+		s.mu.Lock()
+		ok := s.gen == gen && s.refs.Load() > 0
+		if ok {
+			s.refs.Add(1)
+		}
+		s.mu.Unlock()
+		if ok {
+			s.Cancel()
+			s.release()
+		}
+	}
 }
 
 // ID returns the stream's id.
@@ -215,6 +298,7 @@ func (s *Stream) Cancel() { s.reset(http2.ErrCodeCancel, ErrCanceled) }
 // Close ends the stream: one whose response or request is not complete is reset. The
 // request body is not read after Close returns.
 func (s *Stream) Close() {
+	defer s.release()
 	s.bodyMu.Lock()
 	s.stopped = true
 	s.bodyMu.Unlock()
@@ -258,16 +342,12 @@ func (s *Stream) leave() bool {
 	return !c.closed
 }
 
-// fail ends the stream's response with err, unless it ended already.
+// fail ends the stream's response with err, unless it ended already, and takes it out of
+// the stream table.
 func (s *Stream) fail(err error) {
-	s.mu.Lock()
-	if s.err == nil {
-		s.err = err
-	}
-	s.mu.Unlock()
 	c := s.c
 	c.mu.Lock()
-	s.closedBy = true
+	s.failLocked(err)
 	if c.streams[s.id] == s {
 		delete(c.streams, s.id)
 		c.closeIfDoneLocked()
@@ -277,9 +357,20 @@ func (s *Stream) fail(err error) {
 	s.signal()
 }
 
+// failLocked sets the stream's error; c.mu is held. The caller wakes the reader.
+func (s *Stream) failLocked(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.mu.Unlock()
+	s.closedBy = true
+}
+
 // sendBody sends the request body, then its trailers or END_STREAM. A body that fails to
 // read resets the stream, and the reader gets the body's error.
 func (s *Stream) sendBody() {
+	defer s.release()
 	buf := make([]byte, 16<<10)
 	for {
 		if s.isStopped() {
