@@ -560,13 +560,12 @@ func (s *stream) prepareRequest() {
 		s.setReqHeader(hdrXFProto, s.req.Scheme)
 	}
 	s.edge = cfg.UseRemoteAddress && !internal
-	if cfg.GenerateRequestID {
-		edge := s.edge
-		if v := hd[hdrRequestID]; len(v) == 0 || v[0] == "" || (edge && !cfg.PreserveExternalRequestID) {
-			s.setReqHeader(hdrRequestID, s.newRequestID())
-		}
-	}
-	if v := hd[hdrRequestID]; len(v) > 0 {
+	// One lookup of x-request-id serves the decision and the stream's requestID.
+	v := hd[hdrRequestID]
+	if cfg.GenerateRequestID && (len(v) == 0 || v[0] == "" || (s.edge && !cfg.PreserveExternalRequestID)) {
+		s.requestID = s.newRequestID()
+		s.setReqHeader(hdrRequestID, s.requestID)
+	} else if len(v) > 0 {
 		s.requestID = v[0]
 	}
 }
