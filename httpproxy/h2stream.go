@@ -49,7 +49,10 @@ type h2stream struct {
 	wrTimer    *time.Timer
 	wrExpired  bool
 
+	url url.URL // the request's URL
+
 	// The handler's own.
+	outBuf      [512]byte // out's first buffer: a small response's body needs no allocation
 	hdr         http.Header
 	status      int
 	headersSent bool
@@ -91,12 +94,15 @@ func (c *h2conn) headers(f *http2.MetaHeadersFrame) error {
 		}
 		return http2.StreamError{StreamID: id, Code: code}
 	}
-	req, code := c.newRequest(f)
-	if code != http2.ErrCodeNo {
+	st = &h2stream{c: c, id: id, tooLarge: f.Truncated, declLen: -1}
+	var r http.Request // copied by WithContext below: one allocation for the request
+	req := &r
+	if code := c.newRequest(f, req, &st.url); code != http2.ErrCodeNo {
 		c.noteClosed(id)
 		return http2.StreamError{StreamID: id, Code: code}
 	}
-	st = &h2stream{c: c, id: id, req: req, tooLarge: f.Truncated, declLen: -1, hdr: make(http.Header, 8), noBody: req.Method == http.MethodHead}
+	st.hdr, st.noBody = make(http.Header, 8), req.Method == http.MethodHead
+	st.out = st.outBuf[:0]
 	st.cond.L = &c.mu
 	st.recvWin = c.advStream
 	if req.Body != http.NoBody {
@@ -126,40 +132,47 @@ func (c *h2conn) settingsAcked() bool {
 
 // newRequest builds the request of a header block, or reports why the stream is malformed
 // (RFC 9113 §8.1.1, §8.2.2, §8.3, RFC 8441 §4).
-func (c *h2conn) newRequest(f *http2.MetaHeadersFrame) (*http.Request, http2.ErrCode) {
+func (c *h2conn) newRequest(f *http2.MetaHeadersFrame, r *http.Request, u *url.URL) http2.ErrCode {
 	method, path, scheme, authority, protocol := f.PseudoValue("method"), f.PseudoValue("path"), f.PseudoValue("scheme"), f.PseudoValue("authority"), f.PseudoValue("protocol")
 	connect := method == http.MethodConnect
 	switch {
 	case method == "":
-		return nil, http2.ErrCodeProtocol
+		return http2.ErrCodeProtocol
 	case connect && protocol == "" && (path != "" || scheme != "" || authority == ""):
-		return nil, http2.ErrCodeProtocol
+		return http2.ErrCodeProtocol
 	case (!connect || protocol != "") && (path == "" || scheme == ""):
-		return nil, http2.ErrCodeProtocol
+		return http2.ErrCodeProtocol
 	case protocol != "" && !connect:
-		return nil, http2.ErrCodeProtocol
+		return http2.ErrCodeProtocol
 	case hasControl(path) || authority != "" && !http1.ValidAuthority(authority):
 		// As nghttp2 and x/net/http2 do; a :path with a space or a :method that is not a
 		// token is answered 400 by the handler (h2Malformed).
-		return nil, http2.ErrCodeProtocol
+		return http2.ErrCodeProtocol
 	}
 	fields := f.RegularFields()
 	hdr := make(http.Header, len(fields)+4)
+	vals := make([]string, 0, len(fields)) // one backing array for the values
 	var cookies []string
 	for _, hf := range fields {
 		switch hf.Name {
 		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
-			return nil, http2.ErrCodeProtocol
+			return http2.ErrCodeProtocol
 		case "te":
 			if hf.Value != "trailers" {
-				return nil, http2.ErrCodeProtocol
+				return http2.ErrCodeProtocol
 			}
 		case "cookie":
 			cookies = append(cookies, hf.Value)
 			continue
 		}
 		k := http.CanonicalHeaderKey(hf.Name)
-		hdr[k] = append(hdr[k], hf.Value)
+		if vs, ok := hdr[k]; ok {
+			hdr[k] = append(vs, hf.Value)
+			continue
+		}
+		vals = append(vals, hf.Value)
+		n := len(vals)
+		hdr[k] = vals[n-1 : n : n]
 	}
 	if len(cookies) > 0 {
 		hdr["Cookie"] = []string{strings.Join(cookies, "; ")}
@@ -171,27 +184,27 @@ func (c *h2conn) newRequest(f *http2.MetaHeadersFrame) (*http.Request, http2.Err
 		authority = hdr.Get("Host")
 	}
 	delete(hdr, "Host")
-	r := &http.Request{Method: method, Proto: "HTTP/2.0", ProtoMajor: 2, Header: hdr, Host: authority,
-		RequestURI: path, RemoteAddr: c.remote, TLS: c.tlsState, Body: http.NoBody}
-	r.URL = &url.URL{Path: path}
+	*r = http.Request{Method: method, Proto: "HTTP/2.0", ProtoMajor: 2, Header: hdr, Host: authority,
+		RequestURI: path, RemoteAddr: c.remote, TLS: c.tlsState, Body: http.NoBody, URL: u}
+	u.Path = path
 	if connect && protocol == "" {
-		r.RequestURI, r.URL = authority, &url.URL{Host: authority}
+		r.RequestURI, u.Path, u.Host = authority, "", authority
 	}
 	if !f.StreamEnded() {
 		r.ContentLength = -1
 		if vs := hdr["Content-Length"]; len(vs) > 0 {
 			n, err := strconv.ParseUint(vs[0], 10, 63)
 			if err != nil || len(vs) > 1 {
-				return nil, http2.ErrCodeProtocol
+				return http2.ErrCodeProtocol
 			}
 			r.ContentLength = int64(n)
 		}
 		r.Body = nil // set by the caller
 		r.Trailer = declaredTrailers(hdr)
 	} else if vs := hdr["Content-Length"]; len(vs) > 0 && vs[0] != "0" {
-		return nil, http2.ErrCodeProtocol
+		return http2.ErrCodeProtocol
 	}
-	return r, http2.ErrCodeNo
+	return http2.ErrCodeNo
 }
 
 // hasControl reports a control character in s.
