@@ -110,6 +110,9 @@ func (c *Conn) Open(ctx context.Context, r *Request) (*Stream, error) {
 	return s, nil
 }
 
+// sendBuffers holds the body senders' read buffers, one DATA frame each.
+var sendBuffers = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
+
 // streamPool holds released streams with their buffers.
 var streamPool = sync.Pool{New: func() any { return &Stream{wake: make(chan struct{}, 1)} }}
 
@@ -371,7 +374,9 @@ func (s *Stream) failLocked(err error) {
 // read resets the stream, and the reader gets the body's error.
 func (s *Stream) sendBody() {
 	defer s.release()
-	buf := make([]byte, 16<<10)
+	bp := sendBuffers.Get().(*[]byte)
+	defer sendBuffers.Put(bp)
+	buf := *bp
 	for {
 		if s.isStopped() {
 			return
