@@ -3,14 +3,15 @@
 //
 // One goroutine per connection reads frames and hands each stream's response head, body and
 // trailers to the goroutine waiting for them; requests are encoded by the calling goroutine
-// into the connection's write buffer under one mutex, and the buffer is flushed by the last
-// writer in line, so that requests arriving together share a write. A request body is sent by
+// into the connection's pending bytes under one mutex, never held across a system call, and
+// written out by whichever writer finds no write in progress, so that requests arriving
+// together share a write. A request body is sent by
 // a goroutine of its own (the response may start, and a bidirectional stream go on, before
 // the body ends); a request without one is a single HEADERS frame.
 //
-// Locks: Conn.wmu (writing) is taken before Conn.mu (stream table, windows, settings), and
-// Stream.mu (a stream's response) after either; the read loop never waits for wmu while it
-// holds mu.
+// Locks: Conn.wmu (pending bytes) is taken before Conn.mu (stream table, windows,
+// settings), and Stream.mu (a stream's response) after either; the read loop never takes wmu
+// while it holds mu.
 package h2client
 
 import (
@@ -77,13 +78,19 @@ const maxStreamID = math.MaxInt32
 type Conn struct {
 	nc  net.Conn
 	cfg Config
-	fr  *http2.Framer // frames are read by the read loop, written under wmu
-	bw  *bufio.Writer
+	fr  *http2.Framer // frames are read by the read loop, written under wmu (into wbuf)
 
-	wmu     sync.Mutex
-	writers atomic.Int32 // writers holding or waiting for wmu: the last one flushes
-	hbuf    []byte       // header block being written; under wmu
-	werr    error        // first write error; under wmu
+	// Writing: frames are appended to wbuf under wmu, which is never held across a system
+	// call. The writer that finds no write in progress (flushing) writes wbuf out, outside
+	// wmu, and goes on while others appended more; the others return at once. Streams
+	// opened together thus share a write, and nobody waits for wmu behind a socket write.
+	wmu      sync.Mutex
+	wbuf     []byte
+	spare    []byte // the buffer being written, or the next wbuf
+	flushing bool
+	drained  sync.Cond // on wmu: the writer in progress took what was pending
+	hbuf     []byte    // header block being written
+	werr     error     // first write error
 
 	mu       sync.Mutex
 	sendCond sync.Cond // on mu: send window opened, or a stream or the connection ended
@@ -98,6 +105,9 @@ type Conn struct {
 	closed   bool
 	err      error
 	maxFrame atomic.Uint32 // peer's SETTINGS_MAX_FRAME_SIZE
+	// state mirrors closed (stateClosed) and "no new streams" (stateClosing) for the pool's
+	// look at each connection without mu.
+	state atomic.Uint32
 
 	// Receive flow control: recvWin is the connection window left to the peer (read loop
 	// takes, readers return through unacked).
@@ -138,7 +148,6 @@ func New(nc net.Conn, cfg Config) (*Conn, error) {
 	c := &Conn{
 		nc:      nc,
 		cfg:     cfg,
-		bw:      bufio.NewWriterSize(nc, 16<<10),
 		streams: map[uint32]*Stream{},
 		nextID:  1,
 		peerMax: 100, // until the peer's SETTINGS say otherwise, as x/net assumes
@@ -147,18 +156,17 @@ func New(nc net.Conn, cfg Config) (*Conn, error) {
 		done:    make(chan struct{}),
 	}
 	c.sendCond.L = &c.mu
+	c.drained.L = &c.wmu
 	c.maxFrame.Store(16384)
 	c.recvWin.Store(int64(cfg.ConnWindow))
-	c.fr = http2.NewFramer(c.bw, bufio.NewReaderSize(nc, 16<<10))
+	c.fr = http2.NewFramer((*frameSink)(c), bufio.NewReaderSize(nc, 16<<10))
 	c.fr.SetReuseFrames()
 	c.fr.SetMaxReadFrameSize(16384) // the default, which Legate's SETTINGS leave as is
 	c.dec = hpack.NewDecoder(cfg.HeaderTableSize, c.emit)
 	// A string longer than MaxHeaderBytes fails its stream (emit); this bound only keeps
 	// the decoder's buffer in line with the block's own (blockFragment).
 	c.dec.SetMaxStringLength(4*cfg.MaxHeaderBytes + 4096)
-	if _, err := c.bw.WriteString(http2.ClientPreface); err != nil {
-		return nil, err
-	}
+	c.wbuf = append(c.wbuf, http2.ClientPreface...)
 	err := c.fr.WriteSettings(
 		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(cfg.StreamWindow)},
@@ -169,7 +177,8 @@ func New(nc net.Conn, cfg Config) (*Conn, error) {
 		err = c.fr.WriteWindowUpdate(0, uint32(cfg.ConnWindow-65535))
 	}
 	if err == nil {
-		err = c.bw.Flush()
+		_, err = nc.Write(c.wbuf)
+		c.wbuf = c.wbuf[:0]
 	}
 	if err != nil {
 		return nil, err
@@ -205,19 +214,29 @@ func (c *Conn) Unreserve() {
 	c.mu.Unlock()
 }
 
+// Connection states (Conn.state).
+const (
+	stateClosing uint32 = 1 << iota // GOAWAY received, or stream ids used up
+	stateClosed
+)
+
 // Closed reports whether the connection is closed.
-func (c *Conn) Closed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
+func (c *Conn) Closed() bool { return c.state.Load()&stateClosed != 0 }
 
 // Closing reports whether the connection takes no new streams (closed, GOAWAY received, or
 // stream ids used up).
-func (c *Conn) Closing() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed || c.goAway || c.nextID > maxStreamID
+func (c *Conn) Closing() bool { return c.state.Load() != 0 }
+
+// noteStateLocked updates state from the fields it mirrors; mu is held.
+func (c *Conn) noteStateLocked() {
+	var st uint32
+	if c.goAway || c.nextID > maxStreamID {
+		st |= stateClosing
+	}
+	if c.closed {
+		st |= stateClosed | stateClosing
+	}
+	c.state.Store(st)
 }
 
 // Close closes the connection; its streams fail with ErrClosed.
@@ -237,6 +256,7 @@ func (c *Conn) fail(err error) {
 		return
 	}
 	c.closed, c.err = true, err
+	c.noteStateLocked()
 	streams := c.streams
 	c.streams = map[uint32]*Stream{}
 	for _, s := range streams {
@@ -262,26 +282,51 @@ func (c *Conn) closeIfDoneLocked() {
 }
 
 // startWrite takes the write lock.
-func (c *Conn) startWrite() {
-	c.writers.Add(1)
-	c.wmu.Lock()
-}
+func (c *Conn) startWrite() { c.wmu.Lock() }
 
-// endWrite releases the write lock, flushing unless another writer waits for it (that one
-// flushes, so requests that arrive together go out in one write). A write error closes the
-// connection.
+// endWrite releases the write lock after writing out what was appended, unless a write is in
+// progress, whose writer then writes it too. A write error closes the connection.
 func (c *Conn) endWrite() error {
-	err := c.werr
-	if c.writers.Add(-1) == 0 && err == nil && c.bw.Buffered() > 0 {
-		if err = c.bw.Flush(); err != nil {
-			c.werr = err
+	if c.flushing || c.werr != nil {
+		// Request bodies wait while maxPending is already waiting for the socket: the
+		// peer's windows alone would let them buffer without bound.
+		for c.flushing && len(c.wbuf) > maxPending && c.werr == nil {
+			c.drained.Wait()
 		}
+		err := c.werr
+		c.wmu.Unlock()
+		return err
 	}
+	c.flushing = true
+	for len(c.wbuf) > 0 && c.werr == nil {
+		buf := c.wbuf
+		c.wbuf = c.spare[:0]
+		c.wmu.Unlock()
+		_, err := c.nc.Write(buf)
+		c.wmu.Lock()
+		c.spare = buf[:0]
+		c.noteWriteErr(err)
+		c.drained.Broadcast()
+	}
+	c.flushing = false
+	c.drained.Broadcast()
+	err := c.werr
 	c.wmu.Unlock()
 	if err != nil {
 		c.fail(fmt.Errorf("%w: %w", ErrClosed, err))
 	}
 	return err
+}
+
+// maxPending is how much may wait behind a write in progress before writers wait for it.
+const maxPending = 256 << 10
+
+// frameSink is where the framer writes: the connection's pending bytes, under wmu.
+type frameSink Conn
+
+func (w *frameSink) Write(p []byte) (int, error) {
+	w.wbuf = append(w.wbuf, p...)
+	return len(p), nil
 }
 
 // noteWriteErr keeps the first write error; wmu is held.

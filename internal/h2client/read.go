@@ -483,6 +483,7 @@ func (c *Conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 func (c *Conn) onGoAway(last uint32) {
 	c.mu.Lock()
 	c.goAway = true
+	c.noteStateLocked()
 	if c.lastID == 0 || last < c.lastID {
 		c.lastID = last
 	}

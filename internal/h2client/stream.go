@@ -92,6 +92,9 @@ func (c *Conn) Open(ctx context.Context, r *Request) (*Stream, error) {
 	}
 	s.id = c.nextID
 	c.nextID += 2
+	if c.nextID > maxStreamID {
+		c.noteStateLocked()
+	}
 	s.sendWin = int64(c.peerWin)
 	s.sent = !hasBody
 	c.streams[s.id] = s
