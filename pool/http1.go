@@ -271,15 +271,23 @@ func readOneHead(br *bufio.Reader, resp *Response, head bool, lim headLimits) (h
 	var fields http1.Fields
 	fields.Reset()
 	for {
-		mark := len(resp.raw)
-		var n int
-		resp.raw, n, err = readLine(br, resp.raw, budget)
-		if err != nil {
-			return http1.Framing{}, err
+		// A line the reader holds whole is split where it lies, and only its name and
+		// value are copied (addField); others are gathered past len(resp.raw) first.
+		s, err := br.ReadSlice('\n')
+		var line []byte
+		if err == nil && len(s) <= budget {
+			line = trimLineEnd(s)
+			budget -= len(s)
+		} else {
+			mark := len(resp.raw)
+			var n int
+			if resp.raw, n, err = finishLine(br, resp.raw, s, err, budget); err != nil {
+				return http1.Framing{}, err
+			}
+			budget -= n
+			line = resp.raw[mark:]
+			resp.raw = resp.raw[:mark]
 		}
-		budget -= n
-		line := resp.raw[mark:]
-		resp.raw = resp.raw[:mark]
 		if len(line) == 0 {
 			break
 		}
@@ -293,8 +301,9 @@ func readOneHead(br *bufio.Reader, resp *Response, head bool, lim headLimits) (h
 		if err := framingField(&fields, name, value); err != nil {
 			return http1.Framing{}, protocolError("header line %q: %w", line, err)
 		}
-		// name and value alias the bytes just past len(resp.raw); addField copies them
-		// forward over themselves, which append handles as a memmove.
+		// name and value are in the reader's buffer, which is not read again before this, or
+		// alias the bytes just past len(resp.raw), which addField copies forward over
+		// themselves (append handles it as a memmove).
 		resp.addField(name, value)
 	}
 	if fields.ChunkedWithLength() && !lim.chunkedLength {
@@ -332,9 +341,14 @@ func framingField(fields *http1.Fields, name, value []byte) error {
 // readLine reads one line, CRLF or LF terminated, appending it (without the line end) to
 // dst. Lines longer than the reader's buffer are accumulated up to limit bytes.
 func readLine(br *bufio.Reader, dst []byte, limit int) ([]byte, int, error) {
+	s, err := br.ReadSlice('\n')
+	return finishLine(br, dst, s, err, limit)
+}
+
+// finishLine is readLine once the reader gave s and err for the line's first part.
+func finishLine(br *bufio.Reader, dst, s []byte, err error, limit int) ([]byte, int, error) {
 	start := len(dst)
 	for {
-		s, err := br.ReadSlice('\n')
 		if len(dst)-start+len(s) > limit {
 			return dst, 0, protocolError("response head over the limit of max_response_headers_kb")
 		}
@@ -345,14 +359,20 @@ func readLine(br *bufio.Reader, dst []byte, limit int) ([]byte, int, error) {
 		if err != bufio.ErrBufferFull {
 			return dst, 0, err
 		}
+		s, err = br.ReadSlice('\n')
 	}
 	n := len(dst) - start
-	line := dst[start:]
+	line := trimLineEnd(dst[start:])
+	return dst[:start+len(line)], n, nil
+}
+
+// trimLineEnd drops a line's LF or CRLF.
+func trimLineEnd(line []byte) []byte {
 	line = line[:len(line)-1]
 	if len(line) > 0 && line[len(line)-1] == '\r' {
 		line = line[:len(line)-1]
 	}
-	return dst[:start+len(line)], n, nil
+	return line
 }
 
 // body reads one response body from a connection's bufio.Reader, with the framing of
