@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -367,9 +368,15 @@ func (st *h2stream) finish(abort bool) {
 	st.body, st.bodyErr = nil, errH2StreamGone
 	delete(c.streams, st.id)
 	last := c.goingAway && len(c.streams) == 0
-	c.flushLocked()
+	others := len(c.streams) > 0
 	c.mu.Unlock()
 	st.cancel()
+	if others {
+		// Other streams' handlers made ready by the same upstream reads run first and add
+		// their frames: one write then carries every response that is ready.
+		runtime.Gosched()
+	}
+	c.flush()
 	if last {
 		c.closeIdle()
 	}
