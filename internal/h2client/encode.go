@@ -47,12 +47,12 @@ func appendIndexedName(b []byte, idx uint64, value string) []byte {
 func appendLiteral(b []byte, name, value string) []byte {
 	b = append(b, 0)
 	b = appendInt(b, 7, 0, uint64(len(name)))
-	for i := range len(name) {
-		c := name[i]
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
+	b = append(b, name...)
+	tail := b[len(b)-len(name):]
+	for i, c := range tail { // copied whole, then lowered in place: names are mostly lower case
+		if c-'A' < 26 {
+			tail[i] = c + 'a' - 'A'
 		}
-		b = append(b, c)
 	}
 	return appendString(b, value)
 }
