@@ -26,8 +26,9 @@
 // one Manager per active cluster.
 //
 // Concurrency: Manager and Registry are safe for concurrent use. The request path takes no
-// lock except a host pool's short mutex to take or return an idle connection; breakers and
-// stats are atomics. An HTTP/1.1 connection belongs either to the idle list or to the one
+// lock except the short mutex of one P's idle list of a host (h1idle.go) to take or return an
+// idle connection; breakers and stats are atomics. An HTTP/1.1 connection belongs either to
+// an idle list or to the one
 // exchange using it, and is reused only when nothing followed its last response (checked
 // when it is taken from the idle list, idle.go); an exchange whose Request.Downstream ends
 // first is abandoned by a context.AfterFunc callback that closes its socket. The only

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -21,8 +20,9 @@ import (
 
 const h1BufferSize = 4 << 10
 
-// h1conn is one HTTP/1.1 upstream connection. It is owned either by the pool's idle list
-// (under hostPool.mu) or by the one exchange using it; only the owner touches its buffers.
+// h1conn is one HTTP/1.1 upstream connection. It is owned either by one of the pool's idle
+// lists (under that idleShard's lock) or by the one exchange using it; only the owner touches
+// its buffers.
 type h1conn struct {
 	uc        *upConn
 	br        *bufio.Reader
@@ -31,13 +31,17 @@ type h1conn struct {
 	scratch   []byte      // chunked request bodies; allocated on first use
 	timer     *time.Timer // idle timeout; armed once, re-armed by itself (see idleExpired)
 	lifetime  *time.Timer // max_connection_duration; nil when unset
-	idleSince int64       // UnixNano when the connection last went idle; guarded by hp.mu
-	idle      bool        // in hp.idle; guarded by hp.mu
-	keepAlive bool        // the last response allows reuse
-	last      bool        // max_requests_per_connection reached
-	peerGone  bool        // the upstream closed or reset the connection
-	retired   bool        // not to be reused (host health failure, max_connection_duration); guarded by hp.mu
-	deadline  bool        // a read/write deadline is set
+	idleSince int64       // UnixNano when the connection last went idle; guarded by shard's lock
+	// shard is the idle list c is in, nil while an exchange owns it; set under that list's
+	// lock, read without it by the timers (lockIdle).
+	shard     atomic.Pointer[idleShard]
+	keepAlive bool // the last response allows reuse
+	last      bool // max_requests_per_connection reached
+	peerGone  bool // the upstream closed or reset the connection
+	// retired: not to be reused (host health failure, max_connection_duration). Set before
+	// the idle lists are swept, read after c is made idle (releaseH1), so one of them closes c.
+	retired  atomic.Bool
+	deadline bool // a read/write deadline is set
 	// deadlineAt is the earliest deadline set while deadline is, zero when not known (the
 	// head reader's expired write deadline): the idle check leaves one well in the future.
 	deadlineAt time.Time
@@ -160,20 +164,29 @@ func (c *h1conn) destroy(local bool) {
 // for the whole timeout is closed (upstream_cx_idle_timeout).
 func (c *h1conn) idleExpired() {
 	hp := c.uc.hp
-	hp.mu.Lock()
-	if c.uc.closed.Load() || !idleDue(c.timer, !c.idle, c.idleSince, hp.m.idleTimeout) {
-		hp.mu.Unlock()
+	if c.uc.closed.Load() {
 		return
 	}
-	hp.dropIdleLocked(c)
-	hp.mu.Unlock()
+	s := c.lockIdle()
+	if s == nil {
+		idleDue(c.timer, true, 0, hp.m.idleTimeout)
+		return
+	}
+	if !idleDue(c.timer, false, c.idleSince, hp.m.idleTimeout) {
+		s.mu.Unlock()
+		return
+	}
+	s.removeLocked(c)
+	s.mu.Unlock()
+	hp.forget(c)
 	hp.m.st.UpstreamCxIdleTimeout.Inc()
 	c.destroy(true)
 }
 
 // idleDue decides what an idle timer that fired does: it re-arms t and returns false for a
 // busy connection (for the whole timeout) or one idle since less than d ago (for the rest);
-// true means the connection was idle for d and is to be closed. The caller holds hp.mu.
+// true means the connection was idle for d and is to be closed. The caller holds the lock of
+// the idle list c is in, if any.
 func idleDue(t *time.Timer, busy bool, idleSince int64, d time.Duration) bool {
 	if busy {
 		t.Reset(d)
@@ -191,31 +204,27 @@ func idleDue(t *time.Timer, busy bool, idleSince int64, d time.Duration) bool {
 // idle connection is closed now, a busy one is not reused and closes when its request ends.
 func (c *h1conn) durationReached() {
 	hp := c.uc.hp
-	hp.mu.Lock()
 	if c.uc.closed.Load() {
-		hp.mu.Unlock()
 		return
 	}
-	c.retired = true
-	idle := c.idle
-	if idle {
-		hp.dropIdleLocked(c)
+	c.retired.Store(true)
+	s := c.lockIdle()
+	if s != nil {
+		s.removeLocked(c)
+		s.mu.Unlock()
+		hp.forget(c)
 	}
-	hp.mu.Unlock()
 	hp.m.st.UpstreamCxMaxDurationReached.Inc()
-	if idle {
+	if s != nil {
 		c.destroy(true)
 	}
 }
 
-// dropIdleLocked takes the idle connection c out of the pool, whose owner the caller becomes.
-// hp.mu is held.
-func (hp *hostPool) dropIdleLocked(c *h1conn) {
-	c.idle = false
-	if i := slices.Index(hp.idle, c); i >= 0 {
-		hp.idle = slices.Delete(hp.idle, i, i+1)
-	}
+// forget drops c, which the caller owns and closes, from the pool's connections.
+func (hp *hostPool) forget(c *h1conn) {
+	hp.mu.Lock()
 	delete(hp.h1, c)
+	hp.mu.Unlock()
 }
 
 // waiter is a request waiting for a connection when max_connections is reached. It receives
@@ -272,21 +281,18 @@ func (m *Manager) pendingEnd(prio *breaker.Priority) {
 	m.st.UpstreamRqPendingActive.Dec()
 }
 
-// takeIdle pops the most recently used idle connection that is still clean (checkIdle),
-// discarding those that are not.
+// takeIdle pops the most recently used idle connection (of the caller's P first, see
+// popIdle) that is still clean (checkIdle), discarding those that are not.
 func (hp *hostPool) takeIdle() *h1conn {
 	for {
-		hp.mu.Lock()
-		n := len(hp.idle)
-		if n == 0 {
-			hp.mu.Unlock()
+		c := hp.popIdle()
+		if c == nil {
 			return nil
 		}
-		c := hp.idle[n-1]
-		hp.idle[n-1] = nil
-		hp.idle = hp.idle[:n-1]
-		c.idle = false
-		hp.mu.Unlock()
+		if c.retired.Load() { // retired as it went idle (see releaseH1)
+			hp.releaseH1(c, false)
+			continue
+		}
 		if c.checkIdle() {
 			return c
 		}
@@ -297,16 +303,22 @@ func (hp *hostPool) takeIdle() *h1conn {
 // (nil, nil).
 func (hp *hostPool) wait(ctx context.Context) (*h1conn, error) {
 	hp.mu.Lock()
-	if hp.draining {
+	if hp.draining.Load() {
 		hp.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if n := len(hp.idle); n > 0 { // released while we were deciding
-		hp.mu.Unlock()
-		return hp.takeIdle(), nil
-	}
 	w := waiters.Get().(*waiter)
 	hp.waiters = append(hp.waiters, w)
+	hp.nWaiting.Store(int32(len(hp.waiters)))
+	// Listed first, then the idle lists are read: a release that made a connection idle
+	// before either sees it here or sees the waiter (releaseH1), never neither.
+	if hp.idleCount() > 0 {
+		hp.waiters = hp.waiters[:len(hp.waiters)-1]
+		hp.nWaiting.Store(int32(len(hp.waiters)))
+		hp.mu.Unlock()
+		waiters.Put(w)
+		return hp.takeIdle(), nil
+	}
 	hp.mu.Unlock()
 	select {
 	case c := <-w.ch:
@@ -321,6 +333,7 @@ func (hp *hostPool) wait(ctx context.Context) (*h1conn, error) {
 		for i, x := range hp.waiters {
 			if x == w {
 				hp.waiters = append(hp.waiters[:i], hp.waiters[i+1:]...)
+				hp.nWaiting.Store(int32(len(hp.waiters)))
 				queued = true
 				break
 			}
@@ -337,11 +350,7 @@ func (hp *hostPool) wait(ctx context.Context) (*h1conn, error) {
 	}
 }
 
-func (hp *hostPool) isDraining() bool {
-	hp.mu.Lock()
-	defer hp.mu.Unlock()
-	return hp.draining
-}
+func (hp *hostPool) isDraining() bool { return hp.draining.Load() }
 
 // popWaiterLocked removes the oldest waiter.
 func (hp *hostPool) popWaiterLocked() *waiter {
@@ -352,34 +361,76 @@ func (hp *hostPool) popWaiterLocked() *waiter {
 	copy(hp.waiters, hp.waiters[1:])
 	hp.waiters[len(hp.waiters)-1] = nil
 	hp.waiters = hp.waiters[:len(hp.waiters)-1]
+	hp.nWaiting.Store(int32(len(hp.waiters)))
 	return w
 }
 
-// releaseH1 returns c to the pool after an exchange: to a waiting request, to the idle list,
-// or closed when it cannot be reused.
+// releaseH1 returns c to the pool after an exchange: to a waiting request, to the idle list
+// of the caller's P, or closed when it cannot be reused. Without waiters it takes no lock
+// but that idle list's.
 func (hp *hostPool) releaseH1(c *h1conn, reusable bool) {
-	hp.mu.Lock()
-	if reusable && !hp.draining && !c.retired && !c.uc.closed.Load() {
-		if w := hp.popWaiterLocked(); w != nil {
-			hp.mu.Unlock()
+	if !reusable || !hp.reusable(c) {
+		hp.closeH1(c)
+		return
+	}
+	if hp.nWaiting.Load() > 0 {
+		hp.mu.Lock()
+		w := hp.popWaiterLocked()
+		hp.mu.Unlock()
+		if w != nil {
 			w.ch <- c
 			return
 		}
-		c.idle = true
-		if c.timer != nil {
-			// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
-			c.idleSince = time.Now().UnixNano()
-		}
-		hp.idle = append(hp.idle, c)
-		hp.mu.Unlock()
-		return
 	}
+	var now int64
+	if c.timer != nil {
+		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
+		now = time.Now().UnixNano()
+	}
+	hp.putIdle(c, now)
+	// Made idle first, then the flags are read, while wait, retire and drain write theirs
+	// first and then read the idle lists: one side always sees the other.
+	if hp.nWaiting.Load() > 0 {
+		hp.serveWaiters()
+	}
+	if !hp.reusable(c) {
+		if s := c.lockIdle(); s != nil {
+			s.removeLocked(c)
+			s.mu.Unlock()
+			hp.closeH1(c)
+		}
+	}
+}
+
+// reusable reports whether c may go idle: its pool is not draining and c is neither retired
+// nor closed.
+func (hp *hostPool) reusable(c *h1conn) bool {
+	return !hp.draining.Load() && !c.retired.Load() && !c.uc.closed.Load()
+}
+
+// closeH1 closes c, which the caller owns, and wakes a waiter to connect in its place.
+func (hp *hostPool) closeH1(c *h1conn) {
+	hp.mu.Lock()
 	delete(hp.h1, c)
 	w := hp.popWaiterLocked()
 	hp.mu.Unlock()
 	c.destroy(!c.peerGone)
 	if w != nil {
 		w.ch <- nil
+	}
+}
+
+// serveWaiters hands idle connections to the requests waiting for one, oldest first: those
+// that queued while a release made a connection idle.
+func (hp *hostPool) serveWaiters() {
+	hp.mu.Lock()
+	defer hp.mu.Unlock()
+	for len(hp.waiters) > 0 {
+		c := hp.popIdle()
+		if c == nil {
+			return
+		}
+		hp.popWaiterLocked().ch <- c // buffered: never blocks
 	}
 }
 

@@ -107,7 +107,7 @@ func (c *h2conn) endStream() {
 		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 		c.idleSince = time.Now().UnixNano()
 	}
-	closing := last && (c.retired.Load() || hp.draining)
+	closing := last && (c.retired.Load() || hp.draining.Load())
 	hp.mu.Unlock()
 	if closing {
 		c.close(true)
@@ -169,7 +169,7 @@ func (hp *hostPool) getH2(ctx context.Context, prio *breaker.Priority) (*h2conn,
 			return nil, errSpeaksHTTP1 // a dial this request waited for negotiated HTTP/1.1
 		}
 		hp.mu.Lock()
-		if hp.draining {
+		if hp.draining.Load() {
 			hp.mu.Unlock()
 			return nil, ErrClosed
 		}

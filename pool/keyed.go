@@ -150,8 +150,9 @@ func (hp *hostPool) addKeyed(k poolKey, from Origin) (*hostPool, []*hostPool) {
 	// downstream connection overwrites: the key kept must own its bytes, or a later request
 	// for another name would find this pool (and its TLS name) under it.
 	k.name = strings.Clone(k.name)
-	c := &hostPool{m: hp.m, host: hp.host, hs: hp.hs, key: k, draining: hp.draining,
+	c := &hostPool{m: hp.m, host: hp.host, hs: hp.hs, key: k, idle: newIdleShards(),
 		h1: map[*h1conn]struct{}{}, tcp: map[*TCPConn]struct{}{}}
+	c.draining.Store(hp.draining.Load())
 	if k.proxy != "" {
 		c.down = &proxyproto.Downstream{Source: from.RemoteAddr(), Destination: from.LocalAddr(), TLVs: from.ProxyProtocolTLVs()}
 	}
@@ -196,7 +197,7 @@ func (hp *hostPool) evictLocked() []*hostPool {
 func (hp *hostPool) evict() bool {
 	hp.mu.Lock()
 	defer hp.mu.Unlock()
-	if hp.users.Load() != 0 || len(hp.waiters) > 0 || hp.h2dial != nil || len(hp.idle) != len(hp.h1) || len(hp.tcp) > 0 {
+	if hp.users.Load() != 0 || len(hp.waiters) > 0 || hp.h2dial != nil || hp.idleCount() != len(hp.h1) || len(hp.tcp) > 0 {
 		return false
 	}
 	for _, c := range hp.h2 {

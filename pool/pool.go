@@ -84,8 +84,9 @@ type ManagerConfig struct {
 // tcp_keepalive and circuit breakers (max_connections, max_pending_requests, max_requests).
 //
 // Concurrency: safe for concurrent use. The request path finds a host's pool in a sync.Map
-// and takes that pool's mutex only to take or return an idle connection. Sync and Close are
-// the control path.
+// and takes an idle HTTP/1.1 connection from, and returns it to, the idle list of its P (see
+// idleShard) under that list's own lock; the pool's mutex is for dials, waiters, HTTP/2 and
+// the control path (Sync, Close).
 type Manager struct {
 	cluster *cluster.Cluster
 	cfg     *config.Cluster
@@ -296,7 +297,7 @@ func (m *Manager) pool(h *host.Host) (*hostPool, error) {
 	if hs == nil {
 		hs = &cluster.HostStats{} // a host picked from an older snapshot: counted privately
 	}
-	hp := &hostPool{m: m, host: h, hs: hs, h1: map[*h1conn]struct{}{}, tcp: map[*TCPConn]struct{}{}}
+	hp := &hostPool{m: m, host: h, hs: hs, idle: newIdleShards(), h1: map[*h1conn]struct{}{}, tcp: map[*TCPConn]struct{}{}}
 	m.pools.Store(h, hp)
 	return hp, nil
 }
@@ -514,14 +515,19 @@ type hostPool struct {
 	host *host.Host
 	hs   *cluster.HostStats
 
-	mu       sync.Mutex // guards the fields below
-	idle     []*h1conn  // idle HTTP/1.1 connections, most recently used last
-	waiters  []*waiter  // requests waiting for an HTTP/1.1 connection, oldest first
-	h1       map[*h1conn]struct{}
-	h2       []*h2conn
-	h2dial   chan struct{} // closed when the HTTP/2 connection being established is ready
-	tcp      map[*TCPConn]struct{}
-	draining bool
+	// idle are the idle HTTP/1.1 connections, one list per P (a power of two of them).
+	idle []idleShard
+	// nWaiting is len(waiters), read without mu by releases.
+	nWaiting atomic.Int32
+	// draining is written under mu and read without it by releases.
+	draining atomic.Bool
+
+	mu      sync.Mutex // guards the fields below
+	waiters []*waiter  // requests waiting for an HTTP/1.1 connection, oldest first
+	h1      map[*h1conn]struct{}
+	h2      []*h2conn
+	h2dial  chan struct{} // closed when the HTTP/2 connection being established is ready
+	tcp     map[*TCPConn]struct{}
 	// key is what the pool's connections are opened for (an authority's TLS name, a
 	// downstream's source address, a downstream a PROXY protocol header describes); zero in
 	// the host's own pool. down is that downstream when the key has one.
@@ -590,15 +596,11 @@ func (hp *hostPool) alpnFor(p Protocol) []string {
 // drain stops new requests, closes idle connections and lets busy ones finish.
 func (hp *hostPool) drain() {
 	hp.mu.Lock()
-	hp.draining = true
-	idle := hp.idle
-	hp.idle = nil
-	for _, c := range idle {
-		c.idle = false
-		delete(hp.h1, c)
-	}
+	hp.draining.Store(true)
+	idle := hp.takeAllIdleLocked()
 	waiters := hp.waiters
 	hp.waiters = nil
+	hp.nWaiting.Store(0)
 	h2 := hp.h2
 	hp.mu.Unlock()
 	for _, c := range idle {
@@ -617,15 +619,10 @@ func (hp *hostPool) drain() {
 // reused; the pool stays open for new connections.
 func (hp *hostPool) retire() {
 	hp.mu.Lock()
-	idle := hp.idle
-	hp.idle = nil
-	for _, c := range idle {
-		c.idle = false
-		delete(hp.h1, c)
-	}
 	for c := range hp.h1 {
-		c.retired = true
+		c.retired.Store(true)
 	}
+	idle := hp.takeAllIdleLocked()
 	h2 := hp.h2
 	hp.h2 = nil
 	hp.mu.Unlock()
@@ -641,16 +638,10 @@ func (hp *hostPool) retire() {
 // closeAll closes every connection of the host at once (health failure).
 func (hp *hostPool) closeAll() {
 	hp.mu.Lock()
-	idle := hp.idle
-	hp.idle = nil
+	idle := hp.takeAllIdleLocked()
 	busy := make([]*h1conn, 0, len(hp.h1))
 	for c := range hp.h1 {
-		if c.idle {
-			c.idle = false
-			delete(hp.h1, c)
-		} else {
-			busy = append(busy, c)
-		}
+		busy = append(busy, c)
 	}
 	h2 := hp.h2
 	hp.h2 = nil

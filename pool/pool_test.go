@@ -420,9 +420,7 @@ func TestDrainOnHostRemoval(t *testing.T) {
 	release <- struct{}{} // one of them finishes; its connection goes idle
 	waitFor(t, "one idle connection", func() bool {
 		hp, _ := m.pool(a)
-		hp.mu.Lock()
-		defer hp.mu.Unlock()
-		return len(hp.idle) == 1
+		return hp.idleCount() == 1
 	})
 	assign(t, c, srvB.Listener.Addr().String())
 	m.Sync()
