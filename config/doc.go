@@ -82,7 +82,7 @@
 //	| HttpProtocolOptions.AutoHttpConfig               | http3_protocol_options                           | refused  | HTTP/3 upstreams |
 //	| HttpProtocolOptions.AutoHttpConfig               | alternate_protocols_cache_options                | refused  | HTTP/3 discovery |
 //	| Http2ProtocolOptions                             | allow_connect                                    | ignored  | Legate's upstream HTTP/2 carries extended CONNECT (upgrades) whether set or not |
-//	| Http2ProtocolOptions                             | max_outbound_frames                              | ignored  | flood protection; x/net/http2 bounds its queues itself |
+//	| Http2ProtocolOptions                             | max_outbound_frames                              | ignored  | flood protection; the HTTP/2 server writes its acks from its reader, which stops reading while a write waits, so no queue grows |
 //	| Http2ProtocolOptions                             | max_outbound_control_frames                      | ignored  | as max_outbound_frames |
 //	| Http2ProtocolOptions                             | max_consecutive_inbound_frames_with_empty_payload | ignored  | as max_outbound_frames |
 //	| Http2ProtocolOptions                             | max_inbound_priority_frames_per_stream           | ignored  | as max_outbound_frames |
