@@ -111,6 +111,7 @@ func (c *upConn) shut(local bool) {
 	st.UpstreamCxLengthMs.Record(uint64(hp.m.now().Sub(c.opened).Milliseconds()))
 	st.UpstreamRqPerCx.Record(uint64(c.requests.Load()))
 	c.cx.Release()
+	hp.h2wait.signal() // a request waiting for an HTTP/2 stream may now open a connection
 }
 
 // cancelWith runs cancel when ctx ends, until the returned stop is called. Unlike a context

@@ -103,6 +103,7 @@ func (c *h2conn) endStream() {
 	hp := c.uc.hp
 	hp.mu.Lock()
 	last := c.uc.rqActive.Add(-1) == 0
+	hp.h2wait.signal()
 	if last {
 		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 		c.idleSince = time.Now().UnixNano()
@@ -188,6 +189,7 @@ func (hp *hostPool) getH2(ctx context.Context, prio *breaker.Priority) (*h2conn,
 		}
 		clear(hp.h2[len(keep):])
 		hp.h2 = keep
+		seen := hp.h2wait.generation()
 		var got *h2conn
 		for _, c := range hp.h2 {
 			// max_concurrent_streams caps the streams Legate opens on a connection, whatever the
@@ -219,31 +221,35 @@ func (hp *hostPool) getH2(ctx context.Context, prio *breaker.Priority) (*h2conn,
 				return nil, ctx.Err()
 			}
 		}
-		c, err := hp.dialH2(ctx, prio, open)
+		c, err := hp.dialH2(ctx, prio, open, seen)
 		hp.mu.Lock()
 		hp.h2dial = nil
 		hp.mu.Unlock()
 		close(claim)
+		if err == errSlotFreed {
+			continue
+		}
 		return c, err
 	}
 }
 
 // dialH2 establishes a new HTTP/2 connection while the caller holds the hp.h2dial claim.
-// Without a max_connections unit it falls back to open, an existing connection, which takes
-// one more stream than the upstream's max_concurrent_streams may allow (the upstream then
-// refuses it, and the exchange fails).
-func (hp *hostPool) dialH2(ctx context.Context, prio *breaker.Priority, open *h2conn) (*h2conn, error) {
+// Without a max_connections unit, when the pool has a connection whose streams are all taken
+// (open), the request waits as a pending request (max_pending_requests bounds it) until a
+// stream ends or a connection goes, as Envoy queues it, and returns errSlotFreed for the
+// caller to look again; seen is the wake-up generation the caller's look saw.
+func (hp *hostPool) dialH2(ctx context.Context, prio *breaker.Priority, open *h2conn, seen uint64) (*h2conn, error) {
 	st := hp.m.st
 	if prio.Connections.TryAcquire() != nil {
 		st.UpstreamCxOverflow.Inc()
-		if open != nil {
-			hp.mu.Lock()
-			open.uc.rqActive.Add(1)
-			hp.mu.Unlock()
-			open.cc.Force()
-			return open, nil
+		if open == nil {
+			return nil, hp.m.errCxOverflow
 		}
-		return nil, hp.m.errCxOverflow
+		if err := hp.m.pendingStart(prio); err != nil {
+			return nil, err
+		}
+		defer hp.m.pendingEnd(prio)
+		return nil, hp.h2wait.await(ctx, seen)
 	}
 	if err := hp.m.pendingStart(prio); err != nil {
 		prio.Connections.Release()
@@ -554,4 +560,52 @@ func (ex exchange) finishH2() error {
 	b.c.endStream()
 	ex.ended(o, ex.status)
 	return nil
+}
+
+// errSlotFreed tells getH2 that a stream or a connection it waited for has gone: look again.
+var errSlotFreed = errors.New("an HTTP/2 stream slot was freed")
+
+// streamWait is a wake-up for requests waiting for an HTTP/2 stream slot: a generation that
+// every freed slot or connection advances, and a channel closed when it does.
+type streamWait struct {
+	mu  sync.Mutex
+	gen uint64
+	ch  chan struct{} // made by the first waiter of a generation
+}
+
+func (w *streamWait) generation() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gen
+}
+
+// signal advances the generation and wakes its waiters.
+func (w *streamWait) signal() {
+	w.mu.Lock()
+	w.gen++
+	if w.ch != nil {
+		close(w.ch)
+		w.ch = nil
+	}
+	w.mu.Unlock()
+}
+
+// await returns errSlotFreed once the generation has moved past seen, or ctx's error.
+func (w *streamWait) await(ctx context.Context, seen uint64) error {
+	w.mu.Lock()
+	if w.gen != seen {
+		w.mu.Unlock()
+		return errSlotFreed
+	}
+	if w.ch == nil {
+		w.ch = make(chan struct{})
+	}
+	ch := w.ch
+	w.mu.Unlock()
+	select {
+	case <-ch:
+		return errSlotFreed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

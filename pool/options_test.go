@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -434,5 +435,56 @@ func TestAutoConfigALPN(t *testing.T) {
 				t.Errorf("upstream_cx_http1_total, upstream_cx_http2_total = %d, %d; want %d, %d", h1, h2, want1, want2)
 			}
 		})
+	}
+}
+
+// TestHTTP2WaitsForStreamAtConnectionLimit: with max_connections reached and the one
+// connection's streams all taken, a request waits (as a pending request) for a stream to end
+// instead of being sent beyond the stream limit, where the upstream would refuse it. Envoy
+// queues it the same way.
+func TestHTTP2WaitsForStreamAtConnectionLimit(t *testing.T) {
+	arrived, release := make(chan string, 2), make(chan struct{})
+	addr, cc := h2cServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- r.URL.Path
+		if r.URL.Path == "/first" {
+			<-release
+		}
+	}))
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // before the server's Close, which waits for its handlers
+	cm, store := newClusterManager(t, staticCluster("circuit_breakers: {thresholds: [{max_connections: 1}]}\n"+
+		typedOptions("explicit_http_config: {http2_protocol_options: {max_concurrent_streams: 1}}"), addr))
+	m := newManager(t, cm, store, nil)
+	h := onlyHost(t, m)
+	errs := make(chan error, 2)
+	go func() { errs <- roundTrip(m, h, "/first") }()
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first request did not reach the upstream")
+	}
+	go func() { errs <- roundTrip(m, h, "/second") }()
+	waitFor(t, "the second request pending", func() bool { return m.st.UpstreamRqPendingActive.Value() == 1 })
+	select {
+	case p := <-arrived:
+		t.Fatalf("%s reached the upstream while the only stream was taken", p)
+	case err := <-errs:
+		t.Fatalf("a request ended while the first was held: %v", err)
+	default:
+	}
+	unblock()
+	for range 2 {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the waiting request was not served once the stream ended")
+		}
+	}
+	if got := cc.opened.Load(); got != 1 {
+		t.Errorf("upstream connections = %d; want 1 (max_connections)", got)
 	}
 }

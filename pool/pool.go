@@ -527,7 +527,10 @@ type hostPool struct {
 	h1      map[*h1conn]struct{}
 	h2      []*h2conn
 	h2dial  chan struct{} // closed when the HTTP/2 connection being established is ready
-	tcp     map[*TCPConn]struct{}
+	// h2wait wakes requests that found every HTTP/2 stream slot taken and max_connections
+	// reached. It has its own lock so that a connection's close can signal it from anywhere.
+	h2wait streamWait
+	tcp    map[*TCPConn]struct{}
 	// key is what the pool's connections are opened for (an authority's TLS name, a
 	// downstream's source address, a downstream a PROXY protocol header describes); zero in
 	// the host's own pool. down is that downstream when the key has one.

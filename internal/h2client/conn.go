@@ -400,11 +400,3 @@ func (c *Conn) pingAnswered() {
 		c.ping.Reset(c.cfg.PingInterval)
 	}
 }
-
-// Force takes a stream slot whatever the peer's SETTINGS_MAX_CONCURRENT_STREAMS (the peer
-// refuses a stream too many, and Open's stream fails as unprocessed).
-func (c *Conn) Force() {
-	c.mu.Lock()
-	c.reserved++
-	c.mu.Unlock()
-}
