@@ -279,6 +279,25 @@ func (h *Host) ActiveRequestsOn(p int) int64 {
 	return activeAt(first, h.activeIndex(p)).n.Load()
 }
 
+// ActiveLines is a handle on a host's per-P in-flight counts: what ActiveRequestsOn reads,
+// without loading the Host. A balancer that weighs many hosts keeps the handles of its
+// snapshot's hosts side by side, so that a candidate costs one line of memory, its count,
+// where going through the Host costs two (10,000 hosts: 52 ns a pick against 32 ns before
+// the counts moved off the Host, issue 22).
+type ActiveLines struct {
+	first *activeLine
+	mask  uint64
+}
+
+// Lines returns h's handle, making the lines as TrackActiveRequests does.
+func (h *Host) Lines() ActiveLines {
+	first := h.activeLines()
+	return ActiveLines{first: first, mask: uint64(h.activeN.Load() - 1)}
+}
+
+// On returns the requests in flight to the host that P p started, as ActiveRequestsOn.
+func (a ActiveLines) On(p int) int64 { return activeAt(a.first, uint64(p)&a.mask).n.Load() }
+
 // TrackActiveRequests makes the pools count the host's requests in flight from now on. A
 // balancer that reads ActiveRequests calls it on its hosts when it is built, before any of its
 // picks can return them.

@@ -14,6 +14,7 @@ import (
 type Balancer struct {
 	base        *lb.Base
 	alias       *lb.SourceTable[*aliasTable]
+	lines       *lb.SourceTable[[]host.ActiveLines] // each host list's in-flight lines, in its order
 	choiceCount uint32
 	bias        float64
 }
@@ -25,14 +26,17 @@ func New(p lb.Params, cfg *lb.Config) (*Balancer, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, set := range p.PrioritySet.Sets() {
-		for _, h := range set.Hosts() {
-			h.TrackActiveRequests()
-		}
-	}
 	b := &Balancer{base: base, choiceCount: cfg.ChoiceCount(), bias: cfg.ActiveRequestBias()}
 	b.alias = lb.NewSourceTable(base, func(hosts []*host.Host) *aliasTable {
 		return newAliasTable(roundrobin.Weights(hosts))
+	})
+	// Host.Lines makes each host's lines (TrackActiveRequests) before any pick can return it.
+	b.lines = lb.NewSourceTable(base, func(hosts []*host.Host) []host.ActiveLines {
+		ls := make([]host.ActiveLines, len(hosts))
+		for i, h := range hosts {
+			ls[i] = h.Lines()
+		}
+		return ls
 	})
 	return b, nil
 }
@@ -60,24 +64,26 @@ func (b *Balancer) pickOnce(ctx *lb.Context) *host.Host {
 	// another P after Unpin, it reads p's lines, which is only as stale as any load.
 	p := procpin.Pin()
 	procpin.Unpin()
+	lines := *b.lines.Get(src)
 	if t := *b.alias.Get(src); t != nil {
-		return b.pickWeighted(hosts, t, rnd, p)
+		return hosts[b.pickWeighted(lines, t, rnd, p)]
 	}
 	n := uint64(len(hosts))
-	best := hosts[rnd()%n]
+	best := rnd() % n
 	for i := uint32(1); i < b.choiceCount; i++ {
-		c := hosts[rnd()%n]
-		if c.ActiveRequestsOn(p) < best.ActiveRequestsOn(p) {
+		c := rnd() % n
+		if lines[c].On(p) < lines[best].On(p) {
 			best = c
 		}
 	}
-	return best
+	return hosts[best]
 }
 
 // pickWeighted samples candidates by static weight and keeps one with probability proportional
-// to 1/(active+1)^bias (weighted reservoir sampling: one random number per candidate).
-func (b *Balancer) pickWeighted(hosts []*host.Host, t *aliasTable, rnd func() uint64, p int) *host.Host {
-	best := hosts[t.sample(rnd())]
+// to 1/(active+1)^bias (weighted reservoir sampling: one random number per candidate). It
+// returns the kept candidate's index.
+func (b *Balancer) pickWeighted(lines []host.ActiveLines, t *aliasTable, rnd func() uint64, p int) int {
+	best := t.sample(rnd())
 	if b.bias == 0 {
 		return best
 	}
@@ -85,17 +91,17 @@ func (b *Balancer) pickWeighted(hosts []*host.Host, t *aliasTable, rnd func() ui
 		// The default settings, in integers: keep the second candidate c with probability
 		// (1/(ac+1)) / (1/(ab+1) + 1/(ac+1)) = (ab+1) / (ab+ac+2), an exact 128-bit comparison
 		// of a uniform 64-bit draw in place of two divisions.
-		c := hosts[t.sample(rnd())]
-		ab, ac := uint64(max(best.ActiveRequestsOn(p), 0))+1, uint64(max(c.ActiveRequestsOn(p), 0))+1
+		c := t.sample(rnd())
+		ab, ac := uint64(max(lines[best].On(p), 0))+1, uint64(max(lines[c].On(p), 0))+1
 		if hi, _ := bits.Mul64(rnd(), ab+ac); hi < ab {
 			best = c
 		}
 		return best
 	}
-	total := b.loadFactor(best, p)
+	total := b.loadFactor(lines[best], p)
 	for i := uint32(1); i < b.choiceCount; i++ {
-		c := hosts[t.sample(rnd())]
-		f := b.loadFactor(c, p)
+		c := t.sample(rnd())
+		f := b.loadFactor(lines[c], p)
 		total += f
 		if float64(rnd()>>11)*(1.0/(1<<53))*total < f {
 			best = c
@@ -104,9 +110,9 @@ func (b *Balancer) pickWeighted(hosts []*host.Host, t *aliasTable, rnd func() ui
 	return best
 }
 
-// loadFactor is 1/(active+1)^bias, active being P p's requests in flight to h.
-func (b *Balancer) loadFactor(h *host.Host, p int) float64 {
-	a := float64(max(h.ActiveRequestsOn(p), 0)) + 1
+// loadFactor is 1/(active+1)^bias, active being P p's requests in flight to the host of l.
+func (b *Balancer) loadFactor(l host.ActiveLines, p int) float64 {
+	a := float64(max(l.On(p), 0)) + 1
 	if b.bias == 1 {
 		return 1 / a
 	}
