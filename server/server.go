@@ -100,6 +100,7 @@ type Server struct {
 	quit         chan struct{}
 	bootLoadedAt time.Time
 	clock        clock.Clock // the one clock, passed to every component
+	onLive       []func()    // run once, when the listeners first accept (OnLive)
 }
 
 // New builds every component from the options and the validated bootstrap
@@ -471,8 +472,15 @@ func (s *Server) startWorkers(ctx context.Context, wg *sync.WaitGroup) error {
 	s.updateState()
 	wg.Go(func() { s.data.listeners.Run(ctx) })
 	s.handOver()
+	for _, f := range s.onLive {
+		f()
+	}
 	return nil
 }
+
+// OnLive adds f to what runs once start-up is over: the listeners accept and the server is
+// LIVE. Call it before Run.
+func (s *Server) OnLive(f func()) { s.onLive = append(s.onLive, f) }
 
 // shutdown closes listeners, pools, streams, the admin server and log files,
 // in that order. Run's goroutines end with its context.

@@ -12,6 +12,7 @@ import (
 	"github.com/legateproxy/legate/bootstrap"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/extensions"
+	"github.com/legateproxy/legate/internal/exepages"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/options"
 	"github.com/legateproxy/legate/server"
@@ -21,6 +22,12 @@ import (
 var defaultConfig string
 
 func main() {
+	// Every package's init has run by now and left most of the binary's read-only pages
+	// resident (internal/exepages says why and what dropping them means): drop them before the
+	// configuration is decoded, so that the pages decoding touches do not add to them.
+	// Start-up drops them twice more, after decoding and once LIVE. A failure (no /proc) only
+	// leaves the pages resident.
+	_, _ = exepages.Release()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -85,6 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "legate: invalid configuration: %s: %v\n", configName, err)
 		return 1
 	}
+	_, _ = exepages.Release()
 	srv, err := server.New(opts, boot, loaded.Warnings)
 	if err != nil {
 		fmt.Fprintf(stderr, "legate: %v\n", err)
@@ -101,6 +109,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	srv.OnLive(func() { _, _ = exepages.Release() })
 	if err := srv.Run(context.Background()); err != nil {
 		fmt.Fprintf(stderr, "legate: %v\n", err)
 		return 1

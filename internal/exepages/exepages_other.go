@@ -1,0 +1,13 @@
+//go:build !linux
+
+package exepages
+
+import "errors"
+
+// Release does nothing outside Linux, where /proc/self/maps and MADV_DONTNEED's semantics for
+// file mappings are what this package relies on.
+func Release() (int, error) { return 0, errors.ErrUnsupported }
+
+func exeFile() (major, minor uint32, inode uint64, err error) {
+	return 0, 0, 0, errors.ErrUnsupported
+}
