@@ -20,7 +20,8 @@ import (
 )
 
 // Legate's own HTTP/2 server connection (RFC 9113), on x/net/http2's frame layer only
-// (http2.Framer with ReadMetaHeaders for reading, hpack.Encoder for responses).
+// (http2.Framer for reading frames other than header blocks, which h2block.go decodes with
+// its own hpack.Decoder; hpack.Encoder for responses).
 //
 // One goroutine per connection reads frames (serve) and keeps the connection's state: its
 // streams, settings, both directions' flow-control windows. Each stream's handler runs on a
@@ -90,7 +91,12 @@ type h2conn struct {
 	// The reader's own state.
 	rd          *bufio.Reader
 	fr          *http2.Framer
-	pre         []byte // bytes read before the connection came here
+	dec         *hpack.Decoder
+	blk         h2block // the header block being decoded
+	listLimit   uint32  // SETTINGS_MAX_HEADER_LIST_SIZE we sent
+	peeked      int     // payload bytes viewed in rd
+	big         []byte  // a payload larger than rd's buffer
+	pre         []byte  // bytes read before the connection came here
 	pending     []*h2stream
 	closedIDs   [h2ClosedRing]uint32
 	nclosed     int
@@ -142,8 +148,9 @@ func (c *h2conn) start(nc net.Conn, pre []byte) {
 	c.enc = hpack.NewEncoder(&c.hbuf)
 	c.rd = bufio.NewReaderSize(h2SocketReader{c}, h2ReadBuffer)
 	c.fr = http2.NewFramer(nil, c.rd)
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(h2TableSize, nil)
-	c.fr.MaxHeaderListSize = set.headerList
+	c.listLimit = set.headerList
+	c.dec = hpack.NewDecoder(h2TableSize, c.blk.emit)
+	c.dec.SetMaxStringLength(int(set.headerList))
 	c.fr.SetMaxReadFrameSize(h2MaxFrame)
 	c.fr.SetReuseFrames()
 	c.lower = make(map[string]string)
@@ -202,14 +209,7 @@ func (c *h2conn) serve() {
 				return
 			}
 		}
-		f, err := c.fr.ReadFrame()
-		if err != nil {
-			if !c.readFailed(err) {
-				return
-			}
-			continue
-		}
-		if err := c.frame(f); err != nil {
+		if err := c.nextFrame(); err != nil {
 			if !c.readFailed(err) {
 				return
 			}
@@ -365,16 +365,31 @@ func (c *h2conn) end() {
 	}
 }
 
-// frame handles one frame read.
-func (c *h2conn) frame(f http2.Frame) error {
-	if !c.sawSettings {
-		if _, ok := f.(*http2.SettingsFrame); !ok {
-			return http2.ConnectionError(http2.ErrCodeProtocol)
-		}
+// nextFrame reads one frame and handles it; a header block is read whole.
+func (c *h2conn) nextFrame() error {
+	fh, err := c.fr.ReadFrameHeader()
+	if err != nil {
+		return err
 	}
+	if !c.sawSettings && fh.Type != http2.FrameSettings {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	if fh.Type == http2.FrameHeaders {
+		if err := c.readHeaderBlock(fh); err != nil {
+			return err
+		}
+		return c.headers(&c.blk)
+	}
+	f, err := c.fr.ReadFrameForHeader(fh)
+	if err != nil {
+		return err
+	}
+	return c.frame(f)
+}
+
+// frame handles one frame read other than HEADERS.
+func (c *h2conn) frame(f http2.Frame) error {
 	switch f := f.(type) {
-	case *http2.MetaHeadersFrame:
-		return c.headers(f)
 	case *http2.DataFrame:
 		return c.data(f)
 	case *http2.SettingsFrame:

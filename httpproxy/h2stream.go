@@ -62,8 +62,8 @@ type h2stream struct {
 }
 
 // headers handles a header block: a new stream, or the trailers of one.
-func (c *h2conn) headers(f *http2.MetaHeadersFrame) error {
-	id := f.StreamID
+func (c *h2conn) headers(f *h2block) error {
+	id := f.id
 	if id&1 == 0 {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
@@ -80,7 +80,7 @@ func (c *h2conn) headers(f *http2.MetaHeadersFrame) error {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
 	c.maxStream.Store(id)
-	if f.HasPriority() && f.Priority.StreamDep == id {
+	if f.prio && f.dep == id {
 		c.noteClosed(id)
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
@@ -95,7 +95,7 @@ func (c *h2conn) headers(f *http2.MetaHeadersFrame) error {
 		}
 		return http2.StreamError{StreamID: id, Code: code}
 	}
-	st = &h2stream{c: c, id: id, tooLarge: f.Truncated, declLen: -1}
+	st = &h2stream{c: c, id: id, tooLarge: f.truncated, declLen: -1}
 	var r http.Request // copied by WithContext below: one allocation for the request
 	req := &r
 	if code := c.newRequest(f, req, &st.url); code != http2.ErrCodeNo {
@@ -133,8 +133,9 @@ func (c *h2conn) settingsAcked() bool {
 
 // newRequest builds the request of a header block, or reports why the stream is malformed
 // (RFC 9113 §8.1.1, §8.2.2, §8.3, RFC 8441 §4).
-func (c *h2conn) newRequest(f *http2.MetaHeadersFrame, r *http.Request, u *url.URL) http2.ErrCode {
-	method, path, scheme, authority, protocol := f.PseudoValue("method"), f.PseudoValue("path"), f.PseudoValue("scheme"), f.PseudoValue("authority"), f.PseudoValue("protocol")
+func (c *h2conn) newRequest(f *h2block, r *http.Request, u *url.URL) http2.ErrCode {
+	p := &f.pseudo
+	method, path, scheme, authority, protocol := p.method, p.path, p.scheme, p.authority, p.protocol
 	connect := method == http.MethodConnect
 	switch {
 	case method == "":
@@ -150,7 +151,7 @@ func (c *h2conn) newRequest(f *http2.MetaHeadersFrame, r *http.Request, u *url.U
 		// token is answered 400 by the handler (h2Malformed).
 		return http2.ErrCodeProtocol
 	}
-	fields := f.RegularFields()
+	fields := f.fields
 	hdr := make(http.Header, len(fields)+4)
 	vals := make([]string, 0, len(fields)) // one backing array for the values
 	var cookies []string
@@ -191,7 +192,7 @@ func (c *h2conn) newRequest(f *http2.MetaHeadersFrame, r *http.Request, u *url.U
 	if connect && protocol == "" {
 		r.RequestURI, u.Path, u.Host = authority, "", authority
 	}
-	if !f.StreamEnded() {
+	if !f.ended {
 		r.ContentLength = -1
 		if vs := hdr["Content-Length"]; len(vs) > 0 {
 			n, err := strconv.ParseUint(vs[0], 10, 63)
@@ -240,13 +241,13 @@ func declaredTrailers(hdr http.Header) http.Header {
 }
 
 // trailers handles the header block that ends a request body.
-func (c *h2conn) trailers(st *h2stream, f *http2.MetaHeadersFrame) error {
+func (c *h2conn) trailers(st *h2stream, f *h2block) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st.remoteDone || st.reset {
 		return http2.StreamError{StreamID: st.id, Code: http2.ErrCodeStreamClosed}
 	}
-	if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
+	if !f.ended || f.pseudo.seen != 0 {
 		return http2.StreamError{StreamID: st.id, Code: http2.ErrCodeProtocol}
 	}
 	if st.declLen >= 0 && st.got != st.declLen {
@@ -254,7 +255,7 @@ func (c *h2conn) trailers(st *h2stream, f *http2.MetaHeadersFrame) error {
 	}
 	if st.trailer != nil {
 		st.gotTrailer = make(http.Header)
-		for _, hf := range f.RegularFields() {
+		for _, hf := range f.fields {
 			k := http.CanonicalHeaderKey(hf.Name)
 			if !httpguts.ValidTrailerHeader(k) {
 				return http2.StreamError{StreamID: st.id, Code: http2.ErrCodeProtocol}
