@@ -112,18 +112,14 @@ func (h *Handler) subClusterPool(parent *pool.Manager, authority string) *pool.M
 // upstreamRequest starts the upstream request from the inbound one, which the router never
 // changes (as httputil.ReverseProxy builds outreq): the route's path and host rewrites
 // (s.outPath, s.outAuthority, the original path in x-envoy-original-path) and the header it
-// returns, a map of the stream's own whose values share the inbound ones with their capacity
-// clipped, so that appending to one copies it. From here on the access log shows this
-// request, as Envoy's shows the request its router rewrote in place.
-func (s *stream) upstreamRequest(m *route.Match) http.Header {
-	hd := s.outHdr
-	clear(hd)
-	for k, vs := range s.req.Header {
-		hd[k] = vs[:len(vs):len(vs)]
-	}
+// returns, the inbound header seen through the router's edits (outHeader). From here on the
+// access log shows this request, as Envoy's shows the request its router rewrote in place.
+func (s *stream) upstreamRequest(m *route.Match) *outHeader {
+	hd := &s.out
+	hd.reset(s.req.Header)
 	path, rewritten := m.Route.RewritePath(s.req.Path)
 	if rewritten {
-		s.setHeader(hd, hdrOriginalPath, s.req.Path)
+		s.setOut(hdrOriginalPath, s.req.Path)
 	}
 	s.outPath, s.outAuthority = path, s.req.Authority
 	if m.HostRewrite != "" {
@@ -170,33 +166,34 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	// The upstream request.
 	hd := s.upstreamRequest(m)
 	if s.tr.sampled && s.h.trace.cfg.Spawn {
-		s.startUpstreamSpan(hd)
+		s.startUpstreamSpan(hd.header())
 	}
 	timeout := r.Timeout
-	if r.GRPCTimeout != nil && isGRPCRequest(hd) {
-		timeout = r.GRPCTimeout.Timeout(hd)
+	if r.GRPCTimeout != nil && isGRPC(hd.get(hdrContentType)) {
+		timeout = r.GRPCTimeout.Timeout(hd.header())
 	}
 	if r.AttemptCount {
-		s.setHeader(hd, hdrAttemptCount, "1")
+		s.setOut(hdrAttemptCount, "1")
 	}
-	if v := hd[hdrUpstreamTimeout]; len(v) > 0 {
+	if v := hd.get(hdrUpstreamTimeout); len(v) > 0 {
 		if ms, err := strconv.ParseUint(v[0], 10, 32); err == nil {
 			timeout = time.Duration(ms) * time.Millisecond
 		}
-		delete(hd, hdrUpstreamTimeout)
+		hd.del(hdrUpstreamTimeout)
 	}
 	if timeout > 0 && !s.h.cfg.Router.SuppressEnvoyHeaders {
-		s.setHeader(hd, hdrExpectedTimeout, s.itoa(timeout.Milliseconds()))
+		s.setOut(hdrExpectedTimeout, s.itoa(timeout.Milliseconds()))
 	}
 	if m.HasRequestHeaderOps() {
+		full := hd.header()
 		s.fillEntryBasics() // what the mutations' formatters may read
-		m.FinalizeRequestHeaders(hd, &s.entry)
+		m.FinalizeRequestHeaders(full, &s.entry)
 	}
 	policy := s.retryPolicy(r.RetryPolicy, hd) // consumes x-envoy-retry-on, x-envoy-max-retries
 	s.up.Method = s.req.Method
 	s.up.Path = s.outPath
 	s.up.Host = s.outAuthority
-	s.up.Header = pool.AppendHTTPHeader(s.up.Header[:0], hd)
+	s.up.Header = hd.appendFields(s.up.Header[:0])
 	s.spellRequest()
 	s.up.Body = s.body
 	s.up.ContentLength = s.contentLength
@@ -219,7 +216,11 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		s.up.Trailer = s.trailers // the chunked trailer section, read with the body
 	}
 
-	s.lbctx = lb.Context{MetadataMatch: m.MetadataMatch, OverrideHost: c.OriginalDst(hd, s.local, s.restored)}
+	var odst http.Header // read only by an ORIGINAL_DST cluster's use_http_header
+	if len(c.OriginalDstHeaders()) > 0 {
+		odst = hd.header()
+	}
+	s.lbctx = lb.Context{MetadataMatch: m.MetadataMatch, OverrideHost: c.OriginalDst(odst, s.local, s.restored)}
 	if c.IsForwardProxy() {
 		s.lbctx.OverrideHost = c.ForwardProxyKey(s.req.Authority)
 	}
@@ -259,7 +260,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	if policy != nil {
 		retriesLeft = policy.NumRetries
 	}
-	grpc := isGRPCRequest(hd)
+	grpc := isGRPC(hd.get(hdrContentType))
 	if (len(s.h.upFilters) > 0 || len(c.Config().UpstreamHTTPFilters) > 0) && s.startUpstreamFilters(c.Config(), m) {
 		return
 	}
@@ -472,10 +473,9 @@ const hdrGRPCStatus = "grpc-status"
 // host asks for it.
 const hdrAttemptCount = "X-Envoy-Attempt-Count"
 
-// isGRPCRequest reports a gRPC request: content-type application/grpc, alone or followed by
-// "+" or ";" (Envoy's isGrpcRequestHeaders; gRPC-Web is not).
-func isGRPCRequest(hd http.Header) bool {
-	v := hd[hdrContentType]
+// isGRPC reports a gRPC request by its content-type values: application/grpc, alone or
+// followed by "+" or ";" (Envoy's isGrpcRequestHeaders; gRPC-Web is not).
+func isGRPC(v []string) bool {
 	if len(v) == 0 {
 		return false
 	}
@@ -550,13 +550,13 @@ const (
 // x-envoy-max-retries (it replaces num_retries) to the route's policy, as Envoy's retry
 // state does; the headers are removed from the upstream request. The merged policy lives in
 // the stream.
-func (s *stream) retryPolicy(rp *route.RetryPolicy, hd http.Header) *route.RetryPolicy {
-	on, max := hd[hdrRetryOn], hd[hdrMaxRetries]
+func (s *stream) retryPolicy(rp *route.RetryPolicy, hd *outHeader) *route.RetryPolicy {
+	on, max := hd.get(hdrRetryOn), hd.get(hdrMaxRetries)
 	if len(on) == 0 && len(max) == 0 {
 		return rp
 	}
-	delete(hd, hdrRetryOn)
-	delete(hd, hdrMaxRetries)
+	hd.del(hdrRetryOn)
+	hd.del(hdrMaxRetries)
 	if rp != nil {
 		s.mergedRetry = *rp
 	} else {

@@ -93,7 +93,7 @@ type stream struct {
 
 	req           route.Request
 	hdr           http.Header // HTTP/1 request header storage
-	outHdr        http.Header // the upstream request's header (upstreamRequest)
+	out           outHeader   // the upstream request's header (upstreamRequest)
 	outPath       string      // the upstream request's :path and :authority, once forwarded
 	outAuthority  string
 	forwarded     bool // the router built the upstream request: the access log shows it
@@ -211,7 +211,7 @@ type stream struct {
 }
 
 var streamPool = sync.Pool{New: func() any {
-	s := &stream{hdr: make(http.Header, 16), outHdr: make(http.Header, 16), respStore: make(http.Header, 16), trailers: make(http.Header, 2)}
+	s := &stream{hdr: make(http.Header, 16), out: outHeader{full: make(http.Header, 16)}, respStore: make(http.Header, 16), trailers: make(http.Header, 2)}
 	s.addCookie = s.addDownstreamCookie
 	s.keepTrailer = s.addTrailer
 	s.interruptBody = s.stopBodyRead
@@ -228,7 +228,7 @@ func putStream(s *stream) {
 	s.respRW, s.headBody, s.headUp, s.heldBody, s.heldErr = nil, nil, nil, nil, nil
 	s.reqObserved, s.respObserved = observedBody{}, observedBody{}
 	clear(s.trailers)
-	clear(s.outHdr)
+	s.out.release()
 	s.req = route.Request{}
 	s.fx = filter.Exchange{}
 	s.state.Reset(nil) // the objects and the connection's state are not kept alive
@@ -1039,7 +1039,7 @@ func (s *stream) fillEntryBasics() {
 	e.Method, e.Path, e.Authority, e.Scheme = s.req.Method, s.req.Path, s.req.Authority, s.req.Scheme
 	e.RequestHeaders = s.req.Header
 	if s.forwarded {
-		e.Path, e.Authority, e.RequestHeaders = s.outPath, s.outAuthority, s.outHdr
+		e.Path, e.Authority, e.RequestHeaders = s.outPath, s.outAuthority, s.out.header()
 	}
 	e.Protocol = s.proto
 	e.DownstreamRemoteAddress = s.client

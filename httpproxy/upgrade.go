@@ -334,7 +334,7 @@ func readUpgradeResponse(br *bufio.Reader, upgrade string) (*http.Response, erro
 // apply; an extended CONNECT becomes a GET with "upgrade: <protocol>", as Envoy converts it
 // for HTTP/1.1 upstreams.
 func (s *stream) upgradeHead(m *route.Match, c config.HeaderCase) ([]byte, error) {
-	hd := s.upstreamRequest(m)
+	hd := s.upstreamRequest(m).header()
 	path, authority := s.outPath, s.outAuthority
 	s.fillEntryBasics()
 	m.FinalizeRequestHeaders(hd, &s.entry)

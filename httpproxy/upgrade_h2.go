@@ -66,7 +66,7 @@ func (s *stream) upgradeOverH2(up *pool.TCPConn, m *route.Match, cs *cluster.Sta
 // extendedConnect builds the HTTP/2 request of an upgrade: the route's rewrites and header
 // mutations apply, the Upgrade type goes in :protocol, and body streams the client's bytes.
 func (s *stream) extendedConnect(m *route.Match, body io.ReadCloser) (*http.Request, error) {
-	hd := s.upstreamRequest(m)
+	hd := s.upstreamRequest(m).header()
 	path, authority := s.outPath, s.outAuthority
 	s.fillEntryBasics()
 	m.FinalizeRequestHeaders(hd, &s.entry)
