@@ -210,8 +210,11 @@ type stream struct {
 	state filterstate.State
 }
 
+// The stream's header maps start at eight entries, one map group: Go keeps such a map small
+// (a lookup compares keys without hashing them, a clear touches one group), which a typical
+// head fits; a larger head grows the pooled stream's map once.
 var streamPool = sync.Pool{New: func() any {
-	s := &stream{hdr: make(http.Header, 16), out: outHeader{full: make(http.Header, 16)}, respStore: make(http.Header, 16), trailers: make(http.Header, 2)}
+	s := &stream{hdr: make(http.Header, 8), out: outHeader{full: make(http.Header, 8)}, respStore: make(http.Header, 8), trailers: make(http.Header, 2)}
 	s.addCookie = s.addDownstreamCookie
 	s.keepTrailer = s.addTrailer
 	s.interruptBody = s.stopBodyRead
