@@ -13,7 +13,9 @@
 //
 // Only mappings that are of the executable (same device and inode as /proc/self/exe) and not
 // writable are advised: a writable private mapping (.data) holds the process's own changes,
-// which MADV_DONTNEED would throw away.
+// which MADV_DONTNEED would throw away. The one private change a read-only mapping can hold is a
+// breakpoint written into the text by a debugger or a uprobe; one set before a Release is lost
+// with it, so such probes are attached once the server is LIVE.
 package exepages
 
 import (
