@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/legateproxy/legate/accesslog"
@@ -235,12 +237,16 @@ func (s *stream) Pause(ready <-chan struct{}, bound time.Duration) (gone bool) {
 	}
 	var cut <-chan struct{}
 	var read chan error
+	var rc net.Conn // what the HTTP/1 client is read on
 	switch {
 	case s.h2req != nil:
 		cut = s.h2req.Context().Done()
 	case s.sc != nil:
-		read = make(chan error, 1)
-		go s.sc.readPaused(int(s.bufferLimit()), read)
+		rc = s.sc.pauseConn()
+		if rc != nil {
+			read = make(chan error, 1)
+			go s.sc.readPaused(rc, int(s.bufferLimit()), read)
+		}
 	}
 	for {
 		select {
@@ -260,9 +266,12 @@ func (s *stream) Pause(ready <-chan struct{}, bound time.Duration) (gone bool) {
 	if read != nil {
 		// Wake the reader and wait for it, so that the connection's reader is this
 		// goroutine's again; the socket's deadline is then put back.
-		s.sc.nc.SetReadDeadline(time.Unix(1, 0))
+		rc.SetReadDeadline(time.Unix(1, 0))
 		<-read
-		s.sc.nc.SetReadDeadline(s.sc.deadline)
+		rc.SetReadDeadline(s.sc.deadline)
+	}
+	if rc != nil && rc != s.sc.nc {
+		rc.Close()
 	}
 	if gone {
 		s.downstreamGone()
@@ -304,7 +313,7 @@ func (s *stream) downstreamGone() {
 // runs on its own goroutine, owned by Pause, which waits for its report before touching the
 // reader again. The buffer may grow past the head limit, up to limit; shrink returns it to
 // its idle size once it has been read.
-func (sc *serverConn) readPaused(limit int, out chan<- error) {
+func (sc *serverConn) readPaused(c net.Conn, limit int, out chan<- error) {
 	rd := &sc.rd
 	for rd.buffered() < limit {
 		if rd.r == rd.w {
@@ -320,7 +329,7 @@ func (sc *serverConn) readPaused(limit int, out chan<- error) {
 				rd.buf = nb
 			}
 		}
-		n, err := rd.conn.Read(rd.buf[rd.w:])
+		n, err := c.Read(rd.buf[rd.w:])
 		rd.w += n
 		rd.rx.Add(uint64(n))
 		if err != nil {
@@ -329,6 +338,38 @@ func (sc *serverConn) readPaused(limit int, out chan<- error) {
 		}
 	}
 	out <- nil
+}
+
+// pauseConn returns the connection a paused request's client is read on: nc, or, while the
+// request is served inside the raw read (serverConn.waitRaw), whose read lock this goroutine
+// holds, a duplicate of the socket with its own poller registration, which the caller
+// closes. Bytes read there are the raw read's too: it finds them buffered, and their
+// arrival raised the readiness it waits for. nil when the socket cannot be duplicated: the
+// client is then not read during the pause.
+func (sc *serverConn) pauseConn() net.Conn {
+	if !sc.inside {
+		return sc.nc
+	}
+	fd, err := -1, error(nil)
+	if cerr := sc.rd.raw.Control(func(s uintptr) { fd, err = dupCloexec(int(s)) }); cerr != nil || err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), "")
+	defer f.Close() // FileConn made its own duplicate
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil
+	}
+	return c
+}
+
+// dupCloexec duplicates fd, closed on exec.
+func dupCloexec(fd int) (int, error) {
+	nfd, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
+	if errno != 0 {
+		return -1, errno
+	}
+	return int(nfd), nil
 }
 
 // bufferLimit is how much of a request body the stream buffers: the listener's

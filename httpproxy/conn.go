@@ -17,6 +17,7 @@ import (
 	"github.com/legateproxy/legate/internal/http1"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/overload"
+	"github.com/legateproxy/legate/stats"
 )
 
 // tlsHandshakeTimeout bounds a downstream TLS handshake.
@@ -59,7 +60,31 @@ type serverConn struct {
 
 	// linger: the connection closes with a request body unread (lingerClose).
 	linger bool
+
+	// The raw wait (waitRaw): serveFn is serveRaw, built once; inside is set while requests
+	// are served inside the raw read; exit says why the read was left, with the read's error
+	// or the started request (held) that must be served outside it.
+	serveFn func(fd uintptr) bool
+	inside  bool
+	exit    rawExit
+	exitErr error
+	held    *stream
 }
+
+// emptyReads counts the downstream reads of serveRaw that found the socket empty: the raw
+// wait exists to avoid them, and tests count them (TestKeepAliveMakesNoEmptyReads).
+var emptyReads stats.HotCounter
+
+// rawExit is why serveRaw left the raw read.
+type rawExit uint8
+
+const (
+	exitNone    rawExit = iota
+	exitClosed          // the connection is done
+	exitFailed          // a read failed (exitErr): the client closed, an error, a head too large
+	exitHeld            // a request that reads more from the client was started (held)
+	exitPreface         // the HTTP/2 prior-knowledge preface: the connection goes to serveH2
+)
 
 // ServeConn hands one downstream connection to a goroutine of the handler, which serves it
 // until it closes (listener.FilterChainHandler). The connection gets a fresh goroutine rather
@@ -125,6 +150,9 @@ func (h *Handler) openConn(c *listener.Conn, start time.Time) *serverConn {
 		raw, _ = sock.SyscallConn()
 	}
 	sc.rd.init(nc, raw, h.maxHead, &h.stats.DownstreamCxRxBytesTotal)
+	if raw != nil {
+		sc.serveFn = sc.serveRaw
+	}
 	h.track(sc, true)
 	return sc
 }
@@ -247,8 +275,98 @@ func (sc *serverConn) loop() {
 		case !sc.beforeRead():
 			return
 		}
-		if err := sc.rd.fillIdle(); err != nil && !sc.readFailed(err) {
+		if !sc.rd.rawReady() {
+			if err := sc.rd.fill(); err != nil && !sc.readFailed(err) {
+				return
+			}
+		} else if !sc.waitRaw() {
 			return
+		}
+	}
+}
+
+// waitRaw waits for the next request on a plain socket, and serves it, inside one raw read
+// of the socket (serveRaw), so that no read is made that can only find the socket empty
+// (docs/DESIGN.md, "The request path"). It reports whether the connection stays open.
+func (sc *serverConn) waitRaw() bool {
+	sc.inside, sc.exit = true, exitNone
+	err := sc.rd.raw.Read(sc.serveFn)
+	sc.inside = false
+	if sc.rd.buf == nil { // the wait failed: a deadline or a close
+		sc.rd.buf = getReadBuffer()
+	}
+	switch sc.exit {
+	case exitClosed:
+		return false
+	case exitHeld:
+		s := sc.held
+		sc.held = nil
+		return sc.serve(s)
+	case exitPreface:
+		sc.toH2()
+		return false
+	case exitFailed:
+		err = sc.exitErr
+		sc.exitErr = nil
+		if errno, ok := err.(syscall.Errno); ok {
+			err = &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", errno)}
+		}
+	}
+	return err == nil || sc.readFailed(err)
+}
+
+// serveRaw is the callback of waitRaw's raw read. It reads what the socket holds and serves
+// every complete request that reads nothing more from the client (the response is written
+// with nc.Write, whose lock is not the read's); once a read left the socket empty it
+// returns false, and the runtime calls it again when bytes come (at once if they came while
+// a request was served: readiness is kept from the raw read's start). It returns true to
+// leave the read when the connection closes, a read fails, or a request must be served
+// outside because it reads from the client (nc.Read would wait on the read lock held here).
+func (sc *serverConn) serveRaw(fd uintptr) bool {
+	rd := &sc.rd
+	for {
+		short, err := rd.readSocket(fd)
+		switch {
+		case err == syscall.EAGAIN:
+			emptyReads.Inc()
+			rd.release()
+			return false
+		case err != nil:
+			sc.exit, sc.exitErr = exitFailed, err
+			return true
+		}
+		if !sc.serveHeads() {
+			return true
+		}
+		if !short {
+			continue // the buffer filled: the socket may hold more
+		}
+		if !sc.beforeRead() {
+			sc.exit = exitClosed
+			return true
+		}
+		rd.release()
+		return false
+	}
+}
+
+// serveHeads serves the complete requests buffered inside serveRaw; it reports false to leave
+// the raw read (sc.exit says why).
+func (sc *serverConn) serveHeads() bool {
+	for {
+		head, err := sc.rd.nextHead()
+		switch {
+		case err != nil:
+			sc.headError(err)
+			sc.exit = exitClosed
+			return false
+		case head == nil:
+			return true
+		case !sc.handle(head):
+			sc.exit = exitClosed
+			return false
+		case sc.exit != exitNone:
+			return false
 		}
 	}
 }
@@ -282,17 +400,19 @@ func (sc *serverConn) readFailed(err error) bool {
 }
 
 // handle serves one request whose head was read; it reports whether the connection may
-// carry another request.
+// carry another request. Inside serveRaw, a request that must be served outside the raw
+// read is only started, and left to waitRaw (sc.exit).
 //
 //go:noinline
 func (sc *serverConn) handle(head []byte) bool {
 	sc.idle.Store(false)
 	h := sc.h
 	if sc.requests == 0 && string(head) == h2Preface && h.cfg.Codec == config.CodecAuto {
-		// Prior-knowledge HTTP/2 (h2c): hand the connection, preface included, to the HTTP/2 server.
-		pre := append([]byte(h2Preface+"\r\n"), sc.rd.buf[sc.rd.r:sc.rd.w]...)
-		sc.clearDeadline()
-		h.serveH2(sc.lc, sc.nc, pre, sc.start, sc.tlsInfo)
+		if sc.inside {
+			sc.exit = exitPreface
+			return true
+		}
+		sc.toH2()
 		return false
 	}
 	sc.headDone()
@@ -303,10 +423,31 @@ func (sc *serverConn) handle(head []byte) bool {
 	}
 	sc.requests++
 	s := getStream()
-	keep := s.serveH1(sc, head)
+	if !s.startH1(sc, head) {
+		putStream(s)
+		return false
+	}
+	if sc.inside && s.readsClient() {
+		sc.exit, sc.held = exitHeld, s
+		return true
+	}
+	return sc.serve(s)
+}
+
+// serve serves a started request; it reports whether the connection may carry another.
+func (sc *serverConn) serve(s *stream) bool {
+	keep := s.serveH1()
 	putStream(s)
 	sc.rd.shrink()
 	return keep
+}
+
+// toH2 hands a connection that opened with the prior-knowledge HTTP/2 preface (h2c), the
+// preface included, to the HTTP/2 server.
+func (sc *serverConn) toH2() {
+	pre := append([]byte(h2Preface+"\r\n"), sc.rd.buf[sc.rd.r:sc.rd.w]...)
+	sc.clearDeadline()
+	sc.h.serveH2(sc.lc, sc.nc, pre, sc.start, sc.tlsInfo)
 }
 
 // armIdle sets the read deadline for the idle timeout (or an earlier deadline of

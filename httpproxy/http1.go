@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -32,16 +31,12 @@ type reader struct {
 	// scanned is how many buffered bytes from r are known not to end a request head.
 	scanned int
 
-	// The idle wait (fillIdle): raw is the plain socket under conn (nil for TLS and for
-	// connections without one); drained is set once a read of conn returned less than the
-	// room it had, after which conn keeps no bytes of its own (the listener's peeked bytes
-	// are gone) and the socket may be read directly. readIdle is the raw read callback,
-	// built once; rawN and rawErr are its result.
-	raw      syscall.RawConn
-	drained  bool
-	readIdle func(fd uintptr) bool
-	rawN     int
-	rawErr   error
+	// raw is the plain socket under conn (nil for TLS and for connections without one);
+	// drained is set once a read of conn returned less than the room it had, after which conn
+	// keeps no bytes of its own (the listener's peeked bytes are gone) and the socket may be
+	// read directly, inside a raw read (serverConn.waitRaw).
+	raw     syscall.RawConn
+	drained bool
 }
 
 // idleBuffers hold the read buffers of connections waiting for their next request: a
@@ -51,56 +46,48 @@ var idleBuffers = sync.Pool{New: func() any { return new([readBufferSize]byte) }
 
 func getReadBuffer() []byte { return idleBuffers.Get().(*[readBufferSize]byte)[:] }
 
-// init makes rd read conn, waiting for requests on raw (nil when conn is not a plain socket).
+// init makes rd read conn, whose plain socket is raw (nil when conn is not one).
 func (rd *reader) init(conn net.Conn, raw syscall.RawConn, max int, rx *stats.HotCounter) {
 	*rd = reader{conn: conn, raw: raw, buf: getReadBuffer(), max: max, rx: rx}
-	rd.readIdle = rd.readSocket
 }
 
-// fillIdle is fill for a connection with nothing buffered between requests. On a plain
-// socket it reads the socket itself inside a raw read, which lets it give the read buffer
-// back while the read waits: the callback reads (the same one system call as conn.Read),
-// returns the buffer and reports "not ready" when nothing is there, and takes a buffer and
-// reads again once the socket is readable.
-func (rd *reader) fillIdle() error {
-	if rd.raw == nil || !rd.drained || rd.buffered() > 0 || len(rd.buf) != readBufferSize {
-		return rd.fill()
-	}
-	rd.r, rd.w = 0, 0
-	rd.rawN, rd.rawErr = 0, nil
-	err := rd.raw.Read(rd.readIdle)
-	if rd.buf == nil { // the wait failed: a deadline or a close
-		rd.buf = getReadBuffer()
-	}
-	switch {
-	case err != nil:
-		return err
-	case rd.rawErr != nil:
-		return &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", rd.rawErr)}
-	case rd.rawN == 0:
-		return io.EOF
-	}
-	rd.w = rd.rawN
-	rd.rx.Add(uint64(rd.rawN))
-	return nil
-}
+// rawReady reports whether the next bytes may be read from the socket itself.
+func (rd *reader) rawReady() bool { return rd.raw != nil && rd.drained }
 
-// readSocket is fillIdle's raw read callback.
-func (rd *reader) readSocket(fd uintptr) bool {
+// readSocket reads the socket fd (inside a raw read) into the buffer, taking a buffer first
+// when it was given back. short reports a read that left room: the socket held nothing more
+// at that instant. A socket with nothing to read returns syscall.EAGAIN, the client's close
+// io.EOF.
+func (rd *reader) readSocket(fd uintptr) (short bool, err error) {
 	if rd.buf == nil {
 		rd.buf = getReadBuffer()
 	}
-	n, err := syscall.Read(int(fd), rd.buf)
+	if err := rd.makeRoom(); err != nil {
+		return false, err
+	}
+	room := len(rd.buf) - rd.w
+	n, err := syscall.Read(int(fd), rd.buf[rd.w:])
 	for err == syscall.EINTR {
-		n, err = syscall.Read(int(fd), rd.buf)
+		n, err = syscall.Read(int(fd), rd.buf[rd.w:])
 	}
-	if err == syscall.EAGAIN {
+	switch {
+	case err != nil:
+		return false, err
+	case n == 0:
+		return false, io.EOF
+	}
+	rd.w += n
+	rd.rx.Add(uint64(n))
+	return n < room, nil
+}
+
+// release gives the read buffer back to idleBuffers when nothing is buffered, before the
+// connection waits for its next request.
+func (rd *reader) release() {
+	if rd.buffered() == 0 && len(rd.buf) == readBufferSize {
 		idleBuffers.Put((*[readBufferSize]byte)(rd.buf))
-		rd.buf = nil
-		return false
+		rd.buf, rd.r, rd.w = nil, 0, 0
 	}
-	rd.rawN, rd.rawErr = max(n, 0), err
-	return true
 }
 
 func (rd *reader) buffered() int { return rd.w - rd.r }
@@ -108,22 +95,8 @@ func (rd *reader) buffered() int { return rd.w - rd.r }
 // fill reads at least one more byte, compacting the buffer and growing it up to max (or up
 // to need bytes of room) when it is full.
 func (rd *reader) fill() error {
-	if rd.r == rd.w {
-		rd.r, rd.w = 0, 0
-	}
-	if rd.w == len(rd.buf) {
-		switch {
-		case rd.r > 0:
-			rd.w = copy(rd.buf, rd.buf[rd.r:rd.w])
-			rd.r = 0
-		case len(rd.buf) < rd.max:
-			nb := make([]byte, min(2*len(rd.buf), rd.max))
-			rd.w = copy(nb, rd.buf[rd.r:rd.w])
-			rd.r = 0
-			rd.buf = nb
-		default:
-			return errHeadTooLarge
-		}
+	if err := rd.makeRoom(); err != nil {
+		return err
 	}
 	for {
 		room := len(rd.buf) - rd.w
@@ -140,6 +113,30 @@ func (rd *reader) fill() error {
 			return err
 		}
 	}
+}
+
+// makeRoom makes room for more bytes at the end of the buffer: it compacts the buffer, and
+// grows it up to max when it is full.
+func (rd *reader) makeRoom() error {
+	if rd.r == rd.w {
+		rd.r, rd.w = 0, 0
+	}
+	if rd.w < len(rd.buf) {
+		return nil
+	}
+	switch {
+	case rd.r > 0:
+		rd.w = copy(rd.buf, rd.buf[rd.r:rd.w])
+		rd.r = 0
+	case len(rd.buf) < rd.max:
+		nb := make([]byte, min(2*len(rd.buf), rd.max))
+		rd.w = copy(nb, rd.buf[rd.r:rd.w])
+		rd.r = 0
+		rd.buf = nb
+	default:
+		return errHeadTooLarge
+	}
+	return nil
 }
 
 // shrink returns to the idle buffer size after a large head, keeping buffered bytes.

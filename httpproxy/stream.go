@@ -282,9 +282,10 @@ func (s *stream) begin(h *Handler) {
 	clear(s.respTrailers)
 }
 
-// serveH1 serves one HTTP/1 request whose head was just read; it reports whether the
-// connection may carry another request.
-func (s *stream) serveH1(sc *serverConn, head []byte) bool {
+// startH1 starts one HTTP/1 request whose head was just read: it parses the head and sets up
+// the request's body. It reports false when the head was refused and the connection closes.
+// serveH1 serves the request.
+func (s *stream) startH1(sc *serverConn, head []byte) bool {
 	h := sc.h
 	s.begin(h)
 	s.sc = sc
@@ -344,6 +345,17 @@ func (s *stream) serveH1(sc *serverConn, head []byte) bool {
 		s.hw.buf = append(s.hw.buf, "HTTP/1.1 100 Continue\r\n\r\n"...)
 		s.hw.flush()
 	}
+	return true
+}
+
+// readsClient reports whether serving the request started reads more from the client: a
+// request body or an upgraded connection's bytes.
+func (s *stream) readsClient() bool { return s.body != nil || s.upgrade != "" }
+
+// serveH1 serves the request startH1 started; it reports whether the connection may carry
+// another request.
+func (s *stream) serveH1() bool {
+	h, sc := s.h, s.sc
 	s.resp = s.respStore
 	clear(s.resp)
 	h.stats.DownstreamRqHTTP1Total.Inc()
