@@ -2,6 +2,7 @@ package httpproxy
 
 import (
 	"bytes"
+	"io"
 	"testing"
 
 	"golang.org/x/net/http2"
@@ -98,5 +99,38 @@ func TestH2RepeatedSetting(t *testing.T) {
 	// The server may acknowledge both SETTINGS frames (the client's first and this one) at once.
 	if acks == 0 || data[0] != 1 {
 		t.Errorf("settings acks %d, first DATA %v; want an ack and one byte", acks, data)
+	}
+}
+
+// TestH2TableSizeUpdateAfterSetting checks that after the client changes
+// SETTINGS_HEADER_TABLE_SIZE the next response header block starts with a dynamic table size
+// update to 0 (RFC 7541 §4.2; nghttp2 requires it), and only that one.
+func TestH2TableSizeUpdateAfterSetting(t *testing.T) {
+	up := h2cUpstream(t, "up")
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", up.Listener.Addr().String())},
+		hcm:      simpleHCM("web", ""),
+	})
+	c := dialRaw(t, e.addr).c
+	io.WriteString(c, http2.ClientPreface)
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingHeaderTableSize, Val: 0}); err != nil {
+		t.Fatal(err)
+	}
+	var firsts []byte
+	for id := uint32(1); id <= 3; id += 2 {
+		writeRequest(t, fr, id, "/", nil)
+		for len(firsts) < int(id+1)/2 {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				t.Fatalf("stream %d: %v", id, err)
+			}
+			if h, ok := f.(*http2.HeadersFrame); ok && h.StreamID == id {
+				firsts = append(firsts, h.HeaderBlockFragment()[0])
+			}
+		}
+	}
+	if firsts[0] != 0x20 || firsts[1] == 0x20 {
+		t.Errorf("header blocks start with %#x, %#x; want 0x20 (table size 0) first only", firsts[0], firsts[1])
 	}
 }

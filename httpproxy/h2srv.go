@@ -2,7 +2,6 @@ package httpproxy
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -10,7 +9,6 @@ import (
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/listener"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,7 +19,8 @@ import (
 
 // Legate's own HTTP/2 server connection (RFC 9113), on x/net/http2's frame layer only
 // (http2.Framer for reading frames other than header blocks, which h2block.go decodes with
-// its own hpack.Decoder; hpack.Encoder for responses).
+// its own hpack.Decoder; responses' header blocks are encoded by internal/h2wire, without
+// a dynamic table).
 //
 // One goroutine per connection reads frames (serve) and keeps the connection's state: its
 // streams, settings, both directions' flow-control windows. Each stream's handler runs on a
@@ -40,15 +39,14 @@ import (
 
 // Frame-level limits of the server.
 const (
-	h2MaxFrame       = 16 << 10 // SETTINGS_MAX_FRAME_SIZE we accept (the protocol's default)
-	h2TableSize      = 4096     // our HPACK decoder's table (the protocol's default)
-	h2DefaultWindow  = 65535    // both windows' initial size (RFC 9113 §6.9.2)
-	h2MaxWindow      = 1<<31 - 1
-	h2FlushAt        = 64 << 10 // a write buffer this large is flushed by whoever adds to it
-	h2GoAwayLinger   = time.Second
-	h2ClosedRing     = 32 // streams remembered as closed, for STREAM_CLOSED errors
-	h2LaunchBatch    = 32 // new streams held before their handlers start, at most
-	h2LowerNameCache = 256
+	h2MaxFrame      = 16 << 10 // SETTINGS_MAX_FRAME_SIZE we accept (the protocol's default)
+	h2TableSize     = 4096     // our HPACK decoder's table (the protocol's default)
+	h2DefaultWindow = 65535    // both windows' initial size (RFC 9113 §6.9.2)
+	h2MaxWindow     = 1<<31 - 1
+	h2FlushAt       = 64 << 10 // a write buffer this large is flushed by whoever adds to it
+	h2GoAwayLinger  = time.Second
+	h2ClosedRing    = 32 // streams remembered as closed, for STREAM_CLOSED errors
+	h2LaunchBatch   = 32 // new streams held before their handlers start, at most
 )
 
 // errH2StreamGone is a handler's write or read on a stream the client reset or whose
@@ -105,23 +103,24 @@ type h2conn struct {
 	advConnWin  int64 // the connection window we keep granting
 	advStream   int64 // SETTINGS_INITIAL_WINDOW_SIZE we sent
 	maxStreams  int
-	lower       map[string]string
 
-	mu         sync.Mutex // guards the fields below and every stream's shared fields
-	streams    map[uint32]*h2stream
-	wbuf       []byte
-	spare      []byte
-	flushing   bool
-	werr       error
-	sendWin    int64 // connection window we may still send
-	initWin    int64 // the client's SETTINGS_INITIAL_WINDOW_SIZE
-	peerFrame  int   // the client's SETTINGS_MAX_FRAME_SIZE
-	enc        *hpack.Encoder
-	hbuf       bytes.Buffer
-	connUnack  int64 // connection window consumed and not yet returned
-	goingAway  bool  // a GOAWAY was sent: no new streams
-	closing    bool  // the write side is shut or about to be
-	unackedSet int   // SETTINGS frames we sent that the client has not acknowledged
+	mu        sync.Mutex // guards the fields below and every stream's shared fields
+	streams   map[uint32]*h2stream
+	wbuf      []byte
+	spare     []byte
+	flushing  bool
+	werr      error
+	sendWin   int64  // connection window we may still send
+	initWin   int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	peerFrame int    // the client's SETTINGS_MAX_FRAME_SIZE
+	hbuf      []byte // the header block being encoded
+	// tableUpdate: the client changed SETTINGS_HEADER_TABLE_SIZE; the next header block
+	// starts with a table size update (to 0: Legate's encoder keeps no table).
+	tableUpdate bool
+	connUnack   int64 // connection window consumed and not yet returned
+	goingAway   bool  // a GOAWAY was sent: no new streams
+	closing     bool  // the write side is shut or about to be
+	unackedSet  int   // SETTINGS frames we sent that the client has not acknowledged
 }
 
 // DrainClose is the listener's drain decision for the connection.
@@ -145,7 +144,6 @@ func (c *h2conn) start(nc net.Conn, pre []byte) {
 	c.sendWin, c.initWin, c.peerFrame = h2DefaultWindow, h2DefaultWindow, h2MaxFrame
 	c.recvWin, c.advConnWin = h2DefaultWindow, int64(set.connWin)
 	c.advStream, c.maxStreams = int64(set.streamWin), int(set.maxStreams)
-	c.enc = hpack.NewEncoder(&c.hbuf)
 	c.rd = bufio.NewReaderSize(h2SocketReader{c}, h2ReadBuffer)
 	c.fr = http2.NewFramer(nil, c.rd)
 	c.listLimit = set.headerList
@@ -153,7 +151,6 @@ func (c *h2conn) start(nc net.Conn, pre []byte) {
 	c.dec.SetMaxStringLength(int(set.headerList))
 	c.fr.SetMaxReadFrameSize(h2MaxFrame)
 	c.fr.SetReuseFrames()
-	c.lower = make(map[string]string)
 }
 
 // h2SocketReader reads the connection for the frame reader: bytes read before the connection
@@ -482,7 +479,7 @@ func (c *h2conn) applySetting(s http2.Setting) error {
 	case http2.SettingMaxFrameSize:
 		c.peerFrame = int(s.Val)
 	case http2.SettingHeaderTableSize:
-		c.enc.SetMaxDynamicTableSizeLimit(min(s.Val, h2TableSize))
+		c.tableUpdate = true
 	}
 	return nil
 }
@@ -740,7 +737,7 @@ func appendGoAway(b []byte, last uint32, code http2.ErrCode) []byte {
 // appendHeaderBlock appends the header block in c.hbuf as HEADERS and CONTINUATION frames
 // no larger than the client takes; mu is held.
 func (c *h2conn) appendHeaderBlock(id uint32, end bool) {
-	block := c.hbuf.Bytes()
+	block := c.hbuf
 	typ := http2.FrameHeaders
 	var flags http2.Flags
 	if end {
@@ -759,46 +756,6 @@ func (c *h2conn) appendHeaderBlock(id uint32, end bool) {
 		}
 		typ, flags = http2.FrameContinuation, 0
 	}
-}
-
-// lowerName is the HTTP/2 field name of a canonical header key: lower case, kept for the
-// connection (the encoder's table holds its strings).
-func (c *h2conn) lowerName(k string) string {
-	if v, ok := c.lower[k]; ok {
-		return v
-	}
-	lower := true
-	for i := 0; i < len(k); i++ {
-		if 'A' <= k[i] && k[i] <= 'Z' {
-			lower = false
-			break
-		}
-	}
-	v := k
-	if !lower {
-		b := []byte(k)
-		for i, ch := range b {
-			if 'A' <= ch && ch <= 'Z' {
-				b[i] = ch + 'a' - 'A'
-			}
-		}
-		v = string(b)
-	}
-	if len(c.lower) < h2LowerNameCache {
-		c.lower[k] = v
-	}
-	return v
-}
-
-// statusText is the :status value of a code.
-func statusText(code int) string {
-	switch code {
-	case 200:
-		return "200"
-	case 404:
-		return "404"
-	}
-	return strconv.Itoa(code)
 }
 
 // errTooManyResets ends a connection closed by the premature reset guard.

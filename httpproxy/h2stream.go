@@ -14,9 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/legateproxy/legate/internal/h2wire"
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // h2stream is one stream of an h2conn: the request the reader built, its body as the reader
@@ -469,10 +469,10 @@ func (st *h2stream) emit(end bool) error {
 	c := st.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	trailers := end && hasTrailers(st.hdr)
 	if st.reset || c.werr != nil {
 		return errH2StreamGone
 	}
+	trailers := false
 	if !st.headersSent {
 		st.headersSent = true
 		if end && len(st.hdr["Content-Length"]) == 0 && bodyAllowed(st.status) && (len(st.out) > 0 || !st.noBody) {
@@ -482,11 +482,13 @@ func (st *h2stream) emit(end bool) error {
 		if st.noBody {
 			st.out = st.out[:0]
 		}
-		last := end && len(st.out) == 0 && !trailers
-		c.appendHeaders(st.id, st.status, st.hdr, last, false)
-		if last {
+		last := end && len(st.out) == 0
+		trailers = c.appendHeaders(st.id, st.status, st.hdr, last, false) && end
+		if last && !trailers {
 			return nil
 		}
+	} else {
+		trailers = end && hasTrailers(st.hdr)
 	}
 	if err := st.sendData(end && !trailers); err != nil {
 		return err
@@ -562,15 +564,21 @@ func hasTrailers(h http.Header) bool {
 }
 
 // appendHeaders encodes a response header block (trailers: the http.TrailerPrefix keys
-// only) and appends its frames; mu is held.
-func (c *h2conn) appendHeaders(id uint32, status int, hdr http.Header, end, trailers bool) {
-	c.hbuf.Reset()
+// only) and appends its frames; END_STREAM goes with it when end and hdr holds no trailers.
+// It reports whether hdr holds trailers; mu is held.
+func (c *h2conn) appendHeaders(id uint32, status int, hdr http.Header, end, trailers bool) (hasTrailers bool) {
+	b := c.hbuf[:0]
+	if c.tableUpdate {
+		b, c.tableUpdate = append(b, h2wire.TableSizeZero), false
+	}
 	if !trailers {
-		c.enc.WriteField(hpack.HeaderField{Name: ":status", Value: statusText(status)})
+		b = h2wire.AppendStatus(b, status)
 	}
 	shutdown := false
 	for k, vs := range hdr {
-		if t, ok := strings.CutPrefix(k, http.TrailerPrefix); ok != trailers {
+		t, ok := strings.CutPrefix(k, http.TrailerPrefix)
+		hasTrailers = hasTrailers || ok
+		if ok != trailers {
 			continue
 		} else if ok {
 			k = http.CanonicalHeaderKey(t)
@@ -583,21 +591,27 @@ func (c *h2conn) appendHeaders(id uint32, status int, hdr http.Header, end, trai
 		case "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Trailer":
 			continue
 		}
-		if !httpguts.ValidHeaderFieldName(k) {
+		if !http1.ValidToken(k) {
 			continue
 		}
-		name := c.lowerName(k)
+		idx := h2wire.StaticName(k)
 		for _, v := range vs {
-			if httpguts.ValidHeaderFieldValue(v) {
-				c.enc.WriteField(hpack.HeaderField{Name: name, Value: v})
+			switch {
+			case !http1.ValidValue(v):
+			case idx != 0:
+				b = h2wire.AppendIndexedName(b, idx, v)
+			default:
+				b = h2wire.AppendLiteral(b, k, v)
 			}
 		}
 	}
-	c.appendHeaderBlock(id, end)
+	c.hbuf = b
+	c.appendHeaderBlock(id, end && (trailers || !hasTrailers))
 	if shutdown && !c.goingAway && !c.closing {
 		c.goingAway = true
 		c.wbuf = appendGoAway(c.wbuf, c.maxStream.Load(), http2.ErrCodeNo)
 	}
+	return hasTrailers
 }
 
 // SetReadDeadline bounds the handler's reads of the request body (request_timeout); a time

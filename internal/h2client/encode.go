@@ -3,6 +3,8 @@ package h2client
 import (
 	"strconv"
 	"strings"
+
+	"github.com/legateproxy/legate/internal/h2wire"
 )
 
 // Field is one request header field. Names may be in any case; the encoder writes them in
@@ -11,117 +13,52 @@ type Field struct {
 	Name, Value string
 }
 
-// HPACK static table indexes (RFC 7541 appendix A) of the fields a request head starts with.
-const (
-	idxAuthority  = 1
-	idxMethodGET  = 2
-	idxMethodPOST = 3
-	idxPath       = 4
-	idxPathRoot   = 4 // ":path: /" is the entry itself
-	idxSchemeHTTP = 6
-	idxSchemeTLS  = 7
-	idxMethod     = 2
-	idxContentLen = 28
-)
-
-// The encoder writes every field without indexing: Legate keeps no HPACK dynamic table for
-// what it sends, so no header string outlives the request that lent it (the caller reuses the
-// memory behind them), nothing is allocated, and the peer's decoder does no table work. The
-// cost is a few bytes a field on the loopback or LAN links upstreams sit on; nginx's gRPC
-// proxy makes the same trade.
-
-// appendIndexed appends an indexed field (RFC 7541 §6.1).
-func appendIndexed(b []byte, idx uint64) []byte {
-	return appendInt(b, 7, 0x80, idx)
-}
-
-// appendIndexedName appends a literal field without indexing whose name is a static table
-// entry (RFC 7541 §6.2.2).
-func appendIndexedName(b []byte, idx uint64, value string) []byte {
-	b = appendInt(b, 4, 0, idx)
-	return appendString(b, value)
-}
-
-// appendLiteral appends a literal field without indexing with a literal name, written in lower
-// case (RFC 7541 §6.2.2).
-func appendLiteral(b []byte, name, value string) []byte {
-	b = append(b, 0)
-	b = appendInt(b, 7, 0, uint64(len(name)))
-	b = append(b, name...)
-	tail := b[len(b)-len(name):]
-	for i, c := range tail { // copied whole, then lowered in place: names are mostly lower case
-		if c-'A' < 26 {
-			tail[i] = c + 'a' - 'A'
-		}
-	}
-	return appendString(b, value)
-}
-
-// appendString appends a string literal without Huffman coding.
-func appendString(b []byte, s string) []byte {
-	b = appendInt(b, 7, 0, uint64(len(s)))
-	return append(b, s...)
-}
-
-// appendInt appends an HPACK integer with an n-bit prefix; first holds the bits above it.
-func appendInt(b []byte, n uint, first byte, v uint64) []byte {
-	limit := uint64(1)<<n - 1
-	if v < limit {
-		return append(b, first|byte(v))
-	}
-	b = append(b, first|byte(limit))
-	v -= limit
-	for v >= 128 {
-		b = append(b, byte(v&0x7f|0x80))
-		v >>= 7
-	}
-	return append(b, byte(v))
-}
+// The head is written without a dynamic table (h2wire's encoder, shared with the server).
 
 // appendRequestHead encodes the header block of r.
 func appendRequestHead(b []byte, r *Request) []byte {
 	switch r.Method {
 	case "GET":
-		b = appendIndexed(b, idxMethodGET)
+		b = h2wire.AppendIndexed(b, h2wire.IdxMethod)
 	case "POST":
-		b = appendIndexed(b, idxMethodPOST)
+		b = h2wire.AppendIndexed(b, h2wire.IdxMethodPOST)
 	default:
-		b = appendIndexedName(b, idxMethod, r.Method)
+		b = h2wire.AppendIndexedName(b, h2wire.IdxMethod, r.Method)
 	}
 	if r.Method != "CONNECT" {
 		if r.Scheme == "https" {
-			b = appendIndexed(b, idxSchemeTLS)
+			b = h2wire.AppendIndexed(b, h2wire.IdxSchemeTLS)
 		} else {
-			b = appendIndexed(b, idxSchemeHTTP)
+			b = h2wire.AppendIndexed(b, h2wire.IdxSchemeHTTP)
 		}
 		if r.Path == "/" {
-			b = appendIndexed(b, idxPathRoot)
+			b = h2wire.AppendIndexed(b, h2wire.IdxPath)
 		} else {
-			b = appendIndexedName(b, idxPath, r.Path)
+			b = h2wire.AppendIndexedName(b, h2wire.IdxPath, r.Path)
 		}
 	}
-	b = appendIndexedName(b, idxAuthority, r.Authority)
+	b = h2wire.AppendIndexedName(b, h2wire.IdxAuthority, r.Authority)
 	for _, f := range r.Header {
 		switch {
 		case skipField(f.Name):
 		case equalFold(f.Name, "te"):
 			if equalFold(f.Value, "trailers") {
-				b = appendLiteral(b, "te", "trailers")
+				b = h2wire.AppendLiteral(b, "te", "trailers")
 			}
 		default:
-			b = appendLiteral(b, f.Name, f.Value)
+			b = h2wire.AppendLiteral(b, f.Name, f.Value)
 		}
 	}
 	for k := range r.Trailer {
 		if SendableTrailer(k) {
-			b = appendLiteral(b, "trailer", k)
+			b = h2wire.AppendLiteral(b, "trailer", k)
 		}
 	}
 	if sendContentLength(r) {
 		var n [20]byte
 		digits := strconv.AppendInt(n[:0], r.ContentLength, 10)
-		b = appendInt(b, 4, 0, idxContentLen)
-		b = appendInt(b, 7, 0, uint64(len(digits)))
+		b = h2wire.AppendInt(b, 4, 0, h2wire.IdxContentLen)
+		b = h2wire.AppendInt(b, 7, 0, uint64(len(digits)))
 		b = append(b, digits...)
 	}
 	return b
@@ -150,7 +87,7 @@ func appendTrailers(b []byte, t map[string][]string) []byte {
 			continue
 		}
 		for _, v := range vs {
-			b = appendLiteral(b, k, v)
+			b = h2wire.AppendLiteral(b, k, v)
 		}
 	}
 	return b

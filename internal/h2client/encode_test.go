@@ -30,23 +30,3 @@ func TestRequestHeadDecodes(t *testing.T) {
 		}
 	}
 }
-
-// TestLiteralNameLowered: a literal field's name is written with A-Z lowered and every other
-// byte as it is.
-func TestLiteralNameLowered(t *testing.T) {
-	name := make([]byte, 256)
-	for i := range name {
-		name[i] = byte(i)
-	}
-	b := appendLiteral(nil, string(name), "v")
-	got := b[4 : 4+256] // 0x00, then the length 256 as a 7-bit-prefix integer (3 bytes)
-	for i, c := range got {
-		want := byte(i)
-		if want >= 'A' && want <= 'Z' {
-			want += 'a' - 'A'
-		}
-		if c != want {
-			t.Fatalf("byte %d written as %d; want %d", i, c, want)
-		}
-	}
-}
