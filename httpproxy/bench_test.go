@@ -194,14 +194,19 @@ func BenchmarkIdleConnMemory(b *testing.B) {
 }
 
 // TestIdleClientsHelper is the client process of BenchmarkIdleConnMemory: it opens
-// LEGATE_IDLE_CLIENTS_N connections to LEGATE_IDLE_CLIENTS_ADDR, sends one request on each,
-// prints "ready" and holds them until its standard input closes.
+// LEGATE_IDLE_CLIENTS_N connections to LEGATE_IDLE_CLIENTS_ADDR, sends LEGATE_IDLE_REQS
+// requests on each (one by default), prints "ready" and holds them until its standard input
+// closes.
 func TestIdleClientsHelper(t *testing.T) {
 	addr := os.Getenv("LEGATE_IDLE_CLIENTS_ADDR")
 	if addr == "" {
 		t.Skip("run by BenchmarkIdleConnMemory")
 	}
 	n, _ := strconv.Atoi(os.Getenv("LEGATE_IDLE_CLIENTS_N"))
+	reqs := 1
+	if r, err := strconv.Atoi(os.Getenv("LEGATE_IDLE_REQS")); err == nil {
+		reqs = r
+	}
 	req := []byte("GET / HTTP/1.1\r\nHost: bench\r\n\r\n")
 	buf := make([]byte, 4096)
 	conns := make([]net.Conn, 0, n)
@@ -210,7 +215,7 @@ func TestIdleClientsHelper(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if os.Getenv("LEGATE_IDLE_NOREQ") == "" {
+		for range reqs {
 			if _, err := c.Write(req); err != nil {
 				t.Fatal(err)
 			}

@@ -139,6 +139,22 @@ func TestHeadTrickled(t *testing.T) {
 	}
 }
 
+// TestHeadTooLargeInRawWait: a head over max_request_headers_kb read inside the raw wait, its
+// buffer grown there up to the limit, gets Envoy's 431 and the connection closes.
+func TestHeadTooLargeInRawWait(t *testing.T) {
+	e, _, _ := pathEnv(t, "max_request_headers_kb: 8\n", envOptions{})
+	rc := dialRaw(t, e.addr)
+	rc.write(get("/first"))
+	rc.expect(200, "GET /first ")
+	rc.write("GET /big HTTP/1.1\r\nHost: a\r\nX-Big: " + strings.Repeat("b", 9<<10) + "\r\n\r\n")
+	if resp, _ := rc.response(); resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || !resp.Close {
+		t.Fatalf("oversized head = %d (close %v); want 431 and the connection closed", resp.StatusCode, resp.Close)
+	}
+	if !rc.closed() {
+		t.Error("the connection stayed open after the 431")
+	}
+}
+
 // TestBodiesServedOutsideRawWait: requests with a body (which must be read from the socket,
 // outside the raw read) are served between requests without one, with a length or chunked,
 // whole in the first write or following it.
