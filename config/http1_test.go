@@ -148,3 +148,43 @@ func TestLowerInPlaceTails(t *testing.T) {
 		}
 	}
 }
+
+// TestKnownNamesHaveSlots checks that every known name has a slot of its own, so that it is
+// written from its lower-case constant, and that names near them (another case, a byte
+// changed, a prefix) are lowered the long way, to the same bytes lowerInPlace gives.
+func TestKnownNamesHaveSlots(t *testing.T) {
+	for i, n := range knownNames {
+		if l, ok := knownLower(n); !ok || l != strings.ToLower(n) {
+			t.Errorf("knownLower(%q) = %q, %v; want %q (slot %d taken by another name)", n, l, ok, strings.ToLower(n), knownSlot(n))
+		}
+		for _, other := range []string{strings.ToLower(n), strings.ToUpper(n), n[:len(n)-1], n + "x", "X" + n[1:]} {
+			if other == n {
+				continue
+			}
+			if _, ok := knownLower(other); ok && !isKnown(other) {
+				t.Errorf("knownLower(%q) found a name it is not (near %q)", other, knownNames[i])
+			}
+			b := []byte(other)
+			lowerInPlace(b)
+			for _, c := range []HeaderCase{HeaderCaseLower, HeaderCasePreserve} {
+				if got := string(AppendName(nil, other, c)); got != string(b) {
+					t.Errorf("AppendName(%q, %v) = %q; want %q", other, c, got, b)
+				}
+			}
+		}
+	}
+	for _, n := range []string{"", "x", "X"} {
+		if _, ok := knownLower(n); ok {
+			t.Errorf("knownLower(%q) found a name", n)
+		}
+	}
+}
+
+func isKnown(name string) bool {
+	for _, n := range knownNames {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
