@@ -310,7 +310,9 @@ func knownResponseKey(name []byte) string {
 	default:
 		return ""
 	}
-	if !http1.EqualFold(name, k.lower) {
+	// Upstreams mostly send the canonical or the lower-case spelling, which one comparison
+	// each finds (byte by byte, a name cost about 90 instructions).
+	if string(name) != k.key && string(name) != k.lower && !http1.EqualFold(name, k.lower) {
 		return ""
 	}
 	return k.key

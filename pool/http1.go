@@ -320,18 +320,19 @@ func readOneHead(br *bufio.Reader, resp *Response, head bool, lim headLimits) (h
 
 // framingField hands the fields that frame a response to fields.
 func framingField(fields *http1.Fields, name, value []byte) error {
-	// The length picks the one name to compare.
+	// The length picks the one name to compare; the canonical spelling, which most
+	// upstreams send, is one comparison (byte by byte, about 70 instructions).
 	switch len(name) {
 	case len("content-length"):
-		if http1.EqualFold(name, "content-length") {
+		if string(name) == "Content-Length" || http1.EqualFold(name, "content-length") {
 			return fields.ContentLengthBytes(value)
 		}
 	case len("transfer-encoding"):
-		if http1.EqualFold(name, "transfer-encoding") {
+		if string(name) == "Transfer-Encoding" || http1.EqualFold(name, "transfer-encoding") {
 			fields.TransferEncodingBytes(value)
 		}
 	case len("connection"):
-		if http1.EqualFold(name, "connection") {
+		if string(name) == "Connection" || http1.EqualFold(name, "connection") {
 			fields.ConnectionBytes(value)
 		}
 	}
