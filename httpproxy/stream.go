@@ -348,9 +348,12 @@ func (s *stream) startH1(sc *serverConn, head []byte) bool {
 	return true
 }
 
-// readsClient reports whether serving the request started reads more from the client: a
-// request body or an upgraded connection's bytes.
-func (s *stream) readsClient() bool { return s.body != nil || s.upgrade != "" }
+// readsClient reports whether serving the request started may read more from the client: an
+// upgraded connection's bytes, or a request body not wholly buffered with its head (a
+// chunked one is always read through its framing).
+func (s *stream) readsClient() bool {
+	return s.upgrade != "" || (s.body != nil && (s.contentLength < 0 || int64(s.sc.rd.buffered()) < s.contentLength))
+}
 
 // serveH1 serves the request startH1 started; it reports whether the connection may carry
 // another request.
