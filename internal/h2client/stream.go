@@ -2,6 +2,7 @@ package h2client
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -102,6 +103,14 @@ func (c *Conn) Open(ctx context.Context, r *Request) (*Stream, error) {
 	c.hbuf = appendRequestHead(c.hbuf[:0], r)
 	c.writeBlock(s.id, c.hbuf, !hasBody)
 	if err := c.endWrite(); err != nil {
+		// A GOAWAY that leaves the stream unprocessed closes the connection under this
+		// write when it was the last stream: the stream's own reason then says that the
+		// request may go again, which the write's "use of closed network connection" hides.
+		s.mu.Lock()
+		if errors.Is(s.err, ErrUnprocessed) {
+			err = s.err
+		}
+		s.mu.Unlock()
 		s.Close()
 		return nil, err
 	}
