@@ -223,9 +223,16 @@ func TestPolicies(t *testing.T) {
 			r.Timeout, r.IdleTimeout, r.IdleTimeoutSet, r.Priority)
 	}
 
+	if r.TimeoutMillis != "2500" {
+		t.Errorf("TimeoutMillis = %q; want 2500", r.TimeoutMillis)
+	}
+
 	d := tbl.Route(req("h", "/defaults")).Route
 	if d.Timeout != 15*time.Second || d.IdleTimeoutSet || d.Priority != PriorityDefault {
 		t.Errorf("defaults: Timeout, IdleTimeoutSet, Priority = %v, %v, %v; want 15s, false, DEFAULT", d.Timeout, d.IdleTimeoutSet, d.Priority)
+	}
+	if d.TimeoutMillis != "15000" {
+		t.Errorf("defaults: TimeoutMillis = %q; want 15000", d.TimeoutMillis)
 	}
 	if d.RetryPolicy == nil || d.RetryPolicy.NumRetries != 7 || d.RetryPolicy.RetryOn != Retry5xx {
 		t.Errorf("defaults: RetryPolicy = %+v; want the virtual host's (5xx, 7 retries)", d.RetryPolicy)

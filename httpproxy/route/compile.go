@@ -305,6 +305,7 @@ func (c *compiler) route(p *routev3.Route, vh *VirtualHost, path string) (*Route
 	}
 	c.traces = c.traces || r.Decorator != nil || r.Tracing != nil
 	precompute(r)
+	r.TimeoutMillis = strconv.FormatInt(r.Timeout.Milliseconds(), 10)
 	return r, nil
 }
 

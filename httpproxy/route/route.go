@@ -139,8 +139,11 @@ type Route struct {
 	HostRewriteHeader  string
 	AutoHostRewrite    bool
 
-	// Timeout is route.timeout: 15 s by default, 0 disables it.
-	Timeout time.Duration
+	// Timeout is route.timeout: 15 s by default, 0 disables it. TimeoutMillis is its
+	// milliseconds in decimal (x-envoy-expected-rq-timeout-ms), made when the route is
+	// compiled; "" in a Route built otherwise.
+	Timeout       time.Duration
+	TimeoutMillis string
 	// IdleTimeout is route.idle_timeout when IdleTimeoutSet; 0 disables it. Unset means the
 	// connection manager's stream_idle_timeout.
 	IdleTimeout    time.Duration
