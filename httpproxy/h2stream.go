@@ -50,7 +50,11 @@ type h2stream struct {
 	wrTimer    *time.Timer
 	wrExpired  bool
 
-	url url.URL // the request's URL
+	url  url.URL      // the request's URL
+	reqv http.Request // req's storage: one allocation for the stream and its request
+	// vals backs the request's header values, one per field, for a request of up to
+	// len(vals) fields.
+	vals [8]string
 
 	// The handler's own.
 	outBuf      [512]byte // out's first buffer: a small response's body needs no allocation
@@ -96,9 +100,8 @@ func (c *h2conn) headers(f *h2block) error {
 		return http2.StreamError{StreamID: id, Code: code}
 	}
 	st = &h2stream{c: c, id: id, tooLarge: f.truncated, declLen: -1}
-	var r http.Request // copied by WithContext below: one allocation for the request
-	req := &r
-	if code := c.newRequest(f, req, &st.url); code != http2.ErrCodeNo {
+	req := &st.reqv
+	if code := c.newRequest(f, req, st); code != http2.ErrCodeNo {
 		c.noteClosed(id)
 		return http2.StreamError{StreamID: id, Code: code}
 	}
@@ -114,7 +117,8 @@ func (c *h2conn) headers(f *h2block) error {
 		st.remoteDone = true
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
-	st.req, st.cancel = req.WithContext(ctx), cancel
+	st.reqv = *req.WithContext(ctx) // the copy WithContext makes stays on the stack
+	st.req, st.cancel = &st.reqv, cancel
 	c.mu.Lock()
 	st.sendWin = c.initWin
 	c.streams[id] = st
@@ -133,7 +137,8 @@ func (c *h2conn) settingsAcked() bool {
 
 // newRequest builds the request of a header block, or reports why the stream is malformed
 // (RFC 9113 §8.1.1, §8.2.2, §8.3, RFC 8441 §4).
-func (c *h2conn) newRequest(f *h2block, r *http.Request, u *url.URL) http2.ErrCode {
+func (c *h2conn) newRequest(f *h2block, r *http.Request, st *h2stream) http2.ErrCode {
+	u := &st.url
 	p := &f.pseudo
 	method, path, scheme, authority, protocol := p.method, p.path, p.scheme, p.authority, p.protocol
 	connect := method == http.MethodConnect
@@ -153,7 +158,10 @@ func (c *h2conn) newRequest(f *h2block, r *http.Request, u *url.URL) http2.ErrCo
 	}
 	fields := f.fields
 	hdr := make(http.Header, len(fields)+4)
-	vals := make([]string, 0, len(fields)) // one backing array for the values
+	vals := st.vals[:0] // one backing array for the values
+	if len(fields) > len(st.vals) {
+		vals = make([]string, 0, len(fields))
+	}
 	var cookies []string
 	for _, hf := range fields {
 		switch hf.Name {
