@@ -160,7 +160,7 @@ func (hw *headerWatch) expire() {
 	c.mu.Lock()
 	if !c.closing {
 		c.closing = true
-		c.wbuf = append(c.wbuf, reply...)
+		c.w.Buf = append(c.w.Buf, reply...)
 		c.flushLocked()
 	}
 	c.mu.Unlock()

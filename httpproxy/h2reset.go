@@ -134,11 +134,11 @@ func (c *h2conn) calm(code http2.ErrCode) {
 		c.mu.Unlock()
 		return
 	}
-	c.wbuf = appendGoAway(c.wbuf, c.maxStream.Load(), code)
+	c.w.Buf = appendGoAway(c.w.Buf, c.maxStream.Load(), code)
 	c.closing = true
 	c.flushLocked()
-	if c.werr == nil {
-		c.werr = errTooManyResets // frames written from now on are dropped
+	if c.w.Err == nil {
+		c.w.Err = errTooManyResets // frames written from now on are dropped
 	}
 	c.mu.Unlock()
 	c.shutWrite()

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"github.com/legateproxy/legate/accesslog"
+	"github.com/legateproxy/legate/internal/h2wire"
 	"github.com/legateproxy/legate/listener"
 	"net"
 	"sync"
@@ -106,14 +107,11 @@ type h2conn struct {
 
 	mu        sync.Mutex // guards the fields below and every stream's shared fields
 	streams   map[uint32]*h2stream
-	wbuf      []byte
-	spare     []byte
-	flushing  bool
-	werr      error
-	sendWin   int64  // connection window we may still send
-	initWin   int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
-	peerFrame int    // the client's SETTINGS_MAX_FRAME_SIZE
-	hbuf      []byte // the header block being encoded
+	w         h2wire.Writer // the frames to write; Err stops writing
+	sendWin   int64         // connection window we may still send
+	initWin   int64         // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	peerFrame int           // the client's SETTINGS_MAX_FRAME_SIZE
+	hbuf      []byte        // the header block being encoded
 	// tableUpdate: the client changed SETTINGS_HEADER_TABLE_SIZE; the next header block
 	// starts with a table size update (to 0: Legate's encoder keeps no table).
 	tableUpdate bool
@@ -246,7 +244,7 @@ const prefaceDrain = 250 * time.Millisecond
 func (c *h2conn) badPreface() {
 	c.h.stats.DownstreamCxProtocolError.Inc()
 	c.mu.Lock()
-	c.wbuf = appendGoAway(c.wbuf, 0, http2.ErrCodeProtocol)
+	c.w.Buf = appendGoAway(c.w.Buf, 0, http2.ErrCodeProtocol)
 	c.mu.Unlock()
 	c.flush()
 	// Real clock: a socket deadline, which the runtime poller compares with the system clock.
@@ -277,10 +275,10 @@ func (c *h2conn) sendSettings() {
 	if set.connectProt {
 		put(http2.SettingEnableConnectProtocol, 1)
 	}
-	c.wbuf = appendFrame(c.wbuf, http2.FrameSettings, 0, 0, p[:n])
+	c.w.Buf = appendFrame(c.w.Buf, http2.FrameSettings, 0, 0, p[:n])
 	c.unackedSet++
 	if d := c.advConnWin - h2DefaultWindow; d > 0 {
-		c.wbuf = appendWindowUpdate(c.wbuf, 0, uint32(d))
+		c.w.Buf = appendWindowUpdate(c.w.Buf, 0, uint32(d))
 		c.recvWin += d
 	}
 	c.mu.Unlock()
@@ -310,7 +308,7 @@ func (c *h2conn) readFailed(err error) bool {
 func (c *h2conn) connError(code http2.ErrCode) {
 	c.mu.Lock()
 	if !c.closing {
-		c.wbuf = appendGoAway(c.wbuf, c.maxStream.Load(), code)
+		c.w.Buf = appendGoAway(c.w.Buf, c.maxStream.Load(), code)
 		c.closing = true
 	}
 	c.mu.Unlock()
@@ -336,8 +334,8 @@ func (c *h2conn) lingerClose() {
 func (c *h2conn) end() {
 	c.mu.Lock()
 	c.closing = true
-	if c.werr == nil {
-		c.werr = net.ErrClosed
+	if c.w.Err == nil {
+		c.w.Err = net.ErrClosed
 	}
 	gone := make([]*h2stream, 0, len(c.streams)+len(c.pending))
 	for _, st := range c.streams {
@@ -396,7 +394,7 @@ func (c *h2conn) frame(f http2.Frame) error {
 	case *http2.PingFrame:
 		if !f.IsAck() {
 			c.mu.Lock()
-			c.wbuf = appendFrame(c.wbuf, http2.FramePing, http2.FlagPingAck, 0, f.Data[:])
+			c.w.Buf = appendFrame(c.w.Buf, http2.FramePing, http2.FlagPingAck, 0, f.Data[:])
 			c.mu.Unlock()
 		}
 	case *http2.RSTStreamFrame:
@@ -458,7 +456,7 @@ func (c *h2conn) settings(f *http2.SettingsFrame) error {
 	defer c.mu.Unlock()
 	err := f.ForeachSetting(c.applySetting)
 	if err == nil {
-		c.wbuf = appendFrame(c.wbuf, http2.FrameSettings, http2.FlagSettingsAck, 0, nil)
+		c.w.Buf = appendFrame(c.w.Buf, http2.FrameSettings, http2.FlagSettingsAck, 0, nil)
 	}
 	return err
 }
@@ -557,7 +555,7 @@ func (c *h2conn) resetStream(id uint32, code http2.ErrCode) {
 		st.reset = true
 		st.cond.Broadcast()
 	}
-	c.wbuf = appendRSTStream(c.wbuf, id, code)
+	c.w.Buf = appendRSTStream(c.w.Buf, id, code)
 	c.mu.Unlock()
 	for i, p := range c.pending {
 		if p == st {
@@ -625,7 +623,7 @@ func (c *h2conn) data(f *http2.DataFrame) error {
 func (c *h2conn) returnConn(n int64) {
 	c.connUnack += n
 	if c.connUnack >= max(c.advConnWin/4, 1) {
-		c.wbuf = appendWindowUpdate(c.wbuf, 0, uint32(c.connUnack))
+		c.w.Buf = appendWindowUpdate(c.w.Buf, 0, uint32(c.connUnack))
 		c.recvWin += c.connUnack
 		c.connUnack = 0
 	}
@@ -641,7 +639,7 @@ func (c *h2conn) shutdown() {
 		return
 	}
 	c.goingAway = true
-	c.wbuf = appendGoAway(c.wbuf, c.maxStream.Load(), http2.ErrCodeNo)
+	c.w.Buf = appendGoAway(c.w.Buf, c.maxStream.Load(), http2.ErrCodeNo)
 	idle := len(c.streams) == 0
 	c.mu.Unlock()
 	c.flush()
@@ -683,28 +681,15 @@ func (c *h2conn) flush() {
 	c.mu.Unlock()
 }
 
-// flushLocked is flush with mu held (released while writing).
+// flushLocked is flush with mu held (released while writing); after a write error, frames
+// are dropped.
 func (c *h2conn) flushLocked() {
-	if c.flushing {
-		return
-	}
-	c.flushing = true
-	for len(c.wbuf) > 0 && c.werr == nil {
-		buf := c.wbuf
-		c.wbuf = c.spare[:0]
-		c.mu.Unlock()
-		_, err := c.nc.Write(buf)
-		c.mu.Lock()
-		c.spare = buf[:0]
+	if flushed, err := c.w.Flush(&c.mu, c.nc); flushed && c.w.Err != nil {
 		if err != nil {
 			c.failed(err)
-			c.werr = err
 		}
+		c.w.Buf = c.w.Buf[:0]
 	}
-	if c.werr != nil {
-		c.wbuf = c.wbuf[:0]
-	}
-	c.flushing = false
 }
 
 // appendFrame appends one frame.
@@ -749,7 +734,7 @@ func (c *h2conn) appendHeaderBlock(id uint32, end bool) {
 		if n == len(block) {
 			f |= http2.FlagHeadersEndHeaders
 		}
-		c.wbuf = appendFrame(c.wbuf, typ, f, id, block[:n])
+		c.w.Buf = appendFrame(c.w.Buf, typ, f, id, block[:n])
 		block = block[n:]
 		if len(block) == 0 {
 			return

@@ -364,9 +364,9 @@ func (st *h2stream) finish(abort bool) {
 	if !st.reset {
 		switch {
 		case abort:
-			c.wbuf = appendRSTStream(c.wbuf, st.id, http2.ErrCodeInternal)
+			c.w.Buf = appendRSTStream(c.w.Buf, st.id, http2.ErrCodeInternal)
 		case !st.remoteDone:
-			c.wbuf = appendRSTStream(c.wbuf, st.id, http2.ErrCodeNo)
+			c.w.Buf = appendRSTStream(c.w.Buf, st.id, http2.ErrCodeNo)
 		}
 	}
 	st.reset = true
@@ -466,7 +466,7 @@ func (st *h2stream) FlushError() error {
 	c := st.c
 	c.mu.Lock()
 	c.flushLocked()
-	err := c.werr
+	err := c.w.Err
 	c.mu.Unlock()
 	return err
 }
@@ -477,7 +477,7 @@ func (st *h2stream) emit(end bool) error {
 	c := st.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if st.reset || c.werr != nil {
+	if st.reset || c.w.Err != nil {
 		return errH2StreamGone
 	}
 	trailers := false
@@ -504,7 +504,7 @@ func (st *h2stream) emit(end bool) error {
 	if trailers {
 		c.appendHeaders(st.id, 0, st.hdr, true, true)
 	}
-	if len(c.wbuf) >= h2FlushAt {
+	if len(c.w.Buf) >= h2FlushAt {
 		c.flushLocked()
 	}
 	return nil
@@ -528,7 +528,7 @@ func (st *h2stream) sendData(end bool) error {
 		if end && int(n) == len(p) {
 			flags, end = http2.FlagDataEndStream, false
 		}
-		c.wbuf = appendFrame(c.wbuf, http2.FrameData, flags, st.id, p[:n])
+		c.w.Buf = appendFrame(c.w.Buf, http2.FrameData, flags, st.id, p[:n])
 		st.sendWin -= n
 		c.sendWin -= n
 		p = p[n:]
@@ -543,7 +543,7 @@ func (st *h2stream) waitWindow() error {
 	c.flushLocked()
 	for {
 		switch {
-		case st.reset || c.werr != nil:
+		case st.reset || c.w.Err != nil:
 			return errH2StreamGone
 		case st.wrExpired:
 			return os.ErrDeadlineExceeded
@@ -617,7 +617,7 @@ func (c *h2conn) appendHeaders(id uint32, status int, hdr http.Header, end, trai
 	c.appendHeaderBlock(id, end && (trailers || !hasTrailers))
 	if shutdown && !c.goingAway && !c.closing {
 		c.goingAway = true
-		c.wbuf = appendGoAway(c.wbuf, c.maxStream.Load(), http2.ErrCodeNo)
+		c.w.Buf = appendGoAway(c.w.Buf, c.maxStream.Load(), http2.ErrCodeNo)
 	}
 	return hasTrailers
 }
@@ -687,7 +687,7 @@ func (st *h2stream) writeExpired() {
 	st.wrExpired = true
 	if !st.reset {
 		st.reset = true
-		st.c.wbuf = appendRSTStream(st.c.wbuf, st.id, http2.ErrCodeInternal)
+		st.c.w.Buf = appendRSTStream(st.c.w.Buf, st.id, http2.ErrCodeInternal)
 		go st.cancel()
 	}
 	st.cond.Broadcast()
@@ -710,7 +710,7 @@ func (b *h2body) Read(p []byte) (int, error) {
 				st.body, st.bodyR = st.body[:0], 0
 			}
 			st.consumed(int64(k))
-			if len(c.wbuf) > 0 {
+			if len(c.w.Buf) > 0 {
 				c.flushLocked()
 			}
 			c.mu.Unlock()
@@ -753,7 +753,7 @@ func (st *h2stream) consumed(n int64) {
 func (st *h2stream) returnStream(n int64) {
 	st.unack += n
 	if st.unack >= max(st.c.advStream/4, 1) {
-		st.c.wbuf = appendWindowUpdate(st.c.wbuf, st.id, uint32(st.unack))
+		st.c.w.Buf = appendWindowUpdate(st.c.w.Buf, st.id, uint32(st.unack))
 		st.recvWin += st.unack
 		st.unack = 0
 	}

@@ -18,6 +18,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/legateproxy/legate/internal/h2wire"
 	"math"
 	"net"
 	"sync"
@@ -80,17 +81,14 @@ type Conn struct {
 	cfg Config
 	fr  *http2.Framer // frames are read by the read loop, written under wmu (into wbuf)
 
-	// Writing: frames are appended to wbuf under wmu, which is never held across a system
-	// call. The writer that finds no write in progress (flushing) writes wbuf out, outside
+	// Writing: frames are appended to w.Buf under wmu, which is never held across a system
+	// call. The writer that finds no write in progress (h2wire.Writer.Flush) writes it out, outside
 	// wmu, and goes on while others appended more; the others return at once. Streams
 	// opened together thus share a write, and nobody waits for wmu behind a socket write.
-	wmu      sync.Mutex
-	wbuf     []byte
-	spare    []byte // the buffer being written, or the next wbuf
-	flushing bool
-	drained  sync.Cond // on wmu: the writer in progress took what was pending
-	hbuf     []byte    // header block being written
-	werr     error     // first write error
+	wmu     sync.Mutex
+	w       h2wire.Writer // Err: the first write error
+	drained sync.Cond     // on wmu: the writer in progress took what was pending
+	hbuf    []byte        // header block being written
 
 	mu       sync.Mutex
 	sendCond sync.Cond // on mu: send window opened, or a stream or the connection ended
@@ -157,6 +155,7 @@ func New(nc net.Conn, cfg Config) (*Conn, error) {
 	}
 	c.sendCond.L = &c.mu
 	c.drained.L = &c.wmu
+	c.w.Wake = &c.drained
 	c.maxFrame.Store(16384)
 	c.recvWin.Store(int64(cfg.ConnWindow))
 	c.fr = http2.NewFramer((*frameSink)(c), bufio.NewReaderSize(nc, 16<<10))
@@ -166,7 +165,7 @@ func New(nc net.Conn, cfg Config) (*Conn, error) {
 	// A string longer than MaxHeaderBytes fails its stream (emit); this bound only keeps
 	// the decoder's buffer in line with the block's own (blockFragment).
 	c.dec.SetMaxStringLength(4*cfg.MaxHeaderBytes + 4096)
-	c.wbuf = append(c.wbuf, http2.ClientPreface...)
+	c.w.Buf = append(c.w.Buf, http2.ClientPreface...)
 	err := c.fr.WriteSettings(
 		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(cfg.StreamWindow)},
@@ -177,8 +176,8 @@ func New(nc net.Conn, cfg Config) (*Conn, error) {
 		err = c.fr.WriteWindowUpdate(0, uint32(cfg.ConnWindow-65535))
 	}
 	if err == nil {
-		_, err = nc.Write(c.wbuf)
-		c.wbuf = c.wbuf[:0]
+		_, err = nc.Write(c.w.Buf)
+		c.w.Buf = c.w.Buf[:0]
 	}
 	if err != nil {
 		return nil, err
@@ -287,35 +286,28 @@ func (c *Conn) startWrite() { c.wmu.Lock() }
 // endWrite releases the write lock after writing out what was appended, unless a write is in
 // progress, whose writer then writes it too. A write error closes the connection.
 func (c *Conn) endWrite() error {
-	if c.flushing || c.werr != nil {
+	if c.w.Err != nil || !c.flush() {
 		// Request bodies wait while maxPending is already waiting for the socket: the
 		// peer's windows alone would let them buffer without bound.
-		for c.flushing && len(c.wbuf) > maxPending && c.werr == nil {
+		for c.w.Flushing() && len(c.w.Buf) > maxPending && c.w.Err == nil {
 			c.drained.Wait()
 		}
-		err := c.werr
+		err := c.w.Err
 		c.wmu.Unlock()
 		return err
 	}
-	c.flushing = true
-	for len(c.wbuf) > 0 && c.werr == nil {
-		buf := c.wbuf
-		c.wbuf = c.spare[:0]
-		c.wmu.Unlock()
-		_, err := c.nc.Write(buf)
-		c.wmu.Lock()
-		c.spare = buf[:0]
-		c.noteWriteErr(err)
-		c.drained.Broadcast()
-	}
-	c.flushing = false
-	c.drained.Broadcast()
-	err := c.werr
+	err := c.w.Err
 	c.wmu.Unlock()
 	if err != nil {
 		c.fail(fmt.Errorf("%w: %w", ErrClosed, err))
 	}
 	return err
+}
+
+// flush writes out what is pending unless a write is in progress; wmu is held.
+func (c *Conn) flush() bool {
+	flushed, _ := c.w.Flush(&c.wmu, c.nc)
+	return flushed
 }
 
 // maxPending is how much may wait behind a write in progress before writers wait for it.
@@ -325,14 +317,14 @@ const maxPending = 256 << 10
 type frameSink Conn
 
 func (w *frameSink) Write(p []byte) (int, error) {
-	w.wbuf = append(w.wbuf, p...)
+	w.w.Buf = append(w.w.Buf, p...)
 	return len(p), nil
 }
 
 // noteWriteErr keeps the first write error; wmu is held.
 func (c *Conn) noteWriteErr(err error) {
-	if err != nil && c.werr == nil {
-		c.werr = err
+	if err != nil && c.w.Err == nil {
+		c.w.Err = err
 	}
 }
 
