@@ -170,7 +170,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	r := m.Route
 	c := mgr.Cluster()
 	snap := c.Snapshot()
-	codes := s.h.sh.stats.upstream(m.Cluster)
+	codes := s.upstreamCodes(m.Cluster)
 	now := s.h.sh.deps.Now
 
 	// The upstream request.
@@ -395,6 +395,25 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		s.respond(m, upStart, c, hst)
 		return
 	}
+}
+
+// upstreamCodes is the response-code counters of the cluster named name. The stream keeps
+// the last ones it used, which a pooled stream finds again for most requests: the registry's
+// lookup by name was about 170 instructions a request. A registry never drops a cluster's
+// counters, so the kept ones stay right.
+func (s *stream) upstreamCodes(name string) *upstreamCodeStats {
+	c := &s.codes
+	if reg := s.h.sh.stats; c.reg != reg || c.name != name {
+		*c = codesCache{reg: reg, name: name, codes: reg.upstream(name)}
+	}
+	return c.codes
+}
+
+// codesCache is the counters upstreamCodes returned last, by registry and cluster name.
+type codesCache struct {
+	reg   *statsRegistry
+	name  string
+	codes *upstreamCodeStats
 }
 
 // tryTimeout is the deadline of an attempt starting at now within the request's deadline:

@@ -133,6 +133,7 @@ type stream struct {
 	upTx    time.Time  // when the answered attempt was sent (zero: none)
 	upHost  *host.Host // the host of the latest attempt (nil: none), for host metadata tags
 	match   *route.Match
+	codes   codesCache // the cluster counters the stream used last, kept while pooled (upstreamCodes)
 	up      pool.Request
 	upResp  pool.Response
 	lbctx   lb.Context
