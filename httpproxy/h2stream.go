@@ -599,10 +599,10 @@ func (c *h2conn) appendHeaders(id uint32, status int, hdr http.Header, end, trai
 		case "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Trailer":
 			continue
 		}
-		if !http1.ValidToken(k) {
+		idx := h2wire.StaticName(k) // a static table name is a token
+		if idx == 0 && !http1.ValidToken(k) {
 			continue
 		}
-		idx := h2wire.StaticName(k)
 		for _, v := range vs {
 			switch {
 			case !http1.ValidValue(v):

@@ -79,7 +79,7 @@ const maxStreamID = math.MaxInt32
 type Conn struct {
 	nc  net.Conn
 	cfg Config
-	fr  *http2.Framer // frames are read by the read loop, written under wmu (into wbuf)
+	fr  *http2.Framer // frames are read by the read loop, written under wmu (into w.Buf)
 
 	// Writing: frames are appended to w.Buf under wmu, which is never held across a system
 	// call. The writer that finds no write in progress (h2wire.Writer.Flush) writes it out, outside
