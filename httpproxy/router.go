@@ -76,7 +76,7 @@ func (s *stream) routeRequest() {
 	s.cluster = m.Cluster
 	var mgr *pool.Manager
 	if m.Cluster != "" {
-		mgr = h.sh.deps.Pools.Get(m.Cluster)
+		mgr = s.clusterPools(m.Cluster)
 	}
 	if mgr != nil && mgr.Cluster().HasSubClusters() {
 		mgr = h.subClusterPool(mgr, s.req.Authority)
@@ -395,6 +395,30 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		s.respond(m, upStart, c, hst)
 		return
 	}
+}
+
+// clusterPools is the pools of the cluster named name (pool.Registry.Get), found again
+// without the registry's lookup by name while the Manager the stream used last is still the
+// cluster's (GetAgain): the lookup was about 150 instructions a request.
+func (s *stream) clusterPools(name string) *pool.Manager {
+	c := &s.pools
+	reg := s.h.sh.deps.Pools
+	var last *pool.Manager
+	if c.reg == reg && c.name == name {
+		last = c.mgr
+	}
+	mgr := reg.GetAgain(name, last)
+	if mgr != last {
+		*c = poolsCache{reg: reg, name: name, mgr: mgr}
+	}
+	return mgr
+}
+
+// poolsCache is the Manager clusterPools returned last, by registry and cluster name.
+type poolsCache struct {
+	reg  *pool.Registry
+	name string
+	mgr  *pool.Manager
 }
 
 // upstreamCodes is the response-code counters of the cluster named name. The stream keeps

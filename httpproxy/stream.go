@@ -134,6 +134,7 @@ type stream struct {
 	upHost  *host.Host // the host of the latest attempt (nil: none), for host metadata tags
 	match   *route.Match
 	codes   codesCache // the cluster counters the stream used last, kept while pooled (upstreamCodes)
+	pools   poolsCache // the cluster pools the stream used last, kept while pooled (clusterPools)
 	up      pool.Request
 	upResp  pool.Response
 	lbctx   lb.Context

@@ -133,6 +133,8 @@ type Manager struct {
 	mu       sync.Mutex // guards the fields below and pool creation
 	closed   bool
 	lastSnap *cluster.Snapshot
+	// gone is closed for readers without the lock (Registry.GetAgain).
+	gone atomic.Bool
 }
 
 // NewManager builds the (empty) pools of cfg.Cluster.
@@ -498,6 +500,7 @@ func (m *Manager) Close() {
 		return
 	}
 	m.closed = true
+	m.gone.Store(true)
 	m.mu.Unlock()
 	m.pools.Range(func(k, v any) bool {
 		m.pools.Delete(k)

@@ -595,12 +595,7 @@ func TestUseDownstreamProtocol(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	cm, store := newClusterManager(t, staticCluster("", "127.0.0.1:1"))
-	r, err := NewRegistry(RegistryConfig{Clusters: cm, Stats: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	cm, r := newStaticRegistry(t)
 	m := r.Get("up")
 	if m == nil || r.Get("up") != m {
 		t.Fatalf("Get(up) = %p then %p; want the same non-nil Manager", m, r.Get("up"))
@@ -758,4 +753,59 @@ func TestActiveRequestsTracked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRegistryGetAgain: the Manager a caller kept is given back while it is the active
+// cluster's, and Get's answer once the cluster was replaced or removed, or the registry closed.
+func TestRegistryGetAgain(t *testing.T) {
+	cm, r := newStaticRegistry(t)
+	m := r.GetAgain("up", nil)
+	if m == nil || r.GetAgain("up", m) != m || r.Get("up") != m {
+		t.Fatalf("GetAgain(up) = %p, then %p; want Get's Manager %p", m, r.GetAgain("up", m), r.Get("up"))
+	}
+	if got := r.GetAgain("missing", m); got != nil {
+		t.Errorf("GetAgain(missing, up's Manager) = %p; want nil", got)
+	}
+	apiAt := func(addr, version string) *cluster.Cluster {
+		t.Helper()
+		if _, err := cm.AddOrUpdate(mustCluster(t, strings.Replace(staticCluster("", addr), "name: up", "name: api", 1)), version); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "cluster api at "+addr, func() bool {
+			c := cm.Get("api")
+			return c != nil && c.Version() == version
+		})
+		return cm.Get("api")
+	}
+	apiAt("127.0.0.1:2", "1")
+	am := r.GetAgain("api", nil)
+	if am == nil || r.GetAgain("api", am) != am {
+		t.Fatalf("GetAgain(api) = %p, then %p; want the same Manager", am, r.GetAgain("api", am))
+	}
+	c2 := apiAt("127.0.0.1:3", "2")
+	am2 := r.GetAgain("api", am)
+	if am2 == nil || am2 == am || am2.Cluster() != c2 || !am.gone.Load() {
+		t.Errorf("after the update: GetAgain(api, old) = %p, old closed %v; want a new Manager of the new cluster and the old closed", am2, am.gone.Load())
+	}
+	cm.Remove("api")
+	if got := r.GetAgain("api", am2); got != nil {
+		t.Errorf("after removal: GetAgain(api) = %p; want nil", got)
+	}
+	r.Close()
+	if got := r.GetAgain("up", m); got != nil {
+		t.Errorf("after Close: GetAgain(up) = %p; want nil", got)
+	}
+}
+
+// newStaticRegistry is a Registry over a cluster manager holding the static cluster "up",
+// closed when the test ends.
+func newStaticRegistry(t *testing.T) (*cluster.Manager, *Registry) {
+	t.Helper()
+	cm, store := newClusterManager(t, staticCluster("", "127.0.0.1:1"))
+	r, err := NewRegistry(RegistryConfig{Clusters: cm, Stats: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return cm, r
 }

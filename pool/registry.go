@@ -83,6 +83,18 @@ func (r *Registry) snapshot(c *cluster.Cluster) {
 	}
 }
 
+// GetAgain is Get for a caller that keeps the Manager it got last for name (last; nil at
+// first): that Manager while it is still the one of the active cluster named name, found
+// without the registry's lookup by name. Every Manager the registry replaces or drops is
+// closed first or at once, so one that is not closed and whose cluster is the active one is
+// the registry's.
+func (r *Registry) GetAgain(name string, last *Manager) *Manager {
+	if last != nil && !last.gone.Load() && last.cluster == r.cfg.Clusters.Get(name) {
+		return last
+	}
+	return r.Get(name)
+}
+
 // Get returns the pools of the active cluster named name, or nil when there is no such
 // cluster.
 func (r *Registry) Get(name string) *Manager {
