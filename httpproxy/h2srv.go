@@ -2,7 +2,6 @@ package httpproxy
 
 import (
 	"bufio"
-	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -82,10 +81,8 @@ type h2conn struct {
 	draining  atomic.Bool // the premature reset guard closed the connection
 	calmAt    time.Time   // when its GOAWAY went; read by linger once draining is set
 	maxStream atomic.Uint32
-	ctx       context.Context
 	workers   []chan *h2stream // idle workers; guarded by mu
 	ended     bool             // the connection ended; guarded by mu
-	cancel    context.CancelFunc
 
 	// The reader's own state.
 	rd          *bufio.Reader
@@ -137,7 +134,6 @@ type h2Settings struct {
 func (c *h2conn) start(nc net.Conn, pre []byte) {
 	set := c.h.h2set
 	c.nc, c.pre = nc, pre
-	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.streams = map[uint32]*h2stream{}
 	c.sendWin, c.initWin, c.peerFrame = h2DefaultWindow, h2DefaultWindow, h2MaxFrame
 	c.recvWin, c.advConnWin = h2DefaultWindow, int64(set.connWin)
@@ -353,7 +349,6 @@ func (c *h2conn) end() {
 		st.cancel()
 	}
 	c.pending = nil
-	c.cancel()
 	c.stopWorkers()
 	if c.hw != nil {
 		c.hw.stop()

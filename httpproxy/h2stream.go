@@ -116,7 +116,9 @@ func (c *h2conn) headers(f *h2block) error {
 	} else {
 		st.remoteDone = true
 	}
-	ctx, cancel := context.WithCancel(c.ctx)
+	// Not a child of a connection context: end cancels every stream the connection still has,
+	// and a cancelable parent would add a map entry per stream to register it for that.
+	ctx, cancel := context.WithCancel(context.Background())
 	st.reqv = *req.WithContext(ctx) // the copy WithContext makes stays on the stack
 	st.req, st.cancel = &st.reqv, cancel
 	c.mu.Lock()
