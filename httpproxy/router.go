@@ -409,7 +409,10 @@ func (s *stream) clusterPools(name string) *pool.Manager {
 	}
 	mgr := reg.GetAgain(name, last)
 	if mgr != last {
-		*c = poolsCache{reg: reg, name: name, mgr: mgr}
+		*c = poolsCache{reg: reg, mgr: mgr}
+		if mgr != nil {
+			c.name = mgr.Cluster().Name() // name itself may view the request (cluster_header)
+		}
 	}
 	return mgr
 }
@@ -428,7 +431,9 @@ type poolsCache struct {
 func (s *stream) upstreamCodes(name string) *upstreamCodeStats {
 	c := &s.codes
 	if reg := s.h.sh.stats; c.reg != reg || c.name != name {
-		*c = codesCache{reg: reg, name: name, codes: reg.upstream(name)}
+		codes := reg.upstream(name)
+		// The registry's copy of the name: name itself may view the request (cluster_header).
+		*c = codesCache{reg: reg, name: codes.name, codes: codes}
 	}
 	return c.codes
 }

@@ -2,6 +2,7 @@ package httpproxy
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -122,6 +123,7 @@ type upstreamCodeStats struct {
 
 	reg   *stats.Registration
 	codes [600]atomic.Pointer[stats.HotCounter] // upstream_rq_<code>, created on first use; per-P lines
+	name  string                                // the cluster's name, the registry's own copy
 }
 
 // charge counts one upstream response (or local reply standing for one) with status.
@@ -237,7 +239,10 @@ func (r *statsRegistry) upstream(name string) *upstreamCodeStats {
 	if v, ok := r.clusters.Load(name); ok {
 		return v.(*upstreamCodeStats)
 	}
-	u := &upstreamCodeStats{}
+	// name may view the request (a cluster_header route's cluster is a header value in the
+	// stream's arena, which the next request overwrites): the registry keeps its own copy.
+	name = strings.Clone(name)
+	u := &upstreamCodeStats{name: name}
 	if r.store != nil {
 		u.reg = r.store.Register("cluster."+name+".", u)
 	}

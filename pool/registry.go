@@ -138,10 +138,12 @@ func (r *Registry) Get(name string) *Manager {
 	if err != nil {
 		return nil // the configuration was validated when the cluster was built
 	}
-	r.managers.Store(name, m)
+	// The key is the cluster's own name: name may view a request (a cluster_header route's
+	// header value), whose bytes the connection's next request overwrites.
+	r.managers.Store(c.Name(), m)
 	if c.Retired() {
 		// Retired while the Manager was built: the OnRetire event may have come first.
-		r.managers.Delete(name)
+		r.managers.Delete(c.Name())
 		m.Close()
 	}
 	return m
