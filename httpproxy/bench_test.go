@@ -114,6 +114,13 @@ func BenchmarkProxy(b *testing.B) {
 		hcm:      simpleHCM("web", ""),
 	})
 	b.Run("legate", func(b *testing.B) { benchClient(b, e.addr) })
+	// The same with 8 clients whatever GOMAXPROCS is, so that `-cpu 1,2` compares one P with
+	// two at the same offered load (issue 22's ×1.8 target; client, proxy and upstream all run
+	// in this process and share the Ps).
+	b.Run("legate-8clients", func(b *testing.B) {
+		b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0)))
+		benchClient(b, e.addr)
+	})
 	// With OpenTelemetry tracing: an unsampled request must stay free; a sampled one pays
 	// for its span.
 	unsampled, _ := newTraceEnvUp(b, otelTraceHCM("  random_sampling: {value: 0}\n"), nil, up)
