@@ -70,26 +70,6 @@ func testExtensions(t testing.TB) *registry.Registry {
 	return r
 }
 
-// handler builds a second Handler of the env's connection manager configuration, outside
-// the listener manager.
-func (e *env) handler(t testing.TB) *Handler {
-	t.Helper()
-	var pb hcmv3.HttpConnectionManager
-	fromYAML(t, e.hcm, &pb)
-	cfg, err := config.HTTPConnectionManagerFromProto(&pb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sh := &shared{deps: Deps{Clusters: e.clusters, Pools: e.pools, Filters: filter.NewRegistry(), Now: time.Now, AccessLogs: accesslog.NewManager(accesslog.FileOptions{})},
-		stats: newStatsRegistry(nil), dates: newDateCache(time.Now)}
-	h, err := sh.build(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	return h
-}
-
 // envOptions tune newEnv.
 type envOptions struct {
 	clusters  []string // cluster YAML documents

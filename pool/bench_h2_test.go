@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -61,39 +60,10 @@ func cannedH2Server(tb testing.TB) string {
 			if err != nil {
 				return
 			}
-			go func() {
-				defer nc.Close()
-				br, bw := bufio.NewReader(nc), bufio.NewWriter(nc)
-				if _, err := br.Discard(len(http2.ClientPreface)); err != nil {
-					return
-				}
-				fr := http2.NewFramer(bw, br)
-				fr.WriteSettings()
-				for {
-					if br.Buffered() == 0 && bw.Flush() != nil {
-						return
-					}
-					f, err := fr.ReadFrame()
-					if err != nil {
-						return
-					}
-					switch f := f.(type) {
-					case *http2.SettingsFrame:
-						if !f.IsAck() {
-							fr.WriteSettingsAck()
-						}
-					case *http2.HeadersFrame:
-						if f.StreamEnded() {
-							fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: blk.Bytes(), EndHeaders: true})
-							fr.WriteData(f.StreamID, true, body)
-						}
-					case *http2.PingFrame:
-						if !f.IsAck() {
-							fr.WritePing(true, f.Data)
-						}
-					}
-				}
-			}()
+			go serveScripted(nc, func(fr *http2.Framer, id uint32) {
+				fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: blk.Bytes(), EndHeaders: true})
+				fr.WriteData(id, true, body)
+			})
 		}
 	}()
 	return ln.Addr().String()

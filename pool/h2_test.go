@@ -1,8 +1,8 @@
 package pool
 
 import (
+	"bufio"
 	"bytes"
-	"io"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -61,16 +61,20 @@ func TestHTTP2UnprocessedRetried(t *testing.T) {
 	}
 }
 
-// serveScripted speaks HTTP/2 on c: it answers SETTINGS and hands each request's stream id to
-// answer.
+// serveScripted speaks HTTP/2 on c: it answers SETTINGS and PING and hands each request's
+// stream id to answer. What it writes is flushed once it has read all that has arrived.
 func serveScripted(c net.Conn, answer func(fr *http2.Framer, id uint32)) {
 	defer c.Close()
-	if _, err := io.ReadFull(c, make([]byte, len(http2.ClientPreface))); err != nil {
+	br, bw := bufio.NewReader(c), bufio.NewWriter(c)
+	if _, err := br.Discard(len(http2.ClientPreface)); err != nil {
 		return
 	}
-	fr := http2.NewFramer(c, c)
+	fr := http2.NewFramer(bw, br)
 	fr.WriteSettings()
 	for {
+		if br.Buffered() == 0 && bw.Flush() != nil {
+			return
+		}
 		f, err := fr.ReadFrame()
 		if err != nil {
 			return
@@ -79,6 +83,10 @@ func serveScripted(c net.Conn, answer func(fr *http2.Framer, id uint32)) {
 		case *http2.SettingsFrame:
 			if !f.IsAck() {
 				fr.WriteSettingsAck()
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				fr.WritePing(true, f.Data)
 			}
 		case *http2.HeadersFrame:
 			answer(fr, f.StreamID)

@@ -46,12 +46,6 @@ func (n *names) id(s string) uint32 {
 	return id
 }
 
-func (n *names) name(id uint32) string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.all[id]
-}
-
 func (n *names) snapshot() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
