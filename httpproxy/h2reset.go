@@ -136,12 +136,8 @@ func (c *h2conn) calm(code http2.ErrCode) {
 	}
 	c.w.Buf = appendGoAway(c.w.Buf, c.maxStream.Load(), code)
 	c.closing = true
-	c.flushLocked()
-	if c.w.Err == nil {
-		c.w.Err = errTooManyResets // frames written from now on are dropped
-	}
+	c.endWritesLocked(errTooManyResets) // frames queued from now on are dropped
 	c.mu.Unlock()
-	c.shutWrite()
 	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 	c.calmAt = time.Now()
 	c.draining.Store(true) // after calmAt, which linger reads

@@ -115,7 +115,13 @@ type h2conn struct {
 	connUnack   int64 // connection window consumed and not yet returned
 	goingAway   bool  // a GOAWAY was sent: no new streams
 	closing     bool  // the write side is shut or about to be
-	unackedSet  int   // SETTINGS frames we sent that the client has not acknowledged
+	// endWrite, once set, ends the write side after the frames queued before it: the flush
+	// that writes them last sets it as w.Err (dropping later frames) and shuts the socket's
+	// write side. A flush in progress on another goroutine may be that one, so that a GOAWAY
+	// queued behind its write is not cut off by a shut made before it went out.
+	endWrite   error
+	writeShut  bool
+	unackedSet int // SETTINGS frames we sent that the client has not acknowledged
 }
 
 // DrainClose is the listener's drain decision for the connection.
@@ -307,15 +313,15 @@ func (c *h2conn) connError(code http2.ErrCode) {
 		c.w.Buf = appendGoAway(c.w.Buf, c.maxStream.Load(), code)
 		c.closing = true
 	}
+	c.endWritesLocked(errConnClosing)
 	c.mu.Unlock()
-	c.flush()
 	c.lingerClose()
 }
 
-// lingerClose shuts the write side and reads (discarding) for a while, so that the GOAWAY
-// reaches the client before the close, which would reset a connection with unread bytes.
+// lingerClose reads (discarding) for a while after the write side was shut, so that the
+// GOAWAY reaches the client before the close, which would reset a connection with unread
+// bytes.
 func (c *h2conn) lingerClose() {
-	c.shutWrite()
 	// Real clock: a socket deadline, which the runtime poller compares with the system clock.
 	c.nc.SetReadDeadline(time.Now().Add(h2GoAwayLinger))
 	var discard [512]byte
@@ -652,9 +658,8 @@ func (c *h2conn) closeIdle() {
 		return
 	}
 	c.closing = true
+	c.endWritesLocked(errConnClosing)
 	c.mu.Unlock()
-	c.flush()
-	c.shutWrite()
 	// Real clock: a socket deadline, which the runtime poller compares with the system clock.
 	c.nc.SetReadDeadline(time.Now().Add(h2GoAwayLinger))
 }
@@ -679,12 +684,35 @@ func (c *h2conn) flush() {
 // flushLocked is flush with mu held (released while writing); after a write error, frames
 // are dropped.
 func (c *h2conn) flushLocked() {
-	if flushed, err := c.w.Flush(&c.mu, c.nc); flushed && c.w.Err != nil {
+	flushed, err := c.w.Flush(&c.mu, c.nc)
+	if !flushed {
+		return
+	}
+	if c.w.Err != nil {
 		if err != nil {
 			c.failed(err)
 		}
 		c.w.Buf = c.w.Buf[:0]
 	}
+	if c.endWrite != nil && !c.writeShut {
+		c.writeShut = true
+		if c.w.Err == nil {
+			c.w.Err = c.endWrite
+		}
+		c.w.Buf = c.w.Buf[:0]
+		c.mu.Unlock() // a TLS close_notify is a write
+		c.shutWrite()
+		c.mu.Lock()
+	}
+}
+
+// endWritesLocked has the write side shut once the frames queued so far are written (now, or
+// by the flush in progress); why is the error later frames are dropped with. mu is held.
+func (c *h2conn) endWritesLocked(why error) {
+	if c.endWrite == nil {
+		c.endWrite = why
+	}
+	c.flushLocked()
 }
 
 // appendFrame appends one frame.
@@ -740,3 +768,6 @@ func (c *h2conn) appendHeaderBlock(id uint32, end bool) {
 
 // errTooManyResets ends a connection closed by the premature reset guard.
 var errTooManyResets = errors.New("http2: too many premature stream resets")
+
+// errConnClosing drops the frames queued after a connection's last GOAWAY.
+var errConnClosing = errors.New("http2: connection closing")
