@@ -39,3 +39,18 @@ func TestServe(t *testing.T) {
 		t.Errorf("handlers returned before cleanup ended = %d; want 2", got)
 	}
 }
+
+// TestClosedAddr: a dial to ClosedAddr is refused, and the port stays taken until the test
+// ends, so no listener (the test's own, bound to port 0) can be handed it.
+func TestClosedAddr(t *testing.T) {
+	a := ClosedAddr(t)
+	if c, err := net.DialTimeout("tcp", a, 10*time.Second); err == nil {
+		c.Close()
+		t.Fatalf("dial %s succeeded; want refused", a)
+	}
+	ln, err := net.Listen("tcp", a)
+	if err == nil {
+		ln.Close()
+		t.Fatalf("listen on %s succeeded; want the port held", a)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/filters/filtertest"
 	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/internal/nettest"
 	"github.com/legateproxy/legate/internal/registry"
 )
 
@@ -324,12 +325,7 @@ func TestHTTPCall(t *testing.T) {
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	dead, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadAddr := dead.Addr().String()
-	dead.Close()
+	deadAddr := nettest.ClosedAddr(t)
 	p := startLua(t, `
     inline_code: |
       function envoy_on_request(handle)
