@@ -4,6 +4,7 @@ import (
 	"io"
 	"runtime"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
 )
@@ -16,31 +17,7 @@ import (
 func TestGoAwayWaitsForFlushInProgress(t *testing.T) {
 	srv, client := tcpPair(t)
 	c := &h2conn{nc: srv, shutWrite: shutWriter(srv, srv)}
-
-	// More DATA than the socket buffers hold: the writer blocks until the client reads.
-	const frames = 512
-	payload := make([]byte, 16384)
-	var big []byte
-	for range frames {
-		big = appendFrame(big, http2.FrameData, 0, 1, payload)
-	}
-	c.w.Buf = big
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.mu.Lock()
-		c.flushLocked()
-		c.mu.Unlock()
-	}()
-	for { // the writer is in its write once it flags the flush and lets the lock go
-		c.mu.Lock()
-		busy := c.w.Flushing()
-		c.mu.Unlock()
-		if busy {
-			break
-		}
-		runtime.Gosched()
-	}
+	done := blockedFlush(c, blockedFrames)
 
 	c.mu.Lock()
 	c.goingAway = true
@@ -50,6 +27,7 @@ func TestGoAwayWaitsForFlushInProgress(t *testing.T) {
 
 	fr := http2.NewFramer(nil, client)
 	var data int
+	const frames = blockedFrames
 	for {
 		f, err := fr.ReadFrame()
 		if err == io.EOF {
@@ -75,4 +53,54 @@ func TestGoAwayWaitsForFlushInProgress(t *testing.T) {
 		t.Fatalf("after the GOAWAY: %v; want EOF (the write side shut)", err)
 	}
 	<-done
+}
+
+// TestCalmShutsUnderBlockedFlush trips the premature reset guard's close (calm) while a flush
+// is blocked on a client that does not read: the write side is shut at once, which ends the
+// blocked write, instead of waiting for the client to read (an attacker that stops reading
+// would keep the connection open: e2e TestHostileClientsKeepServing saw it open after 2 s).
+func TestCalmShutsUnderBlockedFlush(t *testing.T) {
+	srv, _ := tcpPair(t) // the client end is never read
+	c := &h2conn{nc: srv, shutWrite: shutWriter(srv, srv)}
+	done := blockedFlush(c, blockedFrames)
+	c.calm(http2.ErrCodeEnhanceYourCalm)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocked flush still writes 10 s after calm; want its write ended by the shut write side")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.w.Err == nil {
+		t.Error("no write error after calm; want later frames dropped")
+	}
+}
+
+// blockedFrames is more DATA than a loopback socket's buffers hold.
+const blockedFrames = 512
+
+// blockedFlush queues n DATA frames of 16 KiB on c and flushes them on another goroutine,
+// returning once that flush is in its write (it blocks until the client reads); done closes
+// when the flush returns.
+func blockedFlush(c *h2conn, n int) (done chan struct{}) {
+	payload := make([]byte, 16384)
+	for range n {
+		c.w.Buf = appendFrame(c.w.Buf, http2.FrameData, 0, 1, payload)
+	}
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		c.mu.Lock()
+		c.flushLocked()
+		c.mu.Unlock()
+	}()
+	for { // the writer is in its write once it flags the flush and lets the lock go
+		c.mu.Lock()
+		busy := c.w.Flushing()
+		c.mu.Unlock()
+		if busy {
+			return done
+		}
+		runtime.Gosched()
+	}
 }

@@ -136,8 +136,15 @@ func (c *h2conn) calm(code http2.ErrCode) {
 	}
 	c.w.Buf = appendGoAway(c.w.Buf, c.maxStream.Load(), code)
 	c.closing = true
-	c.endWritesLocked(errTooManyResets) // frames queued from now on are dropped
+	// Unlike a graceful end (h2conn.endWritesLocked), the write side is shut now, even under
+	// a flush in progress, which may then lose the GOAWAY: a client resetting streams may
+	// also not read, and a flush it holds blocked must not keep the connection open.
+	c.flushLocked()
+	if c.w.Err == nil {
+		c.w.Err = errTooManyResets // frames queued from now on are dropped
+	}
 	c.mu.Unlock()
+	c.shutWrite()
 	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 	c.calmAt = time.Now()
 	c.draining.Store(true) // after calmAt, which linger reads
