@@ -104,3 +104,26 @@ func blockedFlush(c *h2conn, n int) (done chan struct{}) {
 		runtime.Gosched()
 	}
 }
+
+// TestGoAwayShutsAfterLingerUnderBlockedFlush: a graceful close (a drain's GOAWAY on an idle
+// connection) waits for the flush in progress, but not for ever: a client that never reads
+// has the write side shut after h2GoAwayLinger, which ends the blocked write.
+func TestGoAwayShutsAfterLingerUnderBlockedFlush(t *testing.T) {
+	srv, _ := tcpPair(t) // the client end is never read
+	c := &h2conn{nc: srv, shutWrite: shutWriter(srv, srv)}
+	done := blockedFlush(c, blockedFrames)
+	c.mu.Lock()
+	c.goingAway = true
+	c.w.Buf = appendGoAway(c.w.Buf, 1, http2.ErrCodeNo)
+	c.mu.Unlock()
+	start := time.Now()
+	c.closeIdle()
+	select {
+	case <-done:
+	case <-time.After(h2GoAwayLinger + 10*time.Second):
+		t.Fatalf("the blocked flush still writes %v after the GOAWAY; want its write ended after %v", time.Since(start), h2GoAwayLinger)
+	}
+	if d := time.Since(start); d < h2GoAwayLinger {
+		t.Errorf("the write side was shut %v after the GOAWAY; want the flush given %v first", d, h2GoAwayLinger)
+	}
+}

@@ -713,6 +713,27 @@ func (c *h2conn) endWritesLocked(why error) {
 		c.endWrite = why
 	}
 	c.flushLocked()
+	if !c.writeShut {
+		// The flush in progress shuts the write side once it is done; a peer that does not
+		// read could hold it blocked, so the shut comes anyway after h2GoAwayLinger.
+		// Real clock: a bound on a socket write, which the runtime poller times by the system clock.
+		time.AfterFunc(h2GoAwayLinger, c.forceShut)
+	}
+}
+
+// forceShut shuts the write side if no flush did yet; the write it cuts fails.
+func (c *h2conn) forceShut() {
+	c.mu.Lock()
+	if c.writeShut {
+		c.mu.Unlock()
+		return
+	}
+	c.writeShut = true
+	if c.w.Err == nil {
+		c.w.Err = c.endWrite
+	}
+	c.mu.Unlock()
+	c.shutWrite()
 }
 
 // appendFrame appends one frame.
