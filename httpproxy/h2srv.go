@@ -201,10 +201,12 @@ func (c *h2conn) serve() {
 		if c.rd.Buffered() == 0 {
 			c.launch()
 			c.flush()
-			if c.draining.Load() {
-				c.linger()
-				return
-			}
+		}
+		// Checked at every frame, not only when the buffer runs dry: a client flooding
+		// resets keeps it full, and the reader would read on for as long as it floods.
+		if c.draining.Load() {
+			c.linger()
+			return
 		}
 		if err := c.nextFrame(); err != nil {
 			if !c.readFailed(err) {
