@@ -6,7 +6,9 @@
 # keep-alive, listener 127.0.0.1, route / -> STATIC cluster of one nginx upstream (100-byte
 # body); each proxy pinned to PROXY_CPU, wrk -t1 -c$CONNS and the upstream on LOAD_CPU. The
 # proxy's process is counted with `perf stat` on the syscall tracepoints (failed reads are the
-# read exits with -EAGAIN) while wrk runs DURATION seconds.
+# read exits with -EAGAIN) while wrk runs DURATION seconds; its user and system CPU time per
+# request come from /proc/PID/stat over the same run (the machine has no hardware counters, so
+# this split is what says how much of a request is the kernel's and how much the proxy's own).
 #
 # With TLS=1 both proxies terminate HTTPS downstream (the tls round of bench/peers-h2-tls.sh:
 # TLS 1.3, TLS_AES_128_GCM_SHA256 on both, a self-signed RSA 2048 certificate) and wrk speaks
@@ -81,16 +83,28 @@ ready "$NGX" || skip "nginx did not start"
 ready "$LEG" || skip "Legate did not start"
 NGX_WORKER=$(pgrep -P "$NGX_MASTER" | head -1)
 
-count() {  # name pid port -> lines "name call per_request"
+cpu_ticks() {  # pid -> "utime stime" in clock ticks, its threads included (/proc/PID/stat)
+  sed 's/.*) //' "/proc/$1/stat" | awk '{print $12, $13}'
+}
+
+count() {  # name pid port -> lines "name call per_request", then its user and system CPU per request
   local ev="" c reqs
   for c in "${CALLS[@]}"; do ev+="syscalls:sys_enter_$c,"; done
   ev+="raw_syscalls:sys_enter"
   perf stat -x, -e "$ev" -e syscalls:sys_exit_read --filter 'ret == -11' -p "$2" -o "$W/perf.$1" &
   local pp=$!
   sleep 0.5
+  local before after
+  before=$(cpu_ticks "$2")
   taskset -c "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"${DURATION}s" "$SCHEME://127.0.0.1:$3/" >"$W/wrk.$1"
+  after=$(cpu_ticks "$2")
   kill -INT "$pp"; wait "$pp" || true
   reqs=$(awk '/requests in/ {print $1}' "$W/wrk.$1")
+  # CPU time per request in microseconds, user and system, from the process's tick counts.
+  awk -v b="$before" -v a="$after" -v n="${reqs:-0}" -v hz="$(getconf CLK_TCK)" -v who="$1" 'BEGIN {
+      split(b, x, " "); split(a, y, " ")
+      if (n > 0) printf "%s user_us %.2f\n%s sys_us %.2f\n", who, (y[1] - x[1]) * 1e6 / hz / n, who, (y[2] - x[2]) * 1e6 / hz / n
+    }'
   awk -F, -v n="${reqs:-0}" -v who="$1" '$1 ~ /^[0-9]+$/ && n > 0 {
       name = $3
       if (name ~ /sys_exit_read/) name = "read_eagain"
