@@ -50,7 +50,7 @@ func (s *stream) startMirrors(r *route.Route, timeout time.Duration) {
 			req.Body, req.ContentLength = bytesReader(body), int64(len(body))
 		}
 		s.h.wg.Add(1) // the stream's connection holds the group open, so Add is safe here
-		go s.h.mirror(mgr, name, req, timeout)
+		go s.h.mirror(mgr, req, timeout)
 	}
 }
 
@@ -68,10 +68,12 @@ func (r *mirrorBody) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// mirror runs one mirrored request to the cluster of mgr (named name) within the route's
-// timeout (none when 0, as Envoy's shadow requests take the route's), counting its response
-// code on the cluster as the router counts its own requests.
-func (h *Handler) mirror(mgr *pool.Manager, name string, req *pool.Request, timeout time.Duration) {
+// mirror runs one mirrored request to the cluster of mgr within the route's timeout (none
+// when 0, as Envoy's shadow requests take the route's), counting its response code on the
+// cluster as the router counts its own requests. The counters are found by the cluster's own
+// name: a cluster_header mirror's name views the stream's arena, which the connection's next
+// request overwrites while the mirror still runs.
+func (h *Handler) mirror(mgr *pool.Manager, req *pool.Request, timeout time.Duration) {
 	defer h.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	if timeout > 0 {
@@ -86,6 +88,7 @@ func (h *Handler) mirror(mgr *pool.Manager, name string, req *pool.Request, time
 		}
 	}()
 	c := mgr.Cluster()
+	name := c.Name()
 	snap := c.Snapshot()
 	hst, err := c.Pick(&lb.Context{})
 	if err != nil {

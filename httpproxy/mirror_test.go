@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -124,4 +125,61 @@ route_config:
 	if got := e.stat("cluster.web.upstream_rq_200"); got != 6 {
 		t.Errorf("cluster.web.upstream_rq_200 = %d; want 6", got)
 	}
+}
+
+// TestMirrorByHeaderCountsOnItsCluster: a cluster_header mirror's response is counted on the
+// cluster the header named when it was sent, even when the answer comes after a later
+// request has overwritten the header's bytes in the stream's arena (the mirror kept that view
+// as the cluster's name, and counted on whatever the bytes then read).
+func TestMirrorByHeaderCountsOnItsCluster(t *testing.T) {
+	primary := echo(t, "web")
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	shadow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	t.Cleanup(shadow.Close)
+	e := newEnv(t, envOptions{clusters: []string{
+		staticCluster("web", "", primary.Listener.Addr().String()),
+		staticCluster("shadow", "", shadow.Listener.Addr().String()),
+	}, hcm: `stat_prefix: mirror
+route_config:
+  virtual_hosts:
+  - name: all
+    domains: ["*"]
+    routes:
+    - match: {prefix: "/"}
+      route: {cluster: web, request_mirror_policies: [{cluster_header: x-mirror-to}]}
+`})
+	c := e.client()
+	// Streams come from a sync.Pool, whose Get returns the stream its P put last: with one P
+	// the requests below share one stream, and the warm-up requests (not mirrored: no cluster
+	// is named zzzzzz) grow its arena, so that each request's head lands in the same bytes.
+	// The race detector's pool drops a quarter of the streams put back, hence several.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	get := func(cluster string) {
+		t.Helper()
+		if resp, _ := e.get(c, "/p", "x-mirror-to", cluster); resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /p (x-mirror-to: %s) = %d; want the primary's 200", cluster, resp.StatusCode)
+		}
+	}
+	for range 4 {
+		get("zzzzzz")
+	}
+	get("shadow")
+	select {
+	case <-arrived:
+	case <-time.After(wait):
+		t.Fatal("the mirror never reached the shadow cluster")
+	}
+	for range 4 {
+		get("zzzzzz")
+	}
+	close(release)
+	waitStat(t, e, "cluster.shadow.upstream_rq_418", 1)
 }
