@@ -34,15 +34,7 @@ ports_free $UP $NGX $LEG $ADMIN
 workdir
 upstream_conf "$UP"
 legate_yaml "$ADMIN" "$LEG" "$UP"
-TMPS="client_body_temp_path $W/cb; proxy_temp_path $W/px; fastcgi_temp_path $W/fc; uwsgi_temp_path $W/uw; scgi_temp_path $W/sc;"
-cat >"$W/nginx.conf" <<E
-user $(id -un) $(id -gn); worker_processes 1; daemon off; pid $W/nginx.pid; error_log $W/nginx.err error;
-events { worker_connections 4096; }
-http { access_log off; $TMPS keepalive_requests 1000000; keepalive_timeout 300s;
-  upstream up { server 127.0.0.1:$UP; keepalive 256; keepalive_requests 1000000; keepalive_timeout 300s; }
-  server { listen 127.0.0.1:$NGX backlog=4096;
-    location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
-E
+nginx_proxy_conf "$NGX" "$UP"
 start "$LOAD_CPU" nginx -e "$W/upstream.err" -p "$W/" -c "$W/upstream.conf"
 start "$PROXY_CPU" nginx -e "$W/nginx.err" -p "$W/" -c "$W/nginx.conf"; NGX_MASTER=$PID
 start "$PROXY_CPU" "$PROJECT_BIN" -c "$W/legate.yaml" --concurrency 1 --disable-hot-restart; LEG_PID=$PID

@@ -77,6 +77,22 @@ http { access_log off; client_body_temp_path $W/cb; proxy_temp_path $W/px; fastc
 E
 }
 
+# nginx_proxy_conf LISTEN UPSTREAM [LISTEN_OPTS]: nginx as the proxy under test (one worker,
+# HTTP/1.1 keep-alive to the upstream with 256 kept connections), in $W/nginx.conf; LISTEN_OPTS
+# go on its listen line (e.g. "ssl; ssl_certificate ..."). Run it with
+# `nginx -e $W/nginx.err -p $W/ -c $W/nginx.conf`.
+nginx_proxy_conf() {
+  cat >"$W/nginx.conf" <<E
+user $(id -un) $(id -gn); worker_processes 1; daemon off; pid $W/nginx.pid; error_log $W/nginx.err error;
+events { worker_connections 4096; }
+http { access_log off; client_body_temp_path $W/cb; proxy_temp_path $W/px; fastcgi_temp_path $W/fc; uwsgi_temp_path $W/uw; scgi_temp_path $W/sc;
+  keepalive_requests 1000000; keepalive_timeout 300s;
+  upstream up { server 127.0.0.1:$2; keepalive 256; keepalive_requests 1000000; keepalive_timeout 300s; }
+  server { listen 127.0.0.1:$1 backlog=4096 ${3:-};
+    location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
+E
+}
+
 # legate_yaml ADMIN LISTEN UPSTREAM: the rig's bootstrap (route / -> STATIC cluster of the
 # upstream), in $W/legate.yaml.
 legate_yaml() {

@@ -56,15 +56,7 @@ if [[ -n "${TLS:-}" ]]; then
     }' "$W/legate.yaml" >"$W/legate.tls.yaml" && mv "$W/legate.tls.yaml" "$W/legate.yaml"
 fi
 
-TMPS="client_body_temp_path $W/cb; proxy_temp_path $W/px; fastcgi_temp_path $W/fc; uwsgi_temp_path $W/uw; scgi_temp_path $W/sc;"
-cat >"$W/nginx.conf" <<E
-user $(id -un) $(id -gn); worker_processes 1; daemon off; pid $W/nginx.pid; error_log $W/nginx.err error;
-events { worker_connections 4096; }
-http { access_log off; $TMPS keepalive_requests 1000000; keepalive_timeout 300s;
-  upstream up { server 127.0.0.1:$UP; keepalive 256; keepalive_requests 1000000; keepalive_timeout 300s; }
-  server { listen 127.0.0.1:$NGX backlog=4096 $NGX_SSL;
-    location / { proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
-E
+nginx_proxy_conf "$NGX" "$UP" "$NGX_SSL"
 
 start "$LOAD_CPU" nginx -e "$W/upstream.err" -p "$W/" -c "$W/upstream.conf"
 start "$PROXY_CPU" nginx -e "$W/nginx.err" -p "$W/" -c "$W/nginx.conf"; NGX_MASTER=$PID
