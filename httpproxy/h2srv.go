@@ -701,7 +701,6 @@ func (c *h2conn) flushLocked() {
 		if c.w.Err == nil {
 			c.w.Err = c.endWrite
 		}
-		c.w.Buf = c.w.Buf[:0]
 		c.mu.Unlock() // a TLS close_notify is a write
 		c.shutWrite()
 		c.mu.Lock()
