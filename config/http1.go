@@ -132,10 +132,24 @@ func AppendName(dst []byte, name string, c HeaderCase) []byte {
 	// case: appending byte by byte was about 1,700 instructions of a proxied request.
 	n := len(dst)
 	dst = append(dst, name...)
-	b := dst[n:]
+	fixCase(dst[n:], c)
+	return dst
+}
+
+// AppendNameBytes is AppendName for a name as it came off the wire, in any case.
+func AppendNameBytes(dst, name []byte, c HeaderCase) []byte {
+	n := len(dst)
+	dst = append(dst, name...)
+	fixCase(dst[n:], c)
+	return dst
+}
+
+// fixCase rewrites the name in b in place in case c: proper case (a capital after each
+// non-alphanumeric byte), otherwise lower case.
+func fixCase(b []byte, c HeaderCase) {
 	if c != HeaderCaseProper {
 		lowerInPlace(b)
-		return dst
+		return
 	}
 	upper := true
 	for i, ch := range b {
@@ -147,7 +161,6 @@ func AppendName(dst []byte, name string, c HeaderCase) []byte {
 		b[i] = ch
 		upper = !alpha && !('0' <= ch && ch <= '9')
 	}
-	return dst
 }
 
 // AppendLowerName is AppendName for a name already in lower case (one the codec adds, such

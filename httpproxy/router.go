@@ -905,7 +905,8 @@ func (s *stream) readBody(limit int64) error {
 	return nil
 }
 
-// hop-by-hop and framing response headers the codec owns.
+// skipResponseHeader reports the hop-by-hop and framing response headers the codec owns
+// (upstreamFieldKind's fieldDropped).
 func skipResponseHeader(k string) bool {
 	switch k {
 	case hdrConnection, hdrKeepAlive, hdrProxyConnection, hdrTransferEncoding, hdrUpgrade, hdrContentLength, hdrTE, hdrDate:
@@ -914,14 +915,10 @@ func skipResponseHeader(k string) bool {
 	return false
 }
 
-// respond streams the upstream response downstream. An upstream reset while the body streams
-// is reported to c's outlier detector as a connect failure of h, as Envoy's router does.
-func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, h *host.Host) {
-	resp := &s.upResp
-	clear(s.resp)
-	if hc := c.Config().HTTP1; hc.HeaderCase == config.HeaderCasePreserve && !resp.HTTP2 {
-		s.respSpelled, s.respOthers = true, hc.PreserveOthers
-	}
+// mapResponseHeader fills the response header map from the upstream's fields: names
+// canonicalized (or their spellings recorded), hop-by-hop fields and those the codec writes
+// itself left out.
+func (s *stream) mapResponseHeader(resp *pool.Response) {
 	for i := range resp.Header {
 		f := &resp.Header[i]
 		k, name := "", ""
@@ -945,18 +942,34 @@ func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, 
 		}
 		s.setRespHeader(k, v)
 	}
+}
+
+// respond streams the upstream response downstream. An upstream reset while the body streams
+// is reported to c's outlier detector as a connect failure of h, as Envoy's router does.
+func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, h *host.Host) {
+	resp := &s.upResp
+	clear(s.resp)
+	if hc := c.Config().HTTP1; hc.HeaderCase == config.HeaderCasePreserve && !resp.HTTP2 {
+		s.respSpelled, s.respOthers = true, hc.PreserveOthers
+	}
+	s.respDirect = s.headDirect(m, resp)
+	if !s.respDirect {
+		s.mapResponseHeader(resp)
+	}
 	s.upTx, s.upRx = upStart, s.h.sh.deps.Now()
-	if m.Route != nil && m.Route.AttemptCountInResponse {
-		s.setRespHeader(hdrAttemptCount, s.itoa(int64(s.attempts)))
-	}
-	if !s.h.cfg.Router.SuppressEnvoyHeaders {
-		s.setRespHeader(hdrServiceTime, s.itoa(s.upRx.Sub(upStart).Milliseconds()))
-	}
-	for _, c := range s.setCookies {
-		s.resp["Set-Cookie"] = append(s.resp["Set-Cookie"], c)
-	}
-	if s.attempt != nil && s.attempt.filters != nil {
-		s.upstreamFiltersOnResponse()
+	if !s.respDirect {
+		if m.Route != nil && m.Route.AttemptCountInResponse {
+			s.setRespHeader(hdrAttemptCount, s.itoa(int64(s.attempts)))
+		}
+		if !s.h.cfg.Router.SuppressEnvoyHeaders {
+			s.setRespHeader(hdrServiceTime, s.itoa(s.upRx.Sub(upStart).Milliseconds()))
+		}
+		for _, c := range s.setCookies {
+			s.resp["Set-Cookie"] = append(s.resp["Set-Cookie"], c)
+		}
+		if s.attempt != nil && s.attempt.filters != nil {
+			s.upstreamFiltersOnResponse()
+		}
 	}
 	s.details = "via_upstream"
 	s.headBody, s.headUp = s.heldSource(resp), resp

@@ -109,21 +109,24 @@ type stream struct {
 
 	resp      http.Header
 	respStore http.Header // HTTP/1 response header storage
-	respVals  []string
-	status    int
-	headSent  bool
-	closeConn bool
-	aborted   bool // the response started and cannot be completed: reset it
-	bytesIn   int64
-	bytesOut  int64
-	flags     accesslog.ResponseFlags
-	details   string
-	cluster   string
-	upstream  string
-	attempts  uint32
-	requestID string
-	edge      bool        // an external request at the edge (use_remote_address, not internal)
-	tr        streamTrace // the request's span (trace.go)
+	// respDirect: the response header is written from upResp's fields, not from resp
+	// (directhead.go); resp stays empty.
+	respDirect bool
+	respVals   []string
+	status     int
+	headSent   bool
+	closeConn  bool
+	aborted    bool // the response started and cannot be completed: reset it
+	bytesIn    int64
+	bytesOut   int64
+	flags      accesslog.ResponseFlags
+	details    string
+	cluster    string
+	upstream   string
+	attempts   uint32
+	requestID  string
+	edge       bool        // an external request at the edge (use_remote_address, not internal)
+	tr         streamTrace // the request's span (trace.go)
 	// reqEnd is when the request body's last byte was read (UnixNano; 0: not yet), written by
 	// whichever goroutine reads the body; upRx is when the upstream's response head arrived
 	// (zero: none). They time %REQUEST_DURATION%, %RESPONSE_DURATION% and
@@ -274,7 +277,7 @@ func (s *stream) begin(h *Handler) {
 	s.bodyBuf, s.bodyBuffered = s.bodyBuf[:0], false
 	s.setCookies = s.setCookies[:0]
 	s.trailersOut = false
-	s.respRW, s.held = nil, false
+	s.respRW, s.held, s.respDirect = nil, false, false
 	s.reqNames, s.respNames, s.respSpelled = s.reqNames[:0], s.respNames[:0], false
 	s.reject, s.rejectDetails = 0, ""
 	s.upgrade, s.upgrading, s.tunnel = "", false, false
@@ -826,17 +829,19 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 	// Counted before the response leaves, so that a client that has read it sees the stats.
 	h.stats.responseCode(status)
 	h.lstats.responseCode(status)
-	switch cfg.ServerHeader {
-	case config.ServerHeaderOverwrite:
-		s.setRespHeader(hdrServer, cfg.ServerName)
-	case config.ServerHeaderAppendIfAbsent:
-		if len(s.resp[hdrServer]) == 0 {
+	if !s.respDirect { // appendDirectHead adds these
+		switch cfg.ServerHeader {
+		case config.ServerHeaderOverwrite:
 			s.setRespHeader(hdrServer, cfg.ServerName)
+		case config.ServerHeaderAppendIfAbsent:
+			if len(s.resp[hdrServer]) == 0 {
+				s.setRespHeader(hdrServer, cfg.ServerName)
+			}
 		}
-	}
-	s.setRespHeader(hdrDate, h.sh.dates.get(s.start))
-	if cfg.AlwaysSetRequestIDInResponse && s.requestID != "" {
-		s.setRespHeader(hdrRequestID, s.requestID)
+		s.setRespHeader(hdrDate, h.sh.dates.get(s.start))
+		if cfg.AlwaysSetRequestIDInResponse && s.requestID != "" {
+			s.setRespHeader(hdrRequestID, s.requestID)
+		}
 	}
 	for _, fs := range s.fstreams {
 		fs.ResponseHeaders(status, s.resp)
@@ -856,6 +861,9 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 	w := &s.hw
 	w.noBody = s.head || status < 200 || status == http.StatusNoContent || status == http.StatusNotModified
 	w.buf = appendStatusLine(w.buf, max(s.minor, 0), status)
+	if s.respDirect {
+		w.buf = s.appendDirectHead(w.buf, m)
+	}
 	for k, vs := range s.resp {
 		for _, v := range vs {
 			w.buf = s.appendRespName(w.buf, k)

@@ -1,0 +1,146 @@
+package httpproxy
+
+import (
+	"strconv"
+
+	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/internal/http1"
+	"github.com/legateproxy/legate/pool"
+)
+
+// An HTTP/1 response whose header nobody but the codec reads is written straight from the
+// upstream's fields ("direct"), without the header map: filling the map, canonicalizing each
+// name and ranging over it was about 1,500 instructions of a proxied request, a twentieth of
+// all. The map is the interface of everything that may read or change the response header
+// (filters, route header mutations, stream hooks, upstream filters, tracing, access logs,
+// cookies the router adds), so a response takes this path only when none of them is present
+// (headDirect); what the map path does to the header, the direct one does the same
+// (directFields, appendDirectHead), and TestDirectResponseHeadMatchesMapped holds them equal.
+
+// headDirect reports whether the response to this stream, from resp, may be written without
+// its header map. m is the route the request took.
+func (s *stream) headDirect(m *route.Match, resp *pool.Response) bool {
+	h := s.h
+	return s.h2w == nil && !s.respSpelled && !s.tunnel &&
+		len(h.filters) == 0 && len(s.chain) == 0 && len(h.logs) == 0 &&
+		!s.tr.active && len(s.fstreams) == 0 && len(s.setCookies) == 0 &&
+		(s.attempt == nil || s.attempt.filters == nil) &&
+		(m == nil || !m.HasResponseHeaderOps()) &&
+		len(resp.Header) > 0
+}
+
+// fieldKind is what the connection manager does with an upstream response field.
+type fieldKind uint8
+
+const (
+	fieldKept      fieldKind = iota
+	fieldDropped             // hop-by-hop, or framing and Date, which the codec writes itself
+	fieldServer              // replaced or kept by server_header_transformation
+	fieldRequestID           // replaced when always_set_request_id_in_response
+	fieldAttempts            // replaced when the route sets x-envoy-attempt-count
+	fieldSvcTime             // replaced unless the router suppresses Envoy's headers
+)
+
+// upstreamFieldKind classifies an upstream response field by its name (any case): the names
+// skipResponseHeader drops and those the connection manager or the router may set.
+func upstreamFieldKind(name []byte) fieldKind {
+	var lower string
+	kind := fieldDropped
+	switch len(name) {
+	case len("te"):
+		lower = "te"
+	case len("date"):
+		lower = "date"
+	case len("server"):
+		lower, kind = "server", fieldServer
+	case len("upgrade"):
+		lower = "upgrade"
+	case len("connection"): // and keep-alive
+		if http1.EqualFold(name, "keep-alive") {
+			return fieldDropped
+		}
+		lower = "connection"
+	case len("x-request-id"):
+		lower, kind = "x-request-id", fieldRequestID
+	case len("content-length"):
+		lower = "content-length"
+	case len("proxy-connection"):
+		lower = "proxy-connection"
+	case len("transfer-encoding"):
+		lower = "transfer-encoding"
+	case len("x-envoy-attempt-count"):
+		lower, kind = "x-envoy-attempt-count", fieldAttempts
+	case len("x-envoy-upstream-service-time"):
+		lower, kind = "x-envoy-upstream-service-time", fieldSvcTime
+	default:
+		return fieldKept
+	}
+	if !http1.EqualFold(name, lower) {
+		return fieldKept
+	}
+	return kind
+}
+
+// appendDirectHead appends the header lines of a direct response (headDirect): the upstream's
+// fields the map path keeps, in their order, then the fields the connection manager and the
+// router add. Framing (content-length, transfer-encoding, connection) follows, as on the map
+// path.
+func (s *stream) appendDirectHead(dst []byte, m *route.Match) []byte {
+	h := s.h
+	cfg := h.cfg
+	nc := s.respCase()
+	setID := cfg.AlwaysSetRequestIDInResponse && s.requestID != ""
+	setAttempts := m != nil && m.Route != nil && m.Route.AttemptCountInResponse
+	setSvcTime := !cfg.Router.SuppressEnvoyHeaders
+	upServer := false
+	for i := range s.upResp.Header {
+		f := &s.upResp.Header[i]
+		switch upstreamFieldKind(f.Name) {
+		case fieldDropped:
+			continue
+		case fieldServer:
+			upServer = true
+			if cfg.ServerHeader == config.ServerHeaderOverwrite {
+				continue
+			}
+		case fieldRequestID:
+			if setID {
+				continue
+			}
+		case fieldAttempts:
+			if setAttempts {
+				continue
+			}
+		case fieldSvcTime:
+			if setSvcTime {
+				continue
+			}
+		}
+		dst = config.AppendNameBytes(dst, f.Name, nc)
+		dst = append(dst, ": "...)
+		dst = append(dst, f.Value...)
+		dst = append(dst, '\r', '\n')
+	}
+	if cfg.ServerHeader == config.ServerHeaderOverwrite ||
+		cfg.ServerHeader == config.ServerHeaderAppendIfAbsent && !upServer {
+		dst = appendField(dst, hdrServer, cfg.ServerName, nc)
+	}
+	dst = appendField(dst, hdrDate, h.sh.dates.get(s.start), nc)
+	if setID {
+		dst = appendField(dst, hdrRequestID, s.requestID, nc)
+	}
+	if setAttempts {
+		dst = config.AppendName(dst, hdrAttemptCount, nc)
+		dst = append(dst, ": "...)
+		dst = strconv.AppendInt(dst, int64(s.attempts), 10)
+		dst = append(dst, '\r', '\n')
+	}
+	if setSvcTime {
+		dst = config.AppendName(dst, hdrServiceTime, nc)
+		dst = append(dst, ": "...)
+		dst = strconv.AppendInt(dst, s.upRx.Sub(s.upTx).Milliseconds(), 10)
+		dst = append(dst, '\r', '\n')
+	}
+	return dst
+}

@@ -1,0 +1,136 @@
+package httpproxy
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/legateproxy/legate/internal/nettest"
+)
+
+// directUpstreamResponse is an upstream answer with every kind of field the connection
+// manager treats apart (upstreamFieldKind), in mixed case, some repeated.
+const directUpstreamResponse = "HTTP/1.1 200 OK\r\n" +
+	"Content-Type: text/plain\r\n" +
+	"X-Custom: a\r\n" +
+	"SERVER: upstream-srv\r\n" +
+	"x-custom: b\r\n" +
+	"Date: Mon, 01 Jan 2001 00:00:00 GMT\r\n" +
+	"Connection: keep-alive\r\n" +
+	"Keep-Alive: timeout=5\r\n" +
+	"X-Request-Id: up-id\r\n" +
+	"x-envoy-upstream-service-time: 999\r\n" +
+	"X-Envoy-Attempt-Count: 7\r\n" +
+	"Set-Cookie: a=1\r\n" +
+	"Set-Cookie: b=2\r\n" +
+	"Proxy-Connection: x\r\n" +
+	"TE: trailers\r\n" +
+	"Content-Length: 5\r\n" +
+	"\r\n" +
+	"hello"
+
+// TestDirectResponseHeadMatchesMapped checks that a response written straight from the
+// upstream's fields (no filter, no access log: directhead.go) carries the header lines the
+// header-map path writes, for each setting that changes them. The map path is forced on the
+// same configuration by adding an access log. The direct path's lines are also checked in
+// full and in order (the upstream's kept fields, then the added ones), which the map path's
+// random order would not pass: that shows the direct path was taken.
+func TestDirectResponseHeadMatchesMapped(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nettest.Serve(t, ln, func(c net.Conn) { serveRaw(c, []byte(directUpstreamResponse)) })
+	up := ln.Addr().String()
+
+	const routerFilter = "http_filters:\n- name: envoy.filters.http.router\n  typed_config: {\"@type\": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router%s}\n"
+	for _, tc := range []struct {
+		name   string
+		hcm    string // fields added to the connection manager
+		vhost  string // fields added to the virtual host
+		router string // fields added to the router's typed_config
+		want   []string
+	}{
+		{
+			name: "defaults",
+			want: []string{
+				"content-type: text/plain", "x-custom: a", "x-custom: b", "x-request-id: up-id",
+				"x-envoy-attempt-count: 7", "set-cookie: a=1", "set-cookie: b=2",
+				"server: envoy", "date: *", "x-envoy-upstream-service-time: *", "content-length: 5",
+			},
+		},
+		{
+			name:   "append if absent, request id, attempt count, suppressed headers",
+			hcm:    "server_header_transformation: APPEND_IF_ABSENT\nalways_set_request_id_in_response: true\n",
+			vhost:  "    include_attempt_count_in_response: true\n",
+			router: ", suppress_envoy_headers: true",
+			want: []string{
+				"content-type: text/plain", "x-custom: a", "server: upstream-srv", "x-custom: b",
+				"x-envoy-upstream-service-time: 999", "set-cookie: a=1", "set-cookie: b=2",
+				"date: *", "x-request-id: *", "x-envoy-attempt-count: 1", "content-length: 5",
+			},
+		},
+		{
+			name: "pass through, proper case",
+			hcm:  "server_header_transformation: PASS_THROUGH\nhttp_protocol_options: {header_key_format: {proper_case_words: {}}}\n",
+			want: []string{
+				"Content-Type: text/plain", "X-Custom: a", "Server: upstream-srv", "X-Custom: b",
+				"X-Request-Id: up-id", "X-Envoy-Attempt-Count: 7", "Set-Cookie: a=1", "Set-Cookie: b=2",
+				"Date: *", "X-Envoy-Upstream-Service-Time: *", "Content-Length: 5",
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hcm := fmt.Sprintf("stat_prefix: ingress\n%sroute_config:\n  virtual_hosts:\n  - name: all\n    domains: [\"*\"]\n%s    routes:\n    - match: {prefix: \"/\"}\n      route: {cluster: web}\n",
+				tc.hcm, tc.vhost) + fmt.Sprintf(routerFilter, tc.router)
+			logged := hcm + fmt.Sprintf("access_log:\n- name: envoy.access_loggers.file\n  typed_config:\n    \"@type\": type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog\n    path: %s\n",
+				filepath.Join(t.TempDir(), "access.log"))
+			direct := headLines(t, newEnv(t, envOptions{clusters: []string{staticCluster("web", "", up)}, hcm: hcm}).addr)
+			mapped := headLines(t, newEnv(t, envOptions{clusters: []string{staticCluster("web", "", up)}, hcm: logged}).addr)
+			if !slices.Equal(direct, tc.want) {
+				t.Errorf("direct head:\n%s\nwant:\n%s", strings.Join(direct, "\n"), strings.Join(tc.want, "\n"))
+			}
+			slices.Sort(direct)
+			slices.Sort(mapped)
+			if !slices.Equal(direct, mapped) {
+				t.Errorf("direct head (sorted):\n%s\nmap path's (sorted):\n%s", strings.Join(direct, "\n"), strings.Join(mapped, "\n"))
+			}
+		})
+	}
+}
+
+// headLines sends one GET to the proxy at addr and returns its response's header lines after
+// the status line, with the values that change from run to run (Date, the service time when
+// Legate measures it, a request id Legate generated) replaced by "*", and checks the body.
+func headLines(t *testing.T, addr string) []string {
+	t.Helper()
+	raw := exchangeRaw(t, addr, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	head, body, ok := strings.Cut(raw, "\r\n\r\n")
+	if !ok || body != "hello" {
+		t.Fatalf("response %q: want a head and the body hello", raw)
+	}
+	lines := strings.Split(head, "\r\n")
+	if lines[0] != "HTTP/1.1 200 OK" {
+		t.Fatalf("status line %q; want HTTP/1.1 200 OK", lines[0])
+	}
+	lines = lines[1:]
+	for i, l := range lines {
+		k, v, _ := strings.Cut(l, ": ")
+		if strings.EqualFold(k, "date") || strings.EqualFold(k, hdrServiceTime) && measured.MatchString(v) ||
+			strings.EqualFold(k, hdrRequestID) && generated.MatchString(v) {
+			lines[i] = k + ": *"
+		}
+	}
+	return lines
+}
+
+// measured matches a service time Legate wrote (a few milliseconds at most here), not the
+// upstream's 999; generated a request id Legate made (a UUID), not the upstream's.
+var (
+	measured  = regexp.MustCompile(`^\d{1,2}$`)
+	generated = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+)
