@@ -43,40 +43,60 @@ const (
 )
 
 // upstreamFieldKind classifies an upstream response field by its name (any case): the names
-// skipResponseHeader drops and those the connection manager or the router may set.
+// skipResponseHeader drops and those the connection manager or the router may set. The first
+// byte and the length pick the one name to compare: most fields are kept after those two
+// checks alone.
 func upstreamFieldKind(name []byte) fieldKind {
-	var lower string
-	kind := fieldDropped
-	switch len(name) {
-	case len("te"):
-		lower = "te"
-	case len("date"):
-		lower = "date"
-	case len("server"):
-		lower, kind = "server", fieldServer
-	case len("upgrade"):
-		lower = "upgrade"
-	case len("connection"): // and keep-alive
-		if http1.EqualFold(name, "keep-alive") {
-			return fieldDropped
-		}
-		lower = "connection"
-	case len("x-request-id"):
-		lower, kind = "x-request-id", fieldRequestID
-	case len("content-length"):
-		lower = "content-length"
-	case len("proxy-connection"):
-		lower = "proxy-connection"
-	case len("transfer-encoding"):
-		lower = "transfer-encoding"
-	case len("x-envoy-attempt-count"):
-		lower, kind = "x-envoy-attempt-count", fieldAttempts
-	case len("x-envoy-upstream-service-time"):
-		lower, kind = "x-envoy-upstream-service-time", fieldSvcTime
-	default:
+	if len(name) < 2 {
 		return fieldKept
 	}
-	if !http1.EqualFold(name, lower) {
+	lower, kind := "", fieldDropped
+	switch n := len(name); name[0] | 0x20 {
+	case 'c':
+		switch n {
+		case len("connection"):
+			lower = "connection"
+		case len("content-length"):
+			lower = "content-length"
+		}
+	case 'd':
+		if n == len("date") {
+			lower = "date"
+		}
+	case 'k':
+		if n == len("keep-alive") {
+			lower = "keep-alive"
+		}
+	case 'p':
+		if n == len("proxy-connection") {
+			lower = "proxy-connection"
+		}
+	case 's':
+		if n == len("server") {
+			lower, kind = "server", fieldServer
+		}
+	case 't':
+		switch n {
+		case len("te"):
+			lower = "te"
+		case len("transfer-encoding"):
+			lower = "transfer-encoding"
+		}
+	case 'u':
+		if n == len("upgrade") {
+			lower = "upgrade"
+		}
+	case 'x':
+		switch n {
+		case len("x-request-id"):
+			lower, kind = "x-request-id", fieldRequestID
+		case len("x-envoy-attempt-count"):
+			lower, kind = "x-envoy-attempt-count", fieldAttempts
+		case len("x-envoy-upstream-service-time"):
+			lower, kind = "x-envoy-upstream-service-time", fieldSvcTime
+		}
+	}
+	if lower == "" || !http1.EqualFold(name, lower) {
 		return fieldKept
 	}
 	return kind

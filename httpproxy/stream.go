@@ -862,15 +862,9 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 	w.noBody = s.head || status < 200 || status == http.StatusNoContent || status == http.StatusNotModified
 	w.buf = appendStatusLine(w.buf, max(s.minor, 0), status)
 	if s.respDirect {
-		w.buf = s.appendDirectHead(w.buf, m)
-	}
-	for k, vs := range s.resp {
-		for _, v := range vs {
-			w.buf = s.appendRespName(w.buf, k)
-			w.buf = append(w.buf, ": "...)
-			w.buf = append(w.buf, v...)
-			w.buf = append(w.buf, '\r', '\n')
-		}
+		w.buf = s.appendDirectHead(w.buf, m) // s.resp is empty
+	} else {
+		w.buf = s.appendMappedHead(w.buf)
 	}
 	own := s.respCase()
 	switch {
@@ -918,6 +912,19 @@ func (s *stream) stopBodyRead() {
 		s.bodyStopped.Store(true)
 		s.sc.nc.SetReadDeadline(time.Unix(1, 0))
 	}
+}
+
+// appendMappedHead appends the header lines of the response header map.
+func (s *stream) appendMappedHead(dst []byte) []byte {
+	for k, vs := range s.resp {
+		for _, v := range vs {
+			dst = s.appendRespName(dst, k)
+			dst = append(dst, ": "...)
+			dst = append(dst, v...)
+			dst = append(dst, '\r', '\n')
+		}
+	}
+	return dst
 }
 
 func (s *stream) sendHeadH2(status int, contentLength int64) {
