@@ -2,6 +2,7 @@ package pool
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -251,13 +252,91 @@ func readResponseHead(br *bufio.Reader, resp *Response, head bool, lim headLimit
 			return f, err
 		}
 		if resp.StatusCode >= 200 || resp.StatusCode == 101 {
-			resp.finishHeader()
 			return f, nil
 		}
 	}
 }
 
+// readOneHead reads one response head (a final or an interim one) into resp.
 func readOneHead(br *bufio.Reader, resp *Response, head bool, lim headLimits) (http1.Framing, error) {
+	if br.Buffered() == 0 {
+		if _, err := br.Peek(1); err != nil { // the response's first read
+			return http1.Framing{}, err
+		}
+	}
+	if f, ok, err := parseBufferedHead(br, resp, head, lim); ok {
+		return f, err
+	}
+	return readHeadLines(br, resp, head, lim)
+}
+
+// parseBufferedHead parses a head the reader already holds whole, in one pass over its
+// buffer: the fields are split where they lie, then the field lines are copied to resp's
+// storage at once and the fields pointed there. A line at a time (a ReadSlice, a copy of its
+// name and value, then the Header built from the copies) was about 4,200 instructions of a
+// five-field head. ok is false, with nothing consumed and resp's Header empty, for a head
+// this path leaves to readHeadLines, which reads every head line by line: one not yet whole
+// in the buffer, longer than max_response_headers_kb, or with a line that ends in a bare LF.
+// A malformed head is refused here as readHeadLines refuses it.
+func parseBufferedHead(br *bufio.Reader, resp *Response, head bool, lim headLimits) (f http1.Framing, ok bool, err error) {
+	buf, _ := br.Peek(br.Buffered())
+	buf = buf[:min(len(buf), lim.bytes)] // a head past the limit is readHeadLines' to refuse
+	nl := bytes.IndexByte(buf, '\n')
+	if nl <= 0 || buf[nl-1] != '\r' {
+		return f, false, nil
+	}
+	line := buf[:nl-1]
+	if resp.StatusCode, resp.ProtoMinor, err = http1.ParseStatusLine(line); err != nil {
+		return f, true, protocolError("status line %q: %w", line, err)
+	}
+	var fields http1.Fields
+	fields.Reset()
+	lines := buf[nl+1:] // the field lines and the empty line ending them
+	rest := lines
+	for {
+		nl := bytes.IndexByte(rest, '\n')
+		if nl <= 0 || rest[nl-1] != '\r' { // not all there yet, or a bare LF
+			resp.Header = resp.Header[:0]
+			return f, false, nil
+		}
+		line, rest = rest[:nl-1], rest[nl+1:]
+		if len(line) == 0 {
+			break
+		}
+		if len(resp.Header) == lim.fields {
+			return f, true, tooManyFields(lim)
+		}
+		name, value, err := http1.SplitField(line)
+		if err == nil {
+			err = framingField(&fields, name, value, resp.ProtoMinor)
+		}
+		if err != nil {
+			return f, true, protocolError("header line %q: %w", line, err)
+		}
+		resp.Header = append(resp.Header, RawField{Name: name, Value: value}) // in buf for now
+	}
+	n := len(lines) - len(rest)
+	resp.raw = append(resp.raw[:0], lines[:n]...)
+	for i := range resp.Header {
+		h := &resp.Header[i]
+		h.Name, h.Value = moved(resp.raw, lines, h.Name), moved(resp.raw, lines, h.Value)
+	}
+	br.Discard(len(buf) - len(rest))
+	f, err = headFraming(&fields, resp, head, lim)
+	return f, true, err
+}
+
+// moved returns the bytes of dst where s, a part of src, lies once src was copied to dst.
+// Slicing keeps the end of a slice's capacity, so s starts cap(src)-cap(s) bytes into src.
+// The result's capacity ends with it, so that appending to it writes nothing else.
+func moved(dst, src, s []byte) []byte {
+	off := cap(src) - cap(s)
+	return dst[off : off+len(s) : off+len(s)]
+}
+
+// readHeadLines reads a head line by line, each line as the reader gives it, gathering those
+// that span its buffer.
+func readHeadLines(br *bufio.Reader, resp *Response, head bool, lim headLimits) (http1.Framing, error) {
 	// The status line is parsed in place, then dropped from the storage.
 	line, used, err := readLine(br, resp.raw[:0], lim.bytes)
 	if err != nil {
@@ -292,13 +371,13 @@ func readOneHead(br *bufio.Reader, resp *Response, head bool, lim headLimits) (h
 			break
 		}
 		if len(resp.lens) == lim.fields {
-			return http1.Framing{}, protocolError("more than %d headers (max_headers_count)", lim.fields)
+			return http1.Framing{}, tooManyFields(lim)
 		}
 		name, value, err := http1.SplitField(line)
-		if err != nil {
-			return http1.Framing{}, protocolError("header line %q: %w", line, err)
+		if err == nil {
+			err = framingField(&fields, name, value, resp.ProtoMinor)
 		}
-		if err := framingField(&fields, name, value); err != nil {
+		if err != nil {
 			return http1.Framing{}, protocolError("header line %q: %w", line, err)
 		}
 		// name and value are in the reader's buffer, which is not read again before this, or
@@ -306,6 +385,17 @@ func readOneHead(br *bufio.Reader, resp *Response, head bool, lim headLimits) (h
 		// themselves (append handles it as a memmove).
 		resp.addField(name, value)
 	}
+	resp.finishHeader()
+	return headFraming(&fields, resp, head, lim)
+}
+
+func tooManyFields(lim headLimits) error {
+	return protocolError("more than %d headers (max_headers_count)", lim.fields)
+}
+
+// headFraming returns the framing of the head whose framing fields are fields, setting
+// resp.ContentLength.
+func headFraming(fields *http1.Fields, resp *Response, head bool, lim headLimits) (http1.Framing, error) {
 	if fields.ChunkedWithLength() && !lim.chunkedLength {
 		// Envoy refuses a message with both unless allow_chunked_length (RFC 9112 §6.3 calls
 		// it a possible response-splitting attempt).
@@ -319,7 +409,7 @@ func readOneHead(br *bufio.Reader, resp *Response, head bool, lim headLimits) (h
 }
 
 // framingField hands the fields that frame a response to fields.
-func framingField(fields *http1.Fields, name, value []byte) error {
+func framingField(fields *http1.Fields, name, value []byte, minor int) error {
 	// The length picks the one name to compare; the canonical spelling, which most
 	// upstreams send, is one comparison (byte by byte, about 70 instructions).
 	switch len(name) {
@@ -332,7 +422,10 @@ func framingField(fields *http1.Fields, name, value []byte) error {
 			fields.TransferEncodingBytes(value)
 		}
 	case len("connection"):
-		if string(name) == "Connection" || http1.EqualFold(name, "connection") {
+		// keep-alive alone changes nothing in HTTP/1.1 (it persists unless closed), and
+		// reading the list was about 250 instructions of a response.
+		if (string(name) == "Connection" || http1.EqualFold(name, "connection")) &&
+			!(minor >= 1 && string(value) == "keep-alive") {
 			fields.ConnectionBytes(value)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -152,6 +153,84 @@ func TestReadResponseErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// headPaths are responses for TestBufferedHeadMatchesLines and the seeds of
+// FuzzBufferedHeadMatchesLines: heads parseBufferedHead takes, refuses, or leaves to
+// readHeadLines.
+var headPaths = []string{
+	"HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello",
+	"HTTP/1.1 204 No Content\r\n\r\n",
+	"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nA: 1\r\n\r\n",
+	"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\nx",
+	"HTTP/1.1 200 OK\r\nConnection: Keep-Alive, close\r\nContent-Length: 1\r\n\r\nx",
+	"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+	"HTTP/1.1 200 OK\r\nX:  spaced \t\r\nEmpty:\r\n\r\n",
+	"HTTP/1.1 200 OK\nA: b\n\n",             // bare LF throughout: left to readHeadLines
+	"HTTP/1.1 200 OK\r\nA: b\nC: d\r\n\r\n", // one bare LF: left to readHeadLines
+	"HTTP/1.1 200 OK\r\nA: b\n\r\n\r\nX",    // bare LF ends the head before the CRLF CRLF
+	"HTTP/1.1 200 OK\r\nA: b\rc\r\n\r\n",    // bare CR in a value
+	"HTTP/1.1 200 OK\r\nA : b\r\n\r\n",      // space before the colon
+	"HTTP/1.1 200 OK\r\nA: b\r\n c\r\n\r\n", // folded
+	"HTTP/1.1 2x0 OK\r\n\r\n",               // bad status
+	"\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",       // empty status line
+	"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+	"HTTP/1.1 200 OK\r\n" + strings.Repeat("A: b\r\n", maxHeaders+1) + "\r\n",
+	"HTTP/1.1 200 OK\r\n" + strings.Repeat("A: b\r\n", maxHeaders) + "\r\n",
+	"HTTP/1.1 200 OK\r\nA: " + strings.Repeat("x", 200) + "\r\n\r\n", // over the test's byte limit
+	"HTTP/1.1 200 OK\r\nA: b\r\n",                                    // not whole
+}
+
+// headOutcome describes what reading one head gave: its fields, framing and error, and how
+// many bytes it left unread.
+func headOutcome(read func(*bufio.Reader, *Response, bool, headLimits) (http1.Framing, error), raw string, head bool) string {
+	br := bufio.NewReaderSize(strings.NewReader(raw), 4096)
+	br.Peek(1)
+	var resp Response
+	resp.reset()
+	lim := headLimits{fields: maxHeaders, bytes: 128 + 6*maxHeaders}
+	f, err := read(br, &resp, head, lim)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	out := fmt.Sprintf("%d 1.%d %+v length %d left %d;", resp.StatusCode, resp.ProtoMinor, f, resp.ContentLength, br.Buffered())
+	for _, h := range resp.Header {
+		out += fmt.Sprintf(" %q=%q", h.Name, h.Value)
+	}
+	return out
+}
+
+// TestBufferedHeadMatchesLines: a head parsed from the reader's buffer in one pass
+// (parseBufferedHead, through readOneHead) comes out as the line-by-line reader
+// (readHeadLines) reads it, refused or not, with the same bytes consumed.
+func TestBufferedHeadMatchesLines(t *testing.T) {
+	for _, raw := range headPaths {
+		for _, head := range []bool{false, true} {
+			one, lines := headOutcome(readOneHead, raw, head), headOutcome(readHeadLines, raw, head)
+			if one != lines {
+				t.Errorf("head %q (HEAD %v):\none pass:   %s\nline by line: %s", raw, head, one, lines)
+			}
+		}
+	}
+	// The common head is taken by the one-pass path, which builds the header itself.
+	br := bufio.NewReader(strings.NewReader(headPaths[0]))
+	br.Peek(1)
+	var resp Response
+	if _, ok, err := parseBufferedHead(br, &resp, false, defaultHeadLimits); !ok || err != nil || len(resp.Header) != 4 {
+		t.Errorf("parseBufferedHead = %v, %v, %d fields; want true, nil, 4", ok, err, len(resp.Header))
+	}
+}
+
+// FuzzBufferedHeadMatchesLines holds the one-pass head parser to the line-by-line one.
+func FuzzBufferedHeadMatchesLines(f *testing.F) {
+	for _, raw := range headPaths {
+		f.Add(raw, false)
+	}
+	f.Fuzz(func(t *testing.T, raw string, head bool) {
+		if one, lines := headOutcome(readOneHead, raw, head), headOutcome(readHeadLines, raw, head); one != lines {
+			t.Errorf("head %q:\none pass:   %s\nline by line: %s", raw, one, lines)
+		}
+	})
 }
 
 func TestWriteRequest(t *testing.T) {
