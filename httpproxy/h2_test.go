@@ -68,27 +68,35 @@ func TestH2HeaderStringsSurviveStreamReuse(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			const workers, perWorker = 4, 150
-			var wg sync.WaitGroup
-			errs := make(chan error, workers)
-			for w := range workers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range perWorker {
-						if err := checkEcho(tc.client, "http://"+e.addr, fmt.Sprintf("%s/%d/%d", tc.path, w, i)); err != nil {
-							errs <- err
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
+			concurrently(t, 4, 150, func(w, i int) error {
+				return checkEcho(tc.client, "http://"+e.addr, fmt.Sprintf("%s/%d/%d", tc.path, w, i))
+			})
 		})
+	}
+}
+
+// concurrently runs check(w, i) for i below perWorker on each of workers goroutines; a
+// worker stops at its first error, which fails t.
+func concurrently(t *testing.T, workers, perWorker int, check func(w, i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perWorker {
+				if err := check(w, i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
 

@@ -82,6 +82,7 @@ type h2conn struct {
 	calmAt    time.Time   // when its GOAWAY went; read by linger once draining is set
 	maxStream atomic.Uint32
 	workers   []chan *h2stream // idle workers; guarded by mu
+	free      []*h2stream      // finished streams kept for new ones (recycle); guarded by mu
 	ended     bool             // the connection ended; guarded by mu
 
 	// The reader's own state.
@@ -529,6 +530,7 @@ func (c *h2conn) rstStream(f *http2.RSTStreamFrame) error {
 			c.mu.Unlock()
 			c.noteClosed(id)
 			st.cancel()
+			c.recycle(st)
 			c.resetOnArrival()
 			c.afterStreamClosed()
 			return nil
@@ -560,6 +562,7 @@ func (c *h2conn) resetStream(id uint32, code http2.ErrCode) {
 	}
 	c.w.Buf = appendRSTStream(c.w.Buf, id, code)
 	c.mu.Unlock()
+	pending := false
 	for i, p := range c.pending {
 		if p == st {
 			c.pending = append(c.pending[:i], c.pending[i+1:]...)
@@ -567,11 +570,15 @@ func (c *h2conn) resetStream(id uint32, code http2.ErrCode) {
 			delete(c.streams, id)
 			c.mu.Unlock()
 			c.afterStreamClosed()
+			pending = true
 			break
 		}
 	}
 	if st != nil {
 		st.cancel()
+	}
+	if pending {
+		c.recycle(st) // its handler never started
 	}
 }
 

@@ -52,9 +52,10 @@ type h2stream struct {
 
 	url  url.URL      // the request's URL
 	reqv http.Request // req's storage: one allocation for the stream and its request
-	// vals backs the request's header values, one per field, for a request of up to
-	// len(vals) fields.
-	vals [8]string
+	// reqHdr is the request's header map and vals the backing array of its values, one
+	// per field; both are kept, cleared, when the stream is reused (h2conn.newStream).
+	reqHdr http.Header
+	vals   []string
 
 	// The handler's own.
 	outBuf      [512]byte // out's first buffer: a small response's body needs no allocation
@@ -99,16 +100,14 @@ func (c *h2conn) headers(f *h2block) error {
 		}
 		return http2.StreamError{StreamID: id, Code: code}
 	}
-	st = &h2stream{c: c, id: id, tooLarge: f.truncated, declLen: -1}
+	st = c.newStream(id, f.truncated)
 	req := &st.reqv
 	if code := c.newRequest(f, req, st); code != http2.ErrCodeNo {
 		c.noteClosed(id)
+		c.recycle(st)
 		return http2.StreamError{StreamID: id, Code: code}
 	}
-	st.hdr, st.noBody = make(http.Header, 8), req.Method == http.MethodHead
-	st.out = st.outBuf[:0]
-	st.cond.L = &c.mu
-	st.recvWin = c.advStream
+	st.noBody = req.Method == http.MethodHead
 	if req.Body != http.NoBody {
 		st.declLen = req.ContentLength
 		req.Body = (*h2body)(st)
@@ -127,6 +126,47 @@ func (c *h2conn) headers(f *h2block) error {
 	c.mu.Unlock()
 	c.pending = append(c.pending, st)
 	return nil
+}
+
+// h2FreeStreams bounds the finished streams a connection keeps for its next ones.
+const h2FreeStreams = h2IdleWorkers
+
+// newStream returns a stream for id: a finished stream of the connection when it keeps one
+// (recycle), with its header maps, value array and output buffer, else a new one. Only the
+// reader calls it: a stream the reader took from c.streams before its handler ended
+// (headers, rstStream, resetStream) is not reused under it until the reader is done with it.
+func (c *h2conn) newStream(id uint32, tooLarge bool) *h2stream {
+	c.mu.Lock()
+	var st *h2stream
+	if n := len(c.free); n > 0 {
+		st = c.free[n-1]
+		c.free[n-1] = nil
+		c.free = c.free[:n-1]
+	}
+	c.mu.Unlock()
+	if st == nil {
+		st = &h2stream{reqHdr: make(http.Header, 8), hdr: make(http.Header, 8), vals: make([]string, 0, 8)}
+	}
+	reqHdr, hdr, vals := st.reqHdr, st.hdr, st.vals
+	*st = h2stream{c: c, id: id, tooLarge: tooLarge, declLen: -1, recvWin: c.advStream, reqHdr: reqHdr, hdr: hdr, vals: vals}
+	st.out = st.outBuf[:0]
+	st.cond.L = &c.mu
+	return st
+}
+
+// recycle keeps a stream that is done for the connection's next one: its handler returned
+// (or never started) and it left c.streams and c.pending, so nothing else uses it. What it
+// kept of its request and response is dropped now; the fields the reader may still read
+// through a pointer it took earlier (reset, cancel) stay until newStream.
+func (c *h2conn) recycle(st *h2stream) {
+	clear(st.reqHdr)
+	clear(st.hdr)
+	clear(st.vals[:cap(st.vals)])
+	c.mu.Lock()
+	if len(c.free) < h2FreeStreams {
+		c.free = append(c.free, st)
+	}
+	c.mu.Unlock()
 }
 
 // settingsAcked reports whether the client acknowledged our SETTINGS (its streams over the
@@ -159,11 +199,11 @@ func (c *h2conn) newRequest(f *h2block, r *http.Request, st *h2stream) http2.Err
 		return http2.ErrCodeProtocol
 	}
 	fields := f.fields
-	hdr := make(http.Header, len(fields)+4)
-	vals := st.vals[:0] // one backing array for the values
-	if len(fields) > len(st.vals) {
-		vals = make([]string, 0, len(fields))
+	hdr := st.reqHdr
+	if len(fields) > cap(st.vals) {
+		st.vals = make([]string, 0, len(fields)) // kept for the stream's next requests
 	}
+	vals := st.vals[:0] // one backing array for the values
 	var cookies []string
 	for _, hf := range fields {
 		switch hf.Name {
@@ -391,14 +431,19 @@ func (st *h2stream) finish(abort bool) {
 	if last {
 		c.closeIdle()
 	}
+	c.recycle(st)
 }
 
+// stopTimers stops the deadline timers; one that fired already finds itself no longer the
+// stream's and does nothing. mu is held.
 func (st *h2stream) stopTimers() {
 	if st.rdTimer != nil {
 		st.rdTimer.Stop()
+		st.rdTimer = nil
 	}
 	if st.wrTimer != nil {
 		st.wrTimer.Stop()
+		st.wrTimer = nil
 	}
 }
 
@@ -632,6 +677,7 @@ func (st *h2stream) SetReadDeadline(t time.Time) error {
 	defer c.mu.Unlock()
 	if st.rdTimer != nil {
 		st.rdTimer.Stop()
+		st.rdTimer = nil
 	}
 	if t.IsZero() {
 		return nil
@@ -642,11 +688,15 @@ func (st *h2stream) SetReadDeadline(t time.Time) error {
 		st.readExpired()
 		return nil
 	}
-	st.rdTimer = time.AfterFunc(d, func() {
+	var tm *time.Timer
+	tm = time.AfterFunc(d, func() {
 		c.mu.Lock()
-		st.readExpired()
+		if st.rdTimer == tm { // not stopped, replaced, or the stream reused since it fired
+			st.readExpired()
+		}
 		c.mu.Unlock()
 	})
+	st.rdTimer = tm
 	return nil
 }
 
@@ -666,6 +716,7 @@ func (st *h2stream) SetWriteDeadline(t time.Time) error {
 	defer c.mu.Unlock()
 	if st.wrTimer != nil {
 		st.wrTimer.Stop()
+		st.wrTimer = nil
 	}
 	if t.IsZero() {
 		return nil
@@ -676,11 +727,15 @@ func (st *h2stream) SetWriteDeadline(t time.Time) error {
 		st.writeExpired()
 		return nil
 	}
-	st.wrTimer = time.AfterFunc(d, func() {
+	var tm *time.Timer
+	tm = time.AfterFunc(d, func() {
 		c.mu.Lock()
-		st.writeExpired()
+		if st.wrTimer == tm { // not stopped, replaced, or the stream reused since it fired
+			st.writeExpired()
+		}
 		c.mu.Unlock()
 	})
+	st.wrTimer = tm
 	return nil
 }
 

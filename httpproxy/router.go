@@ -111,13 +111,9 @@ func (h *Handler) subClusterPool(parent *pool.Manager, authority string) *pool.M
 
 // respString views a name or value of the upstream response's head, which stays in s.upResp
 // until the stream's next request as the arena's bytes do, without copying it (about 40
-// instructions a field); an HTTP/2 stream copies it (arenaString says why).
-func (s *stream) respString(b []byte) string {
-	if s.h2w != nil {
-		return string(b)
-	}
-	return bytesString(b)
-}
+// instructions a field). An HTTP/2 stream's response head is encoded before the stream goes
+// back to its pool (serveStream).
+func (s *stream) respString(b []byte) string { return bytesString(b) }
 
 // upstreamRequest starts the upstream request from the inbound one, which the router never
 // changes (as httputil.ReverseProxy builds outreq): the route's path and host rewrites

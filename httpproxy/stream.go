@@ -661,15 +661,11 @@ func (s *stream) setRespHeader(key, value string) {
 }
 
 // arenaString copies b into the stream's arena and returns it as a string valid for the
-// stream's lifetime. An HTTP/2 stream gets an ordinary string instead: http2's HPACK encoder
-// keeps response header strings in its dynamic table for the connection's lifetime, and an
-// arena string would change under it when the stream is reused.
+// stream's lifetime. HTTP/2 streams use it too: Legate's HPACK encoders (internal/h2wire,
+// downstream and upstream) keep no dynamic table, so no string outlives the stream's frames.
 func (s *stream) arenaString(b []byte) string {
 	if len(b) == 0 {
 		return ""
-	}
-	if s.h2w != nil {
-		return string(b)
 	}
 	if cap(s.arena)-len(s.arena) < len(b) {
 		s.arena = make([]byte, 0, max(2*cap(s.arena), len(b), 1024))
@@ -938,7 +934,7 @@ func (s *stream) sendHeadH2(status int, contentLength int64) {
 		s.h.stats.DownstreamCxOverloadDisableKeepalive.Inc()
 	}
 	if contentLength >= 0 && !s.head && status >= 200 && status != http.StatusNoContent {
-		s.setRespHeader("Content-Length", strconv.FormatInt(contentLength, 10))
+		s.setRespHeader("Content-Length", s.itoa(contentLength))
 	}
 	s.h2w.WriteHeader(status)
 }
