@@ -149,7 +149,7 @@ func (c *h1conn) deadlineAhead() bool {
 // what came. The deadline is left set; the next exchange sets its own.
 func (c *h1conn) readIdle(deadline time.Time) idleState {
 	c.uc.SetReadDeadline(deadline)
-	c.deadline, c.deadlineAt = true, deadline
+	c.deadline, c.deadlineAt = true, time.Time{} // the write deadline may differ
 	_, err := c.br.Peek(1)
 	switch {
 	case err == nil:

@@ -253,3 +253,68 @@ func TestDeadlineAcrossReuse(t *testing.T) {
 		t.Fatalf("GET /late without a deadline, answered after the previous deadline = %v; want nil", err)
 	}
 }
+
+// TestDeadlineKeptWithinMargin: an exchange keeps the socket deadline an earlier exchange on
+// the connection set when that one is no earlier than its own and later by at most its margin
+// (1/64 of its timeout); otherwise it sets its own, that margin late, or clears it.
+func TestDeadlineKeptWithinMargin(t *testing.T) {
+	s := newScriptedUpstream(t, nil, func(c net.Conn, method, path string) {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	})
+	cm, store := newClusterManager(t, staticCluster("", s.addr))
+	m := newManager(t, cm, store, nil)
+	h := onlyHost(t, m)
+	hp := hostPoolOf(t, m)
+	start := time.Now()
+	// send runs one exchange started at start+at with the deadline start+dl (none when 0),
+	// and returns the deadline left on the connection (zero when none).
+	send := func(at, dl time.Duration) time.Time {
+		ctx := context.Background()
+		if dl > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, start.Add(dl))
+			defer cancel()
+		}
+		var resp Response
+		req := Request{Method: "GET", Path: "/", Host: "example.com", Start: start.Add(at)}
+		if err := m.RoundTrip(ctx, h, &req, &resp); err != nil {
+			t.Fatalf("RoundTrip = %v", err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Close()
+		c := hp.popIdle()
+		if c == nil {
+			t.Fatal("no idle connection after the exchange")
+		}
+		defer hp.putIdle(c, time.Now().UnixNano())
+		if !c.deadline {
+			return time.Time{}
+		}
+		return c.deadlineAt
+	}
+	steps := []struct {
+		name    string
+		at, dl  time.Duration
+		want    time.Duration // the deadline left, from start
+		wantNil bool
+	}{
+		{name: "first: its deadline and a margin of timeout/64", at: 0, dl: 32 * time.Second, want: 32*time.Second + 500*time.Millisecond},
+		{name: "later by less than the margin: kept", at: 100 * time.Millisecond, dl: 32*time.Second + 100*time.Millisecond, want: 32*time.Second + 500*time.Millisecond},
+		{name: "later than the one set: set anew", at: 600 * time.Millisecond, dl: 32*time.Second + 600*time.Millisecond, want: 33*time.Second + 100*time.Millisecond},
+		{name: "earlier by more than its margin: set anew", at: 600 * time.Millisecond, dl: 6*time.Second + 600*time.Millisecond, want: 6*time.Second + 600*time.Millisecond + 93750*time.Microsecond},
+		{name: "a long timeout's margin is at most a second", at: 0, dl: time.Hour, want: time.Hour + time.Second},
+		{name: "no deadline: cleared", wantNil: true},
+	}
+	for _, st := range steps {
+		got := send(st.at, st.dl)
+		switch {
+		case st.wantNil && !got.IsZero():
+			t.Errorf("%s: deadline %v after start; want none", st.name, got.Sub(start))
+		case !st.wantNil && !got.Equal(start.Add(st.want)):
+			t.Errorf("%s: deadline %v after start; want %v", st.name, got.Sub(start), st.want)
+		}
+	}
+	if got := s.accepted.Load(); got != 1 {
+		t.Errorf("upstream connections = %d; want 1", got)
+	}
+}
