@@ -199,7 +199,7 @@ const (
 // storage for one-value slices, so that the common case does not allocate. o are the
 // connection manager's HTTP/1 options; with preserve_case, names receives each field name
 // as the client spelled it.
-func parseHead(s string, h http.Header, vals *[]string, maxHeaders int, o *config.HTTP1Options, names *[]string) (http1.RequestHead, error) {
+func parseHead(s string, h http.Header, keys *nameBits, vals *[]string, maxHeaders int, o *config.HTTP1Options, names *[]string) (http1.RequestHead, error) {
 	spell := o.HeaderCase == config.HeaderCasePreserve
 	rh, err := http1.ParseRequestHead(s, maxHeaders, o.AllowChunkedLength, func(name, value string) {
 		switch key := canonicalKey(name); key {
@@ -207,6 +207,7 @@ func parseHead(s string, h http.Header, vals *[]string, maxHeaders int, o *confi
 			// hop-by-hop: not forwarded
 		default:
 			addValue(h, vals, key, value)
+			*keys |= nameBit(key)
 			if spell {
 				*names = append(*names, name)
 			}

@@ -14,6 +14,7 @@ import (
 // route's header mutations, an upstream span's context, an upgrade, the access log.
 type outHeader struct {
 	in    http.Header  // the inbound request's header, read only
+	keys  nameBits     // the names in may hold
 	edits []headerEdit // the router's edits while not whole, one per name
 	full  http.Header  // the whole header once whole: the stream's own map
 	whole bool
@@ -25,10 +26,10 @@ type headerEdit struct {
 	vals []string
 }
 
-// reset starts the upstream header as the inbound header in.
-func (o *outHeader) reset(in http.Header) {
+// reset starts the upstream header as the inbound header in, whose names keys covers.
+func (o *outHeader) reset(in http.Header, keys nameBits) {
 	o.release()
-	o.in = in
+	o.in, o.keys = in, keys
 }
 
 // release forgets the request's header and edits (the stream goes back to its pool).
@@ -60,6 +61,9 @@ func (o *outHeader) get(key string) []string {
 	if i := o.edit(key); i >= 0 {
 		return o.edits[i].vals
 	}
+	if !o.keys.mayHave(key) {
+		return nil
+	}
 	return o.in[key]
 }
 
@@ -81,7 +85,7 @@ func (o *outHeader) del(key string) {
 	switch {
 	case o.whole:
 		delete(o.full, key)
-	case o.edit(key) >= 0 || o.in[key] != nil:
+	case o.edit(key) >= 0 || o.keys.mayHave(key) && o.in[key] != nil:
 		o.set(key, nil)
 	}
 }
@@ -137,3 +141,29 @@ func (s *stream) setOut(key, value string) {
 	n := len(s.vals)
 	s.out.set(key, s.vals[n-1:n:n])
 }
+
+// nameBits is a one-word filter of the names an inbound request header holds (canonical keys),
+// one bit per name by a hash of its length and two of its bytes. The connection manager looks
+// up several headers a request rarely has (x-forwarded-for, x-forwarded-proto, x-request-id,
+// the x-envoy-* overrides, content-type on a GET): where the name's bit is clear the header is
+// not there, which saves the map lookup, about 145 instructions each, seven times a proxied
+// request. A set bit only sends the lookup to the map. The filter is exact for the names an
+// HTTP/1 request arrived with (parseHead) and those the connection manager adds
+// (setReqHeader); once filters or tracing have had the map, or for an HTTP/2 request, it is
+// allNames, which sends every lookup to the map.
+type nameBits uint64
+
+// allNames is the filter that may hold every name.
+const allNames = ^nameBits(0)
+
+// nameBit is key's bit.
+func nameBit(key string) nameBits {
+	n := uint(len(key))
+	if n < 2 {
+		return 1
+	}
+	return 1 << ((n*7 + uint(key[1]|0x20)*3 + uint(key[n-1]|0x20)) & 63)
+}
+
+// mayHave reports whether key may be in the header b covers.
+func (b nameBits) mayHave(key string) bool { return b&nameBit(key) != 0 }

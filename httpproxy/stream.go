@@ -93,6 +93,7 @@ type stream struct {
 
 	req           route.Request
 	hdr           http.Header // HTTP/1 request header storage
+	inKeys        nameBits    // the names s.req.Header may hold (outheader.go)
 	out           outHeader   // the upstream request's header (upstreamRequest)
 	outPath       string      // the upstream request's :path and :authority, once forwarded
 	outAuthority  string
@@ -265,6 +266,7 @@ func putStream(s *stream) {
 func (s *stream) begin(h *Handler) {
 	s.h = h
 	s.start = h.sh.deps.Now()
+	s.inKeys = allNames // startH1 narrows it
 	s.arena = s.arena[:0]
 	s.vals = s.vals[:0]
 	s.respVals = s.respVals[:0]
@@ -301,7 +303,8 @@ func (s *stream) startH1(sc *serverConn, head []byte) bool {
 	s.drain = sc
 	s.arena = append(s.arena, head...)
 	clear(s.hdr)
-	rh, err := parseHead(bytesString(s.arena), s.hdr, &s.vals, int(h.cfg.MaxHeadersCount), &h.cfg.HTTP1, &s.reqNames)
+	s.inKeys = 0
+	rh, err := parseHead(bytesString(s.arena), s.hdr, &s.inKeys, &s.vals, int(h.cfg.MaxHeadersCount), &h.cfg.HTTP1, &s.reqNames)
 	if err != nil {
 		sc.headError(err)
 		return false
@@ -436,6 +439,7 @@ func (s *stream) process() {
 	st.DownstreamRqActive.Inc()
 	s.prepareRequest()
 	if h.trace != nil {
+		s.inKeys = allNames // the tracer writes the map; its names are not tracked
 		s.startTrace()
 	}
 	s.fx = filter.Exchange{Request: &s.req, Routes: routeDiscovery{h}, Downstream: s, ClientIP: s.clientIP, FilterState: &s.state}
@@ -451,6 +455,9 @@ func (s *stream) process() {
 	if s.reject != 0 && routed {
 		s.refuse()
 		routed, filters = false, nil
+	}
+	if len(filters) > 0 {
+		s.inKeys = allNames // the filters may change the map
 	}
 	if len(filters) > 0 && h.disablesFilters() {
 		// Envoy has the route before the filters run, and skips those it disables.
@@ -551,7 +558,7 @@ func (s *stream) prepareRequest() {
 	cfg := s.h.cfg
 	hd := s.req.Header
 	s.client, s.clientIP = s.remote, s.remoteIP
-	if ip, ok := xffClient(hd[hdrXFF], cfg.UseRemoteAddress, cfg.XffNumTrustedHops); ok {
+	if ip, ok := xffClient(s.inbound(hdrXFF), cfg.UseRemoteAddress, cfg.XffNumTrustedHops); ok {
 		var b [64]byte
 		if text := ip.AppendTo(b[:0]); string(text) != s.remoteIP {
 			s.clientIP = s.arenaString(text)
@@ -561,7 +568,7 @@ func (s *stream) prepareRequest() {
 	internal := false
 	if cfg.UseRemoteAddress {
 		if !cfg.SkipXffAppend {
-			if old := hd[hdrXFF]; len(old) > 0 {
+			if old := s.inbound(hdrXFF); len(old) > 0 {
 				hd[hdrXFF] = []string{old[len(old)-1] + ", " + s.remoteIP}
 				if len(old) > 1 {
 					hd[hdrXFF] = []string{joinComma(old) + ", " + s.remoteIP}
@@ -571,20 +578,24 @@ func (s *stream) prepareRequest() {
 			}
 		}
 		internal = isInternalAddress(s.clientIP)
-		delete(hd, hdrEnvoyInternal)
-		delete(hd, hdrExternalAddress)
+		if s.inKeys.mayHave(hdrEnvoyInternal) {
+			delete(hd, hdrEnvoyInternal)
+		}
+		if s.inKeys.mayHave(hdrExternalAddress) {
+			delete(hd, hdrExternalAddress)
+		}
 		if internal {
 			s.setReqHeader(hdrEnvoyInternal, "true")
 		} else {
 			s.setReqHeader(hdrExternalAddress, s.clientIP)
 		}
 		s.setReqHeader(hdrXFProto, s.req.Scheme)
-	} else if len(hd[hdrXFProto]) == 0 {
+	} else if len(s.inbound(hdrXFProto)) == 0 {
 		s.setReqHeader(hdrXFProto, s.req.Scheme)
 	}
 	s.edge = cfg.UseRemoteAddress && !internal
 	// One lookup of x-request-id serves the decision and the stream's requestID.
-	v := hd[hdrRequestID]
+	v := s.inbound(hdrRequestID)
 	if cfg.GenerateRequestID && (len(v) == 0 || v[0] == "" || (s.edge && !cfg.PreserveExternalRequestID)) {
 		s.requestID = s.newRequestID()
 		s.setReqHeader(hdrRequestID, s.requestID)
@@ -644,7 +655,19 @@ func joinComma(vs []string) string {
 }
 
 // setReqHeader sets a request header with one value without allocating the value slice.
-func (s *stream) setReqHeader(key, value string) { s.setHeader(s.req.Header, key, value) }
+func (s *stream) setReqHeader(key, value string) {
+	s.inKeys |= nameBit(key)
+	s.setHeader(s.req.Header, key, value)
+}
+
+// inbound returns key's values in the inbound request header (nil without a map lookup when
+// inKeys says the request has no such header).
+func (s *stream) inbound(key string) []string {
+	if !s.inKeys.mayHave(key) {
+		return nil
+	}
+	return s.req.Header[key]
+}
 
 // setHeader sets a header of h with one value, kept in the stream's value storage.
 func (s *stream) setHeader(h http.Header, key, value string) {
