@@ -1,7 +1,6 @@
 package httpproxy
 
 import (
-	"context"
 	"errors"
 	"github.com/legateproxy/legate/internal/http1"
 	"io"
@@ -22,11 +21,11 @@ import (
 // h2stream is one stream of an h2conn: the request the reader built, its body as the reader
 // buffers it, and the response writer its handler writes through.
 type h2stream struct {
-	c      *h2conn
-	id     uint32
-	cond   sync.Cond // L is c.mu: body bytes, window, reset
-	req    *http.Request
-	cancel context.CancelFunc
+	c    *h2conn
+	id   uint32
+	cond sync.Cond // L is c.mu: body bytes, window, reset
+	req  *http.Request
+	ctx  *h2ctx // the request's context, ended by cancel; kept when the stream is reused
 	// tooLarge is a request whose header list went over SETTINGS_MAX_HEADER_LIST_SIZE.
 	tooLarge bool
 
@@ -115,11 +114,8 @@ func (c *h2conn) headers(f *h2block) error {
 	} else {
 		st.remoteDone = true
 	}
-	// Not a child of a connection context: end cancels every stream the connection still has,
-	// and a cancelable parent would add a map entry per stream to register it for that.
-	ctx, cancel := context.WithCancel(context.Background())
-	st.reqv = *req.WithContext(ctx) // the copy WithContext makes stays on the stack
-	st.req, st.cancel = &st.reqv, cancel
+	st.reqv = *req.WithContext(st.ctx) // the copy WithContext makes stays on the stack
+	st.req = &st.reqv
 	c.mu.Lock()
 	st.sendWin = c.initWin
 	c.streams[id] = st
@@ -145,14 +141,19 @@ func (c *h2conn) newStream(id uint32, tooLarge bool) *h2stream {
 	}
 	c.mu.Unlock()
 	if st == nil {
-		st = &h2stream{reqHdr: make(http.Header, 8), hdr: make(http.Header, 8), vals: make([]string, 0, 8)}
+		st = &h2stream{reqHdr: make(http.Header, 8), hdr: make(http.Header, 8), vals: make([]string, 0, 8), ctx: new(h2ctx)}
+	} else {
+		st.ctx.renew()
 	}
-	reqHdr, hdr, vals := st.reqHdr, st.hdr, st.vals
-	*st = h2stream{c: c, id: id, tooLarge: tooLarge, declLen: -1, recvWin: c.advStream, reqHdr: reqHdr, hdr: hdr, vals: vals}
+	reqHdr, hdr, vals, ctx := st.reqHdr, st.hdr, st.vals, st.ctx
+	*st = h2stream{c: c, id: id, tooLarge: tooLarge, declLen: -1, recvWin: c.advStream, reqHdr: reqHdr, hdr: hdr, vals: vals, ctx: ctx}
 	st.out = st.outBuf[:0]
 	st.cond.L = &c.mu
 	return st
 }
+
+// cancel ends the stream's request context.
+func (st *h2stream) cancel() { st.ctx.cancel() }
 
 // recycle keeps a stream that is done for the connection's next one: its handler returned
 // (or never started) and it left c.streams and c.pending, so nothing else uses it. What it
@@ -745,7 +746,7 @@ func (st *h2stream) writeExpired() {
 	if !st.reset {
 		st.reset = true
 		st.c.w.Buf = appendRSTStream(st.c.w.Buf, st.id, http2.ErrCodeInternal)
-		go st.cancel()
+		st.cancel()
 	}
 	st.cond.Broadcast()
 }

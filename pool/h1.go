@@ -80,9 +80,14 @@ type h1conn struct {
 	bodySent    atomic.Bool
 	early       bool
 
-	// The watch on the exchange's Request.Downstream: unwatch stops it; abandoned is set
-	// (by the watch's goroutine) when the downstream request ended and the socket was closed.
+	// The watch on the exchange's Request.Downstream: unwatch stops it, or watcher's
+	// UnwatchEnd(watchID) for an EndWatcher; abandoned is set (by the watch's goroutine)
+	// when the downstream request ended and the socket was closed. abandonFn is c.abandon,
+	// made once for the connection.
 	unwatch   func() bool
+	watcher   EndWatcher
+	watchID   uint64
+	abandonFn func()
 	abandoned atomic.Bool
 }
 
@@ -91,7 +96,14 @@ func (c *h1conn) watch(downstream context.Context) {
 	if downstream == nil {
 		return
 	}
-	c.unwatch = context.AfterFunc(downstream, c.abandon)
+	if c.abandonFn == nil {
+		c.abandonFn = c.abandon
+	}
+	if w, ok := downstream.(EndWatcher); ok {
+		c.watcher, c.watchID = w, w.WatchEnd(c.abandonFn)
+		return
+	}
+	c.unwatch = context.AfterFunc(downstream, c.abandonFn)
 }
 
 // abandon runs when the downstream request of the exchange ends first: closing the socket
@@ -108,11 +120,17 @@ func (c *h1conn) abortStream() { c.uc.Conn.Close() }
 // stopWatch ends the watch of the exchange that ends. A watch that already fired (or is
 // firing) leaves the connection abandoned: its socket is closed or about to be.
 func (c *h1conn) stopWatch() {
-	if c.unwatch != nil {
-		if !c.unwatch() {
-			c.abandoned.Store(true)
-		}
+	stopped := true
+	switch {
+	case c.watcher != nil:
+		stopped = c.watcher.UnwatchEnd(c.watchID)
+		c.watcher = nil
+	case c.unwatch != nil:
+		stopped = c.unwatch()
 		c.unwatch = nil
+	}
+	if !stopped {
+		c.abandoned.Store(true)
 	}
 }
 

@@ -75,7 +75,8 @@ type Request struct {
 	// abandoned and its connection closed, as Envoy resets the upstream request of a reset
 	// downstream stream. HTTP/2 exchanges are reset through ctx, which should end with it.
 	// It may be the exchange's ctx itself, whose deadline is then set late (when the request
-	// body ends): an exchange it abandons past that deadline fails as a timeout.
+	// body ends): an exchange it abandons past that deadline fails as a timeout. One that
+	// implements EndWatcher is watched through it, else with context.AfterFunc.
 	Downstream context.Context
 	// Origin is the downstream connection the request came on; nil for a request of
 	// Legate's own. With the original_src listener filter, the request's upstream connection
@@ -157,6 +158,16 @@ type Response struct {
 	// An HTTP/2 exchange's request and body, kept here so that they allocate nothing.
 	h2req h2client.Request
 	h2b   h2body
+}
+
+// An EndWatcher is a Request.Downstream context that runs a function when it ends without
+// the allocations context.AfterFunc makes on every call (an HTTP/2 stream's context).
+type EndWatcher interface {
+	// WatchEnd has f run, on a goroutine of its own, once the context is done (at once if
+	// it is). UnwatchEnd, given the id WatchEnd returned, stops that and reports whether it
+	// did: false once f runs or ran.
+	WatchEnd(f func()) (id uint64)
+	UnwatchEnd(id uint64) bool
 }
 
 // Get returns the first value of the header named name (ASCII case-insensitive), or nil.
