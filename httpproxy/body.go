@@ -11,6 +11,7 @@ import (
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/internal/http1"
+	"github.com/legateproxy/legate/internal/sockio"
 	"github.com/legateproxy/legate/stats"
 )
 
@@ -88,7 +89,14 @@ func (b *bodyReader) drain(limit int64) bool {
 // h1writer writes one HTTP/1 response into a buffer and the connection. It belongs to the
 // stream's goroutine.
 type h1writer struct {
-	conn    net.Conn
+	conn net.Conn
+	// raw is conn's socket when it is plain TCP: it is written with send(2) (sockio) inside
+	// a raw write, whose callback is send, the stream's sendSocket bound once.
+	raw     syscall.RawConn
+	send    func(fd uintptr) bool
+	pending []byte // what sendSocket has still to write
+	sendN   int    // what it wrote
+	sendErr error
 	buf     []byte
 	chunked bool // the body is sent chunked
 	noBody  bool // HEAD, 1xx, 204, 304: the body is not sent
@@ -105,11 +113,49 @@ func (w *h1writer) flush() error {
 	if w.err != nil || len(w.buf) == 0 {
 		return w.err
 	}
-	n, err := w.conn.Write(w.buf)
+	var n int
+	var err error
+	if w.raw != nil {
+		n, err = w.writeSocket(w.buf)
+	} else {
+		n, err = w.conn.Write(w.buf)
+	}
 	w.tx.Add(uint64(n))
 	w.buf = w.buf[:0]
 	w.err = err
 	return err
+}
+
+// writeSocket writes p to the socket as conn.Write would: waiting while the socket is full,
+// within conn's write deadline, and reporting a failed call as a *net.OpError.
+func (w *h1writer) writeSocket(p []byte) (int, error) {
+	w.pending, w.sendN, w.sendErr = p, 0, nil
+	err := w.raw.Write(w.send)
+	w.pending = nil
+	if w.sendErr != nil {
+		err = w.sendErr
+	}
+	if errno, ok := err.(syscall.Errno); ok {
+		err = &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", errno)}
+	}
+	return w.sendN, err
+}
+
+// sendSocket is writeSocket's raw write callback: it sends what is pending until the socket
+// is full (false: wait until it is writable) or all is written or a send failed (true).
+func (w *h1writer) sendSocket(fd uintptr) bool {
+	for w.sendN < len(w.pending) {
+		n, err := sockio.Send(int(fd), w.pending[w.sendN:])
+		switch {
+		case err == syscall.EAGAIN:
+			return false
+		case err != nil:
+			w.sendErr = err
+			return true
+		}
+		w.sendN += n
+	}
+	return true
 }
 
 // Write appends body bytes, framing them as a chunk when the body is chunked.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/http1"
+	"github.com/legateproxy/legate/internal/sockio"
 	"github.com/legateproxy/legate/stats"
 )
 
@@ -66,10 +67,7 @@ func (rd *reader) readSocket(fd uintptr) (short bool, err error) {
 		return false, err
 	}
 	room := len(rd.buf) - rd.w
-	n, err := syscall.Read(int(fd), rd.buf[rd.w:])
-	for err == syscall.EINTR {
-		n, err = syscall.Read(int(fd), rd.buf[rd.w:])
-	}
+	n, err := sockio.Recv(int(fd), rd.buf[rd.w:])
 	switch {
 	case err != nil:
 		return false, err

@@ -209,7 +209,9 @@ type stream struct {
 	// says it set an HTTP/1 read deadline, which forward puts back after RoundTrip, or
 	// serveH1 after the stream (an HTTP/2 exchange interrupts the body when it ends).
 	interruptBody func()
-	bodyStopped   atomic.Bool
+	// sendSocket is hw.sendSocket, bound once (h1writer.send).
+	sendSocket  func(fd uintptr) bool
+	bodyStopped atomic.Bool
 	// state is the stream's filter state (filter.Exchange.FilterState, %FILTER_STATE%), whose
 	// parent is its connection's; reset for each request, so it allocates only when a
 	// filter sets more objects than a previous request of the stream did.
@@ -224,6 +226,7 @@ var streamPool = sync.Pool{New: func() any {
 	s.addCookie = s.addDownstreamCookie
 	s.keepTrailer = s.addTrailer
 	s.interruptBody = s.stopBodyRead
+	s.sendSocket = s.hw.sendSocket
 	return s
 }}
 
@@ -338,7 +341,7 @@ func (s *stream) startH1(sc *serverConn, head []byte) bool {
 		s.body, s.contentLength = nil, 0
 	}
 	s.closeConn = rh.Close || s.reject == http.StatusUpgradeRequired // a codec error in Envoy
-	s.hw = h1writer{conn: sc.nc, buf: s.wbuf[:0], tx: &h.stats.DownstreamCxTxBytesTotal}
+	s.hw = h1writer{conn: sc.nc, raw: sc.rd.raw, send: s.sendSocket, buf: s.wbuf[:0], tx: &h.stats.DownstreamCxTxBytesTotal}
 	if s.body != nil {
 		// request_timeout bounds the waits for request body bytes; stream_idle_timeout
 		// bounds the gaps between them (streamIdle).
