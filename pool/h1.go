@@ -47,21 +47,23 @@ type h1conn struct {
 	// the idle check leaves one well in the future, the next exchange one close after its own.
 	deadlineAt time.Time
 
-	// The idle check (see checkIdle): raw is the TCP socket under the connection (nil when
-	// the transport has none), peek the callback run on it, built once so that a check
-	// allocates nothing; peekN and peekErr are its results.
-	raw     syscall.RawConn
-	isTLS   bool
-	peek    func(fd uintptr) bool
-	peekBuf [1]byte
-	peekN   int
-	peekErr error
+	// The idle check (see checkIdle): unchecked marks a connection taken from an idle list
+	// and not checked yet; raw is the TCP socket under the connection (nil when the
+	// transport has none), peek the callback run on it, built once so that a check
+	// allocates nothing; found is what it found.
+	unchecked bool
+	raw       syscall.RawConn
+	isTLS     bool
+	peek      func(fd uintptr) bool
+	found     idleState
 
 	// Sending a request without a body (send): flush is the raw read callback that writes
-	// the request and then waits for the answer; flushed and flushErr are its state.
+	// the request and then waits for the answer; flushed and flushErr are its state. The
+	// buffered writer bw writes to sw.
 	flush    func(fd uintptr) bool
 	flushed  bool
 	flushErr error
+	sw       sockWriter
 
 	// Sending a request body (exchangeBody): reqBody reads it; sending is the request
 	// writeRequestBody writes, with reqBody as its body; the head reader's goroutine reads the
@@ -145,7 +147,8 @@ func newH1(uc *upConn) *h1conn {
 	c.br = readers.Get().(*bufio.Reader)
 	c.br.Reset(uc)
 	c.bw = writers.Get().(*bufio.Writer)
-	c.bw.Reset(uc)
+	c.sw = sockWriter{uc: uc, fd: -1}
+	c.bw.Reset(&c.sw)
 	c.raw, c.isTLS = rawSocket(uc.Conn)
 	c.peek = c.peekSocket
 	c.flush = c.flushThenWait
@@ -301,20 +304,14 @@ func (m *Manager) pendingEnd(prio *breaker.Priority) {
 }
 
 // takeIdle pops the most recently used idle connection (of the caller's P first, see
-// popIdle) that is still clean (checkIdle), discarding those that are not.
+// popIdle) that is not retired. The caller checks it (it is unchecked) before use.
 func (hp *hostPool) takeIdle() *h1conn {
 	for {
 		c := hp.popIdle()
-		if c == nil {
-			return nil
-		}
-		if c.retired.Load() { // retired as it went idle (see releaseH1)
-			hp.releaseH1(c, false)
-			continue
-		}
-		if c.checkIdle() {
+		if c == nil || !c.retired.Load() {
 			return c
 		}
+		hp.releaseH1(c, false) // retired as it went idle (see releaseH1)
 	}
 }
 
@@ -467,6 +464,13 @@ func (ex *exchange) roundTripH1(ctx context.Context, req *Request, resp *Respons
 			putKept(kept)
 			return err
 		}
+		if c.unchecked && !c.checkAtSend(req) {
+			c.unchecked = false
+			if !c.checkIdle() {
+				attempt-- // refused unused: not an attempt
+				continue
+			}
+		}
 		reused := c.uc.requests.Add(1) > 1
 		if mr := hp.m.maxRequests; mr > 0 && c.uc.requests.Load() >= mr {
 			c.last = true
@@ -495,6 +499,19 @@ func (ex *exchange) roundTripH1(ctx context.Context, req *Request, resp *Respons
 			return nil
 		}
 		c.stopWatch()
+		if errors.Is(err, errIdle) {
+			// Found unclean before the request was written: refused as checkIdle refuses it,
+			// with nothing of the exchange counted on it, and the request takes another.
+			fired := ex.clock.stop()
+			c.uc.requests.Add(^uint32(0))
+			c.uc.rqActive.Add(-1)
+			c.refuseIdle(c.found)
+			if fired {
+				return expired(hp.host.Address())
+			}
+			attempt--
+			continue
+		}
 		if ex.clock.stop() {
 			hp.m.st.UpstreamRqTxReset.Inc()
 			hp.releaseH1(c, false) // closed by the clock with its request active
@@ -538,6 +555,9 @@ func (c *h1conn) exchange(ctx context.Context, req *Request, resp *Response, sta
 		return c.exchangeBody(ctx, req, resp, rx)
 	}
 	if err := c.send(); err != nil {
+		if errors.Is(err, errIdle) {
+			return false, err
+		}
 		return c.uc.rx == rx, c.ioError(ctx, err)
 	}
 	f, err := readResponseHead(c.br, resp, req.Method == "HEAD", c.uc.hp.m.head)

@@ -43,6 +43,7 @@ func (hp *hostPool) localShard() int {
 // putIdle makes c, which the caller owns, idle on the list of the caller's P.
 func (hp *hostPool) putIdle(c *h1conn, now int64) {
 	s := &hp.idle[hp.localShard()]
+	c.unchecked = true // whoever takes it checks it before use
 	s.mu.Lock()
 	c.idleSince = now
 	s.conns = append(s.conns, c)

@@ -67,7 +67,7 @@ func writeRequestHead(bw *bufio.Writer, req *Request, authority string, o *confi
 	if req.Spelled && req.HostName != "" {
 		hostName, given = req.HostName, true
 	}
-	if headSize(req, path, host) <= bw.Available() {
+	if headSize(req, authority) <= bw.Available() {
 		// Assembled in the buffer and written at once: a write per field was about a
 		// third of the head's cost.
 		buf := appendRequestLine(bw.AvailableBuffer(), req, path, host, absolute)
@@ -112,11 +112,16 @@ func writeRequestHead(bw *bufio.Writer, req *Request, authority string, o *confi
 	return nil
 }
 
-// headSize bounds the length of req's head from above.
-func headSize(req *Request, path, host string) int {
-	// The request line (an absolute target's scheme and host included), the host field
-	// (with its recorded name), a framing field of at most 40 bytes and the empty line.
-	n := len(req.Method) + len(req.scheme()) + len(path) + 2*len(host) + max(len(req.HostName), 4) + 64
+// headSize bounds the length of req's head from above; authority is the host's address.
+func headSize(req *Request, authority string) int {
+	host := req.Host
+	if host == "" {
+		host = authority
+	}
+	// The request line (an absolute target's scheme and host included, a path of "/" for an
+	// empty one), the host field (with its recorded name), a framing field of at most 40
+	// bytes and the empty line.
+	n := len(req.Method) + len(req.scheme()) + len(req.Path) + 2*len(host) + max(len(req.HostName), 4) + 64
 	for i := range req.Header {
 		n += len(req.Header[i].Name) + len(req.Header[i].Value) + len(": \r\n")
 	}

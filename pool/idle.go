@@ -7,6 +7,9 @@ import (
 	"os"
 	"syscall"
 	"time"
+	"unsafe"
+
+	"github.com/legateproxy/legate/internal/sockio"
 )
 
 // An HTTP/1.1 connection is reused only when nothing came from the upstream since its last
@@ -15,8 +18,10 @@ import (
 // closes the connection; so does the pool.
 //
 // How an idle connection is watched, chosen on measurement (BenchmarkIdleWatch, 2 shared
-// cores): it is checked when taken from the idle list, with one non-blocking MSG_PEEK recv
-// on its socket: 0.8-2.1 µs, no allocation, nothing kept per idle connection. A reader
+// cores): it is checked once taken from the idle list, before its next request is written,
+// with one non-blocking MSG_PEEK recv on its socket: 0.8-2.1 µs, no allocation, nothing
+// kept per idle connection. A request without a body on a plain socket makes the check in
+// the raw read that writes it (send), others before writing (checkIdle). A reader
 // goroutine parked on every idle connection (net/http's readLoop) notices at once but costs
 // as much per request (1.0-2.3 µs: stop it with a read deadline, hand over, clear the
 // deadline), allocates the deadline error every time, and keeps a goroutine stack per idle
@@ -57,11 +62,31 @@ func rawSocket(nc net.Conn) (raw syscall.RawConn, isTLS bool) {
 	return raw, isTLS
 }
 
-// peekSocket is the syscall.RawConn read callback of checkIdle: it peeks one byte without
-// waiting and without consuming it.
+// peekSocket is the syscall.RawConn read callback of checkIdle.
 func (c *h1conn) peekSocket(fd uintptr) bool {
-	c.peekN, _, c.peekErr = syscall.Recvfrom(int(fd), c.peekBuf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	c.found = peekFD(fd)
 	return true
+}
+
+// peekFD tells, without waiting and without consuming a byte, what the socket fd holds:
+// nothing (idleClean), bytes, or its end (idleClosed: end of stream or reset). A recv with
+// MSG_DONTWAIT never blocks, so it is made as a raw system call, which does not tell the
+// scheduler (entersyscall and exitsyscall were about 200 instructions of each check).
+func peekFD(fd uintptr) idleState {
+	var b [1]byte
+	for {
+		n, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		switch {
+		case errno == syscall.EINTR:
+			continue
+		case errno == syscall.EAGAIN:
+			return idleClean
+		case errno != 0, n == 0:
+			return idleClosed
+		}
+		return idleBytes
+	}
 }
 
 // cleanEnd reports whether c may be reused after a response that ended: nothing may follow
@@ -74,23 +99,36 @@ func (c *h1conn) cleanEnd() bool {
 	return false
 }
 
-// checkIdle reports whether c, just taken from the idle list, is still clean; a connection
-// that is not is closed and discarded (counting upstream_cx_protocol_error when the upstream
-// sent bytes).
+// checkIdle reports whether c, taken from the idle list for a request that send does not
+// check (checkAtSend), is still clean; a connection that is not is refused (refuseIdle).
 func (c *h1conn) checkIdle() bool {
 	state := c.idleState()
 	if state == idleClean {
 		return true
 	}
-	hp := c.uc.hp
+	c.refuseIdle(state)
+	return false
+}
+
+// refuseIdle closes and discards c, found unclean (state) before a request was written on
+// it, counting upstream_cx_protocol_error when the upstream sent bytes.
+func (c *h1conn) refuseIdle(state idleState) {
 	switch state {
 	case idleBytes:
-		hp.m.st.UpstreamCxProtocolError.Inc()
+		c.uc.hp.m.st.UpstreamCxProtocolError.Inc()
 	case idleClosed:
 		c.peerGone = true
 	}
-	hp.releaseH1(c, false)
-	return false
+	c.uc.hp.releaseH1(c, false)
+}
+
+// checkAtSend reports whether send checks c, taken from an idle list, as it writes req
+// (see send): a request without a body on a plain socket, whose head the empty writer
+// holds whole (writeRequestHead writes nothing before send then). Other requests check it
+// first (checkIdle).
+func (c *h1conn) checkAtSend(req *Request) bool {
+	return c.raw != nil && !c.isTLS && c.br.Buffered() == 0 && !hasBody(req) &&
+		headSize(req, c.uc.hp.host.Address()) <= c.bw.Available()
 }
 
 // idleState looks at what arrived on c while it was idle, without waiting.
@@ -106,19 +144,18 @@ func (c *h1conn) idleState() idleState {
 		c.uc.SetDeadline(time.Time{})
 		c.deadline = false
 	}
-	c.peekN, c.peekErr = 0, nil
 	if err := c.raw.Read(c.peek); err != nil {
 		return idleClosed
 	}
 	switch {
-	case c.peekErr == syscall.EAGAIN: //nolint:errorlint // a bare Errno from the syscall
+	case c.found == idleClean:
 		if c.isTLS {
 			// Plaintext may wait in the TLS layer, decrypted or in whole records read
 			// with the last response.
 			return c.readIdle(aLongTimeAgo)
 		}
 		return idleClean
-	case c.peekErr != nil, c.peekN == 0: // reset, or EOF
+	case c.found == idleClosed:
 		return idleClosed
 	case c.isTLS:
 		// Records arrived: application data, a close_notify alert, or a post-handshake
@@ -161,6 +198,9 @@ func (c *h1conn) readIdle(deadline time.Time) idleState {
 	}
 }
 
+// errIdle is send's error for a connection it found unclean before writing the request.
+var errIdle = errors.New("idle connection found unclean")
+
 // send writes the buffered request and waits until the upstream's answer can be read.
 //
 // A response cannot arrive before its request is written, so reading straight after the
@@ -172,25 +212,72 @@ func (c *h1conn) readIdle(deadline time.Time) idleState {
 // the write were refused by the idle check, and a close before it is reported by the write
 // or by the wait's wake-up, so nothing is lost. TLS keeps the plain flush and read: its
 // records are read through its own buffer.
+//
+// A connection taken from an idle list (unchecked) is checked in the same raw read, just
+// before the write: one peek at the socket, as checkIdle's, without a raw read of its own
+// (a second lock of the descriptor and reset of its readiness per request). The peek comes
+// after the raw read reset the descriptor's readiness, so bytes or a close it does not see
+// raise an edge that ends the wait; bytes or a close it sees arrived before the request
+// was written, and the request is not written: send returns errIdle, and the exchange
+// refuses the connection (refuseIdle) and takes another. checkAtSend makes sure nothing of
+// the request was written before (its head is whole in the writer's buffer).
 func (c *h1conn) send() error {
 	if c.raw == nil || c.isTLS || c.br.Buffered() > 0 {
 		return c.bw.Flush()
 	}
-	c.flushed, c.flushErr = false, nil
+	c.flushed, c.flushErr, c.found = false, nil, idleClean
 	err := c.raw.Read(c.flush)
-	if c.flushErr != nil {
+	switch {
+	case c.flushErr != nil:
 		return c.flushErr
+	case err == nil && c.found != idleClean:
+		return errIdle
 	}
 	return err
 }
 
-// flushThenWait is send's raw read callback: the first call writes the request and asks to
-// wait for readability (unless the write failed); the next, run once readable, ends the wait.
-func (c *h1conn) flushThenWait(uintptr) bool {
+// flushThenWait is send's raw read callback: the first call checks an unchecked connection
+// and writes the request, and asks to wait for readability (unless the check or the write
+// failed); the next, run once readable, ends the wait.
+func (c *h1conn) flushThenWait(fd uintptr) bool {
 	if c.flushed {
 		return true
 	}
 	c.flushed = true
+	if c.unchecked {
+		c.unchecked = false
+		if c.found = peekFD(fd); c.found != idleClean {
+			return true
+		}
+	}
+	c.sw.fd = int(fd)
 	c.flushErr = c.bw.Flush()
+	c.sw.fd = -1
 	return c.flushErr != nil
+}
+
+// sockWriter is what an HTTP/1.1 connection's buffered writer writes to: the connection, or
+// while send's raw read callback runs (fd is not -1), the socket itself. The raw read holds
+// the descriptor open. A request is written there by one non-blocking send (sockio.Send, a
+// raw system call): the connection's write (its lock, readiness reset, entersyscall and
+// exitsyscall) was about 500 instructions of it. What that send does not take (a full
+// socket buffer, an error) goes through the connection, which waits, honours the write
+// deadline and reports the error as usual.
+type sockWriter struct {
+	uc *upConn
+	fd int
+}
+
+func (w *sockWriter) Write(p []byte) (int, error) {
+	n := 0
+	if w.fd != -1 {
+		if n, _ = sockio.Send(w.fd, p); n > 0 { // an error is left for the connection's write
+			w.uc.hp.m.st.UpstreamCxTxBytesTotal.Add(uint64(n))
+		}
+		if n == len(p) {
+			return n, nil
+		}
+	}
+	m, err := w.uc.Write(p[n:])
+	return n + m, err
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -316,5 +317,128 @@ func TestDeadlineKeptWithinMargin(t *testing.T) {
 	}
 	if got := s.accepted.Load(); got != 1 {
 		t.Errorf("upstream connections = %d; want 1", got)
+	}
+}
+
+// TestUncleanIdleRefusedAtSend: a request without a body checks the idle connection it takes
+// in the raw read that writes it (send). Idle connections on which the upstream sent bytes
+// or which it closed are refused there, before the request is written on them: the request
+// goes on a new connection, the bytes count upstream_cx_protocol_error and the close
+// upstream_cx_destroy_remote, and the upstream never receives the request on a refused one.
+func TestUncleanIdleRefusedAtSend(t *testing.T) {
+	for _, tt := range []struct {
+		name             string
+		stray            bool // the upstream sends bytes on its idle connections, else closes them
+		protocol, remote uint64
+	}{
+		{name: "bytes", stray: true, protocol: 2},
+		{name: "close", remote: 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			seen := map[net.Conn][]string{} // the targets each connection received
+			both, spoil := make(chan struct{}), make(chan struct{})
+			var firsts atomic.Int32
+			idled := make(chan struct{}, 2)
+			s := newScriptedUpstream(t, nil, func(c net.Conn, method, path string) {
+				mu.Lock()
+				seen[c] = append(seen[c], path)
+				mu.Unlock()
+				if path != "/first" {
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond")
+					return
+				}
+				if firsts.Add(1) == 2 { // both first requests are in: two connections
+					close(both)
+				}
+				<-both
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				<-spoil // the connection is idle in the pool
+				if tt.stray {
+					io.WriteString(c, smuggled)
+				} else {
+					c.Close()
+				}
+				idled <- struct{}{}
+			})
+			cm, store := newClusterManager(t, staticCluster("", s.addr))
+			m := newManager(t, cm, store, nil)
+			h := onlyHost(t, m)
+			errc := make(chan error, 2)
+			for range 2 {
+				go func() {
+					var resp Response
+					err := m.RoundTrip(context.Background(), h, &Request{Method: "GET", Path: "/first", Host: "example.com"}, &resp)
+					if err == nil {
+						_, err = io.Copy(io.Discard, resp.Body)
+						resp.Close()
+					}
+					errc <- err
+				}()
+			}
+			for range 2 {
+				if err := <-errc; err != nil {
+					t.Fatalf("first requests: %v", err)
+				}
+			}
+			close(spoil)
+			for range 2 {
+				select {
+				case <-idled:
+				case <-time.After(10 * time.Second):
+					t.Fatal("upstream did not spoil its idle connections")
+				}
+			}
+			waitFor(t, "the stray bytes or the close to reach the pool's sockets", func() bool {
+				// Both idle connections' sockets hold the bytes or the end of stream.
+				hp := hostPoolOf(t, m)
+				n := 0
+				for {
+					c := hp.popIdle()
+					if c == nil {
+						break
+					}
+					defer hp.putIdle(c, time.Now().UnixNano())
+					raw, _ := rawSocket(c.uc.Conn)
+					var st idleState
+					raw.Read(func(fd uintptr) bool { st = peekFD(fd); return true })
+					if st != idleClean {
+						n++
+					}
+				}
+				return n == 2
+			})
+			// Both are left for send to check.
+			hp := hostPoolOf(t, m)
+			var idle []*h1conn
+			for c := hp.popIdle(); c != nil; c = hp.popIdle() {
+				idle = append(idle, c)
+			}
+			for _, c := range idle {
+				if !c.unchecked || !c.checkAtSend(&Request{Method: "GET", Path: "/second", Host: "example.com"}) {
+					t.Errorf("idle connection unchecked %v, checked at send %v; want both", c.unchecked, c.checkAtSend(&Request{Method: "GET"}))
+				}
+				hp.putIdle(c, time.Now().UnixNano())
+			}
+			if code, body := get(t, m, h, "/second"); code != 200 || body != "second" {
+				t.Errorf("GET /second = %d %q; want 200 \"second\"", code, body)
+			}
+			if got := m.st.UpstreamCxProtocolError.Value(); got != tt.protocol {
+				t.Errorf("upstream_cx_protocol_error = %d; want %d", got, tt.protocol)
+			}
+			if got := m.st.UpstreamCxDestroyRemote.Value(); got != tt.remote {
+				t.Errorf("upstream_cx_destroy_remote = %d; want %d", got, tt.remote)
+			}
+			if got := s.accepted.Load(); got != 3 {
+				t.Errorf("upstream connections = %d; want 3", got)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for c, paths := range seen {
+				if len(paths) > 1 && paths[0] == "/first" {
+					t.Errorf("connection %v received %v; want nothing after /first", c.RemoteAddr(), paths)
+				}
+			}
+		})
 	}
 }
