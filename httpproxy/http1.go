@@ -197,7 +197,7 @@ const (
 // storage for one-value slices, so that the common case does not allocate. o are the
 // connection manager's HTTP/1 options; with preserve_case, names receives each field name
 // as the client spelled it.
-func parseHead(s string, h http.Header, keys *nameBits, vals *[]string, maxHeaders int, o *config.HTTP1Options, names *[]string) (http1.RequestHead, error) {
+func parseHead(s string, h http.Header, idx *inIndex, vals *[]string, maxHeaders int, o *config.HTTP1Options, names *[]string) (http1.RequestHead, error) {
 	spell := o.HeaderCase == config.HeaderCasePreserve
 	rh, err := http1.ParseRequestHead(s, maxHeaders, o.AllowChunkedLength, func(name, value string) {
 		switch key := canonicalKey(name); key {
@@ -205,7 +205,7 @@ func parseHead(s string, h http.Header, keys *nameBits, vals *[]string, maxHeade
 			// hop-by-hop: not forwarded
 		default:
 			addValue(h, vals, key, value)
-			*keys |= nameBit(key)
+			idx.add(key, value)
 			if spell {
 				*names = append(*names, name)
 			}
@@ -216,12 +216,14 @@ func parseHead(s string, h http.Header, keys *nameBits, vals *[]string, maxHeade
 	}
 	if rh.Framing.Mode == http1.Chunked {
 		delete(h, hdrContentLength) // allow_chunked_length: chunked wins, as in Envoy
+		idx.changed()
 	}
 	for c := rh.Connection; c != ""; {
 		var tok string
 		tok, c = http1.CutList(c)
 		if tok != "" && http1.ValidToken(tok) && !http1.EqualFold(tok, "close") && !http1.EqualFold(tok, "keep-alive") {
 			h.Del(tok) // a header named by Connection is hop-by-hop
+			idx.changed()
 		}
 	}
 	return rh, nil

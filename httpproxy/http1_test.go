@@ -61,7 +61,7 @@ func TestParseHead(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := http.Header{}
 			var vals []string
-			got, err := parseHead(tt.head, h, new(nameBits), &vals, 100, &config.HTTP1Options{}, nil)
+			got, err := parseHead(tt.head, h, new(inIndex), &vals, 100, &config.HTTP1Options{}, nil)
 			if !errors.Is(err, tt.err) || (err == nil) != (tt.err == nil) {
 				t.Fatalf("parseHead() error = %v; want %v", err, tt.err)
 			}
@@ -154,7 +154,7 @@ func FuzzParseHead(f *testing.F) {
 			}
 			h := http.Header{}
 			var vals []string
-			rh, err := parseHead(string(head), h, new(nameBits), &vals, 100, &config.HTTP1Options{}, nil)
+			rh, err := parseHead(string(head), h, new(inIndex), &vals, 100, &config.HTTP1Options{}, nil)
 			if err != nil {
 				return
 			}
@@ -192,7 +192,7 @@ func BenchmarkParseHead(b *testing.B) {
 		}
 		clear(h)
 		vals = vals[:0]
-		if _, err := parseHead(bytesString(head), h, new(nameBits), &vals, 100, &config.HTTP1Options{}, nil); err != nil {
+		if _, err := parseHead(bytesString(head), h, new(inIndex), &vals, 100, &config.HTTP1Options{}, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -10,7 +10,8 @@ import (
 )
 
 // headRecorder is an HTTP/1.1 upstream that hands each request head it reads, as sent, to
-// heads, and answers every request with resp (a whole response, connection kept).
+// heads, and answers every request with resp (a whole response, connection kept). It reads
+// a request's body when it is four bytes long or chunked.
 func headRecorder(t *testing.T, resp string) (addr string, heads <-chan string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -40,8 +41,20 @@ func headRecorder(t *testing.T, resp string) (addr string, heads <-chan string) 
 							break
 						}
 					}
-					if strings.Contains(strings.ToLower(head.String()), "content-length: 4\r\n") {
+					switch lower := strings.ToLower(head.String()); {
+					case strings.Contains(lower, "content-length: 4\r\n"):
 						io.ReadFull(br, make([]byte, 4))
+					case strings.Contains(lower, "transfer-encoding: chunked\r\n"):
+						for last := ""; ; { // up to the last chunk's empty trailer section
+							line, err := br.ReadString('\n')
+							if err != nil {
+								return
+							}
+							if last == "0\r\n" && line == "\r\n" {
+								break
+							}
+							last = line
+						}
 					}
 					ch <- head.String()
 					if _, err := io.WriteString(c, resp); err != nil {

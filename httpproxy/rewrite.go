@@ -60,6 +60,7 @@ func (s *stream) closeRewriters() {
 // one. The filters' streams see the rewritten body.
 func (s *stream) rewriteRequest(rws []filter.BodyRewriter) {
 	delete(s.req.Header, hdrContentLength)
+	s.in.changed()
 	if s.bodyBuffered {
 		s.rewriteBuffered(rws)
 		return

@@ -93,7 +93,7 @@ type stream struct {
 
 	req           route.Request
 	hdr           http.Header // HTTP/1 request header storage
-	inKeys        nameBits    // the names s.req.Header may hold (outheader.go)
+	in            inIndex     // s.req.Header's names and fields (outheader.go)
 	out           outHeader   // the upstream request's header (upstreamRequest)
 	outPath       string      // the upstream request's :path and :authority, once forwarded
 	outAuthority  string
@@ -269,7 +269,7 @@ func putStream(s *stream) {
 func (s *stream) begin(h *Handler) {
 	s.h = h
 	s.start = h.sh.deps.Now()
-	s.inKeys = allNames // startH1 narrows it
+	s.in.loose() // startH1 indexes an HTTP/1 request
 	s.arena = s.arena[:0]
 	s.vals = s.vals[:0]
 	s.respVals = s.respVals[:0]
@@ -306,8 +306,8 @@ func (s *stream) startH1(sc *serverConn, head []byte) bool {
 	s.drain = sc
 	s.arena = append(s.arena, head...)
 	clear(s.hdr)
-	s.inKeys = 0
-	rh, err := parseHead(bytesString(s.arena), s.hdr, &s.inKeys, &s.vals, int(h.cfg.MaxHeadersCount), &h.cfg.HTTP1, &s.reqNames)
+	s.in.reset()
+	rh, err := parseHead(bytesString(s.arena), s.hdr, &s.in, &s.vals, int(h.cfg.MaxHeadersCount), &h.cfg.HTTP1, &s.reqNames)
 	if err != nil {
 		sc.headError(err)
 		return false
@@ -442,7 +442,7 @@ func (s *stream) process() {
 	st.DownstreamRqActive.Inc()
 	s.prepareRequest()
 	if h.trace != nil {
-		s.inKeys = allNames // the tracer writes the map; its names are not tracked
+		s.in.loose() // the tracer writes the map
 		s.startTrace()
 	}
 	s.fx = filter.Exchange{Request: &s.req, Routes: routeDiscovery{h}, Downstream: s, ClientIP: s.clientIP, FilterState: &s.state}
@@ -460,7 +460,7 @@ func (s *stream) process() {
 		routed, filters = false, nil
 	}
 	if len(filters) > 0 {
-		s.inKeys = allNames // the filters may change the map
+		s.in.loose() // the filters may change the map
 	}
 	if len(filters) > 0 && h.disablesFilters() {
 		// Envoy has the route before the filters run, and skips those it disables.
@@ -572,6 +572,7 @@ func (s *stream) prepareRequest() {
 	if cfg.UseRemoteAddress {
 		if !cfg.SkipXffAppend {
 			if old := s.inbound(hdrXFF); len(old) > 0 {
+				s.in.changed()
 				hd[hdrXFF] = []string{old[len(old)-1] + ", " + s.remoteIP}
 				if len(old) > 1 {
 					hd[hdrXFF] = []string{joinComma(old) + ", " + s.remoteIP}
@@ -581,11 +582,11 @@ func (s *stream) prepareRequest() {
 			}
 		}
 		internal = isInternalAddress(s.clientIP)
-		if s.inKeys.mayHave(hdrEnvoyInternal) {
-			delete(hd, hdrEnvoyInternal)
-		}
-		if s.inKeys.mayHave(hdrExternalAddress) {
-			delete(hd, hdrExternalAddress)
+		for _, k := range [...]string{hdrEnvoyInternal, hdrExternalAddress} {
+			if s.inbound(k) != nil { // the client's: only Legate sets them
+				delete(hd, k)
+				s.in.changed()
+			}
 		}
 		if internal {
 			s.setReqHeader(hdrEnvoyInternal, "true")
@@ -659,14 +660,17 @@ func joinComma(vs []string) string {
 
 // setReqHeader sets a request header with one value without allocating the value slice.
 func (s *stream) setReqHeader(key, value string) {
-	s.inKeys |= nameBit(key)
+	if s.in.exact && s.inbound(key) != nil {
+		s.in.changed() // the value replaces the request's own
+	}
+	s.in.add(key, value)
 	s.setHeader(s.req.Header, key, value)
 }
 
 // inbound returns key's values in the inbound request header (nil without a map lookup when
-// inKeys says the request has no such header).
+// s.in says the request has no such header).
 func (s *stream) inbound(key string) []string {
-	if !s.inKeys.mayHave(key) {
+	if !s.in.keys.mayHave(key) {
 		return nil
 	}
 	return s.req.Header[key]
