@@ -16,18 +16,39 @@ import (
 	"github.com/legateproxy/legate/internal/h2wire"
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // h2stream is one stream of an h2conn: the request the reader built, its body as the reader
-// buffers it, and the response writer its handler writes through.
+// buffers it, and the response writer its handler writes through. A connection reuses it for
+// later streams (newStream, recycle): h2state is zeroed for each, the rest is kept.
 type h2stream struct {
 	c    *h2conn
-	id   uint32
 	cond sync.Cond // L is c.mu: body bytes, window, reset
-	req  *http.Request
-	ctx  *h2ctx // the request's context, ended by cancel; kept when the stream is reused
+	ctx  *h2ctx    // the request's context, ended by cancel
+	h2state
+
+	url  url.URL      // the request's URL
+	reqv http.Request // req's storage
+	// reqHdr is the request's header map and vals the backing array of its values, one
+	// per field; arena holds its canonical header names and joined cookies (wireKey).
+	reqHdr http.Header
+	vals   []string
+	arena  []byte
+
+	// The handler's own.
+	hdr    http.Header // the response's header map
+	out    []byte
+	outBuf [512]byte // out's first buffer: a small response's body needs no allocation
+}
+
+// h2state is what an h2stream holds of the one stream it serves.
+type h2state struct {
+	id  uint32
+	req *http.Request
 	// tooLarge is a request whose header list went over SETTINGS_MAX_HEADER_LIST_SIZE.
 	tooLarge bool
+	keys     nameBits // the names reqHdr holds (outheader.go)
 
 	// Guarded by c.mu.
 	sendWin    int64
@@ -49,20 +70,10 @@ type h2stream struct {
 	wrTimer    *time.Timer
 	wrExpired  bool
 
-	url  url.URL      // the request's URL
-	reqv http.Request // req's storage: one allocation for the stream and its request
-	// reqHdr is the request's header map and vals the backing array of its values, one
-	// per field; both are kept, cleared, when the stream is reused (h2conn.newStream).
-	reqHdr http.Header
-	vals   []string
-
 	// The handler's own.
-	outBuf      [512]byte // out's first buffer: a small response's body needs no allocation
-	hdr         http.Header
 	status      int
 	headersSent bool
 	ended       bool
-	out         []byte
 }
 
 // headers handles a header block: a new stream, or the trailers of one.
@@ -124,8 +135,12 @@ func (c *h2conn) headers(f *h2block) error {
 	return nil
 }
 
-// h2FreeStreams bounds the finished streams a connection keeps for its next ones.
-const h2FreeStreams = h2IdleWorkers
+// h2FreeStreams bounds the finished streams a connection keeps for its next ones, and
+// h2MaxKeptArena the arena one of them keeps.
+const (
+	h2FreeStreams  = h2IdleWorkers
+	h2MaxKeptArena = 4 << 10
+)
 
 // newStream returns a stream for id: a finished stream of the connection when it keeps one
 // (recycle), with its header maps, value array and output buffer, else a new one. Only the
@@ -141,14 +156,17 @@ func (c *h2conn) newStream(id uint32, tooLarge bool) *h2stream {
 	}
 	c.mu.Unlock()
 	if st == nil {
-		st = &h2stream{reqHdr: make(http.Header, 8), hdr: make(http.Header, 8), vals: make([]string, 0, 8), ctx: new(h2ctx)}
+		st = &h2stream{c: c, ctx: new(h2ctx), reqHdr: make(http.Header, 8), hdr: make(http.Header, 8), vals: make([]string, 0, 8)}
+		st.cond.L = &c.mu
 	} else {
 		st.ctx.renew()
+		st.url = url.URL{}
+		st.arena = st.arena[:0]
 	}
-	reqHdr, hdr, vals, ctx := st.reqHdr, st.hdr, st.vals, st.ctx
-	*st = h2stream{c: c, id: id, tooLarge: tooLarge, declLen: -1, recvWin: c.advStream, reqHdr: reqHdr, hdr: hdr, vals: vals, ctx: ctx}
 	st.out = st.outBuf[:0]
-	st.cond.L = &c.mu
+	// Zeroed, then set: a composite literal would be built on the stack and copied.
+	st.h2state = h2state{}
+	st.id, st.tooLarge, st.declLen, st.recvWin = id, tooLarge, -1, c.advStream
 	return st
 }
 
@@ -163,6 +181,9 @@ func (c *h2conn) recycle(st *h2stream) {
 	clear(st.reqHdr)
 	clear(st.hdr)
 	clear(st.vals[:cap(st.vals)])
+	if cap(st.arena) > h2MaxKeptArena {
+		st.arena = nil
+	}
 	c.mu.Lock()
 	if len(c.free) < h2FreeStreams {
 		c.free = append(c.free, st)
@@ -205,7 +226,7 @@ func (c *h2conn) newRequest(f *h2block, r *http.Request, st *h2stream) http2.Err
 		st.vals = make([]string, 0, len(fields)) // kept for the stream's next requests
 	}
 	vals := st.vals[:0] // one backing array for the values
-	var cookies []string
+	keys, cookies := nameBits(0), 0
 	for _, hf := range fields {
 		switch hf.Name {
 		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
@@ -215,37 +236,51 @@ func (c *h2conn) newRequest(f *h2block, r *http.Request, st *h2stream) http2.Err
 				return http2.ErrCodeProtocol
 			}
 		case "cookie":
-			cookies = append(cookies, hf.Value)
+			cookies++
 			continue
 		}
-		k := http.CanonicalHeaderKey(hf.Name)
-		if vs, ok := hdr[k]; ok {
-			hdr[k] = append(vs, hf.Value)
-			continue
+		k := st.wireKey(hf.Name)
+		if keys.mayHave(k) { // else k is not in hdr yet: no lookup
+			if vs, ok := hdr[k]; ok {
+				hdr[k] = append(vs, hf.Value)
+				continue
+			}
 		}
+		keys |= nameBit(k)
 		vals = append(vals, hf.Value)
 		n := len(vals)
 		hdr[k] = vals[n-1 : n : n]
 	}
-	if len(cookies) > 0 {
-		hdr["Cookie"] = []string{strings.Join(cookies, "; ")}
+	if cookies > 0 { // vals has room: the cookie fields took none
+		vals = append(vals, st.joinCookies(fields))
+		n := len(vals)
+		hdr["Cookie"] = vals[n-1 : n : n]
+		keys |= nameBit("Cookie")
 	}
 	if protocol != "" {
 		hdr[":protocol"] = []string{protocol}
+		keys |= nameBit(":protocol")
 	}
-	if authority == "" {
-		authority = hdr.Get("Host")
+	if keys.mayHave(hdrHost) {
+		if authority == "" {
+			authority = hdr.Get(hdrHost)
+		}
+		delete(hdr, hdrHost)
 	}
-	delete(hdr, "Host")
+	st.keys = keys
 	*r = http.Request{Method: method, Proto: "HTTP/2.0", ProtoMajor: 2, Header: hdr, Host: authority,
 		RequestURI: path, RemoteAddr: c.remote, TLS: c.tlsState, Body: http.NoBody, URL: u}
 	u.Path = path
 	if connect && protocol == "" {
 		r.RequestURI, u.Path, u.Host = authority, "", authority
 	}
+	var contentLength []string
+	if keys.mayHave(hdrContentLength) {
+		contentLength = hdr[hdrContentLength]
+	}
 	if !f.ended {
 		r.ContentLength = -1
-		if vs := hdr["Content-Length"]; len(vs) > 0 {
+		if vs := contentLength; len(vs) > 0 {
 			n, err := strconv.ParseUint(vs[0], 10, 63)
 			if err != nil || len(vs) > 1 {
 				return http2.ErrCodeProtocol
@@ -253,11 +288,46 @@ func (c *h2conn) newRequest(f *h2block, r *http.Request, st *h2stream) http2.Err
 			r.ContentLength = int64(n)
 		}
 		r.Body = nil // set by the caller
-		r.Trailer = declaredTrailers(hdr)
-	} else if vs := hdr["Content-Length"]; len(vs) > 0 && vs[0] != "0" {
+		if keys.mayHave(hdrTrailer) {
+			r.Trailer = declaredTrailers(hdr)
+		}
+	} else if vs := contentLength; len(vs) > 0 && vs[0] != "0" {
 		return http2.ErrCodeProtocol
 	}
 	return http2.ErrCodeNo
+}
+
+// wireKey is the canonical key (http.CanonicalHeaderKey) of an HTTP/2 field name, a
+// lower-case token (h2block.emit checked it), written into the stream's arena: a string the
+// stream's request may keep until the stream is reused, without the lookup in net/textproto's
+// table of common names or an allocation for another name.
+func (st *h2stream) wireKey(name string) string {
+	n := len(st.arena)
+	st.arena = append(st.arena, name...)
+	b := st.arena[n:]
+	upper := true
+	for i, c := range b {
+		if upper && 'a' <= c && c <= 'z' {
+			b[i] = c - ('a' - 'A')
+		}
+		upper = c == '-'
+	}
+	return bytesString(b)
+}
+
+// joinCookies is the value of the request's Cookie header: its cookie fields' values joined
+// with "; " (RFC 9113 §8.2.3), in the stream's arena.
+func (st *h2stream) joinCookies(fields []hpack.HeaderField) string {
+	start := len(st.arena)
+	for _, hf := range fields {
+		if hf.Name == "cookie" {
+			if len(st.arena) > start {
+				st.arena = append(st.arena, "; "...)
+			}
+			st.arena = append(st.arena, hf.Value...)
+		}
+	}
+	return bytesString(st.arena[start:])
 }
 
 // hasControl reports a control character in s.

@@ -162,8 +162,9 @@ func (s *stream) setOut(key, value string) {
 //     them (outHeader.appendFields).
 //
 // The connection manager keeps both true through its own changes (add, changed); once
-// filters or tracing have had the map, or for an HTTP/2 request, the index is loose: every
-// lookup goes to the map, and the upstream request is written from it.
+// filters or tracing have had the map, the index is loose: every lookup goes to the map, and
+// the upstream request is written from it. An HTTP/2 request's index is loose but for keys,
+// which h2conn.newRequest fills.
 type inIndex struct {
 	keys   nameBits
 	fields []pool.Field

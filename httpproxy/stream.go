@@ -398,6 +398,7 @@ func (s *stream) serveH2(c *h2conn, w *h2stream, r *http.Request) {
 	h := c.h
 	s.begin(h)
 	s.h2w = w
+	s.in.keys = w.keys // loose (begin), but with the names newRequest put in the map
 	s.ctx.setup(h.sh.deps.Now, r.Context())
 	s.remote, s.remoteIP, s.local, s.tls = c.remote, c.remoteIP, c.local, c.tls
 	s.restored, s.direct = c.restored, c.direct
