@@ -59,11 +59,12 @@ type h1conn struct {
 
 	// Sending a request without a body (send): flush is the raw read callback that writes
 	// the request and then waits for the answer; flushed and flushErr are its state. The
-	// buffered writer bw writes to sw.
+	// buffered writer bw writes to sw, the buffered reader br reads from sr.
 	flush    func(fd uintptr) bool
 	flushed  bool
 	flushErr error
 	sw       sockWriter
+	sr       sockReader
 
 	// Sending a request body (exchangeBody): reqBody reads it; sending is the request
 	// writeRequestBody writes, with reqBody as its body; the head reader's goroutine reads the
@@ -145,7 +146,8 @@ var (
 func newH1(uc *upConn) *h1conn {
 	c := &h1conn{uc: uc}
 	c.br = readers.Get().(*bufio.Reader)
-	c.br.Reset(uc)
+	c.sr = sockReader{uc: uc, fd: -1}
+	c.br.Reset(&c.sr)
 	c.bw = writers.Get().(*bufio.Writer)
 	c.sw = sockWriter{uc: uc, fd: -1}
 	c.bw.Reset(&c.sw)

@@ -3,6 +3,7 @@ package pool
 import (
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"syscall"
@@ -238,10 +239,10 @@ func (c *h1conn) send() error {
 
 // flushThenWait is send's raw read callback: the first call checks an unchecked connection
 // and writes the request, and asks to wait for readability (unless the check or the write
-// failed); the next, run once readable, ends the wait.
+// failed); the next, run once readable, reads what came (readAnswer) and ends the wait.
 func (c *h1conn) flushThenWait(fd uintptr) bool {
 	if c.flushed {
-		return true
+		return c.readAnswer(int(fd))
 	}
 	c.flushed = true
 	if c.unchecked {
@@ -254,6 +255,60 @@ func (c *h1conn) flushThenWait(fd uintptr) bool {
 	c.flushErr = c.bw.Flush()
 	c.sw.fd = -1
 	return c.flushErr != nil
+}
+
+// readAnswer fills the reader's buffer from the socket fd, now readable, with one raw recv
+// (sockReader): the response head's read through the connection (its lock, readiness reset,
+// entersyscall and exitsyscall) was about 450 instructions. It reports false, to wait on,
+// when there was nothing to read after all. An error the recv found is kept for the next
+// read through the connection, which the response head's reader makes.
+func (c *h1conn) readAnswer(fd int) bool {
+	c.sr.fd = fd
+	_, err := c.br.Peek(1)
+	c.sr.fd = -1
+	return err != errNotReady //nolint:errorlint // sockReader's own sentinel, unwrapped
+}
+
+// sockReader's errors for a raw recv: nothing to read (errNotReady), or an end of stream or
+// error kept for the next read (errKept).
+var (
+	errNotReady = errors.New("socket not ready")
+	errKept     = errors.New("socket error kept for the next read")
+)
+
+// sockReader is what an HTTP/1.1 connection's buffered reader reads from: the connection,
+// or while send's raw read callback runs (fd is not -1), the socket itself, by one raw recv
+// (sockio.Recv; the raw read holds the descriptor open). There, nothing to read is
+// errNotReady, and the end of stream or an error is kept in err (errKept) and returned by
+// the next read, made through the connection.
+type sockReader struct {
+	uc  *upConn
+	fd  int
+	err error
+}
+
+func (r *sockReader) Read(p []byte) (int, error) {
+	if r.fd == -1 {
+		if err := r.err; err != nil {
+			r.err = nil
+			return 0, err
+		}
+		return r.uc.Read(p)
+	}
+	n, err := sockio.Recv(r.fd, p)
+	switch {
+	case errors.Is(err, syscall.EAGAIN):
+		return 0, errNotReady
+	case err != nil:
+		r.err = &net.OpError{Op: "read", Net: "tcp", Source: r.uc.LocalAddr(), Addr: r.uc.RemoteAddr(), Err: os.NewSyscallError("recvfrom", err)}
+		return 0, errKept
+	case n == 0:
+		r.err = io.EOF
+		return 0, errKept
+	}
+	r.uc.rx += int64(n)
+	r.uc.hp.m.st.UpstreamCxRxBytesTotal.Add(uint64(n))
+	return n, nil
 }
 
 // sockWriter is what an HTTP/1.1 connection's buffered writer writes to: the connection, or

@@ -1,16 +1,20 @@
 package pool
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
-// sockWriterPair returns a sockWriter on a new connection to a local listener, the Manager
-// whose stats it counts in, and the listener's end of the connection.
-func sockWriterPair(t *testing.T) (*sockWriter, *Manager, *net.TCPConn) {
+// sockPair returns an upstream connection to a local listener, the Manager whose stats it
+// counts in, and the listener's end of the connection.
+func sockPair(t *testing.T) (*upConn, *Manager, *net.TCPConn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -29,7 +33,7 @@ func sockWriterPair(t *testing.T) (*sockWriter, *Manager, *net.TCPConn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { peer.Close() })
-	return &sockWriter{uc: &upConn{Conn: nc, hp: hostPoolOf(t, m)}, fd: -1}, m, peer.(*net.TCPConn)
+	return &upConn{Conn: nc, hp: hostPoolOf(t, m)}, m, peer.(*net.TCPConn)
 }
 
 // writeInRawRead writes p through w inside a raw read of its connection, as send does.
@@ -52,7 +56,8 @@ func writeInRawRead(t *testing.T, w *sockWriter, p []byte) (int, error) {
 // yet and the socket buffers are full) goes through the connection's own write, which waits
 // for the peer; every byte arrives once and in order, and is counted once.
 func TestSockWriterFallsBack(t *testing.T) {
-	w, m, peer := sockWriterPair(t)
+	uc, m, peer := sockPair(t)
+	w := &sockWriter{uc: uc, fd: -1}
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 1<<19) // 8 MiB, more than the socket buffers hold
 	start, got := make(chan struct{}), make(chan []byte, 1)
 	go func() {
@@ -90,16 +95,73 @@ func TestSockWriterFallsBack(t *testing.T) {
 // TestSockWriterError: a send on a connection the peer reset fails through the connection's
 // own write, which reports the error.
 func TestSockWriterError(t *testing.T) {
-	w, _, peer := sockWriterPair(t)
+	uc, _, peer := sockPair(t)
+	w := &sockWriter{uc: uc, fd: -1}
 	peer.SetLinger(0)
 	peer.Close() // a reset
 	raw, _ := rawSocket(w.uc.Conn)
-	waitFor(t, "the reset to arrive", func() bool {
-		var st idleState
-		raw.Read(func(fd uintptr) bool { st = peekFD(fd); return true })
-		return st == idleClosed
-	})
+	waitFor(t, "the reset to arrive", func() bool { return readable(raw) })
 	if n, err := writeInRawRead(t, w, []byte("GET / HTTP/1.1\r\n\r\n")); n != 0 || err == nil {
 		t.Errorf("Write after a reset = %d, %v; want 0 and an error", n, err)
 	}
+}
+
+// TestSockReader: a raw recv in send's callback (readAnswer) fills the reader with what came,
+// counted as read; finds nothing (wait on); or keeps the end of stream or a reset for the
+// next read, through the connection, which returns it.
+func TestSockReader(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		peer  func(*net.TCPConn)
+		ready bool
+		check func(error) bool // of the read after the callback
+	}{
+		{name: "nothing", peer: func(*net.TCPConn) {}},
+		{name: "bytes", peer: func(p *net.TCPConn) { io.WriteString(p, "HTTP/1.1 200 OK\r\n") }, ready: true,
+			check: func(err error) bool { return err == nil }},
+		{name: "end of stream", peer: func(p *net.TCPConn) { p.Close() }, ready: true,
+			check: func(err error) bool { return err == io.EOF }},
+		{name: "reset", peer: func(p *net.TCPConn) { p.SetLinger(0); p.Close() }, ready: true,
+			check: func(err error) bool { return errors.Is(err, syscall.ECONNRESET) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			uc, m, peer := sockPair(t)
+			c := &h1conn{uc: uc, sr: sockReader{uc: uc, fd: -1}}
+			c.br = bufio.NewReader(&c.sr)
+			raw, _ := rawSocket(uc.Conn)
+			tt.peer(peer)
+			if tt.ready {
+				waitFor(t, "the peer's bytes or end", func() bool { return readable(raw) })
+			}
+			var ready bool
+			raw.Read(func(fd uintptr) bool { ready = c.readAnswer(int(fd)); return true })
+			if ready != tt.ready {
+				t.Fatalf("readAnswer = %v; want %v", ready, tt.ready)
+			}
+			if !ready {
+				return
+			}
+			line, err := c.br.ReadString('\n')
+			if !tt.check(err) {
+				t.Errorf("read after the callback = %q, %v", line, err)
+			}
+			if want := uint64(len(line)); m.st.UpstreamCxRxBytesTotal.Value() != want || uc.rx != int64(want) {
+				t.Errorf("upstream_cx_rx_bytes_total = %d, rx %d; want %d", m.st.UpstreamCxRxBytesTotal.Value(), uc.rx, want)
+			}
+		})
+	}
+}
+
+// readable polls the socket of raw, without reading from it or clearing its error.
+func readable(raw syscall.RawConn) bool {
+	var ready bool
+	raw.Control(func(fd uintptr) {
+		pfd := [1]struct {
+			fd             int32
+			events, revent int16
+		}{{fd: int32(fd), events: 0x1}} // POLLIN
+		n, _, errno := syscall.Syscall(syscall.SYS_POLL, uintptr(unsafe.Pointer(&pfd[0])), 1, 0)
+		ready = errno == 0 && n == 1
+	})
+	return ready
 }
