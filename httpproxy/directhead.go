@@ -142,25 +142,59 @@ func (s *stream) appendDirectHead(dst []byte, m *route.Match) []byte {
 		dst = append(dst, f.Value...)
 		dst = append(dst, '\r', '\n')
 	}
+	proper := nc == config.HeaderCaseProper
 	if cfg.ServerHeader == config.ServerHeaderOverwrite ||
 		cfg.ServerHeader == config.ServerHeaderAppendIfAbsent && !upServer {
-		dst = appendField(dst, hdrServer, cfg.ServerName, nc)
+		dst = appendAdded(dst, proper, addedServer)
+		dst = append(dst, cfg.ServerName...)
+		dst = append(dst, '\r', '\n')
 	}
-	dst = appendField(dst, hdrDate, h.sh.dates.get(s.start), nc)
+	dst = appendAdded(dst, proper, addedDate)
+	dst = append(dst, h.sh.dates.get(s.start)...)
+	dst = append(dst, '\r', '\n')
 	if setID {
-		dst = appendField(dst, hdrRequestID, s.requestID, nc)
+		dst = appendAdded(dst, proper, addedRequestID)
+		dst = append(dst, s.requestID...)
+		dst = append(dst, '\r', '\n')
 	}
 	if setAttempts {
-		dst = config.AppendName(dst, hdrAttemptCount, nc)
-		dst = append(dst, ": "...)
+		dst = appendAdded(dst, proper, addedAttempts)
 		dst = strconv.AppendInt(dst, int64(s.attempts), 10)
 		dst = append(dst, '\r', '\n')
 	}
 	if setSvcTime {
-		dst = config.AppendName(dst, hdrServiceTime, nc)
-		dst = append(dst, ": "...)
+		dst = appendAdded(dst, proper, addedSvcTime)
 		dst = strconv.AppendInt(dst, s.upRx.Sub(s.upTx).Milliseconds(), 10)
 		dst = append(dst, '\r', '\n')
 	}
 	return dst
+}
+
+// The fields appendDirectHead adds, by index in addedNames.
+const (
+	addedServer = iota
+	addedDate
+	addedRequestID
+	addedAttempts
+	addedSvcTime
+)
+
+// addedNames spell the added fields' names with their separator, in proper case (the
+// canonical key, which is what config.AppendName makes of it) and in lower case:
+// TestAddedNamesAreAppendNames holds them to AppendName.
+var addedNames = [...]struct{ proper, lower string }{
+	addedServer:    {"Server: ", "server: "},
+	addedDate:      {"Date: ", "date: "},
+	addedRequestID: {"X-Request-Id: ", "x-request-id: "},
+	addedAttempts:  {"X-Envoy-Attempt-Count: ", "x-envoy-attempt-count: "},
+	addedSvcTime:   {"X-Envoy-Upstream-Service-Time: ", "x-envoy-upstream-service-time: "},
+}
+
+// appendAdded appends the name and separator of added field i in proper or lower case,
+// without AppendName's table lookup (about 85 instructions a name).
+func appendAdded(dst []byte, proper bool, i int) []byte {
+	if proper {
+		return append(dst, addedNames[i].proper...)
+	}
+	return append(dst, addedNames[i].lower...)
 }

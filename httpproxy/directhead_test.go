@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/nettest"
 )
 
@@ -134,3 +135,20 @@ var (
 	measured  = regexp.MustCompile(`^\d{1,2}$`)
 	generated = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 )
+
+// TestAddedNamesAreAppendNames pins appendDirectHead's spelled-out names to what
+// config.AppendName makes of the canonical keys, in each case it writes.
+func TestAddedNamesAreAppendNames(t *testing.T) {
+	keys := map[int]string{addedServer: hdrServer, addedDate: hdrDate, addedRequestID: hdrRequestID, addedAttempts: hdrAttemptCount, addedSvcTime: hdrServiceTime}
+	if len(keys) != len(addedNames) {
+		t.Fatalf("%d added names; the test knows %d", len(addedNames), len(keys))
+	}
+	for i, k := range keys {
+		for _, c := range []config.HeaderCase{config.HeaderCaseLower, config.HeaderCaseProper} {
+			want := string(config.AppendName(nil, k, c)) + ": "
+			if got := string(appendAdded(nil, c == config.HeaderCaseProper, i)); got != want {
+				t.Errorf("%s in case %v: appendAdded writes %q; AppendName %q", k, c, got, want)
+			}
+		}
+	}
+}
