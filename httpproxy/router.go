@@ -948,7 +948,7 @@ func (s *stream) respond(m *route.Match, upStart time.Time, c *cluster.Cluster, 
 	if hc := c.Config().HTTP1; hc.HeaderCase == config.HeaderCasePreserve && !resp.HTTP2 {
 		s.respSpelled, s.respOthers = true, hc.PreserveOthers
 	}
-	s.respDirect = s.headDirect(m, resp)
+	s.respDirect = s.headDirect(m)
 	if !s.respDirect {
 		s.mapResponseHeader(resp)
 	}
