@@ -55,11 +55,12 @@ start() {
   PID=$!; STARTED+=("$PID")
 }
 
-# ready PORT: waits (15 s at most) until GET / on PORT answers BODY.
+# ready PORT [SCHEME]: waits (15 s at most) until GET / on PORT (http, or https taking any
+# certificate) answers BODY.
 ready() {
   local deadline=$((SECONDS + 15))
   while (( SECONDS < deadline )); do
-    [[ "$(curl -s -m 1 "http://127.0.0.1:$1/" 2>/dev/null)" == "$BODY" ]] && return 0
+    [[ "$(curl -k -s -m 1 "${2:-http}://127.0.0.1:$1/" 2>/dev/null)" == "$BODY" ]] && return 0
     sleep 0.1
   done
   tail -5 "$W/out" >&2; return 1
@@ -93,8 +94,8 @@ http { access_log off; client_body_temp_path $W/cb; proxy_temp_path $W/px; fastc
 E
 }
 
-# legate_yaml ADMIN LISTEN UPSTREAM: the rig's bootstrap (route / -> STATIC cluster of the
-# upstream), in $W/legate.yaml.
+# legate_yaml ADMIN LISTEN UPSTREAM [CERT KEY]: the rig's bootstrap (route / -> STATIC cluster
+# of the upstream), in $W/legate.yaml; with CERT and KEY (PEM files) the listener terminates TLS.
 legate_yaml() {
   cat >"$W/legate.yaml" <<E
 admin: {address: {socket_address: {address: 127.0.0.1, port_value: $1}}}
@@ -111,6 +112,15 @@ static_resources:
           codec_type: AUTO
           route_config: {name: local_route, virtual_hosts: [{name: local_service, domains: ["*"], routes: [{match: {prefix: "/"}, route: {cluster: upstream}}]}]}
           http_filters: [{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]
+$(if (($# > 3)); then cat <<T
+      transport_socket:
+        name: envoy.transport_sockets.tls
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext
+          common_tls_context:
+            tls_certificates: [{certificate_chain: {filename: $4}, private_key: {filename: $5}}]
+T
+fi)
   clusters:
   - name: upstream
     type: STATIC
