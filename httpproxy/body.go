@@ -97,6 +97,10 @@ type h1writer struct {
 	pending []byte // what sendSocket has still to write
 	sendN   int    // what it wrote
 	sendErr error
+	// idle is the stream's idle timer (nil for a reply without a stream): a write marks it
+	// (writing) so that the timer can end one the client does not take, and a write that
+	// progresses slowly counts as activity.
+	idle    *streamIdle
 	buf     []byte
 	chunked bool // the body is sent chunked
 	noBody  bool // HEAD, 1xx, 204, 304: the body is not sent
@@ -115,10 +119,16 @@ func (w *h1writer) flush() error {
 	}
 	var n int
 	var err error
+	if w.idle != nil {
+		w.idle.writing.Store(true)
+	}
 	if w.raw != nil {
 		n, err = w.writeSocket(w.buf)
 	} else {
 		n, err = w.conn.Write(w.buf)
+	}
+	if w.idle != nil {
+		w.idle.writing.Store(false)
 	}
 	w.tx.Add(uint64(n))
 	w.buf = w.buf[:0]
@@ -154,6 +164,9 @@ func (w *h1writer) sendSocket(fd uintptr) bool {
 			return true
 		}
 		w.sendN += n
+		if w.sendN < len(w.pending) && w.idle != nil {
+			w.idle.touch() // the client takes the response, slowly
+		}
 	}
 	return true
 }

@@ -341,7 +341,7 @@ func (s *stream) startH1(sc *serverConn, head []byte) bool {
 		s.body, s.contentLength = nil, 0
 	}
 	s.closeConn = rh.Close || s.reject == http.StatusUpgradeRequired // a codec error in Envoy
-	s.hw = h1writer{conn: sc.nc, raw: sc.rd.raw, send: s.sendSocket, buf: s.wbuf[:0], tx: &h.stats.DownstreamCxTxBytesTotal}
+	s.hw = h1writer{conn: sc.nc, raw: sc.rd.raw, send: s.sendSocket, idle: &s.idle, buf: s.wbuf[:0], tx: &h.stats.DownstreamCxTxBytesTotal}
 	if s.body != nil {
 		// request_timeout bounds the waits for request body bytes; stream_idle_timeout
 		// bounds the gaps between them (streamIdle).
@@ -389,6 +389,9 @@ func (s *stream) serveH1() bool {
 	if maxRq := h.cfg.MaxRequestsPerConnection; maxRq > 0 && sc.requests >= maxRq {
 		h.stats.DownstreamCxMaxRequestsReached.Inc()
 		s.closeConn = true
+	}
+	if s.idle.d > 0 && s.idle.cutWrite() {
+		s.closeConn = true // its write deadline is in the past
 	}
 	return !s.closeConn && s.hw.err == nil
 }

@@ -411,10 +411,16 @@ type streamIdle struct {
 	fired atomic.Bool
 	// reqDone: the downstream request is complete (it has no body, or its end was read).
 	reqDone atomic.Bool
+	// writing: the stream's goroutine is writing the response to an HTTP/1 client
+	// (h1writer.flush), which waits while the client does not read.
+	writing atomic.Bool
 
 	mu    sync.Mutex // guards the fields below
 	t     *time.Timer
 	armed bool
+	// writeCut: expire ended a write the client did not take with a past write deadline on
+	// the connection, which therefore closes after the stream (cutWrite).
+	writeCut bool
 	// due is the mono time the pending timer fires at; zero when it is not pending.
 	due int64
 }
@@ -424,7 +430,7 @@ func (i *streamIdle) arm(s *stream, d time.Duration, done bool) {
 	i.fired.Store(false)
 	i.reqDone.Store(done)
 	i.mu.Lock()
-	i.s, i.d = s, d
+	i.s, i.d, i.writeCut = s, d, false
 	now := mono()
 	i.last.Store(now)
 	i.armed = true
@@ -488,6 +494,15 @@ func (i *streamIdle) remaining() time.Duration {
 	return time.Duration(i.last.Load() + int64(i.timeout()) - mono())
 }
 
+// cutWrite reports whether the timer ended a response write with the connection's write
+// deadline: the connection cannot carry another response. The stream's goroutine calls it
+// once the stream ended (disarm), which orders it after any expire.
+func (i *streamIdle) cutWrite() bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.writeCut
+}
+
 // disarm ends the timer's watch: the stream ended. The timer stays pending for the next
 // stream (see streamIdle); when it fires first, expire finds nothing armed.
 func (i *streamIdle) disarm() {
@@ -519,6 +534,13 @@ func (i *streamIdle) expire() {
 	// with no read of the client's body to wake, or it waits for a response that does not
 	// come.
 	i.s.ctx.abort()
+	if s := i.s; s.sc != nil && i.writing.Load() {
+		// The response waits on a client that does not read (Envoy's timer counts bytes
+		// sent as activity, so a client that reads nothing for the timeout is the same
+		// stall): end the write, which resets the stream.
+		s.sc.nc.SetWriteDeadline(time.Unix(1, 0))
+		i.writeCut = true
+	}
 	if i.reqDone.Load() {
 		return // no body read to wake; the connection stays usable after a 504
 	}

@@ -1,0 +1,71 @@
+package httpproxy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestStreamIdleTimeoutClientNotReading checks stream_idle_timeout against an HTTP/1.1 client
+// that asks for a large response and then reads nothing: once the socket buffers are full
+// the response makes no progress, and the timeout resets the stream (the connection closes
+// before the body's end, counted in downstream_rq_idle_timeout) rather than leaving the
+// stream, and its upstream exchange, waiting on the client forever. A client that keeps
+// reading, a little at a time, gets the whole body under the same timeout.
+func TestStreamIdleTimeoutClientNotReading(t *testing.T) {
+	const size = 32 << 20 // far beyond what loopback socket buffers hold
+	body := bytes.Repeat([]byte("0123456789abcdef"), size/16)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		w.Write(body)
+	}))
+	t.Cleanup(up.Close)
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", up.Listener.Addr().String())},
+		hcm:      "stream_idle_timeout: 1s\n" + webHCM,
+	})
+	get := func() net.Conn {
+		c, err := net.Dial("tcp", e.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		// Not smaller: loopback TCP then crawls on its silly-window avoidance.
+		c.(*net.TCPConn).SetReadBuffer(64 << 10)
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(wait))
+		return c
+	}
+
+	stalled := get()
+	waitUntil(t, "the stream idle timeout", func() bool { return e.stat("http.ingress.downstream_rq_idle_timeout") == 1 })
+	n, err := io.Copy(io.Discard, stalled)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the connection stayed open after the timeout (%d bytes read)", n)
+	}
+	if n >= size {
+		t.Fatalf("read %d bytes (and %v); want the connection cut before the %d-byte body's end", n, err, size)
+	}
+
+	resp, err := http.ReadResponse(bufio.NewReaderSize(get(), 1<<10), nil) // 1 KiB reads
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("a reading client: %d bytes, %v; want the whole %d-byte body", len(got), err, size)
+	}
+	if n := e.stat("http.ingress.downstream_rq_idle_timeout"); n != 1 {
+		t.Errorf("downstream_rq_idle_timeout = %d; want 1", n)
+	}
+}
