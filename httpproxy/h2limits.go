@@ -62,10 +62,11 @@ func h2HeaderListBytes(cfg *config.HTTPConnectionManager) int {
 
 // tooManyHeaders reports whether a request's header list exceeds max_request_headers_kb or
 // max_headers_count. As Envoy's HTTP/2 codec does, it counts the pseudo-header fields and
-// sizes fields by their names and values.
-func tooManyHeaders(cfg *config.HTTPConnectionManager, r *http.Request) bool {
-	n := 2 // :method and :authority; other requests than CONNECT add :scheme and :path
-	size := len(":method") + len(r.Method) + len(":authority") + len(r.Host)
+// sizes fields by their names and values: r.Header holds fields values, whose names and
+// values are size bytes long (h2conn.newRequest counts them as it fills the map).
+func tooManyHeaders(cfg *config.HTTPConnectionManager, r *http.Request, fields, size int) bool {
+	n := 2 + fields // :method and :authority; other requests than CONNECT add :scheme and :path
+	size += len(":method") + len(r.Method) + len(":authority") + len(r.Host)
 	if r.Method != http.MethodConnect {
 		scheme := "http"
 		if r.TLS != nil {
@@ -73,12 +74,6 @@ func tooManyHeaders(cfg *config.HTTPConnectionManager, r *http.Request) bool {
 		}
 		n += 2
 		size += len(":scheme") + len(scheme) + len(":path") + len(r.RequestURI)
-	}
-	for k, vs := range r.Header {
-		n += len(vs)
-		for _, v := range vs {
-			size += len(k) + len(v)
-		}
 	}
 	return n > int(cfg.MaxHeadersCount) || size > int(cfg.MaxRequestHeadersKB)<<10
 }

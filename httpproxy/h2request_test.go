@@ -16,7 +16,8 @@ import (
 // (http.CanonicalHeaderKey, values in order, cookies joined with "; "): the canonical keys
 // written into the stream's arena, the duplicate lookups the name filter skips and the
 // clearing between requests must not change it. The filter must hold every name the header
-// has (a name it hid would be missed by the connection manager's lookups).
+// has (a name it hid would be missed by the connection manager's lookups), and the count and
+// size of its values tooManyHeaders applies the limits to must be the header's.
 func TestH2RequestHeaderMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	const letters = "abcdefghijklmnopqrstuvwxyz0123456789-"
@@ -25,7 +26,7 @@ func TestH2RequestHeaderMatchesReference(t *testing.T) {
 	for n := range 2000 {
 		var f h2block
 		f.pseudo = h2pseudo{method: "GET", path: "/", scheme: "http", authority: "x"}
-		f.ended = true
+		f.ended = r.IntN(2) == 0 // else a body follows, and Trailer declares trailers
 		want := http.Header{}
 		var cookies []string
 		for i := range r.IntN(14) {
@@ -62,6 +63,15 @@ func TestH2RequestHeaderMatchesReference(t *testing.T) {
 			t.Fatalf("fields %q: %v", f.fields, code)
 		}
 		got := st.reqv.Header
+		fields, size := 0, 0
+		for k, vs := range got {
+			for _, v := range vs {
+				fields, size = fields+1, size+len(k)+len(v)
+			}
+		}
+		if fields != st.fields || size != st.fieldBytes {
+			t.Fatalf("fields %q: counted %d values of %d bytes; the header has %d of %d", f.fields, st.fields, st.fieldBytes, fields, size)
+		}
 		delete(got, hdrTrailer)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("fields %q: header %q; want %q", f.fields, got, want)

@@ -49,6 +49,9 @@ type h2state struct {
 	// tooLarge is a request whose header list went over SETTINGS_MAX_HEADER_LIST_SIZE.
 	tooLarge bool
 	keys     nameBits // the names reqHdr holds (outheader.go)
+	// fields and fieldBytes are the number of values in reqHdr and the sum of their names'
+	// and values' lengths (tooManyHeaders).
+	fields, fieldBytes int
 
 	// Guarded by c.mu.
 	sendWin    int64
@@ -84,6 +87,7 @@ func (c *h2conn) headers(f *h2block) error {
 	}
 	c.mu.Lock()
 	st := c.stream(id)
+	refused, active := c.goingAway || c.closing, len(c.streams)
 	c.mu.Unlock()
 	if st != nil {
 		return c.trailers(st, f)
@@ -99,9 +103,6 @@ func (c *h2conn) headers(f *h2block) error {
 		c.noteClosed(id)
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
-	c.mu.Lock()
-	refused, active := c.goingAway || c.closing, len(c.streams)
-	c.mu.Unlock()
 	if refused || active >= c.maxStreams {
 		c.noteClosed(id)
 		code := http2.ErrCodeRefusedStream
@@ -226,7 +227,7 @@ func (c *h2conn) newRequest(f *h2block, r *http.Request, st *h2stream) http2.Err
 		st.vals = make([]string, 0, len(fields)) // kept for the stream's next requests
 	}
 	vals := st.vals[:0] // one backing array for the values
-	keys, cookies := nameBits(0), 0
+	keys, cookies, count, size := nameBits(0), 0, 0, 0
 	for _, hf := range fields {
 		switch hf.Name {
 		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
@@ -240,6 +241,7 @@ func (c *h2conn) newRequest(f *h2block, r *http.Request, st *h2stream) http2.Err
 			continue
 		}
 		k := st.wireKey(hf.Name)
+		count, size = count+1, size+len(k)+len(hf.Value)
 		if keys.mayHave(k) { // else k is not in hdr yet: no lookup
 			if vs, ok := hdr[k]; ok {
 				hdr[k] = append(vs, hf.Value)
@@ -256,18 +258,21 @@ func (c *h2conn) newRequest(f *h2block, r *http.Request, st *h2stream) http2.Err
 		n := len(vals)
 		hdr["Cookie"] = vals[n-1 : n : n]
 		keys |= nameBit("Cookie")
+		count, size = count+1, size+len("Cookie")+len(vals[n-1])
 	}
 	if protocol != "" {
 		hdr[":protocol"] = []string{protocol}
 		keys |= nameBit(":protocol")
+		count, size = count+1, size+len(":protocol")+len(protocol)
 	}
+	st.keys, st.fields, st.fieldBytes = keys, count, size
 	if keys.mayHave(hdrHost) {
 		if authority == "" {
 			authority = hdr.Get(hdrHost)
 		}
+		st.uncount(hdrHost, hdr[hdrHost])
 		delete(hdr, hdrHost)
 	}
-	st.keys = keys
 	*r = http.Request{Method: method, Proto: "HTTP/2.0", ProtoMajor: 2, Header: hdr, Host: authority,
 		RequestURI: path, RemoteAddr: c.remote, TLS: c.tlsState, Body: http.NoBody, URL: u}
 	u.Path = path
@@ -289,12 +294,22 @@ func (c *h2conn) newRequest(f *h2block, r *http.Request, st *h2stream) http2.Err
 		}
 		r.Body = nil // set by the caller
 		if keys.mayHave(hdrTrailer) {
+			st.uncount(hdrTrailer, hdr[hdrTrailer]) // declaredTrailers takes it out
 			r.Trailer = declaredTrailers(hdr)
 		}
 	} else if vs := contentLength; len(vs) > 0 && vs[0] != "0" {
 		return http2.ErrCodeProtocol
 	}
 	return http2.ErrCodeNo
+}
+
+// uncount takes the values vs of k, about to leave the request header, out of fields and
+// fieldBytes.
+func (st *h2stream) uncount(k string, vs []string) {
+	for _, v := range vs {
+		st.fields--
+		st.fieldBytes -= len(k) + len(v)
+	}
 }
 
 // wireKey is the canonical key (http.CanonicalHeaderKey) of an HTTP/2 field name, a
@@ -438,7 +453,7 @@ func (c *h2conn) serveStream(st *h2stream) bool {
 		return false
 	}
 	switch {
-	case st.tooLarge || tooManyHeaders(c.h.cfg, r):
+	case st.tooLarge || tooManyHeaders(c.h.cfg, r, st.fields, st.fieldBytes):
 		c.refuse(st, http.StatusRequestHeaderFieldsTooLarge)
 		return false
 	case h2Malformed(r):
