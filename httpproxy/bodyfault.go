@@ -38,10 +38,12 @@ const (
 // the pool made of it.
 func (s *stream) bodyFault(err error) bodyFaultKind {
 	switch {
+	case s.idle.fired.Load():
+		// Before the HTTP/2 stream's context: the timer's own reset of a stalled write
+		// (streamIdle.expire) cancels it too.
+		return faultTimeout
 	case s.h2req != nil && s.h2req.Context().Err() != nil:
 		return faultGone
-	case s.idle.fired.Load():
-		return faultTimeout
 	case s.sc != nil && s.hbody.err != nil && !s.bodyWoken && !s.bodyStopped.Load():
 		err = s.hbody.err
 	case !errors.Is(err, pool.ErrRequestBody):

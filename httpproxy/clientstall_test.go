@@ -89,3 +89,24 @@ func TestStreamIdleTimeoutClientNotReading(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamIdleTimeoutH2ClientNoWindow is TestStreamIdleTimeoutClientNotReading for an
+// HTTP/2 client that grants no flow-control window: the stream's response head comes, its
+// body cannot, and stream_idle_timeout resets the stream (RST_STREAM, counted in
+// downstream_rq_idle_timeout) instead of leaving it waiting for window forever.
+func TestStreamIdleTimeoutH2ClientNoWindow(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(16<<20)) // beyond what the stream buffers
+		w.Write(make([]byte, 16<<20))
+	}))
+	t.Cleanup(up.Close)
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", up.Listener.Addr().String())},
+		hcm:      "stream_idle_timeout: 1s\n" + webHCM,
+	})
+	f := newStreamFlood(t, e.addr) // initial window 0, never raised
+	f.open(t, 1)
+	waitUntil(t, "the response head", func() bool { return f.resp.Load() == 1 })
+	waitUntil(t, "the stream idle timeout", func() bool { return e.stat("http.ingress.downstream_rq_idle_timeout") == 1 })
+	waitUntil(t, "the stream's RST_STREAM", func() bool { return f.rst.Load() == 1 })
+}

@@ -1067,13 +1067,17 @@ func (s *stream) copyBodyH2(r io.Reader, resp *pool.Response, cl int64) (int64, 
 	for {
 		n, err := r.Read(s.h2copy)
 		if n > 0 {
-			if _, werr := s.h2w.Write(s.h2copy[:n]); werr != nil {
+			// Writes and flushes wait while the client grants no window (streamIdle.writing).
+			s.idle.writing.Store(true)
+			_, werr := s.h2w.Write(s.h2copy[:n])
+			if werr == nil && (cl < 0 || total+int64(n) < cl) && err == nil && !resp.BodyReady() {
+				werr = s.h2w.FlushError()
+			}
+			s.idle.writing.Store(false)
+			if werr != nil {
 				return total, werr
 			}
 			total += int64(n)
-			if (cl < 0 || total < cl) && err == nil && !resp.BodyReady() {
-				s.h2w.Flush()
-			}
 		}
 		if err == io.EOF {
 			return total, nil

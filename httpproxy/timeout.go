@@ -534,12 +534,18 @@ func (i *streamIdle) expire() {
 	// with no read of the client's body to wake, or it waits for a response that does not
 	// come.
 	i.s.ctx.abort()
-	if s := i.s; s.sc != nil && i.writing.Load() {
+	if s := i.s; i.writing.Load() {
 		// The response waits on a client that does not read (Envoy's timer counts bytes
 		// sent as activity, so a client that reads nothing for the timeout is the same
-		// stall): end the write, which resets the stream.
-		s.sc.nc.SetWriteDeadline(time.Unix(1, 0))
-		i.writeCut = true
+		// stall): end the write, which resets the stream. An HTTP/2 stream's deadline is
+		// its own; an HTTP/1 connection's outlives the stream, so it closes after it.
+		switch {
+		case s.sc != nil:
+			s.sc.nc.SetWriteDeadline(time.Unix(1, 0))
+			i.writeCut = true
+		case s.h2w != nil:
+			s.h2w.SetWriteDeadline(time.Unix(1, 0))
+		}
 	}
 	if i.reqDone.Load() {
 		return // no body read to wake; the connection stays usable after a 504
