@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/legateproxy/legate/pool"
 )
 
 // deadlineCtx is the context of one upstream attempt, reused by the stream from attempt to
@@ -32,8 +34,12 @@ type deadlineCtx struct {
 	done    chan struct{}
 	timer   *time.Timer
 	unwatch func() bool // stops the watch of parent that closes done
-	fired   bool        // done was closed
-	aborted bool        // abort ended the attempt
+	// watcher is parent when it is a pool.EndWatcher (an HTTP/2 stream's h2ctx), watched
+	// without context.AfterFunc's allocations; watchID stops that watch.
+	watcher pool.EndWatcher
+	watchID uint64
+	fired   bool // done was closed
+	aborted bool // abort ended the attempt
 	// abortable: abort may end the attempt (watch was called), so Done is a channel of
 	// its own even without a deadline (the HTTP/2 pool waits on it).
 	abortable bool
@@ -130,6 +136,10 @@ func (c *deadlineCtx) stop() {
 		c.unwatch()
 		c.unwatch = nil
 	}
+	if c.watcher != nil {
+		c.watcher.UnwatchEnd(c.watchID)
+		c.watcher = nil
+	}
 	if c.endTimer != nil {
 		c.endTimer.Stop()
 		c.endTimer = nil
@@ -195,7 +205,9 @@ func (c *deadlineCtx) Done() <-chan struct{} {
 			// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 			c.timer = time.AfterFunc(d, fire)
 		}
-		if c.parent != nil {
+		if w, ok := c.parent.(pool.EndWatcher); ok {
+			c.watcher, c.watchID = w, w.WatchEnd(fire)
+		} else if c.parent != nil {
 			c.unwatch = context.AfterFunc(c.parent, fire)
 		}
 	}
