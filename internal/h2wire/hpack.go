@@ -9,6 +9,8 @@
 // proxy.
 package h2wire
 
+import "encoding/binary"
+
 // HPACK static table indexes (RFC 7541 appendix A) used by both ends.
 const (
 	IdxAuthority  = 1
@@ -44,13 +46,28 @@ func AppendLiteral(b []byte, name, value string) []byte {
 	b = append(b, 0)
 	b = AppendInt(b, 7, 0, uint64(len(name)))
 	b = append(b, name...)
-	tail := b[len(b)-len(name):]
-	for i, c := range tail { // copied whole, then lowered in place: names are mostly lower case
+	lowerASCII(b[len(b)-len(name):]) // copied whole, then lowered in place
+	return AppendString(b, value)
+}
+
+// lowerASCII lowers A-Z in b in place, eight bytes at a time: each byte's low seven bits plus
+// 0x3f carry into its top bit from 'A' up, plus 0x25 from 'Z'+1 up, and neither carries into
+// the next byte; a byte with its own top bit set is left as it is. Byte by byte, lowering
+// x-envoy-upstream-service-time cost about 200 instructions a response.
+func lowerASCII(b []byte) {
+	const ones = 0x0101010101010101
+	for len(b) >= 8 {
+		x := binary.LittleEndian.Uint64(b)
+		h := x & (0x7f * ones)
+		upper := (h + 0x3f*ones) &^ (h + 0x25*ones) &^ x & (0x80 * ones)
+		binary.LittleEndian.PutUint64(b, x|upper>>2)
+		b = b[8:]
+	}
+	for i, c := range b {
 		if c-'A' < 26 {
-			tail[i] = c + 'a' - 'A'
+			b[i] = c + 'a' - 'A'
 		}
 	}
-	return AppendString(b, value)
 }
 
 // AppendString appends a string literal without Huffman coding.

@@ -28,6 +28,32 @@ func TestLiteralNameLowered(t *testing.T) {
 	}
 }
 
+// TestLowerASCIIEveryAlignment: names of every length up to 40 at every offset, from every
+// byte value, come out as a byte-by-byte loop lowers them (A-Z only).
+func TestLowerASCIIEveryAlignment(t *testing.T) {
+	for n := range 41 {
+		for off := range 9 {
+			for start := 0; start < 256; start += 7 {
+				buf := make([]byte, off+n)
+				name := buf[off:]
+				for i := range name {
+					name[i] = byte(start + 13*i)
+				}
+				want := []byte(string(name))
+				for i, c := range want {
+					if 'A' <= c && c <= 'Z' {
+						want[i] = c + 'a' - 'A'
+					}
+				}
+				lowerASCII(name)
+				if string(name) != string(want) {
+					t.Fatalf("length %d offset %d from %d: lowered to %q; want %q", n, off, start, name, want)
+				}
+			}
+		}
+	}
+}
+
 // TestStaticNamesAndStatusDecode: every name StaticName indexes, and every status code,
 // decodes with x/net's HPACK decoder to the lower-case name (the code) written.
 func TestStaticNamesAndStatusDecode(t *testing.T) {
