@@ -232,7 +232,7 @@ func (h *Handler) handshake(c *listener.Conn) (nc net.Conn, info *accesslog.TLSI
 	}
 	logged := len(h.logs) > 0
 	// Real clock: a socket deadline, which the runtime poller compares with the system clock.
-	tc, cs, local, err := h.tls.Accept(socketConn{c}, time.Now().Add(h.ov.ScaleTimer(overload.TransportSocketConnect, tlsHandshakeTimeout)), logged)
+	tc, cs, local, err := h.tls.Accept(newTLSSocket(c), time.Now().Add(h.ov.ScaleTimer(overload.TransportSocketConnect, tlsHandshakeTimeout)), logged)
 	if err != nil {
 		return nil, nil, false, false, false
 	}
