@@ -5,10 +5,11 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy/route"
+	"github.com/legateproxy/legate/internal/h2wire"
 	"github.com/legateproxy/legate/internal/http1"
 )
 
-// An HTTP/1 response whose header nobody but the codec reads is written straight from the
+// A response whose header nobody but the codec reads is written straight from the
 // upstream's fields ("direct"), without the header map: filling the map, canonicalizing each
 // name and ranging over it was about 1,900 instructions of a proxied request, a sixteenth of
 // all (bench/callgrind.sh, PROTO=h1). The map is the interface of everything that may read or change the response header
@@ -22,7 +23,7 @@ import (
 // map. m is the route the request took.
 func (s *stream) headDirect(m *route.Match) bool {
 	h := s.h
-	return s.h2w == nil && !s.respSpelled && !s.tunnel &&
+	return !s.respSpelled && !s.tunnel &&
 		len(h.filters) == 0 && len(s.chain) == 0 && len(h.logs) == 0 &&
 		!s.tr.active && len(s.fstreams) == 0 && len(s.setCookies) == 0 &&
 		(s.attempt == nil || s.attempt.filters == nil) &&
@@ -101,40 +102,61 @@ func upstreamFieldKind(name []byte) fieldKind {
 	return kind
 }
 
-// appendDirectHead appends the header lines of a direct response (headDirect): the upstream's
-// fields the map path keeps, in their order, then the fields the connection manager and the
-// router add. Framing (content-length, transfer-encoding, connection) follows, as on the map
-// path.
+// directPlan is what a direct head does besides the upstream fields it keeps: the fields the
+// connection manager and the router set, which replace the upstream's of the same name.
+type directPlan struct {
+	setID, setAttempts, setSvcTime bool
+	server                         config.ServerHeaderTransformation
+	upServer                       bool // the upstream sent a Server field (keep saw it)
+}
+
+func (s *stream) planDirect(m *route.Match) directPlan {
+	cfg := s.h.cfg
+	return directPlan{
+		setID:       cfg.AlwaysSetRequestIDInResponse && s.requestID != "",
+		setAttempts: m != nil && m.Route != nil && m.Route.AttemptCountInResponse,
+		setSvcTime:  !cfg.Router.SuppressEnvoyHeaders,
+		server:      cfg.ServerHeader,
+	}
+}
+
+// keep reports whether the upstream field named name is written, as the map path would.
+func (p *directPlan) keep(name []byte) bool {
+	switch upstreamFieldKind(name) {
+	case fieldDropped:
+		return false
+	case fieldServer:
+		p.upServer = true
+		return p.server != config.ServerHeaderOverwrite
+	case fieldRequestID:
+		return !p.setID
+	case fieldAttempts:
+		return !p.setAttempts
+	case fieldSvcTime:
+		return !p.setSvcTime
+	}
+	return true
+}
+
+// addServer reports whether the connection manager's Server field is written, once keep has
+// seen every upstream field.
+func (p *directPlan) addServer() bool {
+	return p.server == config.ServerHeaderOverwrite ||
+		p.server == config.ServerHeaderAppendIfAbsent && !p.upServer
+}
+
+// appendDirectHead appends the header lines of a direct HTTP/1 response (headDirect): the
+// upstream's fields the map path keeps, in their order, then the fields the connection
+// manager and the router add. Framing (content-length, transfer-encoding, connection)
+// follows, as on the map path.
 func (s *stream) appendDirectHead(dst []byte, m *route.Match) []byte {
-	h := s.h
-	cfg := h.cfg
+	cfg := s.h.cfg
 	nc := s.respCase()
-	setID := cfg.AlwaysSetRequestIDInResponse && s.requestID != ""
-	setAttempts := m != nil && m.Route != nil && m.Route.AttemptCountInResponse
-	setSvcTime := !cfg.Router.SuppressEnvoyHeaders
-	upServer := false
+	p := s.planDirect(m)
 	for i := range s.upResp.Header {
 		f := &s.upResp.Header[i]
-		switch upstreamFieldKind(f.Name) {
-		case fieldDropped:
+		if !p.keep(f.Name) {
 			continue
-		case fieldServer:
-			upServer = true
-			if cfg.ServerHeader == config.ServerHeaderOverwrite {
-				continue
-			}
-		case fieldRequestID:
-			if setID {
-				continue
-			}
-		case fieldAttempts:
-			if setAttempts {
-				continue
-			}
-		case fieldSvcTime:
-			if setSvcTime {
-				continue
-			}
 		}
 		dst = config.AppendNameBytes(dst, f.Name, nc)
 		dst = append(dst, ": "...)
@@ -142,31 +164,65 @@ func (s *stream) appendDirectHead(dst []byte, m *route.Match) []byte {
 		dst = append(dst, '\r', '\n')
 	}
 	proper := nc == config.HeaderCaseProper
-	if cfg.ServerHeader == config.ServerHeaderOverwrite ||
-		cfg.ServerHeader == config.ServerHeaderAppendIfAbsent && !upServer {
+	if p.addServer() {
 		dst = appendAdded(dst, proper, addedServer)
 		dst = append(dst, cfg.ServerName...)
 		dst = append(dst, '\r', '\n')
 	}
 	dst = appendAdded(dst, proper, addedDate)
-	dst = append(dst, h.sh.dates.get(s.start)...)
+	dst = append(dst, s.h.sh.dates.get(s.start)...)
 	dst = append(dst, '\r', '\n')
-	if setID {
+	if p.setID {
 		dst = appendAdded(dst, proper, addedRequestID)
 		dst = append(dst, s.requestID...)
 		dst = append(dst, '\r', '\n')
 	}
-	if setAttempts {
+	if p.setAttempts {
 		dst = appendAdded(dst, proper, addedAttempts)
 		dst = strconv.AppendInt(dst, int64(s.attempts), 10)
 		dst = append(dst, '\r', '\n')
 	}
-	if setSvcTime {
+	if p.setSvcTime {
 		dst = appendAdded(dst, proper, addedSvcTime)
 		dst = strconv.AppendInt(dst, s.upRx.Sub(s.upTx).Milliseconds(), 10)
 		dst = append(dst, '\r', '\n')
 	}
 	return dst
+}
+
+// appendDirectHeadH2 is appendDirectHead for an HTTP/2 response: the same fields, HPACK
+// encoded (h2wire, no dynamic table) into the stream's pre-encoded block (h2stream.pre).
+// HTTP/2 announces no trailers, so a Trailer field is left out as the map path's encoder
+// (h2conn.appendHeaders) leaves it out.
+func (s *stream) appendDirectHeadH2(b []byte, m *route.Match) []byte {
+	cfg := s.h.cfg
+	p := s.planDirect(m)
+	for i := range s.upResp.Header {
+		f := &s.upResp.Header[i]
+		if !p.keep(f.Name) || len(f.Name) == len("trailer") && http1.EqualFold(f.Name, "trailer") {
+			continue
+		}
+		v := bytesString(f.Value)
+		if idx := h2wire.StaticName(knownResponseKey(f.Name)); idx != 0 {
+			b = h2wire.AppendIndexedName(b, idx, v)
+		} else {
+			b = h2wire.AppendLiteral(b, bytesString(f.Name), v)
+		}
+	}
+	if p.addServer() {
+		b = h2wire.AppendIndexedName(b, h2wire.StaticName(hdrServer), cfg.ServerName)
+	}
+	b = h2wire.AppendIndexedName(b, h2wire.StaticName(hdrDate), s.h.sh.dates.get(s.start))
+	if p.setID {
+		b = h2wire.AppendLiteral(b, "x-request-id", s.requestID)
+	}
+	if p.setAttempts {
+		b = h2wire.AppendLiteral(b, "x-envoy-attempt-count", s.itoa(int64(s.attempts)))
+	}
+	if p.setSvcTime {
+		b = h2wire.AppendLiteral(b, "x-envoy-upstream-service-time", s.itoa(s.upRx.Sub(s.upTx).Milliseconds()))
+	}
+	return b
 }
 
 // The fields appendDirectHead adds, by index in addedNames.

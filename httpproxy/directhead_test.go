@@ -8,9 +8,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/nettest"
+	"golang.org/x/net/http2"
 )
 
 // directUpstreamResponse is an upstream answer with every kind of field the connection
@@ -148,6 +150,84 @@ func TestAddedNamesAreAppendNames(t *testing.T) {
 			want := string(config.AppendName(nil, k, c)) + ": "
 			if got := string(appendAdded(nil, c == config.HeaderCaseProper, i)); got != want {
 				t.Errorf("%s in case %v: appendAdded writes %q; AppendName %q", k, c, got, want)
+			}
+		}
+	}
+}
+
+// TestDirectResponseHeadMatchesMappedH2 is TestDirectResponseHeadMatchesMapped for an
+// HTTP/2 client (a prior-knowledge connection read with x/net/http2's Framer and HPACK
+// decoder): the direct head's fields (h2stream.pre) equal the map path's, and come in the
+// direct path's order.
+func TestDirectResponseHeadMatchesMappedH2(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nettest.Serve(t, ln, func(c net.Conn) {
+		serveRaw(c, []byte(strings.Replace(directUpstreamResponse, "Content-Length", "Trailer: x-t\r\nContent-Length", 1)))
+	})
+	up := ln.Addr().String()
+	hcm := webHCM + "always_set_request_id_in_response: true\n"
+	logged := hcm + fmt.Sprintf("access_log:\n- name: envoy.access_loggers.file\n  typed_config:\n    \"@type\": type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog\n    path: %s\n",
+		filepath.Join(t.TempDir(), "access.log"))
+	direct := h2HeadFields(t, newEnv(t, envOptions{clusters: []string{staticCluster("web", "", up)}, hcm: hcm}).addr)
+	mapped := h2HeadFields(t, newEnv(t, envOptions{clusters: []string{staticCluster("web", "", up)}, hcm: logged}).addr)
+	want := []string{
+		":status: 200", "content-type: text/plain", "x-custom: a", "x-custom: b",
+		"x-envoy-attempt-count: 7", "set-cookie: a=1", "set-cookie: b=2", "server: envoy", "date: *",
+		"x-request-id: *", "x-envoy-upstream-service-time: *", "content-length: 5",
+	}
+	if !slices.Equal(direct, want) {
+		t.Errorf("direct HTTP/2 head:\n%s\nwant:\n%s", strings.Join(direct, "\n"), strings.Join(want, "\n"))
+	}
+	slices.Sort(direct)
+	slices.Sort(mapped)
+	if !slices.Equal(direct, mapped) {
+		t.Errorf("direct HTTP/2 head (sorted):\n%s\nmap path's (sorted):\n%s", strings.Join(direct, "\n"), strings.Join(mapped, "\n"))
+	}
+}
+
+// h2HeadFields sends one GET over HTTP/2 to the proxy at addr and returns its response's
+// header fields in order, normalized as headLines does, and checks the body.
+func h2HeadFields(t *testing.T, addr string) []string {
+	t.Helper()
+	fr, c := frameClient(t, addr)
+	c.SetDeadline(time.Now().Add(wait))
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: requestBlock("/"), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	var fields []string
+	var body []byte
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("ReadFrame: %v (fields %q, body %q)", err, fields, body)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				fr.WriteSettingsAck()
+			}
+		case *http2.MetaHeadersFrame:
+			for _, hf := range f.Fields {
+				v := hf.Value
+				if hf.Name == "date" || hf.Name == "x-envoy-upstream-service-time" && measured.MatchString(v) ||
+					hf.Name == "x-request-id" && generated.MatchString(v) {
+					v = "*"
+				}
+				fields = append(fields, hf.Name+": "+v)
+			}
+			if f.StreamEnded() {
+				t.Fatalf("the response ended without its body (fields %q)", fields)
+			}
+		case *http2.DataFrame:
+			body = append(body, f.Data()...)
+			if f.StreamEnded() {
+				if string(body) != "hello" {
+					t.Fatalf("body %q; want hello", body)
+				}
+				return fields
 			}
 		}
 	}

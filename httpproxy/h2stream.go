@@ -37,7 +37,10 @@ type h2stream struct {
 	arena  []byte
 
 	// The handler's own.
-	hdr    http.Header // the response's header map
+	hdr http.Header // the response's header map
+	// pre holds header field representations the handler encoded itself (a direct response
+	// head, httpproxy/directhead.go), sent after :status and before hdr's.
+	pre    []byte
 	out    []byte
 	outBuf [512]byte // out's first buffer: a small response's body needs no allocation
 }
@@ -164,7 +167,7 @@ func (c *h2conn) newStream(id uint32, tooLarge bool) *h2stream {
 		st.url = url.URL{}
 		st.arena = st.arena[:0]
 	}
-	st.out = st.outBuf[:0]
+	st.out, st.pre = st.outBuf[:0], st.pre[:0]
 	// Zeroed, then set: a composite literal would be built on the stack and copied.
 	st.h2state = h2state{}
 	st.id, st.tooLarge, st.declLen, st.recvWin = id, tooLarge, -1, c.advStream
@@ -559,7 +562,7 @@ func (st *h2stream) WriteHeader(code int) {
 		c := st.c
 		c.mu.Lock()
 		if !st.reset {
-			c.appendHeaders(st.id, code, st.hdr, false, false)
+			c.appendHeaders(st.id, code, nil, st.hdr, false, false)
 			c.flushLocked()
 		}
 		c.mu.Unlock()
@@ -624,7 +627,7 @@ func (st *h2stream) emit(end bool) error {
 			st.out = st.out[:0]
 		}
 		last := end && len(st.out) == 0
-		trailers = c.appendHeaders(st.id, st.status, st.hdr, last, false) && end
+		trailers = c.appendHeaders(st.id, st.status, st.pre, st.hdr, last, false) && end
 		if last && !trailers {
 			return nil
 		}
@@ -635,7 +638,7 @@ func (st *h2stream) emit(end bool) error {
 		return err
 	}
 	if trailers {
-		c.appendHeaders(st.id, 0, st.hdr, true, true)
+		c.appendHeaders(st.id, 0, nil, st.hdr, true, true)
 	}
 	if len(c.w.Buf) >= h2FlushAt {
 		c.flushLocked()
@@ -707,7 +710,7 @@ func hasTrailers(h http.Header) bool {
 // appendHeaders encodes a response header block (trailers: the http.TrailerPrefix keys
 // only) and appends its frames; END_STREAM goes with it when end and hdr holds no trailers.
 // It reports whether hdr holds trailers; mu is held.
-func (c *h2conn) appendHeaders(id uint32, status int, hdr http.Header, end, trailers bool) (hasTrailers bool) {
+func (c *h2conn) appendHeaders(id uint32, status int, pre []byte, hdr http.Header, end, trailers bool) (hasTrailers bool) {
 	b := c.hbuf[:0]
 	if c.tableUpdate {
 		b, c.tableUpdate = append(b, h2wire.TableSizeZero), false
@@ -715,6 +718,7 @@ func (c *h2conn) appendHeaders(id uint32, status int, hdr http.Header, end, trai
 	if !trailers {
 		b = h2wire.AppendStatus(b, status)
 	}
+	b = append(b, pre...)
 	shutdown := false
 	for k, vs := range hdr {
 		t, ok := strings.CutPrefix(k, http.TrailerPrefix)

@@ -877,6 +877,9 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 		fs.ResponseHeaders(status, s.resp)
 	}
 	if s.h2w != nil {
+		if s.respDirect {
+			s.h2w.pre = s.appendDirectHeadH2(s.h2w.pre[:0], m)
+		}
 		s.sendHeadH2(status, contentLength)
 		return
 	}
