@@ -11,10 +11,10 @@ import (
 	"time"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	"golang.org/x/net/http2"
-
+	"github.com/legateproxy/legate/internal/nettest"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/stats"
+	"golang.org/x/net/http2"
 )
 
 // A plain HTTP/1 connection waits for its next request, and serves it, inside one raw read
@@ -324,23 +324,8 @@ func TestRawWaitKeepsConnBytes(t *testing.T) {
 
 // tcpPair returns the two ends of a TCP connection on 127.0.0.1.
 func tcpPair(t *testing.T) (server *net.TCPConn, client net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	c, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c.(*net.TCPConn), client
+	c, s := nettest.TCPPair(t)
+	return s, c
 }
 
 // TestPauseInsideRawWait: a request paused by a filter (on_demand) while it is served inside

@@ -10,30 +10,18 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/legateproxy/legate/internal/nettest"
 )
 
 // sockPair returns an upstream connection to a local listener, the Manager whose stats it
 // counts in, and the listener's end of the connection.
 func sockPair(t *testing.T) (*upConn, *Manager, *net.TCPConn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	cm, store := newClusterManager(t, staticCluster("", ln.Addr().String()))
+	nc, peer := nettest.TCPPair(t)
+	cm, store := newClusterManager(t, staticCluster("", nc.RemoteAddr().String()))
 	m := newManager(t, cm, store, nil)
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	peer, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { peer.Close() })
-	return &upConn{Conn: nc, hp: hostPoolOf(t, m)}, m, peer.(*net.TCPConn)
+	return &upConn{Conn: nc, hp: hostPoolOf(t, m)}, m, peer
 }
 
 // writeInRawRead writes p through w inside a raw read of its connection, as send does.

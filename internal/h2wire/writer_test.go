@@ -6,28 +6,13 @@ import (
 	"net"
 	"sync"
 	"testing"
+
+	"github.com/legateproxy/legate/internal/nettest"
 )
 
 // tcpPair is a connected pair of TCP sockets on 127.0.0.1.
 func tcpPair(t *testing.T) (client, server net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	dialed := make(chan net.Conn, 1)
-	go func() {
-		c, _ := net.Dial("tcp", ln.Addr().String())
-		dialed <- c
-	}()
-	server, err = ln.Accept()
-	client = <-dialed
-	if err != nil || client == nil {
-		t.Fatalf("connecting: %v", err)
-	}
-	t.Cleanup(func() { client.Close(); server.Close() })
-	return client, server
+	return nettest.TCPPair(t)
 }
 
 // TestWriterConcurrentFlushes: records appended and flushed by many goroutines at once all

@@ -8,31 +8,18 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/legateproxy/legate/internal/nettest"
 )
 
 // pair returns the two ends of a loopback TCP connection; the second is a syscall.RawConn.
 func pair(t *testing.T) (net.Conn, syscall.RawConn, *net.TCPConn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	peer, c := nettest.TCPPair(t)
+	raw, err := c.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { peer.Close() })
-	c, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	raw, err := c.(*net.TCPConn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return peer, raw, c.(*net.TCPConn)
+	return peer, raw, c
 }
 
 // recvOnce waits until the socket is readable and returns one Recv's result.
