@@ -390,7 +390,7 @@ func (s *stream) serveH1() bool {
 		h.stats.DownstreamCxMaxRequestsReached.Inc()
 		s.closeConn = true
 	}
-	if s.idle.d > 0 && s.idle.cutWrite() {
+	if s.idle.fired.Load() && s.idle.cutWrite() { // only a fired timer cuts: no lock per request
 		s.closeConn = true // its write deadline is in the past
 	}
 	return !s.closeConn && s.hw.err == nil

@@ -496,7 +496,8 @@ func (i *streamIdle) remaining() time.Duration {
 
 // cutWrite reports whether the timer ended a response write with the connection's write
 // deadline: the connection cannot carry another response. The stream's goroutine calls it
-// once the stream ended (disarm), which orders it after any expire.
+// once the stream ended (disarm), which orders it after any expire, and only when fired is
+// set (writeCut never is otherwise).
 func (i *streamIdle) cutWrite() bool {
 	i.mu.Lock()
 	defer i.mu.Unlock()
