@@ -6,7 +6,7 @@
 # keep-alive, listener 127.0.0.1, route / -> STATIC cluster of one nginx upstream (100-byte
 # body); each proxy pinned to PROXY_CPU, wrk -t1 -c$CONNS and the upstream on LOAD_CPU. The
 # proxy's process is counted with `perf stat` on the syscall tracepoints (failed reads are the
-# read exits with -EAGAIN) while wrk runs DURATION seconds; its user and system CPU time per
+# read and recvfrom exits with -EAGAIN) while wrk runs DURATION seconds; its user and system CPU time per
 # request come from /proc/PID/stat over the same run (the machine has no hardware counters, so
 # this split is what says how much of a request is the kernel's and how much the proxy's own).
 #
@@ -83,7 +83,8 @@ count() {  # name pid port -> lines "name call per_request", then its user and s
   local ev="" c reqs
   for c in "${CALLS[@]}"; do ev+="syscalls:sys_enter_$c,"; done
   ev+="raw_syscalls:sys_enter"
-  perf stat -x, -e "$ev" -e syscalls:sys_exit_read --filter 'ret == -11' -p "$2" -o "$W/perf.$1" &
+  perf stat -x, -e "$ev" -e syscalls:sys_exit_read --filter 'ret == -11' \
+    -e syscalls:sys_exit_recvfrom --filter 'ret == -11' -p "$2" -o "$W/perf.$1" &
   local pp=$!
   sleep 0.5
   local before after
@@ -100,6 +101,7 @@ count() {  # name pid port -> lines "name call per_request", then its user and s
   awk -F, -v n="${reqs:-0}" -v who="$1" '$1 ~ /^[0-9]+$/ && n > 0 {
       name = $3
       if (name ~ /sys_exit_read/) name = "read_eagain"
+      else if (name ~ /sys_exit_recvfrom/) name = "recvfrom_eagain"
       else if (name ~ /raw_syscalls/) name = "all"
       else sub(/.*sys_enter_/, "", name)
       if ($1 > 0 || name == "all") printf "%s %s %.3f\n", who, name, $1 / n
