@@ -92,7 +92,10 @@ type h1writer struct {
 	conn net.Conn
 	// raw is conn's socket when it is plain TCP: it is written with send(2) (sockio) inside
 	// a raw write, whose callback is send, the stream's sendSocket bound once.
-	raw     syscall.RawConn
+	raw syscall.RawConn
+	// fd points at the connection's descriptor while its raw read runs on this goroutine
+	// (serverConn.fd, -1 otherwise): writeSocket sends there first, without the raw write.
+	fd      *int
 	send    func(fd uintptr) bool
 	pending []byte // what sendSocket has still to write
 	sendN   int    // what it wrote
@@ -138,9 +141,18 @@ func (w *h1writer) flush() error {
 
 // writeSocket writes p to the socket as conn.Write would: waiting while the socket is full,
 // within conn's write deadline, and reporting a failed call as a *net.OpError.
+//
+// Inside the connection's raw read (w.fd is set) it first sends on the descriptor that read
+// holds open, and enters a raw write (its lock, the readiness reset: about 200 instructions)
+// only for what the socket did not take, which waits there, within the write deadline. A send
+// the socket takes at once needs no deadline; a client that stops reading fills the socket and
+// so meets the deadline in the raw write (streamIdle's cut).
 func (w *h1writer) writeSocket(p []byte) (int, error) {
 	w.pending, w.sendN, w.sendErr = p, 0, nil
-	err := w.raw.Write(w.send)
+	var err error
+	if w.fd == nil || *w.fd < 0 || !w.send(uintptr(*w.fd)) {
+		err = w.raw.Write(w.send)
+	}
 	w.pending = nil
 	if w.sendErr != nil {
 		err = w.sendErr

@@ -66,6 +66,10 @@ type serverConn struct {
 	// or the started request (held) that must be served outside it.
 	serveFn func(fd uintptr) bool
 	inside  bool
+	// fd is the socket's descriptor while serveRaw runs (-1 otherwise): the raw read holds it
+	// open, so a response written from inside may first try a plain send on it
+	// (h1writer.writeSocket).
+	fd      int
 	exit    rawExit
 	exitErr error
 	held    *stream
@@ -139,7 +143,7 @@ func (h *Handler) openConn(c *listener.Conn, start time.Time) *serverConn {
 	if isTLS {
 		h.stats.DownstreamCxSslActive.Inc()
 	}
-	sc := &serverConn{h: h, lc: c, nc: nc, tls: isTLS, tlsInfo: info, start: start}
+	sc := &serverConn{h: h, lc: c, nc: nc, tls: isTLS, tlsInfo: info, start: start, fd: -1}
 	sc.initLimits(start)
 	sc.remote = c.RemoteAddr().String()
 	sc.remoteIP = hostOnly(sc.remote)
@@ -291,7 +295,7 @@ func (sc *serverConn) loop() {
 func (sc *serverConn) waitRaw() bool {
 	sc.inside, sc.exit = true, exitNone
 	err := sc.rd.raw.Read(sc.serveFn)
-	sc.inside = false
+	sc.inside, sc.fd = false, -1
 	if sc.rd.buf == nil { // the wait failed: a deadline or a close
 		sc.rd.buf = getReadBuffer()
 	}
@@ -324,6 +328,7 @@ func (sc *serverConn) waitRaw() bool {
 // outside because it reads from the client (nc.Read would wait on the read lock held here).
 func (sc *serverConn) serveRaw(fd uintptr) bool {
 	rd := &sc.rd
+	sc.fd = int(fd)
 	for {
 		short, err := rd.readSocket(fd)
 		switch {
