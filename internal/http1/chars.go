@@ -62,6 +62,27 @@ func ValidValue[T text](s T) bool {
 	return true
 }
 
+// load64 reads b's eight bytes as a little-endian word (one load: the compiler merges them).
+func load64[T text](b T) uint64 {
+	_ = b[7]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
+// notNameBytes sets the high bit of each byte of x that is not an ASCII letter, digit or
+// '-', the characters of nearly every field name (the other token characters are left to
+// tokenChars). As in badValueBytes, each test runs on the low seven bits, where no addition
+// carries into the next byte, and bytes with the high bit set are never name bytes.
+func notNameBytes(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	low := x &^ highs
+	folded := low | 0x20*ones // letters in lower case
+	letter := (folded + (0x80-'a')*ones) &^ (folded + (0x80-'z'-1)*ones)
+	digit := (low + (0x80-'0')*ones) &^ (low + (0x80-'9'-1)*ones)
+	dash := ^((low ^ '-'*ones) + 0x7f*ones)
+	return ^((letter | digit | dash) &^ x) & highs
+}
+
 // badValueBytes sets the high bit of each byte of x that a field value may not hold: below
 // SP but not HTAB, or DEL. Bytes with the high bit set (obs-text) are allowed, so the tests
 // run on the low seven bits, where adding at most 0x80 carries into no other byte.

@@ -224,3 +224,78 @@ func TestValidValueWordwise(t *testing.T) {
 		}
 	}
 }
+
+// cutFieldByLines is what CutField must agree with: the line's end found by a search for
+// LF, the line then split and checked by SplitField.
+func cutFieldByLines(b []byte) (name, value []byte, next int, ok bool) {
+	nl := bytes.IndexByte(b, '\n')
+	if nl <= 0 || b[nl-1] != '\r' {
+		return nil, nil, 0, false
+	}
+	name, value, err := SplitField(b[:nl-1])
+	if err != nil {
+		return nil, nil, 0, false
+	}
+	return name, value, nl + 1, true
+}
+
+// checkCutField fails t when CutField, on b as bytes and as a string, disagrees with
+// cutFieldByLines.
+func checkCutField(t *testing.T, b []byte) {
+	t.Helper()
+	name, value, next, ok := cutFieldByLines(b)
+	ne, vs, ve, n, got := CutField(b)
+	if got != ok || ok && (string(b[:ne]) != string(name) || string(b[vs:ve]) != string(value) || n != next) {
+		t.Fatalf("CutField(%q) = %q, %q, %d, %v; want %q, %q, %d, %v", b, b[:ne], b[vs:ve], n, got, name, value, next, ok)
+	}
+	sne, svs, sve, sn, sok := CutField(string(b))
+	if sne != ne || svs != vs || sve != ve || sn != n || sok != got {
+		t.Fatalf("CutField(string %q) = %d, %d, %d, %d, %v; bytes gave %d, %d, %d, %d, %v", b, sne, svs, sve, sn, sok, ne, vs, ve, n, got)
+	}
+}
+
+// TestCutFieldWordwise checks CutField's eight-bytes-at-once name and value checks against
+// the line-by-line reading for every byte value at every position of names and values of 1
+// to 17 bytes, so that each byte is seen in a whole word and in the tail, before the line's
+// end and past it.
+func TestCutFieldWordwise(t *testing.T) {
+	for _, fill := range []string{"a", "Z", "-", "9", "_"} {
+		for n := 1; n <= 17; n++ {
+			line := []byte(strings.Repeat(fill, n) + ": value\r\nNext: x\r\n")
+			for i := range n + 4 {
+				for c := range 256 {
+					old := line[i]
+					line[i] = byte(c)
+					checkCutField(t, line)
+					checkCutField(t, line[:i+1]) // cut short
+					line[i] = old
+				}
+			}
+		}
+	}
+	for _, fill := range []byte{'a', '\t', 0xff, ' ', '~'} {
+		for n := 1; n <= 17; n++ {
+			line := append(append([]byte("X-Name: "), bytes.Repeat([]byte{fill}, n)...), "\r\nA: b\r\n"...)
+			for i := len("X-Name:"); i < len(line); i++ {
+				for c := range 256 {
+					old := line[i]
+					line[i] = byte(c)
+					checkCutField(t, line)
+					line[i] = old
+				}
+			}
+		}
+	}
+}
+
+// FuzzCutField holds CutField to the line-by-line reading of a field line.
+func FuzzCutField(f *testing.F) {
+	for _, s := range []string{
+		"Host: example.com\r\n", "a:b\r\n\r\n", "X-Long-Name-Of-Field: \t v a l \t\r\nY: z\r\n",
+		"A : b\r\n", " A: b\r\n", "A: b\nC: d\r\n", "A: b\rc\r\n", "A: b\x00\r\n", "A: \xff\x7f\r\n",
+		"\r\n", "A: b", "A: b\r", "Content-Length: 5\r\n", "x_y.z~!#$%&'*+^`|: v\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkCutField(t, b) })
+}
