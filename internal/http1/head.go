@@ -23,16 +23,25 @@ var (
 // client never sends; in a complete head, ParseRequestHead finds them.
 func HeadEnd(b []byte, from int) (int, error) {
 	from = max(from-3, 0)
-	if i := bytes.Index(b[from:], crlfcrlf); i >= 0 {
-		return from + i + 4, nil
+	// The first CRLF CRLF is the one whose first LF comes first: LFs are searched for and
+	// the bytes around each compared (a search for the whole CRLF CRLF stopped at every CR
+	// and cost about 500 instructions of a short request head).
+	for i := from + 1; i < len(b); {
+		lf := bytes.IndexByte(b[i:], '\n')
+		if lf < 0 {
+			break
+		}
+		i += lf
+		if i+2 < len(b) && b[i-1] == '\r' && b[i+1] == '\r' && b[i+2] == '\n' {
+			return i + 3, nil
+		}
+		i++
 	}
 	if bareLineEnd(b, from) {
 		return -1, ErrMalformed
 	}
 	return -1, nil
 }
-
-var crlfcrlf = []byte("\r\n\r\n")
 
 // bareLineEnd reports whether b, from offset from, holds an LF not preceded by CR or a CR
 // not followed by LF (a CR that ends b may still be followed by its LF).
@@ -251,18 +260,27 @@ func ParseRequestHead(s string, maxFields int, chunkedLength bool, add func(name
 	f.Reset()
 	f.chunkedLength = chunkedLength
 	for n := 0; rest != ""; n++ {
-		if line, rest, ok = CutLine(rest); !ok {
-			return rh, ErrMalformed
-		}
-		if line == "" {
-			break
-		}
-		if n == maxFields {
-			return rh, ErrTooManyFields
-		}
-		name, value, err := SplitField(line)
-		if err != nil {
-			return rh, err
+		var name, value string
+		// A field line is taken in one pass (CutField); any other line, the empty one
+		// included, is cut and split apart, which finds what is wrong with it.
+		if nameEnd, valueStart, valueEnd, next, ok := CutField(rest); ok {
+			if n == maxFields {
+				return rh, ErrTooManyFields
+			}
+			name, value, rest = rest[:nameEnd], rest[valueStart:valueEnd], rest[next:]
+		} else {
+			if line, rest, ok = CutLine(rest); !ok {
+				return rh, ErrMalformed
+			}
+			if line == "" {
+				break
+			}
+			if n == maxFields {
+				return rh, ErrTooManyFields
+			}
+			if name, value, err = SplitField(line); err != nil {
+				return rh, err
+			}
 		}
 		if err := rh.field(&f, name, value, add); err != nil {
 			return rh, err

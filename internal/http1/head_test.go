@@ -299,3 +299,114 @@ func FuzzCutField(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { checkCutField(t, b) })
 }
+
+// headEndBefore is HeadEnd as it was before it searched for LFs: the reference
+// FuzzHeadEnd holds HeadEnd to.
+func headEndBefore(b []byte, from int) (int, error) {
+	from = max(from-3, 0)
+	if i := bytes.Index(b[from:], []byte("\r\n\r\n")); i >= 0 {
+		return from + i + 4, nil
+	}
+	if bareLineEnd(b, from) {
+		return -1, ErrMalformed
+	}
+	return -1, nil
+}
+
+// FuzzHeadEnd holds HeadEnd to the search for the whole CRLF CRLF, from every offset an
+// earlier call may have scanned to.
+func FuzzHeadEnd(f *testing.F) {
+	for _, s := range []string{
+		"GET / HTTP/1.1\r\nHost: h\r\n\r\n", "GET / HTTP/1.1\r\nHost: h\r\n\r", "\r\n\r\n", "\n\r\n\r\n",
+		"a\r\n\r\r\n\r\n", "GET / HTTP/1.1\nHost: h\n\n", "x\r\n\r\nGET / HTTP/1.1\r\n\r\n", "\r\r\n\n\r\n\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for from := 0; from <= len(b); from++ {
+			end, err := HeadEnd(b, from)
+			wantEnd, wantErr := headEndBefore(b, from)
+			if end != wantEnd || err != wantErr {
+				t.Fatalf("HeadEnd(%q, %d) = %d, %v; want %d, %v", b, from, end, err, wantEnd, wantErr)
+			}
+		}
+	})
+}
+
+// parseRequestHeadBefore is ParseRequestHead as it was before it took field lines with
+// CutField: each line cut at its LF, then split by SplitField. FuzzParseRequestHead holds
+// ParseRequestHead to it.
+func parseRequestHeadBefore(s string, maxFields int, chunkedLength bool, add func(name, value string)) (RequestHead, error) {
+	var rh RequestHead
+	line, rest, ok := CutLine(s)
+	if !ok {
+		return rh, ErrMalformed
+	}
+	var err error
+	if rh.RequestLine, err = ParseRequestLine(line); err != nil {
+		return rh, err
+	}
+	if rh.Absolute {
+		rh.Host, rh.HasHost = rh.Authority, true
+	}
+	var f Fields
+	f.Reset()
+	f.chunkedLength = chunkedLength
+	for n := 0; rest != ""; n++ {
+		if line, rest, ok = CutLine(rest); !ok {
+			return rh, ErrMalformed
+		}
+		if line == "" {
+			break
+		}
+		if n == maxFields {
+			return rh, ErrTooManyFields
+		}
+		name, value, err := SplitField(line)
+		if err != nil {
+			return rh, err
+		}
+		if err := rh.field(&f, name, value, add); err != nil {
+			return rh, err
+		}
+	}
+	if !rh.HasHost && rh.Minor == 1 {
+		return rh, ErrMalformed
+	}
+	if rh.Framing, err = f.Request(rh.Minor); err != nil {
+		return rh, err
+	}
+	rh.Close = rh.Framing.Close
+	return rh, nil
+}
+
+// FuzzParseRequestHead holds ParseRequestHead to parseRequestHeadBefore: the same head,
+// error and fields passed on, for every field limit up to the fields there are.
+func FuzzParseRequestHead(f *testing.F) {
+	for _, s := range []string{
+		"GET / HTTP/1.1\r\nHost: h\r\nuser-agent: x\r\n",
+		"POST /p HTTP/1.1\r\nHost: h\r\nConnection: close, X-Hop\r\nContent-Length: 5\r\nTE: trailers\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nA: b\r\n c\r\n", "GET / HTTP/1.1\r\nHost: h\r\nA : b\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nA: b\nC: d\r\n", "GET / HTTP/1.1\r\nHost: h\r\nA: b\x00\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nA: b\rc\r\n", "GET / HTTP/1.1\r\nHost: h\r\nA: b",
+		"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n",
+	} {
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, s string, chunkedLength bool) {
+		for maxFields := 0; maxFields <= strings.Count(s, "\n"); maxFields++ {
+			var got, want []string
+			rh, err := ParseRequestHead(s, maxFields, chunkedLength, func(n, v string) { got = append(got, n+"="+v) })
+			wantRH, wantErr := parseRequestHeadBefore(s, maxFields, chunkedLength, func(n, v string) { want = append(want, n+"="+v) })
+			if err != wantErr {
+				t.Fatalf("ParseRequestHead(%q, %d) error = %v; want %v", s, maxFields, err, wantErr)
+			}
+			if diff := cmp.Diff(wantRH, rh); err == nil && diff != "" {
+				t.Fatalf("ParseRequestHead(%q, %d) head (-want +got):\n%s", s, maxFields, diff)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("ParseRequestHead(%q, %d) fields (-want +got):\n%s", s, maxFields, diff)
+			}
+		}
+	})
+}
