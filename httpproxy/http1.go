@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -268,24 +269,43 @@ func addValue(h http.Header, vals *[]string, key, value string) {
 	h[key] = (*vals)[n-1 : n : n]
 }
 
-// commonKeys interns the canonical form of frequent header names so that lower-case names
-// (HTTP/2 clients, curl's custom headers) canonicalise without allocating.
-var commonKeys = func() map[string]string {
-	m := map[string]string{}
-	for _, k := range []string{
-		"Accept", "Accept-Encoding", "Accept-Language", "Authorization", "Cache-Control",
-		"Connection", "Content-Length", "Content-Type", "Cookie", "Date", "Etag", "Expect",
-		"Host", "If-Modified-Since", "If-None-Match", "Keep-Alive", "Last-Modified", "Location",
-		"Origin", "Pragma", "Proxy-Connection", "Range", "Referer", "Server", "Set-Cookie", "Te",
-		"Transfer-Encoding", "Upgrade", "User-Agent", "Via", "X-Forwarded-For",
-		"X-Forwarded-Proto", "X-Request-Id", "X-Envoy-Internal", "X-Envoy-Expected-Rq-Timeout-Ms",
-		"X-Envoy-Upstream-Service-Time", "X-Envoy-Retry-On", "X-Envoy-Max-Retries",
-		"X-Envoy-Upstream-Rq-Timeout-Ms", "X-Envoy-Original-Path", "Grpc-Status", "Grpc-Message",
-	} {
-		m[k] = k
+// commonKeys are the canonical forms of frequent header names, interned so that lower-case
+// names (HTTP/2 clients, curl's custom headers) canonicalise without allocating. Each is
+// canonical (TestCommonKeysAreCanonical).
+var commonKeys = [...]string{
+	"Accept", "Accept-Encoding", "Accept-Language", "Authorization", "Cache-Control",
+	"Connection", "Content-Length", "Content-Type", "Cookie", "Date", "Etag", "Expect",
+	"Host", "If-Modified-Since", "If-None-Match", "Keep-Alive", "Last-Modified", "Location",
+	"Origin", "Pragma", "Proxy-Connection", "Range", "Referer", "Server", "Set-Cookie", "Te",
+	"Transfer-Encoding", "Upgrade", "User-Agent", "Via", "X-Forwarded-For",
+	"X-Forwarded-Proto", "X-Request-Id", "X-Envoy-Internal", "X-Envoy-Expected-Rq-Timeout-Ms",
+	"X-Envoy-Upstream-Service-Time", "X-Envoy-Retry-On", "X-Envoy-Max-Retries",
+	"X-Envoy-Upstream-Rq-Timeout-Ms", "X-Envoy-Original-Path", "Grpc-Status", "Grpc-Message",
+}
+
+// commonByLen holds commonKeys by length, each with its lower-case spelling: a name that is
+// not canonical is compared only with the few keys of its length (for "user-agent", one
+// comparison of about 40 instructions) instead of being canonicalized into a buffer that is
+// then hashed to look it up (about 330).
+var commonByLen = func() (t [32][]knownKey) {
+	for _, k := range commonKeys {
+		t[len(k)] = append(t[len(k)], knownKey{k, strings.ToLower(k)})
 	}
-	return m
+	return t
 }()
+
+// commonKey returns the key of commonKeys that name spells in any case, or "".
+func commonKey(name string) string {
+	if len(name) >= len(commonByLen) {
+		return ""
+	}
+	for _, k := range commonByLen[len(name)] {
+		if name == k.lower || http1.EqualFold(name, k.lower) {
+			return k.key
+		}
+	}
+	return ""
+}
 
 // knownResponseKey returns the canonical key of a frequent response header name, matched
 // without regard to case, as a constant: such a name needs neither a copy into the arena nor
@@ -342,6 +362,9 @@ func canonicalKey(name string) string {
 }
 
 func canonicalSlow(name string) string {
+	if k := commonKey(name); k != "" {
+		return k
+	}
 	var stack [64]byte
 	var buf []byte
 	if len(name) <= len(stack) {
@@ -359,9 +382,6 @@ func canonicalSlow(name string) string {
 		}
 		buf[i] = c
 		upper = c == '-'
-	}
-	if k, ok := commonKeys[string(buf)]; ok {
-		return k
 	}
 	return string(buf)
 }

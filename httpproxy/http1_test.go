@@ -99,6 +99,60 @@ func TestCanonicalKey(t *testing.T) {
 	}
 }
 
+// TestCommonKeysAreCanonical: every common key is canonical, and a name spelling one in any
+// case canonicalizes to it without allocating.
+func TestCommonKeysAreCanonical(t *testing.T) {
+	for _, k := range commonKeys {
+		if c := http.CanonicalHeaderKey(k); c != k {
+			t.Errorf("common key %q is not canonical (%q)", k, c)
+		}
+		for _, name := range []string{k, strings.ToLower(k), strings.ToUpper(k)} {
+			var got string
+			if allocs := testing.AllocsPerRun(10, func() { got = canonicalKey(name) }); got != k || allocs != 0 {
+				t.Errorf("canonicalKey(%q) = %q with %v allocations; want %q without", name, got, allocs, k)
+			}
+		}
+	}
+}
+
+// canonicalSlowBefore is canonicalSlow as it was before commonKey: the name canonicalized
+// into a buffer, then looked up in a map of the common keys. FuzzCanonicalKey holds
+// canonicalKey to it.
+func canonicalSlowBefore(name string) string {
+	buf := []byte(name)
+	upper := true
+	for i, c := range buf {
+		if upper && 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		} else if !upper && 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+		upper = c == '-'
+	}
+	for _, k := range commonKeys {
+		if k == string(buf) {
+			return k
+		}
+	}
+	return string(buf)
+}
+
+// FuzzCanonicalKey holds canonicalKey to canonicalSlowBefore, for valid field names.
+func FuzzCanonicalKey(f *testing.F) {
+	for _, s := range []string{"user-agent", "USER-AGENT", "uSeR-aGeNt", "x-custom", "Host", "te", "tE", "x-envoy-upstream-rq-timeout-ms", "a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if !http1.ValidToken(name) {
+			return
+		}
+		if got, want := canonicalKey(name), canonicalSlowBefore(name); got != want {
+			t.Errorf("canonicalKey(%q) = %q; want %q", name, got, want)
+		}
+	})
+}
+
 // pipeConn feeds a fixed input to a reader.
 type pipeConn struct {
 	net.Conn
