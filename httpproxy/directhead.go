@@ -45,58 +45,60 @@ const (
 // upstreamFieldKind classifies an upstream response field by its name (any case): the names
 // skipResponseHeader drops and those the connection manager or the router may set. The first
 // byte and the length pick the one name to compare: most fields are kept after those two
-// checks alone.
+// checks alone. canon is the name's canonical spelling (TestUpstreamFieldKindCanon).
 func upstreamFieldKind(name []byte) fieldKind {
 	if len(name) < 2 {
 		return fieldKept
 	}
-	lower, kind := "", fieldDropped
+	lower, canon, kind := "", "", fieldDropped
 	switch n := len(name); name[0] | 0x20 {
 	case 'c':
 		switch n {
 		case len("connection"):
-			lower = "connection"
+			lower, canon = "connection", "Connection"
 		case len("content-length"):
-			lower = "content-length"
+			lower, canon = "content-length", "Content-Length"
 		}
 	case 'd':
 		if n == len("date") {
-			lower = "date"
+			lower, canon = "date", "Date"
 		}
 	case 'k':
 		if n == len("keep-alive") {
-			lower = "keep-alive"
+			lower, canon = "keep-alive", "Keep-Alive"
 		}
 	case 'p':
 		if n == len("proxy-connection") {
-			lower = "proxy-connection"
+			lower, canon = "proxy-connection", "Proxy-Connection"
 		}
 	case 's':
 		if n == len("server") {
-			lower, kind = "server", fieldServer
+			lower, canon, kind = "server", "Server", fieldServer
 		}
 	case 't':
 		switch n {
 		case len("te"):
-			lower = "te"
+			lower, canon = "te", "Te"
 		case len("transfer-encoding"):
-			lower = "transfer-encoding"
+			lower, canon = "transfer-encoding", "Transfer-Encoding"
 		}
 	case 'u':
 		if n == len("upgrade") {
-			lower = "upgrade"
+			lower, canon = "upgrade", "Upgrade"
 		}
 	case 'x':
 		switch n {
 		case len("x-request-id"):
-			lower, kind = "x-request-id", fieldRequestID
+			lower, canon, kind = "x-request-id", "X-Request-Id", fieldRequestID
 		case len("x-envoy-attempt-count"):
-			lower, kind = "x-envoy-attempt-count", fieldAttempts
+			lower, canon, kind = "x-envoy-attempt-count", "X-Envoy-Attempt-Count", fieldAttempts
 		case len("x-envoy-upstream-service-time"):
-			lower, kind = "x-envoy-upstream-service-time", fieldSvcTime
+			lower, canon, kind = "x-envoy-upstream-service-time", "X-Envoy-Upstream-Service-Time", fieldSvcTime
 		}
 	}
-	if lower == "" || !http1.EqualFold(name, lower) {
+	// Upstreams mostly send the canonical spelling, which one comparison finds (byte by
+	// byte, ignoring case, a name cost about 8 instructions a byte).
+	if lower == "" || string(name) != canon && !http1.EqualFold(name, lower) {
 		return fieldKept
 	}
 	return kind

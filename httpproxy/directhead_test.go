@@ -3,6 +3,7 @@ package httpproxy
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -227,6 +228,41 @@ func h2HeadFields(t *testing.T, addr string) []string {
 					t.Fatalf("body %q; want hello", body)
 				}
 				return fields
+			}
+		}
+	}
+}
+
+// TestUpstreamFieldKindCanon: each name upstreamFieldKind treats apart is found in lower,
+// canonical and upper case, and no other name of its length and first letter is: every
+// one-byte change of the canonical spelling (which upstreamFieldKind compares first) is kept.
+func TestUpstreamFieldKindCanon(t *testing.T) {
+	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_0"
+	for lower, kind := range map[string]fieldKind{
+		"connection": fieldDropped, "content-length": fieldDropped, "date": fieldDropped,
+		"keep-alive": fieldDropped, "proxy-connection": fieldDropped, "server": fieldServer,
+		"te": fieldDropped, "transfer-encoding": fieldDropped, "upgrade": fieldDropped,
+		"x-request-id": fieldRequestID, "x-envoy-attempt-count": fieldAttempts,
+		"x-envoy-upstream-service-time": fieldSvcTime,
+	} {
+		canon := http.CanonicalHeaderKey(lower)
+		for _, name := range []string{lower, canon, strings.ToUpper(lower)} {
+			if got := upstreamFieldKind([]byte(name)); got != kind {
+				t.Errorf("upstreamFieldKind(%q) = %d; want %d", name, got, kind)
+			}
+		}
+		b := []byte(canon)
+		for i := 1; i < len(b); i++ {
+			for _, c := range []byte(letters) {
+				old := b[i]
+				if c|0x20 == old|0x20 {
+					continue
+				}
+				b[i] = c
+				if got := upstreamFieldKind(b); got != fieldKept {
+					t.Errorf("upstreamFieldKind(%q) = %d; want %d (kept)", b, got, fieldKept)
+				}
+				b[i] = old
 			}
 		}
 	}

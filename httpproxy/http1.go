@@ -296,11 +296,12 @@ var commonByLen = func() (t [32][]knownKey) {
 
 // commonKey returns the key of commonKeys that name spells in any case, or "".
 func commonKey(name string) string {
-	if len(name) >= len(commonByLen) {
+	if len(name) == 0 || len(name) >= len(commonByLen) {
 		return ""
 	}
+	c := name[0] | 0x20 // a letter in lower case
 	for _, k := range commonByLen[len(name)] {
-		if name == k.lower || http1.EqualFold(name, k.lower) {
+		if k.lower[0] == c && (name == k.lower || http1.EqualFold(name, k.lower)) {
 			return k.key
 		}
 	}

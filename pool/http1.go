@@ -356,12 +356,12 @@ func parseBufferedHead(br *bufio.Reader, resp *Response, head bool, lim headLimi
 	lines := buf[nl+1:] // the field lines and the empty line ending them
 	i := 0
 	for {
-		if i+1 < len(lines) && lines[i] == '\r' && lines[i+1] == '\n' {
-			i += 2
-			break
-		}
 		nameEnd, valueStart, valueEnd, next, ok := http1.CutField(lines[i:])
 		if !ok {
+			if i+1 < len(lines) && lines[i] == '\r' && lines[i+1] == '\n' {
+				i += 2 // the empty line: the head's end
+				break
+			}
 			resp.Header = resp.Header[:0]
 			return f, false, nil
 		}
