@@ -469,8 +469,18 @@ func headFraming(fields *http1.Fields, resp *Response, head bool, lim headLimits
 	return f, nil
 }
 
-// framingField hands the fields that frame a response to fields.
+// framingField hands the fields that frame a response to fields. It is inlined: a name of
+// any other length than the framing names' returns without a call.
 func framingField(fields *http1.Fields, name, value []byte, minor int) error {
+	const lengths = 1<<len("content-length") | 1<<len("transfer-encoding") | 1<<len("connection")
+	if uint64(1)<<uint(len(name))&lengths == 0 {
+		return nil
+	}
+	return framingName(fields, name, value, minor)
+}
+
+// framingName is framingField for a name of a framing name's length.
+func framingName(fields *http1.Fields, name, value []byte, minor int) error {
 	// The length picks the one name to compare; the canonical spelling, which most
 	// upstreams send, is one comparison (byte by byte, about 70 instructions).
 	switch len(name) {
