@@ -184,9 +184,17 @@ var headPaths = []string{
 // headOutcome describes what reading one head gave: its fields, framing and error, and how
 // many bytes it left unread.
 func headOutcome(read func(*bufio.Reader, *Response, bool, headLimits) (http1.Framing, error), raw string, head bool) string {
+	return headOutcomeWith(read, raw, head, 0)
+}
+
+// headOutcomeWith is headOutcome with a response whose storage has room for rawCap bytes
+// already, as a reused one has: parseBufferedHead parses a copy that long, and a head cut
+// short by it again from a whole copy.
+func headOutcomeWith(read func(*bufio.Reader, *Response, bool, headLimits) (http1.Framing, error), raw string, head bool, rawCap int) string {
 	br := bufio.NewReaderSize(strings.NewReader(raw), 4096)
 	br.Peek(1)
 	var resp Response
+	resp.raw = make([]byte, 0, rawCap)
 	resp.reset()
 	lim := headLimits{fields: maxHeaders, bytes: 128 + 6*maxHeaders}
 	f, err := read(br, &resp, head, lim)
@@ -206,9 +214,12 @@ func headOutcome(read func(*bufio.Reader, *Response, bool, headLimits) (http1.Fr
 func TestBufferedHeadMatchesLines(t *testing.T) {
 	for _, raw := range headPaths {
 		for _, head := range []bool{false, true} {
-			one, lines := headOutcome(readOneHead, raw, head), headOutcome(readHeadLines, raw, head)
-			if one != lines {
-				t.Errorf("head %q (HEAD %v):\none pass:   %s\nline by line: %s", raw, head, one, lines)
+			lines := headOutcome(readHeadLines, raw, head)
+			// Storage too short for any head, cut inside this one, and room for all of it.
+			for _, rawCap := range []int{0, 8, len(raw) / 2, 4096} {
+				if one := headOutcomeWith(readOneHead, raw, head, rawCap); one != lines {
+					t.Errorf("head %q (HEAD %v, storage for %d bytes):\none pass:   %s\nline by line: %s", raw, head, rawCap, one, lines)
+				}
 			}
 		}
 	}
@@ -227,8 +238,11 @@ func FuzzBufferedHeadMatchesLines(f *testing.F) {
 		f.Add(raw, false)
 	}
 	f.Fuzz(func(t *testing.T, raw string, head bool) {
-		if one, lines := headOutcome(readOneHead, raw, head), headOutcome(readHeadLines, raw, head); one != lines {
-			t.Errorf("head %q:\none pass:   %s\nline by line: %s", raw, one, lines)
+		lines := headOutcome(readHeadLines, raw, head)
+		for _, rawCap := range []int{0, 1, len(raw) / 3, len(raw) - 20, len(raw), 4096} {
+			if one := headOutcomeWith(readOneHead, raw, head, max(rawCap, 0)); one != lines {
+				t.Errorf("head %q (storage for %d bytes):\none pass:   %s\nline by line: %s", raw, rawCap, one, lines)
+			}
 		}
 	})
 }
