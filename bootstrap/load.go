@@ -13,6 +13,8 @@ import (
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/legateproxy/legate/internal/exepages"
 )
 
 // Format is the syntax of a bootstrap source.
@@ -118,6 +120,7 @@ func Load(src Source) (*Loaded, error) {
 		}
 		names = append(names, ConfigYAMLName)
 	}
+	exepages.Checkpoint()
 	p := &problems{file: strings.Join(names, " merged with ")}
 	validate(p, "", out.Bootstrap)
 	out.Warnings = append(out.Warnings, auditProblems(p, out.Bootstrap)...)
@@ -192,8 +195,13 @@ func decodeMessage(data []byte, format Format, opts Options, m proto.Message) (*
 	if tree == nil {
 		tree = map[string]any{} // an empty YAML document is an empty message
 	}
+	// The parse, the walk over the descriptors, the re-encoding and protojson each run code and
+	// read types spread over the binary: a checkpoint between them keeps their pages from adding
+	// up (internal/exepages).
+	exepages.Checkpoint()
 	w := &walker{p: p, allowUnknown: opts.AllowUnknownFields}
 	w.message("", m.ProtoReflect().Descriptor(), tree, false)
+	exepages.Checkpoint()
 	if err := p.err(); err != nil {
 		return nil, err
 	}
@@ -202,6 +210,7 @@ func decodeMessage(data []byte, format Format, opts Options, m proto.Message) (*
 		p.add("", fmt.Sprintf("re-encoding: %v", err))
 		return nil, p.err()
 	}
+	exepages.Checkpoint()
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: false}).Unmarshal(canonical, m); err != nil {
 		// The walk accepts only what protojson accepts, so this names a gap in the walk.
 		p.add("", fmt.Sprintf("decoding: %v", err))

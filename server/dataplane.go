@@ -18,6 +18,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy"
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/filters/tap"
+	"github.com/legateproxy/legate/internal/exepages"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/options"
 	"github.com/legateproxy/legate/overload"
@@ -161,6 +162,7 @@ func (s *Server) buildDataPlane() error {
 		return err
 	}
 
+	exepages.Checkpoint() // between the services' constructions, as in New
 	hcm, err := httpproxy.NewService(httpproxy.Deps{
 		Now:               s.clock.Now,
 		Filters:           dp.httpFilters,
@@ -214,6 +216,7 @@ func (s *Server) buildDataPlane() error {
 		Loggers:  s.ext,
 		Runtime:  s.runtimeUint64,
 	})
+	exepages.Checkpoint()
 	strategy := listener.DrainGradual
 	if s.opts.DrainStrategy == options.DrainImmediate {
 		strategy = listener.DrainImmediate
@@ -239,6 +242,7 @@ func (s *Server) buildDataPlane() error {
 	}); err != nil {
 		return err
 	}
+	exepages.Checkpoint()
 	var static []*config.Listener
 	for i, pb := range s.boot.Proto.GetStaticResources().GetListeners() {
 		l, err := config.ListenerFromProto(pb, config.Limits{Extensions: s.ext})
@@ -247,9 +251,11 @@ func (s *Server) buildDataPlane() error {
 		}
 		static = append(static, l)
 	}
+	exepages.Checkpoint()
 	if err := dp.listeners.AddStatic(static); err != nil {
 		return err
 	}
+	exepages.Checkpoint()
 	dump, err := s.listenersDump()
 	if err != nil {
 		return err

@@ -30,6 +30,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy"
 	"github.com/legateproxy/legate/httpproxy/rds"
 	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/exepages"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/listener/lds"
@@ -196,25 +197,33 @@ func New(opts *options.Options, boot *config.Bootstrap, warnings []string) (*Ser
 		return nil, err
 	}
 
+	// Each build step runs its own packages' code: a checkpoint between them keeps their pages
+	// of the binary from adding up (internal/exepages).
+	exepages.Checkpoint()
 	if err := s.buildSinks(); err != nil {
 		return nil, err
 	}
+	exepages.Checkpoint()
 	if err := s.buildClusterManager(); err != nil {
 		return nil, err
 	}
+	exepages.Checkpoint()
 	if err := s.buildHTTPFilters(); err != nil {
 		return nil, err
 	}
 	if err := s.buildXDS(); err != nil {
 		return nil, err
 	}
+	exepages.Checkpoint()
 	if err := s.buildDataPlane(); err != nil {
 		return nil, err
 	}
+	exepages.Checkpoint()
 	if err := s.addStaticDumps(); err != nil {
 		return nil, err
 	}
 
+	exepages.Checkpoint()
 	if a := boot.Admin; a != nil {
 		var accessLog io.Writer
 		if a.AccessLogPath != "" {
@@ -354,6 +363,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.store.BeforeFlush(s.refreshHotRestartStats)
 	s.runHotRestart(ctx)
 
+	exepages.Checkpoint()
 	s.stats.State.Set(uint64(Initializing))
 	s.init.Start()
 	initStart := s.clock.Now()
@@ -459,6 +469,7 @@ func (s *Server) signalsDuring(ctx context.Context, sigs <-chan os.Signal) (_ co
 // startWorkers starts the listeners once initialization is done and makes
 // the server LIVE. On failure the server is shut down.
 func (s *Server) startWorkers(ctx context.Context, wg *sync.WaitGroup) error {
+	exepages.Checkpoint()
 	s.log.Infof("all dependencies initialized. starting workers")
 	s.inheritListenSockets()
 	if err := s.data.listeners.Start(); err != nil {

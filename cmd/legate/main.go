@@ -7,12 +7,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	goruntime "runtime"
+	"time"
 
 	"github.com/legateproxy/legate/admin"
 	"github.com/legateproxy/legate/bootstrap"
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/extensions"
 	"github.com/legateproxy/legate/internal/exepages"
+	_ "github.com/legateproxy/legate/internal/exepages/afterenvoy"
+	_ "github.com/legateproxy/legate/internal/exepages/afterwkt"
+	_ "github.com/legateproxy/legate/internal/exepages/beforeenvoy"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/options"
 	"github.com/legateproxy/legate/server"
@@ -22,12 +27,13 @@ import (
 var defaultConfig string
 
 func main() {
-	// Every package's init has run by now and left most of the binary's read-only pages
-	// resident (internal/exepages says why and what dropping them means): drop them before the
-	// configuration is decoded, so that the pages decoding touches do not add to them.
-	// Start-up drops them twice more, after decoding and once LIVE. A failure (no /proc) only
-	// leaves the pages resident.
-	_, _ = exepages.Release()
+	// Every package's init has run by now and left many of the binary's read-only pages
+	// resident (internal/exepages says why and what dropping them means; the blank-imported
+	// exepages packages drop them between the inits): drop them before the configuration is
+	// decoded, so that the pages decoding touches do not add to them. Each later phase of
+	// start-up ends with a Checkpoint too, and once LIVE a timer keeps them under the budget.
+	// A failure (no /proc) only leaves the pages resident.
+	exepages.Checkpoint()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -82,17 +88,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "legate: %v\n", err)
 		return 1
 	}
+	exepages.Checkpoint()
 	loaded, err := bootstrap.Load(src)
 	if err != nil {
 		fmt.Fprintf(stderr, "legate: invalid configuration: %v\n", err)
 		return 1
 	}
+	exepages.Checkpoint()
 	boot, err := config.FromBootstrap(loaded.Bootstrap, config.Limits{MaxObjNameLen: opts.MaxObjNameLen, Extensions: ext})
 	if err != nil {
 		fmt.Fprintf(stderr, "legate: invalid configuration: %s: %v\n", configName, err)
 		return 1
 	}
-	_, _ = exepages.Release()
+	exepages.Checkpoint()
 	srv, err := server.New(opts, boot, loaded.Warnings)
 	if err != nil {
 		fmt.Fprintf(stderr, "legate: %v\n", err)
@@ -109,10 +117,42 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	srv.OnLive(func() { _, _ = exepages.Release() })
+	stop := make(chan struct{})
+	defer close(stop)
+	srv.OnLive(func() {
+		// Start-up's garbage is collected now, while nothing is served: left to the GC that
+		// the first connections' allocations would start, its stack scans and type reads
+		// (which fault in pc tables and type data) and its work buffers came on top of the
+		// pages and buffers of the first requests, and made the resident peak.
+		goruntime.GC()
+		exepages.Checkpoint()
+		go trimExecutable(trimPeriod, stop)
+	})
 	if err := srv.Run(context.Background()); err != nil {
 		fmt.Fprintf(stderr, "legate: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// trimPeriod is how often a LIVE server checks its executable's resident pages. The first
+// requests fault in about 10 MB of them within a few hundred milliseconds (first-time paths,
+// stack growth of the new connections' goroutines), where serving then keeps about 5 MB: a
+// period of a second let that burst reach the resident peak. A check that finds the pages under
+// the budget costs one read of /proc/self/statm.
+const trimPeriod = 100 * time.Millisecond
+
+// trimExecutable keeps the executable's resident pages near what serving uses: every period it
+// drops them if start-up's or a rare path's pages have pushed them over exepages.Budget.
+func trimExecutable(period time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			exepages.Checkpoint()
+		case <-stop:
+			return
+		}
+	}
 }

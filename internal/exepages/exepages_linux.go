@@ -2,6 +2,8 @@ package exepages
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -9,7 +11,7 @@ import (
 // many bytes of address space it covered. Pages the process uses later fault back in from the
 // page cache.
 func Release() (int, error) {
-	maps, err := ReadOnly()
+	maps, err := cachedReadOnly()
 	if err != nil {
 		return 0, err
 	}
@@ -22,6 +24,52 @@ func Release() (int, error) {
 		n += int(m.End - m.Start)
 	}
 	return n, nil
+}
+
+// cachedReadOnly is ReadOnly, read once: the executable stays mapped where exec put it, and
+// start-up calls Release a dozen times, a timer later on.
+var cachedReadOnly = sync.OnceValues(ReadOnly)
+
+// Trim releases the read-only mappings of the executable (Release) when the process's resident
+// file-backed memory has grown by more than budget bytes since the last release, and reports
+// whether it did. It costs one read of /proc/self/statm when it releases nothing, so it may be
+// called at every phase boundary and on a timer: the pages a phase keeps using fault back in
+// after a release, so releasing while the binary's resident pages stay under the budget would
+// only pay those faults again.
+//
+// statm counts every file's pages (and shared memory), not only the executable's: what is
+// resident right after a release (libc with cgo, a tool's own mappings under valgrind) is
+// taken as the floor the budget is counted from, so that other files do not make each call
+// release.
+func Trim(budget int) (bool, error) {
+	shared, err := residentShared()
+	if err != nil || shared-int(floor.Load()) <= budget {
+		return false, err
+	}
+	_, err = Release()
+	if after, e := residentShared(); e == nil {
+		floor.Store(int64(after))
+	}
+	return true, err
+}
+
+// floor is what statm counted as shared right after the last release by Trim.
+var floor atomic.Int64
+
+// residentShared returns the third field of /proc/self/statm, in bytes. It reads into a buffer on
+// the stack, so a timer calling Trim allocates nothing.
+func residentShared() (int, error) {
+	fd, err := syscall.Open("/proc/self/statm", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer syscall.Close(fd)
+	var buf [128]byte
+	n, err := syscall.Read(fd, buf[:])
+	if err != nil {
+		return 0, err
+	}
+	return parseStatmShared(buf[:n])
 }
 
 // exeFile identifies the running executable as /proc/self/maps names files: device and inode.

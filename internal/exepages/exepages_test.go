@@ -193,3 +193,57 @@ func readOnlyRss(t *testing.T, smaps string) int {
 	}
 	return total
 }
+
+func TestParseStatmShared(t *testing.T) {
+	page := os.Getpagesize()
+	for _, c := range []struct {
+		in   string
+		want int
+	}{
+		{"6443 4869 3042 3569 0 1290 0\n", 3042 * page},
+		{"1 2 3", 3 * page},
+		{"10  20   0 4 0 5 0\n", 0},
+	} {
+		got, err := parseStatmShared([]byte(c.in))
+		if err != nil || got != c.want {
+			t.Errorf("parseStatmShared(%q) = %d, %v; want %d", c.in, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{"", "1 2\n", "1 2 x 4\n", "1 -2 3\n"} {
+		if got, err := parseStatmShared([]byte(bad)); err == nil {
+			t.Errorf("parseStatmShared(%q) = %d, want an error", bad, got)
+		}
+	}
+}
+
+// TestTrimReleasesOnlyOverBudget: under the budget Trim leaves the pages mapped; over it, it
+// drops them as Release does.
+func TestTrimReleasesOnlyOverBudget(t *testing.T) {
+	floor.Store(0) // as at exec; another test's Trim may have moved it
+	var before, after [1 << 20]byte
+	nb := readSmaps(t, before[:])
+	released, err := Trim(1 << 40)
+	na := readSmaps(t, after[:])
+	if err != nil || released {
+		t.Fatalf("Trim(1 TiB) = %v, %v; want no release", released, err)
+	}
+	rb, ra := readOnlyRss(t, string(before[:nb])), readOnlyRss(t, string(after[:na]))
+	if ra < rb {
+		t.Errorf("resident kB of the read-only mappings: %d before Trim under budget, %d after; want no drop", rb, ra)
+	}
+
+	shared, err := residentShared()
+	if err != nil || shared == 0 {
+		t.Fatalf("residentShared() = %d, %v; want the executable's resident pages at least", shared, err)
+	}
+	nb = readSmaps(t, before[:])
+	released, err = Trim(0)
+	na = readSmaps(t, after[:])
+	if err != nil || !released {
+		t.Fatalf("Trim(0) = %v, %v; want a release", released, err)
+	}
+	rb, ra = readOnlyRss(t, string(before[:nb])), readOnlyRss(t, string(after[:na]))
+	if rb == 0 || ra >= rb {
+		t.Errorf("resident kB of the read-only mappings: %d before Trim over budget, %d after; want fewer after", rb, ra)
+	}
+}
