@@ -87,6 +87,7 @@ type envOptions struct {
 	bypass    bool                                // the listener's bypass_overload_manager
 	tracing   tracing.Deps                        // Deps.Tracing
 	direction corev3.TrafficDirection             // the listener's traffic_direction
+	now       func() time.Time                    // Deps.Now; nil: the system clock
 }
 
 func fromYAML(t testing.TB, y string, m proto.Message) {
@@ -133,7 +134,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	e.logs = accesslog.NewManager(accesslog.FileOptions{})
 	t.Cleanup(func() { e.logs.Close() })
-	svc, err := NewService(Deps{Clusters: e.clusters, Pools: e.pools, Stats: store, HealthCheckFailed: &e.failed, LocalClusterName: "local", AccessLogs: e.logs, GRPCAccessLogs: o.als, ExtensionConfigs: o.ecds, ScopedRoutes: o.srds, Filters: o.filters, Runtime: o.runtime, Overload: o.overload, Tracing: o.tracing,
+	svc, err := NewService(Deps{Clusters: e.clusters, Pools: e.pools, Stats: store, HealthCheckFailed: &e.failed, LocalClusterName: "local", AccessLogs: e.logs, GRPCAccessLogs: o.als, ExtensionConfigs: o.ecds, ScopedRoutes: o.srds, Filters: o.filters, Runtime: o.runtime, Overload: o.overload, Tracing: o.tracing, Now: o.now,
 		TLS: tlsutil.Deps{Stats: tlsutil.NewStatsScopes(store)}})
 	if err != nil {
 		t.Fatalf("NewService: %v", err)

@@ -141,7 +141,7 @@ func NewService(deps Deps) (*Service, error) {
 	if deps.Now == nil {
 		deps.Now = clock.Real().Now
 	}
-	return &Service{sh: &shared{deps: deps, stats: newStatsRegistry(deps.Stats), filterStats: filter.NewStats(deps.Stats), dates: newDateCache(deps.Now)}}, nil
+	return &Service{sh: &shared{deps: deps, stats: newStatsRegistry(deps.Stats), filterStats: filter.NewStats(deps.Stats), dates: newDateCache(deps.Now), monotonic: clock.Monotonic(deps.Now)}}, nil
 }
 
 // Handler builds the connection manager of one filter chain from its converted
@@ -164,6 +164,9 @@ type shared struct {
 	stats       *statsRegistry
 	filterStats *filter.Stats
 	dates       *dateCache
+	// monotonic: deps.Now is the system clock (clock.Monotonic), so the stream idle timer's
+	// stamps (mono) may be taken from its readings (stream.monoAt).
+	monotonic bool
 }
 
 // filterContext is what the factory of the HTTP filter called name, in the connection

@@ -103,6 +103,7 @@ type stream struct {
 	body          io.Reader
 	contentLength int64
 	start         time.Time
+	startIsNow    bool // nothing since start was read could have waited: it stands for now (forward)
 	fx            filter.Exchange
 	attempt       *attemptFilters // the router's upstream filters' state (upstreamfilters.go); nil until used
 	replyHeader   http.Header     // a filter's local reply's headers (filter.Reply.Header)
@@ -496,6 +497,7 @@ func (s *stream) process() {
 			break
 		}
 	}
+	s.startIsNow = len(filters) == 0 && s.body == nil
 	if rws := s.fx.RequestRewriters(); routed && len(rws) > 0 && s.body != nil && s.upgrade == "" {
 		s.rewriteRequest(rws)
 	}

@@ -348,8 +348,13 @@ func (s *stream) timingEvents(end time.Time) []tracing.Event {
 	if d := s.requestDuration(); d > 0 {
 		ev = append(ev, tracing.Event{Time: s.start.Add(d), Name: tracing.EventLastDownstreamRx})
 	}
-	if !s.upTx.IsZero() {
-		ev = append(ev, tracing.Event{Time: s.upTx, Name: tracing.EventFirstUpstreamTx})
+	if t := s.upTx; !t.IsZero() {
+		// A request without a body is sent upstream at the reading of its head's arrival
+		// (stream.startIsNow), which recorded's 1 ns of request duration would put first.
+		if len(ev) > 0 && t.Before(ev[0].Time) {
+			t = ev[0].Time
+		}
+		ev = append(ev, tracing.Event{Time: t, Name: tracing.EventFirstUpstreamTx})
 	}
 	if !s.upRx.IsZero() {
 		ev = append(ev, tracing.Event{Time: s.upRx, Name: tracing.EventFirstUpstreamRx})

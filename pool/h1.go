@@ -386,7 +386,11 @@ func (hp *hostPool) popWaiterLocked() *waiter {
 // releaseH1 returns c to the pool after an exchange: to a waiting request, to the idle list
 // of the caller's P, or closed when it cannot be reused. Without waiters it takes no lock
 // but that idle list's.
-func (hp *hostPool) releaseH1(c *h1conn, reusable bool) {
+func (hp *hostPool) releaseH1(c *h1conn, reusable bool) { hp.releaseH1At(c, reusable, time.Time{}) }
+
+// releaseH1At is releaseH1 at now, a reading of the pool's clock the caller took anyway (zero:
+// none).
+func (hp *hostPool) releaseH1At(c *h1conn, reusable bool, now time.Time) {
 	if !reusable || !hp.reusable(c) {
 		hp.closeH1(c)
 		return
@@ -400,12 +404,17 @@ func (hp *hostPool) releaseH1(c *h1conn, reusable bool) {
 			return
 		}
 	}
-	var now int64
-	if c.timer != nil {
+	var idleSince int64
+	switch {
+	case c.timer == nil:
+	case hp.m.monotonic && !now.IsZero():
+		// A reading of the system clock, the idle timer's, taken for the exchange's end.
+		idleSince = now.UnixNano()
+	default:
 		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
-		now = time.Now().UnixNano()
+		idleSince = time.Now().UnixNano()
 	}
-	hp.putIdle(c, now)
+	hp.putIdle(c, idleSince)
 	// Made idle first, then the flags are read, while wait, retire and drain write theirs
 	// first and then read the idle lists: one side always sees the other.
 	if hp.nWaiting.Load() > 0 {
@@ -702,6 +711,7 @@ func (c *h1conn) ioError(ctx context.Context, err error) error {
 // finishH1 ends an HTTP/1.1 exchange at Response.Close.
 func (ex exchange) finishH1() error {
 	c, hp := ex.h1, ex.hp
+	end := hp.m.now() // the exchange's end and the connection's idle start: one reading
 	c.stopWatch()
 	if ex.clock.stop() {
 		c.abandoned.Store(true) // closed by the clock: a local reset
@@ -722,7 +732,7 @@ func (ex exchange) finishH1() error {
 		if c.last && complete && c.keepAlive {
 			hp.m.st.UpstreamCxMaxRequests.Inc()
 		}
-		hp.releaseH1(c, complete && c.keepAlive && !c.last && c.cleanEnd())
+		hp.releaseH1At(c, complete && c.keepAlive && !c.last && c.cleanEnd(), end)
 	}
 	o := outcomeComplete
 	switch {
@@ -736,6 +746,6 @@ func (ex exchange) finishH1() error {
 		o = outcomeError
 		hp.m.st.UpstreamRqTxReset.Inc()
 	}
-	ex.ended(o, ex.status)
+	ex.endedAt(o, ex.status, end)
 	return nil
 }

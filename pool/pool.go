@@ -125,6 +125,9 @@ type Manager struct {
 	wrappers []tlsutil.Wrappers
 	h2       h2client.Config
 	now      func() time.Time
+	// monotonic: now is the system clock (clock.Monotonic), whose readings may stamp an idle
+	// connection (releaseH1At).
+	monotonic bool
 
 	errRqOverflow, errPendingOverflow, errCxOverflow error
 
@@ -193,6 +196,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if m.now == nil {
 		m.now = clock.Real().Now
 	}
+	m.monotonic = clock.Monotonic(m.now)
 	if a := cc.UpstreamBindAddress; a != nil {
 		ip, err := netip.ParseAddr(a.Host)
 		if err != nil {
@@ -409,7 +413,10 @@ func (ex *exchange) started() {
 }
 
 // ended records the end of the exchange; status is the response status when known.
-func (ex *exchange) ended(o outcome, status int) {
+func (ex *exchange) ended(o outcome, status int) { ex.endedAt(o, status, time.Time{}) }
+
+// endedAt is ended at end, a reading of the pool's clock the caller took (zero: none).
+func (ex *exchange) endedAt(o outcome, status int, end time.Time) {
 	hp, st := ex.hp, ex.hp.m.st
 	ex.prio.Requests.Release()
 	st.UpstreamRqActive.Dec()
@@ -426,7 +433,10 @@ func (ex *exchange) ended(o outcome, status int) {
 		hp.hs.RqEnded(cluster.RqSucceeded)
 	}
 	if o == outcomeComplete {
-		hp.m.rq.UpstreamRqTime.Record(uint64(hp.m.now().Sub(ex.start).Milliseconds()))
+		if end.IsZero() {
+			end = hp.m.now()
+		}
+		hp.m.rq.UpstreamRqTime.Record(uint64(end.Sub(ex.start).Milliseconds()))
 	}
 }
 

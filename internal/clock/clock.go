@@ -35,6 +35,15 @@ type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
 
+// Monotonic reports whether now's readings carry the system's monotonic clock, as the system
+// clock's do and a test clock's (clocktest.Fake, a fixed time) do not: code that keeps stamps
+// on the system clock may then take them from a reading of now it has anyway (t.Sub of another
+// such reading is on the monotonic clock) instead of reading the clock again.
+func Monotonic(now func() time.Time) bool {
+	t := now()
+	return t != t.Round(0) // Round(0) strips only the monotonic reading
+}
+
 func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
 func (realClock) NewTicker(d time.Duration) Ticker { return realTicker{time.NewTicker(d)} }

@@ -46,3 +46,25 @@ func TestAfterClosesAtDeadline(t *testing.T) {
 	default:
 	}
 }
+
+// TestMonotonic checks which clocks Monotonic reports as the system's: the system clock's
+// readings carry the monotonic clock; wall-time and fixed readings do not (clocktest's tests
+// check a Fake's).
+func TestMonotonic(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		now  func() time.Time
+		want bool
+	}{
+		{"Real", Real().Now, true},
+		{"time.Now", time.Now, true},
+		{"wall time only", func() time.Time { return time.Now().Round(0) }, false},
+		{"fixed", func() time.Time { return time.Unix(1, 0) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Monotonic(tc.now); got != tc.want {
+				t.Errorf("Monotonic() = %v; want %v", got, tc.want)
+			}
+		})
+	}
+}

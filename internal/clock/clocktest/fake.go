@@ -19,8 +19,9 @@ type Fake struct {
 	timers timerHeap
 }
 
-// NewFake returns a Fake clock reading start.
-func NewFake(start time.Time) *Fake { return &Fake{now: start} }
+// NewFake returns a Fake clock reading start, without its monotonic reading if it has one:
+// a fake reading is never the system clock's (clock.Monotonic).
+func NewFake(start time.Time) *Fake { return &Fake{now: start.Round(0)} }
 
 // Now returns the fake time.
 func (f *Fake) Now() time.Time {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/legateproxy/legate/internal/clock"
 )
 
 var epoch = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -103,4 +105,14 @@ func TestTicksDeliversSentTicks(t *testing.T) {
 		t.Fatal("sent tick not received within 5s")
 	}
 	tk.Stop()
+}
+
+// TestFakeIsNotMonotonic checks that a Fake started from a reading of the system clock drops
+// its monotonic reading: code that takes stamps on the system clock from a clock's readings
+// when clock.Monotonic says so must not take them from a Fake's.
+func TestFakeIsNotMonotonic(t *testing.T) {
+	f := NewFake(time.Now())
+	if clock.Monotonic(f.Now) {
+		t.Errorf("clock.Monotonic(NewFake(time.Now()).Now) = true; want false")
+	}
 }

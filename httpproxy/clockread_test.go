@@ -1,0 +1,105 @@
+package httpproxy
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestStreamIdleTimerOnTestClock checks that the stream idle timer stays on the system clock
+// when the connection manager's clock (Deps.Now) is a test's: the timer takes its stamps from
+// the stream's readings of Deps.Now only when those carry the system's monotonic clock
+// (shared.monotonic). A response whose head comes 1.2 s after the request and whose body's
+// end comes 1.2 s later never leaves the stream idle for the 2 s timeout, so it is served
+// whole. Stamped from a test clock an hour behind (wall time only, as clocktest.Fake's
+// readings), the head's arrival would lie an hour in the past and the timer would reset the
+// stream at 2 s.
+func TestStreamIdleTimerOnTestClock(t *testing.T) {
+	const gap = 1200 * time.Millisecond
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(gap) // the pacing under test
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush() // the head alone
+		time.Sleep(gap)
+		io.WriteString(w, "ab")
+	}))
+	t.Cleanup(up.Close)
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", up.Listener.Addr().String())},
+		// The connection's idle deadline is a socket deadline on Deps.Now: a long idle
+		// timeout keeps it ahead of the system clock.
+		hcm: twoRouteHCM("/", "web", "web", "stream_idle_timeout: 2s\ncommon_http_protocol_options: {idle_timeout: 36000s}"),
+		now: func() time.Time { return time.Now().Round(0).Add(-time.Hour) },
+	})
+	rc := dialRaw(t, e.addr)
+	rc.write("GET / HTTP/1.1\r\nhost: a\r\nx-envoy-upstream-rq-timeout-ms: 0\r\n\r\n") // no deadline on the test clock
+	resp, body := rc.response()
+	if resp.StatusCode != http.StatusOK || body != "ab" {
+		t.Errorf("got %d %q; want 200 \"ab\" (the stream was never idle for 2 s)", resp.StatusCode, body)
+	}
+	if got := e.stat("http.ingress.downstream_rq_idle_timeout"); got != 0 {
+		t.Errorf("downstream_rq_idle_timeout = %d; want 0", got)
+	}
+}
+
+// TestDurationsFromSharedReadings checks the durations the stream takes from its shared
+// readings of the clock (the head's arrival also starts the attempt; the response head's also
+// stamps the idle timer): an upstream that answers 300 ms after the request and sends its
+// body 300 ms later gives x-envoy-upstream-service-time, %RESPONSE_DURATION% and %DURATION%
+// of at least 300, 300 and 600 ms, and less than a second more.
+func TestDurationsFromSharedReadings(t *testing.T) {
+	const gap = 300 * time.Millisecond
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/next" {
+			return
+		}
+		time.Sleep(gap) // the pacing under test
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		time.Sleep(gap)
+		io.WriteString(w, "ab")
+	}))
+	t.Cleanup(up.Close)
+	path := filepath.Join(t.TempDir(), "access.log")
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", up.Listener.Addr().String())},
+		hcm:      twoRouteHCM("/", "web", "web", "stream_idle_timeout: 5s\naccess_log:"+fileLogYAML(path, "%RESPONSE_DURATION% %DURATION%\n", "")),
+	})
+	rc := dialRaw(t, e.addr)
+	rc.write("GET / HTTP/1.1\r\nhost: a\r\n\r\n")
+	resp, body := rc.response()
+	if resp.StatusCode != http.StatusOK || body != "ab" {
+		t.Fatalf("got %d %q; want 200 \"ab\"", resp.StatusCode, body)
+	}
+	inRange := func(what string, got, min int) {
+		t.Helper()
+		if got < min || got >= min+1000 {
+			t.Errorf("%s = %d ms; want [%d, %d)", what, got, min, min+1000)
+		}
+	}
+	st, err := strconv.Atoi(resp.Header.Get("x-envoy-upstream-service-time"))
+	if err != nil {
+		t.Fatalf("x-envoy-upstream-service-time = %q: %v", resp.Header.Get("x-envoy-upstream-service-time"), err)
+	}
+	inRange("x-envoy-upstream-service-time", st, 300)
+	// The stream's log line is written before its connection reads the next request.
+	rc.write("GET /next HTTP/1.1\r\nhost: a\r\n\r\n")
+	if resp, _ := rc.response(); resp.StatusCode != http.StatusOK {
+		t.Fatalf("next request: got %d; want 200", resp.StatusCode)
+	}
+	lines := e.readLog(t, path)
+	if len(lines) == 0 {
+		t.Fatal("access log is empty; want the first request's line")
+	}
+	var rd, d int
+	if _, err := fmt.Sscanf(lines[0], "%d %d", &rd, &d); err != nil {
+		t.Fatalf("access log line %q: %v", lines[0], err)
+	}
+	inRange("%RESPONSE_DURATION%", rd, 300)
+	inRange("%DURATION%", d, 600)
+}
