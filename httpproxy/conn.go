@@ -555,7 +555,7 @@ func (sc *serverConn) writeReply(status int, body string) {
 	w.buf = append(w.buf, "\r\nconnection: close\r\n\r\n"...)
 	w.buf = append(w.buf, body...)
 	w.flush()
-	sc.h.stats.responseCode(status)
+	sc.h.stats.responseCode(status, stats.ThisLine())
 }
 
 // track adds or removes a connection from the set the drain watcher wakes.

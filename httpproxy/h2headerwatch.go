@@ -10,6 +10,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/legateproxy/legate/stats"
 )
 
 // h2ReadBuffer is the read buffer of an HTTP/2 downstream connection: one read takes what
@@ -153,8 +155,9 @@ func (hw *headerWatch) expire() {
 	st.DownstreamRqTotal.Inc()
 	st.DownstreamRqHTTP2Total.Inc()
 	st.DownstreamRqHeaderTimeout.Inc()
-	st.responseCode(http.StatusRequestTimeout)
-	h.lstats.responseCode(http.StatusRequestTimeout)
+	l := stats.ThisLine()
+	st.responseCode(http.StatusRequestTimeout, l)
+	h.lstats.responseCode(http.StatusRequestTimeout, l)
 	reply := headerTimeoutReply(id, last)
 	c := hw.c
 	c.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/stats"
 )
 
 // What one HTTP/2 downstream connection may hold is bounded by the listener's
@@ -85,8 +86,9 @@ func (c *h2conn) refuse(w *h2stream, status int) {
 	st := c.h.stats
 	st.DownstreamRqTotal.Inc()
 	st.DownstreamRqHTTP2Total.Inc()
-	st.responseCode(status)
-	c.h.lstats.responseCode(status)
+	l := stats.ThisLine()
+	st.responseCode(status, l)
+	c.h.lstats.responseCode(status, l)
 	w.Header()["Content-Length"] = []string{"0"}
 	w.WriteHeader(status)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/pool"
+	"github.com/legateproxy/legate/stats"
 )
 
 // startMirrors sends a copy of the upstream request (s.up, built for the route's cluster) to
@@ -99,11 +100,11 @@ func (h *Handler) mirror(mgr *pool.Manager, req *pool.Request, timeout time.Dura
 	defer resp.Close()
 	if err := mgr.RoundTrip(ctx, hst, req, &resp); err != nil {
 		if classify(err, ctx) == failTimeout {
-			h.sh.stats.upstream(name).charge(http.StatusGatewayTimeout, snap.Stats)
+			h.sh.stats.upstream(name).charge(http.StatusGatewayTimeout, snap.Stats, stats.ThisLine())
 		}
 		return
 	}
-	h.sh.stats.upstream(name).charge(resp.StatusCode, snap.Stats)
+	h.sh.stats.upstream(name).charge(resp.StatusCode, snap.Stats, stats.ThisLine())
 	if resp.Body != nil {
 		io.Copy(io.Discard, resp.Body)
 	}

@@ -42,7 +42,7 @@ const (
 func (s *stream) routeRequest() {
 	h := s.h
 	st := h.stats
-	st.RqTotal.Inc()
+	st.RqTotal.IncOn(s.line)
 	m := h.route(&s.req) // the scope's table with scoped_routes (srds.go)
 	if s.upgrade != "" {
 		if !s.acceptUpgrade(m) {
@@ -374,7 +374,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 				return
 			}
 			if kind == failTimeout && !perTry {
-				codes.charge(http.StatusGatewayTimeout, snap.Stats)
+				codes.charge(http.StatusGatewayTimeout, snap.Stats, s.line)
 				s.flags |= accesslog.UpstreamRequestTimeout
 				s.details = "upstream_response_timeout"
 				s.localReply(http.StatusGatewayTimeout, []byte(bodyUpstreamTimeout), m)
@@ -382,7 +382,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 			}
 			if kind == failTimeout {
 				snap.Stats.UpstreamRqPerTryTimeout.Inc()
-				codes.charge(http.StatusGatewayTimeout, snap.Stats)
+				codes.charge(http.StatusGatewayTimeout, snap.Stats, s.line)
 			}
 			if s.retryAllowed(policy, kind, 0) {
 				if retryRes, err = s.startRetry(policy, snap, &retriesLeft, deadline); err == nil {
@@ -395,7 +395,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		}
 		status := s.upResp.StatusCode
 		reportResponse(c, hst, &s.upResp, grpc)
-		codes.charge(status, snap.Stats)
+		codes.charge(status, snap.Stats, s.line)
 		if s.retryAllowed(policy, failNone, status) {
 			if res, rerr := s.startRetry(policy, snap, &retriesLeft, deadline); rerr == nil {
 				retryRes = res

@@ -96,19 +96,20 @@ func codeClass(status int) int {
 	return status/100 - 1
 }
 
-func (s *responseCodeStats) responseCode(status int) {
-	s.DownstreamRqCompleted.Inc()
+// responseCode counts one response with status, on line l (a stream's, or stats.ThisLine).
+func (s *responseCodeStats) responseCode(status int, l stats.Line) {
+	s.DownstreamRqCompleted.IncOn(l)
 	switch codeClass(status) {
 	case 0:
-		s.DownstreamRq1xx.Inc()
+		s.DownstreamRq1xx.IncOn(l)
 	case 1:
-		s.DownstreamRq2xx.Inc()
+		s.DownstreamRq2xx.IncOn(l)
 	case 2:
-		s.DownstreamRq3xx.Inc()
+		s.DownstreamRq3xx.IncOn(l)
 	case 3:
-		s.DownstreamRq4xx.Inc()
+		s.DownstreamRq4xx.IncOn(l)
 	case 4:
-		s.DownstreamRq5xx.Inc()
+		s.DownstreamRq5xx.IncOn(l)
 	}
 }
 
@@ -126,24 +127,25 @@ type upstreamCodeStats struct {
 	name  string                                // the cluster's name, the registry's own copy
 }
 
-// charge counts one upstream response (or local reply standing for one) with status.
-func (u *upstreamCodeStats) charge(status int, st *cluster.Stats) {
+// charge counts one upstream response (or local reply standing for one) with status, on line
+// l (a stream's, or stats.ThisLine).
+func (u *upstreamCodeStats) charge(status int, st *cluster.Stats, l stats.Line) {
 	cls := codeClass(status)
 	if cls < 0 {
 		return
 	}
-	st.UpstreamRqCompleted.Inc()
+	st.UpstreamRqCompleted.IncOn(l)
 	switch cls {
 	case 0:
-		u.UpstreamRq1xx.Inc()
+		u.UpstreamRq1xx.IncOn(l)
 	case 1:
-		u.UpstreamRq2xx.Inc()
+		u.UpstreamRq2xx.IncOn(l)
 	case 2:
-		u.UpstreamRq3xx.Inc()
+		u.UpstreamRq3xx.IncOn(l)
 	case 3:
-		u.UpstreamRq4xx.Inc()
+		u.UpstreamRq4xx.IncOn(l)
 	case 4:
-		u.UpstreamRq5xx.Inc()
+		u.UpstreamRq5xx.IncOn(l)
 	}
 	c := u.codes[status].Load()
 	if c == nil {
@@ -154,7 +156,7 @@ func (u *upstreamCodeStats) charge(status int, st *cluster.Stats) {
 		}
 		u.codes[status].Store(c)
 	}
-	c.Inc()
+	c.IncOn(l)
 }
 
 // statsRegistry shares stats between connection managers: http.<prefix>.* by prefix, as in

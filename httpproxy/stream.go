@@ -25,6 +25,7 @@ import (
 	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/pool"
+	"github.com/legateproxy/legate/stats"
 )
 
 // Header names the connection manager and router write, in canonical form.
@@ -103,7 +104,8 @@ type stream struct {
 	body          io.Reader
 	contentLength int64
 	start         time.Time
-	startIsNow    bool // nothing since start was read could have waited: it stands for now (forward)
+	startIsNow    bool       // nothing since start was read could have waited: it stands for now (forward)
+	line          stats.Line // the P line of the stream's hot stats (stats.ThisLine at begin)
 	fx            filter.Exchange
 	attempt       *attemptFilters // the router's upstream filters' state (upstreamfilters.go); nil until used
 	replyHeader   http.Header     // a filter's local reply's headers (filter.Reply.Header)
@@ -274,6 +276,7 @@ func putStream(s *stream) {
 func (s *stream) begin(h *Handler) {
 	s.h = h
 	s.start = h.sh.deps.Now()
+	s.line = stats.ThisLine()
 	s.in.loose() // startH1 indexes an HTTP/1 request
 	s.arena = s.arena[:0]
 	s.vals = s.vals[:0]
@@ -377,7 +380,7 @@ func (s *stream) serveH1() bool {
 	h, sc := s.h, s.sc
 	s.resp = s.respStore
 	clear(s.resp)
-	h.stats.DownstreamRqHTTP1Total.Inc()
+	h.stats.DownstreamRqHTTP1Total.IncOn(s.line)
 	s.process()
 	if s.bodyStopped.Swap(false) {
 		sc.nc.SetReadDeadline(sc.deadline) // the interrupted body read is over
@@ -439,7 +442,7 @@ func (s *stream) serveH2(c *h2conn, w *h2stream, r *http.Request) {
 	}
 	s.resp = w.Header()
 	s.h2req = r
-	h.stats.DownstreamRqHTTP2Total.Inc()
+	h.stats.DownstreamRqHTTP2Total.IncOn(s.line)
 	s.process()
 }
 
@@ -447,8 +450,8 @@ func (s *stream) serveH2(c *h2conn, w *h2stream, r *http.Request) {
 func (s *stream) process() {
 	h := s.h
 	st := h.stats
-	st.DownstreamRqTotal.Inc()
-	st.DownstreamRqActive.Inc()
+	st.DownstreamRqTotal.IncOn(s.line)
+	st.DownstreamRqActive.IncOn(s.line)
 	s.prepareRequest()
 	if h.trace != nil {
 		s.in.loose() // the tracer writes the map
@@ -514,7 +517,7 @@ func (s *stream) process() {
 	if len(s.fstreams) > 0 {
 		s.endFilterStreams()
 	}
-	st.DownstreamRqActive.Dec()
+	st.DownstreamRqActive.DecOn(s.line)
 	end := h.sh.deps.Now()
 	if s.sc != nil {
 		s.sc.ended = end
@@ -863,8 +866,8 @@ func (s *stream) sendHead(status int, contentLength int64, m *route.Match) {
 	}
 	s.status = status
 	// Counted before the response leaves, so that a client that has read it sees the stats.
-	h.stats.responseCode(status)
-	h.lstats.responseCode(status)
+	h.stats.responseCode(status, s.line)
+	h.lstats.responseCode(status, s.line)
 	if !s.respDirect { // appendDirectHead adds these
 		switch cfg.ServerHeader {
 		case config.ServerHeaderOverwrite:

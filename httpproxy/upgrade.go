@@ -298,7 +298,7 @@ func (s *stream) takeAnswer(resp *http.Response, err error, h2 bool, up *pool.TC
 		return false
 	}
 	up.SetDeadline(time.Time{})
-	s.h.sh.stats.upstream(m.Cluster).charge(resp.StatusCode, cs)
+	s.h.sh.stats.upstream(m.Cluster).charge(resp.StatusCode, cs, s.line)
 	s.copyUpgradeHeaders(resp, upStart)
 	s.details = "via_upstream"
 	ok := resp.StatusCode == http.StatusSwitchingProtocols

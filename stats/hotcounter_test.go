@@ -201,3 +201,54 @@ func BenchmarkHotCounterInc(b *testing.B) {
 		})
 	})
 }
+
+// TestHotLines checks changes made on a line taken once (ThisLine, IncOn, DecOn), as a stream
+// makes them: from goroutines that may have moved to another P since, and on lines beyond the
+// table's (a P added later), every change lands and /stats reads them exactly, mixed with
+// Inc and Dec, and the gauge is used.
+func TestHotLines(t *testing.T) {
+	s := newStore(t, Config{})
+	var c struct {
+		Total  HotCounter `stat:"downstream_rq_total"`
+		Active HotGauge   `stat:"downstream_rq_active"`
+	}
+	s.Register("http.ingress.", &c)
+	const goroutines, incs = 8, 10_000
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			l := ThisLine()
+			if g%2 == 1 {
+				l += Line(g * 1000) // beyond the table: shares a line
+			}
+			for i := range incs {
+				c.Total.IncOn(l)
+				c.Active.IncOn(l)
+				if i%2 == 0 {
+					c.Total.Inc()
+					c.Active.DecOn(l)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got, want := c.Total.Value(), uint64(goroutines*incs*3/2); got != want {
+		t.Errorf("Total.Value() = %d; want %d", got, want)
+	}
+	if got, want := c.Active.Value(), uint64(goroutines*incs/2); got != want {
+		t.Errorf("Active.Value() = %d; want %d", got, want)
+	}
+	if !c.Active.Used() {
+		t.Error("Active.Used() = false after IncOn; want true")
+	}
+	var listed uint64
+	s.Each(KindSet(KindCounter), func(st *Stat) bool {
+		if st.Name() == "http.ingress.downstream_rq_total" {
+			listed = st.Value()
+		}
+		return true
+	})
+	if want := uint64(goroutines * incs * 3 / 2); listed != want {
+		t.Errorf("listed downstream_rq_total = %d; want %d", listed, want)
+	}
+}

@@ -114,6 +114,30 @@ func hotAdd(p *atomic.Pointer[hotShards], n uint64) {
 	procpin.Unpin()
 }
 
+// Line is the line of the P a goroutine ran on when it called ThisLine: a run of HotCounter and
+// HotGauge changes made on one goroutine (a stream's) may take it once and add on it (IncOn,
+// DecOn), instead of finding the P for every change (a pin and an unpin, about a third of an
+// increment's instructions). A goroutine that has since moved to another P adds on a line that
+// P may share: every change still lands and every reader still sees it, only that line may
+// be written from two cores.
+type Line uint32
+
+// ThisLine returns the line of the P running the caller.
+func ThisLine() Line {
+	id := procpin.Pin()
+	procpin.Unpin()
+	return Line(id)
+}
+
+// hotAddOn adds n to line l of p, making the lines on first use.
+func hotAddOn(p *atomic.Pointer[hotShards], l Line, n uint64) {
+	s := p.Load()
+	if s == nil {
+		s = newShards(p)
+	}
+	s.slot[uint64(l)&s.mask].n.Add(n)
+}
+
 // newShards installs p's lines (once, whoever wins) and returns them.
 func newShards(p *atomic.Pointer[hotShards]) *hotShards {
 	s := &hotShards{mask: uint64(procpin.Slots() - 1)}
@@ -138,6 +162,9 @@ func (c *HotCounter) Inc() { hotAdd(&c.shards, 1) }
 
 // Add adds n.
 func (c *HotCounter) Add(n uint64) { hotAdd(&c.shards, n) }
+
+// IncOn adds one on line l (ThisLine).
+func (c *HotCounter) IncOn(l Line) { hotAddOn(&c.shards, l, 1) }
 
 // Value is the count since creation or since the last reset.
 func (c *HotCounter) Value() uint64 { return c.fold().Value() }
@@ -176,6 +203,18 @@ func (g *HotGauge) Add(n uint64) { g.add(n) }
 
 // Sub subtracts n.
 func (g *HotGauge) Sub(n uint64) { g.add(^(n - 1)) }
+
+// IncOn adds one on line l (ThisLine).
+func (g *HotGauge) IncOn(l Line) {
+	g.markUsed()
+	hotAddOn(&g.shards, l, 1)
+}
+
+// DecOn subtracts one on line l (ThisLine).
+func (g *HotGauge) DecOn(l Line) {
+	g.markUsed()
+	hotAddOn(&g.shards, l, ^uint64(0))
+}
 
 func (g *HotGauge) add(n uint64) {
 	g.markUsed()
