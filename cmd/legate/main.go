@@ -145,6 +145,8 @@ const trimPeriod = 100 * time.Millisecond
 // trimExecutable keeps the executable's resident pages near what serving uses: every period it
 // drops them if start-up's or a rare path's pages have pushed them over exepages.Budget.
 func trimExecutable(period time.Duration, stop <-chan struct{}) {
+	// The system clock, not an injected one: the ticker only paces reads of /proc, which no
+	// test drives by time (allowedDirect in internal/clock).
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {

@@ -34,6 +34,7 @@ var allowedDirect = map[string]struct {
 	why string
 }{
 	"cmd/legate-restarter/main.go":            {2, "the restarter is a separate supervisor binary with no components to inject a clock into"},
+	"cmd/legate/main.go":                      {1, "the executable-page trim's ticker (trimExecutable): it paces reads of /proc, no component's time"},
 	"hotrestart/child.go":                     {1, "a socket deadline: the runtime poller compares it with the system clock"},
 	"hotrestart/parent.go":                    {1, "a socket deadline: the runtime poller compares it with the system clock"},
 	"httpproxy/body.go":                       {1, requestPath},
