@@ -169,6 +169,11 @@ func (rd *reader) nextHead() ([]byte, error) {
 		}
 	}
 	b := rd.buf[rd.r:rd.w]
+	if len(b) == 0 {
+		// The loop asks again after each request, mostly of an empty buffer.
+		rd.scanned = 0
+		return nil, nil
+	}
 	end, err := http1.HeadEnd(b, rd.scanned)
 	switch {
 	case err != nil:
