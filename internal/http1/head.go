@@ -109,26 +109,40 @@ func CutField[T text](b T) (nameEnd, valueStart, valueEnd, next int, ok bool) {
 		}
 		i += 8
 	}
-	// Past the letters, digits and dashes: the token's other characters, one at a time.
-	for i < len(b) && tokenChars[b[i]] {
-		i++
+	if i == len(b) || b[i] != ':' {
+		// Past the letters, digits and dashes: the token's other characters, one at a
+		// time.
+		for i < len(b) && tokenChars[b[i]] {
+			i++
+		}
+		if i == len(b) || b[i] != ':' {
+			return 0, 0, 0, 0, false
+		}
 	}
-	if i == 0 || i == len(b) || b[i] != ':' {
+	if i == 0 {
 		return 0, 0, 0, 0, false
 	}
 	nameEnd = i
-	for i++; i < len(b) && (b[i] == ' ' || b[i] == '\t'); i++ {
+	i++
+	if i < len(b) && b[i] == ' ' { // the usual single space
+		i++
+	}
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t') {
+		i++
 	}
 	valueStart = i
-	for i+8 <= len(b) {
+	for {
+		if i+8 > len(b) {
+			for i < len(b) && !((b[i] < ' ' && b[i] != '\t') || b[i] == 0x7f) {
+				i++
+			}
+			break
+		}
 		if m := badValueBytes(load64(b[i : i+8])); m != 0 {
 			i += bits.TrailingZeros64(m) >> 3
 			break
 		}
 		i += 8
-	}
-	for i < len(b) && !((b[i] < ' ' && b[i] != '\t') || b[i] == 0x7f) {
-		i++
 	}
 	if i+1 >= len(b) || b[i] != '\r' || b[i+1] != '\n' {
 		return 0, 0, 0, 0, false
