@@ -115,13 +115,31 @@ func ValidTarget(s string) bool {
 // would reach the upstream as part of the host). The empty value is valid (RFC 9112 §3.2 for
 // targets without an authority).
 func ValidAuthority[T text](s T) bool {
-	for i := 0; i < len(s); i++ {
+	// Four bytes are looked up at once, their entries and-ed for one test: a test a byte was
+	// about 130 instructions of "127.0.0.1:8080".
+	i := 0
+	for ; i+4 <= len(s); i += 4 {
+		if authorityBytes[s[i]]&authorityBytes[s[i+1]]&authorityBytes[s[i+2]]&authorityBytes[s[i+3]] == 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
 		if !authorityChars[s[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// authorityBytes is authorityChars as bytes (1 for true), which can be and-ed.
+var authorityBytes = func() (t [256]uint8) {
+	for c, ok := range authorityChars {
+		if ok {
+			t[c] = 1
+		}
+	}
+	return t
+}()
 
 // EqualFold reports whether s equals the lower-case ASCII string lower, ignoring case.
 func EqualFold[T text](s T, lower string) bool {

@@ -410,3 +410,34 @@ func FuzzParseRequestHead(f *testing.F) {
 		}
 	})
 }
+
+// TestValidAuthorityWordwise checks ValidAuthority's four-bytes-at-once lookup against the
+// byte-wise table for every byte value at every position of authorities of 1 to 17 bytes.
+func TestValidAuthorityWordwise(t *testing.T) {
+	byteWise := func(b []byte) bool {
+		for _, c := range b {
+			if !authorityChars[c] {
+				return false
+			}
+		}
+		return true
+	}
+	for _, fill := range []byte{'a', 'Z', '0', '.', ':', '-', '['} {
+		for n := 1; n <= 17; n++ {
+			b := bytes.Repeat([]byte{fill}, n)
+			for i := range n {
+				for c := range 256 {
+					b[i] = byte(c)
+					want := byteWise(b)
+					if got := ValidAuthority(b); got != want {
+						t.Fatalf("ValidAuthority(%q) = %v; want %v", b, got, want)
+					}
+					if got := ValidAuthority(string(b)); got != want {
+						t.Fatalf("ValidAuthority(string %q) = %v; want %v", b, got, want)
+					}
+				}
+				b[i] = fill
+			}
+		}
+	}
+}
