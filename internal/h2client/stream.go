@@ -427,7 +427,13 @@ func (s *Stream) sendData(p []byte, end bool) bool {
 			c.mu.Unlock()
 			return false
 		}
-		n := min(int64(len(p)), s.sendWin, c.sendWin, int64(c.maxFrame.Load()))
+		// An empty p (the body's end) sends a zero-length frame, which flow control does not
+		// hold back even when a SETTINGS frame left a window negative (RFC 9113 §6.9.2); with
+		// bytes to send, the wait above leaves both windows positive.
+		n := int64(0)
+		if len(p) > 0 {
+			n = min(int64(len(p)), s.sendWin, c.sendWin, int64(c.maxFrame.Load()))
+		}
 		s.sendWin -= n
 		c.sendWin -= n
 		last := end && n == int64(len(p))
