@@ -13,6 +13,12 @@ import (
 // initAllowed are the production packages that may have an init function, and why.
 var initAllowed = map[string]string{
 	"internal/extconnect": "sets GODEBUG before golang.org/x/net/http2 initialises",
+	// Each calls exepages.Checkpoint, at its place in Go's init order, between the generated
+	// packages' inits (TestInitDropsRunBetweenTheGroups in cmd/legate); none registers or
+	// builds anything.
+	"internal/exepages/afterenvoy":  "drops the executable's resident pages between package inits",
+	"internal/exepages/afterwkt":    "drops the executable's resident pages between package inits",
+	"internal/exepages/beforeenvoy": "drops the executable's resident pages between package inits",
 }
 
 // tablesAllowed are package-level tables of functions that are not registries: fixed lists
