@@ -205,24 +205,7 @@ func TestValidValueWordwise(t *testing.T) {
 		}
 		return true
 	}
-	for _, fill := range []byte{'a', '\t', 0xff, ' ', '~'} {
-		for n := 1; n <= 17; n++ {
-			b := bytes.Repeat([]byte{fill}, n)
-			for i := range n {
-				for c := range 256 {
-					b[i] = byte(c)
-					want := byteWise(b)
-					if got := ValidValue(b); got != want {
-						t.Fatalf("ValidValue(%q) = %v; want %v", b, got, want)
-					}
-					if got := ValidValue(string(b)); got != want {
-						t.Fatalf("ValidValue(string %q) = %v; want %v", b, got, want)
-					}
-				}
-				b[i] = fill
-			}
-		}
-	}
+	checkEveryByte(t, "ValidValue", []byte{'a', '\t', 0xff, ' ', '~'}, byteWise, ValidValue[[]byte], ValidValue[string])
 }
 
 // cutFieldByLines is what CutField must agree with: the line's end found by a search for
@@ -422,18 +405,26 @@ func TestValidAuthorityWordwise(t *testing.T) {
 		}
 		return true
 	}
-	for _, fill := range []byte{'a', 'Z', '0', '.', ':', '-', '['} {
+	checkEveryByte(t, "ValidAuthority", []byte{'a', 'Z', '0', '.', ':', '-', '['}, byteWise, ValidAuthority[[]byte], ValidAuthority[string])
+}
+
+// checkEveryByte fails t when check, on bytes or on a string, disagrees with byteWise for any
+// byte value at any position of 1 to 17 copies of each fill byte, so that each byte is seen in
+// a whole word and in the tail, next to allowed and refused neighbours.
+func checkEveryByte(t *testing.T, name string, fills []byte, byteWise, check func([]byte) bool, checkString func(string) bool) {
+	t.Helper()
+	for _, fill := range fills {
 		for n := 1; n <= 17; n++ {
 			b := bytes.Repeat([]byte{fill}, n)
 			for i := range n {
 				for c := range 256 {
 					b[i] = byte(c)
 					want := byteWise(b)
-					if got := ValidAuthority(b); got != want {
-						t.Fatalf("ValidAuthority(%q) = %v; want %v", b, got, want)
+					if got := check(b); got != want {
+						t.Fatalf("%s(%q) = %v; want %v", name, b, got, want)
 					}
-					if got := ValidAuthority(string(b)); got != want {
-						t.Fatalf("ValidAuthority(string %q) = %v; want %v", b, got, want)
+					if got := checkString(string(b)); got != want {
+						t.Fatalf("%s(string %q) = %v; want %v", name, b, got, want)
 					}
 				}
 				b[i] = fill
