@@ -4,7 +4,7 @@ BIN       := bin/legate
 PKGS      := ./...
 RUN_ARGS  ?=
 
-.PHONY: all build run test e2e bench bench-peers bench-syscalls bench-rss fuzz vet fmt clean
+.PHONY: all build run test e2e bench bench-peers bench-syscalls bench-ab bench-rss fuzz vet fmt clean
 
 all: build
 
@@ -41,6 +41,12 @@ bench-peers: build
 # (bench/syscalls.sh): the figure a loaded machine does not distort.
 bench-syscalls: build
 	PROJECT_BIN=$(BIN) ./bench/syscalls.sh
+
+# HTTP/1.1 req/s and p99 of this build (and of OLD=path, another build) against nginx, measured in
+# interleaved rounds (bench/ab.sh); HAPROXY=1 adds HAProxy. A copy of the binary is measured: go
+# build's own output sits in large page-cache folios and reads more RSS.
+bench-ab: build
+	cp $(BIN) $(BIN).ab && ./bench/ab.sh $(OLD) $(BIN).ab
 
 # Where Legate's resident memory is (bench/rss.sh): its pages by ELF section, anonymous memory,
 # once ready, after wrk load and with 10,000 idle connections.
