@@ -114,7 +114,27 @@ type Host struct {
 	// The statistics /clusters prints per host are cluster.HostStats.
 	active  atomic.Pointer[activeLine]
 	activeN atomic.Uint32
+
+	// slot is what the cluster's connection pools (package pool, its one user) attach to the
+	// host: the host's pool, found by a request in two loads where a map shared by every
+	// request hashed the key and walked a trie. Written when a pool is made or dropped, never
+	// per request.
+	slot atomic.Pointer[Slot]
 }
+
+// Slot is a value one owner attached to a host (Attach). Owner tells owners apart: two
+// connection pool managers may hold the same host (a cluster's old and new ones across an
+// update), and each must find only its own Value.
+type Slot struct{ Owner, Value any }
+
+// Attached returns the slot attached last, or nil.
+func (h *Host) Attached() *Slot { return h.slot.Load() }
+
+// Attach attaches s in place of any other slot.
+func (h *Host) Attach(s *Slot) { h.slot.Store(s) }
+
+// Detach removes s if it is still the one attached.
+func (h *Host) Detach(s *Slot) { h.slot.CompareAndSwap(s, nil) }
 
 // maxActiveLines bounds a host's in-flight lines (1 KiB); on more Ps, GOMAXPROCS/maxActiveLines
 // of them share a line (4 on 64 cores).

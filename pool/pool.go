@@ -83,8 +83,8 @@ type ManagerConfig struct {
 // connect_timeout, max_requests_per_connection, idle timeout, upstream_bind_config,
 // tcp_keepalive and circuit breakers (max_connections, max_pending_requests, max_requests).
 //
-// Concurrency: safe for concurrent use. The request path finds a host's pool in a sync.Map
-// and takes an idle HTTP/1.1 connection from, and returns it to, the idle list of its P (see
+// Concurrency: safe for concurrent use. The request path finds a host's pool attached to the
+// host (host.Slot; the sync.Map when another Manager holds the host's slot) and takes an idle HTTP/1.1 connection from, and returns it to, the idle list of its P (see
 // idleShard) under that list's own lock; the pool's mutex is for dials, waiters, HTTP/2 and
 // the control path (Sync, Close).
 type Manager struct {
@@ -131,6 +131,8 @@ type Manager struct {
 
 	errRqOverflow, errPendingOverflow, errCxOverflow error
 
+	// pools lists the hosts' pools; each is also attached to its host (hostPool.slot), where
+	// the request path finds it.
 	pools sync.Map // *host.Host -> *hostPool
 
 	mu       sync.Mutex // guards the fields below and pool creation
@@ -285,6 +287,9 @@ func (m *Manager) MayUseHTTP2(req *Request) bool {
 
 // pool returns h's pool, creating it on first use.
 func (m *Manager) pool(h *host.Host) (*hostPool, error) {
+	if s := h.Attached(); s != nil && s.Owner == any(m) {
+		return s.Value.(*hostPool), nil
+	}
 	if v, ok := m.pools.Load(h); ok {
 		return v.(*hostPool), nil
 	}
@@ -304,7 +309,9 @@ func (m *Manager) pool(h *host.Host) (*hostPool, error) {
 		hs = &cluster.HostStats{} // a host picked from an older snapshot: counted privately
 	}
 	hp := &hostPool{m: m, host: h, hs: hs, idle: newIdleShards(), h1: map[*h1conn]struct{}{}, tcp: map[*TCPConn]struct{}{}}
+	hp.slot = host.Slot{Owner: m, Value: hp}
 	m.pools.Store(h, hp)
+	h.Attach(&hp.slot)
 	return hp, nil
 }
 
@@ -474,6 +481,7 @@ func (m *Manager) Sync() {
 		switch {
 		case present != nil && !present[h]:
 			m.pools.Delete(h)
+			h.Detach(&hp.slot)
 			hp.drain()
 		case closeUnhealthy && h.Health() == host.Unhealthy:
 			hp.closeAll()
@@ -514,6 +522,7 @@ func (m *Manager) Close() {
 	m.mu.Unlock()
 	m.pools.Range(func(k, v any) bool {
 		m.pools.Delete(k)
+		k.(*host.Host).Detach(&v.(*hostPool).slot)
 		v.(*hostPool).drain()
 		return true
 	})
@@ -527,6 +536,8 @@ type hostPool struct {
 	m    *Manager
 	host *host.Host
 	hs   *cluster.HostStats
+	// slot is what the pool attaches to its host (Manager.pool) while the Manager lists it.
+	slot host.Slot
 
 	// idle are the idle HTTP/1.1 connections, one list per P (a power of two of them).
 	idle []idleShard

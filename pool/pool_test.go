@@ -427,6 +427,11 @@ func TestDrainOnHostRemoval(t *testing.T) {
 	if _, ok := m.pools.Load(a); ok {
 		t.Error("pool of the removed host is still listed")
 	}
+	// The drained pool is no longer attached to the host either: if the host is used again
+	// (back in the cluster, or picked from an older snapshot), it gets a new pool.
+	if hp, _ := m.pool(a); hp.draining.Load() {
+		t.Error("the removed host's drained pool is still found through the host")
+	}
 	if got := m.st.UpstreamCxActive.Value(); got != 1 {
 		t.Errorf("upstream_cx_active after drain = %d; want 1 (the busy connection)", got)
 	}
@@ -436,8 +441,42 @@ func TestDrainOnHostRemoval(t *testing.T) {
 	if got, want := [2]uint64{m.st.UpstreamCxActive.Value(), m.st.UpstreamCxDestroyLocal.Value()}, [2]uint64{0, 2}; got != want {
 		t.Errorf("upstream_cx_active, upstream_cx_destroy_local = %v; want %v", got, want)
 	}
-	hs := a
-	_ = hs
+}
+
+// Two Managers holding the same host (a cluster's old and new pools across an update) each
+// find their own pool of it, whichever attached last.
+func TestManagersShareAHost(t *testing.T) {
+	srv, _ := newCountedServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.Start()
+	defer srv.Close()
+	cm, store := newClusterManager(t, edsCluster)
+	c := cm.Warming()[0]
+	assign(t, c, srv.Listener.Addr().String())
+	a := c.Snapshot().PrioritySet.Sets()[0].Hosts()[0]
+	m1 := newManager(t, cm, store, nil)
+	m2 := newManager(t, cm, store, nil)
+	p1, _ := m1.pool(a)
+	p2, _ := m2.pool(a)
+	if p1 == p2 || p1.m != m1 || p2.m != m2 {
+		t.Fatalf("pools %p (of %p) and %p (of %p); want one pool per manager", p1, p1.m, p2, p2.m)
+	}
+	for i := 0; i < 3; i++ {
+		if q1, _ := m1.pool(a); q1 != p1 {
+			t.Fatalf("manager 1 found %p; want its pool %p", q1, p1)
+		}
+		if q2, _ := m2.pool(a); q2 != p2 {
+			t.Fatalf("manager 2 found %p; want its pool %p", q2, p2)
+		}
+	}
+	get(t, m1, a, "/one")
+	get(t, m2, a, "/two")
+	m2.Close()
+	if _, err := m2.pool(a); err == nil {
+		t.Error("a closed manager still hands out its host's pool")
+	}
+	if q1, _ := m1.pool(a); q1 != p1 {
+		t.Errorf("after the other manager closed, manager 1 found %p; want %p", q1, p1)
+	}
 }
 
 func TestCloseOnHealthFailure(t *testing.T) {
