@@ -83,11 +83,12 @@ func NewChild(parent *State) *State { return &State{parent: parent} }
 // Reset empties s, keeping its storage, and makes parent its parent: a stream reused for
 // another request (the connection manager's streams are pooled) starts with no objects.
 func (s *State) Reset(parent *State) {
+	// No defer: nothing here can panic, and this runs twice for every request.
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	clear(s.entries)
 	s.entries = s.entries[:0]
 	s.parent = parent
+	s.mu.Unlock()
 }
 
 // Set puts obj under name, replacing an object there unless it is read-only. An object of
