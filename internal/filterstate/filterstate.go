@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/proto"
@@ -67,6 +68,9 @@ type State struct {
 	mu     sync.RWMutex
 	// entries are the objects in the order first set; guarded by mu.
 	entries []Entry
+	// held is set (under mu) when entries has an object, so that Reset of a state nothing
+	// was set in, the common case of a reused stream, takes no lock.
+	held atomic.Bool
 }
 
 // Entry is one named object with how it was set.
@@ -83,11 +87,16 @@ func NewChild(parent *State) *State { return &State{parent: parent} }
 // Reset empties s, keeping its storage, and makes parent its parent: a stream reused for
 // another request (the connection manager's streams are pooled) starts with no objects.
 func (s *State) Reset(parent *State) {
+	// Reads follow parent without the lock, so it is written as the owner's alone either way.
+	s.parent = parent
+	if !s.held.Load() {
+		return
+	}
 	// No defer: nothing here can panic, and this runs twice for every request.
 	s.mu.Lock()
 	clear(s.entries)
 	s.entries = s.entries[:0]
-	s.parent = parent
+	s.held.Store(false)
 	s.mu.Unlock()
 }
 
@@ -110,6 +119,7 @@ func (s *State) Set(name string, obj Object, o Options) error {
 		return nil
 	}
 	s.entries = append(s.entries, Entry{Name: name, Object: obj, Options: o})
+	s.held.Store(true)
 	return nil
 }
 
@@ -194,6 +204,7 @@ func Inherit(shared []Entry) *State {
 		}
 		s.entries = append(s.entries, e)
 	}
+	s.held.Store(true)
 	return s
 }
 

@@ -84,3 +84,42 @@ func TestSharing(t *testing.T) {
 		t.Error("Adopt lost an object")
 	}
 }
+
+// TestReset: a reused state starts empty under its new parent, whether objects were set in
+// it (by Set or by Inherit) or not, and takes objects again afterwards.
+func TestReset(t *testing.T) {
+	connA, connB := &State{}, &State{}
+	if err := connA.Set("a", String("A"), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := connB.Set("b", String("B"), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	s := NewChild(connA)
+	if err := s.Set("k", String("1"), Options{ReadOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	s.Reset(connB)
+	if s.Get("k") != nil || s.Get("a") != nil {
+		t.Error("after Reset the stream still reads the objects of its last use")
+	}
+	if got, _ := s.Get("b").Plain(); got != "B" {
+		t.Errorf("after Reset(connB), Get(b) = %q; want B", got)
+	}
+	s.Reset(connA) // nothing was set since the last Reset
+	if s.Get("b") != nil {
+		t.Error("an empty state's Reset kept its old parent")
+	}
+	if err := s.Set("k", String("2"), Options{}); err != nil {
+		t.Errorf("Set after Reset of a read-only name: %v", err)
+	}
+	s.Reset(nil)
+	if !s.Empty() {
+		t.Error("Reset(nil) after a Set is not empty")
+	}
+	in := Inherit([]Entry{{Name: "x", Object: String("X"), Options: Options{Sharing: SharedWithUpstream}}})
+	in.Reset(nil)
+	if !in.Empty() {
+		t.Error("Reset of an inherited state kept its objects")
+	}
+}
