@@ -18,6 +18,7 @@ import (
 	_ "github.com/legateproxy/legate/internal/exepages/afterenvoy"
 	_ "github.com/legateproxy/legate/internal/exepages/afterwkt"
 	_ "github.com/legateproxy/legate/internal/exepages/beforeenvoy"
+	_ "github.com/legateproxy/legate/internal/exepages/pagewise"
 	"github.com/legateproxy/legate/logging"
 	"github.com/legateproxy/legate/options"
 	"github.com/legateproxy/legate/server"

@@ -18,6 +18,9 @@
 // phase's, not the sum of all. What it costs: the pages a later phase reads again fault back in
 // (minor faults, 64 KiB each), and a check that releases nothing reads /proc/self/statm.
 //
+// SinglePageFaults (called from package pagewise's init) removes the 64 KiB: once it has run,
+// a fault maps the one page read, so what a phase leaves resident is what it read.
+//
 // Only mappings that are of the executable (same device and inode as /proc/self/exe) and not
 // writable are advised: a writable private mapping (.data) holds the process's own changes,
 // which MADV_DONTNEED would throw away. The one private change a read-only mapping can hold is a

@@ -19,6 +19,7 @@ var initAllowed = map[string]string{
 	"internal/exepages/afterenvoy":  "drops the executable's resident pages between package inits",
 	"internal/exepages/afterwkt":    "drops the executable's resident pages between package inits",
 	"internal/exepages/beforeenvoy": "drops the executable's resident pages between package inits",
+	"internal/exepages/pagewise":    "turns fault-around off for the executable before the protobuf packages' inits",
 }
 
 // tablesAllowed are package-level tables of functions that are not registries: fixed lists
