@@ -78,3 +78,34 @@ cluster_type:
     clusters: [`+strings.Join(members, ", ")+`]
 `)
 }
+
+// TestPublished: Published follows what Get returns for the cluster's name, through an add, a
+// replacement, a batch that defers publication and a removal.
+func TestPublished(t *testing.T) {
+	e := newEnv(t, nil)
+	if _, err := e.m.AddOrUpdate(parseCluster(t, staticYAML("a", "10.0.0.1")), "1"); err != nil {
+		t.Fatal(err)
+	}
+	v1 := e.m.Get("a")
+	if v1 == nil || !v1.Published() {
+		t.Fatalf(`Get("a") = %v; want a published cluster`, v1)
+	}
+	e.m.Batch(func() {
+		if _, err := e.m.AddOrUpdate(parseCluster(t, staticYAML("a", "10.0.0.2")), "2"); err != nil {
+			t.Fatal(err)
+		}
+		if !v1.Published() {
+			t.Error("version 1 is not published while the batch still defers its replacement")
+		}
+	})
+	v2 := e.m.Get("a")
+	if v2 == v1 || !v2.Published() || v1.Published() {
+		t.Errorf("after the replacement: version 1 published %v, version 2 (%p, was %p) published %v; want only version 2", v1.Published(), v2, v1, v2.Published())
+	}
+	if !e.m.Remove("a") {
+		t.Fatal(`Remove("a") = false; want true`)
+	}
+	if v2.Published() {
+		t.Error("a removed cluster is still published")
+	}
+}

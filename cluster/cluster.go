@@ -72,6 +72,10 @@ type Cluster struct {
 	breaker     *breaker.Breaker
 	snap        atomic.Pointer[Snapshot]
 	warmed      atomic.Bool
+	// published is whether Manager.Get returns this cluster for its name (publishLocked sets
+	// and clears it as it publishes each set of active clusters), read by callers that kept
+	// the cluster and want to know it is still the one, without a lookup by name.
+	published atomic.Bool
 	// odstHeaders are the headers that override an ORIGINAL_DST destination, canonical.
 	odstHeaders []string
 	// dns is a dynamic forward proxy cluster's DNS cache (nil for other clusters), and

@@ -251,6 +251,10 @@ func (m *Manager) Stats() *ManagerStats { return &m.stats }
 // Get returns the active (warm) cluster called name, or nil. Lock-free.
 func (m *Manager) Get(name string) *Cluster { return (*m.published.Load())[name] }
 
+// Published reports whether c is the cluster Get returns for its name: active, and not yet
+// replaced or removed. Lock-free, and no lookup by name.
+func (c *Cluster) Published() bool { return c.published.Load() }
+
 // HasConfig reports whether c is the configuration of an active or warming cluster, that is,
 // whether CDS has not replaced or removed it.
 func (m *Manager) HasConfig(c *config.Cluster) bool {
@@ -747,6 +751,12 @@ func (m *Manager) publishLocked() {
 	p := make(map[string]*Cluster, len(m.active))
 	for k, v := range m.active {
 		p[k] = v
+		v.published.Store(true)
+	}
+	for k, v := range *m.published.Load() {
+		if p[k] != v {
+			v.published.Store(false)
+		}
 	}
 	m.published.Store(&p)
 	for name, ch := range m.activeWaiters {

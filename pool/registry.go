@@ -85,11 +85,12 @@ func (r *Registry) snapshot(c *cluster.Cluster) {
 
 // GetAgain is Get for a caller that keeps the Manager it got last for name (last; nil at
 // first): that Manager while it is still the one of the active cluster named name, found
-// without the registry's lookup by name. Every Manager the registry replaces or drops is
-// closed first or at once, so one that is not closed and whose cluster is the active one is
-// the registry's.
+// without a lookup by name (the cluster manager's, about 125 instructions a request, or the
+// registry's). Every Manager the registry replaces or drops is closed first or at once, so
+// one that is not closed and whose cluster is still the published one of its name is the
+// registry's.
 func (r *Registry) GetAgain(name string, last *Manager) *Manager {
-	if last != nil && !last.gone.Load() && last.cluster == r.cfg.Clusters.Get(name) {
+	if last != nil && !last.gone.Load() && last.cluster.Published() && last.cfg.Name == name {
 		return last
 	}
 	return r.Get(name)
