@@ -234,8 +234,8 @@ func h2HeadFields(t *testing.T, addr string) []string {
 }
 
 // TestUpstreamFieldKindCanon: each name upstreamFieldKind treats apart is found in lower,
-// canonical and upper case, and no other name of its length and first letter is: every
-// one-byte change of the canonical spelling (which upstreamFieldKind compares first) is kept.
+// canonical and upper case, and no other name of its length is: every one-byte change of the
+// canonical spelling is kept.
 func TestUpstreamFieldKindCanon(t *testing.T) {
 	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_0"
 	for lower, kind := range map[string]fieldKind{
@@ -252,7 +252,7 @@ func TestUpstreamFieldKindCanon(t *testing.T) {
 			}
 		}
 		b := []byte(canon)
-		for i := 1; i < len(b); i++ {
+		for i := range b {
 			for _, c := range []byte(letters) {
 				old := b[i]
 				if c|0x20 == old|0x20 {
