@@ -31,32 +31,51 @@ const maxSequenceLen = 1 << 22
 //
 // Next walks the period with a position counter, so picking is lock-free, O(1) and
 // allocation-free. There is one shared position, which gives exactly the order of one Envoy
-// worker, until two pickers collide on it; from then on each P keeps its own position (Envoy
-// keeps a scheduler per worker), the positions spread evenly over the period, so that picks on
-// different cores never touch the same cache line. Each P's walk is still the whole period in
-// order, so the split by weight is exact over every period of every P.
+// worker, while one picker at a time uses it; once two pickers take turns on it, each P keeps
+// its own position (Envoy keeps a scheduler per worker), the positions spread evenly over the
+// period, so that picks on different cores never write the same cache line. Taking turns is
+// two pickers colliding on the position, or a pick on one P coming less than spreadWindow
+// picks after the position last moved to it from another: a shared position written from two
+// cores moves its cache line between them on every pick even when no two picks overlap, and
+// two cores picking at once rarely make the compare-and-swap fail (it follows its load within
+// a few instructions), so a collision alone could leave every pick of two busy cores on the
+// shared line for millions of picks. One picker that moves to another P now and then keeps the
+// shared position. Each P's walk is still the whole period in order, so the split by weight is
+// exact over every period of every P.
 //
 // Sequence is safe for concurrent use; its zero value is not usable.
 type Sequence struct {
-	_     [64]byte // keep the shared position off the cache line of neighbouring data
+	_ [64]byte // keep the shared position off the cache line of neighbouring data
+	// next is the shared position while perP is nil: the index of the next pick (bits 32 to
+	// 63), how many picks were made since the position last moved to another P (bits 16 to
+	// 31, saturating; saturated before the first pick) and that P's tag (bits 0 to 15; see
+	// nextOn).
 	next  atomic.Uint64
 	_     [56]byte
-	perP  atomic.Pointer[positions] // nil until pickers collided on next
+	perP  atomic.Pointer[positions] // nil until two pickers took turns on next
 	order []uint32
 	n     uint64
 	start uint64
+	_     [16]byte // 192 bytes, a multiple of 64: the fields a pick reads share no line with other objects
 }
 
-// positions holds one position per P, each on its own cache line.
+// positions holds one position per P, each on its own cache line. Every pick reads its mask
+// and slice: the padding keeps that line from being shared with an object other cores write.
 type positions struct {
 	mask uint64
 	slot []position
+	_    [32]byte
 }
 
 type position struct {
 	v atomic.Uint64
 	_ [56]byte
 }
+
+// spreadWindow is how many picks after the shared position moved to another P a move back
+// (or on to a third) makes each P keep its own position: one picker that migrates seldom stays
+// on the shared position, two that take turns leave it within a few picks.
+const spreadWindow = 64
 
 // maxInitialPicks bounds the initial picks (Envoy's UINT_MAX/10 in createWithPicks).
 const maxInitialPicks = 429496729
@@ -72,6 +91,7 @@ func NewSequence(weights []uint32, seed uint64) *Sequence {
 	if allEqual(weights) {
 		s.n = uint64(len(weights))
 		s.start = seed % s.n
+		s.next.Store(s.start<<32 | runMask)
 		return s
 	}
 	var total uint64
@@ -91,6 +111,7 @@ func NewSequence(weights []uint32, seed uint64) *Sequence {
 	}
 	s.n = uint64(len(s.order))
 	s.start = uint64(uint32(seed)%maxInitialPicks) % s.n
+	s.next.Store(s.start<<32 | runMask)
 	return s
 }
 
@@ -169,33 +190,74 @@ func NewFloatSequence(weights []float64, seed uint64) *Sequence {
 }
 
 // Next returns the index of the next entry.
-func (s *Sequence) Next() int {
+func (s *Sequence) Next() int { return s.nextOn(-1) }
+
+// The fields of the shared position next.
+const (
+	runShift = 16
+	runMask  = 0xffff << runShift
+	tagMask  = 0xffff
+)
+
+// nextOn is Next for a picker on P id, or on the P running it when id is negative (the P only
+// tells which position to move: a goroutine that moves to another P meanwhile moves that P's,
+// still atomically). A P's tag in the shared position is id+1 in 16 bits: Ps 65536 apart
+// share it, and the P whose tag is 0 is taken for a new picker.
+func (s *Sequence) nextOn(id int) int {
+	if id < 0 {
+		id = procpin.Pin()
+		procpin.Unpin()
+	}
 	var i uint64
 	if p := s.perP.Load(); p != nil {
-		id := uint64(procpin.Pin())
-		i = p.slot[id&p.mask].v.Add(1) - 1
-		procpin.Unpin()
-	} else if v := s.next.Load(); s.next.CompareAndSwap(v, v+1) {
-		i = v
+		// Positions are kept reduced by n, so that a pick divides nothing.
+		pos := &p.slot[uint64(id)&p.mask].v
+		for {
+			i = pos.Load()
+			j := i + 1
+			if j == s.n {
+				j = 0
+			}
+			if pos.CompareAndSwap(i, j) {
+				break
+			}
+		}
 	} else {
-		return s.spread()
+		v := s.next.Load()
+		w, tag := v, uint64(id+1)&tagMask
+		if v&tagMask != tag {
+			if v&runMask < spreadWindow<<runShift {
+				return s.spread(id)
+			}
+			w &^= runMask
+		} else if v&runMask != runMask {
+			w += 1 << runShift
+		}
+		i = v >> 32
+		j := i + 1
+		if j == s.n {
+			j = 0
+		}
+		if !s.next.CompareAndSwap(v, j<<32|w&runMask|tag) {
+			return s.spread(id)
+		}
 	}
-	i = (i + s.start) % s.n
 	if s.order == nil {
 		return int(i)
 	}
 	return int(s.order[i])
 }
 
-// spread gives each P its own position after a collision on the shared one, then picks.
-func (s *Sequence) spread() int {
+// spread gives each P its own position once pickers took turns on the shared one, then picks
+// for P id.
+func (s *Sequence) spread(id int) int {
 	n := procpin.Slots()
 	p := &positions{mask: uint64(n - 1), slot: make([]position, n)}
 	for k := range p.slot {
-		p.slot[k].v.Store(s.n * uint64(k) / uint64(n))
+		p.slot[k].v.Store((s.start + s.n*uint64(k)/uint64(n)) % s.n)
 	}
 	s.perP.CompareAndSwap(nil, p)
-	return s.Next()
+	return s.nextOn(id)
 }
 
 // Len returns the length of one period.

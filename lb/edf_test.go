@@ -141,3 +141,55 @@ func TestSequenceSpread(t *testing.T) {
 		}
 	}
 }
+
+// TestSequenceTurnsSpread checks that pickers on two Ps taking turns on the shared position,
+// without ever colliding on it, make each P keep its own position within a few picks: until
+// then every pick writes one cache line from both cores.
+func TestSequenceTurnsSpread(t *testing.T) {
+	tests := []struct {
+		name string
+		ps   []int // the P of each pick, repeated
+	}{
+		{"two Ps in turn", []int{0, 1}},
+		{"two picks each", []int{0, 0, 1, 1}},
+		{"three Ps", []int{2, 0, 1}},
+		{"one pick of another P", append(slices.Repeat([]int{0}, 200), 1)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			weights := []uint32{3, 2, 1}
+			want := period(lb.NewSequence(weights, 5))
+			s := lb.NewSequence(weights, 5)
+			limit := 2 * len(tc.ps)
+			for k := range limit {
+				got := s.NextOn(tc.ps[k%len(tc.ps)])
+				if s.PerP() {
+					return // this pick was the first on a position of its own
+				}
+				if got != want[k%len(want)] {
+					t.Fatalf("pick %d on the shared position = %d; want %d", k, got, want[k%len(want)])
+				}
+			}
+			if !s.PerP() {
+				t.Errorf("after %d picks the shared position is still in use; want one per P", limit)
+			}
+		})
+	}
+}
+
+// TestSequenceMigratingPickerKeepsOrder checks that one picker that moves to another P now and
+// then keeps the shared position, and with it exactly the schedule's order.
+func TestSequenceMigratingPickerKeepsOrder(t *testing.T) {
+	weights := []uint32{5, 1, 3, 2}
+	want := period(lb.NewSequence(weights, 3))
+	s := lb.NewSequence(weights, 3)
+	for k := range 10_000 {
+		p := (k / 100) % 3 // a move every 100 picks, over three Ps
+		if got := s.NextOn(p); got != want[k%len(want)] {
+			t.Fatalf("pick %d (on P %d) = %d; want %d", k, p, got, want[k%len(want)])
+		}
+	}
+	if s.PerP() {
+		t.Error("a picker moving every 100 picks made each P keep its own position; want the shared one")
+	}
+}

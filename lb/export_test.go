@@ -1,9 +1,9 @@
 package lb
 
-// Spread makes s keep one position per P, as the first collision of two pickers does, and
-// returns each P's starting position.
+// Spread makes s keep one position per P, as pickers taking turns do, and returns each P's
+// starting position.
 func (s *Sequence) Spread() []uint64 {
-	s.spread()
+	s.spread(0)
 	p := s.perP.Load()
 	starts := make([]uint64, len(p.slot))
 	for k := range p.slot {
@@ -12,3 +12,9 @@ func (s *Sequence) Spread() []uint64 {
 	}
 	return starts
 }
+
+// NextOn is Next for a picker on P id.
+func (s *Sequence) NextOn(id int) int { return s.nextOn(id) }
+
+// PerP reports whether s keeps one position per P.
+func (s *Sequence) PerP() bool { return s.perP.Load() != nil }
