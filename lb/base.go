@@ -38,8 +38,12 @@ type Base struct {
 	health, degraded []uint32
 	// oneLevel: priority 0 takes all the healthy load, so choosing a level needs no draw.
 	oneLevel bool
-	rand     func() uint64
-	stats    *Stats // complete: every field set
+	// plain: besides, priority 0 is not in panic and neither locality weights nor zone-aware
+	// routing choose a locality, so every pick without excluded levels draws from priority
+	// 0's healthy hosts.
+	plain bool
+	rand  func() uint64
+	stats *Stats // complete: every field set
 
 	localityWeighted   bool
 	failTrafficOnPanic bool
@@ -94,6 +98,8 @@ func NewBase(p Params, cfg *Config) (*Base, error) {
 			}
 		}
 	}
+	b.plain = b.oneLevel && !b.load.Panic[0] && b.zone.routing == noLocalityRouting &&
+		(b.healthyLocality == nil || b.healthyLocality[0] == nil)
 	return b, nil
 }
 
@@ -117,6 +123,9 @@ func (b *Base) LocalityWeighted() bool { return b.localityWeighted }
 // the same and a draw is a fifth of a pick's cost.
 func (b *Base) ChooseRandomSource(ctx *Context) (Source, bool) {
 	if b.oneLevel && (ctx == nil || ctx.excludedPriorities == 0) {
+		if b.plain {
+			return Source{Kind: HealthyHosts}, true // what ChooseSource would find, for less
+		}
 		return b.ChooseSource(ctx, 0)
 	}
 	return b.ChooseSource(ctx, b.rand())
