@@ -11,7 +11,7 @@ import (
 )
 
 // level builds a priority level of healthy, degraded, unhealthy and excluded hosts.
-func level(t *testing.T, prio uint32, healthy, degraded, unhealthy, excluded int) *host.Set {
+func level(t testing.TB, prio uint32, healthy, degraded, unhealthy, excluded int) *host.Set {
 	t.Helper()
 	var hs []*host.Host
 	add := func(n int, f host.HealthFlag) {

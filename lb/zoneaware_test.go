@@ -13,13 +13,20 @@ import (
 var zoneA, zoneB, zoneC = host.Locality{Zone: "a"}, host.Locality{Zone: "b"}, host.Locality{Zone: "c"}
 
 // zonedSet builds a priority set with n[i] healthy hosts in zone a, b, c; this proxy is in a.
-func zonedSet(t *testing.T, prefix string, n [3]int) *host.PrioritySet {
+func zonedSet(t testing.TB, prefix string, n [3]int) *host.PrioritySet {
 	t.Helper()
 	return zonedSetHealth(t, prefix, n, func(zone, i int) host.HealthFlag { return 0 })
 }
 
 // zonedSetHealth is zonedSet with host i of zone index zone given the flags health returns.
-func zonedSetHealth(t *testing.T, prefix string, n [3]int, health func(zone, i int) host.HealthFlag) *host.PrioritySet {
+func zonedSetHealth(t testing.TB, prefix string, n [3]int, health func(zone, i int) host.HealthFlag) *host.PrioritySet {
+	t.Helper()
+	local := zoneA
+	return zonedBuild(t, prefix, n, health, host.SetConfig{LocalLocality: &local})
+}
+
+// zonedBuild builds the hosts of zonedSetHealth into a priority set with cfg.
+func zonedBuild(t testing.TB, prefix string, n [3]int, health func(zone, i int) host.HealthFlag, cfg host.SetConfig) *host.PrioritySet {
 	t.Helper()
 	var hs []*host.Host
 	for z, loc := range []host.Locality{zoneA, zoneB, zoneC} {
@@ -27,8 +34,7 @@ func zonedSetHealth(t *testing.T, prefix string, n [3]int, health func(zone, i i
 			hs = append(hs, lbtest.Host(t, host.Config{Address: fmt.Sprintf("%s.%d.%d:80", prefix, z, i), Locality: loc, Health: health(z, i)}))
 		}
 	}
-	local := zoneA
-	ps, err := host.Build(hs, host.SetConfig{LocalLocality: &local})
+	ps, err := host.Build(hs, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,4 +105,30 @@ func TestLocalityWeightedPicking(t *testing.T) {
 	}
 	// Zone c: 10 × 0.7 = 7 shared by one host; zones a and b split 1 and 2 over two hosts.
 	lbtest.ChiSquare(t, hs, []float64{0.5, 0.5, 1, 1, 0, 7}, counts)
+}
+
+// BenchmarkPickLayers is a round-robin pick through Base's priority and locality layers over
+// 100 hosts: locality weighted (a locality schedule, then the locality's own), zone-aware
+// routing with residual capacity (a draw and a per-P lb_zone_routing_* line), and a spill
+// over two priority levels (a draw). Each is serial and parallel, as lbtest.BenchPick.
+func BenchmarkPickLayers(b *testing.B) {
+	healthy := func(zone, i int) host.HealthFlag { return 0 }
+	n := [3]int{34, 33, 33}
+	build := func(p lb.Params, cfg *lb.Config) lb.Balancer {
+		bal, err := roundrobin.New(p, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return bal
+	}
+	weighted := zonedBuild(b, "10", n, healthy, host.SetConfig{LocalityWeights: map[host.Locality]uint32{zoneA: 1, zoneB: 2, zoneC: 10}})
+	lbtest.BenchBalancer(b, "locality_weighted", build(lb.Params{PrioritySet: weighted}, &lb.Config{LocalityWeighted: true}), lbtest.PlainContext)
+	// Local 1/1/0 against upstream 34/33/33: two thirds stay local, the rest goes to c.
+	lbtest.BenchBalancer(b, "zone_aware", build(lb.Params{PrioritySet: zonedSet(b, "10", n), Local: zonedSet(b, "20", [3]int{1, 1, 0})}, nil), lbtest.PlainContext)
+	// Priority 0 half healthy: 70 % of the load (overprovisioning 1.4), 30 % spills to 1.
+	spill, err := host.NewPrioritySet(level(b, 0, 25, 0, 25, 0), level(b, 1, 50, 0, 0, 0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	lbtest.BenchBalancer(b, "two_priorities", build(lb.Params{PrioritySet: spill}, nil), lbtest.PlainContext)
 }

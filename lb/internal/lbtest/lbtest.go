@@ -133,32 +133,39 @@ func NoAllocs(t *testing.T, b lb.Balancer, ctx *lb.Context) {
 }
 
 // BenchPick benchmarks Pick over sizes of hosts with weights (nil: equal), serially and in
-// parallel, reporting the process CPU time per pick beside the wall time.
+// parallel (BenchBalancer).
 func BenchPick(b *testing.B, build func(lb.Params) (lb.Balancer, error), ctx func() *lb.Context, weights ...uint32) {
 	for _, n := range []int{10, 100, 10000} {
 		bal, err := build(lb.Params{PrioritySet: PrioritySet(b, Hosts(b, n, weights...))})
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Run(fmt.Sprintf("hosts=%d", n), func(b *testing.B) {
-			c := ctx()
-			b.ReportAllocs()
-			ReportCPU(b, func() { _, _ = bal.Pick(c) })
-		})
-		b.Run(fmt.Sprintf("hosts=%d/parallel", n), func(b *testing.B) {
-			b.ReportAllocs()
-			// Picks that scale cost the same CPU per pick in parallel as serially; contention
-			// on a shared cache line shows up here even when other load hides it in ns/op.
-			cputime.Report(b, func() {
-				parallel(b, func(n int) {
-					c := ctx()
-					for range n {
-						_, _ = bal.Pick(c)
-					}
-				})
+		BenchBalancer(b, fmt.Sprintf("hosts=%d", n), bal, ctx)
+	}
+}
+
+// BenchBalancer benchmarks bal.Pick as name, serially, and as name/parallel, b.N picks split
+// over GOMAXPROCS goroutines (each with its own ctx()), reporting the process CPU time per
+// pick beside the wall time.
+func BenchBalancer(b *testing.B, name string, bal lb.Balancer, ctx func() *lb.Context) {
+	b.Run(name, func(b *testing.B) {
+		c := ctx()
+		b.ReportAllocs()
+		ReportCPU(b, func() { _, _ = bal.Pick(c) })
+	})
+	b.Run(name+"/parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		// Picks that scale cost the same CPU per pick in parallel as serially; contention
+		// on a shared cache line shows up here even when other load hides it in ns/op.
+		cputime.Report(b, func() {
+			parallel(b, func(n int) {
+				c := ctx()
+				for range n {
+					_, _ = bal.Pick(c)
+				}
 			})
 		})
-	}
+	})
 }
 
 // parallel runs b.N iterations split over GOMAXPROCS goroutines, each calling run with its
