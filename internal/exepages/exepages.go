@@ -34,20 +34,41 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
-// Budget is the resident size of file-backed pages above which Checkpoint drops the executable's.
-// Serving the rig's load keeps 4 to 6 MB of them in use (text, rodata, pc tables; measured as
-// what faults back within a second of a drop), so a timer's check finds them under it once the
-// start-up's pages are gone, and releases again only when rare paths have added to them.
+// Budget is the resident size of file-backed pages above which Checkpoint drops the executable's
+// while they fault in with the kernel's fault-around. Serving the rig's load keeps 4 to 6 MB of
+// them in use then (text, rodata, pc tables; measured as what faults back within a second of a
+// drop), so a timer's check finds them under it once the start-up's pages are gone, and
+// releases again only when rare paths have added to them.
 const Budget = 6 << 20
 
+// PagewiseBudget is Budget once SinglePageFaults has turned fault-around off: a fault then maps
+// only the page read, and serving keeps 1.3 MB (HTTP/1) to 2.5 MB (TLS, h2c) of the binary in
+// use (RssFile less the clean .data pages, after 5 to 15 s of load), so 2 MB holds start-up's
+// phases and the first requests to about that much while a check under load releases once in
+// several seconds at most.
+const PagewiseBudget = 2 << 20
+
 // Checkpoint ends a phase of start-up (or a tick of a timer): it drops the executable's pages
-// when more than Budget of them are resident (Trim). Phases of start-up each run code and read
-// data spread over the whole binary, and the kernel maps 64 KiB around each page they touch, so
-// without a drop between them their page sets add up to most of the binary. Only RSS changes:
-// the pages stay in the page cache, and the next phase faults back what it reads.
-func Checkpoint() { _, _ = Trim(Budget) }
+// when more than the budget (Budget, or PagewiseBudget once SinglePageFaults has succeeded) of
+// them are resident (Trim). Phases of start-up each run code and read data spread over the
+// whole binary, so without a drop between them their page sets add up to most of the binary.
+// Only RSS changes: the pages stay in the page cache, and the next phase faults back what it
+// reads.
+func Checkpoint() { _, _ = Trim(budget()) }
+
+// budget is what Checkpoint passes to Trim.
+func budget() int {
+	if pagewise.Load() {
+		return PagewiseBudget
+	}
+	return Budget
+}
+
+// pagewise is set once SinglePageFaults has registered the executable's mappings.
+var pagewise atomic.Bool
 
 // Mapping is one line of /proc/self/maps.
 type Mapping struct {

@@ -63,6 +63,7 @@ var singlePage = sync.OnceValue(func() error {
 			return fmt.Errorf("UFFDIO_REGISTER %x-%x %s: %w", m.Start, m.End, m.Perms, err)
 		}
 	}
+	pagewise.Store(true)
 	return nil // fd stays open: the registration lasts as long as it does
 })
 
