@@ -204,7 +204,8 @@ const (
 )
 
 // parseHead parses a request head (as returned by nextHead, copied to stable memory) and
-// fills h with its end-to-end fields. Header values are substrings of s; vals is per-stream
+// fills h with its end-to-end fields, or, while idx is lazy, only idx (idx.fill fills h when
+// it is needed). Header values are substrings of s; vals is per-stream
 // storage for one-value slices, so that the common case does not allocate. o are the
 // connection manager's HTTP/1 options; with preserve_case, names receives each field name
 // as the client spelled it.
@@ -215,7 +216,9 @@ func parseHead(s string, h http.Header, idx *inIndex, vals *[]string, maxHeaders
 		case hdrKeepAlive, hdrProxyConnection:
 			// hop-by-hop: not forwarded
 		default:
-			addValue(h, vals, key, value)
+			if !idx.lazy {
+				addValue(h, vals, key, value)
+			}
 			idx.add(key, value)
 			if spell {
 				*names = append(*names, name)
@@ -226,6 +229,7 @@ func parseHead(s string, h http.Header, idx *inIndex, vals *[]string, maxHeaders
 		return rh, err
 	}
 	if rh.Framing.Mode == http1.Chunked {
+		idx.fill(h, vals)
 		delete(h, hdrContentLength) // allow_chunked_length: chunked wins, as in Envoy
 		idx.changed()
 	}
@@ -233,6 +237,7 @@ func parseHead(s string, h http.Header, idx *inIndex, vals *[]string, maxHeaders
 		var tok string
 		tok, c = http1.CutList(c)
 		if tok != "" && http1.ValidToken(tok) && !http1.EqualFold(tok, "close") && !http1.EqualFold(tok, "keep-alive") {
+			idx.fill(h, vals)
 			h.Del(tok) // a header named by Connection is hop-by-hop
 			idx.changed()
 		}

@@ -35,6 +35,7 @@ func TestNameBitsCoverParsedNames(t *testing.T) {
 		if _, err := parseHead(head.String(), h, &idx, &vals, 100, &config.HTTP1Options{}, nil); err != nil {
 			t.Fatalf("parseHead(%q): %v", head.String(), err)
 		}
+		idx.fill(h, &vals)
 		for k := range h {
 			if !idx.keys.mayHave(k) {
 				t.Fatalf("filter %#x hides %q of %q", idx.keys, k, head.String())

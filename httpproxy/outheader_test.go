@@ -15,7 +15,7 @@ func TestOutHeaderEdits(t *testing.T) {
 	in := http.Header{"A": {"1"}, "B": {"2", "3"}, "C": {"4"}}
 	var o outHeader
 	o.full = http.Header{}
-	o.reset(in, &inIndex{keys: allNames})
+	o.reset(in, &inIndex{keys: allNames}, new([]string))
 	o.set("C", []string{"5"})
 	o.del("B")
 	o.del("Absent") // nothing to remove: no edit
@@ -54,7 +54,7 @@ func TestOutHeaderEdits(t *testing.T) {
 		t.Errorf("inbound header changed: %v", in)
 	}
 	o.release()
-	o.reset(in, &inIndex{keys: allNames})
+	o.reset(in, &inIndex{keys: allNames}, new([]string))
 	if len(o.full) != 0 || o.whole || len(o.edits) != 0 || !slices.Equal(o.get("C"), []string{"4"}) {
 		t.Errorf("reset did not start again from the inbound header: %+v", o)
 	}

@@ -59,8 +59,7 @@ func (s *stream) closeRewriters() {
 // length; one already read whole (a buffering filter, BufferBody) is rewritten whole and keeps
 // one. The filters' streams see the rewritten body.
 func (s *stream) rewriteRequest(rws []filter.BodyRewriter) {
-	delete(s.req.Header, hdrContentLength)
-	s.in.changed()
+	delete(s.changeHeader(), hdrContentLength)
 	if s.bodyBuffered {
 		s.rewriteBuffered(rws)
 		return

@@ -122,7 +122,7 @@ func (s *stream) respString(b []byte) string { return bytesString(b) }
 // access log shows this request, as Envoy's shows the request its router rewrote in place.
 func (s *stream) upstreamRequest(m *route.Match) *outHeader {
 	hd := &s.out
-	hd.reset(s.req.Header, &s.in)
+	hd.reset(s.req.Header, &s.in, &s.vals)
 	path, rewritten := m.Route.RewritePath(s.req.Path)
 	if rewritten {
 		s.setOut(hdrOriginalPath, s.req.Path)

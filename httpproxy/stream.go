@@ -212,6 +212,8 @@ type stream struct {
 	// says it set an HTTP/1 read deadline, which forward puts back after RoundTrip, or
 	// serveH1 after the stream (an HTTP/2 exchange interrupts the body when it ends).
 	interruptBody func()
+	// fillHeader is fillReqHeader, bound once (route.Request.Fill).
+	fillHeader func()
 	// sendSocket is hw.sendSocket, bound once (h1writer.send).
 	sendSocket  func(fd uintptr) bool
 	bodyStopped atomic.Bool
@@ -233,6 +235,7 @@ var streamPool = procpin.Cache[stream]{New: func() *stream {
 	s.addCookie = s.addDownstreamCookie
 	s.keepTrailer = s.addTrailer
 	s.interruptBody = s.stopBodyRead
+	s.fillHeader = s.fillReqHeader
 	s.sendSocket = s.hw.sendSocket
 	return s
 }, Bound: 64}
@@ -277,7 +280,8 @@ func (s *stream) begin(h *Handler) {
 	s.h = h
 	s.start = h.sh.deps.Now()
 	s.line = stats.ThisLine()
-	s.in.loose() // startH1 indexes an HTTP/1 request
+	s.in.lazy = false // the map of the stream's last request is not this one's
+	s.in.loose()      // startH1 indexes an HTTP/1 request
 	s.arena = s.arena[:0]
 	s.vals = s.vals[:0]
 	s.respVals = s.respVals[:0]
@@ -313,7 +317,9 @@ func (s *stream) startH1(sc *serverConn, head []byte) bool {
 	s.state.Reset(sc.lc.FilterState())
 	s.drain = sc
 	s.arena = append(s.arena, head...)
-	clear(s.hdr)
+	if len(s.hdr) > 0 { // the last request's map, if it was filled
+		clear(s.hdr)
+	}
 	s.in.reset()
 	rh, err := parseHead(bytesString(s.arena), s.hdr, &s.in, &s.vals, int(h.cfg.MaxHeadersCount), &h.cfg.HTTP1, &s.reqNames)
 	if err != nil {
@@ -332,6 +338,9 @@ func (s *stream) startH1(sc *serverConn, head []byte) bool {
 	}
 	s.head = rh.Method == http.MethodHead
 	s.req = route.Request{Authority: rh.Host, Path: rh.Target, Method: rh.Method, Scheme: "http", Header: s.hdr, Random: rand.Uint64()}
+	if s.in.lazy {
+		s.req.Fill = s.fillHeader
+	}
 	if s.tls {
 		s.req.Scheme = "https"
 	}
@@ -454,7 +463,7 @@ func (s *stream) process() {
 	st.DownstreamRqActive.IncOn(s.line)
 	s.prepareRequest()
 	if h.trace != nil {
-		s.in.loose() // the tracer writes the map
+		s.looseHeader() // the tracer writes the map
 		s.startTrace()
 	}
 	s.fx = filter.Exchange{Request: &s.req, Routes: routeDiscovery{h}, Downstream: s, ClientIP: s.clientIP, FilterState: &s.state}
@@ -472,7 +481,7 @@ func (s *stream) process() {
 		routed, filters = false, nil
 	}
 	if len(filters) > 0 {
-		s.in.loose() // the filters may change the map
+		s.looseHeader() // the filters may change the map
 	}
 	if len(filters) > 0 && h.disablesFilters() {
 		// Envoy has the route before the filters run, and skips those it disables.
@@ -572,7 +581,6 @@ func (s *stream) shedRequest() {
 // x-envoy-internal with use_remote_address, x-forwarded-proto and x-request-id.
 func (s *stream) prepareRequest() {
 	cfg := s.h.cfg
-	hd := s.req.Header
 	s.client, s.clientIP = s.remote, s.remoteIP
 	if ip, ok := xffClient(s.inbound(hdrXFF), cfg.UseRemoteAddress, cfg.XffNumTrustedHops); ok {
 		var b [64]byte
@@ -585,7 +593,7 @@ func (s *stream) prepareRequest() {
 	if cfg.UseRemoteAddress {
 		if !cfg.SkipXffAppend {
 			if old := s.inbound(hdrXFF); len(old) > 0 {
-				s.in.changed()
+				hd := s.changeHeader()
 				hd[hdrXFF] = []string{old[len(old)-1] + ", " + s.remoteIP}
 				if len(old) > 1 {
 					hd[hdrXFF] = []string{joinComma(old) + ", " + s.remoteIP}
@@ -597,8 +605,7 @@ func (s *stream) prepareRequest() {
 		internal = isInternalAddress(s.clientIP)
 		for _, k := range [...]string{hdrEnvoyInternal, hdrExternalAddress} {
 			if s.inbound(k) != nil { // the client's: only Legate sets them
-				delete(hd, k)
-				s.in.changed()
+				delete(s.changeHeader(), k)
 			}
 		}
 		if internal {
@@ -674,19 +681,52 @@ func joinComma(vs []string) string {
 // setReqHeader sets a request header with one value without allocating the value slice.
 func (s *stream) setReqHeader(key, value string) {
 	if s.in.exact && s.inbound(key) != nil {
-		s.in.changed() // the value replaces the request's own
+		s.changeHeader() // the value replaces the request's own
 	}
 	s.in.add(key, value)
-	s.setHeader(s.req.Header, key, value)
+	if !s.in.lazy {
+		s.setHeader(s.req.Header, key, value)
+	}
 }
 
-// inbound returns key's values in the inbound request header (nil without a map lookup when
+// inbound returns key's values in the inbound request header (nil without a lookup when
 // s.in says the request has no such header).
 func (s *stream) inbound(key string) []string {
-	if !s.in.keys.mayHave(key) {
+	switch {
+	case !s.in.keys.mayHave(key):
 		return nil
+	case s.in.lazy:
+		return s.in.values(key, &s.vals)
 	}
 	return s.req.Header[key]
+}
+
+// header returns the inbound request header's map, filled (inIndex.lazy).
+func (s *stream) header() http.Header {
+	if s.in.lazy {
+		s.req.Fill = nil
+		s.in.fill(s.req.Header, &s.vals)
+	}
+	return s.req.Header
+}
+
+// fillReqHeader fills the inbound request header's map for the route table
+// (route.Request.Fill).
+func (s *stream) fillReqHeader() { s.header() }
+
+// changeHeader returns the inbound request header's map, filled, for a change its index
+// does not follow (inIndex.changed).
+func (s *stream) changeHeader() http.Header {
+	hd := s.header()
+	s.in.changed()
+	return hd
+}
+
+// looseHeader gives the inbound request header's map, filled, to consumers that may change it
+// (inIndex.loose).
+func (s *stream) looseHeader() {
+	s.header()
+	s.in.loose()
 }
 
 // setHeader sets a header of h with one value, kept in the stream's value storage.
@@ -1118,7 +1158,7 @@ func (s *stream) fillEntryBasics() {
 	e := &s.entry
 	e.StartTime = s.start
 	e.Method, e.Path, e.Authority, e.Scheme = s.req.Method, s.req.Path, s.req.Authority, s.req.Scheme
-	e.RequestHeaders = s.req.Header
+	e.RequestHeaders = s.header()
 	if s.forwarded {
 		e.Path, e.Authority, e.RequestHeaders = s.outPath, s.outAuthority, s.out.header()
 	}

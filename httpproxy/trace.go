@@ -103,7 +103,7 @@ const hdrDecoratorOperation = "X-Envoy-Decorator-Operation"
 // allocates nothing.
 func (s *stream) startTrace() {
 	t := s.h.trace
-	hd := s.req.Header
+	hd := s.header()
 	tr := &s.tr
 	if s.h.routesTrace() {
 		if m := s.h.route(&s.req); m != nil {

@@ -133,7 +133,7 @@ func (s *stream) forwardUpgrade(mgr *pool.Manager, m *route.Match) {
 	terminate := r.Connect != nil && (s.upgrade == upgradeConnect || s.upgrade == "")
 	c := mgr.Cluster()
 	snap := c.Snapshot()
-	s.lbctx = lb.Context{MetadataMatch: m.MetadataMatch, OverrideHost: c.OriginalDst(s.req.Header, s.local, s.restored)}
+	s.lbctx = lb.Context{MetadataMatch: m.MetadataMatch, OverrideHost: c.OriginalDst(s.header(), s.local, s.restored)}
 	if c.IsForwardProxy() {
 		s.lbctx.OverrideHost = c.ForwardProxyKey(s.req.Authority)
 	}
@@ -165,7 +165,7 @@ func (s *stream) forwardUpgrade(mgr *pool.Manager, m *route.Match) {
 	case mgr.AutoHTTP():
 		alpn = []string{"http/1.1"} // auto_config: an HTTP/1.1 upgrade needs an HTTP/1.1 connection
 	}
-	up, err := mgr.ConnectUpgrade(&s.ctx, hst, prio, alpn, s.req.Authority, s.req.Header.Get, s.conn)
+	up, err := mgr.ConnectUpgrade(&s.ctx, hst, prio, alpn, s.req.Authority, s.header().Get, s.conn)
 	if err != nil {
 		kind := classify(err, &s.ctx)
 		reportFailure(c, hst, kind, err)

@@ -120,7 +120,7 @@ func (s *stream) runUpstreamFilters(hst *host.Host, m *route.Match) (replied boo
 		a.header[k] = append(a.header[k], f.Value)
 	}
 	a.req = s.req
-	a.req.Header = a.header
+	a.req.Header, a.req.Fill = a.header, nil
 	a.req.Path, a.req.Authority = s.outPath, s.outAuthority
 	a.up = filter.Upstream{Host: hst.Address(), Cluster: m.Cluster, Attempt: int(s.attempts)}
 	a.x = filter.Exchange{Request: &a.req, Downstream: s, ClientIP: s.clientIP, Upstream: &a.up}

@@ -81,7 +81,7 @@ func (f *keyFragment) extract(req *route.Request) (string, bool) {
 	case ":method":
 		v = req.Method
 	default:
-		vs := req.Header[f.header]
+		vs := req.Headers()[f.header]
 		if len(vs) == 0 {
 			return "", false
 		}

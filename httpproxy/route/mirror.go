@@ -43,7 +43,7 @@ func (m *Mirror) ClusterFor(r *Request) string {
 	if m.ClusterHeader == "" {
 		return m.Cluster
 	}
-	if vs := r.Header[m.ClusterHeader]; len(vs) > 0 {
+	if vs := r.Headers()[m.ClusterHeader]; len(vs) > 0 {
 		return vs[0]
 	}
 	return ""

@@ -67,7 +67,7 @@ func (m *routeMatch) fractionOn(random uint64) bool {
 }
 
 func isGRPC(r *Request) bool {
-	vs := r.Header["Content-Type"]
+	vs := r.Headers()["Content-Type"]
 	return len(vs) > 0 && strings.HasPrefix(vs[0], "application/grpc")
 }
 

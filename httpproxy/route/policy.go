@@ -179,7 +179,7 @@ func (p *HashPolicy) evaluate(req *Request, sourceIP string) (uint64, bool) {
 	case HashHeader:
 		return p.hashHeader(req)
 	case HashCookie:
-		if v, _ := cookieValue(req.Header, p.Name); v != "" { // Envoy treats "" as absent
+		if v, _ := cookieValue(req.Headers(), p.Name); v != "" { // Envoy treats "" as absent
 			return xxhash.Sum64String(v), true
 		}
 		if p.CookieTTLSet && req.AddCookie != nil {
@@ -208,7 +208,7 @@ func (p *HashPolicy) hashHeader(req *Request) (uint64, bool) {
 		}
 		return xxhash.Sum64String(p.rewritten(v)), true
 	}
-	vs := req.Header[p.Name]
+	vs := req.Headers()[p.Name]
 	switch len(vs) {
 	case 0:
 		return 0, false

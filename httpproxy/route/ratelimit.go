@@ -306,7 +306,7 @@ func (r *Request) firstValue(key string) (string, bool) {
 	if v, isPseudo := r.pseudo(key); isPseudo {
 		return v, v != ""
 	}
-	if vs := r.Header[key]; len(vs) > 0 {
+	if vs := r.Headers()[key]; len(vs) > 0 {
 		return vs[0], true
 	}
 	return "", false

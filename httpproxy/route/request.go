@@ -21,14 +21,29 @@ type Request struct {
 	// Scheme is the request's scheme as Envoy sees it (x-forwarded-proto, else :scheme):
 	// "http" or "https". require_tls and redirects read it.
 	Scheme string
-	// Header holds the other request headers in canonical MIME form (net/http's form).
+	// Header holds the other request headers in canonical MIME form (net/http's form). Read
+	// it through Headers: while Fill is set, the map is not filled yet.
 	Header http.Header
+	// Fill, when set, fills Header (the connection manager fills an HTTP/1 request's map only
+	// when something reads it: most proxied requests are routed without reading a header).
+	// Headers calls it once.
+	Fill func()
 	// Random is the per-request random value used by weighted clusters and runtime_fraction.
 	Random uint64
 	// AddCookie, when set, is called by a cookie hash policy with a ttl when the cookie is
 	// absent: it must generate a value, arrange a Set-Cookie on the response and return the
 	// value (Envoy's generated hash cookie). Nil means no cookie is generated.
 	AddCookie func(name, path string, ttl time.Duration) string
+}
+
+// Headers returns Header, filled.
+func (r *Request) Headers() http.Header {
+	if r.Fill != nil {
+		f := r.Fill
+		r.Fill = nil
+		f()
+	}
+	return r.Header
 }
 
 // pseudo returns the value of a pseudo-header key; ok is false for other keys.
@@ -53,7 +68,7 @@ func (r *Request) header(key string) (string, bool) {
 	if v, isPseudo := r.pseudo(key); isPseudo {
 		return v, v != ""
 	}
-	return headermatch.Value(r.Header[key])
+	return headermatch.Value(r.Headers()[key])
 }
 
 // PathOnly is :path without its query and fragment.

@@ -269,7 +269,7 @@ func (t *Table) Route(req *Request) *Match {
 }
 
 func isInternal(req *Request) bool {
-	vs := req.Header["X-Envoy-Internal"]
+	vs := req.Headers()["X-Envoy-Internal"]
 	return len(vs) > 0 && vs[0] == "true"
 }
 
@@ -280,7 +280,7 @@ func (r *Route) resolve(req *Request) *Match {
 	}
 	if r.ClusterHeader != "" {
 		m := *r.template
-		if vs := req.Header[r.ClusterHeader]; len(vs) > 0 {
+		if vs := req.Headers()[r.ClusterHeader]; len(vs) > 0 {
 			m.Cluster = vs[0]
 		}
 		return &m
@@ -288,14 +288,14 @@ func (r *Route) resolve(req *Request) *Match {
 	wc := r.WeightedClusters
 	random := req.Random
 	if wc.HeaderName != "" {
-		if v, ok := parseUint(req.Header[wc.HeaderName]); ok {
+		if v, ok := parseUint(req.Headers()[wc.HeaderName]); ok {
 			random = v
 		}
 	}
 	c := wc.pick(random)
 	if c.ClusterHeader != "" {
 		m := *c.match
-		if vs := req.Header[c.ClusterHeader]; len(vs) > 0 {
+		if vs := req.Headers()[c.ClusterHeader]; len(vs) > 0 {
 			m.Cluster = vs[0]
 		}
 		return &m
