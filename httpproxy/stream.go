@@ -340,7 +340,7 @@ func (s *stream) startH1(sc *serverConn, head []byte) bool {
 		s.minor = 1 // Envoy answers in HTTP/1.1 when it does not accept HTTP/1.0
 	}
 	s.head = rh.Method == http.MethodHead
-	s.req = route.Request{Authority: rh.Host, Path: rh.Target, Method: rh.Method, Scheme: "http", Header: s.hdr, Random: rand.Uint64()}
+	s.req = route.Request{Authority: rh.Host, Path: rh.Target, Method: rh.Method, Scheme: "http", Header: s.hdr, DrawRandom: true}
 	if s.in.lazy {
 		s.req.Fill = s.fillHeader
 	}
@@ -435,7 +435,7 @@ func (s *stream) serveH2(c *h2conn, w *h2stream, r *http.Request) {
 		path = r.URL.RequestURI()
 	}
 	path = s.h2Upgrade(r, path)
-	s.req = route.Request{Authority: r.Host, Path: path, Method: r.Method, Scheme: "http", Header: r.Header, Random: rand.Uint64()}
+	s.req = route.Request{Authority: r.Host, Path: path, Method: r.Method, Scheme: "http", Header: r.Header, DrawRandom: true}
 	if s.tls {
 		s.req.Scheme = "https"
 	}

@@ -39,7 +39,7 @@ func (m *routeMatch) matches(r *Request, p string) bool {
 	if !m.matchPath(r, p) {
 		return false
 	}
-	if m.fraction != nil && !m.fractionOn(r.Random) {
+	if m.fraction != nil && !m.fractionOn(r.random()) {
 		return false
 	}
 	if m.grpc && !isGRPC(r) {

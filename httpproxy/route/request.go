@@ -1,6 +1,7 @@
 package route
 
 import (
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -29,7 +30,10 @@ type Request struct {
 	// Headers calls it once.
 	Fill func()
 	// Random is the per-request random value used by weighted clusters and runtime_fraction.
-	Random uint64
+	// Read it through random: while DrawRandom is set, it is drawn at its first use (most
+	// requests never use it, and a draw is about 60 instructions).
+	Random     uint64
+	DrawRandom bool
 	// AddCookie, when set, is called by a cookie hash policy with a ttl when the cookie is
 	// absent: it must generate a value, arrange a Set-Cookie on the response and return the
 	// value (Envoy's generated hash cookie). Nil means no cookie is generated.
@@ -44,6 +48,14 @@ func (r *Request) Headers() http.Header {
 		f()
 	}
 	return r.Header
+}
+
+// random returns Random, drawn first if DrawRandom is set.
+func (r *Request) random() uint64 {
+	if r.DrawRandom {
+		r.Random, r.DrawRandom = rand.Uint64(), false
+	}
+	return r.Random
 }
 
 // pseudo returns the value of a pseudo-header key; ok is false for other keys.

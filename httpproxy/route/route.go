@@ -286,7 +286,7 @@ func (r *Route) resolve(req *Request) *Match {
 		return &m
 	}
 	wc := r.WeightedClusters
-	random := req.Random
+	random := req.random()
 	if wc.HeaderName != "" {
 		if v, ok := parseUint(req.Headers()[wc.HeaderName]); ok {
 			random = v
