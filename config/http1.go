@@ -225,17 +225,18 @@ var knownNames = [...]string{
 	"X-Forwarded-Proto", "X-Request-Id",
 }
 
-// knownLowers are knownNames in lower case; knownSlots index both by knownSlot of the name,
-// plus one (0: no name). A name whose slot another took first is not known (lowered the
-// long way); TestKnownNamesHaveSlots holds that none is.
-var knownLowers, knownSlots = func() (l [len(knownNames)]string, slots [128]uint8) {
-	for i, n := range knownNames {
-		l[i] = strings.ToLower(n)
-		if j := knownSlot(n); slots[j] == 0 {
-			slots[j] = uint8(i + 1)
+// knownSlots hold each of knownNames, with its lower-case spelling, at its knownSlot: one
+// load and one comparison find a name (a table of indexes into knownNames and another of
+// their lower-case spellings was three loads, each bounds-checked). A name whose slot
+// another took first is not known (lowered the long way); TestKnownNamesHaveSlots holds
+// that none is.
+var knownSlots = func() (slots [128]struct{ name, lower string }) {
+	for _, n := range knownNames {
+		if j := knownSlot(n); slots[j].name == "" {
+			slots[j].name, slots[j].lower = n, strings.ToLower(n)
 		}
 	}
-	return l, slots
+	return slots
 }()
 
 // knownSlot hashes a name of two bytes or more by its length, second and last bytes (no two
@@ -249,9 +250,9 @@ func knownLower(name string) (string, bool) {
 	if len(name) < 2 {
 		return "", false
 	}
-	i := knownSlots[knownSlot(name)]
-	if i == 0 || knownNames[i-1] != name {
+	k := &knownSlots[knownSlot(name)]
+	if k.name != name {
 		return "", false
 	}
-	return knownLowers[i-1], true
+	return k.lower, true
 }

@@ -258,7 +258,7 @@ func TestWriteRequest(t *testing.T) {
 	}{
 		{
 			name: "GET",
-			req:  Request{Method: "GET", Path: "/a?b", Host: "h", Header: []Field{{Name: "X", Value: "1"}, {Name: "content-length", Value: "9"}, {Name: "Host", Value: "other"}}},
+			req:  Request{Method: "GET", Path: "/a?b", Host: "h", Header: []Field{{Name: "X", Value: "1"}, {Name: "content-length", Value: "9"}, {Name: "Host", Value: "other"}, {Name: "Transfer-Encoding", Value: "chunked"}}},
 			want: "GET /a?b HTTP/1.1\r\nhost: h\r\nx: 1\r\n\r\n",
 		},
 		{
