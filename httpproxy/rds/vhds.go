@@ -263,16 +263,23 @@ func (h *vhdsHandler) apply(u watch.Response) error {
 	if h.markReadyLocked() || len(changed) > 0 {
 		ws = h.watchers.list()
 	}
-	for _, alias := range answered {
-		h.answered[alias] = true
-		for _, fn := range h.pending[alias] {
-			wake = append(wake, fn)
-		}
-		delete(h.pending, alias)
-	}
 	h.mu.Unlock()
 	for _, w := range ws {
 		w()
+	}
+	// Only now, with the route tables holding the update, is an alias answered: a request
+	// that looked for its host before the watchers ran and asks for it now must wait for
+	// this wake, not be let go at once (requestHost) to a table that still lacks the host.
+	if len(answered) > 0 {
+		h.mu.Lock()
+		for _, alias := range answered {
+			h.answered[alias] = true
+			for _, fn := range h.pending[alias] {
+				wake = append(wake, fn)
+			}
+			delete(h.pending, alias)
+		}
+		h.mu.Unlock()
 	}
 	for _, fn := range wake {
 		fn()

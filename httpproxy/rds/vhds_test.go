@@ -40,3 +40,44 @@ func TestVHDSAnswerWithoutHost(t *testing.T) {
 		t.Errorf("virtual hosts = %v; want none", h.hosts)
 	}
 }
+
+// TestVHDSAnsweredAfterWatchers: a request that asks for its host while the watchers are still
+// publishing the response that answers it is let go only once they have (it looked for the
+// host in a table that lacked it; going on at once would find it missing again, a 404).
+func TestVHDSAnsweredAfterWatchers(t *testing.T) {
+	d := &Discovery{clock: clock.Real()}
+	s := &namesStream{}
+	h := &vhdsHandler{d: d, s: s, hosts: map[string]*routev3.VirtualHost{}, raw: map[string]*anypb.Any{}, ready: true,
+		routes: map[string]int{"r1": 1}, pending: map[string]map[uint64]func(){}, answered: map[string]bool{}, stats: map[string]*vhdsStatsRef{},
+		updates: map[string]vhdsUpdate{}}
+	published := false
+	var lateCalled, lateCalledEarly bool
+	h.watch(func() {
+		// A request arrives while the route tables are being rebuilt.
+		h.requestHost("r1/new.example", func() {
+			lateCalled = true
+			if !published {
+				lateCalledEarly = true
+			}
+		})
+		published = true
+	})
+	vh, err := anypb.New(&routev3.VirtualHost{Name: "r1/new.example", Domains: []string{"new.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.apply(watch.Response{Resources: []*anypb.Any{vh}, Names: []string{"r1/new.example"}, Aliases: [][]string{{"r1/new.example"}}}); err != nil {
+		t.Fatalf("apply = %v; want nil", err)
+	}
+	if lateCalledEarly {
+		t.Error("a request that asked while the watchers ran was let go before they had published")
+	}
+	if !published || !lateCalled {
+		t.Fatalf("watcher ran %v, request asked meanwhile let go %v; want both", published, lateCalled)
+	}
+	called := false
+	h.requestHost("r1/new.example", func() { called = true })
+	if !called {
+		t.Error("a request after the answer was not let go at once")
+	}
+}

@@ -2,7 +2,6 @@ package h2client
 
 import (
 	"context"
-	"errors"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -103,11 +102,13 @@ func (c *Conn) Open(ctx context.Context, r *Request) (*Stream, error) {
 	c.hbuf = appendRequestHead(c.hbuf[:0], r)
 	c.writeBlock(s.id, c.hbuf, !hasBody)
 	if err := c.endWrite(); err != nil {
-		// A GOAWAY that leaves the stream unprocessed closes the connection under this
-		// write when it was the last stream: the stream's own reason then says that the
-		// request may go again, which the write's "use of closed network connection" hides.
+		// The connection failed under this write: the stream's own reason says what happened
+		// to the request, which the write's "use of closed network connection" hides. A
+		// GOAWAY that left it unprocessed (it may go again), or the read loop's verdict on
+		// what the peer sent after reading it (a protocol error: ErrClosed), when the write
+		// that failed was of frames queued behind the request's.
 		s.mu.Lock()
-		if errors.Is(s.err, ErrUnprocessed) {
+		if s.err != nil {
 			err = s.err
 		}
 		s.mu.Unlock()
