@@ -259,6 +259,16 @@ func (t *SourceTable[T]) Get(src Source) *T {
 	}
 }
 
+// Picked is what PickWithRetries returns when its one pick (ctx.MaxPicks() == 1: no host
+// selection retries, every request but a few) returned h. A balancer's Pick returns it
+// directly in that case, without the loop's call and its closure's.
+func Picked(h *host.Host) (*host.Host, error) {
+	if h == nil {
+		return nil, ErrNoHealthyHost
+	}
+	return h, nil
+}
+
 // PickWithRetries calls pick up to ctx.MaxPicks() times, returning the first host not already
 // attempted, or the last host picked (Envoy's chooseHost retry loop). It returns
 // ErrNoHealthyHost when pick returns nil.

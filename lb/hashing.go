@@ -112,5 +112,8 @@ func (b *HashBalancer) Pick(ctx *Context) (*host.Host, error) {
 		b.base.stats.HealthyPanic.Inc()
 	}
 	t := b.tables[prio]
+	if ctx.MaxPicks() == 1 {
+		return Picked(t.Choose(h, 0))
+	}
 	return PickWithRetries(ctx, func(attempt uint32) *host.Host { return t.Choose(h, attempt) })
 }

@@ -24,6 +24,9 @@ func Factory(p lb.Params, cfg *lb.Config) (lb.Balancer, error) { return New(p, c
 
 // Pick returns a uniformly random host of the chosen host list.
 func (b *Balancer) Pick(ctx *lb.Context) (*host.Host, error) {
+	if ctx.MaxPicks() == 1 {
+		return lb.Picked(b.pickOnce(ctx))
+	}
 	return lb.PickWithRetries(ctx, func(uint32) *host.Host { return b.pickOnce(ctx) })
 }
 

@@ -44,6 +44,9 @@ func Weights(hosts []*host.Host) []uint32 {
 
 // Pick returns the next host of the schedule chosen by priority, panic and locality state.
 func (b *Balancer) Pick(ctx *lb.Context) (*host.Host, error) {
+	if ctx.MaxPicks() == 1 {
+		return lb.Picked(b.pickOnce(ctx))
+	}
 	return lb.PickWithRetries(ctx, func(uint32) *host.Host { return b.pickOnce(ctx) })
 }
 
