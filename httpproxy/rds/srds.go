@@ -350,6 +350,12 @@ type scopedWatch struct {
 	stops  map[string]func()
 	routes map[string]*routev3.RouteConfiguration
 	gen    uint64
+	// setAt is the generation that first publishes routes[name] as it is now, and shown the
+	// highest generation whose update has returned: a route configuration is in the
+	// connection manager's tables once setAt[name] <= shown (loadedLocked), and only then may an
+	// on-demand request for it go on.
+	setAt  map[string]uint64
+	shown  uint64
 	closed bool
 	// waiters are the on-demand callbacks waiting for a route configuration, by name;
 	// nextWaiter numbers them.
@@ -410,7 +416,7 @@ func (d *Discovery) watchScopes(sr *hcmv3.ScopedRoutes, statPrefix string, repor
 		report = func(uint64, []*routev3.ScopedRouteConfiguration, map[string]*routev3.RouteConfiguration) {}
 	}
 	w := &scopedWatch{d: d, name: sr.GetName(), rds: sr.GetRdsConfigSource(), prefix: statPrefix, update: report, born: d.clock.Now(),
-		refs: map[string]*routeWatch{}, stops: map[string]func(){}, routes: map[string]*routev3.RouteConfiguration{}, waiters: map[string]map[uint64]func(){}}
+		refs: map[string]*routeWatch{}, stops: map[string]func(){}, routes: map[string]*routev3.RouteConfiguration{}, setAt: map[string]uint64{}, waiters: map[string]map[uint64]func(){}}
 	switch {
 	case sr.GetScopedRds() != nil:
 		if sr.GetScopedRds().GetSrdsResourcesLocator() != "" {
@@ -507,7 +513,7 @@ func (w *scopedWatch) refresh() {
 		}
 		w.refs[name], w.stops[name] = rw, stop
 		if cur != nil {
-			w.routes[name] = cur
+			w.routes[name], w.setAt[name] = cur, w.gen+1
 		}
 	}
 	for name := range w.refs {
@@ -516,21 +522,10 @@ func (w *scopedWatch) refresh() {
 			delete(w.refs, name)
 			delete(w.stops, name)
 			delete(w.routes, name)
+			delete(w.setAt, name)
 		}
 	}
-	var wake []func()
-	for name, ws := range w.waiters {
-		if w.routes[name] != nil {
-			for _, fn := range ws {
-				wake = append(wake, fn)
-			}
-			delete(w.waiters, name)
-		}
-	}
-	w.publishLocked(list)
-	for _, fn := range wake {
-		fn()
-	}
+	w.publishLocked(list) // wakes the requests waiting for a route configuration it shows
 }
 
 // routeChanged records a scope's route configuration (nil when removed or timed out).
@@ -543,8 +538,9 @@ func (w *scopedWatch) routeChanged(name string, rc *routev3.RouteConfiguration) 
 	list := w.scopes()
 	if rc == nil {
 		delete(w.routes, name)
+		delete(w.setAt, name)
 	} else {
-		w.routes[name] = rc
+		w.routes[name], w.setAt[name] = rc, w.gen+1
 	}
 	// The callbacks waiting for name run after the publication, also when the route
 	// configuration is gone or timed out (the request then finds no route).
@@ -557,7 +553,8 @@ func (w *scopedWatch) routeChanged(name string, rc *routev3.RouteConfiguration) 
 }
 
 // publishLocked bumps the generation and calls update with a copy of the state; it unlocks
-// w.mu.
+// w.mu. Then it lets go the on-demand requests that asked, while update ran, for a route
+// configuration this generation brought (load found it set but not yet shown).
 func (w *scopedWatch) publishLocked(list []*routev3.ScopedRouteConfiguration) {
 	w.gen++
 	gen := w.gen
@@ -567,6 +564,27 @@ func (w *scopedWatch) publishLocked(list []*routev3.ScopedRouteConfiguration) {
 	}
 	w.mu.Unlock()
 	w.update(gen, list, routes)
+	w.mu.Lock()
+	w.shown = max(w.shown, gen)
+	var wake []func()
+	for name, ws := range w.waiters {
+		if w.loadedLocked(name) {
+			for _, fn := range ws {
+				wake = append(wake, fn)
+			}
+			delete(w.waiters, name)
+		}
+	}
+	w.mu.Unlock()
+	for _, fn := range wake {
+		fn()
+	}
+}
+
+// loadedLocked reports whether the route configuration called name is in the tables the
+// connection manager was last given.
+func (w *scopedWatch) loadedLocked(name string) bool {
+	return w.routes[name] != nil && w.setAt[name] <= w.shown
 }
 
 // load is the on-demand half of the watch (Envoy's onDemandRdsUpdate): it finds the scope
@@ -594,7 +612,7 @@ func (w *scopedWatch) load(key string, done func()) (cancel func(), ok bool) {
 		w.mu.Unlock()
 		return nil, false
 	}
-	if w.routes[name] != nil {
+	if w.loadedLocked(name) {
 		w.mu.Unlock()
 		done()
 		return func() {}, true
@@ -614,7 +632,7 @@ func (w *scopedWatch) load(key string, done func()) (cancel func(), ok bool) {
 	// had already fetched before the waiter could be woken by it.
 	w.mu.Lock()
 	var now func()
-	if w.routes[name] != nil && w.waiters[name][id] != nil {
+	if w.loadedLocked(name) && w.waiters[name][id] != nil {
 		now = done
 		delete(w.waiters[name], id)
 	}
