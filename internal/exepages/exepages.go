@@ -18,8 +18,8 @@
 // phase's, not the sum of all. What it costs: the pages a later phase reads again fault back in
 // (minor faults, 64 KiB each), and a check that releases nothing reads /proc/self/statm.
 //
-// SinglePageFaults (called from package pagewise's init) removes the 64 KiB: once it has run,
-// a fault maps the one page read, so what a phase leaves resident is what it read.
+// Package pagewise (Enable, from package aftersyscall's init) removes the 64 KiB: once it has
+// run, a fault maps the one page read, so what a phase leaves resident is what it read.
 //
 // Only mappings that are of the executable (same device and inode as /proc/self/exe) and not
 // writable are advised: a writable private mapping (.data) holds the process's own changes,
@@ -34,7 +34,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
+
+	"github.com/legateproxy/legate/internal/exepages/pagewise"
 )
 
 // Budget is the resident size of file-backed pages above which Checkpoint drops the executable's
@@ -44,7 +45,7 @@ import (
 // releases again only when rare paths have added to them.
 const Budget = 6 << 20
 
-// PagewiseBudget is Budget once SinglePageFaults has turned fault-around off: a fault then maps
+// PagewiseBudget is Budget once pagewise.Enable has turned fault-around off: a fault then maps
 // only the page read, and serving keeps 1.3 MB (HTTP/1) to 2.5 MB (TLS, h2c) of the binary in
 // use (RssFile less the clean .data pages, after 5 to 15 s of load), so 2 MB holds start-up's
 // phases and the first requests to about that much while a check under load releases once in
@@ -52,7 +53,7 @@ const Budget = 6 << 20
 const PagewiseBudget = 2 << 20
 
 // Checkpoint ends a phase of start-up (or a tick of a timer): it drops the executable's pages
-// when more than the budget (Budget, or PagewiseBudget once SinglePageFaults has succeeded) of
+// when more than the budget (Budget, or PagewiseBudget once pagewise.Enable has succeeded) of
 // them are resident (Trim). Phases of start-up each run code and read data spread over the
 // whole binary, so without a drop between them their page sets add up to most of the binary.
 // Only RSS changes: the pages stay in the page cache, and the next phase faults back what it
@@ -61,14 +62,11 @@ func Checkpoint() { _, _ = Trim(budget()) }
 
 // budget is what Checkpoint passes to Trim.
 func budget() int {
-	if pagewise.Load() {
+	if pagewise.On() {
 		return PagewiseBudget
 	}
 	return Budget
 }
-
-// pagewise is set once SinglePageFaults has registered the executable's mappings.
-var pagewise atomic.Bool
 
 // Mapping is one line of /proc/self/maps.
 type Mapping struct {

@@ -14,6 +14,3 @@ func Trim(budget int) (bool, error) { return false, errors.ErrUnsupported }
 func exeFile() (major, minor uint32, inode uint64, err error) {
 	return 0, 0, 0, errors.ErrUnsupported
 }
-
-// SinglePageFaults does nothing outside Linux (see Release).
-func SinglePageFaults() error { return errors.ErrUnsupported }

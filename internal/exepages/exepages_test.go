@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/legateproxy/legate/internal/exepages/pagewise"
 )
 
 func TestParseMaps(t *testing.T) {
@@ -245,5 +247,19 @@ func TestTrimReleasesOnlyOverBudget(t *testing.T) {
 	rb, ra = readOnlyRss(t, string(before[:nb])), readOnlyRss(t, string(after[:na]))
 	if rb == 0 || ra >= rb {
 		t.Errorf("resident kB of the read-only mappings: %d before Trim over budget, %d after; want fewer after", rb, ra)
+	}
+}
+
+// TestCheckpointBudgetFollowsPagewise: Checkpoint counts its budget in single pages (a smaller
+// one) once pagewise.Enable has turned fault-around off, and in fault-around windows before.
+func TestCheckpointBudgetFollowsPagewise(t *testing.T) {
+	if !pagewise.On() && budget() != Budget {
+		t.Errorf("budget with fault-around: %d, want Budget", budget())
+	}
+	if err := pagewise.Enable(); err != nil {
+		t.Skipf("userfaultfd is not available here: %v", err)
+	}
+	if budget() != PagewiseBudget {
+		t.Errorf("budget after pagewise.Enable: %d, want PagewiseBudget", budget())
 	}
 }

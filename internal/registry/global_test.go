@@ -16,10 +16,10 @@ var initAllowed = map[string]string{
 	// Each calls exepages.Checkpoint, at its place in Go's init order, between the generated
 	// packages' inits (TestInitDropsRunBetweenTheGroups in cmd/legate); none registers or
 	// builds anything.
-	"internal/exepages/afterenvoy":  "drops the executable's resident pages between package inits",
-	"internal/exepages/afterwkt":    "drops the executable's resident pages between package inits",
-	"internal/exepages/beforeenvoy": "drops the executable's resident pages between package inits",
-	"internal/exepages/pagewise":    "turns fault-around off for the executable before the protobuf packages' inits",
+	"internal/exepages/afterenvoy":   "drops the executable's resident pages between package inits",
+	"internal/exepages/aftersyscall": "turns fault-around off for the executable before almost every other init",
+	"internal/exepages/afterwkt":     "drops the executable's resident pages between package inits",
+	"internal/exepages/beforeenvoy":  "drops the executable's resident pages between package inits",
 }
 
 // tablesAllowed are package-level tables of functions that are not registries: fixed lists

@@ -1,21 +1,26 @@
-// Package pagewise turns fault-around off for the executable's read-only mappings
-// (exepages.SinglePageFaults) from its init, early in Go's init order, and drops the pages
-// fault-around brought in before it (exepages.Release).
+// Package pagewise turns the kernel's fault-around off for the running executable's read-only
+// mappings (code, read-only data, the pc tables), so that each later fault in them maps the one
+// page read, where the kernel otherwise maps the pages cached around it too (64 KiB).
 //
-// Why an init, and why early: every package init after this one (about 330 of 348, the protobuf
-// runtime's and the generated Envoy and xDS packages' among them) then maps only the pages it
-// reads, one page a fault, instead of 64 KiB around each. It imports only exepages, whose own
-// imports (the lower standard library) have run by init 45 or so, and Go runs a ready package
-// whose import path sorts first, so it runs right after them, before the protobuf group.
-// cmd/legate imports it for its init alone; TestInitDropsRunBetweenTheGroups (cmd/legate)
-// holds the place. Where userfaultfd is not available, the pages come in as before and the
-// Checkpoint drops still bound them.
+// Why: Legate's start-up phases each read a few bytes in hundreds of 64 KiB windows spread over
+// the binary (init functions, descriptors, types, pc tables), so with fault-around most of its
+// resident file pages are neighbours never read (package exepages says what dropping them
+// means and costs).
+//
+// How: the mappings are registered with a userfaultfd in asynchronous write-protect mode (Linux
+// 6.7 and later), for which the kernel does not fault around. Nothing writes those mappings, and
+// in that mode the kernel would resolve a write fault itself, so no fault is ever delivered to
+// the descriptor and nothing reads it; it is kept open for the life of the process (closing it
+// would end the registration) and not inherited by an exec (O_CLOEXEC). It changes how pages
+// come in, not what the process reads or which pages stay cached.
+//
+// The package imports only the lowest of the standard library (syscall, sync), so that the init
+// calling Enable (package aftersyscall) runs before almost every other package's init.
 package pagewise
 
-import "github.com/legateproxy/legate/internal/exepages"
+import "sync/atomic"
 
-func init() {
-	if exepages.SinglePageFaults() == nil {
-		_, _ = exepages.Release()
-	}
-}
+// On reports whether Enable has registered the executable's read-only mappings.
+func On() bool { return on.Load() }
+
+var on atomic.Bool

@@ -1,4 +1,4 @@
-package exepages
+package pagewise
 
 import (
 	"encoding/binary"
@@ -7,15 +7,15 @@ import (
 	"testing"
 )
 
-// TestSinglePageFaultsTurnsFaultAroundOff reads one byte in 64 KiB windows of the test binary's
+// TestEnableTurnsFaultAroundOff reads one byte in 64 KiB windows of the test binary's
 // read-only mappings whose pages were dropped, and counts the window's pages the read mapped:
 // the whole cached window with the kernel's fault-around, the one page read after
-// SinglePageFaults; and Checkpoint's budget follows.
-func TestSinglePageFaultsTurnsFaultAroundOff(t *testing.T) {
-	if pagewise.Load() {
-		t.Skip("SinglePageFaults ran earlier in this process (-count): there is no before to compare")
+// Enable.
+func TestEnableTurnsFaultAroundOff(t *testing.T) {
+	if On() {
+		t.Skip("Enable ran earlier in this process (-count): there is no before to compare")
 	}
-	maps, err := ReadOnly()
+	ranges, err := readOnly()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +37,8 @@ func TestSinglePageFaultsTurnsFaultAroundOff(t *testing.T) {
 	// may map a page of some window, so callers look at the smallest and largest counts.
 	mapped := func() (least, most int) {
 		least = window
-		for _, m := range maps {
-			for w := (m.Start + window - 1) &^ (window - 1); w+window <= m.End; w += 16 * window {
+		for _, r := range ranges {
+			for w := (r[0] + window - 1) &^ (window - 1); w+window <= r[1]; w += 16 * window {
 				buf := make([]byte, window)
 				if _, err := mem.ReadAt(buf, int64(w)); err != nil {
 					t.Fatalf("read %x: %v", w, err)
@@ -65,21 +65,38 @@ func TestSinglePageFaultsTurnsFaultAroundOff(t *testing.T) {
 		return least, most
 	}
 	least0, most0 := mapped()
-	if budget() != Budget {
-		t.Errorf("Checkpoint's budget before SinglePageFaults: %d, want Budget", budget())
-	}
 	if most0 <= 1 {
 		t.Skipf("one read maps at most %d page of a window: this kernel does not fault around", most0)
 	}
-	if err := SinglePageFaults(); err != nil {
+	if err := Enable(); err != nil {
 		t.Skipf("userfaultfd is not available here: %v", err)
 	}
-	if budget() != PagewiseBudget {
-		t.Errorf("Checkpoint's budget after SinglePageFaults: %d, want PagewiseBudget", budget())
+	if !On() {
+		t.Error("On() is false after Enable succeeded")
 	}
 	least, most := mapped()
 	if least != 1 {
-		t.Errorf("after SinglePageFaults one read maps %d to %d pages of a 64 KiB window; want 1", least, most)
+		t.Errorf("after Enable one read maps %d to %d pages of a 64 KiB window; want 1", least, most)
 	}
-	t.Logf("pages of a window one read maps: %d to %d before SinglePageFaults, %d to %d after", least0, most0, least, most)
+	t.Logf("pages of a window one read maps: %d to %d before Enable, %d to %d after", least0, most0, least, most)
+}
+
+func TestParseReadOnly(t *testing.T) {
+	text := []byte(`00400000-013ef000 r-xp 00000000 fe:00 10145253                           /tmp/legate
+013ef000-02855000 r--p 00fef000 fe:00 10145253                           /tmp/legate
+02855000-02985000 rw-p 02455000 fe:00 10145253                           /tmp/legate
+02985000-049dc000 rw-p 00000000 00:00 0 
+7f8ab14e1000-7f8ab14e3000 r-xp 00000000 00:00 0                          [vdso]
+7f8ab1500000-7f8ab1501000 r--p 00000000 103:02 10145253                  /opt/same inode, other device
+7f8ab1600000-7f8ab1601000 r--p 00000000 fe:00 10145254                   /opt/other inode
+zz-01 r--p 0 fe:00 10145253 /tmp/legate
+`)
+	got := parseReadOnly(text, 0xfe, 0, 10145253)
+	want := [][2]uint64{{0x400000, 0x13ef000}, {0x13ef000, 0x2855000}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("parseReadOnly = %x, want %x (the file's text and read-only data, never its .data)", got, want)
+	}
+	if got := parseReadOnly(text, 0x103, 2, 10145253); len(got) != 1 || got[0] != [2]uint64{0x7f8ab1500000, 0x7f8ab1501000} {
+		t.Errorf("device 103:02: %x", got)
+	}
 }
