@@ -14,5 +14,8 @@
 // Concurrency: a Balancer is an immutable snapshot of one host.PrioritySet, built on the control
 // side whenever hosts or health change and published by the cluster manager. Pick may be called
 // from any number of goroutines; it takes no lock and allocates nothing. The only mutable state
-// touched by a pick is atomic (schedule counters, hosts' active request counts).
+// a pick writes is atomic and kept per P, so that no cache line is written by every pick: a
+// schedule's position (Sequence: one shared position only while one P picks) and the lb_*
+// counters (stats.HotCounter). Least request reads the P's own line of its candidates' in-flight
+// counts, which the pools write.
 package lb

@@ -9,5 +9,6 @@
 // default subset included).
 //
 // Concurrency: a Balancer is an immutable snapshot; Pick hashes the criteria without
-// allocating, finds the group in a prebuilt map and delegates to the group's balancer.
+// allocating, finds the group in a prebuilt map, delegates to the group's balancer and counts
+// lb_subsets_selected or _fallback on the P's own line (stats.HotCounter).
 package subset
