@@ -1322,8 +1322,12 @@ type observedBody struct {
 
 func (o *observedBody) Read(p []byte) (int, error) {
 	n, err := o.r.Read(p)
-	if err != nil && err != io.EOF && o.err == nil {
-		o.err = err
+	eof := false // compared once: each comparison of two errors was about 20 instructions
+	if err != nil {
+		eof = err == io.EOF
+		if !eof && o.err == nil {
+			o.err = err
+		}
 	}
 	if n > 0 {
 		if o.response {
@@ -1340,7 +1344,7 @@ func (o *observedBody) Read(p []byte) (int, error) {
 			}
 		}
 	}
-	if err == io.EOF && !o.response {
+	if eof && !o.response {
 		o.s.requestBodyEnded()
 	}
 	return n, err

@@ -81,6 +81,27 @@ func (rc *rawConn) closed() bool {
 	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
 }
 
+// TestIdleTimeoutCountsFromLastRequest checks that idle_timeout counts from the end of the
+// connection's last request, not from when the connection opened: a request that takes
+// 0.6 s of a 1 s idle timeout leaves the connection a whole second idle after its response
+// (armIdle moves the idle period's start; the cached deadline, rescaleIdleFor, must move
+// with it: without that the connection closed 0.4 s after the response).
+func TestIdleTimeoutCountsFromLastRequest(t *testing.T) {
+	up := slowUpstream(t)
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", up.Listener.Addr().String())},
+		hcm:      simpleHCM("web", "") + "stream_idle_timeout: 0s\ncommon_http_protocol_options: {idle_timeout: 1s}\n",
+	})
+	rc := dialRaw(t, e.addr)
+	rc.write("GET / HTTP/1.1\r\nhost: a\r\nx-delay: 600ms\r\n\r\n")
+	if resp, body := rc.response(); resp.StatusCode != http.StatusOK || body != "ok" {
+		t.Fatalf("got %d %q; want 200 \"ok\"", resp.StatusCode, body)
+	}
+	if got := awaitClose(t, rc, time.Now()); got < 800*time.Millisecond {
+		t.Errorf("idle connection closed %v after its last response; want about the 1s idle_timeout", got)
+	}
+}
+
 func TestRequestHeadersTimeout(t *testing.T) {
 	up := slowUpstream(t)
 	e := newEnv(t, envOptions{
