@@ -6,8 +6,6 @@ import (
 	"testing"
 )
 
-func ptr(h [16]byte) *[16]byte { return &h }
-
 // TestRequestIDForm checks generated x-request-id values are version 4, variant 10 UUIDs in
 // lower-case hex with their dashes, and the word-at-a-time hex digits against fmt's.
 func TestRequestIDForm(t *testing.T) {
@@ -32,16 +30,17 @@ func TestRequestIDForm(t *testing.T) {
 		}
 		seen[id] = true
 	}
+	r := rand.New(rand.NewPCG(1, 2))
+	words := [][2]uint64{{0x0123456789abcdef, 0xfedcba9876543210}, {0, ^uint64(0)}, {^uint64(0), 0}, {0x9a0f_a9f0_0aff_f09a, 0x1234_5678_9abc_def0}}
 	for range 1000 {
-		if v := rand.Uint64(); fmt.Sprintf("%016x", v) != string(ptr(hex16(v))[:]) {
-			t.Fatalf("hex16(%#x) = %q; want %016x", v, ptr(hex16(v))[:], v)
-		}
+		words = append(words, [2]uint64{r.Uint64(), r.Uint64()})
 	}
-	for _, w := range [][2]uint64{{0x0123456789abcdef, 0xfedcba9876543210}, {0, ^uint64(0)}, {0x9a0f_a9f0_0aff_f09a, 0x1234_5678_9abc_def0}} {
-		for _, v := range w {
-			if got, want := hex16(v), fmt.Sprintf("%016x", v); string(got[:]) != want {
-				t.Errorf("hex16(%#x) = %q; want %q", v, got[:], want)
-			}
+	for _, w := range words {
+		a, c := w[0]&^(0xf<<12)|4<<12, w[1]&^(0x3<<62)|0x2<<62
+		want := fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", a>>32, a>>16&0xffff, a&0xffff, c>>48, c&(1<<48-1))
+		dst := append(make([]byte, 0, 3+uuidLen), "id:"...)
+		if got := appendUUID(dst, w[0], w[1]); string(got) != "id:"+want {
+			t.Errorf("appendUUID(%#x, %#x) = %q; want %q", w[0], w[1], got, "id:"+want)
 		}
 	}
 }
