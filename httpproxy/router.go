@@ -18,7 +18,6 @@ import (
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/httpproxy/filter"
 	"github.com/legateproxy/legate/httpproxy/route"
-	"github.com/legateproxy/legate/lb"
 	"github.com/legateproxy/legate/outlier"
 	"github.com/legateproxy/legate/pool"
 )
@@ -230,7 +229,9 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	if len(c.OriginalDstHeaders()) > 0 {
 		odst = hd.header()
 	}
-	s.lbctx = lb.Context{MetadataMatch: m.MetadataMatch, OverrideHost: c.OriginalDst(odst, s.local, s.restored)}
+	// putStream left s.lbctx zero: two fields are set rather than the whole struct (its
+	// attempted hosts' array made that about 45 instructions).
+	s.lbctx.MetadataMatch, s.lbctx.OverrideHost = m.MetadataMatch, c.OriginalDst(odst, s.local, s.restored)
 	if c.IsForwardProxy() {
 		s.lbctx.OverrideHost = c.ForwardProxyKey(s.req.Authority)
 	}
