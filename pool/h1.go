@@ -29,6 +29,7 @@ type h1conn struct {
 	bw        *bufio.Writer
 	body      body
 	scratch   []byte      // chunked request bodies; allocated on first use
+	validHost []byte      // the last host a request head was written with (hostValid)
 	timer     *time.Timer // idle timeout; armed once, re-armed by itself (see idleExpired)
 	lifetime  *time.Timer // max_connection_duration; nil when unset
 	idleSince int64       // UnixNano when the connection last went idle; guarded by shard's lock
@@ -559,7 +560,7 @@ func (c *h1conn) exchange(ctx context.Context, req *Request, resp *Response, sta
 	c.setDeadline(ctx, start)
 	c.early = false
 	rx := c.uc.rx
-	if err := writeRequestHead(c.bw, req, c.uc.hp.host.Address(), c.opts()); err != nil {
+	if err := writeRequestHead(c.bw, req, c.uc.hp.host.Address(), c.opts(), &c.validHost); err != nil {
 		return false, err
 	}
 	if hasBody(req) {

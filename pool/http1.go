@@ -46,8 +46,9 @@ var ErrRequestLine = errors.New("request cannot be written as HTTP/1")
 // against request-line injection from an HTTP/2 downstream: a method that is not a token, or
 // a path or host that could split the line, is refused before a byte is written. o is the
 // cluster's HTTP/1 codec options: header_key_format spells the names (unless the request's
-// own names are Spelled), send_fully_qualified_url makes the target absolute.
-func writeRequestHead(bw *bufio.Writer, req *Request, authority string, o *config.HTTP1Options) error {
+// own names are Spelled), send_fully_qualified_url makes the target absolute. checked, when
+// not nil, is the connection's copy of the last host it found valid (hostValid).
+func writeRequestHead(bw *bufio.Writer, req *Request, authority string, o *config.HTTP1Options, checked *[]byte) error {
 	path, host := req.Path, req.Host
 	if path == "" {
 		path = "/"
@@ -55,7 +56,7 @@ func writeRequestHead(bw *bufio.Writer, req *Request, authority string, o *confi
 	if host == "" {
 		host = authority
 	}
-	if !http1.ValidToken(req.Method) || !http1.ValidTarget(path) || !http1.ValidAuthority(host) {
+	if !http1.ValidToken(req.Method) || !http1.ValidTarget(path) || !hostValid(host, checked) {
 		return fmt.Errorf("%w: method %q, path %q, host %q", ErrRequestLine, req.Method, path, host)
 	}
 	absolute := o.SendFullyQualifiedURL && req.Method != "CONNECT"
@@ -128,6 +129,25 @@ func writeRequestHead(bw *bufio.Writer, req *Request, authority string, o *confi
 	}
 	bw.WriteString("\r\n")
 	return nil
+}
+
+// hostValid reports whether host may be written as the request's Host
+// (http1.ValidAuthority). checked, when not nil, holds a copy of the last host found valid
+// on the connection: the same host again, as on most requests but a connection's first, is
+// found valid by one comparison rather than checked again a byte at a time (about 110
+// instructions for "127.0.0.1:8080"). It is a copy, not the string: a host points into a
+// downstream buffer that later requests overwrite.
+func hostValid(host string, checked *[]byte) bool {
+	if checked != nil && string(*checked) == host {
+		return true
+	}
+	if !http1.ValidAuthority(host) {
+		return false
+	}
+	if checked != nil {
+		*checked = append((*checked)[:0], host...)
+	}
+	return true
 }
 
 // headSize bounds the length of req's head from above; authority is the host's address.

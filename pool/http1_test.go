@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -331,7 +332,7 @@ func TestWriteRequest(t *testing.T) {
 			// A buffer smaller than the lines takes the line-by-line path; the head is the same.
 			var small bytes.Buffer
 			sw := bufio.NewWriterSize(&small, 16)
-			if err := writeRequestHead(sw, &tt.req, "10.0.0.1:80", opts); err != nil {
+			if err := writeRequestHead(sw, &tt.req, "10.0.0.1:80", opts, nil); err != nil {
 				t.Fatal(err)
 			}
 			sw.Flush()
@@ -340,7 +341,7 @@ func TestWriteRequest(t *testing.T) {
 			}
 			var out bytes.Buffer
 			bw := bufio.NewWriter(&out)
-			if err := writeRequestHead(bw, &tt.req, "10.0.0.1:80", opts); err != nil {
+			if err := writeRequestHead(bw, &tt.req, "10.0.0.1:80", opts, nil); err != nil {
 				t.Fatal(err)
 			}
 			if err := writeRequestBody(bw, &tt.req, make([]byte, 64), opts); err != nil {
@@ -363,7 +364,7 @@ func TestWriteRequest(t *testing.T) {
 	} {
 		var out bytes.Buffer
 		bw := bufio.NewWriter(&out)
-		err := writeRequestHead(bw, &req, "10.0.0.1:80", &config.HTTP1Options{})
+		err := writeRequestHead(bw, &req, "10.0.0.1:80", &config.HTTP1Options{}, nil)
 		bw.Flush()
 		if !errors.Is(err, ErrRequestLine) || out.Len() != 0 {
 			t.Errorf("writeRequestHead(%q %q host %q) = %v, wrote %q; want ErrRequestLine and nothing written", req.Method, req.Path, req.Host, err, out.String())
@@ -403,4 +404,33 @@ func FuzzReadResponse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCheckedHostIsACopy: a connection skips the check of a host equal to the last one it
+// found valid, and what it compares with is a copy. The host here, like a downstream
+// request's, points into a buffer that is overwritten after the first request; the second
+// request's host, in that same buffer, would split the request line and must be refused.
+// Keeping the string rather than a copy would compare the new bytes with themselves.
+func TestCheckedHostIsACopy(t *testing.T) {
+	var checked []byte
+	buf := []byte("a.example:80")
+	for i, want := range []error{nil, ErrRequestLine, nil} {
+		if i == 1 {
+			copy(buf, "a\r\nX: y\r\n:8")
+		}
+		if i == 2 {
+			copy(buf, "b.example:80")
+		}
+		req := Request{Method: "GET", Path: "/", Host: unsafe.String(&buf[0], len(buf))}
+		var out bytes.Buffer
+		bw := bufio.NewWriter(&out)
+		err := writeRequestHead(bw, &req, "10.0.0.1:80", &config.HTTP1Options{}, &checked)
+		bw.Flush()
+		if !errors.Is(err, want) || (err != nil) != (out.Len() == 0) {
+			t.Fatalf("request %d, host %q: writeRequestHead = %v, wrote %q; want %v", i, req.Host, err, out.String(), want)
+		}
+		if want == nil && !strings.Contains(out.String(), "\r\nhost: "+req.Host+"\r\n") {
+			t.Fatalf("request %d: wrote %q; want host %q", i, out.String(), req.Host)
+		}
+	}
 }
