@@ -140,7 +140,7 @@ func canonicalSlowBefore(name string) string {
 
 // FuzzCanonicalKey holds canonicalKey to canonicalSlowBefore, for valid field names.
 func FuzzCanonicalKey(f *testing.F) {
-	for _, s := range []string{"user-agent", "USER-AGENT", "uSeR-aGeNt", "x-custom", "Host", "te", "tE", "x-envoy-upstream-rq-timeout-ms", "a"} {
+	for _, s := range []string{"user-agent", "USER-AGENT", "uSeR-aGeNt", "x-custom", "Host", "te", "tE", "x-envoy-upstream-rq-timeout-ms", "a", "user-agenx", "5ser-agent", "x-envoy-retry-ox", "X-ENVOY-INTERNAL", "x-envoy-max-retriez"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
