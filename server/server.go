@@ -80,20 +80,23 @@ type Server struct {
 	sinkClosers  []func() error // close the statsd, dog_statsd and metrics_service sinks
 	certs        *tlsutil.Registry
 	data         dataPlane
-	xds          *xds.Client     // nil without dynamic resources or EDS clusters
-	cds          *cds.Discovery  // with xds: CDS and EDS, the cluster manager's xDS side
-	lds          *lds.LDS        // with xds and lds_config: the listener manager's xDS side
-	sds          *tlsutil.SDS    // with xds: the static secrets, then SDS
-	ecds         *httpproxy.ECDS // with xds: the HTTP filters' configurations over ECDS
-	routes       *rds.Discovery  // with xds: RDS, VHDS and SRDS, the route table's xDS side
-	adminStats   adminStats
-	stats        stats.ServerStats
-	admin        *admin.Server // nil when the bootstrap has no admin block
-	reg          *admin.Registry
-	dumps        *configdump.Registry
-	init         *Init
-	adminLF      *reopenableFile // admin access log, nil when none
-	hot          hotRestart      // hot-restart socket and parent connection
+	xds          *xds.Client    // nil without dynamic resources or EDS clusters
+	cds          *cds.Discovery // with xds: CDS and EDS, the cluster manager's xDS side
+	lds          *lds.LDS       // with xds and lds_config: the listener manager's xDS side
+	// cdsInitialized is closed when CDS's init target is ready (nil without cds_config): LDS
+	// starts then.
+	cdsInitialized chan struct{}
+	sds            *tlsutil.SDS    // with xds: the static secrets, then SDS
+	ecds           *httpproxy.ECDS // with xds: the HTTP filters' configurations over ECDS
+	routes         *rds.Discovery  // with xds: RDS, VHDS and SRDS, the route table's xDS side
+	adminStats     adminStats
+	stats          stats.ServerStats
+	admin          *admin.Server // nil when the bootstrap has no admin block
+	reg            *admin.Registry
+	dumps          *configdump.Registry
+	init           *Init
+	adminLF        *reopenableFile // admin access log, nil when none
+	hot            hotRestart      // hot-restart socket and parent connection
 
 	initialized  atomic.Bool // the init manager finished and the listeners accept
 	healthFailed atomic.Bool // /healthcheck/fail in effect
@@ -348,7 +351,17 @@ func (s *Server) Run(ctx context.Context) error {
 		s.cds.Start()
 		s.routes.Start()
 		if s.lds != nil {
-			s.lds.Start()
+			if initialized := s.cdsInitialized; initialized != nil {
+				wg.Go(func() {
+					select {
+					case <-initialized:
+						s.lds.Start()
+					case <-ctx.Done():
+					}
+				})
+			} else {
+				s.lds.Start()
+			}
 		}
 		wg.Go(func() {
 			s.xds.Run(ctx)

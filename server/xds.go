@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sync"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
@@ -100,17 +101,27 @@ func (s *Server) buildXDS() error {
 	if err != nil {
 		return err
 	}
-	// The cluster manager's side owns CDS and EDS.
+	// The cluster manager's side owns CDS and EDS. LDS starts once its init target is ready
+	// (cdsInitialized), as Envoy starts LDS after the cluster manager's initialization.
 	d, err := cds.New(cds.Config{
 		Client:           client,
 		DynamicResources: s.boot.Proto.GetDynamicResources(),
 		Clusters:         s.clusters,
 		Stats:            s.store,
 		Logger:           s.logs.Logger("config"),
-		Init:             s.initTarget,
-		Clock:            s.clock,
-		Limits:           config.Limits{MaxObjNameLen: s.opts.MaxObjNameLen, UpstreamBindAddress: s.boot.UpstreamBindAddress, UpstreamSocketOptions: s.boot.UpstreamSocketOptions, Extensions: s.ext},
-		Secrets:          sds,
+		Init: func(name string) (func(), error) {
+			ready, err := s.initTarget(name)
+			if err != nil {
+				return nil, err
+			}
+			done := make(chan struct{})
+			s.cdsInitialized = done
+			var once sync.Once
+			return func() { ready(); once.Do(func() { close(done) }) }, nil
+		},
+		Clock:   s.clock,
+		Limits:  config.Limits{MaxObjNameLen: s.opts.MaxObjNameLen, UpstreamBindAddress: s.boot.UpstreamBindAddress, UpstreamSocketOptions: s.boot.UpstreamSocketOptions, Extensions: s.ext},
+		Secrets: sds,
 	})
 	if err != nil {
 		return err

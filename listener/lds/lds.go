@@ -13,6 +13,7 @@ import (
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -113,6 +114,8 @@ type LDS struct {
 	initFetched bool
 	initPending map[string]bool
 	stopped     bool
+	// cs is lds_config, subscribed to by Start.
+	cs *corev3.ConfigSource
 }
 
 // ldsListener is one accepted version of an LDS listener.
@@ -126,9 +129,8 @@ type ldsListener struct {
 	prev *ldsListener
 }
 
-// New validates lds_config, subscribes to every listener it delivers (the client sends the
-// request once it runs) and registers InitTarget; Start starts the initial fetch. Without
-// lds_config it returns nil.
+// New validates lds_config and registers InitTarget; Start subscribes to every listener it
+// delivers and starts the initial fetch. Without lds_config it returns nil.
 func New(cfg Config) (*LDS, error) {
 	dr := cfg.DynamicResources
 	cs := dr.GetLdsConfig()
@@ -152,9 +154,10 @@ func New(cfg Config) (*LDS, error) {
 	if h.clock == nil {
 		h.clock = clock.Real()
 	}
-	if _, err := cfg.Client.Stream(watch.ListenerType, cs, true, h); err != nil {
-		return nil, fmt.Errorf("dynamic_resources.lds_config: %w", err)
+	if src.ADS && !cfg.Client.HasADS() {
+		return nil, errors.New("dynamic_resources.lds_config: ads is set but dynamic_resources.ads_config is not")
 	}
+	h.cs = cs
 	if cfg.Init != nil {
 		ready, err := cfg.Init(InitTarget)
 		if err != nil {
@@ -169,14 +172,25 @@ func New(cfg Config) (*LDS, error) {
 // Stats returns the listener_manager.lds.* stats.
 func (h *LDS) Stats() *watch.SubscriptionStats { return &h.stats }
 
-// Start counts the subscription's start and starts the initial fetch timeout. The server
-// calls it before the client runs.
+// Start subscribes to the listeners (the client sends the request now, or once it runs),
+// counts the subscription's start and starts the initial fetch timeout. The server calls it
+// once the cluster manager's dynamic clusters are initialized, as Envoy starts LDS: a
+// listener's routes may name a CDS cluster, and a route table naming a cluster the cluster
+// manager does not know yet would be refused. After Stop it does nothing.
 func (h *LDS) Start() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	if h.stopped {
+		h.mu.Unlock()
+		return
+	}
 	h.stats.UpdateAttempt.Inc()
 	if t := h.src.InitialFetchTimeout; t > 0 {
 		h.initTimer = h.clock.AfterFunc(t, h.initTimeout)
+	}
+	h.mu.Unlock()
+	// Outside mu: the first response may be applied (Apply takes mu) as soon as this returns.
+	if _, err := h.cfg.Client.Stream(watch.ListenerType, h.cs, true, h); err != nil {
+		h.log.Errorf("xds: dynamic_resources.lds_config: %v", err)
 	}
 }
 

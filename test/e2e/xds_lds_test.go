@@ -181,3 +181,52 @@ func TestXDSListenersAndRoutesOverADS(t *testing.T) {
 		t.Errorf("listener_manager.lds.update_success = %q; want > 0", st)
 	}
 }
+
+// TestLDSStartsAfterCDS: as Envoy does, Legate asks for listeners only once the clusters CDS
+// delivered are initialized, so a listener whose routes name a CDS cluster never meets a
+// cluster manager that lacks it. (A clean-clone run once saw LDS refuse a file-delivered
+// listener for an "unknown cluster" that CDS had not been read yet.) Over ADS, the first LDS
+// request comes after the ACK of the first CDS response.
+func TestLDSStartsAfterCDS(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "upstream") }))
+	defer upstream.Close()
+	_, portStr, _ := net.SplitHostPort(upstream.Listener.Addr().String())
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xds := xdstest.New(t, xdstest.Options{Node: "e2e-lds-cds", ADS: true})
+	lport := freePort(t)
+	xds.Set("v1", map[resourcev3.Type][]types.Resource{
+		resourcev3.ClusterType:  {staticCluster("backend", uint32(port))},
+		resourcev3.ListenerType: {ldsListener(t, lport, "r1")},
+		resourcev3.RouteType:    {routeTo("r1", clusterRoute("backend"))},
+	})
+	start(t, "-c", writeConfig(t, adsBootstrap("e2e-lds-cds", xds, []string{"cds_config", "lds_config"})))
+	client := &http.Client{Timeout: 5 * time.Second}
+	waitXDS(t, xds, "the LDS listener to proxy to the CDS cluster", func() bool {
+		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/", lport))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == 200 && string(b) == "upstream"
+	})
+	cdsAck, ldsFirst := -1, -1
+	for i, r := range xds.Requests() {
+		switch r.GetTypeUrl() {
+		case resourcev3.ClusterType:
+			if cdsAck < 0 && r.GetVersionInfo() != "" {
+				cdsAck = i
+			}
+		case resourcev3.ListenerType:
+			if ldsFirst < 0 {
+				ldsFirst = i
+			}
+		}
+	}
+	if cdsAck < 0 || ldsFirst < cdsAck {
+		t.Errorf("request order: first LDS request #%d, CDS ACK #%d; want LDS after the CDS ACK", ldsFirst, cdsAck)
+	}
+}
