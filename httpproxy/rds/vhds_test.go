@@ -15,15 +15,20 @@ type namesStream struct{ added []string }
 
 func (s *namesStream) SetNames(add, _ []string) { s.added = append(s.added, add...) }
 
+// newTestVHDS is a ready VHDS handler on stream s serving route configuration r1, with no
+// virtual host yet.
+func newTestVHDS(s *namesStream) *vhdsHandler {
+	return &vhdsHandler{d: &Discovery{clock: clock.Real()}, s: s, hosts: map[string]*routev3.VirtualHost{}, raw: map[string]*anypb.Any{}, ready: true,
+		routes: map[string]int{"r1": 1}, pending: map[string]map[uint64]func(){}, answered: map[string]bool{}, stats: map[string]*vhdsStatsRef{},
+		updates: map[string]vhdsUpdate{}}
+}
+
 // TestVHDSAnswerWithoutHost: a delta response naming the requested alias without a virtual
 // host (a server's "no such host") answers the request, and the route configuration is
 // unchanged.
 func TestVHDSAnswerWithoutHost(t *testing.T) {
-	d := &Discovery{clock: clock.Real()}
 	s := &namesStream{}
-	h := &vhdsHandler{d: d, s: s, hosts: map[string]*routev3.VirtualHost{}, raw: map[string]*anypb.Any{}, ready: true,
-		routes: map[string]int{"r1": 1}, pending: map[string]map[uint64]func(){}, answered: map[string]bool{}, stats: map[string]*vhdsStatsRef{},
-		updates: map[string]vhdsUpdate{}}
+	h := newTestVHDS(s)
 	var calls int
 	h.requestHost("r1/gone.example", func() { calls++ })
 	h.requestHost("r1/gone.example", func() { calls++ })
@@ -45,11 +50,7 @@ func TestVHDSAnswerWithoutHost(t *testing.T) {
 // publishing the response that answers it is let go only once they have (it looked for the
 // host in a table that lacked it; going on at once would find it missing again, a 404).
 func TestVHDSAnsweredAfterWatchers(t *testing.T) {
-	d := &Discovery{clock: clock.Real()}
-	s := &namesStream{}
-	h := &vhdsHandler{d: d, s: s, hosts: map[string]*routev3.VirtualHost{}, raw: map[string]*anypb.Any{}, ready: true,
-		routes: map[string]int{"r1": 1}, pending: map[string]map[uint64]func(){}, answered: map[string]bool{}, stats: map[string]*vhdsStatsRef{},
-		updates: map[string]vhdsUpdate{}}
+	h := newTestVHDS(&namesStream{})
 	published := false
 	var lateCalled, lateCalledEarly bool
 	h.watch(func() {
