@@ -29,11 +29,8 @@
 package exepages
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/legateproxy/legate/internal/exepages/pagewise"
 )
@@ -66,84 +63,6 @@ func budget() int {
 		return PagewiseBudget
 	}
 	return Budget
-}
-
-// Mapping is one line of /proc/self/maps.
-type Mapping struct {
-	Start, End uint64
-	Perms      string // "r-xp"
-	Major      uint32 // device of the mapped file
-	Minor      uint32
-	Inode      uint64
-	Path       string
-}
-
-// Writable reports whether the process may write the mapping.
-func (m Mapping) Writable() bool { return len(m.Perms) > 1 && m.Perms[1] == 'w' }
-
-// parseMaps reads the lines of /proc/PID/maps.
-func parseMaps(text string) ([]Mapping, error) {
-	var out []Mapping
-	for line := range strings.Lines(text) {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		m, err := parseMapping(f)
-		if err != nil {
-			return nil, fmt.Errorf("maps line %q: %w", strings.TrimSpace(line), err)
-		}
-		out = append(out, m)
-	}
-	return out, nil
-}
-
-func parseMapping(f []string) (Mapping, error) {
-	var m Mapping
-	lo, hi, ok := strings.Cut(f[0], "-")
-	maj, mnr, ok2 := strings.Cut(f[3], ":")
-	if !ok || !ok2 {
-		return m, errors.New("malformed range or device")
-	}
-	var errs [5]error
-	m.Start, errs[0] = strconv.ParseUint(lo, 16, 64)
-	m.End, errs[1] = strconv.ParseUint(hi, 16, 64)
-	major, e2 := strconv.ParseUint(maj, 16, 32)
-	minor, e3 := strconv.ParseUint(mnr, 16, 32)
-	errs[2], errs[3] = e2, e3
-	m.Inode, errs[4] = strconv.ParseUint(f[4], 10, 64)
-	if err := errors.Join(errs[:]...); err != nil {
-		return m, err
-	}
-	m.Major, m.Minor, m.Perms = uint32(major), uint32(minor), f[1]
-	if len(f) > 5 {
-		m.Path = strings.Join(f[5:], " ")
-	}
-	return m, nil
-}
-
-// ReadOnly returns the mappings of the running executable that the process cannot write:
-// exactly those Release advises.
-func ReadOnly() ([]Mapping, error) {
-	major, minor, inode, err := exeFile()
-	if err != nil {
-		return nil, err
-	}
-	b, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		return nil, err
-	}
-	all, err := parseMaps(string(b))
-	if err != nil {
-		return nil, err
-	}
-	var out []Mapping
-	for _, m := range all {
-		if m.Inode == inode && m.Major == major && m.Minor == minor && !m.Writable() {
-			out = append(out, m)
-		}
-	}
-	return out, nil
 }
 
 // parseStatmShared reads the third field of /proc/PID/statm ("size resident shared text lib data

@@ -2,33 +2,30 @@ package exepages
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/legateproxy/legate/internal/exepages/pagewise"
 )
 
 // Release advises MADV_DONTNEED on every read-only mapping of the executable and returns how
 // many bytes of address space it covered. Pages the process uses later fault back in from the
 // page cache.
 func Release() (int, error) {
-	maps, err := cachedReadOnly()
+	ranges, err := pagewise.ReadOnly()
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	for _, m := range maps {
-		// The mapping is not writable (ReadOnly), so it holds no private changes to lose.
-		if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, uintptr(m.Start), uintptr(m.End-m.Start), syscall.MADV_DONTNEED); e != 0 {
-			return n, fmt.Errorf("madvise %x-%x %s: %w", m.Start, m.End, m.Perms, e)
+	for _, r := range ranges {
+		// The mapping is not writable (pagewise.ReadOnly), so it holds no private changes to lose.
+		if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, uintptr(r[0]), uintptr(r[1]-r[0]), syscall.MADV_DONTNEED); e != 0 {
+			return n, fmt.Errorf("madvise %x-%x: %w", r[0], r[1], e)
 		}
-		n += int(m.End - m.Start)
+		n += int(r[1] - r[0])
 	}
 	return n, nil
 }
-
-// cachedReadOnly is ReadOnly, read once: the executable stays mapped where exec put it, and
-// start-up calls Release a dozen times, a timer later on.
-var cachedReadOnly = sync.OnceValues(ReadOnly)
 
 // Trim releases the read-only mappings of the executable (Release) when the process's resident
 // file-backed memory has grown by more than budget bytes since the last release, and reports
@@ -70,17 +67,4 @@ func residentShared() (int, error) {
 		return 0, err
 	}
 	return parseStatmShared(buf[:n])
-}
-
-// exeFile identifies the running executable as /proc/self/maps names files: device and inode.
-func exeFile() (major, minor uint32, inode uint64, err error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat("/proc/self/exe", &st); err != nil {
-		return 0, 0, 0, err
-	}
-	// The kernel's encoding of dev_t (glibc's gnu_dev_major and gnu_dev_minor).
-	dev := st.Dev
-	major = uint32((dev>>8)&0xfff) | uint32((dev>>32)&^0xfff)
-	minor = uint32(dev&0xff) | uint32((dev>>12)&^0xff)
-	return major, minor, st.Ino, nil
 }

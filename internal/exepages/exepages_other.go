@@ -10,7 +10,3 @@ func Release() (int, error) { return 0, errors.ErrUnsupported }
 
 // Trim does nothing outside Linux (see Release).
 func Trim(budget int) (bool, error) { return false, errors.ErrUnsupported }
-
-func exeFile() (major, minor uint32, inode uint64, err error) {
-	return 0, 0, 0, errors.ErrUnsupported
-}

@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,81 +13,6 @@ import (
 
 	"github.com/legateproxy/legate/internal/exepages/pagewise"
 )
-
-func TestParseMaps(t *testing.T) {
-	text := `00400000-013ef000 r-xp 00000000 fe:00 10145253                           /tmp/legate
-013ef000-02855000 r--p 00fef000 fe:00 10145253                           /tmp/legate
-02855000-02985000 rw-p 02455000 fe:00 10145253                           /tmp/legate
-02985000-049dc000 rw-p 00000000 00:00 0 
-7f8ab14e1000-7f8ab14e3000 r-xp 00000000 00:00 0                          [vdso]
-7f8ab1500000-7f8ab1501000 r--p 00000000 103:02 77                        /opt/a b (deleted)
-`
-	got, err := parseMaps(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 6 {
-		t.Fatalf("got %d mappings, want 6", len(got))
-	}
-	want := Mapping{Start: 0x2855000, End: 0x2985000, Perms: "rw-p", Major: 0xfe, Minor: 0, Inode: 10145253, Path: "/tmp/legate"}
-	if got[2] != want {
-		t.Errorf("mapping 2 = %+v, want %+v", got[2], want)
-	}
-	if !got[2].Writable() || got[0].Writable() || got[1].Writable() {
-		t.Errorf("Writable: .data must be writable, text and rodata not")
-	}
-	if m := got[5]; m.Major != 0x103 || m.Minor != 2 || m.Inode != 77 || m.Path != "/opt/a b (deleted)" {
-		t.Errorf("mapping 5 = %+v", m)
-	}
-	if _, err := parseMaps("zz-01 r--p 0 fe:00 1 /x\n"); err == nil {
-		t.Error("a malformed address parsed")
-	}
-	if _, err := parseMaps("00-01 r--p 0 fe00 1 /x\n"); err == nil {
-		t.Error("a malformed device parsed")
-	}
-}
-
-// TestReadOnlyIsTheExecutablesReadOnlyMappings holds the only thing Release may advise: the
-// test binary's own mappings that the process cannot write, never its .data.
-func TestReadOnlyIsTheExecutablesReadOnlyMappings(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	exe, err = filepath.EvalSymlinks(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sel, err := ReadOnly()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(sel) < 2 {
-		t.Fatalf("selected %d mappings, want the text and the read-only data at least: %+v", len(sel), sel)
-	}
-	for _, m := range sel {
-		if m.Writable() || m.Path != exe {
-			t.Errorf("selected %+v; want only non-writable mappings of %s", m, exe)
-		}
-	}
-	b, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	all, err := parseMaps(string(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	writable := 0
-	for _, m := range all {
-		if m.Path == exe && m.Writable() {
-			writable++
-		}
-	}
-	if writable == 0 {
-		t.Fatal("the executable has no writable mapping to leave alone; the test proves nothing")
-	}
-}
 
 // marker lives in the executable's writable data; Release must leave the value set at run time.
 var marker = 1
@@ -170,13 +94,13 @@ func readSmaps(t *testing.T, buf []byte) int {
 
 // readOnlyRss sums the Rss lines of the mappings ReadOnly selects.
 func readOnlyRss(t *testing.T, smaps string) int {
-	sel, err := ReadOnly()
+	sel, err := pagewise.ReadOnly()
 	if err != nil {
 		t.Fatal(err)
 	}
 	starts := map[string]bool{}
-	for _, m := range sel {
-		starts[strconv.FormatUint(m.Start, 16)] = true
+	for _, r := range sel {
+		starts[strconv.FormatUint(r[0], 16)] = true
 	}
 	total, in := 0, false
 	for line := range strings.Lines(smaps) {

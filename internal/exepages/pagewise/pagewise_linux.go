@@ -30,7 +30,7 @@ type uffdioRegisterArg struct{ Start, Len, Mode, Ioctls uint64 }
 func Enable() error { return enable() }
 
 var enable = sync.OnceValue(func() error {
-	ranges, err := readOnly()
+	ranges, err := ReadOnly()
 	if err != nil {
 		return err
 	}
@@ -69,9 +69,14 @@ func ioctl(fd, req uintptr, arg unsafe.Pointer) error {
 	return nil
 }
 
-// readOnly returns the [start, end) address ranges of the executable's mappings that the process
+// ReadOnly returns the [start, end) address ranges of the executable's mappings that the process
 // cannot write, from /proc/self/maps, read and parsed with system calls alone (see the package
-// comment for why).
+// comment for why). It reads them once: the executable stays mapped where exec put it. Package
+// exepages drops the pages of the same ranges.
+func ReadOnly() ([][2]uint64, error) { return readOnlyOnce() }
+
+var readOnlyOnce = sync.OnceValues(readOnly)
+
 func readOnly() ([][2]uint64, error) {
 	var st syscall.Stat_t
 	if err := syscall.Stat("/proc/self/exe", &st); err != nil {

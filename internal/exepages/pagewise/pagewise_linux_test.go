@@ -2,7 +2,10 @@ package pagewise
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -98,5 +101,51 @@ zz-01 r--p 0 fe:00 10145253 /tmp/legate
 	}
 	if got := parseReadOnly(text, 0x103, 2, 10145253); len(got) != 1 || got[0] != [2]uint64{0x7f8ab1500000, 0x7f8ab1501000} {
 		t.Errorf("device 103:02: %x", got)
+	}
+}
+
+// TestReadOnlyIsTheExecutablesReadOnlyMappings holds the only thing exepages.Release may advise:
+// the test binary's own mappings that the process cannot write, never its .data.
+func TestReadOnlyIsTheExecutablesReadOnlyMappings(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, err = filepath.EvalSymlinks(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, err := ReadOnly()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sel) < 2 {
+		t.Fatalf("selected %d mappings, want the text and the read-only data at least: %x", len(sel), sel)
+	}
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each maps line: range, perms, offset, device, inode, path.
+	byRange := map[string][]string{}
+	writable := 0
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) < 6 {
+			continue
+		}
+		byRange[f[0]] = f
+		if f[5] == exe && f[1][1] == 'w' {
+			writable++
+		}
+	}
+	for _, r := range sel {
+		f := byRange[fmt.Sprintf("%08x-%08x", r[0], r[1])]
+		if f == nil || f[1][1] == 'w' || f[5] != exe {
+			t.Errorf("selected %x-%x (%q); want only non-writable mappings of %s", r[0], r[1], f, exe)
+		}
+	}
+	if writable == 0 {
+		t.Fatal("the executable has no writable mapping to leave alone; the test proves nothing")
 	}
 }
