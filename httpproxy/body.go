@@ -100,6 +100,9 @@ type h1writer struct {
 	pending []byte // what sendSocket has still to write
 	sendN   int    // what it wrote
 	sendErr error
+	// waited: a write went where it may wait for the client (a raw write, conn.Write), not
+	// only to a send the socket took at once (respond's end reading).
+	waited bool
 	// idle is the stream's idle timer (nil for a reply without a stream): a write marks it
 	// (writing) so that the timer can end one the client does not take, and a write that
 	// progresses slowly counts as activity.
@@ -128,6 +131,7 @@ func (w *h1writer) flush() error {
 	if w.raw != nil {
 		n, err = w.writeSocket(w.buf)
 	} else {
+		w.waited = true
 		n, err = w.conn.Write(w.buf)
 	}
 	if w.idle != nil {
@@ -151,6 +155,7 @@ func (w *h1writer) writeSocket(p []byte) (int, error) {
 	w.pending, w.sendN, w.sendErr = p, 0, nil
 	var err error
 	if w.fd == nil || *w.fd < 0 || !w.send(uintptr(*w.fd)) {
+		w.waited = true
 		err = w.raw.Write(w.send)
 	}
 	w.pending = nil

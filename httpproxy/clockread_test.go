@@ -6,9 +6,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/legateproxy/legate/internal/clock/clocktest"
+	"github.com/legateproxy/legate/stats"
 )
 
 // TestStreamIdleTimerOnTestClock checks that the stream idle timer stays on the system clock
@@ -102,4 +107,88 @@ func TestDurationsFromSharedReadings(t *testing.T) {
 	}
 	inRange("%RESPONSE_DURATION%", rd, 300)
 	inRange("%DURATION%", d, 600)
+}
+
+// histogramValues is a stats.HistogramSink that keeps every value recorded, by histogram name.
+type histogramValues struct {
+	mu     sync.Mutex
+	byName map[string][]uint64
+}
+
+func (h *histogramValues) Flush(*stats.Snapshot) {}
+
+func (h *histogramValues) OnHistogramComplete(m *stats.Metric, _ stats.Unit, v uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.byName == nil {
+		h.byName = map[string][]uint64{}
+	}
+	h.byName[m.Name] = append(h.byName[m.Name], v)
+}
+
+func (h *histogramValues) values(name string) []uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.byName[name])
+}
+
+// TestDurationsOnTestClock pins every duration of one proxied request to the connection
+// manager's clock (Deps.Now), a test clock that moves 300 ms before the upstream's response
+// head and 200 ms more before its body: x-envoy-upstream-service-time and %RESPONSE_DURATION%
+// are 300, %RESPONSE_TX_DURATION% 200, %DURATION%, downstream_rq_time and upstream_rq_time
+// 500. The stream's reading at the response's end also ends the upstream exchange
+// (pool.Response.CloseAt): the pool, whose own clock is the system's, reads none, so its
+// upstream_rq_time is on the clock its start (pool.Request.Start) was read on.
+func TestDurationsOnTestClock(t *testing.T) {
+	clk := clocktest.NewFake(time.Now()) // near the system clock: socket deadlines lie ahead
+	headSeen := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/next" {
+			return
+		}
+		clk.Advance(300 * time.Millisecond)
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-headSeen: // the client has the head: the stream read the clock for it
+		case <-time.After(wait):
+			t.Error("the client did not get the response head")
+		}
+		clk.Advance(200 * time.Millisecond)
+		io.WriteString(w, "ab")
+	}))
+	t.Cleanup(up.Close)
+	path := filepath.Join(t.TempDir(), "access.log")
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", up.Listener.Addr().String())},
+		hcm:      twoRouteHCM("/", "web", "web", "access_log:"+fileLogYAML(path, "%RESPONSE_DURATION% %RESPONSE_TX_DURATION% %DURATION%\n", "")),
+		now:      clk.Now,
+	})
+	hist := &histogramValues{}
+	e.store.AddSink(hist)
+	c := e.client()
+	c.Transport.(*http.Transport).MaxConnsPerHost = 1
+	resp, err := c.Get("http://" + e.addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(headSeen)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || string(body) != "ab" {
+		t.Fatalf("got %d %q, %v; want 200 \"ab\"", resp.StatusCode, body, err)
+	}
+	if got := resp.Header.Get("x-envoy-upstream-service-time"); got != "300" {
+		t.Errorf("x-envoy-upstream-service-time = %q; want 300", got)
+	}
+	e.get(c, "/next") // the first request's log line and histograms are in once this is served
+	lines := e.readLog(t, path)
+	if len(lines) == 0 || lines[0] != "300 200 500" {
+		t.Errorf("access log %q; want first line %q (response, response tx and total durations)", lines, "300 200 500")
+	}
+	for _, name := range []string{"http.ingress.downstream_rq_time", "cluster.web.upstream_rq_time"} {
+		if got := hist.values(name); len(got) == 0 || got[0] != 500 {
+			t.Errorf("%s values %v; want 500 first", name, got)
+		}
+	}
 }

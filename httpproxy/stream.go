@@ -105,6 +105,7 @@ type stream struct {
 	contentLength int64
 	start         time.Time
 	startIsNow    bool       // nothing since start was read could have waited: it stands for now (forward)
+	endAt         time.Time  // the response's end, when it stands for the stream's (respond; zero: none)
 	line          stats.Line // the P line of the stream's hot stats (stats.ThisLine at begin)
 	fx            filter.Exchange
 	attempt       *attemptFilters // the router's upstream filters' state (upstreamfilters.go); nil until used
@@ -292,7 +293,7 @@ func (s *stream) begin(h *Handler) {
 	s.bytesIn, s.bytesOut = 0, 0
 	s.flags, s.details, s.cluster, s.upstream, s.attempts, s.requestID = 0, "", "", "", 0, ""
 	s.reqEnd.Store(0)
-	s.upRx, s.upTx, s.upHost = time.Time{}, time.Time{}, nil
+	s.upRx, s.upTx, s.upHost, s.endAt = time.Time{}, time.Time{}, nil, time.Time{}
 	s.gone, s.forwarded, s.bodyWoken = false, false, false
 	s.bodyBuf, s.bodyBuffered = s.bodyBuf[:0], false
 	s.setCookies = s.setCookies[:0]
@@ -532,7 +533,10 @@ func (s *stream) process() {
 		s.endFilterStreams()
 	}
 	st.DownstreamRqActive.DecOn(s.line)
-	end := h.sh.deps.Now()
+	end := s.endAt
+	if end.IsZero() {
+		end = h.sh.deps.Now()
+	}
 	if s.sc != nil {
 		s.sc.ended = end
 	}

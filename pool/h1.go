@@ -709,10 +709,18 @@ func (c *h1conn) ioError(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrReset, c.uc.hp.host.Address(), err)
 }
 
-// finishH1 ends an HTTP/1.1 exchange at Response.Close.
-func (ex exchange) finishH1() error {
+// finishH1 ends an HTTP/1.1 exchange at Response.Close, at end (zero: now; system: end is a
+// reading of the system clock).
+func (ex exchange) finishH1(end time.Time, system bool) error {
 	c, hp := ex.h1, ex.hp
-	end := hp.m.now() // the exchange's end and the connection's idle start: one reading
+	idle := end // the connection's idle start, when a reading of the system clock (releaseH1At)
+	switch {
+	case end.IsZero():
+		end = hp.m.now() // the exchange's end and the connection's idle start: one reading
+		idle = end
+	case !system:
+		idle = time.Time{} // a test clock's: releaseH1At reads the system clock
+	}
 	c.stopWatch()
 	if ex.clock.stop() {
 		c.abandoned.Store(true) // closed by the clock: a local reset
@@ -733,7 +741,7 @@ func (ex exchange) finishH1() error {
 		if c.last && complete && c.keepAlive {
 			hp.m.st.UpstreamCxMaxRequests.Inc()
 		}
-		hp.releaseH1At(c, complete && c.keepAlive && !c.last && c.cleanEnd(), end)
+		hp.releaseH1At(c, complete && c.keepAlive && !c.last && c.cleanEnd(), idle)
 	}
 	o := outcomeComplete
 	switch {

@@ -537,8 +537,8 @@ func negotiatedTLS(conn net.Conn) bool {
 	return ok
 }
 
-// finishH2 ends an HTTP/2 exchange at Response.Close.
-func (ex exchange) finishH2() error {
+// finishH2 ends an HTTP/2 exchange at Response.Close, at end (zero: now).
+func (ex exchange) finishH2(end time.Time) error {
 	b, hp := ex.h2, ex.hp
 	cut := ex.clock.stop() // max_stream_duration reset the stream
 	complete := b.done
@@ -558,7 +558,7 @@ func (ex exchange) finishH2() error {
 		}
 	}
 	b.c.endStream()
-	ex.ended(o, ex.status)
+	ex.endedAt(o, ex.status, end)
 	return nil
 }
 

@@ -194,14 +194,21 @@ func (r *Response) BodyReady() bool {
 // Close ends the exchange. The connection goes back to the pool when the body was read to
 // its end; otherwise it is closed (a reset of the upstream stream). Close is safe to call on
 // a Response whose RoundTrip failed.
-func (r *Response) Close() error {
+func (r *Response) Close() error { return r.CloseAt(time.Time{}, false) }
+
+// CloseAt is Close at end, a reading the caller took at the response's end on the clock it read
+// Request.Start on, which the exchange's upstream_rq_time takes instead of a reading of the
+// pool's own clock (zero: the pool reads it); system says end is a reading of the system
+// clock, which then also stamps the connection's idle start (the idle timer's clock). The
+// caller knows which clock it read at no cost; telling it from the reading costs a call.
+func (r *Response) CloseAt(end time.Time, system bool) error {
 	ex := r.ex
 	r.ex = exchange{}
 	r.Body = nil
 	if ex.hp == nil {
 		return nil
 	}
-	return ex.finish()
+	return ex.finish(end, system)
 }
 
 // Conn returns the upstream connection the response came on (a TCP proxy tunnel reports its

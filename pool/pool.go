@@ -447,12 +447,13 @@ func (ex *exchange) endedAt(o outcome, status int, end time.Time) {
 	}
 }
 
-// finish ends the exchange when the caller closes the Response.
-func (ex exchange) finish() error {
+// finish ends the exchange when the caller closes the Response, at end (zero: now; system:
+// end is a reading of the system clock).
+func (ex exchange) finish(end time.Time, system bool) error {
 	if ex.h1 != nil {
-		return ex.finishH1()
+		return ex.finishH1(end, system)
 	}
-	return ex.finishH2()
+	return ex.finishH2(end)
 }
 
 // Sync reconciles the pools with the cluster's current snapshot: the pools of hosts that left
