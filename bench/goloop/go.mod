@@ -1,0 +1,3 @@
+module github.com/legateproxy/legate/bench/goloop
+
+go 1.26
