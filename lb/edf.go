@@ -59,12 +59,16 @@ type Sequence struct {
 	_     [16]byte // 192 bytes, a multiple of 64: the fields a pick reads share no line with other objects
 }
 
-// positions holds one position per P, each on its own cache line. Every pick reads its mask
-// and slice: the padding keeps that line from being shared with an object other cores write.
+// positions holds one position per P: slot[id] is P id's, each allocated on its own (a 64-byte
+// object, so a cache line of its own). The table grows when a P beyond it picks (GOMAXPROCS
+// was raised: by the program, or by the runtime following a container's CPU limit) and keeps
+// the positions it had, so no P's walk restarts and no two Ps ever share a position, as they
+// did when a table made while GOMAXPROCS was 1 was indexed by a mask afterwards. Every pick
+// reads the header and the slot pointers: the header is padded to a line and the pointers
+// fill whole lines (slotsCap), so neither shares a line with an object other cores write.
 type positions struct {
-	mask uint64
-	slot []position
-	_    [32]byte
+	slot []*position
+	_    [40]byte
 }
 
 type position struct {
@@ -210,8 +214,11 @@ func (s *Sequence) nextOn(id int) int {
 	}
 	var i uint64
 	if p := s.perP.Load(); p != nil {
+		if uint(id) >= uint(len(p.slot)) {
+			p = s.grow(p, id)
+		}
 		// Positions are kept reduced by n, so that a pick divides nothing.
-		pos := &p.slot[uint64(id)&p.mask].v
+		pos := &p.slot[id].v
 		for {
 			i = pos.Load()
 			j := i + 1
@@ -251,14 +258,38 @@ func (s *Sequence) nextOn(id int) int {
 // spread gives each P its own position once pickers took turns on the shared one, then picks
 // for P id.
 func (s *Sequence) spread(id int) int {
-	n := procpin.Slots()
-	p := &positions{mask: uint64(n - 1), slot: make([]position, n)}
-	for k := range p.slot {
-		p.slot[k].v.Store((s.start + s.n*uint64(k)/uint64(n)) % s.n)
-	}
-	s.perP.CompareAndSwap(nil, p)
+	s.grow(nil, id)
 	return s.nextOn(id)
 }
+
+// grow replaces the per-P table old (nil: none yet) with one that has a position for P id and
+// for every P of GOMAXPROCS now, keeping old's positions, and returns the table installed
+// (this one or a concurrent picker's). The new positions start evenly spread over the period,
+// slot k of n at k/n of it, as a table made at that size from the start would have them.
+func (s *Sequence) grow(old *positions, id int) *positions {
+	for {
+		var kept []*position
+		if old != nil {
+			kept = old.slot
+		}
+		n := max(procpin.Slots(), id+1, len(kept))
+		p := &positions{slot: make([]*position, n, slotsCap(n))}
+		copy(p.slot, kept)
+		for k := len(kept); k < n; k++ {
+			p.slot[k] = new(position)
+			p.slot[k].v.Store((s.start + s.n*uint64(k)/uint64(n)) % s.n)
+		}
+		if s.perP.CompareAndSwap(old, p) {
+			return p
+		}
+		if old = s.perP.Load(); id < len(old.slot) {
+			return old
+		}
+	}
+}
+
+// slotsCap rounds n slot pointers up to whole 64-byte lines.
+func slotsCap(n int) int { return (n + 7) &^ 7 }
 
 // Len returns the length of one period.
 func (s *Sequence) Len() int { return int(s.n) }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -191,5 +192,101 @@ func TestSequenceMigratingPickerKeepsOrder(t *testing.T) {
 	}
 	if s.PerP() {
 		t.Error("a picker moving every 100 picks made each P keep its own position; want the shared one")
+	}
+}
+
+// TestSequencePositionsFollowGOMAXPROCS checks that positions made per P while GOMAXPROCS was 1
+// give each P its own position, on its own cache line, once GOMAXPROCS is raised: a table sized
+// once and indexed by a mask had both Ps of a `-cpu 1,2` benchmark write one position, which
+// doubled or tripled the CPU per pick in one process of three. Each P then walks the schedule
+// in order from its own start, and the position P 0 had keeps its place.
+func TestSequencePositionsFollowGOMAXPROCS(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	weights := []uint32{3, 2, 1, 4}
+	want := period(lb.NewSequence(weights, 0))
+	s := lb.NewSequence(weights, 0)
+	// As the benchmark harness does: a pick on P 1 while there were two Ps, then one on P 0
+	// with GOMAXPROCS 1, which is a turn between Ps: each P keeps its own position from then.
+	s.NextOn(1)
+	s.NextOn(0)
+	if !s.PerP() {
+		t.Fatal("a pick on P 0 just after one on P 1 kept the shared position; want one per P")
+	}
+	const procs = 4
+	runtime.GOMAXPROCS(procs)
+	lines := map[uintptr]int{}
+	walks := make([][]int, procs)
+	for k := range 3 * len(want) {
+		id := k % procs
+		walks[id] = append(walks[id], s.NextOn(id))
+		addr := s.PositionAddr(id)
+		if addr == 0 {
+			t.Fatalf("P %d of %d picked without a position of its own", id, procs)
+		}
+		if other, ok := lines[addr/64]; ok && other != id {
+			t.Fatalf("Ps %d and %d pick on the same cache line after GOMAXPROCS rose to %d", other, id, procs)
+		}
+		lines[addr/64] = id
+	}
+	for id, walk := range walks {
+		// P 0 picked entry 0 of the period, the start of seed 0, and goes on from there.
+		from := []int{1}
+		if id > 0 {
+			from = nil
+			for i := range want {
+				from = append(from, i)
+			}
+		}
+		if !slices.ContainsFunc(from, func(i int) bool { return walksFrom(walk, want, i) }) {
+			t.Errorf("P %d picked %v; want the period %v in order from %v", id, walk, want, from)
+		}
+	}
+}
+
+// walksFrom reports whether walk is the periodic schedule want from its entry i on.
+func walksFrom(walk, want []int, i int) bool {
+	for j, got := range walk {
+		if got != want[(i+j)%len(want)] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestSequenceGrowsUnderConcurrentPicks raises GOMAXPROCS after the positions were made for one
+// P while goroutines pick: the table grows under them (a race detector run checks the
+// publication) and every pick still lands on a position, so the split by weight holds to
+// within one period per position.
+func TestSequenceGrowsUnderConcurrentPicks(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	weights := []uint32{1, 2, 3, 4}
+	s := lb.NewSequence(weights, 0)
+	s.Spread() // one position: GOMAXPROCS is 1
+	runtime.GOMAXPROCS(8)
+	const pickers, picks = 16, 20_000
+	counts := make([][]int, pickers)
+	var wg sync.WaitGroup
+	for g := range pickers {
+		counts[g] = make([]int, len(weights))
+		wg.Go(func() {
+			for k := range picks {
+				counts[g][s.Next()]++
+				if k%256 == 0 {
+					runtime.Gosched()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	total := pickers*picks + 1 // and Spread's pick
+	for i, w := range weights {
+		got := 0
+		for g := range pickers {
+			got += counts[g][i]
+		}
+		want := float64(total) * float64(w) / 10
+		if slack := float64(8 * w); math.Abs(float64(got)-want) > slack+1 {
+			t.Errorf("entry %d (weight %d) picked %d times; want %.0f ± %.0f", i, w, got, want, slack+1)
+		}
 	}
 }
