@@ -42,51 +42,33 @@ const (
 	fieldSvcTime             // replaced unless the router suppresses Envoy's headers
 )
 
-// upstreamFieldKind classifies an upstream response field by its name (any case): the names
-// skipResponseHeader drops and those the connection manager or the router may set. The
-// name's first byte and length pick its slot in upstreamKinds, which holds at most the one
-// name of that letter and length; most names are kept after the length check alone, the
-// others compared a word at a time (http1.FoldName). A switch on the letter and then the
-// length, and a comparison byte by byte, were about 70 instructions a field.
-func upstreamFieldKind(name []byte) fieldKind {
-	if len(name) == 0 {
+// upstreamFieldKind is what the connection manager does with an upstream response field
+// whose name is k (pool.RawField.Known, found as the pool parsed the head): the names
+// skipResponseHeader drops and those the connection manager or the router may set. Looking
+// the name up here again, a word at a time, was about 15 instructions a field.
+func upstreamFieldKind(k http1.Known) fieldKind {
+	if int(k) >= len(knownKinds) {
 		return fieldKept
 	}
-	e := &upstreamKinds[upstreamKindSlot(name[0], len(name))]
-	if !e.name.Equal(name) {
-		return fieldKept
-	}
-	return e.kind
+	return knownKinds[k]
 }
 
-// upstreamKindSlot is the slot in upstreamKinds of a name's first byte and length: no two
-// of the names there share one (building upstreamKinds panics otherwise).
-func upstreamKindSlot(first byte, n int) int { return (int(first|0x20) + 3*n) & 31 }
-
-// upstreamKinds are the names upstreamFieldKind finds, each in its slot (the zero
-// FoldName of an empty slot matches nothing).
-var upstreamKinds = func() (t [32]struct {
-	name http1.FoldName
-	kind fieldKind
-}) {
-	for _, k := range []struct {
-		name string
-		kind fieldKind
-	}{
-		{"connection", fieldDropped}, {"content-length", fieldDropped}, {"date", fieldDropped},
-		{"keep-alive", fieldDropped}, {"proxy-connection", fieldDropped}, {"server", fieldServer},
-		{"te", fieldDropped}, {"transfer-encoding", fieldDropped}, {"upgrade", fieldDropped},
-		{"x-request-id", fieldRequestID}, {"x-envoy-attempt-count", fieldAttempts},
-		{"x-envoy-upstream-service-time", fieldSvcTime},
-	} {
-		e := &t[upstreamKindSlot(k.name[0], len(k.name))]
-		if e.kind != fieldKept {
-			panic("upstreamKinds: " + k.name + " shares a slot")
-		}
-		e.name, e.kind = http1.NewFoldName(k.name), k.kind
-	}
-	return t
-}()
+// knownKinds are the kinds of the known names, by http1.Known (fieldKept for the others).
+var knownKinds = [...]fieldKind{
+	http1.KnownConnection:       fieldDropped,
+	http1.KnownContentLength:    fieldDropped,
+	http1.KnownTransferEncoding: fieldDropped,
+	http1.KnownDate:             fieldDropped,
+	http1.KnownKeepAlive:        fieldDropped,
+	http1.KnownProxyConnection:  fieldDropped,
+	http1.KnownTE:               fieldDropped,
+	http1.KnownUpgrade:          fieldDropped,
+	http1.KnownServer:           fieldServer,
+	http1.KnownRequestID:        fieldRequestID,
+	http1.KnownAttemptCount:     fieldAttempts,
+	http1.KnownServiceTime:      fieldSvcTime,
+	http1.KnownTrailer:          fieldKept,
+}
 
 // directPlan is what a direct head does besides the upstream fields it keeps: the fields the
 // connection manager and the router set, which replace the upstream's of the same name.
@@ -142,7 +124,7 @@ func (s *stream) appendDirectHead(dst []byte, m *route.Match) []byte {
 	p := s.planDirect(m)
 	for i := range s.upResp.Header {
 		f := &s.upResp.Header[i]
-		if !p.keep(upstreamFieldKind(f.Name)) {
+		if !p.keep(upstreamFieldKind(f.Known)) {
 			continue
 		}
 		dst = config.AppendNameBytes(dst, f.Name, nc)
@@ -186,7 +168,7 @@ func (s *stream) appendDirectHeadH2(b []byte, m *route.Match) []byte {
 	p := s.planDirect(m)
 	for i := range s.upResp.Header {
 		f := &s.upResp.Header[i]
-		if !p.keep(upstreamFieldKind(f.Name)) || len(f.Name) == len("trailer") && http1.EqualFold(f.Name, "trailer") {
+		if !p.keep(upstreamFieldKind(f.Known)) || f.Known == http1.KnownTrailer {
 			continue
 		}
 		v := bytesString(f.Value)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/http1"
 	"github.com/legateproxy/legate/internal/nettest"
 	"golang.org/x/net/http2"
 )
@@ -233,9 +234,9 @@ func h2HeadFields(t *testing.T, addr string) []string {
 	}
 }
 
-// TestUpstreamFieldKindCanon: each name upstreamFieldKind treats apart is found in lower,
-// canonical and upper case, and no other name of its length is: every one-byte change of the
-// canonical spelling is kept.
+// TestUpstreamFieldKindCanon: each name upstreamFieldKind treats apart is found (by
+// http1.KnownName, as the pool finds it) in lower, canonical and upper case, and no other
+// name of its length is: every one-byte change of the canonical spelling is kept.
 func TestUpstreamFieldKindCanon(t *testing.T) {
 	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_0"
 	for lower, kind := range map[string]fieldKind{
@@ -243,11 +244,11 @@ func TestUpstreamFieldKindCanon(t *testing.T) {
 		"keep-alive": fieldDropped, "proxy-connection": fieldDropped, "server": fieldServer,
 		"te": fieldDropped, "transfer-encoding": fieldDropped, "upgrade": fieldDropped,
 		"x-request-id": fieldRequestID, "x-envoy-attempt-count": fieldAttempts,
-		"x-envoy-upstream-service-time": fieldSvcTime,
+		"x-envoy-upstream-service-time": fieldSvcTime, "trailer": fieldKept,
 	} {
 		canon := http.CanonicalHeaderKey(lower)
 		for _, name := range []string{lower, canon, strings.ToUpper(lower)} {
-			if got := upstreamFieldKind([]byte(name)); got != kind {
+			if got := upstreamFieldKind(http1.KnownName([]byte(name))); got != kind {
 				t.Errorf("upstreamFieldKind(%q) = %d; want %d", name, got, kind)
 			}
 		}
@@ -259,7 +260,7 @@ func TestUpstreamFieldKindCanon(t *testing.T) {
 					continue
 				}
 				b[i] = c
-				if got := upstreamFieldKind(b); got != fieldKept {
+				if got := upstreamFieldKind(http1.KnownName(b)); got != fieldKept {
 					t.Errorf("upstreamFieldKind(%q) = %d; want %d (kept)", b, got, fieldKept)
 				}
 				b[i] = old

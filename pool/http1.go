@@ -429,13 +429,16 @@ func cutFields(b []byte, resp *Response, fields *http1.Fields, lim headLimits) (
 	fields.Reset()
 	i := 0
 	for {
+		// The empty line is told apart before CutField looks for a name in it.
+		if i < len(b) && b[i] == '\r' {
+			if i+1 < len(b) && b[i+1] == '\n' {
+				return i + 2, true, nil // the head's end
+			}
+			break
+		}
 		nameEnd, valueStart, valueEnd, next, ok := http1.CutField(b[i:])
 		if !ok {
-			if i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n' {
-				return i + 2, true, nil // the empty line: the head's end
-			}
-			resp.Header = resp.Header[:0]
-			return 0, false, nil
+			break
 		}
 		if len(resp.Header) == lim.fields {
 			return 0, true, tooManyFields(lim)
@@ -443,12 +446,17 @@ func cutFields(b []byte, resp *Response, fields *http1.Fields, lim headLimits) (
 		line := b[i : i+next-2]
 		// Each slice's capacity ends with it, so that appending to it writes nothing else.
 		name, value := line[:nameEnd:nameEnd], line[valueStart:valueEnd:valueEnd]
-		if err = framingField(fields, name, value, resp.ProtoMinor); err != nil {
-			return 0, true, protocolError("header line %q: %w", line, err)
+		k := http1.KnownName(name)
+		if k <= http1.KnownTransferEncoding && k != http1.Unknown {
+			if err = knownFraming(fields, k, value, resp.ProtoMinor); err != nil {
+				return 0, true, protocolError("header line %q: %w", line, err)
+			}
 		}
-		resp.Header = append(resp.Header, RawField{Name: name, Value: value})
+		resp.Header = append(resp.Header, RawField{Name: name, Value: value, Known: k})
 		i += next
 	}
+	resp.Header = resp.Header[:0]
+	return 0, false, nil
 }
 
 // readHeadLines reads a head line by line, each line as the reader gives it, gathering those
@@ -526,7 +534,9 @@ func headFraming(fields *http1.Fields, resp *Response, head bool, lim headLimits
 }
 
 // framingField hands the fields that frame a response to fields. It is inlined: a name of
-// any other length than the framing names' returns without a call.
+// any other length than the framing names' returns without a call. readHeadLines finds the
+// framing names with it, by their spelling; cutFields with the KnownName it finds for every
+// field (knownFraming), and FuzzBufferedHeadMatchesLines holds the two to the same framing.
 func framingField(fields *http1.Fields, name, value []byte, minor int) error {
 	const lengths = 1<<len("content-length") | 1<<len("transfer-encoding") | 1<<len("connection")
 	if uint64(1)<<uint(len(name))&lengths == 0 {
@@ -553,6 +563,23 @@ func framingName(fields *http1.Fields, name, value []byte, minor int) error {
 		// reading the list was about 250 instructions of a response.
 		if (string(name) == "Connection" || http1.EqualFold(name, "connection")) &&
 			!(minor >= 1 && string(value) == "keep-alive") {
+			fields.ConnectionBytes(value)
+		}
+	}
+	return nil
+}
+
+// knownFraming is framingName for a field whose name is one of the framing names, k
+// (cutFields finds it for every field: KnownName).
+func knownFraming(fields *http1.Fields, k http1.Known, value []byte, minor int) error {
+	switch k {
+	case http1.KnownContentLength:
+		return fields.ContentLengthBytes(value)
+	case http1.KnownTransferEncoding:
+		fields.TransferEncodingBytes(value)
+	case http1.KnownConnection:
+		// As in framingName.
+		if !(minor >= 1 && string(value) == "keep-alive") {
 			fields.ConnectionBytes(value)
 		}
 	}

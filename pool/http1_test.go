@@ -204,7 +204,7 @@ func headOutcomeWith(read func(*bufio.Reader, *Response, bool, headLimits) (http
 	}
 	out := fmt.Sprintf("%d 1.%d %+v length %d left %d;", resp.StatusCode, resp.ProtoMinor, f, resp.ContentLength, br.Buffered())
 	for _, h := range resp.Header {
-		out += fmt.Sprintf(" %q=%q", h.Name, h.Value)
+		out += fmt.Sprintf(" %q=%q(%v)", h.Name, h.Value, h.Known)
 	}
 	return out
 }

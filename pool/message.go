@@ -9,6 +9,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/h2client"
+	"github.com/legateproxy/legate/internal/http1"
 	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/sockopt"
 )
@@ -20,9 +21,11 @@ import (
 type Field = h2client.Field
 
 // RawField is one response header line. Name and Value point into the Response's own buffer
-// and stay valid until the Response is reused.
+// and stay valid until the Response is reused. Known is which of the names a proxy treats
+// apart Name is (http1.KnownName), found as the head was parsed.
 type RawField struct {
 	Name, Value []byte
+	Known       http1.Known
 }
 
 // Request is one upstream request. The caller owns it; the pool only reads it, and may reuse
@@ -268,9 +271,11 @@ func appendFields(dst []RawField, raw []byte, lens [][2]int32) []RawField {
 	off := 0
 	for _, l := range lens {
 		n, v := int(l[0]), int(l[1])
+		name := raw[off : off+n : off+n]
 		dst = append(dst, RawField{
-			Name:  raw[off : off+n : off+n],
+			Name:  name,
 			Value: raw[off+n : off+n+v : off+n+v],
+			Known: http1.KnownName(name),
 		})
 		off += n + v
 	}
