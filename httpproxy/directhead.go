@@ -16,7 +16,7 @@ import (
 // (filters, route header mutations, stream hooks, upstream filters, tracing, access logs,
 // cookies the router adds), so a response takes this path only when none of them is present
 // (headDirect); what the map path does to the header, the direct one does the same
-// (upstreamFieldKind, appendDirectHead), and TestDirectResponseHeadMatchesMapped holds them
+// (knownKinds, appendDirectHead), and TestDirectResponseHeadMatchesMapped holds them
 // equal.
 
 // headDirect reports whether the response to this stream may be written without its header
@@ -42,18 +42,10 @@ const (
 	fieldSvcTime             // replaced unless the router suppresses Envoy's headers
 )
 
-// upstreamFieldKind is what the connection manager does with an upstream response field
-// whose name is k (pool.RawField.Known, found as the pool parsed the head): the names
-// skipResponseHeader drops and those the connection manager or the router may set. Looking
-// the name up here again, a word at a time, was about 15 instructions a field.
-func upstreamFieldKind(k http1.Known) fieldKind {
-	if int(k) >= len(knownKinds) {
-		return fieldKept
-	}
-	return knownKinds[k]
-}
-
-// knownKinds are the kinds of the known names, by http1.Known (fieldKept for the others).
+// knownKinds are what the connection manager does with an upstream response field whose
+// name is a known one (pool.RawField.Known, found as the pool parsed the head), by
+// http1.Known: the names skipResponseHeader drops and those the connection manager or the
+// router may set. Other names are kept.
 var knownKinds = [...]fieldKind{
 	http1.KnownConnection:       fieldDropped,
 	http1.KnownContentLength:    fieldDropped,
@@ -70,48 +62,68 @@ var knownKinds = [...]fieldKind{
 	http1.KnownTrailer:          fieldKept,
 }
 
+// knownBit is a known name's bit in a directPlan's sets of names.
+func knownBit(k http1.Known) uint32 { return 1 << (k & 31) }
+
+// kindNames are the known names of each kind, a bit each (knownBit).
+var kindNames = func() (m [fieldSvcTime + 1]uint32) {
+	for k, kind := range knownKinds {
+		m[kind] |= knownBit(http1.Known(k))
+	}
+	m[fieldKept] = 0 // the Unknown names are kept
+	return m
+}()
+
 // directPlan is what a direct head does besides the upstream fields it keeps: the fields the
 // connection manager and the router set, which replace the upstream's of the same name.
 type directPlan struct {
 	setID, setAttempts, setSvcTime bool
 	server                         config.ServerHeaderTransformation
-	upServer                       bool // the upstream sent a Server field (keep saw it)
+	// drop are the known names of the upstream fields not written, a bit each; seen those
+	// of the upstream's fields (keep saw them). A bit a name was about 20 instructions a
+	// field less than a switch on its kind.
+	drop, seen uint32
 }
 
 func (s *stream) planDirect(m *route.Match) directPlan {
 	cfg := s.h.cfg
-	return directPlan{
+	p := directPlan{
 		setID:       cfg.AlwaysSetRequestIDInResponse && s.requestID != "",
 		setAttempts: m != nil && m.Route != nil && m.Route.AttemptCountInResponse,
 		setSvcTime:  !cfg.Router.SuppressEnvoyHeaders,
 		server:      cfg.ServerHeader,
+		drop:        kindNames[fieldDropped],
 	}
+	// The names of the kinds the connection manager or the router sets are each one name
+	// (TestKindNames), whose bits are constants here.
+	if p.server == config.ServerHeaderOverwrite {
+		p.drop |= 1 << http1.KnownServer
+	}
+	if p.setID {
+		p.drop |= 1 << http1.KnownRequestID
+	}
+	if p.setAttempts {
+		p.drop |= 1 << http1.KnownAttemptCount
+	}
+	if p.setSvcTime {
+		p.drop |= 1 << http1.KnownServiceTime
+	}
+	return p
 }
 
-// keep reports whether an upstream field of kind k (upstreamFieldKind) is written, as the
-// map path would. It is inlined, its caller's call to upstreamFieldKind the only one a field.
-func (p *directPlan) keep(k fieldKind) bool {
-	switch k {
-	case fieldKept:
-		return true
-	case fieldServer:
-		p.upServer = true
-		return p.server != config.ServerHeaderOverwrite
-	case fieldRequestID:
-		return !p.setID
-	case fieldAttempts:
-		return !p.setAttempts
-	case fieldSvcTime:
-		return !p.setSvcTime
-	}
-	return false // fieldDropped
+// keep reports whether an upstream field whose name is k is written, as the map path would.
+// It is inlined.
+func (p *directPlan) keep(k http1.Known) bool {
+	bit := knownBit(k)
+	p.seen |= bit
+	return p.drop&bit == 0
 }
 
 // addServer reports whether the connection manager's Server field is written, once keep has
 // seen every upstream field.
 func (p *directPlan) addServer() bool {
 	return p.server == config.ServerHeaderOverwrite ||
-		p.server == config.ServerHeaderAppendIfAbsent && !p.upServer
+		p.server == config.ServerHeaderAppendIfAbsent && p.seen&(1<<http1.KnownServer) == 0
 }
 
 // appendDirectHead appends the header lines of a direct HTTP/1 response (headDirect): the
@@ -119,12 +131,14 @@ func (p *directPlan) addServer() bool {
 // manager and the router add. Framing (content-length, transfer-encoding, connection)
 // follows, as on the map path.
 func (s *stream) appendDirectHead(dst []byte, m *route.Match) []byte {
-	cfg := s.h.cfg
 	nc := s.respCase()
 	p := s.planDirect(m)
-	for i := range s.upResp.Header {
-		f := &s.upResp.Header[i]
-		if !p.keep(upstreamFieldKind(f.Known)) {
+	// Read once: through s, the slice was loaded again for each field (dst's appends might
+	// have changed it, for all the compiler knows).
+	hdr := s.upResp.Header
+	for i := range hdr {
+		f := &hdr[i]
+		if !p.keep(f.Known) {
 			continue
 		}
 		dst = config.AppendNameBytes(dst, f.Name, nc)
@@ -134,11 +148,12 @@ func (s *stream) appendDirectHead(dst []byte, m *route.Match) []byte {
 	}
 	proper := nc == config.HeaderCaseProper
 	if p.addServer() {
-		dst = appendAdded(dst, proper, addedServer)
-		dst = append(dst, cfg.ServerName...)
-		dst = append(dst, '\r', '\n')
+		// The Server line and the Date name, spelled out once for the handler: three
+		// appends were one.
+		dst = append(dst, s.h.serverDate[b2i(proper)]...)
+	} else {
+		dst = appendAdded(dst, proper, addedDate)
 	}
-	dst = appendAdded(dst, proper, addedDate)
 	dst = append(dst, s.h.sh.dates.get(s.start)...)
 	dst = append(dst, '\r', '\n')
 	if p.setID {
@@ -159,6 +174,25 @@ func (s *stream) appendDirectHead(dst []byte, m *route.Match) []byte {
 	return dst
 }
 
+// serverDate spells out the Server line a direct head adds for cfg (its server_name) and the
+// name of the Date line after it, in lower case then in proper case.
+func serverDate(cfg *config.HTTPConnectionManager) [2]string {
+	var sd [2]string
+	for i, proper := range [...]bool{false, true} {
+		sd[i] = string(appendAdded(nil, proper, addedServer)) + cfg.ServerName + "\r\n" +
+			string(appendAdded(nil, proper, addedDate))
+	}
+	return sd
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // appendDirectHeadH2 is appendDirectHead for an HTTP/2 response: the same fields, HPACK
 // encoded (h2wire, no dynamic table) into the stream's pre-encoded block (h2stream.pre).
 // HTTP/2 announces no trailers, so a Trailer field is left out as the map path's encoder
@@ -166,9 +200,11 @@ func (s *stream) appendDirectHead(dst []byte, m *route.Match) []byte {
 func (s *stream) appendDirectHeadH2(b []byte, m *route.Match) []byte {
 	cfg := s.h.cfg
 	p := s.planDirect(m)
-	for i := range s.upResp.Header {
-		f := &s.upResp.Header[i]
-		if !p.keep(upstreamFieldKind(f.Known)) || f.Known == http1.KnownTrailer {
+	p.drop |= knownBit(http1.KnownTrailer)
+	hdr := s.upResp.Header
+	for i := range hdr {
+		f := &hdr[i]
+		if !p.keep(f.Known) {
 			continue
 		}
 		v := bytesString(f.Value)

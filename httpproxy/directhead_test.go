@@ -18,7 +18,7 @@ import (
 )
 
 // directUpstreamResponse is an upstream answer with every kind of field the connection
-// manager treats apart (upstreamFieldKind), in mixed case, some repeated.
+// manager treats apart (knownKinds), in mixed case, some repeated.
 const directUpstreamResponse = "HTTP/1.1 200 OK\r\n" +
 	"Content-Type: text/plain\r\n" +
 	"X-Custom: a\r\n" +
@@ -77,6 +77,14 @@ func TestDirectResponseHeadMatchesMapped(t *testing.T) {
 				"content-type: text/plain", "x-custom: a", "server: upstream-srv", "x-custom: b",
 				"x-envoy-upstream-service-time: 999", "set-cookie: a=1", "set-cookie: b=2",
 				"date: *", "x-request-id: *", "x-envoy-attempt-count: 1", "content-length: 5",
+			},
+		},
+		{
+			// The Server line Legate adds, in proper case (Handler.serverDate).
+			name: "overwrite, proper case", hcm: "http_protocol_options: {header_key_format: {proper_case_words: {}}}\n",
+			want: []string{
+				"Content-Type: text/plain", "X-Custom: a", "X-Custom: b", "X-Request-Id: up-id", "X-Envoy-Attempt-Count: 7",
+				"Set-Cookie: a=1", "Set-Cookie: b=2", "Server: envoy", "Date: *", "X-Envoy-Upstream-Service-Time: *", "Content-Length: 5",
 			},
 		},
 		{
@@ -234,7 +242,15 @@ func h2HeadFields(t *testing.T, addr string) []string {
 	}
 }
 
-// TestUpstreamFieldKindCanon: each name upstreamFieldKind treats apart is found (by
+// upstreamFieldKind is the kind of a field whose name is k (knownKinds; kept when unknown).
+func upstreamFieldKind(k http1.Known) fieldKind {
+	if int(k) >= len(knownKinds) {
+		return fieldKept
+	}
+	return knownKinds[k]
+}
+
+// TestUpstreamFieldKindCanon: each name knownKinds treats apart is found (by
 // http1.KnownName, as the pool finds it) in lower, canonical and upper case, and no other
 // name of its length is: every one-byte change of the canonical spelling is kept.
 func TestUpstreamFieldKindCanon(t *testing.T) {
@@ -265,6 +281,19 @@ func TestUpstreamFieldKindCanon(t *testing.T) {
 				}
 				b[i] = old
 			}
+		}
+	}
+}
+
+// TestKindNames: each kind the connection manager or the router sets is the one name whose
+// bit planDirect writes as a constant.
+func TestKindNames(t *testing.T) {
+	for kind, k := range map[fieldKind]http1.Known{
+		fieldServer: http1.KnownServer, fieldRequestID: http1.KnownRequestID,
+		fieldAttempts: http1.KnownAttemptCount, fieldSvcTime: http1.KnownServiceTime,
+	} {
+		if got, want := kindNames[kind], uint32(1)<<k; got != want {
+			t.Errorf("kindNames[%d] = %#x; want %#x (%v alone)", kind, got, want, k)
 		}
 	}
 }

@@ -217,6 +217,9 @@ type Handler struct {
 	tls           *tlsutil.ServerContext
 	h2set         h2Settings // what HTTP/2 connections announce and grant
 	maxHead       int
+	// serverDate is the Server line and Date name a direct response head adds (directhead.go),
+	// in lower then proper case.
+	serverDate [2]string
 
 	mu       sync.Mutex // guards conns, h2lives, watching, closed and wg.Add
 	conns    map[*serverConn]struct{}
@@ -319,6 +322,7 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 		conns:     map[*serverConn]struct{}{},
 		stop:      make(chan struct{}),
 	}
+	h.serverDate = serverDate(cfg)
 	for i, f := range cfg.HTTPFilters {
 		if f.IsRouter() {
 			continue

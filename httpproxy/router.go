@@ -924,7 +924,7 @@ func (s *stream) readBody(limit int64) error {
 }
 
 // skipResponseHeader reports the hop-by-hop and framing response headers the codec owns
-// (upstreamFieldKind's fieldDropped).
+// (knownKinds' fieldDropped).
 func skipResponseHeader(k string) bool {
 	switch k {
 	case hdrConnection, hdrKeepAlive, hdrProxyConnection, hdrTransferEncoding, hdrUpgrade, hdrContentLength, hdrTE, hdrDate:
