@@ -9,9 +9,11 @@ import (
 // takes one and gives it back on every request. Its Get and Put pin the caller to its P and
 // push or pop a short stack: about 25 instructions, where sync.Pool's, whose private slot
 // goes to whichever of many interleaved connections gave back last, took 110 to 125 (its
-// shared ring) on the HTTP/1.1 rig. What a P's stack cannot hold, or a P beyond the table (it
-// is sized once, for GOMAXPROCS then), goes through a sync.Pool, which the GC may empty;
-// the stacks are not emptied, so a Cache holds at most Bound objects per P for good. Size
+// shared ring) on the HTTP/1.1 rig. What a P's stack cannot hold goes through a sync.Pool,
+// which the GC may empty; the stacks are not emptied, so a Cache holds at most Bound objects
+// per P for good. The table of stacks is made for GOMAXPROCS at first use and made again,
+// larger, when a P beyond it comes (GOMAXPROCS raised by the program, or by the runtime after
+// a container's CPU limit changed); the objects of the old one are left to the GC. Size
 // Bound to how many a P gives back before it takes them again: what spills costs sync.Pool's
 // price on top of the Cache's.
 //
@@ -34,7 +36,7 @@ type stack[T any] struct {
 // Get returns a kept object, or a new one.
 func (c *Cache[T]) Get() *T {
 	s := c.pin()
-	if s != nil && len(s.items) > 0 {
+	if len(s.items) > 0 {
 		n := len(s.items) - 1
 		x := s.items[n]
 		s.items[n] = nil
@@ -52,7 +54,7 @@ func (c *Cache[T]) Get() *T {
 // Put keeps x for a later Get; x must not be used after.
 func (c *Cache[T]) Put(x *T) {
 	s := c.pin()
-	if s != nil && len(s.items) < cap(s.items) {
+	if len(s.items) < cap(s.items) {
 		s.items = append(s.items, x)
 		c.unpin(s)
 		return
@@ -61,39 +63,57 @@ func (c *Cache[T]) Put(x *T) {
 	c.spill.Put(x)
 }
 
-// pin keeps the caller on its P and returns that P's stack, nil for a P beyond the table;
-// unpin ends the section.
+// pin keeps the caller on its P and returns that P's stack; unpin ends the section. A P beyond
+// the table (GOMAXPROCS was raised since it was made) makes a larger one first.
 func (c *Cache[T]) pin() *stack[T] {
 	st := c.stacks.Load()
 	if st == nil {
-		st = c.init() // before Pin: it allocates
+		st = c.grow(nil, 0) // before Pin: it allocates
 	}
-	id := Pin()
-	if id >= len(*st) {
-		return nil
+	for {
+		id := Pin()
+		if id < len(*st) {
+			s := &(*st)[id]
+			raceAcquire(s)
+			return s
+		}
+		Unpin()
+		st = c.grow(st, id)
 	}
-	s := &(*st)[id]
-	raceAcquire(s)
-	return s
 }
 
 func (c *Cache[T]) unpin(s *stack[T]) {
-	if s != nil {
-		raceRelease(s)
-	}
+	raceRelease(s)
 	Unpin()
 }
 
-// init makes the stacks on first use: one per P of GOMAXPROCS now, each with room for Bound.
-func (c *Cache[T]) init() *[]stack[T] {
+// grow replaces the table old (nil: none yet) with one of a stack for P id and for every P of
+// GOMAXPROCS now, each with room for Bound, and returns the table installed (this one or a
+// concurrent caller's). The new table's stacks start empty: a P's stack may be in use by the
+// goroutine pinned to it, so its objects cannot be moved; they are left to the GC with the old
+// table, as a goroutine that loaded the old table before the swap may still give one back to
+// it (it is still the only one on its P: every stack of either table has one writer at a time).
+func (c *Cache[T]) grow(old *[]stack[T], id int) *[]stack[T] {
 	bound := c.Bound
 	if bound <= 0 {
 		bound = 16
 	}
-	st := make([]stack[T], Slots())
-	for i := range st {
-		st[i].items = make([]*T, 0, bound)
+	for {
+		have := 0
+		if old != nil {
+			have = len(*old)
+		}
+		st := make([]stack[T], max(Slots(), id+1, have))
+		for i := range st {
+			// Room for whole lines of pointers, of which Bound are used: a P writes its
+			// array on every Get and Put, which then shares no line with another's.
+			st[i].items = make([]*T, 0, (bound+7)&^7)[:0:bound]
+		}
+		if c.stacks.CompareAndSwap(old, &st) {
+			return &st
+		}
+		if old = c.stacks.Load(); id < len(*old) {
+			return old
+		}
 	}
-	c.stacks.CompareAndSwap(nil, &st)
-	return c.stacks.Load()
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 )
 
 type obj struct {
@@ -107,4 +108,54 @@ func BenchmarkCache(b *testing.B) {
 			p.Put(p.Get())
 		}
 	})
+}
+
+// TestCacheGrowsWithGOMAXPROCS raises GOMAXPROCS after the table was made for one P: a P
+// beyond it must get a stack of its own (the table grows to GOMAXPROCS), not go to the
+// sync.Pool on every Get and Put for good, and every stack stays on lines of its own.
+func TestCacheGrowsWithGOMAXPROCS(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	c := &Cache[obj]{New: func() *obj { return &obj{} }, Bound: 3}
+	c.Put(c.Get()) // makes the table for 1 P
+	if n := len(*c.stacks.Load()); n != 1 {
+		t.Fatalf("a table made with GOMAXPROCS 1 has %d stacks; want 1", n)
+	}
+	const procs = 4
+	runtime.GOMAXPROCS(procs)
+	// Goroutines busy on every P until one of them ran on a P other than 0 (the runtime
+	// starts the idle Ps' threads when goroutines are runnable); bounded, not timed.
+	var beyond atomic.Bool
+	var wg sync.WaitGroup
+	for range procs {
+		wg.Go(func() {
+			for i := 0; i < 1_000_000 && !beyond.Load(); i++ {
+				id := Pin()
+				Unpin()
+				c.Put(c.Get())
+				if id > 0 {
+					beyond.Store(true)
+				}
+				if i%64 == 0 {
+					runtime.Gosched()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if !beyond.Load() {
+		t.Fatal("no goroutine ran on a P other than 0 in a million Gets and Puts each")
+	}
+	st := *c.stacks.Load()
+	if len(st) < procs {
+		t.Fatalf("after Gets and Puts on %d Ps the table has %d stacks; want one per P", procs, len(st))
+	}
+	lines := map[uintptr]int{}
+	for i := range st {
+		for _, a := range []uintptr{uintptr(unsafe.Pointer(&st[i])), uintptr(unsafe.Pointer(unsafe.SliceData(st[i].items)))} {
+			if other, ok := lines[a/64]; ok && other != i {
+				t.Fatalf("the stacks of Ps %d and %d share a cache line", other, i)
+			}
+			lines[a/64] = i
+		}
+	}
 }
