@@ -443,13 +443,13 @@ func cutFields(b []byte, resp *Response, fields *http1.Fields, lim headLimits) (
 		if len(resp.Header) == lim.fields {
 			return 0, true, tooManyFields(lim)
 		}
-		line := b[i : i+next-2]
 		// Each slice's capacity ends with it, so that appending to it writes nothing else.
+		line := b[i:]
 		name, value := line[:nameEnd:nameEnd], line[valueStart:valueEnd:valueEnd]
 		k := http1.KnownName(name)
 		if k <= http1.KnownTransferEncoding && k != http1.Unknown {
 			if err = knownFraming(fields, k, value, resp.ProtoMinor); err != nil {
-				return 0, true, protocolError("header line %q: %w", line, err)
+				return 0, true, protocolError("header line %q: %w", line[:next-2], err)
 			}
 		}
 		resp.Header = append(resp.Header, RawField{Name: name, Value: value, Known: k})

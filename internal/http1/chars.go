@@ -87,12 +87,23 @@ func notNameBytes(x uint64) uint64 {
 // SP but not HTAB, or DEL. Bytes with the high bit set (obs-text) are allowed, so the tests
 // run on the low seven bits, where adding at most 0x80 carries into no other byte.
 func badValueBytes(x uint64) uint64 {
+	return controlBytes(x) &^ tabBytes(x)
+}
+
+// controlBytes sets the high bit of each byte of x below SP or DEL: badValueBytes with HTAB
+// too, which CutField tells apart at the one byte it finds (most values have no HTAB, and
+// leaving it out of the word's test saves four operations a word).
+func controlBytes(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	low := x &^ highs
-	control := ^(low + (0x80-' ')*ones)     // high bit: low < SP
-	tab := ^((low ^ '\t'*ones) + 0x7f*ones) // high bit: low == HTAB
-	del := low + ones                       // high bit: low == DEL
-	return (control&^tab | del) & highs &^ x
+	return (^(low + (0x80-' ')*ones) | (low + ones)) & highs &^ x
+}
+
+// tabBytes sets the high bit of each byte of x that is HTAB.
+func tabBytes(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	low := x &^ highs
+	return ^((low ^ '\t'*ones) + 0x7f*ones) & highs &^ x
 }
 
 // ValidTarget reports whether s may be written as a request target: not empty, and without

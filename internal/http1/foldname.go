@@ -37,10 +37,12 @@ func NewFoldName(lower string) FoldName {
 
 // Equal reports whether name is f's name in any ASCII case.
 func (f *FoldName) Equal(name []byte) bool {
+	return len(name) == f.n && f.n != 0 && f.equalWords(name)
+}
+
+// equalWords is Equal for a name of f's length, not 0.
+func (f *FoldName) equalWords(name []byte) bool {
 	n := len(name)
-	if n != f.n || n == 0 {
-		return false
-	}
 	// The words as foldWords loads them, each compared as soon as it is loaded.
 	switch {
 	case n >= 8:

@@ -138,9 +138,13 @@ func CutField[T text](b T) (nameEnd, valueStart, valueEnd, next int, ok bool) {
 			}
 			break
 		}
-		if m := badValueBytes(load64(b[i : i+8])); m != 0 {
+		if m := controlBytes(load64(b[i : i+8])); m != 0 {
 			i += bits.TrailingZeros64(m) >> 3
-			break
+			if b[i] != '\t' {
+				break
+			}
+			i++ // HTAB, which a value may hold: the scan goes on past it
+			continue
 		}
 		i += 8
 	}
@@ -374,28 +378,31 @@ func (rh *RequestHead) host(value string) error {
 }
 
 // ParseStatusLine parses "HTTP/1.x NNN reason" and returns the status code and the minor
-// version.
+// version. The version is compared as one word and the three digits without a loop: a
+// comparison of the prefix, a switch on the minor version and a loop over the digits were
+// about 70 instructions.
 func ParseStatusLine[T text](line T) (status, minor int, err error) {
-	if len(line) < 12 || string(line[:7]) != "HTTP/1." || line[8] != ' ' ||
-		(len(line) > 12 && line[12] != ' ') {
+	if len(line) < 12 || line[8] != ' ' || (len(line) > 12 && line[12] != ' ') {
 		return 0, 0, ErrMalformed
 	}
-	switch line[7] {
-	case '0':
-	case '1':
+	switch load64(line) {
+	case http11:
 		minor = 1
+	case http10:
 	default:
 		return 0, 0, ErrMalformed
 	}
-	for i := 9; i < 12; i++ {
-		c := line[i]
-		if c < '0' || c > '9' {
-			return 0, 0, ErrMalformed
-		}
-		status = status*10 + int(c-'0')
-	}
-	if status < 100 {
+	// Each digit's value, as unsigned: a byte below '0' wraps to a large one. A first digit
+	// of 0 is a status below 100.
+	d0, d1, d2 := uint(line[9])-'0', uint(line[10])-'0', uint(line[11])-'0'
+	if d0-1 > 8 || d1 > 9 || d2 > 9 {
 		return 0, 0, ErrMalformed
 	}
-	return status, minor, nil
+	return int(d0*100 + d1*10 + d2), minor, nil
 }
+
+// http11 and http10 are "HTTP/1.1" and "HTTP/1.0" as load64 reads them.
+const (
+	http11 = 'H' | 'T'<<8 | 'T'<<16 | 'P'<<24 | '/'<<32 | '1'<<40 | '.'<<48 | '1'<<56
+	http10 = 'H' | 'T'<<8 | 'T'<<16 | 'P'<<24 | '/'<<32 | '1'<<40 | '.'<<48 | '0'<<56
+)

@@ -136,6 +136,52 @@ func TestHeadEnd(t *testing.T) {
 	}
 }
 
+// parseStatusLineBefore is ParseStatusLine as it was before it compared the version as one
+// word: the reference FuzzParseStatusLine holds it to.
+func parseStatusLineBefore(line []byte) (status, minor int, err error) {
+	if len(line) < 12 || string(line[:7]) != "HTTP/1." || line[8] != ' ' ||
+		(len(line) > 12 && line[12] != ' ') {
+		return 0, 0, ErrMalformed
+	}
+	switch line[7] {
+	case '0':
+	case '1':
+		minor = 1
+	default:
+		return 0, 0, ErrMalformed
+	}
+	for i := 9; i < 12; i++ {
+		c := line[i]
+		if c < '0' || c > '9' {
+			return 0, 0, ErrMalformed
+		}
+		status = status*10 + int(c-'0')
+	}
+	if status < 100 {
+		return 0, 0, ErrMalformed
+	}
+	return status, minor, nil
+}
+
+// FuzzParseStatusLine holds ParseStatusLine, on bytes and on a string, to
+// parseStatusLineBefore.
+func FuzzParseStatusLine(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK", "HTTP/1.0 404", "HTTP/1.1 099 X", "HTTP/1.2 200 OK", "HTTP/1.1 20",
+		"HTTP/1.1 2000 OK", "http/1.1 200 OK", "HTTP/1.1 1/0 X", "HTTP/1.1 :00 X", "HTTP/1.1 100",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		ws, wm, werr := parseStatusLineBefore(line)
+		for _, p := range []func([]byte) (int, int, error){ParseStatusLine[[]byte], func(b []byte) (int, int, error) { return ParseStatusLine(string(b)) }} {
+			if s, m, err := p(line); s != ws || m != wm || (err == nil) != (werr == nil) {
+				t.Errorf("ParseStatusLine(%q) = %d, %d, %v; want %d, %d, %v", line, s, m, err, ws, wm, werr)
+			}
+		}
+	})
+}
+
 func TestParseStatusLine(t *testing.T) {
 	for _, tt := range []struct {
 		line          string

@@ -58,7 +58,7 @@ func KnownName(name []byte) Known {
 		return Unknown
 	}
 	slot := knownSlot(name[0], n)
-	if int(knownLens[slot]) != n || !knownSlots[slot].name.Equal(name) {
+	if int(knownLens[slot]) != n || !knownSlots[slot].name.equalWords(name) {
 		return Unknown
 	}
 	return knownSlots[slot].known
