@@ -472,6 +472,8 @@ func (sc *serverConn) armIdle() {
 		if now.Sub(sc.idleSince) > d/8 || now.Before(sc.idleSince) {
 			sc.idleSince = now
 			sc.idleFor = 0 // idleAt is to be computed again
+		} else if d == sc.idleFor && sc.headDeadline.IsZero() && sc.maxEnd.IsZero() && sc.deadline == sc.idleAt {
+			return // the deadline set is the idle one and stands (about 80 instructions)
 		}
 	}
 	sc.rescaleIdleFor(d)

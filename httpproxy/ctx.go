@@ -84,10 +84,11 @@ func (c *deadlineCtx) setup(now func() time.Time, parent context.Context) {
 
 var _ context.Context = (*deadlineCtx)(nil)
 
-// reset starts a new attempt with deadline d (zero: none).
+// reset starts a new attempt with deadline d (zero: none), under one hold of the lock (a
+// second cost about 20 instructions per request).
 func (c *deadlineCtx) reset(d time.Time) {
-	c.stop()
 	c.mu.Lock()
+	c.stopLocked()
 	c.deadline, c.atEnd, c.pending, c.abortable = d, false, 0, false
 	c.mu.Unlock()
 }
@@ -128,6 +129,12 @@ func (c *deadlineCtx) start() {
 // stop releases the Done timer of the last attempt.
 func (c *deadlineCtx) stop() {
 	c.mu.Lock()
+	c.stopLocked()
+	c.mu.Unlock()
+}
+
+// stopLocked is stop with mu held.
+func (c *deadlineCtx) stopLocked() {
 	if c.timer != nil {
 		c.timer.Stop()
 		c.timer = nil
@@ -149,7 +156,6 @@ func (c *deadlineCtx) stop() {
 		c.onAbort = nil
 	}
 	c.done, c.fired, c.aborted = nil, false, false
-	c.mu.Unlock()
 }
 
 // abort ends the attempt now (stream_idle_timeout passed): Done closes and Err reports
@@ -167,11 +173,13 @@ func (c *deadlineCtx) abort() {
 	}
 }
 
-// Deadline implements context.Context.
+// Deadline implements context.Context. The pool asks it once per exchange: no defer (it
+// cost about 15 instructions).
 func (c *deadlineCtx) Deadline() (time.Time, bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.deadline, !c.deadline.IsZero()
+	d := c.deadline
+	c.mu.Unlock()
+	return d, !d.IsZero()
 }
 
 // Done implements context.Context: the parent's channel when the attempt has no deadline

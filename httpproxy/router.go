@@ -269,7 +269,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	case !atEnd:
 		at = now()
 	}
-	s.armStreamIdle(r, at)
+	atMono := s.armStreamIdle(r, at) // mono at at, once converted (0: not)
 	var deadline time.Time
 	if timeout > 0 && !atEnd {
 		deadline = s.start
@@ -284,7 +284,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	}
 	grpc := isGRPC(hd.get(hdrContentType))
 	if len(s.h.upFilters) > 0 || len(c.Config().UpstreamHTTPFilters) > 0 {
-		at = time.Time{}
+		at, atMono = time.Time{}, 0
 		if s.startUpstreamFilters(c.Config(), m) {
 			return
 		}
@@ -322,6 +322,8 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 			// One reading times the attempt: its deadline, the idle timer's comparison and
 			// its start (each read of the clock cost about 150 instructions).
 			upStart, at = at, time.Time{}
+			upMono := atMono
+			atMono = 0
 			if upStart.IsZero() {
 				upStart = now()
 			}
@@ -329,7 +331,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 			tryDeadline, perTry = tryTimeout(upStart, deadline, policy)
 			s.ctx.reset(tryDeadline)
 			s.up.Downstream = s.downstreamCtx()
-			if s.idleMayCut(tryDeadline, upStart) {
+			if s.idleMayCut(tryDeadline, upStart, upMono) {
 				s.up.Downstream = s.ctx.watch(s.up.Downstream)
 			}
 		}
@@ -497,8 +499,8 @@ func (s *stream) downstreamCtx() context.Context {
 
 // armStreamIdle applies the route's idle_timeout, which overrides stream_idle_timeout, and
 // arms the timer for a request without a body (one with a body armed it for the body) at now,
-// a reading of deps.Now.
-func (s *stream) armStreamIdle(r *route.Route, now time.Time) {
+// a reading of deps.Now. It returns mono at now when it converted now, else 0.
+func (s *stream) armStreamIdle(r *route.Route, now time.Time) (nowMono int64) {
 	d := s.h.cfg.StreamIdleTimeout
 	if r.IdleTimeoutSet {
 		d = r.IdleTimeout
@@ -507,8 +509,10 @@ func (s *stream) armStreamIdle(r *route.Route, now time.Time) {
 	case s.idle.d > 0:
 		s.idle.retime(d)
 	case d > 0 && s.body == nil:
-		s.idle.arm(s, d, true, s.monoAt(now))
+		nowMono = s.monoAt(now)
+		s.idle.arm(s, d, true, nowMono)
 	}
+	return nowMono
 }
 
 // noHealthyUpstream answers a request for which the cluster has no host to pick.

@@ -604,7 +604,7 @@ func (c *h1conn) setDeadline(ctx context.Context, start time.Time) {
 		return
 	}
 	late := min(max(dl.Sub(start)/deadlineLateness, 0), maxDeadlineLateness)
-	if c.deadline && !c.deadlineAt.Before(dl) && c.deadlineAt.Sub(dl) <= late {
+	if ahead := c.deadlineAt.Sub(dl); c.deadline && ahead >= 0 && ahead <= late {
 		return
 	}
 	at := dl.Add(late)
