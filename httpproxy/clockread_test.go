@@ -59,7 +59,7 @@ func TestStreamIdleTimerOnTestClock(t *testing.T) {
 // of at least 300, 300 and 600 ms, and less than a second more.
 func TestDurationsFromSharedReadings(t *testing.T) {
 	const gap = 300 * time.Millisecond
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e, path := loggedEnv(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/next" {
 			return
 		}
@@ -68,13 +68,7 @@ func TestDurationsFromSharedReadings(t *testing.T) {
 		w.(http.Flusher).Flush()
 		time.Sleep(gap)
 		io.WriteString(w, "ab")
-	}))
-	t.Cleanup(up.Close)
-	path := filepath.Join(t.TempDir(), "access.log")
-	e := newEnv(t, envOptions{
-		clusters: []string{staticCluster("web", "", up.Listener.Addr().String())},
-		hcm:      twoRouteHCM("/", "web", "web", "stream_idle_timeout: 5s\naccess_log:"+fileLogYAML(path, "%RESPONSE_DURATION% %DURATION%\n", "")),
-	})
+	}, "stream_idle_timeout: 5s\n", "%RESPONSE_DURATION% %DURATION%\n", nil)
 	rc := dialRaw(t, e.addr)
 	rc.write("GET / HTTP/1.1\r\nhost: a\r\n\r\n")
 	resp, body := rc.response()
@@ -107,6 +101,22 @@ func TestDurationsFromSharedReadings(t *testing.T) {
 	}
 	inRange("%RESPONSE_DURATION%", rd, 300)
 	inRange("%DURATION%", d, 600)
+}
+
+// loggedEnv is an env whose routes (twoRouteHCM's, with the fields extra) go to an upstream
+// serving h, with an access log of format written to the file path; now is Deps.Now (nil: the
+// system clock).
+func loggedEnv(t *testing.T, h http.HandlerFunc, extra, format string, now func() time.Time) (e *env, path string) {
+	t.Helper()
+	up := httptest.NewServer(h)
+	t.Cleanup(up.Close)
+	path = filepath.Join(t.TempDir(), "access.log")
+	e = newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "", up.Listener.Addr().String())},
+		hcm:      twoRouteHCM("/", "web", "web", extra+"access_log:"+fileLogYAML(path, format, "")),
+		now:      now,
+	})
+	return e, path
 }
 
 // histogramValues is a stats.HistogramSink that keeps every value recorded, by histogram name.
@@ -142,7 +152,7 @@ func (h *histogramValues) values(name string) []uint64 {
 func TestDurationsOnTestClock(t *testing.T) {
 	clk := clocktest.NewFake(time.Now()) // near the system clock: socket deadlines lie ahead
 	headSeen := make(chan struct{})
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e, path := loggedEnv(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/next" {
 			return
 		}
@@ -156,14 +166,7 @@ func TestDurationsOnTestClock(t *testing.T) {
 		}
 		clk.Advance(200 * time.Millisecond)
 		io.WriteString(w, "ab")
-	}))
-	t.Cleanup(up.Close)
-	path := filepath.Join(t.TempDir(), "access.log")
-	e := newEnv(t, envOptions{
-		clusters: []string{staticCluster("web", "", up.Listener.Addr().String())},
-		hcm:      twoRouteHCM("/", "web", "web", "access_log:"+fileLogYAML(path, "%RESPONSE_DURATION% %RESPONSE_TX_DURATION% %DURATION%\n", "")),
-		now:      clk.Now,
-	})
+	}, "", "%RESPONSE_DURATION% %RESPONSE_TX_DURATION% %DURATION%\n", clk.Now)
 	hist := &histogramValues{}
 	e.store.AddSink(hist)
 	c := e.client()

@@ -469,7 +469,7 @@ func (sc *serverConn) armIdle() {
 		if now.IsZero() {
 			now = sc.h.sh.deps.Now()
 		}
-		if now.Sub(sc.idleSince) > d/8 || now.Before(sc.idleSince) {
+		if since := now.Sub(sc.idleSince); since > d/8 || since < 0 {
 			sc.idleSince = now
 			sc.idleFor = 0 // idleAt is to be computed again
 		} else if d == sc.idleFor && sc.headDeadline.IsZero() && sc.maxEnd.IsZero() && sc.deadline == sc.idleAt {

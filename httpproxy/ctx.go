@@ -24,6 +24,7 @@ import (
 type deadlineCtx struct {
 	mu       sync.Mutex // guards every field below
 	now      func() time.Time
+	clock    *shared   // whose deps.Now now is (setup); written only by the stream's goroutine
 	deadline time.Time // zero: none
 	// atEnd: the attempt's timeout, pending (zero: none), starts when the request's body
 	// ends (start); until then the attempt has no deadline, and Done is a channel of its
@@ -74,11 +75,17 @@ func (c *deadlineCtx) watch(parent context.Context) context.Context {
 	return ctx
 }
 
-// setup sets the clock (the handler's) and the downstream request's context (nil: none) for
-// the next attempts.
-func (c *deadlineCtx) setup(now func() time.Time, parent context.Context) {
+// setup sets the clock (sh's deps.Now) and the downstream request's context (nil: none) for
+// the next attempts. A pooled stream's next HTTP/1 request (no parent) mostly sets what is
+// set already: the stream's goroutine, the only writer, compares without the lock and takes it
+// only to write (about 25 instructions and two atomic operations a request). Parents are not
+// compared: a context's dynamic type need not be comparable.
+func (c *deadlineCtx) setup(sh *shared, parent context.Context) {
+	if parent == nil && c.parent == nil && c.clock == sh {
+		return
+	}
 	c.mu.Lock()
-	c.now, c.parent = now, parent
+	c.now, c.clock, c.parent = sh.deps.Now, sh, parent
 	c.mu.Unlock()
 }
 

@@ -348,7 +348,7 @@ func (s *stream) startH1(sc *serverConn, head []byte) bool {
 	if s.tls {
 		s.req.Scheme = "https"
 	}
-	s.ctx.setup(h.sh.deps.Now, nil)
+	s.ctx.setup(h.sh, nil)
 	s.hbody.reset(&sc.rd, rh.Framing)
 	switch rh.Framing.Mode {
 	case http1.Chunked:
@@ -423,7 +423,7 @@ func (s *stream) serveH2(c *h2conn, w *h2stream, r *http.Request) {
 	s.begin(h)
 	s.h2w = w
 	s.in.keys = w.keys // loose (begin), but with the names newRequest put in the map
-	s.ctx.setup(h.sh.deps.Now, r.Context())
+	s.ctx.setup(h.sh, r.Context())
 	s.remote, s.remoteIP, s.local, s.tls = c.remote, c.remoteIP, c.local, c.tls
 	s.restored, s.direct = c.restored, c.direct
 	s.connID, s.conn = c.lc.ID(), c.lc
