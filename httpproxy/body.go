@@ -103,6 +103,9 @@ type h1writer struct {
 	// waited: a write went where it may wait for the client (a raw write, conn.Write), not
 	// only to a send the socket took at once (respond's end reading).
 	waited bool
+	// stamped: the stream idle timer's last stamp is the reading the response head's arrival
+	// took, and nothing could have waited since but the writer (forward; copyFrom clears it).
+	stamped bool
 	// idle is the stream's idle timer (nil for a reply without a stream): a write marks it
 	// (writing) so that the timer can end one the client does not take, and a write that
 	// progresses slowly counts as activity.
@@ -223,15 +226,25 @@ type bodySource interface{ BodyReady() bool }
 // the client as it arrives, as Envoy forwards each read; a body that is already buffered
 // still goes out whole. Writes block while the client is slow, and so does the next read:
 // the upstream is held back by TCP, and the buffer stays under flushAt plus one read.
+//
+// A first read of bytes that came with the head, when the writer has not waited since the head's
+// arrival was stamped (stamped), is activity at that stamp: the stream idle timer is not
+// stamped again for it (streamIdle.stands: the reading cost about 75 instructions).
 func (w *h1writer) copyFrom(r io.Reader, src bodySource) (int64, error) {
-	if !src.BodyReady() {
+	ready := src.BodyReady()
+	if !ready {
 		if err := w.flush(); err != nil { // the head, before the wait for the first bytes
 			return 0, err
 		}
 	}
 	if w.chunked || w.noBody {
+		w.stamped = false
 		return w.copyChunks(r, src)
 	}
+	if ready && w.stamped && !w.waited {
+		w.idle.stands = true // for the first read (touchRead clears it); stamped implies idle
+	}
+	w.stamped = false
 	var total int64
 	for {
 		if cap(w.buf)-len(w.buf) < 1024 {

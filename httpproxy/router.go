@@ -352,6 +352,10 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		if err == nil {
 			upRx = now() // the response head arrived
 			s.idle.touchAt(upRx)
+			// Nothing on the way to an HTTP/1 response's first body read waits but the
+			// writer's flushes, unless filters act on the response (h1writer.stamped).
+			s.hw.stamped = s.h2w == nil && len(s.fstreams) == 0 && (s.attempt == nil || s.attempt.filters == nil)
+			s.hw.waited = false
 		}
 		if s.bodyStopped.Swap(false) {
 			s.sc.nc.SetReadDeadline(s.sc.deadline) // the body read is over; the deadline is the connection's again

@@ -1108,6 +1108,7 @@ func (s *stream) copyBody(resp *pool.Response) (int64, error) {
 		}
 		s.respObserved = observedBody{r: body, s: s, response: true, quiet: true}
 		r, cl = s.rewriteResponse(r, resp, true), -1
+		s.hw.stamped = false // a rewriter may read on, and wait, within one read of it
 	}
 	if s.h2w != nil {
 		n, err := s.copyBodyH2(r, resp, cl)
@@ -1343,7 +1344,7 @@ func (o *observedBody) Read(p []byte) (int, error) {
 	}
 	if n > 0 {
 		if o.response {
-			o.s.idle.touch() // the bytes are on their way to the client
+			o.s.idle.touchRead() // the bytes are on their way to the client
 		}
 		for _, fs := range o.s.fstreams {
 			if o.quiet {

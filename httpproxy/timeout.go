@@ -424,6 +424,10 @@ type streamIdle struct {
 	// writing: the stream's goroutine is writing the response to an HTTP/1 client
 	// (h1writer.flush), which waits while the client does not read.
 	writing atomic.Bool
+	// stands: the stamp in last stands for the response body read under way, whose bytes came
+	// with the head (h1writer.copyFrom sets it for that read; touchRead clears it). Only the
+	// stream's goroutine uses it.
+	stands bool
 
 	mu    sync.Mutex // guards the fields below
 	t     *time.Timer
@@ -441,7 +445,7 @@ func (i *streamIdle) arm(s *stream, d time.Duration, done bool, now int64) {
 	i.fired.Store(false)
 	i.reqDone.Store(done)
 	i.mu.Lock()
-	i.s, i.d, i.writeCut = s, d, false
+	i.s, i.d, i.writeCut, i.stands = s, d, false, false
 	i.last.Store(now)
 	i.armed = true
 	sleep := i.sleep(d)
@@ -490,6 +494,16 @@ func (i *streamIdle) sleep(left time.Duration) time.Duration {
 		return min(left, max(i.d/8, time.Millisecond))
 	}
 	return left
+}
+
+// touchRead records the activity of a response body read: none when the last stamp stands
+// for it (stands).
+func (i *streamIdle) touchRead() {
+	if i.stands {
+		i.stands = false
+		return
+	}
+	i.touch()
 }
 
 // touch records activity on the stream.
