@@ -3,10 +3,13 @@ package cluster
 import (
 	"sync"
 	"testing"
+
+	"github.com/legateproxy/legate/stats"
 )
 
 // TestHostStatsPerP checks that a host's request counters, kept on a line per P, sum exactly
-// what many goroutines counted.
+// what many goroutines counted, each on the line it took once (as a stream does), some on
+// lines beyond the table's (shared with another P's).
 func TestHostStatsPerP(t *testing.T) {
 	var hs HostStats
 	if got := hs.Rq(); got != (HostRq{}) {
@@ -17,12 +20,16 @@ func TestHostStatsPerP(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {
+			l := stats.ThisLine()
+			if g%2 == 1 {
+				l += stats.Line(g * 1000)
+			}
 			for i := range requests {
-				hs.RqStarted()
+				hs.RqStarted(l)
 				if g == 0 && i == requests-1 {
 					continue // one request stays in flight
 				}
-				hs.RqEnded(ends[i%len(ends)])
+				hs.RqEnded(ends[i%len(ends)], l)
 			}
 		})
 	}

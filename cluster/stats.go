@@ -126,51 +126,50 @@ type hostLine struct {
 	_                               [24]byte
 }
 
-// line returns the calling P's line, making the lines on the first request; the caller unpins.
-func (s *HostStats) line() *hostLine {
-	l := s.rq.Load()
-	if l == nil {
+// line returns line l's share (l a P id or a stats.Line), making the lines on the first
+// request.
+func (s *HostStats) line(l uint64) *hostLine {
+	ls := s.rq.Load()
+	if ls == nil {
 		n := min(procpin.Slots(), maxHostLines)
 		s.rq.CompareAndSwap(nil, &hostLines{mask: uint64(n - 1), line: make([]hostLine, n)})
-		l = s.rq.Load()
+		ls = s.rq.Load()
 	}
-	return &l.line[uint64(procpin.Pin())&l.mask]
+	return &ls.line[l&ls.mask]
 }
 
-// RqStarted counts a request sent to the host (rq_total, rq_active).
-func (s *HostStats) RqStarted() {
-	l := s.line()
-	l.total.Add(1)
-	l.active.Add(1)
-	procpin.Unpin()
+// RqStarted counts a request sent to the host (rq_total, rq_active) on line l, the sending
+// stream's (stats.ThisLine): the counters are atomics, so a stale line only costs cache traffic.
+func (s *HostStats) RqStarted(l stats.Line) {
+	ln := s.line(uint64(l))
+	ln.total.Add(1)
+	ln.active.Add(1)
 }
 
-// RqEnded counts the end of a request RqStarted counted.
-func (s *HostStats) RqEnded(e RqEnd) {
-	l := s.line()
-	l.active.Add(-1)
+// RqEnded counts, on line l, the end of a request RqStarted counted.
+func (s *HostStats) RqEnded(e RqEnd, l stats.Line) {
+	ln := s.line(uint64(l))
+	ln.active.Add(-1)
 	switch e {
 	case RqTimedOut:
-		l.timeout.Add(1)
-		l.errors.Add(1)
+		ln.timeout.Add(1)
+		ln.errors.Add(1)
 	case RqFailed:
-		l.errors.Add(1)
+		ln.errors.Add(1)
 	case RqSucceeded:
-		l.success.Add(1)
+		ln.success.Add(1)
 	}
-	procpin.Unpin()
 }
 
 // AddRq adds d to the request statistics at once (for a test's fixed values; the pools count
 // with RqStarted and RqEnded).
 func (s *HostStats) AddRq(d HostRq) {
-	l := s.line()
+	l := s.line(uint64(stats.ThisLine()))
 	l.total.Add(d.Total)
 	l.timeout.Add(d.Timeout)
 	l.success.Add(d.Success)
 	l.errors.Add(d.Error)
 	l.active.Add(d.Active)
-	procpin.Unpin()
 }
 
 // Rq sums the request statistics over the lines.

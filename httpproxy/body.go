@@ -114,6 +114,7 @@ type h1writer struct {
 	chunked bool // the body is sent chunked
 	noBody  bool // HEAD, 1xx, 204, 304: the body is not sent
 	tx      *stats.HotCounter
+	line    stats.Line // tx is added on it: the stream's (NoLine, P 0's, for a reply without one)
 	err     error
 	sent    int64  // body bytes accepted, for %BYTES_SENT%
 	trailer []byte // the chunked trailer section's field lines, each ending in CRLF
@@ -140,7 +141,7 @@ func (w *h1writer) flush() error {
 	if w.idle != nil {
 		w.idle.writing.Store(false)
 	}
-	w.tx.Add(uint64(n))
+	w.tx.AddOn(w.line, uint64(n))
 	w.buf = w.buf[:0]
 	w.err = err
 	return err

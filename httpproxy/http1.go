@@ -30,6 +30,7 @@ type reader struct {
 	r, w int
 	max  int // the largest head accepted
 	rx   *stats.HotCounter
+	line stats.Line // rx is added on it: the connection's last stream's (serveH1 sets it)
 	// scanned is how many buffered bytes from r are known not to end a request head.
 	scanned int
 
@@ -55,7 +56,7 @@ func getReadBuffer() []byte { return idleBuffers.Get()[:] }
 
 // init makes rd read conn, whose plain socket is raw (nil when conn is not one).
 func (rd *reader) init(conn net.Conn, raw syscall.RawConn, max int, rx *stats.HotCounter) {
-	*rd = reader{conn: conn, raw: raw, buf: getReadBuffer(), max: max, rx: rx}
+	*rd = reader{conn: conn, raw: raw, buf: getReadBuffer(), max: max, rx: rx, line: stats.ThisLine()}
 }
 
 // rawReady reports whether the next bytes may be read from the socket itself.
@@ -81,7 +82,7 @@ func (rd *reader) readSocket(fd uintptr) (short bool, err error) {
 		return false, io.EOF
 	}
 	rd.w += n
-	rd.rx.Add(uint64(n))
+	rd.rx.AddOn(rd.line, uint64(n))
 	return n < room, nil
 }
 
@@ -110,7 +111,7 @@ func (rd *reader) fill() error {
 			rd.drained = true
 		}
 		if n > 0 {
-			rd.rx.Add(uint64(n))
+			rd.rx.AddOn(rd.line, uint64(n))
 			return nil
 		}
 		if err != nil {

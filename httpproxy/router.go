@@ -346,6 +346,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 			upStart = now()
 		}
 		s.up.Start = upStart // the pool's clock is the connection manager's (server.dataPlane)
+		s.up.Line = s.line
 		err = mgr.RoundTrip(&s.ctx, hst, &s.up, &s.upResp)
 		s.endUpstreamFilters()
 		var upRx time.Time

@@ -362,7 +362,7 @@ func (s *stream) startH1(sc *serverConn, head []byte) bool {
 		s.body, s.contentLength = nil, 0
 	}
 	s.closeConn = rh.Close || s.reject == http.StatusUpgradeRequired // a codec error in Envoy
-	s.hw = h1writer{conn: sc.nc, raw: sc.rd.raw, fd: &sc.fd, send: s.sendSocket, idle: &s.idle, buf: s.wbuf[:0], tx: &h.stats.DownstreamCxTxBytesTotal}
+	s.hw = h1writer{conn: sc.nc, raw: sc.rd.raw, fd: &sc.fd, send: s.sendSocket, idle: &s.idle, buf: s.wbuf[:0], tx: &h.stats.DownstreamCxTxBytesTotal, line: s.line}
 	if s.body != nil {
 		// request_timeout bounds the waits for request body bytes; stream_idle_timeout
 		// bounds the gaps between them (streamIdle).
@@ -394,6 +394,7 @@ func (s *stream) serveH1() bool {
 	s.resp = s.respStore
 	clear(s.resp)
 	h.stats.DownstreamRqHTTP1Total.IncOn(s.line)
+	sc.rd.line = s.line // the connection's next reads count on this request's line
 	s.process()
 	if s.bodyStopped.Swap(false) {
 		sc.nc.SetReadDeadline(sc.deadline) // the interrupted body read is over
@@ -540,7 +541,7 @@ func (s *stream) process() {
 	if s.sc != nil {
 		s.sc.ended = end
 	}
-	st.DownstreamRqTime.Record(uint64(end.Sub(s.start).Milliseconds()))
+	st.DownstreamRqTime.RecordOn(uint64(end.Sub(s.start).Milliseconds()), s.line)
 	if s.tr.active {
 		s.finishTrace(end)
 	}

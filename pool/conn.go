@@ -21,6 +21,7 @@ import (
 	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/sockopt"
 	"github.com/legateproxy/legate/listener"
+	"github.com/legateproxy/legate/stats"
 	"github.com/legateproxy/legate/tlsutil"
 )
 
@@ -56,13 +57,17 @@ type upConn struct {
 	// rx counts the bytes read, for HTTP/1.1 to tell whether any of a response arrived. It is
 	// touched by whoever reads the connection, one at a time.
 	rx int64
+	// line is the line the byte counters are added on: the last HTTP/1.1 exchange's (whose
+	// stream reads and writes the connection), else NoLine, P 0's: a stale line only costs
+	// cache traffic, the counters being atomics.
+	line stats.Line
 }
 
 func (c *upConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.rx += int64(n)
-		c.hp.m.st.UpstreamCxRxBytesTotal.Add(uint64(n))
+		c.hp.m.st.UpstreamCxRxBytesTotal.AddOn(c.line, uint64(n))
 	}
 	return n, err
 }
@@ -70,7 +75,7 @@ func (c *upConn) Read(p []byte) (int, error) {
 func (c *upConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	if n > 0 {
-		c.hp.m.st.UpstreamCxTxBytesTotal.Add(uint64(n))
+		c.hp.m.st.UpstreamCxTxBytesTotal.AddOn(c.line, uint64(n))
 	}
 	return n, err
 }

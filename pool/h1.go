@@ -498,6 +498,7 @@ func (ex *exchange) roundTripH1(ctx context.Context, req *Request, resp *Respons
 			}
 		}
 		c.uc.rqActive.Add(1)
+		c.uc.line = ex.line
 		c.watch(req.Downstream)
 		if hp.m.streamDuration > 0 { // the method value would allocate on every request
 			ex.clock = hp.m.startClock(c.abortStream)

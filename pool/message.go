@@ -12,6 +12,7 @@ import (
 	"github.com/legateproxy/legate/internal/http1"
 	"github.com/legateproxy/legate/internal/proxyproto"
 	"github.com/legateproxy/legate/internal/sockopt"
+	"github.com/legateproxy/legate/stats"
 )
 
 // Field is one request header line. Names are written as given (HTTP/2 in lower case); the
@@ -60,6 +61,10 @@ type Request struct {
 	// configured with (Config.Now); upstream_rq_time counts from it. Zero: RoundTrip reads
 	// the clock (a caller that has just read it saves a reading per request).
 	Start time.Time
+	// Line is the caller's line of the hot stats (stats.ThisLine, taken for its request),
+	// on which the exchange counts: the cluster's upstream_rq_total and _active, the host's
+	// rq_* and upstream_rq_time. NoLine: RoundTrip takes one.
+	Line stats.Line
 	// HTTP2 is the downstream protocol, read when the cluster has
 	// protocol_selection: USE_DOWNSTREAM_PROTOCOL.
 	HTTP2 bool

@@ -353,9 +353,12 @@ func (m *Manager) roundTrip(ctx context.Context, hp *hostPool, req *Request, res
 		m.st.UpstreamRqPendingOverflow.Inc()
 		return m.errRqOverflow
 	}
-	ex := exchange{hp: hp, prio: prio, start: req.Start}
+	ex := exchange{hp: hp, prio: prio, start: req.Start, line: req.Line}
 	if ex.start.IsZero() {
 		ex.start = m.now()
+	}
+	if ex.line == stats.NoLine {
+		ex.line = stats.ThisLine()
 	}
 	ex.started()
 	if p == HTTP2 {
@@ -409,13 +412,14 @@ type exchange struct {
 	h2     *h2body
 	clock  *streamClock // max_stream_duration; nil when unset
 	active uint8        // the host's ActiveRequestStarted token (a least-request cluster), or 0
+	line   stats.Line   // the line the exchange's hot stats are counted on (Request.Line)
 }
 
 func (ex *exchange) started() {
 	hp, st := ex.hp, ex.hp.m.st
-	st.UpstreamRqTotal.Inc()
-	st.UpstreamRqActive.Inc()
-	hp.hs.RqStarted()
+	st.UpstreamRqTotal.IncOn(ex.line)
+	st.UpstreamRqActive.IncOn(ex.line)
+	hp.hs.RqStarted(ex.line)
 	ex.active = hp.host.ActiveRequestStarted()
 }
 
@@ -426,24 +430,24 @@ func (ex *exchange) ended(o outcome, status int) { ex.endedAt(o, status, time.Ti
 func (ex *exchange) endedAt(o outcome, status int, end time.Time) {
 	hp, st := ex.hp, ex.hp.m.st
 	ex.prio.Requests.Release()
-	st.UpstreamRqActive.Dec()
+	st.UpstreamRqActive.DecOn(ex.line)
 	hp.host.ActiveRequestEnded(ex.active)
 	switch {
 	case o == outcomeDownstream:
-		hp.hs.RqEnded(cluster.RqCancelled)
+		hp.hs.RqEnded(cluster.RqCancelled, ex.line)
 	case o == outcomeTimeout:
 		st.UpstreamRqTimeout.Inc()
-		hp.hs.RqEnded(cluster.RqTimedOut)
+		hp.hs.RqEnded(cluster.RqTimedOut, ex.line)
 	case o == outcomeError || status >= 500:
-		hp.hs.RqEnded(cluster.RqFailed)
+		hp.hs.RqEnded(cluster.RqFailed, ex.line)
 	default:
-		hp.hs.RqEnded(cluster.RqSucceeded)
+		hp.hs.RqEnded(cluster.RqSucceeded, ex.line)
 	}
 	if o == outcomeComplete {
 		if end.IsZero() {
 			end = hp.m.now()
 		}
-		hp.m.rq.UpstreamRqTime.Record(uint64(end.Sub(ex.start).Milliseconds()))
+		hp.m.rq.UpstreamRqTime.RecordOn(uint64(end.Sub(ex.start).Milliseconds()), ex.line)
 	}
 }
 

@@ -66,6 +66,15 @@ func (h *Histogram) Record(v uint64) {
 	}
 }
 
+// RecordOn is Record on line l (ThisLine): the sample is counted on that P's shard without
+// finding the P again.
+func (h *Histogram) RecordOn(v uint64, l Line) {
+	h.get().RecordOn(v, int(l))
+	if o := h.obs.Load(); o != nil {
+		o.record(v)
+	}
+}
+
 // Used reports whether a flush has merged recorded samples.
 func (h *Histogram) Used() bool { return h.get().Used() }
 

@@ -252,3 +252,45 @@ func TestHotLines(t *testing.T) {
 		t.Errorf("listed downstream_rq_total = %d; want %d", listed, want)
 	}
 }
+
+// TestAddOnAndRecordOn checks the line-taking forms a stream's pool exchange and byte counters
+// use: HotCounter.AddOn and Histogram.RecordOn from goroutines on every P (run with -cpu 1,2),
+// some on lines beyond the tables' (a P added later, sharing a line), sum every byte and
+// sample exactly; and ThisLine never returns NoLine, which callers read as none taken.
+func TestAddOnAndRecordOn(t *testing.T) {
+	var c struct {
+		Bytes HotCounter `stat:"downstream_cx_rx_bytes_total"`
+		Time  Histogram  `stat:"downstream_rq_time,unit=ms"`
+	}
+	s := newStore(t, Config{})
+	s.Register("http.ingress.", &c)
+	const goroutines, adds = 8, 5_000
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			l := ThisLine()
+			if l == NoLine {
+				t.Error("ThisLine() = NoLine")
+			}
+			if g%2 == 1 {
+				l += Line(g * 1000)
+			}
+			for i := range adds {
+				c.Bytes.AddOn(l, uint64(i%7))
+				c.Time.RecordOn(uint64(i%300), l)
+			}
+		})
+	}
+	wg.Wait()
+	var perGoroutine uint64
+	for i := range adds {
+		perGoroutine += uint64(i % 7)
+	}
+	if got, want := c.Bytes.Value(), goroutines*perGoroutine; got != want {
+		t.Errorf("Bytes.Value() = %d; want %d", got, want)
+	}
+	s.Flush()
+	if _, cum := c.Time.Snapshots(); cum.Count() != goroutines*adds {
+		t.Errorf("Time sample count = %d; want %d", cum.Count(), goroutines*adds)
+	}
+}

@@ -2,6 +2,7 @@ package stats
 
 import (
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/legateproxy/legate/internal/procpin"
 )
@@ -93,8 +94,14 @@ type HotCounter struct {
 
 // hotShards are the per-P lines of a HotCounter or a HotGauge.
 type hotShards struct {
-	mask uint64
-	slot []hotSlot
+	line0 unsafe.Pointer // &slot[0]: an add finds line i's counter by arithmetic, unchecked
+	mask  uint64
+	slot  []hotSlot
+}
+
+// on returns the counter of line l (mask keeps it within slot).
+func (s *hotShards) on(l Line) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Add(s.line0, (uint64(l)&s.mask)*uint64(unsafe.Sizeof(hotSlot{}))))
 }
 
 type hotSlot struct {
@@ -109,8 +116,7 @@ func hotAdd(p *atomic.Pointer[hotShards], n uint64) {
 	if s == nil {
 		s = newShards(p)
 	}
-	id := uint64(procpin.Pin())
-	s.slot[id&s.mask].n.Add(n)
+	s.on(Line(procpin.Pin())).Add(n)
 	procpin.Unpin()
 }
 
@@ -122,11 +128,18 @@ func hotAdd(p *atomic.Pointer[hotShards], n uint64) {
 // be written from two cores.
 type Line uint32
 
+// NoLine is the zero Line, which ThisLine never returns: a Line field left unset (a
+// pool.Request's) reads as none taken. Adding on it is still correct (it is P 0's line).
+const NoLine Line = 0
+
+// taken marks a Line ThisLine returned; every table's mask drops it.
+const taken Line = 1 << 31
+
 // ThisLine returns the line of the P running the caller.
 func ThisLine() Line {
 	id := procpin.Pin()
 	procpin.Unpin()
-	return Line(id)
+	return Line(id) | taken
 }
 
 // hotAddOn adds n to line l of p, making the lines on first use.
@@ -135,13 +148,14 @@ func hotAddOn(p *atomic.Pointer[hotShards], l Line, n uint64) {
 	if s == nil {
 		s = newShards(p)
 	}
-	s.slot[uint64(l)&s.mask].n.Add(n)
+	s.on(l).Add(n)
 }
 
 // newShards installs p's lines (once, whoever wins) and returns them.
 func newShards(p *atomic.Pointer[hotShards]) *hotShards {
 	s := &hotShards{mask: uint64(procpin.Slots() - 1)}
 	s.slot = make([]hotSlot, s.mask+1)
+	s.line0 = unsafe.Pointer(&s.slot[0])
 	p.CompareAndSwap(nil, s)
 	return p.Load()
 }
@@ -165,6 +179,9 @@ func (c *HotCounter) Add(n uint64) { hotAdd(&c.shards, n) }
 
 // IncOn adds one on line l (ThisLine).
 func (c *HotCounter) IncOn(l Line) { hotAddOn(&c.shards, l, 1) }
+
+// AddOn adds n on line l (ThisLine).
+func (c *HotCounter) AddOn(l Line, n uint64) { hotAddOn(&c.shards, l, n) }
 
 // Value is the count since creation or since the last reset.
 func (c *HotCounter) Value() uint64 { return c.fold().Value() }

@@ -104,12 +104,20 @@ func (h *Histogram) Bounds() []float64 {
 // Record adds one sample, as Envoy's Histogram::recordValue. It takes no
 // lock and, once the bins it touches exist, allocates nothing.
 func (h *Histogram) Record(v uint64) {
+	pid := procpin.Pin()
+	procpin.Unpin()
+	h.RecordOn(v, pid)
+}
+
+// RecordOn is Record on the shard of P pid, which a caller that knows its P (it read it
+// moments ago) passes instead of Record finding it again. The shards' counters are atomics,
+// so any pid is correct, a stale one (a goroutine since moved to another P) costs only
+// some cache traffic; ids beyond the table share its shards.
+func (h *Histogram) RecordOn(v uint64, pid int) {
 	if t := h.table.Load(); t != nil && int64(v) >= 0 {
-		pid := procpin.Pin()
 		if s := t.shards[pid&t.mask].Load(); s != nil {
 			if v == 0 {
 				s.zero.Add(1)
-				procpin.Unpin()
 				return
 			}
 			// binOf, with the common two-digit case written out here
@@ -122,11 +130,9 @@ func (h *Histogram) Record(v uint64) {
 			}
 			if d := s.decadeSet[exp].Load(); d != nil {
 				d[idx].Add(1)
-				procpin.Unpin()
 				return
 			}
 		}
-		procpin.Unpin()
 	}
 	h.recordSlow(v)
 }
