@@ -41,7 +41,7 @@ const (
 func (s *stream) routeRequest() {
 	h := s.h
 	st := h.stats
-	st.RqTotal.IncOn(s.line)
+	st.rq.On(s.line).routed.Add(1)
 	m := h.route(&s.req) // the scope's table with scoped_routes (srds.go)
 	if s.upgrade != "" {
 		if !s.acceptUpgrade(m) {

@@ -70,6 +70,23 @@ type hcmStats struct {
 	RqRedirect                    stats.Counter    `stat:"rq_redirect"`
 	RqResetAfterDownstreamStarted stats.Counter    `stat:"rq_reset_after_downstream_response_started"`
 	RqTotal                       stats.HotCounter `stat:"rq_total"`
+
+	rq *stats.HotBlock[hcmLine] // the request totals above, bound to one line per P (bind)
+}
+
+// hcmLine is a P's share of the request totals every request adds to.
+type hcmLine struct {
+	http1, http2, total, routed atomic.Uint64 // downstream_rq_http1/http2_total, _total, rq_total
+}
+
+// bind gives the hot counters their lines, before they are counted or registered.
+func (s *hcmStats) bind() {
+	s.responseCodeStats.bind()
+	s.rq = stats.NewHotBlock[hcmLine]()
+	stats.BindCounter(&s.DownstreamRqHTTP1Total, s.rq, func(l *hcmLine) *atomic.Uint64 { return &l.http1 })
+	stats.BindCounter(&s.DownstreamRqHTTP2Total, s.rq, func(l *hcmLine) *atomic.Uint64 { return &l.http2 })
+	stats.BindCounter(&s.DownstreamRqTotal, s.rq, func(l *hcmLine) *atomic.Uint64 { return &l.total })
+	stats.BindCounter(&s.RqTotal, s.rq, func(l *hcmLine) *atomic.Uint64 { return &l.routed })
 }
 
 // listenerHTTPStats are listener.<address>.http.<stat_prefix>.* (Envoy's per-listener
@@ -86,6 +103,23 @@ type responseCodeStats struct {
 	DownstreamRq4xx       stats.HotCounter `stat:"downstream_rq_4xx"`
 	DownstreamRq5xx       stats.HotCounter `stat:"downstream_rq_5xx"`
 	DownstreamRqCompleted stats.HotCounter `stat:"downstream_rq_completed"`
+
+	lines *stats.HotBlock[codeLine] // the counters above, bound to one line per P (bind)
+}
+
+// codeLine is a P's share of a responseCodeStats: a response adds to two of its fields.
+type codeLine struct {
+	completed atomic.Uint64
+	class     [5]atomic.Uint64 // 1xx..5xx
+}
+
+// bind gives the counters their lines, before they are counted or registered.
+func (s *responseCodeStats) bind() {
+	s.lines = stats.NewHotBlock[codeLine]()
+	stats.BindCounter(&s.DownstreamRqCompleted, s.lines, func(l *codeLine) *atomic.Uint64 { return &l.completed })
+	for i, c := range []*stats.HotCounter{&s.DownstreamRq1xx, &s.DownstreamRq2xx, &s.DownstreamRq3xx, &s.DownstreamRq4xx, &s.DownstreamRq5xx} {
+		stats.BindCounter(c, s.lines, func(l *codeLine) *atomic.Uint64 { return &l.class[i] })
+	}
 }
 
 // codeClass returns the index 0..4 of a status's class (1xx..5xx), or -1.
@@ -98,18 +132,10 @@ func codeClass(status int) int {
 
 // responseCode counts one response with status, on line l (a stream's, or stats.ThisLine).
 func (s *responseCodeStats) responseCode(status int, l stats.Line) {
-	s.DownstreamRqCompleted.IncOn(l)
-	switch codeClass(status) {
-	case 0:
-		s.DownstreamRq1xx.IncOn(l)
-	case 1:
-		s.DownstreamRq2xx.IncOn(l)
-	case 2:
-		s.DownstreamRq3xx.IncOn(l)
-	case 3:
-		s.DownstreamRq4xx.IncOn(l)
-	case 4:
-		s.DownstreamRq5xx.IncOn(l)
+	c := s.lines.On(l)
+	c.completed.Add(1)
+	if cls := codeClass(status); cls >= 0 {
+		c.class[cls].Add(1)
 	}
 }
 
@@ -125,6 +151,15 @@ type upstreamCodeStats struct {
 	reg   *stats.Registration
 	codes [600]atomic.Pointer[stats.HotCounter] // upstream_rq_<code>, created on first use; per-P lines
 	name  string                                // the cluster's name, the registry's own copy
+	class *stats.HotBlock[[5]atomic.Uint64]     // the class counters above, bound to one line per P
+}
+
+// bind gives the class counters their lines, before they are counted or registered.
+func (u *upstreamCodeStats) bind() {
+	u.class = stats.NewHotBlock[[5]atomic.Uint64]()
+	for i, c := range []*stats.HotCounter{&u.UpstreamRq1xx, &u.UpstreamRq2xx, &u.UpstreamRq3xx, &u.UpstreamRq4xx, &u.UpstreamRq5xx} {
+		stats.BindCounter(c, u.class, func(l *[5]atomic.Uint64) *atomic.Uint64 { return &l[i] })
+	}
 }
 
 // charge counts one upstream response (or local reply standing for one) with status, on line
@@ -135,18 +170,7 @@ func (u *upstreamCodeStats) charge(status int, st *cluster.Stats, l stats.Line) 
 		return
 	}
 	st.UpstreamRqCompleted.IncOn(l)
-	switch cls {
-	case 0:
-		u.UpstreamRq1xx.IncOn(l)
-	case 1:
-		u.UpstreamRq2xx.IncOn(l)
-	case 2:
-		u.UpstreamRq3xx.IncOn(l)
-	case 3:
-		u.UpstreamRq4xx.IncOn(l)
-	case 4:
-		u.UpstreamRq5xx.IncOn(l)
-	}
+	u.class.On(l)[cls].Add(1)
 	c := u.codes[status].Load()
 	if c == nil {
 		if u.reg != nil {
@@ -195,6 +219,7 @@ func (r *statsRegistry) acquire(hcmPrefix, listenerPrefix string) (*hcmStats, *l
 	h := r.hcm[hcmPrefix]
 	if h == nil {
 		h = &sharedHCMStats{}
+		h.s.bind()
 		if r.store != nil {
 			h.reg = r.store.Register(hcmPrefix, &h.s)
 		}
@@ -204,6 +229,7 @@ func (r *statsRegistry) acquire(hcmPrefix, listenerPrefix string) (*hcmStats, *l
 	l := r.listener[listenerPrefix]
 	if l == nil {
 		l = &sharedListenerStats{}
+		l.s.bind()
 		if r.store != nil {
 			l.reg = r.store.Register(listenerPrefix, &l.s)
 		}
@@ -245,6 +271,7 @@ func (r *statsRegistry) upstream(name string) *upstreamCodeStats {
 	// stream's arena, which the next request overwrites): the registry keeps its own copy.
 	name = strings.Clone(name)
 	u := &upstreamCodeStats{name: name}
+	u.bind()
 	if r.store != nil {
 		u.reg = r.store.Register("cluster."+name+".", u)
 	}

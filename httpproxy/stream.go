@@ -393,7 +393,7 @@ func (s *stream) serveH1() bool {
 	h, sc := s.h, s.sc
 	s.resp = s.respStore
 	clear(s.resp)
-	h.stats.DownstreamRqHTTP1Total.IncOn(s.line)
+	h.stats.rq.On(s.line).http1.Add(1)
 	sc.rd.line = s.line // the connection's next reads count on this request's line
 	s.process()
 	if s.bodyStopped.Swap(false) {
@@ -456,7 +456,7 @@ func (s *stream) serveH2(c *h2conn, w *h2stream, r *http.Request) {
 	}
 	s.resp = w.Header()
 	s.h2req = r
-	h.stats.DownstreamRqHTTP2Total.IncOn(s.line)
+	h.stats.rq.On(s.line).http2.Add(1)
 	s.process()
 }
 
@@ -464,7 +464,7 @@ func (s *stream) serveH2(c *h2conn, w *h2stream, r *http.Request) {
 func (s *stream) process() {
 	h := s.h
 	st := h.stats
-	st.DownstreamRqTotal.IncOn(s.line)
+	st.rq.On(s.line).total.Add(1)
 	st.DownstreamRqActive.IncOn(s.line)
 	s.prepareRequest()
 	if h.trace != nil {

@@ -2,6 +2,7 @@ package stats
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -293,4 +294,72 @@ func TestAddOnAndRecordOn(t *testing.T) {
 	if _, cum := c.Time.Snapshots(); cum.Count() != goroutines*adds {
 		t.Errorf("Time sample count = %d; want %d", cum.Count(), goroutines*adds)
 	}
+}
+
+// TestHotBlock checks counters bound to a HotBlock, as a connection manager binds its request
+// totals: fields added on lines taken once (some beyond the table, shared) from goroutines on
+// every P (run with -cpu 1,2), mixed with the counters' own Inc and IncOn, read exactly as
+// the bound counters' values, listings, flush deltas and resets; two fields of one line stay
+// apart; and binding a counter that already counts on lines of its own panics.
+func TestHotBlock(t *testing.T) {
+	type line struct{ a, b atomic.Uint64 }
+	var c struct {
+		A HotCounter `stat:"downstream_rq_total"`
+		B HotCounter `stat:"rq_total"`
+	}
+	blk := NewHotBlock[line]()
+	BindCounter(&c.A, blk, func(l *line) *atomic.Uint64 { return &l.a })
+	BindCounter(&c.B, blk, func(l *line) *atomic.Uint64 { return &l.b })
+	s := newStore(t, Config{})
+	s.Register("http.ingress.", &c)
+	const goroutines, incs = 8, 10_000
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			l := ThisLine()
+			if g%2 == 1 {
+				l += Line(g * 1000)
+			}
+			for i := range incs {
+				blk.On(l).a.Add(1)
+				if i%2 == 0 {
+					blk.On(l).b.Add(2)
+					c.A.Inc()
+					c.B.IncOn(l)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	wantA, wantB := uint64(goroutines*incs*3/2), uint64(goroutines*incs*3/2)
+	listed := map[string]uint64{}
+	s.Each(KindSet(KindCounter), func(st *Stat) bool {
+		listed[st.Name()] = st.Value()
+		return true
+	})
+	if listed["http.ingress.downstream_rq_total"] != wantA || listed["http.ingress.rq_total"] != wantB {
+		t.Errorf("listed = %v; want downstream_rq_total %d, rq_total %d", listed, wantA, wantB)
+	}
+	sink := make(chanSink, 1)
+	s.AddSink(sink)
+	blk.On(ThisLine()).a.Add(1)
+	s.Flush()
+	for _, cs := range recv(t, sink).Counters {
+		if cs.Name == "http.ingress.downstream_rq_total" && (cs.Delta != wantA+1 || cs.Value != wantA+1) {
+			t.Errorf("flushed delta, value = %d, %d; want %d both", cs.Delta, cs.Value, wantA+1)
+		}
+	}
+	s.ResetCounters()
+	blk.On(ThisLine()).b.Add(1)
+	if a, b := c.A.Value(), c.B.Value(); a != 0 || b != 1 {
+		t.Errorf("after reset and one add to b: A, B = %d, %d; want 0, 1", a, b)
+	}
+	var own HotCounter
+	own.Inc()
+	defer func() {
+		if recover() == nil {
+			t.Error("BindCounter on a counting HotCounter did not panic")
+		}
+	}()
+	BindCounter(&own, blk, func(l *line) *atomic.Uint64 { return &l.a })
 }

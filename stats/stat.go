@@ -92,21 +92,17 @@ type HotCounter struct {
 	shards atomic.Pointer[hotShards]
 }
 
-// hotShards are the per-P lines of a HotCounter or a HotGauge.
+// hotShards are the per-P lines of a HotCounter or a HotGauge: line i's counter is stride
+// bytes after line 0's, on a cache line of its own or in a HotBlock's line.
 type hotShards struct {
-	line0 unsafe.Pointer // &slot[0]: an add finds line i's counter by arithmetic, unchecked
-	mask  uint64
-	slot  []hotSlot
+	line0  unsafe.Pointer
+	stride uintptr
+	mask   uint64
 }
 
-// on returns the counter of line l (mask keeps it within slot).
+// on returns the counter of line l (mask keeps it within the lines).
 func (s *hotShards) on(l Line) *atomic.Uint64 {
-	return (*atomic.Uint64)(unsafe.Add(s.line0, (uint64(l)&s.mask)*uint64(unsafe.Sizeof(hotSlot{}))))
-}
-
-type hotSlot struct {
-	n atomic.Uint64
-	_ [56]byte
+	return (*atomic.Uint64)(unsafe.Add(s.line0, uintptr(uint64(l)&s.mask)*s.stride))
 }
 
 // hotAdd adds n (two's complement for a decrement) to the calling P's line of p, making the
@@ -153,19 +149,18 @@ func hotAddOn(p *atomic.Pointer[hotShards], l Line, n uint64) {
 
 // newShards installs p's lines (once, whoever wins) and returns them.
 func newShards(p *atomic.Pointer[hotShards]) *hotShards {
-	s := &hotShards{mask: uint64(procpin.Slots() - 1)}
-	s.slot = make([]hotSlot, s.mask+1)
-	s.line0 = unsafe.Pointer(&s.slot[0])
-	p.CompareAndSwap(nil, s)
+	line0, stride, mask := allocLines(8)
+	p.CompareAndSwap(nil, &hotShards{line0: line0, stride: stride, mask: mask})
 	return p.Load()
 }
 
 // drain empties the lines and returns their (wrapping) sum.
 func (s *hotShards) drain() uint64 {
 	var t uint64
-	for i := range s.slot {
-		if n := s.slot[i].n.Load(); n != 0 {
-			t += s.slot[i].n.Swap(0)
+	for i := range s.mask + 1 {
+		c := s.on(Line(i))
+		if n := c.Load(); n != 0 {
+			t += c.Swap(0)
 		}
 	}
 	return t

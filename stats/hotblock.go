@@ -1,0 +1,64 @@
+package stats
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/legateproxy/legate/internal/procpin"
+)
+
+// HotBlock is a line per P holding several hot stats that one request writes together (a
+// connection manager's request totals, its response classes): T is a struct of atomic.Uint64
+// fields, each the per-P share of a HotCounter bound to it (BindCounter). A stream takes its
+// line's T once (On, which finds it by arithmetic, inlined, with no check of a lazily made
+// table) and adds to its fields, where each HotCounter.IncOn costs a call and a check; a
+// request's counters then share one cache line per P instead of one line each. Readers see
+// the counters as before (the store sums a bound counter's field over the lines). The lines
+// are made with the block, so make blocks for stats that carry traffic (a connection
+// manager's, a cluster's that was routed to), not for every configured object. Safe for
+// concurrent use.
+type HotBlock[T any] struct {
+	line0  unsafe.Pointer
+	stride uintptr
+	mask   uint64
+}
+
+// NewHotBlock makes a block's lines: one T per P, each on cache lines of its own.
+func NewHotBlock[T any]() *HotBlock[T] {
+	var t T
+	line0, stride, mask := allocLines(unsafe.Sizeof(t))
+	return &HotBlock[T]{line0: line0, stride: stride, mask: mask}
+}
+
+// On returns line l's T (l from ThisLine; any Line is correct, a stale one only shares a line).
+func (b *HotBlock[T]) On(l Line) *T {
+	return (*T)(unsafe.Add(b.line0, uintptr(uint64(l)&b.mask)*b.stride))
+}
+
+// BindCounter makes c count in the field of b's lines that field returns (given a line's T),
+// before c is counted or read: a HotCounter that already has lines of its own panics.
+func BindCounter[T any](c *HotCounter, b *HotBlock[T], field func(*T) *atomic.Uint64) {
+	s := &hotShards{line0: unsafe.Pointer(field(b.On(0))), stride: b.stride, mask: b.mask}
+	if !c.shards.CompareAndSwap(nil, s) {
+		panic(fmt.Sprintf("stats: BindCounter on a HotCounter already counting on lines of its own (%T)", b))
+	}
+}
+
+// allocLines allocates a size-byte share per P (procpin.Slots), each starting a cache line,
+// and returns line 0's address, the distance between lines and the mask of a line index.
+func allocLines(size uintptr) (line0 unsafe.Pointer, stride uintptr, mask uint64) {
+	const lineSize = 64
+	stride = (size + lineSize - 1) &^ (lineSize - 1)
+	n := procpin.Slots()
+	// Allocations of a whole number of lines start on a line (their size classes are multiples
+	// of 64 bytes); the slack is only for an allocator that one day does otherwise.
+	buf := make([]uint64, uintptr(n)*stride/8)
+	p := unsafe.Pointer(&buf[0])
+	if off := uintptr(p) & (lineSize - 1); off != 0 {
+		buf = make([]uint64, (uintptr(n)*stride+lineSize)/8)
+		p = unsafe.Pointer(&buf[0])
+		p = unsafe.Add(p, (lineSize-uintptr(p)&(lineSize-1))&(lineSize-1))
+	}
+	return p, stride, uint64(n - 1)
+}
