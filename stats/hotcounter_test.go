@@ -363,3 +363,26 @@ func TestHotBlock(t *testing.T) {
 	}()
 	BindCounter(&own, blk, func(l *line) *atomic.Uint64 { return &l.a })
 }
+
+// TestHotGaugeMovedOnLinesIsUsed checks that a HotGauge moved only on lines (IncOn, DecOn,
+// which no longer mark it used themselves) back to 0 is listed as used, and an unmoved one
+// is not, as Envoy's usedonly tells them.
+func TestHotGaugeMovedOnLinesIsUsed(t *testing.T) {
+	s := newStore(t, Config{})
+	var g struct {
+		Moved HotGauge `stat:"downstream_rq_active"`
+		Still HotGauge `stat:"upstream_rq_active"`
+	}
+	s.Register("http.ingress.", &g)
+	l := ThisLine()
+	g.Moved.IncOn(l)
+	g.Moved.DecOn(l)
+	used := map[string]bool{}
+	s.Each(KindSet(KindGauge), func(st *Stat) bool {
+		used[st.Name()] = st.Used()
+		return true
+	})
+	if !used["http.ingress.downstream_rq_active"] || used["http.ingress.upstream_rq_active"] {
+		t.Errorf("listed used = %v; want downstream_rq_active used, upstream_rq_active not", used)
+	}
+}

@@ -217,21 +217,18 @@ func (g *HotGauge) Add(n uint64) { g.add(n) }
 func (g *HotGauge) Sub(n uint64) { g.add(^(n - 1)) }
 
 // IncOn adds one on line l (ThisLine).
-func (g *HotGauge) IncOn(l Line) {
-	g.markUsed()
-	hotAddOn(&g.shards, l, 1)
-}
+func (g *HotGauge) IncOn(l Line) { hotAddOn(&g.shards, l, 1) }
 
 // DecOn subtracts one on line l (ThisLine).
-func (g *HotGauge) DecOn(l Line) {
-	g.markUsed()
-	hotAddOn(&g.shards, l, ^uint64(0))
-}
+func (g *HotGauge) DecOn(l Line) { hotAddOn(&g.shards, l, ^uint64(0)) }
 
-func (g *HotGauge) add(n uint64) {
-	g.markUsed()
-	hotAdd(&g.shards, n)
-}
+// add moves the gauge by n. It does not mark the gauge used: the lines exist once it has
+// moved, and Used and fold read that instead, which keeps IncOn and DecOn small enough to
+// be inlined.
+func (g *HotGauge) add(n uint64) { hotAdd(&g.shards, n) }
+
+// Used reports whether the gauge was ever written.
+func (g *HotGauge) Used() bool { return g.shards.Load() != nil || g.Gauge.Used() }
 
 // Set stores v, dropping the moves not yet folded in.
 func (g *HotGauge) Set(v uint64) {
@@ -245,6 +242,7 @@ func (g *HotGauge) Value() uint64 { return g.fold().Value() }
 // fold moves the per-P changes into the gauge and returns it.
 func (g *HotGauge) fold() *Gauge {
 	if s := g.shards.Load(); s != nil {
+		g.markUsed() // moved on its lines
 		if n := s.drain(); n != 0 {
 			g.v.Add(n)
 		}
