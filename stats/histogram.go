@@ -54,6 +54,12 @@ func (h *Histogram) get() *histogram.Histogram {
 	if p := h.p.Load(); p != nil {
 		return p
 	}
+	return h.install()
+}
+
+// install makes an unregistered histogram's state on its first use (apart from get, which is
+// then small enough to be inlined into every Record).
+func (h *Histogram) install() *histogram.Histogram {
 	h.p.CompareAndSwap(nil, histogram.New(histogram.Options{}))
 	return h.p.Load()
 }
