@@ -54,7 +54,7 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	if rd.buffered() == 0 && (int64(len(p)) >= left || len(p) >= len(rd.buf)) {
 		// Large reads bypass the buffer.
 		n, err = rd.conn.Read(p[:want])
-		rd.rx.Add(uint64(n))
+		rd.st.DownstreamCxRxBytesTotal.Add(uint64(n)) // maybe off the connection's goroutine: not on rd.line
 	} else {
 		if rd.buffered() == 0 {
 			err = rd.fill()
@@ -111,10 +111,10 @@ type h1writer struct {
 	// progresses slowly counts as activity.
 	idle    *streamIdle
 	buf     []byte
-	chunked bool // the body is sent chunked
-	noBody  bool // HEAD, 1xx, 204, 304: the body is not sent
-	tx      *stats.HotCounter
-	line    stats.Line // tx is added on it: the stream's (NoLine, P 0's, for a reply without one)
+	chunked bool                     // the body is sent chunked
+	noBody  bool                     // HEAD, 1xx, 204, 304: the body is not sent
+	tx      *stats.HotBlock[hcmLine] // downstream_cx_tx_bytes_total's lines (hcmStats.rq)
+	line    stats.Line               // tx is added on it: the stream's (NoLine, P 0's, for a reply without one)
 	err     error
 	sent    int64  // body bytes accepted, for %BYTES_SENT%
 	trailer []byte // the chunked trailer section's field lines, each ending in CRLF
@@ -141,7 +141,7 @@ func (w *h1writer) flush() error {
 	if w.idle != nil {
 		w.idle.writing.Store(false)
 	}
-	w.tx.AddOn(w.line, uint64(n))
+	w.tx.On(w.line).tx.Add(uint64(n))
 	w.buf = w.buf[:0]
 	w.err = err
 	return err
@@ -421,7 +421,7 @@ func (sc *serverConn) readPaused(c net.Conn, limit int, out chan<- error) {
 		}
 		n, err := c.Read(rd.buf[rd.w:])
 		rd.w += n
-		rd.rx.Add(uint64(n))
+		rd.st.DownstreamCxRxBytesTotal.Add(uint64(n)) // maybe off the connection's goroutine: not on rd.line
 		if err != nil {
 			out <- err
 			return

@@ -154,7 +154,7 @@ func (h *Handler) openConn(c *listener.Conn, start time.Time) *serverConn {
 	if sock, ok := c.Conn.(syscall.Conn); ok && !isTLS {
 		raw, _ = sock.SyscallConn()
 	}
-	sc.rd.init(nc, raw, h.maxHead, &h.stats.DownstreamCxRxBytesTotal)
+	sc.rd.init(nc, raw, h.maxHead, h.stats)
 	if raw != nil {
 		sc.serveFn = sc.serveRaw
 	}
@@ -554,7 +554,7 @@ func (sc *serverConn) writeError(status int) { sc.writeReply(status, "") }
 
 // writeReply writes a local reply with a text/plain body before the connection closes.
 func (sc *serverConn) writeReply(status int, body string) {
-	w := h1writer{conn: sc.nc, tx: &sc.h.stats.DownstreamCxTxBytesTotal}
+	w := h1writer{conn: sc.nc, tx: sc.h.stats.rq}
 	w.buf = appendStatusLine(nil, 1, status)
 	if body != "" {
 		w.buf = append(w.buf, "content-type: text/plain\r\n"...)

@@ -28,9 +28,9 @@ type reader struct {
 	conn net.Conn
 	buf  []byte
 	r, w int
-	max  int // the largest head accepted
-	rx   *stats.HotCounter
-	line stats.Line // rx is added on it: the connection's last stream's (serveH1 sets it)
+	max  int        // the largest head accepted
+	st   *hcmStats  // downstream_cx_rx_bytes_total is counted in it
+	line stats.Line // the connection's goroutine adds on it: its last stream's (serveH1 sets it)
 	// scanned is how many buffered bytes from r are known not to end a request head.
 	scanned int
 
@@ -55,8 +55,8 @@ var idleBuffers = procpin.Cache[[readBufferSize]byte]{New: func() *[readBufferSi
 func getReadBuffer() []byte { return idleBuffers.Get()[:] }
 
 // init makes rd read conn, whose plain socket is raw (nil when conn is not one).
-func (rd *reader) init(conn net.Conn, raw syscall.RawConn, max int, rx *stats.HotCounter) {
-	*rd = reader{conn: conn, raw: raw, buf: getReadBuffer(), max: max, rx: rx, line: stats.ThisLine()}
+func (rd *reader) init(conn net.Conn, raw syscall.RawConn, max int, st *hcmStats) {
+	*rd = reader{conn: conn, raw: raw, buf: getReadBuffer(), max: max, st: st, line: stats.ThisLine()}
 }
 
 // rawReady reports whether the next bytes may be read from the socket itself.
@@ -82,7 +82,7 @@ func (rd *reader) readSocket(fd uintptr) (short bool, err error) {
 		return false, io.EOF
 	}
 	rd.w += n
-	rd.rx.AddOn(rd.line, uint64(n))
+	rd.st.rq.On(rd.line).rx.Add(uint64(n))
 	return n < room, nil
 }
 
@@ -111,7 +111,7 @@ func (rd *reader) fill() error {
 			rd.drained = true
 		}
 		if n > 0 {
-			rd.rx.AddOn(rd.line, uint64(n))
+			rd.st.rq.On(rd.line).rx.Add(uint64(n))
 			return nil
 		}
 		if err != nil {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/http1"
-	"github.com/legateproxy/legate/stats"
 )
 
 func TestParseHead(t *testing.T) {
@@ -164,7 +163,7 @@ func (c *pipeConn) SetReadDeadline(time.Time) error { return nil }
 
 func TestChunkedBody(t *testing.T) {
 	in := "3;ext=1\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\nTrailer: x\r\n\r\nNEXT"
-	rd := reader{conn: &pipeConn{r: strings.NewReader(in)}, buf: make([]byte, 8), max: 1 << 10, rx: new(stats.HotCounter)}
+	rd := reader{conn: &pipeConn{r: strings.NewReader(in)}, buf: make([]byte, 8), max: 1 << 10, st: boundHCMStats()}
 	var b bodyReader
 	b.reset(&rd, http1.Framing{Mode: http1.Chunked})
 	got, err := io.ReadAll(&b)
@@ -194,7 +193,7 @@ func FuzzParseHead(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		rd := reader{conn: &pipeConn{r: bytes.NewReader(in)}, buf: make([]byte, 16), max: 4096, rx: new(stats.HotCounter)}
+		rd := reader{conn: &pipeConn{r: bytes.NewReader(in)}, buf: make([]byte, 16), max: 4096, st: boundHCMStats()}
 		for {
 			head, err := rd.nextHead()
 			if err != nil {
@@ -234,7 +233,7 @@ const benchHead = "GET /api/v1/items?id=42 HTTP/1.1\r\nHost: example.com\r\nUser
 // the header map, the codec's part of every HTTP/1 request.
 func BenchmarkParseHead(b *testing.B) {
 	in := []byte(benchHead + "\r\n")
-	rd := reader{buf: make([]byte, readBufferSize), max: 60 << 10, rx: new(stats.HotCounter)}
+	rd := reader{buf: make([]byte, readBufferSize), max: 60 << 10, st: boundHCMStats()}
 	h := http.Header{}
 	var vals []string
 	b.ReportAllocs()
@@ -250,4 +249,12 @@ func BenchmarkParseHead(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// boundHCMStats returns connection manager stats with their lines, as statsRegistry.acquire
+// makes them.
+func boundHCMStats() *hcmStats {
+	st := new(hcmStats)
+	st.bind()
+	return st
 }

@@ -13,7 +13,6 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/legateproxy/legate/internal/nettest"
 	"github.com/legateproxy/legate/listener"
-	"github.com/legateproxy/legate/stats"
 	"golang.org/x/net/http2"
 )
 
@@ -307,7 +306,7 @@ func TestRawWaitKeepsConnBytes(t *testing.T) {
 	}
 	const peeked = "GET /peeked HTTP/1.1\r\n\r\n"
 	var rd reader
-	rd.init(&pipeConn{Conn: server, r: strings.NewReader(peeked)}, raw, 4096, new(stats.HotCounter))
+	rd.init(&pipeConn{Conn: server, r: strings.NewReader(peeked)}, raw, 4096, boundHCMStats())
 	if rd.rawReady() {
 		t.Fatal("the socket is read directly before the connection's own bytes")
 	}

@@ -77,6 +77,7 @@ type hcmStats struct {
 // hcmLine is a P's share of the request totals every request adds to.
 type hcmLine struct {
 	http1, http2, total, routed atomic.Uint64 // downstream_rq_http1/http2_total, _total, rq_total
+	rx, tx                      atomic.Uint64 // downstream_cx_rx/tx_bytes_total
 }
 
 // bind gives the hot counters their lines, before they are counted or registered.
@@ -87,6 +88,8 @@ func (s *hcmStats) bind() {
 	stats.BindCounter(&s.DownstreamRqHTTP2Total, s.rq, func(l *hcmLine) *atomic.Uint64 { return &l.http2 })
 	stats.BindCounter(&s.DownstreamRqTotal, s.rq, func(l *hcmLine) *atomic.Uint64 { return &l.total })
 	stats.BindCounter(&s.RqTotal, s.rq, func(l *hcmLine) *atomic.Uint64 { return &l.routed })
+	stats.BindCounter(&s.DownstreamCxRxBytesTotal, s.rq, func(l *hcmLine) *atomic.Uint64 { return &l.rx })
+	stats.BindCounter(&s.DownstreamCxTxBytesTotal, s.rq, func(l *hcmLine) *atomic.Uint64 { return &l.tx })
 }
 
 // listenerHTTPStats are listener.<address>.http.<stat_prefix>.* (Envoy's per-listener
