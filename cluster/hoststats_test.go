@@ -25,11 +25,11 @@ func TestHostStatsPerP(t *testing.T) {
 				l += stats.Line(g * 1000)
 			}
 			for i := range requests {
-				hs.RqStarted(l)
+				ln := hs.RqStarted(l)
 				if g == 0 && i == requests-1 {
 					continue // one request stays in flight
 				}
-				hs.RqEnded(ends[i%len(ends)], l)
+				ln.RqEnded(ends[i%len(ends)])
 			}
 		})
 	}

@@ -87,7 +87,7 @@ type HostStats struct {
 	CxConnectFail atomic.Uint64
 	CxActive      atomic.Int64
 
-	rq atomic.Pointer[hostLines] // made on the host's first request
+	rq atomic.Pointer[HostLines] // made on the host's first request
 
 	// used is set by picks on ORIGINAL_DST clusters and cleared by the cleanup timer.
 	used atomic.Bool
@@ -114,13 +114,14 @@ const (
 // GOMAXPROCS/maxHostLines of them (4 on 64 cores) instead of by all.
 const maxHostLines = 16
 
-type hostLines struct {
+type HostLines struct {
 	mask uint64
-	line []hostLine
+	line []HostLine
 }
 
-// hostLine is one P's share of a host's request counters, a cache line of its own.
-type hostLine struct {
+// HostLine is one P's share of a host's request counters, a cache line of its own. RqStarted
+// returns the line a request was counted on, and its end is counted on the same line.
+type HostLine struct {
 	total, timeout, success, errors atomic.Uint64
 	active                          atomic.Int64
 	_                               [24]byte
@@ -128,27 +129,28 @@ type hostLine struct {
 
 // line returns line l's share (l a P id or a stats.Line), making the lines on the first
 // request.
-func (s *HostStats) line(l uint64) *hostLine {
+func (s *HostStats) line(l uint64) *HostLine {
 	ls := s.rq.Load()
 	if ls == nil {
 		n := min(procpin.Slots(), maxHostLines)
-		s.rq.CompareAndSwap(nil, &hostLines{mask: uint64(n - 1), line: make([]hostLine, n)})
+		s.rq.CompareAndSwap(nil, &HostLines{mask: uint64(n - 1), line: make([]HostLine, n)})
 		ls = s.rq.Load()
 	}
 	return &ls.line[l&ls.mask]
 }
 
 // RqStarted counts a request sent to the host (rq_total, rq_active) on line l, the sending
-// stream's (stats.ThisLine): the counters are atomics, so a stale line only costs cache traffic.
-func (s *HostStats) RqStarted(l stats.Line) {
+// stream's (stats.ThisLine): the counters are atomics, so a stale line only costs cache
+// traffic. Its end is counted on the line returned (RqEnded), without finding it again.
+func (s *HostStats) RqStarted(l stats.Line) *HostLine {
 	ln := s.line(uint64(l))
 	ln.total.Add(1)
 	ln.active.Add(1)
+	return ln
 }
 
-// RqEnded counts, on line l, the end of a request RqStarted counted.
-func (s *HostStats) RqEnded(e RqEnd, l stats.Line) {
-	ln := s.line(uint64(l))
+// RqEnded counts the end of a request RqStarted counted on ln.
+func (ln *HostLine) RqEnded(e RqEnd) {
 	ln.active.Add(-1)
 	switch e {
 	case RqTimedOut:

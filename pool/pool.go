@@ -410,16 +410,17 @@ type exchange struct {
 	status int
 	h1     *h1conn
 	h2     *h2body
-	clock  *streamClock // max_stream_duration; nil when unset
-	active uint8        // the host's ActiveRequestStarted token (a least-request cluster), or 0
-	line   stats.Line   // the line the exchange's hot stats are counted on (Request.Line)
+	clock  *streamClock      // max_stream_duration; nil when unset
+	active uint8             // the host's ActiveRequestStarted token (a least-request cluster), or 0
+	line   stats.Line        // the line the exchange's hot stats are counted on (Request.Line)
+	host   *cluster.HostLine // the host's line the request was counted on (its end is too)
 }
 
 func (ex *exchange) started() {
 	hp, st := ex.hp, ex.hp.m.st
 	st.UpstreamRqTotal.IncOn(ex.line)
 	st.UpstreamRqActive.IncOn(ex.line)
-	hp.hs.RqStarted(ex.line)
+	ex.host = hp.hs.RqStarted(ex.line)
 	ex.active = hp.host.ActiveRequestStarted()
 }
 
@@ -434,14 +435,14 @@ func (ex *exchange) endedAt(o outcome, status int, end time.Time) {
 	hp.host.ActiveRequestEnded(ex.active)
 	switch {
 	case o == outcomeDownstream:
-		hp.hs.RqEnded(cluster.RqCancelled, ex.line)
+		ex.host.RqEnded(cluster.RqCancelled)
 	case o == outcomeTimeout:
 		st.UpstreamRqTimeout.Inc()
-		hp.hs.RqEnded(cluster.RqTimedOut, ex.line)
+		ex.host.RqEnded(cluster.RqTimedOut)
 	case o == outcomeError || status >= 500:
-		hp.hs.RqEnded(cluster.RqFailed, ex.line)
+		ex.host.RqEnded(cluster.RqFailed)
 	default:
-		hp.hs.RqEnded(cluster.RqSucceeded, ex.line)
+		ex.host.RqEnded(cluster.RqSucceeded)
 	}
 	if o == outcomeComplete {
 		if end.IsZero() {
