@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/legateproxy/legate/internal/procpin"
@@ -68,6 +69,41 @@ type Stats struct {
 
 	// Transport socket matches: the hosts created on the cluster's own transport_socket.
 	DefaultTotalMatchCount stats.Counter `stat:"default.total_match_count"`
+
+	lines   atomic.Pointer[stats.HotBlock[TrafficLine]] // made on the first request (Lines)
+	linesMu sync.Mutex                                  // serializes making them
+}
+
+// TrafficLine is a P's share of the traffic counters every HTTP request to the cluster adds
+// to: upstream_rq_total, upstream_rq_completed and upstream_cx_rx/tx_bytes_total, bound to
+// those counters (stats.HotBlock). The pool and the router add to the fields of their line.
+type TrafficLine struct {
+	RqTotal, RqCompleted, CxRxBytes, CxTxBytes atomic.Uint64
+}
+
+// Lines returns the cluster's traffic lines, made and bound on the first call (a cluster the
+// pools carry nothing to has none). Small enough to be inlined.
+func (s *Stats) Lines() *stats.HotBlock[TrafficLine] {
+	if b := s.lines.Load(); b != nil {
+		return b
+	}
+	return s.makeLines()
+}
+
+func (s *Stats) makeLines() *stats.HotBlock[TrafficLine] {
+	s.linesMu.Lock()
+	defer s.linesMu.Unlock()
+	if b := s.lines.Load(); b != nil {
+		return b
+	}
+	// Bound before they are published: no add lands on lines the counters do not read yet.
+	b := stats.NewHotBlock[TrafficLine]()
+	stats.BindCounter(&s.UpstreamRqTotal, b, func(l *TrafficLine) *atomic.Uint64 { return &l.RqTotal })
+	stats.BindCounter(&s.UpstreamRqCompleted, b, func(l *TrafficLine) *atomic.Uint64 { return &l.RqCompleted })
+	stats.BindCounter(&s.UpstreamCxRxBytesTotal, b, func(l *TrafficLine) *atomic.Uint64 { return &l.CxRxBytes })
+	stats.BindCounter(&s.UpstreamCxTxBytesTotal, b, func(l *TrafficLine) *atomic.Uint64 { return &l.CxTxBytes })
+	s.lines.Store(b)
+	return b
 }
 
 // SocketMatchStats are the cluster.<name>.<match name>.* stats of one entry of

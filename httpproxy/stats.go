@@ -172,7 +172,7 @@ func (u *upstreamCodeStats) charge(status int, st *cluster.Stats, l stats.Line) 
 	if cls < 0 {
 		return
 	}
-	st.UpstreamRqCompleted.IncOn(l)
+	st.Lines().On(l).RqCompleted.Add(1)
 	u.class.On(l)[cls].Add(1)
 	c := u.codes[status].Load()
 	if c == nil {

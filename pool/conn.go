@@ -67,7 +67,7 @@ func (c *upConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.rx += int64(n)
-		c.hp.m.st.UpstreamCxRxBytesTotal.AddOn(c.line, uint64(n))
+		c.hp.m.st.Lines().On(c.line).CxRxBytes.Add(uint64(n))
 	}
 	return n, err
 }
@@ -75,7 +75,7 @@ func (c *upConn) Read(p []byte) (int, error) {
 func (c *upConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	if n > 0 {
-		c.hp.m.st.UpstreamCxTxBytesTotal.AddOn(c.line, uint64(n))
+		c.hp.m.st.Lines().On(c.line).CxTxBytes.Add(uint64(n))
 	}
 	return n, err
 }

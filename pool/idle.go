@@ -307,7 +307,7 @@ func (r *sockReader) Read(p []byte) (int, error) {
 		return 0, errKept
 	}
 	r.uc.rx += int64(n)
-	r.uc.hp.m.st.UpstreamCxRxBytesTotal.AddOn(r.uc.line, uint64(n))
+	r.uc.hp.m.st.Lines().On(r.uc.line).CxRxBytes.Add(uint64(n))
 	return n, nil
 }
 
@@ -327,7 +327,7 @@ func (w *sockWriter) Write(p []byte) (int, error) {
 	n := 0
 	if w.fd != -1 {
 		if n, _ = sockio.Send(w.fd, p); n > 0 { // an error is left for the connection's write
-			w.uc.hp.m.st.UpstreamCxTxBytesTotal.AddOn(w.uc.line, uint64(n))
+			w.uc.hp.m.st.Lines().On(w.uc.line).CxTxBytes.Add(uint64(n))
 		}
 		if n == len(p) {
 			return n, nil

@@ -418,7 +418,7 @@ type exchange struct {
 
 func (ex *exchange) started() {
 	hp, st := ex.hp, ex.hp.m.st
-	st.UpstreamRqTotal.IncOn(ex.line)
+	st.Lines().On(ex.line).RqTotal.Add(1)
 	st.UpstreamRqActive.IncOn(ex.line)
 	ex.host = hp.hs.RqStarted(ex.line)
 	ex.active = hp.host.ActiveRequestStarted()

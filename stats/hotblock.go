@@ -1,7 +1,6 @@
 package stats
 
 import (
-	"fmt"
 	"sync/atomic"
 	"unsafe"
 
@@ -36,12 +35,17 @@ func (b *HotBlock[T]) On(l Line) *T {
 	return (*T)(unsafe.Add(b.line0, uintptr(uint64(l)&b.mask)*b.stride))
 }
 
-// BindCounter makes c count in the field of b's lines that field returns (given a line's T),
-// before c is counted or read: a HotCounter that already has lines of its own panics.
+// BindCounter makes c count in the field of b's lines that field returns (given a line's T):
+// its Inc, Add and IncOn add there too from then on, and readers sum the field over the lines.
+// What c counted before, on lines of its own, stays counted. Bind a counter once: binding it
+// again makes the new block its lines and keeps summing the old one's.
 func BindCounter[T any](c *HotCounter, b *HotBlock[T], field func(*T) *atomic.Uint64) {
 	s := &hotShards{line0: unsafe.Pointer(field(b.On(0))), stride: b.stride, mask: b.mask}
-	if !c.shards.CompareAndSwap(nil, s) {
-		panic(fmt.Sprintf("stats: BindCounter on a HotCounter already counting on lines of its own (%T)", b))
+	for {
+		s.next = c.shards.Load()
+		if c.shards.CompareAndSwap(s.next, s) {
+			return
+		}
 	}
 }
 

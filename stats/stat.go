@@ -93,11 +93,13 @@ type HotCounter struct {
 }
 
 // hotShards are the per-P lines of a HotCounter or a HotGauge: line i's counter is stride
-// bytes after line 0's, on a cache line of its own or in a HotBlock's line.
+// bytes after line 0's, on a cache line of its own or in a HotBlock's line. Adds go to the
+// first lines; next holds lines added to before a HotBlock was bound, which readers still sum.
 type hotShards struct {
 	line0  unsafe.Pointer
 	stride uintptr
 	mask   uint64
+	next   *hotShards
 }
 
 // on returns the counter of line l (mask keeps it within the lines).
@@ -154,13 +156,15 @@ func newShards(p *atomic.Pointer[hotShards]) *hotShards {
 	return p.Load()
 }
 
-// drain empties the lines and returns their (wrapping) sum.
+// drain empties the lines, and those bound before them, and returns their (wrapping) sum.
 func (s *hotShards) drain() uint64 {
 	var t uint64
-	for i := range s.mask + 1 {
-		c := s.on(Line(i))
-		if n := c.Load(); n != 0 {
-			t += c.Swap(0)
+	for ; s != nil; s = s.next {
+		for i := range s.mask + 1 {
+			c := s.on(Line(i))
+			if n := c.Load(); n != 0 {
+				t += c.Swap(0)
+			}
 		}
 	}
 	return t
