@@ -186,6 +186,9 @@ static_resources:
 		t.Errorf("restarted upstream healthy after %v; want within %v", took, max)
 	}
 
+	// The host's flag is cleared before the cluster republishes its partitions (OnChange), so
+	// the membership gauge may trail what /clusters shows by that republish.
+	p.waitLine("/stats?filter=^cluster\\.backend\\.membership_healthy$", "cluster.backend.membership_healthy: 2", 2*time.Second)
 	_, _, st := p.get("/stats?filter=^cluster\\.backend\\.(health_check|membership_healthy)")
 	for _, want := range []string{"cluster.backend.health_check.healthy: 2", "cluster.backend.membership_healthy: 2"} {
 		if !strings.Contains(st, want+"\n") {
