@@ -59,3 +59,32 @@ func TestOutHeaderEdits(t *testing.T) {
 		t.Errorf("reset did not start again from the inbound header: %+v", o)
 	}
 }
+
+// TestRouterLookupsMissTheNamesLegateSets checks that the names the router looks up on every
+// request (and a plain request does not have) share no filter bit with those a plain request
+// carries upstream once the connection manager and the router have set theirs
+// (x-forwarded-proto, x-request-id, x-envoy-expected-rq-timeout-ms): their lookups stay a
+// test of a bit. With the second and last bytes alone, x-envoy-max-retries shared
+// x-request-id's bit and x-envoy-upstream-rq-timeout-ms x-envoy-expected-rq-timeout-ms's.
+func TestRouterLookupsMissTheNamesLegateSets(t *testing.T) {
+	var idx inIndex
+	idx.reset()
+	for _, k := range []string{"User-Agent", "Accept", hdrXFProto, hdrRequestID} {
+		idx.add(k, "v")
+	}
+	var o outHeader
+	o.full = http.Header{}
+	o.reset(http.Header{}, &idx, new([]string))
+	o.setKey(lookupKeys.expectedTimeout, []string{"15000"})
+	for _, k := range []lookupKey{lookupKeys.upstreamTimeout, lookupKeys.retryOn, lookupKeys.maxRetries, lookupKeys.contentType, lookupKeys.xff} {
+		if k.bit != nameBit(k.name) {
+			t.Errorf("lookupKeys bit of %s = %#x; want nameBit's %#x", k.name, k.bit, nameBit(k.name))
+		}
+		if o.keys&k.bit != 0 {
+			t.Errorf("filter %#x may hold %s; want its lookup skipped", o.keys, k.name)
+		}
+	}
+	if got := o.getKey(lookupKeys.expectedTimeout); !slices.Equal(got, []string{"15000"}) {
+		t.Errorf("getKey(%s) = %q; want the edit", hdrExpectedTimeout, got)
+	}
+}

@@ -174,13 +174,13 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		s.startUpstreamSpan(hd.header())
 	}
 	timeout := r.Timeout
-	if r.GRPCTimeout != nil && isGRPC(hd.get(hdrContentType)) {
+	if r.GRPCTimeout != nil && isGRPC(hd.getKey(lookupKeys.contentType)) {
 		timeout = r.GRPCTimeout.Timeout(hd.header())
 	}
 	if r.AttemptCount {
 		s.setOut(hdrAttemptCount, "1")
 	}
-	if v := hd.get(hdrUpstreamTimeout); len(v) > 0 {
+	if v := hd.getKey(lookupKeys.upstreamTimeout); len(v) > 0 {
 		if ms, err := strconv.ParseUint(v[0], 10, 32); err == nil {
 			timeout = time.Duration(ms) * time.Millisecond
 		}
@@ -191,7 +191,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		if timeout != r.Timeout || ms == "" {
 			ms = s.itoa(timeout.Milliseconds())
 		}
-		s.setOut(hdrExpectedTimeout, ms)
+		s.setOutKey(lookupKeys.expectedTimeout, ms)
 	}
 	if m.HasRequestHeaderOps() {
 		full := hd.header()
@@ -282,7 +282,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	if policy != nil {
 		retriesLeft = policy.NumRetries
 	}
-	grpc := isGRPC(hd.get(hdrContentType))
+	grpc := isGRPC(hd.getKey(lookupKeys.contentType))
 	if len(s.h.upFilters) > 0 || len(c.Config().UpstreamHTTPFilters) > 0 {
 		at, atMono = time.Time{}, 0
 		if s.startUpstreamFilters(c.Config(), m) {
@@ -640,7 +640,7 @@ const (
 // state does; the headers are removed from the upstream request. The merged policy lives in
 // the stream.
 func (s *stream) retryPolicy(rp *route.RetryPolicy, hd *outHeader) *route.RetryPolicy {
-	on, max := hd.get(hdrRetryOn), hd.get(hdrMaxRetries)
+	on, max := hd.getKey(lookupKeys.retryOn), hd.getKey(lookupKeys.maxRetries)
 	if len(on) == 0 && len(max) == 0 {
 		return rp
 	}

@@ -592,7 +592,7 @@ func (s *stream) shedRequest() {
 func (s *stream) prepareRequest() {
 	cfg := s.h.cfg
 	s.client, s.clientIP = s.remote, s.remoteIP
-	if ip, ok := xffClient(s.inbound(hdrXFF), cfg.UseRemoteAddress, cfg.XffNumTrustedHops); ok {
+	if ip, ok := xffClient(s.inboundKey(lookupKeys.xff), cfg.UseRemoteAddress, cfg.XffNumTrustedHops); ok {
 		var b [64]byte
 		if text := ip.AppendTo(b[:0]); string(text) != s.remoteIP {
 			s.clientIP = s.arenaString(text)
@@ -624,15 +624,15 @@ func (s *stream) prepareRequest() {
 			s.setReqHeader(hdrExternalAddress, s.clientIP)
 		}
 		s.setReqHeader(hdrXFProto, s.req.Scheme)
-	} else if len(s.inbound(hdrXFProto)) == 0 {
-		s.putReqHeader(hdrXFProto, s.req.Scheme, false)
+	} else if len(s.inboundKey(lookupKeys.xfProto)) == 0 {
+		s.putReqHeaderKey(lookupKeys.xfProto, s.req.Scheme, false)
 	}
 	s.edge = cfg.UseRemoteAddress && !internal
 	// One lookup of x-request-id serves the decision and the stream's requestID.
-	v := s.inbound(hdrRequestID)
+	v := s.inboundKey(lookupKeys.requestID)
 	if cfg.GenerateRequestID && (len(v) == 0 || v[0] == "" || (s.edge && !cfg.PreserveExternalRequestID)) {
 		s.requestID = s.newRequestID()
-		s.putReqHeader(hdrRequestID, s.requestID, len(v) > 0)
+		s.putReqHeaderKey(lookupKeys.requestID, s.requestID, len(v) > 0)
 	} else if len(v) > 0 {
 		s.requestID = v[0]
 	}
@@ -696,22 +696,38 @@ func (s *stream) setReqHeader(key, value string) {
 // putReqHeader is setReqHeader where the caller knows whether the request has key (present;
 // a lookup less).
 func (s *stream) putReqHeader(key, value string, present bool) {
+	s.putReqHeaderKey(lookupKey{key, nameBit(key)}, value, present)
+}
+
+// putReqHeaderKey is putReqHeader for a key whose bit is known.
+func (s *stream) putReqHeaderKey(k lookupKey, value string, present bool) {
 	if present && s.in.exact {
 		s.changeHeader() // the value replaces the request's own
 	}
-	s.in.add(key, value)
+	s.in.addKey(k, value)
 	if !s.in.lazy {
-		s.setHeader(s.req.Header, key, value)
+		s.setHeader(s.req.Header, k.name, value)
 	}
 }
 
 // inbound returns key's values in the inbound request header (nil without a lookup when
 // s.in says the request has no such header).
-func (s *stream) inbound(key string) []string {
-	switch {
-	case !s.in.keys.mayHave(key):
+func (s *stream) inbound(key string) []string { return s.inboundKey(lookupKey{key, nameBit(key)}) }
+
+// inboundKey is inbound for a key whose bit is known (inlined: see lookupKey).
+func (s *stream) inboundKey(k lookupKey) []string {
+	if s.in.keys&k.bit == 0 {
 		return nil
-	case s.in.lazy:
+	}
+	return s.inboundLookup(k.name)
+}
+
+// inboundLookup is inbound past the filter. It is not inlined, which would put inboundKey
+// over the inliner's budget.
+//
+//go:noinline
+func (s *stream) inboundLookup(key string) []string {
+	if s.in.lazy {
 		return s.in.values(key, &s.vals)
 	}
 	return s.req.Header[key]
