@@ -44,7 +44,11 @@ func (o *outHeader) release() {
 		clear(o.full)
 		o.whole = false
 	}
-	clear(o.edits)
+	// Edit by edit rather than clear: the runtime's clearing of memory with pointers was
+	// about 50 instructions for the one or two edits of a request.
+	for i := range o.edits {
+		o.edits[i].key, o.edits[i].vals = "", nil
+	}
 	o.edits = o.edits[:0]
 	o.in, o.idx, o.vals, o.list, o.exact = nil, nil, nil, nil, false
 }
