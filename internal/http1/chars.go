@@ -83,6 +83,19 @@ func notNameBytes(x uint64) uint64 {
 	return ^((letter | digit | dash) &^ x) & highs
 }
 
+// notHostBytes sets the high bit of each byte of x that is not an ASCII letter, digit, '.',
+// '-' or ':', the characters of nearly every Host (the other authority characters are left
+// to authorityChars). The tests run on the low seven bits, as in notNameBytes.
+func notHostBytes(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	low := x &^ highs
+	folded := low | 0x20*ones // letters in lower case
+	letter := (folded + (0x80-'a')*ones) &^ (folded + (0x80-'z'-1)*ones)
+	punct := (low + (0x80-'-')*ones) &^ (low + (0x80-':'-1)*ones) // '-' to ':': "-./0123456789:"
+	slash := ^((low ^ '/'*ones) + 0x7f*ones)
+	return ^((letter | punct&^slash) &^ x) & highs
+}
+
 // badValueBytes sets the high bit of each byte of x that a field value may not hold: below
 // SP but not HTAB, or DEL. Bytes with the high bit set (obs-text) are allowed, so the tests
 // run on the low seven bits, where adding at most 0x80 carries into no other byte.
@@ -126,6 +139,19 @@ func ValidTarget(s string) bool {
 // would reach the upstream as part of the host). The empty value is valid (RFC 9112 §3.2 for
 // targets without an authority).
 func ValidAuthority[T text](s T) bool {
+	if n := len(s); n >= 8 {
+		// Most hosts are letters, digits, dots, dashes and a colon, which are tested eight
+		// bytes at a time (notHostBytes), the last word overlapping the one before: the
+		// table lookups below were about 120 instructions of "127.0.0.1:28302", a Host on
+		// every request. A word with another byte is left to them.
+		i := 0
+		for i+8 <= n && notHostBytes(load64(s[i:i+8])) == 0 {
+			i += 8
+		}
+		if i == n || (i+8 > n && notHostBytes(load64(s[n-8:])) == 0) {
+			return true
+		}
+	}
 	// Four bytes are looked up at once, their entries and-ed for one test: a test a byte was
 	// about 130 instructions of "127.0.0.1:8080".
 	i := 0
