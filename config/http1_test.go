@@ -154,15 +154,15 @@ func TestLowerInPlaceTails(t *testing.T) {
 // changed, a prefix) are lowered the long way, to the same bytes lowerInPlace gives.
 func TestKnownNamesHaveSlots(t *testing.T) {
 	for i, n := range knownNames {
-		if l, ok := knownLower(n); !ok || l != strings.ToLower(n) {
-			t.Errorf("knownLower(%q) = %q, %v; want %q (slot %d taken by another name)", n, l, ok, strings.ToLower(n), knownSlot(n))
+		if l, ok := KnownLower(n); !ok || l != strings.ToLower(n) {
+			t.Errorf("KnownLower(%q) = %q, %v; want %q (slot %d taken by another name)", n, l, ok, strings.ToLower(n), knownSlot(n))
 		}
 		for _, other := range []string{strings.ToLower(n), strings.ToUpper(n), n[:len(n)-1], n + "x", "X" + n[1:]} {
 			if other == n {
 				continue
 			}
-			if _, ok := knownLower(other); ok && !isKnown(other) {
-				t.Errorf("knownLower(%q) found a name it is not (near %q)", other, knownNames[i])
+			if _, ok := KnownLower(other); ok && !isKnown(other) {
+				t.Errorf("KnownLower(%q) found a name it is not (near %q)", other, knownNames[i])
 			}
 			b := []byte(other)
 			lowerInPlace(b)
@@ -174,8 +174,8 @@ func TestKnownNamesHaveSlots(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"", "x", "X"} {
-		if _, ok := knownLower(n); ok {
-			t.Errorf("knownLower(%q) found a name", n)
+		if _, ok := KnownLower(n); ok {
+			t.Errorf("KnownLower(%q) found a name", n)
 		}
 	}
 }

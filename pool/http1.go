@@ -80,16 +80,21 @@ func writeRequestHead(bw *bufio.Writer, req *Request, authority string, o *confi
 		} else {
 			buf = nc.appendField(buf, hostName, host, given)
 		}
+		lower := nc.c != config.HeaderCaseProper
 		for i := range req.Header {
 			f := &req.Header[i]
 			if isFramingHeader(f.Name) {
 				continue
 			}
 			// namer.appendField for a name the request carries, without its calls: about
-			// 25 instructions a field.
-			if nc.spelled {
+			// 25 instructions a field, and for most names in lower case, without
+			// AppendName's call (KnownLower is inlined).
+			switch l, known := config.KnownLower(f.Name); {
+			case nc.spelled:
 				buf = append(buf, f.Name...)
-			} else {
+			case known && lower:
+				buf = append(buf, l...)
+			default:
 				buf = config.AppendName(buf, f.Name, nc.c)
 			}
 			buf = append(buf, ": "...)
