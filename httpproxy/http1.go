@@ -209,10 +209,11 @@ const (
 // it is needed). Header values are substrings of s; vals is per-stream
 // storage for one-value slices, so that the common case does not allocate. o are the
 // connection manager's HTTP/1 options; with preserve_case, names receives each field name
-// as the client spelled it.
-func parseHead(s string, h http.Header, idx *inIndex, vals *[]string, maxHeaders int, o *config.HTTP1Options, names *[]string) (http1.RequestHead, error) {
+// as the client spelled it. The head goes to rh, the caller's (not returned: it is about
+// twenty words).
+func parseHead(rh *http1.RequestHead, s string, h http.Header, idx *inIndex, vals *[]string, maxHeaders int, o *config.HTTP1Options, names *[]string) error {
 	spell := o.HeaderCase == config.HeaderCasePreserve
-	rh, err := http1.ParseRequestHead(s, maxHeaders, o.AllowChunkedLength, func(name, value string) {
+	err := rh.Parse(s, maxHeaders, o.AllowChunkedLength, func(name, value string) {
 		switch key := canonicalKey(name); key {
 		case hdrKeepAlive, hdrProxyConnection:
 			// hop-by-hop: not forwarded
@@ -227,7 +228,7 @@ func parseHead(s string, h http.Header, idx *inIndex, vals *[]string, maxHeaders
 		}
 	})
 	if err != nil {
-		return rh, err
+		return err
 	}
 	if rh.Framing.Mode == http1.Chunked {
 		idx.fill(h, vals)
@@ -243,7 +244,7 @@ func parseHead(s string, h http.Header, idx *inIndex, vals *[]string, maxHeaders
 			idx.changed()
 		}
 	}
-	return rh, nil
+	return nil
 }
 
 // refusal is why the connection manager's HTTP/1 options refuse a parsed request, in

@@ -60,7 +60,8 @@ func TestParseHead(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := http.Header{}
 			var vals []string
-			got, err := parseHead(tt.head, h, new(inIndex), &vals, 100, &config.HTTP1Options{}, nil)
+			var got http1.RequestHead
+			err := parseHead(&got, tt.head, h, new(inIndex), &vals, 100, &config.HTTP1Options{}, nil)
 			if !errors.Is(err, tt.err) || (err == nil) != (tt.err == nil) {
 				t.Fatalf("parseHead() error = %v; want %v", err, tt.err)
 			}
@@ -207,7 +208,8 @@ func FuzzParseHead(f *testing.F) {
 			}
 			h := http.Header{}
 			var vals []string
-			rh, err := parseHead(string(head), h, new(inIndex), &vals, 100, &config.HTTP1Options{}, nil)
+			var rh http1.RequestHead
+			err = parseHead(&rh, string(head), h, new(inIndex), &vals, 100, &config.HTTP1Options{}, nil)
 			if err != nil {
 				return
 			}
@@ -245,7 +247,7 @@ func BenchmarkParseHead(b *testing.B) {
 		}
 		clear(h)
 		vals = vals[:0]
-		if _, err := parseHead(bytesString(head), h, new(inIndex), &vals, 100, &config.HTTP1Options{}, nil); err != nil {
+		if err := parseHead(new(http1.RequestHead), bytesString(head), h, new(inIndex), &vals, 100, &config.HTTP1Options{}, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy/filters/headermutation"
+	"github.com/legateproxy/legate/internal/http1"
 )
 
 // TestNameBitsCoverParsedNames checks the request name filter never hides a header the
@@ -32,7 +33,7 @@ func TestNameBitsCoverParsedNames(t *testing.T) {
 		head.WriteString("\r\n")
 		h, idx, vals := http.Header{}, inIndex{}, []string(nil)
 		idx.reset()
-		if _, err := parseHead(head.String(), h, &idx, &vals, 100, &config.HTTP1Options{}, nil); err != nil {
+		if err := parseHead(new(http1.RequestHead), head.String(), h, &idx, &vals, 100, &config.HTTP1Options{}, nil); err != nil {
 			t.Fatalf("parseHead(%q): %v", head.String(), err)
 		}
 		idx.fill(h, &vals)
@@ -45,7 +46,7 @@ func TestNameBitsCoverParsedNames(t *testing.T) {
 
 	h, idx, vals := http.Header{}, inIndex{}, []string(nil)
 	idx.reset()
-	if _, err := parseHead("GET / HTTP/1.1\r\nHost: x\r\nUser-Agent: wrk\r\nAccept: */*\r\n\r\n", h, &idx, &vals, 100, &config.HTTP1Options{}, nil); err != nil {
+	if err := parseHead(new(http1.RequestHead), "GET / HTTP/1.1\r\nHost: x\r\nUser-Agent: wrk\r\nAccept: */*\r\n\r\n", h, &idx, &vals, 100, &config.HTTP1Options{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{hdrXFF, hdrXFProto, hdrRequestID, hdrRetryOn, hdrMaxRetries, hdrUpstreamTimeout, hdrContentType, hdrEnvoyInternal, hdrExternalAddress} {

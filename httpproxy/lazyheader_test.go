@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/http1"
 )
 
 // lazyKeys are the names the differential header test looks up and changes: ones its heads
@@ -33,7 +34,7 @@ func checkLazyHeader(t *testing.T, head string, ops []byte) {
 		s := &stream{hdr: http.Header{}, out: outHeader{full: http.Header{}}}
 		s.in.reset()
 		s.in.lazy = i == 1
-		_, errs[i] = parseHead(head, s.hdr, &s.in, &s.vals, 100, o, nil)
+		errs[i] = parseHead(new(http1.RequestHead), head, s.hdr, &s.in, &s.vals, 100, o, nil)
 		s.req.Header = s.hdr
 		if s.in.lazy {
 			s.req.Fill = s.fillReqHeader

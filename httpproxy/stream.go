@@ -334,8 +334,8 @@ func (s *stream) startH1(sc *serverConn, head []byte) bool {
 		clear(s.hdr)
 	}
 	s.in.reset()
-	rh, err := parseHead(bytesString(s.arena), s.hdr, &s.in, &s.vals, int(h.cfg.MaxHeadersCount), &h.cfg.HTTP1, &s.reqNames)
-	if err != nil {
+	var rh http1.RequestHead
+	if err := parseHead(&rh, bytesString(s.arena), s.hdr, &s.in, &s.vals, int(h.cfg.MaxHeadersCount), &h.cfg.HTTP1, &s.reqNames); err != nil {
 		sc.headError(err)
 		return false
 	}
