@@ -13,15 +13,18 @@ import (
 // removed); it becomes a map of its own (whole) only for a consumer that needs one: the
 // route's header mutations, an upstream span's context, an upgrade, the access log.
 type outHeader struct {
-	in    http.Header // the inbound request's header, read only
-	idx   *inIndex    // in's index, which answers for in while in is not filled (lazy)
-	vals  *[]string   // the stream's value storage, for idx's answers
-	keys  nameBits    // the names in and edits may hold (allNames once whole): get's filter
-	exact bool        // list holds in's fields (inIndex)
-	list  []pool.Field
-	edits []headerEdit // the router's edits while not whole, one per name
-	full  http.Header  // the whole header once whole: the stream's own map
-	whole bool
+	in   http.Header // the inbound request's header, read only
+	idx  *inIndex    // in's index, which answers for in while in is not filled (lazy)
+	vals *[]string   // the stream's value storage, for idx's answers
+	keys nameBits    // the names in and edits may hold (allNames once whole): get's filter
+	// inKeys and edited are the bits of in's names (idx.keys) and of the edits' alone: where
+	// they share none, no edit names a field of list.
+	inKeys, edited nameBits
+	exact          bool // list holds in's fields (inIndex)
+	list           []pool.Field
+	edits          []headerEdit // the router's edits while not whole, one per name
+	full           http.Header  // the whole header once whole: the stream's own map
+	whole          bool
 }
 
 // headerEdit is a name the router set (vals) or removed (vals nil).
@@ -35,7 +38,7 @@ type headerEdit struct {
 func (o *outHeader) reset(in http.Header, idx *inIndex, vals *[]string) {
 	o.release()
 	o.in, o.idx, o.vals = in, idx, vals
-	o.keys, o.exact, o.list = idx.keys, idx.exact, idx.fields
+	o.keys, o.inKeys, o.edited, o.exact, o.list = idx.keys, idx.keys, 0, idx.exact, idx.fields
 }
 
 // release forgets the request's header and edits (the stream goes back to its pool).
@@ -114,6 +117,7 @@ func (o *outHeader) setKey(k lookupKey, vals []string) {
 	}
 	o.edits = append(o.edits, headerEdit{k.name, vals})
 	o.keys |= k.bit
+	o.edited |= k.bit
 }
 
 // del removes key (canonical).
@@ -157,10 +161,17 @@ func (o *outHeader) appendFields(dst []pool.Field) []pool.Field {
 	}
 	if o.exact {
 		// The fields as they arrived, in their order: ranging over the map cost about 450
-		// instructions of a proxied request, and lost the order.
-		for _, f := range o.list {
-			if len(o.edits) == 0 || o.edit(f.Name) < 0 {
-				dst = append(dst, f)
+		// instructions of a proxied request, and lost the order. When no edit names any of
+		// them (the router's own names, x-envoy-expected-rq-timeout-ms, are not the
+		// client's), they are copied at once: field by field, each compared with the edits,
+		// was about 30 instructions a field.
+		if o.edited&o.inKeys == 0 {
+			dst = append(dst, o.list...)
+		} else {
+			for _, f := range o.list {
+				if o.edit(f.Name) < 0 {
+					dst = append(dst, f)
+				}
 			}
 		}
 	} else {

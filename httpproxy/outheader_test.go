@@ -88,3 +88,36 @@ func TestRouterLookupsMissTheNamesLegateSets(t *testing.T) {
 		t.Errorf("getKey(%s) = %q; want the edit", hdrExpectedTimeout, got)
 	}
 }
+
+// TestOutHeaderListWithEdits checks the upstream fields written from the inbound list: in
+// their order, the edits after them, a field an edit replaces or removes left out whether or
+// not the edits' names share filter bits with the list's.
+func TestOutHeaderListWithEdits(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		edit func(o *outHeader)
+		want []pool.Field
+	}{
+		{"no edit", func(o *outHeader) {}, []pool.Field{{Name: "User-Agent", Value: "u"}, {Name: "Accept", Value: "a"}, {Name: hdrXFProto, Value: "http"}}},
+		{"added name", func(o *outHeader) { o.setKey(lookupKeys.expectedTimeout, []string{"15000"}) },
+			[]pool.Field{{Name: "User-Agent", Value: "u"}, {Name: "Accept", Value: "a"}, {Name: hdrXFProto, Value: "http"}, {Name: hdrExpectedTimeout, Value: "15000"}}},
+		{"replaced field", func(o *outHeader) { o.set("Accept", []string{"b"}) },
+			[]pool.Field{{Name: "User-Agent", Value: "u"}, {Name: hdrXFProto, Value: "http"}, {Name: "Accept", Value: "b"}}},
+		{"removed field", func(o *outHeader) { o.del(hdrXFProto) }, []pool.Field{{Name: "User-Agent", Value: "u"}, {Name: "Accept", Value: "a"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var idx inIndex
+			idx.reset()
+			for _, f := range []pool.Field{{Name: "User-Agent", Value: "u"}, {Name: "Accept", Value: "a"}, {Name: hdrXFProto, Value: "http"}} {
+				idx.add(f.Name, f.Value)
+			}
+			var o outHeader
+			o.full = http.Header{}
+			o.reset(http.Header{}, &idx, new([]string))
+			tt.edit(&o)
+			if got := o.appendFields(nil); !slices.Equal(got, tt.want) {
+				t.Errorf("appendFields() = %v; want %v", got, tt.want)
+			}
+		})
+	}
+}
