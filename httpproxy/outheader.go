@@ -36,7 +36,9 @@ type headerEdit struct {
 // reset starts the upstream header as the inbound header in, which idx indexes; vals is the
 // stream's value storage.
 func (o *outHeader) reset(in http.Header, idx *inIndex, vals *[]string) {
-	o.release()
+	if o.whole || len(o.edits) > 0 { // else putStream released it, as it does every request
+		o.release()
+	}
 	o.in, o.idx, o.vals = in, idx, vals
 	o.keys, o.inKeys, o.edited, o.exact, o.list = idx.keys, idx.keys, 0, idx.exact, idx.fields
 }

@@ -294,7 +294,9 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		if retryRes != nil {
 			retryRes.Release()
 		}
-		s.revokeBody()
+		if s.lease != nil { // only an HTTP/2 exchange of a request with a body has one
+			s.revokeBody()
+		}
 	}()
 	for {
 		hst, err := c.Pick(&s.lbctx)
@@ -335,7 +337,9 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 				s.up.Downstream = s.ctx.watch(s.up.Downstream)
 			}
 		}
-		s.revokeBody() // the last attempt's HTTP/2 transport may still read it
+		if s.lease != nil { // revokeBody's test, without its call
+			s.revokeBody() // the last attempt's HTTP/2 transport may still read it
+		}
 		s.up.Body = s.body
 		if s.bodyBuffered {
 			s.bodyReplay.Reset(s.bodyBuf)
