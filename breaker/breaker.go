@@ -47,17 +47,19 @@ type Resource struct {
 	// exact turns leasing off: the remaining_* gauge, which moves with every unit, or a retry
 	// budget's limit, which moves with other resources, needs the count on one line.
 	exact bool
-	// nlines is the number of lines leases use (fixed when the Breaker is built: asking the
-	// runtime for GOMAXPROCS takes its scheduler lock).
-	nlines   uint64
-	maxBatch uint64 // batch(max), computed once
+	// lease is the number of lines leases use, in the high half, and batch(max) for that many,
+	// in the low half: set when the Breaker is built (asking the runtime for GOMAXPROCS takes
+	// its scheduler lock) and raised when the lines grow with GOMAXPROCS, so that the units
+	// waiting free stay within a quarter of the limit on the lines there are.
+	lease atomic.Uint64
 
 	open      *stats.Gauge
 	remaining *stats.Gauge // nil without track_remaining
 }
 
 // maxLeaseLines bounds a Resource's lines (1 KiB); on more Ps, GOMAXPROCS/maxLeaseLines of them
-// share a line (4 on 64 cores) instead of all sharing granted.
+// share a line (4 on 64 cores) instead of all sharing granted. The lines start at GOMAXPROCS
+// and grow to it when it rises (procpin.Lines), up to this bound.
 const maxLeaseLines = 16
 
 // retryBudget computes the retry limit from the active and pending requests of the priority.
@@ -104,17 +106,18 @@ func (r *Resource) freeUnits() uint64 {
 // the lines, at most 32, so that at most a quarter of the limit waits free on the lines (a P
 // returns a batch once it holds two). Below 2 leasing is off.
 func (r *Resource) batch(limit uint64) uint64 {
+	v := r.lease.Load()
 	if limit == r.max {
-		return r.maxBatch
+		return v & (1<<32 - 1)
 	}
-	return r.batchFor(limit)
+	return r.batchFor(limit, v>>32)
 }
 
-func (r *Resource) batchFor(limit uint64) uint64 {
-	if r.exact || r.nlines == 0 {
+func (r *Resource) batchFor(limit, nlines uint64) uint64 {
+	if r.exact || nlines == 0 {
 		return 0
 	}
-	b := min(limit/(8*r.nlines), 32)
+	b := min(limit/(8*nlines), 32)
 	if b < 2 {
 		return 0
 	}
@@ -174,10 +177,25 @@ func (r *Resource) acquireSlow(limit uint64) error {
 	}
 }
 
-// leased puts n free units on the calling P's line, making the lines on the first batch.
+// leased puts n free units on the calling P's line, making the lines on the first batch (and
+// growing them when a P beyond them asked for one).
 func (r *Resource) leased(n uint64) {
-	procpin.LoadLines(&r.lines, int(r.nlines)).Of(procpin.Pin()).Add(n)
+	l := procpin.LoadLines(&r.lines, maxLeaseLines)
+	l.Of(procpin.Pin()).Add(n)
 	procpin.Unpin()
+	if nlines := uint64(l.Len()); nlines > r.lease.Load()>>32 {
+		r.setLines(nlines)
+	}
+}
+
+// setLines makes batches follow nlines lines, unless a concurrent caller set as many or more.
+func (r *Resource) setLines(nlines uint64) {
+	for {
+		v := r.lease.Load()
+		if v>>32 >= nlines || r.lease.CompareAndSwap(v, nlines<<32|r.batchFor(r.max, nlines)) {
+			return
+		}
+	}
 }
 
 // reclaim takes every P's free units back into granted and returns how many there were.
@@ -317,7 +335,7 @@ func New(cb config.CircuitBreakers, store *stats.Store, prefix string, rt Runtim
 		}
 		keys := "circuit_breakers." + cluster + "." + priorityNames[i] + "."
 		set := func(r *Resource, limit uint64, open *stats.Gauge, key string) {
-			r.max, r.open, r.nlines = limit, open, nlines
+			r.max, r.open = limit, open
 			if rt != nil {
 				r.rt, r.key = rt, keys+key
 			}
@@ -349,7 +367,7 @@ func New(cb config.CircuitBreakers, store *stats.Store, prefix string, rt Runtim
 			}
 		}
 		for _, r := range []*Resource{&p.Connections, &p.ConnectionPools, &p.PendingRequests, &p.Retries, &p.Requests} {
-			r.maxBatch = r.batchFor(r.max)
+			r.setLines(nlines)
 		}
 		if store != nil {
 			at := prefix + "circuit_breakers." + priorityNames[i] + "."

@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"errors"
+	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -322,5 +323,82 @@ func TestLeasedLimitIsExact(t *testing.T) {
 	}
 	if got := r.Count(); got != 0 {
 		t.Errorf("Count() after releasing everything = %d; want 0", got)
+	}
+}
+
+// TestLeaseLinesFollowGOMAXPROCS raises GOMAXPROCS after a Resource leased on the one line of
+// GOMAXPROCS 1: the lines grow to a line per P and the batch shrinks to match (an eighth of the
+// limit over the lines), while units in use never pass max_requests and every unit comes back.
+func TestLeaseLinesFollowGOMAXPROCS(t *testing.T) {
+	defer goruntime.GOMAXPROCS(goruntime.GOMAXPROCS(1))
+	const limit, procs = 256, 4
+	cb := config.CircuitBreakers{}
+	cb.Thresholds[0] = config.Thresholds{MaxConnections: 1, MaxPendingRequests: 1, MaxRequests: limit, MaxRetries: 1}
+	b := New(cb, nil, "", nil, "")
+	r := &b.Priority(config.PriorityDefault).Requests
+	if r.TryAcquire() != nil {
+		t.Fatal("the first acquisition failed")
+	}
+	r.Release()
+	if n, batch := r.lines.Load().Len(), r.batch(limit); n != 1 || batch != 32 {
+		t.Fatalf("at GOMAXPROCS 1: %d lines, batch %d; want 1 line, batch 32", n, batch)
+	}
+	goruntime.GOMAXPROCS(procs)
+	// Goroutines take and hold units 6000 times each, and on until the lines grew to one per P
+	// (the runtime starts the idle Ps' threads when goroutines are runnable): bounded, not timed.
+	var inUse, maxSeen atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 2 * procs {
+		wg.Go(func() {
+			held := 0
+			for i := 0; i < 6000 || i < 200_000 && r.lines.Load().Len() < procs; i++ {
+				if r.TryAcquire() == nil {
+					n := inUse.Add(1)
+					for m := maxSeen.Load(); n > m && !maxSeen.CompareAndSwap(m, n); m = maxSeen.Load() {
+					}
+					held++
+				}
+				// Phases of few units held, where Ps lease batches, and of more than the limit
+				// held in all, where acquisitions overflow and reclaim the Ps' free units.
+				bound := 4
+				if i/2000%2 == 1 {
+					bound = 30 + 2*g
+				}
+				if held > bound || (held > 0 && i%3 == 0) {
+					inUse.Add(-1)
+					r.Release()
+					held--
+				}
+				if i%64 == 0 {
+					goruntime.Gosched()
+				}
+			}
+			for ; held > 0; held-- {
+				inUse.Add(-1)
+				r.Release()
+			}
+		})
+	}
+	wg.Wait()
+	if n := r.lines.Load().Len(); n != procs {
+		t.Fatalf("after acquisitions on %d Ps the lease lines are %d; want one per P", procs, n)
+	}
+	if got := r.batch(limit); got != limit/(8*procs) {
+		t.Errorf("batch on %d lines = %d; want %d", procs, got, limit/(8*procs))
+	}
+	if got := maxSeen.Load(); got > limit {
+		t.Errorf("units in use reached %d; want <= %d", got, limit)
+	}
+	if got := r.Count(); got != 0 {
+		t.Fatalf("Count() after all releases = %d; want 0", got)
+	}
+	taken := 0
+	for r.TryAcquire() == nil {
+		if taken++; taken > limit {
+			t.Fatalf("took more than %d units", limit)
+		}
+	}
+	if taken != limit {
+		t.Errorf("one goroutine took %d units after the growth; want the whole limit, %d", taken, limit)
 	}
 }
