@@ -73,9 +73,10 @@ func (h *Histogram) Record(v uint64) {
 }
 
 // RecordOn is Record on line l (ThisLine): the sample is counted on that P's shard without
-// finding the P again.
+// finding the P again. The histogram's table of shards grows to a P beyond it, so it gets the
+// P's id alone, without the taken mark.
 func (h *Histogram) RecordOn(v uint64, l Line) {
-	h.get().RecordOn(v, int(l))
+	h.get().RecordOn(v, int(l&^taken))
 	if o := h.obs.Load(); o != nil {
 		o.record(v)
 	}

@@ -54,10 +54,12 @@ type statistics struct {
 	interval, cumulative *Snapshot
 }
 
-// shardTable has one slot per P (rounded up to a power of two), each
-// filled on the first Record made on that P.
+// shardTable has one slot per P, each filled on the first Record made on
+// that P. It is made for GOMAXPROCS at the first Record and made again,
+// larger, when a P beyond it records (GOMAXPROCS raised by the program, or
+// by the runtime following a container's CPU limit), holding the same
+// shards: a P beyond the table never records on another P's shard.
 type shardTable struct {
-	mask   int
 	shards []atomic.Pointer[shard]
 }
 
@@ -112,10 +114,10 @@ func (h *Histogram) Record(v uint64) {
 // RecordOn is Record on the shard of P pid, which a caller that knows its P (it read it
 // moments ago) passes instead of Record finding it again. The shards' counters are atomics,
 // so any pid is correct, a stale one (a goroutine since moved to another P) costs only
-// some cache traffic; ids beyond the table share its shards.
+// some cache traffic; an id beyond the table grows it.
 func (h *Histogram) RecordOn(v uint64, pid int) {
 	if t := h.table.Load(); t != nil && int64(v) >= 0 {
-		if s := t.shards[pid&t.mask].Load(); s != nil {
+		if s := t.shard(pid); s != nil {
 			if v == 0 {
 				s.zero.Add(1)
 				return
@@ -134,13 +136,13 @@ func (h *Histogram) RecordOn(v uint64, pid int) {
 			}
 		}
 	}
-	h.recordSlow(v)
+	h.recordSlow(v, pid)
 }
 
-// recordSlow installs whatever Record found missing, then counts v. The
-// pinning is left out here because it may allocate; a goroutine that moves
-// to another P in between only costs some cache traffic.
-func (h *Histogram) recordSlow(v uint64) {
+// recordSlow installs whatever Record found missing, then counts v on P
+// pid's shard. It is not pinned because it may allocate; a goroutine that
+// moves to another P in between only costs some cache traffic.
+func (h *Histogram) recordSlow(v uint64, pid int) {
 	if int64(v) < 0 {
 		negative := h.negative.Load()
 		if negative == nil {
@@ -151,16 +153,10 @@ func (h *Histogram) recordSlow(v uint64) {
 		return
 	}
 	t := h.table.Load()
-	if t == nil {
-		n := procpin.Slots()
-		t = &shardTable{mask: n - 1, shards: make([]atomic.Pointer[shard], n)}
-		if !h.table.CompareAndSwap(nil, t) {
-			t = h.table.Load()
-		}
+	if t == nil || pid >= len(t.shards) {
+		t = h.grow(t, pid)
 	}
-	pid := procpin.Pin()
-	procpin.Unpin()
-	slot := &t.shards[pid&t.mask]
+	slot := &t.shards[pid]
 	s := slot.Load()
 	if s == nil {
 		s = installed(slot)
@@ -171,6 +167,40 @@ func (h *Histogram) recordSlow(v uint64) {
 	}
 	exp, idx := binOf(v)
 	s.get(exp)[idx].Add(1)
+}
+
+// shard returns P pid's shard, nil when it has none yet or is beyond the
+// table.
+func (t *shardTable) shard(pid int) *shard {
+	if uint(pid) < uint(len(t.shards)) {
+		return t.shards[pid].Load()
+	}
+	return nil
+}
+
+// grow replaces the table old (nil: none yet) with one of a slot for P pid
+// and for every P of GOMAXPROCS now, holding old's shards, and returns the
+// table installed (this one or a concurrent caller's). It first fills every
+// empty slot of old: a Record that loaded old may install a shard there at
+// any time, which the new table would miss, but a filled slot is never
+// written again, so every count stays in a shard Flush reads.
+func (h *Histogram) grow(old *shardTable, pid int) *shardTable {
+	for {
+		var kept []atomic.Pointer[shard]
+		if old != nil {
+			kept = old.shards
+		}
+		t := &shardTable{shards: make([]atomic.Pointer[shard], max(procpin.Slots(), pid+1, len(kept)))}
+		for i := range kept {
+			t.shards[i].Store(installed(&kept[i]))
+		}
+		if h.table.CompareAndSwap(old, t) {
+			return t
+		}
+		if old = h.table.Load(); pid < len(old.shards) {
+			return old
+		}
+	}
 }
 
 // get returns the decade for exp, allocating it on first use.

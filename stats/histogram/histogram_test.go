@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -629,4 +631,60 @@ func FuzzMatchesReference(f *testing.F) {
 		h.Flush()
 		compareWithReference(t, h.Cumulative(), ref, SupportedQuantiles())
 	})
+}
+
+// TestShardsFollowGOMAXPROCS raises GOMAXPROCS after the shard table was made for one P: the
+// table grows to a slot per P when a P beyond it records, keeping the shard it had, no two
+// shards on one cache line, and Flush counts every value recorded across the growth.
+func TestShardsFollowGOMAXPROCS(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	h := New(Options{})
+	h.Record(5)
+	if n := len(h.table.Load().shards); n != 1 {
+		t.Fatalf("a table made with GOMAXPROCS 1 has %d slots; want 1", n)
+	}
+	first := h.table.Load().shards[0].Load()
+	const procs = 4
+	runtime.GOMAXPROCS(procs)
+	// Goroutines record until the table grew to a slot per P (the runtime starts the idle Ps'
+	// threads when goroutines are runnable); bounded, not timed.
+	var recorded atomic.Uint64
+	recorded.Store(1)
+	var wg sync.WaitGroup
+	for g := range procs {
+		wg.Go(func() {
+			for i := 0; i < 1000 || i < 1_000_000 && len(h.table.Load().shards) < procs; i++ {
+				h.Record(uint64(10 + g))
+				recorded.Add(1)
+				if i%64 == 0 {
+					runtime.Gosched()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	tab := h.table.Load()
+	if len(tab.shards) < procs {
+		t.Fatalf("after Records on %d Ps the table has %d slots; want one per P", procs, len(tab.shards))
+	}
+	if tab.shards[0].Load() != first {
+		t.Error("P 0's shard was replaced when the table grew")
+	}
+	lines := map[uintptr]int{}
+	for i := range tab.shards {
+		s := tab.shards[i].Load()
+		if s == nil {
+			continue
+		}
+		for a := uintptr(unsafe.Pointer(s)); a < uintptr(unsafe.Pointer(s))+unsafe.Sizeof(*s); a += 64 {
+			if other, ok := lines[a/64]; ok {
+				t.Fatalf("the shards of Ps %d and %d share a cache line", other, i)
+			}
+			lines[a/64] = i
+		}
+	}
+	h.Flush()
+	if got, want := h.Cumulative().Count(), recorded.Load(); got != want {
+		t.Fatalf("Count() after the growth = %d; want %d", got, want)
+	}
 }
