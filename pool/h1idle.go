@@ -12,13 +12,17 @@ import (
 // request takes a connection from the list of the P it runs on and the P that finishes it
 // puts it back on its own, so on many cores no lock or list is written by every request to
 // the host, as Envoy keeps a pool per worker thread. A request whose list is empty takes one
-// from another P's before dialling, so a load served by one connection today still is.
+// from another P's before dialling, so a load served by one connection today still is. The
+// table of lists is made for GOMAXPROCS at the pool's first use and made again, larger, when
+// a P beyond it comes (GOMAXPROCS raised by the program, or by the runtime following a
+// container's CPU limit), holding the same lists: a connection idle on one stays where every
+// P's walk finds it, and no P beyond the table puts and takes on another P's list for good.
 //
 // Lock order: hostPool.mu before an idleShard's mu; a shard's lock is never held while
 // taking hostPool.mu.
 const maxIdleShards = 16
 
-// idleShard is the idle list of one P (or of the Ps that share it).
+// idleShard is the idle list of one P (or of the Ps that share it), allocated on its own.
 type idleShard struct {
 	mu    sync.Mutex
 	n     atomic.Int32 // len(conns), read without mu to skip empty lists
@@ -26,23 +30,64 @@ type idleShard struct {
 	_     [24]byte     // pads the shard to a 64-byte cache line
 }
 
-// newIdleShards returns the idle lists of a new pool: one per P (GOMAXPROCS rounded up to a
-// power of two), at most maxIdleShards.
-func newIdleShards() []idleShard {
-	return make([]idleShard, min(procpin.Slots(), maxIdleShards))
+// idleLists is a pool's table of idle lists, made at its first use.
+type idleLists struct{ t atomic.Pointer[idleTable] }
+
+// idleTable holds n lists, list[id] P id's (n: GOMAXPROCS, at most maxIdleShards, when it was
+// made). A table is never changed once published; a larger one replaces it.
+type idleTable struct {
+	n    int
+	list [maxIdleShards]*idleShard
+	_    [56]byte // 192 bytes, whole lines: read by every request, it shares none with an object written
 }
 
-// localShard returns the index of the idle list of the P running the caller. The caller may
-// move to another P at once: the index only chooses where to look first.
-func (hp *hostPool) localShard() int {
+// lists returns the idle lists (none before the pool's first use).
+func (l *idleLists) lists() []*idleShard {
+	if t := l.t.Load(); t != nil {
+		return t.list[:t.n]
+	}
+	return nil
+}
+
+// grow returns a table with a list for P id, unless the table is at maxIdleShards (then id
+// shares one): the current one, or one made for GOMAXPROCS now holding the current lists.
+func (l *idleLists) grow(id int) (*idleTable, int) {
+	for {
+		old := l.t.Load()
+		if old != nil && (id < old.n || old.n == maxIdleShards) {
+			return old, id % old.n
+		}
+		t := &idleTable{n: min(max(procpin.Slots(), id+1), maxIdleShards)}
+		if old != nil {
+			t.n = max(t.n, old.n)
+			copy(t.list[:], old.list[:old.n])
+		}
+		for i := range t.n {
+			if t.list[i] == nil {
+				t.list[i] = new(idleShard)
+			}
+		}
+		if l.t.CompareAndSwap(old, t) {
+			return t, id % t.n
+		}
+	}
+}
+
+// localShard returns the idle lists and the index of the list of the P running the caller.
+// The caller may move to another P at once: the index only chooses where to look first.
+func (hp *hostPool) localShard() (*idleTable, int) {
 	id := procpin.Pin()
 	procpin.Unpin()
-	return id & (len(hp.idle) - 1)
+	if t := hp.idle.t.Load(); t != nil && uint(id) < uint(t.n) {
+		return t, id
+	}
+	return hp.idle.grow(id)
 }
 
 // putIdle makes c, which the caller owns, idle on the list of the caller's P.
 func (hp *hostPool) putIdle(c *h1conn, now int64) {
-	s := &hp.idle[hp.localShard()]
+	t, i := hp.localShard()
+	s := t.list[i]
 	c.unchecked = true // whoever takes it checks it before use
 	s.mu.Lock()
 	c.idleSince = now
@@ -55,9 +100,12 @@ func (hp *hostPool) putIdle(c *h1conn, now int64) {
 // popIdle takes the most recently used idle connection of the caller's P's list, else of the
 // next non-empty one; nil when every list is empty. The caller owns what it gets.
 func (hp *hostPool) popIdle() *h1conn {
-	i, mask := hp.localShard(), len(hp.idle)-1
-	for k := range hp.idle {
-		s := &hp.idle[(i+k)&mask]
+	t, i := hp.localShard()
+	for range t.n {
+		s := t.list[i]
+		if i++; i == t.n {
+			i = 0
+		}
 		if s.n.Load() == 0 {
 			continue
 		}
@@ -111,8 +159,7 @@ func (s *idleShard) removeLocked(c *h1conn) {
 // owns and closes (drain, retire, health failure). hp.mu is held.
 func (hp *hostPool) takeAllIdleLocked() []*h1conn {
 	var all []*h1conn
-	for i := range hp.idle {
-		s := &hp.idle[i]
+	for _, s := range hp.idle.lists() {
 		s.mu.Lock()
 		for j, c := range s.conns {
 			c.shard.Store(nil)
@@ -131,8 +178,8 @@ func (hp *hostPool) takeAllIdleLocked() []*h1conn {
 // returns one meanwhile (hp.mu held keeps waiters and dials from changing it).
 func (hp *hostPool) idleCount() int {
 	n := 0
-	for i := range hp.idle {
-		n += int(hp.idle[i].n.Load())
+	for _, s := range hp.idle.lists() {
+		n += int(s.n.Load())
 	}
 	return n
 }

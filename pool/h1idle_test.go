@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/cputime"
@@ -25,7 +26,8 @@ func spreadIdle(hp *hostPool, first int) {
 	defer hp.mu.Unlock()
 	for i, c := range hp.takeAllIdleLocked() {
 		hp.h1[c] = struct{}{}
-		s := &hp.idle[(first+i)%len(hp.idle)]
+		lists := hp.idle.lists()
+		s := lists[(first+i)%len(lists)]
 		s.mu.Lock()
 		s.conns = append(s.conns, c)
 		s.n.Store(int32(len(s.conns)))
@@ -55,14 +57,14 @@ func TestIdleSharedAcrossPs(t *testing.T) {
 	m := newManager(t, cm, store, nil)
 	h := onlyHost(t, m)
 	hp := hostPoolOf(t, m)
-	if len(hp.idle) != 4 {
-		t.Fatalf("idle lists = %d; want 4 (one per P)", len(hp.idle))
-	}
 	for i := range 40 {
 		errc := make(chan error, 1)
 		go func() { errc <- roundTrip(m, h, fmt.Sprintf("/r%d", i)) }()
 		if err := <-errc; err != nil {
 			t.Fatalf("request %d = %v", i, err)
+		}
+		if n := len(hp.idle.lists()); n != 4 {
+			t.Fatalf("idle lists = %d; want 4 (one per P)", n)
 		}
 		spreadIdle(hp, i)
 	}
@@ -158,8 +160,8 @@ func TestIdleShardsWalked(t *testing.T) {
 			wg.Wait()
 			hp := hostPoolOf(t, m)
 			spreadIdle(hp, 0)
-			for i := range hp.idle {
-				if got := hp.idle[i].n.Load(); got != 1 {
+			for i, s := range hp.idle.lists() {
+				if got := s.n.Load(); got != 1 {
 					t.Fatalf("idle list %d holds %d connections; want 1", i, got)
 				}
 			}
@@ -226,7 +228,7 @@ func BenchmarkIdleLists(b *testing.B) {
 	for _, par := range []bool{false, true} {
 		name := map[bool]string{false: "serial", true: "parallel"}[par]
 		b.Run(name, func(b *testing.B) {
-			hp := &hostPool{idle: newIdleShards()}
+			hp := &hostPool{}
 			for range 2 * runtime.GOMAXPROCS(0) {
 				hp.putIdle(&h1conn{}, 0)
 			}
@@ -245,5 +247,78 @@ func BenchmarkIdleLists(b *testing.B) {
 				})
 			})
 		})
+	}
+}
+
+// TestIdleListsFollowGOMAXPROCS raises GOMAXPROCS after a pool's idle lists were made for one
+// P: requests on the new Ps grow the table to a list per P, each on lines of its own, holding
+// the list the one connection was idle on, and every request, one at a time from goroutines on
+// all the Ps, reuses that connection wherever the last one left it.
+func TestIdleListsFollowGOMAXPROCS(t *testing.T) {
+	withProcs(t, 1)
+	srv, cc := newCountedServer(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	srv.Start()
+	defer srv.Close()
+	cm, store := newClusterManager(t, staticCluster("", srv.Listener.Addr().String()))
+	m := newManager(t, cm, store, nil)
+	h := onlyHost(t, m)
+	if err := roundTrip(m, h, "/first"); err != nil {
+		t.Fatal(err)
+	}
+	hp := hostPoolOf(t, m)
+	first := hp.idle.lists()
+	if len(first) != 1 || first[0].n.Load() != 1 {
+		t.Fatalf("at GOMAXPROCS 1: %d idle lists; want 1, holding the connection", len(first))
+	}
+	const procs = 4
+	runtime.GOMAXPROCS(procs)
+	// Goroutines on every P take turns for a request until the table grew to a list per P (the
+	// runtime starts the idle Ps' threads when goroutines are runnable); bounded, not timed.
+	var turn sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, procs)
+	for g := range procs {
+		wg.Go(func() {
+			for i := 0; i < 2000 && len(hp.idle.lists()) < procs; i++ {
+				turn.Lock()
+				err := roundTrip(m, h, fmt.Sprintf("/g%d/r%d", g, i))
+				turn.Unlock()
+				if err != nil {
+					errs <- err
+					return
+				}
+				runtime.Gosched()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	lists := hp.idle.lists()
+	if len(lists) != procs {
+		t.Fatalf("after requests on %d Ps: %d idle lists; want one per P", procs, len(lists))
+	}
+	if lists[0] != first[0] {
+		t.Error("the list the connection was idle on was replaced when the table grew")
+	}
+	lines := map[uintptr]int{}
+	for i, s := range lists {
+		for a := uintptr(unsafe.Pointer(s)); a < uintptr(unsafe.Pointer(s))+unsafe.Sizeof(*s); a += 64 {
+			if other, ok := lines[a/64]; ok {
+				t.Fatalf("the idle lists of Ps %d and %d share a cache line", other, i)
+			}
+			lines[a/64] = i
+		}
+	}
+	if got := cc.opened.Load(); got != 1 {
+		t.Errorf("upstream connections = %d; want 1 (the idle one found from every P)", got)
+	}
+	hp.mu.Lock()
+	idle, open := hp.idleCount(), len(hp.h1)
+	hp.mu.Unlock()
+	if idle != 1 || open != 1 {
+		t.Errorf("idle, open connections = %d, %d; want 1, 1", idle, open)
 	}
 }

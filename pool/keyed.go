@@ -150,7 +150,7 @@ func (hp *hostPool) addKeyed(k poolKey, from Origin) (*hostPool, []*hostPool) {
 	// downstream connection overwrites: the key kept must own its bytes, or a later request
 	// for another name would find this pool (and its TLS name) under it.
 	k.name = strings.Clone(k.name)
-	c := &hostPool{m: hp.m, host: hp.host, hs: hp.hs, key: k, idle: newIdleShards(),
+	c := &hostPool{m: hp.m, host: hp.host, hs: hp.hs, key: k,
 		h1: map[*h1conn]struct{}{}, tcp: map[*TCPConn]struct{}{}}
 	c.draining.Store(hp.draining.Load())
 	if k.proxy != "" {

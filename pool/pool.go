@@ -308,7 +308,7 @@ func (m *Manager) pool(h *host.Host) (*hostPool, error) {
 	if hs == nil {
 		hs = &cluster.HostStats{} // a host picked from an older snapshot: counted privately
 	}
-	hp := &hostPool{m: m, host: h, hs: hs, idle: newIdleShards(), h1: map[*h1conn]struct{}{}, tcp: map[*TCPConn]struct{}{}}
+	hp := &hostPool{m: m, host: h, hs: hs, h1: map[*h1conn]struct{}{}, tcp: map[*TCPConn]struct{}{}}
 	hp.slot = host.Slot{Owner: m, Value: hp}
 	m.pools.Store(h, hp)
 	h.Attach(&hp.slot)
@@ -545,8 +545,8 @@ type hostPool struct {
 	// slot is what the pool attaches to its host (Manager.pool) while the Manager lists it.
 	slot host.Slot
 
-	// idle are the idle HTTP/1.1 connections, one list per P (a power of two of them).
-	idle []idleShard
+	// idle are the idle HTTP/1.1 connections, one list per P (h1idle.go).
+	idle idleLists
 	// nWaiting is len(waiters), read without mu by releases.
 	nWaiting atomic.Int32
 	// draining is written under mu and read without it by releases.
