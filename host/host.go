@@ -108,12 +108,17 @@ type Host struct {
 	// maxActiveLines), made by TrackActiveRequests: the pools count a request only once a
 	// balancer reads the count (least request), on the line of the P that started it, and
 	// take it off that same line when it ends, so each line is the P's own requests in flight.
-	// active points at the first line and activeN, the number of lines (a power of two), set
-	// before active is published, maps a P to its line, so that a pick reaches a P's line from the Host in one step (a table
+	// active points at the first line and activeN, the number of lines made then (set before
+	// active is published, never changed), so that a pick reaches a P's line from the Host in one step (a table
 	// header between them cost a pick over 10,000 hosts a second cache miss per candidate).
-	// The statistics /clusters prints per host are cluster.HostStats.
-	active  atomic.Pointer[activeLine]
-	activeN atomic.Uint32
+	// The lines of Ps from activeN to maxActiveLines, there once GOMAXPROCS rose after the
+	// first lines were made (by the program, or by the runtime following a container's CPU
+	// limit), are activeExt, made at the first request of such a P: no P beyond the first
+	// lines counts on another P's line, and the first lines never move, so a request ends on
+	// the line it started on. The statistics /clusters prints per host are cluster.HostStats.
+	active    atomic.Pointer[activeLine]
+	activeN   atomic.Uint32
+	activeExt atomic.Pointer[activeLine]
 
 	// slot is what the cluster's connection pools (package pool, its one user) attach to the
 	// host: the host's pool, found by a request in two loads where a map shared by every
@@ -137,7 +142,8 @@ func (h *Host) Attach(s *Slot) { h.slot.Store(s) }
 func (h *Host) Detach(s *Slot) { h.slot.CompareAndSwap(s, nil) }
 
 // maxActiveLines bounds a host's in-flight lines (1 KiB); on more Ps, GOMAXPROCS/maxActiveLines
-// of them share a line (4 on 64 cores).
+// of them share a line (4 on 64 cores). The first lines are made for GOMAXPROCS then, the rest
+// (the extension) when a P beyond them starts a request.
 const maxActiveLines = 16
 
 type activeLine struct {
@@ -282,8 +288,14 @@ func (h *Host) ActiveRequests() int64 {
 		return 0
 	}
 	var n int64
-	for i := range uint64(h.activeN.Load()) {
+	lines := uint64(h.activeN.Load())
+	for i := range lines {
 		n += activeAt(first, i).n.Load()
+	}
+	if ext := h.activeExt.Load(); ext != nil {
+		for i := range maxActiveLines - lines {
+			n += activeAt(ext, i).n.Load()
+		}
 	}
 	return n
 }
@@ -296,7 +308,14 @@ func (h *Host) ActiveRequestsOn(p int) int64 {
 	if first == nil {
 		return 0
 	}
-	return activeAt(first, h.activeIndex(p)).n.Load()
+	n, i := uint64(h.activeN.Load()), lineIndex(p)
+	if i < n {
+		return activeAt(first, i).n.Load()
+	}
+	if ext := h.activeExt.Load(); ext != nil {
+		return activeAt(ext, i-n).n.Load()
+	}
+	return 0
 }
 
 // ActiveLines is a handle on a host's per-P in-flight counts: what ActiveRequestsOn reads,
@@ -306,17 +325,29 @@ func (h *Host) ActiveRequestsOn(p int) int64 {
 // the counts moved off the Host, issue 22).
 type ActiveLines struct {
 	first *activeLine
-	mask  uint64
+	n     uint64
+	host  *Host // for a P beyond the first lines (GOMAXPROCS rose since they were made)
 }
 
 // Lines returns h's handle, making the lines as TrackActiveRequests does.
 func (h *Host) Lines() ActiveLines {
 	first := h.activeLines()
-	return ActiveLines{first: first, mask: uint64(h.activeN.Load() - 1)}
+	return ActiveLines{first: first, n: uint64(h.activeN.Load()), host: h}
 }
 
 // On returns the requests in flight to the host that P p started, as ActiveRequestsOn.
-func (a ActiveLines) On(p int) int64 { return activeAt(a.first, uint64(p)&a.mask).n.Load() }
+func (a ActiveLines) On(p int) int64 {
+	first, i := a.first, uint64(p)
+	if i >= a.n {
+		// lineIndex(p), beyond the first lines: on the extension, if made.
+		if i &= maxActiveLines - 1; i >= a.n {
+			if first, i = a.host.activeExt.Load(), i-a.n; first == nil {
+				return 0
+			}
+		}
+	}
+	return activeAt(first, i).n.Load()
+}
 
 // TrackActiveRequests makes the pools count the host's requests in flight from now on. A
 // balancer that reads ActiveRequests calls it on its hosts when it is built, before any of its
@@ -336,8 +367,29 @@ func (h *Host) activeLines() *activeLine {
 	return h.active.Load()
 }
 
-// activeIndex maps P p to its line, once the lines exist.
-func (h *Host) activeIndex(p int) uint64 { return uint64(p) & uint64(h.activeN.Load()-1) }
+// lineIndex maps P p to its line's index; on more Ps than maxActiveLines, several share one.
+func lineIndex(p int) uint64 {
+	i := uint64(p)
+	if i >= maxActiveLines {
+		i &= maxActiveLines - 1
+	}
+	return i
+}
+
+// lineFor returns line i of the lines starting at first, n of them, or of the extension beyond
+// them, making the extension if there is none yet (it allocates: not while pinned).
+func (h *Host) lineFor(first *activeLine, n, i uint64) *activeLine {
+	if i < n {
+		return activeAt(first, i)
+	}
+	ext := h.activeExt.Load()
+	if ext == nil {
+		lines := make([]activeLine, maxActiveLines-n)
+		h.activeExt.CompareAndSwap(nil, &lines[0])
+		ext = h.activeExt.Load()
+	}
+	return activeAt(ext, i-n)
+}
 
 // ActiveRequestStarted counts a request in flight on the calling P's line and returns the token
 // to pass to ActiveRequestEnded, or 0 when the host's requests are not tracked.
@@ -346,9 +398,15 @@ func (h *Host) ActiveRequestStarted() uint8 {
 	if first == nil {
 		return 0
 	}
-	i := h.activeIndex(procpin.Pin())
-	activeAt(first, i).n.Add(1)
+	n, i := uint64(h.activeN.Load()), uint64(procpin.Pin())
+	if i < n {
+		activeAt(first, i).n.Add(1)
+		procpin.Unpin()
+		return uint8(i + 1)
+	}
 	procpin.Unpin()
+	i = lineIndex(int(i))
+	h.lineFor(first, n, i).n.Add(1)
 	return uint8(i + 1)
 }
 
@@ -356,7 +414,11 @@ func (h *Host) ActiveRequestStarted() uint8 {
 // on (whichever P it ends on); token 0 does nothing.
 func (h *Host) ActiveRequestEnded(token uint8) {
 	if token != 0 {
-		activeAt(h.active.Load(), uint64(token-1)).n.Add(-1)
+		first, i := h.active.Load(), uint64(token-1)
+		if n := uint64(h.activeN.Load()); i >= n {
+			first, i = h.activeExt.Load(), i-n // made by the request's start
+		}
+		activeAt(first, i).n.Add(-1)
 	}
 }
 
@@ -364,8 +426,9 @@ func (h *Host) ActiveRequestEnded(token uint8) {
 // on (for tests that load a host by hand; the pools use ActiveRequestStarted).
 func (h *Host) AddActiveRequests(delta int64) {
 	first := h.activeLines()
-	activeAt(first, h.activeIndex(procpin.Pin())).n.Add(delta)
+	i := lineIndex(procpin.Pin())
 	procpin.Unpin()
+	h.lineFor(first, uint64(h.activeN.Load()), i).n.Add(delta)
 }
 
 // String returns the address, for logs.

@@ -1,8 +1,11 @@
 package host
 
 import (
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -237,6 +240,81 @@ func TestActiveRequestsEndOnTheirLine(t *testing.T) {
 	for p := range maxActiveLines {
 		if got := h.ActiveRequestsOn(p); got != 0 {
 			t.Errorf("ActiveRequestsOn(%d) = %d; want 0", p, got)
+		}
+	}
+}
+
+// TestActiveLinesFollowGOMAXPROCS raises GOMAXPROCS after a host's in-flight lines were made
+// for one P: a request started on a P beyond them counts on a line of its own (not P 0's), a
+// balancer's handle made before reads it, and the counts stay exact as requests end.
+func TestActiveLinesFollowGOMAXPROCS(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	h, err := New(Config{Address: "10.0.0.1:80"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle := h.Lines()
+	if n := h.activeN.Load(); n != 1 {
+		t.Fatalf("lines made with GOMAXPROCS 1 = %d; want 1", n)
+	}
+	const procs = 4
+	runtime.GOMAXPROCS(procs)
+	// Goroutines start requests until one was counted on a line other than P 0's (the runtime
+	// starts the idle Ps' threads when goroutines are runnable); bounded, not timed.
+	var mu sync.Mutex
+	var tokens []uint8
+	var beyond atomic.Bool
+	var wg sync.WaitGroup
+	for range procs {
+		wg.Go(func() {
+			for i := 0; i < 100_000 && !beyond.Load(); i++ {
+				tok := h.ActiveRequestStarted()
+				mu.Lock()
+				tokens = append(tokens, tok)
+				mu.Unlock()
+				if tok > 1 {
+					beyond.Store(true)
+				}
+				if i%64 == 0 {
+					runtime.Gosched()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if !beyond.Load() {
+		t.Fatal("no request was counted on a line other than P 0's")
+	}
+	perLine := map[int]int64{}
+	for _, tok := range tokens {
+		perLine[int(tok)-1]++
+	}
+	if got := h.ActiveRequests(); got != int64(len(tokens)) {
+		t.Errorf("ActiveRequests() = %d; want %d", got, len(tokens))
+	}
+	lines := map[uintptr]int{}
+	for p := range procs {
+		if got, want := h.ActiveRequestsOn(p), perLine[p]; got != want {
+			t.Errorf("ActiveRequestsOn(%d) = %d; want %d", p, got, want)
+		}
+		if got, want := handle.On(p), perLine[p]; got != want {
+			t.Errorf("a handle made before: On(%d) = %d; want %d", p, got, want)
+		}
+		a := uintptr(unsafe.Pointer(h.lineFor(h.active.Load(), uint64(h.activeN.Load()), uint64(p))))
+		if other, ok := lines[a/64]; ok {
+			t.Errorf("Ps %d and %d count on one cache line", other, p)
+		}
+		lines[a/64] = p
+	}
+	for _, tok := range tokens {
+		h.ActiveRequestEnded(tok)
+	}
+	if got := h.ActiveRequests(); got != 0 {
+		t.Errorf("ActiveRequests() after the ends = %d; want 0", got)
+	}
+	for p := range maxActiveLines {
+		if got := h.ActiveRequestsOn(p); got != 0 {
+			t.Errorf("ActiveRequestsOn(%d) after the ends = %d; want 0", p, got)
 		}
 	}
 }
