@@ -43,7 +43,7 @@ start 1 nginx -e "$W/upstream.err" -p "$W/" -c "$W/upstream.conf"
 GODEBUG=asyncpreemptoff=1 start 0 valgrind --tool=callgrind --callgrind-out-file="$OUT/$NAME.cg" \
   "$BIN" -c "$W/legate.yaml" --concurrency 1 --disable-hot-restart
 LEG_PID=$PID
-ready "$LEG" "$SCHEME" || skip "Legate did not answer on :$LEG"
+READY_WAIT=${READY_WAIT:-90} ready "$LEG" "$SCHEME" || skip "Legate did not answer on :$LEG"
 URL="$SCHEME://127.0.0.1:$LEG/"
 h2load -n 2000 "${LOAD[@]}" "$URL" >/dev/null
 total() { callgrind_annotate "$1" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'; }

@@ -55,10 +55,11 @@ start() {
   PID=$!; STARTED+=("$PID")
 }
 
-# ready PORT [SCHEME]: waits (15 s at most) until GET / on PORT (http, or https taking any
-# certificate) answers BODY.
+# ready PORT [SCHEME]: waits (READY_WAIT seconds at most, 15 unless set) until GET / on PORT
+# (http, or https taking any certificate) answers BODY. bench/callgrind.sh sets 90: under
+# valgrind Legate starts tens of times slower, and on a loaded machine took more than 15 s.
 ready() {
-  local deadline=$((SECONDS + 15))
+  local deadline=$((SECONDS + ${READY_WAIT:-15}))
   while (( SECONDS < deadline )); do
     [[ "$(curl -k -s -m 1 "${2:-http}://127.0.0.1:$1/" 2>/dev/null)" == "$BODY" ]] && return 0
     sleep 0.1
