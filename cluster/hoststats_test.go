@@ -3,8 +3,6 @@ package cluster
 import (
 	"sync"
 	"testing"
-
-	"github.com/legateproxy/legate/stats"
 )
 
 // TestHostStatsPerP checks that a host's request counters, kept on a line per P, sum exactly
@@ -20,10 +18,7 @@ func TestHostStatsPerP(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {
-			l := stats.ThisLine()
-			if g%2 == 1 {
-				l += stats.Line(g * 1000)
-			}
+			l := testLine(g)
 			for i := range requests {
 				ln := hs.RqStarted(l)
 				if g == 0 && i == requests-1 {

@@ -20,10 +20,7 @@ func TestTrafficLinesBoundWhileCounting(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {
-			l := stats.ThisLine()
-			if g%2 == 1 {
-				l += stats.Line(g * 1000)
-			}
+			l := testLine(g)
 			for i := range requests {
 				if (g+i)%3 == 0 {
 					st.UpstreamRqTotal.Inc()
@@ -63,4 +60,14 @@ func TestTrafficLinesBoundWhileCounting(t *testing.T) {
 	if st.Lines() != st.Lines() {
 		t.Error("Lines() made a second block")
 	}
+}
+
+// testLine is the line goroutine g counts on: its P's, or for odd g one far beyond the table
+// (the lines a P past it would take), so that both kinds are summed.
+func testLine(g int) stats.Line {
+	l := stats.ThisLine()
+	if g%2 == 1 {
+		l += stats.Line(g * 1000)
+	}
+	return l
 }

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/internal/cputime"
 )
 
@@ -46,16 +47,23 @@ func hostPoolOf(t testing.TB, m *Manager) *hostPool {
 	return hp
 }
 
+// idleSharingSetup runs the test at procs Ps, against an upstream that counts its connections,
+// through a manager of one static host.
+func idleSharingSetup(t *testing.T, procs int) (*Manager, *host.Host, *connCounter) {
+	t.Helper()
+	withProcs(t, procs)
+	srv, cc := newCountedServer(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	srv.Start()
+	t.Cleanup(srv.Close)
+	cm, store := newClusterManager(t, staticCluster("", srv.Listener.Addr().String()))
+	m := newManager(t, cm, store, nil)
+	return m, onlyHost(t, m), cc
+}
+
 // TestIdleSharedAcrossPs: sequential requests from many goroutines, whose connection is left
 // idle on another P's list each time, all reuse the one connection.
 func TestIdleSharedAcrossPs(t *testing.T) {
-	withProcs(t, 4)
-	srv, cc := newCountedServer(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	srv.Start()
-	defer srv.Close()
-	cm, store := newClusterManager(t, staticCluster("", srv.Listener.Addr().String()))
-	m := newManager(t, cm, store, nil)
-	h := onlyHost(t, m)
+	m, h, cc := idleSharingSetup(t, 4)
 	hp := hostPoolOf(t, m)
 	for i := range 40 {
 		errc := make(chan error, 1)
@@ -255,13 +263,7 @@ func BenchmarkIdleLists(b *testing.B) {
 // the list the one connection was idle on, and every request, one at a time from goroutines on
 // all the Ps, reuses that connection wherever the last one left it.
 func TestIdleListsFollowGOMAXPROCS(t *testing.T) {
-	withProcs(t, 1)
-	srv, cc := newCountedServer(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	srv.Start()
-	defer srv.Close()
-	cm, store := newClusterManager(t, staticCluster("", srv.Listener.Addr().String()))
-	m := newManager(t, cm, store, nil)
-	h := onlyHost(t, m)
+	m, h, cc := idleSharingSetup(t, 1)
 	if err := roundTrip(m, h, "/first"); err != nil {
 		t.Fatal(err)
 	}
