@@ -129,18 +129,7 @@ func TestSequenceSpread(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	total := pickers*picks + 1 // and spread's pick
-	for i, w := range weights {
-		got := 0
-		for g := range pickers {
-			got += counts[g][i]
-		}
-		want := float64(total) * float64(w) / 10
-		// Each position is inside one period, which holds w picks of entry i.
-		if slack := float64(len(starts) * int(w)); math.Abs(float64(got)-want) > slack+1 {
-			t.Errorf("entry %d (weight %d) picked %d times; want %.0f ± %.0f", i, w, got, want, slack+1)
-		}
-	}
+	checkSplit(t, counts, weights, pickers*picks+1, len(starts)) // and spread's pick
 }
 
 // TestSequenceTurnsSpread checks that pickers on two Ps taking turns on the shared position,
@@ -278,14 +267,21 @@ func TestSequenceGrowsUnderConcurrentPicks(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	total := pickers*picks + 1 // and Spread's pick
+	checkSplit(t, counts, weights, pickers*picks+1, 8) // and Spread's pick
+}
+
+// checkSplit checks that total picks, counted per picker in counts, split over the entries by
+// weights (summing to 10) to within positions periods: each position is inside one period,
+// which holds w picks of an entry of weight w.
+func checkSplit(t *testing.T, counts [][]int, weights []uint32, total, positions int) {
+	t.Helper()
 	for i, w := range weights {
 		got := 0
-		for g := range pickers {
+		for g := range counts {
 			got += counts[g][i]
 		}
 		want := float64(total) * float64(w) / 10
-		if slack := float64(8 * w); math.Abs(float64(got)-want) > slack+1 {
+		if slack := float64(positions * int(w)); math.Abs(float64(got)-want) > slack+1 {
 			t.Errorf("entry %d (weight %d) picked %d times; want %.0f ± %.0f", i, w, got, want, slack+1)
 		}
 	}

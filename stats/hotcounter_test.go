@@ -269,13 +269,10 @@ func TestAddOnAndRecordOn(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {
-			l := ThisLine()
-			if l == NoLine {
+			if ThisLine() == NoLine {
 				t.Error("ThisLine() = NoLine")
 			}
-			if g%2 == 1 {
-				l += Line(g * 1000)
-			}
+			l := testLine(g)
 			for i := range adds {
 				c.Bytes.AddOn(l, uint64(i%7))
 				c.Time.RecordOn(uint64(i%300), l)
@@ -316,10 +313,7 @@ func TestHotBlock(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {
-			l := ThisLine()
-			if g%2 == 1 {
-				l += Line(g * 1000)
-			}
+			l := testLine(g)
 			for i := range incs {
 				blk.On(l).a.Add(1)
 				if i%2 == 0 {
@@ -393,4 +387,14 @@ func TestHotGaugeMovedOnLinesIsUsed(t *testing.T) {
 	if !used["http.ingress.downstream_rq_active"] || used["http.ingress.upstream_rq_active"] {
 		t.Errorf("listed used = %v; want downstream_rq_active used, upstream_rq_active not", used)
 	}
+}
+
+// testLine is the line goroutine g counts on: its P's, or for odd g one far beyond the tables
+// (the lines a P past them would take, shared), so that both kinds are summed.
+func testLine(g int) Line {
+	l := ThisLine()
+	if g%2 == 1 {
+		l += Line(g * 1000)
+	}
+	return l
 }
