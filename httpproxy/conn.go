@@ -508,13 +508,9 @@ func (sc *serverConn) clearDeadline() {
 // be in flight (a hot-restart parent accepted it just before handing its sockets over), so it
 // is read and answered with "connection: close" instead of being closed unanswered.
 func (sc *serverConn) drainNow() bool {
-	select {
-	case <-sc.lc.DrainStarted():
-		if sc.rd.buffered() == 0 && sc.requests > 0 {
-			sc.h.stats.DownstreamCxDrainClose.Inc()
-			return true
-		}
-	default:
+	if sc.lc.Draining() && sc.rd.buffered() == 0 && sc.requests > 0 {
+		sc.h.stats.DownstreamCxDrainClose.Inc()
+		return true
 	}
 	return false
 }

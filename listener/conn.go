@@ -255,3 +255,8 @@ func (c *Conn) DrainClose() bool {
 // DrainStarted returns a channel closed when a drain covering the connection starts. Handlers
 // close idle connections then, and let busy ones finish what they are doing.
 func (c *Conn) DrainStarted() <-chan struct{} { return c.chain.drain.ch }
+
+// Draining reports whether a drain covering the connection has started, as a receive from
+// DrainStarted would, for a check on every request: one atomic load, where a non-blocking
+// receive costs a call of about 60 instructions.
+func (c *Conn) Draining() bool { return c.chain.drain.start.Load() != nil }

@@ -252,7 +252,7 @@ func TestInPlaceFilterChainUpdate(t *testing.T) {
 	if addrOf(t, m, "l") != addr {
 		t.Errorf("address changed on an in-place update")
 	}
-	if !isClosed(oldConn.DrainStarted()) || !oldConn.DrainClose() {
+	if !isClosed(oldConn.DrainStarted()) || !oldConn.Draining() || !oldConn.DrainClose() {
 		t.Errorf("the removed chain's connection is not draining")
 	}
 	expectClosed(t, oldClient, oldClient) // the greeter closes idle draining connections
@@ -261,7 +261,7 @@ func TestInPlaceFilterChainUpdate(t *testing.T) {
 	if name != "new" {
 		t.Errorf("chain after the update = %q; want new", name)
 	}
-	if isClosed(newConn.DrainStarted()) || newConn.DrainClose() {
+	if isClosed(newConn.DrainStarted()) || newConn.Draining() || newConn.DrainClose() {
 		t.Errorf("a connection on the new chain is draining")
 	}
 	clock.Advance(10 * time.Second)
@@ -363,7 +363,7 @@ func TestRemoveListener(t *testing.T) {
 	if ok, _ := m.Remove("dyn"); ok {
 		t.Errorf("Remove(dyn) twice = true")
 	}
-	if !isClosed(conn.DrainStarted()) {
+	if !isClosed(conn.DrainStarted()) || !conn.Draining() {
 		t.Errorf("the removed listener's connection is not draining")
 	}
 	if c, err := net.Dial("tcp", addr); err == nil {
@@ -489,7 +489,7 @@ func TestDrainInboundOnlyLeavesOutbound(t *testing.T) {
 	if !in.DrainClose() {
 		t.Errorf("inbound DrainClose() = false; want true")
 	}
-	if out.DrainClose() || isClosed(out.DrainStarted()) {
+	if out.DrainClose() || isClosed(out.DrainStarted()) || out.Draining() {
 		t.Errorf("outbound connection drains during an inbound-only drain")
 	}
 	if mo.DrainClose() {
