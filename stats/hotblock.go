@@ -14,9 +14,9 @@ import (
 // table) and adds to its fields, where each HotCounter.IncOn costs a call and a check; a
 // request's counters then share one cache line per P instead of one line each. Readers see
 // the counters as before (the store sums a bound counter's field over the lines). The lines
-// are made with the block, so make blocks for stats that carry traffic (a connection
-// manager's, a cluster's that was routed to), not for every configured object. Safe for
-// concurrent use.
+// are made with the block, one for every P the process can get (allocLines), so make blocks
+// for stats that carry traffic (a connection manager's, a cluster's that was routed to), not
+// for every configured object. Safe for concurrent use.
 type HotBlock[T any] struct {
 	line0  unsafe.Pointer
 	stride uintptr
@@ -49,12 +49,21 @@ func BindCounter[T any](c *HotCounter, b *HotBlock[T], field func(*T) *atomic.Ui
 	}
 }
 
-// allocLines allocates a size-byte share per P (procpin.Slots), each starting a cache line,
-// and returns line 0's address, the distance between lines and the mask of a line index.
+// allocLines allocates a size-byte share per P, each starting a cache line, and returns line
+// 0's address, the distance between lines and the mask of a line index. The lines are never
+// resized, as HotBlock.On and hotShards.on find a line by a mask without a check, so they are
+// made for the most Ps the process can get (procpin.MaxSlots: NumCPU, or GOMAXPROCS now if
+// larger): when GOMAXPROCS rises later (set by the program, or by the runtime following a
+// container's CPU limit, Go 1.25+), every P still has a line of its own. Made for GOMAXPROCS
+// at creation instead, a table made at GOMAXPROCS 2 folded P 2 onto P 0's line for good. The
+// cost is lines for Ps that may never run: 64 bytes × NumCPU per table where GOMAXPROCS is
+// lower (a CPU quota on a large machine); tables are made only for stats that carried traffic.
+// Only a GOMAXPROCS raised by hand past NumCPU (or past the affinity mask the process started
+// with) has Ps beyond the lines, which then share lines: every add still lands.
 func allocLines(size uintptr) (line0 unsafe.Pointer, stride uintptr, mask uint64) {
 	const lineSize = 64
 	stride = (size + lineSize - 1) &^ (lineSize - 1)
-	n := procpin.Slots()
+	n := procpin.MaxSlots()
 	// Allocations of a whole number of lines start on a line (their size classes are multiples
 	// of 64 bytes); the slack is only for an allocator that one day does otherwise.
 	buf := make([]uint64, uintptr(n)*stride/8)

@@ -84,8 +84,8 @@ func (c *Counter) latchDelta() uint64 {
 // HotCounter is a Counter for paths that every core takes at once, such as a load balancer's
 // per-pick stats or the counters every proxied request adds to: each P increments its own cache
 // line and the lines are summed into the counter whenever it is read, so increments scale with
-// cores where one shared atomic would have them queue for the same line. It costs a line per P
-// once first incremented; use Counter everywhere else. Declare it in a stats struct like a
+// cores where one shared atomic would have them queue for the same line. It costs a line per
+// CPU (allocLines) once first incremented; use Counter everywhere else. Declare it in a stats struct like a
 // Counter; it is one to every reader. Safe for concurrent use.
 type HotCounter struct {
 	Counter

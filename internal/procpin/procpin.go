@@ -34,3 +34,17 @@ func Slots() int {
 	}
 	return n
 }
+
+// MaxSlots returns the number of per-P slots for a table that is indexed by a mask and never
+// resized: the most Ps the process can get, NumCPU (the CPU affinity mask at start-up, which
+// bounds Go's default GOMAXPROCS and its updates after a container's CPU limit changes) or
+// GOMAXPROCS now if larger, rounded up to a power of two. Ids beyond it come only from
+// GOMAXPROCS raised by hand past NumCPU, or past the affinity mask the process started with
+// (the runtime's updates follow a mask widened since); they share slots.
+func MaxSlots() int {
+	n := 1
+	for want := max(runtime.NumCPU(), runtime.GOMAXPROCS(0)); n < want; {
+		n *= 2
+	}
+	return n
+}
