@@ -980,7 +980,7 @@ func (s *stream) mapResponseHeader(resp *pool.Response) {
 // outlier detector as a connect failure of h, as Envoy's router does.
 func (s *stream) respond(m *route.Match, c *cluster.Cluster, h *host.Host) {
 	resp := &s.upResp
-	clear(s.resp)
+	clearMap(s.resp) // nearly always empty here: the runtime's clear would be called anyway
 	if hc := c.Config().HTTP1; hc.HeaderCase == config.HeaderCasePreserve && !resp.HTTP2 {
 		s.respSpelled, s.respOthers = true, hc.PreserveOthers
 	}

@@ -401,7 +401,7 @@ func (s *stream) readsClient() bool {
 func (s *stream) serveH1() bool {
 	h, sc := s.h, s.sc
 	s.resp = s.respStore
-	clear(s.resp)
+	clearMap(s.resp)
 	h.stats.rq.On(s.line).http1.Add(1)
 	sc.rd.line = s.line // the connection's next reads count on this request's line
 	s.process()
