@@ -230,14 +230,19 @@ var knownNames = [...]string{
 // their lower-case spellings was three loads, each bounds-checked). A name whose slot
 // another took first is not known (lowered the long way); TestKnownNamesHaveSlots holds
 // that none is.
-var knownSlots = func() (slots [128]struct{ name, lower string }) {
+var knownSlots = func() (slots [128]knownSpelling) {
 	for _, n := range knownNames {
 		if j := knownSlot(n); slots[j].name == "" {
-			slots[j].name, slots[j].lower = n, strings.ToLower(n)
+			l := strings.ToLower(n)
+			slots[j].name, slots[j].lower, slots[j].field = n, l, l+": "
 		}
 	}
 	return slots
 }()
+
+// knownSpelling is a known name with its lower-case spellings, alone and as a field line's
+// start.
+type knownSpelling struct{ name, lower, field string }
 
 // knownSlot hashes a name of two bytes or more by its length, second and last bytes (no two
 // knownNames collide).
@@ -250,12 +255,28 @@ func knownSlot(name string) int {
 // many names in lower case calls AppendName only for the others (AppendName's call was about
 // 40 instructions a name).
 func KnownLower(name string) (string, bool) {
+	if k := knownEntry(name); k != nil {
+		return k.lower, true
+	}
+	return "", false
+}
+
+// KnownLowerField is KnownLower with ": " after the name, the start of a field line in
+// lower case, one copy for the two. It is inlined too.
+func KnownLowerField(name string) (string, bool) {
+	if k := knownEntry(name); k != nil {
+		return k.field, true
+	}
+	return "", false
+}
+
+// knownEntry returns name's entry in knownSlots, or nil when name is not a known name.
+func knownEntry(name string) *knownSpelling {
 	if len(name) < 2 {
-		return "", false
+		return nil
 	}
-	k := &knownSlots[knownSlot(name)]
-	if k.name != name {
-		return "", false
+	if k := &knownSlots[knownSlot(name)]; k.name == name {
+		return k
 	}
-	return k.lower, true
+	return nil
 }

@@ -157,12 +157,18 @@ func TestKnownNamesHaveSlots(t *testing.T) {
 		if l, ok := KnownLower(n); !ok || l != strings.ToLower(n) {
 			t.Errorf("KnownLower(%q) = %q, %v; want %q (slot %d taken by another name)", n, l, ok, strings.ToLower(n), knownSlot(n))
 		}
+		if f, ok := KnownLowerField(n); !ok || f != strings.ToLower(n)+": " {
+			t.Errorf("KnownLowerField(%q) = %q, %v; want %q", n, f, ok, strings.ToLower(n)+": ")
+		}
 		for _, other := range []string{strings.ToLower(n), strings.ToUpper(n), n[:len(n)-1], n + "x", "X" + n[1:]} {
 			if other == n {
 				continue
 			}
 			if _, ok := KnownLower(other); ok && !isKnown(other) {
 				t.Errorf("KnownLower(%q) found a name it is not (near %q)", other, knownNames[i])
+			}
+			if _, ok := KnownLowerField(other); ok && !isKnown(other) {
+				t.Errorf("KnownLowerField(%q) found a name it is not (near %q)", other, knownNames[i])
 			}
 			b := []byte(other)
 			lowerInPlace(b)
@@ -176,6 +182,9 @@ func TestKnownNamesHaveSlots(t *testing.T) {
 	for _, n := range []string{"", "x", "X"} {
 		if _, ok := KnownLower(n); ok {
 			t.Errorf("KnownLower(%q) found a name", n)
+		}
+		if _, ok := KnownLowerField(n); ok {
+			t.Errorf("KnownLowerField(%q) found a name", n)
 		}
 	}
 }

@@ -310,6 +310,22 @@ func TestWriteRequest(t *testing.T) {
 			want: "POST / HTTP/1.1\r\nHoSt: h\r\nx-FOO: 1\r\nContent-Length: 0\r\n\r\n",
 		},
 		{
+			// Names Legate knows are copied from config's table with their ": ", the others
+			// lowered one by one; the framing names among them are still dropped.
+			name: "known and unknown names in lower case",
+			req: Request{Method: "GET", Path: "/", Host: "h", Header: []Field{{Name: "User-Agent", Value: "ua"},
+				{Name: "X-Custom-Thing", Value: "1"}, {Name: "Content-Length", Value: "9"}, {Name: "X-Request-Id", Value: "id"},
+				{Name: "X-Envoy-Expected-Rq-Timeout-Ms", Value: "15000"}, {Name: "TRANSFER-ENCODING", Value: "chunked"}}},
+			want: "GET / HTTP/1.1\r\nhost: h\r\nuser-agent: ua\r\nx-custom-thing: 1\r\nx-request-id: id\r\n" +
+				"x-envoy-expected-rq-timeout-ms: 15000\r\n\r\n",
+		},
+		{
+			name: "known names in proper case",
+			req:  Request{Method: "GET", Path: "/", Host: "h", Header: []Field{{Name: "User-Agent", Value: "ua"}, {Name: "X-Request-Id", Value: "id"}}},
+			opts: proper,
+			want: "GET / HTTP/1.1\r\nHost: h\r\nUser-Agent: ua\r\nX-Request-Id: id\r\n\r\n",
+		},
+		{
 			// An empty value ends its line too: it joined the next field's line, or left the
 			// head without its end (found by httpproxy's FuzzH2RequestHeaders).
 			name: "empty values",
@@ -431,6 +447,16 @@ func TestCheckedHostIsACopy(t *testing.T) {
 		}
 		if want == nil && !strings.Contains(out.String(), "\r\nhost: "+req.Host+"\r\n") {
 			t.Fatalf("request %d: wrote %q; want host %q", i, out.String(), req.Host)
+		}
+	}
+}
+
+// TestFramingNamesAreNotKnown holds appendLowerFields' order: it writes a name config knows
+// before asking whether it is a framing name, which none of them may be.
+func TestFramingNamesAreNotKnown(t *testing.T) {
+	for _, n := range []string{"Content-Length", "Transfer-Encoding", "Host"} {
+		if f, known := config.KnownLowerField(n); known {
+			t.Errorf("config.KnownLowerField(%q) = %q, true; want a framing name unknown", n, f)
 		}
 	}
 }
