@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/cputime"
 	"github.com/legateproxy/legate/stats"
 )
 
@@ -82,5 +83,34 @@ func BenchmarkHostHeap(b *testing.B) {
 	for range b.N {
 		perHost := float64(measure(big)-measure(small)) / 1000
 		b.ReportMetric(perHost, "B/host")
+	}
+}
+
+// BenchmarkHostStatsRq counts a request's start and end on a host's lines from every P, as the
+// pool's exchange does for each request (run with -cpu 1,2, CPU per op from cputime): "fresh"
+// has lines made at the benchmark's GOMAXPROCS, "made-at-1" lines made at GOMAXPROCS 1 before
+// it rose, which all Ps shared while the table could not grow.
+func BenchmarkHostStatsRq(b *testing.B) {
+	for _, at1 := range []bool{false, true} {
+		name := "fresh"
+		if at1 {
+			name = "made-at-1"
+		}
+		b.Run(name, func(b *testing.B) {
+			var hs HostStats
+			if at1 {
+				procs := runtime.GOMAXPROCS(1)
+				hs.RqStarted(stats.ThisLine()).RqEnded(RqSucceeded)
+				runtime.GOMAXPROCS(procs)
+			}
+			cputime.Report(b, func() {
+				b.RunParallel(func(pb *testing.PB) {
+					l := stats.ThisLine()
+					for pb.Next() {
+						hs.RqStarted(l).RqEnded(RqSucceeded)
+					}
+				})
+			})
+		})
 	}
 }

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"math/bits"
 	"sync"
 	"sync/atomic"
 
@@ -150,9 +151,17 @@ const (
 // GOMAXPROCS/maxHostLines of them (4 on 64 cores) instead of by all.
 const maxHostLines = 16
 
+// HostLines is a host's table of request lines: line[p] is P p's. It is made for GOMAXPROCS at
+// the host's first request and made again, larger, when a P beyond it comes (GOMAXPROCS raised
+// by the program, or by the runtime following a container's CPU limit): a request ends on the
+// line it started on (RqStarted returns it), so the lines of a replaced table are not moved
+// but kept (prev) and summed by Rq, and every count stays exact.
 type HostLines struct {
+	// mask maps a P to its line: len-1 once the table has maxHostLines lines (more Ps share
+	// them), all ones before, so that a P beyond the table fails line's bounds check and grows it.
 	mask uint64
 	line []HostLine
+	prev *HostLines // the table this one replaced, nil for the first
 }
 
 // HostLine is one P's share of a host's request counters, a cache line of its own. RqStarted
@@ -163,23 +172,47 @@ type HostLine struct {
 	_                               [24]byte
 }
 
-// line returns line l's share (l a P id or a stats.Line), making the lines on the first
-// request.
-func (s *HostStats) line(l uint64) *HostLine {
-	ls := s.rq.Load()
-	if ls == nil {
-		n := min(procpin.Slots(), maxHostLines)
-		s.rq.CompareAndSwap(nil, &HostLines{mask: uint64(n - 1), line: make([]HostLine, n)})
-		ls = s.rq.Load()
+// line returns the share of P l.P() (l a stream's stats.Line, or ThisLine). A P with a line
+// costs what the mask alone did (an and and the bounds check); the first request, or a P beyond
+// the table, makes it (grow).
+func (s *HostStats) line(l stats.Line) *HostLine {
+	p := uint64(l.P())
+	if ls := s.rq.Load(); ls != nil {
+		if i := p & ls.mask; i < uint64(len(ls.line)) {
+			return &ls.line[i]
+		}
 	}
-	return &ls.line[l&ls.mask]
+	return s.grow(p)
+}
+
+// grow installs a table of a line for P p and for every P of GOMAXPROCS now (a power of two, at
+// most maxHostLines) in place of the table there is, kept as its prev, and returns P p's line
+// (in this table or a concurrent caller's).
+func (s *HostStats) grow(p uint64) *HostLine {
+	for {
+		old := s.rq.Load()
+		if old != nil {
+			if i := p & old.mask; i < uint64(len(old.line)) {
+				return &old.line[i]
+			}
+		}
+		// p is at least the old table's length, a power of two, so n is larger.
+		n := min(max(procpin.Slots(), 1<<bits.Len64(min(p, maxHostLines))), maxHostLines)
+		t := &HostLines{mask: ^uint64(0), line: make([]HostLine, n), prev: old}
+		if n == maxHostLines {
+			t.mask = maxHostLines - 1
+		}
+		if s.rq.CompareAndSwap(old, t) {
+			return &t.line[p&t.mask]
+		}
+	}
 }
 
 // RqStarted counts a request sent to the host (rq_total, rq_active) on line l, the sending
 // stream's (stats.ThisLine): the counters are atomics, so a stale line only costs cache
 // traffic. Its end is counted on the line returned (RqEnded), without finding it again.
 func (s *HostStats) RqStarted(l stats.Line) *HostLine {
-	ln := s.line(uint64(l))
+	ln := s.line(l)
 	ln.total.Add(1)
 	ln.active.Add(1)
 	return ln
@@ -202,7 +235,7 @@ func (ln *HostLine) RqEnded(e RqEnd) {
 // AddRq adds d to the request statistics at once (for a test's fixed values; the pools count
 // with RqStarted and RqEnded).
 func (s *HostStats) AddRq(d HostRq) {
-	l := s.line(uint64(stats.ThisLine()))
+	l := s.line(stats.ThisLine())
 	l.total.Add(d.Total)
 	l.timeout.Add(d.Timeout)
 	l.success.Add(d.Success)
@@ -210,20 +243,18 @@ func (s *HostStats) AddRq(d HostRq) {
 	l.active.Add(d.Active)
 }
 
-// Rq sums the request statistics over the lines.
+// Rq sums the request statistics over the lines, those of replaced tables included.
 func (s *HostStats) Rq() HostRq {
 	var r HostRq
-	l := s.rq.Load()
-	if l == nil {
-		return r
-	}
-	for i := range l.line {
-		ln := &l.line[i]
-		r.Total += ln.total.Load()
-		r.Timeout += ln.timeout.Load()
-		r.Success += ln.success.Load()
-		r.Error += ln.errors.Load()
-		r.Active += ln.active.Load()
+	for l := s.rq.Load(); l != nil; l = l.prev {
+		for i := range l.line {
+			ln := &l.line[i]
+			r.Total += ln.total.Load()
+			r.Timeout += ln.timeout.Load()
+			r.Success += ln.success.Load()
+			r.Error += ln.errors.Load()
+			r.Active += ln.active.Load()
+		}
 	}
 	return r
 }

@@ -140,6 +140,10 @@ func ThisLine() Line {
 	return Line(id) | taken
 }
 
+// P returns the id of the P the line is for, without ThisLine's mark: the index of its line in
+// a table that grows to the Ps it meets instead of masking.
+func (l Line) P() int { return int(l &^ taken) }
+
 // hotAddOn adds n to line l of p, making the lines on first use.
 func hotAddOn(p *atomic.Pointer[hotShards], l Line, n uint64) {
 	s := p.Load()
