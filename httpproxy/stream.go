@@ -371,7 +371,7 @@ func (s *stream) startH1(sc *serverConn, head []byte) bool {
 		s.body, s.contentLength = nil, 0
 	}
 	s.closeConn = rh.Close || s.reject == http.StatusUpgradeRequired // a codec error in Envoy
-	s.hw = h1writer{conn: sc.nc, raw: sc.rd.raw, fd: &sc.fd, send: s.sendSocket, idle: &s.idle, buf: s.wbuf[:0], tx: h.stats.rq, line: s.line}
+	s.hw.begin(sc.nc, sc.rd.raw, &sc.fd, s.sendSocket, &s.idle, s.wbuf[:0], h.stats.rq, s.line)
 	if s.body != nil {
 		// request_timeout bounds the waits for request body bytes; stream_idle_timeout
 		// bounds the gaps between them (streamIdle).
