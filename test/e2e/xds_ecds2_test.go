@@ -21,7 +21,7 @@ import (
 
 const healthCheckTypeURL = "type.googleapis.com/envoy.extensions.filters.http.health_check.v3.HealthCheck"
 
-// ecdsHealthCheckListener is an LDS listener on port whose connection manager discovers its
+// ecdsHealthCheckListener is an LDS listener on port (0: one the kernel picks) whose connection manager discovers its
 // health check filter ("hc", type_urls: the health check only) over ECDS, with more
 // config_discovery fields (YAML, indented by ten spaces), and routes to cluster backend.
 func ecdsHealthCheckListener(t *testing.T, name string, port int, more string) *listenerv3.Listener {
@@ -48,7 +48,8 @@ func ecdsHealthCheckListener(t *testing.T, name string, port int, more string) *
 // (update_rejected and config_fail count it, config_reload does not, the ecds dump shows the
 // error_state), the listeners' warming ends, and they come up: the one with a default_config
 // serves it, the other answers 500 (no filter configuration). A valid configuration then
-// reaches both.
+// reaches both. The listeners take ports the kernel picks (port_value 0, read back from
+// /listeners): ports picked beforehand collided when two e2e runs overlapped.
 func TestXDSECDS2FirstAnswerRefused(t *testing.T) {
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "upstream %s", r.URL.Path)
@@ -56,11 +57,10 @@ func TestXDSECDS2FirstAnswerRefused(t *testing.T) {
 	defer upstream.Close()
 	xds := xdstest.New(t, xdstest.Options{Node: "e2e-ecds2", ADS: true})
 	cfg := adsBootstrap("e2e-ecds2", xds, []string{"lds_config"}, clusterYAML("backend", upstream.Listener.Addr().String(), false))
-	withDefault, without := freePort(t), freePort(t)
 	listeners := []types.Resource{
-		ecdsHealthCheckListener(t, "with_default", withDefault,
+		ecdsHealthCheckListener(t, "with_default", 0,
 			`          default_config: {"@type": `+healthCheckTypeURL+`, pass_through_mode: false, headers: [{name: ":path", string_match: {exact: /default}}]}`),
-		ecdsHealthCheckListener(t, "without_default", without, ""),
+		ecdsHealthCheckListener(t, "without_default", 0, ""),
 	}
 	push := func(version string, hc *healthcheckv3.HealthCheck) {
 		t.Helper()
@@ -85,8 +85,9 @@ func TestXDSECDS2FirstAnswerRefused(t *testing.T) {
 	p.waitStatAtLeast(prefix+"config_fail", 1)
 
 	client := &http.Client{Timeout: 5 * time.Second}
-	get := func(port int, path string) (int, string) {
-		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
+	withDefault, without := p.boundListenerAddr("with_default"), p.boundListenerAddr("without_default")
+	get := func(addr, path string) (int, string) {
+		resp, err := client.Get("http://" + addr + path)
 		if err != nil {
 			return 0, err.Error()
 		}
@@ -100,7 +101,7 @@ func TestXDSECDS2FirstAnswerRefused(t *testing.T) {
 	})
 	tests := []struct {
 		name       string
-		port       int
+		addr       string
 		path       string
 		wantStatus int
 		wantBody   string
@@ -111,8 +112,8 @@ func TestXDSECDS2FirstAnswerRefused(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if s, b := get(tc.port, tc.path); s != tc.wantStatus || b != tc.wantBody {
-				t.Errorf("GET %s on %d = %d %q; want %d %q", tc.path, tc.port, s, b, tc.wantStatus, tc.wantBody)
+			if s, b := get(tc.addr, tc.path); s != tc.wantStatus || b != tc.wantBody {
+				t.Errorf("GET %s on %s = %d %q; want %d %q", tc.path, tc.addr, s, b, tc.wantStatus, tc.wantBody)
 			}
 		})
 	}
@@ -136,12 +137,12 @@ func TestXDSECDS2FirstAnswerRefused(t *testing.T) {
 	fromYAMLProto(t, `{pass_through_mode: false, headers: [{name: ":path", string_match: {exact: /healthz}}]}`, &good)
 	push("v2", &good)
 	p.waitStatAtLeast(prefix+"config_reload", 1)
-	for _, port := range []int{withDefault, without} {
-		if s, b := get(port, "/healthz"); s != 200 || b != "" {
-			t.Errorf("GET /healthz on %d = %d %q; want 200 from the health check", port, s, b)
+	for _, addr := range []string{withDefault, without} {
+		if s, b := get(addr, "/healthz"); s != 200 || b != "" {
+			t.Errorf("GET /healthz on %s = %d %q; want 200 from the health check", addr, s, b)
 		}
-		if s, b := get(port, "/default"); s != 200 || b != "upstream /default" {
-			t.Errorf("GET /default on %d = %d %q; want the upstream", port, s, b)
+		if s, b := get(addr, "/default"); s != 200 || b != "upstream /default" {
+			t.Errorf("GET /default on %s = %d %q; want the upstream", addr, s, b)
 		}
 	}
 }

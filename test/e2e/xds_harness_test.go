@@ -159,6 +159,25 @@ filter_chains:
 	return &l
 }
 
+// boundListenerAddr waits until /listeners reports listener name bound to a port (one the
+// kernel picked for port_value 0, once the listener's warming ends) and returns its address.
+func (p *proc) boundListenerAddr(name string) string {
+	p.t.Helper()
+	var addr, body string
+	eventually(p.t, "listener "+name+" bound", func() bool {
+		_, _, body = p.get("/listeners")
+		for _, l := range lines(body) {
+			if a, ok := strings.CutPrefix(l, name+"::"); ok {
+				_, port, err := net.SplitHostPort(a)
+				addr = a
+				return err == nil && port != "0"
+			}
+		}
+		return false
+	})
+	return addr
+}
+
 // onDemandFilters is an hcmListener http_filters list: on_demand, then the router.
 const onDemandFilters = `
       http_filters:

@@ -7,10 +7,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,20 +74,41 @@ func directRoute(body string) *routev3.Route {
 }
 
 // freePort returns a port nothing listens on now, for a listener the test names in a
-// configuration. It comes from below Linux's ephemeral range (32768 and up): a port the kernel
-// handed out for port 0 and took back could be handed out again at once, to the admin
-// listener Legate binds on port 0 before its data plane.
+// configuration before Legate binds it (a test that can read the port back uses port_value 0
+// instead: boundListenerAddr). It comes from below Linux's ephemeral range (32768 and up): a
+// port the kernel handed out for port 0 and took back could be handed out again at once, to
+// the admin listener Legate binds on port 0 before its data plane; and from below the bench
+// scripts' fixed ports (26180 and up). The port stays reserved until the test ends, by a lock
+// (flock) on a file named for it in the temporary directory, which every freePort of every
+// e2e run on the machine takes first: two runs at once picked the same port between one's
+// probe and its Legate's bind (bind: address already in use).
 func freePort(t *testing.T) int {
 	t.Helper()
-	for range 200 {
-		port := 20000 + rand.IntN(12000)
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err == nil {
-			l.Close()
-			return port
-		}
+	dir := filepath.Join(os.TempDir(), "legate-e2e-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port in 20000-31999 after 200 tries")
+	for range 200 {
+		port := 20000 + rand.IntN(6000)
+		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Held by the open file: released when the test closes it, or its process ends.
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			f.Close()
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			f.Close()
+			continue
+		}
+		l.Close()
+		t.Cleanup(func() { f.Close() }) // after the test's Legate is gone (cleanups run last first)
+		return port
+	}
+	t.Fatal("no free port in 20000-25999 after 200 tries")
 	return 0
 }
 
