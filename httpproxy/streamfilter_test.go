@@ -315,16 +315,7 @@ func FuzzTrailerLine(f *testing.F) {
 func BenchmarkProxyStreamFilterIdle(b *testing.B) {
 	e := newEnv(b, envOptions{clusters: []string{staticCluster("web", "", rawUpstream(b))}, hcm: simpleHCM("web", "")})
 	addr, _, _ := filterServer(b, e, recordingHCM)
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		rc := newRawClient(b, addr, "/untracked")
-		for pb.Next() {
-			if st, err := rc.do(); err != nil || st != 200 {
-				b.Errorf("request: status %d, %v", st, err)
-				return
-			}
-		}
-	})
+	benchClients(b, func() *rawClient { return newRawClient(b, addr, "/untracked") })
 }
 
 // TestHandlerCloseRemovesTap: the admin's /tap exists while a tap filter with an admin_config
