@@ -425,15 +425,18 @@ func TestECDSTap(t *testing.T) {
 // BenchmarkProxyECDS is BenchmarkProxy through a connection manager with a health check
 // filter delivered over ECDS (not a StreamFilter), requests passing it: the cost of pinning
 // the stream's instance.
-func BenchmarkProxyECDS(b *testing.B) {
+func BenchmarkProxyECDS(b *testing.B) { benchClients(b, ecdsClients(b)) }
+
+// ecdsClients serves BenchmarkProxyECDS's proxy and returns how to connect a client to it.
+func ecdsClients(tb testing.TB) func() *rawClient {
 	ext := newFakeExtensions()
-	e := newEnv(b, envOptions{clusters: []string{staticCluster("web", "", rawUpstream(b))}, hcm: ecdsHCM("hc", healthcheck.TypeURL, ""), ecds: ext})
+	e := newEnv(tb, envOptions{clusters: []string{staticCluster("web", "", rawUpstream(tb))}, hcm: ecdsHCM("hc", healthcheck.TypeURL, ""), ecds: ext})
 	var hc healthcheckv3.HealthCheck
-	fromYAML(b, `{pass_through_mode: false, headers: [{name: ":path", string_match: {exact: /healthz}}]}`, &hc)
-	if err := ext.push("hc", &corev3.TypedExtensionConfig{Name: "hc", TypedConfig: mustAnyOf(b, &hc)}); err != nil {
-		b.Fatal(err)
+	fromYAML(tb, `{pass_through_mode: false, headers: [{name: ":path", string_match: {exact: /healthz}}]}`, &hc)
+	if err := ext.push("hc", &corev3.TypedExtensionConfig{Name: "hc", TypedConfig: mustAnyOf(tb, &hc)}); err != nil {
+		tb.Fatal(err)
 	}
-	benchClient(b, e.addr)
+	return func() *rawClient { return newRawClient(tb, e.addr, "/") }
 }
 
 // TestECDSRejectedElsewhere: two connection managers discover "tap" from one subscription;

@@ -209,13 +209,15 @@ func TestRouterImmediateHealthCheckFail(t *testing.T) {
 
 // BenchmarkProxyOutlier is BenchmarkProxy with outlier detection on the cluster, so that
 // every request reports its result to the detector.
-func BenchmarkProxyOutlier(b *testing.B) {
-	up := rawUpstream(b)
-	e := newEnv(b, envOptions{
-		clusters: []string{staticCluster("web", "outlier_detection: {split_external_local_origin_errors: true}", up)},
+func BenchmarkProxyOutlier(b *testing.B) { benchClients(b, outlierClients(b)) }
+
+// outlierClients serves BenchmarkProxyOutlier's proxy and returns how to connect a client to it.
+func outlierClients(tb testing.TB) func() *rawClient {
+	e := newEnv(tb, envOptions{
+		clusters: []string{staticCluster("web", "outlier_detection: {split_external_local_origin_errors: true}", rawUpstream(tb))},
 		hcm:      simpleHCM("web", ""),
 	})
-	benchClient(b, e.addr)
+	return func() *rawClient { return newRawClient(tb, e.addr, "/") }
 }
 
 // TestRouterGRPCStatusIsOutlierResult: for a gRPC request, a grpc-status in the response

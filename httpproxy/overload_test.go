@@ -198,10 +198,14 @@ func TestOverloadDisableKeepalive(t *testing.T) {
 // BenchmarkProxyOverload is BenchmarkProxy's legate case under an overload manager whose
 // request actions are configured but not active: the per-request checks are atomic loads and
 // allocate nothing.
-func BenchmarkProxyOverload(b *testing.B) {
+func BenchmarkProxyOverload(b *testing.B) { benchClients(b, overloadClients(b)) }
+
+// overloadClients serves BenchmarkProxyOverload's proxy and returns how to connect a client to
+// it.
+func overloadClients(tb testing.TB) func() *rawClient {
 	st, err := stats.New(stats.Config{})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	triggers := []overload.Trigger{{Monitor: overload.GlobalConnections, Scaling: 0.99, Saturation: 0.99}}
 	ov := overload.New(&overload.Config{
@@ -212,12 +216,12 @@ func BenchmarkProxyOverload(b *testing.B) {
 			{Name: overload.DisableHTTPKeepalive, Triggers: triggers},
 		},
 	}, st, nil)
-	defer ov.Close()
+	tb.Cleanup(ov.Close)
 	ov.Refresh()
-	e := newEnv(b, envOptions{
-		clusters: []string{staticCluster("web", "", rawUpstream(b))},
+	e := newEnv(tb, envOptions{
+		clusters: []string{staticCluster("web", "", rawUpstream(tb))},
 		hcm:      simpleHCM("web", ""),
 		overload: ov.State(),
 	})
-	benchClient(b, e.addr)
+	return func() *rawClient { return newRawClient(tb, e.addr, "/") }
 }

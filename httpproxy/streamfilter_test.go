@@ -312,10 +312,14 @@ func FuzzTrailerLine(f *testing.F) {
 
 // BenchmarkProxyStreamFilterIdle is BenchmarkProxy through a chain with a StreamFilter that
 // declines the stream (as the tap filter does while nothing is tapped).
-func BenchmarkProxyStreamFilterIdle(b *testing.B) {
-	e := newEnv(b, envOptions{clusters: []string{staticCluster("web", "", rawUpstream(b))}, hcm: simpleHCM("web", "")})
-	addr, _, _ := filterServer(b, e, recordingHCM)
-	benchClients(b, func() *rawClient { return newRawClient(b, addr, "/untracked") })
+func BenchmarkProxyStreamFilterIdle(b *testing.B) { benchClients(b, streamFilterIdleClients(b)) }
+
+// streamFilterIdleClients serves BenchmarkProxyStreamFilterIdle's proxy and returns how to
+// connect a client to it.
+func streamFilterIdleClients(tb testing.TB) func() *rawClient {
+	e := newEnv(tb, envOptions{clusters: []string{staticCluster("web", "", rawUpstream(tb))}, hcm: simpleHCM("web", "")})
+	addr, _, _ := filterServer(tb, e, recordingHCM)
+	return func() *rawClient { return newRawClient(tb, addr, "/untracked") }
 }
 
 // TestHandlerCloseRemovesTap: the admin's /tap exists while a tap filter with an admin_config

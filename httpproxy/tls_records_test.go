@@ -88,22 +88,25 @@ func listenerSSLHandshakes(e *env) uint64 {
 // one handshake per parallel client is in the timing but negligible over a run. Its 2
 // allocs/op are crypto/tls's own: each Read of a new record allocates a small reader
 // (Conn.readFromUntil), in the proxy and in the client.
-func BenchmarkProxyTLS(b *testing.B) {
-	up := rawUpstream(b)
-	ca := tlstest.NewCA(b, tlstest.Options{CommonName: "bench ca"})
-	e := newEnv(b, envOptions{
+func BenchmarkProxyTLS(b *testing.B) { benchClients(b, tlsClients(b)) }
+
+// tlsClients serves BenchmarkProxyTLS's proxy and returns how to connect a client to it.
+func tlsClients(tb testing.TB) func() *rawClient {
+	up := rawUpstream(tb)
+	ca := tlstest.NewCA(tb, tlstest.Options{CommonName: "bench ca"})
+	e := newEnv(tb, envOptions{
 		clusters: []string{staticCluster("web", "", up)},
 		hcm:      simpleHCM("web", ""),
-		tls:      mtlsSocket(b, ca),
+		tls:      mtlsSocket(tb, ca),
 	})
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.Cert)
 	cfg := &tls.Config{RootCAs: roots, ServerName: "proxy.example.com", NextProtos: []string{"http/1.1"}}
-	benchClients(b, func() *rawClient {
+	return func() *rawClient {
 		c, err := tls.Dial("tcp", e.addr, cfg)
 		if err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
-		return rawClientOn(b, c, "/")
-	})
+		return rawClientOn(tb, c, "/")
+	}
 }
