@@ -326,6 +326,9 @@ func TestProxyAllocs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.want < 0 {
+				t.Skip("not steady under the race detector")
+			}
 			rc := tt.clients(t)()
 			do := func() {
 				if st, err := rc.do(); err != nil || st != 200 {

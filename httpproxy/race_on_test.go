@@ -2,6 +2,7 @@
 
 package httpproxy
 
-// tlsAllocs is TestProxyAllocs's count for a request over TLS under the race detector (measured:
-// crypto/tls allocates more there).
-const tlsAllocs = 4
+// tlsAllocs: under the race detector, sync.Pool drops some of what it is given, and crypto/tls
+// keeps its record buffers in one, so a TLS request's allocations are not steady there (3 or 4
+// measured): TestProxyAllocs skips that case.
+const tlsAllocs = -1
