@@ -470,13 +470,16 @@ func (hp *hostPool) serveWaiters() {
 func (ex *exchange) roundTripH1(ctx context.Context, req *Request, resp *Response) error {
 	hp := ex.hp
 	var kept *[]byte // what the first attempt read of the body
+	// The head's size bound, for checkAtSend and writeRequestHead: computed once, it was
+	// about 55 instructions each.
+	size := headSize(req, hp.host.Address())
 	for attempt := 0; ; attempt++ {
 		c, err := hp.getH1(ctx, ex.prio)
 		if err != nil {
 			putKept(kept)
 			return err
 		}
-		if c.unchecked && !c.checkAtSend(req) {
+		if c.unchecked && !c.checkAtSend(req, size) {
 			c.unchecked = false
 			if !c.checkIdle() {
 				attempt-- // refused unused: not an attempt
@@ -503,7 +506,7 @@ func (ex *exchange) roundTripH1(ctx context.Context, req *Request, resp *Respons
 		if hp.m.streamDuration > 0 { // the method value would allocate on every request
 			ex.clock = hp.m.startClock(c.abortStream)
 		}
-		stale, err := c.exchange(ctx, req, resp, ex.start)
+		stale, err := c.exchange(ctx, req, resp, ex.start, size)
 		replayable := !c.reqBody.overflow
 		c.reqBody = requestBody{}
 		if err == nil {
@@ -555,13 +558,13 @@ func (ex *exchange) roundTripH1(ctx context.Context, req *Request, resp *Respons
 // hasBody reports whether req has body bytes to send.
 func hasBody(req *Request) bool { return req.Body != nil && req.ContentLength != 0 }
 
-// exchange writes req, started at start, and reads the response head. stale reports a
-// failure before any response byte arrived.
-func (c *h1conn) exchange(ctx context.Context, req *Request, resp *Response, start time.Time) (stale bool, err error) {
+// exchange writes req, started at start, and reads the response head; size is its head's
+// headSize. stale reports a failure before any response byte arrived.
+func (c *h1conn) exchange(ctx context.Context, req *Request, resp *Response, start time.Time, size int) (stale bool, err error) {
 	c.setDeadline(ctx, start)
 	c.early = false
 	rx := c.uc.rx
-	if err := writeRequestHead(c.bw, req, c.uc.hp.host.Address(), c.opts(), &c.validHost); err != nil {
+	if err := writeRequestHead(c.bw, req, c.uc.hp.host.Address(), size, c.opts(), &c.validHost); err != nil {
 		return false, err
 	}
 	if hasBody(req) {

@@ -47,8 +47,9 @@ var ErrRequestLine = errors.New("request cannot be written as HTTP/1")
 // a path or host that could split the line, is refused before a byte is written. o is the
 // cluster's HTTP/1 codec options: header_key_format spells the names (unless the request's
 // own names are Spelled), send_fully_qualified_url makes the target absolute. checked, when
-// not nil, is the connection's copy of the last host it found valid (hostValid).
-func writeRequestHead(bw *bufio.Writer, req *Request, authority string, o *config.HTTP1Options, checked *[]byte) error {
+// not nil, is the connection's copy of the last host it found valid (hostValid). size is
+// headSize(req, authority), which the caller computes once for this and checkAtSend.
+func writeRequestHead(bw *bufio.Writer, req *Request, authority string, size int, o *config.HTTP1Options, checked *[]byte) error {
 	path, host := req.Path, req.Host
 	if path == "" {
 		path = "/"
@@ -68,7 +69,7 @@ func writeRequestHead(bw *bufio.Writer, req *Request, authority string, o *confi
 	if req.Spelled && req.HostName != "" {
 		hostName, given = req.HostName, true
 	}
-	if headSize(req, authority) <= bw.Available() {
+	if size <= bw.Available() {
 		// Assembled in the buffer and written at once: a write per field was about a
 		// third of the head's cost.
 		buf := appendRequestLine(bw.AvailableBuffer(), req, path, host, absolute)

@@ -348,7 +348,7 @@ func TestWriteRequest(t *testing.T) {
 			// A buffer smaller than the lines takes the line-by-line path; the head is the same.
 			var small bytes.Buffer
 			sw := bufio.NewWriterSize(&small, 16)
-			if err := writeRequestHead(sw, &tt.req, "10.0.0.1:80", opts, nil); err != nil {
+			if err := writeRequestHead(sw, &tt.req, "10.0.0.1:80", headSize(&tt.req, "10.0.0.1:80"), opts, nil); err != nil {
 				t.Fatal(err)
 			}
 			sw.Flush()
@@ -357,7 +357,7 @@ func TestWriteRequest(t *testing.T) {
 			}
 			var out bytes.Buffer
 			bw := bufio.NewWriter(&out)
-			if err := writeRequestHead(bw, &tt.req, "10.0.0.1:80", opts, nil); err != nil {
+			if err := writeRequestHead(bw, &tt.req, "10.0.0.1:80", headSize(&tt.req, "10.0.0.1:80"), opts, nil); err != nil {
 				t.Fatal(err)
 			}
 			if err := writeRequestBody(bw, &tt.req, make([]byte, 64), opts); err != nil {
@@ -380,7 +380,7 @@ func TestWriteRequest(t *testing.T) {
 	} {
 		var out bytes.Buffer
 		bw := bufio.NewWriter(&out)
-		err := writeRequestHead(bw, &req, "10.0.0.1:80", &config.HTTP1Options{}, nil)
+		err := writeRequestHead(bw, &req, "10.0.0.1:80", headSize(&req, "10.0.0.1:80"), &config.HTTP1Options{}, nil)
 		bw.Flush()
 		if !errors.Is(err, ErrRequestLine) || out.Len() != 0 {
 			t.Errorf("writeRequestHead(%q %q host %q) = %v, wrote %q; want ErrRequestLine and nothing written", req.Method, req.Path, req.Host, err, out.String())
@@ -440,7 +440,7 @@ func TestCheckedHostIsACopy(t *testing.T) {
 		req := Request{Method: "GET", Path: "/", Host: unsafe.String(&buf[0], len(buf))}
 		var out bytes.Buffer
 		bw := bufio.NewWriter(&out)
-		err := writeRequestHead(bw, &req, "10.0.0.1:80", &config.HTTP1Options{}, &checked)
+		err := writeRequestHead(bw, &req, "10.0.0.1:80", headSize(&req, "10.0.0.1:80"), &config.HTTP1Options{}, &checked)
 		bw.Flush()
 		if !errors.Is(err, want) || (err != nil) != (out.Len() == 0) {
 			t.Fatalf("request %d, host %q: writeRequestHead = %v, wrote %q; want %v", i, req.Host, err, out.String(), want)

@@ -126,10 +126,9 @@ func (c *h1conn) refuseIdle(state idleState) {
 // checkAtSend reports whether send checks c, taken from an idle list, as it writes req
 // (see send): a request without a body on a plain socket, whose head the empty writer
 // holds whole (writeRequestHead writes nothing before send then). Other requests check it
-// first (checkIdle).
-func (c *h1conn) checkAtSend(req *Request) bool {
-	return c.raw != nil && !c.isTLS && c.br.Buffered() == 0 && !hasBody(req) &&
-		headSize(req, c.uc.hp.host.Address()) <= c.bw.Available()
+// first (checkIdle). size is the head's headSize.
+func (c *h1conn) checkAtSend(req *Request, size int) bool {
+	return c.raw != nil && !c.isTLS && c.br.Buffered() == 0 && !hasBody(req) && size <= c.bw.Available()
 }
 
 // idleState looks at what arrived on c while it was idle, without waiting.

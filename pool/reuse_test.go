@@ -415,8 +415,9 @@ func TestUncleanIdleRefusedAtSend(t *testing.T) {
 				idle = append(idle, c)
 			}
 			for _, c := range idle {
-				if !c.unchecked || !c.checkAtSend(&Request{Method: "GET", Path: "/second", Host: "example.com"}) {
-					t.Errorf("idle connection unchecked %v, checked at send %v; want both", c.unchecked, c.checkAtSend(&Request{Method: "GET"}))
+				second := &Request{Method: "GET", Path: "/second", Host: "example.com"}
+				if !c.unchecked || !c.checkAtSend(second, headSize(second, "")) {
+					t.Errorf("idle connection unchecked %v, checked at send %v; want both", c.unchecked, c.checkAtSend(second, headSize(second, "")))
 				}
 				hp.putIdle(c, time.Now().UnixNano())
 			}
