@@ -33,8 +33,14 @@ type deadlineCtx struct {
 	pending time.Duration
 	parent  context.Context // the downstream request's context; nil: none
 	done    chan struct{}
-	timer   *time.Timer
-	unwatch func() bool // stops the watch of parent that closes done
+	// timer closes done at the deadline. It is kept from attempt to attempt, stopped and
+	// reset, so that an attempt that waits on Done with a deadline (every HTTP/2 upstream
+	// request) makes no timer: only one that fired is replaced (see stopLocked).
+	timer      *attemptTimer
+	timerArmed bool
+	// parentEnd is fireParent, made once: the watch of parent, with no closure an attempt.
+	parentEnd func()
+	unwatch   func() bool // stops the watch of parent that closes done
 	// watcher is parent when it is a pool.EndWatcher (an HTTP/2 stream's h2ctx), watched
 	// without context.AfterFunc's allocations; watchID stops that watch.
 	watcher pool.EndWatcher
@@ -123,9 +129,7 @@ func (c *deadlineCtx) start() {
 	}
 	c.deadline, c.pending = c.now().Add(c.pending), 0
 	if c.done != nil && !c.fired {
-		ch := c.done
-		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
-		c.timer = time.AfterFunc(c.deadline.Sub(c.now()), func() { c.fire(ch) })
+		c.armTimer(c.deadline.Sub(c.now()))
 	}
 	if c.onAbort != nil {
 		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
@@ -142,9 +146,13 @@ func (c *deadlineCtx) stop() {
 
 // stopLocked is stop with mu held.
 func (c *deadlineCtx) stopLocked() {
-	if c.timer != nil {
-		c.timer.Stop()
-		c.timer = nil
+	if c.timerArmed {
+		c.timerArmed = false
+		if !c.timer.t.Stop() {
+			// Its function ran or is about to, maybe waiting for mu now: a later attempt's
+			// deadline takes a new timer, which that late run cannot mistake for its own.
+			c.timer = nil
+		}
 	}
 	if c.unwatch != nil {
 		c.unwatch()
@@ -204,7 +212,6 @@ func (c *deadlineCtx) Done() <-chan struct{} {
 	if c.done == nil {
 		ch := make(chan struct{})
 		c.done = ch
-		fire := func() { c.fire(ch) }
 		if c.aborted {
 			c.fired = true
 			close(ch)
@@ -217,26 +224,67 @@ func (c *deadlineCtx) Done() <-chan struct{} {
 				close(ch)
 				return ch
 			}
-			// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
-			c.timer = time.AfterFunc(d, fire)
+			c.armTimer(d)
+		}
+		if c.parent != nil && c.parentEnd == nil {
+			c.parentEnd = c.fireParent
 		}
 		if w, ok := c.parent.(pool.EndWatcher); ok {
-			c.watcher, c.watchID = w, w.WatchEnd(fire)
+			c.watcher, c.watchID = w, w.WatchEnd(c.parentEnd)
 		} else if c.parent != nil {
-			c.unwatch = context.AfterFunc(c.parent, fire)
+			c.unwatch = context.AfterFunc(c.parent, c.parentEnd)
 		}
 	}
 	return c.done
 }
 
-// fire closes ch once, if it is still the attempt's channel.
-func (c *deadlineCtx) fire(ch chan struct{}) {
+// attemptTimer is a deadlineCtx's timer with the function it runs, which knows it by its
+// pointer: a run for a timer that stopLocked dropped closes nothing.
+type attemptTimer struct {
+	c *deadlineCtx
+	t *time.Timer
+}
+
+// armTimer (mu held) starts the timer that closes done in d, the kept one if there is one.
+func (c *deadlineCtx) armTimer(d time.Duration) {
+	if c.timer == nil {
+		a := &attemptTimer{c: c}
+		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
+		a.t = time.AfterFunc(d, a.fire)
+		c.timer = a
+	} else {
+		c.timer.t.Reset(d)
+	}
+	c.timerArmed = true
+}
+
+// fire closes the attempt's channel at its deadline, if a is still the armed timer.
+func (a *attemptTimer) fire() {
+	c := a.c
 	c.mu.Lock()
-	if c.done == ch && !c.fired {
-		c.fired = true
-		close(ch)
+	if c.timer == a && c.timerArmed {
+		c.closeDone()
 	}
 	c.mu.Unlock()
+}
+
+// fireParent closes the attempt's channel when its downstream request has ended; a late run
+// for an earlier attempt, whose request had another parent or the same one since reused,
+// finds the current parent not ended and closes nothing.
+func (c *deadlineCtx) fireParent() {
+	c.mu.Lock()
+	if c.parent != nil && c.parent.Err() != nil {
+		c.closeDone()
+	}
+	c.mu.Unlock()
+}
+
+// closeDone (mu held) closes done once.
+func (c *deadlineCtx) closeDone() {
+	if c.done != nil && !c.fired {
+		c.fired = true
+		close(c.done)
+	}
 }
 
 // Err implements context.Context.

@@ -39,7 +39,7 @@ var allowedDirect = map[string]struct {
 	"hotrestart/parent.go":                    {1, "a socket deadline: the runtime poller compares it with the system clock"},
 	"httpproxy/body.go":                       {1, requestPath},
 	"httpproxy/conn.go":                       {3, "a socket deadline: the runtime poller compares it with the system clock"},
-	"httpproxy/ctx.go":                        {3, requestPath},
+	"httpproxy/ctx.go":                        {2, requestPath},
 	"httpproxy/filter/filter.go":              {1, "request path: a filter context without a clock"},
 	"httpproxy/filters/fault/filter.go":       {1, "request path: the injected delay"},
 	"httpproxy/filters/ondemand/ondemand.go":  {1, requestPath},

@@ -1,0 +1,81 @@
+package httpproxy
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestDeadlineCtxDoneAllocs: an attempt with a deadline and an HTTP/2 downstream request
+// (every request to an HTTP/2 upstream) makes only its Done channel once the stream's context
+// has had an attempt: the timer and the parent's watch are kept (they were a timer and a
+// closure each attempt).
+func TestDeadlineCtxDoneAllocs(t *testing.T) {
+	c := &deadlineCtx{now: time.Now, parent: new(h2ctx)}
+	attempt := func() {
+		c.reset(time.Now().Add(time.Minute))
+		if c.Done() == nil {
+			t.Fatal("Done = nil with a deadline")
+		}
+		c.stop()
+	}
+	attempt()
+	if n := testing.AllocsPerRun(100, attempt); n != 1 {
+		t.Errorf("an attempt waited on allocates %v times; want 1 (its channel)", n)
+	}
+}
+
+// TestDeadlineCtxKeptTimer: the timer kept from attempt to attempt closes each attempt's Done
+// at that attempt's deadline only: one stopped before its deadline does not close the next
+// attempt's, one that fired is replaced, and the parent's end closes Done only while the
+// parent it watches is the current one and ended.
+func TestDeadlineCtxKeptTimer(t *testing.T) {
+	x := new(h2ctx)
+	c := &deadlineCtx{now: time.Now, parent: x}
+	open := func(what string) {
+		t.Helper()
+		select {
+		case <-c.Done():
+			t.Fatalf("%s: Done closed; want open", what)
+		default:
+		}
+		if err := c.Err(); err != nil {
+			t.Fatalf("%s: Err = %v; want nil", what, err)
+		}
+	}
+
+	c.reset(time.Now().Add(time.Minute))
+	c.Done()
+	c.stop() // stopped long before its deadline: kept
+	kept := c.timer
+	c.reset(time.Now().Add(time.Millisecond))
+	awaitClosed(t, c.Done(), "the second attempt's deadline (kept timer)")
+	if c.timer != kept {
+		t.Error("the second attempt made a timer; want the one kept")
+	}
+	if c.Err() != context.DeadlineExceeded {
+		t.Errorf("Err = %v after the deadline; want context.DeadlineExceeded", c.Err())
+	}
+	c.stop() // fired: replaced at the next deadline
+	c.reset(time.Now().Add(time.Minute))
+	open("the attempt after a fired timer")
+	if c.timer == kept {
+		t.Error("the attempt after a fired timer kept it; want a new one")
+	}
+	c.stop()
+
+	// The parent's end closes the attempt's Done; after the stream's context is reused
+	// (renewed), a late run of that watch closes nothing.
+	c.reset(time.Time{})
+	c.abortable = true // as watch does: Done is a channel of its own without a deadline
+	done := c.Done()
+	x.cancel()
+	awaitClosed(t, done, "Done at the parent's end")
+	c.stop()
+	x.renew()
+	c.reset(time.Now().Add(time.Minute))
+	c.Done()
+	c.fireParent() // the end's watch, running late
+	open("the attempt after the parent was renewed")
+	c.stop()
+}
