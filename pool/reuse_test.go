@@ -208,13 +208,7 @@ func TestDeadlineAcrossReuse(t *testing.T) {
 	cm, store := newClusterManager(t, staticCluster("", s.addr))
 	m := newManager(t, cm, store, nil)
 	h := onlyHost(t, m)
-	get := func(d time.Duration, path string) error {
-		ctx := context.Background()
-		if d > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, d)
-			defer cancel()
-		}
+	do := func(ctx context.Context, path string) error {
 		var resp Response
 		if err := m.RoundTrip(ctx, h, &Request{Method: "GET", Path: path, Host: "example.com"}, &resp); err != nil {
 			return err
@@ -226,12 +220,27 @@ func TestDeadlineAcrossReuse(t *testing.T) {
 		}
 		return nil
 	}
+	get := func(d time.Duration, path string) error {
+		ctx := context.Background()
+		if d > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+		}
+		return do(ctx, path)
+	}
 
-	// A deadline that passes while the connection is idle.
-	if err := get(150*time.Millisecond, "/short"); err != nil {
+	// A deadline that passes while the connection is idle. It leaves the exchange (a dial
+	// too) a second: 150 ms ran out under load (-race, load 28); the test then waits for the
+	// socket's deadline itself (set 1/deadlineLateness of the timeout later than the
+	// context's) rather than sleeping past a guess of it.
+	short, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := do(short, "/short"); err != nil {
 		t.Fatalf("GET /short = %v", err)
 	}
-	time.Sleep(300 * time.Millisecond) // the deadline passes on the idle connection
+	dl, _ := short.Deadline()
+	<-time.After(time.Until(dl.Add(time.Second/deadlineLateness + time.Millisecond))) // it passes on the idle connection
 	if err := get(0, "/after-expiry"); err != nil {
 		t.Fatalf("GET after the previous deadline passed = %v; want nil", err)
 	}
