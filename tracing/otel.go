@@ -164,9 +164,15 @@ func (o *OTel) send(batch []*Span) {
 	}
 }
 
+// otlpSpan is s as an OTLP span. Its ids share one array, and its attributes' messages are
+// made a kind at a time (one array of each for all the tags) rather than three a tag: a span
+// of 16 tags and a parent took 57 allocations, and takes 6.
 func otlpSpan(s *Span) *tracev1.Span {
+	ids := make([]byte, 32)
+	copy(ids, s.TraceID[:])
+	copy(ids[16:], s.SpanID[:])
 	sp := &tracev1.Span{
-		TraceId: append([]byte(nil), s.TraceID[:]...), SpanId: append([]byte(nil), s.SpanID[:]...),
+		TraceId: ids[:16:16], SpanId: ids[16:24:24],
 		Name: s.Name, Kind: tracev1.Span_SPAN_KIND_SERVER,
 		StartTimeUnixNano: uint64(s.Start.UnixNano()), EndTimeUnixNano: uint64(s.End.UnixNano()),
 	}
@@ -174,10 +180,20 @@ func otlpSpan(s *Span) *tracev1.Span {
 		sp.Kind = tracev1.Span_SPAN_KIND_CLIENT
 	}
 	if s.Parent != [8]byte{} {
-		sp.ParentSpanId = append([]byte(nil), s.Parent[:]...)
+		sp.ParentSpanId = ids[24:32:32]
+		copy(sp.ParentSpanId, s.Parent[:])
 	}
-	for _, t := range s.Tags {
-		sp.Attributes = append(sp.Attributes, strAttr(t.Key, t.Value))
+	if n := len(s.Tags); n > 0 {
+		kvs := make([]commonv1.KeyValue, n)
+		anys := make([]commonv1.AnyValue, n)
+		strs := make([]commonv1.AnyValue_StringValue, n)
+		sp.Attributes = make([]*commonv1.KeyValue, n)
+		for i, t := range s.Tags {
+			strs[i].StringValue = t.Value
+			anys[i].Value = &strs[i]
+			kvs[i].Key, kvs[i].Value = t.Key, &anys[i]
+			sp.Attributes[i] = &kvs[i]
+		}
 	}
 	if s.Error {
 		sp.Status = &tracev1.Status{Code: tracev1.Status_STATUS_CODE_ERROR}
@@ -186,8 +202,4 @@ func otlpSpan(s *Span) *tracev1.Span {
 		sp.Events = append(sp.Events, &tracev1.Span_Event{TimeUnixNano: uint64(ev.Time.UnixNano()), Name: ev.Name})
 	}
 	return sp
-}
-
-func strAttr(k, v string) *commonv1.KeyValue {
-	return &commonv1.KeyValue{Key: k, Value: &commonv1.AnyValue{Value: &commonv1.AnyValue_StringValue{StringValue: v}}}
 }
