@@ -715,7 +715,7 @@ func (c *h1conn) ioError(ctx context.Context, err error) error {
 
 // finishH1 ends an HTTP/1.1 exchange at Response.Close, at end (zero: now; system: end is a
 // reading of the system clock).
-func (ex exchange) finishH1(end time.Time, system bool) error {
+func (ex *exchange) finishH1(end time.Time, system bool) error {
 	c, hp := ex.h1, ex.hp
 	idle := end // the connection's idle start, when a reading of the system clock (releaseH1At)
 	switch {

@@ -538,7 +538,7 @@ func negotiatedTLS(conn net.Conn) bool {
 }
 
 // finishH2 ends an HTTP/2 exchange at Response.Close, at end (zero: now).
-func (ex exchange) finishH2(end time.Time) error {
+func (ex *exchange) finishH2(end time.Time) error {
 	b, hp := ex.h2, ex.hp
 	cut := ex.clock.stop() // max_stream_duration reset the stream
 	complete := b.done

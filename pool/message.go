@@ -210,13 +210,16 @@ func (r *Response) Close() error { return r.CloseAt(time.Time{}, false) }
 // clock, which then also stamps the connection's idle start (the idle timer's clock). The
 // caller knows which clock it read at no cost; telling it from the reading costs a call.
 func (r *Response) CloseAt(end time.Time, system bool) error {
-	ex := r.ex
-	r.ex = exchange{}
 	r.Body = nil
+	ex := &r.ex
 	if ex.hp == nil {
 		return nil
 	}
-	return ex.finish(end, system)
+	// Ended in place and zeroed after, not copied out first (a copy and two more for the
+	// calls by value were about 60 instructions a request): nothing in finish reads r.
+	err := ex.finish(end, system)
+	*ex = exchange{}
+	return err
 }
 
 // Conn returns the upstream connection the response came on (a TCP proxy tunnel reports its

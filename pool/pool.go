@@ -102,7 +102,10 @@ type Manager struct {
 	socketTLS    func(*host.Host, int) *tls.Config
 	// byAuthority: upstream_http_protocol_options asks for each request's authority as the
 	// TLS name, so a host's connections are pooled per name (hostPool.keyed).
-	byAuthority    bool
+	byAuthority bool
+	// mayKey: byAuthority, or a transport socket sends a PROXY protocol header; without
+	// either, only the downstream's original_src source keys a pool (keyOf).
+	mayKey         bool
 	sniHeader      string // override_auto_sni_header, lower case; "" for none
 	keyedLimit     int    // maxKeyedPools (tests lower it)
 	tlsStats       func() *tlsutil.Stats
@@ -180,7 +183,9 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 			return nil, fmt.Errorf("cluster %q: %w", cc.Name, err)
 		}
 		m.wrappers[i] = w
+		m.mayKey = m.mayKey || w.ProxyProtocol != nil
 	}
+	m.mayKey = m.mayKey || m.byAuthority
 	if m.head.fields == 0 {
 		m.head.fields = config.DefaultMaxResponseHeadersCount
 	}
@@ -330,6 +335,11 @@ func (m *Manager) RoundTrip(ctx context.Context, h *host.Host, req *Request, res
 	if err != nil {
 		return err
 	}
+	// Only a request from an original_src connection can have a key when the cluster's
+	// settings give none (mayKey): keyOf and the test of its key were about 70 instructions.
+	if o := req.Origin; !m.mayKey && (o == nil || o.UpstreamSource() == nil) {
+		return m.roundTrip(ctx, hp, req, resp)
+	}
 	if k := m.keyOf(h, req); k != (poolKey{}) {
 		hp = hp.keyed(k, req.Origin)
 		err = m.roundTrip(ctx, hp, req, resp)
@@ -353,7 +363,10 @@ func (m *Manager) roundTrip(ctx context.Context, hp *hostPool, req *Request, res
 		m.st.UpstreamRqPendingOverflow.Inc()
 		return m.errRqOverflow
 	}
-	ex := exchange{hp: hp, prio: prio, start: req.Start, line: req.Line}
+	// The exchange is built in the response, which RoundTrip's Close left zero, rather than
+	// on the stack and copied there at the end (about 50 instructions a request).
+	ex := &resp.ex
+	ex.hp, ex.prio, ex.start, ex.line = hp, prio, req.Start, req.Line
 	if ex.start.IsZero() {
 		ex.start = m.now()
 	}
@@ -375,10 +388,10 @@ func (m *Manager) roundTrip(ctx context.Context, hp *hostPool, req *Request, res
 	}
 	if err != nil {
 		ex.ended(outcomeOf(err), 0)
+		*ex = exchange{} // Close has nothing to end
 		return err
 	}
 	ex.status = resp.StatusCode
-	resp.ex = ex
 	return nil
 }
 
@@ -454,7 +467,7 @@ func (ex *exchange) endedAt(o outcome, status int, end time.Time) {
 
 // finish ends the exchange when the caller closes the Response, at end (zero: now; system:
 // end is a reading of the system clock).
-func (ex exchange) finish(end time.Time, system bool) error {
+func (ex *exchange) finish(end time.Time, system bool) error {
 	if ex.h1 != nil {
 		return ex.finishH1(end, system)
 	}
