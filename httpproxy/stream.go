@@ -1150,7 +1150,7 @@ func (s *stream) copyBody(resp *pool.Response) (int64, error) {
 		s.bytesOut += n
 		return n, err
 	}
-	n, err := s.hw.copyFrom(r, resp)
+	n, err := s.hw.copyFrom(r, resp, s.respRW == nil)
 	s.bytesOut += n
 	return n, err
 }

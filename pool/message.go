@@ -188,6 +188,13 @@ func (r *Response) Get(name string) []byte {
 	return nil
 }
 
+// BodyEnded reports whether Body was read to its end without error, so that its next read
+// returns io.EOF: known only of an HTTP/1.1 body (false otherwise).
+func (r *Response) BodyEnded() bool {
+	c := r.ex.h1
+	return c != nil && r.Body != nil && c.body.complete()
+}
+
 // BodyReady reports whether Body can be read without waiting for the upstream: the body has
 // ended, or bytes of it are buffered. It is false when that is not known (HTTP/2), so a
 // caller that forwards a response as it arrives flushes what it has before reading on.
