@@ -20,13 +20,12 @@ import (
 // share and serves.
 func TestSecondInstanceSameBaseIDFailsClearly(t *testing.T) {
 	baseID := strconv.Itoa(1000 + rand.IntN(50000))
-	port := freePort(t)
-	cfg := writeConfig(t, fmt.Sprintf(`
+	listener := `
 admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
 static_resources:
   listeners:
   - name: tcp
-    address: {socket_address: {address: 127.0.0.1, port_value: %d}}
+    address: {socket_address: {address: 127.0.0.1, port_value: %v}}
     filter_chains:
     - filters:
       - name: envoy.filters.network.tcp_proxy
@@ -34,8 +33,13 @@ static_resources:
   clusters:
   - name: backend
     load_assignment: {cluster_name: backend, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: 1}}}}]}]}
-`, port))
-	first := start(t, "-c", cfg, "--base-id", baseID)
+`
+	// The first instance binds a port the kernel picks; the second is given the same
+	// configuration with that port, which it cannot bind either.
+	first := start(t, "-c", writeConfig(t, fmt.Sprintf(listener, 0)), "--base-id", baseID)
+	addr := first.boundListenerAddr("tcp")
+	_, port, _ := net.SplitHostPort(addr)
+	cfg := writeConfig(t, fmt.Sprintf(listener, port))
 	// A configuration whose addresses are all free: only the base id is shared.
 	bindable := writeConfig(t, minimalConfig)
 
@@ -65,8 +69,8 @@ static_resources:
 	if code, _, _ := first.get("/ready"); code != 200 {
 		t.Errorf("first instance no longer ready")
 	}
-	if !strings.Contains(first.listenerAddr("tcp"), strconv.Itoa(port)) {
-		t.Errorf("first instance lost its listener")
+	if got := first.listenerAddr("tcp"); got != addr {
+		t.Errorf("first instance's listener on %s; want still %s", got, addr)
 	}
 }
 

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -63,10 +62,9 @@ func TestControlPlaneBootstrapsReachXDS(t *testing.T) {
 					t.Fatalf("no discovery request with node %q within 20 s", tc.node)
 				}
 			}
-			lport := freePort(t)
 			// Clusters are published too, empty: a bootstrap waiting for its first CDS answer
 			// (Istio's initial_fetch_timeout 0s) is not LIVE before it.
-			cp.Set("1", map[resourcev3.Type][]types.Resource{resourcev3.ClusterType: {}, resourcev3.ListenerType: {hcmListener(t, "from_control_plane", lport, `      route_config:
+			cp.Set("1", map[resourcev3.Type][]types.Resource{resourcev3.ClusterType: {}, resourcev3.ListenerType: {hcmListener(t, "from_control_plane", 0, `      route_config:
         virtual_hosts:
         - name: all
           domains: ["*"]
@@ -82,7 +80,7 @@ func TestControlPlaneBootstrapsReachXDS(t *testing.T) {
 				}
 			})
 			p.waitAdmin() // LIVE once the server's answers end the initial fetches
-			url := fmt.Sprintf("http://127.0.0.1:%d/", lport)
+			url := "http://" + p.boundListenerAddr("from_control_plane") + "/"
 			for {
 				if code, _, body := tryGet(url); code == 200 && body == "served" {
 					break

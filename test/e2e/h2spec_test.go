@@ -180,7 +180,6 @@ func TestH2spec(t *testing.T) {
 		io.Copy(io.Discard, r.Body)
 		io.WriteString(w, "ok")
 	}))
-	autoPort, h2cPort, tlsPort := freePort(t), freePort(t), freePort(t)
 	hcm := `
       - name: envoy.filters.network.http_connection_manager
         typed_config:
@@ -200,15 +199,15 @@ admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
 static_resources:
   listeners:
   - name: auto
-    address: {socket_address: {address: 127.0.0.1, port_value: ` + strconv.Itoa(autoPort) + `}}
+    address: {socket_address: {address: 127.0.0.1, port_value: 0}}
     filter_chains:
     - filters:` + fmt.Sprintf(hcm, "auto", "AUTO") + `
   - name: h2c
-    address: {socket_address: {address: 127.0.0.1, port_value: ` + strconv.Itoa(h2cPort) + `}}
+    address: {socket_address: {address: 127.0.0.1, port_value: 0}}
     filter_chains:
     - filters:` + fmt.Sprintf(hcm, "h2c", "HTTP2") + `
   - name: h2tls
-    address: {socket_address: {address: 127.0.0.1, port_value: ` + strconv.Itoa(tlsPort) + `}}
+    address: {socket_address: {address: 127.0.0.1, port_value: 0}}
     filter_chains:
     - transport_socket:
         name: envoy.transport_sockets.tls
@@ -227,7 +226,9 @@ static_resources:
       cluster_name: up
       endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: ` + strconv.Itoa(up.Addr().(*net.TCPAddr).Port) + `}}}}]}]
 `
-	start(t, "-c", writeConfig(t, cfg))
+	p := start(t, "-c", writeConfig(t, cfg))
+	// The listeners bind ports the kernel picks (port_value 0), read back from /listeners.
+	autoPort, h2cPort, tlsPort := p.boundListenerPort("auto"), p.boundListenerPort("h2c"), p.boundListenerPort("h2tls")
 	plainC, plainTLS := plainH2(t, tlsCert(leaf))
 	for _, tc := range []struct {
 		name         string

@@ -15,7 +15,8 @@ import (
 )
 
 // upstreamEnv makes the test binary an HTTP upstream instead of running tests: it serves 200 on
-// every path at the address in the variable, prints "listening" and runs until killed.
+// every path at the address in the variable (port 0: one the kernel picks), prints "listening"
+// and the bound address, and runs until killed.
 const upstreamEnv = "LEGATE_E2E_UPSTREAM"
 
 func init() {
@@ -28,7 +29,7 @@ func init() {
 		fmt.Fprintln(os.Stderr, "upstream:", err)
 		os.Exit(2)
 	}
-	fmt.Println("listening")
+	fmt.Println("listening", ln.Addr())
 	err = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 	}))
@@ -44,13 +45,15 @@ type upstream struct {
 	done chan struct{}
 }
 
-// freeAddr returns a loopback address with a port that was free a moment ago.
+// freeAddr returns a loopback address with a port that was free a moment ago, reserved
+// against other e2e tests (freePort), for a server that must bind the same address again.
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 }
 
-// startUpstream runs an upstream process on addr and waits until it listens.
+// startUpstream runs an upstream process on addr (port 0: one the kernel picks) and waits
+// until it listens; the upstream's addr is the bound address.
 func startUpstream(t *testing.T, addr string) *upstream {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -63,11 +66,15 @@ func startUpstream(t *testing.T, addr string) *upstream {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	u := &upstream{t: t, addr: addr, cmd: cmd, done: make(chan struct{})}
-	ready := make(chan bool, 1)
+	u := &upstream{t: t, cmd: cmd, done: make(chan struct{})}
+	ready := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
-		ready <- sc.Scan() && sc.Text() == "listening"
+		bound := ""
+		if sc.Scan() {
+			bound, _ = strings.CutPrefix(sc.Text(), "listening ")
+		}
+		ready <- bound
 		for sc.Scan() {
 		}
 		cmd.Wait()
@@ -75,8 +82,8 @@ func startUpstream(t *testing.T, addr string) *upstream {
 	}()
 	t.Cleanup(u.kill)
 	select {
-	case ok := <-ready:
-		if !ok {
+	case u.addr = <-ready:
+		if u.addr == "" {
 			t.Fatalf("upstream on %s did not start", addr)
 		}
 	case <-time.After(20 * time.Second):
@@ -128,8 +135,10 @@ func TestActiveHealthCheckKilledUpstream(t *testing.T) {
 		// slack covers the admin polling period and a race-instrumented binary on a busy machine.
 		slack = 400 * time.Millisecond
 	)
+	// a is restarted on its address below, so that address is picked (and reserved) first; b
+	// binds a port the kernel picks.
 	a := startUpstream(t, freeAddr(t))
-	b := startUpstream(t, freeAddr(t))
+	b := startUpstream(t, "127.0.0.1:0")
 	events := filepath.Join(t.TempDir(), "hc_events.log")
 	endpoint := func(addr string) string {
 		h, port, _ := net.SplitHostPort(addr)

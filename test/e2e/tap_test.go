@@ -82,8 +82,8 @@ func headerOf(m *tapdatav3.HttpBufferedTrace_Message, key string) string {
 // requests only, with their headers; it ends cleanly when the client disconnects, after
 // which a new session can attach.
 func TestTapAdminSession(t *testing.T) {
-	addr := freeAddr(t)
-	p := start(t, "-c", writeConfig(t, minimalConfig+tapListener(addr, `{admin_config: {config_id: demo}}`)))
+	p := start(t, "-c", writeConfig(t, minimalConfig+tapListener("127.0.0.1:0", `{admin_config: {config_id: demo}}`)))
+	addr := p.boundListenerAddr("web")
 	if code, _, body := p.post("/tap"); code != http.StatusBadRequest || body != "/tap requires a JSON/YAML body" {
 		t.Errorf("POST /tap without a body = %d %q; want 400 and Envoy's reason", code, body)
 	}
@@ -171,12 +171,12 @@ func TestTapUnavailableWithoutFilter(t *testing.T) {
 // TestTapFilePerTap: a static file_per_tap configuration writes one parseable
 // TraceWrapper file per matching request.
 func TestTapFilePerTap(t *testing.T) {
-	addr := freeAddr(t)
 	prefix := filepath.Join(t.TempDir(), "trace")
-	start(t, "-c", writeConfig(t, minimalConfig+tapListener(addr, `
+	p := start(t, "-c", writeConfig(t, minimalConfig+tapListener("127.0.0.1:0", `
                 static_config:
                   match: {http_request_headers_match: {headers: [{name: ":path", string_match: {exact: "/file"}}]}}
                   output_config: {sinks: [{format: JSON_BODY_AS_BYTES, file_per_tap: {path_prefix: "`+prefix+`"}}]}`)))
+	addr := p.boundListenerAddr("web")
 	sendRequest(t, addr, "/file")
 	sendRequest(t, addr, "/other")
 	sendRequest(t, addr, "/file")
@@ -210,15 +210,15 @@ func TestTapBodiesAndStatus(t *testing.T) {
 		w.Write(append([]byte("echo: "), b...))
 	}))
 	t.Cleanup(up.Close)
-	addr := freeAddr(t)
 	_, upPort, _ := strings.Cut(up.Listener.Addr().String(), ":")
-	cfg := strings.Replace(minimalConfig, "port_value: 1}", "port_value: "+upPort+"}", 1) + tapListener(addr, `{admin_config: {config_id: demo}}`)
+	cfg := strings.Replace(minimalConfig, "port_value: 1}", "port_value: "+upPort+"}", 1) + tapListener("127.0.0.1:0", `{admin_config: {config_id: demo}}`)
 	cfg = strings.Replace(cfg, `              - match: {prefix: "/"}
                 direct_response:`, `              - match: {prefix: "/echo"}
                 route: {cluster: backend}
               - match: {prefix: "/"}
                 direct_response:`, 1)
 	p := start(t, "-c", writeConfig(t, cfg))
+	addr := p.boundListenerAddr("web")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.admin+"/tap", strings.NewReader(`
@@ -290,7 +290,7 @@ tap_config:
 func TestTapGoneWithLastFilter(t *testing.T) {
 	xds := xdstest.New(t, xdstest.Options{Node: "e2e-tap", ADS: true})
 	// The listener is tapListener's, decoded from its YAML into the LDS resource.
-	j, err := yaml.YAMLToJSON([]byte(tapListener(freeAddr(t), `{admin_config: {config_id: demo}}`)))
+	j, err := yaml.YAMLToJSON([]byte(tapListener("127.0.0.1:0", `{admin_config: {config_id: demo}}`)))
 	if err != nil {
 		t.Fatal(err)
 	}

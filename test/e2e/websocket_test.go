@@ -162,8 +162,7 @@ func TestWebSocketOverLDS(t *testing.T) {
 	backend := wsBackend(t)
 	xds := xdstest.New(t, xdstest.Options{Node: "e2e-ws", ADS: true})
 	cfg := adsBootstrap("e2e-ws", xds, []string{"lds_config"}, clusterYAML("backend", backend.Listener.Addr().String(), false))
-	port := freePort(t)
-	xds.Set("v1", map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: {hcmListener(t, "ws", port, `      route_config:
+	xds.Set("v1", map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: {hcmListener(t, "ws", 0, `      route_config:
         virtual_hosts:
         - name: all
           domains: ["*"]
@@ -174,7 +173,7 @@ func TestWebSocketOverLDS(t *testing.T) {
 	p := start(t, "-c", writeConfig(t, cfg))
 	p.waitStatAtLeast("listener_manager.lds.update_success", 1)
 	p.waitStatAtLeast("listener_manager.total_listeners_active", 1)
-	wsSession(t, loopback(port), "over lds")
+	wsSession(t, p.boundListenerAddr("ws"), "over lds")
 	if got, _ := p.stat("listener_manager.lds.update_rejected"); got != 0 {
 		t.Errorf("listener_manager.lds.update_rejected = %d; want 0", got)
 	}

@@ -60,8 +60,7 @@ func TestXDSECDSTapAndNACK(t *testing.T) {
 	defer upstream.Close()
 	xds := xdstest.New(t, xdstest.Options{Node: "e2e-ecds", ADS: true})
 	cfg := adsBootstrap("e2e-ecds", xds, []string{"lds_config"}, clusterYAML("backend", upstream.Listener.Addr().String(), false))
-	lport := freePort(t)
-	listener := ecdsTapListener(t, lport)
+	listener := ecdsTapListener(t, 0) // the kernel picks the port; read back below
 	push := func(version string, tc proto.Message) {
 		t.Helper()
 		a, err := anypb.New(tc)
@@ -77,10 +76,11 @@ func TestXDSECDSTapAndNACK(t *testing.T) {
 	fromYAMLProto(t, `common_config: {admin_config: {config_id: ecds}}`, &adminTap)
 	push("v1", &adminTap)
 	p := start(t, "-c", writeConfig(t, cfg))
+	addr := p.boundListenerAddr("tapped")
 
 	client := &http.Client{Timeout: 5 * time.Second}
 	post := func(path, body string) (int, string) {
-		resp, err := client.Post(fmt.Sprintf("http://127.0.0.1:%d%s", lport, path), "text/plain", strings.NewReader(body))
+		resp, err := client.Post("http://"+addr+path, "text/plain", strings.NewReader(body))
 		if err != nil {
 			return 0, err.Error()
 		}

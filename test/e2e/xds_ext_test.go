@@ -46,8 +46,7 @@ func TestXDSScopedRoutesECDSAndGRPCAccessLog(t *testing.T) {
 	xds := xdstest.New(t, xdstest.Options{Node: "e2e-srds", ADS: true})
 	cfg := adsBootstrap("e2e-srds", xds, []string{"lds_config"},
 		clusterYAML("backend", upstream.Listener.Addr().String(), false), clusterYAML("als", als.addr, true))
-	lport := freePort(t)
-	l := hcmListener(t, "ingress", lport, srdsScopes+`
+	l := hcmListener(t, "ingress", 0, srdsScopes+`
       http_filters:
       - name: hc
         config_discovery:
@@ -78,9 +77,10 @@ func TestXDSScopedRoutesECDSAndGRPCAccessLog(t *testing.T) {
 		resourcev3.ExtensionConfigType: {&corev3.TypedExtensionConfig{Name: "hc", TypedConfig: hcAny}},
 	})
 	p := start(t, "-c", writeConfig(t, cfg))
+	addr := p.boundListenerAddr("ingress")
 	client := &http.Client{Timeout: 5 * time.Second}
 	get := func(path, scope string) (int, string) {
-		return scopedRequest(client, "GET", fmt.Sprintf("http://127.0.0.1:%d%s", lport, path), "", scope, "")
+		return scopedRequest(client, "GET", "http://"+addr+path, "", scope, "")
 	}
 	waitXDS(t, xds, "scope a", func() bool { s, b := get("/x", "a"); return s == 200 && b == "scope a" })
 	for _, tc := range []struct {
@@ -163,22 +163,22 @@ func TestXDSUpstreamSDS(t *testing.T) {
 			PrivateKey:       &corev3.DataSource{Specifier: &corev3.DataSource_InlineBytes{InlineBytes: c.KeyPEM}},
 		}}}
 	}
-	lport := freePort(t)
 	set := func(version string, s *tlsv3.Secret) {
 		t.Helper()
 		tlsCluster := proto.Clone(tlsCluster).(*clusterv3.Cluster) // each version a new cluster object
 		xds.Set(version, map[resourcev3.Type][]types.Resource{
 			resourcev3.ClusterType:  {tlsCluster},
-			resourcev3.ListenerType: {ldsListener(t, lport, "r1")},
+			resourcev3.ListenerType: {ldsListener(t, 0, "r1")}, // the kernel picks the port
 			resourcev3.RouteType:    {routeTo("r1", clusterRoute("tls"))},
 			resourcev3.SecretType:   {s},
 		})
 	}
 	set("v1", secret(ca.Issue(t, tlstest.Options{CommonName: "client-a"})))
 	p := start(t, "-c", writeConfig(t, cfg))
+	url := "http://" + p.boundListenerAddr("dyn") + "/"
 	client := &http.Client{Timeout: 5 * time.Second}
 	get := func() string {
-		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/", lport))
+		resp, err := client.Get(url)
 		if err != nil {
 			return err.Error()
 		}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -176,6 +177,17 @@ func (p *proc) boundListenerAddr(name string) string {
 		return false
 	})
 	return addr
+}
+
+// boundListenerPort is boundListenerAddr's port.
+func (p *proc) boundListenerPort(name string) int {
+	p.t.Helper()
+	_, port, _ := net.SplitHostPort(p.boundListenerAddr(name))
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		p.t.Fatalf("listener %s: port %q: %v", name, port, err)
+	}
+	return n
 }
 
 // onDemandFilters is an hcmListener http_filters list: on_demand, then the router.

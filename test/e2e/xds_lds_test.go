@@ -73,9 +73,11 @@ func directRoute(body string) *routev3.Route {
 	}}}
 }
 
-// freePort returns a port nothing listens on now, for a listener the test names in a
-// configuration before Legate binds it (a test that can read the port back uses port_value 0
-// instead: boundListenerAddr). It comes from below Linux's ephemeral range (32768 and up): a
+// freePort returns a port nothing listens on now, for a test that must know a port before
+// anything binds it: one it shows was never bound, or one a server binds again after a
+// restart. Every other test lets the kernel pick (port_value 0, or 127.0.0.1:0) and reads the
+// bound port back (boundListenerAddr): a port picked beforehand can be taken by another
+// process before its bind, which the lock below only prevents among e2e tests. It comes from below Linux's ephemeral range (32768 and up): a
 // port the kernel handed out for port 0 and took back could be handed out again at once, to
 // the admin listener Legate binds on port 0 before its data plane; and from below the bench
 // scripts' fixed ports (26180 and up). The port stays reserved until the test ends, by a lock
@@ -120,15 +122,15 @@ func TestXDSListenersAndRoutesOverADS(t *testing.T) {
 	defer upstream.Close()
 	xds := xdstest.New(t, xdstest.Options{Node: "e2e-lds", ADS: true})
 	cfg := adsBootstrap("e2e-lds", xds, []string{"lds_config"}, clusterYAML("backend", upstream.Listener.Addr().String(), false))
-	lport := freePort(t)
 	set := func(version string, ls []types.Resource, rcs ...types.Resource) {
 		t.Helper()
 		xds.Set(version, map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: ls, resourcev3.RouteType: rcs})
 	}
-	listeners := []types.Resource{ldsListener(t, lport, "r1")}
+	listeners := []types.Resource{ldsListener(t, 0, "r1")} // the kernel picks the port
 	set("v1", listeners, routeTo("r1", clusterRoute("backend")))
 	p := start(t, "-c", writeConfig(t, cfg))
-	url := fmt.Sprintf("http://127.0.0.1:%d/", lport)
+	addr := p.boundListenerAddr("dyn")
+	url := "http://" + addr + "/"
 	client := &http.Client{Timeout: 5 * time.Second}
 	get := func() (string, error) {
 		resp, err := client.Get(url)
@@ -193,7 +195,7 @@ func TestXDSListenersAndRoutesOverADS(t *testing.T) {
 	// Removing the listener closes its port.
 	set("v4", nil, routeTo("r1", directRoute("rds-v2")))
 	waitXDS(t, xds, "the listener to go away", func() bool {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", lport), time.Second)
+		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
 			return true
 		}
@@ -220,16 +222,16 @@ func TestLDSStartsAfterCDS(t *testing.T) {
 		t.Fatal(err)
 	}
 	xds := xdstest.New(t, xdstest.Options{Node: "e2e-lds-cds", ADS: true})
-	lport := freePort(t)
 	xds.Set("v1", map[resourcev3.Type][]types.Resource{
 		resourcev3.ClusterType:  {staticCluster("backend", uint32(port))},
-		resourcev3.ListenerType: {ldsListener(t, lport, "r1")},
+		resourcev3.ListenerType: {ldsListener(t, 0, "r1")}, // the kernel picks the port
 		resourcev3.RouteType:    {routeTo("r1", clusterRoute("backend"))},
 	})
-	start(t, "-c", writeConfig(t, adsBootstrap("e2e-lds-cds", xds, []string{"cds_config", "lds_config"})))
+	p := start(t, "-c", writeConfig(t, adsBootstrap("e2e-lds-cds", xds, []string{"cds_config", "lds_config"})))
+	url := "http://" + p.boundListenerAddr("dyn") + "/"
 	client := &http.Client{Timeout: 5 * time.Second}
 	waitXDS(t, xds, "the LDS listener to proxy to the CDS cluster", func() bool {
-		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/", lport))
+		resp, err := client.Get(url)
 		if err != nil {
 			return false
 		}

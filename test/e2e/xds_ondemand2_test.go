@@ -35,11 +35,11 @@ func TestXDSOnDemand2(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	cfg := adsBootstrap("e2e-ondemand2", xds, []string{"lds_config"}, clusterYAML("echo", up.Listener.Addr().String(), false))
-	nport, vport, iport := freePort(t), freePort(t), freePort(t)
-	nackListener := hcmListener(t, "nacked", nport, rdsOverADS("bad")+onDemandFilters)
-	vhdsListener := hcmListener(t, "od2", vport, rdsOverADS("r2")+onDemandFilters)
+	// The listeners bind ports the kernel picks, read back from /listeners.
+	nackListener := hcmListener(t, "nacked", 0, rdsOverADS("bad")+onDemandFilters)
+	vhdsListener := hcmListener(t, "od2", 0, rdsOverADS("r2")+onDemandFilters)
 	inline := func(body string, domains string) *listenerv3.Listener {
-		return hcmListener(t, "inl", iport, inlineScope("inl", domains, body, onDemandFilters))
+		return hcmListener(t, "inl", 0, inlineScope("inl", domains, body, onDemandFilters))
 	}
 	goodInline := inline("inline-v1", `["*"]`)
 	badInline := inline("inline-v2", `["x.example", "x.example"]`) // duplicate domains: does not compile
@@ -63,6 +63,7 @@ virtual_hosts:
 	}
 	set("v1", goodInline, echoHost("r2/other", "other.example"))
 	p := start(t, "-c", writeConfig(t, cfg))
+	nport, vport, iport := p.boundListenerPort("nacked"), p.boundListenerPort("od2"), p.boundListenerPort("inl")
 
 	client := &http.Client{Timeout: 15 * time.Second}
 	send := func(method string, port int, hostHeader, scope, body string) (int, string) {

@@ -25,10 +25,10 @@ func TestXDSOnDemand(t *testing.T) {
 	// configuration of the snapshot, and the on-demand scope's is not asked for at first.
 	xds := xdstest.New(t, xdstest.Options{Node: "e2e-ondemand"})
 	cfg := adsBootstrap("e2e-ondemand", xds, []string{"lds_config"})
-	vport, sport, iport := freePort(t), freePort(t), freePort(t)
-	vhdsListener := hcmListener(t, "vhds", vport, rdsOverADS("r1")+onDemandFilters)
-	scopedListener := hcmListener(t, "scoped", sport, srdsScopes+onDemandFilters)
-	inlineListener := hcmListener(t, "inline", iport, inlineScope("inline", `["*"]`, "inline", routerFilter))
+	// The listeners bind ports the kernel picks, read back from /listeners.
+	vhdsListener := hcmListener(t, "vhds", 0, rdsOverADS("r1")+onDemandFilters)
+	scopedListener := hcmListener(t, "scoped", 0, srdsScopes+onDemandFilters)
+	inlineListener := hcmListener(t, "inline", 0, inlineScope("inline", `["*"]`, "inline", routerFilter))
 
 	r1 := vhdsRouteConfig(t, "r1")
 	set := func(version string, vhosts ...types.Resource) {
@@ -42,6 +42,7 @@ func TestXDSOnDemand(t *testing.T) {
 	}
 	set("v1", virtualHost("r1/other", "other.example", directRoute("other")))
 	p := start(t, "-c", writeConfig(t, cfg))
+	vport, sport, iport := p.boundListenerPort("vhds"), p.boundListenerPort("scoped"), p.boundListenerPort("inline")
 
 	client := &http.Client{Timeout: 10 * time.Second}
 	get := func(port int, hostHeader, scopeHeader string) (int, string) {

@@ -309,11 +309,10 @@ func TestXDSSourcesLDSAndRDS(t *testing.T) {
 			node := "e2e-sources-" + strings.ReplaceAll(strings.ToLower(tc.name), " ", "-")
 			xds := newSourcesServer(t, node)
 			lds, rds, pub := tc.setup(t, xds)
-			lport := freePort(t)
-			listeners := []types.Resource{rdsListener(t, lport, "r1", rds)}
+			listeners := []types.Resource{rdsListener(t, 0, "r1", rds)} // the kernel picks the port
 			pub("v1", listeners, []types.Resource{routeTo("r1", clusterRoute("a"))})
 			p := start(t, "-c", writeConfig(t, sourcesBootstrap(t, node, lds, aPort, bPort, xds)))
-			url := fmt.Sprintf("http://127.0.0.1:%d/", lport)
+			url := "http://" + p.boundListenerAddr("dyn") + "/"
 			client := &http.Client{Timeout: 5 * time.Second}
 			eventually(t, "the listener to route to cluster a", func() bool { b, err := getBody(client, url); return err == nil && b == "A" })
 

@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -32,14 +30,13 @@ func TestStaticListenersDiscoverWithoutDynamicResources(t *testing.T) {
 		resourcev3.RouteType:           {routeTo("by_rds", clusterRoute("backend"))},
 		resourcev3.ExtensionConfigType: {&corev3.TypedExtensionConfig{Name: "tap", TypedConfig: mustAny(t, &adminTap)}},
 	})
-	rdsPort, ecdsPort := freePort(t), freePort(t)
 	const grpcSource = `{resource_api_version: V3, api_config_source: {api_type: GRPC, transport_api_version: V3, grpc_services: [{envoy_grpc: {cluster_name: xds}}]}}`
 	const router = `
       - name: envoy.filters.http.router
         typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}`
-	byRDS := hcmListener(t, "by_rds", rdsPort, `      rds: {route_config_name: by_rds, config_source: `+grpcSource+`}
+	byRDS := hcmListener(t, "by_rds", 0, `      rds: {route_config_name: by_rds, config_source: `+grpcSource+`}
       http_filters:`+router)
-	byECDS := hcmListener(t, "by_ecds", ecdsPort, `      route_config:
+	byECDS := hcmListener(t, "by_ecds", 0, `      route_config:
         virtual_hosts: [{name: all, domains: ["*"], routes: [{match: {prefix: "/"}, route: {cluster: backend}}]}]
       http_filters:
       - name: tap
@@ -53,9 +50,9 @@ static_resources:
 ` + clusterYAML("backend", upstream.Listener.Addr().String(), false) + xdsCluster(xds)
 	p := start(t, "-c", writeConfig(t, cfg))
 	client := &http.Client{Timeout: 5 * time.Second}
-	for _, port := range []int{rdsPort, ecdsPort} {
-		if got, err := getBody(client, "http://"+net.JoinHostPort("127.0.0.1", fmt.Sprint(port))+"/"); err != nil || got != "upstream" {
-			t.Errorf("GET through the listener on %d = %q, %v; want the upstream's answer", port, got, err)
+	for _, name := range []string{"by_rds", "by_ecds"} { // on ports the kernel picked
+		if got, err := getBody(client, "http://"+p.boundListenerAddr(name)+"/"); err != nil || got != "upstream" {
+			t.Errorf("GET through listener %s = %q, %v; want the upstream's answer", name, got, err)
 		}
 	}
 	if v, _ := p.stat("extension_config_discovery.http_filter.tap.config_reload"); v != 1 {

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -35,16 +34,18 @@ func directListener(t *testing.T, name string, port int, dir corev3.TrafficDirec
 // counted, the outbound ones applied.
 func TestLDSSkipsStoppedDirection(t *testing.T) {
 	xds := xdstest.New(t, xdstest.Options{Node: "e2e-stop", ADS: true})
-	in, out, in2, out2 := freePort(t), freePort(t), freePort(t), freePort(t)
+	// The listeners bind ports the kernel picks (0), read back from /listeners, except in2:
+	// the test dials its port to show that nothing was bound there, so that port is picked
+	// (and reserved against other e2e tests) first.
+	in2 := freePort(t)
 	const inbound, outbound = corev3.TrafficDirection_INBOUND, corev3.TrafficDirection_OUTBOUND
 	xds.Set("v1", map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: {
-		directListener(t, "in", in, inbound, "in-v1"), directListener(t, "out", out, outbound, "out-v1"),
+		directListener(t, "in", 0, inbound, "in-v1"), directListener(t, "out", 0, outbound, "out-v1"),
 	}})
 	p := start(t, "-c", writeConfig(t, adsBootstrap("e2e-stop", xds, []string{"lds_config"})))
+	in, out := p.boundListenerAddr("in"), p.boundListenerAddr("out")
 	client := &http.Client{Timeout: 5 * time.Second}
-	get := func(port int) (string, error) {
-		return getBody(client, "http://"+net.JoinHostPort("127.0.0.1", fmt.Sprint(port))+"/")
-	}
+	get := func(addr string) (string, error) { return getBody(client, "http://"+addr+"/") }
 	waitXDS(t, xds, "both v1 listeners", func() bool {
 		a, err1 := get(in)
 		b, err2 := get(out)
@@ -55,8 +56,8 @@ func TestLDSSkipsStoppedDirection(t *testing.T) {
 	}
 	accepted, _ := p.stat("listener_manager.lds.update_success")
 	xds.Set("v2", map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: {
-		directListener(t, "in", in, inbound, "in-v2"), directListener(t, "out", out, outbound, "out-v2"),
-		directListener(t, "in2", in2, inbound, "in2"), directListener(t, "out2", out2, outbound, "out2"),
+		directListener(t, "in", 0, inbound, "in-v2"), directListener(t, "out", 0, outbound, "out-v2"),
+		directListener(t, "in2", in2, inbound, "in2"), directListener(t, "out2", 0, outbound, "out2"),
 	}})
 	waitXDS(t, xds, "the v2 listeners accepted or rejected", func() bool {
 		ok, _ := p.stat("listener_manager.lds.update_success")
@@ -69,12 +70,12 @@ func TestLDSSkipsStoppedDirection(t *testing.T) {
 	if v, _ := p.stat("listener_manager.listener_stopped_skipped"); v != 2 {
 		t.Errorf("listener_manager.listener_stopped_skipped = %d; want 2 (in modified, in2 added)", v)
 	}
-	for port, want := range map[int]string{out: "out-v2", out2: "out2"} {
-		if got, err := get(port); err != nil || got != want {
-			t.Errorf("GET on outbound port %d = %q, %v; want %q", port, got, err, want)
+	for addr, want := range map[string]string{out: "out-v2", p.boundListenerAddr("out2"): "out2"} {
+		if got, err := get(addr); err != nil || got != want {
+			t.Errorf("GET on outbound %s = %q, %v; want %q", addr, got, err, want)
 		}
 	}
-	if got, err := get(in2); err == nil {
+	if got, err := get(loopback(in2)); err == nil {
 		t.Errorf("the skipped inbound listener in2 answers %q; want it never bound", got)
 	}
 }

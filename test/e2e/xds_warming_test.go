@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
@@ -59,10 +58,10 @@ type initDump struct {
 // arrives both clear.
 func TestListenerWarmingOnRDS(t *testing.T) {
 	xds := xdstest.New(t, xdstest.Options{Node: "e2e-warm", ADS: true})
-	port := freePort(t)
 	set := func(version string, rcs ...types.Resource) {
 		xds.Set(version, map[resourcev3.Type][]types.Resource{
-			resourcev3.ListenerType: {hcmListener(t, "warm", port, warmingListenerHCM("late_route"))},
+			// The kernel picks the port, read back once the listener is warm.
+			resourcev3.ListenerType: {hcmListener(t, "warm", 0, warmingListenerHCM("late_route"))},
 			resourcev3.RouteType:    rcs,
 		})
 	}
@@ -91,7 +90,7 @@ func TestListenerWarmingOnRDS(t *testing.T) {
 	if _, _, body := p.get("/init_dump?mask=listener"); body != "{}\n" {
 		t.Errorf("/init_dump?mask=listener once warm = %q; want {}", body)
 	}
-	if got, err := getBody(&http.Client{Timeout: 5 * time.Second}, fmt.Sprintf("http://127.0.0.1:%d/", port)); err != nil || got != "warm" {
+	if got, err := getBody(&http.Client{Timeout: 5 * time.Second}, "http://"+p.boundListenerAddr("warm")+"/"); err != nil || got != "warm" {
 		t.Errorf("GET through the warmed listener = %q, %v; want %q", got, err, "warm")
 	}
 }
@@ -102,7 +101,7 @@ func TestListenerWarmingOnRDS(t *testing.T) {
 func TestSignalWhileInitializing(t *testing.T) {
 	xds := xdstest.New(t, xdstest.Options{Node: "e2e-init", ADS: true})
 	xds.Set("v1", map[resourcev3.Type][]types.Resource{
-		resourcev3.ListenerType: {hcmListener(t, "stuck", freePort(t), warmingListenerHCM("never"))},
+		resourcev3.ListenerType: {hcmListener(t, "stuck", 0, warmingListenerHCM("never"))},
 	})
 	p := launch(t, "-c", writeConfig(t, adsBootstrap("e2e-init", xds, []string{"lds_config"})))
 	p.waitAdminAddr()
@@ -123,12 +122,12 @@ func TestSignalWhileInitializing(t *testing.T) {
 func TestStaticListenerInitDump(t *testing.T) {
 	xds := xdstest.New(t, xdstest.Options{Node: "e2e-static-init"})
 	const grpcSource = `{resource_api_version: V3, initial_fetch_timeout: 0s, api_config_source: {api_type: GRPC, transport_api_version: V3, grpc_services: [{envoy_grpc: {cluster_name: xds}}]}}`
-	waiting := hcmListener(t, "waiting", freePort(t), `      rds: {route_config_name: slow_route, config_source: `+grpcSource+`}
+	waiting := hcmListener(t, "waiting", 0, `      rds: {route_config_name: slow_route, config_source: `+grpcSource+`}
       http_filters:
       - name: envoy.filters.http.router
         typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
 `)
-	ready := hcmListener(t, "ready", freePort(t), `      route_config: {virtual_hosts: [{name: all, domains: ["*"], routes: [{match: {prefix: "/"}, direct_response: {status: 200}}]}]}
+	ready := hcmListener(t, "ready", 0, `      route_config: {virtual_hosts: [{name: all, domains: ["*"], routes: [{match: {prefix: "/"}, direct_response: {status: 200}}]}]}
       http_filters:
       - name: envoy.filters.http.router
         typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
@@ -168,12 +167,12 @@ static_resources:
 // active listeners until the workers start; once LIVE the dump is {}.
 func TestLDSListenersInInitDumpAtStartup(t *testing.T) {
 	xds := xdstest.New(t, xdstest.Options{Node: "e2e-lds-init", ADS: true})
-	inline := hcmListener(t, "inline", freePort(t), `      route_config: {virtual_hosts: [{name: all, domains: ["*"], routes: [{match: {prefix: "/"}, direct_response: {status: 200}}]}]}
+	inline := hcmListener(t, "inline", 0, `      route_config: {virtual_hosts: [{name: all, domains: ["*"], routes: [{match: {prefix: "/"}, direct_response: {status: 200}}]}]}
       http_filters:
       - name: envoy.filters.http.router
         typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}
 `)
-	warm := hcmListener(t, "warm", freePort(t), warmingListenerHCM("late_route"))
+	warm := hcmListener(t, "warm", 0, warmingListenerHCM("late_route"))
 	xds.Set("v1", map[resourcev3.Type][]types.Resource{resourcev3.ListenerType: {inline, warm}})
 	p := launch(t, "-c", writeConfig(t, adsBootstrap("e2e-lds-init", xds, []string{"lds_config"})))
 	p.waitAdminAddr()
