@@ -49,15 +49,16 @@ type serverConn struct {
 
 	// Deadlines while waiting for a request head (timeout.go).
 	idleSince    time.Time     // when the connection went idle, as armIdle last moved it
+	idleStamp    int64         // idleSince's stamp (shared.stamps)
 	idleAt       time.Time     // the idle timeout as armed (zero: none)
 	idleFor      time.Duration // the idle timeout idleAt was computed for (rescaleIdleFor)
 	headDeadline time.Time     // request_headers_timeout of the head being read (zero: none)
 	maxEnd       time.Time     // end of max_connection_duration (zero: none)
 	maxReached   bool          // downstream_cx_max_duration_reached was counted
-	// ended is when the last request's stream ended (its final reading of the clock), which
+	// ended is when the last request's stream ended (its final stamp of the clock), which
 	// armIdle takes as the idle period's start instead of reading the clock again; zero once
 	// used.
-	ended time.Time
+	ended int64
 
 	// linger: the connection closes with a request body unread (lingerClose).
 	linger bool
@@ -462,15 +463,15 @@ func (sc *serverConn) toH2() {
 func (sc *serverConn) armIdle() {
 	d := sc.idleTimeout()
 	now := sc.ended
-	sc.ended = time.Time{}
+	sc.ended = 0
 	if d <= 0 {
 		sc.idleAt, sc.idleFor = time.Time{}, 0
 	} else {
-		if now.IsZero() {
-			now = sc.h.sh.deps.Now()
+		if now == 0 {
+			now = sc.h.sh.stamps.Now()
 		}
-		if since := now.Sub(sc.idleSince); since > d/8 || since < 0 {
-			sc.idleSince = now
+		if since := time.Duration(now - sc.idleStamp); since > d/8 || since < 0 || sc.idleSince.IsZero() {
+			sc.idleSince, sc.idleStamp = sc.h.sh.stamps.Time(now), now
 			sc.idleFor = 0 // idleAt is to be computed again
 		} else if d == sc.idleFor && sc.headDeadline.IsZero() && sc.maxEnd.IsZero() && sc.deadline == sc.idleAt {
 			return // the deadline set is the idle one and stands (about 80 instructions)

@@ -2,6 +2,7 @@ package httpproxy
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/httpproxy/route"
@@ -168,7 +169,7 @@ func (s *stream) appendDirectHead(dst []byte, m *route.Match) []byte {
 	}
 	if p.setSvcTime {
 		dst = appendAdded(dst, proper, addedSvcTime)
-		dst = strconv.AppendInt(dst, s.upRx.Sub(s.upTx).Milliseconds(), 10)
+		dst = strconv.AppendInt(dst, time.Duration(s.upRx-s.upTx).Milliseconds(), 10)
 		dst = append(dst, '\r', '\n')
 	}
 	return dst
@@ -225,7 +226,7 @@ func (s *stream) appendDirectHeadH2(b []byte, m *route.Match) []byte {
 		b = h2wire.AppendLiteral(b, "x-envoy-attempt-count", s.itoa(int64(s.attempts)))
 	}
 	if p.setSvcTime {
-		b = h2wire.AppendLiteral(b, "x-envoy-upstream-service-time", s.itoa(s.upRx.Sub(s.upTx).Milliseconds()))
+		b = h2wire.AppendLiteral(b, "x-envoy-upstream-service-time", s.itoa(time.Duration(s.upRx-s.upTx).Milliseconds()))
 	}
 	return b
 }

@@ -141,7 +141,7 @@ func NewService(deps Deps) (*Service, error) {
 	if deps.Now == nil {
 		deps.Now = clock.Real().Now
 	}
-	return &Service{sh: &shared{deps: deps, stats: newStatsRegistry(deps.Stats), filterStats: filter.NewStats(deps.Stats), dates: newDateCache(deps.Now), monotonic: clock.Monotonic(deps.Now)}}, nil
+	return &Service{sh: &shared{deps: deps, stats: newStatsRegistry(deps.Stats), filterStats: filter.NewStats(deps.Stats), dates: newDateCache(deps.Now), stamps: clock.NewStamps(deps.Now)}}, nil
 }
 
 // Handler builds the connection manager of one filter chain from its converted
@@ -164,9 +164,11 @@ type shared struct {
 	stats       *statsRegistry
 	filterStats *filter.Stats
 	dates       *dateCache
-	// monotonic: deps.Now is the system clock (clock.Monotonic), so the stream idle timer's
-	// stamps (mono) may be taken from its readings (stream.monoAt).
-	monotonic bool
+	// stamps reads deps.Now for durations (the stream's start, the upstream response head's
+	// arrival, the response's end); when deps.Now is the system clock (stamps.System), its
+	// stamps are clock.Mono's, those of the stream idle timer, which then takes them as they are
+	// (stream.monoOf).
+	stamps clock.Stamps
 }
 
 // filterContext is what the factory of the HTTP filter called name, in the connection

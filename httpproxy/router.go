@@ -263,13 +263,14 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	// calls): the stream's start when nothing since could have waited; upstream filters, which
 	// may wait, take their own.
 	var at time.Time
+	var atStamp int64 // at's stamp when known (0: not)
 	switch {
 	case s.startIsNow:
-		at = s.start
+		at, atStamp = s.start, s.startAt
 	case !atEnd:
 		at = now()
 	}
-	atMono := s.armStreamIdle(r, at) // mono at at, once converted (0: not)
+	atMono := s.armStreamIdle(r, at, atStamp) // mono at at, once converted (0: not)
 	var deadline time.Time
 	if timeout > 0 && !atEnd {
 		deadline = s.start
@@ -284,7 +285,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	}
 	grpc := isGRPC(hd.getKey(lookupKeys.contentType))
 	if len(s.h.upFilters) > 0 || len(c.Config().UpstreamHTTPFilters) > 0 {
-		at, atMono = time.Time{}, 0
+		at, atStamp, atMono = time.Time{}, 0, 0
 		if s.startUpstreamFilters(c.Config(), m) {
 			return
 		}
@@ -318,12 +319,14 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		s.lbctx.AddAttemptedPriority(hst.Priority())
 		var perTry bool
 		var upStart time.Time
+		var upStartAt int64 // upStart's stamp when known (0: not)
 		if atEnd && !s.clock.ended {
 			perTry = s.timeAtEnd(timeout, policy)
 		} else {
 			// One reading times the attempt: its deadline, the idle timer's comparison and
 			// its start (each read of the clock cost about 150 instructions).
 			upStart, at = at, time.Time{}
+			upStartAt, atStamp = atStamp, 0
 			upMono := atMono
 			atMono = 0
 			if upStart.IsZero() {
@@ -349,13 +352,16 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		if upStart.IsZero() {
 			upStart = now()
 		}
-		s.up.Start = upStart // the pool's clock is the connection manager's (server.dataPlane)
+		if upStartAt == 0 {
+			upStartAt = s.h.sh.stamps.At(upStart)
+		}
+		s.up.Start = upStartAt // the pool's clock is the connection manager's (server.dataPlane)
 		s.up.Line = s.line
 		err = mgr.RoundTrip(&s.ctx, hst, &s.up, &s.upResp)
 		s.endUpstreamFilters()
-		var upRx time.Time
+		var upRx int64
 		if err == nil {
-			upRx = now() // the response head arrived
+			upRx = s.h.sh.stamps.Now() // the response head arrived
 			s.idle.touchAt(upRx)
 			// Nothing on the way to an HTTP/1 response's first body read waits but the
 			// writer's flushes, unless filters act on the response (h1writer.stamped).
@@ -419,7 +425,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		if s.attempts > 1 {
 			snap.Stats.UpstreamRqRetrySuccess.Inc()
 		}
-		s.upTx, s.upRx = upStart, upRx
+		s.upTx, s.upRx = upStartAt, upRx
 		s.respond(m, c, hst)
 		return
 	}
@@ -508,8 +514,9 @@ func (s *stream) downstreamCtx() context.Context {
 
 // armStreamIdle applies the route's idle_timeout, which overrides stream_idle_timeout, and
 // arms the timer for a request without a body (one with a body armed it for the body) at now,
-// a reading of deps.Now. It returns mono at now when it converted now, else 0.
-func (s *stream) armStreamIdle(r *route.Route, now time.Time) (nowMono int64) {
+// a reading of deps.Now whose stamp is nowAt when known (else 0). It returns mono at now when
+// it converted now, else 0.
+func (s *stream) armStreamIdle(r *route.Route, now time.Time, nowAt int64) (nowMono int64) {
 	d := s.h.cfg.StreamIdleTimeout
 	if r.IdleTimeoutSet {
 		d = r.IdleTimeout
@@ -518,7 +525,11 @@ func (s *stream) armStreamIdle(r *route.Route, now time.Time) (nowMono int64) {
 	case s.idle.d > 0:
 		s.idle.retime(d)
 	case d > 0 && s.body == nil:
-		nowMono = s.monoAt(now)
+		if nowAt != 0 {
+			nowMono = s.monoOf(nowAt)
+		} else {
+			nowMono = s.monoAt(now)
+		}
 		s.idle.arm(s, d, true, nowMono)
 	}
 	return nowMono
@@ -993,7 +1004,7 @@ func (s *stream) respond(m *route.Match, c *cluster.Cluster, h *host.Host) {
 			s.setRespHeader(hdrAttemptCount, s.itoa(int64(s.attempts)))
 		}
 		if !s.h.cfg.Router.SuppressEnvoyHeaders {
-			s.setRespHeader(hdrServiceTime, s.itoa(s.upRx.Sub(s.upTx).Milliseconds()))
+			s.setRespHeader(hdrServiceTime, s.itoa(time.Duration(s.upRx-s.upTx).Milliseconds()))
 		}
 		for _, c := range s.setCookies {
 			s.resp["Set-Cookie"] = append(s.resp["Set-Cookie"], c)
@@ -1029,9 +1040,9 @@ func (s *stream) respond(m *route.Match, c *cluster.Cluster, h *host.Host) {
 	// exchange (upstream_rq_time, its connection's idle start) and, when nothing after it may
 	// wait (filter streams, response rewriters, a last write the socket did not take at once),
 	// the stream too (process).
-	end := s.h.sh.deps.Now()
+	end := s.h.sh.stamps.Now()
 	quiet := len(s.fstreams) == 0 && len(s.rwClosers) == 0
-	resp.CloseAt(end, s.h.sh.monotonic)
+	resp.CloseAt(end, s.h.sh.stamps.System())
 	s.hw.waited = false
 	s.finish()
 	if quiet && !s.hw.waited {

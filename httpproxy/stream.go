@@ -104,8 +104,9 @@ type stream struct {
 	body          io.Reader
 	contentLength int64
 	start         time.Time
+	startAt       int64      // start's stamp (shared.stamps), from which durations count
 	startIsNow    bool       // nothing since start was read could have waited: it stands for now (forward)
-	endAt         time.Time  // the response's end, when it stands for the stream's (respond; zero: none)
+	endAt         int64      // the response's end (a stamp), when it stands for the stream's (respond; zero: none)
 	line          stats.Line // the P line of the stream's hot stats (stats.ThisLine at begin)
 	fx            filter.Exchange
 	attempt       *attemptFilters // the router's upstream filters' state (upstreamfilters.go); nil until used
@@ -132,13 +133,13 @@ type stream struct {
 	requestID  string
 	edge       bool        // an external request at the edge (use_remote_address, not internal)
 	tr         streamTrace // the request's span (trace.go)
-	// reqEnd is when the request body's last byte was read (UnixNano; 0: not yet), written by
+	// reqEnd is when the request body's last byte was read (a stamp; 0: not yet), written by
 	// whichever goroutine reads the body; upRx is when the upstream's response head arrived
-	// (zero: none). They time %REQUEST_DURATION%, %RESPONSE_DURATION% and
+	// (a stamp; zero: none). They time %REQUEST_DURATION%, %RESPONSE_DURATION% and
 	// %RESPONSE_TX_DURATION%.
 	reqEnd  atomic.Int64
-	upRx    time.Time
-	upTx    time.Time  // when the answered attempt was sent (zero: none)
+	upRx    int64
+	upTx    int64      // when the answered attempt was sent (a stamp; zero: none)
 	upHost  *host.Host // the host of the latest attempt (nil: none), for host metadata tags
 	match   *route.Match
 	codes   codesCache // the cluster counters the stream used last, kept while pooled (upstreamCodes)
@@ -283,6 +284,7 @@ func putStream(s *stream) {
 func (s *stream) begin(h *Handler) {
 	s.h = h
 	s.start = h.sh.deps.Now()
+	s.startAt = h.sh.stamps.At(s.start)
 	s.line = stats.ThisLine()
 	s.in.lazy = false // the map of the stream's last request is not this one's
 	s.in.loose()      // startH1 indexes an HTTP/1 request
@@ -293,7 +295,7 @@ func (s *stream) begin(h *Handler) {
 	s.bytesIn, s.bytesOut = 0, 0
 	s.flags, s.details, s.cluster, s.upstream, s.attempts, s.requestID = 0, "", "", "", 0, ""
 	s.reqEnd.Store(0)
-	s.upRx, s.upTx, s.upHost, s.endAt = time.Time{}, time.Time{}, nil, time.Time{}
+	s.upRx, s.upTx, s.upHost, s.endAt = 0, 0, nil, 0
 	s.gone, s.forwarded, s.bodyWoken = false, false, false
 	s.bodyBuf, s.bodyBuffered = s.bodyBuf[:0], false
 	s.setCookies = s.setCookies[:0]
@@ -420,7 +422,7 @@ func (s *stream) serveH1() bool {
 	s.wbuf = s.hw.buf
 	s.bytesIn = s.hbody.read
 	if s.body != nil && !s.hbody.done {
-		sc.ended = time.Time{} // the drain may wait for the client: the idle period starts later
+		sc.ended = 0 // the drain may wait for the client: the idle period starts later
 	}
 	if s.body != nil && !s.hbody.done && !s.hbody.drain(maxDrainedBody) {
 		s.closeConn = true
@@ -553,15 +555,15 @@ func (s *stream) process() {
 	}
 	st.DownstreamRqActive.DecOn(s.line)
 	end := s.endAt
-	if end.IsZero() {
-		end = h.sh.deps.Now()
+	if end == 0 {
+		end = h.sh.stamps.Now()
 	}
 	if s.sc != nil {
 		s.sc.ended = end
 	}
-	st.DownstreamRqTime.RecordOn(uint64(end.Sub(s.start).Milliseconds()), s.line)
+	st.DownstreamRqTime.RecordOn(uint64(time.Duration(end-s.startAt).Milliseconds()), s.line)
 	if s.tr.active {
-		s.finishTrace(end)
+		s.finishTrace(s.timeAt(end))
 	}
 	if len(h.logs) > 0 {
 		s.log(end)
@@ -1240,7 +1242,7 @@ func (s *stream) fillEntryBasics() {
 }
 
 // log writes the access-log lines of the finished request.
-func (s *stream) log(end time.Time) {
+func (s *stream) log(end int64) {
 	s.fillEntryBasics()
 	e := &s.entry
 	e.ResponseHeaders = s.resp
@@ -1249,11 +1251,11 @@ func (s *stream) log(end time.Time) {
 	e.ResponseCodeDetails = s.details
 	e.ResponseFlags = s.flags
 	e.BytesReceived, e.BytesSent = uint64(s.bytesIn), uint64(s.bytesOut)
-	e.Duration = end.Sub(s.start)
+	e.Duration = time.Duration(end - s.startAt)
 	e.RequestDuration = s.requestDuration()
-	if !s.upRx.IsZero() {
-		e.ResponseDuration = recorded(s.upRx.Sub(s.start))
-		e.ResponseTxDuration = recorded(end.Sub(s.upRx))
+	if s.upRx != 0 {
+		e.ResponseDuration = recorded(time.Duration(s.upRx - s.startAt))
+		e.ResponseTxDuration = recorded(time.Duration(end - s.upRx))
 	}
 	e.UpstreamRequestAttemptCount = s.attempts
 	e.HealthCheck = s.fx.HealthCheck
@@ -1269,11 +1271,16 @@ func (s *stream) requestDuration() time.Duration {
 	if s.clock.r == nil {
 		return recorded(0)
 	}
-	if ns := s.reqEnd.Load(); ns != 0 {
-		return recorded(time.Unix(0, ns).Sub(s.start))
+	if at := s.reqEnd.Load(); at != 0 {
+		return recorded(time.Duration(at - s.startAt))
 	}
 	return 0
 }
+
+// timeAt is the time of stamp at, one of the stream's: its start's reading moved on by the
+// time between them, so that a date printed for it (a span's events) is the start's wall
+// time on the monotonic clock's count, as each reading of the system clock gives it.
+func (s *stream) timeAt(at int64) time.Time { return s.start.Add(time.Duration(at - s.startAt)) }
 
 // recorded keeps a measured duration from reading as "not recorded" (zero) when the clock did
 // not move: it prints as 0 ms.

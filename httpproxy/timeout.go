@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/overload"
 )
 
@@ -379,20 +380,27 @@ func (l *h2Lifetime) stop() {
 	l.h.mu.Unlock()
 }
 
-// monoBase anchors mono, the monotonic clock the stream idle timer compares with.
-// Real clock: request path, monotonic reading only (see internal/clock/direct_test.go).
-var monoBase = time.Now()
-
-func mono() int64 { return int64(time.Since(monoBase)) }
+// mono reads the monotonic clock the stream idle timer compares with (clock.Mono).
+func mono() int64 { return clock.Mono() }
 
 // monoAt is mono at t, a reading of deps.Now the stream took anyway, so that one reading of the
 // clock serves both (a reading cost about 90 instructions and two vDSO calls). When deps.Now
 // is not the system clock (a test's), or t is zero, mono is read instead.
 func (s *stream) monoAt(t time.Time) int64 {
-	if !s.h.sh.monotonic || t.IsZero() {
+	if !s.h.sh.stamps.System() || t.IsZero() {
 		return mono()
 	}
-	return int64(t.Sub(monoBase))
+	return clock.MonoAt(t)
+}
+
+// monoOf is mono at at, a stamp of deps.Now the stream took anyway (shared.stamps): the same
+// value when deps.Now is the system clock, whose stamps are mono's; else (a test's clock), or
+// when at is zero, mono is read instead.
+func (s *stream) monoOf(at int64) int64 {
+	if !s.h.sh.stamps.System() || at == 0 {
+		return mono()
+	}
+	return at
 }
 
 // streamIdle is stream_idle_timeout, or the route's idle_timeout. Envoy's timer runs for the
@@ -513,10 +521,10 @@ func (i *streamIdle) touch() {
 	}
 }
 
-// touchAt records activity on the stream at t, a reading of deps.Now.
-func (i *streamIdle) touchAt(t time.Time) {
+// touchAt records activity on the stream at at, a stamp of deps.Now.
+func (i *streamIdle) touchAt(at int64) {
 	if i.d > 0 {
-		i.last.Store(i.s.monoAt(t))
+		i.last.Store(i.s.monoOf(at))
 	}
 }
 
@@ -641,8 +649,8 @@ func (b *bodyClock) Read(p []byte) (int, error) {
 	}
 	if !b.ended && (err == io.EOF || (b.s.contentLength >= 0 && b.read >= b.s.contentLength)) {
 		b.ended = true
-		b.s.reqEnd.Store(b.s.h.sh.deps.Now().UnixNano()) // %REQUEST_DURATION%
-		b.s.idle.reqDone.Store(true)                     // the idle timer runs on, now for the response
+		b.s.reqEnd.Store(b.s.h.sh.stamps.Now()) // %REQUEST_DURATION%
+		b.s.idle.reqDone.Store(true)            // the idle timer runs on, now for the response
 		b.s.ctx.start()
 	}
 	return n, err

@@ -348,7 +348,8 @@ func (s *stream) timingEvents(end time.Time) []tracing.Event {
 	if d := s.requestDuration(); d > 0 {
 		ev = append(ev, tracing.Event{Time: s.start.Add(d), Name: tracing.EventLastDownstreamRx})
 	}
-	if t := s.upTx; !t.IsZero() {
+	if s.upTx != 0 {
+		t := s.timeAt(s.upTx)
 		// A request without a body is sent upstream at the reading of its head's arrival
 		// (stream.startIsNow), which recorded's 1 ns of request duration would put first.
 		if len(ev) > 0 && t.Before(ev[0].Time) {
@@ -356,8 +357,8 @@ func (s *stream) timingEvents(end time.Time) []tracing.Event {
 		}
 		ev = append(ev, tracing.Event{Time: t, Name: tracing.EventFirstUpstreamTx})
 	}
-	if !s.upRx.IsZero() {
-		ev = append(ev, tracing.Event{Time: s.upRx, Name: tracing.EventFirstUpstreamRx})
+	if s.upRx != 0 {
+		ev = append(ev, tracing.Event{Time: s.timeAt(s.upRx), Name: tracing.EventFirstUpstreamRx})
 	}
 	return append(ev, tracing.Event{Time: end, Name: tracing.EventLastDownstreamTx})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/legateproxy/legate/breaker"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/internal/http1"
 )
 
@@ -32,7 +33,7 @@ type h1conn struct {
 	validHost []byte      // the last host a request head was written with (hostValid)
 	timer     *time.Timer // idle timeout; armed once, re-armed by itself (see idleExpired)
 	lifetime  *time.Timer // max_connection_duration; nil when unset
-	idleSince int64       // UnixNano when the connection last went idle; guarded by shard's lock
+	idleSince int64       // clock.Mono when the connection last went idle; guarded by shard's lock
 	// shard is the idle list c is in, nil while an exchange owns it; set under that list's
 	// lock, read without it by the timers (lockIdle).
 	shard     atomic.Pointer[idleShard]
@@ -217,8 +218,7 @@ func idleDue(t *time.Timer, busy bool, idleSince int64, d time.Duration) bool {
 		t.Reset(d)
 		return false
 	}
-	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
-	if left := time.Duration(idleSince + int64(d) - time.Now().UnixNano()); left > 0 {
+	if left := time.Duration(idleSince + int64(d) - clock.Mono()); left > 0 {
 		t.Reset(left)
 		return false
 	}
@@ -387,11 +387,10 @@ func (hp *hostPool) popWaiterLocked() *waiter {
 // releaseH1 returns c to the pool after an exchange: to a waiting request, to the idle list
 // of the caller's P, or closed when it cannot be reused. Without waiters it takes no lock
 // but that idle list's.
-func (hp *hostPool) releaseH1(c *h1conn, reusable bool) { hp.releaseH1At(c, reusable, time.Time{}) }
+func (hp *hostPool) releaseH1(c *h1conn, reusable bool) { hp.releaseH1At(c, reusable, 0) }
 
-// releaseH1At is releaseH1 at now, a reading of the pool's clock the caller took anyway (zero:
-// none).
-func (hp *hostPool) releaseH1At(c *h1conn, reusable bool, now time.Time) {
+// releaseH1At is releaseH1 at now, a clock.Mono stamp the caller took anyway (zero: none).
+func (hp *hostPool) releaseH1At(c *h1conn, reusable bool, now int64) {
 	if !reusable || !hp.reusable(c) {
 		hp.closeH1(c)
 		return
@@ -408,12 +407,10 @@ func (hp *hostPool) releaseH1At(c *h1conn, reusable bool, now time.Time) {
 	var idleSince int64
 	switch {
 	case c.timer == nil:
-	case hp.m.monotonic && !now.IsZero():
-		// A reading of the system clock, the idle timer's, taken for the exchange's end.
-		idleSince = now.UnixNano()
+	case now != 0:
+		idleSince = now
 	default:
-		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
-		idleSince = time.Now().UnixNano()
+		idleSince = clock.Mono()
 	}
 	hp.putIdle(c, idleSince)
 	// Made idle first, then the flags are read, while wait, retire and drain write theirs
@@ -560,7 +557,7 @@ func hasBody(req *Request) bool { return req.Body != nil && req.ContentLength !=
 
 // exchange writes req, started at start, and reads the response head; size is its head's
 // headSize. stale reports a failure before any response byte arrived.
-func (c *h1conn) exchange(ctx context.Context, req *Request, resp *Response, start time.Time, size int) (stale bool, err error) {
+func (c *h1conn) exchange(ctx context.Context, req *Request, resp *Response, start int64, size int) (stale bool, err error) {
 	c.setDeadline(ctx, start)
 	c.early = false
 	rx := c.uc.rx
@@ -598,7 +595,7 @@ const (
 // two runtime timer updates (about 600 instructions), and on a busy connection the route's
 // deadline moves on by only the time between two requests. A deadline that would come
 // earlier than asked, or later than the margin allows, is set anew.
-func (c *h1conn) setDeadline(ctx context.Context, start time.Time) {
+func (c *h1conn) setDeadline(ctx context.Context, start int64) {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		if c.deadline {
@@ -607,7 +604,7 @@ func (c *h1conn) setDeadline(ctx context.Context, start time.Time) {
 		}
 		return
 	}
-	late := min(max(dl.Sub(start)/deadlineLateness, 0), maxDeadlineLateness)
+	late := min(max(time.Duration(c.uc.hp.m.stamps.At(dl)-start)/deadlineLateness, 0), maxDeadlineLateness)
 	if ahead := c.deadlineAt.Sub(dl); c.deadline && ahead >= 0 && ahead <= late {
 		return
 	}
@@ -713,17 +710,19 @@ func (c *h1conn) ioError(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrReset, c.uc.hp.host.Address(), err)
 }
 
-// finishH1 ends an HTTP/1.1 exchange at Response.Close, at end (zero: now; system: end is a
-// reading of the system clock).
-func (ex *exchange) finishH1(end time.Time, system bool) error {
+// finishH1 ends an HTTP/1.1 exchange at Response.Close, at end (a stamp of the pool's clock;
+// zero: now; system: end is a stamp of the system clock, clock.Mono's).
+func (ex *exchange) finishH1(end int64, system bool) error {
 	c, hp := ex.h1, ex.hp
-	idle := end // the connection's idle start, when a reading of the system clock (releaseH1At)
+	idle := end // the connection's idle start, when a stamp of the system clock (releaseH1At)
 	switch {
-	case end.IsZero():
-		end = hp.m.now() // the exchange's end and the connection's idle start: one reading
-		idle = end
+	case end == 0:
+		end = hp.m.stamps.Now() // the exchange's end and the connection's idle start: one reading
+		if hp.m.stamps.System() {
+			idle = end
+		}
 	case !system:
-		idle = time.Time{} // a test clock's: releaseH1At reads the system clock
+		idle = 0 // a test clock's: releaseH1At reads the system clock
 	}
 	c.stopWatch()
 	if ex.clock.stop() {

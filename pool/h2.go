@@ -16,6 +16,7 @@ import (
 
 	"github.com/legateproxy/legate/breaker"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/internal/h2client"
 )
 
@@ -30,7 +31,7 @@ type h2conn struct {
 	// retired: no new streams (drain, health failure, max_requests_per_connection,
 	// max_connection_duration); the connection closes when its last stream ends.
 	retired atomic.Bool
-	// idleSince is when the last stream ended (UnixNano); guarded by hp.mu.
+	// idleSince is when the last stream ended (clock.Mono); guarded by hp.mu.
 	idleSince int64
 	// idle fires after idle_timeout, lifetime after max_connection_duration; nil when unset.
 	idle, lifetime *time.Timer
@@ -65,8 +66,7 @@ func newH2Config(bufferLimit int, head headLimits, o config.UpstreamHTTP2Options
 // startTimers arms the idle and lifetime timers of a new connection.
 func (c *h2conn) startTimers() {
 	m := c.uc.hp.m
-	// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
-	c.idleSince = time.Now().UnixNano()
+	c.idleSince = clock.Mono()
 	if m.idleTimeout > 0 {
 		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
 		c.idle = time.AfterFunc(m.idleTimeout, c.idleExpired)
@@ -105,8 +105,7 @@ func (c *h2conn) endStream() {
 	last := c.uc.rqActive.Add(-1) == 0
 	hp.h2wait.signal()
 	if last {
-		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
-		c.idleSince = time.Now().UnixNano()
+		c.idleSince = clock.Mono()
 	}
 	closing := last && (c.retired.Load() || hp.draining.Load())
 	hp.mu.Unlock()
@@ -537,8 +536,8 @@ func negotiatedTLS(conn net.Conn) bool {
 	return ok
 }
 
-// finishH2 ends an HTTP/2 exchange at Response.Close, at end (zero: now).
-func (ex *exchange) finishH2(end time.Time) error {
+// finishH2 ends an HTTP/2 exchange at Response.Close, at end (a stamp; zero: now).
+func (ex *exchange) finishH2(end int64) error {
 	b, hp := ex.h2, ex.hp
 	cut := ex.clock.stop() // max_stream_duration reset the stream
 	complete := b.done

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/legateproxy/legate/config"
 	"github.com/legateproxy/legate/internal/h2client"
@@ -57,10 +56,10 @@ type Request struct {
 	ContentLength int64
 	// Priority selects the circuit-breaker priority (route priority DEFAULT or HIGH).
 	Priority config.Priority
-	// Start is when the caller began the attempt, read from the clock the Manager was
-	// configured with (Config.Now); upstream_rq_time counts from it. Zero: RoundTrip reads
-	// the clock (a caller that has just read it saves a reading per request).
-	Start time.Time
+	// Start is when the caller began the attempt, a stamp of the clock the Manager was
+	// configured with (clock.NewStamps of Config.Now); upstream_rq_time counts from it. Zero:
+	// RoundTrip reads the clock (a caller that has just read it saves a reading per request).
+	Start int64
 	// Line is the caller's line of the hot stats (stats.ThisLine, taken for its request),
 	// on which the exchange counts: the cluster's upstream_rq_total and _active, the host's
 	// rq_* and upstream_rq_time. NoLine: RoundTrip takes one.
@@ -209,14 +208,14 @@ func (r *Response) BodyReady() bool {
 // Close ends the exchange. The connection goes back to the pool when the body was read to
 // its end; otherwise it is closed (a reset of the upstream stream). Close is safe to call on
 // a Response whose RoundTrip failed.
-func (r *Response) Close() error { return r.CloseAt(time.Time{}, false) }
+func (r *Response) Close() error { return r.CloseAt(0, false) }
 
-// CloseAt is Close at end, a reading the caller took at the response's end on the clock it read
-// Request.Start on, which the exchange's upstream_rq_time takes instead of a reading of the
-// pool's own clock (zero: the pool reads it); system says end is a reading of the system
-// clock, which then also stamps the connection's idle start (the idle timer's clock). The
-// caller knows which clock it read at no cost; telling it from the reading costs a call.
-func (r *Response) CloseAt(end time.Time, system bool) error {
+// CloseAt is Close at end, a stamp the caller took at the response's end on the clock it took
+// Request.Start on (clock.Stamps of Config.Now), which the exchange's upstream_rq_time takes
+// instead of a reading of the pool's own clock (zero: the pool reads it); system says end is a
+// stamp of the system clock (clock.Mono's), which then also stamps the connection's idle start
+// (the idle timer's clock). The caller knows which clock it read at no cost.
+func (r *Response) CloseAt(end int64, system bool) error {
 	r.Body = nil
 	ex := &r.ex
 	if ex.hp == nil {

@@ -128,9 +128,10 @@ type Manager struct {
 	wrappers []tlsutil.Wrappers
 	h2       h2client.Config
 	now      func() time.Time
-	// monotonic: now is the system clock (clock.Monotonic), whose readings may stamp an idle
+	// stamps reads now for durations (upstream_rq_time); when now is the system clock
+	// (stamps.System), its stamps are clock.Mono's, the idle timers' own, and may stamp an idle
 	// connection (releaseH1At).
-	monotonic bool
+	stamps clock.Stamps
 
 	errRqOverflow, errPendingOverflow, errCxOverflow error
 
@@ -203,7 +204,7 @@ func NewManager(cfg ManagerConfig) (*Manager, error) {
 	if m.now == nil {
 		m.now = clock.Real().Now
 	}
-	m.monotonic = clock.Monotonic(m.now)
+	m.stamps = clock.NewStamps(m.now)
 	if a := cc.UpstreamBindAddress; a != nil {
 		ip, err := netip.ParseAddr(a.Host)
 		if err != nil {
@@ -367,8 +368,8 @@ func (m *Manager) roundTrip(ctx context.Context, hp *hostPool, req *Request, res
 	// on the stack and copied there at the end (about 50 instructions a request).
 	ex := &resp.ex
 	ex.hp, ex.prio, ex.start, ex.line = hp, prio, req.Start, req.Line
-	if ex.start.IsZero() {
-		ex.start = m.now()
+	if ex.start == 0 {
+		ex.start = m.stamps.Now()
 	}
 	if ex.line == stats.NoLine {
 		ex.line = stats.ThisLine()
@@ -419,7 +420,7 @@ func outcomeOf(err error) outcome {
 type exchange struct {
 	hp     *hostPool
 	prio   *breaker.Priority
-	start  time.Time
+	start  int64 // a stamp of the Manager's clock (stamps)
 	status int
 	h1     *h1conn
 	h2     *h2body
@@ -438,10 +439,10 @@ func (ex *exchange) started() {
 }
 
 // ended records the end of the exchange; status is the response status when known.
-func (ex *exchange) ended(o outcome, status int) { ex.endedAt(o, status, time.Time{}) }
+func (ex *exchange) ended(o outcome, status int) { ex.endedAt(o, status, 0) }
 
-// endedAt is ended at end, a reading of the pool's clock the caller took (zero: none).
-func (ex *exchange) endedAt(o outcome, status int, end time.Time) {
+// endedAt is ended at end, a stamp of the pool's clock the caller took (zero: none).
+func (ex *exchange) endedAt(o outcome, status int, end int64) {
 	hp, st := ex.hp, ex.hp.m.st
 	ex.prio.Requests.Release()
 	st.UpstreamRqActive.DecOn(ex.line)
@@ -458,16 +459,16 @@ func (ex *exchange) endedAt(o outcome, status int, end time.Time) {
 		ex.host.RqEnded(cluster.RqSucceeded)
 	}
 	if o == outcomeComplete {
-		if end.IsZero() {
-			end = hp.m.now()
+		if end == 0 {
+			end = hp.m.stamps.Now()
 		}
-		hp.m.rq.UpstreamRqTime.RecordOn(uint64(end.Sub(ex.start).Milliseconds()), ex.line)
+		hp.m.rq.UpstreamRqTime.RecordOn(uint64(time.Duration(end-ex.start).Milliseconds()), ex.line)
 	}
 }
 
 // finish ends the exchange when the caller closes the Response, at end (zero: now; system:
 // end is a reading of the system clock).
-func (ex *exchange) finish(end time.Time, system bool) error {
+func (ex *exchange) finish(end int64, system bool) error {
 	if ex.h1 != nil {
 		return ex.finishH1(end, system)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/internal/nettest"
 	"github.com/legateproxy/legate/tlsutil/tlstest"
 )
@@ -286,7 +287,7 @@ func TestDeadlineKeptWithinMargin(t *testing.T) {
 			defer cancel()
 		}
 		var resp Response
-		req := Request{Method: "GET", Path: "/", Host: "example.com", Start: start.Add(at)}
+		req := Request{Method: "GET", Path: "/", Host: "example.com", Start: clock.MonoAt(start.Add(at))}
 		if err := m.RoundTrip(ctx, h, &req, &resp); err != nil {
 			t.Fatalf("RoundTrip = %v", err)
 		}
@@ -296,7 +297,7 @@ func TestDeadlineKeptWithinMargin(t *testing.T) {
 		if c == nil {
 			t.Fatal("no idle connection after the exchange")
 		}
-		defer hp.putIdle(c, time.Now().UnixNano())
+		defer hp.putIdle(c, clock.Mono())
 		if !c.deadline {
 			return time.Time{}
 		}
@@ -407,7 +408,7 @@ func TestUncleanIdleRefusedAtSend(t *testing.T) {
 					if c == nil {
 						break
 					}
-					defer hp.putIdle(c, time.Now().UnixNano())
+					defer hp.putIdle(c, clock.Mono())
 					raw, _ := rawSocket(c.uc.Conn)
 					var st idleState
 					raw.Read(func(fd uintptr) bool { st = peekFD(fd); return true })
@@ -428,7 +429,7 @@ func TestUncleanIdleRefusedAtSend(t *testing.T) {
 				if !c.unchecked || !c.checkAtSend(second, headSize(second, "")) {
 					t.Errorf("idle connection unchecked %v, checked at send %v; want both", c.unchecked, c.checkAtSend(second, headSize(second, "")))
 				}
-				hp.putIdle(c, time.Now().UnixNano())
+				hp.putIdle(c, clock.Mono())
 			}
 			if code, body := get(t, m, h, "/second"); code != 200 || body != "second" {
 				t.Errorf("GET /second = %d %q; want 200 \"second\"", code, body)
