@@ -564,10 +564,10 @@ func reportResponse(c *cluster.Cluster, h *host.Host, resp *pool.Response, grpc 
 		c.ReportResult(h, outlier.ConnectSuccess)
 		c.ReportResult(h, outlier.HTTPStatus(status))
 	}
-	if resp.Get(hdrImmediateHealthCheckFail) != nil {
-		if hc := c.HealthChecker(); hc != nil {
-			hc.ReportPassiveFailure(h, true)
-		}
+	// The checker first: only it acts on the header, whose lookup scans every field (about
+	// 45 instructions a response).
+	if hc := c.HealthChecker(); hc != nil && resp.Get(hdrImmediateHealthCheckFail) != nil {
+		hc.ReportPassiveFailure(h, true)
 	}
 }
 
@@ -992,7 +992,7 @@ func (s *stream) mapResponseHeader(resp *pool.Response) {
 func (s *stream) respond(m *route.Match, c *cluster.Cluster, h *host.Host) {
 	resp := &s.upResp
 	clearMap(s.resp) // nearly always empty here: the runtime's clear would be called anyway
-	if hc := c.Config().HTTP1; hc.HeaderCase == config.HeaderCasePreserve && !resp.HTTP2 {
+	if hc := &c.Config().HTTP1; hc.HeaderCase == config.HeaderCasePreserve && !resp.HTTP2 {
 		s.respSpelled, s.respOthers = true, hc.PreserveOthers
 	}
 	s.respDirect = s.headDirect(m)
