@@ -149,14 +149,14 @@ func (s *stream) appendDirectHead(dst []byte, m *route.Match) []byte {
 	}
 	proper := nc == config.HeaderCaseProper
 	if p.addServer() {
-		// The Server line and the Date name, spelled out once for the handler: three
-		// appends were one.
-		dst = append(dst, s.h.serverDate[b2i(proper)]...)
+		// The Server line and the Date line, spelled out once a second for the handler:
+		// five appends were one.
+		dst = append(dst, s.h.serverDateLine(b2i(proper), s.start)...)
 	} else {
 		dst = appendAdded(dst, proper, addedDate)
+		dst = append(dst, s.h.sh.dates.get(s.start)...)
+		dst = append(dst, '\r', '\n')
 	}
-	dst = append(dst, s.h.sh.dates.get(s.start)...)
-	dst = append(dst, '\r', '\n')
 	if p.setID {
 		dst = appendAdded(dst, proper, addedRequestID)
 		dst = append(dst, s.requestID...)
@@ -184,6 +184,18 @@ func serverDate(cfg *config.HTTPConnectionManager) [2]string {
 			string(appendAdded(nil, proper, addedDate))
 	}
 	return sd
+}
+
+// serverDateLine is serverDate[i] followed by the Date of now's second (the shared
+// dateCache's) and its line end, made once a second.
+func (h *Handler) serverDateLine(i int, now time.Time) string {
+	sec := now.Unix()
+	if v := h.serverDateLines[i].Load(); v != nil && v.sec == sec {
+		return v.s
+	}
+	v := &dateValue{sec: sec, s: h.serverDate[i] + h.sh.dates.get(now) + "\r\n"}
+	h.serverDateLines[i].Store(v)
+	return v.s
 }
 
 // b2i is 1 for true, 0 for false.

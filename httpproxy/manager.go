@@ -220,8 +220,10 @@ type Handler struct {
 	h2set         h2Settings // what HTTP/2 connections announce and grant
 	maxHead       int
 	// serverDate is the Server line and Date name a direct response head adds (directhead.go),
-	// in lower then proper case.
-	serverDate [2]string
+	// in lower then proper case; serverDateLines the same followed by the Date of one second
+	// and its line end (serverDateLine).
+	serverDate      [2]string
+	serverDateLines [2]atomic.Pointer[dateValue]
 
 	mu       sync.Mutex // guards conns, h2lives, watching, closed and wg.Add
 	conns    map[*serverConn]struct{}
