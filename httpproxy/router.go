@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/breaker"
@@ -75,7 +76,7 @@ func (s *stream) routeRequest() {
 	s.cluster = m.Cluster
 	var mgr *pool.Manager
 	if m.Cluster != "" {
-		mgr = s.clusterPools(m.Cluster)
+		mgr = s.clusterPools(m)
 	}
 	if mgr != nil && mgr.Cluster().HasSubClusters() {
 		mgr = h.subClusterPool(mgr, s.req.Authority)
@@ -165,7 +166,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	r := m.Route
 	c := mgr.Cluster()
 	snap := c.Snapshot()
-	codes := s.upstreamCodes(m.Cluster)
+	codes := s.upstreamCodes(m)
 	now := s.h.sh.deps.Now
 
 	// The upstream request.
@@ -431,51 +432,78 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	}
 }
 
-// clusterPools is the pools of the cluster named name (pool.Registry.Get), found again
-// without the registry's lookup by name while the Manager the stream used last is still the
-// cluster's (GetAgain): the lookup was about 150 instructions a request.
-func (s *stream) clusterPools(name string) *pool.Manager {
+// clusterPools is the pools of m's cluster (pool.Registry.Get), found again without the
+// registry's lookup by name while the Manager the stream used last is still the cluster's
+// (GetAgain, which compares the names): the lookup was about 150 instructions a request.
+// For a fixed Match naming the cluster by the string the cache was filled for (sameString),
+// the names are not compared at all.
+func (s *stream) clusterPools(m *route.Match) *pool.Manager {
 	c := &s.pools
 	reg := s.h.sh.deps.Pools
+	name := m.Cluster
+	if c.reg == reg && c.mgr != nil && m.Fixed() && sameString(c.key, name) && c.mgr.Current() {
+		return c.mgr
+	}
 	var last *pool.Manager
-	if c.reg == reg && c.name == name {
+	if c.reg == reg {
 		last = c.mgr
 	}
 	mgr := reg.GetAgain(name, last)
 	if mgr != last {
 		*c = poolsCache{reg: reg, mgr: mgr}
-		if mgr != nil {
-			c.name = mgr.Cluster().Name() // name itself may view the request (cluster_header)
-		}
+	}
+	if mgr != nil && m.Fixed() {
+		c.key = name
 	}
 	return mgr
 }
 
-// poolsCache is the Manager clusterPools returned last, by registry and cluster name.
+// poolsCache is the Manager clusterPools returned last, by registry; key is the name of its
+// cluster as a fixed Match spells it ("" for none).
 type poolsCache struct {
-	reg  *pool.Registry
-	name string
-	mgr  *pool.Manager
+	reg *pool.Registry
+	key string
+	mgr *pool.Manager
 }
 
-// upstreamCodes is the response-code counters of the cluster named name. The stream keeps
-// the last ones it used, which a pooled stream finds again for most requests: the registry's
-// lookup by name was about 170 instructions a request. A registry never drops a cluster's
-// counters, so the kept ones stay right.
-func (s *stream) upstreamCodes(name string) *upstreamCodeStats {
+// sameString reports whether a and b are the same bytes in memory, so equal without
+// comparing them (a comparison of two cluster names was about 17 instructions). A cache key
+// is a fixed Match's name (route.Match.Fixed), which does not change and which the cache
+// holds alive: no other string can come to occupy its memory, such as a cluster_header
+// value in a request's arena.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && len(a) > 0 && unsafe.StringData(a) == unsafe.StringData(b)
+}
+
+// upstreamCodes is the response-code counters of m's cluster. The stream keeps the last
+// ones it used, which a pooled stream finds again for most requests: the registry's lookup by
+// name was about 170 instructions a request. A registry never drops a cluster's counters, so
+// the kept ones stay right. A fixed Match naming the cluster by the cache's key finds them
+// without comparing names (sameString).
+func (s *stream) upstreamCodes(m *route.Match) *upstreamCodeStats {
 	c := &s.codes
-	if reg := s.h.sh.stats; c.reg != reg || c.name != name {
+	reg := s.h.sh.stats
+	name := m.Cluster
+	if c.reg == reg && m.Fixed() && sameString(c.key, name) {
+		return c.codes
+	}
+	if c.reg != reg || c.name != name {
 		codes := reg.upstream(name)
 		// The registry's copy of the name: name itself may view the request (cluster_header).
 		*c = codesCache{reg: reg, name: codes.name, codes: codes}
 	}
+	if m.Fixed() {
+		c.key = name
+	}
 	return c.codes
 }
 
-// codesCache is the counters upstreamCodes returned last, by registry and cluster name.
+// codesCache is the counters upstreamCodes returned last, by registry and cluster name; key
+// is that name as a fixed Match spells it ("" for none).
 type codesCache struct {
 	reg   *statsRegistry
 	name  string
+	key   string
 	codes *upstreamCodeStats
 }
 

@@ -90,11 +90,15 @@ func (r *Registry) snapshot(c *cluster.Cluster) {
 // one that is not closed and whose cluster is still the published one of its name is the
 // registry's.
 func (r *Registry) GetAgain(name string, last *Manager) *Manager {
-	if last != nil && !last.gone.Load() && last.cluster.Published() && last.cfg.Name == name {
+	if last != nil && last.Current() && last.cfg.Name == name {
 		return last
 	}
 	return r.Get(name)
 }
+
+// Current reports whether m is still the registry's Manager of its cluster's name (see
+// GetAgain), for a caller that knows the name it wants is m's without comparing them.
+func (m *Manager) Current() bool { return !m.gone.Load() && m.cluster.Published() }
 
 // Get returns the pools of the active cluster named name, or nil when there is no such
 // cluster.

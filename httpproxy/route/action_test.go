@@ -462,3 +462,39 @@ func TestRetryHostPredicatesFromTheRegistry(t *testing.T) {
 		t.Errorf("Compile(unregistered predicate) = %v; want unsupported, naming the registered one", err)
 	}
 }
+
+// TestMatchFixed pins which Matches are the table's own (Fixed), by whose cluster name the
+// connection manager's caches find a cluster again without comparing names: a fixed cluster's
+// and a weighted cluster's, never a Match made for a request whose cluster a header names
+// (its Cluster views the request, whose memory the next request reuses).
+func TestMatchFixed(t *testing.T) {
+	tbl := mustCompile(t, actionConfig+`
+  - name: weighted-by-header
+    match: {prefix: "/wbh"}
+    route:
+      weighted_clusters:
+        clusters: [{cluster_header: x-up, weight: 1}]
+`, Options{})
+	for _, tt := range []struct {
+		r     *Request
+		fixed bool
+	}{
+		{req("h", "/old/x"), true},
+		{req("h", "/weighted"), true},
+		{req("h", "/wh", "X-Random", "1"), true},
+		{req("h", "/by-header", "X-Cluster-Name", "dyn"), false},
+		{req("h", "/by-header"), false},
+		{req("h", "/wbh", "X-Up", "dyn"), false},
+	} {
+		m := tbl.Route(tt.r)
+		if m == nil {
+			t.Fatalf("%s: no match", tt.r.Path)
+		}
+		if m.Fixed() != tt.fixed {
+			t.Errorf("%s (cluster %q): Fixed() = %v; want %v", tt.r.Path, m.Cluster, m.Fixed(), tt.fixed)
+		}
+		if again := tbl.Route(tt.r); (again == m) != tt.fixed {
+			t.Errorf("%s: the same Match again = %v; want %v (only a fixed Match is shared)", tt.r.Path, again == m, tt.fixed)
+		}
+	}
+}

@@ -566,11 +566,13 @@ func precompute(r *Route) {
 			m.VirtualHost = r.vhost
 			m.requestOps = r.orderedOps(m.requestOps[0], true)
 			m.responseOps = r.orderedOps(m.responseOps[0], false)
+			m.fixed = true
 		}
 	case r.ClusterHeader != "":
 		r.template = baseMatch(r)
 	default:
 		r.single = baseMatch(r)
+		r.single.fixed = true
 	}
 }
 

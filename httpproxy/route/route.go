@@ -242,7 +242,13 @@ type Match struct {
 	HostRewrite string
 
 	requestOps, responseOps []*HeaderOps
+	fixed                   bool // see Fixed
 }
+
+// Fixed reports whether m is the route table's own Match, shared by the requests it matches:
+// its Cluster is configuration, which does not change (a cluster_header route's Match is a
+// copy made for a request, its Cluster a view of the request's header).
+func (m *Match) Fixed() bool { return m.fixed }
 
 // Route finds the route for req: the virtual host by :authority, then the first matching
 // route. It returns nil when no virtual host or route matches (Envoy's 404 NR). It allocates
@@ -279,7 +285,7 @@ func (r *Route) resolve(req *Request) *Match {
 		return r.single
 	}
 	if r.ClusterHeader != "" {
-		m := *r.template
+		m := *r.template // not fixed
 		if vs := req.Headers()[r.ClusterHeader]; len(vs) > 0 {
 			m.Cluster = vs[0]
 		}
@@ -295,6 +301,7 @@ func (r *Route) resolve(req *Request) *Match {
 	c := wc.pick(random)
 	if c.ClusterHeader != "" {
 		m := *c.match
+		m.fixed = false
 		if vs := req.Headers()[c.ClusterHeader]; len(vs) > 0 {
 			m.Cluster = vs[0]
 		}
