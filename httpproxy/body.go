@@ -243,7 +243,12 @@ func (w *h1writer) Write(p []byte) (int, error) {
 // (BodyReady). When r reads src's body as it is (direct: no rewriter between them), the copy
 // ends with the read that took the body's last byte, as src says (BodyEnded), rather than
 // with one more read that finds io.EOF (about 150 instructions a response).
-func (w *h1writer) copyFrom(r io.Reader, src *pool.Response, direct bool) (int64, error) {
+//
+// upErr is not nil when r is src's body itself, read without an observedBody (nothing
+// watches the body and it is not chunked here): the copy then does what observedBody would,
+// touching the stream idle timer for each read that got bytes and keeping the first read
+// error other than io.EOF in *upErr (the wrapper's calls were about 60 instructions).
+func (w *h1writer) copyFrom(r io.Reader, src *pool.Response, direct bool, upErr *error) (int64, error) {
 	ready := src.BodyReady()
 	if !ready {
 		if err := w.flush(); err != nil { // the head, before the wait for the first bytes
@@ -273,6 +278,14 @@ func (w *h1writer) copyFrom(r io.Reader, src *pool.Response, direct bool) (int64
 		w.buf = w.buf[:len(w.buf)+n]
 		total += int64(n)
 		w.sent += int64(n)
+		if upErr != nil {
+			if n > 0 {
+				w.idle.touchRead() // the bytes are on their way to the client
+			}
+			if err != nil && err != io.EOF && *upErr == nil {
+				*upErr = err
+			}
+		}
 		if direct && n > 0 && err == nil && src.BodyEnded() {
 			return total, nil
 		}

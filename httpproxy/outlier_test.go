@@ -1,6 +1,9 @@
 package httpproxy
 
 import (
+	"bufio"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -138,6 +141,58 @@ func TestRouterSplitResponsesAreExternal(t *testing.T) {
 	waitFlag(t, e.hostAt("web", bad), host.FailedOutlierCheck)
 	if got := e.stat("cluster.web.outlier_detection.ejections_enforced_consecutive_5xx"); got != 1 {
 		t.Errorf("ejections_enforced_consecutive_5xx = %d; want 1", got)
+	}
+}
+
+// TestRouterResponseCutIsOutlierResult: an upstream that closes its connection in the middle
+// of a response body, after its head was forwarded, is reported as a local-origin failure
+// (the router keeps the body's read error, which the copy of a body nothing watches keeps
+// itself: copyFrom's upErr).
+func TestRouterResponseCutIsOutlierResult(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				for {
+					line, err := br.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if line == "\r\n" {
+						break
+					}
+				}
+				io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
+			}()
+		}
+	}()
+	addr := ln.Addr().String()
+	e := newEnv(t, envOptions{
+		clusters: []string{staticCluster("web", "outlier_detection: {split_external_local_origin_errors: true, consecutive_local_origin_failure: 1, consecutive_5xx: 100, interval: 0.2s, base_ejection_time: 30s, max_ejection_percent: 100}", addr)},
+		hcm:      simpleHCM("web", ""),
+	})
+	resp, err := e.client().Get("http://" + e.addr + "/")
+	if err != nil {
+		t.Fatalf("GET /: %v", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || err == nil {
+		t.Fatalf("GET / = %d, %q, %v; want 200 and a body cut short", resp.StatusCode, b, err)
+	}
+	waitFlag(t, e.hostAt("web", addr), host.FailedOutlierCheck)
+	if got := e.stat("cluster.web.outlier_detection.ejections_enforced_consecutive_local_origin_failure"); got != 1 {
+		t.Errorf("ejections_enforced_consecutive_local_origin_failure = %d; want 1", got)
 	}
 }
 
