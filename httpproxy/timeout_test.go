@@ -270,13 +270,18 @@ func TestMaxConnectionDurationHTTP2(t *testing.T) {
 		}
 	})
 	t.Run("stream longer than drain_timeout is cut", func(t *testing.T) {
+		// The upper bound is the upstream's answer at 4 s: a cut the client sees (an error,
+		// not the answer) came before it. A loaded machine delays that answer's timer as it
+		// does the proxy's, where a fixed bound (1.8 s) failed; and any timeout a wrong
+		// implementation would fall back to (Envoy's default drain_timeout, 5 s; the route's
+		// 15 s) lets the answer through.
 		cc, _ := h2cConn(t, e.addr)
 		start := time.Now()
-		_, _, err := h2Get(cc, e.addr, "x-delay", "2s")
+		_, _, err := h2Get(cc, e.addr, "x-delay", "4s")
 		if err == nil {
 			t.Fatal("request outlived max_connection_duration + drain_timeout; want the connection closed")
 		}
-		if got := time.Since(start); got < 700*time.Millisecond || got > 1800*time.Millisecond {
+		if got := time.Since(start); got < 700*time.Millisecond {
 			t.Errorf("cut after %v; want about 700ms (max_connection_duration + drain_timeout)", got)
 		}
 	})
