@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,13 +11,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 // upstreamEnv makes the test binary an HTTP upstream instead of running tests: it serves 200 on
 // every path at the address in the variable (port 0: one the kernel picks), prints "listening"
-// and the bound address, and runs until killed.
+// and the bound address, then "request" and the time (Unix nanoseconds) of each request it
+// receives, and runs until killed.
 const upstreamEnv = "LEGATE_E2E_UPSTREAM"
 
 func init() {
@@ -31,6 +34,7 @@ func init() {
 	}
 	fmt.Println("listening", ln.Addr())
 	err = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Println("request", time.Now().UnixNano())
 		w.WriteHeader(http.StatusOK)
 	}))
 	fmt.Fprintln(os.Stderr, "upstream:", err)
@@ -43,6 +47,9 @@ type upstream struct {
 	addr string
 	cmd  *exec.Cmd
 	done chan struct{}
+
+	mu       sync.Mutex  // guards arrivals
+	arrivals []time.Time // when each request arrived, as the process read its clock
 }
 
 // freeAddr returns a loopback address with a port that was free a moment ago, reserved
@@ -76,6 +83,13 @@ func startUpstream(t *testing.T, addr string) *upstream {
 		}
 		ready <- bound
 		for sc.Scan() {
+			if s, ok := strings.CutPrefix(sc.Text(), "request "); ok {
+				if ns, err := strconv.ParseInt(s, 10, 64); err == nil {
+					u.mu.Lock()
+					u.arrivals = append(u.arrivals, time.Unix(0, ns))
+					u.mu.Unlock()
+				}
+			}
 		}
 		cmd.Wait()
 		close(u.done)
@@ -90,6 +104,19 @@ func startUpstream(t *testing.T, addr string) *upstream {
 		t.Fatalf("upstream on %s did not start within 20s", addr)
 	}
 	return u
+}
+
+// requestsIn counts the requests that arrived after from and no later than to.
+func (u *upstream) requestsIn(from, to time.Time) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := 0
+	for _, at := range u.arrivals {
+		if at.After(from) && !at.After(to) {
+			n++
+		}
+	}
+	return n
 }
 
 // kill ends the upstream process abruptly (SIGKILL) and waits for it.
@@ -124,16 +151,18 @@ func (p *proc) waitLine(path, line string, timeout time.Duration) time.Duration 
 }
 
 // TestActiveHealthCheckKilledUpstream health-checks two upstream processes, kills one, expects
-// /failed_active_hc within interval × unhealthy_threshold + timeout, restarts it and expects it
-// healthy again after healthy_threshold passes.
+// /failed_active_hc after unhealthy_threshold failed checks (interval × unhealthy_threshold),
+// restarts it and expects it healthy again after healthy_threshold passes.
+//
+// Its upper bounds are counted in the checker's rounds, read from the event log's times and
+// the upstream processes' own record of the checks they received, not in a fixed time (it was
+// 400 ms of slack): a busy machine can delay the checker's timers, and this test's polling,
+// past any fixed slack, but it delays the other host's checks alike.
 func TestActiveHealthCheckKilledUpstream(t *testing.T) {
 	const (
 		interval           = 200 * time.Millisecond
-		timeout            = 200 * time.Millisecond
 		unhealthyThreshold = 2
 		healthyThreshold   = 2
-		// slack covers the admin polling period and a race-instrumented binary on a busy machine.
-		slack = 400 * time.Millisecond
 	)
 	// a is restarted on its address below, so that address is picked (and reserved) first; b
 	// binds a port the kernel picks.
@@ -162,6 +191,7 @@ static_resources:
       unhealthy_threshold: 2
       healthy_threshold: 2
       event_log_path: ` + events + `
+      always_log_health_check_failures: true
       http_health_check: {path: /healthz}
     load_assignment:
       cluster_name: backend
@@ -174,25 +204,54 @@ static_resources:
 		p.waitLine("/clusters", "backend::"+u.addr+"::health_flags::healthy", 5*time.Second)
 	}
 
+	killed := time.Now()
 	a.kill()
 	took := p.waitLine("/clusters", "backend::"+a.addr+"::health_flags::/failed_active_hc", 10*time.Second)
-	bound := interval*unhealthyThreshold + timeout
-	t.Logf("killed upstream marked /failed_active_hc after %v (bound %v + %v slack)", took, bound, slack)
-	if took > bound+slack {
-		t.Errorf("killed upstream marked unhealthy after %v; want within %v (interval × unhealthy_threshold + timeout) + %v", took, bound, slack)
+	// a fails each of its checks at once (connection refused), at the interval b's checks
+	// keep: by a's unhealthy_threshold-th failure b has been checked as often, and once more
+	// where their timers' phases differ.
+	ejected := hcEventAfter(t, events, a.addr, "eject_unhealthy_event", killed)
+	rounds := b.requestsIn(killed, ejected)
+	t.Logf("killed upstream marked /failed_active_hc after %v (event log: %v), %d checks of the other upstream meanwhile", took, ejected.Sub(killed), rounds)
+	if rounds > unhealthyThreshold+1 {
+		t.Errorf("killed upstream marked unhealthy after %d checks of the other upstream; want at most unhealthy_threshold (%d) + 1", rounds, unhealthyThreshold)
+	}
+	// The failure that ejects a is logged after its eject event, the ones before it before.
+	failures := 0
+	for _, ev := range hcEvents(t, events, a.addr) {
+		if ev.kind == "eject_unhealthy_event" && ev.at.Equal(ejected) {
+			break
+		}
+		if ev.kind == "health_check_failure_event" && ev.at.After(killed) {
+			failures++
+		}
+	}
+	if failures != unhealthyThreshold-1 {
+		t.Errorf("killed upstream ejected at its failure %d; want unhealthy_threshold (%d)", failures+1, unhealthyThreshold)
 	}
 	if _, _, body := p.get("/clusters"); !strings.Contains(body, "backend::"+b.addr+"::health_flags::healthy\n") {
 		t.Errorf("the live upstream is not healthy after the other was killed:\n%s", body)
 	}
 
-	startUpstream(t, a.addr)
+	restarted := time.Now()
+	a = startUpstream(t, a.addr)
 	took = p.waitLine("/clusters", "backend::"+a.addr+"::health_flags::healthy", 10*time.Second)
-	t.Logf("restarted upstream healthy after %v", took)
 	if min := (healthyThreshold - 1) * interval; took < min {
 		t.Errorf("restarted upstream healthy after %v; want at least %v (healthy_threshold passes)", took, min)
 	}
-	if max := healthyThreshold*interval + timeout + slack; took > max {
-		t.Errorf("restarted upstream healthy after %v; want within %v", took, max)
+	// The passes that count are the checks the new process answered after a's last failure
+	// (a check refused before it listened, or one that timed out on a busy machine).
+	healthy := hcEventAfter(t, events, a.addr, "add_healthy_event", restarted)
+	since := restarted
+	for _, ev := range hcEvents(t, events, a.addr) {
+		if ev.kind == "health_check_failure_event" && ev.at.After(since) && ev.at.Before(healthy) {
+			since = ev.at
+		}
+	}
+	passes := a.requestsIn(since, healthy)
+	t.Logf("restarted upstream healthy after %v (event log: %v), %d checks answered", took, healthy.Sub(restarted), passes)
+	if passes != healthyThreshold {
+		t.Errorf("restarted upstream marked healthy after %d checks it answered; want healthy_threshold (%d)", passes, healthyThreshold)
 	}
 
 	// The host's flag is cleared before the cluster republishes its partitions (OnChange), so
@@ -216,4 +275,63 @@ static_resources:
 			t.Errorf("event log lacks %s:\n%s", want, log)
 		}
 	}
+}
+
+// hcEvent is a health check event log line's kind (the name of its event field) and time.
+type hcEvent struct {
+	kind string
+	at   time.Time
+}
+
+// hcEvents returns the events of the log at path for the host at addr, in order.
+func hcEvents(t *testing.T, path, addr string) []hcEvent {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(addr)
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var evs []hcEvent
+	for _, l := range lines(string(b)) {
+		var line struct {
+			Host struct {
+				SocketAddress struct {
+					PortValue json.Number `json:"port_value"`
+				} `json:"socket_address"`
+			} `json:"host"`
+			Timestamp time.Time `json:"timestamp"`
+		}
+		var fields map[string]json.RawMessage
+		if json.Unmarshal([]byte(l), &line) != nil || json.Unmarshal([]byte(l), &fields) != nil {
+			t.Fatalf("event log line %q is not an event", l)
+		}
+		if line.Host.SocketAddress.PortValue.String() != port {
+			continue
+		}
+		ev := hcEvent{at: line.Timestamp}
+		for k := range fields {
+			if strings.HasSuffix(k, "_event") {
+				ev.kind = k
+			}
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// hcEventAfter waits until the log at path has an event of kind for the host at addr logged
+// after since, and returns its time.
+func hcEventAfter(t *testing.T, path, addr, kind string, since time.Time) time.Time {
+	t.Helper()
+	var at time.Time
+	eventually(t, kind+" for "+addr+" in the event log", func() bool {
+		for _, ev := range hcEvents(t, path, addr) {
+			if ev.kind == kind && ev.at.After(since) {
+				at = ev.at
+				return true
+			}
+		}
+		return false
+	})
+	return at
 }
