@@ -452,7 +452,7 @@ func cutFields(b []byte, resp *Response, fields *http1.Fields, lim headLimits) (
 			}
 			break
 		}
-		nameEnd, valueStart, valueEnd, next, ok := http1.CutField(b[i:])
+		nameEnd, valueStart, valueEnd, next, k, ok := http1.CutField(b[i:])
 		if !ok {
 			break
 		}
@@ -462,13 +462,20 @@ func cutFields(b []byte, resp *Response, fields *http1.Fields, lim headLimits) (
 		// Each slice's capacity ends with it, so that appending to it writes nothing else.
 		line := b[i:]
 		name, value := line[:nameEnd:nameEnd], line[valueStart:valueEnd:valueEnd]
-		k := http1.KnownName(name)
 		if k <= http1.KnownTransferEncoding && k != http1.Unknown {
 			if err = knownFraming(fields, k, value, resp.ProtoMinor); err != nil {
 				return 0, true, protocolError("header line %q: %w", line[:next-2], err)
 			}
 		}
-		resp.Header = append(resp.Header, RawField{Name: name, Value: value, Known: k})
+		// Set in place: append built the field on the stack and copied it in.
+		n := len(resp.Header)
+		if n < cap(resp.Header) {
+			resp.Header = resp.Header[:n+1]
+		} else {
+			resp.Header = append(resp.Header, RawField{})
+		}
+		f := &resp.Header[n]
+		f.Name, f.Value, f.Known = name, value, k
 		i += next
 	}
 	resp.Header = resp.Header[:0]
@@ -551,7 +558,7 @@ func headFraming(fields *http1.Fields, resp *Response, head bool, lim headLimits
 
 // framingField hands the fields that frame a response to fields. It is inlined: a name of
 // any other length than the framing names' returns without a call. readHeadLines finds the
-// framing names with it, by their spelling; cutFields with the KnownName it finds for every
+// framing names with it, by their spelling; cutFields with the Known CutField finds for every
 // field (knownFraming), and FuzzBufferedHeadMatchesLines holds the two to the same framing.
 func framingField(fields *http1.Fields, name, value []byte, minor int) error {
 	const lengths = 1<<len("content-length") | 1<<len("transfer-encoding") | 1<<len("connection")
@@ -586,7 +593,7 @@ func framingName(fields *http1.Fields, name, value []byte, minor int) error {
 }
 
 // knownFraming is framingName for a field whose name is one of the framing names, k
-// (cutFields finds it for every field: KnownName).
+// (cutFields has http1.CutField find it for every field).
 func knownFraming(fields *http1.Fields, k http1.Known, value []byte, minor int) error {
 	switch k {
 	case http1.KnownContentLength:

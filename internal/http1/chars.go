@@ -83,6 +83,14 @@ func notNameBytes(x uint64) uint64 {
 	return ^((letter | digit | dash) &^ x) & highs
 }
 
+// colonBytes sets the high bit of the first byte of x that is ':' (and maybe of bytes after
+// it: a borrow from the first carries into the next byte).
+func colonBytes(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	y := x ^ ':'*ones
+	return (y - ones) &^ y & highs
+}
+
 // notHostBytes sets the high bit of each byte of x that is not an ASCII letter, digit, '.',
 // '-' or ':', the characters of nearly every Host (the other authority characters are left
 // to authorityChars). The tests run on the low seven bits, as in notNameBytes.

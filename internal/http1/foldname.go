@@ -37,11 +37,11 @@ func NewFoldName(lower string) FoldName {
 
 // Equal reports whether name is f's name in any ASCII case.
 func (f *FoldName) Equal(name []byte) bool {
-	return len(name) == f.n && f.n != 0 && f.equalWords(name)
+	return len(name) == f.n && f.n != 0 && equalWords(f, name)
 }
 
 // equalWords is Equal for a name of f's length, not 0.
-func (f *FoldName) equalWords(name []byte) bool {
+func equalWords[T text](f *FoldName, name T) bool {
 	n := len(name)
 	// The words as foldWords loads them, each compared as soon as it is loaded.
 	switch {

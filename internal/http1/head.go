@@ -93,41 +93,58 @@ func SplitField[T text](line T) (name, value T, err error) {
 // CutField parses the field line "name: value" CRLF at the start of b in one pass, the way
 // SplitField and a search for the line's end would together: the name must be a token
 // followed by a colon, the value (its optional whitespace trimmed) must hold no control
-// character but HTAB and no DEL, and the line must end in CRLF. Both are checked eight bytes
-// at a time (a byte at a time, the name cost about ten instructions a byte), and the first
-// byte a value may not hold must be the line's CR: the line's end is found by the check
-// itself rather than by a scan of its own. It returns the name's end, the value's bounds
-// and the offset just past the CRLF; ok is false when b does not start with such a line (an
-// empty line, a malformed one, one ending in a bare LF, or one not whole in b), which the
-// caller then reads the way it reads any line.
-func CutField[T text](b T) (nameEnd, valueStart, valueEnd, next int, ok bool) {
+// character but HTAB and no DEL, and the line must end in CRLF. It also finds which known
+// name the name is (KnownName). The colon is searched for first, eight bytes at a time; a
+// name of a known one's first letter and length is compared with it (a word at a time), and
+// when it is that name it is a token: only the other names are checked a character at a
+// time (eight at once for letters, digits and dashes). Checking every name's characters
+// first, then finding which known name it was, was about 60 instructions more of a known
+// name. The value is checked eight bytes at a time too, and the first byte it may not hold
+// must be the line's CR: the line's end is found by the check itself rather than by a scan
+// of its own. It returns the name's end, the value's bounds, the offset just past the CRLF
+// and the name's Known; ok is false when b does not start with such a line (an empty line,
+// a malformed one, one ending in a bare LF, or one not whole in b), which the caller then
+// reads the way it reads any line.
+func CutField[T text](b T) (nameEnd, valueStart, valueEnd, next int, k Known, ok bool) {
 	i := 0
-	for i+8 <= len(b) {
-		if m := notNameBytes(load64(b[i : i+8])); m != 0 {
+	for {
+		if i+8 > len(b) {
+			for i < len(b) && b[i] != ':' {
+				i++
+			}
+			break
+		}
+		if m := colonBytes(load64(b[i : i+8])); m != 0 {
 			i += bits.TrailingZeros64(m) >> 3
 			break
 		}
 		i += 8
 	}
-	if i == len(b) || b[i] != ':' {
-		// Past the letters, digits and dashes: the token's other characters, one at a
-		// time.
-		for i < len(b) && tokenChars[b[i]] {
-			i++
-		}
-		if i == len(b) || b[i] != ':' {
-			return 0, 0, 0, 0, false
+	if i == len(b) || i == 0 {
+		return 0, 0, 0, 0, Unknown, false
+	}
+	if slot := knownSlot(b[0], i); int(knownLens[slot]) == i {
+		if len(b) >= maxFoldName {
+			// The four words from the name's start, the bytes past the name masked off
+			// (knownWords), compared without a branch.
+			w := &knownWords[slot]
+			d := (load64(b[0:8])&w[0].mask | w[0].fold) ^ w[0].want
+			d |= (load64(b[8:16])&w[1].mask | w[1].fold) ^ w[1].want
+			d |= (load64(b[16:24])&w[2].mask | w[2].fold) ^ w[2].want
+			d |= (load64(b[24:32])&w[3].mask | w[3].fold) ^ w[3].want
+			if d == 0 {
+				k = knownSlots[slot].known
+			}
+		} else {
+			k = KnownName(b[:i]) // too close to b's end for four words
 		}
 	}
-	if i == 0 {
-		return 0, 0, 0, 0, false
+	if k == Unknown && !validName(b[:i]) {
+		return 0, 0, 0, 0, Unknown, false
 	}
 	nameEnd = i
 	i++
-	if i < len(b) && b[i] == ' ' { // the usual single space
-		i++
-	}
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t') {
+	for i < len(b) && b[i] <= ' ' && (b[i] == ' ' || b[i] == '\t') {
 		i++
 	}
 	valueStart = i
@@ -138,9 +155,14 @@ func CutField[T text](b T) (nameEnd, valueStart, valueEnd, next int, ok bool) {
 			}
 			break
 		}
-		if m := controlBytes(load64(b[i : i+8])); m != 0 {
-			i += bits.TrailingZeros64(m) >> 3
-			if b[i] != '\t' {
+		x := load64(b[i : i+8])
+		if m := controlBytes(x); m != 0 {
+			shift := bits.TrailingZeros64(m) &^ 7
+			i += shift >> 3
+			if uint16(x>>shift) == '\r'|'\n'<<8 {
+				goto crlf // the line's end, both bytes in the word
+			}
+			if byte(x>>shift) != '\t' {
 				break
 			}
 			i++ // HTAB, which a value may hold: the scan goes on past it
@@ -149,13 +171,32 @@ func CutField[T text](b T) (nameEnd, valueStart, valueEnd, next int, ok bool) {
 		i += 8
 	}
 	if i+1 >= len(b) || b[i] != '\r' || b[i+1] != '\n' {
-		return 0, 0, 0, 0, false
+		return 0, 0, 0, 0, Unknown, false
 	}
+crlf:
 	valueEnd = i
-	for valueEnd > valueStart && (b[valueEnd-1] == ' ' || b[valueEnd-1] == '\t') {
+	// The value's last byte is SP or HTAB, or printable (no other byte below SP is in it).
+	for valueEnd > valueStart && b[valueEnd-1] <= ' ' {
 		valueEnd--
 	}
-	return nameEnd, valueStart, valueEnd, i + 2, true
+	return nameEnd, valueStart, valueEnd, i + 2, k, true
+}
+
+// validName reports whether name, not empty, is a token: letters, digits and dashes are
+// checked eight at a time (notNameBytes), the token's other characters one at a time.
+func validName[T text](name T) bool {
+	i := 0
+	for i+8 <= len(name) {
+		if m := notNameBytes(load64(name[i : i+8])); m != 0 {
+			i += bits.TrailingZeros64(m) >> 3
+			break
+		}
+		i += 8
+	}
+	for i < len(name) && tokenChars[name[i]] {
+		i++
+	}
+	return i == len(name)
 }
 
 // RequestLine is a parsed request line (RFC 9112 §3).
@@ -302,7 +343,8 @@ func (rh *RequestHead) Parse(s string, maxFields int, chunkedLength bool, add fu
 		var name, value string
 		// A field line is taken in one pass (CutField); any other line, the empty one
 		// included, is cut and split apart, which finds what is wrong with it.
-		if nameEnd, valueStart, valueEnd, next, ok := CutField(rest); ok {
+		nameEnd, valueStart, valueEnd, next, k, ok := CutField(rest)
+		if ok {
 			if n == maxFields {
 				return ErrTooManyFields
 			}
@@ -321,8 +363,9 @@ func (rh *RequestHead) Parse(s string, maxFields int, chunkedLength bool, add fu
 			if name, value, err = SplitField(line); err != nil {
 				return err
 			}
+			k = KnownName(name)
 		}
-		if err := rh.field(&f, name, value, add); err != nil {
+		if err := rh.field(&f, name, value, k, add); err != nil {
 			return err
 		}
 	}
@@ -336,50 +379,37 @@ func (rh *RequestHead) Parse(s string, maxFields int, chunkedLength bool, add fu
 	return nil
 }
 
-// field interprets one field of a request head.
-func (rh *RequestHead) field(f *Fields, name, value string, add func(name, value string)) error {
-	switch len(name) {
-	case len("host"):
-		// Clients spell it "Host" (one comparison of a word) before any other way.
-		if name == "Host" || EqualFold(name, "host") {
-			return rh.host(value)
-		}
-	case len("te"):
-		if EqualFold(name, "te") {
-			rh.TETrailers = rh.TETrailers || HasToken(value, "trailers")
-			return nil
-		}
-	case len("expect"):
-		if EqualFold(name, "expect") && EqualFold(value, "100-continue") {
+// field interprets one field of a request head, whose name is k.
+func (rh *RequestHead) field(f *Fields, name, value string, k Known, add func(name, value string)) error {
+	switch k {
+	case KnownHost:
+		return rh.host(value)
+	case KnownTE:
+		rh.TETrailers = rh.TETrailers || HasToken(value, "trailers")
+		return nil
+	case KnownExpect:
+		if EqualFold(value, "100-continue") {
 			rh.Expect100 = true
 			return nil
 		}
-	case len("upgrade"):
-		if EqualFold(name, "upgrade") {
-			rh.Upgrade = value
-			return nil
+	case KnownUpgrade:
+		rh.Upgrade = value
+		return nil
+	case KnownConnection:
+		rh.ConnUpgrade = f.Connection(value) || rh.ConnUpgrade
+		if rh.Connection == "" {
+			rh.Connection = value
+		} else {
+			rh.Connection += "," + value
 		}
-	case len("connection"):
-		if EqualFold(name, "connection") {
-			rh.ConnUpgrade = f.Connection(value) || rh.ConnUpgrade
-			if rh.Connection == "" {
-				rh.Connection = value
-			} else {
-				rh.Connection += "," + value
-			}
-			return nil
+		return nil
+	case KnownContentLength:
+		if err := f.ContentLength(value); err != nil {
+			return err
 		}
-	case len("content-length"):
-		if EqualFold(name, "content-length") {
-			if err := f.ContentLength(value); err != nil {
-				return err
-			}
-		}
-	case len("transfer-encoding"):
-		if EqualFold(name, "transfer-encoding") {
-			f.TransferEncoding(value)
-			return nil
-		}
+	case KnownTransferEncoding:
+		f.TransferEncoding(value)
+		return nil
 	}
 	add(name, value)
 	return nil

@@ -269,17 +269,20 @@ func cutFieldByLines(b []byte) (name, value []byte, next int, ok bool) {
 }
 
 // checkCutField fails t when CutField, on b as bytes and as a string, disagrees with
-// cutFieldByLines.
+// cutFieldByLines, or its Known with the byte-by-byte reference (knownByName).
 func checkCutField(t *testing.T, b []byte) {
 	t.Helper()
 	name, value, next, ok := cutFieldByLines(b)
-	ne, vs, ve, n, got := CutField(b)
+	ne, vs, ve, n, k, got := CutField(b)
 	if got != ok || ok && (string(b[:ne]) != string(name) || string(b[vs:ve]) != string(value) || n != next) {
 		t.Fatalf("CutField(%q) = %q, %q, %d, %v; want %q, %q, %d, %v", b, b[:ne], b[vs:ve], n, got, name, value, next, ok)
 	}
-	sne, svs, sve, sn, sok := CutField(string(b))
-	if sne != ne || svs != vs || sve != ve || sn != n || sok != got {
-		t.Fatalf("CutField(string %q) = %d, %d, %d, %d, %v; bytes gave %d, %d, %d, %d, %v", b, sne, svs, sve, sn, sok, ne, vs, ve, n, got)
+	if want := knownByName(name); ok && k != want {
+		t.Fatalf("CutField(%q) found name %q known as %v; want %v", b, name, k, want)
+	}
+	sne, svs, sve, sn, sk, sok := CutField(string(b))
+	if sne != ne || svs != vs || sve != ve || sn != n || sk != k || sok != got {
+		t.Fatalf("CutField(string %q) = %d, %d, %d, %d, %v, %v; bytes gave %d, %d, %d, %d, %v, %v", b, sne, svs, sve, sn, sk, sok, ne, vs, ve, n, k, got)
 	}
 }
 
@@ -310,6 +313,32 @@ func TestCutFieldWordwise(t *testing.T) {
 					old := line[i]
 					line[i] = byte(c)
 					checkCutField(t, line)
+					line[i] = old
+				}
+			}
+		}
+	}
+}
+
+// TestCutFieldKnown checks CutField's Known, found by comparing the words of a name of a
+// known one's slot (knownWords), against the byte-by-byte reference for every known name in
+// lower, upper and mixed case, every one-byte change of it, names one byte shorter or
+// longer, and each of those cut short at every length, so that a name is seen with its four
+// words in b and too close to b's end for them.
+func TestCutFieldKnown(t *testing.T) {
+	for k := Known(1); k < numKnown; k++ {
+		lower := k.String()
+		for _, name := range []string{lower, strings.ToUpper(lower), mixedCase(lower), lower[:len(lower)-1], lower + "s", "x" + lower} {
+			line := []byte(name + ": v\r\nNext-Field: some value\r\n")
+			for n := 0; n <= len(line); n++ {
+				checkCutField(t, line[:n])
+			}
+			for i := range len(name) + 1 {
+				for c := range 256 {
+					old := line[i]
+					line[i] = byte(c)
+					checkCutField(t, line)
+					checkCutField(t, line[:len(name)+5])
 					line[i] = old
 				}
 			}
@@ -395,7 +424,8 @@ func parseRequestHeadBefore(s string, maxFields int, chunkedLength bool, add fun
 		if err != nil {
 			return rh, err
 		}
-		if err := rh.field(&f, name, value, add); err != nil {
+		// The name's Known by the byte-by-byte reference, not CutField's.
+		if err := rh.field(&f, name, value, knownByName([]byte(name)), add); err != nil {
 			return rh, err
 		}
 	}
@@ -419,6 +449,8 @@ func FuzzParseRequestHead(f *testing.F) {
 		"GET / HTTP/1.1\r\nHost: h\r\nA: b\nC: d\r\n", "GET / HTTP/1.1\r\nHost: h\r\nA: b\x00\r\n",
 		"GET / HTTP/1.1\r\nHost: h\r\nA: b\rc\r\n", "GET / HTTP/1.1\r\nHost: h\r\nA: b",
 		"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n",
+		"POST / HTTP/1.1\r\nhOST: h\r\nEXPECT: 100-Continue\r\nUpgrade: x\r\nConnection: upgrade\r\nExpect: other\r\nte: trailers\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nHost: h\r\nContent-Type: a\r\nUser-Agent: b\r\nHosts: c\r\nExpects: d\r\n",
 	} {
 		f.Add(s, false)
 	}

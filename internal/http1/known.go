@@ -1,12 +1,14 @@
 package http1
 
-// Known says which of the response field names that a proxy treats apart from the others a
-// name is: the fields that frame a message (which the upstream codec reads), the hop-by-hop
-// ones and those the downstream codec writes itself, and those Envoy's connection manager
-// and router may replace. The upstream codec finds it for each field as it parses the head
-// (KnownName), so that the framing fields are found by it and the connection manager writes
-// a response without looking at the names again. The zero value, Unknown, is every other
-// name.
+// Known says which of the field names that a proxy treats apart from the others a name is:
+// the fields that frame a message (which the codecs read), the hop-by-hop ones and those the
+// downstream codec writes itself, those Envoy's connection manager and router may replace,
+// and the request fields the downstream codec reads (Host, Expect). The codecs find it for
+// each field as they cut its line (CutField), so that the framing fields are found by it and
+// the connection manager writes a response without looking at the names again; a known name
+// needs no check of its characters either (CutField), which is why the two names nearly
+// every request and response carry beyond those, Content-Type and User-Agent, are known too.
+// The zero value, Unknown, is every other name.
 type Known uint8
 
 // The known names.
@@ -25,8 +27,16 @@ const (
 	KnownRequestID              // x-request-id
 	KnownAttemptCount           // x-envoy-attempt-count
 	KnownServiceTime            // x-envoy-upstream-service-time
+	KnownHost                   // host
+	KnownExpect                 // expect
+	KnownContentType            // content-type
+	KnownUserAgent              // user-agent
 	numKnown
 )
+
+// Each known name has a bit of a uint32 in the connection manager's sets of names
+// (httpproxy's directPlan): this fails to compile once there are more.
+var _ [32 - numKnown]struct{}
 
 // knownNames spell the known names in lower case, by Known.
 var knownNames = [numKnown]string{
@@ -35,6 +45,7 @@ var knownNames = [numKnown]string{
 	KnownProxyConnection: "proxy-connection", KnownTE: "te", KnownTrailer: "trailer",
 	KnownUpgrade: "upgrade", KnownServer: "server", KnownRequestID: "x-request-id",
 	KnownAttemptCount: "x-envoy-attempt-count", KnownServiceTime: "x-envoy-upstream-service-time",
+	KnownHost: "host", KnownExpect: "expect", KnownContentType: "content-type", KnownUserAgent: "user-agent",
 }
 
 // String returns the name in lower case ("" for Unknown).
@@ -52,13 +63,13 @@ func (k Known) String() string {
 // length and then a comparison byte by byte, as the upstream codec found the framing names,
 // was about 35 instructions a field; the connection manager's second look at each name
 // (the slots with a comparison a word at a time), about 60 more.
-func KnownName(name []byte) Known {
+func KnownName[T text](name T) Known {
 	n := len(name)
 	if n == 0 {
 		return Unknown
 	}
 	slot := knownSlot(name[0], n)
-	if int(knownLens[slot]) != n || !knownSlots[slot].name.equalWords(name) {
+	if int(knownLens[slot]) != n || !equalWords(&knownSlots[slot].name, name) {
 		return Unknown
 	}
 	return knownSlots[slot].known
@@ -95,6 +106,30 @@ var knownSlots = func() (t [numSlots]knownEntry) {
 			panic("http1: known name " + name + " shares a slot with " + e.known.String())
 		}
 		*e = knownEntry{name: NewFoldName(name), known: k}
+	}
+	return t
+}()
+
+// nameWord is one eight-byte word of a known name as CutField compares it: a word x loaded
+// from the name's start (little-endian) is the name's when x&mask|fold == want. mask keeps
+// the name's bytes (the last word's bytes past the name are the colon and what follows);
+// fold, as in FoldName, is the case bit of each letter; want is the name in lower case.
+type nameWord struct{ mask, fold, want uint64 }
+
+// knownWords are the known names' words, by slot as in knownSlots; the words after a name's
+// last have a mask of 0.
+var knownWords = func() (t [numSlots][maxFoldName / 8]nameWord) {
+	for k := Known(1); k < numKnown; k++ {
+		name := knownNames[k]
+		e := &t[knownSlot(name[0], len(name))]
+		for i := 0; i < len(name); i++ {
+			w, shift := &e[i/8], 8*(i%8)
+			w.mask |= 0xff << shift
+			w.want |= uint64(name[i]) << shift
+			if 'a' <= name[i] && name[i] <= 'z' {
+				w.fold |= 0x20 << shift
+			}
+		}
 	}
 	return t
 }()
