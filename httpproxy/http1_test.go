@@ -228,6 +228,59 @@ func FuzzParseHead(f *testing.F) {
 	})
 }
 
+// parseHeadByKey is how parseHead keyed a field before the parser handed it the name's
+// Known: canonicalKey of every name, the hop-by-hop Keep-Alive and Proxy-Connection dropped.
+func parseHeadByKey(s string, h http.Header, idx *inIndex, vals *[]string) error {
+	_, err := http1.ParseRequestHead(s, 100, false, func(name, value string, _ http1.Known) {
+		switch key := canonicalKey(name); key {
+		case hdrKeepAlive, hdrProxyConnection:
+		default:
+			if !idx.lazy {
+				addValue(h, vals, key, value)
+			}
+			idx.add(key, value)
+		}
+	})
+	return err
+}
+
+// FuzzParseHeadKeys holds parseHead's keys (a known name's from knownKeys) to
+// parseHeadByKey's: the same header map, and the same index of it while lazy.
+func FuzzParseHeadKeys(f *testing.F) {
+	for _, s := range []string{
+		"GET / HTTP/1.1\r\nHost: h\r\nuser-agent: a\r\nContent-Type: b\r\nx-Request-ID: c\r\nKeep-Alive: d\r\n",
+		"GET / HTTP/1.1\r\nHost: h\r\nPROXY-CONNECTION: a\r\nserver: b\r\nDATE: c\r\nTrailer: d\r\nExpect: e\r\nX-Other: f\r\n",
+		"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nx-envoy-attempt-count: 2\r\nX-ENVOY-UPSTREAM-SERVICE-TIME: 3\r\nkeep-alivE : x\r\n",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, lazy := range []bool{false, true} {
+			var idx, wantIdx inIndex
+			if lazy {
+				idx.reset()
+				wantIdx.reset()
+			}
+			h, want := http.Header{}, http.Header{}
+			var vals, wantVals []string
+			err := parseHead(new(http1.RequestHead), s, h, &idx, &vals, 100, &config.HTTP1Options{}, nil)
+			wantErr := parseHeadByKey(s, want, &wantIdx, &wantVals)
+			if err != nil || wantErr != nil {
+				if (err == nil) != (wantErr == nil) {
+					t.Fatalf("parseHead(%q) = %v; by key %v", s, err, wantErr)
+				}
+				continue
+			}
+			if diff := cmp.Diff(want, h); diff != "" {
+				t.Errorf("parseHead(%q) header (-by key +got):\n%s", s, diff)
+			}
+			if idx.keys != wantIdx.keys || !cmp.Equal(idx.fields, wantIdx.fields) {
+				t.Errorf("parseHead(%q) index = %x %v; by key %x %v", s, idx.keys, idx.fields, wantIdx.keys, wantIdx.fields)
+			}
+		}
+	})
+}
+
 // benchHead is a typical browser-less API request head.
 const benchHead = "GET /api/v1/items?id=42 HTTP/1.1\r\nHost: example.com\r\nUser-Agent: curl/8.5.0\r\nAccept: */*\r\nAccept-Encoding: gzip\r\nX-Request-Id: 0123456789\r\nConnection: keep-alive\r\n"
 

@@ -94,7 +94,7 @@ func readRequest(in []byte, step int) (message, error) {
 		if end >= 0 {
 			src.Discard(end)
 			m.Header = map[string][]string{}
-			rh, err := ParseRequestHead(string(b[:end-2]), 100, false, func(name, value string) {
+			rh, err := ParseRequestHead(string(b[:end-2]), 100, false, func(name, value string, _ Known) {
 				k := textproto.CanonicalMIMEHeaderKey(name)
 				m.Header[k] = append(m.Header[k], value)
 			})

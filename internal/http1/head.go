@@ -124,19 +124,24 @@ func CutField[T text](b T) (nameEnd, valueStart, valueEnd, next int, k Known, ok
 		return 0, 0, 0, 0, Unknown, false
 	}
 	if slot := knownSlot(b[0], i); int(knownLens[slot]) == i {
-		if len(b) >= maxFoldName {
-			// The four words from the name's start, the bytes past the name masked off
-			// (knownWords), compared without a branch.
-			w := &knownWords[slot]
-			d := (load64(b[0:8])&w[0].mask | w[0].fold) ^ w[0].want
-			d |= (load64(b[8:16])&w[1].mask | w[1].fold) ^ w[1].want
-			d |= (load64(b[16:24])&w[2].mask | w[2].fold) ^ w[2].want
-			d |= (load64(b[24:32])&w[3].mask | w[3].fold) ^ w[3].want
-			if d == 0 {
-				k = knownSlots[slot].known
-			}
-		} else {
-			k = KnownName(b[:i]) // too close to b's end for four words
+		// The words from the name's start, the bytes past the name masked off
+		// (knownWords): one for most names, two, or four; a name too close to b's end for
+		// them is compared the long way.
+		w := &knownWords[slot]
+		var d uint64
+		switch {
+		case i <= 8 && len(b) >= 8:
+			d = (load64(b[0:8])&w[0].mask | w[0].fold) ^ w[0].want
+		case i <= 16 && len(b) >= 16:
+			d = ((load64(b[0:8]) | w[0].fold) ^ w[0].want) | ((load64(b[8:16])&w[1].mask | w[1].fold) ^ w[1].want)
+		case len(b) >= maxFoldName:
+			d = ((load64(b[0:8]) | w[0].fold) ^ w[0].want) | ((load64(b[8:16]) | w[1].fold) ^ w[1].want) |
+				((load64(b[16:24])&w[2].mask | w[2].fold) ^ w[2].want) | ((load64(b[24:32])&w[3].mask | w[3].fold) ^ w[3].want)
+		default:
+			d = uint64(b2u(KnownName(b[:i]) == Unknown))
+		}
+		if d == 0 {
+			k = knownSlots[slot].known
 		}
 	}
 	if k == Unknown && !validName(b[:i]) {
@@ -150,8 +155,22 @@ func CutField[T text](b T) (nameEnd, valueStart, valueEnd, next int, k Known, ok
 	valueStart = i
 	for {
 		if i+8 > len(b) {
-			for i < len(b) && !((b[i] < ' ' && b[i] != '\t') || b[i] == 0x7f) {
-				i++
+			if len(b) < 8 {
+				for i < len(b) && !((b[i] < ' ' && b[i] != '\t') || b[i] == 0x7f) {
+					i++
+				}
+				break
+			}
+			// The last eight bytes, those before i shifted out: the value's last bytes,
+			// the line's end among them, are checked at once rather than one by one.
+			if m := controlBytes(load64(b[len(b)-8:])) >> (8 * (i + 8 - len(b))); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				if b[i] == '\t' {
+					i++
+					continue
+				}
+			} else {
+				i = len(b)
 			}
 			break
 		}
@@ -180,6 +199,14 @@ crlf:
 		valueEnd--
 	}
 	return nameEnd, valueStart, valueEnd, i + 2, k, true
+}
+
+// b2u is 1 for true, 0 for false.
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // validName reports whether name, not empty, is a token: letters, digits and dashes are
@@ -312,13 +339,15 @@ type RequestHead struct {
 // ParseRequestHead parses a request head s: the request line and field lines, each ending in
 // CRLF (the final empty line may be left off). It interprets the framing fields (Host,
 // Content-Length, Transfer-Encoding, Connection, Expect: 100-continue, TE, Upgrade) and passes every
-// other field, and Content-Length, to add in order; add must not keep name or value beyond s.
+// other field, and Content-Length, to add in order, with the Known its name is (KnownName),
+// so that the caller need not look at a known name again; add must not keep name or value
+// beyond s.
 // An HTTP/1.1 request without Host, or with a Host that is not a valid authority or that
 // disagrees with another Host field, is malformed (RFC 9112 §3.2). More than maxFields
 // fields give ErrTooManyFields. chunkedLength is Envoy's allow_chunked_length: a request
 // with both Transfer-Encoding: chunked and Content-Length is read as chunked (its
 // Content-Length, passed to add, is the caller's to drop) rather than refused.
-func ParseRequestHead(s string, maxFields int, chunkedLength bool, add func(name, value string)) (RequestHead, error) {
+func ParseRequestHead(s string, maxFields int, chunkedLength bool, add func(name, value string, k Known)) (RequestHead, error) {
 	var rh RequestHead
 	err := rh.Parse(s, maxFields, chunkedLength, add)
 	return rh, err
@@ -327,7 +356,7 @@ func ParseRequestHead(s string, maxFields int, chunkedLength bool, add func(name
 // Parse is ParseRequestHead into rh, which it sets whole: the head (about twenty words) is
 // not copied out, nor the request line into it, which was about 50 instructions a request
 // before its caller copied it on again.
-func (rh *RequestHead) Parse(s string, maxFields int, chunkedLength bool, add func(name, value string)) error {
+func (rh *RequestHead) Parse(s string, maxFields int, chunkedLength bool, add func(name, value string, k Known)) error {
 	*rh = RequestHead{}
 	rest, err := rh.RequestLine.parse(s, true)
 	if err != nil {
@@ -380,7 +409,7 @@ func (rh *RequestHead) Parse(s string, maxFields int, chunkedLength bool, add fu
 }
 
 // field interprets one field of a request head, whose name is k.
-func (rh *RequestHead) field(f *Fields, name, value string, k Known, add func(name, value string)) error {
+func (rh *RequestHead) field(f *Fields, name, value string, k Known, add func(name, value string, k Known)) error {
 	switch k {
 	case KnownHost:
 		return rh.host(value)
@@ -411,7 +440,7 @@ func (rh *RequestHead) field(f *Fields, name, value string, k Known, add func(na
 		f.TransferEncoding(value)
 		return nil
 	}
-	add(name, value)
+	add(name, value, k)
 	return nil
 }
 

@@ -88,7 +88,7 @@ func TestParseRequestHead(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var fields []string
-			got, err := ParseRequestHead(tt.head, 6, false, func(name, value string) { fields = append(fields, name+"="+value) })
+			got, err := ParseRequestHead(tt.head, 6, false, func(name, value string, _ Known) { fields = append(fields, name+"="+value) })
 			if !errors.Is(err, tt.err) || (err == nil) != (tt.err == nil) {
 				t.Fatalf("ParseRequestHead() error = %v; want %v", err, tt.err)
 			}
@@ -326,7 +326,7 @@ func TestCutFieldWordwise(t *testing.T) {
 // longer, and each of those cut short at every length, so that a name is seen with its four
 // words in b and too close to b's end for them.
 func TestCutFieldKnown(t *testing.T) {
-	for k := Known(1); k < numKnown; k++ {
+	for k := Known(1); k < NumKnown; k++ {
 		lower := k.String()
 		for _, name := range []string{lower, strings.ToUpper(lower), mixedCase(lower), lower[:len(lower)-1], lower + "s", "x" + lower} {
 			line := []byte(name + ": v\r\nNext-Field: some value\r\n")
@@ -394,7 +394,7 @@ func FuzzHeadEnd(f *testing.F) {
 // parseRequestHeadBefore is ParseRequestHead as it was before it took field lines with
 // CutField: each line cut at its LF, then split by SplitField. FuzzParseRequestHead holds
 // ParseRequestHead to it.
-func parseRequestHeadBefore(s string, maxFields int, chunkedLength bool, add func(name, value string)) (RequestHead, error) {
+func parseRequestHeadBefore(s string, maxFields int, chunkedLength bool, add func(name, value string, k Known)) (RequestHead, error) {
 	var rh RequestHead
 	line, rest, ok := CutLine(s)
 	if !ok {
@@ -457,8 +457,8 @@ func FuzzParseRequestHead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string, chunkedLength bool) {
 		for maxFields := 0; maxFields <= strings.Count(s, "\n"); maxFields++ {
 			var got, want []string
-			rh, err := ParseRequestHead(s, maxFields, chunkedLength, func(n, v string) { got = append(got, n+"="+v) })
-			wantRH, wantErr := parseRequestHeadBefore(s, maxFields, chunkedLength, func(n, v string) { want = append(want, n+"="+v) })
+			rh, err := ParseRequestHead(s, maxFields, chunkedLength, func(n, v string, k Known) { got = append(got, n+"="+v+" "+k.String()) })
+			wantRH, wantErr := parseRequestHeadBefore(s, maxFields, chunkedLength, func(n, v string, k Known) { want = append(want, n+"="+v+" "+k.String()) })
 			if err != wantErr {
 				t.Fatalf("ParseRequestHead(%q, %d) error = %v; want %v", s, maxFields, err, wantErr)
 			}

@@ -31,15 +31,15 @@ const (
 	KnownExpect                 // expect
 	KnownContentType            // content-type
 	KnownUserAgent              // user-agent
-	numKnown
+	NumKnown                    // the number of Known values, Unknown included
 )
 
 // Each known name has a bit of a uint32 in the connection manager's sets of names
 // (httpproxy's directPlan): this fails to compile once there are more.
-var _ [32 - numKnown]struct{}
+var _ [32 - NumKnown]struct{}
 
 // knownNames spell the known names in lower case, by Known.
-var knownNames = [numKnown]string{
+var knownNames = [NumKnown]string{
 	KnownConnection: "connection", KnownContentLength: "content-length",
 	KnownTransferEncoding: "transfer-encoding", KnownDate: "date", KnownKeepAlive: "keep-alive",
 	KnownProxyConnection: "proxy-connection", KnownTE: "te", KnownTrailer: "trailer",
@@ -50,7 +50,7 @@ var knownNames = [numKnown]string{
 
 // String returns the name in lower case ("" for Unknown).
 func (k Known) String() string {
-	if k >= numKnown {
+	if k >= NumKnown {
 		return ""
 	}
 	return knownNames[k]
@@ -99,7 +99,7 @@ var knownLens = func() (t [numSlots]uint8) {
 
 // knownSlots are the known names, each in its slot.
 var knownSlots = func() (t [numSlots]knownEntry) {
-	for k := Known(1); k < numKnown; k++ {
+	for k := Known(1); k < NumKnown; k++ {
 		name := knownNames[k]
 		e := &t[knownSlot(name[0], len(name))]
 		if e.known != Unknown {
@@ -119,7 +119,7 @@ type nameWord struct{ mask, fold, want uint64 }
 // knownWords are the known names' words, by slot as in knownSlots; the words after a name's
 // last have a mask of 0.
 var knownWords = func() (t [numSlots][maxFoldName / 8]nameWord) {
-	for k := Known(1); k < numKnown; k++ {
+	for k := Known(1); k < NumKnown; k++ {
 		name := knownNames[k]
 		e := &t[knownSlot(name[0], len(name))]
 		for i := 0; i < len(name); i++ {

@@ -8,7 +8,7 @@ import (
 // knownByName is the reference KnownName is held to: each known name compared with name
 // byte by byte, ignoring case (EqualFold).
 func knownByName(name []byte) Known {
-	for k := Known(1); k < numKnown; k++ {
+	for k := Known(1); k < NumKnown; k++ {
 		if EqualFold(name, knownNames[k]) {
 			return k
 		}
@@ -31,7 +31,7 @@ func mixedCase(lower string) string {
 // change of it, every name one byte shorter or longer, and other names are Unknown, as the
 // byte-by-byte reference finds them.
 func TestKnownName(t *testing.T) {
-	for k := Known(1); k < numKnown; k++ {
+	for k := Known(1); k < NumKnown; k++ {
 		lower := k.String()
 		for _, name := range []string{lower, strings.ToUpper(lower), mixedCase(lower)} {
 			if got := KnownName([]byte(name)); got != k {
@@ -64,7 +64,7 @@ func TestKnownName(t *testing.T) {
 
 // FuzzKnownName holds KnownName to the byte-by-byte reference.
 func FuzzKnownName(f *testing.F) {
-	for k := Known(1); k < numKnown; k++ {
+	for k := Known(1); k < NumKnown; k++ {
 		f.Add([]byte(k.String()))
 	}
 	f.Add([]byte("Content-Type"))
