@@ -79,3 +79,32 @@ func TestDeadlineCtxKeptTimer(t *testing.T) {
 	open("the attempt after the parent was renewed")
 	c.stop()
 }
+
+// TestDeadlineCtxStopReleasesHeld: stop skips the lock only for an attempt that held nothing
+// (held); what watch, abort and Done leave is still released there, so the next attempt starts
+// clean: not aborted, its Done not closed, no watch of the last one's context left to cancel.
+func TestDeadlineCtxStopReleasesHeld(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hold func(c *deadlineCtx)
+	}{
+		{"nothing", func(*deadlineCtx) {}},
+		{"abort", func(c *deadlineCtx) { c.abort() }},
+		{"watch", func(c *deadlineCtx) { c.watch(nil) }},
+		{"Done", func(c *deadlineCtx) { c.Done() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &deadlineCtx{now: time.Now}
+			c.reset(time.Now().Add(time.Minute))
+			tc.hold(c)
+			c.stop()
+			if c.held.Load() || c.aborted || c.done != nil || c.onAbort != nil || c.timerArmed {
+				t.Errorf("after stop: held %v, aborted %v, done %v, onAbort set %v, timer armed %v; want all released", c.held.Load(), c.aborted, c.done != nil, c.onAbort != nil, c.timerArmed)
+			}
+			c.reset(time.Now().Add(time.Minute))
+			if err := c.Err(); err != nil {
+				t.Errorf("next attempt's Err = %v; want nil", err)
+			}
+		})
+	}
+}
