@@ -439,6 +439,67 @@ func parseRequestHeadBefore(s string, maxFields int, chunkedLength bool, add fun
 	return rh, nil
 }
 
+// splitRequestLineBefore is how RequestLine.parse took a request line apart before it
+// checked the method and the target as it found their ends: each space searched for, then
+// the method and the target checked, the version compared as a string. A target that is not
+// in origin form is then interpreted as parse does (form).
+func splitRequestLineBefore(s string, crlf bool) (rl RequestLine, rest string, err error) {
+	sp1 := strings.IndexByte(s, ' ')
+	if sp1 <= 0 || !ValidToken(s[:sp1]) {
+		return rl, "", ErrMalformed
+	}
+	rl.Method, s = s[:sp1], s[sp1+1:]
+	sp2 := strings.IndexByte(s, ' ')
+	if sp2 <= 0 {
+		return rl, "", ErrMalformed
+	}
+	rl.Target, s = s[:sp2], s[sp2+1:]
+	if crlf {
+		if len(s) < len("HTTP/1.1\r\n") || s[8] != '\r' || s[9] != '\n' {
+			return rl, "", ErrMalformed
+		}
+		s, rest = s[:8], s[10:]
+	}
+	switch s {
+	case "HTTP/1.1":
+		rl.Minor = 1
+	case "HTTP/1.0":
+	default:
+		return rl, "", ErrMalformed
+	}
+	if !ValidTarget(rl.Target) {
+		return rl, "", ErrMalformed
+	}
+	if rl.Method == "CONNECT" || rl.Target[0] != '/' {
+		err = rl.form()
+	}
+	return rl, rest, err
+}
+
+// FuzzRequestLine holds RequestLine.parse, with and without the CRLF, to
+// splitRequestLineBefore: the same line, the same rest, the same error.
+func FuzzRequestLine(f *testing.F) {
+	for _, s := range []string{
+		"GET / HTTP/1.1\r\nHost: h\r\n", "GET /a?b HTTP/1.0\r\n", "POST /x HTTP/1.1", "GET  / HTTP/1.1\r\n",
+		"GET / HTTP/1.2\r\n", "GE\tT / HTTP/1.1\r\n", "GET /\x7f HTTP/1.1\r\n", "GET /\r\n HTTP/1.1\r\n",
+		"CONNECT h:443 HTTP/1.1\r\n", "CONNECT /x HTTP/1.1\r\n", "OPTIONS * HTTP/1.1\r\n", "GET * HTTP/1.1\r\n",
+		"GET http://h/p?q HTTP/1.1\r\n", "GET HTTPS://h HTTP/1.1\r\n", "GET http://u@h/ HTTP/1.1\r\n", "GET / HTTP/1.1",
+		"GET ", "GET", " / HTTP/1.1\r\n", "M-SEARCH * HTTP/1.1\r\n", "GET / HTTP/1.1\n",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, crlf := range []bool{true, false} {
+			var rl RequestLine
+			rest, err := rl.parse(s, crlf)
+			want, wantRest, wantErr := splitRequestLineBefore(s, crlf)
+			if err != wantErr || err == nil && (rl != want || rest != wantRest) {
+				t.Fatalf("parse(%q, %v) = %+v, %q, %v; want %+v, %q, %v", s, crlf, rl, rest, err, want, wantRest, wantErr)
+			}
+		}
+	})
+}
+
 // FuzzParseRequestHead holds ParseRequestHead to parseRequestHeadBefore: the same head,
 // error and fields passed on, for every field limit up to the fields there are.
 func FuzzParseRequestHead(f *testing.F) {
