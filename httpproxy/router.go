@@ -273,12 +273,16 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	}
 	atMono := s.armStreamIdle(r, at, atStamp) // mono at at, once converted (0: not)
 	var deadline time.Time
+	var deadlineAt int64 // deadline's stamp, which the attempts' stamps are compared with
 	if timeout > 0 && !atEnd {
-		deadline = s.start
+		base, baseAt := s.start, s.startAt
 		if s.body != nil {
-			deadline = at
+			base, baseAt = at, atStamp
 		}
-		deadline = deadline.Add(timeout)
+		deadline = base.Add(timeout)
+		if deadlineAt = baseAt + int64(timeout); baseAt == 0 {
+			deadlineAt = s.h.sh.stamps.At(deadline)
+		}
 	}
 	var retriesLeft uint32
 	if policy != nil {
@@ -321,6 +325,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		var perTry bool
 		var upStart time.Time
 		var upStartAt int64 // upStart's stamp when known (0: not)
+		var tryAt int64     // the attempt's deadline as a stamp (0: none, or not yet: atEnd)
 		if atEnd && !s.clock.ended {
 			perTry = s.timeAtEnd(timeout, policy)
 		} else {
@@ -333,11 +338,14 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 			if upStart.IsZero() {
 				upStart = now()
 			}
+			if upStartAt == 0 {
+				upStartAt = s.h.sh.stamps.At(upStart)
+			}
 			var tryDeadline time.Time
-			tryDeadline, perTry = tryTimeout(upStart, deadline, policy)
+			tryDeadline, tryAt, perTry = tryTimeout(upStart, upStartAt, deadline, deadlineAt, policy)
 			s.ctx.reset(tryDeadline)
 			s.up.Downstream = s.downstreamCtx()
-			if s.idleMayCut(tryDeadline, upStart, upMono) {
+			if s.idleMayCut(tryAt, upStartAt, upMono) {
 				s.up.Downstream = s.ctx.watch(s.up.Downstream)
 			}
 		}
@@ -357,6 +365,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 			upStartAt = s.h.sh.stamps.At(upStart)
 		}
 		s.up.Start = upStartAt // the pool's clock is the connection manager's (server.dataPlane)
+		s.up.Deadline = tryAt
 		s.up.Line = s.line
 		err = mgr.RoundTrip(&s.ctx, hst, &s.up, &s.upResp)
 		s.endUpstreamFilters()
@@ -507,15 +516,15 @@ type codesCache struct {
 	codes *upstreamCodeStats
 }
 
-// tryTimeout is the deadline of an attempt starting at now within the request's deadline:
-// the per-try timeout's when it ends first (perTry).
-func tryTimeout(now, deadline time.Time, policy *route.RetryPolicy) (time.Time, bool) {
+// tryTimeout is the deadline of an attempt starting at now (stamp nowAt) within the request's
+// deadline (stamp deadlineAt), and its stamp: the per-try timeout's when it ends first (perTry).
+func tryTimeout(now time.Time, nowAt int64, deadline time.Time, deadlineAt int64, policy *route.RetryPolicy) (time.Time, int64, bool) {
 	if policy != nil && policy.PerTryTimeout > 0 {
 		if d := now.Add(policy.PerTryTimeout); deadline.IsZero() || d.Before(deadline) {
-			return d, true
+			return d, nowAt + int64(policy.PerTryTimeout), true
 		}
 	}
-	return deadline, false
+	return deadline, deadlineAt, false
 }
 
 // timeAtEnd sets up an attempt whose timeout starts at the end of the request body that

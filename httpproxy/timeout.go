@@ -601,23 +601,22 @@ func (i *streamIdle) expire() {
 	}
 }
 
-// idleMayCut reports whether stream_idle_timeout may end an attempt starting at now whose
-// deadline is deadline (zero: none) before the deadline does: the attempt then needs a
-// context the timer's abort ends (the HTTP/1 pool abandons its socket), which costs an
-// allocation, so attempts the route's timeout ends first do without. nowMono is mono at now
-// when the caller has it (armStreamIdle's), else 0: converting a reading cost about 50
-// instructions.
-func (s *stream) idleMayCut(deadline, now time.Time, nowMono int64) bool {
+// idleMayCut reports whether stream_idle_timeout may end an attempt starting at nowAt whose
+// deadline is deadlineAt (stamps; zero: none) before the deadline does: the attempt then needs
+// a context the timer's abort ends (the HTTP/1 pool abandons its socket), which costs an
+// allocation, so attempts the route's timeout ends first do without. nowMono is mono at nowAt
+// when the caller has it (armStreamIdle's), else 0.
+func (s *stream) idleMayCut(deadlineAt, nowAt, nowMono int64) bool {
 	if s.idle.d <= 0 {
 		return false
 	}
-	if deadline.IsZero() || s.h.ov.ScalesTimer(overload.StreamIdle) {
+	if deadlineAt == 0 || s.h.ov.ScalesTimer(overload.StreamIdle) {
 		return true
 	}
 	if nowMono == 0 {
-		nowMono = s.monoAt(now)
+		nowMono = s.monoOf(nowAt)
 	}
-	return s.idle.remainingAt(nowMono) < deadline.Sub(now)
+	return s.idle.remainingAt(nowMono) < time.Duration(deadlineAt-nowAt)
 }
 
 // bodyClock is the request body as the stream reads it (for filters, the retry buffer or

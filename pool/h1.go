@@ -562,7 +562,7 @@ func hasBody(req *Request) bool { return req.Body != nil && req.ContentLength !=
 // exchange writes req, started at start, and reads the response head; size is its head's
 // headSize. stale reports a failure before any response byte arrived.
 func (c *h1conn) exchange(ctx context.Context, req *Request, resp *Response, start int64, size int) (stale bool, err error) {
-	c.setDeadline(ctx, start)
+	c.setDeadline(ctx, req.Deadline, start)
 	c.early = false
 	rx := c.uc.rx
 	if err := writeRequestHead(c.bw, req, c.uc.hp.host.Address(), size, c.opts(), &c.validHost); err != nil {
@@ -594,26 +594,35 @@ const (
 )
 
 // setDeadline gives the socket the deadline of ctx, the context of an exchange started at
-// start, or none. A deadline is set a little later than asked (deadlineLateness), so that
+// start (a stamp), or none; dlAt, when not zero, is that deadline's stamp (Request.Deadline),
+// and ctx is then not asked. A deadline is set a little later than asked (deadlineLateness), so that
 // the next exchanges, whose deadlines fall inside that margin, keep it: each SetDeadline is
 // two runtime timer updates (about 600 instructions), and on a busy connection the route's
 // deadline moves on by only the time between two requests. A deadline that would come
 // earlier than asked, or later than the margin allows, is set anew.
-func (c *h1conn) setDeadline(ctx context.Context, start int64) {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		if c.deadline {
-			c.uc.SetDeadline(time.Time{})
-			c.deadline = false
+func (c *h1conn) setDeadline(ctx context.Context, dlAt, start int64) {
+	var dl time.Time // ctx's deadline, when asked
+	if dlAt == 0 {
+		var ok bool
+		if dl, ok = ctx.Deadline(); !ok {
+			if c.deadline {
+				c.uc.SetDeadline(time.Time{})
+				c.deadline = false
+			}
+			return
 		}
-		return
+		dlAt = c.uc.hp.m.stamps.At(dl)
 	}
-	dlAt := c.uc.hp.m.stamps.At(dl)
 	late := min(max(time.Duration(dlAt-start)/deadlineLateness, 0), maxDeadlineLateness)
 	if ahead := time.Duration(c.deadlineStamp - dlAt); c.deadline && !c.deadlineAt.IsZero() && ahead >= 0 && ahead <= late {
 		return
 	}
-	at := dl.Add(late)
+	var at time.Time
+	if dl.IsZero() {
+		at = c.uc.hp.m.stamps.Time(dlAt + int64(late))
+	} else {
+		at = dl.Add(late)
+	}
 	c.uc.SetDeadline(at)
 	c.deadline, c.deadlineAt, c.deadlineStamp = true, at, dlAt+int64(late)
 }

@@ -60,6 +60,10 @@ type Request struct {
 	// configured with (clock.NewStamps of Config.Now); upstream_rq_time counts from it. Zero:
 	// RoundTrip reads the clock (a caller that has just read it saves a reading per request).
 	Start int64
+	// Deadline, when not zero, is the deadline of the context RoundTrip is given, as a stamp
+	// of Start's clock: an HTTP/1.1 exchange then takes it instead of asking the context (a
+	// lock and a conversion of its time.Time a request).
+	Deadline int64
 	// Line is the caller's line of the hot stats (stats.ThisLine, taken for its request),
 	// on which the exchange counts: the cluster's upstream_rq_total and _active, the host's
 	// rq_* and upstream_rq_time. NoLine: RoundTrip takes one.
