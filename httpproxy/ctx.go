@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/legateproxy/legate/internal/clock"
 	"github.com/legateproxy/legate/pool"
 )
 
@@ -23,10 +24,10 @@ import (
 // know starts a goroutine that may call Done after the attempt has ended, while the stream
 // already resets the context for its next request, so all fields are read under mu.
 type deadlineCtx struct {
-	mu       sync.Mutex // guards every field below
-	now      func() time.Time
-	clock    *shared   // whose deps.Now now is (setup); written only by the stream's goroutine
-	deadline time.Time // zero: none
+	mu       sync.Mutex   // guards every field below
+	stamps   clock.Stamps // the connection manager's clock (shared.stamps)
+	clock    *shared      // whose stamps they are (setup); written only by the stream's goroutine
+	deadline int64        // a stamp (stamps); zero: none. Deadline makes its time.Time when asked
 	// atEnd: the attempt's timeout, pending (zero: none), starts when the request's body
 	// ends (start); until then the attempt has no deadline, and Done is a channel of its
 	// own, which start arms and abort closes.
@@ -89,7 +90,7 @@ func (c *deadlineCtx) watch(parent context.Context) context.Context {
 	return ctx
 }
 
-// setup sets the clock (sh's deps.Now) and the downstream request's context (nil: none) for
+// setup sets the clock (sh's stamps) and the downstream request's context (nil: none) for
 // the next attempts. A pooled stream's next HTTP/1 request (no parent) mostly sets what is
 // set already: the stream's goroutine, the only writer, compares without the lock and takes it
 // only to write (about 25 instructions and two atomic operations a request). Parents are not
@@ -99,15 +100,15 @@ func (c *deadlineCtx) setup(sh *shared, parent context.Context) {
 		return
 	}
 	c.mu.Lock()
-	c.now, c.clock, c.parent = sh.deps.Now, sh, parent
+	c.stamps, c.clock, c.parent = sh.stamps, sh, parent
 	c.mu.Unlock()
 }
 
 var _ context.Context = (*deadlineCtx)(nil)
 
-// reset starts a new attempt with deadline d (zero: none), under one hold of the lock (a
-// second cost about 20 instructions per request).
-func (c *deadlineCtx) reset(d time.Time) {
+// reset starts a new attempt with deadline d (a stamp; zero: none), under one hold of the lock
+// (a second cost about 20 instructions per request).
+func (c *deadlineCtx) reset(d int64) {
 	c.mu.Lock()
 	if c.held.Load() {
 		c.stopLocked()
@@ -122,7 +123,7 @@ func (c *deadlineCtx) reset(d time.Time) {
 func (c *deadlineCtx) resetAtEnd(d time.Duration) {
 	c.stop()
 	c.mu.Lock()
-	c.deadline, c.atEnd, c.pending, c.abortable = time.Time{}, true, d, false
+	c.deadline, c.atEnd, c.pending, c.abortable = 0, true, d, false
 	c.mu.Unlock()
 }
 
@@ -137,13 +138,14 @@ func (c *deadlineCtx) start() {
 	if c.pending <= 0 {
 		return
 	}
-	c.deadline, c.pending = c.now().Add(c.pending), 0
+	d := c.pending
+	c.deadline, c.pending = c.stamps.Now()+int64(d), 0
 	if c.done != nil && !c.fired {
-		c.armTimer(c.deadline.Sub(c.now()))
+		c.armTimer(d)
 	}
 	if c.onAbort != nil {
 		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
-		c.endTimer = time.AfterFunc(c.deadline.Sub(c.now()), c.onAbort)
+		c.endTimer = time.AfterFunc(d, c.onAbort)
 	}
 }
 
@@ -206,13 +208,17 @@ func (c *deadlineCtx) abort() {
 	}
 }
 
-// Deadline implements context.Context. The pool asks it once per exchange: no defer (it
-// cost about 15 instructions).
+// Deadline implements context.Context, its time.Time made from the stamp when asked: the
+// HTTP/1.1 pool takes the stamp from pool.Request.Deadline instead; the HTTP/2 one, and a wait
+// for a connection, ask. No defer (it cost about 15 instructions).
 func (c *deadlineCtx) Deadline() (time.Time, bool) {
 	c.mu.Lock()
-	d := c.deadline
+	d, st := c.deadline, c.stamps
 	c.mu.Unlock()
-	return d, !d.IsZero()
+	if d == 0 {
+		return time.Time{}, false
+	}
+	return st.Time(d), true
 }
 
 // Done implements context.Context: the parent's channel when the attempt has no deadline
@@ -221,7 +227,7 @@ func (c *deadlineCtx) Deadline() (time.Time, bool) {
 func (c *deadlineCtx) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.deadline.IsZero() && !c.atEnd && !c.aborted && !c.abortable {
+	if c.deadline == 0 && !c.atEnd && !c.aborted && !c.abortable {
 		if c.parent != nil {
 			return c.parent.Done()
 		}
@@ -236,8 +242,8 @@ func (c *deadlineCtx) Done() <-chan struct{} {
 			close(ch)
 			return ch
 		}
-		if !c.deadline.IsZero() {
-			d := c.deadline.Sub(c.now())
+		if c.deadline != 0 {
+			d := time.Duration(c.deadline - c.stamps.Now())
 			if d <= 0 {
 				c.fired = true
 				close(ch)
@@ -310,7 +316,7 @@ func (c *deadlineCtx) closeDone() {
 func (c *deadlineCtx) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.deadline.IsZero() && !c.now().Before(c.deadline) {
+	if c.deadline != 0 && c.stamps.Now() >= c.deadline {
 		return context.DeadlineExceeded
 	}
 	if c.aborted || (c.parent != nil && c.parent.Err() != nil) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/legateproxy/legate/internal/clock"
 )
 
 // TestDeadlineCtxDoneAllocs: an attempt with a deadline and an HTTP/2 downstream request
@@ -11,9 +13,9 @@ import (
 // has had an attempt: the timer and the parent's watch are kept (they were a timer and a
 // closure each attempt).
 func TestDeadlineCtxDoneAllocs(t *testing.T) {
-	c := &deadlineCtx{now: time.Now, parent: new(h2ctx)}
+	c := &deadlineCtx{stamps: clock.NewStamps(time.Now), parent: new(h2ctx)}
 	attempt := func() {
-		c.reset(time.Now().Add(time.Minute))
+		c.reset(clock.Mono() + int64(time.Minute))
 		if c.Done() == nil {
 			t.Fatal("Done = nil with a deadline")
 		}
@@ -31,7 +33,7 @@ func TestDeadlineCtxDoneAllocs(t *testing.T) {
 // parent it watches is the current one and ended.
 func TestDeadlineCtxKeptTimer(t *testing.T) {
 	x := new(h2ctx)
-	c := &deadlineCtx{now: time.Now, parent: x}
+	c := &deadlineCtx{stamps: clock.NewStamps(time.Now), parent: x}
 	open := func(what string) {
 		t.Helper()
 		select {
@@ -44,11 +46,11 @@ func TestDeadlineCtxKeptTimer(t *testing.T) {
 		}
 	}
 
-	c.reset(time.Now().Add(time.Minute))
+	c.reset(clock.Mono() + int64(time.Minute))
 	c.Done()
 	c.stop() // stopped long before its deadline: kept
 	kept := c.timer
-	c.reset(time.Now().Add(time.Millisecond))
+	c.reset(clock.Mono() + int64(time.Millisecond))
 	awaitClosed(t, c.Done(), "the second attempt's deadline (kept timer)")
 	if c.timer != kept {
 		t.Error("the second attempt made a timer; want the one kept")
@@ -57,7 +59,7 @@ func TestDeadlineCtxKeptTimer(t *testing.T) {
 		t.Errorf("Err = %v after the deadline; want context.DeadlineExceeded", c.Err())
 	}
 	c.stop() // fired: replaced at the next deadline
-	c.reset(time.Now().Add(time.Minute))
+	c.reset(clock.Mono() + int64(time.Minute))
 	open("the attempt after a fired timer")
 	if c.timer == kept {
 		t.Error("the attempt after a fired timer kept it; want a new one")
@@ -66,14 +68,14 @@ func TestDeadlineCtxKeptTimer(t *testing.T) {
 
 	// The parent's end closes the attempt's Done; after the stream's context is reused
 	// (renewed), a late run of that watch closes nothing.
-	c.reset(time.Time{})
+	c.reset(0)
 	c.abortable = true // as watch does: Done is a channel of its own without a deadline
 	done := c.Done()
 	x.cancel()
 	awaitClosed(t, done, "Done at the parent's end")
 	c.stop()
 	x.renew()
-	c.reset(time.Now().Add(time.Minute))
+	c.reset(clock.Mono() + int64(time.Minute))
 	c.Done()
 	c.fireParent() // the end's watch, running late
 	open("the attempt after the parent was renewed")
@@ -94,14 +96,14 @@ func TestDeadlineCtxStopReleasesHeld(t *testing.T) {
 		{"Done", func(c *deadlineCtx) { c.Done() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &deadlineCtx{now: time.Now}
-			c.reset(time.Now().Add(time.Minute))
+			c := &deadlineCtx{stamps: clock.NewStamps(time.Now)}
+			c.reset(clock.Mono() + int64(time.Minute))
 			tc.hold(c)
 			c.stop()
 			if c.held.Load() || c.aborted || c.done != nil || c.onAbort != nil || c.timerArmed {
 				t.Errorf("after stop: held %v, aborted %v, done %v, onAbort set %v, timer armed %v; want all released", c.held.Load(), c.aborted, c.done != nil, c.onAbort != nil, c.timerArmed)
 			}
-			c.reset(time.Now().Add(time.Minute))
+			c.reset(clock.Mono() + int64(time.Minute))
 			if err := c.Err(); err != nil {
 				t.Errorf("next attempt's Err = %v; want nil", err)
 			}

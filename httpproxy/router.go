@@ -167,7 +167,6 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	c := mgr.Cluster()
 	snap := c.Snapshot()
 	codes := s.upstreamCodes(m)
-	now := s.h.sh.deps.Now
 
 	// The upstream request.
 	hd := s.upstreamRequest(m)
@@ -263,26 +262,23 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	// body and starts the first attempt (each reading cost about 100 instructions and two vDSO
 	// calls): the stream's start when nothing since could have waited; upstream filters, which
 	// may wait, take their own.
-	var at time.Time
-	var atStamp int64 // at's stamp when known (0: not)
+	// The readings here are stamps (shared.stamps): only durations and deadlines are taken
+	// from them.
+	var at int64
 	switch {
 	case s.startIsNow:
-		at, atStamp = s.start, s.startAt
+		at = s.startAt
 	case !atEnd:
-		at = now()
+		at = s.h.sh.stamps.Now()
 	}
-	atMono := s.armStreamIdle(r, at, atStamp) // mono at at, once converted (0: not)
-	var deadline time.Time
-	var deadlineAt int64 // deadline's stamp, which the attempts' stamps are compared with
+	atMono := s.armStreamIdle(r, at) // mono at at, once converted (0: not)
+	var deadline int64               // the request's deadline, a stamp (zero: none)
 	if timeout > 0 && !atEnd {
-		base, baseAt := s.start, s.startAt
+		deadline = s.startAt
 		if s.body != nil {
-			base, baseAt = at, atStamp
+			deadline = at
 		}
-		deadline = base.Add(timeout)
-		if deadlineAt = baseAt + int64(timeout); baseAt == 0 {
-			deadlineAt = s.h.sh.stamps.At(deadline)
-		}
+		deadline += int64(timeout)
 	}
 	var retriesLeft uint32
 	if policy != nil {
@@ -290,7 +286,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 	}
 	grpc := isGRPC(hd.getKey(lookupKeys.contentType))
 	if len(s.h.upFilters) > 0 || len(c.Config().UpstreamHTTPFilters) > 0 {
-		at, atStamp, atMono = time.Time{}, 0, 0
+		at, atMono = 0, 0
 		if s.startUpstreamFilters(c.Config(), m) {
 			return
 		}
@@ -323,29 +319,23 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		}
 		s.lbctx.AddAttemptedPriority(hst.Priority())
 		var perTry bool
-		var upStart time.Time
-		var upStartAt int64 // upStart's stamp when known (0: not)
-		var tryAt int64     // the attempt's deadline as a stamp (0: none, or not yet: atEnd)
+		var upStart int64 // the attempt's start, a stamp
+		var tryAt int64   // the attempt's deadline, a stamp (0: none, or not yet: atEnd)
 		if atEnd && !s.clock.ended {
 			perTry = s.timeAtEnd(timeout, policy)
 		} else {
 			// One reading times the attempt: its deadline, the idle timer's comparison and
 			// its start (each read of the clock cost about 150 instructions).
-			upStart, at = at, time.Time{}
-			upStartAt, atStamp = atStamp, 0
+			upStart, at = at, 0
 			upMono := atMono
 			atMono = 0
-			if upStart.IsZero() {
-				upStart = now()
+			if upStart == 0 {
+				upStart = s.h.sh.stamps.Now()
 			}
-			if upStartAt == 0 {
-				upStartAt = s.h.sh.stamps.At(upStart)
-			}
-			var tryDeadline time.Time
-			tryDeadline, tryAt, perTry = tryTimeout(upStart, upStartAt, deadline, deadlineAt, policy)
-			s.ctx.reset(tryDeadline)
+			tryAt, perTry = tryTimeout(upStart, deadline, policy)
+			s.ctx.reset(tryAt)
 			s.up.Downstream = s.downstreamCtx()
-			if s.idleMayCut(tryAt, upStartAt, upMono) {
+			if s.idleMayCut(tryAt, upStart, upMono) {
 				s.up.Downstream = s.ctx.watch(s.up.Downstream)
 			}
 		}
@@ -358,13 +348,10 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 			s.up.Body = &s.bodyReplay
 		}
 		s.lendBody(mgr)
-		if upStart.IsZero() {
-			upStart = now()
+		if upStart == 0 {
+			upStart = s.h.sh.stamps.Now()
 		}
-		if upStartAt == 0 {
-			upStartAt = s.h.sh.stamps.At(upStart)
-		}
-		s.up.Start = upStartAt // the pool's clock is the connection manager's (server.dataPlane)
+		s.up.Start = upStart // the pool's clock is the connection manager's (server.dataPlane)
 		s.up.Deadline = tryAt
 		s.up.Line = s.line
 		err = mgr.RoundTrip(&s.ctx, hst, &s.up, &s.upResp)
@@ -435,7 +422,7 @@ func (s *stream) forward(mgr *pool.Manager, m *route.Match) {
 		if s.attempts > 1 {
 			snap.Stats.UpstreamRqRetrySuccess.Inc()
 		}
-		s.upTx, s.upRx = upStartAt, upRx
+		s.upTx, s.upRx = upStart, upRx
 		s.respond(m, c, hst)
 		return
 	}
@@ -516,15 +503,15 @@ type codesCache struct {
 	codes *upstreamCodeStats
 }
 
-// tryTimeout is the deadline of an attempt starting at now (stamp nowAt) within the request's
-// deadline (stamp deadlineAt), and its stamp: the per-try timeout's when it ends first (perTry).
-func tryTimeout(now time.Time, nowAt int64, deadline time.Time, deadlineAt int64, policy *route.RetryPolicy) (time.Time, int64, bool) {
+// tryTimeout is the deadline of an attempt starting at now within the request's deadline
+// (stamps; zero: none): the per-try timeout's when it ends first (perTry).
+func tryTimeout(now, deadline int64, policy *route.RetryPolicy) (int64, bool) {
 	if policy != nil && policy.PerTryTimeout > 0 {
-		if d := now.Add(policy.PerTryTimeout); deadline.IsZero() || d.Before(deadline) {
-			return d, nowAt + int64(policy.PerTryTimeout), true
+		if d := now + int64(policy.PerTryTimeout); deadline == 0 || d < deadline {
+			return d, true
 		}
 	}
-	return deadline, deadlineAt, false
+	return deadline, false
 }
 
 // timeAtEnd sets up an attempt whose timeout starts at the end of the request body that
@@ -551,9 +538,8 @@ func (s *stream) downstreamCtx() context.Context {
 
 // armStreamIdle applies the route's idle_timeout, which overrides stream_idle_timeout, and
 // arms the timer for a request without a body (one with a body armed it for the body) at now,
-// a reading of deps.Now whose stamp is nowAt when known (else 0). It returns mono at now when
-// it converted now, else 0.
-func (s *stream) armStreamIdle(r *route.Route, now time.Time, nowAt int64) (nowMono int64) {
+// a stamp (zero: none). It returns mono at now when it converted now, else 0.
+func (s *stream) armStreamIdle(r *route.Route, now int64) (nowMono int64) {
 	d := s.h.cfg.StreamIdleTimeout
 	if r.IdleTimeoutSet {
 		d = r.IdleTimeout
@@ -562,11 +548,7 @@ func (s *stream) armStreamIdle(r *route.Route, now time.Time, nowAt int64) (nowM
 	case s.idle.d > 0:
 		s.idle.retime(d)
 	case d > 0 && s.body == nil:
-		if nowAt != 0 {
-			nowMono = s.monoOf(nowAt)
-		} else {
-			nowMono = s.monoAt(now)
-		}
+		nowMono = s.monoOf(now)
 		s.idle.arm(s, d, true, nowMono)
 	}
 	return nowMono
@@ -816,7 +798,7 @@ var errNoRetry = errors.New("no retry")
 // startRetry takes a retry from the budget and the max_retries circuit breaker, and waits for
 // the jittered exponential back-off. It returns the breaker resource to release once the
 // retried attempt ends.
-func (s *stream) startRetry(p *route.RetryPolicy, snap *cluster.Snapshot, left *uint32, deadline time.Time) (*breaker.Resource, error) {
+func (s *stream) startRetry(p *route.RetryPolicy, snap *cluster.Snapshot, left *uint32, deadline int64) (*breaker.Resource, error) {
 	st := snap.Stats
 	if *left == 0 {
 		st.UpstreamRqRetryLimitExceeded.Inc()
@@ -843,8 +825,8 @@ func (s *stream) startRetry(p *route.RetryPolicy, snap *cluster.Snapshot, left *
 		ceiling = maxI
 	}
 	wait := time.Duration(rand.Int64N(int64(ceiling)))
-	if !deadline.IsZero() {
-		if left := deadline.Sub(s.h.sh.deps.Now()); wait > left {
+	if deadline != 0 {
+		if left := time.Duration(deadline - s.h.sh.stamps.Now()); wait > left {
 			wait = max(left, 0)
 		}
 	}

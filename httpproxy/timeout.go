@@ -383,16 +383,6 @@ func (l *h2Lifetime) stop() {
 // mono reads the monotonic clock the stream idle timer compares with (clock.Mono).
 func mono() int64 { return clock.Mono() }
 
-// monoAt is mono at t, a reading of deps.Now the stream took anyway, so that one reading of the
-// clock serves both (a reading cost about 90 instructions and two vDSO calls). When deps.Now
-// is not the system clock (a test's), or t is zero, mono is read instead.
-func (s *stream) monoAt(t time.Time) int64 {
-	if !s.h.sh.stamps.System() || t.IsZero() {
-		return mono()
-	}
-	return clock.MonoAt(t)
-}
-
 // monoOf is mono at at, a stamp of deps.Now the stream took anyway (shared.stamps): the same
 // value when deps.Now is the system clock, whose stamps are mono's; else (a test's clock), or
 // when at is zero, mono is read instead.

@@ -149,10 +149,11 @@ func (s *stream) forwardUpgrade(mgr *pool.Manager, m *route.Match) {
 	s.upstream = hst.Address()
 	s.attempts = 1
 	var deadline time.Time
+	var deadlineAt int64
 	if r.Timeout > 0 {
-		deadline = s.start.Add(r.Timeout)
+		deadline, deadlineAt = s.start.Add(r.Timeout), s.startAt+int64(r.Timeout)
 	}
-	s.ctx.reset(deadline)
+	s.ctx.reset(deadlineAt)
 	prio := config.PriorityDefault
 	if r.Priority == route.PriorityHigh {
 		prio = config.PriorityHigh
