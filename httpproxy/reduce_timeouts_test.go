@@ -157,8 +157,9 @@ func TestOverloadReduceTimeoutsClosesIdleSooner(t *testing.T) {
 	}
 }
 
-// idleH2 opens an h2c connection to addr, serves one request on it and returns it idle.
-func idleH2(t *testing.T, addr string) (net.Conn, *http2.Framer) {
+// idleH2 opens an h2c connection to addr, serves one request (with the fields extra) on it and
+// returns it idle.
+func idleH2(t *testing.T, addr string, extra ...[2]string) (net.Conn, *http2.Framer) {
 	t.Helper()
 	c := dialRaw(t, addr).c
 	io.WriteString(c, http2.ClientPreface)
@@ -167,7 +168,7 @@ func idleH2(t *testing.T, addr string) (net.Conn, *http2.Framer) {
 	if err := fr.WriteSettings(); err != nil {
 		t.Fatal(err)
 	}
-	writeRequest(t, fr, 1, "/", nil)
+	writeRequest(t, fr, 1, "/", extra)
 	if got := answer(t, fr, 1); got != "200" {
 		t.Fatalf("HTTP/2 request: %s; want 200", got)
 	}

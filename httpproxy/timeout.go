@@ -229,11 +229,14 @@ type h2Lifetime struct {
 	goneAway bool
 	expired  bool // max_connection_duration ended
 	stopped  bool
-	// The idle timeout: the streams being served, since when none is, and its timer (nil
-	// without idleTimeout).
+	// The idle timeout: the streams being served, since when none is (a stamp,
+	// shared.stamps), and its timer (nil without idleTimeout), pending while idleArmed, due
+	// at idleDue (a stamp).
 	active    int
-	idleSince time.Time
+	idleSince int64
 	idle      *time.Timer
+	idleArmed bool
+	idleDue   int64
 }
 
 // newH2Lifetime registers the connection c accepted at start and arms its timers.
@@ -251,19 +254,28 @@ func (h *Handler) newH2Lifetime(c *h2conn, start time.Time) *h2Lifetime {
 		l.timer = time.AfterFunc(l.left(), l.expire)
 	}
 	if h.cfg.IdleTimeout > 0 {
-		l.idleTimeout, l.idleSince = h.cfg.IdleTimeout, start
+		l.idleTimeout, l.idleSince = h.cfg.IdleTimeout, h.sh.stamps.At(start)
+		now := h.sh.stamps.Now()
+		left := l.idleLeft(now)
 		// Real clock: request path (see internal/clock/direct_test.go's allowedDirect).
-		l.idle = time.AfterFunc(l.idleLeft(), l.idleExpired)
+		l.idle = time.AfterFunc(left, l.idleExpired)
+		l.idleArmed, l.idleDue = true, now+int64(left)
 	}
 	l.mu.Unlock()
 	return l
 }
 
-// idleLeft is the time until the connection, idle since idleSince, reaches its idle timeout
-// as reduce_timeouts scales it now.
-func (l *h2Lifetime) idleLeft() time.Duration {
+// idleLeft is the time from now (a stamp) until the connection, idle since idleSince, reaches
+// its idle timeout as reduce_timeouts scales it now.
+func (l *h2Lifetime) idleLeft(now int64) time.Duration {
 	d := l.h.ov.ScaleTimer(overload.ConnectionIdle, l.idleTimeout)
-	return l.idleSince.Add(d).Sub(l.h.sh.deps.Now())
+	return time.Duration(l.idleSince + int64(d) - now)
+}
+
+// armIdleLocked (mu held) resets the idle timer to fire left after now (a stamp).
+func (l *h2Lifetime) armIdleLocked(now int64, left time.Duration) {
+	l.idle.Reset(left)
+	l.idleArmed, l.idleDue = true, now+int64(left)
 }
 
 // streamStarted and streamEnded bracket each stream the connection serves, for the idle
@@ -278,8 +290,15 @@ func (l *h2Lifetime) streamEnded() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.active--; l.active == 0 && !l.stopped {
-		l.idleSince = l.h.sh.deps.Now()
-		l.idle.Reset(l.idleLeft())
+		now := l.h.sh.stamps.Now()
+		l.idleSince = now
+		// A pending timer due no later than the new idle period's end is left be, and
+		// idleExpired sleeps on for what is left: a Reset each time a busy connection went
+		// idle cost a runtime timer update. One due later (reduce_timeouts shortened the
+		// timeout while the connection was busy) is moved.
+		if left := l.idleLeft(now); !l.idleArmed || l.idleDue > now+int64(left) {
+			l.armIdleLocked(now, left)
+		}
 	}
 }
 
@@ -288,11 +307,13 @@ func (l *h2Lifetime) streamEnded() {
 func (l *h2Lifetime) idleExpired() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.idleArmed = false
 	if l.stopped || l.goneAway || l.active > 0 {
 		return
 	}
-	if left := l.idleLeft(); left > 0 {
-		l.idle.Reset(left)
+	now := l.h.sh.stamps.Now()
+	if left := l.idleLeft(now); left > 0 {
+		l.armIdleLocked(now, left)
 		return
 	}
 	l.h.stats.DownstreamCxIdleTimeout.Inc()
@@ -317,7 +338,8 @@ func (l *h2Lifetime) rescale() {
 		l.timer.Reset(l.left())
 	}
 	if l.idle != nil && l.active == 0 && !l.goneAway {
-		l.idle.Reset(max(l.idleLeft(), 0))
+		now := l.h.sh.stamps.Now()
+		l.armIdleLocked(now, max(l.idleLeft(now), 0))
 	}
 }
 
