@@ -34,17 +34,46 @@ type stack[T any] struct {
 }
 
 // Get returns a kept object, or a new one.
+//
+// Get and Put find the P's stack and push or pop in one pinned section, in line: the table is
+// loaded after Pin (a load may be pinned; only grow, which allocates, may not), and only a
+// table not made yet or too small, an empty stack or a full one goes to the slow path, which
+// pins again. A popped slot is not cleared: it holds an object the cache handed out until a
+// Put overwrites it, which keeps at most Bound objects a P alive, as a full stack does, and
+// saves a pointer store (with its write-barrier test) on every Get.
 func (c *Cache[T]) Get() *T {
+	id := Pin()
+	if st := c.stacks.Load(); st != nil && uint(id) < uint(len(*st)) {
+		s := &(*st)[id]
+		raceAcquire(s)
+		if n := len(s.items) - 1; n >= 0 {
+			x := s.items[n]
+			s.items = s.items[:n]
+			c.unpin(s)
+			return x
+		}
+		c.unpin(s)
+		return c.getSpill()
+	}
+	Unpin()
+	return c.getSlow()
+}
+
+// getSlow is Get where the table lacks the caller's P (or is not made yet): pin grows it.
+func (c *Cache[T]) getSlow() *T {
 	s := c.pin()
-	if len(s.items) > 0 {
-		n := len(s.items) - 1
+	if n := len(s.items) - 1; n >= 0 {
 		x := s.items[n]
-		s.items[n] = nil
 		s.items = s.items[:n]
 		c.unpin(s)
 		return x
 	}
 	c.unpin(s)
+	return c.getSpill()
+}
+
+// getSpill takes an object from the spill pool, or makes one.
+func (c *Cache[T]) getSpill() *T {
 	if x, ok := c.spill.Get().(*T); ok {
 		return x
 	}
@@ -53,9 +82,30 @@ func (c *Cache[T]) Get() *T {
 
 // Put keeps x for a later Get; x must not be used after.
 func (c *Cache[T]) Put(x *T) {
+	id := Pin()
+	if st := c.stacks.Load(); st != nil && uint(id) < uint(len(*st)) {
+		s := &(*st)[id]
+		raceAcquire(s)
+		if n := len(s.items); n < cap(s.items) {
+			s.items = s.items[:n+1]
+			s.items[n] = x
+			c.unpin(s)
+			return
+		}
+		c.unpin(s)
+		c.spill.Put(x)
+		return
+	}
+	Unpin()
+	c.putSlow(x)
+}
+
+// putSlow is Put where the table lacks the caller's P (or is not made yet): pin grows it.
+func (c *Cache[T]) putSlow(x *T) {
 	s := c.pin()
-	if len(s.items) < cap(s.items) {
-		s.items = append(s.items, x)
+	if n := len(s.items); n < cap(s.items) {
+		s.items = s.items[:n+1]
+		s.items[n] = x
 		c.unpin(s)
 		return
 	}
