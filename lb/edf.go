@@ -194,7 +194,17 @@ func NewFloatSequence(weights []float64, seed uint64) *Sequence {
 }
 
 // Next returns the index of the next entry.
-func (s *Sequence) Next() int { return s.nextOn(-1) }
+func (s *Sequence) Next() int {
+	if s.n == 1 {
+		// One entry (a cluster of one host): every pick is it. No position is moved, which
+		// spares each pick finding its P and a compare-and-swap on a line every core writes.
+		if s.order == nil {
+			return 0
+		}
+		return int(s.order[0])
+	}
+	return s.nextOn(-1)
+}
 
 // The fields of the shared position next.
 const (

@@ -286,3 +286,26 @@ func checkSplit(t *testing.T, counts [][]int, weights []uint32, total, positions
 		}
 	}
 }
+
+// TestSequenceOneEntry: a sequence with one entry of non-zero weight picks it every time, on
+// any P and from any seed, also when entries of weight 0 come before it.
+func TestSequenceOneEntry(t *testing.T) {
+	for _, c := range []struct {
+		weights []uint32
+		want    int
+	}{
+		{[]uint32{1}, 0},
+		{[]uint32{7}, 0},
+		{[]uint32{0, 5}, 1},
+		{[]uint32{0, 0, 3, 0}, 2},
+	} {
+		for seed := range uint64(5) {
+			s := lb.NewSequence(c.weights, seed)
+			for i := range 10 {
+				if got := s.Next(); got != c.want {
+					t.Fatalf("weights %v seed %d: pick %d = %d, want %d", c.weights, seed, i, got, c.want)
+				}
+			}
+		}
+	}
+}
