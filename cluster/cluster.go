@@ -50,11 +50,16 @@ func (s *Snapshot) HostStats(h *host.Host) *HostStats { return s.hostStats[h] }
 func (s *Snapshot) Pick(ctx *lb.Context) (*host.Host, error) {
 	h, err := s.Balancer.Pick(ctx)
 	if err == nil && s.Cluster.cfg.Type == config.OriginalDst {
-		if st := s.hostStats[h]; st != nil && !st.used.Load() {
-			st.used.Store(true)
-		}
+		s.markUsed(h)
 	}
 	return h, err
+}
+
+// markUsed marks an ORIGINAL_DST host picked.
+func (s *Snapshot) markUsed(h *host.Host) {
+	if st := s.hostStats[h]; st != nil && !st.used.Load() {
+		st.used.Store(true)
+	}
 }
 
 // Cluster is one upstream cluster of the Manager. Its configuration is fixed; a CDS update
@@ -174,11 +179,19 @@ func (c *Cluster) Pick(ctx *lb.Context) (*host.Host, error) {
 	if snap == nil {
 		return nil, lb.ErrNoHealthyHost
 	}
-	h, err := snap.Pick(ctx)
-	if err != nil && c.cfg.Type == config.OriginalDst && errors.Is(err, originaldst.ErrUnknownDestination) {
+	// Snapshot.Pick written out: a proxied request picks here, and the call was a frame of
+	// its own.
+	h, err := snap.Balancer.Pick(ctx)
+	if err == nil {
+		if c.cfg.Type == config.OriginalDst {
+			snap.markUsed(h)
+		}
+		return h, nil
+	}
+	if c.cfg.Type == config.OriginalDst && errors.Is(err, originaldst.ErrUnknownDestination) {
 		return c.addOriginalDst(ctx.OverrideHost)
 	}
-	if err != nil && c.dns != nil && errors.Is(err, errUnknownForwardHost) {
+	if c.dns != nil && errors.Is(err, errUnknownForwardHost) {
 		return c.addForwardHost(ctx.OverrideHost)
 	}
 	return h, err
