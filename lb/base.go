@@ -131,6 +131,17 @@ func (b *Base) ChooseRandomSource(ctx *Context) (Source, bool) {
 	return b.ChooseSource(ctx, b.rand())
 }
 
+// Plain reports whether ChooseRandomSource would choose ctx's hosts without a draw as
+// Source{Kind: HealthyHosts} (priority 0's healthy hosts), so that a balancer may take
+// PlainHosts and its SourceTable's Plain directly: the common case (one level, no panic,
+// locality or zone-aware routing, no excluded priorities) then costs no call.
+func (b *Base) Plain(ctx *Context) bool {
+	return b.plain && (ctx == nil || ctx.excludedPriorities == 0)
+}
+
+// PlainHosts is Hosts(Source{Kind: HealthyHosts}): priority 0's healthy hosts.
+func (b *Base) PlainHosts() []*host.Host { return b.sets[0].HealthyHosts() }
+
 // ChoosePriority maps priorityHash to a level by the priority load, the one ctx's retry
 // priority leaves when it excludes levels (Context.ExcludePreviousPriorities). When the
 // excluded levels are all that have availability, ctx forgets them and the cluster's load
@@ -241,6 +252,9 @@ func NewSourceTable[T any](b *Base, build func(hosts []*host.Host) T) *SourceTab
 	}
 	return t
 }
+
+// Plain is Get(Source{Kind: HealthyHosts}): the value for priority 0's healthy hosts.
+func (t *SourceTable[T]) Plain() *T { return &t.levels[0].healthy }
 
 // Get returns the value for src.
 func (t *SourceTable[T]) Get(src Source) *T {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/legateproxy/legate/host"
 	"github.com/legateproxy/legate/lb"
+	"github.com/legateproxy/legate/lb/internal/lbtest"
 )
 
 // retryBase is a balancer base over three levels: P0 with one of two hosts healthy
@@ -90,5 +91,39 @@ func TestPreviousPrioritiesNoAllocs(t *testing.T) {
 	}
 	if src, ok := b.ChooseSource(&ctx, 42); !ok || src.Priority != 1 {
 		t.Errorf("ChooseSource = %+v, %v; want priority 1", src, ok)
+	}
+}
+
+// TestPlainIsChooseRandomSource: where Plain holds, ChooseRandomSource chooses priority 0's
+// healthy hosts, which PlainHosts returns; Plain does not hold with several levels or in panic.
+func TestPlainIsChooseRandomSource(t *testing.T) {
+	one, err := lb.NewBase(lb.Params{PrioritySet: lbtest.PrioritySet(t, lbtest.Hosts(t, 4))}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	panicking, err := lb.NewBase(lb.Params{PrioritySet: halfHealthy(t)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		b     *lb.Base
+		plain bool
+	}{{"one healthy level", one, true}, {"three levels", retryBase(t), false}, {"panic", panicking, false}} {
+		for _, ctx := range []*lb.Context{nil, {}} {
+			if got := c.b.Plain(ctx); got != c.plain {
+				t.Fatalf("%s: Plain(%v) = %v, want %v", c.name, ctx, got, c.plain)
+			}
+			if !c.plain {
+				continue
+			}
+			src, ok := c.b.ChooseRandomSource(ctx)
+			if !ok || src != (lb.Source{Kind: lb.HealthyHosts}) {
+				t.Fatalf("%s: ChooseRandomSource = %+v, %v where Plain holds", c.name, src, ok)
+			}
+			if got, want := c.b.PlainHosts(), c.b.Hosts(src); len(got) != len(want) || &got[0] != &want[0] {
+				t.Fatalf("%s: PlainHosts is not Hosts(%+v)", c.name, src)
+			}
+		}
 	}
 }

@@ -51,12 +51,18 @@ func (b *Balancer) Pick(ctx *lb.Context) (*host.Host, error) {
 }
 
 func (b *Balancer) pickOnce(ctx *lb.Context) *host.Host {
-	src, ok := b.base.ChooseRandomSource(ctx)
-	if !ok {
-		return nil
+	var hosts []*host.Host
+	var seq *lb.Sequence
+	if b.base.Plain(ctx) {
+		// What ChooseRandomSource would choose, without its call.
+		hosts, seq = b.base.PlainHosts(), *b.sched.Plain()
+	} else {
+		src, ok := b.base.ChooseRandomSource(ctx)
+		if !ok {
+			return nil
+		}
+		hosts, seq = b.base.Hosts(src), *b.sched.Get(src)
 	}
-	hosts := b.base.Hosts(src)
-	seq := *b.sched.Get(src)
 	if len(hosts) == 0 || seq == nil {
 		return nil
 	}
