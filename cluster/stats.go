@@ -211,8 +211,17 @@ func (s *HostStats) grow(p uint64) *HostLine {
 // RqStarted counts a request sent to the host (rq_total, rq_active) on line l, the sending
 // stream's (stats.ThisLine): the counters are atomics, so a stale line only costs cache
 // traffic. Its end is counted on the line returned (RqEnded), without finding it again.
+//
+// It finds a P's line as line does, written out: every request sent counts here, and line's
+// call was a third of the count.
 func (s *HostStats) RqStarted(l stats.Line) *HostLine {
-	ln := s.line(l)
+	var ln *HostLine
+	p := uint64(l.P())
+	if ls := s.rq.Load(); ls != nil && p&ls.mask < uint64(len(ls.line)) {
+		ln = &ls.line[p&ls.mask]
+	} else {
+		ln = s.grow(p)
+	}
 	ln.total.Add(1)
 	ln.active.Add(1)
 	return ln
