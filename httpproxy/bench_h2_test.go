@@ -133,6 +133,7 @@ type rawH2Client struct {
 	head  [9]byte // a frame's header, here since io.ReadFull's would escape
 	id    uint32
 	path  string
+	extra []hpack.HeaderField // regular fields sent after the pseudo-header fields
 }
 
 func newRawH2Client(tb testing.TB, addr, path string) *rawH2Client {
@@ -166,6 +167,9 @@ func appendH2Frame(b []byte, t http2.FrameType, flags http2.Flags, id uint32, pa
 func (rc *rawH2Client) do() (int, error) {
 	rc.block.Reset()
 	for _, f := range [...]hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "http"}, {Name: ":authority", Value: "bench"}, {Name: ":path", Value: rc.path}} {
+		rc.enc.WriteField(f)
+	}
+	for _, f := range rc.extra {
 		rc.enc.WriteField(f)
 	}
 	rc.out = appendH2Frame(rc.out[:0], http2.FrameHeaders, http2.FlagHeadersEndHeaders|http2.FlagHeadersEndStream, rc.id, rc.block.Bytes())

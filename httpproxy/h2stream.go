@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/legateproxy/legate/internal/h2wire"
+	"github.com/legateproxy/legate/pool"
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -35,6 +36,11 @@ type h2stream struct {
 	reqHdr http.Header
 	vals   []string
 	arena  []byte
+	// list is reqHdr's fields in the order they arrived, when listExact: the connection
+	// manager's index of the request (inIndex.fields), from which the upstream request is
+	// written; ranging over the map instead was about 600 instructions a request.
+	list      []pool.Field
+	listExact bool
 
 	// The handler's own.
 	hdr http.Header // the response's header map
@@ -185,6 +191,7 @@ func (c *h2conn) recycle(st *h2stream) {
 	clear(st.reqHdr)
 	clear(st.hdr)
 	clear(st.vals[:cap(st.vals)])
+	clear(st.list[:cap(st.list)])
 	if cap(st.arena) > h2MaxKeptArena {
 		st.arena = nil
 	}
@@ -231,6 +238,10 @@ func (c *h2conn) newRequest(f *h2block, r *http.Request, st *h2stream) http2.Err
 	}
 	vals := st.vals[:0] // one backing array for the values
 	keys, cookies, count, size := nameBits(0), 0, 0, 0
+	// list leaves out the fields the request's map loses before it is forwarded: Host (below)
+	// and TE (stream.serveH2). A Trailer field, which the map loses only with a body to come,
+	// leaves the list inexact.
+	list, exact := st.list[:0], true
 	for _, hf := range fields {
 		switch hf.Name {
 		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
@@ -245,6 +256,13 @@ func (c *h2conn) newRequest(f *h2block, r *http.Request, st *h2stream) http2.Err
 		}
 		k := st.wireKey(hf.Name)
 		count, size = count+1, size+len(k)+len(hf.Value)
+		switch hf.Name {
+		case "te", "host":
+		case "trailer":
+			exact = false
+		default:
+			list = append(list, pool.Field{Name: k, Value: hf.Value})
+		}
 		if keys.mayHave(k) { // else k is not in hdr yet: no lookup
 			if vs, ok := hdr[k]; ok {
 				hdr[k] = append(vs, hf.Value)
@@ -262,7 +280,9 @@ func (c *h2conn) newRequest(f *h2block, r *http.Request, st *h2stream) http2.Err
 		hdr["Cookie"] = vals[n-1 : n : n]
 		keys |= nameBit("Cookie")
 		count, size = count+1, size+len("Cookie")+len(vals[n-1])
+		list = append(list, pool.Field{Name: "Cookie", Value: vals[n-1]})
 	}
+	st.list, st.listExact = list, exact
 	if protocol != "" {
 		hdr[":protocol"] = []string{protocol}
 		keys |= nameBit(":protocol")

@@ -220,8 +220,9 @@ func (s *stream) setOutKey(k lookupKey, value string) {
 //
 // The connection manager keeps both true through its own changes (add, changed); once
 // filters or tracing have had the map, the index is loose: every lookup goes to the map, and
-// the upstream request is written from it. An HTTP/2 request's index is loose but for keys,
-// which h2conn.newRequest fills.
+// the upstream request is written from it. An HTTP/2 request's index is not lazy (the map is
+// filled), its keys and fields what h2conn.newRequest listed (h2stream.list), exact unless
+// the request has a Trailer field.
 type inIndex struct {
 	keys   nameBits
 	fields []pool.Field

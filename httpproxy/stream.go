@@ -449,6 +449,11 @@ func (s *stream) serveH2(c *h2conn, w *h2stream, r *http.Request) {
 	s.begin(h)
 	s.h2w = w
 	s.in.keys = w.keys // loose (begin), but with the names newRequest put in the map
+	if w.listExact {
+		// Exact with the fields in their order, copied (the h2stream's list is the connection
+		// reader's to refill); not lazy: the map is filled.
+		s.in.fields, s.in.exact = append(s.in.fields[:0], w.list...), true
+	}
 	s.ctx.setup(h.sh, r.Context())
 	s.remote, s.remoteIP, s.local, s.tls = c.remote, c.remoteIP, c.local, c.tls
 	s.restored, s.direct = c.restored, c.direct
