@@ -57,7 +57,10 @@ type h2state struct {
 	req *http.Request
 	// tooLarge is a request whose header list went over SETTINGS_MAX_HEADER_LIST_SIZE.
 	tooLarge bool
-	keys     nameBits // the names reqHdr holds (outheader.go)
+	// preLength: pre holds the response's content-length field (sendHeadH2), which emit then
+	// does not add.
+	preLength bool
+	keys      nameBits // the names reqHdr holds (outheader.go)
 	// fields and fieldBytes are the number of values in reqHdr and the sum of their names'
 	// and values' lengths (tooManyHeaders).
 	fields, fieldBytes int
@@ -639,7 +642,7 @@ func (st *h2stream) emit(end bool) error {
 	trailers := false
 	if !st.headersSent {
 		st.headersSent = true
-		if end && len(st.hdr["Content-Length"]) == 0 && bodyAllowed(st.status) && (len(st.out) > 0 || !st.noBody) {
+		if end && !st.preLength && len(st.hdr["Content-Length"]) == 0 && bodyAllowed(st.status) && (len(st.out) > 0 || !st.noBody) {
 			// The whole response is at hand: its length goes with it.
 			st.hdr["Content-Length"] = []string{strconv.Itoa(len(st.out))}
 		}
