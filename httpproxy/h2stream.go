@@ -192,7 +192,7 @@ func (st *h2stream) cancel() { st.ctx.cancel() }
 // through a pointer it took earlier (reset, cancel) stay until newStream.
 func (c *h2conn) recycle(st *h2stream) {
 	clear(st.reqHdr)
-	clear(st.hdr)
+	clearMap(st.hdr) // a direct response head leaves it empty
 	clear(st.vals[:cap(st.vals)])
 	clear(st.list[:cap(st.list)])
 	if cap(st.arena) > h2MaxKeptArena {
