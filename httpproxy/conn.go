@@ -14,6 +14,7 @@ import (
 
 	"github.com/legateproxy/legate/accesslog"
 	"github.com/legateproxy/legate/config"
+	"github.com/legateproxy/legate/internal/h2wire"
 	"github.com/legateproxy/legate/internal/http1"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/overload"
@@ -740,6 +741,7 @@ type dateCache struct {
 type dateValue struct {
 	sec int64
 	s   string
+	h2  string // the Date field, HPACK encoded (getH2; dateCache's own values)
 }
 
 func newDateCache(now func() time.Time) *dateCache { return &dateCache{now: now} }
@@ -750,9 +752,25 @@ func (d *dateCache) get(now time.Time) string {
 	if v := d.cur.Load(); v != nil && v.sec == sec {
 		return v.s
 	}
-	v := &dateValue{sec: sec, s: now.UTC().Format(http.TimeFormat)}
-	d.cur.Store(v)
+	v := d.refresh(now, sec)
 	return v.s
+}
+
+// getH2 returns the Date field for now, HPACK encoded, as get's value is a second.
+func (d *dateCache) getH2(now time.Time) string {
+	sec := now.Unix()
+	if v := d.cur.Load(); v != nil && v.sec == sec {
+		return v.h2
+	}
+	return d.refresh(now, sec).h2
+}
+
+// refresh makes and keeps the values of second sec, now's.
+func (d *dateCache) refresh(now time.Time, sec int64) *dateValue {
+	v := &dateValue{sec: sec, s: now.UTC().Format(http.TimeFormat)}
+	v.h2 = string(h2wire.AppendIndexedName(nil, h2wire.StaticName(hdrDate), v.s))
+	d.cur.Store(v)
+	return v
 }
 
 // directRemote returns the socket peer of c, whose remote address reads remote: the same

@@ -18,6 +18,7 @@ import (
 	"github.com/legateproxy/legate/httpproxy/filters/healthcheck"
 	"github.com/legateproxy/legate/httpproxy/route"
 	"github.com/legateproxy/legate/internal/clock"
+	"github.com/legateproxy/legate/internal/h2wire"
 	"github.com/legateproxy/legate/internal/registry"
 	"github.com/legateproxy/legate/listener"
 	"github.com/legateproxy/legate/logging"
@@ -224,6 +225,8 @@ type Handler struct {
 	// and its line end (serverDateLine).
 	serverDate      [2]string
 	serverDateLines [2]atomic.Pointer[dateValue]
+	// serverH2 is the Server field a direct HTTP/2 response head adds, HPACK encoded.
+	serverH2 string
 
 	mu       sync.Mutex // guards conns, h2lives, watching, closed and wg.Add
 	conns    map[*serverConn]struct{}
@@ -327,6 +330,7 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 		stop:      make(chan struct{}),
 	}
 	h.serverDate = serverDate(cfg)
+	h.serverH2 = string(h2wire.AppendIndexedName(nil, h2wire.StaticName(hdrServer), cfg.ServerName))
 	for i, f := range cfg.HTTPFilters {
 		if f.IsRouter() {
 			continue
