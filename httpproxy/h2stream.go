@@ -131,7 +131,9 @@ func (c *h2conn) headers(f *h2block) error {
 		return http2.StreamError{StreamID: id, Code: code}
 	}
 	st.noBody = req.Method == http.MethodHead
-	if req.Body != http.NoBody {
+	// newRequest left Body nil for a body to come, else http.NoBody (comparing with it is a
+	// call).
+	if req.Body == nil {
 		st.declLen = req.ContentLength
 		req.Body = (*h2body)(st)
 		st.trailer = req.Trailer

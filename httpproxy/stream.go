@@ -474,13 +474,16 @@ func (s *stream) serveH2(c *h2conn, w *h2stream, r *http.Request) {
 	}
 	// Hop-by-hop headers are not allowed in HTTP/2 requests; the reader rejects them. TE may
 	// be "trailers" only, and is not forwarded.
-	delete(r.Header, hdrTE)
+	if s.in.keys&teKey.bit != 0 { // the map's deletion, a call, only when it may hold TE
+		delete(r.Header, hdrTE)
+	}
 	s.body, s.contentLength = nil, 0
 	// Every request has a Body; ContentLength is 0 when the HEADERS frame ended the stream or
 	// content-length was 0 (the reader rejects DATA beyond it), -1 when a body of unknown
 	// length follows. A request without a body is forwarded without one: a streamed empty body
 	// costs an extra DATA frame and flush upstream, and turns an HTTP/1 GET into a chunked one.
-	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 && s.upgrade == "" {
+	// The length first: comparing Body with NoBody is a call.
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody && s.upgrade == "" {
 		s.body, s.contentLength = r.Body, r.ContentLength
 		s.armH2RequestTimeout(w)
 		s.watchBody()
@@ -1119,6 +1122,9 @@ func (s *stream) sendHeadH2(status int, contentLength int64) {
 	}
 	s.h2w.WriteHeader(status)
 }
+
+// teKey is TE's lookup key, whose bit serveH2 tests.
+var teKey = newLookupKey(hdrTE)
 
 // contentLengthIndex is content-length's HPACK static table index.
 var contentLengthIndex = h2wire.StaticName(hdrContentLength)
