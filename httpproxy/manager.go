@@ -227,6 +227,8 @@ type Handler struct {
 	serverDateLines [2]atomic.Pointer[dateValue]
 	// serverH2 is the Server field a direct HTTP/2 response head adds, HPACK encoded.
 	serverH2 string
+	// directPlan is the part of a direct response head's plan the configuration decides.
+	directPlan directPlan
 
 	mu       sync.Mutex // guards conns, h2lives, watching, closed and wg.Add
 	conns    map[*serverConn]struct{}
@@ -330,6 +332,7 @@ func (sh *shared) build(cfg *config.HTTPConnectionManager, ctx *listener.ChainCo
 		stop:      make(chan struct{}),
 	}
 	h.serverDate = serverDate(cfg)
+	h.directPlan = planDirectFor(cfg)
 	h.serverH2 = string(h2wire.AppendIndexedName(nil, h2wire.StaticName(hdrServer), cfg.ServerName))
 	for i, f := range cfg.HTTPFilters {
 		if f.IsRouter() {
