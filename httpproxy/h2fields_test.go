@@ -15,41 +15,26 @@ import (
 // keep-alive connections, and sends each request's head lines (the request line first) on
 // heads.
 func headServer(t *testing.T, heads chan<- []string) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	return serveTCP(t, func(conn net.Conn) {
+		br := bufio.NewReader(conn)
 		for {
-			conn, err := ln.Accept()
-			if err != nil {
+			var head []string
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				if line = strings.TrimRight(line, "\r\n"); line == "" {
+					break
+				}
+				head = append(head, line)
+			}
+			heads <- head
+			if _, err := io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"); err != nil {
 				return
 			}
-			go func() {
-				defer conn.Close()
-				br := bufio.NewReader(conn)
-				for {
-					var head []string
-					for {
-						line, err := br.ReadString('\n')
-						if err != nil {
-							return
-						}
-						if line = strings.TrimRight(line, "\r\n"); line == "" {
-							break
-						}
-						head = append(head, line)
-					}
-					heads <- head
-					if _, err := io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"); err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 // TestH2RequestFieldOrder: an HTTP/2 request's fields go upstream in the order they arrived,

@@ -149,34 +149,19 @@ func TestRouterSplitResponsesAreExternal(t *testing.T) {
 // (the router keeps the body's read error, which the copy of a body nothing watches keeps
 // itself: copyFrom's upErr).
 func TestRouterResponseCutIsOutlierResult(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	addr := serveTCP(t, func(conn net.Conn) {
+		br := bufio.NewReader(conn)
 		for {
-			conn, err := ln.Accept()
+			line, err := br.ReadString('\n')
 			if err != nil {
 				return
 			}
-			go func() {
-				defer conn.Close()
-				br := bufio.NewReader(conn)
-				for {
-					line, err := br.ReadString('\n')
-					if err != nil {
-						return
-					}
-					if line == "\r\n" {
-						break
-					}
-				}
-				io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
-			}()
+			if line == "\r\n" {
+				break
+			}
 		}
-	}()
-	addr := ln.Addr().String()
+		io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
+	})
 	e := newEnv(t, envOptions{
 		clusters: []string{staticCluster("web", "outlier_detection: {split_external_local_origin_errors: true, consecutive_local_origin_failure: 1, consecutive_5xx: 100, interval: 0.2s, base_ejection_time: 30s, max_ejection_percent: 100}", addr)},
 		hcm:      simpleHCM("web", ""),
