@@ -1,7 +1,6 @@
 package httpproxy
 
 import (
-	"bufio"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/legateproxy/legate/host"
+	"github.com/legateproxy/legate/internal/nettest"
 )
 
 // statusServer is an upstream answering every request with status (and, for 200, "ok").
@@ -149,19 +149,15 @@ func TestRouterSplitResponsesAreExternal(t *testing.T) {
 // (the router keeps the body's read error, which the copy of a body nothing watches keeps
 // itself: copyFrom's upErr).
 func TestRouterResponseCutIsOutlierResult(t *testing.T) {
-	addr := serveTCP(t, func(conn net.Conn) {
-		br := bufio.NewReader(conn)
-		for {
-			line, err := br.ReadString('\n')
-			if err != nil {
-				return
-			}
-			if line == "\r\n" {
-				break
-			}
-		}
-		io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nettest.ServeHTTP1(t, ln, func(c net.Conn, _, _ string) {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
+		c.Close() // 90 bytes short
 	})
+	addr := ln.Addr().String()
 	e := newEnv(t, envOptions{
 		clusters: []string{staticCluster("web", "outlier_detection: {split_external_local_origin_errors: true, consecutive_local_origin_failure: 1, consecutive_5xx: 100, interval: 0.2s, base_ejection_time: 30s, max_ejection_percent: 100}", addr)},
 		hcm:      simpleHCM("web", ""),
